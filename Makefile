@@ -1,0 +1,100 @@
+# CCL: one Makefile, no recursion. Generated and compiled files go to build/.
+#
+#   make              cclc, libccl, ccl-perf, examples
+#   make check        every CPU test (what CI runs)
+#   make check-gpu    GPU tests; skip cleanly where no GPU is present
+#   make asan         the compiler and runtime tests under ASan+UBSan
+#   make fuzz         libFuzzer on the front end (FUZZ_SECONDS=60 by default)
+#   make update-golden  regenerate tests' golden plan and CUDA files
+
+CC       ?= cc
+BUILD    ?= build
+CUDA     ?= /usr/local/cuda
+OPT      ?= -O2
+CFLAGS_BASE = -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+              -Wmissing-prototypes -Wno-unused-parameter -D_GNU_SOURCE -pthread
+CFLAGS   += $(CFLAGS_BASE) -Icompiler -Iruntime/include -Iruntime/src -I$(BUILD) -I$(CUDA)/include
+# Bison and Flex output is not ours to fix; compile it with the warnings it is known to trip off.
+GEN_CFLAGS = $(filter-out -Wmissing-prototypes -Wshadow -Wstrict-prototypes,$(CFLAGS)) \
+             -Wno-unused-function -Wno-sign-compare -Wno-implicit-fallthrough
+LDLIBS   += -pthread -ldl -lm -lrt
+
+COMPILER_SRC := $(filter-out compiler/main.c,$(wildcard compiler/*.c))
+RUNTIME_SRC  := $(wildcard runtime/src/*.c)
+GEN_SRC      := $(BUILD)/ccl.tab.c $(BUILD)/lex.yy.c
+
+COMPILER_OBJ := $(COMPILER_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:%.c=%.o)
+RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o)
+TOOLS        := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
+EXAMPLES     := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*/*.c))
+
+all: $(BUILD)/cclc $(BUILD)/libccl.a $(TOOLS) $(EXAMPLES) $(TEST_BINS)
+
+$(BUILD)/ccl.tab.c $(BUILD)/ccl.tab.h: grammar/ccl.y
+	@mkdir -p $(BUILD)
+	bison -Wall -Werror --defines=$(BUILD)/ccl.tab.h -o $(BUILD)/ccl.tab.c $<
+
+$(BUILD)/lex.yy.c $(BUILD)/lex.yy.h: grammar/ccl.l $(BUILD)/ccl.tab.h
+	@mkdir -p $(BUILD)
+	flex --header-file=$(BUILD)/lex.yy.h -o $(BUILD)/lex.yy.c $<
+
+$(BUILD)/ccl.tab.o $(BUILD)/lex.yy.o: $(BUILD)/%.o: $(BUILD)/%.c $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h compiler/cclc.h
+	$(CC) $(GEN_CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.c $(wildcard compiler/*.h runtime/include/*.h runtime/src/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/libcclc.a: $(COMPILER_OBJ)
+	ar rcs $@ $^
+
+# libccl carries the compiler objects too, so users link one library.
+$(BUILD)/libccl.a: $(RUNTIME_OBJ) $(COMPILER_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/cclc: $(BUILD)/compiler/main.o $(BUILD)/libccl.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%: tools/%.c $(BUILD)/libccl.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libccl.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libccl.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+check: all
+	tests/run-all.sh $(BUILD)
+
+check-gpu: all
+	tests/run-gpu.sh $(BUILD)
+
+update-golden: all
+	UPDATE_GOLDEN=1 tests/run-all.sh $(BUILD) golden
+
+# The same tests, built with sanitizers into their own folder.
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+	    LDFLAGS="-fsanitize=address,undefined" all
+	ASAN_OPTIONS=detect_leaks=1 tests/run-all.sh build-asan compiler
+
+FUZZ_SECONDS ?= 60
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -fsanitize=fuzzer-no-link,address,undefined" $(BUILD)-fuzz-objs
+	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Icompiler -Ibuild-fuzz \
+	    -o build-fuzz/fuzz_frontend tests/fuzz/fuzz_frontend.c build-fuzz/libcclc.a -lm
+	mkdir -p build-fuzz/corpus
+	build-fuzz/fuzz_frontend -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
+	    -rss_limit_mb=2048 build-fuzz/corpus tests/fuzz/corpus algorithms/*/
+
+$(BUILD)-fuzz-objs: $(BUILD)/libcclc.a
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+.PHONY: all check check-gpu update-golden asan fuzz clean $(BUILD)-fuzz-objs
+.SECONDARY:

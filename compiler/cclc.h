@@ -1,0 +1,370 @@
+/* cclc.h: the compiler's one internal header, a section per pass file.
+ *
+ * The pipeline (see compiler/main.c for the flat list of calls):
+ *
+ *   source --parse.c (grammar/ccl.y)--> Ast
+ *          --expand.c (for a concrete N)--> Program   (per rank, per thread block steps)
+ *          --verify.c--> proof or diagnostics
+ *          --schedule.c--> Plan                       (fused ops, semaphores, barriers)
+ *          --plan.c--> text or JSON                   (cclc plan)
+ *          --emit_cuda.c--> CUDA C                    (cclc cuda)
+ *
+ * Every structure a compilation builds lives in one Arena and is freed with it.
+ */
+#ifndef CCLC_H
+#define CCLC_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CCLC_VERSION "0.1.0"
+
+/* Hard limits, each reported as a clear error when a program exceeds it. */
+enum {
+    CCLC_MAX_RANKS = 1024,        /* the largest N any program may be expanded for */
+    CCLC_MAX_STEPS = 1 << 20,     /* steps of one expanded program, all ranks together */
+    CCLC_MAX_NESTING = 64,        /* nested blocks (for/if/on) in the source */
+    CCLC_MAX_CHUNKS = 1 << 16,    /* chunks of any one buffer */
+    CCLC_MAX_ERRORS = 20,         /* diagnostics kept per compilation */
+};
+
+/* ===== arena.c: bump allocation, freed whole ===== */
+
+typedef struct Arena Arena;
+Arena *arena_new(void);
+void arena_free(Arena *a);
+void *arena_alloc(Arena *a, size_t size); /* zeroed; never returns NULL (aborts on OOM) */
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A growable array of pointers or small structs, backed by the arena. */
+#define VEC(T) struct { T *v; int n, cap; }
+#define vec_push(arena, vec, item)                                                        \
+    do {                                                                                  \
+        if ((vec)->n == (vec)->cap) {                                                     \
+            int ncap_ = (vec)->cap ? 2 * (vec)->cap : 8;                                  \
+            void *nv_ = arena_alloc((arena), sizeof(*(vec)->v) * (size_t)ncap_);          \
+            if ((vec)->n) memcpy(nv_, (vec)->v, sizeof(*(vec)->v) * (size_t)(vec)->n);   \
+            (vec)->v = nv_;                                                               \
+            (vec)->cap = ncap_;                                                           \
+        }                                                                                 \
+        (vec)->v[(vec)->n++] = (item);                                                    \
+    } while (0)
+
+/* ===== diag.c: diagnostics with source lines and carets ===== */
+
+/* A source position. line and col are 1-based; len is the underline width (>= 1). */
+typedef struct {
+    int line, col, len;
+} SrcLoc;
+
+typedef struct {
+    const char *file;   /* name shown in messages */
+    const char *text;   /* the whole source, NUL-terminated (NULs inside are reported) */
+    size_t size;
+} Source;
+
+/* Collects errors of one compilation. Messages are rendered into `out` as
+ *   FILE:LINE:COL: error: MESSAGE
+ *    SOURCE LINE
+ *        ^~~~
+ * and optional notes ("FILE:LINE:COL: note: ..."). */
+typedef struct Diag {
+    const Source *src;
+    int nerrors;
+    int truncated;      /* more than CCLC_MAX_ERRORS errors were reported */
+    char *out;          /* malloc'd, NUL-terminated rendering of everything reported */
+    size_t len, cap;
+} Diag;
+
+void diag_init(Diag *d, const Source *src);
+void diag_fini(Diag *d);
+void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* An error with no source position (usage-level problems such as "N out of range"). */
+void diag_plain(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Bugs in the compiler itself; never for user mistakes. */
+#define internal_error(...) ccl__internal_error(__FILE__, __LINE__, __VA_ARGS__)
+_Noreturn void ccl__internal_error(const char *file, int line, const char *fmt, ...);
+
+/* ===== ast.c: the syntax tree built by grammar/ccl.y ===== */
+
+typedef enum {
+    COLL_ALLREDUCE,
+    COLL_ALLGATHER,
+    COLL_REDUCE_SCATTER,
+    COLL_ALLTOALL,
+    COLL_BROADCAST,
+    COLL_REDUCE,
+} Collective;
+
+typedef enum { PROTO_SIMPLE, PROTO_LL, PROTO_LL128 } Protocol;
+typedef enum { CHAN_NONE, CHAN_MEMORY, CHAN_PORT } ChannelKind;
+
+typedef enum {
+    STEP_PUT,     /* dst on a peer, src local */
+    STEP_GET,     /* dst local, src on a peer */
+    STEP_COPY,    /* both local */
+    STEP_REDUCE,  /* dst = op(srcs), any mix of local and remote operands */
+    STEP_SIGNAL,
+    STEP_WAIT,
+    STEP_BARRIER,
+    STEP_FLUSH,
+} StepKind;
+
+typedef enum {
+    EX_INT, EX_NAME, EX_UNARY, EX_BINARY, EX_CALL,
+} ExprKind;
+
+typedef struct Expr Expr;
+struct Expr {
+    ExprKind kind;
+    SrcLoc loc;
+    int64_t value;        /* EX_INT */
+    const char *name;     /* EX_NAME, EX_CALL (function name) */
+    int op;               /* EX_UNARY, EX_BINARY: a token code from the grammar */
+    Expr *lhs, *rhs;      /* operands; EX_CALL arguments are lhs and rhs (rhs may be NULL) */
+};
+
+/* A set of integers: a single expression, `others`, `all`, or a comprehension
+ * { elem : var in lo..hi, cond }. */
+typedef enum { SET_ONE, SET_OTHERS, SET_ALL, SET_COMPREHENSION } SetKind;
+typedef struct {
+    SetKind kind;
+    SrcLoc loc;
+    Expr *elem;           /* SET_ONE: the value; SET_COMPREHENSION: the element */
+    const char *var;      /* SET_COMPREHENSION */
+    Expr *lo, *hi, *cond; /* SET_COMPREHENSION; cond may be NULL */
+} SetExpr;
+
+/* buf[index], buf[lo..hi], buf@peer[index]; peer and index may be sets. */
+typedef struct {
+    SrcLoc loc;
+    const char *buf;
+    SetExpr *peer;        /* NULL for a local reference */
+    SetExpr *index;       /* the chunk (or chunk set); NULL when a range is given */
+    Expr *lo, *hi;        /* a half-open chunk range lo..hi */
+} AstRef;
+
+typedef enum {
+    ST_FOR, ST_IF, ST_LET, ST_ON, ST_STEP, ST_CONNECT, ST_SCRATCH,
+} StmtKind;
+
+typedef struct Stmt Stmt;
+typedef VEC(Stmt *) StmtList;
+typedef VEC(AstRef *) RefList;
+
+struct Stmt {
+    StmtKind kind;
+    SrcLoc loc;
+    /* ST_FOR: var in lo..hi { body }; ST_LET: var = value */
+    const char *var;
+    Expr *lo, *hi, *value;
+    /* ST_IF: if cond { body } else { orelse } */
+    Expr *cond;
+    StmtList body, orelse;
+    /* ST_ON: on rank [tb tb] { body }; tb may be NULL (the scheduler picks) */
+    Expr *rank, *tb;
+    /* ST_STEP */
+    StepKind step;
+    AstRef *dst;
+    RefList srcs;
+    SetExpr *peers;       /* signal, wait, flush */
+    /* ST_CONNECT: connect KIND all | connect KIND a <-> b */
+    ChannelKind chan;
+    Expr *end_a, *end_b;  /* both NULL for `all` */
+    /* ST_SCRATCH: scratch var[value] */
+};
+
+typedef struct {
+    const char *name;
+    SrcLoc name_loc;
+    Collective coll;
+    SrcLoc coll_loc;
+    const char *nvar;         /* the rank-count variable of `ranks N in lo..hi` */
+    Expr *ranks_lo, *ranks_hi;/* inclusive bounds */
+    SrcLoc ranks_loc;
+    VEC(Expr *) where;        /* constraints that must hold for N */
+    Expr *chunks;             /* chunk factor K (default 1) */
+    Protocol protocol;
+    int64_t size_lo, size_hi; /* `sizes` hint in bytes; 0 when absent */
+    Expr *instances;          /* default 1 */
+    Expr *pipeline;           /* default slices, 1 when absent */
+    StmtList body;            /* lets, scratch, connect, for, if, on */
+} Ast;
+
+const char *coll_name(Collective c);
+const char *proto_name(Protocol p);
+const char *step_name(StepKind k);
+
+/* ===== parse.c: the reentrant Flex/Bison front end ===== */
+
+/* Parses src into an Ast in the arena. Returns NULL after reporting every syntax error
+ * (without cascades) to d. */
+Ast *parse_source(Arena *a, const Source *src, Diag *d);
+
+/* ===== expand.c: instantiate for a concrete N ===== */
+
+/* Buffer ids in a Program: 0 is `in`, 1 is `out`, 2.. are the scratch buffers in
+ * declaration order. */
+enum { BUF_IN = 0, BUF_OUT = 1, BUF_SCRATCH0 = 2 };
+
+/* A run of chunks [chunk, chunk+count) of buffer `buf` on rank `rank`. */
+typedef struct {
+    int buf;
+    int rank;
+    int chunk;
+    int count;
+} Ref;
+
+/* One expanded step, on one rank and thread block. */
+typedef struct {
+    StepKind kind;
+    SrcLoc loc;           /* the statement it came from */
+    Ref dst;              /* data steps */
+    int nsrc;
+    Ref *src;
+    int peer;             /* signal, wait, flush */
+    ChannelKind chan;     /* the channel a remote operand goes through (CHAN_NONE if local) */
+} Step;
+
+typedef struct {
+    int rank;
+    int tb;               /* logical thread block on that rank */
+    int nsteps;
+    Step *steps;
+} Block;
+
+typedef struct {
+    const char *name;
+    SrcLoc name_loc;
+    Collective coll;
+    int nranks;           /* N */
+    int root;             /* broadcast, reduce; 0 otherwise */
+    int chunks;           /* K: chunks per unit */
+    Protocol protocol;
+    int instances;
+    int pipeline;         /* default slices per chunk */
+    int64_t size_lo, size_hi;
+    int nbufs;            /* 2 + number of scratch buffers */
+    const char **buf_name;
+    int *buf_chunks;      /* chunk count of each buffer (same on every rank) */
+    SrcLoc *buf_loc;      /* declaration of each scratch buffer (in/out: the header) */
+    ChannelKind *chan;    /* nranks*nranks: chan[a*nranks+b], the channel a uses to reach b */
+    int nblocks;
+    Block *blocks;        /* ordered by rank, then tb; tbs of a rank are 0..ntb(rank)-1 */
+    int *ntb;             /* per rank: number of logical thread blocks */
+} Program;
+
+/* Chunk counts of `in` and `out` for a collective (units of K chunks each). */
+int coll_in_chunks(Collective c, int nranks, int k);
+int coll_out_chunks(Collective c, int nranks, int k);
+
+/* Expands the Ast for N ranks (and `root` for rooted collectives). Returns NULL after
+ * reporting every well-formedness error (bad indices, missing channels, empty sets,
+ * failed constraints, limits) to d. */
+Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d);
+
+/* ===== verify.c: the proof ===== */
+
+/* What verify_program established; printed by `cclc check --explain`. */
+typedef struct {
+    int postcondition;    /* every out chunk holds exactly what the collective requires */
+    int race_free;
+    int deadlock_free;
+    int cross_call_safe;  /* two back-to-back calls are race-free */
+    int inplace_ok;       /* the program is also correct with in == out (when shapes allow) */
+    int inplace_applicable;
+    int deterministic;    /* every element reduced in the same order on every rank */
+    int pipeline_safe;    /* slices of chunks may be interleaved (see schedule.c) */
+    char *inplace_reason; /* why in-place fails, arena string; NULL when it holds */
+} Proof;
+
+/* Proves the program; returns 0 when every property holds, else reports each failure
+ * (with counter-examples and source locations) to d and returns -1. The in-place and
+ * determinism results never fail the proof; they are recorded in *proof. */
+int verify_program(Arena *a, const Program *p, Proof *proof, Diag *d);
+void verify_explain(FILE *out, const Program *p, const Proof *proof);
+
+/* ===== schedule.c: the plan IR ===== */
+
+typedef enum {
+    OP_XFER,      /* for each dst: dst = reduce(src...) (one src: a copy), chunk by chunk */
+    OP_SIGNAL,    /* release-add 1 to each peer's semaphore for this thread block */
+    OP_WAIT,      /* acquire-wait for the next signal from each peer */
+    OP_BARRIER,   /* all thread blocks of this rank */
+    OP_FLUSH,     /* port channels: wait until earlier puts to the peers completed */
+    OP_SYNC,      /* intra-block barrier (threads of one block) inserted for a hazard */
+} OpKind;
+
+typedef struct {
+    OpKind kind;
+    int ndst, nsrc;
+    Ref *dst, *src;       /* all Refs of one op have the same count */
+    ChannelKind chan;     /* CHAN_PORT when the op is served by the host proxy */
+    int npeer;
+    int *peer;            /* signal, wait, flush */
+    int *sem;             /* per peer: semaphore slot index (see plan_sem_slot) */
+    int nlines;
+    int *lines;           /* source lines this op came from, ascending */
+} PlanOp;
+
+typedef struct {
+    int rank, tb;
+    int nops;
+    PlanOp *ops;
+} PlanBlock;
+
+typedef struct {
+    const Program *prog;  /* what the plan was scheduled from */
+    Proof proof;
+    int nranks;
+    int ntb;              /* logical thread blocks per rank (max over ranks) */
+    int nsems;            /* semaphore slots per rank */
+    int nblocks;
+    PlanBlock *blocks;    /* ordered by rank, then tb */
+} Plan;
+
+/* The semaphore slot on rank `waiter` that `signaler` increments for thread block tb.
+ * Slots are per (logical tb, peer); instances multiply them at launch. */
+static inline int plan_sem_slot(int nranks, int tb, int signaler) { return tb * nranks + signaler; }
+
+Plan *schedule_program(Arena *a, const Program *p, const Proof *proof);
+
+/* ===== plan.c: printing the plan ===== */
+
+void plan_print_text(FILE *out, const Plan *plan);
+void plan_print_json(FILE *out, const Plan *plan);
+
+/* ===== emit_cuda.c: CUDA C for one rank ===== */
+
+typedef struct {
+    const char *dtype;    /* "f32", "bf16", ... */
+    const char *op;       /* "sum", "prod", "min", "max", "avg" */
+    Protocol protocol;    /* may override the program's default */
+} EmitOptions;
+
+/* Writes the kernel source for `rank` to out. Deterministic: same plan, same bytes. */
+void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt);
+
+/* ===== compile.c: the whole pipeline as a library call (used by libccl) ===== */
+
+typedef struct {
+    Arena *arena;
+    Source src;
+    Ast *ast;
+    Program *prog;
+    Plan *plan;
+    Proof proof;
+    Diag diag;            /* rendered diagnostics when compilation failed */
+} Compilation;
+
+/* Parses, expands, verifies and schedules; returns 0 on success. On failure the
+ * diagnostics are in c->diag.out. Call compilation_free in both cases. */
+int compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks,
+                   int root);
+void compilation_free(Compilation *c);
+
+#endif

@@ -1,0 +1,490 @@
+/* ccl.y: the grammar of the CCL language.
+ *
+ * A pure (reentrant) LALR(1) parser with locations. It builds the Ast of compiler/cclc.h
+ * in the parse's arena and nothing else: names are resolved and integers evaluated by
+ * compiler/expand.c. Statements are self-delimiting (each starts with a keyword), so
+ * newlines carry no meaning and `;` is optional.
+ *
+ * On the first syntax error the parse stops: one precise message beats a cascade. */
+
+%define api.pure full
+%define api.prefix {ccl_yy}
+%define parse.error custom
+%locations
+%param {yyscan_t scanner}
+%parse-param {struct ParseCtx *ctx}
+
+%code requires {
+#include "cclc.h"
+#include "parse_ctx.h"
+typedef void *yyscan_t;
+}
+
+%code {
+#include <string.h>
+#include "lex.yy.h"
+
+/* Bison's stack bound doubles as the nesting limit: deep nesting fails with a clear
+ * message instead of exhausting memory or recursing without end in later passes. */
+#define YYMAXDEPTH 1000
+#define YYINITDEPTH 200
+
+static void ccl_yyerror(CCL_YYLTYPE *loc, yyscan_t scanner, struct ParseCtx *ctx, const char *msg);
+
+static SrcLoc L(CCL_YYLTYPE l)
+{
+    SrcLoc s = {l.first_line, l.first_column, 1};
+    if (l.last_line == l.first_line && l.last_column >= l.first_column)
+        s.len = l.last_column - l.first_column + 1;
+    return s;
+}
+
+static Expr *expr_new(struct ParseCtx *ctx, ExprKind kind, CCL_YYLTYPE loc)
+{
+    Expr *e = arena_alloc(ctx->arena, sizeof *e);
+    e->kind = kind;
+    e->loc = L(loc);
+    return e;
+}
+
+static Expr *binary(struct ParseCtx *ctx, int op, Expr *lhs, Expr *rhs, CCL_YYLTYPE loc)
+{
+    Expr *e = expr_new(ctx, EX_BINARY, loc);
+    e->op = op;
+    e->lhs = lhs;
+    e->rhs = rhs;
+    return e;
+}
+
+static Stmt *stmt_new(struct ParseCtx *ctx, StmtKind kind, CCL_YYLTYPE loc)
+{
+    Stmt *s = arena_alloc(ctx->arena, sizeof *s);
+    s->kind = kind;
+    s->loc = L(loc);
+    return s;
+}
+
+static SetExpr *set_new(struct ParseCtx *ctx, SetKind kind, Expr *elem, CCL_YYLTYPE loc)
+{
+    SetExpr *s = arena_alloc(ctx->arena, sizeof *s);
+    s->kind = kind;
+    s->elem = elem;
+    s->loc = L(loc);
+    return s;
+}
+
+static Stmt *step_new(struct ParseCtx *ctx, StepKind kind, CCL_YYLTYPE loc)
+{
+    Stmt *s = stmt_new(ctx, ST_STEP, loc);
+    s->step = kind;
+    return s;
+}
+
+/* Header items may each appear once. */
+static void header_once(struct ParseCtx *ctx, const void *already, const char *what, CCL_YYLTYPE loc)
+{
+    if (already)
+        diag_error(ctx->diag, L(loc), "'%s' is given twice in the header", what);
+}
+}
+
+%union {
+    int64_t num;
+    const char *str;
+    Expr *expr;
+    SetExpr *set;
+    AstRef *ref;
+    Stmt *stmt;
+    StmtList stmts;
+    RefList refs;
+    ChannelKind chan;
+}
+
+%token ALGORITHM "'algorithm'" RANKS "'ranks'" IN "'in'" WHERE "'where'"
+%token CHUNKS "'chunks'" PROTOCOL "'protocol'" SIZES "'sizes'" INSTANCES "'instances'"
+%token PIPELINE "'pipeline'" SCRATCH "'scratch'" CONNECT "'connect'" MEMORY "'memory'"
+%token PORT "'port'" ALL "'all'" OTHERS "'others'" FOR "'for'" IF "'if'" ELSE "'else'"
+%token LET "'let'" ON "'on'" TB "'tb'" PUT "'put'" GET "'get'" COPY "'copy'"
+%token REDUCE "'reduce'" SIGNAL "'signal'" WAIT "'wait'" BARRIER "'barrier'" FLUSH "'flush'"
+%token BIARROW "'<->'" ARROW "'<-'" DOTDOT "'..'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='"
+%token ANDAND "'&&'" OROR "'||'" SHL "'<<'" SHR "'>>'"
+%token <num> INT "integer"
+%token <str> IDENT "identifier"
+%token TOO_BIG "number too large" BAD_CHAR "invalid character" BAD_NUMBER "malformed number"
+
+%type <expr> expr opt_tb
+%type <set> peer index_set peers comprehension
+%type <ref> ref
+%type <refs> ref_list
+%type <stmt> stmt step for_stmt on_stmt if_stmt
+%type <stmts> stmts block else_part loop_body
+%type <str> buf_name
+%type <chan> channel
+
+%left OROR
+%left ANDAND
+%left '|'
+%left '^'
+%left '&'
+%left EQ NE
+%left '<' LE '>' GE
+%left SHL SHR
+%left '+' '-'
+%left '*' '/' '%'
+%right UNARY
+
+%start program
+
+%%
+
+/* program: 'algorithm' NAME ':' COLLECTIVE, then header items and statements in any
+ * order (header items only at the top level). */
+program
+    : ALGORITHM IDENT ':' IDENT {
+          Ast *ast = ctx->ast;
+          ast->name = $2;
+          ast->name_loc = L(@2);
+          ast->coll_loc = L(@4);
+          static const struct { const char *name; Collective coll; } colls[] = {
+              {"allreduce", COLL_ALLREDUCE}, {"allgather", COLL_ALLGATHER},
+              {"reduce_scatter", COLL_REDUCE_SCATTER}, {"alltoall", COLL_ALLTOALL},
+              {"broadcast", COLL_BROADCAST}, {"reduce", COLL_REDUCE},
+          };
+          int found = 0;
+          for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
+              if (!strcmp($4, colls[i].name)) {
+                  ast->coll = colls[i].coll;
+                  found = 1;
+              }
+          if (!found)
+              diag_error(ctx->diag, L(@4), "unknown collective '%s' (expected allreduce, "
+                         "allgather, reduce_scatter, alltoall, broadcast or reduce)", $4);
+      }
+      items
+    ;
+
+items
+    : %empty
+    | items header_item
+    | items stmt          { vec_push(ctx->arena, &ctx->ast->body, $2); }
+    ;
+
+header_item
+    : RANKS IDENT IN expr DOTDOT expr {
+          header_once(ctx, ctx->ast->nvar, "ranks", @1);
+          ctx->ast->nvar = $2;
+          ctx->ast->ranks_lo = $4;
+          ctx->ast->ranks_hi = $6;
+          ctx->ast->ranks_loc = L(@1);
+      }
+    | WHERE expr          { vec_push(ctx->arena, &ctx->ast->where, $2); }
+    | CHUNKS expr         { header_once(ctx, ctx->ast->chunks, "chunks", @1); ctx->ast->chunks = $2; }
+    | INSTANCES expr      { header_once(ctx, ctx->ast->instances, "instances", @1); ctx->ast->instances = $2; }
+    | PIPELINE expr       { header_once(ctx, ctx->ast->pipeline, "pipeline", @1); ctx->ast->pipeline = $2; }
+    | PROTOCOL IDENT {
+          if (!strcmp($2, "simple")) ctx->ast->protocol = PROTO_SIMPLE;
+          else if (!strcmp($2, "ll")) ctx->ast->protocol = PROTO_LL;
+          else if (!strcmp($2, "ll128")) ctx->ast->protocol = PROTO_LL128;
+          else diag_error(ctx->diag, L(@2), "unknown protocol '%s' (expected simple, ll or ll128)", $2);
+      }
+    | SIZES INT DOTDOT INT {
+          if ($2 <= 0 || $4 < $2)
+              diag_error(ctx->diag, L(@1), "'sizes' needs 0 < low <= high bytes");
+          ctx->ast->size_lo = $2;
+          ctx->ast->size_hi = $4;
+      }
+    ;
+
+stmts
+    : %empty              { $$ = (StmtList){0}; }
+    | stmts stmt          { $$ = $1; vec_push(ctx->arena, &$$, $2); }
+    ;
+
+block
+    : '{' stmts '}'       { $$ = $2; }
+    ;
+
+stmt
+    : LET IDENT '=' expr  { $$ = stmt_new(ctx, ST_LET, @$); $$->var = $2; $$->value = $4; }
+    | SCRATCH IDENT '[' expr ']' {
+          $$ = stmt_new(ctx, ST_SCRATCH, @2);
+          $$->var = $2;
+          $$->value = $4;
+      }
+    | CONNECT channel ALL { $$ = stmt_new(ctx, ST_CONNECT, @$); $$->chan = $2; }
+    | CONNECT channel expr BIARROW expr {
+          $$ = stmt_new(ctx, ST_CONNECT, @$);
+          $$->chan = $2;
+          $$->end_a = $3;
+          $$->end_b = $5;
+      }
+    | for_stmt
+    | if_stmt
+    | on_stmt
+    | step
+    | ';'                 { $$ = stmt_new(ctx, ST_LET, @$); $$->var = NULL; }
+    ;
+
+channel
+    : MEMORY              { $$ = CHAN_MEMORY; }
+    | PORT                { $$ = CHAN_PORT; }
+    ;
+
+/* for VAR in LO..HI BODY: half-open; the body is a block or a single for/on statement,
+ * so `for r in 0..N on r tb 0 { ... }` reads as one line. */
+for_stmt
+    : FOR IDENT IN expr DOTDOT expr loop_body {
+          $$ = stmt_new(ctx, ST_FOR, @1);
+          $$->var = $2;
+          $$->lo = $4;
+          $$->hi = $6;
+          $$->body = $7;
+      }
+    ;
+
+loop_body
+    : block
+    | for_stmt            { $$ = (StmtList){0}; vec_push(ctx->arena, &$$, $1); }
+    | on_stmt             { $$ = (StmtList){0}; vec_push(ctx->arena, &$$, $1); }
+    ;
+
+if_stmt
+    : IF expr block else_part {
+          $$ = stmt_new(ctx, ST_IF, @1);
+          $$->cond = $2;
+          $$->body = $3;
+          $$->orelse = $4;
+      }
+    ;
+
+else_part
+    : %empty              { $$ = (StmtList){0}; }
+    | ELSE block          { $$ = $2; }
+    | ELSE if_stmt        { $$ = (StmtList){0}; vec_push(ctx->arena, &$$, $2); }
+    ;
+
+on_stmt
+    : ON expr opt_tb block {
+          $$ = stmt_new(ctx, ST_ON, @1);
+          $$->rank = $2;
+          $$->tb = $3;
+          $$->body = $4;
+      }
+    ;
+
+opt_tb
+    : %empty              { $$ = NULL; }
+    | TB expr             { $$ = $2; }
+    ;
+
+step
+    : PUT ref ARROW ref   { $$ = step_new(ctx, STEP_PUT, @1); $$->dst = $2; vec_push(ctx->arena, &$$->srcs, $4); }
+    | GET ref ARROW ref   { $$ = step_new(ctx, STEP_GET, @1); $$->dst = $2; vec_push(ctx->arena, &$$->srcs, $4); }
+    | COPY ref ARROW ref  { $$ = step_new(ctx, STEP_COPY, @1); $$->dst = $2; vec_push(ctx->arena, &$$->srcs, $4); }
+    | REDUCE ref ARROW ref_list { $$ = step_new(ctx, STEP_REDUCE, @1); $$->dst = $2; $$->srcs = $4; }
+    | SIGNAL peers        { $$ = step_new(ctx, STEP_SIGNAL, @1); $$->peers = $2; }
+    | WAIT peers          { $$ = step_new(ctx, STEP_WAIT, @1); $$->peers = $2; }
+    | FLUSH peers         { $$ = step_new(ctx, STEP_FLUSH, @1); $$->peers = $2; }
+    | BARRIER             { $$ = step_new(ctx, STEP_BARRIER, @1); }
+    ;
+
+ref_list
+    : ref                 { $$ = (RefList){0}; vec_push(ctx->arena, &$$, $1); }
+    | ref_list ',' ref    { $$ = $1; vec_push(ctx->arena, &$$, $3); }
+    ;
+
+/* BUF, BUF[INDEX], BUF[LO..HI], BUF@PEER[...]: no index means the whole buffer. */
+ref
+    : buf_name {
+          $$ = arena_alloc(ctx->arena, sizeof *$$);
+          $$->loc = L(@$);
+          $$->buf = $1;
+      }
+    | buf_name '[' index_set ']' {
+          $$ = arena_alloc(ctx->arena, sizeof *$$);
+          $$->loc = L(@$);
+          $$->buf = $1;
+          $$->index = $3;
+      }
+    | buf_name '[' expr DOTDOT expr ']' {
+          $$ = arena_alloc(ctx->arena, sizeof *$$);
+          $$->loc = L(@$);
+          $$->buf = $1;
+          $$->lo = $3;
+          $$->hi = $5;
+      }
+    | buf_name '@' peer {
+          $$ = arena_alloc(ctx->arena, sizeof *$$);
+          $$->loc = L(@$);
+          $$->buf = $1;
+          $$->peer = $3;
+      }
+    | buf_name '@' peer '[' index_set ']' {
+          $$ = arena_alloc(ctx->arena, sizeof *$$);
+          $$->loc = L(@$);
+          $$->buf = $1;
+          $$->peer = $3;
+          $$->index = $5;
+      }
+    | buf_name '@' peer '[' expr DOTDOT expr ']' {
+          $$ = arena_alloc(ctx->arena, sizeof *$$);
+          $$->loc = L(@$);
+          $$->buf = $1;
+          $$->peer = $3;
+          $$->lo = $5;
+          $$->hi = $7;
+      }
+    ;
+
+/* `in` is both a keyword (for x in ...) and the input buffer's name. */
+buf_name
+    : IDENT
+    | IN                  { $$ = "in"; }
+    ;
+
+/* After '@' only a simple operand, so `s@next[k]` needs no parentheses and
+ * `s@(r + 1) % N` cannot be misread. */
+peer
+    : IDENT               { Expr *e = expr_new(ctx, EX_NAME, @1); e->name = $1; $$ = set_new(ctx, SET_ONE, e, @1); }
+    | INT                 { Expr *e = expr_new(ctx, EX_INT, @1); e->value = $1; $$ = set_new(ctx, SET_ONE, e, @1); }
+    | '(' expr ')'        { $$ = set_new(ctx, SET_ONE, $2, @2); }
+    | OTHERS              { $$ = set_new(ctx, SET_OTHERS, NULL, @1); }
+    | ALL                 { $$ = set_new(ctx, SET_ALL, NULL, @1); }
+    | comprehension
+    ;
+
+index_set
+    : expr %prec UNARY    { $$ = set_new(ctx, SET_ONE, $1, @1); }
+    | OTHERS              { $$ = set_new(ctx, SET_OTHERS, NULL, @1); }
+    | ALL                 { $$ = set_new(ctx, SET_ALL, NULL, @1); }
+    | comprehension
+    ;
+
+peers
+    : expr                { $$ = set_new(ctx, SET_ONE, $1, @1); }
+    | OTHERS              { $$ = set_new(ctx, SET_OTHERS, NULL, @1); }
+    | ALL                 { $$ = set_new(ctx, SET_ALL, NULL, @1); }
+    | comprehension
+    ;
+
+/* { ELEM : VAR in LO..HI } and { ELEM : VAR in LO..HI, COND } */
+comprehension
+    : '{' expr ':' IDENT IN expr DOTDOT expr '}' {
+          $$ = set_new(ctx, SET_COMPREHENSION, $2, @$);
+          $$->var = $4;
+          $$->lo = $6;
+          $$->hi = $8;
+      }
+    | '{' expr ':' IDENT IN expr DOTDOT expr ',' expr '}' {
+          $$ = set_new(ctx, SET_COMPREHENSION, $2, @$);
+          $$->var = $4;
+          $$->lo = $6;
+          $$->hi = $8;
+          $$->cond = $10;
+      }
+    ;
+
+expr
+    : INT                 { $$ = expr_new(ctx, EX_INT, @1); $$->value = $1; }
+    | IDENT               { $$ = expr_new(ctx, EX_NAME, @1); $$->name = $1; }
+    | IDENT '(' expr ')'  { $$ = expr_new(ctx, EX_CALL, @1); $$->name = $1; $$->lhs = $3; }
+    | IDENT '(' expr ',' expr ')' {
+          $$ = expr_new(ctx, EX_CALL, @1);
+          $$->name = $1;
+          $$->lhs = $3;
+          $$->rhs = $5;
+      }
+    | '(' expr ')'        { $$ = $2; }
+    | '-' expr %prec UNARY { $$ = expr_new(ctx, EX_UNARY, @1); $$->op = '-'; $$->lhs = $2; }
+    | '!' expr %prec UNARY { $$ = expr_new(ctx, EX_UNARY, @1); $$->op = '!'; $$->lhs = $2; }
+    | expr '+' expr       { $$ = binary(ctx, '+', $1, $3, @2); }
+    | expr '-' expr       { $$ = binary(ctx, '-', $1, $3, @2); }
+    | expr '*' expr       { $$ = binary(ctx, '*', $1, $3, @2); }
+    | expr '/' expr       { $$ = binary(ctx, '/', $1, $3, @2); }
+    | expr '%' expr       { $$ = binary(ctx, '%', $1, $3, @2); }
+    | expr SHL expr       { $$ = binary(ctx, SHL, $1, $3, @2); }
+    | expr SHR expr       { $$ = binary(ctx, SHR, $1, $3, @2); }
+    | expr '&' expr       { $$ = binary(ctx, '&', $1, $3, @2); }
+    | expr '^' expr       { $$ = binary(ctx, '^', $1, $3, @2); }
+    | expr '|' expr       { $$ = binary(ctx, '|', $1, $3, @2); }
+    | expr '<' expr       { $$ = binary(ctx, '<', $1, $3, @2); }
+    | expr '>' expr       { $$ = binary(ctx, '>', $1, $3, @2); }
+    | expr LE expr        { $$ = binary(ctx, LE, $1, $3, @2); }
+    | expr GE expr        { $$ = binary(ctx, GE, $1, $3, @2); }
+    | expr EQ expr        { $$ = binary(ctx, EQ, $1, $3, @2); }
+    | expr NE expr        { $$ = binary(ctx, NE, $1, $3, @2); }
+    | expr ANDAND expr    { $$ = binary(ctx, ANDAND, $1, $3, @2); }
+    | expr OROR expr      { $$ = binary(ctx, OROR, $1, $3, @2); }
+    ;
+
+%%
+
+/* "unexpected X, expected A, B or C", with the readable token names given above. The
+ * scanner's error tokens get messages of their own. */
+static int yyreport_syntax_error(const yypcontext_t *pctx, yyscan_t scanner, struct ParseCtx *ctx)
+{
+    CCL_YYLTYPE loc = *yypcontext_location(pctx);
+    yysymbol_kind_t got = yypcontext_token(pctx);
+    const char *text = ccl_yyget_text(scanner);
+    if (got == YYSYMBOL_TOO_BIG) {
+        diag_error(ctx->diag, L(loc), "number '%s' is too large (integers are 64-bit)", text);
+        return 0;
+    }
+    if (got == YYSYMBOL_BAD_NUMBER) {
+        diag_error(ctx->diag, L(loc), "malformed number '%s'", text);
+        return 0;
+    }
+    if (got == YYSYMBOL_BAD_CHAR) {
+        unsigned char c = (unsigned char)text[0];
+        if (c >= 0x20 && c < 0x7f)
+            diag_error(ctx->diag, L(loc), "unexpected character '%c'", c);
+        else
+            diag_error(ctx->diag, L(loc), "unexpected byte 0x%02x (CCL source is ASCII)", c);
+        return 0;
+    }
+    enum { MAX_EXPECTED = 6 };
+    yysymbol_kind_t expected[MAX_EXPECTED];
+    int n = yypcontext_expected_tokens(pctx, expected, MAX_EXPECTED);
+    char msg[512];
+    int len = snprintf(msg, sizeof msg, "unexpected %s", got == YYSYMBOL_YYEOF ? "end of file" : yysymbol_name(got));
+    if (got == YYSYMBOL_IDENT || got == YYSYMBOL_INT)
+        len += snprintf(msg + len, sizeof msg - (size_t)len, " '%s'", text);
+    if (n > 0) {
+        len += snprintf(msg + len, sizeof msg - (size_t)len, ", expected ");
+        for (int i = 0; i < n && len < (int)sizeof msg; i++)
+            len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+                            yysymbol_name(expected[i]));
+    }
+    diag_error(ctx->diag, L(loc), "%s", msg);
+    return 0;
+}
+
+static void ccl_yyerror(CCL_YYLTYPE *loc, yyscan_t scanner, struct ParseCtx *ctx, const char *msg)
+{
+    (void)scanner;
+    if (!strcmp(msg, "memory exhausted"))
+        diag_error(ctx->diag, L(*loc), "nesting too deep (blocks and parentheses nest at most a few hundred levels)");
+    else
+        diag_error(ctx->diag, L(*loc), "%s", msg);
+}
+
+Ast *parse_source(Arena *a, const Source *src, Diag *d)
+{
+    struct ParseCtx ctx = {.arena = a, .diag = d, .line = 1, .col = 1};
+    ctx.ast = arena_alloc(a, sizeof *ctx.ast);
+    yyscan_t scanner;
+    if (ccl_yylex_init_extra(&ctx, &scanner))
+        internal_error("cannot start the scanner");
+    YY_BUFFER_STATE buf = ccl_yy_scan_bytes(src->text, (int)src->size, scanner);
+    int errors_before = d->nerrors;
+    int rc = ccl_yyparse(scanner, &ctx);
+    ccl_yy_delete_buffer(buf, scanner);
+    ccl_yylex_destroy(scanner);
+    if (rc != 0 || d->nerrors > errors_before)
+        return NULL;
+    if (!ctx.ast->nvar) {
+        diag_error(d, ctx.ast->name_loc, "algorithm '%s' has no 'ranks N in LO..HI' line", ctx.ast->name);
+        return NULL;
+    }
+    return ctx.ast;
+}
