@@ -31,11 +31,11 @@ TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*/*.c))
 
 all: $(BUILD)/cclc $(BUILD)/libccl.a $(TOOLS) $(EXAMPLES) $(TEST_BINS)
 
-$(BUILD)/ccl.tab.c $(BUILD)/ccl.tab.h: grammar/ccl.y
+$(BUILD)/ccl.tab.c $(BUILD)/ccl.tab.h &: grammar/ccl.y
 	@mkdir -p $(BUILD)
 	bison -Wall -Werror --defines=$(BUILD)/ccl.tab.h -o $(BUILD)/ccl.tab.c $<
 
-$(BUILD)/lex.yy.c $(BUILD)/lex.yy.h: grammar/ccl.l $(BUILD)/ccl.tab.h
+$(BUILD)/lex.yy.c $(BUILD)/lex.yy.h &: grammar/ccl.l $(BUILD)/ccl.tab.h
 	@mkdir -p $(BUILD)
 	flex --header-file=$(BUILD)/lex.yy.h -o $(BUILD)/lex.yy.c $<
 

@@ -262,6 +262,11 @@ typedef struct {
 int coll_in_chunks(Collective c, int nranks, int k);
 int coll_out_chunks(Collective c, int nranks, int k);
 
+/* Checks that the Ast admits N ranks (its `ranks` range and `where` constraints) and
+ * `root`; reports why not and returns 0 otherwise. Not admitting N is a usage matter
+ * (cclc exits 2), unlike an error in the program. */
+int expand_admits(const Ast *ast, int nranks, int root, Diag *d);
+
 /* Expands the Ast for N ranks (and `root` for rooted collectives). Returns NULL after
  * reporting every well-formedness error (bad indices, missing channels, empty sets,
  * failed constraints, limits) to d. */
@@ -361,10 +366,18 @@ typedef struct {
     Diag diag;            /* rendered diagnostics when compilation failed */
 } Compilation;
 
-/* Parses, expands, verifies and schedules; returns 0 on success. On failure the
- * diagnostics are in c->diag.out. Call compilation_free in both cases. */
+/* Parses, expands, verifies and schedules; returns 0 on success, COMPILE_NOT_ADMITTED
+ * when the algorithm's `ranks`/`where` lines exclude N (or root is invalid), -1 for
+ * errors in the program. On failure the diagnostics are in c->diag.out. Call
+ * compilation_free in every case. */
+enum { COMPILE_NOT_ADMITTED = -2 };
 int compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks,
                    int root);
 void compilation_free(Compilation *c);
+
+/* ===== run_cmd.c: `cclc run` (links libccl) ===== */
+
+/* argv[0] is the FILE argument (everything after "run"); returns the exit status. */
+int cclc_run_command(int argc, char **argv);
 
 #endif

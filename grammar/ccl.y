@@ -22,6 +22,8 @@ typedef void *yyscan_t;
 
 %code {
 #include <string.h>
+#define YYSTYPE CCL_YYSTYPE
+#define YYLTYPE CCL_YYLTYPE
 #include "lex.yy.h"
 
 /* Bison's stack bound doubles as the nesting limit: deep nesting fails with a clear
@@ -131,7 +133,7 @@ static void header_once(struct ParseCtx *ctx, const void *already, const char *w
 %left SHL SHR
 %left '+' '-'
 %left '*' '/' '%'
-%right UNARY
+%precedence UNARY
 
 %start program
 
@@ -354,7 +356,7 @@ peer
     ;
 
 index_set
-    : expr %prec UNARY    { $$ = set_new(ctx, SET_ONE, $1, @1); }
+    : expr                { $$ = set_new(ctx, SET_ONE, $1, @1); }
     | OTHERS              { $$ = set_new(ctx, SET_OTHERS, NULL, @1); }
     | ALL                 { $$ = set_new(ctx, SET_ALL, NULL, @1); }
     | comprehension

@@ -1,0 +1,875 @@
+/* expand.c: instantiate a program for a concrete rank count N.
+ *
+ * Takes the Ast and N (and the root of rooted collectives); gives a Program: for each
+ * rank and logical thread block, the straight-line list of steps it executes, with every
+ * loop unrolled, every expression folded, every set (others, comprehensions) spread into
+ * single steps and every buffer reference resolved to (buffer, rank, chunk, count).
+ *
+ * Well-formedness is checked here, where the values are known: indices in range, sets
+ * non-empty, peers valid, remote references carried by a channel, constraints of the
+ * header satisfied, and limits on size (steps, loop iterations) that keep a wrong
+ * program from expanding forever. Errors name the loop variables' values, since one
+ * source line stands for many expanded steps; each source location is reported once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cclc.h"
+#include "ccl.tab.h"
+
+enum {
+    MAX_ITERATIONS = 1 << 22, /* loop iterations of one expansion, all loops together */
+    MAX_TB = 256,             /* logical thread blocks per rank */
+    MAX_REPORTED = 256,       /* distinct source locations remembered for de-duplication */
+};
+
+typedef struct {
+    const char *name;
+    int64_t value;
+    int is_loop;              /* loop variables are shown in error context */
+} Binding;
+
+typedef VEC(Step) StepVec;
+
+typedef struct {
+    Arena *arena;
+    Diag *diag;
+    const Ast *ast;
+    Program *prog;
+    VEC(Binding) env;         /* innermost binding last */
+    long iterations;
+    long nsteps;
+    int failed;               /* an error was reported; keep checking, build nothing */
+    int aborted;              /* a limit was hit; stop expanding */
+    int on_rank;              /* rank of the enclosing `on`, -1 outside */
+    int on_tb;
+    StepVec *blocks;          /* [rank * 2 * MAX_TB + tb]; auto-assigned blocks at MAX_TB + k */
+    VEC(const Stmt *) auto_on; /* `on` statements without `tb`, in the order first reached */
+    int max_explicit_tb;
+    int any_connect;
+    SrcLoc reported[MAX_REPORTED];
+    int nreported;
+    VEC(const char *) scratch_names;
+    VEC(int) scratch_chunks;
+    VEC(SrcLoc) scratch_locs;
+} Expander;
+
+/* ---- errors ---- */
+
+static int already_reported(Expander *x, SrcLoc loc)
+{
+    for (int i = 0; i < x->nreported; i++)
+        if (x->reported[i].line == loc.line && x->reported[i].col == loc.col)
+            return 1;
+    if (x->nreported < MAX_REPORTED)
+        x->reported[x->nreported++] = loc;
+    return 0;
+}
+
+/* Reports once per source location, with the loop variables' values appended: one
+ * line of source stands for many expanded steps. */
+__attribute__((format(printf, 3, 4))) static void error(Expander *x, SrcLoc loc, const char *fmt, ...)
+{
+    x->failed = 1;
+    if (already_reported(x, loc))
+        return;
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    int first = 1;
+    for (int i = 0; i < x->env.n && (size_t)n < sizeof msg - 40; i++) {
+        if (!x->env.v[i].is_loop)
+            continue;
+        n += snprintf(msg + n, sizeof msg - (size_t)n, "%s%s = %lld", first ? " (when " : ", ",
+                      x->env.v[i].name, (long long)x->env.v[i].value);
+        first = 0;
+    }
+    if (!first && (size_t)n < sizeof msg - 2)
+        snprintf(msg + n, sizeof msg - (size_t)n, ")");
+    diag_error(x->diag, loc, "%s", msg);
+    if (x->diag->nerrors >= CCLC_MAX_ERRORS)
+        x->aborted = 1;
+}
+
+/* ---- names ---- */
+
+static int lookup(Expander *x, const char *name, int64_t *out)
+{
+    for (int i = x->env.n - 1; i >= 0; i--)
+        if (!strcmp(x->env.v[i].name, name)) {
+            *out = x->env.v[i].value;
+            return 1;
+        }
+    return 0;
+}
+
+static void bind(Expander *x, const char *name, int64_t value, int is_loop)
+{
+    Binding b = {name, value, is_loop};
+    vec_push(x->arena, &x->env, b);
+}
+
+/* ---- expressions: 64-bit, checked; `%` is Euclidean ---- */
+
+/* Evaluates e into *out; on error reports it and returns 0. */
+static int eval(Expander *x, const Expr *e, int64_t *out)
+{
+    int64_t a = 0, b = 0;
+    switch (e->kind) {
+    case EX_INT:
+        *out = e->value;
+        return 1;
+    case EX_NAME:
+        if (lookup(x, e->name, out))
+            return 1;
+        if (!strcmp(e->name, "root"))
+            error(x, e->loc, "'root' is only defined in broadcast and reduce algorithms");
+        else
+            error(x, e->loc, "unknown name '%s'", e->name);
+        return 0;
+    case EX_UNARY:
+        if (!eval(x, e->lhs, &a))
+            return 0;
+        if (e->op == '!') {
+            *out = !a;
+            return 1;
+        }
+        if (a == INT64_MIN) {
+            error(x, e->loc, "integer overflow in negation");
+            return 0;
+        }
+        *out = -a;
+        return 1;
+    case EX_CALL: {
+        int nargs = e->rhs ? 2 : 1;
+        if (!eval(x, e->lhs, &a) || (e->rhs && !eval(x, e->rhs, &b)))
+            return 0;
+        if (!strcmp(e->name, "log2") && nargs == 1) {
+            if (a <= 0) {
+                error(x, e->loc, "log2 of %lld: the argument must be positive", (long long)a);
+                return 0;
+            }
+            int64_t r = 0;
+            while (a >>= 1)
+                r++;
+            *out = r;
+            return 1;
+        }
+        if (!strcmp(e->name, "abs") && nargs == 1 && a != INT64_MIN) {
+            *out = a < 0 ? -a : a;
+            return 1;
+        }
+        if (!strcmp(e->name, "min") && nargs == 2) {
+            *out = a < b ? a : b;
+            return 1;
+        }
+        if (!strcmp(e->name, "max") && nargs == 2) {
+            *out = a > b ? a : b;
+            return 1;
+        }
+        error(x, e->loc, "unknown function '%s' with %d argument%s (known: log2(x), abs(x), min(a, b), max(a, b))",
+              e->name, nargs, nargs == 1 ? "" : "s");
+        return 0;
+    }
+    case EX_BINARY:
+        break;
+    }
+    /* Short-circuit operators evaluate their right side only when needed. */
+    if (e->op == ANDAND || e->op == OROR) {
+        if (!eval(x, e->lhs, &a))
+            return 0;
+        if ((e->op == ANDAND && !a) || (e->op == OROR && a)) {
+            *out = e->op == OROR;
+            return 1;
+        }
+        if (!eval(x, e->rhs, &b))
+            return 0;
+        *out = b != 0;
+        return 1;
+    }
+    if (!eval(x, e->lhs, &a) || !eval(x, e->rhs, &b))
+        return 0;
+    int64_t r = 0;
+    int overflow = 0;
+    switch (e->op) {
+    case '+': overflow = __builtin_add_overflow(a, b, &r); break;
+    case '-': overflow = __builtin_sub_overflow(a, b, &r); break;
+    case '*': overflow = __builtin_mul_overflow(a, b, &r); break;
+    case '/':
+    case '%':
+        if (b == 0) {
+            error(x, e->loc, "division by zero");
+            return 0;
+        }
+        if (a == INT64_MIN && b == -1) {
+            overflow = 1;
+            break;
+        }
+        if (e->op == '/') {
+            r = a / b;
+        } else {
+            r = a % b;
+            if (r < 0)
+                r += b < 0 ? -b : b;
+        }
+        break;
+    case SHL:
+    case SHR:
+        if (b < 0 || b > 62) {
+            error(x, e->loc, "shift by %lld is out of range 0..62", (long long)b);
+            return 0;
+        }
+        if (e->op == SHR) {
+            r = a >> b;
+        } else {
+            overflow = a < 0 || a > (INT64_MAX >> b);
+            r = overflow ? 0 : a << b;
+        }
+        break;
+    case '&': r = a & b; break;
+    case '|': r = a | b; break;
+    case '^': r = a ^ b; break;
+    case '<': r = a < b; break;
+    case '>': r = a > b; break;
+    case LE: r = a <= b; break;
+    case GE: r = a >= b; break;
+    case EQ: r = a == b; break;
+    case NE: r = a != b; break;
+    default: internal_error("unknown binary operator %d", e->op);
+    }
+    if (overflow) {
+        error(x, e->loc, "integer overflow (the result does not fit in 64 bits)");
+        return 0;
+    }
+    *out = r;
+    return 1;
+}
+
+/* Evaluates an expression that must lie in [lo, hi]; `what` names it in the error. */
+static int eval_in(Expander *x, const Expr *e, int64_t lo, int64_t hi, const char *what, int64_t *out)
+{
+    if (!eval(x, e, out))
+        return 0;
+    if (*out < lo || *out > hi) {
+        error(x, e->loc, "%s is %lld, outside %lld..%lld", what, (long long)*out, (long long)lo, (long long)hi);
+        return 0;
+    }
+    return 1;
+}
+
+/* Counts loop iterations against the global bound, so a loop of billions of empty
+ * iterations fails fast instead of running for hours. */
+static int count_iteration(Expander *x, SrcLoc loc)
+{
+    if (++x->iterations <= MAX_ITERATIONS)
+        return 1;
+    error(x, loc, "the program expands to more than %d loop iterations; is a loop bound wrong?", MAX_ITERATIONS);
+    x->aborted = 1;
+    return 0;
+}
+
+/* ---- sets ---- */
+
+typedef VEC(int64_t) IntVec;
+
+/* Spreads a set into its values, in order. `others` excludes the enclosing `on`'s rank;
+ * `all` is 0..N-1. Returns 0 after an error. */
+static int eval_set(Expander *x, const SetExpr *s, IntVec *out)
+{
+    int n = x->prog->nranks;
+    switch (s->kind) {
+    case SET_ONE: {
+        int64_t v;
+        if (!eval(x, s->elem, &v))
+            return 0;
+        vec_push(x->arena, out, v);
+        return 1;
+    }
+    case SET_OTHERS:
+    case SET_ALL:
+        if (s->kind == SET_OTHERS && x->on_rank < 0) {
+            error(x, s->loc, "'others' means every rank but this one, so it needs an enclosing 'on'");
+            return 0;
+        }
+        for (int p = 0; p < n; p++)
+            if (s->kind == SET_ALL || p != x->on_rank)
+                vec_push(x->arena, out, p);
+        return 1;
+    case SET_COMPREHENSION: {
+        int64_t lo, hi;
+        if (!eval(x, s->lo, &lo) || !eval(x, s->hi, &hi))
+            return 0;
+        int mark = x->env.n;
+        for (int64_t i = lo; i < hi && !x->aborted; i++) {
+            if (!count_iteration(x, s->loc))
+                break;
+            x->env.n = mark;
+            bind(x, s->var, i, 1);
+            int64_t keep = 1, v;
+            if (s->cond && !eval(x, s->cond, &keep))
+                break;
+            if (keep && eval(x, s->elem, &v))
+                vec_push(x->arena, out, v);
+        }
+        x->env.n = mark;
+        return !x->failed || out->n > 0;
+    }
+    }
+    return 0;
+}
+
+/* ---- buffer references ---- */
+
+static int find_buffer(Expander *x, const char *name)
+{
+    if (!strcmp(name, "in"))
+        return BUF_IN;
+    if (!strcmp(name, "out"))
+        return BUF_OUT;
+    for (int i = 0; i < x->scratch_names.n; i++)
+        if (!strcmp(x->scratch_names.v[i], name))
+            return BUF_SCRATCH0 + i;
+    return -1;
+}
+
+static int buffer_chunks(Expander *x, int buf)
+{
+    const Program *p = x->prog;
+    if (buf == BUF_IN)
+        return coll_in_chunks(p->coll, p->nranks, p->chunks);
+    if (buf == BUF_OUT)
+        return coll_out_chunks(p->coll, p->nranks, p->chunks);
+    return x->scratch_chunks.v[buf - BUF_SCRATCH0];
+}
+
+typedef VEC(Ref) RefVec;
+
+/* Resolves a reference into one Ref per (peer, index) pair, peers outermost. */
+static int eval_ref(Expander *x, const AstRef *r, RefVec *out)
+{
+    int buf = find_buffer(x, r->buf);
+    if (buf < 0) {
+        error(x, r->loc, "unknown buffer '%s' (buffers are in, out and those declared with 'scratch')", r->buf);
+        return 0;
+    }
+    int nchunks = buffer_chunks(x, buf);
+    IntVec peers = {0}, idx = {0};
+    if (r->peer) {
+        if (!eval_set(x, r->peer, &peers))
+            return 0;
+        if (peers.n == 0) {
+            error(x, r->peer->loc, "this set of ranks is empty");
+            return 0;
+        }
+    } else {
+        vec_push(x->arena, &peers, x->on_rank);
+    }
+    int64_t count = 1;
+    if (r->index) {
+        if (!eval_set(x, r->index, &idx))
+            return 0;
+        if (idx.n == 0) {
+            error(x, r->index->loc, "this set of chunk indices is empty");
+            return 0;
+        }
+    } else if (r->lo) {
+        int64_t lo, hi;
+        if (!eval(x, r->lo, &lo) || !eval(x, r->hi, &hi))
+            return 0;
+        if (lo < 0 || hi > nchunks || lo >= hi) {
+            error(x, r->loc, "chunk range %lld..%lld is not within '%s' (%d chunks: 0..%d)", (long long)lo,
+                  (long long)hi, r->buf, nchunks, nchunks);
+            return 0;
+        }
+        vec_push(x->arena, &idx, lo);
+        count = hi - lo;
+    } else {
+        vec_push(x->arena, &idx, 0);
+        count = nchunks;
+    }
+    for (int i = 0; i < peers.n; i++) {
+        if (peers.v[i] < 0 || peers.v[i] >= x->prog->nranks) {
+            error(x, r->loc, "rank %lld does not exist (N = %d: ranks 0..%d)", (long long)peers.v[i],
+                  x->prog->nranks, x->prog->nranks - 1);
+            return 0;
+        }
+        for (int j = 0; j < idx.n; j++) {
+            if (idx.v[j] < 0 || idx.v[j] >= nchunks) {
+                error(x, r->loc, "chunk %lld is out of range for '%s' (%d chunk%s: 0..%d)", (long long)idx.v[j],
+                      r->buf, nchunks, nchunks == 1 ? "" : "s", nchunks - 1);
+                return 0;
+            }
+            Ref ref = {buf, (int)peers.v[i], (int)idx.v[j], (int)count};
+            vec_push(x->arena, out, ref);
+        }
+    }
+    return 1;
+}
+
+/* ---- steps ---- */
+
+static StepVec *current_block(Expander *x)
+{
+    return &x->blocks[x->on_rank * 2 * MAX_TB + x->on_tb];
+}
+
+static void emit_step(Expander *x, Step s)
+{
+    if (x->failed)
+        return;
+    if (++x->nsteps > CCLC_MAX_STEPS) {
+        error(x, s.loc, "the program expands to more than %d steps for N = %d", CCLC_MAX_STEPS, x->prog->nranks);
+        x->aborted = 1;
+        return;
+    }
+    vec_push(x->arena, current_block(x), s);
+}
+
+static const char *ref_text(Expander *x, Ref r)
+{
+    const char *name = r.buf == BUF_IN ? "in" : r.buf == BUF_OUT ? "out" : x->scratch_names.v[r.buf - BUF_SCRATCH0];
+    if (r.count == 1)
+        return arena_printf(x->arena, "%s@%d[%d]", name, r.rank, r.chunk);
+    return arena_printf(x->arena, "%s@%d[%d..%d]", name, r.rank, r.chunk, r.chunk + r.count);
+}
+
+/* Data steps: put, get, copy, reduce. Destinations and each source spread into lists;
+ * a list of one pairs with every destination, otherwise lists pair up in order. */
+static void expand_data_step(Expander *x, const Stmt *s)
+{
+    RefVec dsts = {0};
+    if (!eval_ref(x, s->dst, &dsts))
+        return;
+    int nsrc_lists = s->srcs.n;
+    RefVec *srcs = arena_alloc(x->arena, sizeof *srcs * (size_t)nsrc_lists);
+    for (int i = 0; i < nsrc_lists; i++) {
+        if (!eval_ref(x, s->srcs.v[i], &srcs[i]))
+            return;
+    }
+    /* A reduce into one destination takes every operand of every list. */
+    int per_dst = s->step == STEP_REDUCE && dsts.n == 1;
+    for (int i = 0; i < nsrc_lists && !per_dst; i++) {
+        if (srcs[i].n != 1 && srcs[i].n != dsts.n) {
+            error(x, s->srcs.v[i]->loc, "'%s' has %d destinations but this operand stands for %d chunks; give one "
+                  "or as many as destinations", step_name(s->step), dsts.n, srcs[i].n);
+            return;
+        }
+    }
+    for (int d = 0; d < dsts.n; d++) {
+        Step st = {.kind = s->step, .loc = s->loc, .dst = dsts.v[d]};
+        VEC(Ref) ops = {0};
+        for (int i = 0; i < nsrc_lists; i++) {
+            if (per_dst)
+                for (int j = 0; j < srcs[i].n; j++)
+                    vec_push(x->arena, &ops, srcs[i].v[j]);
+            else
+                vec_push(x->arena, &ops, srcs[i].v[srcs[i].n == 1 ? 0 : d]);
+        }
+        st.nsrc = ops.n;
+        st.src = ops.v;
+        int me = x->on_rank;
+        for (int i = 0; i < st.nsrc; i++) {
+            if (st.src[i].count != st.dst.count) {
+                error(x, s->loc, "'%s' writes %d chunk%s of %s from %d chunk%s of %s; operands must cover the same "
+                      "number of chunks", step_name(s->step), st.dst.count, st.dst.count == 1 ? "" : "s",
+                      ref_text(x, st.dst), st.src[i].count, st.src[i].count == 1 ? "" : "s", ref_text(x, st.src[i]));
+                return;
+            }
+        }
+        if (s->step == STEP_PUT && st.src[0].rank != me) {
+            error(x, s->srcs.v[0]->loc, "the source of a put is local, but this is %s on rank %d (use 'get' to read "
+                  "a peer)", ref_text(x, st.src[0]), me);
+            return;
+        }
+        if (s->step == STEP_GET && st.dst.rank != me) {
+            error(x, s->dst->loc, "the destination of a get is local, but this is %s on rank %d (use 'put' to write "
+                  "a peer)", ref_text(x, st.dst), me);
+            return;
+        }
+        if (s->step == STEP_COPY && (st.dst.rank != me || st.src[0].rank != me)) {
+            error(x, s->loc, "copy is local to rank %d; use put or get to move data between ranks", me);
+            return;
+        }
+        emit_step(x, st);
+    }
+}
+
+static void expand_sync_step(Expander *x, const Stmt *s)
+{
+    if (s->step == STEP_BARRIER) {
+        emit_step(x, (Step){.kind = STEP_BARRIER, .loc = s->loc, .peer = -1});
+        return;
+    }
+    IntVec peers = {0};
+    if (!eval_set(x, s->peers, &peers))
+        return;
+    if (peers.n == 0) {
+        error(x, s->peers->loc, "'%s' names an empty set of ranks", step_name(s->step));
+        return;
+    }
+    for (int i = 0; i < peers.n; i++) {
+        int64_t p = peers.v[i];
+        if (p < 0 || p >= x->prog->nranks) {
+            error(x, s->peers->loc, "'%s' names rank %lld, which does not exist (N = %d)", step_name(s->step),
+                  (long long)p, x->prog->nranks);
+            return;
+        }
+        if (p == x->on_rank) {
+            error(x, s->peers->loc, "rank %lld cannot %s itself", (long long)p, step_name(s->step));
+            return;
+        }
+        emit_step(x, (Step){.kind = s->step, .loc = s->loc, .peer = (int)p});
+    }
+}
+
+/* ---- statements ---- */
+
+static void expand_stmts(Expander *x, const StmtList *list);
+
+static void expand_on(Expander *x, const Stmt *s)
+{
+    if (x->on_rank >= 0) {
+        error(x, s->loc, "'on' blocks do not nest: this one is already inside 'on %d'", x->on_rank);
+        return;
+    }
+    int64_t rank, tb;
+    if (!eval_in(x, s->rank, 0, x->prog->nranks - 1, "the rank of 'on'", &rank))
+        return;
+    if (s->tb) {
+        if (!eval_in(x, s->tb, 0, MAX_TB - 1, "the thread block", &tb))
+            return;
+        if (tb > x->max_explicit_tb)
+            x->max_explicit_tb = (int)tb;
+    } else {
+        /* Auto-assigned blocks get numbers after every explicit one, fixed in
+         * expand_program once all are known; until then they sit at MAX_TB + k, k
+         * counting `on` statements (not executions), so one statement is one block. */
+        int k = 0;
+        while (k < x->auto_on.n && x->auto_on.v[k] != s)
+            k++;
+        if (k == x->auto_on.n) {
+            if (k == MAX_TB) {
+                error(x, s->loc, "too many thread blocks (at most %d per rank)", MAX_TB);
+                return;
+            }
+            vec_push(x->arena, &x->auto_on, s);
+        }
+        tb = MAX_TB + k;
+    }
+    x->on_rank = (int)rank;
+    x->on_tb = (int)tb;
+    int mark = x->env.n;
+    expand_stmts(x, &s->body);
+    x->env.n = mark;
+    x->on_rank = -1;
+}
+
+static void expand_stmt(Expander *x, const Stmt *s)
+{
+    switch (s->kind) {
+    case ST_LET: {
+        if (!s->var)
+            return; /* a lone ';' */
+        int64_t v;
+        if (eval(x, s->value, &v))
+            bind(x, s->var, v, 0);
+        return;
+    }
+    case ST_FOR: {
+        int64_t lo, hi;
+        if (!eval(x, s->lo, &lo) || !eval(x, s->hi, &hi))
+            return;
+        int mark = x->env.n;
+        for (int64_t i = lo; i < hi && !x->aborted; i++) {
+            if (!count_iteration(x, s->loc))
+                break;
+            x->env.n = mark;
+            bind(x, s->var, i, 1);
+            expand_stmts(x, &s->body);
+        }
+        x->env.n = mark;
+        return;
+    }
+    case ST_IF: {
+        int64_t c;
+        if (!eval(x, s->cond, &c))
+            return;
+        int mark = x->env.n;
+        expand_stmts(x, c ? &s->body : &s->orelse);
+        x->env.n = mark;
+        return;
+    }
+    case ST_ON:
+        expand_on(x, s);
+        return;
+    case ST_STEP:
+        if (x->on_rank < 0) {
+            error(x, s->loc, "'%s' must be inside an 'on RANK { ... }' block, which says where it runs",
+                  step_name(s->step));
+            return;
+        }
+        if (s->step <= STEP_REDUCE)
+            expand_data_step(x, s);
+        else
+            expand_sync_step(x, s);
+        return;
+    case ST_CONNECT: {
+        int n = x->prog->nranks;
+        x->any_connect = 1;
+        if (!s->end_a) {
+            for (int a = 0; a < n; a++)
+                for (int b = 0; b < n; b++)
+                    if (a != b)
+                        x->prog->chan[a * n + b] = s->chan;
+            return;
+        }
+        int64_t a, b;
+        if (!eval_in(x, s->end_a, 0, n - 1, "the rank", &a) || !eval_in(x, s->end_b, 0, n - 1, "the rank", &b))
+            return;
+        if (a == b) {
+            error(x, s->loc, "a channel connects two different ranks, but both ends are rank %lld", (long long)a);
+            return;
+        }
+        x->prog->chan[a * n + b] = x->prog->chan[b * n + a] = s->chan;
+        return;
+    }
+    case ST_SCRATCH: {
+        if (x->on_rank >= 0) {
+            error(x, s->loc, "scratch buffers are declared at the top level, not inside 'on'");
+            return;
+        }
+        for (int i = 0; i < x->env.n; i++)
+            if (x->env.v[i].is_loop) {
+                error(x, s->loc, "scratch buffers are declared once, at the top level, not inside a loop");
+                return;
+            }
+        if (find_buffer(x, s->var) >= 0) {
+            error(x, s->loc, "buffer '%s' is already declared", s->var);
+            return;
+        }
+        int64_t n;
+        if (!eval_in(x, s->value, 1, CCLC_MAX_CHUNKS, "the scratch size in chunks", &n))
+            return;
+        vec_push(x->arena, &x->scratch_names, s->var);
+        vec_push(x->arena, &x->scratch_chunks, (int)n);
+        vec_push(x->arena, &x->scratch_locs, s->loc);
+        return;
+    }
+    }
+}
+
+static void expand_stmts(Expander *x, const StmtList *list)
+{
+    for (int i = 0; i < list->n && !x->aborted; i++)
+        expand_stmt(x, list->v[i]);
+}
+
+/* ---- the header ---- */
+
+/* Binds N (and root) and checks the header's constraints. Reports why N is not admitted
+ * and returns 0 in that case. */
+static int check_header(Expander *x, int nranks, int root)
+{
+    const Ast *ast = x->ast;
+    int64_t lo, hi;
+    if (!eval(x, ast->ranks_lo, &lo) || !eval(x, ast->ranks_hi, &hi))
+        return 0;
+    if (nranks < lo || nranks > hi) {
+        diag_error(x->diag, ast->ranks_loc, "algorithm '%s' is for %s in %lld..%lld, not %s = %d", ast->name,
+                   ast->nvar, (long long)lo, (long long)hi, ast->nvar, nranks);
+        return 0;
+    }
+    bind(x, ast->nvar, nranks, 0);
+    if (ast->coll == COLL_BROADCAST || ast->coll == COLL_REDUCE) {
+        if (root < 0 || root >= nranks) {
+            diag_plain(x->diag, "root %d does not exist for N = %d", root, nranks);
+            return 0;
+        }
+        bind(x, "root", root, 0);
+    }
+    for (int i = 0; i < ast->where.n; i++) {
+        int64_t ok;
+        if (!eval(x, ast->where.v[i], &ok))
+            return 0;
+        if (!ok) {
+            diag_error(x->diag, ast->where.v[i]->loc, "algorithm '%s' requires this for %s = %d", ast->name,
+                       ast->nvar, nranks);
+            return 0;
+        }
+    }
+    return !x->failed;
+}
+
+static void expander_init(Expander *x, Arena *a, const Ast *ast, int nranks, Diag *d)
+{
+    memset(x, 0, sizeof *x);
+    x->arena = a;
+    x->diag = d;
+    x->ast = ast;
+    x->on_rank = -1;
+    x->max_explicit_tb = -1;
+    x->prog = arena_alloc(a, sizeof *x->prog);
+    x->prog->nranks = nranks;
+}
+
+int expand_admits(const Ast *ast, int nranks, int root, Diag *d)
+{
+    if (nranks < 1 || nranks > CCLC_MAX_RANKS) {
+        diag_plain(d, "N = %d is out of range: cclc expands programs for 1..%d ranks", nranks, CCLC_MAX_RANKS);
+        return 0;
+    }
+    Arena *a = arena_new();
+    Expander x;
+    expander_init(&x, a, ast, nranks, d);
+    int ok = check_header(&x, nranks, root);
+    arena_free(a);
+    return ok;
+}
+
+Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
+{
+    if (nranks < 1 || nranks > CCLC_MAX_RANKS) {
+        diag_plain(d, "N = %d is out of range: cclc expands programs for 1..%d ranks", nranks, CCLC_MAX_RANKS);
+        return NULL;
+    }
+    Expander x;
+    expander_init(&x, a, ast, nranks, d);
+    Program *p = x.prog;
+    if (!check_header(&x, nranks, root))
+        return NULL;
+
+    p->name = ast->name;
+    p->name_loc = ast->name_loc;
+    p->coll = ast->coll;
+    p->root = (ast->coll == COLL_BROADCAST || ast->coll == COLL_REDUCE) ? root : 0;
+    p->protocol = ast->protocol;
+    p->size_lo = ast->size_lo;
+    p->size_hi = ast->size_hi;
+    int64_t v = 1;
+    if (ast->chunks && !eval_in(&x, ast->chunks, 1, CCLC_MAX_CHUNKS, "the chunk factor", &v))
+        return NULL;
+    p->chunks = (int)v;
+    if ((int64_t)nranks * p->chunks > CCLC_MAX_CHUNKS) {
+        diag_error(d, ast->chunks->loc, "N x chunks = %lld chunks per buffer is over the limit of %d",
+                   (long long)nranks * p->chunks, CCLC_MAX_CHUNKS);
+        return NULL;
+    }
+    v = 1;
+    if (ast->instances && !eval_in(&x, ast->instances, 1, 64, "'instances'", &v))
+        return NULL;
+    p->instances = (int)v;
+    v = 1;
+    if (ast->pipeline && !eval_in(&x, ast->pipeline, 1, 1024, "'pipeline'", &v))
+        return NULL;
+    p->pipeline = (int)v;
+    p->chan = arena_alloc(a, sizeof *p->chan * (size_t)nranks * (size_t)nranks);
+    x.blocks = calloc((size_t)nranks * 2 * MAX_TB, sizeof *x.blocks);
+    if (!x.blocks)
+        internal_error("out of memory");
+
+    expand_stmts(&x, &ast->body);
+
+    /* Buffers: in, out, then the scratch buffers in declaration order. */
+    p->nbufs = 2 + x.scratch_names.n;
+    p->buf_name = arena_alloc(a, sizeof *p->buf_name * (size_t)p->nbufs);
+    p->buf_chunks = arena_alloc(a, sizeof *p->buf_chunks * (size_t)p->nbufs);
+    p->buf_loc = arena_alloc(a, sizeof *p->buf_loc * (size_t)p->nbufs);
+    p->buf_name[BUF_IN] = "in";
+    p->buf_name[BUF_OUT] = "out";
+    p->buf_chunks[BUF_IN] = coll_in_chunks(p->coll, nranks, p->chunks);
+    p->buf_chunks[BUF_OUT] = coll_out_chunks(p->coll, nranks, p->chunks);
+    p->buf_loc[BUF_IN] = p->buf_loc[BUF_OUT] = ast->coll_loc;
+    for (int i = 0; i < x.scratch_names.n; i++) {
+        p->buf_name[BUF_SCRATCH0 + i] = x.scratch_names.v[i];
+        p->buf_chunks[BUF_SCRATCH0 + i] = x.scratch_chunks.v[i];
+        p->buf_loc[BUF_SCRATCH0 + i] = x.scratch_locs.v[i];
+    }
+
+    /* Auto-assigned thread blocks take the numbers after the largest explicit one, in
+     * the order their `on` statements were first reached: the same on every rank, so
+     * semaphores (per logical block) pair up across ranks. */
+    int first_auto = x.max_explicit_tb + 1;
+    if (first_auto + x.auto_on.n > MAX_TB) {
+        diag_error(d, ast->name_loc, "the program uses more than %d thread blocks per rank", MAX_TB);
+        x.failed = 1;
+    }
+    for (int r = 0; r < nranks && !x.failed; r++)
+        for (int k = 0; k < x.auto_on.n; k++)
+            x.blocks[r * 2 * MAX_TB + first_auto + k] = x.blocks[r * 2 * MAX_TB + MAX_TB + k];
+
+    /* Channels: declared ones must carry every remote operand; with no `connect` at all,
+     * memory channels are inferred. Port channels carry puts only (the host proxy
+     * copies local data into the peer's buffer). */
+    for (int r = 0; r < nranks && !x.failed; r++)
+        for (int t = 0; t < MAX_TB; t++) {
+            StepVec *b = &x.blocks[r * 2 * MAX_TB + t];
+            for (int i = 0; i < b->n; i++) {
+                Step *s = &b->v[i];
+                if (s->kind > STEP_REDUCE && s->kind != STEP_SIGNAL && s->kind != STEP_WAIT && s->kind != STEP_FLUSH)
+                    continue;
+                int peers[64], np = 0;
+                if (s->kind <= STEP_REDUCE) {
+                    if (s->dst.rank != r)
+                        peers[np++] = s->dst.rank;
+                    for (int j = 0; j < s->nsrc && np < 64; j++)
+                        if (s->src[j].rank != r)
+                            peers[np++] = s->src[j].rank;
+                } else {
+                    peers[np++] = s->peer;
+                }
+                for (int j = 0; j < np; j++) {
+                    ChannelKind *c = &p->chan[r * nranks + peers[j]];
+                    if (*c == CHAN_NONE && !x.any_connect)
+                        *c = p->chan[peers[j] * nranks + r] = CHAN_MEMORY;
+                    if (*c == CHAN_NONE) {
+                        error(&x, s->loc, "rank %d reaches rank %d here, but no channel connects them (add "
+                              "'connect memory %d <-> %d' or 'connect memory all')", r, peers[j], r, peers[j]);
+                        break;
+                    }
+                    if (*c == CHAN_PORT && s->kind <= STEP_REDUCE && s->kind != STEP_PUT) {
+                        error(&x, s->loc, "rank %d reaches rank %d through a port channel, which carries puts only; "
+                              "'%s' needs a memory channel", r, peers[j], step_name(s->kind));
+                        break;
+                    }
+                    if (s->kind == STEP_FLUSH && *c != CHAN_PORT) {
+                        error(&x, s->loc, "'flush %d' on rank %d: flush waits for port-channel puts, but rank %d is "
+                              "reached through a memory channel", peers[j], r, peers[j]);
+                        break;
+                    }
+                    if (s->kind <= STEP_REDUCE)
+                        s->chan = *c;
+                }
+            }
+        }
+
+    if (x.failed || d->nerrors) {
+        free(x.blocks);
+        return NULL;
+    }
+
+    /* Lay the blocks out: ranks in order, thread blocks 0..ntb-1 (gaps stay empty). */
+    p->ntb = arena_alloc(a, sizeof *p->ntb * (size_t)nranks);
+    for (int r = 0; r < nranks; r++)
+        for (int t = 0; t < MAX_TB; t++)
+            if (x.blocks[r * 2 * MAX_TB + t].n)
+                p->ntb[r] = t + 1;
+    for (int r = 0; r < nranks; r++)
+        p->nblocks += p->ntb[r];
+    p->blocks = arena_alloc(a, sizeof *p->blocks * (size_t)(p->nblocks ? p->nblocks : 1));
+    int k = 0;
+    for (int r = 0; r < nranks; r++)
+        for (int t = 0; t < p->ntb[r]; t++) {
+            StepVec *b = &x.blocks[r * 2 * MAX_TB + t];
+            p->blocks[k++] = (Block){.rank = r, .tb = t, .nsteps = b->n, .steps = b->v};
+        }
+    free(x.blocks);
+    if (p->nblocks == 0) {
+        diag_error(d, ast->name_loc, "algorithm '%s' has no steps for N = %d (no 'on' block ran)", ast->name, nranks);
+        return NULL;
+    }
+    return p;
+}
