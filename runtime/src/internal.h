@@ -1,0 +1,310 @@
+/* internal.h: libccl's internal structures and the backend interface.
+ *
+ * The layers, top to bottom:
+ *   api.c      entry points: argument checks, last-error messages, dispatch
+ *   comm.c     communicators: init (threads or processes), destroy, bootstrap glue
+ *   heap.c     the symmetric heap: one per rank, identical offsets on every rank
+ *   algorithm.c  load (compile_source in-process), scratch and staging, run
+ *   library.c  the shipped algorithm library behind ccl_all_reduce and friends
+ *   cpu_*.c    the CPU backend (host threads run the Plan)
+ *   gpu_*.c    the GPU backend (NVRTC kernels), same interface
+ *
+ * Symmetric memory model. Every rank owns one heap of comm->heap_bytes bytes; every
+ * rank's process can address every peer's heap (comm->heap_base[p]; threads mode:
+ * plain host memory, processes on the CPU: POSIX shm mapped by every peer, GPUs: device
+ * memory mapped to every peer). Allocation is by offset and deterministic: the same
+ * sequence of allocations and frees on every rank yields the same offsets, so a peer's
+ * copy of my buffer at offset X is at heap_base[peer] + X. User buffers
+ * (ccl_mem_alloc), scratch, staging buffers and semaphores all live in the heap.
+ *
+ * Heap layout (offsets, identical on every rank):
+ *   [0, CCL__HEAP_HEADER)             CclHeapHeader (abort flag, all-rank barrier)
+ *   [CCL__HEAP_HEADER, +CCL__SEM_BYTES)  semaphore arena: 64-bit counters, always zero
+ *                                       when free (an algorithm zeroes its own on free)
+ *   [CCL__HEAP_DATA, heap_bytes)       user buffers, scratch, staging
+ */
+#ifndef CCL_INTERNAL_H
+#define CCL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ccl.h"
+#include "cclc.h"
+
+/* ===== heap.c: the symmetric heap ===== */
+
+enum {
+    CCL__HEAP_HEADER = 4096,
+    CCL__SEM_BYTES = 1 << 20,                          /* 131072 counters per rank */
+    CCL__HEAP_DATA = CCL__HEAP_HEADER + CCL__SEM_BYTES,
+    CCL__HEAP_ALIGN = 256,                             /* every allocation's alignment */
+};
+
+/* At offset 0 of every rank's heap. Zero when the heap is created. */
+typedef struct {
+    /* Non-zero once this rank must stop: 1 + the rank whose failure stopped it. A
+     * failing rank sets it in its own and every peer's header, so blocks spinning
+     * anywhere give up at once instead of each waiting out its own timeout. */
+    _Atomic uint64_t abort;
+    /* All-rank barrier (used around avg's division): the k-th barrier of the comm adds 1
+     * to rank 0's counter and waits until it reaches k * nranks. Monotonic, never reset. */
+    _Atomic uint64_t barrier;
+} CclHeapHeader;
+
+/* A deterministic first-fit offset allocator over [lo, hi). */
+typedef struct {
+    size_t lo, hi;
+    int n, cap;
+    struct CclRange { size_t off, size; int user; } *used; /* sorted by offset */
+} CclHeapAlloc;
+
+void ccl__heap_alloc_init(CclHeapAlloc *h, size_t lo, size_t hi);
+void ccl__heap_alloc_fini(CclHeapAlloc *h);
+/* Returns 0 and *off on success, -1 when nothing fits (or out of host memory). */
+int ccl__heap_alloc(CclHeapAlloc *h, size_t bytes, int user, size_t *off);
+/* Returns 0, or -1 when off is not the start of a live allocation. */
+int ccl__heap_free(CclHeapAlloc *h, size_t off);
+/* The live user allocation containing [off, off+bytes): 0 and its start; -1 when the
+ * range is in no user allocation or runs past its end (*start then says which). */
+int ccl__heap_find_user(const CclHeapAlloc *h, size_t off, size_t bytes, size_t *start, size_t *size);
+
+/* ===== comm.c: communicators ===== */
+
+typedef struct CclBackend CclBackend;
+
+enum { CCL__ERR_LEN = 8192 };
+
+/* A standard-collective registration (ccl_comm_use_algorithm). */
+typedef struct {
+    ccl_algorithm_t *alg;
+    size_t min_bytes, max_bytes;     /* 0,0: all sizes */
+} CclUse;
+
+struct ccl_comm {
+    int rank, nranks;
+    int timeout_ms;                  /* bound on every wait (config, CCL_TIMEOUT_MS, 10000) */
+    char *cache_dir;                 /* malloc'd; for the GPU backend's kernel cache */
+    int device;                      /* GPU ordinal (GPU backend only) */
+    ccl_backend_t backend_kind;      /* CCL_BACKEND_CPU or CCL_BACKEND_GPU, never AUTO */
+    const CclBackend *be;
+    void *be_comm;                   /* the backend's per-comm state */
+
+    /* Symmetric heap: heap_base[p] is this process's address of rank p's heap
+     * (heap_base[rank] is our own). Set by be->comm_init. */
+    size_t heap_bytes;
+    char **heap_base;                /* nranks entries, malloc'd by the common code */
+    CclHeapAlloc data;               /* [CCL__HEAP_DATA, heap_bytes) */
+    CclHeapAlloc sems;               /* [CCL__HEAP_HEADER, CCL__HEAP_DATA) */
+    uint64_t barriers;               /* all-rank barriers done (see CclHeapHeader) */
+
+    /* Staging for user buffers peers cannot reach (grow-only, see algorithm.c). Only
+     * the user's thread touches these; old regions are retired, freed at destroy. */
+    size_t stage_off[2], stage_bytes[2];  /* [0]: in, [1]: out */
+    int nretired;
+    size_t *retired;                 /* heap offsets freed at destroy */
+
+    /* Algorithms loaded by this comm: for free at destroy and for dispatch. */
+    int nalgs, algs_cap;
+    ccl_algorithm_t **algs;
+    int nuses, uses_cap;
+    CclUse *uses;
+
+    /* Errors. last_error belongs to the user's thread; asynchronous failures of the
+     * backend go to async_* under async_lock and move to last_error in synchronize. */
+    char last_error[CCL__ERR_LEN];
+    pthread_mutex_t async_lock;
+    ccl_result_t async_result;       /* first asynchronous failure not yet reported */
+    char async_error[CCL__ERR_LEN];
+    ccl_result_t failed;             /* sticky: once a collective failed, the comm is dead */
+};
+
+/* Sets comm's last error to "FMT..." and returns r. With a NULL comm it sets the
+ * calling thread's init error (ccl_comm_last_error(NULL)). Messages start with the
+ * function name and name the argument: "ccl_all_reduce: argument 'count' ...". */
+ccl_result_t ccl__set_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* For backends' worker threads: records the first asynchronous failure of comm (later
+ * ones are dropped); ccl_comm_synchronize returns it. Thread-safe. */
+void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Stops this rank and, through their heap headers, every peer (see CclHeapHeader). */
+void ccl__abort_all(ccl_comm_t *comm);
+/* The all-rank barrier on the heap headers; bounded by the timeout. 0 or -1 (timeout or
+ * abort, message in err). Called by one thread per rank, in the same order on every rank. */
+int ccl__rank_barrier(ccl_comm_t *comm, char *err, size_t errlen);
+/* Monotonic milliseconds. */
+double ccl__now_ms(void);
+/* Spin-then-yield-then-sleep backoff for waits; `iter` counts calls from 0. */
+void ccl__backoff(unsigned iter);
+
+/* An in-process bootstrap for ccl_comm_init_all and tests: nranks threads, one
+ * ccl_bootstrap_t each (boots[r].rank == r). */
+typedef struct CclThreadBoot CclThreadBoot;
+CclThreadBoot *ccl__thread_boot_new(int nranks, ccl_bootstrap_t *boots);
+void ccl__thread_boot_free(CclThreadBoot *tb);
+
+/* The environment bootstrap used by `cclc run` under mpirun (no MPI link): rank and size
+ * from OMPI_COMM_WORLD_* (or PMI_RANK/PMI_SIZE), a rendezvous segment in POSIX shm named
+ * after the job (PMIX_NAMESPACE / OMPI_MCA_ess_base_jobid / CCL_JOB_ID). Returns 1 when
+ * the environment names no launcher (not under mpirun), 0 on success, -1 on failure
+ * with a message in err. Waits are bounded by timeout_ms. */
+typedef struct CclEnvBoot CclEnvBoot;
+int ccl__env_boot_open(CclEnvBoot **eb, ccl_bootstrap_t *boot, int timeout_ms, char *err, size_t errlen);
+void ccl__env_boot_close(CclEnvBoot *eb);
+
+/* ===== algorithm.c: loaded algorithms and one call ===== */
+
+struct ccl_algorithm {
+    ccl_comm_t *comm;
+    Compilation comp;                /* keeps the Plan's arena alive */
+    char *source;                    /* the text compiled (comp.src points into it) */
+    char *file;                      /* name shown in messages */
+    const Plan *plan;
+    const Program *prog;
+    int root;
+    int instances;                   /* I: physical blocks per logical block */
+    int slices;                      /* S: Program.pipeline if Proof.pipeline_safe, else 1 */
+    int nblocks;                     /* this rank's logical blocks */
+    const PlanBlock **blocks;        /* this rank's PlanBlocks, by tb */
+    int in_remote, out_remote;       /* some rank reaches a peer's in (out) */
+    /* Semaphores: nsems = plan->nsems * I counters at heap offset sem_off (every rank). */
+    size_t sem_off;
+    int nsems;
+    /* Scratch (grow-only, like staging): scratch_bytes at heap offset scratch_off. */
+    size_t scratch_off, scratch_bytes;
+    uint64_t ncalls;                 /* runs enqueued */
+    int from_library;                /* loaded by the standard-collective dispatch */
+    void *be_alg;                    /* the backend's per-algorithm state */
+};
+
+/* Layout arithmetic of docs/internals.md, shared by every backend. */
+static inline size_t ccl__align_elems(size_t esize) { return esize >= 16 ? 1 : 16 / esize; }
+/* CS: round_up(ceil(U / K), A); 0 when U == 0. */
+static inline size_t ccl__chunk_stride(size_t U, int K, size_t esize)
+{
+    if (U == 0)
+        return 0;
+    size_t A = ccl__align_elems(esize), cs = (U + (size_t)K - 1) / (size_t)K;
+    return (cs + A - 1) / A * A;
+}
+/* Element offset and length of chunk i of buffer `buf` (BUF_IN, BUF_OUT or scratch). */
+static inline void ccl__chunk_range(int buf, int i, size_t U, int K, size_t CS, size_t *off, size_t *len)
+{
+    if (buf >= BUF_SCRATCH0) {
+        *off = (size_t)i * CS;
+        *len = CS;
+        return;
+    }
+    size_t u = (size_t)(i / K), c = (size_t)(i % K);
+    *off = u * U + c * CS;
+    *len = c * CS >= U ? 0 : (U - c * CS < CS ? U - c * CS : CS);
+}
+/* Part q of P of a transfer of L elements: [round_down(q*L/P, A), round_down((q+1)*L/P, A)),
+ * the last part ending at L. */
+static inline void ccl__part(size_t L, int P, int q, size_t A, size_t *lo, size_t *hi)
+{
+    /* L * P stays far below 2^64: L < 2^48 elements, P = I * S < 2^16. */
+    *lo = L * (size_t)q / (size_t)P / A * A;
+    *hi = q + 1 == P ? L : L * (size_t)(q + 1) / (size_t)P / A * A;
+}
+/* Byte offset of scratch buffer b (>= BUF_SCRATCH0) inside the algorithm's scratch
+ * region: the scratch buffers back to back, each buf_chunks[b] * CS elements. */
+size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize);
+
+/* One call, resolved by algorithm.c before it reaches the backend. */
+typedef struct {
+    ccl_algorithm_t *alg;
+    const void *send;                /* the user's buffers */
+    void *recv;
+    size_t count;                    /* U, in elements (internals.md's units) */
+    ccl_dtype_t dtype;
+    ccl_op_t op;
+    void *stream;
+    size_t esize, CS;
+    size_t in_bytes, out_bytes;      /* units * U * esize */
+    /* What the plan's `in` and `out` are on this rank: the user's buffer, or a staging
+     * buffer in the heap. When stage_in, copy send -> in (in_bytes) before the plan runs;
+     * when stage_out, copy out -> recv (out_bytes) after it. */
+    void *in, *out;
+    int stage_in, stage_out;
+    /* Heap offsets of in/out (identical on every rank by contract) when the plan lets
+     * peers reach them (alg->in_remote / out_remote); SIZE_MAX otherwise. A peer's in is
+     * at comm->heap_base[peer] + in_off. */
+    size_t in_off, out_off;
+    size_t scratch_off;              /* heap offset of this call's scratch region */
+    int divide;                      /* op == avg: after the plan (and an all-rank
+                                        barrier), divide this rank's out by N, then
+                                        barrier again, before the copy-out */
+    int slices;
+} CclCall;
+
+/* ===== the backend interface ===== */
+
+/* A backend. The common code (api.c, comm.c, algorithm.c) does argument checks, heap
+ * offsets, compilation, scratch/staging decisions and dispatch; a backend supplies memory
+ * and execution. Every hook returns CCL_OK or a failure whose message it has set with
+ * ccl__set_error(comm, ...). Hooks are called from the user's thread, never concurrently
+ * for one comm. */
+struct CclBackend {
+    const char *name;                /* "cpu", "gpu" */
+
+    /* Collective over the ranks of boot (boot is valid only during this call). Creates
+     * comm->be_comm and this rank's symmetric heap of comm->heap_bytes bytes, zeroed,
+     * and maps every peer's: fills comm->heap_base[0..nranks). comm->rank, nranks,
+     * timeout_ms, device, cache_dir and heap_bytes are set. On failure it releases
+     * whatever it made (comm_fini is not called). */
+    ccl_result_t (*comm_init)(ccl_comm_t *comm, const ccl_bootstrap_t *boot);
+
+    /* Releases everything comm_init made. Called after synchronize; not collective:
+     * peers may still be running (a heap must stay valid for a peer that still maps it
+     * only as long as that peer's process lives). */
+    void (*comm_fini)(ccl_comm_t *comm);
+
+    /* Zeroes [off, off+bytes) of this rank's heap, synchronously (semaphores). */
+    ccl_result_t (*heap_zero)(ccl_comm_t *comm, size_t off, size_t bytes);
+
+    /* Prepares alg for this rank (alg->plan, blocks, instances, slices, sem_off, nsems
+     * set): compile kernels, allocate per-algorithm state such as the waiters' expected
+     * semaphore values (which start at 0 and persist across calls). Sets alg->be_alg. */
+    ccl_result_t (*alg_prepare)(ccl_algorithm_t *alg);
+    /* Releases alg->be_alg; alg is idle (the comm was synchronized). */
+    void (*alg_release)(ccl_algorithm_t *alg);
+
+    /* Enqueues one call (asynchronous: returns before it ran, must not wait for peers).
+     * In order: stage_in copy, the plan (every block x instance x slice of this rank,
+     * docs/internals.md), avg division (call->divide), stage_out copy. A failure while
+     * running (timeout, peer abort) goes to ccl__set_async_error with a message naming
+     * rank, thread block, source line (file:line) and peer; the backend then calls
+     * ccl__abort_all and drops later calls. *call is copied; the buffers it names stay
+     * valid until synchronize (the common code never frees heap regions before that). */
+    ccl_result_t (*run)(const CclCall *call);
+
+    /* Waits until everything enqueued on comm ran. Returns CCL_OK; asynchronous failures
+     * are reported by the common code from async_result. */
+    ccl_result_t (*synchronize)(ccl_comm_t *comm);
+};
+
+extern const CclBackend ccl__cpu_backend;
+/* The GPU backend (runtime/src/gpu_*.c) defines `const CclBackend *ccl__gpu_backend(char
+ * *why, size_t len)`: the backend when a usable GPU and driver are present, else NULL with
+ * the reason in why. */
+const CclBackend *ccl__gpu_backend(char *why, size_t len);
+
+/* ===== reduce.c: element types and reductions on the host ===== */
+
+/* dst[e] = op(src[0][e], ..., src[nsrc-1][e]) for e in 0..n, in operand order, computed
+ * in float for f16/bf16/fp8 (rounded to nearest even on store), in the type otherwise
+ * (integers wrap). avg reduces as sum. dst may be any of the srcs. */
+void ccl__reduce(void *dst, const void *const *src, int nsrc, size_t n, ccl_dtype_t t, ccl_op_t op);
+/* x[e] /= divisor for e in 0..n (avg's final step; integers truncate). */
+void ccl__divide(void *x, size_t n, ccl_dtype_t t, int divisor);
+/* Conversions for the half types (round to nearest even; NaN stays NaN). */
+float ccl__to_float(const void *x, ccl_dtype_t t);
+void ccl__from_float(void *x, float f, ccl_dtype_t t);
+double ccl__load_double(const void *x, ccl_dtype_t t);  /* any dtype, as a double */
+
+#endif
