@@ -74,27 +74,26 @@ check-gpu: all
 	tests/run-gpu.sh $(BUILD)
 
 update-golden: all
-	UPDATE_GOLDEN=1 tests/run-all.sh $(BUILD) golden
+	UPDATE_GOLDEN=1 tests/run-all.sh $(BUILD)
 
 # The same tests, built with sanitizers into their own folder.
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
-	    LDFLAGS="-fsanitize=address,undefined" all
-	ASAN_OPTIONS=detect_leaks=1 tests/run-all.sh build-asan compiler
+	    all
+	ASAN_OPTIONS=detect_leaks=1 tests/run-all.sh build-asan diag verify algorithms fuzz
 
 FUZZ_SECONDS ?= 60
+FUZZ_FLAGS = -std=c11 -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -D_GNU_SOURCE
 fuzz:
-	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -fsanitize=fuzzer-no-link,address,undefined" $(BUILD)-fuzz-objs
-	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Icompiler -Ibuild-fuzz \
-	    -o build-fuzz/fuzz_frontend tests/fuzz/fuzz_frontend.c build-fuzz/libcclc.a -lm
+	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -fsanitize=fuzzer-no-link,address,undefined" build-fuzz/libcclc.a
+	clang $(FUZZ_FLAGS) -fsanitize=fuzzer -Icompiler -Ibuild-fuzz -o build-fuzz/fuzz_frontend \
+	    tests/fuzz/fuzz_frontend.c build-fuzz/libcclc.a -lm
 	mkdir -p build-fuzz/corpus
-	build-fuzz/fuzz_frontend -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
-	    -rss_limit_mb=2048 build-fuzz/corpus tests/fuzz/corpus algorithms/*/
-
-$(BUILD)-fuzz-objs: $(BUILD)/libcclc.a
+	build-fuzz/fuzz_frontend -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+	    -print_final_stats=1 build-fuzz/corpus tests/fuzz/corpus algorithms/*/ tests/diag/
 
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all check check-gpu update-golden asan fuzz clean $(BUILD)-fuzz-objs
+.PHONY: all check check-gpu update-golden asan fuzz clean
 .SECONDARY:

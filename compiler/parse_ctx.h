@@ -8,7 +8,11 @@ struct ParseCtx {
     Arena *arena;
     Diag *diag;
     int line, col;      /* the scanner's position: next character */
-    int depth;          /* nesting of blocks and parentheses, bounded by CCLC_MAX_NESTING */
+    /* Unclosed '{' so far, and where the innermost ones opened, to say which block a
+     * truncated file leaves open. */
+#define MAX_OPEN_BRACES 64
+    int open_braces;
+    SrcLoc brace_loc[MAX_OPEN_BRACES];
     Ast *ast;           /* the result */
 };
 

@@ -179,7 +179,10 @@ header_item
           ctx->ast->ranks_hi = $6;
           ctx->ast->ranks_loc = L(@1);
       }
-    | WHERE expr          { vec_push(ctx->arena, &ctx->ast->where, $2); }
+    | WHERE expr {
+          $2->loc = L(@2); /* a failed constraint underlines all of it */
+          vec_push(ctx->arena, &ctx->ast->where, $2);
+      }
     | CHUNKS expr         { header_once(ctx, ctx->ast->chunks, "chunks", @1); ctx->ast->chunks = $2; }
     | INSTANCES expr      { header_once(ctx, ctx->ast->instances, "instances", @1); ctx->ast->instances = $2; }
     | PIPELINE expr       { header_once(ctx, ctx->ast->pipeline, "pipeline", @1); ctx->ast->pipeline = $2; }
@@ -444,6 +447,11 @@ static int yyreport_syntax_error(const yypcontext_t *pctx, yyscan_t scanner, str
             diag_error(ctx->diag, L(loc), "unexpected byte 0x%02x (CCL source is ASCII)", c);
         return 0;
     }
+    if (got == YYSYMBOL_YYEOF && ctx->open_braces > 0) {
+        int k = ctx->open_braces <= MAX_OPEN_BRACES ? ctx->open_braces - 1 : MAX_OPEN_BRACES - 1;
+        diag_error(ctx->diag, ctx->brace_loc[k], "this '{' is never closed (the file ends first)");
+        return 0;
+    }
     enum { MAX_EXPECTED = 6 };
     yysymbol_kind_t expected[MAX_EXPECTED];
     int n = yypcontext_expected_tokens(pctx, expected, MAX_EXPECTED);
@@ -465,7 +473,7 @@ static void ccl_yyerror(CCL_YYLTYPE *loc, yyscan_t scanner, struct ParseCtx *ctx
 {
     (void)scanner;
     if (!strcmp(msg, "memory exhausted"))
-        diag_error(ctx->diag, L(*loc), "nesting too deep (blocks and parentheses nest at most a few hundred levels)");
+        diag_error(ctx->diag, L(*loc), "nesting too deep: blocks and parentheses may nest a few hundred levels (the parser keeps 1000 states)");
     else
         diag_error(ctx->diag, L(*loc), "%s", msg);
 }
