@@ -1,6 +1,7 @@
 # CCL: one Makefile, no recursion. Generated and compiled files go to build/.
 #
-#   make              cclc, libccl, ccl-perf, examples
+#   make              cclc, libccl, ccl-perf, examples (installs Flex/Bison/MPI if missing)
+#   make demo         prove and run an all-reduce on 4 ranks (CPU backend without a GPU)
 #   make check        every CPU test (what CI runs)
 #   make check-gpu    GPU tests; skip cleanly where no GPU is present
 #   make asan         the compiler and runtime tests under ASan+UBSan
@@ -31,7 +32,13 @@ TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*/*.c))
 
 all: $(BUILD)/cclc $(BUILD)/libccl.a $(TOOLS) $(EXAMPLES) $(TEST_BINS)
 
-$(BUILD)/ccl.tab.c $(BUILD)/ccl.tab.h &: grammar/ccl.y
+# A fresh machine gets its build tools on the first make (tools/install-deps.sh).
+$(BUILD)/.deps:
+	@mkdir -p $(BUILD)
+	tools/install-deps.sh
+	@touch $@
+
+$(BUILD)/ccl.tab.c $(BUILD)/ccl.tab.h &: grammar/ccl.y | $(BUILD)/.deps
 	@mkdir -p $(BUILD)
 	bison -Wall -Werror --defines=$(BUILD)/ccl.tab.h -o $(BUILD)/ccl.tab.c $<
 
@@ -67,6 +74,10 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+demo: all
+	$(BUILD)/cclc check algorithms/allreduce/ring.ccl --ranks 4 --explain
+	$(BUILD)/cclc run algorithms/allreduce/ring.ccl --ranks 4 --count 1000003 --dtype bf16 --op sum --iters 3
+
 check: all
 	tests/run-all.sh $(BUILD)
 
@@ -95,5 +106,5 @@ fuzz:
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all check check-gpu update-golden asan fuzz clean
+.PHONY: all demo check check-gpu update-golden asan fuzz clean
 .SECONDARY:
