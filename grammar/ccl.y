@@ -120,7 +120,7 @@ static void header_once(struct ParseCtx *ctx, const void *already, const char *w
 %type <refs> ref_list
 %type <stmt> stmt step for_stmt on_stmt if_stmt
 %type <stmts> stmts block else_part loop_body
-%type <str> buf_name
+%type <str> buf_name coll_word
 %type <chan> channel
 
 %left OROR
@@ -142,7 +142,7 @@ static void header_once(struct ParseCtx *ctx, const void *already, const char *w
 /* program: 'algorithm' NAME ':' COLLECTIVE, then header items and statements in any
  * order (header items only at the top level). */
 program
-    : ALGORITHM IDENT ':' IDENT {
+    : ALGORITHM IDENT ':' coll_word {
           Ast *ast = ctx->ast;
           ast->name = $2;
           ast->name_loc = L(@2);
@@ -339,6 +339,12 @@ ref
           $$->lo = $5;
           $$->hi = $7;
       }
+    ;
+
+/* `reduce` is both a step keyword and a collective's name. */
+coll_word
+    : IDENT
+    | REDUCE              { $$ = "reduce"; }
     ;
 
 /* `in` is both a keyword (for x in ...) and the input buffer's name. */
