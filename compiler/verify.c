@@ -1,0 +1,1674 @@
+/* verify.c: the proof that an expanded program is a correct collective, for its N.
+ *
+ * Takes the Program of expand.c (straight-line steps per rank and logical thread block)
+ * and proves, by simulating it:
+ *  - the postcondition: symbolic execution where every chunk holds an expression over
+ *    input contributions in@q[c]; each out chunk must hold exactly what the collective
+ *    requires, every contribution once, and in/out chunks may only receive content of
+ *    their own position i % K (docs/internals.md); `in` is read-only;
+ *  - no data race: happens-before is program order per block, signal->wait pairs (the
+ *    k-th `wait q` of rank r, block t pairs with the k-th `signal r` of rank q, block t)
+ *    and barriers (all blocks of a rank), tracked with vector clocks; two accesses to
+ *    one chunk of one rank's buffer, at least one a write, from different blocks, must
+ *    be ordered;
+ *  - no deadlock: signal and wait counts balance per semaphore, barriers are reached by
+ *    every block of the rank, and the simulated run completes (else the cycle of
+ *    blocked blocks is reported);
+ *  - safety across calls: two back-to-back calls, the second starting on a rank once
+ *    all blocks of that rank finished the first (a kernel boundary), are race-free;
+ *    under protocol LL scratch is double-buffered by call parity, so calls 1 and 2
+ *    never share scratch;
+ *  - and records, without failing the proof: in-place validity (in and out aliased as
+ *    the collective's shapes allow), deterministic reduction order, pipeline safety.
+ *
+ * Why one simulated interleaving suffices: synchronization never depends on data, so
+ * the happens-before relation is the same in every execution and the vector clocks
+ * decide every race exactly; a race-free program has a single result, so the contents
+ * of this interleaving are the program's. When races or a deadlock are found the
+ * postcondition is not judged (its failures would be consequences, not causes).
+ *
+ * Assumes what expand.c establishes: every Ref is in range, a data step's operands
+ * cover the dst's count, signal/wait peers exist and differ from the rank. Working
+ * memory is malloc'd and freed before returning; only Proof strings use the arena. */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cclc.h"
+
+enum {
+    MAX_RACE_REPORTS = 4,     /* distinct statement pairs reported as races */
+    MAX_POST_REPORTS = 4,     /* postcondition errors (one per writing statement) */
+    MAX_STEP_REPORTS = 8,     /* layout / read-only errors (one per statement) */
+    MAX_LISTED = 6,           /* contributions spelled out in one message */
+    MAX_SEEN = 256,           /* remembered statement locations for de-duplication */
+    MAX_CELLS = 1 << 23,      /* chunk cells simulated, all ranks and buffers */
+    MAX_SYNC_SLOTS = 1 << 24, /* vector-clock entries: blocks x blocks, blocks x ranks */
+};
+
+/* ---- working memory ---- */
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        internal_error("out of memory (%zu x %zu bytes)", n, size);
+    return p;
+}
+
+static void *xrealloc(void *p, size_t size)
+{
+    p = realloc(p, size ? size : 1);
+    if (!p)
+        internal_error("out of memory (%zu bytes)", size);
+    return p;
+}
+
+/* A growable string for building messages. */
+typedef struct {
+    char *s;
+    size_t n, cap;
+} Str;
+
+__attribute__((format(printf, 2, 3))) static void str_printf(Str *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (b->n + (size_t)n + 1 > b->cap) {
+        b->cap = (b->n + (size_t)n + 1) * 2;
+        b->s = xrealloc(b->s, b->cap);
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->n, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)n;
+}
+
+static const char *str_get(const Str *b)
+{
+    return b->s ? b->s : "";
+}
+
+/* ---- reporting: to a Diag, or quietly (in-place and --explain re-runs) ---- */
+
+typedef struct {
+    Diag *d;              /* NULL: quiet; count errors and keep the first message */
+    int nerrors;
+    char first[640];
+} Reporter;
+
+__attribute__((format(printf, 3, 4))) static void rep_error(Reporter *rep, SrcLoc loc, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (rep->d)
+        diag_error(rep->d, loc, "%s", msg);
+    else if (!rep->nerrors) {
+        size_t n = strlen(msg) < sizeof rep->first - 1 ? strlen(msg) : sizeof rep->first - 1;
+        memcpy(rep->first, msg, n);
+        rep->first[n] = 0;
+    }
+    rep->nerrors++;
+}
+
+__attribute__((format(printf, 3, 4))) static void rep_note(Reporter *rep, SrcLoc loc, const char *fmt, ...)
+{
+    if (!rep->d)
+        return;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    diag_note(rep->d, loc, "%s", msg);
+}
+
+/* Remembers statement locations already reported, so one wrong line in a loop over N
+ * ranks gives one message, not N. */
+typedef struct {
+    SrcLoc v[MAX_SEEN];
+    int n, reported;
+} Seen;
+
+static int seen_before(Seen *s, SrcLoc loc)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->v[i].line == loc.line && s->v[i].col == loc.col)
+            return 1;
+    if (s->n < MAX_SEEN)
+        s->v[s->n++] = loc;
+    return 0;
+}
+
+/* ---- the program's shape ---- */
+
+typedef struct {
+    const Program *p;
+    int n, k, nb;
+    int maxtb;            /* thread blocks of the launch: the most any rank uses */
+    int *blk;             /* [rank * maxtb + tb]: block index, or -1 */
+    int rank_cells;       /* chunks of all buffers of one rank */
+    int *buf_base;        /* per buffer: its first cell within a rank */
+    int show_tb;          /* messages name thread blocks only when there are several */
+} Shape;
+
+static void shape_init(Shape *sh, const Program *p)
+{
+    memset(sh, 0, sizeof *sh);
+    sh->p = p;
+    sh->n = p->nranks;
+    sh->k = p->chunks > 0 ? p->chunks : 1;
+    sh->nb = p->nblocks;
+    for (int r = 0; r < p->nranks; r++)
+        if (p->ntb[r] > sh->maxtb)
+            sh->maxtb = p->ntb[r];
+    if (sh->maxtb < 1)
+        sh->maxtb = 1;
+    sh->show_tb = sh->maxtb > 1;
+    sh->blk = xcalloc((size_t)sh->n * (size_t)sh->maxtb, sizeof *sh->blk);
+    for (int i = 0; i < sh->n * sh->maxtb; i++)
+        sh->blk[i] = -1;
+    for (int b = 0; b < p->nblocks; b++) {
+        const Block *bl = &p->blocks[b];
+        if (bl->rank < 0 || bl->rank >= sh->n || bl->tb < 0 || bl->tb >= sh->maxtb)
+            internal_error("block %d has rank %d tb %d outside the program", b, bl->rank, bl->tb);
+        sh->blk[bl->rank * sh->maxtb + bl->tb] = b;
+    }
+    sh->buf_base = xcalloc((size_t)p->nbufs, sizeof *sh->buf_base);
+    for (int i = 0; i < p->nbufs; i++) {
+        sh->buf_base[i] = sh->rank_cells;
+        sh->rank_cells += p->buf_chunks[i];
+    }
+}
+
+static void shape_fini(Shape *sh)
+{
+    free(sh->blk);
+    free(sh->buf_base);
+}
+
+static int block_of(const Shape *sh, int rank, int tb)
+{
+    if (rank < 0 || rank >= sh->n || tb < 0 || tb >= sh->maxtb)
+        return -1;
+    return sh->blk[rank * sh->maxtb + tb];
+}
+
+/* "rank 2" or "rank 2 tb 1", for messages. */
+static const char *where_text(const Shape *sh, int rank, int tb, char *buf, size_t size)
+{
+    if (sh->show_tb)
+        snprintf(buf, size, "rank %d tb %d", rank, tb);
+    else
+        snprintf(buf, size, "rank %d", rank);
+    return buf;
+}
+
+/* "in@0[1]", "s@2[3]" */
+static const char *cell_text(const Shape *sh, int rank, int buf, int chunk, char *out, size_t size)
+{
+    snprintf(out, size, "%s@%d[%d]", sh->p->buf_name[buf], rank, chunk);
+    return out;
+}
+
+/* ---- contents: expressions over input contributions, hash-consed ----
+ *
+ * A chunk holds a node: an input contribution in@q[c], the initial garbage of a chunk
+ * that was read before anything was written to it, or the sum (the reduction op) of two
+ * nodes. A reduce folds its operands left to right; since every op is commutative per
+ * pair, a sum's children are kept in canonical order, and two chunks reduced in the
+ * same order get the same node. Each node also carries the multiset of its leaves as an
+ * additive hash and a count, so comparing with the expected set costs O(1). */
+
+enum { NODE_IN, NODE_GARBAGE, NODE_SUM };
+
+typedef struct {
+    int kind;
+    int a, b, c;          /* IN: rank, chunk; GARBAGE: rank, buf, chunk; SUM: children */
+    uint64_t hash;        /* sum of the leaves' hashes */
+    int64_t count;        /* number of leaves, saturating */
+    int pos;              /* position (chunk % K) of every IN leaf; -1 none, -2 mixed */
+} Node;
+
+typedef struct {
+    Node *v;
+    int n, cap;
+    int *table;           /* open addressing: node index + 1, 0 empty */
+    int tcap;
+    int k;
+} Nodes;
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t key_hash(int kind, int a, int b, int c)
+{
+    return mix64((uint64_t)kind ^ mix64((uint64_t)(uint32_t)a ^ mix64((uint64_t)(uint32_t)b ^ mix64((uint32_t)c))));
+}
+
+/* The content hash of one leaf: independent of node numbering, so expected sets can be
+ * hashed without creating nodes. */
+static uint64_t leaf_hash(int kind, int a, int b, int c)
+{
+    return mix64(key_hash(kind, a, b, c) ^ 0x5bd1e9955bd1e995ull);
+}
+
+static void nodes_rehash(Nodes *ns)
+{
+    free(ns->table);
+    ns->tcap = ns->tcap ? ns->tcap * 2 : 1024;
+    ns->table = xcalloc((size_t)ns->tcap, sizeof *ns->table);
+    for (int i = 0; i < ns->n; i++) {
+        const Node *x = &ns->v[i];
+        uint64_t h = key_hash(x->kind, x->a, x->b, x->c);
+        int j = (int)(h & (uint64_t)(ns->tcap - 1));
+        while (ns->table[j])
+            j = (j + 1) & (ns->tcap - 1);
+        ns->table[j] = i + 1;
+    }
+}
+
+static int node_intern(Nodes *ns, int kind, int a, int b, int c)
+{
+    if (kind == NODE_SUM && a > b) {
+        int t = a;
+        a = b;
+        b = t;
+    }
+    if (2 * (ns->n + 1) > ns->tcap)
+        nodes_rehash(ns);
+    uint64_t h = key_hash(kind, a, b, c);
+    int j = (int)(h & (uint64_t)(ns->tcap - 1));
+    for (; ns->table[j]; j = (j + 1) & (ns->tcap - 1)) {
+        const Node *x = &ns->v[ns->table[j] - 1];
+        if (x->kind == kind && x->a == a && x->b == b && x->c == c)
+            return ns->table[j] - 1;
+    }
+    if (ns->n == ns->cap) {
+        ns->cap = ns->cap ? ns->cap * 2 : 1024;
+        ns->v = xrealloc(ns->v, sizeof *ns->v * (size_t)ns->cap);
+    }
+    Node x = {.kind = kind, .a = a, .b = b, .c = c};
+    if (kind == NODE_SUM) {
+        const Node *l = &ns->v[a], *r = &ns->v[b];
+        x.hash = l->hash + r->hash;
+        x.count = l->count > INT64_MAX - r->count ? INT64_MAX : l->count + r->count;
+        x.pos = l->pos == -1 ? r->pos : r->pos == -1 ? l->pos : l->pos == r->pos ? l->pos : -2;
+    } else {
+        x.hash = leaf_hash(kind, a, b, c);
+        x.count = 1;
+        x.pos = kind == NODE_IN ? b % ns->k : -1;
+    }
+    ns->v[ns->n] = x;
+    ns->table[j] = ns->n + 1;
+    return ns->n++;
+}
+
+static void nodes_fini(Nodes *ns)
+{
+    free(ns->v);
+    free(ns->table);
+}
+
+/* One leaf of a node's multiset with its multiplicity. */
+typedef struct {
+    int node;
+    int64_t mult;
+} Leaf;
+
+static int leaf_cmp(const void *x, const void *y)
+{
+    const Leaf *l = x, *r = y;
+    return l->node < r->node ? -1 : l->node > r->node;
+}
+
+/* The multiset of leaves under `root`: the DAG's nodes in descending index order (a
+ * child is always created before its parent) pass their multiplicity down. Returns the
+ * number of leaves written to *out (malloc'd, sorted by node). */
+static int node_leaves(const Nodes *ns, int root, Leaf **out)
+{
+    int64_t *mult = xcalloc((size_t)ns->n, sizeof *mult);
+    char *mark = xcalloc((size_t)ns->n, 1);
+    int *stack = xcalloc((size_t)ns->n, sizeof *stack), sp = 0, hi = root;
+    mark[root] = 1;
+    stack[sp++] = root;
+    int lo = root;
+    while (sp) {
+        int x = stack[--sp];
+        if (x < lo)
+            lo = x;
+        if (ns->v[x].kind != NODE_SUM)
+            continue;
+        int ch[2] = {ns->v[x].a, ns->v[x].b};
+        for (int i = 0; i < 2; i++)
+            if (!mark[ch[i]]) {
+                mark[ch[i]] = 1;
+                stack[sp++] = ch[i];
+            }
+    }
+    mult[root] = 1;
+    int nleaves = 0;
+    for (int x = hi; x >= lo; x--) {
+        if (!mark[x] || !mult[x])
+            continue;
+        const Node *nd = &ns->v[x];
+        if (nd->kind != NODE_SUM) {
+            nleaves++;
+            continue;
+        }
+        int ch[2] = {nd->a, nd->b};
+        for (int i = 0; i < 2; i++)
+            mult[ch[i]] = mult[ch[i]] > INT64_MAX - mult[x] ? INT64_MAX : mult[ch[i]] + mult[x];
+    }
+    Leaf *leaves = xcalloc((size_t)nleaves, sizeof *leaves);
+    int k = 0;
+    for (int x = lo; x <= hi; x++)
+        if (mark[x] && mult[x] && ns->v[x].kind != NODE_SUM)
+            leaves[k++] = (Leaf){x, mult[x]};
+    qsort(leaves, (size_t)k, sizeof *leaves, leaf_cmp);
+    free(mult);
+    free(mark);
+    free(stack);
+    *out = leaves;
+    return k;
+}
+
+static void leaf_text(const Shape *sh, const Node *x, Str *s)
+{
+    if (x->kind == NODE_IN)
+        str_printf(s, "in@%d[%d]", x->a, x->b);
+    else
+        str_printf(s, "uninitialized %s@%d[%d]", sh->p->buf_name[x->b], x->a, x->c);
+}
+
+/* The reduction tree of a node, e.g. "((in@0[0] + in@1[0]) + in@2[0])", cut short. */
+static void node_tree_text(const Shape *sh, const Nodes *ns, int id, Str *s, int depth)
+{
+    const Node *x = &ns->v[id];
+    if (s->n > 300 || depth > 40) {
+        str_printf(s, "...");
+        return;
+    }
+    if (x->kind != NODE_SUM) {
+        leaf_text(sh, x, s);
+        return;
+    }
+    str_printf(s, "(");
+    node_tree_text(sh, ns, x->a, s, depth + 1);
+    str_printf(s, " + ");
+    node_tree_text(sh, ns, x->b, s, depth + 1);
+    str_printf(s, ")");
+}
+
+/* ---- static checks: semaphore and barrier counts ---- */
+
+static const Step *nth_step(const Block *bl, StepKind kind, int peer, int nth)
+{
+    for (int i = 0; i < bl->nsteps; i++)
+        if (bl->steps[i].kind == kind && (kind == STEP_BARRIER || bl->steps[i].peer == peer) && nth-- == 0)
+            return &bl->steps[i];
+    return NULL;
+}
+
+static const char *times(int n)
+{
+    return n == 1 ? "once" : n == 2 ? "twice" : NULL;
+}
+
+static void times_text(int n, char *buf, size_t size)
+{
+    if (times(n))
+        snprintf(buf, size, "%s", times(n));
+    else
+        snprintf(buf, size, "%d times", n);
+}
+
+typedef struct {
+    long nsignals, nwaits, nbarriers;
+} SyncCounts;
+
+/* Every semaphore (signaler rank, waiter rank, tb) must see as many waits as signals in
+ * one call: fewer signals leave a wait hanging; more leave the counter ahead, so the
+ * next call's waits would pair with this call's signals. */
+static void check_sem_counts(const Shape *sh, Reporter *rep, SyncCounts *sc)
+{
+    const Program *p = sh->p;
+    int n = sh->n;
+    int *sig = xcalloc((size_t)sh->nb * (size_t)n, sizeof *sig);
+    int *wt = xcalloc((size_t)sh->nb * (size_t)n, sizeof *wt);
+    for (int b = 0; b < sh->nb; b++) {
+        const Block *bl = &p->blocks[b];
+        for (int i = 0; i < bl->nsteps; i++) {
+            const Step *st = &bl->steps[i];
+            if (st->kind == STEP_SIGNAL && st->peer >= 0 && st->peer < n)
+                sig[b * n + st->peer]++, sc->nsignals++;
+            else if (st->kind == STEP_WAIT && st->peer >= 0 && st->peer < n)
+                wt[b * n + st->peer]++, sc->nwaits++;
+            else if (st->kind == STEP_BARRIER)
+                sc->nbarriers++;
+        }
+    }
+    Seen seen = {0};
+    char w1[48], w2[48], t1[24], t2[24];
+    for (int b = 0; b < sh->nb; b++) {
+        const Block *bl = &p->blocks[b];
+        for (int q = 0; q < n; q++) {
+            /* Block b waits for q: q's block of the same tb signals. */
+            int sb = block_of(sh, q, bl->tb);
+            int nw = wt[b * n + q], ns = sb >= 0 ? sig[sb * n + bl->rank] : 0;
+            if (nw > ns) {
+                const Step *st = nth_step(bl, STEP_WAIT, q, ns);
+                times_text(ns, t1, sizeof t1);
+                times_text(nw, t2, sizeof t2);
+                if (seen_before(&seen, st->loc)) {
+                    /* reported for another rank already */
+                } else if (sb < 0) {
+                    rep_error(rep, st->loc, "wait on %s for rank %d never completes: rank %d has no thread block %d, "
+                              "so nothing signals it (waited %s)", where_text(sh, bl->rank, bl->tb, w1, sizeof w1),
+                              q, q, bl->tb, t2);
+                } else {
+                    rep_error(rep, st->loc, "wait at line %d on %s for rank %d never completes: rank %d signals it "
+                              "%s, waited %s", st->loc.line, where_text(sh, bl->rank, bl->tb, w1, sizeof w1), q, q,
+                              ns ? t1 : "never", t2);
+                }
+            }
+            /* Block b signals q: q's block of the same tb waits. */
+            int wb = block_of(sh, q, bl->tb);
+            ns = sig[b * n + q];
+            nw = wb >= 0 ? wt[wb * n + bl->rank] : 0;
+            if (ns > nw) {
+                const Step *st = nth_step(bl, STEP_SIGNAL, q, nw);
+                times_text(ns, t1, sizeof t1);
+                times_text(nw, t2, sizeof t2);
+                if (!seen_before(&seen, st->loc))
+                    rep_error(rep, st->loc, "signal at line %d on %s to rank %d is never waited for: it signals %s, "
+                          "%s waits %s (counts must balance in every call, or the next call's waits pair with this "
+                          "call's signals)", st->loc.line, where_text(sh, bl->rank, bl->tb, w1, sizeof w1), q, t1,
+                          where_text(sh, q, bl->tb, w2, sizeof w2), nw ? t2 : "never");
+            }
+        }
+    }
+    free(sig);
+    free(wt);
+}
+
+/* A barrier joins every thread block of the rank's launch (tbs 0..maxtb-1), so each of
+ * them must reach every barrier. */
+static void check_barrier_counts(const Shape *sh, Reporter *rep)
+{
+    const Program *p = sh->p;
+    int *cnt = xcalloc((size_t)sh->maxtb, sizeof *cnt);
+    Seen seen = {0};
+    for (int r = 0; r < sh->n; r++) {
+        int most = 0, tmost = 0, least = -1, tleast = 0;
+        for (int t = 0; t < sh->maxtb; t++) {
+            int b = block_of(sh, r, t);
+            cnt[t] = 0;
+            if (b >= 0)
+                for (int i = 0; i < p->blocks[b].nsteps; i++)
+                    cnt[t] += p->blocks[b].steps[i].kind == STEP_BARRIER;
+            if (cnt[t] > most)
+                most = cnt[t], tmost = t;
+            if (least < 0 || cnt[t] < least)
+                least = cnt[t], tleast = t;
+        }
+        if (most == least)
+            continue;
+        const Step *st = nth_step(&p->blocks[block_of(sh, r, tmost)], STEP_BARRIER, -1, least);
+        if (seen_before(&seen, st->loc))
+            continue;
+        char t1[24];
+        times_text(least, t1, sizeof t1);
+        if (block_of(sh, r, tleast) < 0)
+            rep_error(rep, st->loc, "barrier at line %d on rank %d tb %d never completes: tb %d of rank %d has no "
+                      "steps, so it never reaches a barrier (every thread block of the launch, tbs 0..%d, must reach "
+                      "each barrier)", st->loc.line, r, tmost, tleast, r, sh->maxtb - 1);
+        else
+            rep_error(rep, st->loc, "barrier at line %d on rank %d tb %d never completes: tb %d of rank %d reaches "
+                      "a barrier %s, tb %d %d times (every thread block of the launch, tbs 0..%d, must reach each "
+                      "barrier)", st->loc.line, r, tmost, tleast, r, least ? t1 : "never", tmost, most,
+                      sh->maxtb - 1);
+    }
+    free(cnt);
+}
+
+/* ---- the simulation ---- */
+
+typedef struct {
+    int ncalls;           /* 1, or 2 back-to-back calls */
+    int inplace;          /* in and out aliased as the collective allows */
+    int contents;         /* track contents: postcondition, layout, read-only input */
+    int cross_only;       /* report only races between accesses of different calls */
+} SimMode;
+
+/* One access: block, step, call, and the block's own clock (its epoch) at the time. */
+typedef struct {
+    int block, step, call, epoch;
+} Access;
+
+/* FastTrack-style history of one chunk: the last write and, per block, the latest read
+ * since. If an access is ordered after the last write it is ordered after all earlier
+ * writes too, so this is exact for deciding whether a racing pair exists. */
+typedef struct {
+    Access w;
+    int has_w;
+    int nr, cap;
+    Access *r;
+} CellLog;
+
+/* A vector clock sent by a signal, shared by consecutive signals of one block. */
+typedef struct Snap {
+    int refs;
+    int v[];
+} Snap;
+
+typedef struct QItem {
+    Snap *snap;
+    struct QItem *next;
+} QItem;
+
+typedef struct {
+    QItem *head, *tail;
+} Sem;
+
+enum { RUN, AT_BARRIER, DONE };
+
+typedef struct {
+    const Shape *sh;
+    SimMode m;
+    Reporter *rep;
+    int nparity, ncells;
+    int *vc;              /* nb x nb: vc[b * nb + x] = what block b knows of block x */
+    Snap **snap;          /* per block: its current clock as sent, or NULL */
+    char *pending;        /* per block: a signal was sent; advance before the next access */
+    int *pc, *call, *state;
+    char *boundary;       /* per block: at the end of a call, waiting for its rank */
+    Sem *sem;             /* [waiter block * n + signaler rank] */
+    CellLog *log;
+    int *content;         /* per cell: node, or -1 for the cell's initial garbage */
+    int *wblock, *wstep;  /* per cell: the last writer, or -1 */
+    Nodes nodes;
+    long pairs;           /* access pairs from different blocks compared */
+    long edges;           /* signal->wait pairs and barrier joins applied */
+    int stuck;
+    Seen race_seen;       /* statement pairs reported: loc of the later access... */
+    SrcLoc race_other[MAX_SEEN];
+    int nraces, races_hidden;
+    Seen layout_seen, input_seen;
+    int nlayout, ninput;
+} Sim;
+
+/* The cell of chunk `chunk` of `buf` on `rank`, in call `call`: in-place aliasing maps
+ * in onto out (or out onto in); LL scratch alternates halves by call parity. */
+static int sim_cell(const Sim *s, int rank, int buf, int chunk, int call)
+{
+    const Shape *sh = s->sh;
+    if (s->m.inplace) {
+        switch (sh->p->coll) {
+        case COLL_ALLREDUCE:
+        case COLL_BROADCAST:
+        case COLL_REDUCE:
+            if (buf == BUF_IN)
+                buf = BUF_OUT;
+            break;
+        case COLL_ALLGATHER:
+            if (buf == BUF_IN)
+                buf = BUF_OUT, chunk += rank * sh->k;
+            break;
+        case COLL_REDUCE_SCATTER:
+            if (buf == BUF_OUT)
+                buf = BUF_IN, chunk += rank * sh->k;
+            break;
+        case COLL_ALLTOALL:
+            break;
+        }
+    }
+    int par = s->nparity == 2 && buf >= BUF_SCRATCH0 ? call & 1 : 0;
+    return (par * sh->n + rank) * sh->rank_cells + sh->buf_base[buf] + chunk;
+}
+
+static int sim_init(Sim *s, const Shape *sh, SimMode m, Reporter *rep)
+{
+    const Program *p = sh->p;
+    memset(s, 0, sizeof *s);
+    s->sh = sh;
+    s->m = m;
+    s->rep = rep;
+    s->nparity = m.ncalls > 1 && p->protocol == PROTO_LL ? 2 : 1;
+    int64_t cells = (int64_t)s->nparity * sh->n * sh->rank_cells;
+    if (cells > MAX_CELLS || (int64_t)sh->nb * sh->nb > MAX_SYNC_SLOTS || (int64_t)sh->nb * sh->n > MAX_SYNC_SLOTS)
+        return -1;
+    s->ncells = (int)cells;
+    int nb = sh->nb;
+    s->vc = xcalloc((size_t)nb * (size_t)nb, sizeof *s->vc);
+    for (int b = 0; b < nb; b++)
+        s->vc[b * nb + b] = 1;
+    s->snap = xcalloc((size_t)nb, sizeof *s->snap);
+    s->pending = xcalloc((size_t)nb, 1);
+    s->pc = xcalloc((size_t)nb, sizeof *s->pc);
+    s->call = xcalloc((size_t)nb, sizeof *s->call);
+    s->state = xcalloc((size_t)nb, sizeof *s->state);
+    s->boundary = xcalloc((size_t)nb, 1);
+    s->sem = xcalloc((size_t)nb * (size_t)sh->n, sizeof *s->sem);
+    s->log = xcalloc((size_t)s->ncells, sizeof *s->log);
+    if (m.contents) {
+        s->content = xcalloc((size_t)s->ncells, sizeof *s->content);
+        s->wblock = xcalloc((size_t)s->ncells, sizeof *s->wblock);
+        s->wstep = xcalloc((size_t)s->ncells, sizeof *s->wstep);
+        for (int i = 0; i < s->ncells; i++)
+            s->content[i] = s->wblock[i] = s->wstep[i] = -1;
+        s->nodes.k = sh->k;
+        /* Inputs: in@r[c] holds the contribution (r, c); in place, that is the cell
+         * in is aliased to. */
+        for (int r = 0; r < sh->n; r++)
+            for (int c = 0; c < p->buf_chunks[BUF_IN]; c++)
+                s->content[sim_cell(s, r, BUF_IN, c, 0)] = node_intern(&s->nodes, NODE_IN, r, c, 0);
+    }
+    return 0;
+}
+
+static void snap_unref(Snap *sn)
+{
+    if (sn && --sn->refs == 0)
+        free(sn);
+}
+
+static void sim_fini(Sim *s)
+{
+    int nb = s->sh->nb;
+    if (s->sem)
+        for (int i = 0; i < nb * s->sh->n; i++)
+            for (QItem *q = s->sem[i].head, *next; q; q = next) {
+                next = q->next;
+                snap_unref(q->snap);
+                free(q);
+            }
+    if (s->snap)
+        for (int b = 0; b < nb; b++)
+            snap_unref(s->snap[b]);
+    if (s->log)
+        for (int i = 0; i < s->ncells; i++)
+            free(s->log[i].r);
+    free(s->vc);
+    free(s->snap);
+    free(s->pending);
+    free(s->pc);
+    free(s->call);
+    free(s->state);
+    free(s->boundary);
+    free(s->sem);
+    free(s->log);
+    free(s->content);
+    free(s->wblock);
+    free(s->wstep);
+    nodes_fini(&s->nodes);
+}
+
+/* The block's clock changed: the snapshot it would send is stale. */
+static void clock_changed(Sim *s, int b)
+{
+    snap_unref(s->snap[b]);
+    s->snap[b] = NULL;
+}
+
+static const Step *step_at(const Sim *s, int b, int i)
+{
+    return &s->sh->p->blocks[b].steps[i];
+}
+
+/* Reports a race between an earlier access `prev` and the current one `cur` on chunk
+ * (rank, buf, chunk): once per pair of statements, at most MAX_RACE_REPORTS. */
+static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, int rank, int buf, int chunk)
+{
+    const Shape *sh = s->sh;
+    const Block *pb = &sh->p->blocks[prev.block], *cb = &sh->p->blocks[cur.block];
+    const Step *ps = step_at(s, prev.block, prev.step), *cs = step_at(s, cur.block, cur.step);
+    for (int i = 0; i < s->race_seen.n; i++)
+        if (s->race_seen.v[i].line == cs->loc.line && s->race_seen.v[i].col == cs->loc.col &&
+            s->race_other[i].line == ps->loc.line && s->race_other[i].col == ps->loc.col)
+            return;
+    if (s->race_seen.n < MAX_SEEN) {
+        s->race_other[s->race_seen.n] = ps->loc;
+        s->race_seen.v[s->race_seen.n++] = cs->loc;
+    }
+    if (s->nraces >= MAX_RACE_REPORTS) {
+        s->races_hidden++;
+        return;
+    }
+    s->nraces++;
+    char cell[96], w1[48], w2[48];
+    cell_text(sh, rank, buf, chunk, cell, sizeof cell);
+    const char *kind = buf >= BUF_SCRATCH0 ? "scratch " : "";
+    where_text(sh, pb->rank, pb->tb, w1, sizeof w1);
+    where_text(sh, cb->rank, cb->tb, w2, sizeof w2);
+    if (prev.call != cur.call) {
+        rep_error(s->rep, cs->loc, "cross-call race on %s%s: '%s' at line %d on %s in call %d %s it while '%s' at "
+                  "line %d on %s in call %d %s it; nothing orders them (the next call starts on rank %d as soon as "
+                  "its own blocks finish, while rank %d may still be in the previous call: make rank %d wait for "
+                  "rank %d before reusing the buffer%s)", kind, cell, step_name(ps->kind), ps->loc.line, w1,
+                  prev.call + 1, prev_w ? "writes" : "reads", step_name(cs->kind), cs->loc.line, w2, cur.call + 1,
+                  cur_w ? "writes" : "reads", cb->rank, pb->rank, cb->rank, pb->rank,
+                  buf >= BUF_SCRATCH0 ? ", or use protocol ll, whose scratch alternates between calls" : "");
+    } else {
+        rep_error(s->rep, cs->loc, "data race on %s%s: '%s' at line %d on %s %s it while '%s' at line %d on %s %s "
+                  "it; nothing orders them (add %s)", kind, cell, step_name(ps->kind), ps->loc.line, w1,
+                  prev_w ? "writes" : "reads", step_name(cs->kind), cs->loc.line, w2, cur_w ? "writes" : "reads",
+                  pb->rank == cb->rank ? "a barrier or signal/wait" : "signal/wait");
+    }
+    if (ps->loc.line != cs->loc.line || ps->loc.col != cs->loc.col)
+        rep_note(s->rep, ps->loc, "the other access: '%s' on %s", step_name(ps->kind), w1);
+}
+
+/* Checks one access against the chunk's history, then records it. */
+static void sim_access(Sim *s, Access cur, int is_write, int rank, int buf, int chunk)
+{
+    int cell = sim_cell(s, rank, buf, chunk, cur.call);
+    CellLog *L = &s->log[cell];
+    const int *known = &s->vc[cur.block * s->sh->nb];
+    if (L->has_w && L->w.block != cur.block) {
+        s->pairs++;
+        if (L->w.epoch > known[L->w.block] && (!s->m.cross_only || L->w.call != cur.call))
+            report_race(s, L->w, 1, cur, is_write, rank, buf, chunk);
+    }
+    if (is_write) {
+        for (int i = 0; i < L->nr; i++) {
+            if (L->r[i].block == cur.block)
+                continue;
+            s->pairs++;
+            if (L->r[i].epoch > known[L->r[i].block] && (!s->m.cross_only || L->r[i].call != cur.call))
+                report_race(s, L->r[i], 0, cur, 1, rank, buf, chunk);
+        }
+        L->nr = 0;
+        L->w = cur;
+        L->has_w = 1;
+        return;
+    }
+    for (int i = 0; i < L->nr; i++)
+        if (L->r[i].block == cur.block) {
+            L->r[i] = cur;
+            return;
+        }
+    if (L->nr == L->cap) {
+        L->cap = L->cap ? 2 * L->cap : 2;
+        L->r = xrealloc(L->r, sizeof *L->r * (size_t)L->cap);
+    }
+    L->r[L->nr++] = cur;
+}
+
+/* The content of a cell: its node, or its initial garbage (made on first read). */
+static int sim_read_content(Sim *s, int cell)
+{
+    if (s->content[cell] < 0) {
+        int per_rank = s->sh->rank_cells;
+        int rank = (cell / per_rank) % s->sh->n, off = cell % per_rank, buf = 0;
+        while (buf + 1 < s->sh->p->nbufs && s->sh->buf_base[buf + 1] <= off)
+            buf++;
+        s->content[cell] = node_intern(&s->nodes, NODE_GARBAGE, rank, buf, off - s->sh->buf_base[buf]);
+    }
+    return s->content[cell];
+}
+
+/* In/out chunk i may only receive content of position i % K: shorter tail chunks
+ * would otherwise be read or written past their length (docs/internals.md). */
+static void check_layout(Sim *s, int b, const Step *st, int rank, int chunk, int node)
+{
+    const Shape *sh = s->sh;
+    const Node *x = &s->nodes.v[node];
+    int want = chunk % sh->k;
+    if (x->pos == -1 || x->pos == want)
+        return;
+    if (seen_before(&s->layout_seen, st->loc))
+        return;
+    s->nlayout++;
+    if (s->nlayout > MAX_STEP_REPORTS)
+        return;
+    Leaf *leaves;
+    int nl = node_leaves(&s->nodes, node, &leaves);
+    const Node *bad = NULL;
+    for (int i = 0; i < nl && !bad; i++) {
+        const Node *l = &s->nodes.v[leaves[i].node];
+        if (l->kind == NODE_IN && l->b % sh->k != want)
+            bad = l;
+    }
+    free(leaves);
+    if (!bad)
+        return;
+    char cell[96], w[48];
+    const Block *bl = &sh->p->blocks[b];
+    rep_error(s->rep, st->loc, "layout violation: '%s' on %s stores in@%d[%d] (position %d) into %s (position %d); "
+              "an in/out chunk i may only receive content of position i %% K (K = %d), because chunk lengths "
+              "depend on the position", step_name(st->kind), where_text(sh, bl->rank, bl->tb, w, sizeof w), bad->a,
+              bad->b, bad->b % sh->k, cell_text(sh, rank, st->dst.buf, chunk, cell, sizeof cell), want, sh->k);
+}
+
+static void sim_data(Sim *s, int b, int i)
+{
+    const Step *st = step_at(s, b, i);
+    const Block *bl = &s->sh->p->blocks[b];
+    if (s->pending[b]) {
+        s->vc[b * s->sh->nb + b]++;
+        s->pending[b] = 0;
+        clock_changed(s, b);
+    }
+    Access cur = {b, i, s->call[b], s->vc[b * s->sh->nb + b]};
+    int count = st->dst.count;
+    for (int o = 0; o < st->nsrc; o++)
+        for (int j = 0; j < count && j < st->src[o].count; j++)
+            sim_access(s, cur, 0, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j);
+    for (int j = 0; j < count; j++)
+        sim_access(s, cur, 1, st->dst.rank, st->dst.buf, st->dst.chunk + j);
+    if (!s->m.contents)
+        return;
+    if (st->dst.buf == BUF_IN && !s->m.inplace && !seen_before(&s->input_seen, st->loc) &&
+        ++s->ninput <= MAX_STEP_REPORTS) {
+        char cell[96], w[48];
+        rep_error(s->rep, st->loc, "'%s' on %s writes to the input buffer (%s); inputs are read-only, so stage "
+                  "data in a scratch buffer", step_name(st->kind), where_text(s->sh, bl->rank, bl->tb, w, sizeof w),
+                  cell_text(s->sh, st->dst.rank, BUF_IN, st->dst.chunk, cell, sizeof cell));
+    }
+    /* Every chunk's new content is computed before any is stored: the chunks of one op
+     * move in parallel. */
+    int stackbuf[16];
+    int *val = count <= 16 ? stackbuf : xcalloc((size_t)count, sizeof *val);
+    for (int j = 0; j < count; j++) {
+        int acc = -1;
+        for (int o = 0; o < st->nsrc; o++) {
+            if (j >= st->src[o].count)
+                continue;
+            int x = sim_read_content(s, sim_cell(s, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j, cur.call));
+            acc = acc < 0 ? x : node_intern(&s->nodes, NODE_SUM, acc, x, 0);
+        }
+        val[j] = acc;
+    }
+    for (int j = 0; j < count; j++) {
+        if (val[j] < 0)
+            continue;
+        int cell = sim_cell(s, st->dst.rank, st->dst.buf, st->dst.chunk + j, cur.call);
+        s->content[cell] = val[j];
+        s->wblock[cell] = b;
+        s->wstep[cell] = i;
+        if (st->dst.buf == BUF_IN || st->dst.buf == BUF_OUT)
+            check_layout(s, b, st, st->dst.rank, st->dst.chunk + j, val[j]);
+    }
+    if (val != stackbuf)
+        free(val);
+}
+
+static void sim_signal(Sim *s, int b, const Step *st)
+{
+    const Shape *sh = s->sh;
+    const Block *bl = &sh->p->blocks[b];
+    int wb = block_of(sh, st->peer, bl->tb);
+    if (wb < 0)
+        return; /* reported by check_sem_counts */
+    if (!s->snap[b]) {
+        Snap *sn = xcalloc(1, sizeof *sn + sizeof(int) * (size_t)sh->nb);
+        memcpy(sn->v, &s->vc[b * sh->nb], sizeof(int) * (size_t)sh->nb);
+        sn->refs = 1;
+        s->snap[b] = sn;
+    }
+    QItem *q = xcalloc(1, sizeof *q);
+    q->snap = s->snap[b];
+    q->snap->refs++;
+    Sem *sem = &s->sem[wb * sh->n + bl->rank];
+    if (sem->tail)
+        sem->tail->next = q;
+    else
+        sem->head = q;
+    sem->tail = q;
+    s->pending[b] = 1;
+}
+
+/* Returns 0 when the matching signal has not happened yet. */
+static int sim_wait(Sim *s, int b, const Step *st)
+{
+    const Shape *sh = s->sh;
+    Sem *sem = &s->sem[b * sh->n + st->peer];
+    QItem *q = sem->head;
+    if (!q)
+        return 0;
+    sem->head = q->next;
+    if (!sem->head)
+        sem->tail = NULL;
+    int *mine = &s->vc[b * sh->nb];
+    for (int x = 0; x < sh->nb; x++)
+        if (q->snap->v[x] > mine[x])
+            mine[x] = q->snap->v[x];
+    snap_unref(q->snap);
+    free(q);
+    clock_changed(s, b);
+    s->edges++;
+    return 1;
+}
+
+/* Runs block b until it blocks or ends; returns whether it moved. */
+static int sim_block(Sim *s, int b)
+{
+    const Block *bl = &s->sh->p->blocks[b];
+    int moved = 0;
+    while (s->state[b] == RUN) {
+        if (s->pc[b] == bl->nsteps) {
+            if (s->call[b] + 1 < s->m.ncalls) {
+                s->state[b] = AT_BARRIER;
+                s->boundary[b] = 1;
+            } else {
+                s->state[b] = DONE;
+            }
+            return 1;
+        }
+        const Step *st = &bl->steps[s->pc[b]];
+        switch (st->kind) {
+        case STEP_WAIT:
+            if (!sim_wait(s, b, st))
+                return moved;
+            break;
+        case STEP_SIGNAL:
+            sim_signal(s, b, st);
+            break;
+        case STEP_BARRIER:
+            s->state[b] = AT_BARRIER;
+            s->boundary[b] = 0;
+            return 1;
+        case STEP_FLUSH:
+            break;
+        case STEP_PUT:
+        case STEP_GET:
+        case STEP_COPY:
+        case STEP_REDUCE:
+            sim_data(s, b, s->pc[b]);
+            break;
+        }
+        s->pc[b]++;
+        moved = 1;
+    }
+    return moved;
+}
+
+/* Releases rank r's blocks when all of them stand at a barrier (or at the end of a
+ * call: the next call's kernel starts once the whole previous one ended). */
+static int sim_barrier(Sim *s, int r)
+{
+    const Shape *sh = s->sh;
+    int nb = sh->nb, any = 0;
+    for (int t = 0; t < sh->maxtb; t++) {
+        int b = block_of(sh, r, t);
+        if (b >= 0 && s->state[b] != AT_BARRIER)
+            return 0;
+        any |= b >= 0;
+    }
+    if (!any)
+        return 0;
+    int *join = xcalloc((size_t)nb, sizeof *join);
+    for (int t = 0; t < sh->maxtb; t++) {
+        int b = block_of(sh, r, t);
+        if (b >= 0)
+            for (int x = 0; x < nb; x++)
+                if (s->vc[b * nb + x] > join[x])
+                    join[x] = s->vc[b * nb + x];
+    }
+    for (int t = 0; t < sh->maxtb; t++) {
+        int b = block_of(sh, r, t);
+        if (b < 0)
+            continue;
+        memcpy(&s->vc[b * nb], join, sizeof *join * (size_t)nb);
+        s->vc[b * nb + b]++;
+        s->pending[b] = 0;
+        clock_changed(s, b);
+        if (s->boundary[b]) {
+            s->call[b]++;
+            s->pc[b] = 0;
+        } else {
+            s->pc[b]++;
+        }
+        s->boundary[b] = 0;
+        s->state[b] = RUN;
+        s->edges++;
+    }
+    free(join);
+    return 1;
+}
+
+/* Runs every block until all are done or none can move (a deadlock). */
+static void sim_run(Sim *s)
+{
+    for (;;) {
+        int progress = 0;
+        for (int b = 0; b < s->sh->nb; b++)
+            progress |= sim_block(s, b);
+        for (int r = 0; r < s->sh->n; r++)
+            progress |= sim_barrier(s, r);
+        if (!progress)
+            break;
+    }
+    for (int b = 0; b < s->sh->nb; b++)
+        if (s->state[b] != DONE)
+            s->stuck = 1;
+}
+
+/* ---- deadlock: the cycle of blocked blocks ---- */
+
+/* Whom a blocked block waits for: the signaling block, or for a barrier the first block
+ * of its rank that has not arrived; -1 when that one has ended (then the counts are
+ * wrong, which check_sem_counts/check_barrier_counts report). */
+static int blocked_on(const Sim *s, int b)
+{
+    const Shape *sh = s->sh;
+    const Block *bl = &sh->p->blocks[b];
+    if (s->state[b] == RUN) {
+        const Step *st = &bl->steps[s->pc[b]];
+        int t = block_of(sh, st->peer, bl->tb);
+        return t >= 0 && s->state[t] != DONE ? t : -1;
+    }
+    if (s->state[b] == AT_BARRIER)
+        for (int t = 0; t < sh->maxtb; t++) {
+            int o = block_of(sh, bl->rank, t);
+            if (o >= 0 && s->state[o] != AT_BARRIER)
+                return s->state[o] == DONE ? -1 : o;
+        }
+    return -1;
+}
+
+static void blocked_text(const Sim *s, int b, int target, Str *out)
+{
+    const Shape *sh = s->sh;
+    const Block *bl = &sh->p->blocks[b];
+    char w[48];
+    where_text(sh, bl->rank, bl->tb, w, sizeof w);
+    if (s->state[b] == AT_BARRIER)
+        str_printf(out, "%s waits at the barrier at line %d for tb %d", w,
+                   s->pc[b] < bl->nsteps ? bl->steps[s->pc[b]].loc.line : 0, sh->p->blocks[target].tb);
+    else
+        str_printf(out, "%s waits at line %d for rank %d", w, bl->steps[s->pc[b]].loc.line,
+                   bl->steps[s->pc[b]].peer);
+}
+
+static SrcLoc blocked_loc(const Sim *s, int b)
+{
+    const Block *bl = &s->sh->p->blocks[b];
+    if (s->pc[b] < bl->nsteps)
+        return bl->steps[s->pc[b]].loc;
+    return s->sh->p->name_loc;
+}
+
+/* Each block has at most one block it waits for, so the blocked blocks form a
+ * functional graph; every cycle in it is a deadlock, reported once. */
+static int report_deadlocks(const Sim *s, int counts_reported)
+{
+    const Shape *sh = s->sh;
+    int nb = sh->nb, ncycles = 0;
+    int *color = xcalloc((size_t)nb, sizeof *color); /* 0 new, walk id + 1 while walking, -1 done */
+    int *target = xcalloc((size_t)nb, sizeof *target);
+    for (int b = 0; b < nb; b++)
+        target[b] = s->state[b] == DONE ? -1 : blocked_on(s, b);
+    for (int b0 = 0; b0 < nb; b0++) {
+        if (s->state[b0] == DONE || color[b0])
+            continue;
+        int b = b0;
+        while (b >= 0 && !color[b]) {
+            color[b] = b0 + 1;
+            b = target[b];
+        }
+        if (b >= 0 && color[b] == b0 + 1 && ncycles < MAX_RACE_REPORTS) {
+            /* A new cycle through b: start it at its lowest block for a stable text. */
+            int first = b, len = 0;
+            for (int x = target[b]; x != b; x = target[x])
+                if (x < first)
+                    first = x;
+            Str msg = {0};
+            str_printf(&msg, "deadlock: ");
+            int x = first;
+            do {
+                if (len < 8) {
+                    if (len)
+                        str_printf(&msg, ", ");
+                    blocked_text(s, x, target[x], &msg);
+                } else if (len == 8) {
+                    str_printf(&msg, ", ...");
+                }
+                len++;
+                x = target[x];
+            } while (x != first);
+            str_printf(&msg, "; these %d thread blocks wait for each other in a cycle, so none can proceed", len);
+            rep_error(s->rep, blocked_loc(s, first), "%s", str_get(&msg));
+            free(msg.s);
+            SrcLoc l0 = blocked_loc(s, first);
+            x = target[first];
+            for (int i = 1; i < len && i < 8; i++, x = target[x]) {
+                SrcLoc l = blocked_loc(s, x);
+                if (l.line != l0.line || l.col != l0.col) {
+                    char w[48];
+                    rep_note(s->rep, l, "%s is blocked here",
+                             where_text(sh, sh->p->blocks[x].rank, sh->p->blocks[x].tb, w, sizeof w));
+                }
+            }
+            ncycles++;
+        }
+        for (int x = b0; x >= 0 && color[x] == b0 + 1; x = target[x])
+            color[x] = -1;
+    }
+    if (!ncycles && !counts_reported) {
+        /* Unreachable when the counts balance; kept so a stuck run never passes. */
+        for (int b = 0; b < nb; b++)
+            if (s->state[b] != DONE) {
+                char w[48];
+                rep_error(s->rep, blocked_loc(s, b), "deadlock: the run does not complete: %s is blocked here",
+                          where_text(sh, sh->p->blocks[b].rank, sh->p->blocks[b].tb, w, sizeof w));
+                break;
+            }
+    }
+    free(color);
+    free(target);
+    return ncycles;
+}
+
+/* ---- the postcondition ---- */
+
+/* What out@r[i] must hold: *nexp contribution (rank, in chunk) pairs in exp (room for
+ * N); returns 0 when the chunk is unconstrained. */
+static int expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chunk, int *nexp)
+{
+    const Program *p = sh->p;
+    int k = sh->k, n = sh->n, j = i / k, c = i % k;
+    *nexp = 0;
+    switch (p->coll) {
+    case COLL_ALLREDUCE:
+        for (int q = 0; q < n; q++)
+            exp_rank[q] = q, exp_chunk[q] = i;
+        *nexp = n;
+        return 1;
+    case COLL_REDUCE:
+        if (r != p->root)
+            return 0;
+        for (int q = 0; q < n; q++)
+            exp_rank[q] = q, exp_chunk[q] = i;
+        *nexp = n;
+        return 1;
+    case COLL_REDUCE_SCATTER:
+        for (int q = 0; q < n; q++)
+            exp_rank[q] = q, exp_chunk[q] = r * k + i;
+        *nexp = n;
+        return 1;
+    case COLL_ALLGATHER:
+        exp_rank[0] = j, exp_chunk[0] = c;
+        *nexp = 1;
+        return 1;
+    case COLL_ALLTOALL:
+        exp_rank[0] = j, exp_chunk[0] = r * k + c;
+        *nexp = 1;
+        return 1;
+    case COLL_BROADCAST:
+        exp_rank[0] = p->root, exp_chunk[0] = i;
+        *nexp = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Appends a list "a, b and c" of at most `limit` names, then "and N more". */
+static void list_text(Str *out, char **names, int n, int limit)
+{
+    for (int i = 0; i < n && i < limit; i++)
+        str_printf(out, "%s%s", i == 0 ? "" : (i == n - 1 && n <= limit) ? " and " : ", ", names[i]);
+    if (n > limit)
+        str_printf(out, " and %d more", n - limit);
+}
+
+/* Explains why out@r[i] (holding `node`, or never written when node < 0) is wrong. */
+static void explain_cell(const Sim *s, int r, int i, int node, const int *er, const int *ec, int ne, Str *msg)
+{
+    const Shape *sh = s->sh;
+    str_printf(msg, "postcondition fails: out@%d[%d] ", r, i);
+    if (node < 0) {
+        str_printf(msg, "is never written; it must hold ");
+        for (int e = 0; e < ne && e < MAX_LISTED; e++)
+            str_printf(msg, "%sin@%d[%d]", e ? " + " : "", er[e], ec[e]);
+        if (ne > MAX_LISTED)
+            str_printf(msg, " + ... (%d contributions)", ne);
+        return;
+    }
+    Leaf *leaves;
+    int nl = node_leaves(&s->nodes, node, &leaves);
+    str_printf(msg, "holds ");
+    if (nl <= MAX_LISTED) {
+        for (int l = 0; l < nl; l++) {
+            if (l)
+                str_printf(msg, " + ");
+            leaf_text(sh, &s->nodes.v[leaves[l].node], msg);
+            if (leaves[l].mult == 2)
+                str_printf(msg, " twice");
+            else if (leaves[l].mult > 2)
+                str_printf(msg, " %lld times", (long long)leaves[l].mult);
+        }
+    } else {
+        str_printf(msg, "%lld contributions", (long long)s->nodes.v[node].count);
+    }
+    /* Sort the problems out: missing, double-counted, foreign, uninitialized. */
+    char **missing = xcalloc((size_t)ne + 1, sizeof *missing);
+    char **dup = xcalloc((size_t)nl + 1, sizeof *dup), **extra = xcalloc((size_t)nl + 1, sizeof *extra);
+    char **garbage = xcalloc((size_t)nl + 1, sizeof *garbage);
+    int nmiss = 0, ndup = 0, nextra = 0, ngarb = 0;
+    for (int e = 0; e < ne; e++) {
+        int found = 0;
+        for (int l = 0; l < nl && !found; l++) {
+            const Node *x = &s->nodes.v[leaves[l].node];
+            found = x->kind == NODE_IN && x->a == er[e] && x->b == ec[e];
+        }
+        if (!found && nmiss < 8) {
+            Str t = {0};
+            str_printf(&t, "in@%d[%d]", er[e], ec[e]);
+            missing[nmiss++] = t.s;
+        } else if (!found) {
+            nmiss++;
+        }
+    }
+    for (int l = 0; l < nl; l++) {
+        const Node *x = &s->nodes.v[leaves[l].node];
+        Str t = {0};
+        if (x->kind == NODE_GARBAGE) {
+            str_printf(&t, "%s@%d[%d]", sh->p->buf_name[x->b], x->a, x->c);
+            garbage[ngarb++] = t.s;
+            continue;
+        }
+        int want = 0;
+        for (int e = 0; e < ne && !want; e++)
+            want = x->a == er[e] && x->b == ec[e];
+        str_printf(&t, "in@%d[%d]", x->a, x->b);
+        if (!want)
+            extra[nextra++] = t.s;
+        else if (leaves[l].mult > 1)
+            dup[ndup++] = t.s;
+        else
+            free(t.s);
+    }
+    if (nmiss) {
+        str_printf(msg, "; missing ");
+        list_text(msg, missing, nmiss, nmiss > 8 ? 8 : nmiss);
+    }
+    if (ndup) {
+        str_printf(msg, "; ");
+        list_text(msg, dup, ndup, 4);
+        str_printf(msg, ndup == 1 ? " is double-counted" : " are double-counted");
+    }
+    if (nextra) {
+        str_printf(msg, "; ");
+        list_text(msg, extra, nextra, 4);
+        str_printf(msg, nextra == 1 ? " does not belong there" : " do not belong there");
+    }
+    if (ngarb) {
+        str_printf(msg, "; it reads uninitialized ");
+        list_text(msg, garbage, ngarb, 4);
+        str_printf(msg, " (never written before being read)");
+    }
+    for (int x = 0; x < nmiss && x < 8; x++)
+        free(missing[x]);
+    for (int x = 0; x < ndup; x++)
+        free(dup[x]);
+    for (int x = 0; x < nextra; x++)
+        free(extra[x]);
+    for (int x = 0; x < ngarb; x++)
+        free(garbage[x]);
+    free(missing);
+    free(dup);
+    free(extra);
+    free(garbage);
+    free(leaves);
+}
+
+/* Checks every constrained out chunk; wrong chunks are grouped by the statement that
+ * wrote them last, one error per statement. Returns the number of wrong chunks. */
+static int check_postcondition(const Sim *s, int *checked)
+{
+    const Shape *sh = s->sh;
+    const Program *p = sh->p;
+    int nout = p->buf_chunks[BUF_OUT];
+    int *er = xcalloc((size_t)sh->n, sizeof *er), *ec = xcalloc((size_t)sh->n, sizeof *ec);
+    typedef struct {
+        int r, i, node, block, step, count;
+    } Group;
+    Group groups[MAX_POST_REPORTS];
+    int ngroups = 0, nbad = 0, hidden = 0;
+    *checked = 0;
+    for (int r = 0; r < sh->n; r++)
+        for (int i = 0; i < nout; i++) {
+            int ne;
+            if (!expected(sh, r, i, er, ec, &ne))
+                continue;
+            ++*checked;
+            int cell = sim_cell(s, r, BUF_OUT, i, 0);
+            int node = s->content[cell];
+            if (node >= 0) {
+                const Node *x = &s->nodes.v[node];
+                uint64_t h = 0;
+                for (int e = 0; e < ne; e++)
+                    h += leaf_hash(NODE_IN, er[e], ec[e], 0);
+                if (x->count == ne && x->hash == h)
+                    continue;
+            }
+            nbad++;
+            int wb = s->wblock[cell], ws = s->wstep[cell], g;
+            for (g = 0; g < ngroups; g++) {
+                SrcLoc a = groups[g].block >= 0 ? step_at(s, groups[g].block, groups[g].step)->loc : p->name_loc;
+                SrcLoc b = wb >= 0 ? step_at(s, wb, ws)->loc : p->name_loc;
+                if ((groups[g].block < 0) == (wb < 0) && a.line == b.line && a.col == b.col)
+                    break;
+            }
+            if (g < ngroups)
+                groups[g].count++;
+            else if (ngroups < MAX_POST_REPORTS)
+                groups[ngroups++] = (Group){r, i, node, wb, ws, 1};
+            else
+                hidden++;
+        }
+    for (int g = 0; g < ngroups; g++) {
+        Group *gr = &groups[g];
+        int ne;
+        expected(sh, gr->r, gr->i, er, ec, &ne);
+        Str msg = {0};
+        explain_cell(s, gr->r, gr->i, gr->node, er, ec, ne, &msg);
+        if (gr->block >= 0) {
+            const Block *bl = &p->blocks[gr->block];
+            char w[48];
+            str_printf(&msg, " (written last here, on %s)", where_text(sh, bl->rank, bl->tb, w, sizeof w));
+            if (gr->count > 1)
+                str_printf(&msg, "; this statement leaves %d more out chunk%s wrong", gr->count - 1,
+                           gr->count == 2 ? "" : "s");
+            rep_error(s->rep, step_at(s, gr->block, gr->step)->loc, "%s", str_get(&msg));
+        } else {
+            if (gr->count > 1)
+                str_printf(&msg, "; %d more out chunk%s never written", gr->count - 1,
+                           gr->count == 2 ? " is" : "s are");
+            rep_error(s->rep, p->name_loc, "%s", str_get(&msg));
+        }
+        free(msg.s);
+    }
+    if (hidden)
+        rep_note(s->rep, (SrcLoc){0, 0, 0}, "%d more wrong out chunk%s, written by other statements, not shown",
+                 hidden, hidden == 1 ? "" : "s");
+    free(er);
+    free(ec);
+    return nbad;
+}
+
+/* ---- recorded properties: determinism, pipeline safety ---- */
+
+/* allreduce: out@r[i] must be the same reduction tree on every rank. The other
+ * collectives produce each reduced element on one rank only (or copy it). */
+static int check_deterministic(const Sim *s, Str *detail)
+{
+    const Shape *sh = s->sh;
+    if (sh->p->coll != COLL_ALLREDUCE)
+        return 1;
+    for (int i = 0; i < sh->p->buf_chunks[BUF_OUT]; i++) {
+        int n0 = s->content[sim_cell(s, 0, BUF_OUT, i, 0)];
+        for (int r = 1; r < sh->n; r++) {
+            int nr = s->content[sim_cell(s, r, BUF_OUT, i, 0)];
+            if (nr == n0)
+                continue;
+            if (detail && n0 >= 0 && nr >= 0) {
+                str_printf(detail, "out@0[%d] = ", i);
+                node_tree_text(sh, &s->nodes, n0, detail, 0);
+                str_printf(detail, " but out@%d[%d] = ", r, i);
+                node_tree_text(sh, &s->nodes, nr, detail, 0);
+            }
+            return 0;
+        }
+    }
+    return 1;
+}
+
+typedef struct {
+    int rank, buf, lo, hi;
+} Range;
+
+static int range_cmp(const void *x, const void *y)
+{
+    const Range *a = x, *b = y;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    if (a->buf != b->buf)
+        return a->buf < b->buf ? -1 : 1;
+    if (a->lo != b->lo)
+        return a->lo < b->lo ? -1 : 1;
+    return (a->hi > b->hi) - (a->hi < b->hi);
+}
+
+/* Slices may interleave within a block only if its accesses to one buffer of one rank
+ * use identical or disjoint chunk ranges (docs/internals.md). */
+static int check_pipeline_safe(const Shape *sh, Str *detail)
+{
+    const Program *p = sh->p;
+    int ok = 1;
+    for (int b = 0; b < sh->nb && ok; b++) {
+        const Block *bl = &p->blocks[b];
+        int n = 0;
+        for (int i = 0; i < bl->nsteps; i++)
+            if (bl->steps[i].kind <= STEP_REDUCE)
+                n += 1 + bl->steps[i].nsrc;
+        Range *rg = xcalloc((size_t)n, sizeof *rg);
+        n = 0;
+        for (int i = 0; i < bl->nsteps; i++) {
+            const Step *st = &bl->steps[i];
+            if (st->kind > STEP_REDUCE)
+                continue;
+            rg[n++] = (Range){st->dst.rank, st->dst.buf, st->dst.chunk, st->dst.chunk + st->dst.count};
+            for (int o = 0; o < st->nsrc; o++)
+                rg[n++] = (Range){st->src[o].rank, st->src[o].buf, st->src[o].chunk,
+                                  st->src[o].chunk + st->src[o].count};
+        }
+        qsort(rg, (size_t)n, sizeof *rg, range_cmp);
+        for (int i = 1, end = 0, last = -1; i <= n && ok; i++) {
+            /* last: the index of the range that reaches furthest in this buffer */
+            if (i == 1 || rg[i - 1].rank != rg[i - 2].rank || rg[i - 1].buf != rg[i - 2].buf)
+                end = rg[i - 1].hi, last = i - 1;
+            if (i == n)
+                break;
+            if (rg[i].rank != rg[i - 1].rank || rg[i].buf != rg[i - 1].buf)
+                continue;
+            if (rg[i].lo == rg[i - 1].lo && rg[i].hi == rg[i - 1].hi)
+                continue;
+            if (rg[i].lo < end) {
+                ok = 0;
+                if (detail)
+                    str_printf(detail, "rank %d tb %d uses %s@%d[%d..%d] and [%d..%d]", bl->rank, bl->tb,
+                               p->buf_name[rg[i].buf], rg[i].rank, rg[last].lo, rg[last].hi, rg[i].lo, rg[i].hi);
+            }
+            if (rg[i].hi > end)
+                end = rg[i].hi, last = i;
+        }
+        free(rg);
+    }
+    return ok;
+}
+
+/* ---- the whole proof ---- */
+
+/* What the proof found, in detail, for --explain. */
+typedef struct {
+    SyncCounts sync;
+    long pairs, cross_pairs, edges;
+    int out_checked;
+    int ll_parity;
+    int inplace_checked;
+    Str det_detail, pipe_detail;
+} Facts;
+
+static int inplace_applicable(Collective c)
+{
+    return c != COLL_ALLTOALL;
+}
+
+static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Facts *f)
+{
+    memset(proof, 0, sizeof *proof);
+    Shape sh;
+    shape_init(&sh, p);
+    int errors0 = rep->nerrors;
+
+    check_sem_counts(&sh, rep, &f->sync);
+    check_barrier_counts(&sh, rep);
+    int counts_bad = rep->nerrors > errors0;
+
+    Sim s;
+    if (sim_init(&s, &sh, (SimMode){.ncalls = 1, .contents = 1}, rep) != 0) {
+        rep_error(rep, p->name_loc, "'%s' is too large to verify for N = %d (%d thread blocks, %d chunks per rank)",
+                  p->name, p->nranks, sh.nb, sh.rank_cells);
+        sim_fini(&s);
+        shape_fini(&sh);
+        return -1;
+    }
+    sim_run(&s);
+    f->pairs = s.pairs;
+    f->edges = s.edges;
+    if (s.races_hidden)
+        rep_note(rep, (SrcLoc){0, 0, 0}, "%d more racing statement pair%s not shown", s.races_hidden,
+                 s.races_hidden == 1 ? "" : "s");
+    if (s.stuck)
+        report_deadlocks(&s, counts_bad);
+    int races = s.nraces + s.races_hidden;
+    proof->race_free = !races && !s.stuck;
+    proof->deadlock_free = !s.stuck && !counts_bad;
+    if (races || s.stuck || s.nlayout) {
+        rep_note(rep, (SrcLoc){0, 0, 0}, "the postcondition was not checked: %s",
+                 s.stuck ? "the run does not complete" : races ? "with races the result depends on timing"
+                 : "chunks were stored at the wrong position");
+    } else {
+        int bad = check_postcondition(&s, &f->out_checked);
+        proof->postcondition = !bad && !s.ninput;
+        proof->deterministic = check_deterministic(&s, &f->det_detail);
+    }
+    sim_fini(&s);
+    proof->pipeline_safe = check_pipeline_safe(&sh, &f->pipe_detail);
+
+    /* Two back-to-back calls, only worth it when one call is sound. */
+    int main_ok = rep->nerrors == errors0;
+    if (main_ok) {
+        Sim s2;
+        if (sim_init(&s2, &sh, (SimMode){.ncalls = 2, .cross_only = 1}, rep) == 0) {
+            sim_run(&s2);
+            f->cross_pairs = s2.pairs;
+            f->ll_parity = s2.nparity == 2;
+            if (s2.races_hidden)
+                rep_note(rep, (SrcLoc){0, 0, 0}, "%d more cross-call racing statement pair%s not shown",
+                         s2.races_hidden, s2.races_hidden == 1 ? "" : "s");
+            proof->cross_call_safe = !s2.nraces && !s2.races_hidden && !s2.stuck;
+        }
+        sim_fini(&s2);
+    }
+
+    /* In place: proved again quietly, with the buffers aliased; never fails the proof. */
+    proof->inplace_applicable = inplace_applicable(p->coll);
+    if (!proof->inplace_applicable) {
+        proof->inplace_reason = arena_printf(a, "%s has no in-place form that the verifier models",
+                                             coll_name(p->coll));
+    } else if (rep->nerrors != errors0) {
+        proof->inplace_reason = arena_printf(a, "not checked: the out-of-place proof failed");
+    } else {
+        Reporter quiet = {0};
+        Sim s3;
+        if (sim_init(&s3, &sh, (SimMode){.ncalls = 1, .inplace = 1, .contents = 1}, &quiet) == 0) {
+            sim_run(&s3);
+            if (s3.stuck)
+                rep_error(&quiet, p->name_loc, "the run does not complete");
+            else if (!s3.nraces && !s3.nlayout) {
+                int checked;
+                check_postcondition(&s3, &checked);
+            }
+            f->inplace_checked = 1;
+            proof->inplace_ok = quiet.nerrors == 0;
+            if (!proof->inplace_ok)
+                proof->inplace_reason = arena_printf(a, "%s", quiet.first);
+        }
+        sim_fini(&s3);
+    }
+    shape_fini(&sh);
+    return rep->nerrors == errors0 ? 0 : -1;
+}
+
+int verify_program(Arena *a, const Program *p, Proof *proof, Diag *d)
+{
+    Reporter rep = {.d = d};
+    Facts f = {0};
+    int rc = analyze(a, p, proof, &rep, &f);
+    free(f.det_detail.s);
+    free(f.pipe_detail.s);
+    return rc;
+}
+
+static const char *post_text(const Program *p)
+{
+    switch (p->coll) {
+    case COLL_ALLREDUCE: return "out@r[c] = in@0[c] + ... + in@N-1[c], each contribution once, on every rank";
+    case COLL_ALLGATHER: return "out@r[j*K+c] = in@j[c] on every rank";
+    case COLL_REDUCE_SCATTER: return "out@r[c] = in@0[r*K+c] + ... + in@N-1[r*K+c], each contribution once";
+    case COLL_ALLTOALL: return "out@r[j*K+c] = in@j[r*K+c] on every rank";
+    case COLL_BROADCAST: return "out@r[c] = in@root[c] on every rank";
+    case COLL_REDUCE: return "out@root[c] = in@0[c] + ... + in@N-1[c], each contribution once";
+    }
+    return "?";
+}
+
+void verify_explain(FILE *out, const Program *p, const Proof *proof)
+{
+    /* The proof is re-derived quietly for its numbers; the verdicts printed are the
+     * ones verify_program recorded. */
+    Arena *a = arena_new();
+    Reporter quiet = {0};
+    Facts f = {0};
+    Proof again;
+    analyze(a, p, &again, &quiet, &f);
+    const char *yes = "proved", *no = "NOT proved";
+    fprintf(out, "%s: %s for N = %d", p->name, coll_name(p->coll), p->nranks);
+    if (p->coll == COLL_BROADCAST || p->coll == COLL_REDUCE)
+        fprintf(out, ", root %d", p->root);
+    fprintf(out, " (K = %d, protocol %s, %d thread block%s)\n", p->chunks, proto_name(p->protocol), p->nblocks,
+            p->nblocks == 1 ? "" : "s");
+    fprintf(out, "  postcondition:    %s: %s", proof->postcondition ? yes : no, post_text(p));
+    if (proof->postcondition)
+        fprintf(out, " (%d out chunks checked)", f.out_checked);
+    fprintf(out, "; in/out chunks only receive content of their own position\n");
+    fprintf(out, "  no data race:     %s: %ld access pairs from different thread blocks checked against "
+            "happens-before (%ld signal->wait and barrier edges)\n", proof->race_free ? yes : no, f.pairs, f.edges);
+    fprintf(out, "  no deadlock:      %s: %ld signals, each matched by a wait on the same semaphore; %ld barriers; "
+            "the simulated run completes\n", proof->deadlock_free ? yes : no, f.sync.nsignals, f.sync.nbarriers);
+    fprintf(out, "  across calls:     %s: two back-to-back calls (the second starting on each rank when that rank's "
+            "first ends) are race-free, %ld access pairs checked", proof->cross_call_safe ? yes : no, f.cross_pairs);
+    if (p->protocol == PROTO_LL)
+        fprintf(out, "; protocol ll double-buffers scratch by call parity, so calls 1 and 2 never share scratch");
+    fprintf(out, "\n");
+    if (!proof->inplace_applicable)
+        fprintf(out, "  in-place:         not applicable: %s\n", proof->inplace_reason ? proof->inplace_reason : "");
+    else if (proof->inplace_ok)
+        fprintf(out, "  in-place:         yes: proved again with in and out as one buffer (%s)\n",
+                p->coll == COLL_ALLGATHER        ? "in@r = out@r[r*K..r*K+K)"
+                : p->coll == COLL_REDUCE_SCATTER ? "out@r = in@r[r*K..r*K+K)"
+                                                 : "in@r = out@r");
+    else
+        fprintf(out, "  in-place:         no: %s\n", proof->inplace_reason ? proof->inplace_reason : "?");
+    if (proof->deterministic)
+        fprintf(out, "  deterministic:    yes: every out element is reduced in the same order on every rank\n");
+    else
+        fprintf(out, "  deterministic:    no: %s\n", f.det_detail.n ? f.det_detail.s : "reduction orders differ");
+    if (proof->pipeline_safe)
+        fprintf(out, "  pipeline-safe:    yes: within each thread block, accesses to a buffer use identical or "
+                "disjoint chunk ranges\n");
+    else
+        fprintf(out, "  pipeline-safe:    no: %s (slices run one at a time)\n",
+                f.pipe_detail.n ? f.pipe_detail.s : "overlapping chunk ranges");
+    free(f.det_detail.s);
+    free(f.pipe_detail.s);
+    arena_free(a);
+}
