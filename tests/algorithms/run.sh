@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The shipped algorithm library: every algorithms/COLL/NAME.ccl must be proved by
+# `cclc check` for every N in 2..8 that it admits (and, for broadcast and reduce, for
+# every root), and its plan must match the golden files.
+#
+#   tests/algorithms/run.sh BUILD
+#
+# Admission: `cclc check` exits 2 with "is for N in ..." or "requires this for N = ..."
+# when the `ranks`/`where` lines exclude N; any other exit-2 message is a failure.
+# Each algorithm must admit at least one N in 2..8.
+#
+# Golden plans: `cclc plan FILE --ranks N` for N = 4 and one more admitted N (3 when
+# admitted, else 8, else 2) is compared with tests/algorithms/golden/COLL-NAME.nN.plan.
+# UPDATE_GOLDEN=1 rewrites them (and removes goldens of algorithms that are gone).
+set -u
+build=${1:?usage: tests/algorithms/run.sh BUILD}
+cd "$(dirname "$0")/../.."
+cclc=$build/cclc
+golden=tests/algorithms/golden
+[ -x "$cclc" ] || { echo "FAIL algorithms: $cclc not built"; exit 0; }
+mkdir -p "$golden"
+
+wanted_goldens=()
+for src in algorithms/*/*.ccl; do
+    coll=$(basename "$(dirname "$src")")
+    name=$coll/$(basename "$src" .ccl)
+    gname=$coll-$(basename "$src" .ccl)
+    admitted=()
+    failed=0
+    for n in 2 3 4 5 6 7 8; do
+        roots=0
+        [ "$coll" = broadcast ] || [ "$coll" = reduce ] && roots=$(seq 0 $((n - 1)))
+        for root in $roots; do
+            msg=$(timeout 60 "$cclc" check "$src" --ranks "$n" --root "$root" 2>&1)
+            status=$?
+            if [ "$status" = 2 ] && grep -qE "is for .* in .*, not|requires this for" <<<"$msg"; then
+                break  # not admitted: the same for every root
+            fi
+            if [ "$status" != 0 ]; then
+                echo "FAIL $name: cclc check --ranks $n --root $root exited $status"
+                sed 's/^/    /' <<<"$msg" | head -20
+                failed=1
+                break
+            fi
+            [ "$root" = 0 ] && admitted+=("$n")
+        done
+    done
+    if [ ${#admitted[@]} -eq 0 ] && [ "$failed" = 0 ]; then
+        echo "FAIL $name: admits no N in 2..8"
+        continue
+    fi
+    [ "$failed" = 0 ] && echo "ok $name: proved for N = ${admitted[*]}"
+
+    # Golden plans for N = 4 and one more admitted N.
+    plan_ns=()
+    for n in 4 3 8 2; do
+        if [[ " ${admitted[*]} " == *" $n "* ]] && [ ${#plan_ns[@]} -lt 2 ]; then
+            plan_ns+=("$n")
+        fi
+    done
+    for n in "${plan_ns[@]}"; do
+        file=$golden/$gname.n$n.plan
+        wanted_goldens+=("$file")
+        got=$("$cclc" plan "$src" --ranks "$n" 2>&1)
+        status=$?
+        if [ "$status" != 0 ]; then
+            echo "FAIL $name plan n=$n: cclc plan exited $status"
+            sed 's/^/    /' <<<"$got" | head -10
+            continue
+        fi
+        if [ "${UPDATE_GOLDEN:-}" = 1 ]; then
+            printf '%s\n' "$got" >"$file"
+        fi
+        if [ ! -f "$file" ]; then
+            echo "FAIL $name plan n=$n: $file is missing (make update-golden writes it)"
+        elif [ "$got" != "$(cat "$file")" ]; then
+            echo "FAIL $name plan n=$n: differs from $file"
+            diff <(printf '%s\n' "$got") "$file" | head -20 | sed 's/^/    /'
+        else
+            echo "ok $name plan n=$n"
+        fi
+    done
+done
+
+# Goldens of algorithms that no longer exist would silently rot.
+for file in "$golden"/*.plan; do
+    [ -e "$file" ] || continue
+    if [[ " ${wanted_goldens[*]} " != *" $file "* ]]; then
+        if [ "${UPDATE_GOLDEN:-}" = 1 ]; then
+            rm -f "$file"
+        else
+            echo "FAIL algorithms golden: $file belongs to no algorithm (make update-golden removes it)"
+        fi
+    fi
+done
+exit 0
