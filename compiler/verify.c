@@ -139,10 +139,15 @@ typedef struct {
     int n, reported;
 } Seen;
 
+static int same_loc(SrcLoc a, SrcLoc b)
+{
+    return a.line == b.line && a.col == b.col;
+}
+
 static int seen_before(Seen *s, SrcLoc loc)
 {
     for (int i = 0; i < s->n; i++)
-        if (s->v[i].line == loc.line && s->v[i].col == loc.col)
+        if (same_loc(s->v[i], loc))
             return 1;
     if (s->n < MAX_SEEN)
         s->v[s->n++] = loc;
@@ -531,16 +536,14 @@ static void check_barrier_counts(const Shape *sh, Reporter *rep)
         const Step *st = nth_step(&p->blocks[block_of(sh, r, tmost)], STEP_BARRIER, -1, least);
         if (seen_before(&seen, st->loc))
             continue;
-        char t1[24];
-        times_text(least, t1, sizeof t1);
         if (block_of(sh, r, tleast) < 0)
             rep_error(rep, st->loc, "barrier at line %d on rank %d tb %d never completes: tb %d of rank %d has no "
                       "steps, so it never reaches a barrier (every thread block of the launch, tbs 0..%d, must reach "
                       "each barrier)", st->loc.line, r, tmost, tleast, r, sh->maxtb - 1);
         else
             rep_error(rep, st->loc, "barrier at line %d on rank %d tb %d never completes: tb %d of rank %d reaches "
-                      "a barrier %s, tb %d %d times (every thread block of the launch, tbs 0..%d, must reach each "
-                      "barrier)", st->loc.line, r, tmost, tleast, r, least ? t1 : "never", tmost, most,
+                      "%d barrier%s, tb %d reaches %d (every thread block of the launch, tbs 0..%d, must reach each "
+                      "barrier)", st->loc.line, r, tmost, tleast, r, least, least == 1 ? "" : "s", tmost, most,
                       sh->maxtb - 1);
     }
     free(cnt);
@@ -735,12 +738,21 @@ static const Step *step_at(const Sim *s, int b, int i)
 static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, int rank, int buf, int chunk)
 {
     const Shape *sh = s->sh;
+    /* Within a call the message names the writer first and points at the reader (where
+     * a wait belongs); across calls it points at the second call's access. */
+    if (prev.call == cur.call ? (cur_w && !prev_w) : prev.call > cur.call) {
+        Access t = prev;
+        int tw = prev_w;
+        prev = cur, prev_w = cur_w;
+        cur = t, cur_w = tw;
+    }
     const Block *pb = &sh->p->blocks[prev.block], *cb = &sh->p->blocks[cur.block];
     const Step *ps = step_at(s, prev.block, prev.step), *cs = step_at(s, cur.block, cur.step);
-    for (int i = 0; i < s->race_seen.n; i++)
-        if (s->race_seen.v[i].line == cs->loc.line && s->race_seen.v[i].col == cs->loc.col &&
-            s->race_other[i].line == ps->loc.line && s->race_other[i].col == ps->loc.col)
+    for (int i = 0; i < s->race_seen.n; i++) {
+        SrcLoc x = s->race_seen.v[i], y = s->race_other[i];
+        if ((same_loc(x, cs->loc) && same_loc(y, ps->loc)) || (same_loc(x, ps->loc) && same_loc(y, cs->loc)))
             return;
+    }
     if (s->race_seen.n < MAX_SEEN) {
         s->race_other[s->race_seen.n] = ps->loc;
         s->race_seen.v[s->race_seen.n++] = cs->loc;
@@ -757,11 +769,11 @@ static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, 
     where_text(sh, cb->rank, cb->tb, w2, sizeof w2);
     if (prev.call != cur.call) {
         rep_error(s->rep, cs->loc, "cross-call race on %s%s: '%s' at line %d on %s in call %d %s it while '%s' at "
-                  "line %d on %s in call %d %s it; nothing orders them (the next call starts on rank %d as soon as "
-                  "its own blocks finish, while rank %d may still be in the previous call: make rank %d wait for "
-                  "rank %d before reusing the buffer%s)", kind, cell, step_name(ps->kind), ps->loc.line, w1,
-                  prev.call + 1, prev_w ? "writes" : "reads", step_name(cs->kind), cs->loc.line, w2, cur.call + 1,
-                  cur_w ? "writes" : "reads", cb->rank, pb->rank, cb->rank, pb->rank,
+                  "line %d on %s in call %d %s it; nothing orders them (the next call may start on rank %d while "
+                  "rank %d is still in this one: make rank %d wait for rank %d before reusing the buffer%s)", kind,
+                  cell, step_name(ps->kind), ps->loc.line, w1, prev.call + 1, prev_w ? "writes" : "reads",
+                  step_name(cs->kind), cs->loc.line, w2, cur.call + 1, cur_w ? "writes" : "reads", cb->rank,
+                  pb->rank, cb->rank, pb->rank,
                   buf >= BUF_SCRATCH0 ? ", or use protocol ll, whose scratch alternates between calls" : "");
     } else {
         rep_error(s->rep, cs->loc, "data race on %s%s: '%s' at line %d on %s %s it while '%s' at line %d on %s %s "
@@ -1061,9 +1073,24 @@ static void sim_run(Sim *s)
 
 /* ---- deadlock: the cycle of blocked blocks ---- */
 
+/* Whether block b, from where it stands to the end of the last call, still executes a
+ * step of `kind` (for signals: to rank `peer`). */
+static int will_execute(const Sim *s, int b, StepKind kind, int peer)
+{
+    const Block *bl = &s->sh->p->blocks[b];
+    int from = s->pc[b] + (s->state[b] == AT_BARRIER && !s->boundary[b]);
+    if (s->state[b] == DONE)
+        return 0;
+    for (int call = s->call[b]; call < s->m.ncalls; call++, from = 0)
+        for (int i = from; i < bl->nsteps; i++)
+            if (bl->steps[i].kind == kind && (kind != STEP_SIGNAL || bl->steps[i].peer == peer))
+                return 1;
+    return 0;
+}
+
 /* Whom a blocked block waits for: the signaling block, or for a barrier the first block
- * of its rank that has not arrived; -1 when that one has ended (then the counts are
- * wrong, which check_sem_counts/check_barrier_counts report). */
+ * of its rank that has not arrived; -1 when that one will never signal or arrive (then
+ * the counts are wrong, which check_sem_counts/check_barrier_counts report). */
 static int blocked_on(const Sim *s, int b)
 {
     const Shape *sh = s->sh;
@@ -1071,13 +1098,13 @@ static int blocked_on(const Sim *s, int b)
     if (s->state[b] == RUN) {
         const Step *st = &bl->steps[s->pc[b]];
         int t = block_of(sh, st->peer, bl->tb);
-        return t >= 0 && s->state[t] != DONE ? t : -1;
+        return t >= 0 && will_execute(s, t, STEP_SIGNAL, bl->rank) ? t : -1;
     }
     if (s->state[b] == AT_BARRIER)
         for (int t = 0; t < sh->maxtb; t++) {
             int o = block_of(sh, bl->rank, t);
             if (o >= 0 && s->state[o] != AT_BARRIER)
-                return s->state[o] == DONE ? -1 : o;
+                return will_execute(s, o, STEP_BARRIER, -1) ? o : -1;
         }
     return -1;
 }
@@ -1309,9 +1336,9 @@ static void explain_cell(const Sim *s, int r, int i, int node, const int *er, co
         str_printf(msg, nextra == 1 ? " does not belong there" : " do not belong there");
     }
     if (ngarb) {
-        str_printf(msg, "; it reads uninitialized ");
+        str_printf(msg, "; ");
         list_text(msg, garbage, ngarb, 4);
-        str_printf(msg, " (never written before being read)");
+        str_printf(msg, ngarb == 1 ? " is read before anything writes it" : " are read before anything writes them");
     }
     for (int x = 0; x < nmiss && x < 8; x++)
         free(missing[x]);
@@ -1341,6 +1368,9 @@ static int check_postcondition(const Sim *s, int *checked)
     } Group;
     Group groups[MAX_POST_REPORTS];
     int ngroups = 0, nbad = 0, hidden = 0;
+    int nin = p->buf_chunks[BUF_IN];
+    uint64_t *colhash = xcalloc((size_t)nin, sizeof *colhash);
+    char *colset = xcalloc((size_t)nin, 1);
     *checked = 0;
     for (int r = 0; r < sh->n; r++)
         for (int i = 0; i < nout; i++) {
@@ -1353,8 +1383,18 @@ static int check_postcondition(const Sim *s, int *checked)
             if (node >= 0) {
                 const Node *x = &s->nodes.v[node];
                 uint64_t h = 0;
-                for (int e = 0; e < ne; e++)
-                    h += leaf_hash(NODE_IN, er[e], ec[e], 0);
+                if (ne == sh->n && ec[0] == ec[ne - 1]) {
+                    /* All ranks' contributions to one chunk: the same sum for every
+                     * out chunk that needs it, computed once. */
+                    if (!colset[ec[0]])
+                        for (int e = 0; e < ne; e++)
+                            colhash[ec[0]] += leaf_hash(NODE_IN, er[e], ec[e], 0);
+                    colset[ec[0]] = 1;
+                    h = colhash[ec[0]];
+                } else {
+                    for (int e = 0; e < ne; e++)
+                        h += leaf_hash(NODE_IN, er[e], ec[e], 0);
+                }
                 if (x->count == ne && x->hash == h)
                     continue;
             }
@@ -1400,6 +1440,8 @@ static int check_postcondition(const Sim *s, int *checked)
                  hidden, hidden == 1 ? "" : "s");
     free(er);
     free(ec);
+    free(colhash);
+    free(colset);
     return nbad;
 }
 
@@ -1634,8 +1676,11 @@ void verify_explain(FILE *out, const Program *p, const Proof *proof)
     fprintf(out, "%s: %s for N = %d", p->name, coll_name(p->coll), p->nranks);
     if (p->coll == COLL_BROADCAST || p->coll == COLL_REDUCE)
         fprintf(out, ", root %d", p->root);
-    fprintf(out, " (K = %d, protocol %s, %d thread block%s)\n", p->chunks, proto_name(p->protocol), p->nblocks,
-            p->nblocks == 1 ? "" : "s");
+    int maxtb = 0;
+    for (int r = 0; r < p->nranks; r++)
+        maxtb = p->ntb[r] > maxtb ? p->ntb[r] : maxtb;
+    fprintf(out, " (K = %d, protocol %s, %d thread block%s per rank)\n", p->chunks, proto_name(p->protocol), maxtb,
+            maxtb == 1 ? "" : "s");
     fprintf(out, "  postcondition:    %s: %s", proof->postcondition ? yes : no, post_text(p));
     if (proof->postcondition)
         fprintf(out, " (%d out chunks checked)", f.out_checked);
