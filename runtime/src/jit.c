@@ -1,0 +1,257 @@
+/* jit.c: NVRTC compilation of generated kernels, with a disk cache.
+ *
+ * Takes CUDA C source (from emit_cuda) and a target arch; gives a cubin. libnvrtc is
+ * dlopen'd once (CCL_NVRTC names a file to try first), so nothing here needs the CUDA
+ * toolkit at link time. The cache key is a 128-bit hash of everything that determines
+ * the cubin: source, options, NVRTC version and arch. Entries are written to a temporary
+ * file and renamed into place, so concurrent processes (one per GPU) never read a torn
+ * file; a cache that cannot be read or written only costs a compile. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jit.h"
+
+typedef int nvrtcResult;
+typedef struct _nvrtcProgram *nvrtcProgram;
+
+static struct {
+    pthread_once_t once;
+    void *lib;
+    char why[512];
+    nvrtcResult (*version)(int *, int *);
+    nvrtcResult (*create)(nvrtcProgram *, const char *, const char *, int, const char *const *,
+                          const char *const *);
+    nvrtcResult (*compile)(nvrtcProgram, int, const char *const *);
+    nvrtcResult (*log_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*log)(nvrtcProgram, char *);
+    nvrtcResult (*cubin_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*cubin)(nvrtcProgram, char *);
+    nvrtcResult (*destroy)(nvrtcProgram *);
+    const char *(*errstr)(nvrtcResult);
+    int major, minor;
+} jit = {.once = PTHREAD_ONCE_INIT};
+
+static void jit_load(void)
+{
+    const char *names[] = {getenv("CCL_NVRTC"), "libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12",
+                           "/usr/local/cuda/lib64/libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13",
+                           "/usr/local/cuda/lib64/libnvrtc.so.12"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !jit.lib; i++)
+        if (names[i] && names[i][0]) jit.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!jit.lib) {
+        const char *e = dlerror();
+        snprintf(jit.why, sizeof jit.why, "cannot load libnvrtc (tried CCL_NVRTC, libnvrtc.so, "
+                 "/usr/local/cuda/lib64): %s", e ? e : "not found");
+        return;
+    }
+    struct { void **fn; const char *name; } syms[] = {
+        {(void **)&jit.version, "nvrtcVersion"},
+        {(void **)&jit.create, "nvrtcCreateProgram"},
+        {(void **)&jit.compile, "nvrtcCompileProgram"},
+        {(void **)&jit.log_size, "nvrtcGetProgramLogSize"},
+        {(void **)&jit.log, "nvrtcGetProgramLog"},
+        {(void **)&jit.cubin_size, "nvrtcGetCUBINSize"},
+        {(void **)&jit.cubin, "nvrtcGetCUBIN"},
+        {(void **)&jit.destroy, "nvrtcDestroyProgram"},
+        {(void **)&jit.errstr, "nvrtcGetErrorString"},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+        *syms[i].fn = dlsym(jit.lib, syms[i].name);
+        if (!*syms[i].fn) {
+            snprintf(jit.why, sizeof jit.why, "libnvrtc lacks %s (too old?)", syms[i].name);
+            dlclose(jit.lib);
+            jit.lib = NULL;
+            return;
+        }
+    }
+    if (jit.version(&jit.major, &jit.minor) != 0) {
+        snprintf(jit.why, sizeof jit.why, "nvrtcVersion failed");
+        dlclose(jit.lib);
+        jit.lib = NULL;
+    }
+}
+
+static void jit_error(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void jit_error(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+int ccl__jit_nvrtc_version(char *err, size_t errlen)
+{
+    pthread_once(&jit.once, jit_load);
+    if (!jit.lib) {
+        jit_error(err, errlen, "%s", jit.why);
+        return -1;
+    }
+    return jit.major * 1000 + jit.minor * 10;
+}
+
+static double jit_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* FNV-1a, 64-bit, continuing from h. Two runs with different seeds make the key. */
+static uint64_t jit_fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static int jit_mkdirs(const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return -1;
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void *jit_read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    void *buf = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long n = ftell(f);
+        if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n)) != NULL) {
+            if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+                free(buf);
+                buf = NULL;
+            } else {
+                *size = (size_t)n;
+            }
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+static void jit_write_file(const char *dir, const char *path, const void *data, size_t size)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", dir);
+    int fd = mkstemp(tmp);
+    if (fd < 0) return;
+    ssize_t w = write(fd, data, size);
+    close(fd);
+    if (w != (ssize_t)size || rename(tmp, path) != 0) unlink(tmp);
+}
+
+/* Appends to err the generated source line that the first "NAME(LINE): error" of the
+ * log names, so a message shows what was compiled, not only where. */
+static void jit_append_line(char *err, size_t errlen, const char *log, const char *name, const char *source)
+{
+    char pat[300];
+    snprintf(pat, sizeof pat, "%s(", name);
+    const char *at = strstr(log, pat);
+    if (!at) return;
+    long line = strtol(at + strlen(pat), NULL, 10);
+    if (line <= 0) return;
+    const char *p = source;
+    for (long l = 1; l < line && p; l++) {
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    if (!p) return;
+    const char *end = strchr(p, '\n');
+    int len = end ? (int)(end - p) : (int)strlen(p);
+    size_t used = strlen(err);
+    if (used < errlen)
+        snprintf(err + used, errlen - used, "\n%s:%ld: %.*s", name, line, len > 400 ? 400 : len, p);
+}
+
+int ccl__jit_compile(const char *source, const char *name, int arch, const char *cache_dir,
+                     CclJitResult *res, char *err, size_t errlen)
+{
+    double t0 = jit_now_ms();
+    memset(res, 0, sizeof *res);
+    pthread_once(&jit.once, jit_load);
+    if (!jit.lib) {
+        jit_error(err, errlen, "%s", jit.why);
+        return -1;
+    }
+    char archopt[64];
+    snprintf(archopt, sizeof archopt, "--gpu-architecture=sm_%d", arch);
+    const char *opts[] = {archopt, "--std=c++17", "-default-device"};
+    int nopts = (int)(sizeof opts / sizeof opts[0]);
+
+    char path[4200] = "";
+    if (cache_dir && cache_dir[0]) {
+        uint64_t h[2] = {14695981039346656037ull, 0x9e3779b97f4a7c15ull};
+        for (int k = 0; k < 2; k++) {
+            h[k] = jit_fnv(h[k], source, strlen(source) + 1);
+            for (int i = 0; i < nopts; i++) h[k] = jit_fnv(h[k], opts[i], strlen(opts[i]) + 1);
+            int ver[3] = {jit.major, jit.minor, arch};
+            h[k] = jit_fnv(h[k], ver, sizeof ver);
+        }
+        snprintf(path, sizeof path, "%s/%016llx%016llx.sm%d.cubin", cache_dir, (unsigned long long)h[0],
+                 (unsigned long long)h[1], arch);
+        res->image = jit_read_file(path, &res->size);
+        if (res->image) {
+            res->cache_hit = 1;
+            res->ms = jit_now_ms() - t0;
+            return 0;
+        }
+    }
+
+    nvrtcProgram prog;
+    nvrtcResult r = jit.create(&prog, source, name, 0, NULL, NULL);
+    if (r != 0) {
+        jit_error(err, errlen, "nvrtcCreateProgram: %s", jit.errstr(r));
+        return -1;
+    }
+    r = jit.compile(prog, nopts, opts);
+    size_t logsize = 0;
+    char *log = NULL;
+    if (jit.log_size(prog, &logsize) == 0 && logsize > 1 && (log = malloc(logsize)) != NULL &&
+        jit.log(prog, log) != 0) {
+        free(log);
+        log = NULL;
+    }
+    if (r != 0) {
+        jit_error(err, errlen, "NVRTC (%d.%d, sm_%d) failed to compile %s: %s\n%s", jit.major, jit.minor, arch,
+                  name, jit.errstr(r), log ? log : "(no log)");
+        if (log) jit_append_line(err, errlen, log, name, source);
+        free(log);
+        jit.destroy(&prog);
+        return -1;
+    }
+    free(log);
+    if ((r = jit.cubin_size(prog, &res->size)) != 0 || !(res->image = malloc(res->size)) ||
+        (r = jit.cubin(prog, res->image)) != 0) {
+        jit_error(err, errlen, "nvrtcGetCUBIN: %s", r ? jit.errstr(r) : "out of memory");
+        free(res->image);
+        res->image = NULL;
+        jit.destroy(&prog);
+        return -1;
+    }
+    jit.destroy(&prog);
+    if (path[0] && jit_mkdirs(cache_dir) == 0) jit_write_file(cache_dir, path, res->image, res->size);
+    res->ms = jit_now_ms() - t0;
+    return 0;
+}

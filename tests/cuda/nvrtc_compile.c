@@ -1,0 +1,105 @@
+/* nvrtc_compile: every rank's generated CUDA of one algorithm compiles through NVRTC.
+ *
+ *   nvrtc_compile FILE.ccl N [--arch SM] [--dtype T] [--op O] [--protocol P] [--emit R]
+ *
+ * Compiles FILE for N ranks (root 0), emits each rank's kernel and compiles it with
+ * the runtime's JIT (runtime/src/jit.c, no cache) for sm_SM (default 90). Prints one
+ * "ok" or "FAIL" line per rank; exits 0 when all passed, 1 otherwise, 77 when NVRTC is
+ * not available or the algorithm does not admit N. With --emit R it only prints rank R's source (for golden files). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cclc.h"
+#include "jit.h"
+
+static char *read_all(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += got;
+        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    *size = n;
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: nvrtc_compile FILE.ccl N [--arch SM] [--dtype T] [--op O] [--protocol P] [--emit R]\n");
+        return 2;
+    }
+    const char *file = argv[1];
+    int nranks = atoi(argv[2]), arch = 90, emit_rank = -1;
+    EmitOptions eo = {.dtype = "bf16", .op = "sum", .protocol = (Protocol)-1};
+    for (int i = 3; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--arch")) arch = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--dtype")) eo.dtype = argv[i + 1];
+        else if (!strcmp(argv[i], "--op")) eo.op = argv[i + 1];
+        else if (!strcmp(argv[i], "--emit")) emit_rank = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--protocol")) eo.protocol = !strcmp(argv[i + 1], "ll") ? PROTO_LL : PROTO_SIMPLE;
+        else {
+            fprintf(stderr, "nvrtc_compile: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    size_t size;
+    char *text = read_all(file, &size);
+    if (!text) {
+        printf("FAIL %s: cannot read\n", file);
+        return 1;
+    }
+    Compilation c;
+    int rc = compile_source(&c, file, text, size, nranks, 0);
+    if (rc == COMPILE_NOT_ADMITTED) {
+        printf("skipped: %s does not admit N=%d\n", file, nranks);
+        compilation_free(&c);
+        return 77;
+    }
+    if (rc != 0) {
+        printf("FAIL %s N=%d: does not compile:\n%s", file, nranks, c.diag.out ? c.diag.out : "");
+        compilation_free(&c);
+        return 1;
+    }
+    if ((int)eo.protocol < 0) eo.protocol = c.prog->protocol;
+    if (emit_rank >= 0) {
+        emit_cuda(stdout, c.plan, emit_rank, &eo);
+        compilation_free(&c);
+        free(text);
+        return 0;
+    }
+    char err[16384];
+    if (ccl__jit_nvrtc_version(err, sizeof err) < 0) {
+        printf("skipped: %s\n", err);
+        return 77;
+    }
+    int failed = 0;
+    for (int r = 0; r < nranks; r++) {
+        char *src = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&src, &len);
+        emit_cuda(m, c.plan, r, &eo);
+        fclose(m);
+        char name[64];
+        snprintf(name, sizeof name, "rank%d.cu", r);
+        CclJitResult res;
+        if (ccl__jit_compile(src, name, arch, NULL, &res, err, sizeof err) != 0) {
+            printf("FAIL %s N=%d rank %d %s/%s sm_%d:\n%s\n", file, nranks, r, eo.dtype, eo.op, arch, err);
+            failed = 1;
+        } else {
+            printf("ok %s N=%d rank %d %s/%s sm_%d (%zu bytes, %.0f ms)\n", file, nranks, r, eo.dtype, eo.op, arch,
+                   res.size, res.ms);
+            free(res.image);
+        }
+        free(src);
+    }
+    compilation_free(&c);
+    free(text);
+    return failed;
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# CUDA emission suite (CPU only, no GPU needed):
+#  - every shipped algorithm, at N=4 and N=2, every rank's generated kernel compiles
+#    through NVRTC for sm_90 (bf16/sum, the default protocol);
+#  - one algorithm compiles for every dtype and every op, and for older archs;
+#  - golden files: the generated CUDA of two algorithms matches tests/cuda/golden/*.cu
+#    byte for byte (UPDATE_GOLDEN=1 rewrites them).
+# Prints "ok NAME" / "FAIL NAME: why"; skips (ok-less, says why) where NVRTC is missing.
+set -u
+build=${1:?usage: tests/cuda/run.sh BUILD}
+cd "$(dirname "$0")/../.."
+bin=$build/tests/cuda/nvrtc_compile
+[ -x "$bin" ] || { echo "FAIL cuda: $bin not built"; exit 0; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# One job: name, then the nvrtc_compile arguments. Output goes to $tmp/NAME.log.
+job() {
+    local name=$1
+    shift
+    "$bin" "$@" >"$tmp/$name.log" 2>&1
+    echo $? >"$tmp/$name.rc"
+}
+report() {
+    local name=$1 rc
+    rc=$(cat "$tmp/$name.rc")
+    case $rc in
+        0) echo "ok cuda/$name" ;;
+        77) echo "   cuda/$name: $(grep -m1 '^skipped' "$tmp/$name.log")" ;;
+        *) echo "FAIL cuda/$name: $(grep -m1 -A12 '^FAIL' "$tmp/$name.log" | head -20)" ;;
+    esac
+}
+
+names=()
+run_bg() { names+=("$1"); job "$@" & if (( $(jobs -r | wc -l) >= 2 )); then wait -n; fi; }
+
+if ! "$bin" algorithms/allreduce/allpairs.ccl 2 >"$tmp/probe.log" 2>&1 && grep -q '^skipped' "$tmp/probe.log"; then
+    echo "skipped: $(cat "$tmp/probe.log")"
+    exit 0
+fi
+for f in algorithms/*/*.ccl; do
+    alg=${f#algorithms/}
+    alg=${alg%.ccl}
+    for n in 4 2; do run_bg "${alg//\//_}_N$n" "$f" "$n"; done
+done
+for t in f32 f64 f16 i32 i64 u8 fp8_e4m3 fp8_e5m2; do
+    run_bg "allpairs_N2_${t}_sum" algorithms/allreduce/allpairs.ccl 2 --dtype "$t" --op sum
+done
+for o in prod min max avg; do
+    run_bg "allpairs_N2_bf16_$o" algorithms/allreduce/allpairs.ccl 2 --dtype bf16 --op "$o"
+done
+for a in 75 80 89; do run_bg "ring_N2_sm$a" algorithms/allreduce/ring.ccl 2 --arch "$a"; done
+wait
+for name in "${names[@]}"; do report "$name"; done
+
+# Golden files: the generated source is deterministic and reviewed when it changes.
+golden() {
+    local name=$1 file=$2 n=$3 rank=$4
+    shift 4
+    local want=tests/cuda/golden/$name.cu
+    "$bin" "$file" "$n" --emit "$rank" "$@" >"$tmp/$name.cu" 2>&1
+    if [ "${UPDATE_GOLDEN:-0}" = 1 ]; then
+        mkdir -p tests/cuda/golden && cp "$tmp/$name.cu" "$want" && echo "ok golden/$name (updated)"
+    elif cmp -s "$tmp/$name.cu" "$want"; then
+        echo "ok golden/$name"
+    else
+        echo "FAIL golden/$name: generated CUDA differs from $want (UPDATE_GOLDEN=1 to accept):"
+        diff "$want" "$tmp/$name.cu" | head -20
+    fi
+}
+golden allpairs_N4_r1_bf16_sum algorithms/allreduce/allpairs.ccl 4 1 --dtype bf16 --op sum
+golden ring_N4_r2_f32_max algorithms/allreduce/ring.ccl 4 2 --dtype f32 --op max
+exit 0
