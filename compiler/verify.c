@@ -208,6 +208,15 @@ static int block_of(const Shape *sh, int rank, int tb)
     return sh->blk[rank * sh->maxtb + tb];
 }
 
+/* Some block of the rank, or -1 when it has none. */
+static int first_block(const Shape *sh, int rank)
+{
+    for (int t = 0; t < sh->maxtb; t++)
+        if (block_of(sh, rank, t) >= 0)
+            return block_of(sh, rank, t);
+    return -1;
+}
+
 /* "rank 2" or "rank 2 tb 1", for messages. */
 static const char *where_text(const Shape *sh, int rank, int tb, char *buf, size_t size)
 {
@@ -595,7 +604,8 @@ typedef struct {
     SimMode m;
     Reporter *rep;
     int nparity, ncells;
-    int *vc;              /* nb x nb: vc[b * nb + x] = what block b knows of block x */
+    int nt;               /* clock threads: the blocks, then one caller per rank */
+    int *vc;              /* nt x nt: vc[b * nt + x] = what thread b knows of thread x */
     Snap **snap;          /* per block: its current clock as sent, or NULL */
     char *pending;        /* per block: a signal was sent; advance before the next access */
     int *pc, *call, *state;
@@ -652,14 +662,16 @@ static int sim_init(Sim *s, const Shape *sh, SimMode m, Reporter *rep)
     s->m = m;
     s->rep = rep;
     s->nparity = m.ncalls > 1 && p->protocol == PROTO_LL ? 2 : 1;
+
     int64_t cells = (int64_t)s->nparity * sh->n * sh->rank_cells;
-    if (cells > MAX_CELLS || (int64_t)sh->nb * sh->nb > MAX_SYNC_SLOTS || (int64_t)sh->nb * sh->n > MAX_SYNC_SLOTS)
+    int nb = sh->nb, nt = nb + sh->n;
+    if (cells > MAX_CELLS || (int64_t)nt * nt > MAX_SYNC_SLOTS || (int64_t)nb * sh->n > MAX_SYNC_SLOTS)
         return -1;
     s->ncells = (int)cells;
-    int nb = sh->nb;
-    s->vc = xcalloc((size_t)nb * (size_t)nb, sizeof *s->vc);
-    for (int b = 0; b < nb; b++)
-        s->vc[b * nb + b] = 1;
+    s->nt = nt;
+    s->vc = xcalloc((size_t)nt * (size_t)nt, sizeof *s->vc);
+    for (int b = 0; b < nt; b++)
+        s->vc[b * nt + b] = 1;
     s->snap = xcalloc((size_t)nb, sizeof *s->snap);
     s->pending = xcalloc((size_t)nb, 1);
     s->pc = xcalloc((size_t)nb, sizeof *s->pc);
@@ -733,56 +745,112 @@ static const Step *step_at(const Sim *s, int b, int i)
     return &s->sh->p->blocks[b].steps[i];
 }
 
+static int expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chunk, int *nexp);
+
+/* The rank of an access's thread (a block, or the caller of a rank). */
+static int access_rank(const Sim *s, Access x)
+{
+    return x.block < s->sh->nb ? s->sh->p->blocks[x.block].rank : x.block - s->sh->nb;
+}
+
+static SrcLoc access_loc(const Sim *s, Access x)
+{
+    return x.step >= 0 ? step_at(s, x.block, x.step)->loc : s->sh->p->name_loc;
+}
+
+/* "'put' at line 9 on rank 1 (in call 2) writes it", or the caller's part. */
+static void access_text(const Sim *s, Access x, int is_write, int cross, Str *out)
+{
+    const Shape *sh = s->sh;
+    if (x.step < 0) {
+        if (is_write)
+            str_printf(out, "the caller on rank %d writes the next call's input into it", access_rank(s, x));
+        else if (cross)
+            str_printf(out, "the caller on rank %d reads call %d's result in it", access_rank(s, x), x.call + 1);
+        else
+            str_printf(out, "the caller on rank %d reads the result after the call", access_rank(s, x));
+        return;
+    }
+    const Block *bl = &sh->p->blocks[x.block];
+    const Step *st = step_at(s, x.block, x.step);
+    char w[48];
+    str_printf(out, "'%s' at line %d on %s", step_name(st->kind), st->loc.line,
+               where_text(sh, bl->rank, bl->tb, w, sizeof w));
+    if (cross)
+        str_printf(out, " in call %d", x.call + 1);
+    str_printf(out, " %s it", is_write ? "writes" : "reads");
+}
+
 /* Reports a race between an earlier access `prev` and the current one `cur` on chunk
  * (rank, buf, chunk): once per pair of statements, at most MAX_RACE_REPORTS. */
 static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, int rank, int buf, int chunk)
 {
     const Shape *sh = s->sh;
     /* Within a call the message names the writer first and points at the reader (where
-     * a wait belongs); across calls it points at the second call's access. */
+     * a wait belongs); across calls it names the first call's access first and points
+     * at the other; the caller's accesses between calls are never pointed at. */
     if (prev.call == cur.call ? (cur_w && !prev_w) : prev.call > cur.call) {
         Access t = prev;
         int tw = prev_w;
         prev = cur, prev_w = cur_w;
         cur = t, cur_w = tw;
     }
-    const Block *pb = &sh->p->blocks[prev.block], *cb = &sh->p->blocks[cur.block];
-    const Step *ps = step_at(s, prev.block, prev.step), *cs = step_at(s, cur.block, cur.step);
+    SrcLoc pl = access_loc(s, prev), cl = access_loc(s, cur);
     for (int i = 0; i < s->race_seen.n; i++) {
         SrcLoc x = s->race_seen.v[i], y = s->race_other[i];
-        if ((same_loc(x, cs->loc) && same_loc(y, ps->loc)) || (same_loc(x, ps->loc) && same_loc(y, cs->loc)))
+        if ((same_loc(x, cl) && same_loc(y, pl)) || (same_loc(x, pl) && same_loc(y, cl)))
             return;
     }
     if (s->race_seen.n < MAX_SEEN) {
-        s->race_other[s->race_seen.n] = ps->loc;
-        s->race_seen.v[s->race_seen.n++] = cs->loc;
+        s->race_other[s->race_seen.n] = pl;
+        s->race_seen.v[s->race_seen.n++] = cl;
     }
     if (s->nraces >= MAX_RACE_REPORTS) {
         s->races_hidden++;
         return;
     }
     s->nraces++;
-    char cell[96], w1[48], w2[48];
+    char cell[96];
     cell_text(sh, rank, buf, chunk, cell, sizeof cell);
     const char *kind = buf >= BUF_SCRATCH0 ? "scratch " : "";
-    where_text(sh, pb->rank, pb->tb, w1, sizeof w1);
-    where_text(sh, cb->rank, cb->tb, w2, sizeof w2);
-    if (prev.call != cur.call) {
-        rep_error(s->rep, cs->loc, "cross-call race on %s%s: '%s' at line %d on %s in call %d %s it while '%s' at "
-                  "line %d on %s in call %d %s it; nothing orders them (the next call may start on rank %d while "
-                  "rank %d is still in this one: make rank %d wait for rank %d before reusing the buffer%s)", kind,
-                  cell, step_name(ps->kind), ps->loc.line, w1, prev.call + 1, prev_w ? "writes" : "reads",
-                  step_name(cs->kind), cs->loc.line, w2, cur.call + 1, cur_w ? "writes" : "reads", cb->rank,
-                  pb->rank, cb->rank, pb->rank,
-                  buf >= BUF_SCRATCH0 ? ", or use protocol ll, whose scratch alternates between calls" : "");
+    int cross = prev.call != cur.call;
+    Str msg = {0};
+    str_printf(&msg, "%s on %s%s: ", cross ? "cross-call race" : "data race", kind, cell);
+    access_text(s, prev, prev_w, cross, &msg);
+    str_printf(&msg, " while ");
+    access_text(s, cur, cur_w, cross, &msg);
+    int pr = access_rank(s, prev), cr = access_rank(s, cur);
+    if (!cross && cur.step < 0) {
+        str_printf(&msg, "; nothing orders them (rank %d's call may end before the data arrives: make it wait for "
+                   "rank %d after the write)", cr, pr);
+    } else if (!cross) {
+        str_printf(&msg, "; nothing orders them (add %s)", pr == cr ? "a barrier or signal/wait" : "signal/wait");
+    } else if (prev.step < 0 || cur.step < 0) {
+        /* The caller's side: the peer's next call may overwrite a result not yet
+         * consumed, or the peer may still read an input the caller replaces. */
+        int peer = prev.step < 0 ? cr : pr, owner = prev.step < 0 ? pr : cr;
+        if (cur_w && cur.step >= 0)
+            str_printf(&msg, "; nothing orders them (rank %d's next call may write it before rank %d's caller has "
+                       "read it: make rank %d wait for a signal that rank %d sends in the new call)", peer, owner,
+                       peer, owner);
+        else
+            str_printf(&msg, "; nothing orders them (rank %d's call may end while rank %d still reads its buffer: "
+                       "make rank %d wait for rank %d before it ends)", owner, peer, owner, peer);
     } else {
-        rep_error(s->rep, cs->loc, "data race on %s%s: '%s' at line %d on %s %s it while '%s' at line %d on %s %s "
-                  "it; nothing orders them (add %s)", kind, cell, step_name(ps->kind), ps->loc.line, w1,
-                  prev_w ? "writes" : "reads", step_name(cs->kind), cs->loc.line, w2, cur_w ? "writes" : "reads",
-                  pb->rank == cb->rank ? "a barrier or signal/wait" : "signal/wait");
+        str_printf(&msg, "; nothing orders them (the next call may start on rank %d while rank %d is still in this "
+                   "one: make rank %d wait for rank %d before reusing the buffer%s)", cr, pr, cr, pr,
+                   buf >= BUF_SCRATCH0 ? ", or use protocol ll, whose scratch alternates between calls" : "");
     }
-    if (ps->loc.line != cs->loc.line || ps->loc.col != cs->loc.col)
-        rep_note(s->rep, ps->loc, "the other access: '%s' on %s", step_name(ps->kind), w1);
+    SrcLoc at = cur.step >= 0 ? cl : pl;
+    rep_error(s->rep, at, "%s", str_get(&msg));
+    free(msg.s);
+    Access other = cur.step >= 0 ? prev : cur;
+    if (other.step >= 0 && !same_loc(pl, cl)) {
+        char w[48];
+        const Block *ob = &sh->p->blocks[other.block];
+        rep_note(s->rep, access_loc(s, other), "the other access: '%s' on %s",
+                 step_name(step_at(s, other.block, other.step)->kind), where_text(sh, ob->rank, ob->tb, w, sizeof w));
+    }
 }
 
 /* Checks one access against the chunk's history, then records it. */
@@ -790,7 +858,7 @@ static void sim_access(Sim *s, Access cur, int is_write, int rank, int buf, int 
 {
     int cell = sim_cell(s, rank, buf, chunk, cur.call);
     CellLog *L = &s->log[cell];
-    const int *known = &s->vc[cur.block * s->sh->nb];
+    const int *known = &s->vc[cur.block * s->nt];
     if (L->has_w && L->w.block != cur.block) {
         s->pairs++;
         if (L->w.epoch > known[L->w.block] && (!s->m.cross_only || L->w.call != cur.call))
@@ -872,11 +940,11 @@ static void sim_data(Sim *s, int b, int i)
     const Step *st = step_at(s, b, i);
     const Block *bl = &s->sh->p->blocks[b];
     if (s->pending[b]) {
-        s->vc[b * s->sh->nb + b]++;
+        s->vc[b * s->nt + b]++;
         s->pending[b] = 0;
         clock_changed(s, b);
     }
-    Access cur = {b, i, s->call[b], s->vc[b * s->sh->nb + b]};
+    Access cur = {b, i, s->call[b], s->vc[b * s->nt + b]};
     int count = st->dst.count;
     for (int o = 0; o < st->nsrc; o++)
         for (int j = 0; j < count && j < st->src[o].count; j++)
@@ -928,8 +996,8 @@ static void sim_signal(Sim *s, int b, const Step *st)
     if (wb < 0)
         return; /* reported by check_sem_counts */
     if (!s->snap[b]) {
-        Snap *sn = xcalloc(1, sizeof *sn + sizeof(int) * (size_t)sh->nb);
-        memcpy(sn->v, &s->vc[b * sh->nb], sizeof(int) * (size_t)sh->nb);
+        Snap *sn = xcalloc(1, sizeof *sn + sizeof(int) * (size_t)s->nt);
+        memcpy(sn->v, &s->vc[b * s->nt], sizeof(int) * (size_t)s->nt);
         sn->refs = 1;
         s->snap[b] = sn;
     }
@@ -956,8 +1024,8 @@ static int sim_wait(Sim *s, int b, const Step *st)
     sem->head = q->next;
     if (!sem->head)
         sem->tail = NULL;
-    int *mine = &s->vc[b * sh->nb];
-    for (int x = 0; x < sh->nb; x++)
+    int *mine = &s->vc[b * s->nt];
+    for (int x = 0; x < s->nt; x++)
         if (q->snap->v[x] > mine[x])
             mine[x] = q->snap->v[x];
     snap_unref(q->snap);
@@ -1010,34 +1078,84 @@ static int sim_block(Sim *s, int b)
     return moved;
 }
 
+/* When every block of rank r has ended call `call`, the caller on rank r consumes
+ * out@r (where the collective defines it) and, before a next call, writes the next
+ * in@r. Peers may still be in this call, or already in the next one, so these accesses
+ * race with theirs unless a handshake orders them: this catches a rank that returns
+ * before its output has arrived, and a next call that overwrites a result or an input
+ * still in use. `join` is the rank's joined clock; it comes back with the caller's. */
+static void sim_caller(Sim *s, int r, int call, int *join)
+{
+    const Shape *sh = s->sh;
+    int h = sh->nb + r, nt = s->nt;
+    memcpy(&s->vc[h * nt], join, sizeof *join * (size_t)nt);
+    s->vc[h * nt + h]++;
+    Access cur = {h, -1, call, s->vc[h * nt + h]};
+    int *er = xcalloc((size_t)sh->n, sizeof *er), *ec = xcalloc((size_t)sh->n, sizeof *ec), ne;
+    for (int i = 0; i < sh->p->buf_chunks[BUF_OUT]; i++)
+        if (expected(sh, r, i, er, ec, &ne))
+            sim_access(s, cur, 0, r, BUF_OUT, i);
+    cur.call = call + 1;
+    if (call + 1 < s->m.ncalls)
+        for (int i = 0; i < sh->p->buf_chunks[BUF_IN]; i++)
+            sim_access(s, cur, 1, r, BUF_IN, i);
+    free(er);
+    free(ec);
+    memcpy(join, &s->vc[h * nt], sizeof *join * (size_t)nt);
+}
+
+/* The end of the last call: every rank's caller reads its result. Nothing happens
+ * after, so doing this once the whole run is over respects happens-before. */
+static void sim_end(Sim *s)
+{
+    const Shape *sh = s->sh;
+    int nt = s->nt;
+    int *join = xcalloc((size_t)nt, sizeof *join);
+    for (int r = 0; r < sh->n; r++) {
+        memset(join, 0, sizeof *join * (size_t)nt);
+        for (int t = 0; t < sh->maxtb; t++) {
+            int b = block_of(sh, r, t);
+            if (b >= 0)
+                for (int x = 0; x < nt; x++)
+                    if (s->vc[b * nt + x] > join[x])
+                        join[x] = s->vc[b * nt + x];
+        }
+        sim_caller(s, r, s->m.ncalls - 1, join);
+    }
+    free(join);
+}
+
 /* Releases rank r's blocks when all of them stand at a barrier (or at the end of a
  * call: the next call's kernel starts once the whole previous one ended). */
 static int sim_barrier(Sim *s, int r)
 {
     const Shape *sh = s->sh;
-    int nb = sh->nb, any = 0;
+    int nt = s->nt, any = 0, all_boundary = 1;
     for (int t = 0; t < sh->maxtb; t++) {
         int b = block_of(sh, r, t);
         if (b >= 0 && s->state[b] != AT_BARRIER)
             return 0;
-        any |= b >= 0;
+        if (b >= 0)
+            any = 1, all_boundary &= s->boundary[b];
     }
     if (!any)
         return 0;
-    int *join = xcalloc((size_t)nb, sizeof *join);
+    int *join = xcalloc((size_t)nt, sizeof *join);
     for (int t = 0; t < sh->maxtb; t++) {
         int b = block_of(sh, r, t);
         if (b >= 0)
-            for (int x = 0; x < nb; x++)
-                if (s->vc[b * nb + x] > join[x])
-                    join[x] = s->vc[b * nb + x];
+            for (int x = 0; x < nt; x++)
+                if (s->vc[b * nt + x] > join[x])
+                    join[x] = s->vc[b * nt + x];
     }
+    if (all_boundary)
+        sim_caller(s, r, s->call[block_of(sh, r, 0) >= 0 ? block_of(sh, r, 0) : first_block(sh, r)], join);
     for (int t = 0; t < sh->maxtb; t++) {
         int b = block_of(sh, r, t);
         if (b < 0)
             continue;
-        memcpy(&s->vc[b * nb], join, sizeof *join * (size_t)nb);
-        s->vc[b * nb + b]++;
+        memcpy(&s->vc[b * nt], join, sizeof *join * (size_t)nt);
+        s->vc[b * nt + b]++;
         s->pending[b] = 0;
         clock_changed(s, b);
         if (s->boundary[b]) {
@@ -1069,6 +1187,8 @@ static void sim_run(Sim *s)
     for (int b = 0; b < s->sh->nb; b++)
         if (s->state[b] != DONE)
             s->stuck = 1;
+    if (!s->stuck)
+        sim_end(s);
 }
 
 /* ---- deadlock: the cycle of blocked blocks ---- */
@@ -1599,7 +1719,9 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     int main_ok = rep->nerrors == errors0;
     if (main_ok) {
         Sim s2;
-        if (sim_init(&s2, &sh, (SimMode){.ncalls = 2, .cross_only = 1}, rep) == 0) {
+        /* LL alternates scratch halves, so calls 1 and 3 are the ones that share. */
+        int ncalls = p->protocol == PROTO_LL ? 3 : 2;
+        if (sim_init(&s2, &sh, (SimMode){.ncalls = ncalls, .cross_only = 1}, rep) == 0) {
             sim_run(&s2);
             f->cross_pairs = s2.pairs;
             f->ll_parity = s2.nparity == 2;
@@ -1689,10 +1811,12 @@ void verify_explain(FILE *out, const Program *p, const Proof *proof)
             "happens-before (%ld signal->wait and barrier edges)\n", proof->race_free ? yes : no, f.pairs, f.edges);
     fprintf(out, "  no deadlock:      %s: %ld signals, each matched by a wait on the same semaphore; %ld barriers; "
             "the simulated run completes\n", proof->deadlock_free ? yes : no, f.sync.nsignals, f.sync.nbarriers);
-    fprintf(out, "  across calls:     %s: two back-to-back calls (the second starting on each rank when that rank's "
-            "first ends) are race-free, %ld access pairs checked", proof->cross_call_safe ? yes : no, f.cross_pairs);
+    fprintf(out, "  across calls:     %s: %s back-to-back calls (each starting on a rank when that rank's previous "
+            "call ends; between them the caller reads out and rewrites in) are race-free, %ld access pairs "
+            "checked", proof->cross_call_safe ? yes : no, p->protocol == PROTO_LL ? "three" : "two", f.cross_pairs);
     if (p->protocol == PROTO_LL)
-        fprintf(out, "; protocol ll double-buffers scratch by call parity, so calls 1 and 2 never share scratch");
+        fprintf(out, "; protocol ll double-buffers scratch by call parity, so consecutive calls never share scratch "
+                "and calls 1 and 3 are checked instead");
     fprintf(out, "\n");
     if (!proof->inplace_applicable)
         fprintf(out, "  in-place:         not applicable: %s\n", proof->inplace_reason ? proof->inplace_reason : "");
