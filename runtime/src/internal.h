@@ -59,7 +59,8 @@ typedef struct {
 typedef struct {
     size_t lo, hi;
     int n, cap;
-    struct CclRange { size_t off, size; int user; } *used; /* sorted by offset */
+    struct CclRange { size_t off, size, bytes; int user; } *used; /* sorted by offset;
+                                     size: rounded up, bytes: as asked */
 } CclHeapAlloc;
 
 void ccl__heap_alloc_init(CclHeapAlloc *h, size_t lo, size_t hi);
@@ -106,6 +107,16 @@ struct ccl_comm {
     size_t stage_off[2], stage_bytes[2];  /* [0]: in, [1]: out */
     int nretired;
     size_t *retired;                 /* heap offsets freed at destroy */
+    /* Private staging (malloc) for buffers only this rank touches: an in-place call the
+     * plan is not proved for, a NULL buffer a rooted collective ignores. Retired blocks
+     * are freed at the next synchronize. */
+    void *priv[2];
+    size_t priv_bytes[2];
+    int npriv_retired;
+    void **priv_retired;
+    /* Standard collectives: which (collective, root) the shipped library was loaded
+     * for, 6 * nranks flags (lazily allocated). */
+    unsigned char *lib_tried;
 
     /* Algorithms loaded by this comm: for free at destroy and for dispatch. */
     int nalgs, algs_cap;
@@ -131,11 +142,21 @@ ccl_result_t ccl__set_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, .
  * ones are dropped); ccl_comm_synchronize returns it. Thread-safe. */
 void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* For entry points that start work: CCL_OK, or the failure that made comm unusable
+ * (reported once as it happened, then as "failed earlier"), with the message set. */
+ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn);
 /* Stops this rank and, through their heap headers, every peer (see CclHeapHeader). */
 void ccl__abort_all(ccl_comm_t *comm);
 /* The all-rank barrier on the heap headers; bounded by the timeout. 0 or -1 (timeout or
  * abort, message in err). Called by one thread per rank, in the same order on every rank. */
 int ccl__rank_barrier(ccl_comm_t *comm, char *err, size_t errlen);
+/* snprintf that may truncate on purpose (messages, paths); using the result keeps
+ * -Wformat-truncation quiet about the intended truncation. */
+#define CCL__FMT(buf, len, ...)                         \
+    do {                                                \
+        if (snprintf((buf), (len), __VA_ARGS__) < 0)    \
+            (buf)[0] = 0;                               \
+    } while (0)
 /* Monotonic milliseconds. */
 double ccl__now_ms(void);
 /* Spin-then-yield-then-sleep backoff for waits; `iter` counts calls from 0. */
@@ -180,6 +201,20 @@ struct ccl_algorithm {
     int from_library;                /* loaded by the standard-collective dispatch */
     void *be_alg;                    /* the backend's per-algorithm state */
 };
+
+/* ccl_algorithm_load's work, with `fn` naming the user's entry point in messages. */
+ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, int root, const char *fn,
+                                 ccl_algorithm_t **out);
+/* Checks the arguments of one call, resolves buffers, scratch and staging into a
+ * CclCall and hands it to the backend; `fn` names the user's entry point. */
+ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t count, ccl_dtype_t dtype,
+                      ccl_op_t op, void *stream, const char *fn);
+/* ccl_all_reduce and friends: the algorithm to run (registered or from the library). */
+ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, const char *fn,
+                       ccl_algorithm_t **alg);
+
+/* Frees alg (synchronizing its comm first) and drops it from the comm's lists. */
+void ccl__algorithm_destroy(ccl_algorithm_t *alg);
 
 /* Layout arithmetic of docs/internals.md, shared by every backend. */
 static inline size_t ccl__align_elems(size_t esize) { return esize >= 16 ? 1 : 16 / esize; }
@@ -236,9 +271,11 @@ typedef struct {
      * at comm->heap_base[peer] + in_off. */
     size_t in_off, out_off;
     size_t scratch_off;              /* heap offset of this call's scratch region */
-    int divide;                      /* op == avg: after the plan (and an all-rank
-                                        barrier), divide this rank's out by N, then
-                                        barrier again, before the copy-out */
+    /* avg on a reducing collective: divide = N on every rank, which then, after the
+     * plan, passes an all-rank barrier, divides its out by N when divide_here (every
+     * rank but a reduce's non-roots), and passes a second barrier, before the copy-out.
+     * The barriers keep peers from reading out while it is being divided. 0: no avg. */
+    int divide, divide_here;
     int slices;
 } CclCall;
 

@@ -1,0 +1,621 @@
+/* run_cmd.c: `cclc run FILE --ranks N ...`, an algorithm run on real data and checked.
+ *
+ * Takes an algorithm file and a run's shape; loads the algorithm through libccl (the
+ * same path users take), fills every rank's input with data whose correct result is
+ * exactly representable, runs K back-to-back calls with fresh data each time, and
+ * compares every element of every rank's output with a host reference. Exactness by
+ * construction: inputs are small integers chosen per dtype and op so that every partial
+ * result of any reduction order is an integer the dtype holds exactly (fp8 e5m2 holds
+ * every integer up to 8, e4m3 up to 16, bf16 256, f16 2048, f32 2^24); products use
+ * {-1, 1, 2}, so they are powers of two; avg uses x + d_r with the d_r cancelling in
+ * pairs, so the sum is N*x and avg is x. The tolerance is therefore zero for every
+ * dtype (integers wrap exactly as the library does).
+ *
+ * Modes: by default one process drives all N ranks as threads (ccl_comm_init_all).
+ * Under mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE set) every process is one rank
+ * (ccl_comm_init_rank over the shm bootstrap of runtime/src/bootstrap_env.c, so cclc
+ * does not link MPI); ranks exchange verdicts at the end and rank 0 prints.
+ *
+ * Exit: 0 every element right, 1 something wrong (wrong data, a failed call, an
+ * algorithm that does not compile), 2 usage (bad options, N not admitted). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cclc.h"
+#include "internal.h"
+
+typedef struct {
+    const char *file;
+    int nranks;              /* 0: not given */
+    ccl_backend_t backend;
+    size_t count;
+    ccl_dtype_t dtype;
+    ccl_op_t op;
+    int iters;
+    int inplace;
+    int host_buffers;        /* malloc'd buffers (staged) instead of ccl_mem_alloc */
+    uint64_t seed;
+    int root;
+    int timeout_ms;
+} RunOpts;
+
+/* What one rank found; exchanged between processes under mpirun. */
+typedef struct {
+    int32_t failed_call;     /* a call returned an error */
+    int32_t pad;
+    uint64_t wrong;          /* wrong elements */
+    double ms;               /* time spent in calls, all iterations */
+    char first[480];         /* the first problem, as text */
+} Verdict;
+
+static int usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "cclc run: error: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nusage: cclc run FILE --ranks N [--backend cpu|gpu] [--count C] [--dtype T] [--op O]\n"
+                    "                [--iters K] [--inplace] [--seed S] [--root R] [--host-buffers]\n"
+                    "                [--timeout-ms T]\n");
+    return 2;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!s || !*s || *s == '-')
+        return -1;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno)
+        return -1;
+    if (*end == 'K' || *end == 'k')
+        v <<= 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        v <<= 20, end++;
+    if (*end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, RunOpts *o)
+{
+    *o = (RunOpts){.count = 4096, .dtype = CCL_F32, .op = CCL_SUM, .iters = 3, .seed = 1};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t x;
+        if (a[0] != '-' || !a[1]) {
+            if (o->file)
+                return usage("unexpected argument '%s' (one FILE per run)", a);
+            o->file = a;
+            continue;
+        }
+        if (!strcmp(a, "--inplace")) {
+            o->inplace = 1;
+            continue;
+        }
+        if (!strcmp(a, "--host-buffers")) {
+            o->host_buffers = 1;
+            continue;
+        }
+        int known = !strcmp(a, "--ranks") || !strcmp(a, "--backend") || !strcmp(a, "--count") ||
+                    !strcmp(a, "--dtype") || !strcmp(a, "--op") || !strcmp(a, "--iters") ||
+                    !strcmp(a, "--seed") || !strcmp(a, "--root") || !strcmp(a, "--timeout-ms");
+        if (!known)
+            return usage("unknown option '%s'", a);
+        if (!v)
+            return usage("option '%s' needs a value", a);
+        i++;
+        if (!strcmp(a, "--ranks")) {
+            if (parse_u64(v, &x) || x < 1 || x > CCLC_MAX_RANKS)
+                return usage("--ranks '%s' is not a rank count (1..1024)", v);
+            o->nranks = (int)x;
+        } else if (!strcmp(a, "--backend")) {
+            if (!strcmp(v, "cpu"))
+                o->backend = CCL_BACKEND_CPU;
+            else if (!strcmp(v, "gpu"))
+                o->backend = CCL_BACKEND_GPU;
+            else
+                return usage("--backend '%s' is not cpu or gpu", v);
+        } else if (!strcmp(a, "--count")) {
+            if (parse_u64(v, &x) || x > ((uint64_t)1 << 36))
+                return usage("--count '%s' is not an element count", v);
+            o->count = (size_t)x;
+        } else if (!strcmp(a, "--dtype")) {
+            if (ccl_dtype_parse(v, &o->dtype))
+                return usage("--dtype '%s' is not one of f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3, fp8_e5m2", v);
+        } else if (!strcmp(a, "--op")) {
+            if (ccl_op_parse(v, &o->op))
+                return usage("--op '%s' is not one of sum, prod, min, max, avg", v);
+        } else if (!strcmp(a, "--iters")) {
+            if (parse_u64(v, &x) || x < 1 || x > 1000000)
+                return usage("--iters '%s' is not a positive count", v);
+            o->iters = (int)x;
+        } else if (!strcmp(a, "--seed")) {
+            if (parse_u64(v, &x))
+                return usage("--seed '%s' is not a number", v);
+            o->seed = x;
+        } else if (!strcmp(a, "--root")) {
+            if (parse_u64(v, &x) || x >= CCLC_MAX_RANKS)
+                return usage("--root '%s' is not a rank", v);
+            o->root = (int)x;
+        } else if (!strcmp(a, "--timeout-ms")) {
+            if (parse_u64(v, &x) || x < 1 || x > (1u << 30))
+                return usage("--timeout-ms '%s' is not a positive number", v);
+            o->timeout_ms = (int)x;
+        }
+    }
+    if (!o->file)
+        return usage("%s", "no algorithm FILE given");
+    return 0;
+}
+
+/* ---- data ---- */
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* The largest integer magnitude below which every integer is exact in the dtype. */
+static int64_t exact_range(ccl_dtype_t t)
+{
+    switch (t) {
+    case CCL_FP8_E5M2: return 8;
+    case CCL_FP8_E4M3: return 16;
+    case CCL_BF16: return 256;
+    case CCL_F16: return 2048;
+    case CCL_U8: return 255;
+    default: return 1 << 20;
+    }
+}
+
+typedef struct {
+    const RunOpts *o;
+    Collective coll;
+    int N;
+    int iter;
+    int64_t a, m;            /* value bound; avg: the delta bound */
+} Gen;
+
+static uint64_t h(const Gen *g, int rank, size_t idx, uint64_t salt)
+{
+    return mix(g->o->seed * 0x100000001b3ull ^ mix((uint64_t)g->iter << 40 ^ (uint64_t)rank << 20 ^ salt) ^ mix(idx));
+}
+
+static int64_t uniform(uint64_t r, int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(r % (uint64_t)(hi - lo + 1));
+}
+
+/* Rank `rank`'s input element idx (index into its whole `in` buffer). */
+static int64_t gen_value(const Gen *g, int rank, size_t idx)
+{
+    int is_u8 = g->o->dtype == CCL_U8;
+    int reducing = g->coll == COLL_ALLREDUCE || g->coll == COLL_REDUCE_SCATTER || g->coll == COLL_REDUCE;
+    uint64_t r = h(g, rank, idx, 1);
+    if (!reducing || g->o->op == CCL_MIN || g->o->op == CCL_MAX || g->o->op == CCL_SUM)
+        return uniform(r, is_u8 ? 0 : -g->a, g->a);
+    if (g->o->op == CCL_PROD) {
+        static const int64_t s[] = {-1, 1, 1, 2}, u[] = {1, 1, 1, 2};
+        return is_u8 ? u[r % 4] : s[r % 4];
+    }
+    /* avg: x (shared by all ranks at idx) + d, where ranks 2j and 2j+1 get +d and -d. */
+    uint64_t rx = h(g, 0, idx, 2), rd = h(g, rank & ~1, idx, 3);
+    int64_t x = is_u8 ? uniform(rx, g->m, g->a - g->m) : uniform(rx, -(g->a - g->m), g->a - g->m);
+    int64_t d = uniform(rd, 0, g->m);
+    if ((rank | 1) >= g->N)
+        d = 0; /* the unpaired last rank */
+    return rank & 1 ? x - d : x + d;
+}
+
+static void gen_setup(Gen *g, const RunOpts *o, Collective coll, int N)
+{
+    g->o = o;
+    g->coll = coll;
+    g->N = N;
+    int64_t R = exact_range(o->dtype);
+    int reducing = coll == COLL_ALLREDUCE || coll == COLL_REDUCE_SCATTER || coll == COLL_REDUCE;
+    g->a = reducing && (o->op == CCL_SUM || o->op == CCL_AVG) ? R / N : R;
+    if (g->a < 1)
+        g->a = 1;
+    g->m = g->a / 2;
+}
+
+static void store(void *buf, size_t idx, int64_t v, ccl_dtype_t t)
+{
+    char *p = (char *)buf + idx * ccl_dtype_size(t);
+    switch (t) {
+    case CCL_F32: *(float *)p = (float)v; break;
+    case CCL_F64: *(double *)p = (double)v; break;
+    case CCL_I32: *(int32_t *)p = (int32_t)v; break;
+    case CCL_I64: *(int64_t *)p = v; break;
+    case CCL_U8: *(uint8_t *)p = (uint8_t)v; break;
+    default: ccl__from_float(p, (float)v, t); break;
+    }
+}
+
+static double load(const void *buf, size_t idx, ccl_dtype_t t)
+{
+    return ccl__load_double((const char *)buf + idx * ccl_dtype_size(t), t);
+}
+
+/* The exact result of reducing element idx of every rank's input, as the dtype holds it. */
+static double reduced(const Gen *g, size_t idx)
+{
+    const RunOpts *o = g->o;
+    int64_t acc = gen_value(g, 0, idx);
+    for (int r = 1; r < g->N; r++) {
+        int64_t v = gen_value(g, r, idx);
+        switch (o->op) {
+        case CCL_SUM: case CCL_AVG: acc += v; break;
+        case CCL_PROD: acc = (int64_t)((uint64_t)acc * (uint64_t)v); break;
+        case CCL_MIN: acc = v < acc ? v : acc; break;
+        case CCL_MAX: acc = v > acc ? v : acc; break;
+        default: break;
+        }
+    }
+    if (o->op == CCL_AVG)
+        acc /= g->N;
+    if (o->dtype == CCL_U8)
+        acc = (uint8_t)acc;
+    else if (o->dtype == CCL_I32)
+        acc = (int32_t)(uint32_t)acc;
+    return (double)acc;
+}
+
+/* The expected element j of rank r's out, or NAN-free flag 0 when unspecified. */
+static int expected(const Gen *g, int r, size_t j, size_t count, double *out)
+{
+    const RunOpts *o = g->o;
+    switch (g->coll) {
+    case COLL_ALLREDUCE: *out = reduced(g, j); return 1;
+    case COLL_REDUCE:
+        if (r != o->root)
+            return 0;
+        *out = reduced(g, j);
+        return 1;
+    case COLL_REDUCE_SCATTER: *out = reduced(g, (size_t)r * count + j); return 1;
+    case COLL_ALLGATHER: *out = (double)gen_value(g, (int)(j / count), j % count); break;
+    case COLL_ALLTOALL: *out = (double)gen_value(g, (int)(j / count), (size_t)r * count + j % count); break;
+    case COLL_BROADCAST: *out = (double)gen_value(g, o->root, j); break;
+    }
+    /* Copies: the value as the dtype stored it. */
+    char tmp[16];
+    store(tmp, 0, (int64_t)*out, o->dtype);
+    *out = load(tmp, 0, o->dtype);
+    return 1;
+}
+
+/* ---- one rank's buffers ---- */
+
+typedef struct {
+    void *mem;               /* what was allocated */
+    void *send, *recv;
+    size_t in_elems, out_elems;
+} Bufs;
+
+static int alloc_bufs(ccl_comm_t *comm, const RunOpts *o, Collective coll, int N, int rank, Bufs *b, char *err, size_t len)
+{
+    size_t es = ccl_dtype_size(o->dtype);
+    b->in_elems = (size_t)coll_in_chunks(coll, N, 1) * o->count;
+    b->out_elems = (size_t)coll_out_chunks(coll, N, 1) * o->count;
+    size_t in_bytes = b->in_elems * es, out_bytes = b->out_elems * es;
+    /* In place, NCCL's way: one buffer; allgather sends from its own slot of recv,
+     * reduce_scatter receives into its own slot of send. */
+    size_t total = o->inplace ? (in_bytes > out_bytes ? in_bytes : out_bytes) : in_bytes + out_bytes + 256;
+    if (total == 0)
+        total = 16;
+    if (o->host_buffers) {
+        b->mem = aligned_alloc(256, (total + 255) / 256 * 256);
+        if (!b->mem) {
+            snprintf(err, len, "out of host memory for %zu bytes", total);
+            return -1;
+        }
+    } else if (ccl_mem_alloc(comm, &b->mem, total) != CCL_OK) {
+        snprintf(err, len, "%s", ccl_comm_last_error(comm));
+        return -1;
+    }
+    char *m = b->mem;
+    if (o->inplace) {
+        b->send = m + (coll == COLL_ALLGATHER ? (size_t)rank * o->count * es : 0);
+        b->recv = m + (coll == COLL_REDUCE_SCATTER ? (size_t)rank * o->count * es : 0);
+    } else {
+        b->send = m;
+        b->recv = m + (in_bytes + 255) / 256 * 256;
+    }
+    return 0;
+}
+
+static void free_bufs(ccl_comm_t *comm, const RunOpts *o, Bufs *b)
+{
+    if (o->host_buffers)
+        free(b->mem);
+    else if (b->mem)
+        ccl_mem_free(comm, b->mem);
+}
+
+static void fill(const Gen *g, int rank, Bufs *b)
+{
+    const RunOpts *o = g->o;
+    size_t es = ccl_dtype_size(o->dtype);
+    /* Poison the output first (changing per iteration) so stale results are caught. */
+    memset(b->recv, 0xA5 ^ (g->iter & 0xff), b->out_elems * es);
+    for (size_t i = 0; i < b->in_elems; i++)
+        store(b->send, i, gen_value(g, rank, i), o->dtype);
+}
+
+static void check(const Gen *g, int rank, const Bufs *b, Verdict *v)
+{
+    const RunOpts *o = g->o;
+    for (size_t j = 0; j < b->out_elems; j++) {
+        double want = 0;
+        if (!expected(g, rank, j, o->count, &want))
+            continue;
+        double got = load(b->recv, j, o->dtype);
+        if (got == want)
+            continue;
+        if (!v->wrong++)
+            snprintf(v->first, sizeof v->first, "call %d: rank %d out[%zu] = %.17g, expected %.17g", g->iter + 1, rank, j,
+                     got, want);
+    }
+}
+
+static Collective collective_of(const ccl_algorithm_t *alg)
+{
+    const char *name = ccl_algorithm_collective(alg);
+    for (int c = COLL_ALLREDUCE; c <= COLL_REDUCE; c++)
+        if (!strcmp(name, coll_name((Collective)c)))
+            return (Collective)c;
+    return COLL_ALLREDUCE;
+}
+
+/* Prints the summary line; returns the exit status. */
+static int summarize(const RunOpts *o, const char *name, Collective coll, int N, const char *backend, const Verdict *v,
+                     int nv, const char *mode)
+{
+    uint64_t wrong = 0;
+    double ms = 0;
+    const char *first = "";
+    int failed = 0;
+    for (int r = 0; r < nv; r++) {
+        wrong += v[r].wrong;
+        if (v[r].ms > ms)
+            ms = v[r].ms;
+        if (!*first && (v[r].failed_call || v[r].wrong))
+            first = v[r].first;
+        failed |= v[r].failed_call;
+    }
+    const char *result = failed ? "ERROR" : wrong ? "WRONG" : "ok";
+    printf("cclc run: %s (%s) N=%d %s backend=%s dtype=%s op=%s count=%zu iters=%d %s%s: %s",
+           name, coll_name(coll), N, mode, backend, ccl_dtype_name(o->dtype),
+           (coll == COLL_ALLREDUCE || coll == COLL_REDUCE_SCATTER || coll == COLL_REDUCE) ? ccl_op_name(o->op) : "-",
+           o->count, o->iters, o->inplace ? "in-place" : "out-of-place", o->host_buffers ? " host-buffers" : "",
+           result);
+    if (wrong)
+        printf(" (%llu wrong elements; first: %s)", (unsigned long long)wrong, first);
+    else if (failed)
+        printf(" (%s)", first);
+    printf(", %.1f us/call\n", ms * 1000.0 / o->iters);
+    fflush(stdout);
+    return failed || wrong ? 1 : 0;
+}
+
+static int load_status(ccl_result_t r)
+{
+    return r == CCL_ERR_INVALID_ARGUMENT ? 2 : 1;
+}
+
+/* ---- threads mode: one process, N ranks ---- */
+
+static int run_threads(const RunOpts *o)
+{
+    int N = o->nranks;
+    ccl_config_t cfg = {.backend = o->backend, .timeout_ms = o->timeout_ms};
+    ccl_comm_t **comms = calloc((size_t)N, sizeof *comms);
+    ccl_algorithm_t **algs = calloc((size_t)N, sizeof *algs);
+    Bufs *bufs = calloc((size_t)N, sizeof *bufs);
+    Verdict *v = calloc((size_t)N, sizeof *v);
+    int status = 1;
+    if (!comms || !algs || !bufs || !v) {
+        fprintf(stderr, "cclc run: out of memory\n");
+        goto out_free;
+    }
+    ccl_result_t r = ccl_comm_init_all(comms, N, NULL, &cfg);
+    if (r != CCL_OK) {
+        fprintf(stderr, "cclc run: %s\n", ccl_comm_last_error(NULL));
+        status = r == CCL_ERR_UNSUPPORTED ? 2 : 1;
+        goto out_free;
+    }
+    for (int q = 0; q < N; q++) {
+        r = ccl_algorithm_load(comms[q], o->file, o->root, &algs[q]);
+        if (r != CCL_OK) {
+            fprintf(stderr, "cclc run: %s\n", ccl_comm_last_error(comms[q]));
+            status = load_status(r);
+            goto out;
+        }
+    }
+    Collective coll = collective_of(algs[0]);
+    char err[512];
+    for (int q = 0; q < N; q++)
+        if (alloc_bufs(comms[q], o, coll, N, q, &bufs[q], err, sizeof err) != 0) {
+            fprintf(stderr, "cclc run: rank %d: %s\n", q, err);
+            goto out;
+        }
+    Gen g;
+    gen_setup(&g, o, coll, N);
+    double ms = 0;
+    int failed = 0;
+    for (int it = 0; it < o->iters && !failed; it++) {
+        g.iter = it;
+        for (int q = 0; q < N; q++)
+            fill(&g, q, &bufs[q]);
+        double t0 = ccl__now_ms();
+        for (int q = 0; q < N && !failed; q++) {
+            r = ccl_algorithm_run(algs[q], bufs[q].send, bufs[q].recv, o->count, o->dtype, o->op, NULL);
+            if (r != CCL_OK) {
+                v[q].failed_call = 1;
+                snprintf(v[q].first, sizeof v[q].first, "%s", ccl_comm_last_error(comms[q]));
+                failed = 1;
+            }
+        }
+        for (int q = 0; q < N; q++) {
+            r = ccl_comm_synchronize(comms[q]);
+            if (r != CCL_OK && !failed) {
+                v[q].failed_call = 1;
+                snprintf(v[q].first, sizeof v[q].first, "%s", ccl_comm_last_error(comms[q]));
+                failed = 1;
+            }
+        }
+        ms += ccl__now_ms() - t0;
+        if (!failed)
+            for (int q = 0; q < N; q++)
+                check(&g, q, &bufs[q], &v[q]);
+    }
+    for (int q = 0; q < N; q++)
+        v[q].ms = ms;
+    ccl_backend_t be;
+    ccl_comm_backend(comms[0], &be);
+    status = summarize(o, ccl_algorithm_name(algs[0]), coll, N, be == CCL_BACKEND_GPU ? "gpu" : "cpu", v, N, "threads");
+out:
+    for (int q = 0; q < N; q++)
+        if (comms[q]) {
+            free_bufs(comms[q], o, &bufs[q]);
+            ccl_comm_destroy(comms[q]);
+        }
+out_free:
+    free(comms), free(algs), free(bufs), free(v);
+    return status;
+}
+
+/* ---- processes mode: this process is one rank ---- */
+
+static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
+{
+    int N = boot->nranks, me = boot->rank;
+    ccl_config_t cfg = {.backend = o->backend, .timeout_ms = o->timeout_ms};
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int device = lr ? atoi(lr) : 0;
+    ccl_comm_t *comm = NULL;
+    ccl_algorithm_t *alg = NULL;
+    Bufs b = {0};
+    Verdict mine = {0};
+    Collective coll = COLL_ALLREDUCE;
+    const char *name = "?";
+    int status = 0;
+    ccl_result_t r = ccl_comm_init_rank(&comm, boot, device, &cfg);
+    if (r != CCL_OK) {
+        mine.failed_call = 1;
+        snprintf(mine.first, sizeof mine.first, "rank %d: %s", me, ccl_comm_last_error(NULL));
+        status = r == CCL_ERR_UNSUPPORTED ? 2 : 1;
+    }
+    if (!status && (r = ccl_algorithm_load(comm, o->file, o->root, &alg)) != CCL_OK) {
+        mine.failed_call = 1;
+        snprintf(mine.first, sizeof mine.first, "rank %d: %s", me, ccl_comm_last_error(comm));
+        status = load_status(r);
+    }
+    if (!status) {
+        name = ccl_algorithm_name(alg);
+        coll = collective_of(alg);
+        char err[400];
+        if (alloc_bufs(comm, o, coll, N, me, &b, err, sizeof err) != 0) {
+            mine.failed_call = 1;
+            snprintf(mine.first, sizeof mine.first, "rank %d: %s", me, err);
+            status = 1;
+        }
+    }
+    if (!status) {
+        Gen g;
+        gen_setup(&g, o, coll, N);
+        for (int it = 0; it < o->iters; it++) {
+            g.iter = it;
+            fill(&g, me, &b);
+            double t0 = ccl__now_ms();
+            r = ccl_algorithm_run(alg, b.send, b.recv, o->count, o->dtype, o->op, NULL);
+            if (r == CCL_OK)
+                r = ccl_comm_synchronize(comm);
+            mine.ms += ccl__now_ms() - t0;
+            if (r != CCL_OK) {
+                mine.failed_call = 1;
+                snprintf(mine.first, sizeof mine.first, "%s", ccl_comm_last_error(comm));
+                break;
+            }
+            check(&g, me, &b, &mine);
+        }
+    }
+    /* Every rank reports, so rank 0 can print one line for the whole job. */
+    Verdict *all = calloc((size_t)N, sizeof *all);
+    int exchanged = all && boot->allgather(boot->ctx, &mine, all, sizeof mine) == 0;
+    int exit_status;
+    if (!exchanged) {
+        fprintf(stderr, "cclc run: rank %d: could not collect the other ranks' verdicts (a rank died?)%s%s\n", me,
+                mine.first[0] ? "; this rank: " : "", mine.first);
+        exit_status = 1;
+    } else if (status == 2) {
+        if (me == 0)
+            fprintf(stderr, "cclc run: %s\n", mine.first);
+        exit_status = 2;
+    } else {
+        exit_status = 0;
+        for (int q = 0; q < N; q++)
+            if (all[q].failed_call || all[q].wrong)
+                exit_status = 1;
+        if (me == 0) {
+            ccl_backend_t be = CCL_BACKEND_CPU;
+            if (comm)
+                ccl_comm_backend(comm, &be);
+            summarize(o, name, coll, N, be == CCL_BACKEND_GPU ? "gpu" : "cpu", all, N, "processes");
+        }
+    }
+    free(all);
+    if (comm) {
+        free_bufs(comm, o, &b);
+        ccl_comm_destroy(comm);
+    }
+    (void)eb;
+    return exit_status;
+}
+
+int cclc_run_command(int argc, char **argv)
+{
+    RunOpts o;
+    int u = parse_opts(argc, argv, &o);
+    if (u)
+        return u;
+    ccl_bootstrap_t boot;
+    CclEnvBoot *eb = NULL;
+    char err[512];
+    int e = ccl__env_boot_open(&eb, &boot, o.timeout_ms ? 3 * o.timeout_ms : 60000, err, sizeof err);
+    if (e < 0) {
+        fprintf(stderr, "cclc run: %s\n", err);
+        return 1;
+    }
+    if (e == 0) {
+        if (o.nranks && o.nranks != boot.nranks) {
+            ccl__env_boot_close(eb);
+            snprintf(err, sizeof err, "--ranks %d, but mpirun started %d processes", o.nranks, boot.nranks);
+            return boot.rank == 0 ? usage("%s", err) : 2;
+        }
+        o.nranks = boot.nranks;
+        if (o.root >= o.nranks) {
+            ccl__env_boot_close(eb);
+            snprintf(err, sizeof err, "--root %d is not below the %d processes", o.root, o.nranks);
+            return boot.rank == 0 ? usage("%s", err) : 2;
+        }
+        int rc = run_process(&o, eb, &boot);
+        ccl__env_boot_close(eb);
+        return rc;
+    }
+    if (!o.nranks)
+        return usage("%s", "--ranks N is required (outside mpirun)");
+    if (o.root >= o.nranks) {
+        snprintf(err, sizeof err, "--root %d is not below --ranks %d", o.root, o.nranks);
+        return usage("%s", err);
+    }
+    return run_threads(&o);
+}

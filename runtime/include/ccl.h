@@ -1,0 +1,164 @@
+/* ccl.h: the whole public API of libccl.
+ *
+ * libccl runs collective algorithms written in the CCL language (see docs/language.md)
+ * on GPUs (CUDA, symmetric memory over NVLink) or, where no GPU is present, on the CPU
+ * backend (ranks as host threads or as processes sharing POSIX shared memory).
+ *
+ * Conventions, as in NCCL:
+ *  - every call returns a ccl_result_t; CCL_OK is 0. On failure ccl_comm_last_error()
+ *    says what went wrong and which argument, function or peer was at fault. The library
+ *    never prints, exits or aborts on its own.
+ *  - collectives are asynchronous: they are enqueued on `stream` (a cudaStream_t /
+ *    CUstream on the GPU backend; ignored, pass NULL, on the CPU backend) and complete
+ *    in order. ccl_comm_synchronize() waits for everything a communicator enqueued and
+ *    returns the first asynchronous error (a timeout naming rank, thread block,
+ *    statement and peer, for example).
+ *  - `count` is in elements, with NCCL's meaning per collective (docs/api.md).
+ */
+#ifndef CCL_H
+#define CCL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CCL_VERSION_MAJOR 0
+#define CCL_VERSION_MINOR 1
+#define CCL_VERSION_PATCH 0
+
+/* Results, with their strings, from one table. */
+#define CCL_RESULTS(X)                                                                       \
+    X(CCL_OK, "success")                                                                     \
+    X(CCL_ERR_INVALID_ARGUMENT, "invalid argument")                                          \
+    X(CCL_ERR_INVALID_USAGE, "invalid usage (a call out of order or on the wrong object)")  \
+    X(CCL_ERR_COMPILE, "the algorithm did not compile or could not be proved")              \
+    X(CCL_ERR_NO_ALGORITHM, "no loaded algorithm serves this collective")                   \
+    X(CCL_ERR_UNSUPPORTED, "not supported by this backend or build")                        \
+    X(CCL_ERR_NOT_SYMMETRIC, "buffer is not in symmetric memory where it must be")          \
+    X(CCL_ERR_OUT_OF_MEMORY, "out of memory")                                               \
+    X(CCL_ERR_TIMEOUT, "a wait timed out (a peer is dead, slow or the plan is wrong)")      \
+    X(CCL_ERR_PEER_FAILED, "a peer failed or left")                                         \
+    X(CCL_ERR_CUDA, "CUDA driver error")                                                    \
+    X(CCL_ERR_NVRTC, "NVRTC compilation failed")                                            \
+    X(CCL_ERR_SYSTEM, "system call failed")                                                 \
+    X(CCL_ERR_INTERNAL, "internal error in libccl")
+
+typedef enum {
+#define CCL_RESULT_ENUM(name, str) name,
+    CCL_RESULTS(CCL_RESULT_ENUM)
+#undef CCL_RESULT_ENUM
+    CCL_NUM_RESULTS
+} ccl_result_t;
+
+/* The fixed string for a result ("invalid argument"); never NULL. */
+const char *ccl_result_string(ccl_result_t r);
+
+typedef enum {
+    CCL_F32, CCL_F64, CCL_F16, CCL_BF16, CCL_I32, CCL_I64, CCL_U8,
+    CCL_FP8_E4M3, CCL_FP8_E5M2,
+    CCL_NUM_DTYPES
+} ccl_dtype_t;
+
+typedef enum { CCL_SUM, CCL_PROD, CCL_MIN, CCL_MAX, CCL_AVG, CCL_NUM_OPS } ccl_op_t;
+
+typedef enum { CCL_BACKEND_AUTO, CCL_BACKEND_CPU, CCL_BACKEND_GPU } ccl_backend_t;
+
+size_t ccl_dtype_size(ccl_dtype_t t);          /* 0 for an invalid dtype */
+const char *ccl_dtype_name(ccl_dtype_t t);     /* "f32", "bf16", ...; "?" if invalid */
+const char *ccl_op_name(ccl_op_t op);          /* "sum", ...; "?" if invalid */
+/* Parse "bf16", "f32", "sum", ... ; return 0 on success, -1 for an unknown name. */
+int ccl_dtype_parse(const char *name, ccl_dtype_t *out);
+int ccl_op_parse(const char *name, ccl_op_t *out);
+
+typedef struct ccl_comm ccl_comm_t;
+typedef struct ccl_algorithm ccl_algorithm_t;
+
+/* Communicator settings; zero-initialize and set what you need. */
+typedef struct {
+    ccl_backend_t backend;    /* AUTO: GPU when one is present, else CPU */
+    int timeout_ms;           /* bound on every wait; 0: CCL_TIMEOUT_MS or 10000 */
+    const char *cache_dir;    /* compiled-kernel cache; NULL: CCL_CACHE_DIR or ~/.cache/ccl */
+    size_t heap_bytes;        /* symmetric heap per rank; 0: a default that fits scratch */
+} ccl_config_t;
+
+/* Bootstrap for one process per rank: the runtime needs only an all-gather and a
+ * barrier among the processes. ccl_mpi.h adapts an MPI_Comm to this. */
+typedef struct {
+    int nranks, rank;
+    /* Gathers `bytes` from every rank into out (nranks * bytes, rank order). 0 on success. */
+    int (*allgather)(void *ctx, const void *in, void *out, size_t bytes);
+    int (*barrier)(void *ctx);
+    void *ctx;
+} ccl_bootstrap_t;
+
+/* One process per rank (mpirun -np N): every process calls this collectively. `device` is
+ * the GPU this process drives (ignored on the CPU backend). */
+ccl_result_t ccl_comm_init_rank(ccl_comm_t **comm, const ccl_bootstrap_t *bootstrap, int device,
+                                const ccl_config_t *config);
+
+/* One process driving all ranks: comms[i] is rank i, on GPU devices[i] (devices may be
+ * NULL: 0..nranks-1; ignored on the CPU backend). */
+ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *devices,
+                               const ccl_config_t *config);
+
+ccl_result_t ccl_comm_destroy(ccl_comm_t *comm);
+ccl_result_t ccl_comm_rank(const ccl_comm_t *comm, int *rank);
+ccl_result_t ccl_comm_size(const ccl_comm_t *comm, int *nranks);
+ccl_result_t ccl_comm_backend(const ccl_comm_t *comm, ccl_backend_t *backend);
+
+/* Waits for every operation enqueued on comm; returns the first asynchronous error. */
+ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm);
+
+/* The last error on comm, with details ("ccl_all_reduce: argument 'count' ..."). Empty
+ * when none. Valid until the next call on comm. A NULL comm gives the last error of a
+ * failed init on this thread. */
+const char *ccl_comm_last_error(const ccl_comm_t *comm);
+
+/* Symmetric memory: a buffer that every peer can reach (zero-copy collectives). Collective
+ * in the sense that every rank must allocate the same sizes in the same order. */
+ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes);
+ccl_result_t ccl_mem_free(ccl_comm_t *comm, void *ptr);
+
+/* Compiles (or loads from cache) an algorithm for this communicator's rank count and rank.
+ * `path_or_source`: a file path, or CCL source text when it starts with "algorithm".
+ * `root` is used by rooted collectives (broadcast, reduce) and ignored otherwise. The
+ * full compiler diagnostics are in ccl_comm_last_error() on CCL_ERR_COMPILE. */
+ccl_result_t ccl_algorithm_load(ccl_comm_t *comm, const char *path_or_source, int root,
+                                ccl_algorithm_t **alg);
+ccl_result_t ccl_algorithm_free(ccl_algorithm_t *alg);
+/* The algorithm's name and its collective ("allreduce", ...), as in its header. */
+const char *ccl_algorithm_name(const ccl_algorithm_t *alg);
+const char *ccl_algorithm_collective(const ccl_algorithm_t *alg);
+
+/* Runs a loaded algorithm. count is in elements with the collective's meaning. */
+ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *recvbuf,
+                               size_t count, ccl_dtype_t dtype, ccl_op_t op, void *stream);
+
+/* Standard collectives, NCCL's argument order. They run an algorithm picked by the
+ * tuner's table among those loaded with ccl_comm_use_algorithm() (or the shipped library
+ * when none was loaded). */
+ccl_result_t ccl_all_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype,
+                            ccl_op_t op, ccl_comm_t *comm, void *stream);
+ccl_result_t ccl_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                            ccl_dtype_t dtype, ccl_comm_t *comm, void *stream);
+ccl_result_t ccl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                ccl_dtype_t dtype, ccl_op_t op, ccl_comm_t *comm, void *stream);
+ccl_result_t ccl_all_to_all(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype,
+                            ccl_comm_t *comm, void *stream);
+ccl_result_t ccl_broadcast(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype,
+                           int root, ccl_comm_t *comm, void *stream);
+ccl_result_t ccl_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype,
+                        ccl_op_t op, int root, ccl_comm_t *comm, void *stream);
+
+/* Makes the standard collective of alg's kind use alg for messages of
+ * [min_bytes, max_bytes] (0, 0: all sizes). Later registrations win on overlap. */
+ccl_result_t ccl_comm_use_algorithm(ccl_comm_t *comm, ccl_algorithm_t *alg, size_t min_bytes,
+                                    size_t max_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

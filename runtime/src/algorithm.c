@@ -1,0 +1,469 @@
+/* algorithm.c: loading an algorithm and resolving one call for the backend.
+ *
+ * Load: compile_source in-process for this comm's N (and root), keep the Compilation
+ * (the Plan lives in its arena), pick this rank's PlanBlocks, and give the algorithm
+ * its semaphores in the heap's semaphore arena.
+ *
+ * Run: check every argument, then decide where the plan's `in` and `out` live:
+ *  - a buffer some peer reaches (the plan has a remote Ref to it) must be symmetric: a
+ *    ccl_mem_alloc buffer is used in place (every rank must pass one, at the same
+ *    offset), any other buffer is staged through a grow-only heap staging buffer;
+ *  - send and recv that overlap are used as one buffer only when the Proof says the
+ *    program is correct in place; otherwise `in` is staged first (a snapshot), which is
+ *    always correct because out-of-place is what the verifier proved;
+ *  - staging only this rank touches is private (malloc), so it cannot shift heap
+ *    offsets. Heap allocations happen in the user's thread in call order, so they stay
+ *    symmetric whenever the ranks make the same calls with the same sizes.
+ * Scratch grows the same way: the size follows from count and dtype, equal on all ranks. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize)
+{
+    size_t off = 0;
+    for (int i = BUF_SCRATCH0; i < b && i < p->nbufs; i++)
+        off += (size_t)p->buf_chunks[i] * CS * esize;
+    return off;
+}
+
+/* Source text starts (after blanks and # comments) with the word "algorithm". */
+static int looks_like_source(const char *s)
+{
+    for (;;) {
+        while (isspace((unsigned char)*s))
+            s++;
+        if (*s != '#')
+            break;
+        while (*s && *s != '\n')
+            s++;
+    }
+    return !strncmp(s, "algorithm", 9) && (isspace((unsigned char)s[9]) || s[9] == 0);
+}
+
+static char *read_file(const char *path, size_t *len, char *why, size_t whylen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, whylen, "%s", strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            snprintf(why, whylen, "out of memory");
+            break;
+        }
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1)
+            break;
+        if (cap > (64u << 20)) {
+            snprintf(why, whylen, "larger than 64 MiB");
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        char *nb = realloc(buf, cap * 2);
+        if (!nb)
+            free(buf);
+        buf = nb;
+        cap *= 2;
+    }
+    if (buf && ferror(f)) {
+        snprintf(why, whylen, "%s", strerror(errno));
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        *len = n;
+    }
+    return buf;
+}
+
+static int coll_rooted(Collective c) { return c == COLL_BROADCAST || c == COLL_REDUCE; }
+static int coll_reduces(Collective c) { return c == COLL_ALLREDUCE || c == COLL_REDUCE_SCATTER || c == COLL_REDUCE; }
+
+static void alg_free_memory(ccl_algorithm_t *alg)
+{
+    if (alg->comp.arena)
+        compilation_free(&alg->comp);
+    free(alg->source);
+    free(alg->file);
+    free(alg->blocks);
+    free(alg);
+}
+
+static void trim(char *s)
+{
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == ' '))
+        s[--n] = 0;
+}
+
+ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, int root, const char *fn,
+                                 ccl_algorithm_t **out)
+{
+    *out = NULL;
+    ccl_algorithm_t *alg = calloc(1, sizeof *alg);
+    if (!alg)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    alg->comm = comm;
+    size_t len;
+    if (looks_like_source(path_or_source)) {
+        alg->file = strdup("<string>");
+        alg->source = strdup(path_or_source);
+        len = alg->source ? strlen(alg->source) : 0;
+    } else {
+        char why[256];
+        alg->file = strdup(path_or_source);
+        alg->source = read_file(path_or_source, &len, why, sizeof why);
+        if (!alg->source) {
+            alg_free_memory(alg);
+            return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                                  "%s: argument 'path_or_source': cannot read '%s': %s (source text must start with 'algorithm')",
+                                  fn, path_or_source, why);
+        }
+    }
+    if (!alg->file || !alg->source) {
+        alg_free_memory(alg);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    int N = comm->nranks;
+    int root_ok = root >= 0 && root < N;
+    int rc = compile_source(&alg->comp, alg->file, alg->source, len, N, root_ok ? root : 0);
+    if (rc != 0) {
+        const char *d = alg->comp.diag.out ? alg->comp.diag.out : "(no diagnostics)";
+        ccl_result_t r;
+        if (rc == COMPILE_NOT_ADMITTED)
+            r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                               "%s: argument 'comm': %s does not admit this communicator's size N=%d:\n%s", fn,
+                               alg->file, N, d);
+        else
+            r = ccl__set_error(comm, CCL_ERR_COMPILE, "%s: %s does not compile for N=%d:\n%s", fn, alg->file, N, d);
+        trim(comm->last_error);
+        alg_free_memory(alg);
+        return r;
+    }
+    alg->plan = alg->comp.plan;
+    alg->prog = alg->comp.prog;
+    if (coll_rooted(alg->prog->coll) && !root_ok) {
+        ccl_result_t r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'root' is %d, outside 0..%d (%s is a %s)",
+                                        fn, root, N - 1, alg->file, coll_name(alg->prog->coll));
+        alg_free_memory(alg);
+        return r;
+    }
+    alg->root = coll_rooted(alg->prog->coll) ? root : 0;
+    alg->instances = alg->prog->instances > 0 ? alg->prog->instances : 1;
+    alg->slices = alg->plan->proof.pipeline_safe && alg->prog->pipeline > 1 ? alg->prog->pipeline : 1;
+
+    const Plan *plan = alg->plan;
+    alg->blocks = calloc((size_t)plan->nblocks + 1, sizeof *alg->blocks);
+    if (!alg->blocks) {
+        alg_free_memory(alg);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    for (int i = 0; i < plan->nblocks; i++) {
+        const PlanBlock *b = &plan->blocks[i];
+        if (b->rank == comm->rank)
+            alg->blocks[alg->nblocks++] = b;
+        for (int o = 0; o < b->nops; o++) {
+            const PlanOp *op = &b->ops[o];
+            for (int k = 0; k < op->ndst + op->nsrc; k++) {
+                const Ref *r = k < op->ndst ? &op->dst[k] : &op->src[k - op->ndst];
+                if (r->rank != b->rank && r->buf == BUF_IN)
+                    alg->in_remote = 1;
+                if (r->rank != b->rank && r->buf == BUF_OUT)
+                    alg->out_remote = 1;
+            }
+        }
+    }
+    alg->nsems = plan->nsems * alg->instances;
+    if (ccl__heap_alloc(&comm->sems, (size_t)alg->nsems * 8 + 8, 0, &alg->sem_off) != 0) {
+        int nsems = alg->nsems;
+        alg_free_memory(alg);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
+                              "%s: the semaphore arena is full (%s needs %d counters; free unused algorithms)", fn,
+                              path_or_source, nsems);
+    }
+    alg->scratch_off = SIZE_MAX;
+    ccl_result_t r = comm->be->alg_prepare(alg);
+    if (r == CCL_OK && comm->nalgs == comm->algs_cap) {
+        int ncap = comm->algs_cap ? 2 * comm->algs_cap : 8;
+        ccl_algorithm_t **na = realloc(comm->algs, sizeof *na * (size_t)ncap);
+        if (!na) {
+            comm->be->alg_release(alg);
+            r = ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        } else {
+            comm->algs = na;
+            comm->algs_cap = ncap;
+        }
+    }
+    if (r != CCL_OK) {
+        ccl__heap_free(&comm->sems, alg->sem_off);
+        alg_free_memory(alg);
+        return r;
+    }
+    comm->algs[comm->nalgs++] = alg;
+    *out = alg;
+    return CCL_OK;
+}
+
+ccl_result_t ccl_algorithm_load(ccl_comm_t *comm, const char *path_or_source, int root, ccl_algorithm_t **alg)
+{
+    const char *fn = "ccl_algorithm_load";
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (!alg)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'alg' is NULL", fn);
+    *alg = NULL;
+    if (!path_or_source)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'path_or_source' is NULL", fn);
+    ccl_result_t r = ccl__check_usable(comm, fn);
+    if (r != CCL_OK)
+        return r;
+    return ccl__algorithm_load(comm, path_or_source, root, fn, alg);
+}
+
+void ccl__algorithm_destroy(ccl_algorithm_t *alg)
+{
+    ccl_comm_t *comm = alg->comm;
+    comm->be->synchronize(comm);
+    for (int i = 0; i < comm->nuses;)
+        if (comm->uses[i].alg == alg)
+            memmove(&comm->uses[i], &comm->uses[i + 1], sizeof *comm->uses * (size_t)(--comm->nuses - i));
+        else
+            i++;
+    for (int i = 0; i < comm->nalgs; i++)
+        if (comm->algs[i] == alg) {
+            memmove(&comm->algs[i], &comm->algs[i + 1], sizeof *comm->algs * (size_t)(comm->nalgs - i - 1));
+            comm->nalgs--;
+            break;
+        }
+    comm->be->alg_release(alg);
+    /* Free semaphore memory is zero, so the next algorithm there starts from 0. */
+    comm->be->heap_zero(comm, alg->sem_off, (size_t)alg->nsems * 8 + 8);
+    ccl__heap_free(&comm->sems, alg->sem_off);
+    if (alg->scratch_off != SIZE_MAX)
+        ccl__heap_free(&comm->data, alg->scratch_off);
+    alg_free_memory(alg);
+}
+
+ccl_result_t ccl_algorithm_free(ccl_algorithm_t *alg)
+{
+    if (!alg)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_algorithm_free: argument 'alg' is NULL");
+    ccl__algorithm_destroy(alg);
+    return CCL_OK;
+}
+
+const char *ccl_algorithm_name(const ccl_algorithm_t *alg)
+{
+    return alg ? alg->prog->name : "?";
+}
+
+const char *ccl_algorithm_collective(const ccl_algorithm_t *alg)
+{
+    return alg ? coll_name(alg->prog->coll) : "?";
+}
+
+/* ---- one call ---- */
+
+static int retire(ccl_comm_t *comm, size_t off)
+{
+    size_t *nr = realloc(comm->retired, sizeof *nr * (size_t)(comm->nretired + 1));
+    if (!nr)
+        return -1;
+    comm->retired = nr;
+    comm->retired[comm->nretired++] = off;
+    return 0;
+}
+
+/* Grows a grow-only heap region to at least `need` bytes (doubling, so few regions are
+ * ever retired). 0 or -1 when the heap is full. */
+static int grow_heap_region(ccl_comm_t *comm, size_t *off, size_t *bytes, size_t need)
+{
+    if (*off != SIZE_MAX && *bytes >= need)
+        return 0;
+    size_t want = need;
+    if (*off != SIZE_MAX && *bytes <= SIZE_MAX / 2 && 2 * *bytes > want)
+        want = 2 * *bytes;
+    size_t noff;
+    if (ccl__heap_alloc(&comm->data, want, 0, &noff) != 0) {
+        if (want == need || ccl__heap_alloc(&comm->data, need, 0, &noff) != 0)
+            return -1;
+        want = need;
+    }
+    if (*off != SIZE_MAX && retire(comm, *off) != 0) {
+        ccl__heap_free(&comm->data, noff);
+        return -1;
+    }
+    *off = noff;
+    *bytes = want;
+    return 0;
+}
+
+static void *grow_private(ccl_comm_t *comm, int which, size_t need)
+{
+    if (comm->priv[which] && comm->priv_bytes[which] >= need)
+        return comm->priv[which];
+    void *p = malloc(need ? need : 1);
+    if (!p)
+        return NULL;
+    if (comm->priv[which]) {
+        void **nr = realloc(comm->priv_retired, sizeof *nr * (size_t)(comm->npriv_retired + 1));
+        if (!nr) {
+            free(p);
+            return NULL;
+        }
+        comm->priv_retired = nr;
+        comm->priv_retired[comm->npriv_retired++] = comm->priv[which];
+    }
+    comm->priv[which] = p;
+    comm->priv_bytes[which] = need;
+    return p;
+}
+
+/* Where ptr..ptr+bytes sits: 0 outside the heap, 1 inside one live ccl_mem_alloc buffer,
+ * -1 in the heap but not inside one (message set, naming `arg`). */
+static int classify(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg)
+{
+    const char *base = comm->heap_base[comm->rank], *p = ptr;
+    if (!p || p < base || p >= base + comm->heap_bytes)
+        return 0;
+    size_t off = (size_t)(p - base), start, size;
+    if (ccl__heap_find_user(&comm->data, off, bytes, &start, &size) == 0)
+        return 1;
+    if (size)
+        ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
+                       "%s: argument '%s' (%p) runs past the end of its ccl_mem_alloc buffer: %zu bytes from offset %zu "
+                       "of a %zu-byte buffer", fn, arg, ptr, bytes, off - start, size);
+    else
+        ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
+                       "%s: argument '%s' (%p) points into the symmetric heap but not into a live ccl_mem_alloc buffer",
+                       fn, arg, ptr);
+    return -1;
+}
+
+ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t count, ccl_dtype_t dtype,
+                      ccl_op_t op, void *stream, const char *fn)
+{
+    ccl_comm_t *comm = alg->comm;
+    ccl_result_t r = ccl__check_usable(comm, fn);
+    if (r != CCL_OK)
+        return r;
+    if ((unsigned)dtype >= CCL_NUM_DTYPES)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
+    if ((unsigned)op >= CCL_NUM_OPS)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'op' is %d, not a ccl_op_t", fn, (int)op);
+    const Program *prog = alg->prog;
+    Collective coll = prog->coll;
+    int N = comm->nranks, K = prog->chunks;
+    size_t es = ccl_dtype_size(dtype);
+    size_t in_units = (size_t)coll_in_chunks(coll, N, 1), out_units = (size_t)coll_out_chunks(coll, N, 1);
+    size_t max_units = in_units > out_units ? in_units : out_units;
+    /* Keep every byte offset (and scratch: chunks * CS) far from overflow. */
+    size_t scratch_chunks = 0;
+    for (int b = BUF_SCRATCH0; b < prog->nbufs; b++)
+        scratch_chunks += (size_t)prog->buf_chunks[b];
+    size_t limit = ((size_t)1 << 50) / es / (max_units + scratch_chunks / (size_t)K + 1);
+    if (count > limit)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                              "%s: argument 'count' is %zu; a %s of %s with N=%d allows at most %zu elements", fn, count,
+                              coll_name(coll), ccl_dtype_name(dtype), N, limit);
+    if (count == 0)
+        return CCL_OK;
+    int me = comm->rank;
+    int send_optional = coll == COLL_BROADCAST && me != alg->root && !alg->in_remote;
+    int recv_optional = coll == COLL_REDUCE && me != alg->root && !alg->out_remote;
+    if (!send && !send_optional)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendbuf' is NULL", fn);
+    if (!recv && !recv_optional)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvbuf' is NULL", fn);
+    if ((uintptr_t)send % es)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendbuf' (%p) is not aligned to the %zu-byte size of %s",
+                              fn, send, es, ccl_dtype_name(dtype));
+    if ((uintptr_t)recv % es)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvbuf' (%p) is not aligned to the %zu-byte size of %s",
+                              fn, recv, es, ccl_dtype_name(dtype));
+
+    CclCall c = {.alg = alg, .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op, .stream = stream,
+                 .esize = es, .CS = ccl__chunk_stride(count, K, es), .slices = alg->slices};
+    c.in_bytes = in_units * count * es;
+    c.out_bytes = out_units * count * es;
+    int send_sym = classify(comm, send, c.in_bytes, fn, "sendbuf");
+    if (send_sym < 0)
+        return CCL_ERR_NOT_SYMMETRIC;
+    int recv_sym = classify(comm, recv, c.out_bytes, fn, "recvbuf");
+    if (recv_sym < 0)
+        return CCL_ERR_NOT_SYMMETRIC;
+    const char *s = send, *rv = recv;
+    int overlap = s && rv && s < rv + c.out_bytes && rv < s + c.in_bytes;
+    int inplace_ok = s == rv && alg->plan->proof.inplace_applicable && alg->plan->proof.inplace_ok;
+    char *base = comm->heap_base[me];
+
+    c.in = (void *)send;
+    c.out = recv;
+    c.stage_in = !send || (overlap && !inplace_ok) || (alg->in_remote && !send_sym);
+    c.stage_out = !recv || (alg->out_remote && !recv_sym);
+    c.in_off = c.out_off = SIZE_MAX;
+    if (c.stage_in && alg->in_remote) {
+        if (grow_heap_region(comm, &comm->stage_off[0], &comm->stage_bytes[0], c.in_bytes) != 0)
+            return ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
+                                  "%s: argument 'sendbuf' is not in symmetric memory, and staging it needs %zu bytes the heap "
+                                  "does not have (heap_bytes %zu); allocate it with ccl_mem_alloc or raise "
+                                  "ccl_config_t.heap_bytes / CCL_HEAP_BYTES", fn, c.in_bytes, comm->heap_bytes);
+        c.in = base + comm->stage_off[0];
+    } else if (c.stage_in) {
+        if (!(c.in = grow_private(comm, 0, c.in_bytes)))
+            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory staging %zu bytes of sendbuf", fn, c.in_bytes);
+    }
+    if (c.stage_out && alg->out_remote) {
+        if (grow_heap_region(comm, &comm->stage_off[1], &comm->stage_bytes[1], c.out_bytes) != 0)
+            return ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
+                                  "%s: argument 'recvbuf' is not in symmetric memory, and staging it needs %zu bytes the heap "
+                                  "does not have (heap_bytes %zu); allocate it with ccl_mem_alloc or raise "
+                                  "ccl_config_t.heap_bytes / CCL_HEAP_BYTES", fn, c.out_bytes, comm->heap_bytes);
+        c.out = base + comm->stage_off[1];
+    } else if (c.stage_out) {
+        if (!(c.out = grow_private(comm, 1, c.out_bytes)))
+            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory staging %zu bytes of recvbuf", fn, c.out_bytes);
+    }
+    c.stage_in = c.stage_in && send;    /* a NULL send stages nothing: its content is unused */
+    c.stage_out = c.stage_out && recv;
+    if (alg->in_remote)
+        c.in_off = (size_t)((char *)c.in - base);
+    if (alg->out_remote)
+        c.out_off = (size_t)((char *)c.out - base);
+
+    size_t scratch = ccl__scratch_offset(prog, prog->nbufs, c.CS, es);
+    if (scratch > 0 && grow_heap_region(comm, &alg->scratch_off, &alg->scratch_bytes, scratch) != 0)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
+                              "%s: %s needs %zu bytes of scratch for count %zu of %s, more than the heap has left "
+                              "(heap_bytes %zu; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES)", fn, alg->file, scratch,
+                              count, ccl_dtype_name(dtype), comm->heap_bytes);
+    c.scratch_off = alg->scratch_off == SIZE_MAX ? 0 : alg->scratch_off;
+    if (op == CCL_AVG && coll_reduces(coll)) {
+        c.divide = N;
+        c.divide_here = !(coll == COLL_REDUCE && me != alg->root);
+    }
+    r = comm->be->run(&c);
+    if (r != CCL_OK)
+        return r;
+    alg->ncalls++;
+    return CCL_OK;
+}
+
+ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *recvbuf, size_t count,
+                               ccl_dtype_t dtype, ccl_op_t op, void *stream)
+{
+    if (!alg)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_algorithm_run: argument 'alg' is NULL");
+    return ccl__run(alg, sendbuf, recvbuf, count, dtype, op, stream, "ccl_algorithm_run");
+}

@@ -1,0 +1,164 @@
+/* api.c: names of results, dtypes and ops, and the standard collectives.
+ *
+ * The standard collectives only check what dispatch needs (comm, dtype, root), pick an
+ * algorithm (library.c) and hand over to ccl__run, which checks the rest; every message
+ * names the user's entry point, not an internal one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char *ccl_result_string(ccl_result_t r)
+{
+    static const char *strings[] = {
+#define CCL_RESULT_STRING(name, str) str,
+        CCL_RESULTS(CCL_RESULT_STRING)
+#undef CCL_RESULT_STRING
+    };
+    return (unsigned)r < CCL_NUM_RESULTS ? strings[r] : "unknown result";
+}
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[CCL_NUM_DTYPES] = {
+    [CCL_F32] = {"f32", 4}, [CCL_F64] = {"f64", 8}, [CCL_F16] = {"f16", 2}, [CCL_BF16] = {"bf16", 2},
+    [CCL_I32] = {"i32", 4}, [CCL_I64] = {"i64", 8}, [CCL_U8] = {"u8", 1},
+    [CCL_FP8_E4M3] = {"fp8_e4m3", 1}, [CCL_FP8_E5M2] = {"fp8_e5m2", 1},
+};
+
+static const char *op_names[CCL_NUM_OPS] = {"sum", "prod", "min", "max", "avg"};
+
+size_t ccl_dtype_size(ccl_dtype_t t)
+{
+    return (unsigned)t < CCL_NUM_DTYPES ? dtypes[t].size : 0;
+}
+
+const char *ccl_dtype_name(ccl_dtype_t t)
+{
+    return (unsigned)t < CCL_NUM_DTYPES ? dtypes[t].name : "?";
+}
+
+const char *ccl_op_name(ccl_op_t op)
+{
+    return (unsigned)op < CCL_NUM_OPS ? op_names[op] : "?";
+}
+
+int ccl_dtype_parse(const char *name, ccl_dtype_t *out)
+{
+    if (!name || !out)
+        return -1;
+    for (int t = 0; t < CCL_NUM_DTYPES; t++)
+        if (!strcmp(name, dtypes[t].name)) {
+            *out = (ccl_dtype_t)t;
+            return 0;
+        }
+    /* Common spellings. */
+    static const struct { const char *alias; ccl_dtype_t t; } aliases[] = {
+        {"float", CCL_F32}, {"float32", CCL_F32}, {"double", CCL_F64}, {"float64", CCL_F64},
+        {"half", CCL_F16}, {"float16", CCL_F16}, {"bfloat16", CCL_BF16}, {"int32", CCL_I32},
+        {"int64", CCL_I64}, {"uint8", CCL_U8}, {"e4m3", CCL_FP8_E4M3}, {"e5m2", CCL_FP8_E5M2},
+    };
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcmp(name, aliases[i].alias)) {
+            *out = aliases[i].t;
+            return 0;
+        }
+    return -1;
+}
+
+int ccl_op_parse(const char *name, ccl_op_t *out)
+{
+    if (!name || !out)
+        return -1;
+    for (int op = 0; op < CCL_NUM_OPS; op++)
+        if (!strcmp(name, op_names[op])) {
+            *out = (ccl_op_t)op;
+            return 0;
+        }
+    return -1;
+}
+
+static ccl_result_t collective(Collective coll, const char *fn, const void *send, void *recv, size_t count,
+                               ccl_dtype_t dtype, ccl_op_t op, int root, ccl_comm_t *comm, void *stream)
+{
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    ccl_result_t r = ccl__check_usable(comm, fn);
+    if (r != CCL_OK)
+        return r;
+    if ((unsigned)dtype >= CCL_NUM_DTYPES)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
+    if ((unsigned)op >= CCL_NUM_OPS)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'op' is %d, not a ccl_op_t", fn, (int)op);
+    if ((coll == COLL_BROADCAST || coll == COLL_REDUCE) && (root < 0 || root >= comm->nranks))
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'root' is %d, outside 0..%d", fn, root,
+                              comm->nranks - 1);
+    size_t es = ccl_dtype_size(dtype);
+    size_t bytes = count > SIZE_MAX / es ? SIZE_MAX : count * es;
+    ccl_algorithm_t *alg;
+    r = ccl__pick(comm, coll, root, bytes, fn, &alg);
+    if (r != CCL_OK)
+        return r;
+    return ccl__run(alg, send, recv, count, dtype, op, stream, fn);
+}
+
+ccl_result_t ccl_all_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype, ccl_op_t op,
+                            ccl_comm_t *comm, void *stream)
+{
+    return collective(COLL_ALLREDUCE, "ccl_all_reduce", sendbuf, recvbuf, count, dtype, op, 0, comm, stream);
+}
+
+ccl_result_t ccl_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount, ccl_dtype_t dtype,
+                            ccl_comm_t *comm, void *stream)
+{
+    return collective(COLL_ALLGATHER, "ccl_all_gather", sendbuf, recvbuf, sendcount, dtype, CCL_SUM, 0, comm, stream);
+}
+
+ccl_result_t ccl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, ccl_dtype_t dtype,
+                                ccl_op_t op, ccl_comm_t *comm, void *stream)
+{
+    return collective(COLL_REDUCE_SCATTER, "ccl_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 0, comm, stream);
+}
+
+ccl_result_t ccl_all_to_all(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype,
+                            ccl_comm_t *comm, void *stream)
+{
+    return collective(COLL_ALLTOALL, "ccl_all_to_all", sendbuf, recvbuf, count, dtype, CCL_SUM, 0, comm, stream);
+}
+
+ccl_result_t ccl_broadcast(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype, int root,
+                           ccl_comm_t *comm, void *stream)
+{
+    return collective(COLL_BROADCAST, "ccl_broadcast", sendbuf, recvbuf, count, dtype, CCL_SUM, root, comm, stream);
+}
+
+ccl_result_t ccl_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype, ccl_op_t op,
+                        int root, ccl_comm_t *comm, void *stream)
+{
+    return collective(COLL_REDUCE, "ccl_reduce", sendbuf, recvbuf, count, dtype, op, root, comm, stream);
+}
+
+ccl_result_t ccl_comm_use_algorithm(ccl_comm_t *comm, ccl_algorithm_t *alg, size_t min_bytes, size_t max_bytes)
+{
+    const char *fn = "ccl_comm_use_algorithm";
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (!alg)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'alg' is NULL", fn);
+    if (alg->comm != comm)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'alg' was loaded on another communicator", fn);
+    if (min_bytes > max_bytes)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: arguments 'min_bytes' (%zu) > 'max_bytes' (%zu)", fn,
+                              min_bytes, max_bytes);
+    if (comm->nuses == comm->uses_cap) {
+        int ncap = comm->uses_cap ? 2 * comm->uses_cap : 8;
+        CclUse *nu = realloc(comm->uses, sizeof *nu * (size_t)ncap);
+        if (!nu)
+            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        comm->uses = nu;
+        comm->uses_cap = ncap;
+    }
+    comm->uses[comm->nuses++] = (CclUse){alg, min_bytes, max_bytes};
+    return CCL_OK;
+}

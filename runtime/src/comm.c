@@ -1,0 +1,587 @@
+/* comm.c: communicators, errors, and the waits every backend shares.
+ *
+ * A communicator is created collectively: ccl_comm_init_rank (one process per rank,
+ * over the user's bootstrap) or ccl_comm_init_all (one process, one thread per rank over
+ * an in-process bootstrap, running the very same per-rank code). The backend's
+ * comm_init makes the symmetric heap; everything after that is local to the rank.
+ *
+ * Errors: messages go to the comm's last_error (user's thread) or, from backends' worker
+ * threads, to async_error, which ccl_comm_synchronize reports. Failures before a comm
+ * exists go to a thread-local buffer read by ccl_comm_last_error(NULL). */
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+static _Thread_local char init_error[CCL__ERR_LEN];
+
+static void vformat(char *buf, const char *fmt, va_list ap)
+{
+    vsnprintf(buf, CCL__ERR_LEN, fmt, ap);
+}
+
+ccl_result_t ccl__set_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vformat(comm ? comm->last_error : init_error, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
+{
+    pthread_mutex_lock(&comm->async_lock);
+    if (comm->async_result == CCL_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vformat(comm->async_error, fmt, ap);
+        va_end(ap);
+        comm->async_result = r;
+    }
+    pthread_mutex_unlock(&comm->async_lock);
+}
+
+const char *ccl_comm_last_error(const ccl_comm_t *comm)
+{
+    return comm ? comm->last_error : init_error;
+}
+
+double ccl__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Waits run on few cores with many threads (ranks x blocks), so after a short spin a
+ * waiter yields, and after a while sleeps, leaving the cores to whoever can progress. */
+void ccl__backoff(unsigned iter)
+{
+    if (iter < 32)
+        return;
+    if (iter < 2000) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, iter < 20000 ? 20000 : 200000};
+    nanosleep(&ts, NULL);
+}
+
+static CclHeapHeader *header(ccl_comm_t *comm, int rank)
+{
+    return (CclHeapHeader *)comm->heap_base[rank];
+}
+
+void ccl__abort_all(ccl_comm_t *comm)
+{
+    uint64_t v = (uint64_t)comm->rank + 1, zero = 0;
+    atomic_compare_exchange_strong(&header(comm, comm->rank)->abort, &zero, v);
+    for (int p = 0; p < comm->nranks; p++) {
+        zero = 0;
+        atomic_compare_exchange_strong(&header(comm, p)->abort, &zero, v);
+    }
+}
+
+int ccl__rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
+{
+    _Atomic uint64_t *ctr = &header(comm, 0)->barrier;
+    _Atomic uint64_t *abort_flag = &header(comm, comm->rank)->abort;
+    uint64_t want = ++comm->barriers * (uint64_t)comm->nranks;
+    atomic_fetch_add_explicit(ctr, 1, memory_order_acq_rel);
+    double deadline = 0;
+    for (unsigned it = 0; atomic_load_explicit(ctr, memory_order_acquire) < want; it++) {
+        uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
+        if (ab) {
+            snprintf(err, errlen, "rank %d: all-rank barrier abandoned: rank %d failed", comm->rank, (int)ab - 1);
+            return -1;
+        }
+        if ((it & 63) == 63) {
+            double now = ccl__now_ms();
+            if (deadline == 0)
+                deadline = now + comm->timeout_ms;
+            else if (now > deadline) {
+                snprintf(err, errlen, "rank %d: all-rank barrier timed out after %d ms (%llu of %llu arrivals)",
+                         comm->rank, comm->timeout_ms, (unsigned long long)atomic_load(ctr), (unsigned long long)want);
+                return -1;
+            }
+        }
+        ccl__backoff(it);
+    }
+    return 0;
+}
+
+/* ---- the in-process bootstrap ---- */
+
+struct CclThreadBoot {
+    int nranks;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int arrived, failed;
+    unsigned long gen;
+    char *buf;
+    size_t cap;
+    struct ThreadBootCtx { CclThreadBoot *tb; int rank; } *ctx;
+};
+
+static int tb_barrier_locked(CclThreadBoot *tb)
+{
+    if (tb->failed)
+        return -1;
+    unsigned long gen = tb->gen;
+    if (++tb->arrived == tb->nranks) {
+        tb->arrived = 0;
+        tb->gen++;
+        pthread_cond_broadcast(&tb->cv);
+    } else {
+        while (tb->gen == gen && !tb->failed)
+            pthread_cond_wait(&tb->cv, &tb->mu);
+    }
+    return tb->gen == gen ? -1 : 0;
+}
+
+static int tb_barrier(void *vctx)
+{
+    struct ThreadBootCtx *c = vctx;
+    pthread_mutex_lock(&c->tb->mu);
+    int r = tb_barrier_locked(c->tb);
+    pthread_mutex_unlock(&c->tb->mu);
+    return r;
+}
+
+static int tb_allgather(void *vctx, const void *in, void *out, size_t bytes)
+{
+    struct ThreadBootCtx *c = vctx;
+    CclThreadBoot *tb = c->tb;
+    pthread_mutex_lock(&tb->mu);
+    int r = -1;
+    /* Every rank's previous allgather ended with a barrier, so nobody reads buf now. */
+    size_t need = bytes * (size_t)tb->nranks;
+    if (need > tb->cap) {
+        char *nb = realloc(tb->buf, need);
+        if (!nb) {
+            tb->failed = 1;
+            pthread_cond_broadcast(&tb->cv);
+            goto out;
+        }
+        tb->buf = nb;
+        tb->cap = need;
+    }
+    memcpy(tb->buf + bytes * (size_t)c->rank, in, bytes);
+    if (tb_barrier_locked(tb) != 0)
+        goto out;
+    memcpy(out, tb->buf, need);
+    r = tb_barrier_locked(tb);
+out:
+    pthread_mutex_unlock(&tb->mu);
+    return r;
+}
+
+CclThreadBoot *ccl__thread_boot_new(int nranks, ccl_bootstrap_t *boots)
+{
+    CclThreadBoot *tb = calloc(1, sizeof *tb);
+    if (!tb)
+        return NULL;
+    tb->ctx = calloc((size_t)nranks, sizeof *tb->ctx);
+    if (!tb->ctx) {
+        free(tb);
+        return NULL;
+    }
+    tb->nranks = nranks;
+    pthread_mutex_init(&tb->mu, NULL);
+    pthread_cond_init(&tb->cv, NULL);
+    for (int r = 0; r < nranks; r++) {
+        tb->ctx[r] = (struct ThreadBootCtx){tb, r};
+        boots[r] = (ccl_bootstrap_t){.nranks = nranks, .rank = r, .allgather = tb_allgather,
+                                     .barrier = tb_barrier, .ctx = &tb->ctx[r]};
+    }
+    return tb;
+}
+
+/* Makes every current and future wait of the bootstrap fail (a rank gave up). */
+static void thread_boot_fail(CclThreadBoot *tb)
+{
+    pthread_mutex_lock(&tb->mu);
+    tb->failed = 1;
+    pthread_cond_broadcast(&tb->cv);
+    pthread_mutex_unlock(&tb->mu);
+}
+
+void ccl__thread_boot_free(CclThreadBoot *tb)
+{
+    if (!tb)
+        return;
+    pthread_mutex_destroy(&tb->mu);
+    pthread_cond_destroy(&tb->cv);
+    free(tb->buf);
+    free(tb->ctx);
+    free(tb);
+}
+
+/* ---- creation ---- */
+
+static int env_int(const char *name, long long lo, long long hi, long long *out)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || v < lo || v > hi)
+        return -1;
+    if (*end == 'K' || *end == 'k')
+        v <<= 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        v <<= 20, end++;
+    else if (*end == 'G' || *end == 'g')
+        v <<= 30, end++;
+    if (*end)
+        return -1;
+    *out = v;
+    return 1;
+}
+
+static const CclBackend *pick_backend(ccl_backend_t want, char *why, size_t len)
+{
+    const char *env = getenv("CCL_BACKEND");
+    if (want == CCL_BACKEND_AUTO && env && !strcmp(env, "cpu"))
+        want = CCL_BACKEND_CPU;
+    if (want == CCL_BACKEND_AUTO && env && !strcmp(env, "gpu"))
+        want = CCL_BACKEND_GPU;
+    if (want == CCL_BACKEND_CPU)
+        return &ccl__cpu_backend;
+    const CclBackend *gpu = NULL;
+#ifdef CCL_HAVE_GPU_BACKEND
+    gpu = ccl__gpu_backend(why, len);
+#else
+    snprintf(why, len, "this libccl was built without the GPU backend");
+#endif
+    if (want == CCL_BACKEND_GPU)
+        return gpu;
+    return gpu ? gpu : &ccl__cpu_backend;
+}
+
+/* The per-rank part of both init calls. On failure *out is NULL and the message is in
+ * this thread's init error. */
+static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
+                                const ccl_config_t *config, const char *fn)
+{
+    *out = NULL;
+    ccl_config_t cfg = config ? *config : (ccl_config_t){0};
+    if ((unsigned)cfg.backend > CCL_BACKEND_GPU)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': backend %d is not a ccl_backend_t", fn, (int)cfg.backend);
+    if (cfg.timeout_ms < 0)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': timeout_ms %d is negative", fn, cfg.timeout_ms);
+    long long v;
+    int timeout = cfg.timeout_ms;
+    if (!timeout) {
+        int e = env_int("CCL_TIMEOUT_MS", 1, 1LL << 30, &v);
+        if (e < 0)
+            return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_TIMEOUT_MS='%s' is not a positive number of milliseconds", fn, getenv("CCL_TIMEOUT_MS"));
+        timeout = e ? (int)v : 10000;
+    }
+    size_t heap = cfg.heap_bytes;
+    if (!heap) {
+        int e = env_int("CCL_HEAP_BYTES", 1, 1LL << 46, &v);
+        if (e < 0)
+            return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_HEAP_BYTES='%s' is not a size (bytes, or with K, M, G)", fn, getenv("CCL_HEAP_BYTES"));
+        heap = e ? (size_t)v : (size_t)1 << 30;
+    }
+    if (heap < 2 * (size_t)CCL__HEAP_DATA)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': heap_bytes %zu is below the minimum %zu", fn, heap, 2 * (size_t)CCL__HEAP_DATA);
+    heap = (heap + 4095) / 4096 * 4096;
+
+    char why[256] = "";
+    const CclBackend *be = pick_backend(cfg.backend, why, sizeof why);
+    if (!be)
+        return ccl__set_error(NULL, CCL_ERR_UNSUPPORTED, "%s: the GPU backend is not available: %s", fn, why);
+
+    ccl_comm_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    c->rank = boot->rank;
+    c->nranks = boot->nranks;
+    c->timeout_ms = timeout;
+    c->device = device;
+    c->heap_bytes = heap;
+    c->be = be;
+    c->backend_kind = be == &ccl__cpu_backend ? CCL_BACKEND_CPU : CCL_BACKEND_GPU;
+    const char *cache = cfg.cache_dir ? cfg.cache_dir : getenv("CCL_CACHE_DIR");
+    c->cache_dir = cache ? strdup(cache) : NULL;
+    c->heap_base = calloc((size_t)c->nranks, sizeof *c->heap_base);
+    pthread_mutex_init(&c->async_lock, NULL);
+    if (!c->heap_base || (cache && !c->cache_dir)) {
+        free(c->heap_base);
+        free(c->cache_dir);
+        free(c);
+        return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    ccl_result_t r = be->comm_init(c, boot);
+    if (r != CCL_OK) {
+        ccl__set_error(NULL, r, "%s: %s", fn, c->last_error);
+        pthread_mutex_destroy(&c->async_lock);
+        free(c->heap_base);
+        free(c->cache_dir);
+        free(c);
+        return r;
+    }
+    c->stage_off[0] = c->stage_off[1] = SIZE_MAX;
+    ccl__heap_alloc_init(&c->sems, CCL__HEAP_HEADER, CCL__HEAP_DATA);
+    ccl__heap_alloc_init(&c->data, CCL__HEAP_DATA, heap);
+    *out = c;
+    return CCL_OK;
+}
+
+ccl_result_t ccl_comm_init_rank(ccl_comm_t **comm, const ccl_bootstrap_t *boot, int device,
+                                const ccl_config_t *config)
+{
+    const char *fn = "ccl_comm_init_rank";
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    *comm = NULL;
+    if (!boot)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'bootstrap' is NULL", fn);
+    if (boot->nranks < 1 || boot->nranks > CCLC_MAX_RANKS)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'bootstrap': nranks %d is outside 1..%d", fn, boot->nranks, CCLC_MAX_RANKS);
+    if (boot->rank < 0 || boot->rank >= boot->nranks)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'bootstrap': rank %d is outside 0..%d", fn, boot->rank, boot->nranks - 1);
+    if (!boot->allgather || !boot->barrier)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'bootstrap': allgather and barrier must both be set", fn);
+    if (device < 0)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'device' is %d (negative)", fn, device);
+    return comm_create(comm, boot, device, config, fn);
+}
+
+typedef struct {
+    const ccl_bootstrap_t *boot;
+    CclThreadBoot *tb;
+    int device;
+    const ccl_config_t *config;
+    ccl_comm_t *comm;
+    ccl_result_t result;
+    char error[CCL__ERR_LEN];
+} InitThread;
+
+static void *init_thread(void *arg)
+{
+    InitThread *t = arg;
+    t->result = comm_create(&t->comm, t->boot, t->device, t->config, "ccl_comm_init_all");
+    if (t->result != CCL_OK) {
+        snprintf(t->error, sizeof t->error, "%s", init_error);
+        thread_boot_fail(t->tb);
+    }
+    return NULL;
+}
+
+ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *devices,
+                               const ccl_config_t *config)
+{
+    const char *fn = "ccl_comm_init_all";
+    if (!comms)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comms' is NULL", fn);
+    if (nranks < 1 || nranks > CCLC_MAX_RANKS)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'nranks' is %d, outside 1..%d", fn, nranks, CCLC_MAX_RANKS);
+    for (int r = 0; r < nranks; r++)
+        comms[r] = NULL;
+    if (devices)
+        for (int r = 0; r < nranks; r++)
+            if (devices[r] < 0)
+                return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'devices': devices[%d] is %d (negative)", fn, r, devices[r]);
+    ccl_bootstrap_t *boots = calloc((size_t)nranks, sizeof *boots);
+    InitThread *ts = calloc((size_t)nranks, sizeof *ts);
+    pthread_t *tids = calloc((size_t)nranks, sizeof *tids);
+    CclThreadBoot *tb = boots ? ccl__thread_boot_new(nranks, boots) : NULL;
+    if (!boots || !ts || !tids || !tb) {
+        free(boots), free(ts), free(tids), ccl__thread_boot_free(tb);
+        return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    int started = 0;
+    for (int r = 0; r < nranks; r++) {
+        ts[r] = (InitThread){.boot = &boots[r], .tb = tb, .device = devices ? devices[r] : r, .config = config};
+        if (pthread_create(&tids[r], NULL, init_thread, &ts[r]) != 0) {
+            ts[r].result = CCL_ERR_SYSTEM;
+            snprintf(ts[r].error, sizeof ts[r].error, "%s: cannot start a thread for rank %d", fn, r);
+            thread_boot_fail(tb);
+            break;
+        }
+        started++;
+    }
+    for (int r = 0; r < started; r++)
+        pthread_join(tids[r], NULL);
+    ccl_result_t result = CCL_OK;
+    /* Report the first rank that failed on its own, not one that gave up because a peer did. */
+    for (int r = 0; r < nranks && result == CCL_OK; r++)
+        if (ts[r].result != CCL_OK && !strstr(ts[r].error, "bootstrap failed")) {
+            result = ts[r].result;
+            ccl__set_error(NULL, result, "%s", ts[r].error);
+        }
+    for (int r = 0; r < nranks && result == CCL_OK; r++)
+        if (ts[r].result != CCL_OK) {
+            result = ts[r].result;
+            ccl__set_error(NULL, result, "%s", ts[r].error);
+        }
+    for (int r = 0; r < nranks; r++) {
+        if (result != CCL_OK && ts[r].comm)
+            ccl_comm_destroy(ts[r].comm);
+        else
+            comms[r] = ts[r].comm;
+    }
+    if (result != CCL_OK)
+        for (int r = 0; r < nranks; r++)
+            comms[r] = NULL;
+    ccl__thread_boot_free(tb);
+    free(boots), free(ts), free(tids);
+    return result;
+}
+
+/* Moves a pending asynchronous failure into last_error; the comm is dead from then on. */
+static ccl_result_t take_async(ccl_comm_t *comm, const char *fn)
+{
+    pthread_mutex_lock(&comm->async_lock);
+    ccl_result_t r = comm->async_result;
+    if (r != CCL_OK) {
+        CCL__FMT(comm->last_error, sizeof comm->last_error, "%s: %s", fn, comm->async_error);
+        comm->async_result = CCL_OK;
+        comm->failed = r;
+    }
+    pthread_mutex_unlock(&comm->async_lock);
+    return r;
+}
+
+ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn)
+{
+    ccl_result_t r = take_async(comm, fn);
+    if (r != CCL_OK)
+        return r;
+    if (comm->failed)
+        return ccl__set_error(comm, comm->failed, "%s: the communicator failed earlier (%s); destroy it", fn,
+                              ccl_result_string(comm->failed));
+    return CCL_OK;
+}
+
+/* The backend is idle: private staging retired by growth can go. */
+static void free_private_retired(ccl_comm_t *comm)
+{
+    for (int i = 0; i < comm->npriv_retired; i++)
+        free(comm->priv_retired[i]);
+    comm->npriv_retired = 0;
+}
+
+ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm)
+{
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_synchronize: argument 'comm' is NULL");
+    ccl_result_t r = comm->be->synchronize(comm);
+    if (r != CCL_OK)
+        return r;
+    r = take_async(comm, "ccl_comm_synchronize");
+    if (r != CCL_OK)
+        return r;
+    if (comm->failed)
+        return ccl__set_error(comm, comm->failed, "ccl_comm_synchronize: the communicator failed earlier (%s); destroy it",
+                              ccl_result_string(comm->failed));
+    free_private_retired(comm);
+    comm->last_error[0] = 0;
+    return CCL_OK;
+}
+
+ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
+{
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_destroy: argument 'comm' is NULL");
+    comm->be->synchronize(comm);
+    for (int i = comm->nalgs - 1; i >= 0; i--)
+        ccl__algorithm_destroy(comm->algs[i]);
+    free(comm->algs);
+    free(comm->uses);
+    free(comm->retired);
+    free_private_retired(comm);
+    free(comm->priv_retired);
+    free(comm->priv[0]);
+    free(comm->priv[1]);
+    free(comm->lib_tried);
+    comm->be->comm_fini(comm);
+    ccl__heap_alloc_fini(&comm->data);
+    ccl__heap_alloc_fini(&comm->sems);
+    pthread_mutex_destroy(&comm->async_lock);
+    free(comm->heap_base);
+    free(comm->cache_dir);
+    free(comm);
+    return CCL_OK;
+}
+
+ccl_result_t ccl_comm_rank(const ccl_comm_t *comm, int *rank)
+{
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_rank: argument 'comm' is NULL");
+    if (!rank)
+        return ccl__set_error((ccl_comm_t *)comm, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_rank: argument 'rank' is NULL");
+    *rank = comm->rank;
+    return CCL_OK;
+}
+
+ccl_result_t ccl_comm_size(const ccl_comm_t *comm, int *nranks)
+{
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_size: argument 'comm' is NULL");
+    if (!nranks)
+        return ccl__set_error((ccl_comm_t *)comm, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_size: argument 'nranks' is NULL");
+    *nranks = comm->nranks;
+    return CCL_OK;
+}
+
+ccl_result_t ccl_comm_backend(const ccl_comm_t *comm, ccl_backend_t *backend)
+{
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_backend: argument 'comm' is NULL");
+    if (!backend)
+        return ccl__set_error((ccl_comm_t *)comm, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_backend: argument 'backend' is NULL");
+    *backend = comm->backend_kind;
+    return CCL_OK;
+}
+
+/* ---- symmetric memory ---- */
+
+ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes)
+{
+    const char *fn = "ccl_mem_alloc";
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (!ptr)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'ptr' is NULL", fn);
+    *ptr = NULL;
+    if (bytes == 0)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'bytes' is 0", fn);
+    size_t off;
+    if (bytes > comm->heap_bytes || ccl__heap_alloc(&comm->data, bytes, 1, &off) != 0)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
+                              "%s: argument 'bytes': %zu bytes do not fit in the symmetric heap (%zu bytes per rank; "
+                              "raise ccl_config_t.heap_bytes or CCL_HEAP_BYTES)", fn, bytes, comm->heap_bytes);
+    *ptr = comm->heap_base[comm->rank] + off;
+    return CCL_OK;
+}
+
+ccl_result_t ccl_mem_free(ccl_comm_t *comm, void *ptr)
+{
+    const char *fn = "ccl_mem_free";
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (!ptr)
+        return CCL_OK;
+    char *base = comm->heap_base[comm->rank];
+    if ((char *)ptr < base || (char *)ptr >= base + comm->heap_bytes)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'ptr' (%p) is not in this communicator's symmetric heap", fn, ptr);
+    size_t off = (size_t)((char *)ptr - base), start, size;
+    if (ccl__heap_find_user(&comm->data, off, 1, &start, &size) != 0 || start != off)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'ptr' (%p) is not the start of a live ccl_mem_alloc allocation", fn, ptr);
+    /* Work still queued may use the buffer; freeing is a local point in the sequence. */
+    comm->be->synchronize(comm);
+    ccl__heap_free(&comm->data, off);
+    return CCL_OK;
+}

@@ -1,0 +1,673 @@
+/* cpu_backend.c: the Plan executed by host threads on host memory.
+ *
+ * Takes resolved calls (CclCall) from algorithm.c; runs them asynchronously, in order, on
+ * one worker thread per communicator, so one host thread can drive every rank of a
+ * ccl_comm_init_all communicator (rank 0's call returns before rank 1's is made).
+ * A call runs this rank's logical thread blocks x instances as host threads, each going
+ * slice-major over its ops exactly as docs/internals.md says: chunk layout, instance
+ * and slice parts, semaphore slots (t*I + i)*N + r as 64-bit C11 atomics in the
+ * symmetric heap (release add, acquire wait), expected values kept by the waiter across
+ * calls, bounded waits. Port channels are plain copies here, so flush is a no-op; a
+ * block is one thread, so OP_SYNC is a no-op too.
+ *
+ * Heaps: ranks in one process (all pids equal) get anonymous mappings shared through a
+ * refcounted LocalWorld, unmapped when the last rank is destroyed (a peer's thread may
+ * still read a destroyed rank's heap); ranks in several processes each create a POSIX
+ * shm segment, exchange names through the bootstrap, map every peer's, then unlink
+ * their own (the kernel frees it when the last process unmaps it, even after a crash). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+typedef struct LocalWorld {
+    _Atomic int refs;
+    int nranks;
+    size_t heap_bytes;
+    char **bases;
+} LocalWorld;
+
+typedef struct Task {
+    struct Task *next;
+    CclCall call;
+} Task;
+
+typedef struct {
+    LocalWorld *world;          /* ranks in one process */
+    int shm;                    /* ranks in several processes */
+    pthread_t worker;
+    pthread_mutex_t mu;
+    pthread_cond_t cv, idle_cv;
+    Task *head, *tail;
+    int busy, stop;
+} CpuComm;
+
+typedef struct {
+    uint64_t *expected;         /* per physical semaphore slot on this rank */
+} CpuAlg;
+
+static void *worker_main(void *arg);
+
+/* ---- heaps ---- */
+
+typedef struct {
+    int64_t pid;
+    uint64_t heap_bytes;
+    int32_t ok, pad;
+    uint64_t ptr, world;
+    char name[64];
+} Hello;
+
+static void *map_anonymous(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static ccl_result_t boot_fail(ccl_comm_t *comm, const char *step)
+{
+    return ccl__set_error(comm, CCL_ERR_PEER_FAILED, "bootstrap failed during %s (a peer gave up or the bootstrap's allgather failed)", step);
+}
+
+static ccl_result_t init_local(ccl_comm_t *comm, CpuComm *cc, const ccl_bootstrap_t *boot, Hello *all)
+{
+    int n = comm->nranks;
+    Hello me = {0};
+    char *heap = map_anonymous(comm->heap_bytes);
+    LocalWorld *w = NULL;
+    if (comm->rank == 0) {
+        w = calloc(1, sizeof *w);
+        if (w && !(w->bases = calloc((size_t)n, sizeof *w->bases))) {
+            free(w);
+            w = NULL;
+        }
+        if (w) {
+            atomic_init(&w->refs, n);
+            w->nranks = n;
+            w->heap_bytes = comm->heap_bytes;
+        }
+    }
+    me.ok = heap && (comm->rank != 0 || w);
+    me.ptr = (uint64_t)(uintptr_t)heap;
+    me.world = (uint64_t)(uintptr_t)w;
+    if (boot->allgather(boot->ctx, &me, all, sizeof me) != 0) {
+        if (heap)
+            munmap(heap, comm->heap_bytes);
+        if (w)
+            free(w->bases), free(w);
+        return boot_fail(comm, "the heap exchange");
+    }
+    for (int p = 0; p < n; p++)
+        if (!all[p].ok) {
+            if (heap)
+                munmap(heap, comm->heap_bytes);
+            if (w)
+                free(w->bases), free(w);
+            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d could not map its %zu-byte heap", p, comm->heap_bytes);
+        }
+    cc->world = (LocalWorld *)(uintptr_t)all[0].world;
+    cc->world->bases[comm->rank] = heap;
+    for (int p = 0; p < n; p++)
+        comm->heap_base[p] = (char *)(uintptr_t)all[p].ptr;
+    return CCL_OK;
+}
+
+static void unmap_peers(ccl_comm_t *comm)
+{
+    for (int p = 0; p < comm->nranks; p++)
+        if (comm->heap_base[p]) {
+            munmap(comm->heap_base[p], comm->heap_bytes);
+            comm->heap_base[p] = NULL;
+        }
+}
+
+static ccl_result_t init_shm(ccl_comm_t *comm, CpuComm *cc, const ccl_bootstrap_t *boot, Hello *all)
+{
+    static _Atomic unsigned counter;
+    int n = comm->nranks, me_rank = comm->rank;
+    Hello me = {0};
+    snprintf(me.name, sizeof me.name, "/ccl-heap-%ld-%d-%u", (long)getpid(), me_rank, atomic_fetch_add(&counter, 1));
+    char why[256] = "";
+    int fd = shm_open(me.name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0)
+        snprintf(why, sizeof why, "shm_open(%s): %s", me.name, strerror(errno));
+    else if (ftruncate(fd, (off_t)comm->heap_bytes) != 0)
+        snprintf(why, sizeof why, "ftruncate(%s, %zu): %s", me.name, comm->heap_bytes, strerror(errno));
+    else {
+        void *p = mmap(NULL, comm->heap_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        if (p == MAP_FAILED)
+            snprintf(why, sizeof why, "mmap(%s): %s", me.name, strerror(errno));
+        else
+            comm->heap_base[me_rank] = p;
+    }
+    if (fd >= 0)
+        close(fd);
+    me.ok = comm->heap_base[me_rank] != NULL;
+    if (boot->allgather(boot->ctx, &me, all, sizeof me) != 0) {
+        unmap_peers(comm);
+        shm_unlink(me.name);
+        return boot_fail(comm, "the heap exchange");
+    }
+    int bad = -1;
+    for (int p = 0; p < n && bad < 0; p++)
+        if (!all[p].ok)
+            bad = p;
+    /* Map every peer's segment; the ranks agree on success before anyone unlinks. */
+    for (int p = 0; p < n && bad < 0; p++) {
+        if (p == me_rank)
+            continue;
+        int pfd = shm_open(all[p].name, O_RDWR, 0);
+        struct stat st;
+        if (pfd < 0) {
+            snprintf(why, sizeof why, "cannot open rank %d's heap %s: %s (the CPU backend needs every rank on one host)",
+                     p, all[p].name, strerror(errno));
+        } else if (fstat(pfd, &st) != 0 || (size_t)st.st_size != comm->heap_bytes) {
+            snprintf(why, sizeof why, "rank %d's heap %s has the wrong size", p, all[p].name);
+        } else {
+            void *m = mmap(NULL, comm->heap_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, pfd, 0);
+            if (m == MAP_FAILED)
+                snprintf(why, sizeof why, "mmap of rank %d's heap %s: %s", p, all[p].name, strerror(errno));
+            else
+                comm->heap_base[p] = m;
+        }
+        if (pfd >= 0)
+            close(pfd);
+        if (!comm->heap_base[p])
+            break;
+    }
+    Hello agree = {.ok = why[0] == 0 && bad < 0};
+    Hello *votes = calloc((size_t)n, sizeof *votes);
+    int boot_ok = votes && boot->allgather(boot->ctx, &agree, votes, sizeof agree) == 0;
+    int all_ok = boot_ok;
+    for (int p = 0; p < n && all_ok; p++)
+        if (!votes[p].ok) {
+            all_ok = 0;
+            if (!why[0])
+                snprintf(why, sizeof why, "rank %d could not create or map the heaps", bad >= 0 ? bad : p);
+        }
+    free(votes);
+    shm_unlink(me.name);
+    if (!all_ok) {
+        unmap_peers(comm);
+        if (!boot_ok)
+            return boot_fail(comm, "the heap agreement");
+        return ccl__set_error(comm, CCL_ERR_SYSTEM, "%s", why);
+    }
+    cc->shm = 1;
+    return CCL_OK;
+}
+
+static ccl_result_t cpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
+{
+    int n = comm->nranks;
+    CpuComm *cc = calloc(1, sizeof *cc);
+    Hello *all = calloc((size_t)n, sizeof *all);
+    if (!cc || !all) {
+        free(cc), free(all);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    Hello me = {.pid = getpid(), .heap_bytes = comm->heap_bytes};
+    if (boot->allgather(boot->ctx, &me, all, sizeof me) != 0) {
+        free(cc), free(all);
+        return boot_fail(comm, "the first exchange");
+    }
+    int local = 1;
+    for (int p = 0; p < n; p++) {
+        if (all[p].heap_bytes != comm->heap_bytes) {
+            ccl_result_t r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                                            "the ranks disagree on the heap size: rank 0 asks for %llu bytes, rank %d for %llu "
+                                            "(ccl_config_t.heap_bytes / CCL_HEAP_BYTES must be equal everywhere)",
+                                            (unsigned long long)all[0].heap_bytes, p, (unsigned long long)all[p].heap_bytes);
+            free(cc), free(all);
+            return r;
+        }
+        if (all[p].pid != all[0].pid)
+            local = 0;
+    }
+    ccl_result_t r = local ? init_local(comm, cc, boot, all) : init_shm(comm, cc, boot, all);
+    free(all);
+    if (r != CCL_OK) {
+        free(cc);
+        return r;
+    }
+    pthread_mutex_init(&cc->mu, NULL);
+    pthread_cond_init(&cc->cv, NULL);
+    pthread_cond_init(&cc->idle_cv, NULL);
+    comm->be_comm = cc;
+    if (pthread_create(&cc->worker, NULL, worker_main, comm) != 0) {
+        comm->be_comm = NULL;
+        /* Nothing ran yet; release the heaps as comm_fini would. */
+        if (cc->world) {
+            if (atomic_fetch_sub(&cc->world->refs, 1) == 1) {
+                for (int p = 0; p < cc->world->nranks; p++)
+                    if (cc->world->bases[p])
+                        munmap(cc->world->bases[p], cc->world->heap_bytes);
+                free(cc->world->bases), free(cc->world);
+            }
+        } else {
+            unmap_peers(comm);
+        }
+        free(cc);
+        return ccl__set_error(comm, CCL_ERR_SYSTEM, "cannot start the CPU backend's worker thread");
+    }
+    return CCL_OK;
+}
+
+static ccl_result_t cpu_synchronize(ccl_comm_t *comm)
+{
+    CpuComm *cc = comm->be_comm;
+    pthread_mutex_lock(&cc->mu);
+    while (cc->head || cc->busy)
+        pthread_cond_wait(&cc->idle_cv, &cc->mu);
+    pthread_mutex_unlock(&cc->mu);
+    return CCL_OK;
+}
+
+static void cpu_comm_fini(ccl_comm_t *comm)
+{
+    CpuComm *cc = comm->be_comm;
+    if (!cc)
+        return;
+    pthread_mutex_lock(&cc->mu);
+    cc->stop = 1;
+    pthread_cond_broadcast(&cc->cv);
+    pthread_mutex_unlock(&cc->mu);
+    pthread_join(cc->worker, NULL);
+    if (cc->world) {
+        if (atomic_fetch_sub(&cc->world->refs, 1) == 1) {
+            for (int p = 0; p < cc->world->nranks; p++)
+                if (cc->world->bases[p])
+                    munmap(cc->world->bases[p], cc->world->heap_bytes);
+            free(cc->world->bases);
+            free(cc->world);
+        }
+    } else {
+        unmap_peers(comm);
+    }
+    pthread_mutex_destroy(&cc->mu);
+    pthread_cond_destroy(&cc->cv);
+    pthread_cond_destroy(&cc->idle_cv);
+    free(cc);
+    comm->be_comm = NULL;
+}
+
+static ccl_result_t cpu_heap_zero(ccl_comm_t *comm, size_t off, size_t bytes)
+{
+    memset(comm->heap_base[comm->rank] + off, 0, bytes);
+    return CCL_OK;
+}
+
+static ccl_result_t cpu_alg_prepare(ccl_algorithm_t *alg)
+{
+    CpuAlg *ca = calloc(1, sizeof *ca);
+    if (ca)
+        ca->expected = calloc((size_t)alg->nsems + 1, sizeof *ca->expected);
+    if (!ca || !ca->expected) {
+        free(ca);
+        return ccl__set_error(alg->comm, CCL_ERR_OUT_OF_MEMORY, "ccl_algorithm_load: out of memory");
+    }
+    alg->be_alg = ca;
+    return CCL_OK;
+}
+
+static void cpu_alg_release(ccl_algorithm_t *alg)
+{
+    CpuAlg *ca = alg->be_alg;
+    if (ca) {
+        free(ca->expected);
+        free(ca);
+    }
+    alg->be_alg = NULL;
+}
+
+static ccl_result_t cpu_run(const CclCall *call)
+{
+    ccl_comm_t *comm = call->alg->comm;
+    CpuComm *cc = comm->be_comm;
+    Task *t = malloc(sizeof *t);
+    if (!t)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
+    t->next = NULL;
+    t->call = *call;
+    pthread_mutex_lock(&cc->mu);
+    if (cc->tail)
+        cc->tail->next = t;
+    else
+        cc->head = t;
+    cc->tail = t;
+    pthread_cond_signal(&cc->cv);
+    pthread_mutex_unlock(&cc->mu);
+    return CCL_OK;
+}
+
+/* ---- execution of one call ---- */
+
+typedef struct {
+    const CclCall *call;
+    ccl_comm_t *comm;
+    ccl_algorithm_t *alg;
+    CpuAlg *ca;
+    char **bases;               /* [buf * nranks + rank] */
+    _Atomic uint64_t *own_sems;
+    _Atomic uint64_t *abort_flag;
+    int nphys;
+    _Atomic unsigned arrived, gen; /* the rank's block barrier */
+} Exec;
+
+typedef struct {
+    Exec *x;
+    int block, inst;
+} BlockArg;
+
+/* "ring.ccl:12" or "ring.ccl:12,14" for the lines an op came from. */
+static void op_where(const Exec *x, const PlanOp *op, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s:", x->alg->file);
+    for (int i = 0; i < op->nlines && n > 0 && (size_t)n < len; i++)
+        n += snprintf(buf + n, len - (size_t)n, "%s%d", i ? "," : "", op->lines[i]);
+}
+
+static const char *op_word(OpKind k)
+{
+    return k == OP_WAIT ? "wait" : k == OP_BARRIER ? "barrier" : "op";
+}
+
+/* Waits until *p >= want, bounded by the timeout and cut short by an abort. Returns 0,
+ * 1 on timeout, 2 on abort. */
+static int wait_ge(Exec *x, _Atomic uint64_t *p, uint64_t want)
+{
+    double deadline = 0;
+    for (unsigned it = 0; atomic_load_explicit(p, memory_order_acquire) < want; it++) {
+        if (atomic_load_explicit(x->abort_flag, memory_order_relaxed))
+            return 2;
+        if ((it & 63) == 63) {
+            double now = ccl__now_ms();
+            if (deadline == 0)
+                deadline = now + x->comm->timeout_ms;
+            else if (now > deadline)
+                return 1;
+        }
+        ccl__backoff(it);
+    }
+    return 0;
+}
+
+static void block_fail(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op, int peer, int why,
+                       uint64_t have, uint64_t want, int slot)
+{
+    char where[128];
+    op_where(x, op, where, sizeof where);
+    ccl_comm_t *comm = x->comm;
+    int r = comm->rank;
+    if (why == 2) {
+        int culprit = (int)atomic_load(x->abort_flag) - 1;
+        if (peer >= 0)
+            ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
+                                 "rank %d, thread block %d (instance %d), %s (%s): stopped waiting for rank %d because rank %d failed",
+                                 r, pb->tb, inst, where, op_word(op->kind), peer, culprit);
+        else
+            ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
+                                 "rank %d, thread block %d (instance %d), %s (%s): stopped because rank %d failed",
+                                 r, pb->tb, inst, where, op_word(op->kind), culprit);
+    } else if (peer >= 0) {
+        ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                             "timeout: rank %d, thread block %d (instance %d), %s (wait): no signal from peer rank %d "
+                             "within %d ms (semaphore slot %d is at %llu, waiting for %llu)",
+                             r, pb->tb, inst, where, peer, comm->timeout_ms, slot, (unsigned long long)have,
+                             (unsigned long long)want);
+    } else {
+        ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                             "timeout: rank %d, thread block %d (instance %d), %s (barrier): the rank's other thread "
+                             "blocks did not arrive within %d ms",
+                             r, pb->tb, inst, where, comm->timeout_ms);
+    }
+    ccl__abort_all(comm);
+}
+
+static int block_barrier(Exec *x)
+{
+    unsigned gen = atomic_load(&x->gen);
+    if (atomic_fetch_add(&x->arrived, 1) + 1 == (unsigned)x->nphys) {
+        atomic_store(&x->arrived, 0);
+        atomic_fetch_add(&x->gen, 1);
+        return 0;
+    }
+    double deadline = 0;
+    for (unsigned it = 0; atomic_load(&x->gen) == gen; it++) {
+        if (atomic_load_explicit(x->abort_flag, memory_order_relaxed))
+            return 2;
+        if ((it & 63) == 63) {
+            double now = ccl__now_ms();
+            if (deadline == 0)
+                deadline = now + x->comm->timeout_ms;
+            else if (now > deadline)
+                return 1;
+        }
+        ccl__backoff(it);
+    }
+    return 0;
+}
+
+static void do_xfer(Exec *x, const PlanOp *op, int inst, int slice)
+{
+    const CclCall *c = x->call;
+    const Program *prog = x->alg->prog;
+    int N = x->comm->nranks, K = prog->chunks, I = x->alg->instances, S = c->slices;
+    size_t es = c->esize, A = ccl__align_elems(es);
+    enum { MAXOPS = 64 };
+    const void *srcbuf[MAXOPS];
+    size_t offbuf[2 * MAXOPS];
+    int nref = op->ndst + op->nsrc;
+    const void **srcs = op->nsrc <= MAXOPS ? srcbuf : malloc(sizeof *srcs * (size_t)op->nsrc);
+    size_t *offs = nref <= 2 * MAXOPS ? offbuf : malloc(sizeof *offs * (size_t)nref);
+    if (!srcs || !offs)
+        goto out; /* unreachable in practice: programs have few operands per op */
+    int count = op->dst[0].count;
+    for (int j = 0; j < count; j++) {
+        size_t L = SIZE_MAX, len;
+        for (int k = 0; k < nref; k++) {
+            const Ref *r = k < op->ndst ? &op->dst[k] : &op->src[k - op->ndst];
+            ccl__chunk_range(r->buf, r->chunk + j, c->count, K, c->CS, &offs[k], &len);
+            if (len < L)
+                L = len;
+        }
+        if (L == 0)
+            continue;
+        size_t plo, phi, slo, shi;
+        ccl__part(L, I, inst, A, &plo, &phi);
+        ccl__part(phi - plo, S, slice, A, &slo, &shi);
+        size_t lo = plo + slo, n = shi - slo;
+        if (n == 0)
+            continue;
+        for (int k = 0; k < op->nsrc; k++) {
+            const Ref *r = &op->src[k];
+            srcs[k] = x->bases[r->buf * N + r->rank] + (offs[op->ndst + k] + lo) * es;
+        }
+        char *d0 = x->bases[op->dst[0].buf * N + op->dst[0].rank] + (offs[0] + lo) * es;
+        ccl__reduce(d0, srcs, op->nsrc, n, c->dtype, c->op);
+        for (int k = 1; k < op->ndst; k++) {
+            char *d = x->bases[op->dst[k].buf * N + op->dst[k].rank] + (offs[k] + lo) * es;
+            memmove(d, d0, n * es);
+        }
+    }
+out:
+    if (srcs != srcbuf)
+        free(srcs);
+    if (offs != offbuf)
+        free(offs);
+}
+
+static void run_block(Exec *x, int b, int inst)
+{
+    const PlanBlock *pb = x->alg->blocks[b];
+    int N = x->comm->nranks, I = x->alg->instances;
+    ccl_comm_t *comm = x->comm;
+    for (int s = 0; s < x->call->slices; s++) {
+        for (int o = 0; o < pb->nops; o++) {
+            const PlanOp *op = &pb->ops[o];
+            switch (op->kind) {
+            case OP_XFER:
+                do_xfer(x, op, inst, s);
+                break;
+            case OP_SIGNAL:
+                for (int k = 0; k < op->npeer; k++) {
+                    int slot = (op->sem[k] / N * I + inst) * N + op->sem[k] % N;
+                    _Atomic uint64_t *sems = (_Atomic uint64_t *)(comm->heap_base[op->peer[k]] + x->alg->sem_off);
+                    atomic_fetch_add_explicit(&sems[slot], 1, memory_order_release);
+                }
+                break;
+            case OP_WAIT:
+                for (int k = 0; k < op->npeer; k++) {
+                    int slot = (op->sem[k] / N * I + inst) * N + op->sem[k] % N;
+                    uint64_t want = ++x->ca->expected[slot];
+                    int why = wait_ge(x, &x->own_sems[slot], want);
+                    if (why) {
+                        block_fail(x, pb, inst, op, op->peer[k], why, atomic_load(&x->own_sems[slot]), want, slot);
+                        return;
+                    }
+                }
+                break;
+            case OP_BARRIER: {
+                int why = block_barrier(x);
+                if (why) {
+                    block_fail(x, pb, inst, op, -1, why, 0, 0, -1);
+                    return;
+                }
+                break;
+            }
+            case OP_FLUSH:   /* port channels are direct copies on the CPU */
+            case OP_SYNC:    /* a block is one thread */
+                break;
+            }
+        }
+    }
+}
+
+static void *block_thread(void *arg)
+{
+    BlockArg *a = arg;
+    run_block(a->x, a->block, a->inst);
+    return NULL;
+}
+
+static void execute(ccl_comm_t *comm, const CclCall *c)
+{
+    ccl_algorithm_t *alg = c->alg;
+    const Program *prog = alg->prog;
+    int N = comm->nranks, me = comm->rank;
+    CclHeapHeader *hdr = (CclHeapHeader *)comm->heap_base[me];
+    uint64_t ab = atomic_load(&hdr->abort);
+    if (ab) {
+        ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: %s skipped: rank %d failed earlier", me,
+                             alg->file, (int)ab - 1);
+        return;
+    }
+    if (c->stage_in)
+        memcpy(c->in, c->send, c->in_bytes);
+
+    Exec x = {.call = c, .comm = comm, .alg = alg, .ca = alg->be_alg};
+    x.bases = calloc((size_t)prog->nbufs * (size_t)N, sizeof *x.bases);
+    x.nphys = alg->nblocks * alg->instances;
+    BlockArg *args = calloc((size_t)x.nphys + 1, sizeof *args);
+    pthread_t *tids = calloc((size_t)x.nphys + 1, sizeof *tids);
+    if (!x.bases || !args || !tids) {
+        ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running %s", me, alg->file);
+        ccl__abort_all(comm);
+        goto out;
+    }
+    for (int p = 0; p < N; p++) {
+        char *hb = comm->heap_base[p];
+        x.bases[BUF_IN * N + p] = p == me ? c->in : c->in_off == SIZE_MAX ? NULL : hb + c->in_off;
+        x.bases[BUF_OUT * N + p] = p == me ? c->out : c->out_off == SIZE_MAX ? NULL : hb + c->out_off;
+        for (int b = BUF_SCRATCH0; b < prog->nbufs; b++)
+            x.bases[b * N + p] = hb + c->scratch_off + ccl__scratch_offset(prog, b, c->CS, c->esize);
+    }
+    x.own_sems = (_Atomic uint64_t *)(comm->heap_base[me] + alg->sem_off);
+    x.abort_flag = &hdr->abort;
+    atomic_init(&x.arrived, 0);
+    atomic_init(&x.gen, 0);
+
+    int started = 0;
+    for (int k = 1; k < x.nphys; k++) {
+        args[k] = (BlockArg){&x, k / alg->instances, k % alg->instances};
+        if (pthread_create(&tids[k], NULL, block_thread, &args[k]) != 0) {
+            ccl__set_async_error(comm, CCL_ERR_SYSTEM, "rank %d: cannot start a thread for thread block %d of %s", me,
+                                 alg->blocks[k / alg->instances]->tb, alg->file);
+            ccl__abort_all(comm);
+            break;
+        }
+        started = k;
+    }
+    if (x.nphys > 0 && started == x.nphys - 1)
+        run_block(&x, 0, 0);
+    for (int k = 1; k <= started; k++)
+        pthread_join(tids[k], NULL);
+    if (atomic_load(&hdr->abort))
+        goto out;
+
+    if (c->divide) {
+        char err[512];
+        if (ccl__rank_barrier(comm, err, sizeof err) != 0) {
+            ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED, "%s (before avg's division)", err);
+            ccl__abort_all(comm);
+            goto out;
+        }
+        if (c->divide_here)
+            ccl__divide(c->out, c->out_bytes / c->esize, c->dtype, c->divide);
+        if (ccl__rank_barrier(comm, err, sizeof err) != 0) {
+            ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED, "%s (after avg's division)", err);
+            ccl__abort_all(comm);
+            goto out;
+        }
+    }
+    if (c->stage_out)
+        memcpy(c->recv, c->out, c->out_bytes);
+out:
+    free(x.bases);
+    free(args);
+    free(tids);
+}
+
+static void *worker_main(void *arg)
+{
+    ccl_comm_t *comm = arg;
+    CpuComm *cc = comm->be_comm;
+    pthread_mutex_lock(&cc->mu);
+    for (;;) {
+        while (!cc->head && !cc->stop)
+            pthread_cond_wait(&cc->cv, &cc->mu);
+        if (!cc->head)
+            break;
+        Task *t = cc->head;
+        cc->head = t->next;
+        if (!cc->head)
+            cc->tail = NULL;
+        cc->busy = 1;
+        pthread_mutex_unlock(&cc->mu);
+        execute(comm, &t->call);
+        free(t);
+        pthread_mutex_lock(&cc->mu);
+        cc->busy = 0;
+        if (!cc->head)
+            pthread_cond_broadcast(&cc->idle_cv);
+    }
+    pthread_mutex_unlock(&cc->mu);
+    return NULL;
+}
+
+const CclBackend ccl__cpu_backend = {
+    .name = "cpu",
+    .comm_init = cpu_comm_init,
+    .comm_fini = cpu_comm_fini,
+    .heap_zero = cpu_heap_zero,
+    .alg_prepare = cpu_alg_prepare,
+    .alg_release = cpu_alg_release,
+    .run = cpu_run,
+    .synchronize = cpu_synchronize,
+};

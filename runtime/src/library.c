@@ -1,0 +1,240 @@
+/* library.c: which algorithm a standard collective (ccl_all_reduce ...) runs.
+ *
+ * First the registrations of ccl_comm_use_algorithm, latest first, whose collective,
+ * root and byte range fit. Otherwise the shipped library: on the first call for a
+ * (collective, root), every algorithms/<dir>/<file>.ccl whose header names that
+ * collective is loaded for this N (files that do not admit N, or do not compile, are
+ * skipped); a call then takes the loaded algorithm whose `sizes` hint holds its byte
+ * count (the narrowest such), else one without a hint, else the first. Files and
+ * folders are read in name order, so every rank makes the same choices and the heap
+ * stays symmetric.
+ *
+ * The library folder: $CCL_ALGORITHM_DIR, else the first `algorithms` folder found next
+ * to the executable or up to three levels above it, else in the current folder or up to
+ * two levels above it. */
+#include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* 0 and the folder in out, or -1 with the reason in out. */
+static int find_library(char *out, size_t len)
+{
+    const char *env = getenv("CCL_ALGORITHM_DIR");
+    if (env && *env) {
+        if (is_dir(env)) {
+            snprintf(out, len, "%s", env);
+            return 0;
+        }
+        snprintf(out, len, "CCL_ALGORITHM_DIR='%s' is not a folder", env);
+        return -1;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash)
+            *slash = 0;
+        static const char *ups[] = {"/algorithms", "/../algorithms", "/../../algorithms", "/../../../algorithms"};
+        for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++) {
+            char path[PATH_MAX + 32];
+            snprintf(path, sizeof path, "%s%s", exe, ups[i]);
+            if (is_dir(path)) {
+                CCL__FMT(out, len, "%s", path);
+                return 0;
+            }
+        }
+    }
+    static const char *cwd[] = {"algorithms", "../algorithms", "../../algorithms"};
+    for (size_t i = 0; i < sizeof cwd / sizeof cwd[0]; i++)
+        if (is_dir(cwd[i])) {
+            snprintf(out, len, "%s", cwd[i]);
+            return 0;
+        }
+    snprintf(out, len, "no algorithm library found (set CCL_ALGORITHM_DIR to the repository's algorithms/ folder)");
+    return -1;
+}
+
+/* The collective named in a file's header ("algorithm NAME : COLL"), or -1. */
+static int header_collective(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = buf;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+            p++;
+        if (*p != '#')
+            break;
+        while (*p && *p != '\n')
+            p++;
+    }
+    char name[64], coll[64];
+    if (sscanf(p, "algorithm %63[A-Za-z0-9_] : %63[A-Za-z0-9_]", name, coll) != 2)
+        return -1;
+    for (int c = COLL_ALLREDUCE; c <= COLL_REDUCE; c++)
+        if (!strcmp(coll, coll_name((Collective)c)))
+            return c;
+    return -1;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names of a folder's entries (without . and ..); NULL on error. */
+static char **list_dir(const char *path, int *count)
+{
+    *count = 0;
+    DIR *d = opendir(path);
+    if (!d)
+        return NULL;
+    int cap = 16, n = 0;
+    char **names = malloc(sizeof *names * (size_t)cap);
+    struct dirent *e;
+    while (names && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (n == cap) {
+            char **nn = realloc(names, sizeof *names * (size_t)(cap *= 2));
+            if (!nn) {
+                for (int i = 0; i < n; i++)
+                    free(names[i]);
+                free(names);
+                names = NULL;
+                break;
+            }
+            names = nn;
+        }
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (names)
+        qsort(names, (size_t)n, sizeof *names, name_cmp);
+    *count = n;
+    return names;
+}
+
+static void free_list(char **names, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* Loads every library file of collective coll for this comm; appends a note per skipped
+ * file to why. Returns how many loaded. */
+static int load_library(ccl_comm_t *comm, Collective coll, int root, const char *fn, char *why, size_t whylen)
+{
+    char dir[PATH_MAX];
+    if (find_library(dir, sizeof dir) != 0) {
+        snprintf(why, whylen, "%s", dir);
+        return 0;
+    }
+    int nsub, loaded = 0;
+    size_t wl = strlen(why);
+    char **subs = list_dir(dir, &nsub);
+    for (int i = 0; subs && i < nsub; i++) {
+        char sub[PATH_MAX];
+        CCL__FMT(sub, sizeof sub, "%s/%s", dir, subs[i]);
+        if (!is_dir(sub))
+            continue;
+        int nfiles;
+        char **files = list_dir(sub, &nfiles);
+        for (int j = 0; files && j < nfiles; j++) {
+            size_t fl = strlen(files[j]);
+            if (fl < 5 || strcmp(files[j] + fl - 4, ".ccl"))
+                continue;
+            char path[2 * PATH_MAX];
+            CCL__FMT(path, sizeof path, "%s/%s", sub, files[j]);
+            if (header_collective(path) != (int)coll)
+                continue;
+            ccl_algorithm_t *alg;
+            if (ccl__algorithm_load(comm, path, root, fn, &alg) == CCL_OK) {
+                alg->from_library = 1;
+                loaded++;
+            } else if (wl + 1 < whylen) {
+                /* Keep the first line of the reason only. */
+                const char *msg = comm->last_error, *colon = strstr(msg, ": ");
+                msg = colon ? colon + 2 : msg;
+                int len = (int)strcspn(msg, "\n");
+                wl += (size_t)snprintf(why + wl, whylen - wl, "\n  %s: %.*s", path, len, msg);
+                if (wl >= whylen)
+                    wl = whylen - 1;
+            }
+        }
+        free_list(files, nfiles);
+    }
+    free_list(subs, nsub);
+    if (!loaded && wl == 0)
+        CCL__FMT(why, whylen, "%s has no %s algorithm", dir, coll_name(coll));
+    return loaded;
+}
+
+static int fits(const CclUse *u, size_t bytes)
+{
+    return (u->min_bytes == 0 && u->max_bytes == 0) || (bytes >= u->min_bytes && bytes <= u->max_bytes);
+}
+
+ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, const char *fn, ccl_algorithm_t **out)
+{
+    int rooted = coll == COLL_BROADCAST || coll == COLL_REDUCE;
+    if (!rooted)
+        root = 0;
+    for (int i = comm->nuses - 1; i >= 0; i--) {
+        ccl_algorithm_t *a = comm->uses[i].alg;
+        if (a->prog->coll == coll && (!rooted || a->root == root) && fits(&comm->uses[i], bytes)) {
+            *out = a;
+            return CCL_OK;
+        }
+    }
+    if (!comm->lib_tried && !(comm->lib_tried = calloc(6 * (size_t)comm->nranks, 1)))
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    unsigned char *tried = &comm->lib_tried[(size_t)coll * (size_t)comm->nranks + (size_t)root];
+    char why[CCL__ERR_LEN / 2] = "";
+    if (!*tried) {
+        *tried = 1;
+        load_library(comm, coll, root, fn, why, sizeof why);
+    }
+    ccl_algorithm_t *best = NULL, *nohint = NULL, *first = NULL;
+    for (int i = 0; i < comm->nalgs; i++) {
+        ccl_algorithm_t *a = comm->algs[i];
+        if (!a->from_library || a->prog->coll != coll || (rooted && a->root != root))
+            continue;
+        if (!first)
+            first = a;
+        int64_t lo = a->prog->size_lo, hi = a->prog->size_hi;
+        if (lo == 0 && hi == 0) {
+            if (!nohint)
+                nohint = a;
+        } else if ((int64_t)bytes >= lo && (int64_t)bytes <= hi &&
+                   (!best || hi - lo < best->prog->size_hi - best->prog->size_lo)) {
+            best = a;
+        }
+    }
+    *out = best ? best : nohint ? nohint : first;
+    if (*out)
+        return CCL_OK;
+    return ccl__set_error(comm, CCL_ERR_NO_ALGORITHM,
+                          "%s: no %s algorithm for N=%d: none registered with ccl_comm_use_algorithm, and none in the "
+                          "shipped library admits it%s%s", fn, coll_name(coll), comm->nranks, why[0] ? ":" : "",
+                          why[0] ? why : " (see an earlier call's error)");
+}
