@@ -9,6 +9,9 @@
 # when the `ranks`/`where` lines exclude N; any other exit-2 message is a failure.
 # Each algorithm must admit at least one N in 2..8.
 #
+# Properties: at every admitted N, `cclc check --explain` must report the algorithm
+# deterministic, pipeline-safe and valid in place (or in-place not applicable).
+#
 # Golden plans: `cclc plan FILE --ranks N` for N = 4 and one more admitted N (3 when
 # admitted, else 8, else 2) is compared with tests/algorithms/golden/COLL-NAME.nN.plan.
 # UPDATE_GOLDEN=1 rewrites them (and removes goldens of algorithms that are gone).
@@ -50,6 +53,24 @@ for src in algorithms/*/*.ccl; do
         continue
     fi
     [ "$failed" = 0 ] && echo "ok $name: proved for N = ${admitted[*]}"
+
+    # The library's promises beyond correctness, at every admitted N: the same bits on
+    # every rank (deterministic), slicing allowed (pipeline-safe), and in-place calls
+    # valid wherever the collective has an in-place form.
+    props_ok=1
+    for n in "${admitted[@]}"; do
+        explain=$("$cclc" check "$src" --ranks "$n" --explain 2>&1)
+        why=""
+        grep -q "^ *deterministic: *yes" <<<"$explain" || why="not deterministic"
+        grep -q "^ *pipeline-safe: *yes" <<<"$explain" || why="${why:+$why, }not pipeline-safe"
+        grep -qE "^ *in-place: *(yes|not applicable)" <<<"$explain" || why="${why:+$why, }not valid in place"
+        if [ -n "$why" ]; then
+            echo "FAIL $name properties n=$n: $why"
+            props_ok=0
+            grep -E "deterministic|pipeline-safe|in-place" <<<"$explain" | sed 's/^/    /'
+        fi
+    done
+    [ "$props_ok" = 1 ] && [ ${#admitted[@]} -gt 0 ] && echo "ok $name: deterministic, pipeline-safe, in-place valid"
 
     # Golden plans for N = 4 and one more admitted N.
     plan_ns=()
