@@ -1,0 +1,2073 @@
+/* ccl-perf: measures CCL collectives like nccl-tests, with NCCL side by side in one run.
+ *
+ *   ccl-perf -c allreduce -b 1K -e 1G -f 2 -d bf16 --graph --check --compare nccl
+ *
+ * What it takes: a collective (or an --algo file, whose header names it), a sweep of
+ * message sizes in nccl-tests' sense (the full buffer: allgather's receive size,
+ * reduce_scatter's and alltoall's send size), a dtype and a reduction op. What it gives:
+ * per size, out-of-place and in-place, the time per op, algbw and busbw with nccl-tests'
+ * formulas, the number of wrong elements under --check, and with --compare nccl the same
+ * numbers for NCCL and the ratio of our time to NCCL's; as a table on stdout and
+ * optionally as CSV, JSON and a hand-written SVG plot.
+ *
+ * Two ways to run, one code path per rank (worker()):
+ *  - one process per rank under mpirun (or any launcher the runtime's environment
+ *    bootstrap knows): ccl_comm_init_rank over that bootstrap, no MPI link;
+ *  - one process driving every rank (--ranks N on the CPU backend, every visible GPU on
+ *    the GPU backend): ccl_comm_init_all and one thread per rank.
+ * Ranks agree on everything (timings, wrong counts, failures) through a ccl_bootstrap_t,
+ * so both ways print the same table.
+ *
+ * Timing. The GPU backend times with CUDA events (driver API, loaded with dlopen so the
+ * tool links nothing but libccl): eagerly, one event pair per op; or, with --graph, a
+ * CUDA graph of many ops replayed several times, time per op = replay time / ops. The CPU
+ * backend times with the host's monotonic clock around each op and
+ * ccl_comm_synchronize. Every sample is the maximum over ranks; the reported time is the
+ * median of the samples. The header says which method ran.
+ *
+ * Exactness. Input element i of rank r is a small integer that depends on r and i mod
+ * PERF_PERIOD, chosen per dtype and op so that every partial result of the reduction is
+ * an integer the dtype represents exactly (bf16 and fp8 included). The expected output is
+ * therefore one exact bit pattern, whatever the reduction order, and --check compares
+ * bits. Outputs are poisoned (0xff bytes: NaN or -1, never an expected value) before
+ * every checked op, so an op that writes nothing is caught.
+ *
+ * Exit status: 0; 1 when a run failed or --check found wrong elements; 2 for bad
+ * arguments (one line on stderr saying which and why).
+ */
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ccl.h"
+/* The runtime's bootstraps (threads in one process; processes under a launcher) and the
+ * compiler's entry point, used to prove an --algo file before any communicator exists. */
+#include "internal.h"
+
+#ifdef CCL_PERF_CHECK_PROTOTYPES
+/* tests/perf/run.sh compiles this file once more with the real CUDA and NCCL headers so
+ * the hand-written prototypes below are checked against them (see PERF_SAME_TYPE). */
+#include <cuda.h>
+#include <nccl.h>
+#endif
+
+#define PERF_VERSION "0.1.0"
+
+enum {
+    PERF_PERIOD = 1021,        /* the data pattern repeats every PERF_PERIOD elements */
+    PERF_MAX_ITERS = 10000,
+    PERF_MAX_SIZES = 64,
+};
+
+/* ===== the collectives, with nccl-tests' accounting ===== */
+
+typedef struct {
+    const char *name;       /* CCL's name, as in algorithm headers */
+    const char *alias;      /* NCCL's spelling, accepted too */
+    int reduces, rooted;
+    int in_n, out_n;        /* buffer sizes: 1 = count elements, 0 = N * count */
+} CollInfo;
+
+static const CollInfo colls[] = {
+    [COLL_ALLREDUCE] = {"allreduce", "all_reduce", 1, 0, 1, 1},
+    [COLL_ALLGATHER] = {"allgather", "all_gather", 0, 0, 1, 0},
+    [COLL_REDUCE_SCATTER] = {"reduce_scatter", "reducescatter", 1, 0, 0, 1},
+    [COLL_ALLTOALL] = {"alltoall", "all_to_all", 0, 0, 0, 0},
+    [COLL_BROADCAST] = {"broadcast", "bcast", 0, 1, 1, 1},
+    [COLL_REDUCE] = {"reduce", "reduce", 1, 1, 1, 1},
+};
+enum { NCOLLS = sizeof colls / sizeof colls[0] };
+
+static size_t in_elems(Collective c, int n, size_t count) { return colls[c].in_n ? count : (size_t)n * count; }
+static size_t out_elems(Collective c, int n, size_t count) { return colls[c].out_n ? count : (size_t)n * count; }
+
+/* nccl-tests: "bytes" is the full buffer (allgather: the receive size; reduce_scatter
+ * and alltoall: the send size), and count is what the API takes for it. */
+static size_t units_per_size(Collective c, int n) { return c == COLL_ALLREDUCE || c == COLL_BROADCAST || c == COLL_REDUCE ? 1 : (size_t)n; }
+
+/* busbw = algbw * factor (nccl-tests' PERFORMANCE.md). */
+static double busbw_factor(Collective c, int n)
+{
+    switch (c) {
+    case COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
+    case COLL_ALLGATHER:
+    case COLL_REDUCE_SCATTER:
+    case COLL_ALLTOALL: return (double)(n - 1) / n;
+    default: return 1.0;
+    }
+}
+
+/* ===== options ===== */
+
+typedef struct {
+    int coll;               /* Collective, or -1 until known */
+    size_t minbytes, maxbytes;
+    unsigned long step;     /* -f */
+    ccl_dtype_t dtype;
+    ccl_op_t op;
+    int root;
+    const char *algo;       /* --algo FILE */
+    int graph, check;
+    int compare_nccl;
+    const char *csv, *json, *plot;
+    ccl_backend_t backend;
+    int iters, warmup, repeats;
+    int ranks;              /* --ranks; 0 = default */
+    int timeout_ms;
+    const char *size_arg[2];/* -b and -e as written, for messages */
+} Opts;
+
+/* Rank 0 of a launcher prints argument errors; the other processes only exit. */
+static int quiet_rank(void)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *s = getenv(vars[i]);
+        if (s && *s)
+            return atoi(s) != 0;
+    }
+    return 0;
+}
+
+static _Noreturn __attribute__((format(printf, 1, 2))) void usage_error(const char *fmt, ...)
+{
+    if (!quiet_rank()) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs("ccl-perf: error: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+    }
+    exit(2);
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: ccl-perf -c COLLECTIVE [options]\n"
+          "       mpirun -np N ccl-perf -c COLLECTIVE [options]   (one process per rank)\n"
+          "\n"
+          "  -c, --collective C   allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce\n"
+          "  -b, --minbytes S     smallest size (bytes; K, M, G suffixes are powers of 1024) [1K]\n"
+          "  -e, --maxbytes S     largest size [1M]\n"
+          "  -f, --stepfactor F   multiply the size by F (an integer >= 2) [2]\n"
+          "  -d, --dtype T        f32 f64 f16 bf16 i32 i64 u8 fp8_e4m3 fp8_e5m2 [f32]\n"
+          "  -o, --op OP          sum prod min max avg (reducing collectives) [sum]\n"
+          "  -r, --root R         root of broadcast and reduce [0]\n"
+          "      --algo FILE      run this algorithm (proved first) instead of the library's choice\n"
+          "      --graph          time a CUDA graph of many ops (GPU backend only)\n"
+          "      --check          check every timed op against the exact expected result\n"
+          "      --compare nccl   time NCCL in the same run (GPU backend; CCL_NCCL_LIB=path)\n"
+          "      --csv F, --json F, --plot F.svg   write the results\n"
+          "      --backend B      cpu, gpu or auto [auto: gpu when one is present]\n"
+          "  -n, --iters N        timed ops per size (ops per graph with --graph) [20]\n"
+          "  -w, --warmup N       untimed ops first [5]\n"
+          "      --repeats N      graph replays per size (--graph) [10]\n"
+          "      --ranks N        ranks in one process (default: 4 on the CPU, every GPU)\n"
+          "      --timeout-ms MS  bound on every wait in the runtime [10000]\n"
+          "  -h, --help, --version\n",
+          f);
+}
+
+/* Parses "4096", "1K", "64KB", "1MiB", "1G"; returns 0 or -1. */
+static int parse_size(const char *s, size_t *out)
+{
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -1;
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    }
+    if (shift && *end == 'i')
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v > (ULLONG_MAX >> shift))
+        return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+static int parse_int(const char *flag, const char *s, int lo, int hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi)
+        usage_error("%s %s: expected an integer in %d..%d", flag, s, lo, hi);
+    return (int)v;
+}
+
+static int parse_collective(const char *s)
+{
+    for (int c = 0; c < NCOLLS; c++)
+        if (!strcmp(s, colls[c].name) || !strcmp(s, colls[c].alias))
+            return c;
+    return -1;
+}
+
+static const char *dtype_names = "f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3 or fp8_e5m2";
+
+static void parse_args(int argc, char **argv, Opts *o)
+{
+    *o = (Opts){.coll = -1, .minbytes = 1024, .maxbytes = 1 << 20, .step = 2, .dtype = CCL_F32,
+                .op = CCL_SUM, .iters = 20, .warmup = 5, .repeats = 10,
+                .size_arg = {"1K", "1M"}};
+    int step_given = 0, op_given = 0, root_given = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (!strcmp(a, "--version")) {
+            printf("ccl-perf %s (libccl %d.%d.%d)\n", PERF_VERSION, CCL_VERSION_MAJOR, CCL_VERSION_MINOR, CCL_VERSION_PATCH);
+            exit(0);
+        }
+        if (!strcmp(a, "--graph")) { o->graph = 1; continue; }
+        if (!strcmp(a, "--check")) { o->check = 1; continue; }
+        /* Everything else takes a value: "-b 1K", "--minbytes=1K" or "-b1K". */
+        const char *flag = a, *val = NULL;
+        char name[64];
+        const char *eq = strchr(a, '=');
+        if (a[0] == '-' && a[1] == '-' && eq && (size_t)(eq - a) < sizeof name) {
+            memcpy(name, a, (size_t)(eq - a));
+            name[eq - a] = 0;
+            flag = name;
+            val = eq + 1;
+        } else if (a[0] == '-' && a[1] && a[1] != '-' && a[2]) {
+            name[0] = '-', name[1] = a[1], name[2] = 0;
+            flag = name;
+            val = a + 2;
+        }
+#define IS(s, l) (!strcmp(flag, s) || !strcmp(flag, l))
+        static const char *const valued[] = {"-c", "--collective", "-b", "--minbytes", "-e", "--maxbytes",
+            "-f", "--stepfactor", "-d", "--dtype", "-o", "--op", "-r", "--root", "--algo", "--compare",
+            "--csv", "--json", "--plot", "--backend", "-n", "--iters", "-w", "--warmup", "--repeats",
+            "--ranks", "--timeout-ms"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            known |= !strcmp(flag, valued[k]);
+        if (!known)
+            usage_error("unknown option %s (see ccl-perf --help)", a);
+        if (!val) {
+            if (i + 1 >= argc)
+                usage_error("%s needs a value", flag);
+            val = argv[++i];
+        }
+        if (IS("-c", "--collective")) {
+            o->coll = parse_collective(val);
+            if (o->coll < 0)
+                usage_error("-c %s: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)", val);
+        } else if (IS("-b", "--minbytes") || IS("-e", "--maxbytes")) {
+            int which = IS("-e", "--maxbytes");
+            size_t v;
+            if (parse_size(val, &v) != 0)
+                usage_error("%s %s: not a size (a number of bytes, optionally with K, M or G)", flag, val);
+            if (v == 0)
+                usage_error("%s %s: sizes must be at least one element", flag, val);
+            *(which ? &o->maxbytes : &o->minbytes) = v;
+            o->size_arg[which] = val;
+        } else if (IS("-f", "--stepfactor")) {
+            o->step = (unsigned long)parse_int(flag, val, 2, 1 << 20);
+            step_given = 1;
+        } else if (IS("-d", "--dtype")) {
+            if (ccl_dtype_parse(val, &o->dtype) != 0)
+                usage_error("-d %s: unknown dtype (expected %s)", val, dtype_names);
+        } else if (IS("-o", "--op")) {
+            if (ccl_op_parse(val, &o->op) != 0)
+                usage_error("-o %s: unknown reduction op (expected sum, prod, min, max or avg)", val);
+            op_given = 1;
+        } else if (IS("-r", "--root")) {
+            o->root = parse_int(flag, val, 0, CCLC_MAX_RANKS - 1);
+            root_given = 1;
+        } else if (!strcmp(flag, "--algo")) {
+            o->algo = val;
+        } else if (!strcmp(flag, "--compare")) {
+            if (strcmp(val, "nccl") != 0)
+                usage_error("--compare %s: only 'nccl' can be compared", val);
+            o->compare_nccl = 1;
+        } else if (!strcmp(flag, "--csv")) {
+            o->csv = val;
+        } else if (!strcmp(flag, "--json")) {
+            o->json = val;
+        } else if (!strcmp(flag, "--plot")) {
+            o->plot = val;
+        } else if (!strcmp(flag, "--backend")) {
+            if (!strcmp(val, "cpu")) o->backend = CCL_BACKEND_CPU;
+            else if (!strcmp(val, "gpu")) o->backend = CCL_BACKEND_GPU;
+            else if (!strcmp(val, "auto")) o->backend = CCL_BACKEND_AUTO;
+            else usage_error("--backend %s: expected cpu, gpu or auto", val);
+        } else if (IS("-n", "--iters")) {
+            o->iters = parse_int(flag, val, 1, PERF_MAX_ITERS);
+        } else if (IS("-w", "--warmup")) {
+            o->warmup = parse_int(flag, val, 0, PERF_MAX_ITERS);
+        } else if (!strcmp(flag, "--repeats")) {
+            o->repeats = parse_int(flag, val, 1, PERF_MAX_ITERS);
+        } else if (!strcmp(flag, "--ranks")) {
+            o->ranks = parse_int(flag, val, 1, CCLC_MAX_RANKS);
+        } else if (!strcmp(flag, "--timeout-ms")) {
+            o->timeout_ms = parse_int(flag, val, 1, INT_MAX);
+        }
+#undef IS
+    }
+    if (o->minbytes > o->maxbytes)
+        usage_error("-b %s is larger than -e %s", o->size_arg[0], o->size_arg[1]);
+    (void)step_given;
+    if (o->plot) {
+        size_t n = strlen(o->plot);
+        if (n < 4 || strcmp(o->plot + n - 4, ".svg") != 0)
+            usage_error("--plot %s: the plot is an SVG file; name it *.svg", o->plot);
+    }
+    if (o->coll >= 0 && op_given && !colls[o->coll].reduces)
+        usage_error("-o %s: %s does not reduce", ccl_op_name(o->op), colls[o->coll].name);
+    if (o->coll >= 0 && root_given && !colls[o->coll].rooted)
+        usage_error("-r %d: %s has no root", o->root, colls[o->coll].name);
+}
+
+/* The sweep: minbytes, *step, ... up to maxbytes. */
+static int sweep_sizes(const Opts *o, size_t *sizes)
+{
+    int n = 0;
+    for (size_t s = o->minbytes; s <= o->maxbytes && n < PERF_MAX_SIZES; n++) {
+        sizes[n] = s;
+        if (s > SIZE_MAX / o->step)
+            return n + 1;
+        s *= o->step;
+    }
+    return n;
+}
+
+/* ===== exactly verifiable data ===== */
+
+/* The largest M such that every integer in 0..M is exact in the dtype (capped at 2^20:
+ * the patterns never need more). */
+static uint64_t exact_max(ccl_dtype_t t)
+{
+    switch (t) {
+    case CCL_F16: return 2048;
+    case CCL_BF16: return 256;
+    case CCL_FP8_E4M3: return 16;
+    case CCL_FP8_E5M2: return 8;
+    case CCL_U8: return 200;       /* below 255, so the 0xff poison is never expected */
+    default: return 1 << 20;
+    }
+}
+
+/* Encodes the non-negative integer v (exact in t by construction) as one element. */
+static void encode(void *dst, uint64_t v, ccl_dtype_t t)
+{
+    int mbits = 0, bias = 0, bytes = 0;
+    switch (t) {
+    case CCL_F32: { float f = (float)v; memcpy(dst, &f, 4); return; }
+    case CCL_F64: { double d = (double)v; memcpy(dst, &d, 8); return; }
+    case CCL_I32: { int32_t x = (int32_t)v; memcpy(dst, &x, 4); return; }
+    case CCL_I64: { int64_t x = (int64_t)v; memcpy(dst, &x, 8); return; }
+    case CCL_U8: *(uint8_t *)dst = (uint8_t)v; return;
+    case CCL_F16: mbits = 10, bias = 15, bytes = 2; break;
+    case CCL_BF16: mbits = 7, bias = 127, bytes = 2; break;
+    case CCL_FP8_E4M3: mbits = 3, bias = 7, bytes = 1; break;
+    case CCL_FP8_E5M2: mbits = 2, bias = 15, bytes = 1; break;
+    default: return;
+    }
+    uint32_t bits = 0;
+    if (v) {
+        int e = 63 - __builtin_clzll(v);
+        uint64_t frac = v - (1ull << e);
+        bits = (uint32_t)(e + bias) << mbits | (uint32_t)(e >= mbits ? frac >> (e - mbits) : frac << (mbits - e));
+    }
+    if (bytes == 2) {
+        uint16_t h = (uint16_t)bits;
+        memcpy(dst, &h, 2);
+    } else {
+        *(uint8_t *)dst = (uint8_t)bits;
+    }
+}
+
+/* The value of element j (j < PERF_PERIOD) of rank r's input. Sums and averages: every
+ * rank holds k(j) plus or minus s (pairs of ranks cancel), so the sum is N*k(j), a
+ * multiple of N (avg is exact too) and every partial sum is at most N*cap <= M. Products:
+ * ones and twos (powers of two are exact; at most 2^8 in all). Min, max and data movement:
+ * any value up to min(M, 255) that depends on rank and position. */
+static uint64_t gen_value(int r, int j, int n, ccl_op_t op, int reduces, ccl_dtype_t t)
+{
+    uint64_t M = exact_max(t), small = M < 255 ? M : 255;
+    if (!reduces || op == CCL_MIN || op == CCL_MAX)
+        return ((uint64_t)r * 37 + (uint64_t)j * 11 + 1) % (small + 1);
+    if (op == CCL_PROD)
+        return (r < 8 && (r + j) % 3 == 0) ? 2 : 1;
+    uint64_t cap = M / (uint64_t)n;
+    if (cap == 0)
+        return r == 0;             /* too many ranks for the dtype: only rank 0 counts */
+    if (cap == 1)
+        return 1;
+    uint64_t k = 1 + (uint64_t)j * 7 % (cap - 1);
+    int pair = r / 2;
+    if (n % 2 && r == n - 1)
+        return k;
+    uint64_t s = (uint64_t)((j + pair) % 3 != 0);
+    return r % 2 == 0 ? k + s : k - s;
+}
+
+/* The reduction of column j over all ranks, in integers (u8 wraps as the dtype does). */
+static uint64_t reduced_value(int j, int n, ccl_op_t op, ccl_dtype_t t)
+{
+    uint64_t acc = gen_value(0, j, n, op, 1, t);
+    for (int r = 1; r < n; r++) {
+        uint64_t v = gen_value(r, j, n, op, 1, t);
+        switch (op) {
+        case CCL_PROD: acc *= v; break;
+        case CCL_MIN: acc = v < acc ? v : acc; break;
+        case CCL_MAX: acc = v > acc ? v : acc; break;
+        default: acc += v; break;
+        }
+    }
+    if (op == CCL_AVG)
+        acc /= (uint64_t)n;
+    if (t == CCL_U8)
+        acc &= 0xff;
+    return acc;
+}
+
+/* Pattern tables: tab_in[r] holds rank r's PERF_PERIOD encoded input elements, tab_red
+ * the reduced ones. Element i of any buffer built from a table is table[(pos0+i) % P]. */
+typedef struct {
+    size_t esize;
+    unsigned char **tab_in;
+    unsigned char *tab_red;
+} Pattern;
+
+static void pattern_init(Pattern *p, int n, Collective c, ccl_op_t op, ccl_dtype_t t)
+{
+    p->esize = ccl_dtype_size(t);
+    p->tab_in = calloc((size_t)n, sizeof *p->tab_in);
+    p->tab_red = malloc(PERF_PERIOD * p->esize);
+    if (!p->tab_in || !p->tab_red) {
+        fprintf(stderr, "ccl-perf: out of memory\n");
+        exit(1);
+    }
+    for (int r = 0; r < n; r++) {
+        p->tab_in[r] = malloc(PERF_PERIOD * p->esize);
+        if (!p->tab_in[r]) {
+            fprintf(stderr, "ccl-perf: out of memory\n");
+            exit(1);
+        }
+        for (int j = 0; j < PERF_PERIOD; j++)
+            encode(p->tab_in[r] + (size_t)j * p->esize, gen_value(r, j, n, op, colls[c].reduces, t), t);
+    }
+    for (int j = 0; j < PERF_PERIOD; j++)
+        encode(p->tab_red + (size_t)j * p->esize, colls[c].reduces ? reduced_value(j, n, op, t) : 0, t);
+}
+
+static void pattern_fill(unsigned char *dst, size_t pos0, size_t n, const unsigned char *tab, size_t es)
+{
+    size_t j = pos0 % PERF_PERIOD;
+    while (n) {
+        size_t m = PERF_PERIOD - j < n ? PERF_PERIOD - j : n;
+        memcpy(dst, tab + j * es, m * es);
+        dst += m * es, n -= m, j = 0;
+    }
+}
+
+/* Elements of buf[0..n) that differ from the pattern (bitwise). */
+static long long pattern_wrong(const unsigned char *buf, size_t pos0, size_t n, const unsigned char *tab, size_t es)
+{
+    long long wrong = 0;
+    size_t j = pos0 % PERF_PERIOD;
+    while (n) {
+        size_t m = PERF_PERIOD - j < n ? PERF_PERIOD - j : n;
+        if (memcmp(buf, tab + j * es, m * es) != 0)
+            for (size_t e = 0; e < m; e++)
+                wrong += memcmp(buf + e * es, tab + (j + e) * es, es) != 0;
+        buf += m * es, n -= m, j = 0;
+    }
+    return wrong;
+}
+
+/* ===== the CUDA driver API, through dlopen ===== */
+
+/* Only what ccl-perf needs: contexts, streams, events, graphs and copies. Opaque handles
+ * as in cuda.h; under CCL_PERF_CHECK_PROTOTYPES they are cuda.h's own types. */
+#ifdef CCL_PERF_CHECK_PROTOTYPES
+typedef CUresult CuResult;
+typedef CUdevice CuDevice;
+typedef CUcontext CuContext;
+typedef CUstream CuStream;
+typedef CUevent CuEvent;
+typedef CUgraph CuGraph;
+typedef CUgraphExec CuGraphExec;
+typedef CUdeviceptr CuDevicePtr;
+typedef CUstreamCaptureMode CuCaptureMode;
+#else
+typedef int CuResult;
+typedef int CuDevice;
+typedef struct CUctx_st *CuContext;
+typedef struct CUstream_st *CuStream;
+typedef struct CUevent_st *CuEvent;
+typedef struct CUgraph_st *CuGraph;
+typedef struct CUgraphExec_st *CuGraphExec;
+typedef unsigned long long CuDevicePtr;
+typedef int CuCaptureMode;
+#endif
+enum { PERF_CU_STREAM_NON_BLOCKING = 1, PERF_CU_CAPTURE_THREAD_LOCAL = 1 };
+
+typedef struct {
+    CuResult (*Init)(unsigned int);
+    CuResult (*DeviceGetCount)(int *);
+    CuResult (*DeviceGet)(CuDevice *, int);
+    CuResult (*DeviceGetName)(char *, int, CuDevice);
+    CuResult (*DevicePrimaryCtxRetain)(CuContext *, CuDevice);
+    CuResult (*CtxSetCurrent)(CuContext);
+    CuResult (*StreamCreate)(CuStream *, unsigned int);
+    CuResult (*StreamDestroy)(CuStream);
+    CuResult (*StreamSynchronize)(CuStream);
+    CuResult (*EventCreate)(CuEvent *, unsigned int);
+    CuResult (*EventRecord)(CuEvent, CuStream);
+    CuResult (*EventElapsedTime)(float *, CuEvent, CuEvent);
+    CuResult (*EventDestroy)(CuEvent);
+    CuResult (*MemcpyHtoD)(CuDevicePtr, const void *, size_t);
+    CuResult (*MemcpyDtoH)(void *, CuDevicePtr, size_t);
+    CuResult (*MemsetD8)(CuDevicePtr, unsigned char, size_t);
+    CuResult (*StreamBeginCapture)(CuStream, CuCaptureMode);
+    CuResult (*StreamEndCapture)(CuStream, CuGraph *);
+    CuResult (*GraphInstantiate)(CuGraphExec *, CuGraph, unsigned long long);
+    CuResult (*GraphLaunch)(CuGraphExec, CuStream);
+    CuResult (*GraphExecDestroy)(CuGraphExec);
+    CuResult (*GraphDestroy)(CuGraph);
+    CuResult (*GetErrorString)(CuResult, const char **);
+} CudaApi;
+
+/* Symbols, newest first where the driver versions them. */
+#define PERF_CU_SYMS(X)                                                                   \
+    X(Init, "cuInit", NULL) X(DeviceGetCount, "cuDeviceGetCount", NULL)                    \
+    X(DeviceGet, "cuDeviceGet", NULL) X(DeviceGetName, "cuDeviceGetName", NULL)            \
+    X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL)                            \
+    X(CtxSetCurrent, "cuCtxSetCurrent", NULL) X(StreamCreate, "cuStreamCreate", NULL)      \
+    X(StreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy")                              \
+    X(StreamSynchronize, "cuStreamSynchronize", NULL) X(EventCreate, "cuEventCreate", NULL) \
+    X(EventRecord, "cuEventRecord", NULL)                                                  \
+    X(EventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime")                     \
+    X(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy")                                 \
+    X(MemcpyHtoD, "cuMemcpyHtoD_v2", NULL) X(MemcpyDtoH, "cuMemcpyDtoH_v2", NULL)          \
+    X(MemsetD8, "cuMemsetD8_v2", NULL)                                                     \
+    X(StreamBeginCapture, "cuStreamBeginCapture_v2", NULL)                                 \
+    X(StreamEndCapture, "cuStreamEndCapture", NULL)                                        \
+    X(GraphInstantiate, "cuGraphInstantiateWithFlags", NULL)                               \
+    X(GraphLaunch, "cuGraphLaunch", NULL) X(GraphExecDestroy, "cuGraphExecDestroy", NULL)  \
+    X(GraphDestroy, "cuGraphDestroy", NULL) X(GetErrorString, "cuGetErrorString", NULL)
+
+#ifdef CCL_PERF_CHECK_PROTOTYPES
+#define PERF_SAME_TYPE(field, fn)                                                        \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(((CudaApi *)0)->field), __typeof__(&fn)), \
+                   #fn " does not match cuda.h");
+PERF_SAME_TYPE(Init, cuInit) PERF_SAME_TYPE(DeviceGetCount, cuDeviceGetCount)
+PERF_SAME_TYPE(DeviceGet, cuDeviceGet) PERF_SAME_TYPE(DeviceGetName, cuDeviceGetName)
+PERF_SAME_TYPE(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)
+PERF_SAME_TYPE(CtxSetCurrent, cuCtxSetCurrent) PERF_SAME_TYPE(StreamCreate, cuStreamCreate)
+PERF_SAME_TYPE(StreamDestroy, cuStreamDestroy_v2) PERF_SAME_TYPE(StreamSynchronize, cuStreamSynchronize)
+PERF_SAME_TYPE(EventCreate, cuEventCreate) PERF_SAME_TYPE(EventRecord, cuEventRecord)
+PERF_SAME_TYPE(EventElapsedTime, cuEventElapsedTime_v2) PERF_SAME_TYPE(EventDestroy, cuEventDestroy_v2)
+PERF_SAME_TYPE(MemcpyHtoD, cuMemcpyHtoD_v2) PERF_SAME_TYPE(MemcpyDtoH, cuMemcpyDtoH_v2)
+PERF_SAME_TYPE(MemsetD8, cuMemsetD8_v2) PERF_SAME_TYPE(StreamBeginCapture, cuStreamBeginCapture_v2)
+PERF_SAME_TYPE(StreamEndCapture, cuStreamEndCapture)
+PERF_SAME_TYPE(GraphInstantiate, cuGraphInstantiateWithFlags) PERF_SAME_TYPE(GraphLaunch, cuGraphLaunch)
+PERF_SAME_TYPE(GraphExecDestroy, cuGraphExecDestroy) PERF_SAME_TYPE(GraphDestroy, cuGraphDestroy)
+PERF_SAME_TYPE(GetErrorString, cuGetErrorString)
+_Static_assert((int)CU_STREAM_NON_BLOCKING == (int)PERF_CU_STREAM_NON_BLOCKING, "stream flag");
+_Static_assert((int)CU_STREAM_CAPTURE_MODE_THREAD_LOCAL == (int)PERF_CU_CAPTURE_THREAD_LOCAL, "capture mode");
+#undef PERF_SAME_TYPE
+#endif
+
+static CudaApi cu;
+static int cu_loaded;
+
+/* Loads libcuda and initializes the driver; 0 with the device count, or -1 with why. */
+static int cuda_load(int *ndev, char *why, size_t len)
+{
+    static int done, result = -1, count;
+    static char reason[256];
+    if (!done) {
+        done = 1;
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+        if (!lib) {
+            snprintf(reason, sizeof reason, "no CUDA driver (libcuda.so.1: %s)", dlerror());
+            goto out;
+        }
+        struct { void **slot; const char *a, *b; } syms[] = {
+#define PERF_SYM(field, a, b) {(void **)&cu.field, a, b},
+            PERF_CU_SYMS(PERF_SYM)
+#undef PERF_SYM
+        };
+        for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+            *syms[i].slot = dlsym(lib, syms[i].a);
+            if (!*syms[i].slot && syms[i].b)
+                *syms[i].slot = dlsym(lib, syms[i].b);
+            if (!*syms[i].slot) {
+                snprintf(reason, sizeof reason, "the CUDA driver lacks %s (too old?)", syms[i].a);
+                goto out;
+            }
+        }
+        CuResult e = cu.Init(0);
+        if (e != 0) {
+            const char *s = NULL;
+            cu.GetErrorString(e, &s);
+            snprintf(reason, sizeof reason, "cuInit failed: %s (error %d)", s ? s : "?", e);
+            goto out;
+        }
+        if ((e = cu.DeviceGetCount(&count)) != 0 || count == 0) {
+            snprintf(reason, sizeof reason, "no CUDA device is visible");
+            goto out;
+        }
+        cu_loaded = 1;
+        result = 0;
+    }
+out:
+    if (result != 0)
+        snprintf(why, len, "%s", reason);
+    *ndev = count;
+    return result;
+}
+
+static const char *cu_error(CuResult e)
+{
+    const char *s = NULL;
+    if (cu_loaded)
+        cu.GetErrorString(e, &s);
+    return s ? s : "unknown CUDA error";
+}
+
+/* ===== NCCL, through dlopen ===== */
+
+#ifdef CCL_PERF_CHECK_PROTOTYPES
+typedef ncclResult_t NcclResult;
+typedef ncclComm_t NcclComm;
+typedef ncclUniqueId NcclUniqueId;
+typedef ncclDataType_t NcclDataType;
+typedef ncclRedOp_t NcclRedOp;
+#else
+typedef int NcclResult;
+typedef struct ncclComm *NcclComm;
+typedef struct { char internal[128]; } NcclUniqueId;
+typedef int NcclDataType;
+typedef int NcclRedOp;
+#endif
+
+typedef struct {
+    NcclResult (*GetVersion)(int *);
+    NcclResult (*GetUniqueId)(NcclUniqueId *);
+    NcclResult (*CommInitRank)(NcclComm *, int, NcclUniqueId, int);
+    NcclResult (*CommDestroy)(NcclComm);
+    NcclResult (*AllReduce)(const void *, void *, size_t, NcclDataType, NcclRedOp, NcclComm, CuStream);
+    NcclResult (*AllGather)(const void *, void *, size_t, NcclDataType, NcclComm, CuStream);
+    NcclResult (*ReduceScatter)(const void *, void *, size_t, NcclDataType, NcclRedOp, NcclComm, CuStream);
+    NcclResult (*Broadcast)(const void *, void *, size_t, NcclDataType, int, NcclComm, CuStream);
+    NcclResult (*Reduce)(const void *, void *, size_t, NcclDataType, NcclRedOp, int, NcclComm, CuStream);
+    NcclResult (*Send)(const void *, size_t, NcclDataType, int, NcclComm, CuStream);
+    NcclResult (*Recv)(void *, size_t, NcclDataType, int, NcclComm, CuStream);
+    NcclResult (*GroupStart)(void);
+    NcclResult (*GroupEnd)(void);
+    const char *(*GetErrorString)(NcclResult);
+} NcclApi;
+
+#define PERF_NCCL_SYMS(X)                                                                 \
+    X(GetVersion, "ncclGetVersion") X(GetUniqueId, "ncclGetUniqueId")                      \
+    X(CommInitRank, "ncclCommInitRank") X(CommDestroy, "ncclCommDestroy")                  \
+    X(AllReduce, "ncclAllReduce") X(AllGather, "ncclAllGather")                            \
+    X(ReduceScatter, "ncclReduceScatter") X(Broadcast, "ncclBroadcast")                    \
+    X(Reduce, "ncclReduce") X(Send, "ncclSend") X(Recv, "ncclRecv")                        \
+    X(GroupStart, "ncclGroupStart") X(GroupEnd, "ncclGroupEnd")                            \
+    X(GetErrorString, "ncclGetErrorString")
+
+#ifdef CCL_PERF_CHECK_PROTOTYPES
+#define PERF_SAME_TYPE(field, fn)                                                        \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(((NcclApi *)0)->field), __typeof__(&fn)), \
+                   #fn " does not match nccl.h");
+PERF_SAME_TYPE(GetVersion, ncclGetVersion) PERF_SAME_TYPE(GetUniqueId, ncclGetUniqueId)
+PERF_SAME_TYPE(CommInitRank, ncclCommInitRank) PERF_SAME_TYPE(CommDestroy, ncclCommDestroy)
+PERF_SAME_TYPE(AllReduce, ncclAllReduce) PERF_SAME_TYPE(AllGather, ncclAllGather)
+PERF_SAME_TYPE(ReduceScatter, ncclReduceScatter) PERF_SAME_TYPE(Broadcast, ncclBroadcast)
+PERF_SAME_TYPE(Reduce, ncclReduce) PERF_SAME_TYPE(Send, ncclSend) PERF_SAME_TYPE(Recv, ncclRecv)
+PERF_SAME_TYPE(GroupStart, ncclGroupStart) PERF_SAME_TYPE(GroupEnd, ncclGroupEnd)
+PERF_SAME_TYPE(GetErrorString, ncclGetErrorString)
+_Static_assert(sizeof(NcclUniqueId) == 128, "unique id");
+_Static_assert(ncclSum == 0 && ncclProd == 1 && ncclMax == 2 && ncclMin == 3 && ncclAvg == 4, "ops");
+_Static_assert(ncclUint8 == 1 && ncclInt32 == 2 && ncclInt64 == 4 && ncclFloat16 == 6 && ncclFloat32 == 7 &&
+               ncclFloat64 == 8 && ncclBfloat16 == 9 && ncclFloat8e4m3 == 10 && ncclFloat8e5m2 == 11, "dtypes");
+#undef PERF_SAME_TYPE
+#endif
+
+static NcclApi nccl;
+
+typedef struct {
+    int wanted, available;
+    char path[PATH_MAX];
+    int version;
+    char why[512];            /* when not available */
+} NcclStatus;
+
+/* NCCL's dtype and op numbers (nccl.h). */
+static NcclDataType nccl_dtype(ccl_dtype_t t)
+{
+    static const int map[CCL_NUM_DTYPES] = {[CCL_F32] = 7, [CCL_F64] = 8, [CCL_F16] = 6, [CCL_BF16] = 9,
+        [CCL_I32] = 2, [CCL_I64] = 4, [CCL_U8] = 1, [CCL_FP8_E4M3] = 10, [CCL_FP8_E5M2] = 11};
+    return (NcclDataType)map[t];
+}
+static NcclRedOp nccl_op(ccl_op_t op)
+{
+    static const int map[CCL_NUM_OPS] = {[CCL_SUM] = 0, [CCL_PROD] = 1, [CCL_MAX] = 2, [CCL_MIN] = 3, [CCL_AVG] = 4};
+    return (NcclRedOp)map[op];
+}
+
+/* Finds libnccl: $CCL_NCCL_LIB, the nvidia-nccl Python package (PyTorch's environment on
+ * the GPU machines), the loader's path, then the CUDA toolkit. */
+static void *nccl_open(char *path, size_t len, char *tried, size_t tlen)
+{
+    const char *env = getenv("CCL_NCCL_LIB");
+    if (env && *env) {
+        void *h = dlopen(env, RTLD_NOW | RTLD_GLOBAL);
+        snprintf(tried, tlen, "CCL_NCCL_LIB=%s: %s", env, h ? "ok" : dlerror());
+        if (h)
+            snprintf(path, len, "%s", env);
+        return h;
+    }
+    char cand[4][PATH_MAX];
+    int nc = 0;
+    FILE *py = popen("python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null", "r");
+    if (py) {
+        char dir[PATH_MAX - 32];
+        if (fgets(dir, sizeof dir, py)) {
+            dir[strcspn(dir, "\n")] = 0;
+            snprintf(cand[nc++], PATH_MAX, "%s/lib/libnccl.so.2", dir);
+        }
+        pclose(py);
+    }
+    snprintf(cand[nc++], PATH_MAX, "libnccl.so.2");
+    snprintf(cand[nc++], PATH_MAX, "/usr/local/cuda/lib64/libnccl.so.2");
+    snprintf(cand[nc++], PATH_MAX, "/usr/lib/x86_64-linux-gnu/libnccl.so.2");
+    size_t used = 0;
+    tried[0] = 0;
+    for (int i = 0; i < nc; i++) {
+        void *h = dlopen(cand[i], RTLD_NOW | RTLD_GLOBAL);
+        if (h) {
+            /* Report the file the loader picked, not just the name we asked for. */
+            Dl_info info;
+            void *sym = dlsym(h, "ncclGetVersion");
+            if (sym && dladdr(sym, &info) && info.dli_fname)
+                snprintf(path, len, "%s", info.dli_fname);
+            else
+                snprintf(path, len, "%.*s", (int)len - 1, cand[i]);
+            return h;
+        }
+        if (used < tlen)
+            used += (size_t)snprintf(tried + used, tlen - used, "%s%s", i ? ", " : "", cand[i]);
+    }
+    return NULL;
+}
+
+static void nccl_load(NcclStatus *st)
+{
+    char tried[1024];
+    void *lib = nccl_open(st->path, sizeof st->path, tried, sizeof tried);
+    if (!lib) {
+        snprintf(st->why, sizeof st->why, "libnccl.so.2 not found (tried %.400s; set CCL_NCCL_LIB to its path)", tried);
+        return;
+    }
+    struct { void **slot; const char *name; } syms[] = {
+#define PERF_SYM(field, name) {(void **)&nccl.field, name},
+        PERF_NCCL_SYMS(PERF_SYM)
+#undef PERF_SYM
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (!(*syms[i].slot = dlsym(lib, syms[i].name))) {
+            snprintf(st->why, sizeof st->why, "%.400s lacks %s", st->path, syms[i].name);
+            return;
+        }
+    nccl.GetVersion(&st->version);
+    st->available = 1;
+}
+
+/* ===== per-rank state ===== */
+
+typedef struct Shared Shared;
+
+typedef struct {
+    double us;                /* median over samples of the max across ranks; <0: not run */
+    long long wrong;          /* summed over ranks and checked ops; -1: not checked */
+} Stat;
+
+enum { IMPL_CCL, IMPL_NCCL };
+typedef struct {
+    size_t bytes, count;
+    Stat st[2][2];            /* [IMPL_*][0 out-of-place, 1 in-place] */
+} Row;
+
+struct Shared {
+    Opts o;
+    Collective coll;
+    int nranks;
+    int processes;            /* one process per rank (else threads) */
+    ccl_backend_t backend;    /* CPU or GPU, decided before init */
+    size_t sizes[PERF_MAX_SIZES];
+    int nsizes;
+    Pattern pat;
+    NcclStatus nc;
+    char algo_name[128];
+    char method[256];         /* the timing method, for the header and outputs */
+    char devname[128];
+    Row rows[PERF_MAX_SIZES];
+};
+
+typedef struct {
+    Shared *sh;
+    const Opts *o;
+    ccl_comm_t *comm;
+    const ccl_bootstrap_t *boot;
+    int rank, nranks, device;
+    int gpu;
+    CuContext ctx;
+    CuStream stream;
+    CuEvent *ev0, *ev1;
+    int nev;
+    void *sendbuf, *recvbuf;
+    size_t send_cap, recv_cap;   /* bytes */
+    unsigned char *host;         /* host image of a device buffer (GPU backend) */
+    ccl_algorithm_t *alg;
+    NcclComm ncomm;
+    int nccl_on;
+    int exit_code;
+} Worker;
+
+static _Noreturn __attribute__((format(printf, 2, 3))) void worker_fail(Worker *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ccl-perf: rank %d: ", w->rank);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stdout);
+    exit(1);
+}
+
+static void cu_check(Worker *w, CuResult e, const char *what)
+{
+    if (e != 0)
+        worker_fail(w, "%s failed: %s (CUDA error %d)", what, cu_error(e), e);
+}
+
+static void ccl_check(Worker *w, ccl_result_t r, const char *what)
+{
+    if (r != CCL_OK)
+        worker_fail(w, "%s failed: %s: %s", what, ccl_result_string(r), ccl_comm_last_error(w->comm));
+}
+
+static void nccl_check(Worker *w, NcclResult r, const char *what)
+{
+    if (r != 0)
+        worker_fail(w, "%s failed: %s (NCCL error %d)", what, nccl.GetErrorString ? nccl.GetErrorString(r) : "?", (int)r);
+}
+
+/* Agreement among ranks, through the bootstrap (same result on every rank). */
+static void agree_gather(Worker *w, const void *in, void *out, size_t bytes)
+{
+    /* The launcher bootstrap moves at most a few KB per call; go in pieces. */
+    enum { PIECE = 2048 };
+    if (bytes <= PIECE) {
+        if (w->boot->allgather(w->boot->ctx, in, out, bytes) != 0)
+            worker_fail(w, "the bootstrap's allgather failed (a peer died?)");
+        return;
+    }
+    char *tmp = malloc(PIECE * (size_t)w->nranks);
+    if (!tmp)
+        worker_fail(w, "out of memory");
+    for (size_t off = 0; off < bytes; off += PIECE) {
+        size_t m = bytes - off < PIECE ? bytes - off : PIECE;
+        if (w->boot->allgather(w->boot->ctx, (const char *)in + off, tmp, m) != 0)
+            worker_fail(w, "the bootstrap's allgather failed (a peer died?)");
+        for (int r = 0; r < w->nranks; r++)
+            memcpy((char *)out + (size_t)r * bytes + off, tmp + (size_t)r * m, m);
+    }
+    free(tmp);
+}
+
+static void agree_barrier(Worker *w)
+{
+    if (w->boot->barrier(w->boot->ctx) != 0)
+        worker_fail(w, "the bootstrap's barrier failed (a peer died?)");
+}
+
+static long long agree_sum(Worker *w, long long v)
+{
+    long long *all = malloc(sizeof v * (size_t)w->nranks), s = 0;
+    if (!all)
+        worker_fail(w, "out of memory");
+    agree_gather(w, &v, all, sizeof v);
+    for (int r = 0; r < w->nranks; r++)
+        s = all[r] < 0 || s < 0 ? -1 : s + all[r];
+    free(all);
+    return s;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Per sample the maximum over ranks, then the median of those. */
+static double agree_median_of_max(Worker *w, const double *samples, int ns)
+{
+    double *all = malloc(sizeof *all * (size_t)ns * (size_t)w->nranks), *mx = malloc(sizeof *mx * (size_t)ns);
+    if (!all || !mx)
+        worker_fail(w, "out of memory");
+    agree_gather(w, samples, all, sizeof *samples * (size_t)ns);
+    for (int i = 0; i < ns; i++) {
+        mx[i] = all[i];
+        for (int r = 1; r < w->nranks; r++)
+            if (all[(size_t)r * (size_t)ns + (size_t)i] > mx[i])
+                mx[i] = all[(size_t)r * (size_t)ns + (size_t)i];
+    }
+    qsort(mx, (size_t)ns, sizeof *mx, cmp_double);
+    double med = ns % 2 ? mx[ns / 2] : (mx[ns / 2 - 1] + mx[ns / 2]) / 2;
+    free(all);
+    free(mx);
+    return med;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* ===== buffers: host memory on the CPU backend, device memory on the GPU ===== */
+
+static void buf_upload(Worker *w, void *dst, const void *src, size_t bytes)
+{
+    if (!w->gpu)
+        memcpy(dst, src, bytes);
+    else
+        cu_check(w, cu.MemcpyHtoD((CuDevicePtr)(uintptr_t)dst, src, bytes), "cuMemcpyHtoD");
+}
+
+static void buf_poison(Worker *w, void *dst, size_t bytes)
+{
+    if (!w->gpu)
+        memset(dst, 0xff, bytes);
+    else
+        cu_check(w, cu.MemsetD8((CuDevicePtr)(uintptr_t)dst, 0xff, bytes), "cuMemsetD8");
+}
+
+/* The buffer's bytes, readable on the host (valid until the next call). */
+static const unsigned char *buf_read(Worker *w, const void *src, size_t bytes)
+{
+    if (!w->gpu)
+        return src;
+    cu_check(w, cu.MemcpyDtoH(w->host, (CuDevicePtr)(uintptr_t)src, bytes), "cuMemcpyDtoH");
+    return w->host;
+}
+
+/* Fills [pos0, pos0+n) of rank r's input pattern into dst (device or host). */
+static void buf_fill(Worker *w, void *dst, size_t pos0, size_t n, int r)
+{
+    size_t es = w->sh->pat.esize;
+    unsigned char *img = w->gpu ? w->host : dst;
+    pattern_fill(img, pos0, n, w->sh->pat.tab_in[r], es);
+    if (w->gpu)
+        buf_upload(w, dst, img, n * es);
+}
+
+/* The send and receive pointers of one op (nccl-tests' in-place conventions). */
+static void op_buffers(const Worker *w, int inplace, size_t count, const void **send, void **recv)
+{
+    size_t es = w->sh->pat.esize;
+    Collective c = w->sh->coll;
+    if (!inplace) {
+        *send = w->sendbuf, *recv = w->recvbuf;
+    } else if (c == COLL_ALLGATHER) {
+        *recv = w->recvbuf;
+        *send = (char *)w->recvbuf + (size_t)w->rank * count * es;
+    } else if (c == COLL_REDUCE_SCATTER) {
+        *send = w->sendbuf;
+        *recv = (char *)w->sendbuf + (size_t)w->rank * count * es;
+    } else {
+        *send = *recv = w->recvbuf;
+    }
+}
+
+/* Writes the op's input and poisons its output (synchronously). */
+static void prepare(Worker *w, int inplace, size_t count)
+{
+    Collective c = w->sh->coll;
+    size_t es = w->sh->pat.esize, nin = in_elems(c, w->nranks, count), nout = out_elems(c, w->nranks, count);
+    int root = w->o->root;
+    if (!inplace) {
+        buf_fill(w, w->sendbuf, 0, nin, w->rank);
+        buf_poison(w, w->recvbuf, nout * es);
+    } else if (c == COLL_ALLGATHER) {
+        buf_poison(w, w->recvbuf, nout * es);
+        buf_fill(w, (char *)w->recvbuf + (size_t)w->rank * count * es, 0, count, w->rank);
+    } else if (c == COLL_REDUCE_SCATTER) {
+        buf_fill(w, w->sendbuf, 0, nin, w->rank);
+    } else if (c == COLL_BROADCAST && w->rank != root) {
+        buf_poison(w, w->recvbuf, nout * es);
+    } else {
+        buf_fill(w, w->recvbuf, 0, nin, w->rank);
+    }
+}
+
+/* CCL_PERF_INJECT_WRONG=K: rank 0 spoils K elements of every checked CCL result. */
+static size_t inject_wrong;
+
+/* Wrong elements of this rank's output; -1 when this op's result is not checkable. */
+static long long verify(Worker *w, int impl, int inplace, size_t count)
+{
+    Collective c = w->sh->coll;
+    const Pattern *p = &w->sh->pat;
+    size_t es = p->esize;
+    int n = w->nranks, root = w->o->root;
+    if (c == COLL_REDUCE && w->rank != root)
+        return 0;                         /* non-root outputs are undefined */
+    /* NCCL's avg multiplies by 1/N before summing: exact only for powers of two. */
+    if (impl == IMPL_NCCL && w->o->op == CCL_AVG && colls[c].reduces && (n & (n - 1)) &&
+        w->o->dtype != CCL_I32 && w->o->dtype != CCL_I64 && w->o->dtype != CCL_U8)
+        return -1;
+    const void *send;
+    void *recv;
+    op_buffers(w, inplace, count, &send, &recv);
+    size_t nout = out_elems(c, n, count);
+    /* The checker's own test (tests/perf): spoil rank 0's first elements. */
+    if (inject_wrong && w->rank == 0 && impl == IMPL_CCL)
+        buf_poison(w, recv, (inject_wrong < nout ? inject_wrong : nout) * es);
+    const unsigned char *b = buf_read(w, recv, nout * es);
+    long long wrong = 0;
+    switch (c) {
+    case COLL_ALLREDUCE:
+    case COLL_REDUCE:
+        wrong = pattern_wrong(b, 0, count, p->tab_red, es);
+        break;
+    case COLL_REDUCE_SCATTER:
+        wrong = pattern_wrong(b, (size_t)w->rank * count, count, p->tab_red, es);
+        break;
+    case COLL_BROADCAST:
+        wrong = pattern_wrong(b, 0, count, p->tab_in[root], es);
+        break;
+    case COLL_ALLGATHER:
+        for (int q = 0; q < n; q++)
+            wrong += pattern_wrong(b + (size_t)q * count * es, 0, count, p->tab_in[q], es);
+        break;
+    case COLL_ALLTOALL:
+        for (int q = 0; q < n; q++)
+            wrong += pattern_wrong(b + (size_t)q * count * es, (size_t)w->rank * count, count, p->tab_in[q], es);
+        break;
+    }
+    return wrong;
+}
+
+/* Enqueues one op of the given implementation. */
+static void issue(Worker *w, int impl, int inplace, size_t count)
+{
+    const Opts *o = w->o;
+    const void *send;
+    void *recv;
+    op_buffers(w, inplace, count, &send, &recv);
+    if (impl == IMPL_NCCL) {
+        NcclDataType t = nccl_dtype(o->dtype);
+        NcclRedOp op = nccl_op(o->op);
+        NcclComm nc = w->ncomm;
+        CuStream s = w->stream;
+        NcclResult r = 0;
+        switch (w->sh->coll) {
+        case COLL_ALLREDUCE: r = nccl.AllReduce(send, recv, count, t, op, nc, s); break;
+        case COLL_ALLGATHER: r = nccl.AllGather(send, recv, count, t, nc, s); break;
+        case COLL_REDUCE_SCATTER: r = nccl.ReduceScatter(send, recv, count, t, op, nc, s); break;
+        case COLL_BROADCAST: r = nccl.Broadcast(send, recv, count, t, o->root, nc, s); break;
+        case COLL_REDUCE: r = nccl.Reduce(send, recv, count, t, op, o->root, nc, s); break;
+        case COLL_ALLTOALL: {
+            /* As nccl-tests does: one send and one receive per peer in a group. */
+            size_t blk = count * w->sh->pat.esize;
+            nccl_check(w, nccl.GroupStart(), "ncclGroupStart");
+            for (int p = 0; p < w->nranks && r == 0; p++) {
+                r = nccl.Send((const char *)send + (size_t)p * blk, count, t, p, nc, s);
+                if (r == 0)
+                    r = nccl.Recv((char *)recv + (size_t)p * blk, count, t, p, nc, s);
+            }
+            NcclResult e = nccl.GroupEnd();
+            r = r ? r : e;
+            break;
+        }
+        }
+        nccl_check(w, r, "NCCL collective");
+        return;
+    }
+    ccl_result_t r;
+    void *stream = w->gpu ? (void *)w->stream : NULL;
+    if (w->alg) {
+        r = ccl_algorithm_run(w->alg, send, recv, count, o->dtype, o->op, stream);
+    } else {
+        switch (w->sh->coll) {
+        case COLL_ALLREDUCE: r = ccl_all_reduce(send, recv, count, o->dtype, o->op, w->comm, stream); break;
+        case COLL_ALLGATHER: r = ccl_all_gather(send, recv, count, o->dtype, w->comm, stream); break;
+        case COLL_REDUCE_SCATTER: r = ccl_reduce_scatter(send, recv, count, o->dtype, o->op, w->comm, stream); break;
+        case COLL_ALLTOALL: r = ccl_all_to_all(send, recv, count, o->dtype, w->comm, stream); break;
+        case COLL_BROADCAST: r = ccl_broadcast(send, recv, count, o->dtype, o->root, w->comm, stream); break;
+        default: r = ccl_reduce(send, recv, count, o->dtype, o->op, o->root, w->comm, stream); break;
+        }
+    }
+    ccl_check(w, r, w->alg ? "ccl_algorithm_run" : "the ccl collective");
+}
+
+/* Waits for everything this rank enqueued; for CCL also collects asynchronous errors. */
+static void wait_idle(Worker *w, int impl)
+{
+    if (w->gpu)
+        cu_check(w, cu.StreamSynchronize(w->stream), "cuStreamSynchronize");
+    if (impl == IMPL_CCL)
+        ccl_check(w, ccl_comm_synchronize(w->comm), "ccl_comm_synchronize");
+}
+
+static double event_us(Worker *w, int i, double div)
+{
+    float ms = 0;
+    cu_check(w, cu.EventElapsedTime(&ms, w->ev0[i], w->ev1[i]), "cuEventElapsedTime");
+    return (double)ms * 1e3 / div;
+}
+
+/* Times one (implementation, placement, size) on this rank. Every rank calls it in the
+ * same order; the result is agreed (identical on every rank). */
+static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes)
+{
+    const Opts *o = w->o;
+    int check = o->check, n = o->iters;
+    double samples[PERF_MAX_ITERS];
+    int ns = 0;
+    long long wrong = check ? 0 : -1;
+
+    agree_barrier(w);
+    prepare(w, inplace, count);
+    agree_barrier(w);
+    for (int i = 0; i < o->warmup; i++)
+        issue(w, impl, inplace, count);
+    wait_idle(w, impl);
+
+    if (o->graph) {
+        /* Like the NCCL baselines: n ops per graph (a fifth of them from 16 MiB on),
+         * replayed --repeats times after one untimed replay. */
+        int ops = bytes >= (16u << 20) && n >= 5 ? n / 5 : n;
+        if (check && inplace) {
+            /* In-place data changes with every op of a graph; check one eager op. */
+            agree_barrier(w);
+            prepare(w, inplace, count);
+            agree_barrier(w);
+            issue(w, impl, inplace, count);
+            wait_idle(w, impl);
+            long long v = verify(w, impl, inplace, count);
+            wrong = v < 0 ? -1 : wrong + v;
+        }
+        agree_barrier(w);
+        prepare(w, inplace, count);
+        agree_barrier(w);
+        CuGraph g;
+        CuGraphExec ge;
+        cu_check(w, cu.StreamBeginCapture(w->stream, (CuCaptureMode)PERF_CU_CAPTURE_THREAD_LOCAL), "cuStreamBeginCapture");
+        for (int k = 0; k < ops; k++)
+            issue(w, impl, inplace, count);
+        CuResult e = cu.StreamEndCapture(w->stream, &g);
+        if (e != 0)
+            worker_fail(w, "--graph: capturing %s ops failed: %s (CUDA error %d); the collective is not graph-capturable",
+                        impl == IMPL_CCL ? "ccl" : "NCCL", cu_error(e), e);
+        cu_check(w, cu.GraphInstantiate(&ge, g, 0), "cuGraphInstantiateWithFlags");
+        cu_check(w, cu.GraphLaunch(ge, w->stream), "cuGraphLaunch");
+        wait_idle(w, impl);
+        for (int rep = 0; rep < o->repeats; rep++) {
+            if (check && !inplace) {
+                agree_barrier(w);
+                buf_poison(w, w->recvbuf, out_elems(w->sh->coll, w->nranks, count) * w->sh->pat.esize);
+            }
+            agree_barrier(w);
+            cu_check(w, cu.EventRecord(w->ev0[rep], w->stream), "cuEventRecord");
+            cu_check(w, cu.GraphLaunch(ge, w->stream), "cuGraphLaunch");
+            cu_check(w, cu.EventRecord(w->ev1[rep], w->stream), "cuEventRecord");
+            wait_idle(w, impl);
+            samples[ns++] = event_us(w, rep, ops);
+            if (check && !inplace) {
+                long long v = verify(w, impl, inplace, count);
+                wrong = v < 0 || wrong < 0 ? -1 : wrong + v;
+            }
+        }
+        cu.GraphExecDestroy(ge);
+        cu.GraphDestroy(g);
+    } else if (w->gpu && !check) {
+        /* Ops back to back, one event pair each: the host's launch cost shows where it
+         * is slower than the GPU, as it would in an eager application. */
+        agree_barrier(w);
+        for (int i = 0; i < n; i++) {
+            cu_check(w, cu.EventRecord(w->ev0[i], w->stream), "cuEventRecord");
+            issue(w, impl, inplace, count);
+            cu_check(w, cu.EventRecord(w->ev1[i], w->stream), "cuEventRecord");
+        }
+        wait_idle(w, impl);
+        for (int i = 0; i < n; i++)
+            samples[ns++] = event_us(w, i, 1);
+    } else {
+        /* One op at a time: fresh input and poisoned output before each (all ranks done
+         * with the previous op first, so nobody still reads what we rewrite). */
+        for (int i = 0; i < n; i++) {
+            agree_barrier(w);
+            if (check) {
+                prepare(w, inplace, count);
+                agree_barrier(w);
+            }
+            double t0 = 0;
+            if (w->gpu)
+                cu_check(w, cu.EventRecord(w->ev0[i], w->stream), "cuEventRecord");
+            else
+                t0 = now_us();
+            issue(w, impl, inplace, count);
+            if (w->gpu)
+                cu_check(w, cu.EventRecord(w->ev1[i], w->stream), "cuEventRecord");
+            wait_idle(w, impl);
+            samples[ns++] = w->gpu ? event_us(w, i, 1) : now_us() - t0;
+            if (check) {
+                long long v = verify(w, impl, inplace, count);
+                wrong = v < 0 || wrong < 0 ? -1 : wrong + v;
+            }
+        }
+    }
+    Stat st;
+    st.us = agree_median_of_max(w, samples, ns);
+    st.wrong = agree_sum(w, wrong);
+    return st;
+}
+
+/* ===== output ===== */
+
+static void fmt_size(char *buf, size_t len, size_t bytes)
+{
+    static const char *unit[] = {"", "K", "M", "G", "T"};
+    int u = 0;
+    while (u < 4 && bytes >= 1024 && bytes % 1024 == 0)
+        bytes /= 1024, u++;
+    snprintf(buf, len, "%zu%s", bytes, unit[u]);
+}
+
+static double algbw(size_t bytes, double us) { return us > 0 ? (double)bytes / us / 1e3 : 0; }
+
+static void print_header(const Shared *sh)
+{
+    const Opts *o = &sh->o;
+    Collective c = sh->coll;
+    printf("# ccl-perf %s: %s, %s", PERF_VERSION, colls[c].name, ccl_dtype_name(o->dtype));
+    if (colls[c].reduces)
+        printf(", op %s", ccl_op_name(o->op));
+    if (colls[c].rooted)
+        printf(", root %d", o->root);
+    printf(", %d ranks (%s), backend %s%s%s\n", sh->nranks,
+           sh->processes ? "one process per rank" : "one process, a thread per rank",
+           sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu", sh->devname[0] ? ": " : "", sh->devname);
+    printf("# algorithm: %s\n", sh->algo_name);
+    printf("# timing: %s\n", sh->method);
+    printf("# check: %s\n", o->check ? "every timed op against exact expected data (#wrong = wrong elements, all ranks)"
+                                     : "off (#wrong: N/A; use --check)");
+    if (!o->compare_nccl)
+        printf("# nccl: not compared (use --compare nccl)\n");
+    else if (sh->nc.available)
+        printf("# nccl: %s (version %d), NCCL_NVLS_ENABLE=%s; ratio = our time / NCCL's (< 1: we are faster)\n",
+               sh->nc.path, sh->nc.version, getenv("NCCL_NVLS_ENABLE"));
+    else
+        printf("# nccl: not compared: %s\n", sh->nc.why);
+    printf("# sizes: bytes = the full buffer as in nccl-tests (%s); busbw = algbw x %s\n",
+           c == COLL_ALLGATHER ? "the receive size" : c == COLL_REDUCE_SCATTER || c == COLL_ALLTOALL ? "the send size" : "the message",
+           c == COLL_ALLREDUCE ? "2(n-1)/n" : c == COLL_BROADCAST || c == COLL_REDUCE ? "1" : "(n-1)/n");
+    int cmp = sh->nc.available;
+    printf("#\n# %*s %*s %5s %6s %4s  %-*s  %-*s\n", 10, "", 11, "", "", "", "",
+           cmp ? 60 : 31, "out-of-place", cmp ? 60 : 31, "in-place");
+    printf("# %10s %11s %5s %6s %4s", "size", "count", "type", "redop", "root");
+    for (int p = 0; p < 2; p++) {
+        printf("  %9s %7s %7s %6s", "time", "algbw", "busbw", "#wrong");
+        if (cmp)
+            printf(" %9s %7s %6s %5s", "nccl", "busbw", "#wrong", "ratio");
+    }
+    printf("\n# %10s %11s %5s %6s %4s", "(B)", "(elements)", "", "", "");
+    for (int p = 0; p < 2; p++) {
+        printf("  %9s %7s %7s %6s", "(us)", "(GB/s)", "(GB/s)", "");
+        if (cmp)
+            printf(" %9s %7s %6s %5s", "(us)", "(GB/s)", "", "");
+    }
+    printf("\n");
+}
+
+static void fmt_wrong(char *buf, size_t len, long long w)
+{
+    if (w < 0)
+        snprintf(buf, len, "N/A");
+    else
+        snprintf(buf, len, "%lld", w);
+}
+
+static void print_row(const Shared *sh, const Row *row)
+{
+    const Opts *o = &sh->o;
+    Collective c = sh->coll;
+    double f = busbw_factor(c, sh->nranks);
+    printf("  %10zu %11zu %5s %6s %4d", row->bytes, row->count, ccl_dtype_name(o->dtype),
+           colls[c].reduces ? ccl_op_name(o->op) : "none", colls[c].rooted ? o->root : -1);
+    for (int p = 0; p < 2; p++) {
+        const Stat *s = &row->st[IMPL_CCL][p];
+        char wb[32];
+        fmt_wrong(wb, sizeof wb, s->wrong);
+        printf("  %9.2f %7.2f %7.2f %6s", s->us, algbw(row->bytes, s->us), algbw(row->bytes, s->us) * f, wb);
+        if (!sh->nc.available)
+            continue;
+        const Stat *t = &row->st[IMPL_NCCL][p];
+        if (t->us < 0) {
+            printf(" %9s %7s %6s %5s", "n/a", "n/a", "n/a", "n/a");
+            continue;
+        }
+        fmt_wrong(wb, sizeof wb, t->wrong);
+        printf(" %9.2f %7.2f %6s %5.2f", t->us, algbw(row->bytes, t->us) * f, wb, s->us / t->us);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+static void print_footer(const Shared *sh, long long *total_wrong)
+{
+    double f = busbw_factor(sh->coll, sh->nranks), sum[2][2] = {{0}};
+    int cnt[2][2] = {{0}}, faster[2] = {0}, compared[2] = {0};
+    *total_wrong = 0;
+    for (int i = 0; i < sh->nsizes; i++) {
+        const Row *row = &sh->rows[i];
+        for (int impl = 0; impl < 2; impl++)
+            for (int p = 0; p < 2; p++) {
+                const Stat *s = &row->st[impl][p];
+                if (s->us < 0)
+                    continue;
+                sum[impl][p] += algbw(row->bytes, s->us) * f;
+                cnt[impl][p]++;
+                if (s->wrong > 0)
+                    *total_wrong += s->wrong;
+            }
+        for (int p = 0; p < 2 && sh->nc.available; p++)
+            if (row->st[IMPL_NCCL][p].us > 0) {
+                compared[p]++;
+                faster[p] += row->st[IMPL_CCL][p].us < row->st[IMPL_NCCL][p].us;
+            }
+    }
+    printf("# wrong elements: %lld%s\n", *total_wrong, sh->o.check ? "" : " (not checked)");
+    printf("# average busbw: %.2f GB/s out-of-place, %.2f in-place", cnt[0][0] ? sum[0][0] / cnt[0][0] : 0,
+           cnt[0][1] ? sum[0][1] / cnt[0][1] : 0);
+    if (sh->nc.available)
+        printf("; NCCL %.2f, %.2f", cnt[1][0] ? sum[1][0] / cnt[1][0] : 0, cnt[1][1] ? sum[1][1] / cnt[1][1] : 0);
+    printf("\n");
+    if (sh->nc.available)
+        printf("# faster than NCCL at %d of %d sizes out-of-place, %d of %d in-place\n", faster[0], compared[0],
+               faster[1], compared[1]);
+    if (*total_wrong)
+        printf("# FAILED: %lld wrong elements\n", *total_wrong);
+}
+
+static FILE *open_out(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        fprintf(stderr, "ccl-perf: error: cannot write %s: %s\n", path, strerror(errno));
+    return f;
+}
+
+static const char *impl_name(int impl) { return impl == IMPL_CCL ? "ccl" : "nccl"; }
+static const char *place_name(int p) { return p ? "in-place" : "out-of-place"; }
+
+/* Long form: one line per size, placement and implementation. */
+static int write_csv(const Shared *sh, const char *path)
+{
+    FILE *f = open_out(path);
+    if (!f)
+        return -1;
+    const Opts *o = &sh->o;
+    double fac = busbw_factor(sh->coll, sh->nranks);
+    fprintf(f, "collective,dtype,op,root,nranks,backend,method,impl,placement,bytes,count,time_us,algbw_GBs,busbw_GBs,wrong,ratio_vs_nccl\n");
+    for (int i = 0; i < sh->nsizes; i++) {
+        const Row *row = &sh->rows[i];
+        for (int p = 0; p < 2; p++)
+            for (int impl = 0; impl < 2; impl++) {
+                const Stat *s = &row->st[impl][p];
+                if (s->us < 0)
+                    continue;
+                fprintf(f, "%s,%s,%s,%d,%d,%s,%s,%s,%s,%zu,%zu,%.3f,%.4f,%.4f,", colls[sh->coll].name,
+                        ccl_dtype_name(o->dtype), colls[sh->coll].reduces ? ccl_op_name(o->op) : "none",
+                        colls[sh->coll].rooted ? o->root : -1, sh->nranks,
+                        sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu",
+                        o->graph ? "cuda-graph" : sh->backend == CCL_BACKEND_GPU ? "cuda-events" : "host-clock",
+                        impl_name(impl), place_name(p), row->bytes, row->count, s->us, algbw(row->bytes, s->us),
+                        algbw(row->bytes, s->us) * fac);
+                if (s->wrong >= 0)
+                    fprintf(f, "%lld", s->wrong);
+                fputc(',', f);
+                const Stat *t = &row->st[IMPL_NCCL][p];
+                if (impl == IMPL_CCL && t->us > 0)
+                    fprintf(f, "%.4f", s->us / t->us);
+                fputc('\n', f);
+            }
+    }
+    return fclose(f);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+static void json_stat(FILE *f, const Stat *s, size_t bytes, double fac)
+{
+    if (s->us < 0) {
+        fputs("null", f);
+        return;
+    }
+    fprintf(f, "{\"time_us\": %.3f, \"algbw_GBs\": %.4f, \"busbw_GBs\": %.4f, \"wrong\": ", s->us,
+            algbw(bytes, s->us), algbw(bytes, s->us) * fac);
+    if (s->wrong >= 0)
+        fprintf(f, "%lld}", s->wrong);
+    else
+        fputs("null}", f);
+}
+
+static int write_json(const Shared *sh, const char *path)
+{
+    FILE *f = open_out(path);
+    if (!f)
+        return -1;
+    const Opts *o = &sh->o;
+    double fac = busbw_factor(sh->coll, sh->nranks);
+    fprintf(f, "{\n  \"tool\": \"ccl-perf\", \"version\": \"%s\",\n  \"collective\": \"%s\", \"dtype\": \"%s\", \"op\": ",
+            PERF_VERSION, colls[sh->coll].name, ccl_dtype_name(o->dtype));
+    json_str(f, colls[sh->coll].reduces ? ccl_op_name(o->op) : "none");
+    fprintf(f, ", \"root\": %d, \"nranks\": %d,\n", colls[sh->coll].rooted ? o->root : -1, sh->nranks);
+    fprintf(f, "  \"mode\": \"%s\", \"backend\": \"%s\", \"device\": ", sh->processes ? "processes" : "threads",
+            sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu");
+    json_str(f, sh->devname);
+    fputs(",\n  \"algorithm\": ", f);
+    json_str(f, sh->algo_name);
+    fprintf(f, ",\n  \"timing\": {\"method\": \"%s\", \"description\": ",
+            o->graph ? "cuda-graph" : sh->backend == CCL_BACKEND_GPU ? "cuda-events" : "host-clock");
+    json_str(f, sh->method);
+    fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"repeats\": %d},\n", o->iters, o->warmup, o->repeats);
+    fprintf(f, "  \"check\": %s, \"busbw_factor\": %.6f,\n", o->check ? "true" : "false", fac);
+    fprintf(f, "  \"nccl\": {\"compared\": %s, \"path\": ", sh->nc.available ? "true" : "false");
+    json_str(f, sh->nc.available ? sh->nc.path : "");
+    fprintf(f, ", \"version\": %d, \"why_not\": ", sh->nc.version);
+    json_str(f, !o->compare_nccl ? "not requested" : sh->nc.available ? "" : sh->nc.why);
+    fputs("},\n  \"results\": [\n", f);
+    for (int i = 0; i < sh->nsizes; i++) {
+        const Row *row = &sh->rows[i];
+        for (int p = 0; p < 2; p++) {
+            fprintf(f, "    {\"bytes\": %zu, \"count\": %zu, \"placement\": \"%s\", \"ccl\": ", row->bytes, row->count,
+                    place_name(p));
+            json_stat(f, &row->st[IMPL_CCL][p], row->bytes, fac);
+            fputs(", \"nccl\": ", f);
+            json_stat(f, &row->st[IMPL_NCCL][p], row->bytes, fac);
+            fputs(", \"ratio_vs_nccl\": ", f);
+            if (row->st[IMPL_NCCL][p].us > 0)
+                fprintf(f, "%.4f", row->st[IMPL_CCL][p].us / row->st[IMPL_NCCL][p].us);
+            else
+                fputs("null", f);
+            fprintf(f, "}%s\n", i == sh->nsizes - 1 && p == 1 ? "" : ",");
+        }
+    }
+    fputs("  ]\n}\n", f);
+    return fclose(f);
+}
+
+/* ===== the SVG plot: busbw and latency against size, log-x, ours and NCCL's ===== */
+
+typedef struct {
+    double x0, y0, w, h;       /* the plotting area in SVG units */
+    double lx0, lx1;           /* log2 of the size range */
+    double ylo, yhi;           /* value range (log10 when ylog) */
+    int ylog;
+} Panel;
+
+static double px(const Panel *p, double bytes) { return p->x0 + (log2(bytes) - p->lx0) / (p->lx1 - p->lx0) * p->w; }
+static double py(const Panel *p, double v)
+{
+    double t = p->ylog ? (log10(v) - p->ylo) / (p->yhi - p->ylo) : (v - p->ylo) / (p->yhi - p->ylo);
+    return p->y0 + p->h - t * p->h;
+}
+
+/* A "nice" upper bound for a linear axis: 1, 2 or 5 times a power of ten. */
+static double nice_ceil(double v)
+{
+    if (v <= 0)
+        return 1;
+    double e = pow(10, floor(log10(v))), m = v / e;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * e;
+}
+
+static void svg_panel(FILE *f, const Shared *sh, const Panel *p, const char *ylabel, int latency)
+{
+    /* Frame, grid and ticks. */
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"white\" stroke=\"#444\"/>\n", p->x0,
+            p->y0, p->w, p->h);
+    int span = (int)(p->lx1 - p->lx0), every = span <= 12 ? 1 : span <= 24 ? 2 : 4;
+    for (int e = (int)ceil(p->lx0); e <= (int)floor(p->lx1); e++) {
+        if ((e - (int)ceil(p->lx0)) % every)
+            continue;
+        double x = px(p, ldexp(1, e));
+        char lab[32];
+        fmt_size(lab, sizeof lab, (size_t)1 << e);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x, p->y0, x, p->y0 + p->h);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">%s</text>\n", x,
+                p->y0 + p->h + 15, lab);
+    }
+    if (p->ylog) {
+        for (int d = (int)p->ylo; d <= (int)p->yhi; d++) {
+            double y = py(p, pow(10, d));
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", p->x0, y, p->x0 + p->w, y);
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g</text>\n", p->x0 - 5, y + 4,
+                    pow(10, d));
+        }
+    } else {
+        for (int k = 0; k <= 5; k++) {
+            double v = p->ylo + (p->yhi - p->ylo) * k / 5, y = py(p, v);
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", p->x0, y, p->x0 + p->w, y);
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g</text>\n", p->x0 - 5, y + 4, v);
+        }
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">message size (bytes, log scale)</text>\n",
+            p->x0 + p->w / 2, p->y0 + p->h + 34);
+    fprintf(f, "<text transform=\"translate(%.1f,%.1f) rotate(-90)\" font-size=\"12\" text-anchor=\"middle\">%s</text>\n",
+            p->x0 - 48, p->y0 + p->h / 2, ylabel);
+    /* The series: ours blue, NCCL orange; out-of-place solid, in-place dashed. */
+    static const char *color[2] = {"#1f77b4", "#ff7f0e"};
+    double fac = busbw_factor(sh->coll, sh->nranks);
+    for (int impl = 0; impl < 2; impl++)
+        for (int pl = 0; pl < 2; pl++) {
+            char pts[PERF_MAX_SIZES * 32];
+            size_t used = 0;
+            int npts = 0;
+            for (int i = 0; i < sh->nsizes; i++) {
+                const Stat *s = &sh->rows[i].st[impl][pl];
+                if (s->us <= 0)
+                    continue;
+                double v = latency ? s->us : algbw(sh->rows[i].bytes, s->us) * fac;
+                if (p->ylog && v <= 0)
+                    continue;
+                used += (size_t)snprintf(pts + used, sizeof pts - used, "%.1f,%.1f ", px(p, (double)sh->rows[i].bytes), py(p, v));
+                npts++;
+            }
+            if (!npts)
+                continue;
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"%s\"/>\n", color[impl],
+                    pl ? " stroke-dasharray=\"6,4\"" : "", pts);
+            for (int i = 0; i < sh->nsizes; i++) {
+                const Stat *s = &sh->rows[i].st[impl][pl];
+                if (s->us <= 0)
+                    continue;
+                double v = latency ? s->us : algbw(sh->rows[i].bytes, s->us) * fac;
+                char lab[32];
+                fmt_size(lab, sizeof lab, sh->rows[i].bytes);
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s %s %s: %.2f %s</title></circle>\n",
+                        px(p, (double)sh->rows[i].bytes), py(p, v), color[impl], impl_name(impl), place_name(pl), lab, v,
+                        latency ? "us" : "GB/s");
+            }
+        }
+}
+
+static int write_svg(const Shared *sh, const char *path)
+{
+    FILE *f = open_out(path);
+    if (!f)
+        return -1;
+    const Opts *o = &sh->o;
+    double fac = busbw_factor(sh->coll, sh->nranks), bwmax = 0, tmin = INFINITY, tmax = 0;
+    for (int i = 0; i < sh->nsizes; i++)
+        for (int impl = 0; impl < 2; impl++)
+            for (int pl = 0; pl < 2; pl++) {
+                const Stat *s = &sh->rows[i].st[impl][pl];
+                if (s->us <= 0)
+                    continue;
+                double bw = algbw(sh->rows[i].bytes, s->us) * fac;
+                bwmax = bw > bwmax ? bw : bwmax;
+                tmin = s->us < tmin ? s->us : tmin;
+                tmax = s->us > tmax ? s->us : tmax;
+            }
+    if (tmax <= 0)
+        tmin = 1, tmax = 10;
+    double lx0 = log2((double)sh->sizes[0]), lx1 = log2((double)sh->sizes[sh->nsizes - 1]);
+    if (lx1 - lx0 < 1)
+        lx0 -= 0.5, lx1 += 0.5;
+    Panel bw = {80, 70, 420, 300, lx0, lx1, 0, nice_ceil(bwmax * 1.05), 0};
+    Panel lat = {600, 70, 420, 300, lx0, lx1, floor(log10(tmin)), ceil(log10(tmax)), 1};
+    if (lat.yhi <= lat.ylo)
+        lat.yhi = lat.ylo + 1;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1060\" height=\"470\" viewBox=\"0 0 1060 470\" "
+               "font-family=\"sans-serif\">\n<rect width=\"1060\" height=\"470\" fill=\"white\"/>\n");
+    char title[256];
+    snprintf(title, sizeof title, "%s %s%s%s, %d ranks, %s backend, %s", colls[sh->coll].name, ccl_dtype_name(o->dtype),
+             colls[sh->coll].reduces ? " " : "", colls[sh->coll].reduces ? ccl_op_name(o->op) : "", sh->nranks,
+             sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu",
+             o->graph ? "CUDA graph" : sh->backend == CCL_BACKEND_GPU ? "CUDA events" : "host clock");
+    fprintf(f, "<text x=\"530\" y=\"24\" font-size=\"16\" text-anchor=\"middle\" font-weight=\"bold\">ccl-perf: ");
+    for (const char *s = title; *s; s++)
+        fputs(*s == '<' ? "&lt;" : *s == '&' ? "&amp;" : (char[2]){*s, 0}, f);
+    fprintf(f, "</text>\n<text x=\"530\" y=\"44\" font-size=\"12\" text-anchor=\"middle\">algorithm: ");
+    for (const char *s = sh->algo_name; *s; s++)
+        fputs(*s == '<' ? "&lt;" : *s == '&' ? "&amp;" : (char[2]){*s, 0}, f);
+    fputs("</text>\n", f);
+    fprintf(f, "<text x=\"%.1f\" y=\"62\" font-size=\"13\" text-anchor=\"middle\">bus bandwidth (higher is better)</text>\n",
+            bw.x0 + bw.w / 2);
+    fprintf(f, "<text x=\"%.1f\" y=\"62\" font-size=\"13\" text-anchor=\"middle\">time per op (lower is better)</text>\n",
+            lat.x0 + lat.w / 2);
+    svg_panel(f, sh, &bw, "busbw (GB/s)", 0);
+    svg_panel(f, sh, &lat, "time (us, log scale)", 1);
+    /* Legend. */
+    static const char *color[2] = {"#1f77b4", "#ff7f0e"};
+    const char *who[2] = {"ccl", "NCCL"};
+    double lx = 250, ly = 440;
+    for (int impl = 0; impl < (sh->nc.available ? 2 : 1); impl++)
+        for (int pl = 0; pl < 2; pl++) {
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>\n", lx, ly,
+                    lx + 30, ly, color[impl], pl ? " stroke-dasharray=\"6,4\"" : "");
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s %s</text>\n", lx + 36, ly + 4, who[impl], place_name(pl));
+            lx += 150;
+        }
+    fputs("</svg>\n", f);
+    return fclose(f);
+}
+
+/* ===== one rank ===== */
+
+static void worker_setup_gpu(Worker *w)
+{
+    CuDevice dev;
+    cu_check(w, cu.DeviceGet(&dev, w->device), "cuDeviceGet");
+    /* The primary context: the one the CUDA runtime (and NCCL) use on this device. */
+    cu_check(w, cu.DevicePrimaryCtxRetain(&w->ctx, dev), "cuDevicePrimaryCtxRetain");
+    cu_check(w, cu.CtxSetCurrent(w->ctx), "cuCtxSetCurrent");
+    cu_check(w, cu.StreamCreate(&w->stream, PERF_CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    w->nev = w->o->iters > w->o->repeats ? w->o->iters : w->o->repeats;
+    w->ev0 = calloc((size_t)w->nev, sizeof *w->ev0);
+    w->ev1 = calloc((size_t)w->nev, sizeof *w->ev1);
+    if (!w->ev0 || !w->ev1)
+        worker_fail(w, "out of memory");
+    for (int i = 0; i < w->nev; i++) {
+        cu_check(w, cu.EventCreate(&w->ev0[i], 0), "cuEventCreate");
+        cu_check(w, cu.EventCreate(&w->ev1[i], 0), "cuEventCreate");
+    }
+}
+
+static void worker_setup_nccl(Worker *w)
+{
+    Shared *sh = w->sh;
+    NcclUniqueId id, *all = malloc(sizeof id * (size_t)w->nranks);
+    if (!all)
+        worker_fail(w, "out of memory");
+    memset(&id, 0, sizeof id);
+    NcclResult r = w->rank == 0 ? nccl.GetUniqueId(&id) : 0;
+    agree_gather(w, &id, all, sizeof id);
+    if (r != 0)
+        worker_fail(w, "ncclGetUniqueId failed: %s", nccl.GetErrorString(r));
+    cu_check(w, cu.CtxSetCurrent(w->ctx), "cuCtxSetCurrent");
+    r = nccl.CommInitRank(&w->ncomm, w->nranks, all[0], w->rank);
+    free(all);
+    long long failed = agree_sum(w, r != 0);
+    if (r != 0)
+        fprintf(stderr, "ccl-perf: rank %d: ncclCommInitRank failed: %s\n", w->rank, nccl.GetErrorString(r));
+    if (failed) {
+        /* Only rank 0 prints, so only rank 0 records why (the threads share sh). */
+        if (w->rank == 0) {
+            snprintf(sh->nc.why, sizeof sh->nc.why, "ncclCommInitRank failed on %lld rank(s)", failed);
+            sh->nc.available = 0;
+        }
+        agree_barrier(w);
+        return;
+    }
+    w->nccl_on = 1;
+}
+
+static void *worker(void *arg)
+{
+    Worker *w = arg;
+    Shared *sh = w->sh;
+    const Opts *o = &sh->o;
+    Collective c = sh->coll;
+    size_t es = sh->pat.esize, maxb = sh->sizes[sh->nsizes - 1], units = units_per_size(c, w->nranks);
+    size_t maxcount = maxb / es / units;
+
+    if (w->gpu)
+        worker_setup_gpu(w);
+
+    /* --algo: loaded on every rank; main() already proved it for this N. */
+    if (o->algo) {
+        ccl_result_t r = ccl_algorithm_load(w->comm, o->algo, o->root, &w->alg);
+        long long failed = agree_sum(w, r != CCL_OK);
+        if (failed) {
+            if (r != CCL_OK)
+                fprintf(stderr, "ccl-perf: rank %d: ccl_algorithm_load %s failed: %s: %s\n", w->rank, o->algo,
+                        ccl_result_string(r), ccl_comm_last_error(w->comm));
+            w->exit_code = 1;
+            return NULL;
+        }
+    }
+
+    w->send_cap = in_elems(c, w->nranks, maxcount) * es;
+    w->recv_cap = out_elems(c, w->nranks, maxcount) * es;
+    if (w->recv_cap < w->send_cap && c != COLL_REDUCE_SCATTER)
+        w->recv_cap = w->send_cap;
+    ccl_check(w, ccl_mem_alloc(w->comm, &w->sendbuf, w->send_cap), "ccl_mem_alloc (send buffer)");
+    ccl_check(w, ccl_mem_alloc(w->comm, &w->recvbuf, w->recv_cap), "ccl_mem_alloc (receive buffer)");
+    if (w->gpu) {
+        w->host = malloc(w->send_cap > w->recv_cap ? w->send_cap : w->recv_cap);
+        if (!w->host)
+            worker_fail(w, "out of memory for the host copy of the buffers");
+    }
+    if (sh->nc.available)
+        worker_setup_nccl(w);
+    if (w->rank == 0)
+        print_header(sh);
+
+    for (int i = 0; i < sh->nsizes; i++) {
+        size_t bytes = sh->sizes[i], count = bytes / es / units;
+        Row row = {.bytes = bytes, .count = count};
+        for (int p = 0; p < 2; p++) {
+            row.st[IMPL_CCL][p] = measure(w, IMPL_CCL, p, count, bytes);
+            row.st[IMPL_NCCL][p] = (Stat){-1, -1};
+            /* NCCL has no in-place alltoall (its send/receive pairs would race). */
+            if (w->nccl_on && !(p == 1 && c == COLL_ALLTOALL))
+                row.st[IMPL_NCCL][p] = measure(w, IMPL_NCCL, p, count, bytes);
+        }
+        if (w->rank == 0) {
+            sh->rows[i] = row;
+            print_row(sh, &row);
+        }
+    }
+
+    if (w->nccl_on)
+        nccl.CommDestroy(w->ncomm);
+    if (w->alg)
+        ccl_algorithm_free(w->alg);
+    ccl_mem_free(w->comm, w->sendbuf);
+    ccl_mem_free(w->comm, w->recvbuf);
+    if (w->gpu) {
+        for (int i = 0; i < w->nev; i++)
+            cu.EventDestroy(w->ev0[i]), cu.EventDestroy(w->ev1[i]);
+        cu.StreamDestroy(w->stream);
+    }
+    free(w->ev0);
+    free(w->ev1);
+    free(w->host);
+    return NULL;
+}
+
+/* ===== main: arguments, the algorithm's proof, communicators, ranks ===== */
+
+static char *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[n] = 0;
+    *size = n;
+    return buf;
+}
+
+/* Proves --algo for N ranks before anything starts, so a file that does not prove is a
+ * bad argument (exit 2) and -c can default to the file's collective. */
+static void prove_algo(Shared *sh)
+{
+    Opts *o = &sh->o;
+    size_t size;
+    char *text = read_file(o->algo, &size);
+    if (!text)
+        usage_error("--algo %s: cannot read: %s", o->algo, strerror(errno));
+    Compilation comp;
+    int r = compile_source(&comp, o->algo, text, size, sh->nranks, o->root);
+    if (r != 0) {
+        const char *d = comp.diag.out ? comp.diag.out : "";
+        const char *nl = strchr(d, '\n');
+        int first = nl ? (int)(nl - d) : (int)strlen(d);
+        if (!quiet_rank()) {
+            if (r == COMPILE_NOT_ADMITTED)
+                fprintf(stderr, "ccl-perf: error: --algo %s does not admit %d ranks (root %d): %.*s\n", o->algo,
+                        sh->nranks, o->root, first, d);
+            else
+                fprintf(stderr, "ccl-perf: error: --algo %s is not proved for %d ranks: %.*s\n", o->algo, sh->nranks,
+                        first, d);
+            if (nl && nl[1])
+                fputs(nl + 1, stderr);
+        }
+        exit(2);
+    }
+    Collective c = comp.prog->coll;
+    snprintf(sh->algo_name, sizeof sh->algo_name, "%s (%s)", comp.prog->name, o->algo);
+    compilation_free(&comp);
+    free(text);
+    if (o->coll >= 0 && (Collective)o->coll != c)
+        usage_error("--algo %s is a %s algorithm, but -c says %s", o->algo, colls[c].name, colls[o->coll].name);
+    o->coll = (int)c;
+}
+
+/* Checks what needs N and the dtype: sizes divisible as the collective needs them. */
+static void validate(Shared *sh)
+{
+    const Opts *o = &sh->o;
+    Collective c = sh->coll;
+    size_t es = ccl_dtype_size(o->dtype), unit = es * units_per_size(c, sh->nranks);
+    if (colls[c].rooted && o->root >= sh->nranks)
+        usage_error("-r %d: the root must be a rank, 0..%d", o->root, sh->nranks - 1);
+    for (int i = 0; i < sh->nsizes; i++) {
+        if (sh->sizes[i] % unit == 0)
+            continue;
+        char b[32];
+        fmt_size(b, sizeof b, sh->sizes[i]);
+        if (unit == es)
+            usage_error("size %s (%zu bytes) is not a whole number of %s elements (%zu bytes each)", b, sh->sizes[i],
+                        ccl_dtype_name(o->dtype), es);
+        usage_error("size %s (%zu bytes): %s on %d ranks needs sizes divisible by %zu bytes (ranks x %s size)", b,
+                    sh->sizes[i], colls[c].name, sh->nranks, unit, ccl_dtype_name(o->dtype));
+    }
+    if (o->graph && sh->backend != CCL_BACKEND_GPU)
+        usage_error("--graph needs the GPU backend (CUDA graphs); this run uses the CPU backend");
+}
+
+static void describe_method(Shared *sh)
+{
+    const Opts *o = &sh->o;
+    if (o->graph)
+        snprintf(sh->method, sizeof sh->method,
+                 "CUDA graph of %d ops (%d from 16M), %d timed replays after 1 warm-up replay; CUDA events; "
+                 "time per op = replay / ops; median of replays of the max across ranks",
+                 o->iters, o->iters >= 5 ? o->iters / 5 : o->iters, o->repeats);
+    else if (sh->backend == CCL_BACKEND_GPU)
+        snprintf(sh->method, sizeof sh->method,
+                 "CUDA events around each op, eager (host launch included), %d ops after %d warm-up%s; "
+                 "median over ops of the max across ranks",
+                 o->iters, o->warmup, o->check ? ", one at a time (--check)" : " back to back");
+    else
+        snprintf(sh->method, sizeof sh->method,
+                 "host clock (CLOCK_MONOTONIC) around each op and ccl_comm_synchronize, ranks started together; "
+                 "%d ops after %d warm-up; median over ops of the max across ranks",
+                 o->iters, o->warmup);
+}
+
+static int local_rank(int rank)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *s = getenv(vars[i]);
+        if (s && *s)
+            return atoi(s);
+    }
+    return rank;
+}
+
+int main(int argc, char **argv)
+{
+    static Shared shared;
+    Shared *sh = &shared;
+    Opts *o = &sh->o;
+    parse_args(argc, argv, o);
+    if (o->coll < 0 && !o->algo)
+        usage_error("-c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)");
+
+    /* NVLink multicast (NVLS) stays off on these machines, for NCCL as for us. */
+    const char *nvls = getenv("NCCL_NVLS_ENABLE");
+    if (nvls && strcmp(nvls, "0") != 0 && !quiet_rank())
+        fprintf(stderr, "ccl-perf: note: NCCL_NVLS_ENABLE=%s overridden to 0 (NVLink multicast stays off)\n", nvls);
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    const char *inj = getenv("CCL_PERF_INJECT_WRONG");
+    inject_wrong = inj ? (size_t)strtoull(inj, NULL, 10) : 0;
+
+    /* One process per rank when a launcher started us, else one process for all. */
+    char err[512] = "";
+    ccl_bootstrap_t pboot;
+    CclEnvBoot *eb = NULL;
+    int timeout = o->timeout_ms ? o->timeout_ms : 60000;
+    int e = ccl__env_boot_open(&eb, &pboot, timeout, err, sizeof err);
+    if (e < 0) {
+        fprintf(stderr, "ccl-perf: error: the launcher bootstrap failed: %s\n", err);
+        return 1;
+    }
+    sh->processes = e == 0;
+
+    /* The backend, decided here so argument checks and the runtime agree. */
+    int ndev = 0;
+    char why[256] = "";
+    int have_gpu = o->backend != CCL_BACKEND_CPU && cuda_load(&ndev, why, sizeof why) == 0;
+    if (o->backend == CCL_BACKEND_GPU && !have_gpu)
+        usage_error("--backend gpu: %s", why);
+    sh->backend = have_gpu ? CCL_BACKEND_GPU : CCL_BACKEND_CPU;
+
+    if (sh->processes) {
+        sh->nranks = pboot.nranks;
+        if (o->ranks && o->ranks != sh->nranks)
+            usage_error("--ranks %d, but the launcher started %d processes", o->ranks, sh->nranks);
+    } else if (sh->backend == CCL_BACKEND_GPU) {
+        sh->nranks = o->ranks ? o->ranks : ndev;
+        if (sh->nranks > ndev)
+            usage_error("--ranks %d: only %d GPUs are visible", o->ranks, ndev);
+    } else {
+        sh->nranks = o->ranks ? o->ranks : 4;
+    }
+    if (o->algo)
+        prove_algo(sh);
+    else
+        snprintf(sh->algo_name, sizeof sh->algo_name, "the library's choice per size (ccl_%s)",
+                 o->coll == COLL_ALLREDUCE ? "all_reduce" : o->coll == COLL_ALLGATHER ? "all_gather"
+                 : o->coll == COLL_ALLTOALL ? "all_to_all" : colls[o->coll].name);
+    sh->coll = (Collective)o->coll;
+    if (colls[sh->coll].rooted == 0)
+        o->root = 0;
+    sh->nsizes = sweep_sizes(o, sh->sizes);
+    validate(sh);
+    describe_method(sh);
+    if (sh->backend == CCL_BACKEND_GPU && !sh->processes) {
+        CuDevice d0;
+        if (cu.DeviceGet(&d0, 0) == 0 && cu.DeviceGetName(sh->devname, sizeof sh->devname, d0) == 0)
+            snprintf(sh->devname + strlen(sh->devname), sizeof sh->devname - strlen(sh->devname), " x%d", sh->nranks);
+    }
+
+    sh->nc.wanted = o->compare_nccl;
+    if (o->compare_nccl && sh->backend != CCL_BACKEND_GPU)
+        snprintf(sh->nc.why, sizeof sh->nc.why, "NCCL needs the GPU backend; this run uses the CPU backend%s%s%s",
+                 why[0] ? " (" : "", why, why[0] ? ")" : "");
+    else if (o->compare_nccl)
+        nccl_load(&sh->nc);
+
+    pattern_init(&sh->pat, sh->nranks, sh->coll, o->op, o->dtype);
+
+    /* The symmetric heap holds both buffers and the algorithms' scratch (at most about
+     * twice the larger buffer for the shipped algorithms), plus room for the rest. */
+    size_t maxb = sh->sizes[sh->nsizes - 1], es = sh->pat.esize, units = units_per_size(sh->coll, sh->nranks);
+    size_t maxcount = maxb / es / units;
+    size_t inb = in_elems(sh->coll, sh->nranks, maxcount) * es, outb = out_elems(sh->coll, sh->nranks, maxcount) * es;
+    size_t big = inb > outb ? inb : outb;
+    ccl_config_t cfg = {.backend = sh->backend, .timeout_ms = o->timeout_ms,
+                        .heap_bytes = inb + outb + 2 * big + (32u << 20)};
+
+    int nw = sh->processes ? 1 : sh->nranks;
+    Worker *ws = calloc((size_t)nw, sizeof *ws);
+    ccl_comm_t **comms = calloc((size_t)nw, sizeof *comms);
+    ccl_bootstrap_t *boots = calloc((size_t)nw, sizeof *boots);
+    if (!ws || !comms || !boots) {
+        fprintf(stderr, "ccl-perf: out of memory\n");
+        return 1;
+    }
+    CclThreadBoot *tb = NULL;
+    ccl_result_t r;
+    if (sh->processes) {
+        int dev = ndev ? local_rank(pboot.rank) % ndev : 0;
+        r = ccl_comm_init_rank(&comms[0], &pboot, dev, &cfg);
+        if (r != CCL_OK) {
+            fprintf(stderr, "ccl-perf: rank %d: error: %s\n", pboot.rank, ccl_comm_last_error(NULL));
+            return 1;
+        }
+        boots[0] = pboot;
+        ws[0] = (Worker){.rank = pboot.rank, .device = dev};
+    } else {
+        r = ccl_comm_init_all(comms, sh->nranks, NULL, &cfg);
+        if (r != CCL_OK) {
+            fprintf(stderr, "ccl-perf: error: %s\n", ccl_comm_last_error(NULL));
+            return 1;
+        }
+        tb = ccl__thread_boot_new(sh->nranks, boots);
+        if (!tb) {
+            fprintf(stderr, "ccl-perf: out of memory\n");
+            return 1;
+        }
+        for (int i = 0; i < nw; i++)
+            ws[i] = (Worker){.rank = i, .device = i};
+    }
+    for (int i = 0; i < nw; i++) {
+        ws[i].sh = sh;
+        ws[i].o = o;
+        ws[i].comm = comms[i];
+        ws[i].boot = &boots[i];
+        ws[i].nranks = sh->nranks;
+        ws[i].gpu = sh->backend == CCL_BACKEND_GPU;
+    }
+    if (sh->processes) {
+        worker(&ws[0]);
+    } else {
+        pthread_t *tids = calloc((size_t)nw, sizeof *tids);
+        for (int i = 0; i < nw; i++)
+            if (!tids || pthread_create(&tids[i], NULL, worker, &ws[i]) != 0) {
+                fprintf(stderr, "ccl-perf: cannot start a thread for rank %d\n", i);
+                return 1;
+            }
+        for (int i = 0; i < nw; i++)
+            pthread_join(tids[i], NULL);
+        free(tids);
+    }
+    int code = 0;
+    for (int i = 0; i < nw; i++)
+        code = ws[i].exit_code > code ? ws[i].exit_code : code;
+
+    if (code == 0 && ws[0].rank == 0) {
+        long long wrong;
+        print_footer(sh, &wrong);
+        if (wrong)
+            code = 1;
+        if (o->csv && write_csv(sh, o->csv) != 0)
+            code = 1;
+        if (o->json && write_json(sh, o->json) != 0)
+            code = 1;
+        if (o->plot && write_svg(sh, o->plot) != 0)
+            code = 1;
+    }
+    fflush(stdout);
+    /* Every process learns the outcome (rank 0 alone knows the wrong count) and they
+     * leave together, so no peer unmaps a heap another still reads. */
+    if (sh->processes && agree_sum(&ws[0], code) > 0 && code == 0)
+        code = 1;
+    for (int i = 0; i < nw; i++)
+        ccl_comm_destroy(comms[i]);
+    if (tb)
+        ccl__thread_boot_free(tb);
+    if (eb)
+        ccl__env_boot_close(eb);
+    return code;
+}
