@@ -12,6 +12,9 @@
 # Properties: at every admitted N, `cclc check --explain` must report the algorithm
 # deterministic, pipeline-safe and valid in place (or in-place not applicable).
 #
+# Runs: at the same N as the golden plans, `cclc run` on the CPU backend (3 back-to-back
+# calls, out of place and in place) must check every element.
+#
 # Golden plans: `cclc plan FILE --ranks N` for N = 4 and one more admitted N (3 when
 # admitted, else 8, else 2) is compared with tests/algorithms/golden/COLL-NAME.nN.plan.
 # UPDATE_GOLDEN=1 rewrites them (and removes goldens of algorithms that are gone).
@@ -79,6 +82,23 @@ for src in algorithms/*/*.ccl; do
             plan_ns+=("$n")
         fi
     done
+    # End to end on the CPU backend: real data, back-to-back calls, every element
+    # checked; an uneven count exercises short tail chunks, the last rank as root a
+    # tree that is not rooted at 0.
+    for n in "${plan_ns[@]}"; do
+        for mode in "" --inplace; do
+            got=$(timeout 120 "$cclc" run "$src" --ranks "$n" --backend cpu --iters 3 --count 1001 \
+                  --dtype bf16 --root $((n - 1)) $mode 2>&1)
+            status=$?
+            if [ "$status" = 0 ]; then
+                echo "ok $name run n=$n${mode:+ in-place}"
+            else
+                echo "FAIL $name run n=$n${mode:+ in-place}: cclc run exited $status"
+                sed 's/^/    /' <<<"$got" | tail -10
+            fi
+        done
+    done
+
     for n in "${plan_ns[@]}"; do
         file=$golden/$gname.n$n.plan
         wanted_goldens+=("$file")
