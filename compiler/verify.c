@@ -46,6 +46,7 @@ enum {
     MAX_SEEN = 256,           /* remembered statement locations for de-duplication */
     MAX_CELLS = 1 << 23,      /* chunk cells simulated, all ranks and buffers */
     MAX_SYNC_SLOTS = 1 << 24, /* vector-clock entries: blocks x blocks, blocks x ranks */
+#define MAX_CLOCK_WORK 2e9    /* vector-clock entries joined in one simulated call */
 };
 
 /* ---- working memory ---- */
@@ -510,9 +511,10 @@ static void check_sem_counts(const Shape *sh, Reporter *rep, SyncCounts *sc)
                 times_text(nw, t2, sizeof t2);
                 if (!seen_before(&seen, st->loc))
                     rep_error(rep, st->loc, "signal at line %d on %s to rank %d is never waited for: it signals %s, "
-                          "%s waits %s (counts must balance in every call, or the next call's waits pair with this "
-                          "call's signals)", st->loc.line, where_text(sh, bl->rank, bl->tb, w1, sizeof w1), q, t1,
-                          where_text(sh, q, bl->tb, w2, sizeof w2), nw ? t2 : "never");
+                              "%s %s%s (counts must balance in every call, or the next call's waits pair with this "
+                              "call's signals)", st->loc.line, where_text(sh, bl->rank, bl->tb, w1, sizeof w1), q, t1,
+                              where_text(sh, q, bl->tb, w2, sizeof w2), nw ? "waits " : "never waits",
+                              nw ? t2 : "");
             }
         }
     }
@@ -1684,8 +1686,9 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     check_barrier_counts(&sh, rep);
     int counts_bad = rep->nerrors > errors0;
 
-    Sim s;
-    if (sim_init(&s, &sh, (SimMode){.ncalls = 1, .contents = 1}, rep) != 0) {
+    Sim s = {0};
+    double work = (double)(f->sync.nwaits + f->sync.nbarriers) * (sh.nb + sh.n);
+    if (work > MAX_CLOCK_WORK || sim_init(&s, &sh, (SimMode){.ncalls = 1, .contents = 1}, rep) != 0) {
         rep_error(rep, p->name_loc, "'%s' is too large to verify for N = %d (%d thread blocks, %d chunks per rank)",
                   p->name, p->nranks, sh.nb, sh.rank_cells);
         sim_fini(&s);
