@@ -857,13 +857,13 @@ typedef struct {
 
 static _Noreturn __attribute__((format(printf, 2, 3))) void worker_fail(Worker *w, const char *fmt, ...)
 {
+    fflush(stdout);
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "ccl-perf: rank %d: ", w->rank);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    fflush(stdout);
     exit(1);
 }
 
@@ -1831,8 +1831,8 @@ static void prove_algo(Shared *sh)
         int first = nl ? (int)(nl - d) : (int)strlen(d);
         if (!quiet_rank()) {
             if (r == COMPILE_NOT_ADMITTED)
-                fprintf(stderr, "ccl-perf: error: --algo %s does not admit %d ranks (root %d): %.*s\n", o->algo,
-                        sh->nranks, o->root, first, d);
+                fprintf(stderr, "ccl-perf: error: --algo %s does not admit N = %d: %.*s\n", o->algo, sh->nranks,
+                        first, d);
             else
                 fprintf(stderr, "ccl-perf: error: --algo %s is not proved for %d ranks: %.*s\n", o->algo, sh->nranks,
                         first, d);
@@ -1846,7 +1846,7 @@ static void prove_algo(Shared *sh)
     compilation_free(&comp);
     free(text);
     if (o->coll >= 0 && (Collective)o->coll != c)
-        usage_error("--algo %s is a %s algorithm, but -c says %s", o->algo, colls[c].name, colls[o->coll].name);
+        usage_error("--algo %s implements %s, but -c says %s", o->algo, colls[c].name, colls[o->coll].name);
     o->coll = (int)c;
 }
 
@@ -1856,8 +1856,6 @@ static void validate(Shared *sh)
     const Opts *o = &sh->o;
     Collective c = sh->coll;
     size_t es = ccl_dtype_size(o->dtype), unit = es * units_per_size(c, sh->nranks);
-    if (colls[c].rooted && o->root >= sh->nranks)
-        usage_error("-r %d: the root must be a rank, 0..%d", o->root, sh->nranks - 1);
     for (int i = 0; i < sh->nsizes; i++) {
         if (sh->sizes[i] % unit == 0)
             continue;
@@ -1952,6 +1950,8 @@ int main(int argc, char **argv)
     } else {
         sh->nranks = o->ranks ? o->ranks : 4;
     }
+    if (o->root >= sh->nranks)
+        usage_error("-r %d: the root must be a rank, 0..%d", o->root, sh->nranks - 1);
     if (o->algo)
         prove_algo(sh);
     else

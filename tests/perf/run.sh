@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# ccl-perf on the CPU backend: small sweeps of every collective with --check, the CSV,
+# JSON and SVG outputs, one process per rank under mpirun, the checker's own test (an
+# injected wrong result must be counted exactly and fail the run), --compare nccl
+# without a GPU (a clear note, no crash), and bad arguments (exact message, exit 2).
+# Also compiles ccl-perf once more against cuda.h and nccl.h, where present, so the
+# hand-written driver and NCCL prototypes are checked against the real ones.
+#
+#   tests/perf/run.sh BUILD
+set -u
+build=${1:?usage: tests/perf/run.sh BUILD}
+cd "$(dirname "$0")/../.."
+perf=$build/ccl-perf
+[ -x "$perf" ] || { echo "FAIL perf: $perf not built"; exit 0; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export CCL_ALGORITHM_DIR=$PWD/algorithms
+quick=(-n 3 -w 1 --backend cpu)
+
+ok() { echo "ok perf $1"; }
+fail() { echo "FAIL perf $1: $2"; }
+
+# A sweep: exit 0, every size present (data rows), zero wrong elements.
+sweep() {
+    local name=$1 rows=$2
+    shift 2
+    local out=$tmp/$name.out
+    "$perf" "$@" >"$out" 2>"$tmp/$name.err"
+    local rc=$?
+    local got
+    got=$(grep -cv '^#' "$out")
+    if [ $rc -ne 0 ]; then
+        fail "$name" "exit $rc: $(head -c 400 "$tmp/$name.err")"
+    elif [ "$got" -ne "$rows" ]; then
+        fail "$name" "$got size rows, expected $rows"
+    elif ! grep -q '^# wrong elements: 0$' "$out"; then
+        fail "$name" "$(grep '^# wrong' "$out")"
+    else
+        ok "$name"
+    fi
+}
+
+for c in allreduce allgather reduce_scatter alltoall broadcast reduce; do
+    sweep "sweep-$c-4" 7 -c "$c" -b 1K -e 64K --ranks 4 -d bf16 --check "${quick[@]}"
+    sweep "sweep-$c-3" 3 -c "$c" -b 3K -e 48K -f 4 --ranks 3 -d f32 --check "${quick[@]}"
+done
+for d in f16 fp8_e4m3 fp8_e5m2 u8 i32 i64 f64; do
+    for op in sum prod min max avg; do
+        sweep "dtype-$d-$op" 2 -c allreduce -b 1K -e 2K --ranks 3 -d "$d" -o "$op" --check "${quick[@]}"
+    done
+done
+sweep "reduce-root" 2 -c reduce -b 1K -e 2K --ranks 4 -r 3 -o max --check "${quick[@]}"
+sweep "broadcast-root" 2 -c broadcast -b 1K -e 2K --ranks 4 -r 2 --check "${quick[@]}"
+sweep "reduce_scatter-avg-8" 2 -c reduce_scatter -b 1K -e 2K --ranks 8 -d bf16 -o avg --check "${quick[@]}"
+sweep "algo-file" 3 --algo algorithms/allreduce/ring.ccl -b 3K -e 12K --ranks 3 --check "${quick[@]}"
+
+# Outputs: CSV (a header and one line per size, placement and implementation), JSON
+# (parses, the fields tools rely on), SVG (well-formed XML with both panels).
+"$perf" -c allgather -b 1K -e 16K --ranks 4 -d bf16 --check "${quick[@]}" \
+    --csv "$tmp/r.csv" --json "$tmp/r.json" --plot "$tmp/r.svg" >"$tmp/out.txt" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then
+    fail outputs "exit $rc: $(tail -3 "$tmp/out.txt")"
+else
+    hdr='collective,dtype,op,root,nranks,backend,method,impl,placement,bytes,count,time_us,algbw_GBs,busbw_GBs,wrong,ratio_vs_nccl'
+    if [ "$(head -1 "$tmp/r.csv")" != "$hdr" ]; then
+        fail csv "header: $(head -1 "$tmp/r.csv")"
+    elif [ "$(wc -l <"$tmp/r.csv")" -ne 11 ]; then
+        fail csv "$(wc -l <"$tmp/r.csv") lines, expected 11 (header + 5 sizes x 2 placements)"
+    elif ! grep -q '^allgather,bf16,none,-1,4,cpu,host-clock,ccl,in-place,16384,2048,' "$tmp/r.csv"; then
+        fail csv "no in-place 16K line: $(tail -1 "$tmp/r.csv")"
+    else
+        ok csv
+    fi
+    if command -v python3 >/dev/null; then
+        msg=$(python3 - "$tmp/r.json" "$tmp/r.svg" <<'EOF'
+import json, sys, xml.etree.ElementTree as ET
+d = json.load(open(sys.argv[1]))
+assert d["collective"] == "allgather" and d["nranks"] == 4 and d["dtype"] == "bf16", d
+assert d["timing"]["method"] == "host-clock" and d["check"] is True
+assert d["nccl"]["compared"] is False
+r = d["results"]
+assert len(r) == 10, len(r)
+assert [x["bytes"] for x in r[::2]] == [1024, 2048, 4096, 8192, 16384]
+for x in r:
+    c = x["ccl"]
+    assert c["time_us"] > 0 and c["wrong"] == 0 and x["nccl"] is None, x
+    assert abs(c["busbw_GBs"] - c["algbw_GBs"] * 3 / 4) < 1e-3, x
+    assert x["count"] == x["bytes"] // 2 // 4
+svg = ET.parse(sys.argv[2]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+texts = " ".join(t.text or "" for t in svg.iter(ns + "text"))
+for want in ("busbw (GB/s)", "time (us, log scale)", "ccl out-of-place", "ccl in-place", "1K", "16K"):
+    assert want in texts, want
+assert len(list(svg.iter(ns + "polyline"))) == 4
+print("ok")
+EOF
+)
+        [ "$msg" = ok ] && ok json-svg || fail json-svg "$msg"
+    else
+        echo "skip perf json-svg: no python3"
+    fi
+fi
+
+# One process per rank under mpirun: the same table as the threads.
+if command -v mpirun >/dev/null; then
+    mpi=(mpirun -np 2)
+    [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+    mpi+=(--oversubscribe)
+    "${mpi[@]}" "$perf" -c alltoall -b 1K -e 8K --check "${quick[@]}" >"$tmp/mpi.out" 2>"$tmp/mpi.err"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        fail mpirun "exit $rc: $(head -c 400 "$tmp/mpi.err")"
+    elif ! grep -q '^# ccl-perf .*: alltoall, f32, 2 ranks (one process per rank), backend cpu' "$tmp/mpi.out"; then
+        fail mpirun "header: $(head -1 "$tmp/mpi.out")"
+    elif [ "$(grep -cv '^#' "$tmp/mpi.out")" -ne 4 ] || ! grep -q '^# wrong elements: 0$' "$tmp/mpi.out"; then
+        fail mpirun "$(cat "$tmp/mpi.out")"
+    else
+        ok mpirun
+    fi
+else
+    echo "skip perf mpirun: no mpirun"
+fi
+
+# The checker itself: rank 0 spoils 3 elements of each checked result; 2 sizes x 2
+# placements x 4 ops = 16 checked results = 48 wrong elements, and exit 1.
+CCL_PERF_INJECT_WRONG=3 "$perf" -c reduce_scatter -b 1K -e 2K --ranks 4 --check -n 4 -w 1 --backend cpu \
+    >"$tmp/inj.out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q '^# FAILED: 48 wrong elements$' "$tmp/inj.out"; then
+    ok check-catches-wrong
+else
+    fail check-catches-wrong "exit $rc: $(grep -E '^#.*(wrong|FAILED)' "$tmp/inj.out")"
+fi
+
+# --compare nccl where there is no GPU: a note in the header, a normal run.
+"$perf" -c allreduce -b 1K -e 1K --ranks 2 --compare nccl "${quick[@]}" >"$tmp/nccl.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q '^# nccl: not compared: NCCL needs the GPU backend; this run uses the CPU backend' "$tmp/nccl.out"; then
+    ok compare-nccl-no-gpu
+else
+    fail compare-nccl-no-gpu "exit $rc: $(grep -i nccl "$tmp/nccl.out" | head -3)"
+fi
+
+# Bad arguments: exactly this first line on stderr, exit 2.
+bad() {
+    local name=$1 want=$2
+    shift 2
+    "$perf" "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
+    local rc=$?
+    local got
+    got=$(head -1 "$tmp/bad.err")
+    if [ $rc -ne 2 ]; then
+        fail "bad-$name" "exit $rc, expected 2 ($got)"
+    elif [ "$got" != "$want" ]; then
+        fail "bad-$name" "got '$got', expected '$want'"
+    else
+        ok "bad-$name"
+    fi
+}
+bad unknown-collective "ccl-perf: error: -c foo: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)" -c foo
+bad no-collective "ccl-perf: error: -c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)" -b 1K
+bad min-over-max "ccl-perf: error: -b 64K is larger than -e 1K" -c allreduce -b 64K -e 1K
+bad not-a-size "ccl-perf: error: -e 1X: not a size (a number of bytes, optionally with K, M or G)" -c allreduce -e 1X
+bad zero-size "ccl-perf: error: -b 0: sizes must be at least one element" -c allreduce -b 0
+bad step "ccl-perf: error: -f 1: expected an integer in 2..1048576" -c allreduce -f 1
+bad dtype "ccl-perf: error: -d f33: unknown dtype (expected f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3 or fp8_e5m2)" -c allreduce -d f33
+bad op "ccl-perf: error: -o mean: unknown reduction op (expected sum, prod, min, max or avg)" -c allreduce -o mean
+bad op-no-reduce "ccl-perf: error: -o max: allgather does not reduce" -c allgather -o max
+bad root-no-root "ccl-perf: error: -r 1: allreduce has no root" -c allreduce -r 1
+bad root-range "ccl-perf: error: -r 4: the root must be a rank, 0..3" -c broadcast -r 4 --ranks 4 --backend cpu
+bad element-size "ccl-perf: error: size 1022 (1022 bytes) is not a whole number of f32 elements (4 bytes each)" -c allreduce -b 1022 -e 1022 --backend cpu
+bad divisible "ccl-perf: error: size 1K (1024 bytes): allgather on 3 ranks needs sizes divisible by 6 bytes (ranks x bf16 size)" -c allgather -d bf16 -b 1K -e 4K --ranks 3 --backend cpu
+bad divisible-a2a "ccl-perf: error: size 2K (2048 bytes): alltoall on 3 ranks needs sizes divisible by 12 bytes (ranks x f32 size)" -c alltoall -b 2K -e 8K --ranks 3 --backend cpu
+bad graph-cpu "ccl-perf: error: --graph needs the GPU backend (CUDA graphs); this run uses the CPU backend" -c allreduce --graph --backend cpu
+bad unknown-option "ccl-perf: error: unknown option --fast (see ccl-perf --help)" -c allreduce --fast
+bad missing-value "ccl-perf: error: -b needs a value" -c allreduce -b
+bad compare "ccl-perf: error: --compare mpi: only 'nccl' can be compared" -c allreduce --compare mpi
+bad plot-name "ccl-perf: error: --plot out.png: the plot is an SVG file; name it *.svg" -c allreduce --plot out.png
+bad backend "ccl-perf: error: --backend tpu: expected cpu, gpu or auto" -c allreduce --backend tpu
+bad algo-missing "ccl-perf: error: --algo $tmp/none.ccl: cannot read: No such file or directory" --algo "$tmp/none.ccl"
+bad algo-unproved "ccl-perf: error: --algo tests/perf/unproved.ccl is not proved for 4 ranks: tests/perf/unproved.ccl:12:3: error: postcondition fails: out@0[0] holds in@0[0] twice + in@1[0] + in@2[0] + in@3[0]; in@0[0] is double-counted (written last here, on rank 0); this statement leaves 3 more out chunks wrong" --algo tests/perf/unproved.ccl --ranks 4 --backend cpu
+bad algo-not-admitted "ccl-perf: error: --algo tests/perf/unproved.ccl does not admit N = 1: tests/perf/unproved.ccl:4:1: error: algorithm 'double_own' is for N in 2..16, not N = 1" --algo tests/perf/unproved.ccl --ranks 1 --backend cpu
+bad algo-collective "ccl-perf: error: --algo algorithms/allreduce/ring.ccl implements allreduce, but -c says allgather" -c allgather --algo algorithms/allreduce/ring.ccl --ranks 4 --backend cpu
+
+# The hand-written CUDA driver and NCCL prototypes match the real headers.
+cuda=${CUDA:-/usr/local/cuda}
+if [ -f "$cuda/include/cuda.h" ] && [ -f "$cuda/include/nccl.h" ]; then
+    if ${CC:-cc} -std=c11 -fsyntax-only -D_GNU_SOURCE -DCCL_PERF_CHECK_PROTOTYPES -Icompiler -Iruntime/include \
+        -Iruntime/src -I"$build" -I"$cuda/include" tools/ccl-perf.c 2>"$tmp/proto.err"; then
+        ok prototypes
+    else
+        fail prototypes "$(grep -m3 error "$tmp/proto.err")"
+    fi
+else
+    echo "skip perf prototypes: no cuda.h/nccl.h under $cuda/include"
+fi
+exit 0
