@@ -3,7 +3,8 @@
 #   cclc check tests/verify/NAME.ccl --ranks N [--root R]
 # and its stderr must equal NAME.expected exactly. Wrong programs (each rejected for the
 # reason its name and first comment give) expect their diagnostics and exit status 1;
-# programs named ok_* expect an empty .expected and exit status 0.
+# programs named ok_* expect an empty .expected and exit status 0, and where a
+# NAME.explain file exists, `--explain` must print exactly it.
 # The first line may say `# ranks: N` (default 4) and `root: R`.
 #
 #   tests/verify/run.sh BUILD          run the tests
@@ -31,6 +32,7 @@ for src in tests/verify/*.ccl; do
     rc=$?
     if [ "${UPDATE_GOLDEN:-0}" = 1 ]; then
         cp "$tmp" "$expected"
+        [ -f "${src%.ccl}.explain" ] && "$cclc" "${args[@]}" --explain >"${src%.ccl}.explain" 2>/dev/null
     fi
     want_rc=1
     case $name in ok_*) want_rc=0 ;; esac
@@ -42,6 +44,9 @@ for src in tests/verify/*.ccl; do
     elif ! diff -u "$expected" "$tmp" >/dev/null; then
         echo "FAIL $name: diagnostics differ from $expected"
         diff -u "$expected" "$tmp" | sed 's/^/    /' | head -n 40
+    elif [ -f "${src%.ccl}.explain" ] && ! "$cclc" "${args[@]}" --explain 2>/dev/null | diff -u "${src%.ccl}.explain" - >"$tmp"; then
+        echo "FAIL $name: --explain differs from ${src%.ccl}.explain"
+        sed 's/^/    /' "$tmp" | head -n 40
     else
         echo "ok $name"
     fi
