@@ -123,6 +123,24 @@ for src in algorithms/*/*.ccl; do
     done
 done
 
+# The complete programs in docs/language.md (fenced blocks that start with `algorithm`
+# and have an `on`) must stay valid: each is proved for N = 4.
+tmp=$(mktemp -d)
+awk -v dir="$tmp" '/^```/ { if (f && buf ~ /^algorithm/ && buf ~ /[ \t]on[ \t]/) print buf > (dir "/example" ++n ".ccl");
+                           f = !f; buf = ""; next }
+                   f { buf = buf $0 "\n" }' docs/language.md
+for ex in "$tmp"/example*.ccl; do
+    [ -e "$ex" ] || { echo "FAIL docs/language.md: no complete example program found"; break; }
+    label="docs/language.md $(basename "$ex" .ccl)"
+    if msg=$("$cclc" check "$ex" --ranks 4 2>&1); then
+        echo "ok $label"
+    else
+        echo "FAIL $label: not proved for N = 4"
+        sed 's/^/    /' <<<"$msg" | head -10
+    fi
+done
+rm -rf "$tmp"
+
 # Goldens of algorithms that no longer exist would silently rot.
 for file in "$golden"/*.plan; do
     [ -e "$file" ] || continue
