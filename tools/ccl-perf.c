@@ -1165,7 +1165,10 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
     agree_barrier(w);
     prepare(w, inplace, count);
     agree_barrier(w);
-    for (int i = 0; i < o->warmup; i++)
+    /* At least one op before a capture: the first call of a size may compile, load or
+     * allocate, none of which belongs in a graph. */
+    int warm = o->graph && o->warmup < 1 ? 1 : o->warmup;
+    for (int i = 0; i < warm; i++)
         issue(w, impl, inplace, count);
     wait_idle(w, impl);
 
@@ -1295,6 +1298,16 @@ static void print_header(const Shared *sh)
                sh->nc.path, sh->nc.version, getenv("NCCL_NVLS_ENABLE"));
     else
         printf("# nccl: not compared: %s\n", sh->nc.why);
+    /* Settings that change what is measured, so a table says how it was made. */
+    static const char *const env[] = {"CCL_GPU_THREADS", "CCL_GPU_INSTANCES", "CCL_GPU_SLICES", "CCL_TIMEOUT_MS",
+        "CCL_ALGORITHM_DIR", "CUDA_VISIBLE_DEVICES", "NCCL_PROTO", "NCCL_ALGO", "NCCL_P2P_LEVEL", "NCCL_MAX_NCHANNELS",
+        "NCCL_MIN_NCHANNELS", "NCCL_CUMEM_ENABLE"};
+    int nenv = 0;
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+        if (getenv(env[i]))
+            printf("%s%s=%s", nenv++ ? " " : "# env: ", env[i], getenv(env[i]));
+    if (nenv)
+        printf("\n");
     printf("# sizes: bytes = the full buffer as in nccl-tests (%s); busbw = algbw x %s\n",
            c == COLL_ALLGATHER ? "the receive size" : c == COLL_REDUCE_SCATTER || c == COLL_ALLTOALL ? "the send size" : "the message",
            c == COLL_ALLREDUCE ? "2(n-1)/n" : c == COLL_BROADCAST || c == COLL_REDUCE ? "1" : "(n-1)/n");
@@ -1675,6 +1688,8 @@ static void worker_setup_gpu(Worker *w)
     cu_check(w, cu.DevicePrimaryCtxRetain(&w->ctx, dev), "cuDevicePrimaryCtxRetain");
     cu_check(w, cu.CtxSetCurrent(w->ctx), "cuCtxSetCurrent");
     cu_check(w, cu.StreamCreate(&w->stream, PERF_CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    if (w->rank == 0 && cu.DeviceGetName(w->sh->devname, sizeof w->sh->devname - 16, dev) == 0)
+        snprintf(w->sh->devname + strlen(w->sh->devname), 16, " x%d", w->nranks);
     w->nev = w->o->iters > w->o->repeats ? w->o->iters : w->o->repeats;
     w->ev0 = calloc((size_t)w->nev, sizeof *w->ev0);
     w->ev1 = calloc((size_t)w->nev, sizeof *w->ev1);
@@ -1964,11 +1979,6 @@ int main(int argc, char **argv)
     sh->nsizes = sweep_sizes(o, sh->sizes);
     validate(sh);
     describe_method(sh);
-    if (sh->backend == CCL_BACKEND_GPU && !sh->processes) {
-        CuDevice d0;
-        if (cu.DeviceGet(&d0, 0) == 0 && cu.DeviceGetName(sh->devname, sizeof sh->devname, d0) == 0)
-            snprintf(sh->devname + strlen(sh->devname), sizeof sh->devname - strlen(sh->devname), " x%d", sh->nranks);
-    }
 
     sh->nc.wanted = o->compare_nccl;
     if (o->compare_nccl && sh->backend != CCL_BACKEND_GPU)
