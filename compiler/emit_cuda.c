@@ -11,7 +11,8 @@
  *     thread blocks (physical block b runs logical block b / a.ninst as instance
  *     b % a.ninst), each case straight-line code with rank, peers, chunk indices and
  *     semaphore slots folded in as constants;
- *   - `extern "C" __global__ void ccl_avg(...)`: the final division for op avg.
+ *   - `extern "C" __global__ void ccl_avg(...)`: the final division for op avg, and
+ *     `ccl_rank_barrier(...)`, the all-rank barrier launched around it.
  *
  * The kernel ABI (struct ccl_args, struct ccl_err) is mirrored by runtime/src/gpu_abi.h;
  * change both together (CCL_ABI_VERSION below and there). Layout follows docs/internals.md
@@ -98,7 +99,7 @@ static const char emit_prelude[] =
     "    u64 in_off, out_off;     /* heap offsets of in and out (for remote access) */\n"
     "    u64 scratch_off;         /* heap offset of this algorithm's scratch */\n"
     "    u64 sem_off;             /* heap offset of this algorithm's semaphores */\n"
-    "    u64 *expected;           /* local device memory, one per semaphore slot */\n"
+    "    u64 *expected;           /* local device memory: slots*ninst + 1 + grid entries */\n"
     "    struct ccl_err *err;     /* host-mapped */\n"
     "    u64 n;                   /* elements per unit */\n"
     "    u64 in_ustride, out_ustride; /* elements between units of in / out */\n"
@@ -294,19 +295,23 @@ static const char emit_prelude[] =
     "}\n"
     "/* Waits until *sem reaches *expected + step, then advances *expected (kept in device\n"
     " * memory, so it persists across launches and graph replays). On timeout records who\n"
-    " * waited for whom in the host-visible error record and returns 0. A barrier of all\n"
+    " * waited for whom in the host-visible error record, sets the abort word (offset 0 of\n"
+    " * every rank's heap, internal.h's CclHeapHeader) and returns 0; a set abort word makes\n"
+    " * every wait give up within microseconds. A barrier of all\n"
     " * blocks of the rank is the same wait on a counter every block adds 1 to (step =\n"
     " * gridDim.x; all blocks must be resident). */\n"
-    "__device__ __noinline__ int ccl_wait(const u64 *sem, u64 *expected, u64 step, struct ccl_err *err,\n"
-    "                                     u64 timeout_ns, u64 slot, u64 rank, u64 tb, u64 inst, u64 line,\n"
-    "                                     u64 peer)\n"
+    "__device__ __noinline__ int ccl_wait(const u64 *sem, u64 *expected, u64 step, char *const *peers,\n"
+    "                                     struct ccl_err *err, u64 timeout_ns, u64 slot, u64 rank, u64 tb,\n"
+    "                                     u64 inst, u64 line, u64 peer)\n"
     "{\n"
     "    const u64 want = *expected + step;\n"
+    "    const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];\n"
     "    u64 t0 = 0, v = 0;\n"
     "    for (unsigned int it = 0;; it++) {\n"
     "        v = ccl_ld_acquire(sem);\n"
     "        if (v >= want) break;\n"
     "        if ((it & 255) == 0) {\n"
+    "            if (*abort_flag) return 0; /* a peer failed: give up at once */\n"
     "            u64 now = ccl_now();\n"
     "            if (t0 == 0) t0 = now;\n"
     "            else if (now - t0 > timeout_ns) {\n"
@@ -316,6 +321,10 @@ static const char emit_prelude[] =
     "                    __threadfence_system();\n"
     "                    *(volatile u64 *)&err->flag = 1;\n"
     "                }\n"
+    "                /* Stop every rank: the abort word at offset 0 of each heap. */\n"
+    "                for (int p = 0; p < CCL_NRANKS; p++)\n"
+    "                    atomicCAS((u64 *)peers[p], 0ull, rank + 1);\n"
+    "                __threadfence_system();\n"
     "                return 0;\n"
     "            }\n"
     "        }\n"
@@ -323,7 +332,19 @@ static const char emit_prelude[] =
     "    *expected = want;\n"
     "    return 1;\n"
     "}\n"
-"/* op avg: the collective reduced as sum; every element of out is divided once. */\n"
+    "\n"
+"/* All ranks: every rank adds 1 to rank 0's heap-header barrier word (offset 8) and\n"
+    " * waits for N more arrivals than its last barrier saw (gen: this rank's device\n"
+    " * counter). Launched with one block around avg's division. */\n"
+    "extern \"C\" __global__ void ccl_rank_barrier(char *const *peers, u64 *gen, struct ccl_err *err, u64 timeout_ns)\n"
+    "{\n"
+    "    if (threadIdx.x != 0) return;\n"
+    "    u64 *ctr = (u64 *)(peers[0] + 8);\n"
+    "    ccl_signal(ctr);\n"
+    "    ccl_wait(ctr, gen, CCL_NRANKS, peers, err, timeout_ns, ~0ull, CCL_RANK, ~0ull, 0, 0, 0);\n"
+    "}\n"
+    "\n"
+    "/* op avg: the collective reduced as sum; every element of out is divided once. */\n"
     "extern \"C\" __global__ void ccl_avg(char *out, u64 count, u64 nranks)\n"
     "{\n"
     "    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < count; i += (u64)gridDim.x * blockDim.x) {\n"
@@ -472,7 +493,7 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
             fprintf(o, "            const u64 slot = ");
             emit_slot(o, op->sem[k], n);
             fprintf(o, ";\n");
-            fprintf(o, "            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.err, a.timeout_ns, slot, %d, %d, "
+            fprintf(o, "            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, %d, %d, "
                        "inst, %d, %d)) failed = 1;\n", e->rank, b->tb, emit_first_line(op), op->peer[k]);
             fprintf(o, "        }\n");
         }
@@ -480,15 +501,16 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
         fprintf(o, "        if (failed) return;\n");
         break;
     case OP_BARRIER:
-        /* The counter sits after the semaphore slots; each block's generation after the
-         * expected values of the slots. */
+        /* Rank-local, so it lives in `expected` (device memory, never in the heap): the
+         * counter after the slots' expected values, then each block's generation. */
         fprintf(o, "        __syncthreads();\n");
         fprintf(o, "        if (threadIdx.x == 0) {\n");
-        fprintf(o, "            const u64 slot = %d * a.ninst;\n", e->nslots);
+        fprintf(o, "            u64 *const ctr = a.expected + %d * a.ninst;\n", e->nslots);
         fprintf(o, "            __threadfence();\n");
-        fprintf(o, "            atomicAdd(sem + slot, 1ull);\n");
-        fprintf(o, "            if (!ccl_wait(sem + slot, a.expected + slot + blockIdx.x, gridDim.x, a.err, a.timeout_ns, "
-                   "slot, %d, %d, inst, %d, %d)) failed = 1;\n", e->rank, b->tb, emit_first_line(op), e->rank);
+        fprintf(o, "            atomicAdd(ctr, 1ull);\n");
+        fprintf(o, "            if (!ccl_wait(ctr, ctr + 1 + blockIdx.x, gridDim.x, a.peers, a.err, a.timeout_ns, "
+                   "%d * a.ninst, %d, %d, inst, %d, %d)) failed = 1;\n", e->nslots, e->rank, b->tb,
+                emit_first_line(op), e->rank);
         fprintf(o, "        }\n");
         fprintf(o, "        __syncthreads();\n");
         fprintf(o, "        if (failed) return;\n");

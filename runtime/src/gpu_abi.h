@@ -1,0 +1,31 @@
+/* gpu_abi.h: the kernel ABI between compiler/emit_cuda.c's generated code and the GPU
+ * backend. Field for field the `struct ccl_args` and `struct ccl_err` of the generated
+ * prelude (every field 8 bytes, so host and device layouts agree); change both together
+ * and bump CCL_ABI_VERSION in emit_cuda.c. */
+#ifndef CCL_GPU_ABI_H
+#define CCL_GPU_ABI_H
+
+#include <stdint.h>
+
+/* Written by the first wait that times out on a rank (host-mapped pinned memory). */
+typedef struct {
+    uint64_t flag;            /* 0: none; 2: being written; 1: complete */
+    uint64_t rank, tb, inst, line, peer, slot, expected, seen;
+} CclGpuErr;
+
+/* ccl_kernel's one parameter, passed by value. */
+typedef struct {
+    uint64_t in, out;         /* this rank's in and out */
+    uint64_t peers;           /* device table of every rank's heap base (as mapped here) */
+    uint64_t in_off, out_off; /* heap offsets of in/out for remote access (~0: none) */
+    uint64_t scratch_off, sem_off;
+    uint64_t expected;        /* device: nsems*I + 1 + grid counters, zero at first */
+    uint64_t err;             /* device address of the host-mapped CclGpuErr */
+    uint64_t n;               /* U: elements per unit */
+    uint64_t in_ustride, out_ustride;
+    uint64_t cs;              /* chunk stride, elements */
+    uint64_t ninst, nslices;
+    uint64_t timeout_ns;
+} CclGpuArgs;
+
+#endif

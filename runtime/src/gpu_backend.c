@@ -1,0 +1,409 @@
+/* gpu_backend.c: the GPU backend (internal.h's CclBackend) on the CUDA driver API.
+ *
+ * Takes loaded algorithms and calls from the common code; gives asynchronous launches
+ * on the user's stream. Per algorithm and (dtype, op) it emits this rank's kernel
+ * (compiler/emit_cuda.c), compiles it with NVRTC through the disk cache (jit.c) and
+ * loads it, on first use. A call is then at most: a staging copy in, the fused kernel,
+ * for avg an all-rank barrier + division + barrier (kernels of the same module), a
+ * staging copy out. Nothing waits on the host, so calls are CUDA-graph capturable
+ * (compile and allocate before capture: the first call of each dtype/op compiles).
+ *
+ * Invariants: semaphores (heap) and expected values (device memory, GpuAlg.expected)
+ * start at zero and are only ever increased by kernels, so any number of launches and
+ * graph replays pair the k-th wait with the k-th signal. A failed wait stops the rank
+ * and, through the abort word at offset 0 of every heap, every peer; synchronize turns
+ * the host-mapped error record into the comm's error.
+ *
+ * Environment (for tuning and benchmarks): CCL_GPU_THREADS (threads per block, 512),
+ * CCL_GPU_INSTANCES (instances per logical block, the program's by default),
+ * CCL_GPU_SLICES (slices when the program is pipeline-safe, the program's by default). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "gpu_abi.h"
+#include "jit.h"
+
+typedef struct {
+    CUmodule mod;             /* 0 until compiled */
+    CUfunction kernel, avg, barrier;
+} GpuKernel;
+
+/* alg->be_alg. */
+typedef struct {
+    GpuKernel k[CCL_NUM_DTYPES][CCL_NUM_OPS];
+    CUdeviceptr expected;
+    size_t nexpected;
+    CclGpuErr *err;           /* host-mapped */
+    CUdeviceptr err_dev;
+    int threads;
+    int grid;                 /* this rank's logical blocks * instances */
+} GpuAlg;
+
+static GpuComm *gpu_comm(ccl_comm_t *comm) { return comm->be_comm; }
+
+static ccl_result_t gpu_cu_fail(ccl_comm_t *comm, CUresult r, const char *what)
+{
+    return ccl__set_error(comm, CCL_ERR_CUDA, "rank %d: %s failed: %s", comm->rank, what, ccl__cuda_error(r));
+}
+
+#define CU_CHECK(call, what)                                                                            \
+    do {                                                                                                \
+        CUresult r_ = (call);                                                                           \
+        if (r_ != CUDA_SUCCESS) return gpu_cu_fail(comm, r_, what);                                     \
+    } while (0)
+
+static int gpu_env_int(const char *name, int lo, int hi, int dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return dflt;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *end || v < lo || v > hi ? dflt : (int)v;
+}
+
+static ccl_result_t gpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
+{
+    char why[256];
+    if (ccl__cuda_load(why, sizeof why) != 0)
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "rank %d: %s", comm->rank, why);
+    GpuComm *g = calloc(1, sizeof *g);
+    if (!g) return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
+    int count = 0;
+    ccl__cu.DeviceGetCount(&count);
+    if (comm->device >= count) {
+        free(g);
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "rank %d: argument 'device' is %d but this machine has %d GPU%s",
+                              comm->rank, comm->device, count, count == 1 ? "" : "s");
+    }
+    CUresult r;
+    int major = 0, minor = 0;
+    if ((r = ccl__cu.DeviceGet(&g->dev, comm->device)) != CUDA_SUCCESS ||
+        (r = ccl__cu.DevicePrimaryCtxRetain(&g->ctx, g->dev)) != CUDA_SUCCESS) {
+        free(g);
+        return gpu_cu_fail(comm, r, "cuDevicePrimaryCtxRetain");
+    }
+    ccl__cu.CtxSetCurrent(g->ctx);
+    ccl__cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g->dev);
+    ccl__cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g->dev);
+    g->arch = major * 10 + minor;
+    comm->be_comm = g;
+    ccl_result_t res = ccl__gpu_heap_create(comm, g, boot);
+    if (res != CCL_OK) {
+        ccl__cu.DevicePrimaryCtxRelease(g->dev);
+        free(g);
+        comm->be_comm = NULL;
+        return res;
+    }
+    return CCL_OK;
+}
+
+static void gpu_free_retired(GpuComm *g)
+{
+    for (int i = 0; i < g->nretired; i++) ccl__cu.MemFree(g->retired[i]);
+    g->nretired = 0;
+}
+
+static void gpu_comm_fini(ccl_comm_t *comm)
+{
+    GpuComm *g = gpu_comm(comm);
+    if (!g) return;
+    ccl__cu.CtxSetCurrent(g->ctx);
+    ccl__cu.CtxSynchronize();
+    gpu_free_retired(g);
+    for (int i = 0; i < 2; i++)
+        if (g->stage[i]) ccl__cu.MemFree(g->stage[i]);
+    ccl__gpu_heap_destroy(comm, g);
+    ccl__cu.DevicePrimaryCtxRelease(g->dev);
+    free(g);
+    comm->be_comm = NULL;
+}
+
+static ccl_result_t gpu_heap_zero(ccl_comm_t *comm, size_t off, size_t bytes)
+{
+    GpuComm *g = gpu_comm(comm);
+    ccl__cu.CtxSetCurrent(g->ctx);
+    CU_CHECK(ccl__cu.MemsetD8(g->own_va + off, 0, bytes), "cuMemsetD8 (heap)");
+    return CCL_OK;
+}
+
+static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
+{
+    ccl_comm_t *comm = alg->comm;
+    GpuComm *g = gpu_comm(comm);
+    ccl__cu.CtxSetCurrent(g->ctx);
+    /* More instances than the program's default need more semaphores: take a larger
+     * region from the same deterministic allocator (every rank does the same). */
+    int inst = gpu_env_int("CCL_GPU_INSTANCES", 1, 64, alg->instances);
+    if (inst != alg->instances) {
+        size_t off;
+        int nsems = alg->plan->nsems * inst;
+        if (ccl__heap_alloc(&comm->sems, (size_t)nsems * 8 + 8, 0, &off) != 0)
+            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: no semaphore space for CCL_GPU_INSTANCES=%d",
+                                  comm->rank, inst);
+        ccl__heap_free(&comm->sems, alg->sem_off);
+        alg->sem_off = off;
+        alg->nsems = nsems;
+        alg->instances = inst;
+    }
+    if (alg->plan->proof.pipeline_safe) alg->slices = gpu_env_int("CCL_GPU_SLICES", 1, 1024, alg->slices);
+
+    GpuAlg *ga = calloc(1, sizeof *ga);
+    if (!ga) return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
+    int ntb = 0;
+    for (int i = 0; i < alg->nblocks; i++)
+        if (alg->blocks[i]->tb + 1 > ntb) ntb = alg->blocks[i]->tb + 1;
+    ga->grid = ntb * alg->instances;
+    ga->threads = gpu_env_int("CCL_GPU_THREADS", 32, 512, 512) / 32 * 32;
+    ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + (size_t)ga->grid;
+    CUresult r;
+    if ((r = ccl__cu.MemAlloc(&ga->expected, ga->nexpected * 8)) != CUDA_SUCCESS ||
+        (r = ccl__cu.MemsetD8(ga->expected, 0, ga->nexpected * 8)) != CUDA_SUCCESS ||
+        (r = ccl__cu.MemHostAlloc((void **)&ga->err, sizeof *ga->err,
+                                  CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE)) != CUDA_SUCCESS ||
+        (r = ccl__cu.MemHostGetDevicePointer(&ga->err_dev, ga->err, 0)) != CUDA_SUCCESS) {
+        if (ga->expected) ccl__cu.MemFree(ga->expected);
+        if (ga->err) ccl__cu.MemFreeHost(ga->err);
+        free(ga);
+        return gpu_cu_fail(comm, r, "allocating the algorithm's device state");
+    }
+    memset(ga->err, 0, sizeof *ga->err);
+    alg->be_alg = ga;
+    return CCL_OK;
+}
+
+static void gpu_alg_release(ccl_algorithm_t *alg)
+{
+    GpuAlg *ga = alg->be_alg;
+    if (!ga) return;
+    ccl__cu.CtxSetCurrent(gpu_comm(alg->comm)->ctx);
+    for (int t = 0; t < CCL_NUM_DTYPES; t++)
+        for (int o = 0; o < CCL_NUM_OPS; o++)
+            if (ga->k[t][o].mod) ccl__cu.ModuleUnload(ga->k[t][o].mod);
+    ccl__cu.MemFree(ga->expected);
+    ccl__cu.MemFreeHost(ga->err);
+    free(ga);
+    alg->be_alg = NULL;
+}
+
+static const char *gpu_default_cache(char *buf, size_t len)
+{
+    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    if (x && *x) snprintf(buf, len, "%s/ccl", x);
+    else if (h && *h) snprintf(buf, len, "%s/.cache/ccl", h);
+    else return NULL;
+    return buf;
+}
+
+/* The kernel for (dtype, op): emitted, compiled (or found in the disk cache), loaded. */
+static ccl_result_t gpu_kernel(ccl_algorithm_t *alg, ccl_dtype_t dtype, ccl_op_t op, GpuKernel **out)
+{
+    ccl_comm_t *comm = alg->comm;
+    GpuComm *g = gpu_comm(comm);
+    GpuAlg *ga = alg->be_alg;
+    if (op == CCL_AVG) op = CCL_SUM; /* avg runs the sum kernel, then ccl_avg */
+    GpuKernel *k = &ga->k[dtype][op];
+    *out = k;
+    if (k->mod) return CCL_OK;
+    EmitOptions eo = {.dtype = ccl_dtype_name(dtype), .op = ccl_op_name(op), .protocol = alg->prog->protocol};
+    char *src = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&src, &len);
+    if (!m) return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
+    emit_cuda(m, alg->plan, comm->rank, &eo);
+    fclose(m);
+    char name[256], cache[1024];
+    snprintf(name, sizeof name, "%s.rank%d.%s.%s.cu", alg->prog->name, comm->rank, eo.dtype, eo.op);
+    const char *dir = comm->cache_dir ? comm->cache_dir : gpu_default_cache(cache, sizeof cache);
+    CclJitResult jr;
+    char *err = malloc(CCL__ERR_LEN);
+    if (!err) {
+        free(src);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
+    }
+    int rc = ccl__jit_compile(src, name, g->arch, dir, &jr, err, CCL__ERR_LEN);
+    free(src);
+    if (rc != 0) {
+        ccl_result_t res = ccl__set_error(comm, CCL_ERR_NVRTC, "rank %d: %s", comm->rank, err);
+        free(err);
+        return res;
+    }
+    free(err);
+    CUresult r = ccl__cu.ModuleLoadData(&k->mod, jr.image);
+    free(jr.image);
+    if (r != CUDA_SUCCESS) {
+        k->mod = 0;
+        return gpu_cu_fail(comm, r, "cuModuleLoadData (the generated kernel)");
+    }
+    if ((r = ccl__cu.ModuleGetFunction(&k->kernel, k->mod, "ccl_kernel")) != CUDA_SUCCESS ||
+        (r = ccl__cu.ModuleGetFunction(&k->avg, k->mod, "ccl_avg")) != CUDA_SUCCESS ||
+        (r = ccl__cu.ModuleGetFunction(&k->barrier, k->mod, "ccl_rank_barrier")) != CUDA_SUCCESS) {
+        ccl__cu.ModuleUnload(k->mod);
+        k->mod = 0;
+        return gpu_cu_fail(comm, r, "cuModuleGetFunction");
+    }
+    return CCL_OK;
+}
+
+/* A device buffer for staging that peers never reach; grow-only, old ones freed at the
+ * next synchronize (a launch may still use them). */
+static ccl_result_t gpu_stage(ccl_comm_t *comm, int which, size_t bytes, void **out)
+{
+    GpuComm *g = gpu_comm(comm);
+    if (g->stage_bytes[which] < bytes) {
+        if (g->stage[which]) {
+            if (g->nretired == (int)(sizeof g->retired / sizeof g->retired[0])) {
+                ccl__cu.CtxSynchronize();
+                gpu_free_retired(g);
+            }
+            g->retired[g->nretired++] = g->stage[which];
+            g->stage[which] = 0;
+            g->stage_bytes[which] = 0;
+        }
+        size_t want = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes;
+        CU_CHECK(ccl__cu.MemAlloc(&g->stage[which], want), "cuMemAlloc (staging)");
+        g->stage_bytes[which] = want;
+    }
+    *out = (void *)(uintptr_t)g->stage[which];
+    return CCL_OK;
+}
+
+static int gpu_in_heap(ccl_comm_t *comm, const void *p)
+{
+    const char *base = comm->heap_base[comm->rank];
+    return (const char *)p >= base && (const char *)p < base + comm->heap_bytes;
+}
+
+static ccl_result_t gpu_rank_barrier(ccl_comm_t *comm, GpuKernel *k, GpuAlg *ga, CUstream s)
+{
+    GpuComm *g = gpu_comm(comm);
+    uint64_t timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
+    void *params[] = {&g->peers, &g->bar_gen, &ga->err_dev, &timeout_ns};
+    CU_CHECK(ccl__cu.LaunchKernel(k->barrier, 1, 1, 1, 32, 1, 1, 0, s, params, NULL), "cuLaunchKernel (barrier)");
+    return CCL_OK;
+}
+
+static ccl_result_t gpu_run(const CclCall *call)
+{
+    ccl_algorithm_t *alg = call->alg;
+    ccl_comm_t *comm = alg->comm;
+    GpuComm *g = gpu_comm(comm);
+    GpuAlg *ga = alg->be_alg;
+    CUstream s = (CUstream)call->stream;
+    ccl__cu.CtxSetCurrent(g->ctx);
+    GpuKernel *k;
+    ccl_result_t res = gpu_kernel(alg, call->dtype, call->op, &k);
+    if (res != CCL_OK) return res;
+
+    void *in = call->in, *out = call->out;
+    /* The common code stages buffers peers never reach in host memory (the CPU
+     * backend's view); on GPUs such staging is device memory of our own. */
+    if (call->stage_in && !gpu_in_heap(comm, in) && (res = gpu_stage(comm, 0, call->in_bytes, &in)) != CCL_OK)
+        return res;
+    if (call->stage_out && !gpu_in_heap(comm, out) && (res = gpu_stage(comm, 1, call->out_bytes, &out)) != CCL_OK)
+        return res;
+    if (call->stage_in)
+        CU_CHECK(ccl__cu.MemcpyAsync((CUdeviceptr)(uintptr_t)in, (CUdeviceptr)(uintptr_t)call->send, call->in_bytes, s),
+                 "cuMemcpyAsync (staging sendbuf)");
+    CclGpuArgs a = {
+        .in = (uint64_t)(uintptr_t)in,
+        .out = (uint64_t)(uintptr_t)out,
+        .peers = g->peers,
+        .in_off = call->in_off,
+        .out_off = call->out_off,
+        .scratch_off = call->scratch_off,
+        .sem_off = alg->sem_off,
+        .expected = ga->expected,
+        .err = ga->err_dev,
+        .n = call->count,
+        .in_ustride = call->count,
+        .out_ustride = call->count,
+        .cs = call->CS,
+        .ninst = (uint64_t)alg->instances,
+        .nslices = (uint64_t)(call->slices > 0 ? call->slices : 1),
+        .timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull,
+    };
+    void *params[] = {&a};
+    if (ga->grid > 0)
+        CU_CHECK(ccl__cu.LaunchKernel(k->kernel, (unsigned)ga->grid, 1, 1, (unsigned)ga->threads, 1, 1, 0, s, params, NULL),
+                 "cuLaunchKernel (ccl_kernel)");
+    if (call->divide) {
+        /* Peers may still read our out until every rank is past its plan. */
+        if ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK) return res;
+        if (call->divide_here) {
+            uint64_t outp = (uint64_t)(uintptr_t)out, cnt = call->out_bytes / call->esize, nr = (uint64_t)call->divide;
+            void *ap[] = {&outp, &cnt, &nr};
+            unsigned blocks = (unsigned)((cnt + 511) / 512 < 1024 ? (cnt + 511) / 512 : 1024);
+            CU_CHECK(ccl__cu.LaunchKernel(k->avg, blocks ? blocks : 1, 1, 1, 512, 1, 1, 0, s, ap, NULL),
+                     "cuLaunchKernel (ccl_avg)");
+        }
+        if ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK) return res;
+    }
+    if (call->stage_out)
+        CU_CHECK(ccl__cu.MemcpyAsync((CUdeviceptr)(uintptr_t)call->recv, (CUdeviceptr)(uintptr_t)out, call->out_bytes, s),
+                 "cuMemcpyAsync (staging recvbuf)");
+    return CCL_OK;
+}
+
+static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
+{
+    GpuComm *g = gpu_comm(comm);
+    ccl__cu.CtxSetCurrent(g->ctx);
+    CUresult r = ccl__cu.CtxSynchronize();
+    if (r != CUDA_SUCCESS) {
+        ccl__set_async_error(comm, CCL_ERR_CUDA, "rank %d: a kernel failed: %s", comm->rank, ccl__cuda_error(r));
+        return CCL_OK;
+    }
+    gpu_free_retired(g);
+    for (int i = 0; i < comm->nalgs; i++) {
+        ccl_algorithm_t *alg = comm->algs[i];
+        GpuAlg *ga = alg->be_alg;
+        if (!ga || ga->err->flag != 1) continue;
+        const CclGpuErr *e = ga->err;
+        if (e->slot == ~0ull)
+            ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                                 "rank %d: timeout after %d ms at the all-rank barrier around avg's division of %s "
+                                 "(%llu of %llu arrivals)", comm->rank, comm->timeout_ms, alg->file,
+                                 (unsigned long long)e->seen, (unsigned long long)e->expected);
+        else if (e->slot == (uint64_t)alg->plan->nsems * (uint64_t)alg->instances)
+            ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                                 "rank %d: timeout after %d ms in %s:%llu: thread block %llu (instance %llu) waited at "
+                                 "a barrier of all blocks (%llu of %llu arrived)", comm->rank, comm->timeout_ms,
+                                 alg->file, (unsigned long long)e->line, (unsigned long long)e->tb,
+                                 (unsigned long long)e->inst, (unsigned long long)e->seen,
+                                 (unsigned long long)e->expected);
+        else
+            ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                                 "rank %d: timeout after %d ms in %s:%llu: thread block %llu (instance %llu) waited for "
+                                 "rank %llu (semaphore slot %llu: expected %llu, saw %llu)", comm->rank,
+                                 comm->timeout_ms, alg->file, (unsigned long long)e->line, (unsigned long long)e->tb,
+                                 (unsigned long long)e->inst, (unsigned long long)e->peer,
+                                 (unsigned long long)e->slot, (unsigned long long)e->expected,
+                                 (unsigned long long)e->seen);
+        return CCL_OK;
+    }
+    uint64_t ab = 0;
+    if (ccl__cu.MemcpyDtoH(&ab, g->own_va, sizeof ab) == CUDA_SUCCESS && ab)
+        ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: stopped because rank %d failed (see its error)",
+                             comm->rank, (int)ab - 1);
+    return CCL_OK;
+}
+
+static const CclBackend gpu_backend = {
+    .name = "gpu",
+    .comm_init = gpu_comm_init,
+    .comm_fini = gpu_comm_fini,
+    .heap_zero = gpu_heap_zero,
+    .alg_prepare = gpu_alg_prepare,
+    .alg_release = gpu_alg_release,
+    .run = gpu_run,
+    .synchronize = gpu_synchronize,
+};
+
+const CclBackend *ccl__gpu_backend(char *why, size_t len)
+{
+    if (ccl__cuda_load(why, len) != 0) return NULL;
+    if (ccl__jit_nvrtc_version(why, len) < 0) return NULL;
+    return &gpu_backend;
+}

@@ -1,0 +1,78 @@
+/* gpu_cuda.h: the CUDA driver API as the GPU backend uses it, loaded with dlopen.
+ *
+ * libccl never links libcuda: gpu_cuda.c opens libcuda.so.1 on first use and fills
+ * `ccl__cu` with the entry points below (the versioned symbol names that cuda.h's
+ * macros would pick), so a machine without a driver still runs the CPU backend. Types
+ * and constants come from cuda.h (headers only). Also used by tests/gpu to move data. */
+#ifndef CCL_GPU_CUDA_H
+#define CCL_GPU_CUDA_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+typedef struct {
+    CUresult (*Init)(unsigned int);
+    CUresult (*DriverGetVersion)(int *);
+    CUresult (*GetErrorString)(CUresult, const char **);
+    CUresult (*DeviceGet)(CUdevice *, int);
+    CUresult (*DeviceGetCount)(int *);
+    CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*DeviceCanAccessPeer)(int *, CUdevice, CUdevice);
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*DevicePrimaryCtxRelease)(CUdevice);
+    CUresult (*CtxSetCurrent)(CUcontext);
+    CUresult (*CtxSynchronize)(void);
+    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+    CUresult (*MemFree)(CUdeviceptr);
+    CUresult (*MemHostAlloc)(void **, size_t, unsigned int);
+    CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
+    CUresult (*MemFreeHost)(void *);
+    CUresult (*Memcpy)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*MemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+    CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+    CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+    CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+    CUresult (*MemRelease)(CUmemGenericAllocationHandle);
+    CUresult (*MemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+    CUresult (*MemAddressFree)(CUdeviceptr, size_t);
+    CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    CUresult (*MemUnmap)(CUdeviceptr, size_t);
+    CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    CUresult (*MemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+    CUresult (*MemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                                           unsigned long long);
+    CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
+    CUresult (*ModuleLoadData)(CUmodule *, const void *);
+    CUresult (*ModuleUnload)(CUmodule);
+    CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
+    CUresult (*LaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+                             unsigned int, unsigned int, CUstream, void **, void **);
+    CUresult (*StreamCreate)(CUstream *, unsigned int);
+    CUresult (*StreamDestroy)(CUstream);
+    CUresult (*StreamSynchronize)(CUstream);
+    CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+    CUresult (*StreamBeginCapture)(CUstream, CUstreamCaptureMode);
+    CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+    CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+    CUresult (*GraphExecDestroy)(CUgraphExec);
+    CUresult (*GraphDestroy)(CUgraph);
+    CUresult (*EventCreate)(CUevent *, unsigned int);
+    CUresult (*EventDestroy)(CUevent);
+    CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*EventSynchronize)(CUevent);
+    CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+} CclCuda;
+
+extern CclCuda ccl__cu;
+
+/* Loads libcuda (once) and runs cuInit. 0, or -1 with the reason in why. Thread-safe. */
+int ccl__cuda_load(char *why, size_t len);
+/* "cuMemCreate: out of memory (CUDA_ERROR_OUT_OF_MEMORY)": for messages. */
+const char *ccl__cuda_error(CUresult r);
+
+#endif

@@ -1,0 +1,387 @@
+/* gpu_test: shipped algorithms end to end on GPUs, every output element checked.
+ *
+ *   gpu_test [--full] ALG.ccl...              one process, every visible GPU up to
+ *                                             --ranks N (ccl_comm_init_all, a thread per rank)
+ *   mpirun -np N gpu_test --procs ALG.ccl...  one process per GPU (ccl_comm_init_rank over
+ *                                             the runtime's environment bootstrap)
+ *
+ * Per algorithm: bf16/sum on symmetric buffers with an odd count; f32/sum on ordinary
+ * (cuMemAlloc) buffers (staging); in-place where the collective allows it; 100
+ * back-to-back calls alternating two buffer sets; a CUDA-graph-captured loop replayed
+ * three times. With --full, instead: every op and every dtype (reducing collectives).
+ * More ranks than GPUs (--ranks) put several ranks on one GPU (smoke tests on one GPU).
+ * Inputs are small integers (exact in every dtype); outputs are poisoned before each
+ * case; the expected value comes from the runtime's host reduction (reduce.c).
+ * Prints "ok gpu/MODE/N<n>/ALG/CASE" or "FAIL ...: rank R element E: got G want W"
+ * (rank 0 prints, after all ranks agreed through the bootstrap). Exit 0 when all
+ * passed, 1 otherwise, 77 when no GPU backend is available. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccl.h"
+#include "gpu_cuda.h"
+#include "internal.h"
+
+typedef struct {
+    int rank, nranks, full, procs;
+    ccl_comm_t *comm;
+    const ccl_bootstrap_t *boot;  /* for agreeing on results */
+    CUcontext ctx;
+    CUstream stream;
+    int nalgs;
+    char **algs;
+    int failures;
+} Rank;
+
+/* Input element idx of rank r (seed picks one of two data sets). */
+static double value(int r, size_t idx, int seed, ccl_op_t op)
+{
+    if (op == CCL_PROD) return (double)(1 + (size_t)(r + (int)idx + seed) % 2);
+    return (double)(1 + ((size_t)r * 3 + idx * 7 + (size_t)seed * 5) % 4);
+}
+
+static void fill(void *buf, size_t n, size_t first, int r, int seed, ccl_dtype_t t, ccl_op_t op)
+{
+    size_t es = ccl_dtype_size(t);
+    for (size_t i = 0; i < n; i++) ccl__from_float((char *)buf + i * es, (float)value(r, first + i, seed, op), t);
+}
+
+static double tolerance(ccl_dtype_t t)
+{
+    switch (t) {
+    case CCL_F16: return 2e-3;
+    case CCL_BF16: return 1.6e-2;
+    case CCL_FP8_E4M3: case CCL_FP8_E5M2: return 0.26;
+    case CCL_F32: return 1e-6;
+    default: return 0;
+    }
+}
+
+/* The expected value of out element `e` on rank `me`, or 0 when it is unspecified. */
+static int expected(Collective coll, int me, int n, size_t U, size_t e, int seed, ccl_dtype_t t, ccl_op_t op,
+                    void *want)
+{
+    size_t es = ccl_dtype_size(t);
+    char ops[64][16];
+    const void *srcs[64];
+    size_t unit = e / U, i = e % U;
+    switch (coll) {
+    case COLL_BROADCAST: fill(want, 1, e, 0, seed, t, op); return 1;
+    case COLL_ALLGATHER: fill(want, 1, i, (int)unit, seed, t, op); return 1;
+    case COLL_ALLTOALL: fill(want, 1, (size_t)me * U + i, (int)unit, seed, t, op); return 1;
+    case COLL_REDUCE:
+        if (me != 0) return 0;
+        /* fall through */
+    case COLL_ALLREDUCE:
+    case COLL_REDUCE_SCATTER: {
+        size_t idx = coll == COLL_REDUCE_SCATTER ? (size_t)me * U + e : e;
+        for (int r = 0; r < n; r++) {
+            fill(ops[r], 1, idx, r, seed, t, op);
+            srcs[r] = ops[r];
+        }
+        ccl__reduce(want, srcs, n, 1, t, op);
+        if (op == CCL_AVG) ccl__divide(want, 1, t, n);
+        (void)es;
+        return 1;
+    }
+    }
+    return 0;
+}
+
+static int same(const void *got, const void *want, ccl_dtype_t t)
+{
+    size_t es = ccl_dtype_size(t);
+    double tol = tolerance(t);
+    if (tol == 0) return memcmp(got, want, es) == 0;
+    double g = ccl__load_double(got, t), w = ccl__load_double(want, t);
+    return fabs(g - w) <= tol * fabs(w) + 1e-30;
+}
+
+#define CU(call)                                                                                 \
+    do {                                                                                         \
+        CUresult r_ = (call);                                                                    \
+        if (r_ != CUDA_SUCCESS) {                                                                \
+            snprintf(why, whylen, "%s: %s", #call, ccl__cuda_error(r_));                        \
+            goto out;                                                                            \
+        }                                                                                        \
+    } while (0)
+
+typedef struct {
+    const char *name;
+    ccl_dtype_t t;
+    ccl_op_t op;
+    size_t count;
+    int sym, inplace, reps, graph, alternate;
+} Case;
+
+/* Runs one case on this rank; 0 when every element matched, else -1 with why. */
+static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, size_t whylen)
+{
+    Collective coll = alg->prog->coll;
+    int n = R->nranks;
+    size_t es = ccl_dtype_size(c->t), U = c->count;
+    size_t in_elems = (size_t)coll_in_chunks(coll, n, 1) * U, out_elems = (size_t)coll_out_chunks(coll, n, 1) * U;
+    int sets = c->alternate ? 2 : 1, rc = -1;
+    void *in[2] = {0}, *outb[2] = {0};
+    char *host = malloc((in_elems > out_elems ? in_elems : out_elems) * es), *want = malloc(16);
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    why[0] = 0;
+    if (!host || !want) {
+        snprintf(why, whylen, "out of host memory");
+        goto out;
+    }
+    for (int s = 0; s < sets; s++) {
+        if (c->sym) {
+            ccl_result_t r1 = ccl_mem_alloc(R->comm, &in[s], in_elems * es);
+            ccl_result_t r2 = c->inplace ? CCL_OK : ccl_mem_alloc(R->comm, &outb[s], out_elems * es);
+            if (r1 != CCL_OK || r2 != CCL_OK) {
+                snprintf(why, whylen, "ccl_mem_alloc: %s", ccl_comm_last_error(R->comm));
+                goto out;
+            }
+        } else {
+            CUdeviceptr p;
+            CU(ccl__cu.MemAlloc(&p, in_elems * es));
+            in[s] = (void *)(uintptr_t)p;
+            if (!c->inplace) {
+                CU(ccl__cu.MemAlloc(&p, out_elems * es));
+                outb[s] = (void *)(uintptr_t)p;
+            }
+        }
+        if (c->inplace) outb[s] = in[s];
+        fill(host, in_elems, 0, R->rank, s, c->t, c->op);
+        /* Reduce-scatter and alltoall index their input across units: element j of the
+         * whole send buffer is value(r, j). */
+        CU(ccl__cu.MemcpyHtoD((CUdeviceptr)(uintptr_t)in[s], host, in_elems * es));
+        if (!c->inplace) CU(ccl__cu.MemsetD8((CUdeviceptr)(uintptr_t)outb[s], 0xff, out_elems * es));
+    }
+    if (c->graph) {
+        /* Compile and stage before capture; then capture reps calls, replay 3 times. */
+        if (ccl_algorithm_run(alg, in[0], outb[0], U, c->t, c->op, R->stream) != CCL_OK) {
+            snprintf(why, whylen, "warm-up: %s", ccl_comm_last_error(R->comm));
+            goto out;
+        }
+        if (ccl_comm_synchronize(R->comm) != CCL_OK) {
+            snprintf(why, whylen, "warm-up: %s", ccl_comm_last_error(R->comm));
+            goto out;
+        }
+        CU(ccl__cu.MemsetD8((CUdeviceptr)(uintptr_t)outb[0], 0xff, out_elems * es));
+        CU(ccl__cu.StreamBeginCapture(R->stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+        for (int k = 0; k < c->reps; k++)
+            if (ccl_algorithm_run(alg, in[0], outb[0], U, c->t, c->op, R->stream) != CCL_OK) {
+                snprintf(why, whylen, "captured call %d: %s", k, ccl_comm_last_error(R->comm));
+                ccl__cu.StreamEndCapture(R->stream, &graph);
+                goto out;
+            }
+        CU(ccl__cu.StreamEndCapture(R->stream, &graph));
+        CU(ccl__cu.GraphInstantiate(&exec, graph, 0));
+        for (int k = 0; k < 3; k++) CU(ccl__cu.GraphLaunch(exec, R->stream));
+    } else {
+        for (int k = 0; k < c->reps; k++) {
+            int s = k % sets;
+            if (ccl_algorithm_run(alg, in[s], outb[s], U, c->t, c->op, R->stream) != CCL_OK) {
+                snprintf(why, whylen, "call %d: %s", k, ccl_comm_last_error(R->comm));
+                goto out;
+            }
+        }
+    }
+    if (ccl_comm_synchronize(R->comm) != CCL_OK) {
+        snprintf(why, whylen, "%s", ccl_comm_last_error(R->comm));
+        goto out;
+    }
+    rc = 0;
+    for (int s = 0; s < sets && rc == 0; s++) {
+        CU(ccl__cu.MemcpyDtoH(host, (CUdeviceptr)(uintptr_t)outb[s], out_elems * es));
+        for (size_t e = 0; e < out_elems; e++) {
+            if (!expected(coll, R->rank, n, U, e, s, c->t, c->op, want)) continue;
+            if (!same(host + e * es, want, c->t)) {
+                snprintf(why, whylen, "rank %d set %d element %zu of %zu: got %g want %g", R->rank, s, e, out_elems,
+                         ccl__load_double(host + e * es, c->t), ccl__load_double(want, c->t));
+                rc = -1;
+                break;
+            }
+        }
+    }
+out:
+    if (exec) ccl__cu.GraphExecDestroy(exec);
+    if (graph) ccl__cu.GraphDestroy(graph);
+    for (int s = 0; s < sets; s++) {
+        if (c->sym) {
+            if (in[s]) ccl_mem_free(R->comm, in[s]);
+            if (outb[s] && !c->inplace) ccl_mem_free(R->comm, outb[s]);
+        } else {
+            if (in[s]) ccl__cu.MemFree((CUdeviceptr)(uintptr_t)in[s]);
+            if (outb[s] && !c->inplace) ccl__cu.MemFree((CUdeviceptr)(uintptr_t)outb[s]);
+        }
+    }
+    free(host);
+    free(want);
+    return rc;
+}
+
+static int reducing(Collective c)
+{
+    return c == COLL_ALLREDUCE || c == COLL_REDUCE_SCATTER || c == COLL_REDUCE;
+}
+
+/* Every rank runs the same cases in the same order (ccl_mem_alloc is collective). */
+static void *rank_main(void *arg)
+{
+    Rank *R = arg;
+    char why[1024], all_why[64][256];
+    ccl__cu.CtxSetCurrent(R->ctx);
+    if (ccl__cu.StreamCreate(&R->stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        fprintf(stderr, "rank %d: cannot create a stream\n", R->rank);
+        R->failures++;
+        return NULL;
+    }
+    const char *mode = R->procs ? "procs" : "threads";
+    for (int a = 0; a < R->nalgs; a++) {
+        const char *file = R->algs[a];
+        ccl_algorithm_t *alg = NULL;
+        int status = ccl_algorithm_load(R->comm, file, 0, &alg);
+        int st_all[64];
+        R->boot->allgather(R->boot->ctx, &status, st_all, sizeof status);
+        int bad = 0;
+        for (int r = 0; r < R->nranks; r++) bad |= st_all[r] != CCL_OK && st_all[r] != CCL_ERR_COMPILE;
+        if (status != CCL_OK) {
+            if (R->rank == 0) {
+                const char *e = ccl_comm_last_error(R->comm);
+                if (strstr(e, "admit") || strstr(e, "ranks"))
+                    printf("   gpu/%s/N%d/%s: skipped (does not admit N=%d)\n", mode, R->nranks, file, R->nranks);
+                else
+                    printf("FAIL gpu/%s/N%d/%s: load: %s\n", mode, R->nranks, file, e);
+            }
+            if (alg) ccl_algorithm_free(alg);
+            continue;
+        }
+        (void)bad;
+        Collective coll = alg->prog->coll;
+        int can_inplace = coll == COLL_ALLREDUCE || coll == COLL_BROADCAST || coll == COLL_REDUCE;
+        Case cases[40];
+        int nc = 0;
+        if (!R->full) {
+            cases[nc++] = (Case){"bf16_sum_sym_odd", CCL_BF16, CCL_SUM, 1000003, 1, 0, 1, 0, 0};
+            cases[nc++] = (Case){"f32_sum_plain_odd", CCL_F32, CCL_SUM, 12345, 0, 0, 1, 0, 0};
+            cases[nc++] = (Case){"bf16_sum_count1", CCL_BF16, CCL_SUM, 1, 1, 0, 1, 0, 0};
+            if (can_inplace) cases[nc++] = (Case){"f32_sum_inplace", CCL_F32, CCL_SUM, 77777, 1, 1, 1, 0, 0};
+            if (can_inplace) cases[nc++] = (Case){"bf16_sum_inplace_plain", CCL_BF16, CCL_SUM, 4099, 0, 1, 1, 0, 0};
+            cases[nc++] = (Case){"bf16_sum_100_calls", CCL_BF16, CCL_SUM, 65537, 1, 0, 100, 0, 1};
+            cases[nc++] = (Case){"bf16_sum_graph", CCL_BF16, CCL_SUM, 65536, 1, 0, 10, 1, 0};
+        }
+        if (R->full && reducing(coll)) {
+            const ccl_op_t ops[] = {CCL_PROD, CCL_MIN, CCL_MAX, CCL_AVG};
+            const char *opn[] = {"f32_prod", "f32_min", "f32_max", "f32_avg"};
+            for (int i = 0; i < 4; i++) cases[nc++] = (Case){opn[i], CCL_F32, ops[i], 5003, 1, 0, 1, 0, 0};
+            const ccl_dtype_t ts[] = {CCL_F64, CCL_F16, CCL_I32, CCL_I64, CCL_U8, CCL_FP8_E4M3, CCL_FP8_E5M2};
+            const char *tn[] = {"f64_sum", "f16_sum", "i32_sum", "i64_sum", "u8_sum", "fp8_e4m3_sum", "fp8_e5m2_sum"};
+            for (int i = 0; i < 7; i++) cases[nc++] = (Case){tn[i], ts[i], CCL_SUM, 3001, 1, 0, 1, 0, 0};
+            cases[nc++] = (Case){"bf16_avg", CCL_BF16, CCL_AVG, 3001, 1, 0, 1, 0, 0};
+            cases[nc++] = (Case){"i32_max_plain", CCL_I32, CCL_MAX, 3001, 0, 0, 1, 0, 0};
+        }
+        for (int i = 0; i < nc; i++) {
+            int rc = run_case(R, alg, &cases[i], why, sizeof why);
+            char mine[256];
+            snprintf(mine, sizeof mine, "%s", rc == 0 ? "" : why);
+            R->boot->allgather(R->boot->ctx, mine, all_why, sizeof mine);
+            if (R->rank == 0) {
+                int ok = 1;
+                for (int r = 0; r < R->nranks && ok; r++)
+                    if (all_why[r][0]) {
+                        printf("FAIL gpu/%s/N%d/%s/%s: %s\n", mode, R->nranks, file, cases[i].name, all_why[r]);
+                        ok = 0;
+                    }
+                if (ok) printf("ok gpu/%s/N%d/%s/%s\n", mode, R->nranks, file, cases[i].name);
+                fflush(stdout);
+            }
+            for (int r = 0; r < R->nranks; r++) R->failures += all_why[r][0] != 0;
+            if (rc != 0 && ccl_comm_synchronize(R->comm) != CCL_OK) {
+                /* A failed (timed-out) communicator cannot go on. */
+                return NULL;
+            }
+        }
+        ccl_algorithm_free(alg);
+    }
+    ccl__cu.StreamDestroy(R->stream);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int full = 0, procs = 0, nranks = 0, first = 1;
+    for (; first < argc && argv[first][0] == '-'; first++) {
+        if (!strcmp(argv[first], "--full")) full = 1;
+        else if (!strcmp(argv[first], "--procs")) procs = 1;
+        else if (!strcmp(argv[first], "--ranks") && first + 1 < argc) nranks = atoi(argv[++first]);
+        else {
+            fprintf(stderr, "gpu_test: unknown option %s\n", argv[first]);
+            return 2;
+        }
+    }
+    char why[256];
+    if (ccl__cuda_load(why, sizeof why) != 0) {
+        printf("skipped: no GPU (%s)\n", why);
+        return 77;
+    }
+    int ngpu = 0;
+    ccl__cu.DeviceGetCount(&ngpu);
+    ccl_config_t cfg = {.backend = CCL_BACKEND_GPU, .timeout_ms = 20000};
+    int failures = 0;
+    if (procs) {
+        CclEnvBoot *eb = NULL;
+        ccl_bootstrap_t boot;
+        char err[512];
+        if (ccl__env_boot_open(&eb, &boot, 60000, err, sizeof err) != 0) {
+            printf("FAIL gpu/procs: bootstrap: %s\n", err);
+            return 1;
+        }
+        Rank R = {.rank = boot.rank, .nranks = boot.nranks, .full = full, .procs = 1, .boot = &boot,
+                  .nalgs = argc - first, .algs = argv + first};
+        if (ccl_comm_init_rank(&R.comm, &boot, boot.rank % ngpu, &cfg) != CCL_OK) {
+            printf("FAIL gpu/procs/N%d: ccl_comm_init_rank: %s\n", boot.nranks, ccl_comm_last_error(NULL));
+            return 1;
+        }
+        CUdevice dev;
+        ccl__cu.DeviceGet(&dev, boot.rank % ngpu);
+        ccl__cu.DevicePrimaryCtxRetain(&R.ctx, dev);
+        rank_main(&R);
+        ccl_comm_destroy(R.comm);
+        boot.barrier(boot.ctx);
+        ccl__env_boot_close(eb);
+        return R.failures ? 1 : 0;
+    }
+    if (nranks <= 0) nranks = ngpu;
+    if (nranks > 64) {
+        printf("FAIL gpu: --ranks %d is more than 64\n", nranks);
+        return 2;
+    }
+    ccl_comm_t *comms[64];
+    int devices[64];
+    for (int r = 0; r < nranks; r++) devices[r] = r % ngpu;
+    if (ccl_comm_init_all(comms, nranks, devices, &cfg) != CCL_OK) {
+        printf("FAIL gpu/threads/N%d: ccl_comm_init_all: %s\n", nranks, ccl_comm_last_error(NULL));
+        return 1;
+    }
+    ccl_bootstrap_t boots[64];
+    CclThreadBoot *tb = ccl__thread_boot_new(nranks, boots);
+    Rank ranks[64];
+    pthread_t tids[64];
+    for (int r = 0; r < nranks; r++) {
+        ranks[r] = (Rank){.rank = r, .nranks = nranks, .full = full, .comm = comms[r], .boot = &boots[r],
+                          .nalgs = argc - first, .algs = argv + first};
+        CUdevice dev;
+        ccl__cu.DeviceGet(&dev, devices[r]);
+        ccl__cu.DevicePrimaryCtxRetain(&ranks[r].ctx, dev);
+        pthread_create(&tids[r], NULL, rank_main, &ranks[r]);
+    }
+    for (int r = 0; r < nranks; r++) {
+        pthread_join(tids[r], NULL);
+        failures += ranks[r].failures;
+    }
+    for (int r = 0; r < nranks; r++) ccl_comm_destroy(comms[r]);
+    ccl__thread_boot_free(tb);
+    return failures ? 1 : 0;
+}
