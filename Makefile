@@ -19,6 +19,11 @@ CFLAGS   += $(CFLAGS_BASE) -Icompiler -Iruntime/include -Iruntime/src -I$(BUILD)
 GEN_CFLAGS = $(filter-out -Wmissing-prototypes -Wshadow -Wstrict-prototypes,$(CFLAGS)) \
              -Wno-unused-function -Wno-sign-compare -Wno-implicit-fallthrough
 LDLIBS   += -pthread -ldl -lm -lrt
+# The GPU backend (runtime/src/gpu_*.c) loads libcuda and libnvrtc with dlopen, so it is
+# always built; comm.c picks it at run time when a GPU and driver are present.
+ifneq ($(wildcard runtime/src/gpu_backend.c),)
+CFLAGS   += -DCCL_HAVE_GPU_BACKEND
+endif
 
 COMPILER_SRC := $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 RUNTIME_SRC  := $(wildcard runtime/src/*.c)
