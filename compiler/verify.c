@@ -139,7 +139,7 @@ __attribute__((format(printf, 3, 4))) static void rep_note(Reporter *rep, SrcLoc
  * ranks gives one message, not N. */
 typedef struct {
     SrcLoc v[MAX_SEEN];
-    int n, reported;
+    int n;
 } Seen;
 
 static int same_loc(SrcLoc a, SrcLoc b)
@@ -441,15 +441,11 @@ static const Step *nth_step(const Block *bl, StepKind kind, int peer, int nth)
     return NULL;
 }
 
-static const char *times(int n)
-{
-    return n == 1 ? "once" : n == 2 ? "twice" : NULL;
-}
-
+/* "once", "twice", "3 times" */
 static void times_text(int n, char *buf, size_t size)
 {
-    if (times(n))
-        snprintf(buf, size, "%s", times(n));
+    if (n == 1 || n == 2)
+        snprintf(buf, size, "%s", n == 1 ? "once" : "twice");
     else
         snprintf(buf, size, "%d times", n);
 }
@@ -622,8 +618,8 @@ typedef struct {
     long pairs;           /* access pairs from different blocks compared */
     long edges;           /* signal->wait pairs and barrier joins applied */
     int stuck;
-    Seen race_seen;       /* statement pairs reported: loc of the later access... */
-    SrcLoc race_other[MAX_SEEN];
+    Seen race_seen;       /* statement pairs reported: one side here, */
+    SrcLoc race_other[MAX_SEEN]; /* the other side at the same index */
     int nraces, races_hidden;
     Seen layout_seen, input_seen;
     int nlayout, ninput;
