@@ -180,17 +180,21 @@ typedef struct {
     Collective coll;
     int N;
     int iter;
+    uint64_t base;           /* mix(seed, iter): set by gen_iter */
     int64_t a, m;            /* value bound; avg: the delta bound */
 } Gen;
 
+/* One hash per value: mix is a bijection, and rank, salt and idx occupy separate bits
+ * (idx < 2^40), so distinct (rank, idx, salt) never share an input within a call. */
 static uint64_t h(const Gen *g, int rank, size_t idx, uint64_t salt)
 {
-    return mix(g->o->seed * 0x100000001b3ull ^ mix((uint64_t)g->iter << 40 ^ (uint64_t)rank << 20 ^ salt) ^ mix(idx));
+    return mix(g->base ^ ((uint64_t)rank << 50 | salt << 40 | (uint64_t)idx));
 }
 
 static int64_t uniform(uint64_t r, int64_t lo, int64_t hi)
 {
-    return lo + (int64_t)(r % (uint64_t)(hi - lo + 1));
+    /* Multiply-high instead of a division: the generator runs per element. */
+    return lo + (int64_t)(((unsigned __int128)r * (uint64_t)(hi - lo + 1)) >> 64);
 }
 
 /* Rank `rank`'s input element idx (index into its whole `in` buffer). */
@@ -225,6 +229,12 @@ static void gen_setup(Gen *g, const RunOpts *o, Collective coll, int N)
     if (g->a < 1)
         g->a = 1;
     g->m = g->a / 2;
+}
+
+static void gen_iter(Gen *g, int iter)
+{
+    g->iter = iter;
+    g->base = mix(mix(g->o->seed) ^ (uint64_t)iter * 0x9e3779b97f4a7c15ull);
 }
 
 static void store(void *buf, size_t idx, int64_t v, ccl_dtype_t t)
@@ -285,10 +295,7 @@ static int expected(const Gen *g, int r, size_t j, size_t count, double *out)
     case COLL_ALLTOALL: *out = (double)gen_value(g, (int)(j / count), (size_t)r * count + j % count); break;
     case COLL_BROADCAST: *out = (double)gen_value(g, o->root, j); break;
     }
-    /* Copies: the value as the dtype stored it. */
-    char tmp[16];
-    store(tmp, 0, (int64_t)*out, o->dtype);
-    *out = load(tmp, 0, o->dtype);
+    /* Copies: inputs are integers the dtype holds exactly (gen_setup's bound). */
     return 1;
 }
 
@@ -350,12 +357,27 @@ static void fill(const Gen *g, int rank, Bufs *b)
         store(b->send, i, gen_value(g, rank, i), o->dtype);
 }
 
-static void check(const Gen *g, int rank, const Bufs *b, Verdict *v)
+/* Outputs equal on every rank (allreduce, allgather, broadcast) are computed once per
+ * call into ref (when given); the others element by element. */
+static int same_on_all_ranks(Collective c)
+{
+    return c == COLL_ALLREDUCE || c == COLL_ALLGATHER || c == COLL_BROADCAST;
+}
+
+static void fill_ref(const Gen *g, double *ref, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        expected(g, 0, j, g->o->count, &ref[j]);
+}
+
+static void check(const Gen *g, int rank, const Bufs *b, const double *ref, Verdict *v)
 {
     const RunOpts *o = g->o;
     for (size_t j = 0; j < b->out_elems; j++) {
         double want = 0;
-        if (!expected(g, rank, j, o->count, &want))
+        if (ref)
+            want = ref[j];
+        else if (!expected(g, rank, j, o->count, &want))
             continue;
         double got = load(b->recv, j, o->dtype);
         if (got == want)
@@ -449,10 +471,15 @@ static int run_threads(const RunOpts *o)
         }
     Gen g;
     gen_setup(&g, o, coll, N);
+    double *ref = NULL;
+    if (same_on_all_ranks(coll) && !(ref = malloc(sizeof *ref * (bufs[0].out_elems + 1)))) {
+        fprintf(stderr, "cclc run: out of memory for the reference\n");
+        goto out;
+    }
     double ms = 0;
     int failed = 0;
     for (int it = 0; it < o->iters && !failed; it++) {
-        g.iter = it;
+        gen_iter(&g, it);
         for (int q = 0; q < N; q++)
             fill(&g, q, &bufs[q]);
         double t0 = ccl__now_ms();
@@ -473,15 +500,19 @@ static int run_threads(const RunOpts *o)
             }
         }
         ms += ccl__now_ms() - t0;
-        if (!failed)
+        if (!failed) {
+            if (ref)
+                fill_ref(&g, ref, bufs[0].out_elems);
             for (int q = 0; q < N; q++)
-                check(&g, q, &bufs[q], &v[q]);
+                check(&g, q, &bufs[q], ref, &v[q]);
+        }
     }
     for (int q = 0; q < N; q++)
         v[q].ms = ms;
     ccl_backend_t be;
     ccl_comm_backend(comms[0], &be);
     status = summarize(o, ccl_algorithm_name(algs[0]), coll, N, be == CCL_BACKEND_GPU ? "gpu" : "cpu", v, N, "threads");
+    free(ref);
 out:
     for (int q = 0; q < N; q++)
         if (comms[q]) {
@@ -533,7 +564,7 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
         Gen g;
         gen_setup(&g, o, coll, N);
         for (int it = 0; it < o->iters; it++) {
-            g.iter = it;
+            gen_iter(&g, it);
             fill(&g, me, &b);
             double t0 = ccl__now_ms();
             r = ccl_algorithm_run(alg, b.send, b.recv, o->count, o->dtype, o->op, NULL);
@@ -545,7 +576,7 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
                 snprintf(mine.first, sizeof mine.first, "%s", ccl_comm_last_error(comm));
                 break;
             }
-            check(&g, me, &b, &mine);
+            check(&g, me, &b, NULL, &mine);
         }
     }
     /* Every rank reports, so rank 0 can print one line for the whole job. */

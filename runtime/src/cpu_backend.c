@@ -585,8 +585,11 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         char *hb = comm->heap_base[p];
         x.bases[BUF_IN * N + p] = p == me ? c->in : c->in_off == SIZE_MAX ? NULL : hb + c->in_off;
         x.bases[BUF_OUT * N + p] = p == me ? c->out : c->out_off == SIZE_MAX ? NULL : hb + c->out_off;
+        /* LL programs alternate scratch halves by call parity (docs/internals.md). */
+        size_t half = c->call_index % (uint64_t)ccl__scratch_copies(prog);
         for (int b = BUF_SCRATCH0; b < prog->nbufs; b++)
-            x.bases[b * N + p] = hb + c->scratch_off + ccl__scratch_offset(prog, b, c->CS, c->esize);
+            x.bases[b * N + p] = hb + c->scratch_off + ccl__scratch_offset(prog, b, c->CS, c->esize) +
+                                 half * (size_t)prog->buf_chunks[b] * c->CS * c->esize;
     }
     x.own_sems = (_Atomic uint64_t *)(comm->heap_base[me] + alg->sem_off);
     x.abort_flag = &hdr->abort;

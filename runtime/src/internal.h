@@ -246,8 +246,13 @@ static inline void ccl__part(size_t L, int P, int q, size_t A, size_t *lo, size_
     *lo = L * (size_t)q / (size_t)P / A * A;
     *hi = q + 1 == P ? L : L * (size_t)(q + 1) / (size_t)P / A * A;
 }
+/* Copies of each scratch buffer: LL programs (any protocol but simple) alternate
+ * between two halves by call parity (docs/internals.md), simple ones use one. */
+static inline int ccl__scratch_copies(const Program *p) { return p->protocol == PROTO_SIMPLE ? 1 : 2; }
 /* Byte offset of scratch buffer b (>= BUF_SCRATCH0) inside the algorithm's scratch
- * region: the scratch buffers back to back, each buf_chunks[b] * CS elements. */
+ * region: the scratch buffers back to back, each copies * buf_chunks[b] * CS elements;
+ * call k uses copy k % copies, at + (k % copies) * buf_chunks[b] * CS * esize. With
+ * b == nbufs it is the region's size. */
 size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize);
 
 /* One call, resolved by algorithm.c before it reaches the backend. */
@@ -270,7 +275,8 @@ typedef struct {
      * peers reach them (alg->in_remote / out_remote); SIZE_MAX otherwise. A peer's in is
      * at comm->heap_base[peer] + in_off. */
     size_t in_off, out_off;
-    size_t scratch_off;              /* heap offset of this call's scratch region */
+    size_t scratch_off;              /* heap offset of the algorithm's scratch region */
+    uint64_t call_index;             /* calls of this algorithm before this one (LL parity) */
     /* avg on a reducing collective: divide = N on every rank, which then, after the
      * plan, passes an all-rank barrier, divides its out by N when divide_here (every
      * rank but a reduce's non-roots), and passes a second barrier, before the copy-out.

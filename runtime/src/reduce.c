@@ -69,8 +69,40 @@ static uint32_t encode_small(float x, SmallFloat f)
     return sign | ef << f.mbits | mant;
 }
 
+/* f16 from float with round to nearest even, by integer arithmetic (no libm in the
+ * reduction's inner loop). Values past the largest half round to infinity. */
+static inline uint16_t float_to_f16(float fin)
+{
+    const uint32_t f32infty = 255u << 23, f16max = (127u + 16) << 23;
+    const uint32_t denorm_magic_u = ((127u - 15) + (23 - 10) + 1) << 23;
+    float denorm_magic;
+    memcpy(&denorm_magic, &denorm_magic_u, 4);
+    uint32_t f;
+    memcpy(&f, &fin, 4);
+    uint32_t sign = f & 0x80000000u;
+    f ^= sign;
+    uint16_t o;
+    if (f >= f16max) {
+        o = f > f32infty ? 0x7e00 : 0x7c00;
+    } else if (f < (113u << 23)) {
+        /* Subnormal half (or zero): let the FPU round by adding a magic number. */
+        float ff;
+        memcpy(&ff, &f, 4);
+        ff += denorm_magic;
+        memcpy(&f, &ff, 4);
+        o = (uint16_t)(f - denorm_magic_u);
+    } else {
+        uint32_t mant_odd = (f >> 13) & 1;
+        f += ((uint32_t)(15 - 127) << 23) + 0xfff;
+        f += mant_odd;
+        o = (uint16_t)(f >> 13);
+    }
+    return (uint16_t)(o | sign >> 16);
+}
+
 static float f16_table[65536], e4m3_table[256], e5m2_table[256];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static _Atomic int tables_ready;
 
 static void tables_init(void)
 {
@@ -80,6 +112,14 @@ static void tables_init(void)
         e4m3_table[i] = decode_small(i, E4M3);
         e5m2_table[i] = decode_small(i, E5M2);
     }
+    atomic_store(&tables_ready, 1);
+}
+
+/* The decode tables, built once; cheap to call per element. */
+static inline void tables(void)
+{
+    if (!atomic_load_explicit(&tables_ready, memory_order_acquire))
+        pthread_once(&tables_once, tables_init);
 }
 
 static inline float bf16_to_float(uint16_t b)
@@ -102,7 +142,7 @@ static inline uint16_t float_to_bf16(float f)
 
 float ccl__to_float(const void *x, ccl_dtype_t t)
 {
-    pthread_once(&tables_once, tables_init);
+    tables();
     switch (t) {
     case CCL_F16: return f16_table[*(const uint16_t *)x];
     case CCL_BF16: return bf16_to_float(*(const uint16_t *)x);
@@ -116,7 +156,7 @@ float ccl__to_float(const void *x, ccl_dtype_t t)
 void ccl__from_float(void *x, float f, ccl_dtype_t t)
 {
     switch (t) {
-    case CCL_F16: *(uint16_t *)x = (uint16_t)encode_small(f, F16); break;
+    case CCL_F16: *(uint16_t *)x = float_to_f16(f); break;
     case CCL_BF16: *(uint16_t *)x = float_to_bf16(f); break;
     case CCL_FP8_E4M3: *(uint8_t *)x = (uint8_t)encode_small(f, E4M3); break;
     case CCL_FP8_E5M2: *(uint8_t *)x = (uint8_t)encode_small(f, E5M2); break;
@@ -244,7 +284,7 @@ static void reduce_u8(uint8_t *d, const uint8_t *const *s, int nsrc, size_t n, c
 /* The half types through float: 16-bit (f16, bf16) and 8-bit (fp8) storage. */
 static void reduce_half16(uint16_t *d, const uint16_t *const *s, int nsrc, size_t n, ccl_op_t op, ccl_dtype_t t)
 {
-    pthread_once(&tables_once, tables_init);
+    tables();
     if (t == CCL_BF16) {
 #define L(k, e) bf16_to_float(s[k][e])
 #define S(e, v) d[e] = float_to_bf16(v)
@@ -253,7 +293,7 @@ static void reduce_half16(uint16_t *d, const uint16_t *const *s, int nsrc, size_
 #undef S
     } else {
 #define L(k, e) f16_table[s[k][e]]
-#define S(e, v) d[e] = (uint16_t)encode_small((v), F16)
+#define S(e, v) d[e] = float_to_f16(v)
         REDUCE_LOOPS(float, L, S, PLAIN_SUM, PLAIN_PROD)
 #undef L
 #undef S
@@ -262,7 +302,7 @@ static void reduce_half16(uint16_t *d, const uint16_t *const *s, int nsrc, size_
 
 static void reduce_fp8(uint8_t *d, const uint8_t *const *s, int nsrc, size_t n, ccl_op_t op, ccl_dtype_t t)
 {
-    pthread_once(&tables_once, tables_init);
+    tables();
     const float *tab = t == CCL_FP8_E4M3 ? e4m3_table : e5m2_table;
     SmallFloat f = t == CCL_FP8_E4M3 ? E4M3 : E5M2;
 #define L(k, e) tab[s[k][e]]
