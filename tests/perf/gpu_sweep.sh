@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The GPU machines' tables (docs/perf/README.md): ccl-perf under mpirun for every
+# collective, the library's choice and every shipped algorithm, each dtype, with CUDA
+# graphs, --check and NCCL side by side. Not part of `make check` (it needs GPUs).
+#
+#   tests/perf/gpu_sweep.sh BUILD OUTDIR NP
+#
+# Writes OUTDIR/COLL-NAME-DTYPE.{txt,csv,json,svg} (NAME: "library" or the algorithm's
+# file name) and OUTDIR/summary.txt: per run, at how many sizes we are faster than NCCL
+# and our worst ratio. Algorithms that do not admit NP ranks (exit 2) are listed as
+# skipped. Knobs (environment): SIZES ("-b 1K -e 1G -f 2"), DTYPES ("bf16 f32"),
+# COLLS (all six), CHECK ("--check"; empty to skip), METHOD ("--graph"; empty: eager),
+# ALGOS ("library" plus every algorithms/COLL/*.ccl; "library" alone for a quick pass),
+# MPIRUN ("mpirun"), EXTRA (more ccl-perf options).
+set -u
+build=${1:?usage: tests/perf/gpu_sweep.sh BUILD OUTDIR NP}
+out=${2:?usage: tests/perf/gpu_sweep.sh BUILD OUTDIR NP}
+np=${3:?usage: tests/perf/gpu_sweep.sh BUILD OUTDIR NP}
+cd "$(dirname "$0")/../.."
+mkdir -p "$out"
+read -r -a sizes <<<"${SIZES:--b 1K -e 1G -f 2}"
+read -r -a dtypes <<<"${DTYPES:-bf16 f32}"
+read -r -a colls <<<"${COLLS:-allreduce allgather reduce_scatter alltoall broadcast reduce}"
+read -r -a check <<<"${CHECK---check}"
+read -r -a method <<<"${METHOD---graph}"
+read -r -a extra <<<"${EXTRA:-}"
+read -r -a mpirun <<<"${MPIRUN:-mpirun}"
+[ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
+export CCL_ALGORITHM_DIR=${CCL_ALGORITHM_DIR:-$PWD/algorithms}
+summary=$out/summary.txt
+echo "# ccl-perf sweep, $np ranks, $(date -u +%Y-%m-%dT%H:%MZ): faster = sizes where our time < NCCL's (out-of-place / in-place)" >"$summary"
+
+for c in "${colls[@]}"; do
+    if [ -n "${ALGOS:-}" ]; then
+        read -r -a names <<<"$ALGOS"
+    else
+        names=(library)
+        for f in algorithms/"$c"/*.ccl; do
+            [ -e "$f" ] && names+=("$(basename "$f" .ccl)")
+        done
+    fi
+    for name in "${names[@]}"; do
+        algo=()
+        [ "$name" = library ] || algo=(--algo "algorithms/$c/$name.ccl")
+        for d in "${dtypes[@]}"; do
+            base=$out/$c-$name-$d
+            echo "== $c $name $d"
+            "${mpirun[@]}" -np "$np" "$build/ccl-perf" -c "$c" "${algo[@]}" "${sizes[@]}" -d "$d" "${method[@]}" \
+                "${check[@]}" --compare nccl "${extra[@]}" --csv "$base.csv" --json "$base.json" --plot "$base.svg" \
+                >"$base.txt" 2>"$base.err"
+            rc=$?
+            if [ $rc -eq 2 ]; then
+                echo "$c $name $d: skipped: $(head -1 "$base.err")" | tee -a "$summary"
+                rm -f "$base.txt" "$base.csv" "$base.json" "$base.svg"
+                continue
+            fi
+            cat "$base.txt"
+            [ -s "$base.err" ] || rm -f "$base.err"
+            if [ $rc -ne 0 ]; then
+                echo "$c $name $d: FAILED (exit $rc): $(head -c 300 "$base.err" 2>/dev/null; grep '^# FAILED' "$base.txt")" | tee -a "$summary"
+                continue
+            fi
+            # From the CSV's ccl lines: sizes faster than NCCL, per placement, and the worst ratio.
+            awk -F, -v what="$c $name $d" '
+                NR > 1 && $8 == "ccl" && $16 != "" {
+                    p = ($9 == "in-place"); n[p]++; if ($16 < 1) f[p]++
+                    if (!(p in worst) || $16 > worst[p]) { worst[p] = $16; at[p] = $10 }
+                }
+                END {
+                    if (!n[0] && !n[1]) { printf "%s: no NCCL numbers (see the header of its .txt)\n", what; exit }
+                    printf "%s: faster at %d/%d out-of-place, %d/%d in-place; worst ratio %.2f at %s B (out), %.2f at %s B (in)\n",
+                        what, f[0], n[0], f[1], n[1], worst[0], at[0], worst[1], at[1]
+                }' "$base.csv" | tee -a "$summary"
+        done
+    done
+done
+echo "summary: $summary"
