@@ -124,21 +124,42 @@ for src in algorithms/*/*.ccl; do
 done
 
 # The complete programs in docs/language.md (fenced blocks that start with `algorithm`
-# and have an `on`) must stay valid: each is proved for N = 4.
+# and have an `on`) must stay true: each is checked for N = 4. A program followed by a
+# `$ cclc check ...` block that shows an error must fail with that first error (file
+# name aside); any other must be proved.
 tmp=$(mktemp -d)
-awk -v dir="$tmp" '/^```/ { if (f && buf ~ /^algorithm/ && buf ~ /[ \t]on[ \t]/) print buf > (dir "/example" ++n ".ccl");
-                           f = !f; buf = ""; next }
+awk -v dir="$tmp" '/^```/ { if (f) { n++; printf "%s", buf > (dir "/block" sprintf("%03d", n));
+                                      print start > (dir "/line" sprintf("%03d", n)) }
+                           f = !f; buf = ""; start = NR + 1; next }
                    f { buf = buf $0 "\n" }' docs/language.md
-for ex in "$tmp"/example*.ccl; do
-    [ -e "$ex" ] || { echo "FAIL docs/language.md: no complete example program found"; break; }
-    label="docs/language.md $(basename "$ex" .ccl)"
-    if msg=$("$cclc" check "$ex" --ranks 4 2>&1); then
-        echo "ok $label"
+nexamples=0
+for block in "$tmp"/block*; do
+    head -1 "$block" | grep -q '^algorithm' && grep -qE '[[:space:]]on[[:space:]]' "$block" || continue
+    nexamples=$((nexamples + 1))
+    label="docs/language.md example $nexamples (line $(cat "${block/block/line}"))"
+    next=$(ls "$tmp"/block* | awk -v b="$block" 'found { print; exit } $0 == b { found = 1 }')
+    want=""
+    if [ -n "$next" ] && head -1 "$next" | grep -q '^\$ cclc check'; then
+        want=$(grep -m1 ': error: ' "$next" | sed 's/^[^ ]*\.ccl:/FILE:/')
+    fi
+    cp "$block" "$tmp/example.ccl"
+    msg=$("$cclc" check "$tmp/example.ccl" --ranks 4 2>&1)
+    status=$?
+    got=$(grep -m1 ': error: ' <<<"$msg" | sed 's/^[^ ]*\.ccl:/FILE:/')
+    if [ -z "$want" ] && [ "$status" = 0 ]; then
+        echo "ok $label: proved"
+    elif [ -n "$want" ] && [ "$status" = 1 ] && [ "$got" = "$want" ]; then
+        echo "ok $label: fails as the text shows"
+    elif [ -n "$want" ]; then
+        echo "FAIL $label: the text shows an error that cclc no longer prints"
+        echo "    text: $want"
+        echo "    cclc: ${got:-exit status $status, no error}"
     else
         echo "FAIL $label: not proved for N = 4"
         sed 's/^/    /' <<<"$msg" | head -10
     fi
 done
+[ "$nexamples" -gt 0 ] || echo "FAIL docs/language.md: no complete example program found"
 rm -rf "$tmp"
 
 # Goldens of algorithms that no longer exist would silently rot.
