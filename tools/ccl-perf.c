@@ -231,7 +231,7 @@ static void parse_args(int argc, char **argv, Opts *o)
     *o = (Opts){.coll = -1, .minbytes = 1024, .maxbytes = 1 << 20, .step = 2, .dtype = CCL_F32,
                 .op = CCL_SUM, .iters = 20, .warmup = 5, .repeats = 10,
                 .size_arg = {"1K", "1M"}};
-    int step_given = 0, op_given = 0, root_given = 0;
+    int op_given = 0, root_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -288,7 +288,6 @@ static void parse_args(int argc, char **argv, Opts *o)
             o->size_arg[which] = val;
         } else if (IS("-f", "--stepfactor")) {
             o->step = (unsigned long)parse_int(flag, val, 2, 1 << 20);
-            step_given = 1;
         } else if (IS("-d", "--dtype")) {
             if (ccl_dtype_parse(val, &o->dtype) != 0)
                 usage_error("-d %s: unknown dtype (expected %s)", val, dtype_names);
@@ -331,7 +330,6 @@ static void parse_args(int argc, char **argv, Opts *o)
     }
     if (o->minbytes > o->maxbytes)
         usage_error("-b %s is larger than -e %s", o->size_arg[0], o->size_arg[1]);
-    (void)step_given;
     if (o->plot) {
         size_t n = strlen(o->plot);
         if (n < 4 || strcmp(o->plot + n - 4, ".svg") != 0)
@@ -475,6 +473,14 @@ static void pattern_init(Pattern *p, int n, Collective c, ccl_op_t op, ccl_dtype
     }
     for (int j = 0; j < PERF_PERIOD; j++)
         encode(p->tab_red + (size_t)j * p->esize, colls[c].reduces ? reduced_value(j, n, op, t) : 0, t);
+}
+
+static void pattern_fini(Pattern *p, int n)
+{
+    for (int r = 0; r < n; r++)
+        free(p->tab_in[r]);
+    free(p->tab_in);
+    free(p->tab_red);
 }
 
 static void pattern_fill(unsigned char *dst, size_t pos0, size_t n, const unsigned char *tab, size_t es)
@@ -2079,5 +2085,9 @@ int main(int argc, char **argv)
         ccl__thread_boot_free(tb);
     if (eb)
         ccl__env_boot_close(eb);
+    pattern_fini(&sh->pat, sh->nranks);
+    free(ws);
+    free(comms);
+    free(boots);
     return code;
 }
