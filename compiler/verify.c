@@ -167,6 +167,8 @@ typedef struct {
     int rank_cells;       /* chunks of all buffers of one rank */
     int *buf_base;        /* per buffer: its first cell within a rank */
     int show_tb;          /* messages name thread blocks only when there are several */
+    int *vc_spare;        /* the last simulation's clock matrix, reused by the next: */
+    size_t vc_spare_n;    /* at N = 64 with 64 blocks per rank it is 64 MB */
 } Shape;
 
 static void shape_init(Shape *sh, const Program *p)
@@ -202,6 +204,7 @@ static void shape_fini(Shape *sh)
 {
     free(sh->blk);
     free(sh->buf_base);
+    free(sh->vc_spare);
 }
 
 static int block_of(const Shape *sh, int rank, int tb)
@@ -237,14 +240,16 @@ static const char *cell_text(const Shape *sh, int rank, int buf, int chunk, char
     return out;
 }
 
-/* ---- contents: expressions over input contributions, hash-consed ----
+/* ---- contents: expressions over input contributions ----
  *
  * A chunk holds a node: an input contribution in@q[c], the initial garbage of a chunk
  * that was read before anything was written to it, or the sum (the reduction op) of two
- * nodes. A reduce folds its operands left to right; since every op is commutative per
- * pair, a sum's children are kept in canonical order, and two chunks reduced in the
- * same order get the same node. Each node also carries the multiset of its leaves as an
- * additive hash and a count, so comparing with the expected set costs O(1). */
+ * nodes. A copy shares its source's node. A reduce folds its operands left to right.
+ * Each node carries two 64-bit hashes, so comparisons cost O(1):
+ *  - `hash`, the multiset of its leaves (a sum of the leaves' hashes) with their count:
+ *    equal to the expected set's hash means the right contributions, each once;
+ *  - `shape`, the reduction tree up to swapping the operands of one sum (every op is
+ *    commutative per pair): equal shapes give the same bits on every rank. */
 
 enum { NODE_IN, NODE_GARBAGE, NODE_SUM };
 
@@ -252,6 +257,7 @@ typedef struct {
     int kind;
     int a, b, c;          /* IN: rank, chunk; GARBAGE: rank, buf, chunk; SUM: children */
     uint64_t hash;        /* sum of the leaves' hashes */
+    uint64_t shape;       /* the tree, children unordered */
     int64_t count;        /* number of leaves, saturating */
     int pos;              /* position (chunk % K) of every IN leaf; -1 none, -2 mixed */
 } Node;
@@ -259,8 +265,6 @@ typedef struct {
 typedef struct {
     Node *v;
     int n, cap;
-    int *table;           /* open addressing: node index + 1, 0 empty */
-    int tcap;
     int k;
 } Nodes;
 
@@ -284,37 +288,9 @@ static uint64_t leaf_hash(int kind, int a, int b, int c)
     return mix64(key_hash(kind, a, b, c) ^ 0x5bd1e9955bd1e995ull);
 }
 
-static void nodes_rehash(Nodes *ns)
+/* Adds a node; a SUM's children a and b are existing nodes. Returns its index. */
+static int node_new(Nodes *ns, int kind, int a, int b, int c)
 {
-    free(ns->table);
-    ns->tcap = ns->tcap ? ns->tcap * 2 : 1024;
-    ns->table = xcalloc((size_t)ns->tcap, sizeof *ns->table);
-    for (int i = 0; i < ns->n; i++) {
-        const Node *x = &ns->v[i];
-        uint64_t h = key_hash(x->kind, x->a, x->b, x->c);
-        int j = (int)(h & (uint64_t)(ns->tcap - 1));
-        while (ns->table[j])
-            j = (j + 1) & (ns->tcap - 1);
-        ns->table[j] = i + 1;
-    }
-}
-
-static int node_intern(Nodes *ns, int kind, int a, int b, int c)
-{
-    if (kind == NODE_SUM && a > b) {
-        int t = a;
-        a = b;
-        b = t;
-    }
-    if (2 * (ns->n + 1) > ns->tcap)
-        nodes_rehash(ns);
-    uint64_t h = key_hash(kind, a, b, c);
-    int j = (int)(h & (uint64_t)(ns->tcap - 1));
-    for (; ns->table[j]; j = (j + 1) & (ns->tcap - 1)) {
-        const Node *x = &ns->v[ns->table[j] - 1];
-        if (x->kind == kind && x->a == a && x->b == b && x->c == c)
-            return ns->table[j] - 1;
-    }
     if (ns->n == ns->cap) {
         ns->cap = ns->cap ? ns->cap * 2 : 1024;
         ns->v = xrealloc(ns->v, sizeof *ns->v * (size_t)ns->cap);
@@ -322,23 +298,23 @@ static int node_intern(Nodes *ns, int kind, int a, int b, int c)
     Node x = {.kind = kind, .a = a, .b = b, .c = c};
     if (kind == NODE_SUM) {
         const Node *l = &ns->v[a], *r = &ns->v[b];
+        uint64_t lo = l->shape < r->shape ? l->shape : r->shape, hi = l->shape ^ r->shape ^ lo;
         x.hash = l->hash + r->hash;
+        x.shape = mix64(mix64(lo ^ 0x2545f4914f6cdd1dull) + hi);
         x.count = l->count > INT64_MAX - r->count ? INT64_MAX : l->count + r->count;
         x.pos = l->pos == -1 ? r->pos : r->pos == -1 ? l->pos : l->pos == r->pos ? l->pos : -2;
     } else {
-        x.hash = leaf_hash(kind, a, b, c);
+        x.hash = x.shape = leaf_hash(kind, a, b, c);
         x.count = 1;
         x.pos = kind == NODE_IN ? b % ns->k : -1;
     }
     ns->v[ns->n] = x;
-    ns->table[j] = ns->n + 1;
     return ns->n++;
 }
 
 static void nodes_fini(Nodes *ns)
 {
     free(ns->v);
-    free(ns->table);
 }
 
 /* One leaf of a node's multiset with its multiplicity. */
@@ -585,6 +561,7 @@ typedef struct {
 /* A vector clock sent by a signal, shared by consecutive signals of one block. */
 typedef struct Snap {
     int refs;
+    struct Snap *next;    /* on the spare list, once unused */
     int v[];
 } Snap;
 
@@ -600,13 +577,15 @@ typedef struct {
 enum { RUN, AT_BARRIER, DONE };
 
 typedef struct {
-    const Shape *sh;
+    Shape *sh;
     SimMode m;
     Reporter *rep;
     int nparity, ncells;
     int nt;               /* clock threads: the blocks, then one caller per rank */
     int *vc;              /* nt x nt: vc[b * nt + x] = what thread b knows of thread x */
     Snap **snap;          /* per block: its current clock as sent, or NULL */
+    Snap *spare;          /* unused snapshots, recycled: they are nt ints each */
+    QItem *spare_items;
     char *pending;        /* per block: a signal was sent; advance before the next access */
     int *pc, *call, *state;
     char *boundary;       /* per block: at the end of a call, waiting for its rank */
@@ -654,7 +633,7 @@ static int sim_cell(const Sim *s, int rank, int buf, int chunk, int call)
     return (par * sh->n + rank) * sh->rank_cells + sh->buf_base[buf] + chunk;
 }
 
-static int sim_init(Sim *s, const Shape *sh, SimMode m, Reporter *rep)
+static int sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
 {
     const Program *p = sh->p;
     memset(s, 0, sizeof *s);
@@ -669,7 +648,15 @@ static int sim_init(Sim *s, const Shape *sh, SimMode m, Reporter *rep)
         return -1;
     s->ncells = (int)cells;
     s->nt = nt;
-    s->vc = xcalloc((size_t)nt * (size_t)nt, sizeof *s->vc);
+    size_t nvc = (size_t)nt * (size_t)nt;
+    if (sh->vc_spare && sh->vc_spare_n == nvc) {
+        s->vc = sh->vc_spare;
+        memset(s->vc, 0, sizeof *s->vc * nvc);
+    } else {
+        free(sh->vc_spare);
+        s->vc = xcalloc(nvc, sizeof *s->vc);
+    }
+    sh->vc_spare = NULL;
     for (int b = 0; b < nt; b++)
         s->vc[b * nt + b] = 1;
     s->snap = xcalloc((size_t)nb, sizeof *s->snap);
@@ -691,34 +678,49 @@ static int sim_init(Sim *s, const Shape *sh, SimMode m, Reporter *rep)
          * in is aliased to. */
         for (int r = 0; r < sh->n; r++)
             for (int c = 0; c < p->buf_chunks[BUF_IN]; c++)
-                s->content[sim_cell(s, r, BUF_IN, c, 0)] = node_intern(&s->nodes, NODE_IN, r, c, 0);
+                s->content[sim_cell(s, r, BUF_IN, c, 0)] = node_new(&s->nodes, NODE_IN, r, c, 0);
     }
     return 0;
 }
 
-static void snap_unref(Snap *sn)
+static void snap_unref(Sim *s, Snap *sn)
 {
-    if (sn && --sn->refs == 0)
-        free(sn);
+    if (sn && --sn->refs == 0) {
+        sn->next = s->spare;
+        s->spare = sn;
+    }
 }
 
 static void sim_fini(Sim *s)
 {
+    if (!s->sh)
+        return;
     int nb = s->sh->nb;
     if (s->sem)
         for (int i = 0; i < nb * s->sh->n; i++)
             for (QItem *q = s->sem[i].head, *next; q; q = next) {
                 next = q->next;
-                snap_unref(q->snap);
+                snap_unref(s, q->snap);
                 free(q);
             }
     if (s->snap)
         for (int b = 0; b < nb; b++)
-            snap_unref(s->snap[b]);
+            snap_unref(s, s->snap[b]);
+    for (Snap *sn = s->spare, *next; sn; sn = next) {
+        next = sn->next;
+        free(sn);
+    }
+    for (QItem *q = s->spare_items, *next; q; q = next) {
+        next = q->next;
+        free(q);
+    }
     if (s->log)
         for (int i = 0; i < s->ncells; i++)
             free(s->log[i].r);
-    free(s->vc);
+    if (s->vc) {
+        s->sh->vc_spare = s->vc;
+        s->sh->vc_spare_n = (size_t)s->nt * (size_t)s->nt;
+    }
     free(s->snap);
     free(s->pending);
     free(s->pc);
@@ -733,10 +735,29 @@ static void sim_fini(Sim *s)
     nodes_fini(&s->nodes);
 }
 
+/* dst = max(dst, src) elementwise: the join of two vector clocks, the verifier's inner
+ * loop. Written with GCC/Clang vector types (plain SSE2 on x86-64), four at a time. */
+typedef int ClockVec __attribute__((vector_size(16)));
+
+static void clock_join(int *restrict dst, const int *restrict src, int n)
+{
+    int x = 0;
+    for (; x + 4 <= n; x += 4) {
+        ClockVec a, b;
+        memcpy(&a, dst + x, sizeof a);
+        memcpy(&b, src + x, sizeof b);
+        ClockVec m = b > a;
+        a = (b & m) | (a & ~m);
+        memcpy(dst + x, &a, sizeof a);
+    }
+    for (; x < n; x++)
+        dst[x] = src[x] > dst[x] ? src[x] : dst[x];
+}
+
 /* The block's clock changed: the snapshot it would send is stale. */
 static void clock_changed(Sim *s, int b)
 {
-    snap_unref(s->snap[b]);
+    snap_unref(s, s->snap[b]);
     s->snap[b] = NULL;
 }
 
@@ -897,7 +918,7 @@ static int sim_read_content(Sim *s, int cell)
         int rank = (cell / per_rank) % s->sh->n, off = cell % per_rank, buf = 0;
         while (buf + 1 < s->sh->p->nbufs && s->sh->buf_base[buf + 1] <= off)
             buf++;
-        s->content[cell] = node_intern(&s->nodes, NODE_GARBAGE, rank, buf, off - s->sh->buf_base[buf]);
+        s->content[cell] = node_new(&s->nodes, NODE_GARBAGE, rank, buf, off - s->sh->buf_base[buf]);
     }
     return s->content[cell];
 }
@@ -970,7 +991,7 @@ static void sim_data(Sim *s, int b, int i)
             if (j >= st->src[o].count)
                 continue;
             int x = sim_read_content(s, sim_cell(s, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j, cur.call));
-            acc = acc < 0 ? x : node_intern(&s->nodes, NODE_SUM, acc, x, 0);
+            acc = acc < 0 ? x : node_new(&s->nodes, NODE_SUM, acc, x, 0);
         }
         val[j] = acc;
     }
@@ -996,12 +1017,21 @@ static void sim_signal(Sim *s, int b, const Step *st)
     if (wb < 0)
         return; /* reported by check_sem_counts */
     if (!s->snap[b]) {
-        Snap *sn = xcalloc(1, sizeof *sn + sizeof(int) * (size_t)s->nt);
+        Snap *sn = s->spare;
+        if (sn)
+            s->spare = sn->next;
+        else
+            sn = xcalloc(1, sizeof *sn + sizeof(int) * (size_t)s->nt);
         memcpy(sn->v, &s->vc[b * s->nt], sizeof(int) * (size_t)s->nt);
         sn->refs = 1;
         s->snap[b] = sn;
     }
-    QItem *q = xcalloc(1, sizeof *q);
+    QItem *q = s->spare_items;
+    if (q)
+        s->spare_items = q->next;
+    else
+        q = xcalloc(1, sizeof *q);
+    q->next = NULL;
     q->snap = s->snap[b];
     q->snap->refs++;
     Sem *sem = &s->sem[wb * sh->n + bl->rank];
@@ -1024,12 +1054,10 @@ static int sim_wait(Sim *s, int b, const Step *st)
     sem->head = q->next;
     if (!sem->head)
         sem->tail = NULL;
-    int *mine = &s->vc[b * s->nt];
-    for (int x = 0; x < s->nt; x++)
-        if (q->snap->v[x] > mine[x])
-            mine[x] = q->snap->v[x];
-    snap_unref(q->snap);
-    free(q);
+    clock_join(&s->vc[b * s->nt], q->snap->v, s->nt);
+    snap_unref(s, q->snap);
+    q->next = s->spare_items;
+    s->spare_items = q;
     clock_changed(s, b);
     s->edges++;
     return 1;
@@ -1116,9 +1144,7 @@ static void sim_end(Sim *s)
         for (int t = 0; t < sh->maxtb; t++) {
             int b = block_of(sh, r, t);
             if (b >= 0)
-                for (int x = 0; x < nt; x++)
-                    if (s->vc[b * nt + x] > join[x])
-                        join[x] = s->vc[b * nt + x];
+                clock_join(join, &s->vc[b * nt], nt);
         }
         sim_caller(s, r, s->m.ncalls - 1, join);
     }
@@ -1144,9 +1170,7 @@ static int sim_barrier(Sim *s, int r)
     for (int t = 0; t < sh->maxtb; t++) {
         int b = block_of(sh, r, t);
         if (b >= 0)
-            for (int x = 0; x < nt; x++)
-                if (s->vc[b * nt + x] > join[x])
-                    join[x] = s->vc[b * nt + x];
+            clock_join(join, &s->vc[b * nt], nt);
     }
     if (all_boundary)
         sim_caller(s, r, s->call[block_of(sh, r, 0) >= 0 ? block_of(sh, r, 0) : first_block(sh, r)], join);
@@ -1578,7 +1602,7 @@ static int check_deterministic(const Sim *s, Str *detail)
         int n0 = s->content[sim_cell(s, 0, BUF_OUT, i, 0)];
         for (int r = 1; r < sh->n; r++) {
             int nr = s->content[sim_cell(s, r, BUF_OUT, i, 0)];
-            if (nr == n0)
+            if (nr == n0 || (nr >= 0 && n0 >= 0 && s->nodes.v[nr].shape == s->nodes.v[n0].shape))
                 continue;
             if (detail && n0 >= 0 && nr >= 0) {
                 str_printf(detail, "out@0[%d] = ", i);
