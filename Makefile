@@ -33,6 +33,11 @@ COMPILER_OBJ := $(COMPILER_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:%.c=%.o)
 RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o)
 TOOLS        := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 EXAMPLES     := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+# Examples that include mpi.h (examples/*_mpi.c) build with mpicc, and only where it exists.
+MPICC        ?= mpicc
+ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
+EXAMPLES     := $(filter-out $(BUILD)/examples/%_mpi,$(EXAMPLES))
+endif
 TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*/*.c))
 
 all: $(BUILD)/cclc $(BUILD)/libccl.a $(TOOLS) $(EXAMPLES) $(TEST_BINS)
@@ -70,6 +75,10 @@ $(BUILD)/cclc: $(BUILD)/compiler/main.o $(BUILD)/libccl.a
 
 $(BUILD)/%: tools/%.c $(BUILD)/libccl.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/examples/%_mpi: examples/%_mpi.c $(BUILD)/libccl.a
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)

@@ -406,7 +406,11 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
         return CCL_ERR_NOT_SYMMETRIC;
     const char *s = send, *rv = recv;
     int overlap = s && rv && s < rv + c.out_bytes && rv < s + c.in_bytes;
-    int inplace_ok = s == rv && alg->plan->proof.inplace_applicable && alg->plan->proof.inplace_ok;
+    /* In place means NCCL's forms: allgather sends from its own slot of recv,
+     * reduce_scatter receives into its own slot of send, the rest use one buffer. */
+    size_t slot = (size_t)me * count * es;
+    int inplace_form = coll == COLL_ALLGATHER ? s == rv + slot : coll == COLL_REDUCE_SCATTER ? rv == s + slot : s == rv;
+    int inplace_ok = overlap && inplace_form && alg->plan->proof.inplace_applicable && alg->plan->proof.inplace_ok;
     char *base = comm->heap_base[me];
 
     c.in = (void *)send;
@@ -442,6 +446,10 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
         c.in_off = (size_t)((char *)c.in - base);
     if (alg->out_remote)
         c.out_off = (size_t)((char *)c.out - base);
+    if (inplace_ok && !c.stage_in && !c.stage_out && coll == COLL_ALLGATHER)
+        c.in_stride = count * es;
+    if (inplace_ok && !c.stage_in && !c.stage_out && coll == COLL_REDUCE_SCATTER)
+        c.out_stride = count * es;
 
     size_t scratch = ccl__scratch_offset(prog, prog->nbufs, c.CS, es);
     if (scratch > 0 && grow_heap_region(comm, &alg->scratch_off, &alg->scratch_bytes, scratch) != 0)

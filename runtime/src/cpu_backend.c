@@ -583,8 +583,9 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     }
     for (int p = 0; p < N; p++) {
         char *hb = comm->heap_base[p];
-        x.bases[BUF_IN * N + p] = p == me ? c->in : c->in_off == SIZE_MAX ? NULL : hb + c->in_off;
-        x.bases[BUF_OUT * N + p] = p == me ? c->out : c->out_off == SIZE_MAX ? NULL : hb + c->out_off;
+        ptrdiff_t dp = p - me;
+        x.bases[BUF_IN * N + p] = p == me ? c->in : c->in_off == SIZE_MAX ? NULL : hb + c->in_off + dp * (ptrdiff_t)c->in_stride;
+        x.bases[BUF_OUT * N + p] = p == me ? c->out : c->out_off == SIZE_MAX ? NULL : hb + c->out_off + dp * (ptrdiff_t)c->out_stride;
         /* LL programs alternate scratch halves by call parity (docs/internals.md). */
         size_t half = c->call_index % (uint64_t)ccl__scratch_copies(prog);
         for (int b = BUF_SCRATCH0; b < prog->nbufs; b++)

@@ -271,10 +271,14 @@ typedef struct {
      * when stage_out, copy out -> recv (out_bytes) after it. */
     void *in, *out;
     int stage_in, stage_out;
-    /* Heap offsets of in/out (identical on every rank by contract) when the plan lets
-     * peers reach them (alg->in_remote / out_remote); SIZE_MAX otherwise. A peer's in is
-     * at comm->heap_base[peer] + in_off. */
+    /* Heap offsets of this rank's in/out when the plan lets peers reach them
+     * (alg->in_remote / out_remote); SIZE_MAX otherwise. Peer p's in is at
+     * comm->heap_base[p] + in_off + (p - rank) * in_stride (signed arithmetic): the
+     * stride is 0 except for NCCL-style in-place calls, where in sits inside out at the
+     * rank's slot (allgather: in_stride = count * esize) or out inside in
+     * (reduce_scatter: out_stride = count * esize). */
     size_t in_off, out_off;
+    size_t in_stride, out_stride;
     size_t scratch_off;              /* heap offset of the algorithm's scratch region */
     uint64_t call_index;             /* calls of this algorithm before this one (LL parity) */
     /* avg on a reducing collective: divide = N on every rank, which then, after the

@@ -1,0 +1,401 @@
+/* api.c: every entry point's argument checks, with result code and message; the
+ * standard collectives through the shipped library; staging; the timeout path.
+ *
+ * Each check prints "ok api: WHAT" or "FAIL api: WHAT: got R 'message'" with both
+ * sides. Runs on the CPU backend in threads mode; needs CCL_ALGORITHM_DIR (run.sh sets
+ * it) for the standard collectives. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ccl.h"
+#include "internal.h"
+
+static int failures;
+
+/* Checks that r == want and the message contains every needle (NULL-terminated). */
+static void expect(const char *what, ccl_result_t r, ccl_result_t want, const char *msg, ...)
+{
+    va_list ap;
+    va_start(ap, msg);
+    const char *needle, *missing = NULL;
+    while ((needle = va_arg(ap, const char *)))
+        if (!missing && (!msg || !strstr(msg, needle)))
+            missing = needle;
+    va_end(ap);
+    if (r == want && !missing) {
+        printf("ok api: %s\n", what);
+        return;
+    }
+    failures++;
+    printf("FAIL api: %s: got %s, expected %s; message '%s'%s%s%s\n", what, ccl_result_string(r), ccl_result_string(want),
+           msg ? msg : "(null)", missing ? " lacks '" : "", missing ? missing : "", missing ? "'" : "");
+}
+
+#define EXPECT(what, call, want, comm, ...) expect(what, (call), want, ccl_comm_last_error(comm), __VA_ARGS__, NULL)
+
+static const char *RING =
+    "algorithm tring : allreduce\n"
+    "ranks N in 2..64\n"
+    "chunks N\n"
+    "scratch stage[N - 1]\n"
+    "for r in 0..N on r tb 0 {\n"
+    "  let next = (r + 1) % N\n"
+    "  let prev = (r - 1) % N\n"
+    "  for k in 0..N-1 {\n"
+    "    if k == 0 { put stage@next[0] <- in[r] } else { put stage@next[k] <- out[(r - k) % N] }\n"
+    "    signal next\n"
+    "    wait prev\n"
+    "    reduce out[(r - k - 1) % N] <- in[(r - k - 1) % N], stage[k]\n"
+    "  }\n"
+    "  for k in 0..N-1 {\n"
+    "    put out@next[(r + 1 - k) % N] <- out[(r + 1 - k) % N]\n"
+    "    signal next\n"
+    "    wait prev\n"
+    "  }\n"
+    "}\n";
+
+static void test_init(void)
+{
+    ccl_comm_t *comms[4];
+    EXPECT("init_all: NULL comms", ccl_comm_init_all(NULL, 2, NULL, NULL), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "ccl_comm_init_all", "'comms'");
+    EXPECT("init_all: nranks 0", ccl_comm_init_all(comms, 0, NULL, NULL), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "ccl_comm_init_all", "'nranks'", "0");
+    ccl_config_t bad = {.timeout_ms = -5};
+    EXPECT("init_all: negative timeout", ccl_comm_init_all(comms, 2, NULL, &bad), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "'config'", "timeout_ms");
+    ccl_config_t tiny = {.heap_bytes = 4096};
+    EXPECT("init_all: heap too small", ccl_comm_init_all(comms, 2, NULL, &tiny), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "heap_bytes");
+    int devs[2] = {0, -1};
+    EXPECT("init_all: negative device", ccl_comm_init_all(comms, 2, devs, NULL), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "'devices'", "devices[1]");
+    ccl_comm_t *c;
+    EXPECT("init_rank: NULL bootstrap", ccl_comm_init_rank(&c, NULL, 0, NULL), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "ccl_comm_init_rank", "'bootstrap'");
+    ccl_bootstrap_t b = {.nranks = 2, .rank = 2};
+    EXPECT("init_rank: rank out of range", ccl_comm_init_rank(&c, &b, 0, NULL), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "rank 2", "0..1");
+    b.rank = 0;
+    EXPECT("init_rank: no allgather", ccl_comm_init_rank(&c, &b, 0, NULL), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "allgather");
+    ccl_config_t cpu = {.backend = (ccl_backend_t)7};
+    EXPECT("init_all: bad backend", ccl_comm_init_all(comms, 2, NULL, &cpu), CCL_ERR_INVALID_ARGUMENT, NULL, "backend");
+    EXPECT("destroy: NULL", ccl_comm_destroy(NULL), CCL_ERR_INVALID_ARGUMENT, NULL, "ccl_comm_destroy", "'comm'");
+    EXPECT("synchronize: NULL", ccl_comm_synchronize(NULL), CCL_ERR_INVALID_ARGUMENT, NULL, "'comm'");
+    int x;
+    EXPECT("rank: NULL comm", ccl_comm_rank(NULL, &x), CCL_ERR_INVALID_ARGUMENT, NULL, "ccl_comm_rank");
+}
+
+static void test_memory(ccl_comm_t *c)
+{
+    void *p;
+    EXPECT("mem_alloc: NULL ptr", ccl_mem_alloc(c, NULL, 64), CCL_ERR_INVALID_ARGUMENT, c, "ccl_mem_alloc", "'ptr'");
+    EXPECT("mem_alloc: 0 bytes", ccl_mem_alloc(c, &p, 0), CCL_ERR_INVALID_ARGUMENT, c, "'bytes'");
+    EXPECT("mem_alloc: too big", ccl_mem_alloc(c, &p, (size_t)1 << 50), CCL_ERR_OUT_OF_MEMORY, c, "'bytes'", "heap");
+    int stack;
+    EXPECT("mem_free: not heap", ccl_mem_free(c, &stack), CCL_ERR_INVALID_ARGUMENT, c, "ccl_mem_free", "not in");
+    void *q;
+    ccl_mem_alloc(c, &q, 256);
+    EXPECT("mem_free: interior pointer", ccl_mem_free(c, (char *)q + 8), CCL_ERR_INVALID_ARGUMENT, c, "not the start");
+    EXPECT("mem_free: ok", ccl_mem_free(c, q), CCL_OK, c, "");
+    EXPECT("mem_free: twice", ccl_mem_free(c, q), CCL_ERR_INVALID_ARGUMENT, c, "not the start");
+}
+
+static void test_load(ccl_comm_t **comms, int n)
+{
+    ccl_algorithm_t *a;
+    ccl_comm_t *c = comms[0];
+    EXPECT("load: NULL source", ccl_algorithm_load(c, NULL, 0, &a), CCL_ERR_INVALID_ARGUMENT, c, "ccl_algorithm_load",
+           "'path_or_source'");
+    EXPECT("load: NULL alg", ccl_algorithm_load(c, RING, 0, NULL), CCL_ERR_INVALID_ARGUMENT, c, "'alg'");
+    EXPECT("load: missing file", ccl_algorithm_load(c, "/nonexistent/x.ccl", 0, &a), CCL_ERR_INVALID_ARGUMENT, c,
+           "cannot read", "/nonexistent/x.ccl");
+    EXPECT("load: syntax error", ccl_algorithm_load(c, "algorithm x : allreduce\nranks N in 2..8\nfor r in 0..N on r { put }\n", 0, &a),
+           CCL_ERR_COMPILE, c, "ccl_algorithm_load", "<string>:3:", "error:");
+    EXPECT("load: unproved program", ccl_algorithm_load(c, "algorithm x : allreduce\nranks N in 2..8\nfor r in 0..N on r tb 0 { copy out[0] <- in[0] }\n", 0, &a),
+           CCL_ERR_COMPILE, c, "does not compile", "error:");
+    EXPECT("load: N not admitted", ccl_algorithm_load(c, "algorithm x : allreduce\nranks N in 4..8\nfor r in 0..N on r tb 0 { copy out[0] <- in[0] }\n", 0, &a),
+           CCL_ERR_INVALID_ARGUMENT, c, "'comm'", "N=3");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/broadcast/direct.ccl", getenv("CCL_ALGORITHM_DIR") ? getenv("CCL_ALGORITHM_DIR") : "algorithms");
+    EXPECT("load: rooted, root out of range", ccl_algorithm_load(c, path, 7, &a), CCL_ERR_INVALID_ARGUMENT, c, "'root'",
+           "7", "0..2");
+    (void)n;
+}
+
+static void test_run(ccl_comm_t **comms, int n)
+{
+    ccl_algorithm_t *algs[8];
+    for (int r = 0; r < n; r++)
+        if (ccl_algorithm_load(comms[r], RING, 0, &algs[r]) != CCL_OK) {
+            printf("FAIL api: load ring: %s\n", ccl_comm_last_error(comms[r]));
+            failures++;
+            return;
+        }
+    ccl_comm_t *c = comms[0];
+    ccl_algorithm_t *a = algs[0];
+    float buf[64];
+    EXPECT("run: NULL alg", ccl_algorithm_run(NULL, buf, buf, 4, CCL_F32, CCL_SUM, NULL), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "ccl_algorithm_run", "'alg'");
+    EXPECT("run: bad dtype", ccl_algorithm_run(a, buf, buf + 16, 4, (ccl_dtype_t)42, CCL_SUM, NULL),
+           CCL_ERR_INVALID_ARGUMENT, c, "'dtype'", "42");
+    EXPECT("run: bad op", ccl_algorithm_run(a, buf, buf + 16, 4, CCL_F32, (ccl_op_t)-1, NULL), CCL_ERR_INVALID_ARGUMENT,
+           c, "'op'");
+    EXPECT("run: NULL sendbuf", ccl_algorithm_run(a, NULL, buf, 4, CCL_F32, CCL_SUM, NULL), CCL_ERR_INVALID_ARGUMENT, c,
+           "'sendbuf'", "NULL");
+    EXPECT("run: NULL recvbuf", ccl_algorithm_run(a, buf, NULL, 4, CCL_F32, CCL_SUM, NULL), CCL_ERR_INVALID_ARGUMENT, c,
+           "'recvbuf'", "NULL");
+    EXPECT("run: misaligned", ccl_algorithm_run(a, (char *)buf + 1, buf + 16, 4, CCL_F32, CCL_SUM, NULL),
+           CCL_ERR_INVALID_ARGUMENT, c, "'sendbuf'", "aligned");
+    EXPECT("run: count overflow", ccl_algorithm_run(a, buf, buf + 16, SIZE_MAX / 2, CCL_F32, CCL_SUM, NULL),
+           CCL_ERR_INVALID_ARGUMENT, c, "'count'");
+    EXPECT("run: count 0 with NULL buffers", ccl_algorithm_run(a, NULL, NULL, 0, CCL_F32, CCL_SUM, NULL), CCL_OK, c, "");
+    void *sym;
+    ccl_mem_alloc(c, &sym, 64);
+    EXPECT("run: buffer runs past its allocation", ccl_algorithm_run(a, sym, buf, 1000, CCL_F32, CCL_SUM, NULL),
+           CCL_ERR_NOT_SYMMETRIC, c, "'sendbuf'", "runs past");
+    ccl_mem_free(c, sym);
+    EXPECT("run: freed heap buffer", ccl_algorithm_run(a, sym, buf, 4, CCL_F32, CCL_SUM, NULL), CCL_ERR_NOT_SYMMETRIC, c,
+           "'sendbuf'", "not into a live");
+    EXPECT("use_algorithm: alg of another comm", ccl_comm_use_algorithm(comms[1], a, 0, 0), CCL_ERR_INVALID_ARGUMENT,
+           comms[1], "ccl_comm_use_algorithm", "another communicator");
+    EXPECT("use_algorithm: min > max", ccl_comm_use_algorithm(c, a, 10, 5), CCL_ERR_INVALID_ARGUMENT, c, "'min_bytes'");
+
+    /* Host (non-symmetric) buffers are staged; results are exact; every rank in order
+     * from this one thread (the calls are asynchronous). */
+    enum { COUNT = 1003 };
+    float *in[8], *out[8];
+    for (int r = 0; r < n; r++) {
+        in[r] = malloc(COUNT * sizeof(float));
+        out[r] = malloc(COUNT * sizeof(float));
+        for (int i = 0; i < COUNT; i++)
+            in[r][i] = (float)(r + i % 7);
+    }
+    int ok = 1;
+    for (int iter = 0; iter < 3; iter++) {
+        for (int r = 0; r < n; r++)
+            ok &= ccl_algorithm_run(algs[r], in[r], out[r], COUNT, CCL_F32, CCL_SUM, NULL) == CCL_OK;
+        for (int r = 0; r < n; r++)
+            ok &= ccl_comm_synchronize(comms[r]) == CCL_OK;
+    }
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < COUNT; i++) {
+            float want = (float)(n * (n - 1) / 2 + n * (i % 7));
+            if (out[r][i] != want && ok) {
+                printf("FAIL api: staged host buffers: rank %d out[%d] = %g, expected %g\n", r, i, out[r][i], want);
+                ok = 0;
+            }
+        }
+    if (ok)
+        printf("ok api: host buffers staged, 3 calls, exact\n");
+    else
+        failures++;
+
+    /* In place with a heap buffer. */
+    void *io[8];
+    for (int r = 0; r < n; r++) {
+        ccl_mem_alloc(comms[r], &io[r], COUNT * sizeof(int32_t));
+        for (int i = 0; i < COUNT; i++)
+            ((int32_t *)io[r])[i] = r * 1000 + i;
+    }
+    ok = 1;
+    for (int r = 0; r < n; r++)
+        ok &= ccl_algorithm_run(algs[r], io[r], io[r], COUNT, CCL_I32, CCL_MAX, NULL) == CCL_OK;
+    for (int r = 0; r < n; r++)
+        ok &= ccl_comm_synchronize(comms[r]) == CCL_OK;
+    for (int r = 0; r < n && ok; r++)
+        for (int i = 0; i < COUNT; i++)
+            if (((int32_t *)io[r])[i] != (n - 1) * 1000 + i) {
+                printf("FAIL api: in-place i32 max: rank %d [%d] = %d, expected %d\n", r, i, ((int32_t *)io[r])[i],
+                       (n - 1) * 1000 + i);
+                ok = 0;
+                break;
+            }
+    if (ok)
+        printf("ok api: in-place symmetric buffers, i32 max\n");
+    else
+        failures++;
+
+    /* The standard collective uses a registered algorithm. */
+    uint64_t before = algs[0]->ncalls;
+    for (int r = 0; r < n; r++)
+        ccl_comm_use_algorithm(comms[r], algs[r], 0, 0);
+    ok = 1;
+    for (int r = 0; r < n; r++)
+        ok &= ccl_all_reduce(in[r], out[r], COUNT, CCL_F32, CCL_SUM, comms[r], NULL) == CCL_OK;
+    for (int r = 0; r < n; r++)
+        ok &= ccl_comm_synchronize(comms[r]) == CCL_OK;
+    if (ok && algs[0]->ncalls == before + 1 && out[n - 1][5] == (float)(n * (n - 1) / 2 + n * 5))
+        printf("ok api: ccl_all_reduce runs the algorithm registered with ccl_comm_use_algorithm\n");
+    else {
+        failures++;
+        printf("FAIL api: registered algorithm: ok=%d calls %llu -> %llu\n", ok, (unsigned long long)before,
+               (unsigned long long)algs[0]->ncalls);
+    }
+    for (int r = 0; r < n; r++) {
+        free(in[r]);
+        free(out[r]);
+        ccl_mem_free(comms[r], io[r]);
+    }
+}
+
+/* Standard collectives from the shipped library, small and exact. */
+static void test_library(void)
+{
+    enum { N = 3, COUNT = 37 };
+    ccl_comm_t *comms[N];
+    if (ccl_comm_init_all(comms, N, NULL, NULL) != CCL_OK) {
+        printf("FAIL api: init for the library test: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    int32_t in[N][N * COUNT], out[N][N * COUNT];
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < N * COUNT; i++)
+            in[r][i] = r * 100 + i;
+    struct { const char *name; int coll; } colls[] = {{"ccl_all_reduce", 0}, {"ccl_all_gather", 1}, {"ccl_reduce_scatter", 2},
+                                                      {"ccl_all_to_all", 3}, {"ccl_broadcast", 4}, {"ccl_reduce", 5}};
+    for (int k = 0; k < 6; k++) {
+        memset(out, 0xff, sizeof out);
+        int ok = 1, root = 1;
+        for (int r = 0; r < N; r++) {
+            ccl_result_t res;
+            switch (k) {
+            case 0: res = ccl_all_reduce(in[r], out[r], COUNT, CCL_I32, CCL_SUM, comms[r], NULL); break;
+            case 1: res = ccl_all_gather(in[r], out[r], COUNT, CCL_I32, comms[r], NULL); break;
+            case 2: res = ccl_reduce_scatter(in[r], out[r], COUNT, CCL_I32, CCL_SUM, comms[r], NULL); break;
+            case 3: res = ccl_all_to_all(in[r], out[r], COUNT, CCL_I32, comms[r], NULL); break;
+            case 4: res = ccl_broadcast(in[r], out[r], COUNT, CCL_I32, root, comms[r], NULL); break;
+            default: res = ccl_reduce(in[r], out[r], COUNT, CCL_I32, CCL_SUM, root, comms[r], NULL); break;
+            }
+            if (res != CCL_OK) {
+                printf("FAIL api: %s on rank %d: %s\n", colls[k].name, r, ccl_comm_last_error(comms[r]));
+                ok = 0;
+            }
+        }
+        for (int r = 0; r < N; r++)
+            if (ccl_comm_synchronize(comms[r]) != CCL_OK) {
+                printf("FAIL api: %s sync rank %d: %s\n", colls[k].name, r, ccl_comm_last_error(comms[r]));
+                ok = 0;
+            }
+        for (int r = 0; r < N && ok; r++) {
+            int n_out = (k == 1 || k == 3) ? N * COUNT : COUNT;
+            if (k == 5 && r != root)
+                continue;
+            for (int i = 0; i < n_out && ok; i++) {
+                int32_t want;
+                switch (k) {
+                case 0: case 5: want = (0 + 100 + 200) + N * i; break;
+                case 1: want = (i / COUNT) * 100 + i % COUNT; break;
+                case 2: want = 300 + N * (r * COUNT + i); break;
+                case 3: want = (i / COUNT) * 100 + r * COUNT + i % COUNT; break;
+                default: want = root * 100 + i; break;
+                }
+                if (out[r][i] != want) {
+                    printf("FAIL api: %s: rank %d out[%d] = %d, expected %d\n", colls[k].name, r, i, out[r][i], want);
+                    ok = 0;
+                }
+            }
+        }
+        if (ok)
+            printf("ok api: %s from the shipped library, N=%d\n", colls[k].name, N);
+        else
+            failures++;
+    }
+    EXPECT("broadcast: root out of range", ccl_broadcast(in[0], out[0], 4, CCL_I32, 3, comms[0], NULL),
+           CCL_ERR_INVALID_ARGUMENT, comms[0], "ccl_broadcast", "'root'", "3");
+    EXPECT("all_reduce: bad dtype", ccl_all_reduce(in[0], out[0], 4, (ccl_dtype_t)-3, CCL_SUM, comms[0], NULL),
+           CCL_ERR_INVALID_ARGUMENT, comms[0], "ccl_all_reduce", "'dtype'");
+    EXPECT("all_reduce: NULL comm", ccl_all_reduce(in[0], out[0], 4, CCL_F32, CCL_SUM, NULL, NULL),
+           CCL_ERR_INVALID_ARGUMENT, NULL, "ccl_all_reduce", "'comm'");
+    EXPECT("all_reduce: NULL sendbuf names the entry point", ccl_all_reduce(NULL, out[0], 4, CCL_I32, CCL_SUM, comms[0], NULL),
+           CCL_ERR_INVALID_ARGUMENT, comms[0], "ccl_all_reduce", "'sendbuf'");
+    for (int r = 0; r < N; r++)
+        ccl_comm_destroy(comms[r]);
+
+    /* An empty library: no algorithm. */
+    char dir[] = "/tmp/ccl-empty-XXXXXX";
+    const char *old = getenv("CCL_ALGORITHM_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    if (mkdtemp(dir) && ccl_comm_init_all(comms, 2, NULL, NULL) == CCL_OK) {
+        setenv("CCL_ALGORITHM_DIR", dir, 1);
+        EXPECT("all_reduce: empty library", ccl_all_reduce(in[0], out[0], 4, CCL_I32, CCL_SUM, comms[0], NULL),
+               CCL_ERR_NO_ALGORITHM, comms[0], "ccl_all_reduce", "no allreduce algorithm", "N=2");
+        ccl_comm_destroy(comms[0]);
+        ccl_comm_destroy(comms[1]);
+        rmdir(dir);
+    }
+    if (saved) {
+        setenv("CCL_ALGORITHM_DIR", saved, 1);
+        free(saved);
+    }
+}
+
+/* A peer that never joins: rank 0 runs alone and must time out quickly, naming rank,
+ * thread block, source line and the peer it waited for; the comm then stays failed. */
+static void test_timeout(void)
+{
+    ccl_comm_t *comms[2];
+    ccl_config_t cfg = {.timeout_ms = 300};
+    if (ccl_comm_init_all(comms, 2, NULL, &cfg) != CCL_OK) {
+        printf("FAIL api: init for the timeout test: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    ccl_algorithm_t *a0, *a1;
+    ccl_algorithm_load(comms[0], RING, 0, &a0);
+    ccl_algorithm_load(comms[1], RING, 0, &a1);
+    float in[16] = {0}, out[16];
+    double t0 = ccl__now_ms();
+    ccl_result_t r = ccl_algorithm_run(a0, in, out, 16, CCL_F32, CCL_SUM, NULL);
+    if (r == CCL_OK)
+        r = ccl_comm_synchronize(comms[0]);
+    double ms = ccl__now_ms() - t0;
+    /* The ring's first wait is line 11 of RING. */
+    expect("timeout: peer never joins", r, CCL_ERR_TIMEOUT, ccl_comm_last_error(comms[0]), "rank 0", "thread block 0",
+           "<string>:11", "peer rank 1", "300 ms", NULL);
+    if (ms > 3000) {
+        printf("FAIL api: timeout took %.0f ms (limit 300 ms)\n", ms);
+        failures++;
+    }
+    EXPECT("timeout: comm stays failed", ccl_algorithm_run(a0, in, out, 16, CCL_F32, CCL_SUM, NULL), CCL_ERR_TIMEOUT,
+           comms[0], "failed earlier");
+    /* The peer was told: its next call fails at once instead of waiting. */
+    r = ccl_algorithm_run(a1, in, out, 16, CCL_F32, CCL_SUM, NULL);
+    if (r == CCL_OK)
+        r = ccl_comm_synchronize(comms[1]);
+    EXPECT("timeout: the peer learns of the failure", r, CCL_ERR_PEER_FAILED, comms[1], "rank 0 failed");
+    EXPECT("timeout: destroy after failure", ccl_comm_destroy(comms[0]), CCL_OK, NULL, "");
+    ccl_comm_destroy(comms[1]);
+}
+
+int main(void)
+{
+    test_init();
+    enum { N = 3 };
+    ccl_comm_t *comms[N];
+    if (ccl_comm_init_all(comms, N, NULL, NULL) != CCL_OK) {
+        printf("FAIL api: ccl_comm_init_all: %s\n", ccl_comm_last_error(NULL));
+        return 1;
+    }
+    int rank, size;
+    ccl_backend_t be;
+    if (ccl_comm_rank(comms[2], &rank) || ccl_comm_size(comms[2], &size) || ccl_comm_backend(comms[2], &be) ||
+        rank != 2 || size != N || be != CCL_BACKEND_CPU) {
+        printf("FAIL api: rank/size/backend: %d %d %d\n", rank, size, (int)be);
+        failures++;
+    } else {
+        printf("ok api: rank, size, backend\n");
+    }
+    test_memory(comms[0]);
+    test_load(comms, N);
+    test_run(comms, N);
+    for (int r = 0; r < N; r++)
+        ccl_comm_destroy(comms[r]);
+    test_library();
+    test_timeout();
+    return failures != 0;
+}

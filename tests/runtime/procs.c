@@ -1,0 +1,172 @@
+/* procs.c: ranks as processes (POSIX shm heaps), without mpirun.
+ *
+ * The parent forks N children and gives each the environment mpirun would (rank, size,
+ * a job id), so they bootstrap through runtime/src/bootstrap_env.c and create the
+ * communicator with ccl_comm_init_rank. Checks: an exact all-reduce with symmetric and
+ * with host buffers; then a peer that dies after init: the survivors must fail fast
+ * with CCL_ERR_TIMEOUT (naming rank, thread block, line and the dead peer) or
+ * CCL_ERR_PEER_FAILED, never hang. Children print FAIL lines; the parent prints ok. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ccl.h"
+#include "internal.h"
+
+enum { N = 3, COUNT = 1001 };
+
+static const char *RING =
+    "algorithm tring : allreduce\n"
+    "ranks N in 2..64\n"
+    "chunks N\n"
+    "scratch stage[N - 1]\n"
+    "for r in 0..N on r tb 0 {\n"
+    "  let next = (r + 1) % N\n"
+    "  let prev = (r - 1) % N\n"
+    "  for k in 0..N-1 {\n"
+    "    if k == 0 { put stage@next[0] <- in[r] } else { put stage@next[k] <- out[(r - k) % N] }\n"
+    "    signal next\n"
+    "    wait prev\n"
+    "    reduce out[(r - k - 1) % N] <- in[(r - k - 1) % N], stage[k]\n"
+    "  }\n"
+    "  for k in 0..N-1 {\n"
+    "    put out@next[(r + 1 - k) % N] <- out[(r + 1 - k) % N]\n"
+    "    signal next\n"
+    "    wait prev\n"
+    "  }\n"
+    "}\n";
+
+/* Exit codes of a child: 0 ok, 1 failed (and printed why), 3 died on purpose. */
+static int child(int rank, int scenario)
+{
+    char err[512];
+    ccl_bootstrap_t boot;
+    CclEnvBoot *eb;
+    if (ccl__env_boot_open(&eb, &boot, 10000, err, sizeof err) != 0) {
+        printf("FAIL procs: rank %d: bootstrap: %s\n", rank, err);
+        return 1;
+    }
+    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 400};
+    ccl_comm_t *comm;
+    if (ccl_comm_init_rank(&comm, &boot, 0, &cfg) != CCL_OK) {
+        printf("FAIL procs: rank %d: ccl_comm_init_rank: %s\n", rank, ccl_comm_last_error(NULL));
+        return 1;
+    }
+    ccl_algorithm_t *alg;
+    if (ccl_algorithm_load(comm, RING, 0, &alg) != CCL_OK) {
+        printf("FAIL procs: rank %d: load: %s\n", rank, ccl_comm_last_error(comm));
+        return 1;
+    }
+    void *sym_in, *sym_out;
+    ccl_mem_alloc(comm, &sym_in, COUNT * sizeof(double));
+    ccl_mem_alloc(comm, &sym_out, COUNT * sizeof(double));
+    double *host_in = malloc(COUNT * sizeof(double)), *host_out = malloc(COUNT * sizeof(double));
+    int status = 0;
+    if (scenario == 1) {
+        /* Everyone must have finished init before the victim goes. */
+        boot.barrier(boot.ctx);
+        if (rank == N - 1)
+            _exit(3);
+        double t0 = ccl__now_ms();
+        ccl_result_t r = ccl_algorithm_run(alg, sym_in, sym_out, COUNT, CCL_F64, CCL_SUM, NULL);
+        if (r == CCL_OK)
+            r = ccl_comm_synchronize(comm);
+        double ms = ccl__now_ms() - t0;
+        const char *msg = ccl_comm_last_error(comm);
+        /* Whoever waits on a stuck rank times out too, so the peer named may be the
+         * dead one or a survivor stuck behind it; either way it is named. */
+        const char *peer = "peer rank ";
+        int named = r == CCL_ERR_PEER_FAILED || (r == CCL_ERR_TIMEOUT && strstr(msg, "thread block 0") &&
+                                                 strstr(msg, "<string>:11") && strstr(msg, peer));
+        if ((r != CCL_ERR_TIMEOUT && r != CCL_ERR_PEER_FAILED) || !named || ms > 5000) {
+            printf("FAIL procs: rank %d with a dead peer: %s after %.0f ms: %s\n", rank, ccl_result_string(r), ms, msg);
+            status = 1;
+        } else if (r == CCL_ERR_TIMEOUT) {
+            status = 4; /* tells the parent a timeout was seen */
+        }
+        ccl_comm_destroy(comm);
+        ccl__env_boot_close(eb);
+        return status;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        double *in = pass ? host_in : sym_in, *out = pass ? host_out : sym_out;
+        for (int iter = 0; iter < 3; iter++) {
+            for (int i = 0; i < COUNT; i++)
+                in[i] = rank * 10 + i + iter;
+            ccl_result_t r = ccl_algorithm_run(alg, in, out, COUNT, CCL_F64, CCL_SUM, NULL);
+            if (r == CCL_OK)
+                r = ccl_comm_synchronize(comm);
+            if (r != CCL_OK) {
+                printf("FAIL procs: rank %d: run: %s\n", rank, ccl_comm_last_error(comm));
+                return 1;
+            }
+            for (int i = 0; i < COUNT; i++) {
+                double want = 10.0 * N * (N - 1) / 2 + N * (double)(i + iter);
+                if (out[i] != want) {
+                    printf("FAIL procs: rank %d (%s buffers) out[%d] = %g, expected %g\n", rank, pass ? "host" : "symmetric",
+                           i, out[i], want);
+                    return 1;
+                }
+            }
+        }
+    }
+    free(host_in);
+    free(host_out);
+    ccl_comm_destroy(comm);
+    ccl__env_boot_close(eb);
+    return status;
+}
+
+static int run_scenario(int scenario, int *codes)
+{
+    char job[64];
+    snprintf(job, sizeof job, "procs-test-%ld-%d", (long)getpid(), scenario);
+    pid_t pids[N];
+    fflush(stdout);
+    for (int r = 0; r < N; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            char rs[16], ns[16];
+            snprintf(rs, sizeof rs, "%d", r);
+            snprintf(ns, sizeof ns, "%d", N);
+            setenv("OMPI_COMM_WORLD_RANK", rs, 1);
+            setenv("OMPI_COMM_WORLD_SIZE", ns, 1);
+            setenv("CCL_JOB_ID", job, 1);
+            int rc = child(r, scenario);
+            fflush(stdout);
+            _exit(rc);
+        }
+    }
+    int bad = 0;
+    for (int r = 0; r < N; r++) {
+        int st;
+        waitpid(pids[r], &st, 0);
+        codes[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+        if (codes[r] == 1 || codes[r] >= 100)
+            bad = 1;
+    }
+    return bad;
+}
+
+int main(void)
+{
+    int codes[N], failures = 0;
+    if (run_scenario(0, codes) == 0)
+        printf("ok procs: %d processes, shm heaps, exact f64 all-reduce with symmetric and host buffers\n", N);
+    else
+        failures++;
+    double t0 = ccl__now_ms();
+    int bad = run_scenario(1, codes);
+    int timeouts = 0;
+    for (int r = 0; r < N - 1; r++)
+        timeouts += codes[r] == 4;
+    if (!bad && codes[N - 1] == 3 && timeouts >= 1)
+        printf("ok procs: a dead peer gives CCL_ERR_TIMEOUT (naming rank, thread block, line, peer) in %.0f ms, no hang\n", ccl__now_ms() - t0);
+    else {
+        printf("FAIL procs: dead peer: exit codes %d %d %d (want a timeout on a survivor)\n", codes[0], codes[1], codes[2]);
+        failures++;
+    }
+    return failures != 0;
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Runtime suite: every shipped algorithm run end to end on the CPU backend by `cclc run`
+# (threads mode and under mpirun), the C tests of tests/runtime/*.c, and the examples.
+#
+#   tests/runtime/run.sh BUILD
+#
+# The matrix covers every class without multiplying every dimension (2 cores, a few
+# minutes):
+#   A. every algorithm x N in {2,3,4,5,8} (where admitted) x count {0,1,7,1001} x
+#      in/out-of-place, dtype and op rotating through all of them;
+#   B. every dtype x every op on one algorithm per reducing collective;
+#   C. count 1000003 for every algorithm once (N=4), and ring all-reduce at N=8;
+#   D. host (staged) buffers for every algorithm, in and out of place;
+#   E. mpirun -np 4 (one process per rank, shm heaps): every algorithm admitting 4;
+#   F. the C tests (API misuse, timeouts, dead peers, dtype rounding) and examples.
+# Prints "ok NAME" or "FAIL NAME: why" per test.
+set -u
+build=${1:?usage: tests/runtime/run.sh BUILD}
+cd "$(dirname "$0")/../.."
+cclc=$build/cclc
+export CCL_ALGORITHM_DIR=$PWD/algorithms
+export CCL_TIMEOUT_MS=${CCL_TIMEOUT_MS:-20000}
+
+if [ ! -x "$cclc" ]; then
+    echo "FAIL runtime: $cclc not built"
+    exit 0
+fi
+
+dtypes=(f32 f64 f16 bf16 i32 i64 u8 fp8_e4m3 fp8_e5m2)
+ops=(sum prod min max avg)
+algs=(algorithms/*/*.ccl)
+declare -A ran            # algorithm -> how many runs were admitted
+
+# run_case NAME ARGS...: one `cclc run`; exit 2 with "does not admit" is not applicable.
+run_case() {
+    local name=$1
+    shift
+    local out rc
+    out=$("$@" 2>&1)
+    rc=$?
+    if [ $rc -eq 2 ] && grep -q "does not admit" <<<"$out"; then
+        return 0
+    fi
+    if [ $rc -eq 0 ]; then
+        echo "ok $name"
+        ran[$f]=$(( ${ran[$f]:-0} + 1 ))
+    else
+        echo "FAIL $name: exit $rc: $(head -c 600 <<<"$out" | tr '\n' ' ')"
+    fi
+}
+
+# A. algorithms x N x counts x in/out-of-place, dtype/op rotating.
+i=0
+for f in "${algs[@]}"; do
+    for n in 2 3 4 5 8; do
+        for c in 0 1 7 1001; do
+            for ip in "" --inplace; do
+                dt=${dtypes[$(( i % 9 ))]}
+                op=${ops[$(( (i / 9) % 5 ))]}
+                i=$((i + 1))
+                run_case "run $f N=$n count=$c $dt $op ${ip:-out-of-place}" \
+                    "$cclc" run "$f" --ranks $n --count $c --dtype $dt --op $op --iters 2 --seed $i $ip
+            done
+        done
+    done
+    if [ "${ran[$f]:-0}" -eq 0 ]; then
+        echo "FAIL run $f: admits none of N = 2 3 4 5 8"
+    fi
+done
+
+# B. every dtype x op on one algorithm per reducing collective.
+for f in algorithms/allreduce/ring.ccl algorithms/reduce_scatter/ring.ccl algorithms/reduce/tree.ccl; do
+    [ -f "$f" ] || { echo "FAIL dtype-op matrix: $f missing"; continue; }
+    for dt in "${dtypes[@]}"; do
+        for op in "${ops[@]}"; do
+            run_case "run $f N=5 count=1003 $dt $op" "$cclc" run "$f" --ranks 5 --count 1003 --dtype $dt --op $op --iters 2 --root 2
+        done
+    done
+done
+
+# C. a million elements (plus a tail): every algorithm once, dtypes alternating.
+i=0
+for f in "${algs[@]}"; do
+    dt=$([ $((i % 2)) -eq 0 ] && echo bf16 || echo f32)
+    i=$((i + 1))
+    run_case "run $f N=4 count=1000003 $dt" "$cclc" run "$f" --ranks 4 --count 1000003 --dtype $dt --op sum --iters 2
+done
+run_case "run ring N=8 count=1000003 f16 avg in-place" "$cclc" run algorithms/allreduce/ring.ccl --ranks 8 \
+    --count 1000003 --dtype f16 --op avg --iters 2 --inplace
+
+# D. host buffers (staged through the heap or privately), in and out of place.
+for f in "${algs[@]}"; do
+    for ip in "" --inplace; do
+        run_case "run $f N=3 host buffers ${ip:-out-of-place}" "$cclc" run "$f" --ranks 3 --count 777 --dtype i32 \
+            --op max --iters 2 --host-buffers $ip
+        run_case "run $f N=4 host buffers ${ip:-out-of-place}" "$cclc" run "$f" --ranks 4 --count 777 --dtype i32 \
+            --op max --iters 2 --host-buffers $ip
+    done
+done
+
+# E. one process per rank under mpirun.
+mpirun_cmd=()
+if command -v mpirun >/dev/null; then
+    mpirun_cmd=(mpirun -np 4 --oversubscribe)
+    [ "$(id -u)" -eq 0 ] && mpirun_cmd+=(--allow-run-as-root)
+    i=0
+    for f in "${algs[@]}"; do
+        dt=${dtypes[$(( i % 9 ))]}
+        ip=$([ $((i % 3)) -eq 1 ] && echo --inplace)
+        hb=$([ $((i % 4)) -eq 2 ] && echo --host-buffers)
+        i=$((i + 1))
+        run_case "mpirun -np 4 $f $dt ${ip:-out-of-place} ${hb:-symmetric}" timeout 120 "${mpirun_cmd[@]}" \
+            "$cclc" run "$f" --count 10007 --dtype $dt --op sum --iters 2 $ip $hb
+    done
+    f=algorithms/allreduce/ring.ccl
+    run_case "mpirun -np 4 ring bf16 avg" timeout 120 "${mpirun_cmd[@]}" "$cclc" run $f --count 100003 --dtype bf16 --op avg --iters 3
+else
+    echo "skip mpirun runs: mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)"
+fi
+
+# F. C tests and examples.
+for t in "$build"/tests/runtime/*; do
+    [ -x "$t" ] || continue
+    out=$(timeout 300 "$t" 2>&1)
+    rc=$?
+    echo "$out" | grep -E '^(ok|FAIL) '
+    if [ $rc -ne 0 ] && ! grep -q '^FAIL ' <<<"$out"; then
+        echo "FAIL $(basename "$t"): exit $rc: $(tail -c 400 <<<"$out" | tr '\n' ' ')"
+    fi
+done
+
+example() {
+    local name=$1
+    shift
+    local out rc
+    out=$(timeout 120 "$@" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        echo "ok example $name"
+    else
+        echo "FAIL example $name: exit $rc: $(tail -c 400 <<<"$out" | tr '\n' ' ')"
+    fi
+}
+if [ -x "$build/examples/allreduce_threads" ]; then
+    example allreduce_threads "$build/examples/allreduce_threads" 4
+else
+    echo "FAIL example allreduce_threads: not built"
+fi
+if [ -x "$build/examples/custom_algorithm" ]; then
+    example custom_algorithm "$build/examples/custom_algorithm" examples/star.ccl 4
+else
+    echo "FAIL example custom_algorithm: not built"
+fi
+if [ -x "$build/examples/allreduce_mpi" ] && [ ${#mpirun_cmd[@]} -gt 0 ]; then
+    example "allreduce_mpi (mpirun -np 4)" "${mpirun_cmd[@]}" "$build/examples/allreduce_mpi"
+elif [ ${#mpirun_cmd[@]} -gt 0 ]; then
+    echo "FAIL example allreduce_mpi: not built (needs mpicc)"
+fi
+exit 0
