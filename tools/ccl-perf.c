@@ -1395,8 +1395,11 @@ static void print_footer(const Shared *sh, long long *total_wrong)
     printf("# wrong elements: %lld%s\n", *total_wrong, sh->o.check ? "" : " (not checked)");
     printf("# average busbw: %.2f GB/s out-of-place, %.2f in-place", cnt[0][0] ? sum[0][0] / cnt[0][0] : 0,
            cnt[0][1] ? sum[0][1] / cnt[0][1] : 0);
-    if (sh->nc.available)
-        printf("; NCCL %.2f, %.2f", cnt[1][0] ? sum[1][0] / cnt[1][0] : 0, cnt[1][1] ? sum[1][1] / cnt[1][1] : 0);
+    if (sh->nc.available) {
+        printf("; NCCL ");
+        for (int p = 0; p < 2; p++)
+            printf(cnt[1][p] ? "%s%.2f" : "%sn/a", p ? ", " : "", cnt[1][p] ? sum[1][p] / cnt[1][p] : 0);
+    }
     printf("\n");
     if (sh->nc.available)
         printf("# faster than NCCL at %d of %d sizes out-of-place, %d of %d in-place\n", faster[0], compared[0],
@@ -1568,12 +1571,20 @@ static void svg_panel(FILE *f, const Shared *sh, const Panel *p, const char *yla
                 p->y0 + p->h + 15, lab);
     }
     if (p->ylog) {
-        for (int d = (int)p->ylo; d <= (int)p->yhi; d++) {
-            double y = py(p, pow(10, d));
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", p->x0, y, p->x0 + p->w, y);
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g</text>\n", p->x0 - 5, y + 4,
-                    pow(10, d));
-        }
+        /* Decades, and 2 and 5 within them when there are few decades. */
+        static const double steps[] = {1, 2, 5};
+        int nsteps = p->yhi - p->ylo <= 3 ? 3 : 1;
+        for (int d = (int)p->ylo; d <= (int)p->yhi; d++)
+            for (int k = 0; k < nsteps; k++) {
+                double v = steps[k] * pow(10, d);
+                if (log10(v) > p->yhi + 1e-9)
+                    break;
+                double y = py(p, v);
+                fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n", p->x0, y,
+                        p->x0 + p->w, y, k ? "#eee" : "#ddd");
+                fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g</text>\n", p->x0 - 5,
+                        y + 4, v);
+            }
     } else {
         for (int k = 0; k <= 5; k++) {
             double v = p->ylo + (p->yhi - p->ylo) * k / 5, y = py(p, v);
@@ -1662,6 +1673,8 @@ static int write_svg(const Shared *sh, const char *path)
     fprintf(f, "</text>\n<text x=\"530\" y=\"44\" font-size=\"12\" text-anchor=\"middle\">algorithm: ");
     for (const char *s = sh->algo_name; *s; s++)
         fputs(*s == '<' ? "&lt;" : *s == '&' ? "&amp;" : (char[2]){*s, 0}, f);
+    if (sh->nc.available)
+        fprintf(f, "; NCCL %d.%d.%d", sh->nc.version / 10000, sh->nc.version % 10000 / 100, sh->nc.version % 100);
     fputs("</text>\n", f);
     fprintf(f, "<text x=\"%.1f\" y=\"62\" font-size=\"13\" text-anchor=\"middle\">bus bandwidth (higher is better)</text>\n",
             bw.x0 + bw.w / 2);
