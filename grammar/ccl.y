@@ -461,16 +461,17 @@ static int yyreport_syntax_error(const yypcontext_t *pctx, yyscan_t scanner, str
     enum { MAX_EXPECTED = 6 };
     yysymbol_kind_t expected[MAX_EXPECTED];
     int n = yypcontext_expected_tokens(pctx, expected, MAX_EXPECTED);
-    char msg[512];
-    int len = snprintf(msg, sizeof msg, "unexpected %s", got == YYSYMBOL_YYEOF ? "end of file" : yysymbol_name(got));
+    /* Tokens are quoted up to 40 characters: an identifier may be a megabyte long. */
+    char token[64] = "";
     if (got == YYSYMBOL_IDENT || got == YYSYMBOL_INT)
-        len += snprintf(msg + len, sizeof msg - (size_t)len, " '%s'", text);
-    if (n > 0) {
-        len += snprintf(msg + len, sizeof msg - (size_t)len, ", expected ");
-        for (int i = 0; i < n && len < (int)sizeof msg; i++)
-            len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
-                            yysymbol_name(expected[i]));
-    }
+        snprintf(token, sizeof token, strlen(text) > 40 ? " '%.40s...'" : " '%s'", text);
+    char expect[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < n && len < sizeof expect; i++)
+        len += (size_t)snprintf(expect + len, sizeof expect - len, "%s%s", i == 0 ? ", expected " : i == n - 1 ? " or " : ", ",
+                                yysymbol_name(expected[i]));
+    char msg[512];
+    snprintf(msg, sizeof msg, "unexpected %s%s%s", got == YYSYMBOL_YYEOF ? "end of file" : yysymbol_name(got), token, expect);
     diag_error(ctx->diag, L(loc), "%s", msg);
     return 0;
 }
