@@ -836,6 +836,7 @@ struct Shared {
     Pattern pat;
     NcclStatus nc;
     char algo_name[128];
+    size_t algo_scratch;      /* --algo's scratch bytes at the largest size */
     char method[256];         /* the timing method, for the header and outputs */
     char devname[128];
     Row rows[PERF_MAX_SIZES];
@@ -1876,6 +1877,11 @@ static void prove_algo(Shared *sh)
         exit(2);
     }
     Collective c = comp.prog->coll;
+    /* Its scratch at the largest size, for the heap (layout: docs/internals.md). */
+    size_t sizes[PERF_MAX_SIZES], es = ccl_dtype_size(o->dtype);
+    size_t maxcount = sizes[sweep_sizes(o, sizes) - 1] / es / units_per_size(c, sh->nranks);
+    sh->algo_scratch = ccl__scratch_offset(comp.prog, comp.prog->nbufs,
+                                           ccl__chunk_stride(maxcount, comp.prog->chunks, es), es);
     snprintf(sh->algo_name, sizeof sh->algo_name, "%s (%s)", comp.prog->name, o->algo);
     compilation_free(&comp);
     free(text);
@@ -2008,14 +2014,17 @@ int main(int argc, char **argv)
 
     pattern_init(&sh->pat, sh->nranks, sh->coll, o->op, o->dtype);
 
-    /* The symmetric heap holds both buffers and the algorithms' scratch (at most about
-     * twice the larger buffer for the shipped algorithms), plus room for the rest. */
+    /* The symmetric heap (physical memory on each GPU) holds both buffers, staging copies
+     * of them where a program is not valid in place, and the algorithms' scratch: the
+     * --algo file's exactly, or for the library at most 4x the larger buffer (the
+     * shipped algorithms within their `sizes` hints, LL double-buffering included).
+     * CCL_HEAP_BYTES, when set, decides instead. */
     size_t maxb = sh->sizes[sh->nsizes - 1], es = sh->pat.esize, units = units_per_size(sh->coll, sh->nranks);
     size_t maxcount = maxb / es / units;
     size_t inb = in_elems(sh->coll, sh->nranks, maxcount) * es, outb = out_elems(sh->coll, sh->nranks, maxcount) * es;
-    size_t big = inb > outb ? inb : outb;
+    size_t big = inb > outb ? inb : outb, scratch = o->algo ? sh->algo_scratch : 4 * big;
     ccl_config_t cfg = {.backend = sh->backend, .timeout_ms = o->timeout_ms,
-                        .heap_bytes = inb + outb + 2 * big + (32u << 20)};
+                        .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : 2 * (inb + outb) + scratch + (64u << 20)};
 
     int nw = sh->processes ? 1 : sh->nranks;
     Worker *ws = calloc((size_t)nw, sizeof *ws);
