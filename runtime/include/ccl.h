@@ -85,7 +85,8 @@ typedef struct {
 } ccl_config_t;
 
 /* Bootstrap for one process per rank: the runtime needs only an all-gather and a
- * barrier among the processes. ccl_mpi.h adapts an MPI_Comm to this. */
+ * barrier among the processes, and only during ccl_comm_init_rank. ccl_mpi.h adapts an
+ * MPI_Comm to this. */
 typedef struct {
     int nranks, rank;
     /* Gathers `bytes` from every rank into out (nranks * bytes, rank order). 0 on success. */
@@ -118,14 +119,19 @@ ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm);
 const char *ccl_comm_last_error(const ccl_comm_t *comm);
 
 /* Symmetric memory: a buffer that every peer can reach (zero-copy collectives). Collective
- * in the sense that every rank must allocate the same sizes in the same order. */
+ * in the sense that every rank must allocate the same sizes in the same order (then a
+ * buffer sits at the same heap offset on every rank); pass symmetric buffers to a
+ * collective on every rank or on none. Ordinary buffers work too, through staging. */
 ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes);
 ccl_result_t ccl_mem_free(ccl_comm_t *comm, void *ptr);
 
 /* Compiles (or loads from cache) an algorithm for this communicator's rank count and rank.
- * `path_or_source`: a file path, or CCL source text when it starts with "algorithm".
- * `root` is used by rooted collectives (broadcast, reduce) and ignored otherwise. The
- * full compiler diagnostics are in ccl_comm_last_error() on CCL_ERR_COMPILE. */
+ * `path_or_source`: a file path, or CCL source text when it starts (after blanks and #
+ * comments) with the word "algorithm". `root` is used by rooted collectives (broadcast,
+ * reduce) and ignored otherwise. The full compiler diagnostics are in
+ * ccl_comm_last_error() on CCL_ERR_COMPILE; a program whose `ranks`/`where` lines do not
+ * admit this N gives CCL_ERR_INVALID_ARGUMENT (argument 'comm') with the compiler's
+ * message. Every rank loads the same algorithms in the same order. */
 ccl_result_t ccl_algorithm_load(ccl_comm_t *comm, const char *path_or_source, int root,
                                 ccl_algorithm_t **alg);
 ccl_result_t ccl_algorithm_free(ccl_algorithm_t *alg);
@@ -133,13 +139,17 @@ ccl_result_t ccl_algorithm_free(ccl_algorithm_t *alg);
 const char *ccl_algorithm_name(const ccl_algorithm_t *alg);
 const char *ccl_algorithm_collective(const ccl_algorithm_t *alg);
 
-/* Runs a loaded algorithm. count is in elements with the collective's meaning. */
+/* Runs a loaded algorithm. count is in elements with the collective's meaning; op is
+ * ignored by collectives that do not reduce. In place is NCCL's (send == recv; allgather:
+ * send == recv + rank*count; reduce_scatter: recv == send + rank*count); where the
+ * program is not proved in place, the input is copied aside first. */
 ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *recvbuf,
                                size_t count, ccl_dtype_t dtype, ccl_op_t op, void *stream);
 
-/* Standard collectives, NCCL's argument order. They run an algorithm picked by the
- * tuner's table among those loaded with ccl_comm_use_algorithm() (or the shipped library
- * when none was loaded). */
+/* Standard collectives, NCCL's argument order. They run the latest algorithm registered
+ * with ccl_comm_use_algorithm() whose collective, root and byte range fit, else one from
+ * the shipped library (algorithms/: $CCL_ALGORITHM_DIR, or found next to the executable
+ * or the current folder), picked by its `sizes` hint; see docs/api.md. */
 ccl_result_t ccl_all_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype,
                             ccl_op_t op, ccl_comm_t *comm, void *stream);
 ccl_result_t ccl_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
