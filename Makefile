@@ -38,7 +38,7 @@ MPICC        ?= mpicc
 ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
 EXAMPLES     := $(filter-out $(BUILD)/examples/%_mpi,$(EXAMPLES))
 endif
-TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*/*.c))
+TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/%,$(wildcard tests/*/*.c)))
 
 all: $(BUILD)/cclc $(BUILD)/libccl.a $(TOOLS) $(EXAMPLES) $(TEST_BINS)
 
