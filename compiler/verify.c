@@ -1632,12 +1632,56 @@ static int range_cmp(const void *x, const void *y)
     return (a->hi > b->hi) - (a->hi < b->hi);
 }
 
+/* Whether a data step touches only scratch. Such a transfer has the scratch chunk's
+ * length CS, while the transfer that stored its data had the length of an in/out
+ * chunk's position, shorter for tail chunks; cut into instances or slices, the two
+ * split the data at different points (docs/internals.md), so one part would read what
+ * another part, unordered with it, writes. */
+static int scratch_only(const Step *st)
+{
+    if (st->kind > STEP_REDUCE || st->dst.buf < BUF_SCRATCH0)
+        return 0;
+    for (int o = 0; o < st->nsrc; o++)
+        if (st->src[o].buf < BUF_SCRATCH0)
+            return 0;
+    return 1;
+}
+
+/* With instances, every scratch-only transfer is a race between instances. */
+static void check_instances(const Shape *sh, Reporter *rep)
+{
+    const Program *p = sh->p;
+    Seen seen = {0};
+    if (p->instances <= 1)
+        return;
+    for (int b = 0; b < sh->nb; b++)
+        for (int i = 0; i < p->blocks[b].nsteps; i++) {
+            const Step *st = &p->blocks[b].steps[i];
+            if (scratch_only(st) && !seen_before(&seen, st->loc) && seen.n <= MAX_STEP_REPORTS)
+                rep_error(rep, st->loc, "with instances %d, '%s' moves data from scratch to scratch only: its length "
+                          "is a whole scratch chunk, not that of the in/out chunk position the data came from (tail "
+                          "chunks are shorter), so its instances split the data differently from the transfer that "
+                          "wrote it and read parts another instance writes; give it an in/out operand of the same "
+                          "position, or use instances 1", p->instances, step_name(st->kind));
+        }
+}
+
 /* Slices may interleave within a block only if its accesses to one buffer of one rank
- * use identical or disjoint chunk ranges (docs/internals.md). */
+ * use identical or disjoint chunk ranges (docs/internals.md), and no transfer is
+ * scratch-only (see scratch_only). */
 static int check_pipeline_safe(const Shape *sh, Str *detail)
 {
     const Program *p = sh->p;
     int ok = 1;
+    for (int b = 0; b < sh->nb && ok; b++)
+        for (int i = 0; i < p->blocks[b].nsteps && ok; i++)
+            if (scratch_only(&p->blocks[b].steps[i])) {
+                ok = 0;
+                if (detail)
+                    str_printf(detail, "'%s' at line %d moves scratch to scratch only, so its slices would not line "
+                               "up with those of the transfer that wrote the data",
+                               step_name(p->blocks[b].steps[i].kind), p->blocks[b].steps[i].loc.line);
+            }
     for (int b = 0; b < sh->nb && ok; b++) {
         const Block *bl = &p->blocks[b];
         int n = 0;
@@ -1704,6 +1748,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
 
     check_sem_counts(&sh, rep, &f->sync);
     check_barrier_counts(&sh, rep);
+    check_instances(&sh, rep);
     int counts_bad = rep->nerrors > errors0;
 
     Sim s = {0};
