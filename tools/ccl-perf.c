@@ -822,6 +822,7 @@ typedef struct {
 enum { IMPL_CCL, IMPL_NCCL };
 typedef struct {
     size_t bytes, count;
+    char algo[40];            /* the algorithm our op ran */
     Stat st[2][2];            /* [IMPL_*][0 out-of-place, 1 in-place] */
 } Row;
 
@@ -1319,15 +1320,15 @@ static void print_header(const Shared *sh)
            c == COLL_ALLGATHER ? "the receive size" : c == COLL_REDUCE_SCATTER || c == COLL_ALLTOALL ? "the send size" : "the message",
            c == COLL_ALLREDUCE ? "2(n-1)/n" : c == COLL_BROADCAST || c == COLL_REDUCE ? "1" : "(n-1)/n");
     int cmp = sh->nc.available;
-    printf("#\n# %*s %*s %5s %6s %4s  %-*s  %-*s\n", 10, "", 11, "", "", "", "",
+    printf("#\n# %*s %*s %5s %6s %4s %-18s  %-*s  %-*s\n", 10, "", 11, "", "", "", "", "",
            cmp ? 60 : 31, "out-of-place", cmp ? 60 : 31, "in-place");
-    printf("# %10s %11s %5s %6s %4s", "size", "count", "type", "redop", "root");
+    printf("# %10s %11s %5s %6s %4s %-18s", "size", "count", "type", "redop", "root", "algorithm");
     for (int p = 0; p < 2; p++) {
         printf("  %9s %7s %7s %6s", "time", "algbw", "busbw", "#wrong");
         if (cmp)
             printf(" %9s %7s %6s %5s", "nccl", "busbw", "#wrong", "ratio");
     }
-    printf("\n# %10s %11s %5s %6s %4s", "(B)", "(elements)", "", "", "");
+    printf("\n# %10s %11s %5s %6s %4s %-18s", "(B)", "(elements)", "", "", "", "");
     for (int p = 0; p < 2; p++) {
         printf("  %9s %7s %7s %6s", "(us)", "(GB/s)", "(GB/s)", "");
         if (cmp)
@@ -1349,8 +1350,8 @@ static void print_row(const Shared *sh, const Row *row)
     const Opts *o = &sh->o;
     Collective c = sh->coll;
     double f = busbw_factor(c, sh->nranks);
-    printf("  %10zu %11zu %5s %6s %4d", row->bytes, row->count, ccl_dtype_name(o->dtype),
-           colls[c].reduces ? ccl_op_name(o->op) : "none", colls[c].rooted ? o->root : -1);
+    printf("  %10zu %11zu %5s %6s %4d %-18s", row->bytes, row->count, ccl_dtype_name(o->dtype),
+           colls[c].reduces ? ccl_op_name(o->op) : "none", colls[c].rooted ? o->root : -1, row->algo);
     for (int p = 0; p < 2; p++) {
         const Stat *s = &row->st[IMPL_CCL][p];
         char wb[32];
@@ -1428,7 +1429,8 @@ static int write_csv(const Shared *sh, const char *path)
         return -1;
     const Opts *o = &sh->o;
     double fac = busbw_factor(sh->coll, sh->nranks);
-    fprintf(f, "collective,dtype,op,root,nranks,backend,method,impl,placement,bytes,count,time_us,algbw_GBs,busbw_GBs,wrong,ratio_vs_nccl\n");
+    fprintf(f, "collective,dtype,op,root,nranks,backend,method,impl,algorithm,placement,bytes,count,time_us,algbw_GBs,"
+               "busbw_GBs,wrong,ratio_vs_nccl\n");
     for (int i = 0; i < sh->nsizes; i++) {
         const Row *row = &sh->rows[i];
         for (int p = 0; p < 2; p++)
@@ -1436,12 +1438,13 @@ static int write_csv(const Shared *sh, const char *path)
                 const Stat *s = &row->st[impl][p];
                 if (s->us < 0)
                     continue;
-                fprintf(f, "%s,%s,%s,%d,%d,%s,%s,%s,%s,%zu,%zu,%.3f,%.4f,%.4f,", colls[sh->coll].name,
+                fprintf(f, "%s,%s,%s,%d,%d,%s,%s,%s,%s,%s,%zu,%zu,%.3f,%.4f,%.4f,", colls[sh->coll].name,
                         ccl_dtype_name(o->dtype), colls[sh->coll].reduces ? ccl_op_name(o->op) : "none",
                         colls[sh->coll].rooted ? o->root : -1, sh->nranks,
                         sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu",
                         o->graph ? "cuda-graph" : sh->backend == CCL_BACKEND_GPU ? "cuda-events" : "host-clock",
-                        impl_name(impl), place_name(p), row->bytes, row->count, s->us, algbw(row->bytes, s->us),
+                        impl_name(impl), impl == IMPL_CCL ? row->algo : "nccl", place_name(p), row->bytes, row->count,
+                        s->us, algbw(row->bytes, s->us),
                         algbw(row->bytes, s->us) * fac);
                 if (s->wrong >= 0)
                     fprintf(f, "%lld", s->wrong);
@@ -1513,8 +1516,10 @@ static int write_json(const Shared *sh, const char *path)
     for (int i = 0; i < sh->nsizes; i++) {
         const Row *row = &sh->rows[i];
         for (int p = 0; p < 2; p++) {
-            fprintf(f, "    {\"bytes\": %zu, \"count\": %zu, \"placement\": \"%s\", \"ccl\": ", row->bytes, row->count,
-                    place_name(p));
+            fprintf(f, "    {\"bytes\": %zu, \"count\": %zu, \"placement\": \"%s\", \"algorithm\": ", row->bytes,
+                    row->count, place_name(p));
+            json_str(f, row->algo);
+            fputs(", \"ccl\": ", f);
             json_stat(f, &row->st[IMPL_CCL][p], row->bytes, fac);
             fputs(", \"nccl\": ", f);
             json_stat(f, &row->st[IMPL_NCCL][p], row->bytes, fac);
@@ -1750,6 +1755,17 @@ static void worker_setup_nccl(Worker *w)
     w->nccl_on = 1;
 }
 
+/* The algorithm our op of this size ran: the --algo file, or the one the standard
+ * collective's dispatch picks (ccl__pick with the byte count api.c gives it: the API
+ * count times the element size; every rank picks the same). */
+static void op_algorithm(Worker *w, size_t count, char *name, size_t len)
+{
+    ccl_algorithm_t *alg = w->alg;
+    if (!alg && ccl__pick(w->comm, w->sh->coll, w->o->root, count * w->sh->pat.esize, "ccl-perf", &alg) != CCL_OK)
+        alg = NULL;
+    snprintf(name, len, "%s", alg ? ccl_algorithm_name(alg) : "?");
+}
+
 static void *worker(void *arg)
 {
     Worker *w = arg;
@@ -1802,6 +1818,7 @@ static void *worker(void *arg)
                 row.st[IMPL_NCCL][p] = measure(w, IMPL_NCCL, p, count, bytes);
         }
         if (w->rank == 0) {
+            op_algorithm(w, count, row.algo, sizeof row.algo);
             sh->rows[i] = row;
             print_row(sh, &row);
         }

@@ -62,9 +62,11 @@ for c in "${colls[@]}"; do
             fi
             # From the CSV's ccl lines: sizes faster than NCCL, per placement, and the worst ratio.
             awk -F, -v what="$c $name $d" '
-                NR > 1 && $8 == "ccl" && $16 != "" {
-                    p = ($9 == "in-place"); n[p]++; if ($16 < 1) f[p]++
-                    if (!(p in worst) || $16 > worst[p]) { worst[p] = $16; at[p] = $10 }
+                NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+                $col["impl"] == "ccl" && $col["ratio_vs_nccl"] != "" {
+                    p = ($col["placement"] == "in-place"); r = $col["ratio_vs_nccl"] + 0
+                    n[p]++; if (r < 1) f[p]++
+                    if (!(p in worst) || r > worst[p]) { worst[p] = r; at[p] = $col["bytes"] }
                 }
                 END {
                     if (!n[0] && !n[1]) { printf "%s: no NCCL numbers (see the header of its .txt)\n", what; exit }

@@ -62,12 +62,12 @@ rc=$?
 if [ $rc -ne 0 ]; then
     fail outputs "exit $rc: $(tail -3 "$tmp/out.txt")"
 else
-    hdr='collective,dtype,op,root,nranks,backend,method,impl,placement,bytes,count,time_us,algbw_GBs,busbw_GBs,wrong,ratio_vs_nccl'
+    hdr='collective,dtype,op,root,nranks,backend,method,impl,algorithm,placement,bytes,count,time_us,algbw_GBs,busbw_GBs,wrong,ratio_vs_nccl'
     if [ "$(head -1 "$tmp/r.csv")" != "$hdr" ]; then
         fail csv "header: $(head -1 "$tmp/r.csv")"
     elif [ "$(wc -l <"$tmp/r.csv")" -ne 11 ]; then
         fail csv "$(wc -l <"$tmp/r.csv") lines, expected 11 (header + 5 sizes x 2 placements)"
-    elif ! grep -q '^allgather,bf16,none,-1,4,cpu,host-clock,ccl,in-place,16384,2048,' "$tmp/r.csv"; then
+    elif ! grep -Eq '^allgather,bf16,none,-1,4,cpu,host-clock,ccl,[a-z_]+,in-place,16384,2048,' "$tmp/r.csv"; then
         fail csv "no in-place 16K line: $(tail -1 "$tmp/r.csv")"
     else
         ok csv
@@ -85,6 +85,7 @@ assert [x["bytes"] for x in r[::2]] == [1024, 2048, 4096, 8192, 16384]
 for x in r:
     c = x["ccl"]
     assert c["time_us"] > 0 and c["wrong"] == 0 and x["nccl"] is None, x
+    assert x["algorithm"] in ("direct", "direct_ll", "ring", "ring_port"), x["algorithm"]
     assert abs(c["busbw_GBs"] - c["algbw_GBs"] * 3 / 4) < 1e-3, x
     assert x["count"] == x["bytes"] // 2 // 4
 svg = ET.parse(sys.argv[2]).getroot()
