@@ -614,7 +614,7 @@ static int cuda_load(int *ndev, char *why, size_t len)
         done = 1;
         void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
         if (!lib) {
-            snprintf(reason, sizeof reason, "no CUDA driver (libcuda.so.1: %s)", dlerror());
+            snprintf(reason, sizeof reason, "no CUDA driver (%s)", dlerror());
             goto out;
         }
         struct { void **slot; const char *a, *b; } syms[] = {
