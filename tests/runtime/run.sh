@@ -8,11 +8,13 @@
 # minutes):
 #   A. every algorithm x N in {2,3,4,5,8} (where admitted) x count {0,1,7,1001} x
 #      in/out-of-place, dtype and op rotating through all of them;
-#   B. every dtype x every op on one algorithm per reducing collective;
+#   B. every dtype x every op on every reducing algorithm (N=4), and at N=5 on one
+#      algorithm per reducing collective;
 #   C. count 1000003 for every algorithm once (N=4), and ring all-reduce at N=8;
 #   D. host (staged) buffers for every algorithm, in and out of place;
 #   E. mpirun -np 4 (one process per rank, shm heaps): every algorithm admitting 4;
-#   F. the C tests (API misuse, timeouts, dead peers, dtype rounding) and examples.
+#   F. the C tests (API misuse, timeouts, dead peers, dtype rounding) and examples;
+#   G. tests/runtime/*.ccl: instances x slices x several blocks with barriers.
 # Prints "ok NAME" or "FAIL NAME: why" per test.
 set -u
 build=${1:?usage: tests/runtime/run.sh BUILD}
@@ -68,7 +70,15 @@ for f in "${algs[@]}"; do
     fi
 done
 
-# B. every dtype x op on one algorithm per reducing collective.
+# B. every dtype x op on every reducing algorithm (N=4, root 2), and at N=5 on one
+#    algorithm per reducing collective.
+for f in algorithms/allreduce/*.ccl algorithms/reduce_scatter/*.ccl algorithms/reduce/*.ccl; do
+    for dt in "${dtypes[@]}"; do
+        for op in "${ops[@]}"; do
+            run_case "run $f N=4 count=1003 $dt $op" "$cclc" run "$f" --ranks 4 --count 1003 --dtype $dt --op $op --iters 2 --root 2
+        done
+    done
+done
 for f in algorithms/allreduce/ring.ccl algorithms/reduce_scatter/ring.ccl algorithms/reduce/tree.ccl; do
     [ -f "$f" ] || { echo "FAIL dtype-op matrix: $f missing"; continue; }
     for dt in "${dtypes[@]}"; do
@@ -117,6 +127,18 @@ if command -v mpirun >/dev/null; then
 else
     echo "skip mpirun runs: mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)"
 fi
+
+# G. test programs that stress the layout rules: instances, slices, many blocks, barriers.
+for f in tests/runtime/*.ccl; do
+    for n in 2 3 5; do
+        for c in 0 7 1001 100003; do
+            for ip in "" --inplace; do
+                run_case "run $f N=$n count=$c ${ip:-out-of-place}" "$cclc" run "$f" --ranks $n --count $c --dtype f16 \
+                    --op sum --iters 3 $ip
+            done
+        done
+    done
+done
 
 # F. C tests and examples.
 for t in "$build"/tests/runtime/*; do
