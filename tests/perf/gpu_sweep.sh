@@ -6,8 +6,9 @@
 #   tests/perf/gpu_sweep.sh BUILD OUTDIR NP
 #
 # Writes OUTDIR/COLL-NAME-DTYPE.{txt,csv,json,svg} (NAME: "library" or the algorithm's
-# file name) and OUTDIR/summary.txt: per run, at how many sizes we are faster than NCCL
-# and our worst ratio. Algorithms that do not admit NP ranks (exit 2) are listed as
+# file name), OUTDIR/summary.txt (per run: at how many sizes we are faster than NCCL and
+# our worst ratio) and OUTDIR/README.md (the same as a table with links, and the
+# commands). Algorithms that do not admit NP ranks (exit 2) are listed as
 # skipped. Knobs (environment): SIZES ("-b 1K -e 1G -f 2"), DTYPES ("bf16 f32"),
 # COLLS (all six), CHECK ("--check"; empty to skip), METHOD ("--graph"; empty: eager),
 # ALGOS ("library" plus every algorithms/COLL/*.ccl; "library" alone for a quick pass),
@@ -28,6 +29,8 @@ read -r -a mpirun <<<"${MPIRUN:-mpirun}"
 [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
 export CCL_ALGORITHM_DIR=${CCL_ALGORITHM_DIR:-$PWD/algorithms}
 summary=$out/summary.txt
+rows=()
+device=
 echo "# ccl-perf sweep, $np ranks, $(date -u +%Y-%m-%dT%H:%MZ): faster = sizes where our time < NCCL's (out-of-place / in-place)" >"$summary"
 
 for c in "${colls[@]}"; do
@@ -50,8 +53,9 @@ for c in "${colls[@]}"; do
                 >"$base.txt" 2>"$base.err"
             rc=$?
             if [ $rc -eq 2 ]; then
-                echo "$c $name $d: skipped: $(head -1 "$base.err")" | tee -a "$summary"
-                rm -f "$base.txt" "$base.csv" "$base.json" "$base.svg"
+                why=$(grep -m1 '^ccl-perf' "$base.err" || head -1 "$base.err")
+                echo "$c $name $d: skipped: $why" | tee -a "$summary"
+                rm -f "$base.txt" "$base.err" "$base.csv" "$base.json" "$base.svg"
                 continue
             fi
             cat "$base.txt"
@@ -60,20 +64,40 @@ for c in "${colls[@]}"; do
                 echo "$c $name $d: FAILED (exit $rc): $(head -c 300 "$base.err" 2>/dev/null; grep '^# FAILED' "$base.txt")" | tee -a "$summary"
                 continue
             fi
-            # From the CSV's ccl lines: sizes faster than NCCL, per placement, and the worst ratio.
-            awk -F, -v what="$c $name $d" '
+            # From the CSV's ccl lines: sizes faster than NCCL per placement, the worst ratio.
+            read -r f0 n0 f1 n1 w0 at0 w1 at1 < <(awk -F, '
                 NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
                 $col["impl"] == "ccl" && $col["ratio_vs_nccl"] != "" {
                     p = ($col["placement"] == "in-place"); r = $col["ratio_vs_nccl"] + 0
                     n[p]++; if (r < 1) f[p]++
                     if (!(p in worst) || r > worst[p]) { worst[p] = r; at[p] = $col["bytes"] }
                 }
-                END {
-                    if (!n[0] && !n[1]) { printf "%s: no NCCL numbers (see the header of its .txt)\n", what; exit }
-                    printf "%s: faster at %d/%d out-of-place, %d/%d in-place; worst ratio %.2f at %s B (out), %.2f at %s B (in)\n",
-                        what, f[0], n[0], f[1], n[1], worst[0], at[0], worst[1], at[1]
-                }' "$base.csv" | tee -a "$summary"
+                END { printf "%d %d %d %d %.2f %s %.2f %s\n", f[0], n[0], f[1], n[1], worst[0], at[0] ? at[0] : "-",
+                             worst[1], at[1] ? at[1] : "-" }' "$base.csv")
+            [ -n "$device" ] || device=$(sed -n 's/.*"device": "\([^"]*\)".*/\1/p' "$base.json" | head -1)
+            rel=$(basename "$base")
+            if [ "$n0" -eq 0 ] && [ "$n1" -eq 0 ]; then
+                echo "$c $name $d: no NCCL numbers (see the header of $rel.txt)" | tee -a "$summary"
+                rows+=("| $c | $name | $d | no NCCL numbers | | | [svg]($rel.svg) [txt]($rel.txt) [csv]($rel.csv) |")
+            else
+                echo "$c $name $d: faster at $f0/$n0 out-of-place, $f1/$n1 in-place; worst ratio $w0 at $at0 B (out), $w1 at $at1 B (in)" | tee -a "$summary"
+                rows+=("| $c | $name | $d | $f0/$n0 | $f1/$n1 | $w0 at $at0 B | [svg]($rel.svg) [txt]($rel.txt) [csv]($rel.csv) |")
+            fi
         done
     done
 done
-echo "summary: $summary"
+
+# An index for docs/: what ran, how, and where we are faster than NCCL.
+{
+    echo "# ccl-perf: $np ranks${device:+, $device}"
+    echo
+    echo "Made $(date -u +%Y-%m-%d) by \`tests/perf/gpu_sweep.sh $build $out $np\` (commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')):"
+    echo "every run is \`${mpirun[*]} -np $np $build/ccl-perf -c COLL [--algo algorithms/COLL/NAME.ccl] ${sizes[*]} -d DTYPE ${method[*]} ${check[*]} --compare nccl ${extra[*]}\`."
+    echo "Faster = sizes where our time per op is below NCCL's; ratio = our time / NCCL's (below 1: faster); worst = the largest ratio."
+    echo
+    echo "| collective | ours | dtype | faster, out-of-place | faster, in-place | worst ratio (out-of-place) | files |"
+    echo "|---|---|---|---|---|---|---|"
+    for r in "${rows[@]}"; do echo "$r"; done
+    grep -E ': (skipped|FAILED)' "$summary" | sed 's/^/- /'
+} >"$out/README.md"
+echo "summary: $summary, index: $out/README.md"
