@@ -1904,7 +1904,8 @@ static void prove_algo(Shared *sh)
     Collective c = comp.prog->coll;
     /* Its scratch at the largest size, for the heap (layout: docs/internals.md). */
     size_t sizes[PERF_MAX_SIZES], es = ccl_dtype_size(o->dtype);
-    size_t maxcount = sizes[sweep_sizes(o, sizes) - 1] / es / units_per_size(c, sh->nranks);
+    int nsizes = sweep_sizes(o, sizes);
+    size_t maxcount = sizes[nsizes - 1] / es / units_per_size(c, sh->nranks);
     sh->algo_scratch = ccl__scratch_offset(comp.prog, comp.prog->nbufs,
                                            ccl__chunk_stride(maxcount, comp.prog->chunks, es), es);
     snprintf(sh->algo_name, sizeof sh->algo_name, "%s (%s)", comp.prog->name, o->algo);
