@@ -1639,9 +1639,9 @@ static void svg_panel(FILE *f, const Shared *sh, const Panel *p, const char *yla
                 double v = latency ? s->us : algbw(sh->rows[i].bytes, s->us) * fac;
                 char lab[32];
                 fmt_size(lab, sizeof lab, sh->rows[i].bytes);
-                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s %s %s: %.2f %s</title></circle>\n",
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s %s %s: %.2f %s (%s)</title></circle>\n",
                         px(p, (double)sh->rows[i].bytes), py(p, v), color[impl], impl_name(impl), place_name(pl), lab, v,
-                        latency ? "us" : "GB/s");
+                        latency ? "us" : "GB/s", impl == IMPL_CCL ? sh->rows[i].algo : "nccl");
             }
         }
 }
