@@ -749,10 +749,14 @@ static void *nccl_open(char *path, size_t len, char *tried, size_t tlen)
     const char *env = getenv("CCL_NCCL_LIB");
     if (env && *env) {
         void *h = dlopen(env, RTLD_NOW | RTLD_GLOBAL);
-        snprintf(tried, tlen, "CCL_NCCL_LIB=%s: %s", env, h ? "ok" : dlerror());
-        if (h)
+        if (h) {
             snprintf(path, len, "%s", env);
-        return h;
+            return h;
+        }
+        /* Say so, then search as usual: the header names the library that was used. */
+        if (!quiet_rank())
+            fprintf(stderr, "ccl-perf: note: CCL_NCCL_LIB=%s cannot be loaded (%s); searching the usual places\n", env,
+                    dlerror());
     }
     char cand[4][PATH_MAX];
     int nc = 0;
