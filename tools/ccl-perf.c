@@ -635,7 +635,7 @@ static int cuda_load(int *ndev, char *why, size_t len)
         if (e != 0) {
             const char *s = NULL;
             cu.GetErrorString(e, &s);
-            snprintf(reason, sizeof reason, "cuInit failed: %s (error %d)", s ? s : "?", e);
+            snprintf(reason, sizeof reason, "cuInit failed: %s%sCUDA error %d%s", s ? s : "", s ? " (" : "", e, s ? ")" : "");
             goto out;
         }
         if ((e = cu.DeviceGetCount(&count)) != 0 || count == 0) {
