@@ -147,7 +147,7 @@ fi
 bad() {
     local name=$1 want=$2
     shift 2
-    "$perf" "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
+    env ${BAD_LIB:+LD_LIBRARY_PATH=$BAD_LIB} "$perf" "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
     local rc=$?
     local got
     got=$(head -1 "$tmp/bad.err")
@@ -183,6 +183,24 @@ bad algo-missing "ccl-perf: error: --algo $tmp/none.ccl: cannot read: No such fi
 bad algo-unproved "ccl-perf: error: --algo tests/perf/unproved.ccl is not proved for 4 ranks: tests/perf/unproved.ccl:12:3: error: postcondition fails: out@0[0] holds in@0[0] twice + in@1[0] + in@2[0] + in@3[0]; in@0[0] is double-counted (written last here, on rank 0); this statement leaves 3 more out chunks wrong" --algo tests/perf/unproved.ccl --ranks 4 --backend cpu
 bad algo-not-admitted "ccl-perf: error: --algo tests/perf/unproved.ccl does not admit N = 1: tests/perf/unproved.ccl:4:1: error: algorithm 'double_own' is for N in 2..16, not N = 1" --algo tests/perf/unproved.ccl --ranks 1 --backend cpu
 bad algo-collective "ccl-perf: error: --algo algorithms/allreduce/ring.ccl implements allreduce, but -c says allgather" -c allgather --algo algorithms/allreduce/ring.ccl --ranks 4 --backend cpu
+
+# The CUDA toolkit's stub driver has every symbol ccl-perf loads (so none is misspelled)
+# and no device: --backend gpu must say so, and NCCL must be found but not compared.
+stub=${CUDA:-/usr/local/cuda}/lib64/stubs/libcuda.so
+if [ -f "$stub" ]; then
+    mkdir -p "$tmp/stub" && ln -sf "$stub" "$tmp/stub/libcuda.so.1"
+    BAD_LIB=$tmp/stub bad stub-driver "ccl-perf: error: --backend gpu: cuInit failed: CUDA error 34" -c allreduce --backend gpu
+    LD_LIBRARY_PATH=$tmp/stub${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$perf" -c allreduce -b 1K -e 1K --ranks 2 \
+        --compare nccl -n 2 -w 1 >"$tmp/stub.out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q '^# nccl: not compared: NCCL needs the GPU backend; this run uses the CPU backend (cuInit failed: CUDA error 34)$' "$tmp/stub.out"; then
+        ok stub-driver-fallback
+    else
+        fail stub-driver-fallback "exit $rc: $(grep -m1 nccl "$tmp/stub.out")"
+    fi
+else
+    echo "skip perf stub-driver: no $stub"
+fi
 
 # The hand-written CUDA driver and NCCL prototypes match the real headers.
 cuda=${CUDA:-/usr/local/cuda}
