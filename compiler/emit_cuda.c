@@ -25,9 +25,12 @@
  * heap base as mapped on this GPU; scratch, semaphores and (when the user's buffers are
  * symmetric or staged) in/out live at the same offsets on every rank.
  *
- * Protocols: Simple is implemented. LL and LL128 are emitted as Simple (stated in the
- * generated header comment); a program that asks for LL is still correct, only not
- * latency-optimized. Port channels run as SM copies (flush is a block barrier).
+ * Protocols: Simple is implemented. LL and LL128 programs run as Simple with their
+ * scratch double-buffered by call parity (a per-block call counter in `expected`), which
+ * is what the verifier's cross-call proof of an LL program assumes: the runtime gives
+ * such kernels a scratch region twice the program's size. They are correct, only not
+ * latency-optimized (no flag packets yet). Port channels run as SM copies (flush is a
+ * block barrier).
  *
  * Output is deterministic: it depends only on the plan, the rank and the options.
  */
@@ -99,7 +102,7 @@ static const char emit_prelude[] =
     "    u64 in_off, out_off;     /* heap offsets of in and out (for remote access) */\n"
     "    u64 scratch_off;         /* heap offset of this algorithm's scratch */\n"
     "    u64 sem_off;             /* heap offset of this algorithm's semaphores */\n"
-    "    u64 *expected;           /* local device memory: slots*ninst + 1 + grid entries */\n"
+    "    u64 *expected;           /* local device memory: slots*ninst + 1 + 3*grid entries */\n"
     "    struct ccl_err *err;     /* host-mapped */\n"
     "    u64 n;                   /* elements per unit */\n"
     "    u64 in_ustride, out_ustride; /* elements between units of in / out */\n"
@@ -283,13 +286,15 @@ static const char emit_prelude[] =
     "#endif\n"
     "    return v;\n"
     "}\n"
-    "/* Called by one thread after a __syncthreads() that ordered the block's stores. */\n"
+    "/* Called by one thread after a __syncthreads() that ordered the block's stores: the\n"
+    " * barrier makes them visible to this thread and the release (cumulative, system scope)\n"
+    " * publishes them with the increment, so no separate fence.sc.sys is needed. */\n"
     "__device__ __forceinline__ void ccl_signal(u64 *sem)\n"
     "{\n"
-    "    __threadfence_system();\n"
     "#if __CUDA_ARCH__ >= 700\n"
     "    asm volatile(\"red.release.sys.global.add.u64 [%0], %1;\" :: \"l\"(sem), \"l\"(1ull) : \"memory\");\n"
     "#else\n"
+    "    __threadfence_system();\n"
     "    atomicAdd(sem, 1ull);\n"
     "#endif\n"
     "}\n"
@@ -362,6 +367,8 @@ typedef struct {
     int rank;
     int nslots;           /* semaphore slots for one instance: plan->nsems */
     long *scratch_prefix; /* per buffer: chunks of the scratch buffers before it */
+    long scratch_chunks;  /* all scratch buffers together */
+    int double_buffer;    /* LL program run as Simple: scratch alternates by call parity */
 } Emit;
 
 /* Writes a C expression for the base pointer (char *) of operand r's buffer. */
@@ -374,8 +381,7 @@ static void emit_base(Emit *e, const Ref *r)
         if (local) fprintf(o, "a.%s", which);
         else fprintf(o, "(p%d + a.%s_off)", r->rank, which);
     } else {
-        fprintf(o, "(p%d + a.scratch_off + %ldull * a.cs * sizeof(ccl_t))", r->rank,
-                e->scratch_prefix[r->buf]);
+        fprintf(o, "(p%d + sbase + %ldull * a.cs * sizeof(ccl_t))", r->rank, e->scratch_prefix[r->buf]);
     }
 }
 
@@ -548,9 +554,24 @@ static void emit_block(Emit *e, const PlanBlock *b)
     for (int p = 0; p < n; p++)
         if (used[p]) fprintf(o, "        char *const p%d = a.peers[%d];\n", p, p);
     free(used);
+    if (e->double_buffer) {
+        /* This block's call count (after the expected values, the barrier counter and
+         * the barrier generations) picks the scratch half; every rank counts the same. */
+        fprintf(o, "        u64 *const epoch = a.expected + %d * a.ninst + 1 + 2 * gridDim.x + blockIdx.x;\n",
+                e->nslots);
+        fprintf(o, "        const u64 ep = *epoch;\n");
+        fprintf(o, "        const u64 sbase = a.scratch_off + (ep & 1) * %ldull * a.cs * sizeof(ccl_t);\n",
+                e->scratch_chunks);
+    } else {
+        fprintf(o, "        const u64 sbase = a.scratch_off;\n");
+    }
     fprintf(o, "        for (u64 sl = 0; sl < a.nslices; sl++) {\n");
     for (int i = 0; i < b->nops; i++) emit_op(e, b, &b->ops[i], i);
     fprintf(o, "        }\n");
+    if (e->double_buffer) {
+        fprintf(o, "        __syncthreads();\n");
+        fprintf(o, "        if (threadIdx.x == 0) *epoch = ep + 1;\n");
+    }
     fprintf(o, "        break;\n");
     fprintf(o, "    }\n");
 }
@@ -575,12 +596,16 @@ void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt)
         e.scratch_prefix[b] = acc;
         acc += prog->buf_chunks[b];
     }
+    e.scratch_chunks = acc;
+    e.double_buffer = proto != PROTO_SIMPLE && acc > 0;
 
     fprintf(out, "/* Generated by cclc %s (emit_cuda, ABI %d): do not edit.\n", CCLC_VERSION, CCL_ABI_VERSION);
     fprintf(out, " * algorithm %s : %s, N = %d, rank %d, K = %d\n", prog->name ? prog->name : "?",
             coll_name(prog->coll), prog->nranks, rank, prog->chunks);
     fprintf(out, " * dtype %s, op %s, protocol %s", dtype, opname, proto_name(proto));
-    if (proto != PROTO_SIMPLE) fprintf(out, " (emitted as simple: this emitter implements simple only)");
+    if (proto != PROTO_SIMPLE)
+        fprintf(out, " (run as simple with scratch double-buffered by call parity, as the\n"
+                     " * verifier's cross-call proof of an LL program assumes; scratch region = 2 x %ld chunks)", acc);
     fprintf(out, "\n * logical thread blocks %d, semaphore slots per instance %d, scratch chunks %ld\n",
             plan->ntb, plan->nsems, acc);
     fprintf(out, " * Launch: grid = %d * ninst blocks; one heap of every rank mapped (a.peers). */\n",

@@ -39,6 +39,12 @@ typedef struct {
     CUdeviceptr err_dev;
     int threads;
     int grid;                 /* this rank's logical blocks * instances */
+    /* LL programs run as Simple need their scratch twice (by call parity): our own
+     * grow-only heap region, taken in the same call on every rank; old ones are freed
+     * with the algorithm. */
+    size_t ll_off, ll_bytes;
+    int nll_old;
+    size_t ll_old[8];
 } GpuAlg;
 
 static GpuComm *gpu_comm(ccl_comm_t *comm) { return comm->be_comm; }
@@ -156,7 +162,9 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
         if (alg->blocks[i]->tb + 1 > ntb) ntb = alg->blocks[i]->tb + 1;
     ga->grid = ntb * alg->instances;
     ga->threads = gpu_env_int("CCL_GPU_THREADS", 32, 512, 512) / 32 * 32;
-    ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + (size_t)ga->grid;
+    /* Expected values of the slots, the block barrier's counter and generations, and the
+     * per-block call counters that pick an LL program's scratch half (emit_cuda.c). */
+    ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + 3 * (size_t)ga->grid;
     CUresult r;
     if ((r = ccl__cu.MemAlloc(&ga->expected, ga->nexpected * 8)) != CUDA_SUCCESS ||
         (r = ccl__cu.MemsetD8(ga->expected, 0, ga->nexpected * 8)) != CUDA_SUCCESS ||
@@ -183,6 +191,8 @@ static void gpu_alg_release(ccl_algorithm_t *alg)
             if (ga->k[t][o].mod) ccl__cu.ModuleUnload(ga->k[t][o].mod);
     ccl__cu.MemFree(ga->expected);
     ccl__cu.MemFreeHost(ga->err);
+    if (ga->ll_bytes) ccl__heap_free(&alg->comm->data, ga->ll_off);
+    for (int i = 0; i < ga->nll_old; i++) ccl__heap_free(&alg->comm->data, ga->ll_old[i]);
     free(ga);
     alg->be_alg = NULL;
 }
@@ -243,6 +253,13 @@ static ccl_result_t gpu_kernel(ccl_algorithm_t *alg, ccl_dtype_t dtype, ccl_op_t
         k->mod = 0;
         return gpu_cu_fail(comm, r, "cuModuleGetFunction");
     }
+    /* Under lazy loading (CUDA_MODULE_LOADING=LAZY, the default) a function is loaded at
+     * its first launch, which can wait for kernels already running in the context; a
+     * spinning peer kernel there would deadlock. Asking for an attribute loads it now. */
+    int attr;
+    ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->kernel);
+    ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->avg);
+    ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->barrier);
     return CCL_OK;
 }
 
@@ -296,6 +313,23 @@ static ccl_result_t gpu_run(const CclCall *call)
     ccl_result_t res = gpu_kernel(alg, call->dtype, call->op, &k);
     if (res != CCL_OK) return res;
 
+    uint64_t scratch_off = call->scratch_off;
+    if (alg->prog->protocol != PROTO_SIMPLE) {
+        size_t need = 2 * ccl__scratch_offset(alg->prog, alg->prog->nbufs, call->CS, call->esize);
+        if (need > ga->ll_bytes) {
+            size_t off;
+            if (ga->nll_old == (int)(sizeof ga->ll_old / sizeof ga->ll_old[0]) ||
+                ccl__heap_alloc(&comm->data, need, 0, &off) != 0)
+                return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
+                                      "rank %d: %s (an LL program, run double-buffered) needs %zu bytes of scratch "
+                                      "the heap does not have (raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES)",
+                                      comm->rank, alg->file, need);
+            if (ga->ll_bytes) ga->ll_old[ga->nll_old++] = ga->ll_off;
+            ga->ll_off = off;
+            ga->ll_bytes = need;
+        }
+        scratch_off = ga->ll_off;
+    }
     void *in = call->in, *out = call->out;
     /* The common code stages buffers peers never reach in host memory (the CPU
      * backend's view); on GPUs such staging is device memory of our own. */
@@ -312,7 +346,7 @@ static ccl_result_t gpu_run(const CclCall *call)
         .peers = g->peers,
         .in_off = call->in_off,
         .out_off = call->out_off,
-        .scratch_off = call->scratch_off,
+        .scratch_off = scratch_off,
         .sem_off = alg->sem_off,
         .expected = ga->expected,
         .err = ga->err_dev,

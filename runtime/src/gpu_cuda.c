@@ -41,7 +41,7 @@ static void cuda_load(void)
         S(MemExportToShareableHandle, "cuMemExportToShareableHandle"),
         S(MemImportFromShareableHandle, "cuMemImportFromShareableHandle"), S(ModuleLoadData, "cuModuleLoadData"),
         S(ModuleUnload, "cuModuleUnload"), S(ModuleGetFunction, "cuModuleGetFunction"),
-        S(FuncSetAttribute, "cuFuncSetAttribute"), S(LaunchKernel, "cuLaunchKernel"),
+        S(FuncSetAttribute, "cuFuncSetAttribute"), S(FuncGetAttribute, "cuFuncGetAttribute"), S(LaunchKernel, "cuLaunchKernel"),
         S(StreamCreate, "cuStreamCreate"), S(StreamDestroy, "cuStreamDestroy_v2"),
         S(StreamSynchronize, "cuStreamSynchronize"), S(StreamIsCapturing, "cuStreamIsCapturing"),
         S(StreamBeginCapture, "cuStreamBeginCapture_v2"), S(StreamEndCapture, "cuStreamEndCapture"),

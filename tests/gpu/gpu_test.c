@@ -288,13 +288,16 @@ static void *rank_main(void *arg)
             snprintf(mine, sizeof mine, "%s", rc == 0 ? "" : why);
             R->boot->allgather(R->boot->ctx, mine, all_why, sizeof mine);
             if (R->rank == 0) {
-                int ok = 1;
-                for (int r = 0; r < R->nranks && ok; r++)
-                    if (all_why[r][0]) {
-                        printf("FAIL gpu/%s/N%d/%s/%s: %s\n", mode, R->nranks, file, cases[i].name, all_why[r]);
-                        ok = 0;
-                    }
-                if (ok) printf("ok gpu/%s/N%d/%s/%s\n", mode, R->nranks, file, cases[i].name);
+                int nbad = 0;
+                for (int r = 0; r < R->nranks; r++) nbad += all_why[r][0] != 0;
+                if (nbad) {
+                    printf("FAIL gpu/%s/N%d/%s/%s:", mode, R->nranks, file, cases[i].name);
+                    for (int r = 0; r < R->nranks; r++)
+                        if (all_why[r][0]) printf(" [%s]", all_why[r]);
+                    printf("\n");
+                } else {
+                    printf("ok gpu/%s/N%d/%s/%s\n", mode, R->nranks, file, cases[i].name);
+                }
                 fflush(stdout);
             }
             for (int r = 0; r < R->nranks; r++) R->failures += all_why[r][0] != 0;
@@ -338,20 +341,25 @@ int main(int argc, char **argv)
             printf("FAIL gpu/procs: bootstrap: %s\n", err);
             return 1;
         }
-        Rank R = {.rank = boot.rank, .nranks = boot.nranks, .full = full, .procs = 1, .boot = &boot,
-                  .nalgs = argc - first, .algs = argv + first};
-        if (ccl_comm_init_rank(&R.comm, &boot, boot.rank % ngpu, &cfg) != CCL_OK) {
-            printf("FAIL gpu/procs/N%d: ccl_comm_init_rank: %s\n", boot.nranks, ccl_comm_last_error(NULL));
-            return 1;
+        int nfail = 0;
+        for (int a = first; a < argc; a++) {
+            /* A fresh communicator per algorithm: a failure (a dead comm) stays local. */
+            Rank R = {.rank = boot.rank, .nranks = boot.nranks, .full = full, .procs = 1, .boot = &boot,
+                      .nalgs = 1, .algs = argv + a};
+            if (ccl_comm_init_rank(&R.comm, &boot, boot.rank % ngpu, &cfg) != CCL_OK) {
+                printf("FAIL gpu/procs/N%d: ccl_comm_init_rank: %s\n", boot.nranks, ccl_comm_last_error(NULL));
+                return 1;
+            }
+            CUdevice dev;
+            ccl__cu.DeviceGet(&dev, boot.rank % ngpu);
+            ccl__cu.DevicePrimaryCtxRetain(&R.ctx, dev);
+            rank_main(&R);
+            nfail += R.failures;
+            ccl_comm_destroy(R.comm);
+            boot.barrier(boot.ctx);
         }
-        CUdevice dev;
-        ccl__cu.DeviceGet(&dev, boot.rank % ngpu);
-        ccl__cu.DevicePrimaryCtxRetain(&R.ctx, dev);
-        rank_main(&R);
-        ccl_comm_destroy(R.comm);
-        boot.barrier(boot.ctx);
         ccl__env_boot_close(eb);
-        return R.failures ? 1 : 0;
+        return nfail ? 1 : 0;
     }
     if (nranks <= 0) nranks = ngpu;
     if (nranks > 64) {
@@ -361,27 +369,30 @@ int main(int argc, char **argv)
     ccl_comm_t *comms[64];
     int devices[64];
     for (int r = 0; r < nranks; r++) devices[r] = r % ngpu;
-    if (ccl_comm_init_all(comms, nranks, devices, &cfg) != CCL_OK) {
-        printf("FAIL gpu/threads/N%d: ccl_comm_init_all: %s\n", nranks, ccl_comm_last_error(NULL));
-        return 1;
+    for (int a = first; a < argc; a++) {
+        /* A fresh set of communicators per algorithm: a failure (a dead comm) stays local. */
+        if (ccl_comm_init_all(comms, nranks, devices, &cfg) != CCL_OK) {
+            printf("FAIL gpu/threads/N%d: ccl_comm_init_all: %s\n", nranks, ccl_comm_last_error(NULL));
+            return 1;
+        }
+        ccl_bootstrap_t boots[64];
+        CclThreadBoot *tb = ccl__thread_boot_new(nranks, boots);
+        Rank ranks[64];
+        pthread_t tids[64];
+        for (int r = 0; r < nranks; r++) {
+            ranks[r] = (Rank){.rank = r, .nranks = nranks, .full = full, .comm = comms[r], .boot = &boots[r],
+                              .nalgs = 1, .algs = argv + a};
+            CUdevice dev;
+            ccl__cu.DeviceGet(&dev, devices[r]);
+            ccl__cu.DevicePrimaryCtxRetain(&ranks[r].ctx, dev);
+            pthread_create(&tids[r], NULL, rank_main, &ranks[r]);
+        }
+        for (int r = 0; r < nranks; r++) {
+            pthread_join(tids[r], NULL);
+            failures += ranks[r].failures;
+        }
+        for (int r = 0; r < nranks; r++) ccl_comm_destroy(comms[r]);
+        ccl__thread_boot_free(tb);
     }
-    ccl_bootstrap_t boots[64];
-    CclThreadBoot *tb = ccl__thread_boot_new(nranks, boots);
-    Rank ranks[64];
-    pthread_t tids[64];
-    for (int r = 0; r < nranks; r++) {
-        ranks[r] = (Rank){.rank = r, .nranks = nranks, .full = full, .comm = comms[r], .boot = &boots[r],
-                          .nalgs = argc - first, .algs = argv + first};
-        CUdevice dev;
-        ccl__cu.DeviceGet(&dev, devices[r]);
-        ccl__cu.DevicePrimaryCtxRetain(&ranks[r].ctx, dev);
-        pthread_create(&tids[r], NULL, rank_main, &ranks[r]);
-    }
-    for (int r = 0; r < nranks; r++) {
-        pthread_join(tids[r], NULL);
-        failures += ranks[r].failures;
-    }
-    for (int r = 0; r < nranks; r++) ccl_comm_destroy(comms[r]);
-    ccl__thread_boot_free(tb);
     return failures ? 1 : 0;
 }

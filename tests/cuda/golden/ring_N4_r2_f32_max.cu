@@ -23,7 +23,7 @@ struct ccl_args {
     u64 in_off, out_off;     /* heap offsets of in and out (for remote access) */
     u64 scratch_off;         /* heap offset of this algorithm's scratch */
     u64 sem_off;             /* heap offset of this algorithm's semaphores */
-    u64 *expected;           /* local device memory, one per semaphore slot */
+    u64 *expected;           /* local device memory: slots*ninst + 1 + 3*grid entries */
     struct ccl_err *err;     /* host-mapped */
     u64 n;                   /* elements per unit */
     u64 in_ustride, out_ustride; /* elements between units of in / out */
@@ -207,31 +207,37 @@ __device__ __forceinline__ u64 ccl_ld_acquire(const u64 *p)
 #endif
     return v;
 }
-/* Called by one thread after a __syncthreads() that ordered the block's stores. */
+/* Called by one thread after a __syncthreads() that ordered the block's stores: the
+ * barrier makes them visible to this thread and the release (cumulative, system scope)
+ * publishes them with the increment, so no separate fence.sc.sys is needed. */
 __device__ __forceinline__ void ccl_signal(u64 *sem)
 {
-    __threadfence_system();
 #if __CUDA_ARCH__ >= 700
     asm volatile("red.release.sys.global.add.u64 [%0], %1;" :: "l"(sem), "l"(1ull) : "memory");
 #else
+    __threadfence_system();
     atomicAdd(sem, 1ull);
 #endif
 }
 /* Waits until *sem reaches *expected + step, then advances *expected (kept in device
  * memory, so it persists across launches and graph replays). On timeout records who
- * waited for whom in the host-visible error record and returns 0. A barrier of all
+ * waited for whom in the host-visible error record, sets the abort word (offset 0 of
+ * every rank's heap, internal.h's CclHeapHeader) and returns 0; a set abort word makes
+ * every wait give up within microseconds. A barrier of all
  * blocks of the rank is the same wait on a counter every block adds 1 to (step =
  * gridDim.x; all blocks must be resident). */
-__device__ __noinline__ int ccl_wait(const u64 *sem, u64 *expected, u64 step, struct ccl_err *err,
-                                     u64 timeout_ns, u64 slot, u64 rank, u64 tb, u64 inst, u64 line,
-                                     u64 peer)
+__device__ __noinline__ int ccl_wait(const u64 *sem, u64 *expected, u64 step, char *const *peers,
+                                     struct ccl_err *err, u64 timeout_ns, u64 slot, u64 rank, u64 tb,
+                                     u64 inst, u64 line, u64 peer)
 {
     const u64 want = *expected + step;
+    const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];
     u64 t0 = 0, v = 0;
     for (unsigned int it = 0;; it++) {
         v = ccl_ld_acquire(sem);
         if (v >= want) break;
         if ((it & 255) == 0) {
+            if (*abort_flag) return 0; /* a peer failed: give up at once */
             u64 now = ccl_now();
             if (t0 == 0) t0 = now;
             else if (now - t0 > timeout_ns) {
@@ -241,6 +247,10 @@ __device__ __noinline__ int ccl_wait(const u64 *sem, u64 *expected, u64 step, st
                     __threadfence_system();
                     *(volatile u64 *)&err->flag = 1;
                 }
+                /* Stop every rank: the abort word at offset 0 of each heap. */
+                for (int p = 0; p < CCL_NRANKS; p++)
+                    atomicCAS((u64 *)peers[p], 0ull, rank + 1);
+                __threadfence_system();
                 return 0;
             }
         }
@@ -248,6 +258,18 @@ __device__ __noinline__ int ccl_wait(const u64 *sem, u64 *expected, u64 step, st
     *expected = want;
     return 1;
 }
+
+/* All ranks: every rank adds 1 to rank 0's heap-header barrier word (offset 8) and
+ * waits for N more arrivals than its last barrier saw (gen: this rank's device
+ * counter). Launched with one block around avg's division. */
+extern "C" __global__ void ccl_rank_barrier(char *const *peers, u64 *gen, struct ccl_err *err, u64 timeout_ns)
+{
+    if (threadIdx.x != 0) return;
+    u64 *ctr = (u64 *)(peers[0] + 8);
+    ccl_signal(ctr);
+    ccl_wait(ctr, gen, CCL_NRANKS, peers, err, timeout_ns, ~0ull, CCL_RANK, ~0ull, 0, 0, 0);
+}
+
 /* op avg: the collective reduced as sum; every element of out is divided once. */
 extern "C" __global__ void ccl_avg(char *out, u64 count, u64 nranks)
 {
@@ -268,6 +290,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
     case 0: {
         char *const p2 = a.peers[2];
         char *const p3 = a.peers[3];
+        const u64 sbase = a.scratch_off;
         for (u64 sl = 0; sl < a.nslices; sl++) {
         /* op 0: xfer (line 37) */
         { /* stage@3[0] <- in[2] */
@@ -277,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             if (s1.len < len) len = s1.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {(p3 + a.scratch_off + 0ull * a.cs * sizeof(ccl_t)) + (s0.off + lo) * sizeof(ccl_t)};
+            char *const d[1] = {(p3 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s0.off + lo) * sizeof(ccl_t)};
             const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
             if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo);
         }
@@ -287,7 +310,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         /* op 2: wait (line 39) */
         if (threadIdx.x == 0) {
             const u64 slot = ((u64)0 * a.ninst + inst) * 4 + 1;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.err, a.timeout_ns, slot, 2, 0, inst, 39, 1)) failed = 1;
+            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 39, 1)) failed = 1;
         }
         __syncthreads();
         if (failed) return;
@@ -303,8 +326,8 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             if (s3.len < len) len = s3.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + a.scratch_off + 0ull * a.cs * sizeof(ccl_t)) + (s1.off + lo) * sizeof(ccl_t)};
-            const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + a.scratch_off + 0ull * a.cs * sizeof(ccl_t)) + (s3.off + lo) * sizeof(ccl_t)};
+            char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s1.off + lo) * sizeof(ccl_t)};
+            const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s3.off + lo) * sizeof(ccl_t)};
             if (hi > lo) ccl_xfer<2, 2>(d, s, hi - lo);
         }
         /* op 4: signal (line 38) */
@@ -313,7 +336,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         /* op 5: wait (line 39) */
         if (threadIdx.x == 0) {
             const u64 slot = ((u64)0 * a.ninst + inst) * 4 + 1;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.err, a.timeout_ns, slot, 2, 0, inst, 39, 1)) failed = 1;
+            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 39, 1)) failed = 1;
         }
         __syncthreads();
         if (failed) return;
@@ -329,8 +352,8 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             if (s3.len < len) len = s3.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + a.scratch_off + 0ull * a.cs * sizeof(ccl_t)) + (s1.off + lo) * sizeof(ccl_t)};
-            const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + a.scratch_off + 0ull * a.cs * sizeof(ccl_t)) + (s3.off + lo) * sizeof(ccl_t)};
+            char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s1.off + lo) * sizeof(ccl_t)};
+            const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s3.off + lo) * sizeof(ccl_t)};
             if (hi > lo) ccl_xfer<2, 2>(d, s, hi - lo);
         }
         /* op 7: signal (line 38) */
@@ -339,7 +362,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         /* op 8: wait (line 39) */
         if (threadIdx.x == 0) {
             const u64 slot = ((u64)0 * a.ninst + inst) * 4 + 1;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.err, a.timeout_ns, slot, 2, 0, inst, 39, 1)) failed = 1;
+            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 39, 1)) failed = 1;
         }
         __syncthreads();
         if (failed) return;
@@ -356,7 +379,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + a.out_off) + (s1.off + lo) * sizeof(ccl_t)};
-            const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + a.scratch_off + 0ull * a.cs * sizeof(ccl_t)) + (s3.off + lo) * sizeof(ccl_t)};
+            const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s3.off + lo) * sizeof(ccl_t)};
             if (hi > lo) ccl_xfer<2, 2>(d, s, hi - lo);
         }
         /* op 10: signal (line 45) */
@@ -365,7 +388,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         /* op 11: wait (line 46) */
         if (threadIdx.x == 0) {
             const u64 slot = ((u64)0 * a.ninst + inst) * 4 + 1;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.err, a.timeout_ns, slot, 2, 0, inst, 46, 1)) failed = 1;
+            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 46, 1)) failed = 1;
         }
         __syncthreads();
         if (failed) return;
@@ -387,7 +410,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         /* op 14: wait (line 46) */
         if (threadIdx.x == 0) {
             const u64 slot = ((u64)0 * a.ninst + inst) * 4 + 1;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.err, a.timeout_ns, slot, 2, 0, inst, 46, 1)) failed = 1;
+            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 46, 1)) failed = 1;
         }
         __syncthreads();
         if (failed) return;
@@ -409,7 +432,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         /* op 17: wait (line 46) */
         if (threadIdx.x == 0) {
             const u64 slot = ((u64)0 * a.ninst + inst) * 4 + 1;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.err, a.timeout_ns, slot, 2, 0, inst, 46, 1)) failed = 1;
+            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 46, 1)) failed = 1;
         }
         __syncthreads();
         if (failed) return;
