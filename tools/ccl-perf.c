@@ -118,6 +118,7 @@ typedef struct {
     int root;
     const char *algo;       /* --algo FILE */
     int graph, check;
+    int hint_range;         /* --hint-range: only sizes in the --algo file's `sizes` hint */
     int compare_nccl;
     const char *csv, *json, *plot;
     ccl_backend_t backend;
@@ -165,6 +166,7 @@ static void usage(FILE *f)
           "  -o, --op OP          sum prod min max avg (reducing collectives) [sum]\n"
           "  -r, --root R         root of broadcast and reduce [0]\n"
           "      --algo FILE      run this algorithm (proved first) instead of the library's choice\n"
+          "      --hint-range     only the sizes inside the --algo file's `sizes` hint\n"
           "      --graph          time a CUDA graph of many ops (GPU backend only)\n"
           "      --check          check every timed op against the exact expected result\n"
           "      --compare nccl   time NCCL in the same run (GPU backend; CCL_NCCL_LIB=path)\n"
@@ -244,6 +246,7 @@ static void parse_args(int argc, char **argv, Opts *o)
         }
         if (!strcmp(a, "--graph")) { o->graph = 1; continue; }
         if (!strcmp(a, "--check")) { o->check = 1; continue; }
+        if (!strcmp(a, "--hint-range")) { o->hint_range = 1; continue; }
         /* Everything else takes a value: "-b 1K", "--minbytes=1K" or "-b1K". */
         const char *flag = a, *val = NULL;
         char name[64];
@@ -841,7 +844,9 @@ struct Shared {
     Pattern pat;
     NcclStatus nc;
     char algo_name[128];
-    size_t algo_scratch;      /* --algo's scratch bytes at the largest size */
+    Compilation algo_comp;    /* --algo, proved for N (its Program sizes the scratch) */
+    char *algo_text;
+    int64_t hint_lo, hint_hi; /* --algo's `sizes` hint (bytes of the API count); 0, 0: none */
     char method[256];         /* the timing method, for the header and outputs */
     char devname[128];
     Row rows[PERF_MAX_SIZES];
@@ -1906,18 +1911,37 @@ static void prove_algo(Shared *sh)
         exit(2);
     }
     Collective c = comp.prog->coll;
-    /* Its scratch at the largest size, for the heap (layout: docs/internals.md). */
-    size_t sizes[PERF_MAX_SIZES], es = ccl_dtype_size(o->dtype);
-    int nsizes = sweep_sizes(o, sizes);
-    size_t maxcount = sizes[nsizes - 1] / es / units_per_size(c, sh->nranks);
-    sh->algo_scratch = ccl__scratch_offset(comp.prog, comp.prog->nbufs,
-                                           ccl__chunk_stride(maxcount, comp.prog->chunks, es), es);
+    sh->hint_lo = comp.prog->size_lo;
+    sh->hint_hi = comp.prog->size_hi;
     snprintf(sh->algo_name, sizeof sh->algo_name, "%s (%s)", comp.prog->name, o->algo);
-    compilation_free(&comp);
-    free(text);
+    /* Kept for the heap size, which needs the sweep (see main). */
+    sh->algo_comp = comp;
+    sh->algo_text = text;
     if (o->coll >= 0 && (Collective)o->coll != c)
         usage_error("--algo %s implements %s, but -c says %s", o->algo, colls[c].name, colls[o->coll].name);
     o->coll = (int)c;
+}
+
+/* --hint-range: keeps the sizes whose dispatch byte count (the API count times the
+ * element size, as the library's `sizes` hints mean it) lies in the --algo file's hint. */
+static void hint_filter(Shared *sh)
+{
+    const Opts *o = &sh->o;
+    if (!o->algo)
+        usage_error("--hint-range needs --algo FILE");
+    if (sh->hint_lo == 0 && sh->hint_hi == 0)
+        return;
+    size_t units = units_per_size(sh->coll, sh->nranks);
+    int n = 0;
+    for (int i = 0; i < sh->nsizes; i++) {
+        int64_t b = (int64_t)(sh->sizes[i] / units);
+        if (b >= sh->hint_lo && b <= sh->hint_hi)
+            sh->sizes[n++] = sh->sizes[i];
+    }
+    if (n == 0)
+        usage_error("--hint-range: no size of the sweep is inside %s's `sizes` hint (%lld..%lld bytes per rank's count)",
+                    o->algo, (long long)sh->hint_lo, (long long)sh->hint_hi);
+    sh->nsizes = n;
 }
 
 /* Checks what needs N and the dtype: sizes divisible as the collective needs them. */
@@ -2032,6 +2056,8 @@ int main(int argc, char **argv)
     if (colls[sh->coll].rooted == 0)
         o->root = 0;
     sh->nsizes = sweep_sizes(o, sh->sizes);
+    if (o->hint_range)
+        hint_filter(sh);
     validate(sh);
     describe_method(sh);
 
@@ -2052,7 +2078,13 @@ int main(int argc, char **argv)
     size_t maxb = sh->sizes[sh->nsizes - 1], es = sh->pat.esize, units = units_per_size(sh->coll, sh->nranks);
     size_t maxcount = maxb / es / units;
     size_t inb = in_elems(sh->coll, sh->nranks, maxcount) * es, outb = out_elems(sh->coll, sh->nranks, maxcount) * es;
-    size_t big = inb > outb ? inb : outb, scratch = o->algo ? sh->algo_scratch : 4 * big;
+    size_t big = inb > outb ? inb : outb, scratch = 4 * big;
+    if (o->algo) {
+        const Program *prog = sh->algo_comp.prog;
+        scratch = ccl__scratch_offset(prog, prog->nbufs, ccl__chunk_stride(maxcount, prog->chunks, es), es);
+        compilation_free(&sh->algo_comp);
+        free(sh->algo_text);
+    }
     ccl_config_t cfg = {.backend = sh->backend, .timeout_ms = o->timeout_ms,
                         .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : 2 * (inb + outb) + scratch + (64u << 20)};
 

@@ -12,7 +12,8 @@
 # skipped. Knobs (environment): SIZES ("-b 1K -e 1G -f 2"), DTYPES ("bf16 f32"),
 # COLLS (all six), CHECK ("--check"; empty to skip), METHOD ("--graph"; empty: eager),
 # ALGOS ("library" plus every algorithms/COLL/*.ccl; "library" alone for a quick pass),
-# MPIRUN ("mpirun"), EXTRA (more ccl-perf options).
+# HINT ("--hint-range": an algorithm file is timed only at the sizes its `sizes` hint
+# names; empty: the whole sweep), MPIRUN ("mpirun"), EXTRA (more ccl-perf options).
 set -u
 build=${1:?usage: tests/perf/gpu_sweep.sh BUILD OUTDIR NP}
 out=${2:?usage: tests/perf/gpu_sweep.sh BUILD OUTDIR NP}
@@ -25,6 +26,7 @@ read -r -a colls <<<"${COLLS:-allreduce allgather reduce_scatter alltoall broadc
 read -r -a check <<<"${CHECK---check}"
 read -r -a method <<<"${METHOD---graph}"
 read -r -a extra <<<"${EXTRA:-}"
+read -r -a hint <<<"${HINT---hint-range}"
 read -r -a mpirun <<<"${MPIRUN:-mpirun}"
 [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
 export CCL_ALGORITHM_DIR=${CCL_ALGORITHM_DIR:-$PWD/algorithms}
@@ -44,7 +46,7 @@ for c in "${colls[@]}"; do
     fi
     for name in "${names[@]}"; do
         algo=()
-        [ "$name" = library ] || algo=(--algo "algorithms/$c/$name.ccl")
+        [ "$name" = library ] || algo=(--algo "algorithms/$c/$name.ccl" "${hint[@]}")
         for d in "${dtypes[@]}"; do
             base=$out/$c-$name-$d
             echo "== $c $name $d"
@@ -92,7 +94,7 @@ done
     echo "# ccl-perf: $np ranks${device:+, $device}"
     echo
     echo "Made $(date -u +%Y-%m-%d) by \`tests/perf/gpu_sweep.sh $build $out $np\` (commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')):"
-    echo "every run is \`${mpirun[*]} -np $np $build/ccl-perf -c COLL [--algo algorithms/COLL/NAME.ccl] ${sizes[*]} -d DTYPE ${method[*]} ${check[*]} --compare nccl ${extra[*]}\`."
+    echo "every run is \`${mpirun[*]} -np $np $build/ccl-perf -c COLL [--algo algorithms/COLL/NAME.ccl ${hint[*]}] ${sizes[*]} -d DTYPE ${method[*]} ${check[*]} --compare nccl ${extra[*]}\`."
     echo "Faster = sizes where our time per op is below NCCL's; ratio = our time / NCCL's (below 1: faster); worst = the largest ratio."
     echo
     echo "| collective | ours | dtype | faster, out-of-place | faster, in-place | worst ratio (out-of-place) | files |"

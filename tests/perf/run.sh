@@ -53,6 +53,8 @@ sweep "reduce-root" 2 -c reduce -b 1K -e 2K --ranks 4 -r 3 -o max --check "${qui
 sweep "broadcast-root" 2 -c broadcast -b 1K -e 2K --ranks 4 -r 2 --check "${quick[@]}"
 sweep "reduce_scatter-avg-8" 2 -c reduce_scatter -b 1K -e 2K --ranks 8 -d bf16 -o avg --check "${quick[@]}"
 sweep "algo-file" 3 --algo algorithms/allreduce/ring.ccl -b 3K -e 12K --ranks 3 --check "${quick[@]}"
+# --hint-range keeps 1K..256K of allpairs' `sizes 1..256K` (the dispatch's bytes: count x 4).
+sweep "hint-range" 5 --algo algorithms/allreduce/allpairs.ccl -b 1K -e 4M -f 4 --hint-range --ranks 2 --check "${quick[@]}"
 
 # Outputs: CSV (a header and one line per size, placement and implementation), JSON
 # (parses, the fields tools rely on), SVG (well-formed XML with both panels).
@@ -182,6 +184,8 @@ bad backend "ccl-perf: error: --backend tpu: expected cpu, gpu or auto" -c allre
 bad algo-missing "ccl-perf: error: --algo $tmp/none.ccl: cannot read: No such file or directory" --algo "$tmp/none.ccl"
 bad algo-unproved "ccl-perf: error: --algo tests/perf/unproved.ccl is not proved for 4 ranks: tests/perf/unproved.ccl:12:3: error: postcondition fails: out@0[0] holds in@0[0] twice + in@1[0] + in@2[0] + in@3[0]; in@0[0] is double-counted (written last here, on rank 0); this statement leaves 3 more out chunks wrong" --algo tests/perf/unproved.ccl --ranks 4 --backend cpu
 bad algo-not-admitted "ccl-perf: error: --algo tests/perf/unproved.ccl does not admit N = 1: tests/perf/unproved.ccl:4:1: error: algorithm 'double_own' is for N in 2..16, not N = 1" --algo tests/perf/unproved.ccl --ranks 1 --backend cpu
+bad hint-no-algo "ccl-perf: error: --hint-range needs --algo FILE" -c allreduce --hint-range --backend cpu
+bad hint-empty "ccl-perf: error: --hint-range: no size of the sweep is inside algorithms/allreduce/allpairs.ccl's \`sizes\` hint (1..262144 bytes per rank's count)" --algo algorithms/allreduce/allpairs.ccl -b 1M -e 4M --hint-range --ranks 2 --backend cpu
 bad algo-collective "ccl-perf: error: --algo algorithms/allreduce/ring.ccl implements allreduce, but -c says allgather" -c allgather --algo algorithms/allreduce/ring.ccl --ranks 4 --backend cpu
 
 # The CUDA toolkit's stub driver has every symbol ccl-perf loads (so none is misspelled)
