@@ -2072,9 +2072,12 @@ int main(int argc, char **argv)
 
     /* The symmetric heap (physical memory on each GPU) holds both buffers, staging copies
      * of them where a program is not valid in place, and the algorithms' scratch: the
-     * --algo file's exactly, or for the library at most 4x the larger buffer (the
-     * shipped algorithms within their `sizes` hints, LL double-buffering included).
-     * CCL_HEAP_BYTES, when set, decides instead. */
+     * --algo file's exactly (docs/internals.md's layout), or for the library at most 4x
+     * the larger buffer (the shipped algorithms within their `sizes` hints, LL
+     * double-buffering included). Staging and scratch grow with the sweep and the
+     * runtime keeps the smaller regions until the communicator is destroyed, so each
+     * counts twice (the sum of a doubling sweep). CCL_HEAP_BYTES, when set, decides
+     * instead. */
     size_t maxb = sh->sizes[sh->nsizes - 1], es = sh->pat.esize, units = units_per_size(sh->coll, sh->nranks);
     size_t maxcount = maxb / es / units;
     size_t inb = in_elems(sh->coll, sh->nranks, maxcount) * es, outb = out_elems(sh->coll, sh->nranks, maxcount) * es;
@@ -2086,7 +2089,7 @@ int main(int argc, char **argv)
         free(sh->algo_text);
     }
     ccl_config_t cfg = {.backend = sh->backend, .timeout_ms = o->timeout_ms,
-                        .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : 2 * (inb + outb) + scratch + (64u << 20)};
+                        .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : 3 * (inb + outb) + 2 * scratch + (64u << 20)};
 
     int nw = sh->processes ? 1 : sh->nranks;
     Worker *ws = calloc((size_t)nw, sizeof *ws);
