@@ -60,8 +60,10 @@ static void add_line(Arena *arena, PlanOp *op, int line)
 static Ref *append_refs(Arena *arena, const Ref *a, int na, const Ref *b, int nb)
 {
     Ref *out = arena_alloc(arena, sizeof *out * (size_t)(na + nb));
-    memcpy(out, a, sizeof *out * (size_t)na);
-    memcpy(out + na, b, sizeof *out * (size_t)nb);
+    if (na)
+        memcpy(out, a, sizeof *out * (size_t)na);
+    if (nb)
+        memcpy(out + na, b, sizeof *out * (size_t)nb);
     return out;
 }
 
