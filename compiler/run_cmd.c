@@ -17,7 +17,8 @@
  * does not link MPI); ranks exchange verdicts at the end and rank 0 prints.
  *
  * Exit: 0 every element right, 1 something wrong (wrong data, a failed call, an
- * algorithm that does not compile), 2 usage (bad options, N not admitted). */
+ * algorithm that does not compile), 2 usage (bad options, an unreadable FILE, N not
+ * admitted). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

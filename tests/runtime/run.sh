@@ -140,6 +140,32 @@ for f in tests/runtime/*.ccl; do
     done
 done
 
+# H. cclc run's own contract: exit codes and the summary line.
+expect_exit() {
+    local name=$1 want=$2 pattern=$3
+    shift 3
+    local out rc
+    out=$("$@" 2>&1)
+    rc=$?
+    if [ $rc -eq "$want" ] && grep -q -- "$pattern" <<<"$out"; then
+        echo "ok cclc run: $name"
+    else
+        echo "FAIL cclc run: $name: exit $rc (want $want), output lacks '$pattern': $(head -c 400 <<<"$out" | tr '\n' ' ')"
+    fi
+}
+bad=$(mktemp --suffix=.ccl)
+printf 'algorithm bad : allreduce\nranks N in 2..8\nfor r in 0..N on r tb 0 { copy out[0] <- in[0] }\n' >"$bad"
+expect_exit "summary line" 0 "ring (allreduce) N=3 threads backend=cpu dtype=i64 op=min count=99 iters=2 in-place: ok" \
+    "$cclc" run algorithms/allreduce/ring.ccl --ranks 3 --count 99 --dtype i64 --op min --iters 2 --inplace
+expect_exit "unknown option" 2 "unknown option '--frobnicate'" "$cclc" run algorithms/allreduce/ring.ccl --ranks 2 --frobnicate
+expect_exit "missing --ranks" 2 "--ranks N is required" "$cclc" run algorithms/allreduce/ring.ccl
+expect_exit "bad dtype" 2 "--dtype 'f17'" "$cclc" run algorithms/allreduce/ring.ccl --ranks 2 --dtype f17
+expect_exit "root not below ranks" 2 "--root 4 is not below --ranks 4" "$cclc" run algorithms/broadcast/tree.ccl --ranks 4 --root 4
+expect_exit "N not admitted" 2 "does not admit this communicator's size N=3" "$cclc" run algorithms/allreduce/halving_doubling.ccl --ranks 3
+expect_exit "program that does not prove" 1 "does not compile for N=2" "$cclc" run "$bad" --ranks 2
+expect_exit "missing file" 2 "cannot read" "$cclc" run /nonexistent.ccl --ranks 2
+rm -f "$bad"
+
 # F. C tests and examples.
 for t in "$build"/tests/runtime/*; do
     [ -x "$t" ] || continue
