@@ -365,12 +365,30 @@ typedef struct {
     int block, inst;
 } BlockArg;
 
-/* "ring.ccl:12" or "ring.ccl:12,14" for the lines an op came from. */
+/* `ring.ccl:12 "wait prev"` (or ring.ccl:12,14 for a fused op): where an op came from,
+ * with the statement's source text. */
 static void op_where(const Exec *x, const PlanOp *op, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "%s:", x->alg->file);
     for (int i = 0; i < op->nlines && n > 0 && (size_t)n < len; i++)
         n += snprintf(buf + n, len - (size_t)n, "%s%d", i ? "," : "", op->lines[i]);
+    if (op->nlines < 1 || n <= 0 || (size_t)n >= len)
+        return;
+    const char *p = x->alg->source;
+    for (int line = 1; line < op->lines[0] && p; line++) {
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    if (!p)
+        return;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    int w = (int)strcspn(p, "#\n");
+    while (w > 0 && (p[w - 1] == ' ' || p[w - 1] == '\t'))
+        w--;
+    if (w > 0)
+        snprintf(buf + n, len - (size_t)n, " \"%.*s\"", w > 60 ? 60 : w, p);
 }
 
 static const char *op_word(OpKind k)
@@ -401,7 +419,7 @@ static int wait_ge(Exec *x, _Atomic uint64_t *p, uint64_t want)
 static void block_fail(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op, int peer, int why,
                        uint64_t have, uint64_t want, int slot)
 {
-    char where[128];
+    char where[256];
     op_where(x, op, where, sizeof where);
     ccl_comm_t *comm = x->comm;
     int r = comm->rank;
