@@ -185,7 +185,7 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
         }
     }
     alg->nsems = plan->nsems * alg->instances;
-    if (ccl__heap_alloc(&comm->sems, (size_t)alg->nsems * 8 + 8, 0, &alg->sem_off) != 0) {
+    if (ccl__heap_alloc(&comm->sems, ccl__sem_block_bytes(alg->nsems), 0, &alg->sem_off) != 0) {
         int nsems = alg->nsems;
         alg_free_memory(alg);
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
@@ -248,7 +248,7 @@ void ccl__algorithm_destroy(ccl_algorithm_t *alg)
         }
     comm->be->alg_release(alg);
     /* Free semaphore memory is zero, so the next algorithm there starts from 0. */
-    comm->be->heap_zero(comm, alg->sem_off, (size_t)alg->nsems * 8 + 8);
+    comm->be->heap_zero(comm, alg->sem_off, ccl__sem_block_bytes(alg->nsems));
     ccl__heap_free(&comm->sems, alg->sem_off);
     if (alg->scratch_off != SIZE_MAX)
         ccl__heap_free(&comm->data, alg->scratch_off);

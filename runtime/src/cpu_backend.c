@@ -472,7 +472,81 @@ static int block_barrier(Exec *x)
     return 0;
 }
 
-static void do_xfer(Exec *x, const PlanOp *op, int inst, int slice)
+static CclCallDesc *call_desc(const Exec *x, int rank)
+{
+    return (CclCallDesc *)(x->comm->heap_base[rank] + x->alg->sem_off + (size_t)x->alg->nsems * 8);
+}
+
+/* Publishes where this rank's in and out are for this call (before any block runs, so
+ * before any signal that lets a peer reach them). */
+static void publish_desc(const Exec *x)
+{
+    const CclCall *c = x->call;
+    CclCallDesc *d = call_desc(x, x->comm->rank);
+    atomic_store_explicit(&d->in_off, c->in_off, memory_order_relaxed);
+    atomic_store_explicit(&d->out_off, c->out_off, memory_order_relaxed);
+    atomic_store_explicit(&d->in_stride, c->in_stride, memory_order_relaxed);
+    atomic_store_explicit(&d->out_stride, c->out_stride, memory_order_relaxed);
+    atomic_store_explicit(&d->staged, (uint64_t)(c->stage_in && c->in_off != SIZE_MAX) | (uint64_t)(c->stage_out && c->out_off != SIZE_MAX) << 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(&d->call, c->call_index + 1, memory_order_release);
+}
+
+/* Checks that peer p put its in (buf BUF_IN) or out where this rank is about to reach
+ * it. A peer that has not yet started this call is waited for (bounded): every rank
+ * must make the call, and its previous calls never depend on this one, so this adds no
+ * deadlock; one that has moved on is not checked. Returns 0, or -1 after reporting. */
+static int check_symmetric(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op, int buf, int p)
+{
+    const CclCall *c = x->call;
+    CclCallDesc *d = call_desc(x, p);
+    uint64_t want_call = c->call_index + 1;
+    if (atomic_load_explicit(&d->call, memory_order_acquire) < want_call) {
+        int why = wait_ge(x, &d->call, want_call);
+        if (why) {
+            char where[256];
+            op_where(x, op, where, sizeof where);
+            if (why == 2)
+                ccl__set_async_error(x->comm, CCL_ERR_PEER_FAILED,
+                                     "rank %d, thread block %d (instance %d), %s: stopped waiting for rank %d to start the "
+                                     "call because rank %d failed", x->comm->rank, pb->tb, inst, where, p,
+                                     (int)atomic_load(x->abort_flag) - 1);
+            else
+                ccl__set_async_error(x->comm, CCL_ERR_TIMEOUT,
+                                     "timeout: rank %d, thread block %d (instance %d), %s: peer rank %d did not start "
+                                     "this call within %d ms", x->comm->rank, pb->tb, inst, where, p, x->comm->timeout_ms);
+            ccl__abort_all(x->comm);
+            return -1;
+        }
+    }
+    if (atomic_load_explicit(&d->call, memory_order_acquire) != want_call)
+        return 0;
+    int in = buf == BUF_IN;
+    uint64_t off = atomic_load_explicit(in ? &d->in_off : &d->out_off, memory_order_relaxed);
+    uint64_t staged = atomic_load_explicit(&d->staged, memory_order_relaxed) >> (in ? 0 : 1) & 1;
+    if (atomic_load_explicit(&d->call, memory_order_acquire) != want_call)
+        return 0; /* it moved on while we read */
+    size_t mine = in ? c->in_off : c->out_off, stride = in ? c->in_stride : c->out_stride;
+    uint64_t expect = (uint64_t)((ptrdiff_t)mine + (ptrdiff_t)(p - x->comm->rank) * (ptrdiff_t)stride);
+    if (off == expect)
+        return 0;
+    char where[256];
+    op_where(x, op, where, sizeof where);
+    int mine_staged = in ? c->stage_in : c->stage_out;
+    const char *arg = in ? "sendbuf" : "recvbuf";
+    ccl__set_async_error(x->comm, CCL_ERR_NOT_SYMMETRIC,
+                         "rank %d, thread block %d (instance %d), %s: %s is not symmetric: this rank's %s is %s at "
+                         "heap offset %llu, so rank %d's should be at %llu, but rank %d's is %s at %llu (pass "
+                         "ccl_mem_alloc buffers at the same offset on every rank, or ordinary buffers on every rank)",
+                         x->comm->rank, pb->tb, inst, where, arg, arg,
+                         mine_staged ? "an ordinary buffer staged" : "a ccl_mem_alloc buffer", (unsigned long long)mine, p,
+                         (unsigned long long)expect, p, staged ? "an ordinary buffer staged" : "a ccl_mem_alloc buffer",
+                         (unsigned long long)off);
+    ccl__abort_all(x->comm);
+    return -1;
+}
+
+static int do_xfer(Exec *x, const PlanBlock *pb, const PlanOp *op, int inst, int slice)
 {
     const CclCall *c = x->call;
     const Program *prog = x->alg->prog;
@@ -484,8 +558,16 @@ static void do_xfer(Exec *x, const PlanOp *op, int inst, int slice)
     int nref = op->ndst + op->nsrc;
     const void **srcs = op->nsrc <= MAXOPS ? srcbuf : malloc(sizeof *srcs * (size_t)op->nsrc);
     size_t *offs = nref <= 2 * MAXOPS ? offbuf : malloc(sizeof *offs * (size_t)nref);
+    int rc = 0;
     if (!srcs || !offs)
         goto out; /* unreachable in practice: programs have few operands per op */
+    for (int k = 0; k < nref; k++) {
+        const Ref *r = k < op->ndst ? &op->dst[k] : &op->src[k - op->ndst];
+        if (r->rank != x->comm->rank && r->buf <= BUF_OUT && check_symmetric(x, pb, inst, op, r->buf, r->rank) != 0) {
+            rc = -1;
+            goto out;
+        }
+    }
     int count = op->dst[0].count;
     for (int j = 0; j < count; j++) {
         size_t L = SIZE_MAX, len;
@@ -519,6 +601,7 @@ out:
         free(srcs);
     if (offs != offbuf)
         free(offs);
+    return rc;
 }
 
 static void run_block(Exec *x, int b, int inst)
@@ -531,7 +614,8 @@ static void run_block(Exec *x, int b, int inst)
             const PlanOp *op = &pb->ops[o];
             switch (op->kind) {
             case OP_XFER:
-                do_xfer(x, op, inst, s);
+                if (do_xfer(x, pb, op, inst, s) != 0)
+                    return;
                 break;
             case OP_SIGNAL:
                 for (int k = 0; k < op->npeer; k++) {
@@ -615,6 +699,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     atomic_init(&x.arrived, 0);
     atomic_init(&x.gen, 0);
 
+    publish_desc(&x);
     int started = 0;
     for (int k = 1; k < x.nphys; k++) {
         args[k] = (BlockArg){&x, k / alg->instances, k % alg->instances};

@@ -235,6 +235,25 @@ static void test_run(ccl_comm_t **comms, int n)
         printf("FAIL api: registered algorithm: ok=%d calls %llu -> %llu\n", ok, (unsigned long long)before,
                (unsigned long long)algs[0]->ncalls);
     }
+    /* Breaking the symmetric contract: rank 0 passes ccl_mem_alloc buffers, the others
+     * ordinary ones (staged elsewhere in their heaps). The CPU backend must say so
+     * instead of writing to the wrong place. This leaves the comms failed. */
+    void *s0, *o0;
+    ccl_mem_alloc(comms[0], &s0, COUNT * sizeof(float));
+    ccl_mem_alloc(comms[0], &o0, COUNT * sizeof(float));
+    for (int r = 0; r < n; r++)
+        ccl_algorithm_run(algs[r], r ? (void *)in[r] : s0, r ? (void *)out[r] : o0, COUNT, CCL_F32, CCL_SUM, NULL);
+    int flagged = 0;
+    char msg[CCL__ERR_LEN] = "";
+    for (int r = 0; r < n; r++) {
+        ccl_result_t res = ccl_comm_synchronize(comms[r]);
+        if (res == CCL_ERR_NOT_SYMMETRIC && !flagged) {
+            flagged = 1;
+            snprintf(msg, sizeof msg, "%s", ccl_comm_last_error(comms[r]));
+        }
+    }
+    expect("mixed symmetric and ordinary buffers across ranks are caught", flagged ? CCL_ERR_NOT_SYMMETRIC : CCL_OK,
+           CCL_ERR_NOT_SYMMETRIC, msg, "is not symmetric", "heap offset", "ccl_mem_alloc buffers at the same offset", NULL);
     for (int r = 0; r < n; r++) {
         free(in[r]);
         free(out[r]);
