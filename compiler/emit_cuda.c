@@ -25,12 +25,18 @@
  * heap base as mapped on this GPU; scratch, semaphores and (when the user's buffers are
  * symmetric or staged) in/out live at the same offsets on every rank.
  *
- * Protocols: Simple is implemented. LL and LL128 programs run as Simple with their
- * scratch double-buffered by call parity (a per-block call counter in `expected`), which
- * is what the verifier's cross-call proof of an LL program assumes: the runtime gives
- * such kernels a scratch region twice the program's size. They are correct, only not
- * latency-optimized (no flag packets yet). Port channels run as SM copies (flush is a
- * block barrier).
+ * Protocols. Simple: data stores, then a release-add on the peer's semaphore; waits
+ * acquire-spin. LL (protocol ll): every remote write becomes 16-byte lines {data, flag,
+ * data, flag} in the peer's LL region, and the signal that would publish it disappears:
+ * the waiter's matching wait (the k-th wait pairs with the k-th signal, so the waiter
+ * knows which writes it receives) spins on those lines' flags and copies the data into
+ * place. Signal/wait pairs that publish no data stay semaphores. Flags are the call
+ * number (a per-block counter in `expected`, equal on every rank) mixed with a salt the
+ * runtime picks per LL region, so stale lines never match and nothing is cleared between
+ * calls; LL regions and scratch are double-buffered by call parity, as the verifier's
+ * cross-call proof of an LL program assumes. An LL program that reads peers' memory or
+ * uses port channels runs as double-buffered Simple. LL128 runs as Simple. Port
+ * channels run as SM copies (flush is a block barrier).
  *
  * Output is deterministic: it depends only on the plan, the rank and the options.
  */
@@ -39,7 +45,7 @@
 
 #include "cclc.h"
 
-#define CCL_ABI_VERSION 1
+#define CCL_ABI_VERSION 2
 
 typedef struct {
     const char *name;     /* EmitOptions spelling */
@@ -109,6 +115,7 @@ static const char emit_prelude[] =
     "    u64 cs;                  /* chunk stride in elements */\n"
     "    u64 ninst, nslices;      /* instances per logical block, slices per chunk */\n"
     "    u64 timeout_ns;          /* bound on every wait */\n"
+    "    u64 ll_salt;             /* mixed into LL flags: stale lines of other uses never match */\n"
     "};\n"
     "\n"
     "#define CCL_VE (16 / (int)sizeof(ccl_t)) /* elements per 16-byte vector */\n"
@@ -338,7 +345,104 @@ static const char emit_prelude[] =
     "    return 1;\n"
     "}\n"
     "\n"
-"/* All ranks: every rank adds 1 to rank 0's heap-header barrier word (offset 8) and\n"
+"/* ---- LL: 16-byte lines {data0, flag, data1, flag} carry 8 data bytes each; a line is\n"
+    " * valid when both flags equal this call's flag, so data needs no separate signal. ---- */\n"
+    "#define CCL_WE (8 / (int)sizeof(ccl_t)) /* elements per 8-byte word */\n"
+    "union ccl_word {\n"
+    "    u64 w;\n"
+    "    ccl_t e[CCL_WE];\n"
+    "};\n"
+    "__device__ __forceinline__ void ccl_ll_put(char *line, u64 w, unsigned int flag)\n"
+    "{\n"
+    "    asm volatile(\"st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};\" :: \"l\"(line), \"r\"((unsigned int)w),\n"
+    "                 \"r\"(flag), \"r\"((unsigned int)(w >> 32)), \"r\"(flag) : \"memory\");\n"
+    "}\n"
+    "/* The m (<= CCL_WE) elements at p as one word: one 8-byte access when whole and aligned. */\n"
+    "__device__ __forceinline__ u64 ccl_ld_word(const char *p, int m)\n"
+    "{\n"
+    "    union ccl_word x;\n"
+    "    x.w = 0;\n"
+    "    if (m == CCL_WE && ((u64)p & 7) == 0) {\n"
+    "        asm volatile(\"ld.global.cg.u64 %0, [%1];\" : \"=l\"(x.w) : \"l\"(p) : \"memory\");\n"
+    "    } else {\n"
+    "        for (int k = 0; k < m; k++) x.e[k] = ccl_ld1(p + k * sizeof(ccl_t));\n"
+    "    }\n"
+    "    return x.w;\n"
+    "}\n"
+    "__device__ __forceinline__ void ccl_st_word(char *p, u64 w, int m)\n"
+    "{\n"
+    "    union ccl_word x;\n"
+    "    x.w = w;\n"
+    "    if (m == CCL_WE && ((u64)p & 7) == 0) *(u64 *)p = w;\n"
+    "    else for (int k = 0; k < m; k++) *(ccl_t *)(p + k * sizeof(ccl_t)) = x.e[k];\n"
+    "}\n"
+    "/* Like ccl_xfer, word by word: NL local destinations get plain stores, NR remote ones\n"
+    " * (dr: the peer's LL lines for this part) get LL lines. */\n"
+    "template <int NL, int NR, int NS>\n"
+    "__device__ __forceinline__ void ccl_xfer_ll(char *const *dl, char *const (&dr)[NR], const char *const (&src)[NS],\n"
+    "                                            u64 n, unsigned int flag)\n"
+    "{\n"
+    "    const u64 nw = (n + CCL_WE - 1) / CCL_WE;\n"
+    "    for (u64 j = threadIdx.x; j < nw; j += blockDim.x) {\n"
+    "        const int m = n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;\n"
+    "        union ccl_word x[NS], r;\n"
+    "#pragma unroll\n"
+    "        for (int s = 0; s < NS; s++) x[s].w = ccl_ld_word(src[s] + j * 8, m);\n"
+    "        r = x[0];\n"
+    "        if (NS > 1) {\n"
+    "#pragma unroll\n"
+    "            for (int k = 0; k < CCL_WE; k++) {\n"
+    "                ccl_acc v = CCL_LOAD(x[0].e[k]);\n"
+    "#pragma unroll\n"
+    "                for (int s = 1; s < NS; s++) v = CCL_OP(v, CCL_LOAD(x[s].e[k]));\n"
+    "                r.e[k] = CCL_STORE(v);\n"
+    "            }\n"
+    "        }\n"
+    "#pragma unroll\n"
+    "        for (int d = 0; d < NL; d++) ccl_st_word(dl[d] + j * 8, r.w, m);\n"
+    "#pragma unroll\n"
+    "        for (int d = 0; d < NR; d++) ccl_ll_put(dr[d] + j * 16, r.w, flag);\n"
+    "    }\n"
+    "}\n"
+    "/* Receives n elements from this rank's LL lines into dst, every thread of the block\n"
+    " * taking a share; spins per line (bounded, abort-aware like ccl_wait). */\n"
+    "__device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, unsigned int flag, char *const *peers,\n"
+    "                                        struct ccl_err *err, u64 timeout_ns, u64 rank, u64 tb, u64 inst,\n"
+    "                                        u64 line, u64 peer)\n"
+    "{\n"
+    "    const u64 nw = (n + CCL_WE - 1) / CCL_WE;\n"
+    "    const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];\n"
+    "    for (u64 j = threadIdx.x; j < nw; j += blockDim.x) {\n"
+    "        const int m = n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;\n"
+    "        unsigned int d0, f0, d1, f1;\n"
+    "        u64 t0 = 0;\n"
+    "        for (unsigned int it = 0;; it++) {\n"
+    "            asm volatile(\"ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"
+    "                         : \"=r\"(d0), \"=r\"(f0), \"=r\"(d1), \"=r\"(f1) : \"l\"(lines + j * 16) : \"memory\");\n"
+    "            if (f0 == flag && f1 == flag) break;\n"
+    "            if ((it & 255) == 255) {\n"
+    "                if (*abort_flag) return 0;\n"
+    "                u64 now = ccl_now();\n"
+    "                if (t0 == 0) t0 = now;\n"
+    "                else if (now - t0 > timeout_ns) {\n"
+    "                    if (atomicCAS(&err->flag, 0ull, 2ull) == 0ull) {\n"
+    "                        err->rank = rank; err->tb = tb; err->inst = inst; err->line = line; err->peer = peer;\n"
+    "                        err->slot = ~1ull; err->expected = flag; err->seen = f0;\n"
+    "                        __threadfence_system();\n"
+    "                        *(volatile u64 *)&err->flag = 1;\n"
+    "                    }\n"
+    "                    for (int p = 0; p < CCL_NRANKS; p++) atomicCAS((u64 *)peers[p], 0ull, rank + 1);\n"
+    "                    __threadfence_system();\n"
+    "                    return 0;\n"
+    "                }\n"
+    "            }\n"
+    "        }\n"
+    "        ccl_st_word(dst + j * 8, (u64)d0 | ((u64)d1 << 32), m);\n"
+    "    }\n"
+    "    return 1;\n"
+    "}\n"
+    "\n"
+    "/* All ranks: every rank adds 1 to rank 0's heap-header barrier word (offset 8) and\n"
     " * waits for N more arrivals than its last barrier saw (gen: this rank's device\n"
     " * counter). Launched with one block around avg's division. */\n"
     "extern \"C\" __global__ void ccl_rank_barrier(char *const *peers, u64 *gen, struct ccl_err *err, u64 timeout_ns)\n"
@@ -359,6 +463,23 @@ static const char emit_prelude[] =
     "}\n"
     "\n";
 
+/* LL analysis. A delivery is what one signal of a sender block publishes to one peer:
+ * the remote writes (op, destination index) since its previous signal to that peer. The
+ * k-th wait on p of block t pairs with the k-th signal of p's block t, so the waiter
+ * knows exactly which lines to receive. */
+typedef struct {
+    const PlanOp *op;
+    int d;
+} LLItem;
+typedef struct {
+    int n;
+    LLItem *items;
+} LLDelivery;
+typedef struct {
+    int n, cap;
+    LLDelivery *v;
+} LLDeliveries;
+
 /* Everything the per-rank code emission needs in one place. */
 typedef struct {
     FILE *out;
@@ -368,7 +489,15 @@ typedef struct {
     int nslots;           /* semaphore slots for one instance: plan->nsems */
     long *scratch_prefix; /* per buffer: chunks of the scratch buffers before it */
     long scratch_chunks;  /* all scratch buffers together */
-    int double_buffer;    /* LL program run as Simple: scratch alternates by call parity */
+    int double_buffer;    /* LL program: scratch alternates by call parity, blocks count calls */
+    /* LL packets (see emit_ll_analyze). Chunks of every buffer have an LL shadow on each
+     * rank: global chunk index in, then out, then scratch. */
+    int ll;
+    long total_chunks;
+    LLDeliveries *deliv;  /* per plan block (a sender): its deliveries to this rank, in order */
+    int *pend;            /* per peer: remote writes of the current block since its last signal */
+    int *waits;           /* per peer: waits of the current block so far */
+    const PlanBlock *cur; /* the block being emitted */
 } Emit;
 
 /* Writes a C expression for the base pointer (char *) of operand r's buffer. */
@@ -460,6 +589,214 @@ static void emit_xfer_chunk(Emit *e, const PlanOp *op, int j)
     fprintf(o, "        }\n");
 }
 
+/* Decides whether rank `rank`'s kernel can use LL packets and collects, per sender
+ * block, its deliveries to `rank`. LL needs every data movement between ranks to be a
+ * remote write published by a later signal of the same block (no remote reads, no port
+ * channels, no write left unsignalled); otherwise the program runs as double-buffered
+ * Simple, which is equally correct. Returns 1 when LL applies. */
+static int emit_ll_analyze(Emit *e)
+{
+    const Plan *plan = e->plan;
+    int ok = 1;
+    e->deliv = calloc((size_t)plan->nblocks, sizeof *e->deliv);
+    if (!e->deliv) internal_error("out of memory");
+    for (int bi = 0; bi < plan->nblocks && ok; bi++) {
+        const PlanBlock *b = &plan->blocks[bi];
+        int npend = 0, cap = 0;
+        LLItem *pend = NULL;
+        for (int i = 0; i < b->nops && ok; i++) {
+            const PlanOp *op = &b->ops[i];
+            if (op->kind == OP_XFER) {
+                if (op->chan == CHAN_PORT) ok = 0;
+                for (int k = 0; k < op->nsrc; k++)
+                    if (op->src[k].rank != b->rank) ok = 0;
+                for (int d = 0; d < op->ndst; d++) {
+                    if (op->dst[d].rank == b->rank || op->dst[d].rank != e->rank) continue;
+                    if (npend == cap) {
+                        cap = cap ? 2 * cap : 8;
+                        pend = realloc(pend, sizeof *pend * (size_t)cap);
+                        if (!pend) internal_error("out of memory");
+                    }
+                    pend[npend++] = (LLItem){op, d};
+                }
+            } else if (op->kind == OP_SIGNAL) {
+                for (int k = 0; k < op->npeer; k++) {
+                    if (op->peer[k] != e->rank) continue;
+                    LLDeliveries *dv = &e->deliv[bi];
+                    if (dv->n == dv->cap) {
+                        dv->cap = dv->cap ? 2 * dv->cap : 8;
+                        dv->v = realloc(dv->v, sizeof *dv->v * (size_t)dv->cap);
+                        if (!dv->v) internal_error("out of memory");
+                    }
+                    dv->v[dv->n].n = npend;
+                    dv->v[dv->n].items = npend ? pend : NULL;
+                    dv->n++;
+                    if (npend) {
+                        pend = NULL;
+                        npend = cap = 0;
+                    }
+                }
+            }
+        }
+        /* Remote writes from other ranks to anyone are checked when those ranks are
+         * emitted; here only writes to this rank matter. */
+        if (npend) ok = 0;
+        free(pend);
+    }
+    /* Any remote read anywhere (a get): this rank's data might be read without a wait
+     * that LL could carry. */
+    for (int bi = 0; bi < plan->nblocks && ok; bi++)
+        for (int i = 0; i < plan->blocks[bi].nops && ok; i++) {
+            const PlanOp *op = &plan->blocks[bi].ops[i];
+            for (int k = 0; k < op->nsrc; k++)
+                if (op->kind == OP_XFER && op->src[k].rank != plan->blocks[bi].rank) ok = 0;
+            if (op->kind == OP_XFER && op->chan == CHAN_PORT) ok = 0;
+        }
+    return ok;
+}
+
+static void emit_ll_free(Emit *e)
+{
+    if (!e->deliv) return;
+    for (int bi = 0; bi < e->plan->nblocks; bi++) {
+        for (int k = 0; k < e->deliv[bi].n; k++) free(e->deliv[bi].v[k].items);
+        free(e->deliv[bi].v);
+    }
+    free(e->deliv);
+    e->deliv = NULL;
+}
+
+/* The global chunk index of a buffer chunk (in, then out, then scratch). */
+static long emit_global_chunk(Emit *e, int buf, int chunk)
+{
+    const Program *p = e->prog;
+    if (buf == BUF_IN) return chunk;
+    if (buf == BUF_OUT) return p->buf_chunks[BUF_IN] + chunk;
+    return (long)p->buf_chunks[BUF_IN] + p->buf_chunks[BUF_OUT] + e->scratch_prefix[buf] + chunk;
+}
+
+/* A char * expression for rank `rank`'s LL lines of chunk (buf, chunk) in this call's
+ * half, advanced to element `lo` of the chunk. The LL region follows the two scratch
+ * halves in the algorithm's region: 2 halves of total_chunks chunks of 2*CS*esize bytes. */
+static void emit_ll_lines(Emit *e, int rank, int buf, int chunk)
+{
+    fprintf(e->out, "(p%d + a.scratch_off + (%ldull + (ep & 1) * %ldull + %ldull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))",
+            rank, 2 * e->scratch_chunks, 2 * e->total_chunks, 2 * emit_global_chunk(e, buf, chunk));
+}
+
+/* Declares s0.. for every operand of op at chunk j, len (the shortest) and this
+ * instance's and slice's part [lo, hi). */
+static void emit_op_part(Emit *e, const PlanOp *op, int j)
+{
+    FILE *o = e->out;
+    int nops = op->ndst + op->nsrc;
+    char name[32];
+    for (int x = 0; x < nops; x++) {
+        const Ref *r = x < op->ndst ? &op->dst[x] : &op->src[x - op->ndst];
+        snprintf(name, sizeof name, "s%d", x);
+        emit_span(e, name, r, r->chunk + j);
+    }
+    fprintf(o, "            u64 len = s0.len;\n");
+    for (int x = 1; x < nops; x++) fprintf(o, "            if (s%d.len < len) len = s%d.len;\n", x, x);
+    fprintf(o, "            u64 lo, hi;\n");
+    fprintf(o, "            ccl_part(a, inst, sl, len, &lo, &hi);\n");
+}
+
+/* One chunk of an OP_XFER with remote destinations, as LL: local destinations get
+ * plain stores, remote ones the peer's LL lines. */
+static void emit_xfer_chunk_ll(Emit *e, const PlanOp *op, int j)
+{
+    FILE *o = e->out;
+    int nl = 0, nr = 0;
+    for (int d = 0; d < op->ndst; d++) {
+        if (op->dst[d].rank == e->rank) nl++;
+        else nr++;
+    }
+    fprintf(o, "        { /* LL: ");
+    for (int d = 0; d < op->ndst; d++) {
+        if (d) fprintf(o, ", ");
+        emit_ref_comment(e, &op->dst[d], j);
+    }
+    fprintf(o, " <- ");
+    for (int k = 0; k < op->nsrc; k++) {
+        if (k) fprintf(o, ", ");
+        emit_ref_comment(e, &op->src[k], j);
+    }
+    fprintf(o, " */\n");
+    emit_op_part(e, op, j);
+    fprintf(o, "            char *const dl[%d] = {", nl ? nl : 1);
+    int first = 1;
+    for (int d = 0; d < op->ndst; d++) {
+        if (op->dst[d].rank != e->rank) continue;
+        fprintf(o, "%s", first ? "" : ", ");
+        first = 0;
+        emit_base(e, &op->dst[d]);
+        fprintf(o, " + (s%d.off + lo) * sizeof(ccl_t)", d);
+    }
+    if (!nl) fprintf(o, "0");
+    fprintf(o, "};\n");
+    fprintf(o, "            char *const dr[%d] = {", nr);
+    first = 1;
+    for (int d = 0; d < op->ndst; d++) {
+        if (op->dst[d].rank == e->rank) continue;
+        fprintf(o, "%s", first ? "" : ", ");
+        first = 0;
+        emit_ll_lines(e, op->dst[d].rank, op->dst[d].buf, op->dst[d].chunk + j);
+    }
+    fprintf(o, "};\n");
+    fprintf(o, "            const char *const s[%d] = {", op->nsrc);
+    for (int x = 0; x < op->nsrc; x++) {
+        fprintf(o, "%s", x ? ", " : "");
+        emit_base(e, &op->src[x]);
+        fprintf(o, " + (s%d.off + lo) * sizeof(ccl_t)", op->ndst + x);
+    }
+    fprintf(o, "};\n");
+    fprintf(o, "            if (hi > lo) ccl_xfer_ll<%d, %d, %d>(dl, dr, s, hi - lo, flag);\n", nl, nr, op->nsrc);
+    fprintf(o, "        }\n");
+}
+
+/* Receives one delivered item (sender op, destination d) into this rank's buffer: the
+ * same spans and part as the sender computed, read from our LL lines. */
+static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int line)
+{
+    FILE *o = e->out;
+    const Ref *dst = &it->op->dst[it->d];
+    for (int j = 0; j < dst->count; j++) {
+        fprintf(o, "        { /* LL receive from rank %d: ", peer);
+        emit_ref_comment(e, dst, j);
+        fprintf(o, " */\n");
+        emit_op_part(e, it->op, j);
+        Ref mine = *dst;
+        mine.rank = e->rank;
+        fprintf(o, "            char *const dst = ");
+        emit_base(e, &mine);
+        fprintf(o, " + (s%d.off + lo) * sizeof(ccl_t);\n", it->d);
+        fprintf(o, "            const char *const lines = ");
+        emit_ll_lines(e, e->rank, dst->buf, dst->chunk + j);
+        fprintf(o, ";\n");
+        fprintf(o, "            if (hi > lo && !ccl_ll_recv(dst, lines, hi - lo, flag, a.peers, a.err, a.timeout_ns, %d, %d, "
+                   "inst, %d, %d)) failed = 1;\n", e->rank, tb, line, peer);
+        fprintf(o, "        }\n");
+    }
+}
+
+/* The plan block index of (rank, tb), or -1. */
+static int emit_block_index(Emit *e, int rank, int tb)
+{
+    for (int i = 0; i < e->plan->nblocks; i++)
+        if (e->plan->blocks[i].rank == rank && e->plan->blocks[i].tb == tb) return i;
+    return -1;
+}
+
+/* The delivery the k-th wait of block tb on `peer` receives, or NULL (a pure
+ * synchronization pair, still a semaphore). */
+static const LLDelivery *emit_delivery(Emit *e, int peer, int tb, int k)
+{
+    int bi = emit_block_index(e, peer, tb);
+    if (bi < 0 || k >= e->deliv[bi].n || e->deliv[bi].v[k].n == 0) return NULL;
+    return &e->deliv[bi].v[k];
+}
+
 /* The semaphore slot of logical slot `sem` (t*N + peer, for one instance) for
  * instance `inst`: (t*I + inst)*N + peer. */
 static void emit_slot(FILE *o, int sem, int nranks)
@@ -479,13 +816,28 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
     switch (op->kind) {
     case OP_XFER: {
         int count = op->ndst ? op->dst[0].count : op->src[0].count;
-        for (int j = 0; j < count; j++) emit_xfer_chunk(e, op, j);
+        int remote = 0;
+        for (int d = 0; d < op->ndst; d++)
+            if (op->dst[d].rank != e->rank) {
+                remote = 1;
+                if (e->ll) e->pend[op->dst[d].rank]++;
+            }
+        for (int j = 0; j < count; j++) {
+            if (e->ll && remote) emit_xfer_chunk_ll(e, op, j);
+            else emit_xfer_chunk(e, op, j);
+        }
         break;
     }
     case OP_SIGNAL:
         /* The barrier orders every thread's stores before the release by thread k. */
         fprintf(o, "        __syncthreads();\n");
         for (int k = 0; k < op->npeer; k++) {
+            if (e->ll && e->pend[op->peer[k]]) {
+                /* The LL lines written since the last signal carry this one. */
+                fprintf(o, "        /* signal %d: carried by LL lines */\n", op->peer[k]);
+                e->pend[op->peer[k]] = 0;
+                continue;
+            }
             /* The slot on the peer: same logical block, indexed by this (signalling) rank. */
             int t = op->sem[k] / n;
             fprintf(o, "        if (threadIdx.x == %d) ccl_signal((u64 *)(p%d + a.sem_off) + ", k, op->peer[k]);
@@ -495,6 +847,7 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
         break;
     case OP_WAIT:
         for (int k = 0; k < op->npeer; k++) {
+            if (e->ll && emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]])) continue;
             fprintf(o, "        if (threadIdx.x == %d) {\n", k);
             fprintf(o, "            const u64 slot = ");
             emit_slot(o, op->sem[k], n);
@@ -502,6 +855,11 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
             fprintf(o, "            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, %d, %d, "
                        "inst, %d, %d)) failed = 1;\n", e->rank, b->tb, emit_first_line(op), op->peer[k]);
             fprintf(o, "        }\n");
+        }
+        for (int k = 0; e->ll && k < op->npeer; k++) {
+            const LLDelivery *dv = emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]]++);
+            for (int i = 0; dv && i < dv->n; i++)
+                emit_ll_recv_item(e, &dv->items[i], op->peer[k], b->tb, emit_first_line(op));
         }
         fprintf(o, "        __syncthreads();\n");
         fprintf(o, "        if (failed) return;\n");
@@ -551,6 +909,7 @@ static void emit_block(Emit *e, const PlanBlock *b)
     char *used = calloc((size_t)n, 1);
     if (!used) internal_error("out of memory");
     emit_block_peers(e, b, used);
+    if (e->ll) used[e->rank] = 1; /* our own LL lines */
     for (int p = 0; p < n; p++)
         if (used[p]) fprintf(o, "        char *const p%d = a.peers[%d];\n", p, p);
     free(used);
@@ -564,6 +923,13 @@ static void emit_block(Emit *e, const PlanBlock *b)
                 e->scratch_chunks);
     } else {
         fprintf(o, "        const u64 sbase = a.scratch_off;\n");
+    }
+    if (e->ll) {
+        /* The same on every rank for the same call; never 0 (fresh memory). */
+        fprintf(o, "        unsigned int flag = (unsigned int)((ep + 1) ^ a.ll_salt);\n");
+        fprintf(o, "        if (flag == 0) flag = 1;\n");
+        memset(e->pend, 0, sizeof *e->pend * (size_t)n);
+        memset(e->waits, 0, sizeof *e->waits * (size_t)n);
     }
     fprintf(o, "        for (u64 sl = 0; sl < a.nslices; sl++) {\n");
     for (int i = 0; i < b->nops; i++) emit_op(e, b, &b->ops[i], i);
@@ -597,15 +963,26 @@ void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt)
         acc += prog->buf_chunks[b];
     }
     e.scratch_chunks = acc;
-    e.double_buffer = proto != PROTO_SIMPLE && acc > 0;
+    e.total_chunks = (long)prog->buf_chunks[BUF_IN] + prog->buf_chunks[BUF_OUT] + acc;
+    e.double_buffer = proto != PROTO_SIMPLE;
+    e.ll = proto == PROTO_LL && emit_ll_analyze(&e);
+    e.pend = calloc((size_t)prog->nranks, sizeof *e.pend);
+    e.waits = calloc((size_t)prog->nranks, sizeof *e.waits);
+    if (!e.pend || !e.waits) internal_error("out of memory");
 
     fprintf(out, "/* Generated by cclc %s (emit_cuda, ABI %d): do not edit.\n", CCLC_VERSION, CCL_ABI_VERSION);
     fprintf(out, " * algorithm %s : %s, N = %d, rank %d, K = %d\n", prog->name ? prog->name : "?",
             coll_name(prog->coll), prog->nranks, rank, prog->chunks);
     fprintf(out, " * dtype %s, op %s, protocol %s", dtype, opname, proto_name(proto));
-    if (proto != PROTO_SIMPLE)
-        fprintf(out, " (run as simple with scratch double-buffered by call parity, as the\n"
-                     " * verifier's cross-call proof of an LL program assumes; scratch region = 2 x %ld chunks)", acc);
+    if (e.ll)
+        fprintf(out, "\n * LL: remote writes are 16-byte lines {data, flag, data, flag} into the peer's LL region\n"
+                     " * (after 2 x %ld scratch chunks: 2 halves by call parity x %ld chunks x 2*CS*esize bytes);\n"
+                     " * the signals they publish and the waits that receive them are the lines' flags",
+                acc, e.total_chunks);
+    else if (proto != PROTO_SIMPLE)
+        fprintf(out, " (run as simple: the program reads peers' memory or uses port channels,\n"
+                     " * which LL lines cannot carry; scratch double-buffered by call parity, as the\n"
+                     " * verifier's cross-call proof of an LL program assumes: 2 x %ld chunks)", acc);
     fprintf(out, "\n * logical thread blocks %d, semaphore slots per instance %d, scratch chunks %ld\n",
             plan->ntb, plan->nsems, acc);
     fprintf(out, " * Launch: grid = %d * ninst blocks; one heap of every rank mapped (a.peers). */\n",
@@ -629,5 +1006,8 @@ void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt)
     for (int i = 0; i < plan->nblocks; i++)
         if (plan->blocks[i].rank == rank) emit_block(&e, &plan->blocks[i]);
     fprintf(out, "    default:\n        break;\n    }\n}\n");
+    emit_ll_free(&e);
+    free(e.pend);
+    free(e.waits);
     free(e.scratch_prefix);
 }

@@ -43,6 +43,7 @@ typedef struct {
      * grow-only heap region, taken in the same call on every rank; old ones are freed
      * with the algorithm. */
     size_t ll_off, ll_bytes;
+    uint64_t ll_salt, ll_gen;
     int nll_old;
     size_t ll_old[8];
 } GpuAlg;
@@ -315,7 +316,13 @@ static ccl_result_t gpu_run(const CclCall *call)
 
     uint64_t scratch_off = call->scratch_off;
     if (alg->prog->protocol != PROTO_SIMPLE) {
-        size_t need = 2 * ccl__scratch_offset(alg->prog, alg->prog->nbufs, call->CS, call->esize);
+        /* Two scratch halves, then two halves of LL lines (2 bytes of line per data byte)
+         * for every chunk of in, out and scratch: emit_cuda.c's layout. */
+        const Program *pg = alg->prog;
+        size_t chunk_bytes = call->CS * call->esize;
+        size_t S = ccl__scratch_offset(pg, pg->nbufs, call->CS, call->esize) / (chunk_bytes ? chunk_bytes : 1);
+        size_t T = (size_t)pg->buf_chunks[BUF_IN] + (size_t)pg->buf_chunks[BUF_OUT] + S;
+        size_t need = (2 * S + 4 * T) * chunk_bytes;
         if (need > ga->ll_bytes) {
             size_t off;
             if (ga->nll_old == (int)(sizeof ga->ll_old / sizeof ga->ll_old[0]) ||
@@ -327,6 +334,12 @@ static ccl_result_t gpu_run(const CclCall *call)
             if (ga->ll_bytes) ga->ll_old[ga->nll_old++] = ga->ll_off;
             ga->ll_off = off;
             ga->ll_bytes = need;
+            /* Lines left in this memory by earlier users must never match a flag: the
+             * salt differs per region (same on every rank: same offsets, same order). */
+            uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)off * 0xff51afd7ed558ccdull) ^ ((uint64_t)++ga->ll_gen << 40);
+            h ^= h >> 33;
+            h *= 0xc4ceb9fe1a85ec53ull;
+            ga->ll_salt = h ^ (h >> 29);
         }
         scratch_off = ga->ll_off;
     }
@@ -357,6 +370,7 @@ static ccl_result_t gpu_run(const CclCall *call)
         .ninst = (uint64_t)alg->instances,
         .nslices = (uint64_t)(call->slices > 0 ? call->slices : 1),
         .timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull,
+        .ll_salt = ga->ll_salt,
     };
     void *params[] = {&a};
     if (ga->grid > 0)
@@ -395,7 +409,14 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
         GpuAlg *ga = alg->be_alg;
         if (!ga || ga->err->flag != 1) continue;
         const CclGpuErr *e = ga->err;
-        if (e->slot == ~0ull)
+        if (e->slot == ~1ull)
+            ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                                 "rank %d: timeout after %d ms in %s:%llu: thread block %llu (instance %llu) waited for "
+                                 "LL data from rank %llu (flag %llx, saw %llx)", comm->rank, comm->timeout_ms, alg->file,
+                                 (unsigned long long)e->line, (unsigned long long)e->tb, (unsigned long long)e->inst,
+                                 (unsigned long long)e->peer, (unsigned long long)e->expected,
+                                 (unsigned long long)e->seen);
+        else if (e->slot == ~0ull)
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                                  "rank %d: timeout after %d ms at the all-rank barrier around avg's division of %s "
                                  "(%llu of %llu arrivals)", comm->rank, comm->timeout_ms, alg->file,
