@@ -302,9 +302,15 @@ static int expected(const Gen *g, int r, size_t j, size_t count, double *out)
 
 /* ---- one rank's buffers ---- */
 
+/* The buffers live where the backend wants them (device memory for ccl_mem_alloc on
+ * GPUs), so they are filled and checked through a host mirror of the whole allocation
+ * and ccl__copy. */
 typedef struct {
-    void *mem;               /* what was allocated */
-    void *send, *recv;
+    void *mem;               /* what was allocated: total bytes */
+    char *mirror;            /* host copy of mem */
+    size_t total;
+    size_t send_at, recv_at; /* byte offsets of send and recv in mem */
+    void *send, *recv;       /* mem + send_at, mem + recv_at */
     size_t in_elems, out_elems;
 } Bufs;
 
@@ -319,6 +325,11 @@ static int alloc_bufs(ccl_comm_t *comm, const RunOpts *o, Collective coll, int N
     size_t total = o->inplace ? (in_bytes > out_bytes ? in_bytes : out_bytes) : in_bytes + out_bytes + 256;
     if (total == 0)
         total = 16;
+    b->total = total;
+    if (!(b->mirror = malloc(total))) {
+        snprintf(err, len, "out of host memory for %zu bytes", total);
+        return -1;
+    }
     if (o->host_buffers) {
         b->mem = aligned_alloc(256, (total + 255) / 256 * 256);
         if (!b->mem) {
@@ -331,12 +342,14 @@ static int alloc_bufs(ccl_comm_t *comm, const RunOpts *o, Collective coll, int N
     }
     char *m = b->mem;
     if (o->inplace) {
-        b->send = m + (coll == COLL_ALLGATHER ? (size_t)rank * o->count * es : 0);
-        b->recv = m + (coll == COLL_REDUCE_SCATTER ? (size_t)rank * o->count * es : 0);
+        b->send_at = coll == COLL_ALLGATHER ? (size_t)rank * o->count * es : 0;
+        b->recv_at = coll == COLL_REDUCE_SCATTER ? (size_t)rank * o->count * es : 0;
     } else {
-        b->send = m;
-        b->recv = m + (in_bytes + 255) / 256 * 256;
+        b->send_at = 0;
+        b->recv_at = (in_bytes + 255) / 256 * 256;
     }
+    b->send = m + b->send_at;
+    b->recv = m + b->recv_at;
     return 0;
 }
 
@@ -346,16 +359,33 @@ static void free_bufs(ccl_comm_t *comm, const RunOpts *o, Bufs *b)
         free(b->mem);
     else if (b->mem)
         ccl_mem_free(comm, b->mem);
+    free(b->mirror);
 }
 
-static void fill(const Gen *g, int rank, Bufs *b)
+/* Fills rank's input (after poisoning the output, differently per call, so stale
+ * results are caught) and copies it where the backend reads it. */
+static int fill(const Gen *g, int rank, ccl_comm_t *comm, Bufs *b, char *err, size_t len)
 {
     const RunOpts *o = g->o;
     size_t es = ccl_dtype_size(o->dtype);
-    /* Poison the output first (changing per iteration) so stale results are caught. */
-    memset(b->recv, 0xA5 ^ (g->iter & 0xff), b->out_elems * es);
+    memset(b->mirror + b->recv_at, 0xA5 ^ (g->iter & 0xff), b->out_elems * es);
     for (size_t i = 0; i < b->in_elems; i++)
-        store(b->send, i, gen_value(g, rank, i), o->dtype);
+        store(b->mirror + b->send_at, i, gen_value(g, rank, i), o->dtype);
+    if (ccl__copy(comm, b->mem, b->mirror, b->total) != CCL_OK) {
+        snprintf(err, len, "copying rank %d's input: %s", rank, ccl_comm_last_error(comm));
+        return -1;
+    }
+    return 0;
+}
+
+/* Brings rank's output back into the mirror. */
+static int fetch(ccl_comm_t *comm, int rank, Bufs *b, size_t es, char *err, size_t len)
+{
+    if (ccl__copy(comm, b->mirror + b->recv_at, b->recv, b->out_elems * es) != CCL_OK) {
+        snprintf(err, len, "copying rank %d's output: %s", rank, ccl_comm_last_error(comm));
+        return -1;
+    }
+    return 0;
 }
 
 /* Outputs equal on every rank (allreduce, allgather, broadcast) are computed once per
@@ -380,7 +410,7 @@ static void check(const Gen *g, int rank, const Bufs *b, const double *ref, Verd
             want = ref[j];
         else if (!expected(g, rank, j, o->count, &want))
             continue;
-        double got = load(b->recv, j, o->dtype);
+        double got = load(b->mirror + b->recv_at, j, o->dtype);
         if (got == want)
             continue;
         if (!v->wrong++)
@@ -481,8 +511,14 @@ static int run_threads(const RunOpts *o)
     int failed = 0;
     for (int it = 0; it < o->iters && !failed; it++) {
         gen_iter(&g, it);
-        for (int q = 0; q < N; q++)
-            fill(&g, q, &bufs[q]);
+        for (int q = 0; q < N && !failed; q++)
+            if (fill(&g, q, comms[q], &bufs[q], err, sizeof err) != 0) {
+                v[q].failed_call = 1;
+                CCL__FMT(v[q].first, sizeof v[q].first, "%s", err);
+                failed = 1;
+            }
+        if (failed)
+            break;
         double t0 = ccl__now_ms();
         for (int q = 0; q < N && !failed; q++) {
             r = ccl_algorithm_run(algs[q], bufs[q].send, bufs[q].recv, o->count, o->dtype, o->op, NULL);
@@ -501,6 +537,12 @@ static int run_threads(const RunOpts *o)
             }
         }
         ms += ccl__now_ms() - t0;
+        for (int q = 0; q < N && !failed; q++)
+            if (fetch(comms[q], q, &bufs[q], ccl_dtype_size(o->dtype), err, sizeof err) != 0) {
+                v[q].failed_call = 1;
+                CCL__FMT(v[q].first, sizeof v[q].first, "%s", err);
+                failed = 1;
+            }
         if (!failed) {
             if (ref)
                 fill_ref(&g, ref, bufs[0].out_elems);
@@ -566,7 +608,12 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
         gen_setup(&g, o, coll, N);
         for (int it = 0; it < o->iters; it++) {
             gen_iter(&g, it);
-            fill(&g, me, &b);
+            char err[400];
+            if (fill(&g, me, comm, &b, err, sizeof err) != 0) {
+                mine.failed_call = 1;
+                snprintf(mine.first, sizeof mine.first, "%s", err);
+                break;
+            }
             double t0 = ccl__now_ms();
             r = ccl_algorithm_run(alg, b.send, b.recv, o->count, o->dtype, o->op, NULL);
             if (r == CCL_OK)
@@ -575,6 +622,11 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
             if (r != CCL_OK) {
                 mine.failed_call = 1;
                 snprintf(mine.first, sizeof mine.first, "%s", ccl_comm_last_error(comm));
+                break;
+            }
+            if (fetch(comm, me, &b, ccl_dtype_size(o->dtype), err, sizeof err) != 0) {
+                mine.failed_call = 1;
+                snprintf(mine.first, sizeof mine.first, "%s", err);
                 break;
             }
             check(&g, me, &b, NULL, &mine);

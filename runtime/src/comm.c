@@ -546,6 +546,17 @@ ccl_result_t ccl_comm_backend(const ccl_comm_t *comm, ccl_backend_t *backend)
     return CCL_OK;
 }
 
+ccl_result_t ccl__copy(ccl_comm_t *comm, void *dst, const void *src, size_t bytes)
+{
+    if (comm->be->copy)
+        return comm->be->copy(comm, dst, src, bytes);
+    if (comm->backend_kind != CCL_BACKEND_CPU) /* device memory: memcpy would crash */
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "the %s backend has no copy hook (CclBackend.copy)", comm->be->name);
+    comm->be->synchronize(comm);
+    memcpy(dst, src, bytes);
+    return CCL_OK;
+}
+
 /* ---- symmetric memory ---- */
 
 ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes)
