@@ -233,6 +233,20 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
     *out = best ? best : nohint ? nohint : first;
     if (*out)
         return CCL_OK;
+    /* One rank: every collective is a copy. Built in, so a single-GPU job works without
+     * a library that admits N = 1 (it still goes through the verifier and the backend);
+     * once loaded, the search above finds it. */
+    if (comm->nranks == 1) {
+        char src[160];
+        snprintf(src, sizeof src, "algorithm self : %s\nranks N in 1..1\nfor r in 0..N on r tb 0 { copy out[0] <- in[0] }\n",
+                 coll_name(coll));
+        ccl_algorithm_t *alg;
+        if (ccl__algorithm_load(comm, src, 0, fn, &alg) == CCL_OK) {
+            alg->from_library = 1;
+            *out = alg;
+            return CCL_OK;
+        }
+    }
     return ccl__set_error(comm, CCL_ERR_NO_ALGORITHM,
                           "%s: no %s algorithm for N=%d: none registered with ccl_comm_use_algorithm, and none in the "
                           "shipped library admits it%s%s", fn, coll_name(coll), comm->nranks, why[0] ? ":" : "",

@@ -353,6 +353,30 @@ static void test_library(void)
     }
 }
 
+/* One rank: every standard collective works (a built-in copy), avg included. */
+static void test_one_rank(void)
+{
+    ccl_comm_t *c;
+    if (ccl_comm_init_all(&c, 1, NULL, NULL) != CCL_OK) {
+        printf("FAIL api: one rank: init: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    double in[5] = {1, 2, 3, 4, 5}, out[5] = {0};
+    int ok = ccl_all_reduce(in, out, 5, CCL_F64, CCL_AVG, c, NULL) == CCL_OK && ccl_comm_synchronize(c) == CCL_OK &&
+             out[4] == 5;
+    ok = ok && ccl_all_gather(in, out, 5, CCL_F64, c, NULL) == CCL_OK && ccl_reduce(in, out, 5, CCL_F64, CCL_MAX, 0, c, NULL) == CCL_OK &&
+         ccl_broadcast(in, out, 5, CCL_F64, 0, c, NULL) == CCL_OK && ccl_all_to_all(in, out, 5, CCL_F64, c, NULL) == CCL_OK &&
+         ccl_reduce_scatter(in, out, 5, CCL_F64, CCL_SUM, c, NULL) == CCL_OK && ccl_comm_synchronize(c) == CCL_OK && out[2] == 3;
+    if (ok)
+        printf("ok api: one-rank communicator: every standard collective\n");
+    else {
+        printf("FAIL api: one-rank communicator: %s\n", ccl_comm_last_error(c));
+        failures++;
+    }
+    ccl_comm_destroy(c);
+}
+
 /* A peer that never joins: rank 0 runs alone and must time out quickly, naming rank,
  * thread block, source line and the peer it waited for; the comm then stays failed. */
 static void test_timeout(void)
@@ -415,6 +439,7 @@ int main(void)
     for (int r = 0; r < N; r++)
         ccl_comm_destroy(comms[r]);
     test_library();
+    test_one_rank();
     test_timeout();
     return failures != 0;
 }
