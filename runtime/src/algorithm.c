@@ -459,6 +459,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
                               count, ccl_dtype_name(dtype), comm->heap_bytes);
     c.scratch_off = alg->scratch_off == SIZE_MAX ? 0 : alg->scratch_off;
     c.call_index = alg->ncalls;
+    c.fence = alg->ncalls > 0 && scratch > 0 && c.CS * es != alg->last_layout;
     if (op == CCL_AVG && coll_reduces(coll)) {
         c.divide = N;
         c.divide_here = !(coll == COLL_REDUCE && me != alg->root);
@@ -467,6 +468,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     if (r != CCL_OK)
         return r;
     alg->ncalls++;
+    alg->last_layout = c.CS * es;
     return CCL_OK;
 }
 

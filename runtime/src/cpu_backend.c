@@ -670,6 +670,15 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
                              alg->file, (int)ab - 1);
         return;
     }
+    if (c->fence) {
+        char err[512];
+        if (ccl__rank_barrier(comm, err, sizeof err) != 0) {
+            ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED,
+                                 "%s (before %s, whose scratch layout changed with the count)", err, alg->file);
+            ccl__abort_all(comm);
+            return;
+        }
+    }
     if (c->stage_in)
         memcpy(c->in, c->send, c->in_bytes);
 

@@ -198,6 +198,7 @@ struct ccl_algorithm {
     /* Scratch (grow-only, like staging): scratch_bytes at heap offset scratch_off. */
     size_t scratch_off, scratch_bytes;
     uint64_t ncalls;                 /* runs enqueued */
+    size_t last_layout;              /* CS * esize of the last run (see CclCall.fence) */
     int from_library;                /* loaded by the standard-collective dispatch */
     void *be_alg;                    /* the backend's per-algorithm state */
 };
@@ -293,6 +294,11 @@ typedef struct {
     size_t in_stride, out_stride;
     size_t scratch_off;              /* heap offset of the algorithm's scratch region */
     uint64_t call_index;             /* calls of this algorithm before this one (LL parity) */
+    /* The scratch layout (CS * esize) differs from the previous call's, so chunks of the
+     * two calls overlap differently than the verifier's cross-call proof assumed: every
+     * rank must finish the previous call before any rank starts this one (the CPU
+     * backend passes an all-rank barrier first). Same value on every rank. */
+    int fence;
     /* avg on a reducing collective: divide = N on every rank, which then, after the
      * plan, passes an all-rank barrier, divides its out by N when divide_here (every
      * rank but a reduce's non-roots), and passes a second barrier, before the copy-out.

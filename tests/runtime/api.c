@@ -353,6 +353,55 @@ static void test_library(void)
     }
 }
 
+/* Back-to-back calls with changing counts, all issued before one synchronize: the
+ * scratch layout changes between calls (CclCall.fence) and must stay race-free. */
+static void test_varying_counts(void)
+{
+    enum { N = 4, CALLS = 8 };
+    static const size_t counts[CALLS] = {1001, 37, 100003, 5, 0, 77, 100003, 1};
+    ccl_comm_t *comms[N];
+    ccl_algorithm_t *algs[N];
+    if (ccl_comm_init_all(comms, N, NULL, NULL) != CCL_OK) {
+        printf("FAIL api: varying counts: init: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    for (int r = 0; r < N; r++)
+        ccl_algorithm_load(comms[r], RING, 0, &algs[r]);
+    int32_t *in[N][CALLS], *out[N][CALLS];
+    int ok = 1;
+    for (int k = 0; k < CALLS; k++)
+        for (int r = 0; r < N; r++) {
+            in[r][k] = malloc((counts[k] + 1) * sizeof(int32_t));
+            out[r][k] = malloc((counts[k] + 1) * sizeof(int32_t));
+            for (size_t i = 0; i < counts[k]; i++)
+                in[r][k][i] = (int32_t)(r + 10 * k + i);
+            ok &= ccl_algorithm_run(algs[r], in[r][k], out[r][k], counts[k], CCL_I32, CCL_SUM, NULL) == CCL_OK;
+        }
+    for (int r = 0; r < N; r++)
+        ok &= ccl_comm_synchronize(comms[r]) == CCL_OK;
+    for (int k = 0; k < CALLS && ok; k++)
+        for (int r = 0; r < N && ok; r++)
+            for (size_t i = 0; i < counts[k]; i++) {
+                int32_t want = (int32_t)(N * (N - 1) / 2 + N * (10 * k + i));
+                if (out[r][k][i] != want) {
+                    printf("FAIL api: varying counts: call %d (count %zu) rank %d out[%zu] = %d, expected %d\n", k,
+                           counts[k], r, i, out[r][k][i], want);
+                    ok = 0;
+                    break;
+                }
+            }
+    if (ok)
+        printf("ok api: %d back-to-back calls with changing counts, one synchronize\n", CALLS);
+    else
+        failures++;
+    for (int k = 0; k < CALLS; k++)
+        for (int r = 0; r < N; r++)
+            free(in[r][k]), free(out[r][k]);
+    for (int r = 0; r < N; r++)
+        ccl_comm_destroy(comms[r]);
+}
+
 /* One rank: every standard collective works (a built-in copy), avg included. */
 static void test_one_rank(void)
 {
@@ -440,6 +489,7 @@ int main(void)
         ccl_comm_destroy(comms[r]);
     test_library();
     test_one_rank();
+    test_varying_counts();
     test_timeout();
     return failures != 0;
 }
