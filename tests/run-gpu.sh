@@ -37,6 +37,9 @@ for n in $ns; do
     start=$(date +%s)
     "$bin" --ranks "$n" "${algs[@]}" 2>&1 | tee -a "$log"
     [ ${#full[@]} -gt 0 ] && "$bin" --ranks "$n" --full "${full[@]}" 2>&1 | tee -a "$log"
+    # Simple programs forced onto LL lines (a tuning choice the runtime offers).
+    CCL_GPU_PROTOCOL=ll "$bin" --ranks "$n" algorithms/allreduce/ring.ccl algorithms/allreduce/twoshot.ccl \
+        algorithms/allgather/ring.ccl algorithms/reduce_scatter/ring.ccl 2>&1 | tee -a "$log"
     echo "   ($(( $(date +%s) - start ))s)"
     if command -v mpirun >/dev/null; then
         echo "== gpu N=$n, one process per GPU (mpirun)"

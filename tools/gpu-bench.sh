@@ -6,8 +6,9 @@
 #   tools/gpu-bench.sh BUILD smoke            2 ranks sharing GPU 0, both modes, 2 algorithms
 #   tools/gpu-bench.sh BUILD jit              cold and warm JIT of ring and allpairs (N=4)
 #   tools/gpu-bench.sh BUILD perf OUTDIR      allreduce bf16 under CUDA graphs, 1K..1G:
-#                                             allpairs, ring (instances 1/8/32), twoshot,
-#                                             with NCCL in the same run; tables in OUTDIR
+#                                             allpairs (LL), twoshot (Simple and LL), ring,
+#                                             at several instance counts, NCCL in the same
+#                                             run; tables in OUTDIR
 #
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0); libccl never uses it.
 set -u
@@ -52,16 +53,18 @@ perf)
         echo "== $name: ${envs[*]} ccl-perf $*"
         env "${envs[@]}" "$build/ccl-perf" "$@" --csv "$out/$name.csv" 2>&1 | tee "$out/$name.txt"
     }
-    run allpairs CCL_GPU_INSTANCES=1 -- -c allreduce --algo algorithms/allreduce/allpairs.ccl -d bf16 \
-        -b 1K -e 4M -f 4 --graph --compare nccl
-    run allpairs_i8 CCL_GPU_INSTANCES=8 -- -c allreduce --algo algorithms/allreduce/allpairs.ccl -d bf16 \
-        -b 64K -e 64M -f 4 --graph
-    run ring_i1 CCL_GPU_INSTANCES=1 -- -c allreduce --algo algorithms/allreduce/ring.ccl -d bf16 \
-        -b 1K -e 16M -f 4 --graph
+    run allpairs_i1 CCL_GPU_INSTANCES=1 -- -c allreduce --algo algorithms/allreduce/allpairs.ccl -d bf16 \
+        -b 1K -e 64K -f 4 --graph --check --compare nccl
+    run allpairs_i4 CCL_GPU_INSTANCES=4 -- -c allreduce --algo algorithms/allreduce/allpairs.ccl -d bf16 \
+        -b 16K -e 1M -f 4 --graph --check
+    run allpairs_i16 CCL_GPU_INSTANCES=16 -- -c allreduce --algo algorithms/allreduce/allpairs.ccl -d bf16 \
+        -b 64K -e 1M -f 4 --graph --check
+    run twoshot_ll_i8 CCL_GPU_INSTANCES=8 CCL_GPU_PROTOCOL=ll -- -c allreduce --algo algorithms/allreduce/twoshot.ccl \
+        -d bf16 -b 64K -e 4M -f 4 --graph --check
+    run twoshot_i16 CCL_GPU_INSTANCES=16 -- -c allreduce --algo algorithms/allreduce/twoshot.ccl -d bf16 \
+        -b 256K -e 64M -f 4 --graph --check
     run ring_i32 CCL_GPU_INSTANCES=32 -- -c allreduce --algo algorithms/allreduce/ring.ccl -d bf16 \
         -b 1M -e 1G -f 4 --graph --compare nccl
-    run twoshot_i16 CCL_GPU_INSTANCES=16 -- -c allreduce --algo algorithms/allreduce/twoshot.ccl -d bf16 \
-        -b 64K -e 1G -f 4 --graph
     ;;
 *)
     echo "unknown step '$what'"; exit 2 ;;

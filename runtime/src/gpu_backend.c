@@ -16,7 +16,8 @@
  *
  * Environment (for tuning and benchmarks): CCL_GPU_THREADS (threads per block, 512),
  * CCL_GPU_INSTANCES (instances per logical block, the program's by default),
- * CCL_GPU_SLICES (slices when the program is pipeline-safe, the program's by default). */
+ * CCL_GPU_SLICES (slices when the program is pipeline-safe, the program's by default),
+ * CCL_GPU_PROTOCOL=ll (run a Simple program with LL lines). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ typedef struct {
     CUdeviceptr err_dev;
     int threads;
     int grid;                 /* this rank's logical blocks * instances */
+    Protocol protocol;        /* the program's, or LL where CCL_GPU_PROTOCOL=ll asks */
     /* LL programs run as Simple need their scratch twice (by call parity): our own
      * grow-only heap region, taken in the same call on every rank; old ones are freed
      * with the algorithm. */
@@ -163,6 +165,10 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
         if (alg->blocks[i]->tb + 1 > ntb) ntb = alg->blocks[i]->tb + 1;
     ga->grid = ntb * alg->instances;
     ga->threads = gpu_env_int("CCL_GPU_THREADS", 32, 512, 512) / 32 * 32;
+    /* A Simple program may run as LL (a tuning choice: LL only adds double-buffering and
+     * flags); an LL program never runs as Simple, whose cross-call safety it lacks. */
+    const char *pe = getenv("CCL_GPU_PROTOCOL");
+    ga->protocol = pe && !strcmp(pe, "ll") ? PROTO_LL : alg->prog->protocol;
     /* Expected values of the slots, the block barrier's counter and generations, and the
      * per-block call counters that pick an LL program's scratch half (emit_cuda.c). */
     ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + 3 * (size_t)ga->grid;
@@ -217,7 +223,7 @@ static ccl_result_t gpu_kernel(ccl_algorithm_t *alg, ccl_dtype_t dtype, ccl_op_t
     GpuKernel *k = &ga->k[dtype][op];
     *out = k;
     if (k->mod) return CCL_OK;
-    EmitOptions eo = {.dtype = ccl_dtype_name(dtype), .op = ccl_op_name(op), .protocol = alg->prog->protocol};
+    EmitOptions eo = {.dtype = ccl_dtype_name(dtype), .op = ccl_op_name(op), .protocol = ga->protocol};
     char *src = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&src, &len);
@@ -315,7 +321,7 @@ static ccl_result_t gpu_run(const CclCall *call)
     if (res != CCL_OK) return res;
 
     uint64_t scratch_off = call->scratch_off;
-    if (alg->prog->protocol != PROTO_SIMPLE) {
+    if (ga->protocol != PROTO_SIMPLE) {
         /* Two scratch halves, then two halves of LL lines (2 bytes of line per data byte)
          * for every chunk of in, out and scratch: emit_cuda.c's layout. */
         const Program *pg = alg->prog;

@@ -238,7 +238,9 @@ static void *rank_main(void *arg)
         R->failures++;
         return NULL;
     }
-    const char *mode = R->procs ? "procs" : "threads";
+    const char *pe = getenv("CCL_GPU_PROTOCOL");
+    const char *mode = R->procs ? (pe && !strcmp(pe, "ll") ? "procs+ll" : "procs")
+                                : (pe && !strcmp(pe, "ll") ? "threads+ll" : "threads");
     for (int a = 0; a < R->nalgs; a++) {
         const char *file = R->algs[a];
         ccl_algorithm_t *alg = NULL;

@@ -208,15 +208,15 @@ __device__ __forceinline__ u64 ccl_ld_acquire(const u64 *p)
 #endif
     return v;
 }
-/* Called by one thread after a __syncthreads() that ordered the block's stores: the
- * barrier makes them visible to this thread and the release (cumulative, system scope)
- * publishes them with the increment, so no separate fence.sc.sys is needed. */
+/* Called by one thread after a __syncthreads() that ordered the block's stores. The
+ * system fence is needed: without it (release-add alone) a waiter on another GPU was
+ * seen reading stale data after the signal (4x H200, Simple ring and twoshot). */
 __device__ __forceinline__ void ccl_signal(u64 *sem)
 {
+    __threadfence_system();
 #if __CUDA_ARCH__ >= 700
     asm volatile("red.release.sys.global.add.u64 [%0], %1;" :: "l"(sem), "l"(1ull) : "memory");
 #else
-    __threadfence_system();
     atomicAdd(sem, 1ull);
 #endif
 }
@@ -297,45 +297,76 @@ template <int NL, int NR, int NS>
 __device__ __forceinline__ void ccl_xfer_ll(char *const *dl, char *const (&dr)[NR], const char *const (&src)[NS],
                                             u64 n, unsigned int flag)
 {
-    const u64 nw = (n + CCL_WE - 1) / CCL_WE;
-    for (u64 j = threadIdx.x; j < nw; j += blockDim.x) {
-        const int m = n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
-        union ccl_word x[NS], r;
+    enum { U = NS <= 2 ? 4 : 2 }; /* words per thread in flight */
+    const u64 nw = (n + CCL_WE - 1) / CCL_WE, nt = blockDim.x;
+    for (u64 base = threadIdx.x; base < nw; base += U * nt) {
+        union ccl_word x[U][NS];
 #pragma unroll
-        for (int s = 0; s < NS; s++) x[s].w = ccl_ld_word(src[s] + j * 8, m);
-        r = x[0];
-        if (NS > 1) {
+        for (int u = 0; u < U; u++) {
+            const u64 j = base + u * nt;
+            const int m = j >= nw ? 0 : n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
 #pragma unroll
-            for (int k = 0; k < CCL_WE; k++) {
-                ccl_acc v = CCL_LOAD(x[0].e[k]);
-#pragma unroll
-                for (int s = 1; s < NS; s++) v = CCL_OP(v, CCL_LOAD(x[s].e[k]));
-                r.e[k] = CCL_STORE(v);
-            }
+            for (int s = 0; s < NS; s++) x[u][s].w = m ? ccl_ld_word(src[s] + j * 8, m) : 0;
         }
 #pragma unroll
-        for (int d = 0; d < NL; d++) ccl_st_word(dl[d] + j * 8, r.w, m);
+        for (int u = 0; u < U; u++) {
+            const u64 j = base + u * nt;
+            if (j >= nw) break;
+            const int m = n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
+            union ccl_word r = x[u][0];
+            if (NS > 1) {
 #pragma unroll
-        for (int d = 0; d < NR; d++) ccl_ll_put(dr[d] + j * 16, r.w, flag);
+                for (int k = 0; k < CCL_WE; k++) {
+                    ccl_acc v = CCL_LOAD(x[u][0].e[k]);
+#pragma unroll
+                    for (int s = 1; s < NS; s++) v = CCL_OP(v, CCL_LOAD(x[u][s].e[k]));
+                    r.e[k] = CCL_STORE(v);
+                }
+            }
+#pragma unroll
+            for (int d = 0; d < NL; d++) ccl_st_word(dl[d] + j * 8, r.w, m);
+#pragma unroll
+            for (int d = 0; d < NR; d++) ccl_ll_put(dr[d] + j * 16, r.w, flag);
+        }
     }
 }
 /* Receives n elements from this rank's LL lines into dst, every thread of the block
- * taking a share; spins per line (bounded, abort-aware like ccl_wait). */
+ * taking a share, four lines in flight per thread; spins (bounded, abort-aware like
+ * ccl_wait) until each line carries this call's flag. */
 __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, unsigned int flag, char *const *peers,
                                         struct ccl_err *err, u64 timeout_ns, u64 rank, u64 tb, u64 inst,
                                         u64 line, u64 peer)
 {
-    const u64 nw = (n + CCL_WE - 1) / CCL_WE;
+    enum { U = 4 };
+    const u64 nw = (n + CCL_WE - 1) / CCL_WE, nt = blockDim.x;
     const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];
-    for (u64 j = threadIdx.x; j < nw; j += blockDim.x) {
-        const int m = n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
-        unsigned int d0, f0, d1, f1;
+    for (u64 base = threadIdx.x; base < nw; base += U * nt) {
+        unsigned int todo = 0;
+#pragma unroll
+        for (int u = 0; u < U; u++) if (base + u * nt < nw) todo |= 1u << u;
         u64 t0 = 0;
-        for (unsigned int it = 0;; it++) {
-            asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-                         : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1) : "l"(lines + j * 16) : "memory");
-            if (f0 == flag && f1 == flag) break;
-            if ((it & 255) == 255) {
+        unsigned int f0 = 0;
+        for (unsigned int it = 0; todo; it++) {
+            unsigned int d[U][4];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (todo & (1u << u))
+                    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                                 : "=r"(d[u][0]), "=r"(d[u][1]), "=r"(d[u][2]), "=r"(d[u][3])
+                                 : "l"(lines + (base + u * nt) * 16) : "memory");
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                if (!(todo & (1u << u))) continue;
+                if (d[u][1] != flag || d[u][3] != flag) {
+                    f0 = d[u][1];
+                    continue;
+                }
+                const u64 j = base + u * nt;
+                const int m = n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
+                ccl_st_word(dst + j * 8, (u64)d[u][0] | ((u64)d[u][2] << 32), m);
+                todo &= ~(1u << u);
+            }
+            if (todo && (it & 255) == 255) {
                 if (*abort_flag) return 0;
                 u64 now = ccl_now();
                 if (t0 == 0) t0 = now;
@@ -352,7 +383,6 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
                 }
             }
         }
-        ccl_st_word(dst + j * 8, (u64)d0 | ((u64)d1 << 32), m);
     }
     return 1;
 }
