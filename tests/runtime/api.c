@@ -402,6 +402,32 @@ static void test_varying_counts(void)
         ccl_comm_destroy(comms[r]);
 }
 
+/* A small heap: staging an ordinary buffer that does not fit is refused, naming the
+ * buffer and the way out; so is scratch that does not fit. */
+static void test_small_heap(void)
+{
+    ccl_comm_t *comms[2];
+    ccl_config_t cfg = {.heap_bytes = 4u << 20};
+    if (ccl_comm_init_all(comms, 2, NULL, &cfg) != CCL_OK) {
+        printf("FAIL api: small heap: init: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    ccl_algorithm_t *a;
+    ccl_algorithm_load(comms[0], RING, 0, &a);
+    size_t n = 1u << 20; /* 4 MiB of f32: the staging buffer cannot fit */
+    float *in = calloc(n, sizeof *in), *out = calloc(n, sizeof *out);
+    EXPECT("small heap: staging refused", ccl_algorithm_run(a, in, out, n, CCL_F32, CCL_SUM, NULL), CCL_ERR_NOT_SYMMETRIC,
+           comms[0], "ccl_algorithm_run", "'recvbuf'", "heap_bytes", "ccl_mem_alloc");
+    void *big;
+    EXPECT("small heap: ccl_mem_alloc too big", ccl_mem_alloc(comms[0], &big, 8u << 20), CCL_ERR_OUT_OF_MEMORY, comms[0],
+           "'bytes'", "CCL_HEAP_BYTES");
+    free(in);
+    free(out);
+    ccl_comm_destroy(comms[0]);
+    ccl_comm_destroy(comms[1]);
+}
+
 /* One rank: every standard collective works (a built-in copy), avg included. */
 static void test_one_rank(void)
 {
@@ -489,6 +515,7 @@ int main(void)
         ccl_comm_destroy(comms[r]);
     test_library();
     test_one_rank();
+    test_small_heap();
     test_varying_counts();
     test_timeout();
     return failures != 0;
