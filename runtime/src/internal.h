@@ -1,11 +1,15 @@
 /* internal.h: libccl's internal structures and the backend interface.
  *
  * The layers, top to bottom:
- *   api.c      entry points: argument checks, last-error messages, dispatch
- *   comm.c     communicators: init (threads or processes), destroy, bootstrap glue
- *   heap.c     the symmetric heap: one per rank, identical offsets on every rank
- *   algorithm.c  load (compile_source in-process), scratch and staging, run
+ *   api.c      names, the standard collectives (argument checks, dispatch)
+ *   comm.c     communicators: init (threads or processes), destroy, errors, waits,
+ *              ccl_mem_alloc/free, the in-process bootstrap
+ *   heap.c     the symmetric heap's allocator: identical offsets on every rank
+ *   algorithm.c  load (compile_source in-process), then per call: checks, scratch,
+ *              staging, the CclCall handed to the backend
  *   library.c  the shipped algorithm library behind ccl_all_reduce and friends
+ *   bootstrap_env.c  a bootstrap from mpirun's environment (cclc run; no MPI link)
+ *   reduce.c   element types and host reductions
  *   cpu_*.c    the CPU backend (host threads run the Plan)
  *   gpu_*.c    the GPU backend (NVRTC kernels), same interface
  *
@@ -50,8 +54,9 @@ typedef struct {
      * failing rank sets it in its own and every peer's header, so blocks spinning
      * anywhere give up at once instead of each waiting out its own timeout. */
     _Atomic uint64_t abort;
-    /* All-rank barrier (used around avg's division): the k-th barrier of the comm adds 1
-     * to rank 0's counter and waits until it reaches k * nranks. Monotonic, never reset. */
+    /* All-rank barrier (around avg's division, and CclCall.fence): the k-th barrier of
+     * the comm adds 1 to rank 0's counter and waits until it reaches k * nranks.
+     * Monotonic, never reset. */
     _Atomic uint64_t barrier;
 } CclHeapHeader;
 
