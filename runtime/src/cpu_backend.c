@@ -489,7 +489,39 @@ static void publish_desc(const Exec *x)
     atomic_store_explicit(&d->out_stride, c->out_stride, memory_order_relaxed);
     atomic_store_explicit(&d->staged, (uint64_t)(c->stage_in && c->in_off != SIZE_MAX) | (uint64_t)(c->stage_out && c->out_off != SIZE_MAX) << 1,
                           memory_order_relaxed);
+    atomic_store_explicit(&d->count, c->count, memory_order_relaxed);
+    atomic_store_explicit(&d->kind, (uint64_t)c->dtype << 8 | (uint64_t)c->op, memory_order_relaxed);
     atomic_store_explicit(&d->call, c->call_index + 1, memory_order_release);
+}
+
+/* After a wait on peer p (so p has started this call, or a later one): checks that p
+ * called with the same count, dtype and op. Returns 0, or -1 after reporting. */
+static int check_same_call(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op, int p)
+{
+    const CclCall *c = x->call;
+    CclCallDesc *d = call_desc(x, p);
+    uint64_t want_call = c->call_index + 1;
+    if (atomic_load_explicit(&d->call, memory_order_acquire) != want_call)
+        return 0;
+    uint64_t count = atomic_load_explicit(&d->count, memory_order_relaxed);
+    uint64_t kind = atomic_load_explicit(&d->kind, memory_order_relaxed);
+    if (atomic_load_explicit(&d->call, memory_order_acquire) != want_call)
+        return 0;
+    uint64_t mine = (uint64_t)c->dtype << 8 | (uint64_t)c->op;
+    int reduces = x->alg->prog->coll == COLL_ALLREDUCE || x->alg->prog->coll == COLL_REDUCE_SCATTER ||
+                  x->alg->prog->coll == COLL_REDUCE;
+    if (count == c->count && (kind >> 8) == (mine >> 8) && (!reduces || kind == mine))
+        return 0;
+    char where[256];
+    op_where(x, op, where, sizeof where);
+    ccl__set_async_error(x->comm, CCL_ERR_INVALID_ARGUMENT,
+                         "rank %d, thread block %d (instance %d), %s: the ranks disagree on the call: this rank passed "
+                         "count %zu, %s, %s; rank %d passed count %llu, %s, %s (every rank must pass the same count, "
+                         "dtype and op)", x->comm->rank, pb->tb, inst, where, c->count, ccl_dtype_name(c->dtype),
+                         ccl_op_name(c->op), p, (unsigned long long)count, ccl_dtype_name((ccl_dtype_t)(kind >> 8)),
+                         ccl_op_name((ccl_op_t)(kind & 0xff)));
+    ccl__abort_all(x->comm);
+    return -1;
 }
 
 /* Checks that peer p put its in (buf BUF_IN) or out where this rank is about to reach
@@ -633,6 +665,8 @@ static void run_block(Exec *x, int b, int inst)
                         block_fail(x, pb, inst, op, op->peer[k], why, atomic_load(&x->own_sems[slot]), want, slot);
                         return;
                     }
+                    if (check_same_call(x, pb, inst, op, op->peer[k]) != 0)
+                        return;
                 }
                 break;
             case OP_BARRIER: {

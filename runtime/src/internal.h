@@ -223,13 +223,15 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
 void ccl__algorithm_destroy(ccl_algorithm_t *alg);
 
 /* After an algorithm's nsems counters (at sem_off + nsems * 8) each rank publishes, per
- * call, where its in and out are, so that the CPU backend can tell a rank whose buffers
- * are not at the symmetric offsets its peers expect (the symmetric contract, see
- * algorithm.c) instead of reading the wrong memory. Zero when free, like the counters. */
+ * call, where its in and out are and its count, dtype and op, so that the CPU backend
+ * can tell ranks that break the collective's contract (buffers not at the symmetric
+ * offsets peers expect, see algorithm.c; different counts or types) instead of reading
+ * the wrong memory. Zero when free, like the counters. */
 typedef struct {
     _Atomic uint64_t call;           /* 1 + call_index of the offsets below; 0: none yet */
     _Atomic uint64_t in_off, out_off, in_stride, out_stride, staged; /* staged: bit 0 in, bit 1 out */
-    uint64_t pad[2];
+    _Atomic uint64_t count;          /* the call's count, dtype and op: every rank must */
+    _Atomic uint64_t kind;           /* pass the same (dtype << 8 | op) */
 } CclCallDesc;
 /* Bytes of an algorithm's semaphore-arena block: counters, then its CclCallDesc. */
 static inline size_t ccl__sem_block_bytes(int nsems) { return (size_t)nsems * 8 + sizeof(CclCallDesc); }

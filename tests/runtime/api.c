@@ -428,6 +428,37 @@ static void test_small_heap(void)
     ccl_comm_destroy(comms[1]);
 }
 
+/* Ranks that disagree on count or dtype are told so (CPU backend), not left with garbage. */
+static void test_disagreement(void)
+{
+    for (int kind = 0; kind < 2; kind++) {
+        ccl_comm_t *comms[2];
+        ccl_algorithm_t *a[2];
+        if (ccl_comm_init_all(comms, 2, NULL, NULL) != CCL_OK)
+            return;
+        for (int r = 0; r < 2; r++)
+            ccl_algorithm_load(comms[r], RING, 0, &a[r]);
+        float in[2][512], out[2][512];
+        memset(in, 0, sizeof in);
+        for (int r = 0; r < 2; r++)
+            ccl_algorithm_run(a[r], in[r], out[r], kind == 0 ? (size_t)(100 + 100 * r) : 100,
+                              kind == 1 && r ? CCL_I32 : CCL_F32, CCL_SUM, NULL);
+        ccl_result_t got = CCL_OK;
+        char msg[CCL__ERR_LEN] = "";
+        for (int r = 0; r < 2; r++) {
+            ccl_result_t res = ccl_comm_synchronize(comms[r]);
+            if (res == CCL_ERR_INVALID_ARGUMENT && got == CCL_OK) {
+                got = res;
+                snprintf(msg, sizeof msg, "%s", ccl_comm_last_error(comms[r]));
+            }
+        }
+        expect(kind == 0 ? "ranks passing different counts are caught" : "ranks passing different dtypes are caught", got,
+               CCL_ERR_INVALID_ARGUMENT, msg, "the ranks disagree", kind == 0 ? "count 200" : "i32", NULL);
+        ccl_comm_destroy(comms[0]);
+        ccl_comm_destroy(comms[1]);
+    }
+}
+
 /* One rank: every standard collective works (a built-in copy), avg included. */
 static void test_one_rank(void)
 {
@@ -516,6 +547,7 @@ int main(void)
     test_library();
     test_one_rank();
     test_small_heap();
+    test_disagreement();
     test_varying_counts();
     test_timeout();
     return failures != 0;
