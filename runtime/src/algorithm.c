@@ -90,12 +90,85 @@ static char *read_file(const char *path, size_t *len, char *why, size_t whylen)
 static int coll_rooted(Collective c) { return c == COLL_BROADCAST || c == COLL_REDUCE; }
 static int coll_reduces(Collective c) { return c == COLL_ALLREDUCE || c == COLL_REDUCE_SCATTER || c == COLL_REDUCE; }
 
+static void compiled_free(CclCompiled *c)
+{
+    if (c->comp.arena)
+        compilation_free(&c->comp);
+    free(c->source);
+    free(c->file);
+    free(c);
+}
+
+/* Drops one reference; the last one frees it (and unlinks it from the group). */
+static void compiled_release(ccl_comm_t *comm, CclCompiled *c)
+{
+    CclGroup *g = comm->group;
+    if (g)
+        pthread_mutex_lock(&g->mu);
+    int last = --c->refs == 0;
+    if (last && g)
+        for (CclCompiled **pp = &g->compiled; *pp; pp = &(*pp)->next)
+            if (*pp == c) {
+                *pp = c->next;
+                break;
+            }
+    if (g)
+        pthread_mutex_unlock(&g->mu);
+    if (last)
+        compiled_free(c);
+}
+
+/* The compilation of (source, N, root): the group's copy when a peer already made it,
+ * else a new one (added to the group on success). Takes ownership of source and file.
+ * Returns 0 or compile_source's failure code with *out holding the diagnostics (the
+ * caller frees it with compiled_free). */
+static int compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len, int root, CclCompiled **out)
+{
+    CclGroup *g = comm->group;
+    int N = comm->nranks;
+    if (g) {
+        pthread_mutex_lock(&g->mu);
+        for (CclCompiled *c = g->compiled; c; c = c->next)
+            if (c->nranks == N && c->root == root && c->len == len && !strcmp(c->file, file) &&
+                !memcmp(c->source, source, len)) {
+                c->refs++;
+                pthread_mutex_unlock(&g->mu);
+                free(file);
+                free(source);
+                *out = c;
+                return 0;
+            }
+    }
+    /* Compiling under the group's lock serializes the ranks' loads of one program, so
+     * the first compiles and the others share. */
+    CclCompiled *c = calloc(1, sizeof *c);
+    int rc = -1;
+    if (c) {
+        c->file = file;
+        c->source = source;
+        c->len = len;
+        c->nranks = N;
+        c->root = root;
+        c->refs = 1;
+        rc = compile_source(&c->comp, file, source, len, N, root);
+        if (rc == 0 && g) {
+            c->next = g->compiled;
+            g->compiled = c;
+        }
+    } else {
+        free(file);
+        free(source);
+    }
+    if (g)
+        pthread_mutex_unlock(&g->mu);
+    *out = c;
+    return c ? rc : -3;
+}
+
 static void alg_free_memory(ccl_algorithm_t *alg)
 {
-    if (alg->comp.arena)
-        compilation_free(&alg->comp);
-    free(alg->source);
-    free(alg->file);
+    if (alg->compiled)
+        compiled_release(alg->comm, alg->compiled);
     free(alg->blocks);
     free(alg);
 }
@@ -115,44 +188,57 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     if (!alg)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     alg->comm = comm;
-    size_t len;
+    size_t len = 0;
+    char *file, *source;
     if (looks_like_source(path_or_source)) {
-        alg->file = strdup("<string>");
-        alg->source = strdup(path_or_source);
-        len = alg->source ? strlen(alg->source) : 0;
+        file = strdup("<string>");
+        source = strdup(path_or_source);
+        len = source ? strlen(source) : 0;
     } else {
         char why[256];
-        alg->file = strdup(path_or_source);
-        alg->source = read_file(path_or_source, &len, why, sizeof why);
-        if (!alg->source) {
+        file = strdup(path_or_source);
+        source = read_file(path_or_source, &len, why, sizeof why);
+        if (!source) {
+            free(file);
             alg_free_memory(alg);
             return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
                                   "%s: argument 'path_or_source': cannot read '%s': %s (source text must start with 'algorithm')",
                                   fn, path_or_source, why);
         }
     }
-    if (!alg->file || !alg->source) {
+    if (!file || !source) {
+        free(file);
+        free(source);
         alg_free_memory(alg);
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     int N = comm->nranks;
     int root_ok = root >= 0 && root < N;
-    int rc = compile_source(&alg->comp, alg->file, alg->source, len, N, root_ok ? root : 0);
+    CclCompiled *compiled;
+    int rc = compile_shared(comm, file, source, len, root_ok ? root : 0, &compiled);
+    if (rc == -3) {
+        alg_free_memory(alg);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
     if (rc != 0) {
-        const char *d = alg->comp.diag.out ? alg->comp.diag.out : "(no diagnostics)";
+        const char *d = compiled->comp.diag.out ? compiled->comp.diag.out : "(no diagnostics)";
         ccl_result_t r;
         if (rc == COMPILE_NOT_ADMITTED)
             r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
                                "%s: argument 'comm': %s does not admit this communicator's size N=%d:\n%s", fn,
-                               alg->file, N, d);
+                               compiled->file, N, d);
         else
-            r = ccl__set_error(comm, CCL_ERR_COMPILE, "%s: %s does not compile for N=%d:\n%s", fn, alg->file, N, d);
+            r = ccl__set_error(comm, CCL_ERR_COMPILE, "%s: %s does not compile for N=%d:\n%s", fn, compiled->file, N, d);
         trim(comm->last_error);
+        compiled_free(compiled);
         alg_free_memory(alg);
         return r;
     }
-    alg->plan = alg->comp.plan;
-    alg->prog = alg->comp.prog;
+    alg->compiled = compiled;
+    alg->file = compiled->file;
+    alg->source = compiled->source;
+    alg->plan = compiled->comp.plan;
+    alg->prog = compiled->comp.prog;
     if (coll_rooted(alg->prog->coll) && !root_ok) {
         ccl_result_t r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'root' is %d, outside 0..%d (%s is a %s)",
                                         fn, root, N - 1, alg->file, coll_name(alg->prog->coll));

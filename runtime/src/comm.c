@@ -435,6 +435,15 @@ ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *device
     if (result != CCL_OK)
         for (int r = 0; r < nranks; r++)
             comms[r] = NULL;
+    /* The group lets the ranks share what they compile (CclGroup). Without it (out of
+     * memory) each rank compiles its own copy, which is only slower. */
+    CclGroup *g = result == CCL_OK ? calloc(1, sizeof *g) : NULL;
+    if (g) {
+        pthread_mutex_init(&g->mu, NULL);
+        g->refs = nranks;
+        for (int r = 0; r < nranks; r++)
+            comms[r]->group = g;
+    }
     ccl__thread_boot_free(tb);
     free(boots), free(ts), free(tids);
     return result;
@@ -506,6 +515,16 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
     free(comm->priv[0]);
     free(comm->priv[1]);
     free(comm->lib_tried);
+    CclGroup *g = comm->group;
+    if (g) {
+        pthread_mutex_lock(&g->mu);
+        int last = --g->refs == 0;
+        pthread_mutex_unlock(&g->mu);
+        if (last) {
+            pthread_mutex_destroy(&g->mu);
+            free(g);
+        }
+    }
     comm->be->comm_fini(comm);
     ccl__heap_alloc_fini(&comm->data);
     ccl__heap_alloc_fini(&comm->sems);

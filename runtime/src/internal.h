@@ -81,6 +81,7 @@ int ccl__heap_find_user(const CclHeapAlloc *h, size_t off, size_t bytes, size_t 
 /* ===== comm.c: communicators ===== */
 
 typedef struct CclBackend CclBackend;
+typedef struct CclGroup CclGroup;
 
 enum { CCL__ERR_LEN = 8192 };
 
@@ -122,6 +123,7 @@ struct ccl_comm {
     /* Standard collectives: which (collective, root) the shipped library was loaded
      * for, 6 * nranks flags (lazily allocated). */
     unsigned char *lib_tried;
+    CclGroup *group;                 /* shared with the comms of one ccl_comm_init_all */
 
     /* Algorithms loaded by this comm: for free at destroy and for dispatch. */
     int nalgs, algs_cap;
@@ -184,11 +186,30 @@ void ccl__env_boot_close(CclEnvBoot *eb);
 
 /* ===== algorithm.c: loaded algorithms and one call ===== */
 
+/* One compiled program, shared by the ranks of a ccl_comm_init_all group (they load
+ * the same text for the same N and root, so one Compilation serves them all: the
+ * Program and Plan are read-only once built). Refcounted; see algorithm.c. */
+typedef struct CclCompiled {
+    struct CclCompiled *next;        /* in the group's list */
+    int refs;
+    char *source, *file;             /* the text compiled, the name shown in messages */
+    size_t len;
+    int nranks, root;
+    Compilation comp;                /* keeps the Plan's arena alive */
+} CclCompiled;
+
+/* What the comms of one ccl_comm_init_all share (NULL for ccl_comm_init_rank). */
+struct CclGroup {
+    pthread_mutex_t mu;
+    int refs;                        /* comms alive */
+    CclCompiled *compiled;
+};
+
 struct ccl_algorithm {
     ccl_comm_t *comm;
-    Compilation comp;                /* keeps the Plan's arena alive */
-    char *source;                    /* the text compiled (comp.src points into it) */
-    char *file;                      /* name shown in messages */
+    CclCompiled *compiled;           /* owns the source and the Plan */
+    const char *source;              /* compiled->source */
+    const char *file;                /* compiled->file: name shown in messages */
     const Plan *plan;
     const Program *prog;
     int root;
