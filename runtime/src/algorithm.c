@@ -1,8 +1,9 @@
 /* algorithm.c: loading an algorithm and resolving one call for the backend.
  *
  * Load: compile_source in-process for this comm's N (and root), keep the Compilation
- * (the Plan lives in its arena), pick this rank's PlanBlocks, and give the algorithm
- * its semaphores in the heap's semaphore arena.
+ * (the Plan lives in its arena; the ranks of one ccl_comm_init_all share it), pick this
+ * rank's PlanBlocks, and give the algorithm its semaphores in the heap's semaphore
+ * arena.
  *
  * Run: check every argument, then decide where the plan's `in` and `out` live:
  *  - a buffer some peer reaches (the plan has a remote Ref to it) must be symmetric: a
