@@ -10,7 +10,7 @@
 #      in/out-of-place, dtype and op rotating through all of them;
 #   B. every dtype x every op on every reducing algorithm (N=4), and at N=5 on one
 #      algorithm per reducing collective;
-#   C. count 1000003 for every algorithm once (N=4), and ring all-reduce at N=8;
+#   C. count 1000003 for every algorithm at N=4 and at N=8 or 3, and ring all-reduce at N=8;
 #   D. host (staged) buffers for every algorithm, in and out of place;
 #   E. mpirun -np 4 (one process per rank, shm heaps): every algorithm admitting 4;
 #   F. the C tests (API misuse, timeouts, dead peers, dtype rounding) and examples;
@@ -97,6 +97,14 @@ for f in "${algs[@]}"; do
 done
 run_case "run ring N=8 count=1000003 f16 avg in-place" "$cclc" run algorithms/allreduce/ring.ccl --ranks 8 \
     --count 1000003 --dtype f16 --op avg --iters 2 --inplace
+# ... and at N=8 (one-unit collectives) or N=3 (N-unit ones, whose buffers are N times larger).
+for f in "${algs[@]}"; do
+    case $f in
+    */allreduce/* | */broadcast/* | */reduce/*) n=8 ;;
+    *) n=3 ;;
+    esac
+    run_case "run $f N=$n count=1000003 i32" "$cclc" run "$f" --ranks $n --count 1000003 --dtype i32 --op max --iters 1
+done
 
 # D. host buffers (staged through the heap or privately), in and out of place.
 for f in "${algs[@]}"; do
