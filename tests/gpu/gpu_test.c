@@ -271,6 +271,7 @@ static void *rank_main(void *arg)
             cases[nc++] = (Case){"bf16_sum_count1", CCL_BF16, CCL_SUM, 1, 1, 0, 1, 0, 0};
             if (can_inplace) cases[nc++] = (Case){"f32_sum_inplace", CCL_F32, CCL_SUM, 77777, 1, 1, 1, 0, 0};
             if (can_inplace) cases[nc++] = (Case){"bf16_sum_inplace_plain", CCL_BF16, CCL_SUM, 4099, 0, 1, 1, 0, 0};
+            if (can_inplace) cases[nc++] = (Case){"bf16_sum_inplace_512K", CCL_BF16, CCL_SUM, 524288, 1, 1, 1, 0, 0};
             cases[nc++] = (Case){"bf16_sum_100_calls", CCL_BF16, CCL_SUM, 65537, 1, 0, 100, 0, 1};
             cases[nc++] = (Case){"bf16_sum_graph", CCL_BF16, CCL_SUM, 65536, 1, 0, 10, 1, 0};
         }
