@@ -118,6 +118,9 @@ done
 
 # E. one process per rank under mpirun.
 mpirun_cmd=()
+# Containers often forbid the cross-memory attach Open MPI's shared-memory transport
+# uses for large messages (only the MPI example sends any); plain copies work anywhere.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
 if command -v mpirun >/dev/null; then
     mpirun_cmd=(mpirun -np 4 --oversubscribe)
     [ "$(id -u)" -eq 0 ] && mpirun_cmd+=(--allow-run-as-root)
