@@ -30,7 +30,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %d: %s\n", rank, ccl_comm_last_error(NULL));
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    const size_t count = 1 << 20;
+    const size_t count = 1 << 18;
     float *send, *recv;
     /* Symmetric memory: peers reach these buffers directly. */
     if (ccl_mem_alloc(comm, (void **)&send, count * sizeof(float)) != CCL_OK ||

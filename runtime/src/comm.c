@@ -287,11 +287,13 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
         timeout = e ? (int)v : 10000;
     }
     size_t heap = cfg.heap_bytes;
+    int heap_default = 0;
     if (!heap) {
         int e = env_int("CCL_HEAP_BYTES", 1, 1LL << 46, &v);
         if (e < 0)
             return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_HEAP_BYTES='%s' is not a size (bytes, or with K, M, G)", fn, getenv("CCL_HEAP_BYTES"));
         heap = e ? (size_t)v : (size_t)1 << 30;
+        heap_default = !e;
     }
     if (heap < 2 * (size_t)CCL__HEAP_DATA)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': heap_bytes %zu is below the minimum %zu", fn, heap, 2 * (size_t)CCL__HEAP_DATA);
@@ -310,6 +312,7 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
     c->timeout_ms = timeout;
     c->device = device;
     c->heap_bytes = heap;
+    c->heap_default = heap_default;
     c->be = be;
     c->backend_kind = be == &ccl__cpu_backend ? CCL_BACKEND_CPU : CCL_BACKEND_GPU;
     const char *cache = cfg.cache_dir ? cfg.cache_dir : getenv("CCL_CACHE_DIR");
@@ -333,7 +336,7 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
     }
     c->stage_off[0] = c->stage_off[1] = SIZE_MAX;
     ccl__heap_alloc_init(&c->sems, CCL__HEAP_HEADER, CCL__HEAP_DATA);
-    ccl__heap_alloc_init(&c->data, CCL__HEAP_DATA, heap);
+    ccl__heap_alloc_init(&c->data, CCL__HEAP_DATA, c->heap_bytes);
     *out = c;
     return CCL_OK;
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -59,7 +60,8 @@ static void *worker_main(void *arg);
 typedef struct {
     int64_t pid;
     uint64_t heap_bytes;
-    int32_t ok, pad;
+    uint64_t shm_cap;           /* default heaps in processes: what /dev/shm holds per rank */
+    int32_t ok, heap_default;
     uint64_t ptr, world;
     char name[64];
 } Hello;
@@ -203,6 +205,17 @@ static ccl_result_t init_shm(ccl_comm_t *comm, CpuComm *cc, const ccl_bootstrap_
     return CCL_OK;
 }
 
+/* Bytes of heap each of n processes may have in /dev/shm: its free space split n + 1
+ * ways (a margin for everything else there), in whole MiB; SIZE_MAX if unknown. */
+static uint64_t shm_cap(int n)
+{
+    struct statvfs st;
+    if (statvfs("/dev/shm", &st) != 0)
+        return UINT64_MAX;
+    uint64_t avail = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
+    return avail / (uint64_t)(n + 1) / (1u << 20) * (1u << 20);
+}
+
 static ccl_result_t cpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
 {
     int n = comm->nranks;
@@ -212,12 +225,34 @@ static ccl_result_t cpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
         free(cc), free(all);
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
     }
-    Hello me = {.pid = getpid(), .heap_bytes = comm->heap_bytes};
+    Hello me = {.pid = getpid(), .heap_bytes = comm->heap_bytes, .heap_default = comm->heap_default,
+                .shm_cap = shm_cap(n)};
     if (boot->allgather(boot->ctx, &me, all, sizeof me) != 0) {
         free(cc), free(all);
         return boot_fail(comm, "the first exchange");
     }
-    int local = 1;
+    int local = 1, all_default = 1;
+    for (int p = 0; p < n; p++) {
+        local &= all[p].pid == all[0].pid;
+        all_default &= all[p].heap_default;
+    }
+    /* Processes share /dev/shm: a default heap shrinks to what it holds (touching a
+     * page past that would fault), every rank taking the smallest. */
+    if (!local && all_default) {
+        size_t heap = comm->heap_bytes;
+        for (int p = 0; p < n; p++)
+            if (all[p].shm_cap < heap)
+                heap = all[p].shm_cap;
+        if (heap < 2 * (size_t)CCL__HEAP_DATA) {
+            free(cc), free(all);
+            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
+                                  "/dev/shm has room for only %zu bytes of heap per rank (at least %zu needed); "
+                                  "enlarge it or set CCL_HEAP_BYTES", heap, 2 * (size_t)CCL__HEAP_DATA);
+        }
+        comm->heap_bytes = heap;
+        for (int p = 0; p < n; p++)
+            all[p].heap_bytes = heap;
+    }
     for (int p = 0; p < n; p++) {
         if (all[p].heap_bytes != comm->heap_bytes) {
             ccl_result_t r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
@@ -227,8 +262,6 @@ static ccl_result_t cpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
             free(cc), free(all);
             return r;
         }
-        if (all[p].pid != all[0].pid)
-            local = 0;
     }
     ccl_result_t r = local ? init_local(comm, cc, boot, all) : init_shm(comm, cc, boot, all);
     free(all);

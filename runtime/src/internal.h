@@ -103,6 +103,10 @@ struct ccl_comm {
     /* Symmetric heap: heap_base[p] is this process's address of rank p's heap
      * (heap_base[rank] is our own). Set by be->comm_init. */
     size_t heap_bytes;
+    /* heap_bytes is the default (neither config nor CCL_HEAP_BYTES gave it): comm_init
+     * may lower it, every rank agreeing (the CPU backend fits processes' heaps into
+     * /dev/shm so that touching them never faults). */
+    int heap_default;
     char **heap_base;                /* nranks entries, malloc'd by the common code */
     CclHeapAlloc data;               /* [CCL__HEAP_DATA, heap_bytes) */
     CclHeapAlloc sems;               /* [CCL__HEAP_HEADER, CCL__HEAP_DATA) */
@@ -348,8 +352,9 @@ struct CclBackend {
     /* Collective over the ranks of boot (boot is valid only during this call). Creates
      * comm->be_comm and this rank's symmetric heap of comm->heap_bytes bytes, zeroed,
      * and maps every peer's: fills comm->heap_base[0..nranks). comm->rank, nranks,
-     * timeout_ms, device, cache_dir and heap_bytes are set. On failure it releases
-     * whatever it made (comm_fini is not called). */
+     * timeout_ms, device, cache_dir and heap_bytes are set (it may lower heap_bytes when
+     * heap_default is set, the same on every rank). On failure it releases whatever it
+     * made (comm_fini is not called). */
     ccl_result_t (*comm_init)(ccl_comm_t *comm, const ccl_bootstrap_t *boot);
 
     /* Releases everything comm_init made. Called after synchronize; not collective:
