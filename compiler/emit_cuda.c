@@ -45,7 +45,7 @@
 
 #include "cclc.h"
 
-#define CCL_ABI_VERSION 2
+#define CCL_ABI_VERSION 3
 
 typedef struct {
     const char *name;     /* EmitOptions spelling */
@@ -116,6 +116,7 @@ static const char emit_prelude[] =
     "    u64 ninst, nslices;      /* instances per logical block, slices per chunk */\n"
     "    u64 timeout_ns;          /* bound on every wait */\n"
     "    u64 ll_salt;             /* mixed into LL flags: stale lines of other uses never match */\n"
+    "    u64 in_stride, out_stride; /* peer p's in is at its heap + in_off + (p - rank) * in_stride */\n"
     "};\n"
     "\n"
     "#define CCL_VE (16 / (int)sizeof(ccl_t)) /* elements per 16-byte vector */\n"
@@ -537,8 +538,10 @@ static void emit_base(Emit *e, const Ref *r)
     int local = r->rank == e->rank;
     if (r->buf == BUF_IN || r->buf == BUF_OUT) {
         const char *which = r->buf == BUF_IN ? "in" : "out";
+        /* NCCL-style in-place calls place in inside out (or out inside in) at the rank's
+         * slot, so a peer's buffer sits (peer - rank) strides from ours. */
         if (local) fprintf(o, "a.%s", which);
-        else fprintf(o, "(p%d + a.%s_off)", r->rank, which);
+        else fprintf(o, "(p%d + a.%s_off + (%d) * (long long)a.%s_stride)", r->rank, which, r->rank - e->rank, which);
     } else {
         fprintf(o, "(p%d + sbase + %ldull * a.cs * sizeof(ccl_t))", r->rank, e->scratch_prefix[r->buf]);
     }

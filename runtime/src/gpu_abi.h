@@ -1,7 +1,7 @@
 /* gpu_abi.h: the kernel ABI between compiler/emit_cuda.c's generated code and the GPU
  * backend. Field for field the `struct ccl_args` and `struct ccl_err` of the generated
  * prelude (every field 8 bytes, so host and device layouts agree); change both together
- * and bump CCL_ABI_VERSION in emit_cuda.c (now 2). */
+ * and bump CCL_ABI_VERSION in emit_cuda.c (now 3). */
 #ifndef CCL_GPU_ABI_H
 #define CCL_GPU_ABI_H
 
@@ -27,6 +27,7 @@ typedef struct {
     uint64_t ninst, nslices;
     uint64_t timeout_ns;
     uint64_t ll_salt;         /* mixed into LL flags (per LL region, equal on every rank) */
+    uint64_t in_stride, out_stride; /* peer p's in: its heap + in_off + (p - rank) * in_stride */
 } CclGpuArgs;
 
 #endif

@@ -356,6 +356,9 @@ static ccl_result_t gpu_run(const CclCall *call)
         return res;
     if (call->stage_out && !gpu_in_heap(comm, out) && (res = gpu_stage(comm, 1, call->out_bytes, &out)) != CCL_OK)
         return res;
+    /* A changed scratch layout (or staging peers may still read): every rank finishes the
+     * previous call before this one starts, staging copy included. */
+    if (call->fence && (res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK) return res;
     if (call->stage_in)
         CU_CHECK(ccl__cu.MemcpyAsync((CUdeviceptr)(uintptr_t)in, (CUdeviceptr)(uintptr_t)call->send, call->in_bytes, s),
                  "cuMemcpyAsync (staging sendbuf)");
@@ -377,6 +380,8 @@ static ccl_result_t gpu_run(const CclCall *call)
         .nslices = (uint64_t)(call->slices > 0 ? call->slices : 1),
         .timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull,
         .ll_salt = ga->ll_salt,
+        .in_stride = call->in_stride,
+        .out_stride = call->out_stride,
     };
     void *params[] = {&a};
     if (ga->grid > 0)
@@ -451,6 +456,16 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
     return CCL_OK;
 }
 
+/* Synchronous host <-> heap copy for tools (cclc run): after the comm's earlier work. */
+static ccl_result_t gpu_copy(ccl_comm_t *comm, void *dst, const void *src, size_t bytes)
+{
+    GpuComm *g = gpu_comm(comm);
+    ccl__cu.CtxSetCurrent(g->ctx);
+    CU_CHECK(ccl__cu.CtxSynchronize(), "cuCtxSynchronize");
+    CU_CHECK(ccl__cu.Memcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes), "cuMemcpy");
+    return CCL_OK;
+}
+
 static const CclBackend gpu_backend = {
     .name = "gpu",
     .comm_init = gpu_comm_init,
@@ -460,6 +475,7 @@ static const CclBackend gpu_backend = {
     .alg_release = gpu_alg_release,
     .run = gpu_run,
     .synchronize = gpu_synchronize,
+    .copy = gpu_copy,
 };
 
 const CclBackend *ccl__gpu_backend(char *why, size_t len)

@@ -125,7 +125,7 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
     size_t es = ccl_dtype_size(c->t), U = c->count;
     size_t in_elems = (size_t)coll_in_chunks(coll, n, 1) * U, out_elems = (size_t)coll_out_chunks(coll, n, 1) * U;
     int sets = c->alternate ? 2 : 1, rc = -1;
-    void *in[2] = {0}, *outb[2] = {0};
+    void *in[2] = {0}, *outb[2] = {0}, *base[2] = {0};
     char *host = malloc((in_elems > out_elems ? in_elems : out_elems) * es), *want = malloc(16);
     CUgraph graph = NULL;
     CUgraphExec exec = NULL;
@@ -135,8 +135,11 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
         goto out;
     }
     for (int s = 0; s < sets; s++) {
+        /* In place, NCCL-style: one buffer of the larger size; allgather's in is this
+         * rank's slot of out, reduce_scatter's out this rank's slot of in. */
+        size_t base_elems = c->inplace ? (in_elems > out_elems ? in_elems : out_elems) : in_elems;
         if (c->sym) {
-            ccl_result_t r1 = ccl_mem_alloc(R->comm, &in[s], in_elems * es);
+            ccl_result_t r1 = ccl_mem_alloc(R->comm, &base[s], base_elems * es);
             ccl_result_t r2 = c->inplace ? CCL_OK : ccl_mem_alloc(R->comm, &outb[s], out_elems * es);
             if (r1 != CCL_OK || r2 != CCL_OK) {
                 snprintf(why, whylen, "ccl_mem_alloc: %s", ccl_comm_last_error(R->comm));
@@ -144,14 +147,20 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
             }
         } else {
             CUdeviceptr p;
-            CU(ccl__cu.MemAlloc(&p, in_elems * es));
-            in[s] = (void *)(uintptr_t)p;
+            CU(ccl__cu.MemAlloc(&p, base_elems * es));
+            base[s] = (void *)(uintptr_t)p;
             if (!c->inplace) {
                 CU(ccl__cu.MemAlloc(&p, out_elems * es));
                 outb[s] = (void *)(uintptr_t)p;
             }
         }
-        if (c->inplace) outb[s] = in[s];
+        in[s] = base[s];
+        if (c->inplace) {
+            char *b = base[s];
+            size_t slot = (size_t)R->rank * U * es;
+            outb[s] = coll == COLL_REDUCE_SCATTER ? b + slot : b;
+            in[s] = coll == COLL_ALLGATHER ? b + slot : b;
+        }
         fill(host, in_elems, 0, R->rank, s, c->t, c->op);
         /* Reduce-scatter and alltoall index their input across units: element j of the
          * whole send buffer is value(r, j). */
@@ -210,10 +219,10 @@ out:
     if (graph) ccl__cu.GraphDestroy(graph);
     for (int s = 0; s < sets; s++) {
         if (c->sym) {
-            if (in[s]) ccl_mem_free(R->comm, in[s]);
+            if (base[s]) ccl_mem_free(R->comm, base[s]);
             if (outb[s] && !c->inplace) ccl_mem_free(R->comm, outb[s]);
         } else {
-            if (in[s]) ccl__cu.MemFree((CUdeviceptr)(uintptr_t)in[s]);
+            if (base[s]) ccl__cu.MemFree((CUdeviceptr)(uintptr_t)base[s]);
             if (outb[s] && !c->inplace) ccl__cu.MemFree((CUdeviceptr)(uintptr_t)outb[s]);
         }
     }
@@ -262,7 +271,7 @@ static void *rank_main(void *arg)
         }
         (void)bad;
         Collective coll = alg->prog->coll;
-        int can_inplace = coll == COLL_ALLREDUCE || coll == COLL_BROADCAST || coll == COLL_REDUCE;
+        int can_inplace = coll != COLL_ALLTOALL;
         Case cases[40];
         int nc = 0;
         if (!R->full) {
