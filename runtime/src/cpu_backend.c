@@ -47,13 +47,32 @@ typedef struct {
     pthread_cond_t cv, idle_cv;
     Task *head, *tail;
     int busy, stop;
+    /* Block threads kept across calls: pool thread k runs physical block k + 1 of each
+     * call (the worker runs block 0). Creating threads per call cost more than most
+     * small calls; the pool grows to the largest call and sleeps between calls. */
+    pthread_mutex_t pmu;
+    pthread_cond_t pgo, pdone;
+    struct PoolThread **pool;
+    int npool, pool_cap;
+    uint64_t pgen;              /* bumped once per call */
+    struct Exec *pexec;         /* the call being run */
+    int pactive;                /* pool threads not yet done with generation pgen */
+    int pstop;
 } CpuComm;
+
+typedef struct PoolThread {
+    CpuComm *cc;
+    pthread_t tid;
+    int k;
+    uint64_t seen;              /* the last generation this thread took part in */
+} PoolThread;
 
 typedef struct {
     uint64_t *expected;         /* per physical semaphore slot on this rank */
 } CpuAlg;
 
 static void *worker_main(void *arg);
+static void pool_stop(CpuComm *cc);
 
 /* ---- heaps ---- */
 
@@ -272,6 +291,9 @@ static ccl_result_t cpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
     pthread_mutex_init(&cc->mu, NULL);
     pthread_cond_init(&cc->cv, NULL);
     pthread_cond_init(&cc->idle_cv, NULL);
+    pthread_mutex_init(&cc->pmu, NULL);
+    pthread_cond_init(&cc->pgo, NULL);
+    pthread_cond_init(&cc->pdone, NULL);
     comm->be_comm = cc;
     if (pthread_create(&cc->worker, NULL, worker_main, comm) != 0) {
         comm->be_comm = NULL;
@@ -312,6 +334,10 @@ static void cpu_comm_fini(ccl_comm_t *comm)
     pthread_cond_broadcast(&cc->cv);
     pthread_mutex_unlock(&cc->mu);
     pthread_join(cc->worker, NULL);
+    pool_stop(cc);
+    pthread_mutex_destroy(&cc->pmu);
+    pthread_cond_destroy(&cc->pgo);
+    pthread_cond_destroy(&cc->pdone);
     if (cc->world) {
         if (atomic_fetch_sub(&cc->world->refs, 1) == 1) {
             for (int p = 0; p < cc->world->nranks; p++)
@@ -381,7 +407,7 @@ static ccl_result_t cpu_run(const CclCall *call)
 
 /* ---- execution of one call ---- */
 
-typedef struct {
+typedef struct Exec {
     const CclCall *call;
     ccl_comm_t *comm;
     ccl_algorithm_t *alg;
@@ -392,11 +418,6 @@ typedef struct {
     int nphys;
     _Atomic unsigned arrived, gen; /* the rank's block barrier */
 } Exec;
-
-typedef struct {
-    Exec *x;
-    int block, inst;
-} BlockArg;
 
 /* `ring.ccl:12 "wait prev"` (or ring.ccl:12,14 for a fused op): where an op came from,
  * with the statement's source text. */
@@ -718,11 +739,92 @@ static void run_block(Exec *x, int b, int inst)
     }
 }
 
-static void *block_thread(void *arg)
+static void *pool_main(void *arg)
 {
-    BlockArg *a = arg;
-    run_block(a->x, a->block, a->inst);
+    PoolThread *t = arg;
+    CpuComm *cc = t->cc;
+    pthread_mutex_lock(&cc->pmu);
+    for (;;) {
+        while (cc->pgen == t->seen && !cc->pstop)
+            pthread_cond_wait(&cc->pgo, &cc->pmu);
+        if (cc->pstop)
+            break;
+        t->seen = cc->pgen;
+        Exec *x = cc->pexec;
+        pthread_mutex_unlock(&cc->pmu);
+        int b = t->k + 1;
+        if (b < x->nphys)
+            run_block(x, b / x->alg->instances, b % x->alg->instances);
+        pthread_mutex_lock(&cc->pmu);
+        if (--cc->pactive == 0)
+            pthread_cond_signal(&cc->pdone);
+    }
+    pthread_mutex_unlock(&cc->pmu);
     return NULL;
+}
+
+/* Grows the pool to n threads; 0, or -1 when a thread cannot be made. Worker thread only,
+ * between calls (no generation is running). Records are allocated one by one because
+ * their threads keep pointers to them. */
+static int pool_grow(CpuComm *cc, int n)
+{
+    if (n <= cc->npool)
+        return 0;
+    if (n > cc->pool_cap) {
+        int cap = n < 16 ? 16 : 2 * n;
+        PoolThread **np = realloc(cc->pool, sizeof *np * (size_t)cap);
+        if (!np)
+            return -1;
+        cc->pool = np;
+        cc->pool_cap = cap;
+    }
+    while (cc->npool < n) {
+        PoolThread *t = calloc(1, sizeof *t);
+        if (!t)
+            return -1;
+        *t = (PoolThread){.cc = cc, .k = cc->npool, .seen = cc->pgen};
+        if (pthread_create(&t->tid, NULL, pool_main, t) != 0) {
+            free(t);
+            return -1;
+        }
+        cc->pool[cc->npool++] = t;
+    }
+    return 0;
+}
+
+/* Runs every physical block of x: block 0 here, the others on the pool. */
+static int run_blocks(CpuComm *cc, Exec *x)
+{
+    if (x->nphys > 1 && pool_grow(cc, x->nphys - 1) != 0)
+        return -1;
+    pthread_mutex_lock(&cc->pmu);
+    cc->pexec = x;
+    cc->pgen++;
+    cc->pactive = cc->npool;
+    pthread_cond_broadcast(&cc->pgo);
+    pthread_mutex_unlock(&cc->pmu);
+    if (x->nphys > 0)
+        run_block(x, 0, 0);
+    pthread_mutex_lock(&cc->pmu);
+    while (cc->pactive > 0)
+        pthread_cond_wait(&cc->pdone, &cc->pmu);
+    pthread_mutex_unlock(&cc->pmu);
+    return 0;
+}
+
+static void pool_stop(CpuComm *cc)
+{
+    pthread_mutex_lock(&cc->pmu);
+    cc->pstop = 1;
+    pthread_cond_broadcast(&cc->pgo);
+    pthread_mutex_unlock(&cc->pmu);
+    for (int k = 0; k < cc->npool; k++) {
+        pthread_join(cc->pool[k]->tid, NULL);
+        free(cc->pool[k]);
+    }
+    free(cc->pool);
+    cc->pool = NULL;
+    cc->npool = 0;
 }
 
 static void execute(ccl_comm_t *comm, const CclCall *c)
@@ -752,9 +854,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     Exec x = {.call = c, .comm = comm, .alg = alg, .ca = alg->be_alg};
     x.bases = calloc((size_t)prog->nbufs * (size_t)N, sizeof *x.bases);
     x.nphys = alg->nblocks * alg->instances;
-    BlockArg *args = calloc((size_t)x.nphys + 1, sizeof *args);
-    pthread_t *tids = calloc((size_t)x.nphys + 1, sizeof *tids);
-    if (!x.bases || !args || !tids) {
+    if (!x.bases) {
         ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running %s", me, alg->file);
         ccl__abort_all(comm);
         goto out;
@@ -776,21 +876,12 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     atomic_init(&x.gen, 0);
 
     publish_desc(&x);
-    int started = 0;
-    for (int k = 1; k < x.nphys; k++) {
-        args[k] = (BlockArg){&x, k / alg->instances, k % alg->instances};
-        if (pthread_create(&tids[k], NULL, block_thread, &args[k]) != 0) {
-            ccl__set_async_error(comm, CCL_ERR_SYSTEM, "rank %d: cannot start a thread for thread block %d of %s", me,
-                                 alg->blocks[k / alg->instances]->tb, alg->file);
-            ccl__abort_all(comm);
-            break;
-        }
-        started = k;
+    if (run_blocks(comm->be_comm, &x) != 0) {
+        ccl__set_async_error(comm, CCL_ERR_SYSTEM, "rank %d: cannot start the %d threads that run %s's thread blocks", me,
+                             x.nphys, alg->file);
+        ccl__abort_all(comm);
+        goto out;
     }
-    if (x.nphys > 0 && started == x.nphys - 1)
-        run_block(&x, 0, 0);
-    for (int k = 1; k <= started; k++)
-        pthread_join(tids[k], NULL);
     if (atomic_load(&hdr->abort))
         goto out;
 
@@ -813,8 +904,6 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         memcpy(c->recv, c->out, c->out_bytes);
 out:
     free(x.bases);
-    free(args);
-    free(tids);
 }
 
 static void *worker_main(void *arg)
