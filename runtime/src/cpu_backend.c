@@ -4,11 +4,10 @@
  * one worker thread per communicator, so one host thread can drive every rank of a
  * ccl_comm_init_all communicator (rank 0's call returns before rank 1's is made).
  * A call runs this rank's logical thread blocks x instances as host threads (the worker
- * and a pool kept across calls), each going
- * slice-major over its ops exactly as docs/internals.md says: chunk layout, instance
- * and slice parts, semaphore slots (t*I + i)*N + r as 64-bit C11 atomics in the
- * symmetric heap (release add, acquire wait), expected values kept by the waiter across
- * calls, bounded waits. Port channels are plain copies here, so flush is a no-op; a
+ * and a pool kept across calls), each going slice-major over its ops exactly as
+ * docs/internals.md says: chunk layout, instance and slice parts, semaphore slots
+ * (t*I + i)*N + r as 64-bit C11 atomics in the symmetric heap (release add, acquire
+ * wait), expected values kept by the waiter across calls, bounded waits. Port channels are plain copies here, so flush is a no-op; a
  * block is one thread, so OP_SYNC is a no-op too.
  *
  * Heaps: ranks in one process (all pids equal) get anonymous mappings shared through a
