@@ -530,8 +530,8 @@ int main(void)
         printf("FAIL api: ccl_comm_init_all: %s\n", ccl_comm_last_error(NULL));
         return 1;
     }
-    int rank, size;
-    ccl_backend_t be;
+    int rank = -1, size = -1;
+    ccl_backend_t be = CCL_BACKEND_AUTO;
     if (ccl_comm_rank(comms[2], &rank) || ccl_comm_size(comms[2], &size) || ccl_comm_backend(comms[2], &be) ||
         rank != 2 || size != N || be != CCL_BACKEND_CPU) {
         printf("FAIL api: rank/size/backend: %d %d %d\n", rank, size, (int)be);
