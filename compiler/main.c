@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ccl.h"
 #include "cclc.h"
 
 enum { EXIT_PROGRAM_ERROR = 1, EXIT_USAGE = 2 };
@@ -94,10 +95,17 @@ static Options parse_args(int argc, char **argv)
         } else if (!strcmp(a, "--dtype") || !strcmp(a, "--op") || !strcmp(a, "--protocol")) {
             if (!val)
                 usage_error("%s needs a value", a);
-            if (!strcmp(a, "--dtype"))
-                o.emit.dtype = val;
+            ccl_dtype_t dtype;
+            ccl_op_t op;
+            /* Canonical names for the emitter: "e4m3" and "fp8_e4m3" are one dtype. */
+            if (!strcmp(a, "--dtype") && ccl_dtype_parse(val, &dtype) == 0)
+                o.emit.dtype = ccl_dtype_name(dtype);
+            else if (!strcmp(a, "--dtype"))
+                usage_error("unknown dtype '%s' (f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3, fp8_e5m2)", val);
+            else if (!strcmp(a, "--op") && ccl_op_parse(val, &op) == 0)
+                o.emit.op = ccl_op_name(op);
             else if (!strcmp(a, "--op"))
-                o.emit.op = val;
+                usage_error("unknown op '%s' (sum, prod, min, max, avg)", val);
             else if (!strcmp(val, "simple"))
                 o.emit.protocol = PROTO_SIMPLE;
             else if (!strcmp(val, "ll"))

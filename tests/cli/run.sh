@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# cclc's command line: usage errors exit 2 with one clear message; --help and --version
+# exit 0. Each case: the arguments, the exit status, and a fixed string the output must hold.
+set -u
+build=$1
+cd "$(dirname "$0")/../.."
+ring=algorithms/allreduce/ring.ccl
+check() {
+    local name=$1 want_status=$2 want_text=$3
+    shift 3
+    local out status
+    out=$(timeout 20 "$build/cclc" "$@" 2>&1)
+    status=$?
+    if [ "$status" != "$want_status" ]; then
+        echo "FAIL cli/$name: exit $status, expected $want_status: $out"
+    elif ! grep -qF -- "$want_text" <<<"$out"; then
+        echo "FAIL cli/$name: output lacks '$want_text': $out"
+    else
+        echo "ok cli/$name"
+    fi
+}
+check help 0 "usage: cclc COMMAND FILE --ranks N" --help
+check version 0 "cclc 0." --version
+check no_command 2 "cclc: no command given"
+check unknown_command 2 "unknown command 'prove'" prove $ring --ranks 4
+check unknown_flag 2 "unknown option '--rnks'" check $ring --rnks 4
+check missing_ranks 2 "'check' needs --ranks N" check $ring
+check missing_file 2 "cannot open 'no/such.ccl'" check no/such.ccl --ranks 4
+check directory 2 "is a directory" check algorithms --ranks 4
+check ranks_zero 2 "--ranks 0 is out of range 1..1024" check $ring --ranks 0
+check ranks_huge 2 "--ranks 100000 is out of range 1..1024" check $ring --ranks 100000
+check ranks_not_int 2 "--ranks needs an integer, got 'four'" check $ring --ranks four
+check not_admitted 2 "is for N in 2..64, not N = 1" check $ring --ranks 1
+check cuda_needs_rank 2 "'cuda' needs --rank R" cuda $ring --ranks 4
+check bad_dtype 2 "unknown dtype 'f8'" cuda $ring --ranks 4 --rank 0 --dtype f8
+check bad_op 2 "unknown op 'mean'" cuda $ring --ranks 4 --rank 0 --op mean
+check bad_protocol 2 "unknown protocol 'll64'" cuda $ring --ranks 4 --rank 0 --protocol ll64
+check two_files 2 "unexpected argument" check $ring $ring --ranks 4
+check proved 0 "" check $ring --ranks 4
+check explain 0 "postcondition:" check $ring --ranks 4 --explain
+check plan_json 0 '"algorithm": "ring"' plan $ring --ranks 4 --json
+# The JSON plan of every shipped algorithm parses as JSON.
+bad=0
+for f in algorithms/*/*.ccl; do
+    "$build/cclc" plan "$f" --ranks 4 --json 2>/dev/null | python3 -m json.tool >/dev/null 2>&1 || { echo "FAIL cli/json $f"; bad=1; }
+done
+[ $bad = 0 ] && echo "ok cli/json_plans_parse"
