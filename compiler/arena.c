@@ -2,7 +2,9 @@
  *
  * Every structure of a compilation (AST, program, plan, strings) is carved from one
  * arena and freed with it, so no pass frees anything and no structure has mixed
- * ownership. Blocks grow geometrically; large requests get a block of their own. */
+ * ownership. Blocks grow geometrically; large requests get a block of their own.
+ * Inside libccl an allocation failure must not abort the user's process, so the
+ * compilation can ask to be jumped back to (arena_on_oom) and report it instead. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +21,13 @@ typedef struct Block {
 struct Arena {
     ArenaBlock *head;
     size_t next_size;
+    jmp_buf *on_oom;        /* where an allocation failure jumps; NULL: internal_error */
 };
+
+void arena_on_oom(Arena *a, jmp_buf *env)
+{
+    a->on_oom = env;
+}
 
 Arena *arena_new(void)
 {
@@ -48,6 +56,8 @@ void *arena_alloc(Arena *a, size_t size)
     if (!b || b->size - b->used < size) {
         size_t bsize = size > a->next_size ? size : a->next_size;
         b = malloc(sizeof *b + bsize);
+        if (!b && a->on_oom)
+            longjmp(*a->on_oom, 1);
         if (!b)
             internal_error("out of memory (asked for %zu bytes)", bsize);
         b->used = 0;

@@ -14,6 +14,7 @@
 #ifndef CCLC_H
 #define CCLC_H
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,6 +39,8 @@ void arena_free(Arena *a);
 void *arena_alloc(Arena *a, size_t size); /* zeroed; never returns NULL (aborts on OOM) */
 char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* On allocation failure, longjmp(*env, 1) instead of aborting (NULL: abort again). */
+void arena_on_oom(Arena *a, jmp_buf *env);
 
 /* A growable array of pointers or small structs, backed by the arena. */
 #define VEC(T) struct { T *v; int n, cap; }

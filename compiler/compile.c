@@ -8,12 +8,9 @@
 
 #include "cclc.h"
 
-int compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks, int root)
+/* The passes, in order. */
+static int run_passes(Compilation *c, int nranks, int root)
 {
-    memset(c, 0, sizeof *c);
-    c->arena = arena_new();
-    c->src = (Source){.file = file, .text = text, .size = size};
-    diag_init(&c->diag, &c->src);
     c->ast = parse_source(c->arena, &c->src, &c->diag);
     if (!c->ast)
         return -1;
@@ -26,6 +23,26 @@ int compile_source(Compilation *c, const char *file, const char *text, size_t si
         return -1;
     c->plan = schedule_program(c->arena, c->prog, &c->proof);
     return 0;
+}
+
+int compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks, int root)
+{
+    memset(c, 0, sizeof *c);
+    c->arena = arena_new();
+    c->src = (Source){.file = file, .text = text, .size = size};
+    diag_init(&c->diag, &c->src);
+    /* libccl compiles inside the user's process: running out of memory is an error to
+     * report, not a reason to abort. Everything allocated so far belongs to the arena. */
+    jmp_buf oom;
+    if (setjmp(oom)) {
+        arena_on_oom(c->arena, NULL);
+        diag_plain(&c->diag, "out of memory while compiling for N = %d", nranks);
+        return -1;
+    }
+    arena_on_oom(c->arena, &oom);
+    int rc = run_passes(c, nranks, root);
+    arena_on_oom(c->arena, NULL);
+    return rc;
 }
 
 void compilation_free(Compilation *c)
