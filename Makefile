@@ -101,11 +101,11 @@ check-gpu: all
 update-golden: all
 	UPDATE_GOLDEN=1 tests/run-all.sh $(BUILD)
 
-# The same tests, built with sanitizers into their own folder.
+# The compiler and CPU-runtime suites, built with sanitizers into their own folder.
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 	    all
-	ASAN_OPTIONS=detect_leaks=1 tests/run-all.sh build-asan diag verify algorithms fuzz
+	ASAN_OPTIONS=detect_leaks=1 tests/run-all.sh build-asan cli diag verify algorithms fuzz runtime
 
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS = -std=c11 -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -D_GNU_SOURCE
