@@ -50,6 +50,8 @@ for n in $ns; do
         echo "   (no mpirun: process mode skipped)"
     fi
 done
+echo "== gpu: a dead peer times out with a useful message"
+"$bin" --timeout-test algorithms/allreduce/ring.ccl algorithms/allreduce/allpairs.ccl 2>&1 | tee -a "$log"
 passed=$(grep -c '^ok ' "$log")
 failed=$(grep -c '^FAIL ' "$log")
 echo

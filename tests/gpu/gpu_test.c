@@ -10,6 +10,8 @@
  * back-to-back calls alternating two buffer sets; a CUDA-graph-captured loop replayed
  * three times. With --full, instead: every op and every dtype (reducing collectives).
  * More ranks than GPUs (--ranks) put several ranks on one GPU (smoke tests on one GPU).
+ *   gpu_test --timeout-test ALG.ccl...  a dead peer: the wait times out with a message
+ *                                        naming rank, thread block, file:line and peer
  * Inputs are small integers (exact in every dtype); outputs are poisoned before each
  * case; the expected value comes from the runtime's host reduction (reduce.c).
  * Prints "ok gpu/MODE/N<n>/ALG/CASE" or "FAIL ...: rank R element E: got G want W"
@@ -324,6 +326,41 @@ static void *rank_main(void *arg)
     return NULL;
 }
 
+/* A dead peer: two ranks, only rank 0 runs; its wait must time out within the bound and
+ * the error must name rank, thread block, source line and peer. */
+static int timeout_test(int ngpu, const char *file)
+{
+    ccl_config_t cfg = {.backend = CCL_BACKEND_GPU, .timeout_ms = 300};
+    ccl_comm_t *comms[2];
+    int devices[2] = {0, 1 % ngpu};
+    if (ccl_comm_init_all(comms, 2, devices, &cfg) != CCL_OK) {
+        printf("FAIL gpu/timeout/%s: ccl_comm_init_all: %s\n", file, ccl_comm_last_error(NULL));
+        return 1;
+    }
+    ccl_algorithm_t *alg = NULL;
+    void *in = NULL, *out = NULL;
+    int bad = 0;
+    if (ccl_algorithm_load(comms[0], file, 0, &alg) != CCL_OK || ccl_mem_alloc(comms[0], &in, 4096) != CCL_OK ||
+        ccl_mem_alloc(comms[0], &out, 4096) != CCL_OK) {
+        printf("FAIL gpu/timeout/%s: setup: %s\n", file, ccl_comm_last_error(comms[0]));
+        bad = 1;
+    } else {
+        ccl_result_t r = ccl_algorithm_run(alg, in, out, 1024, CCL_F32, CCL_SUM, NULL);
+        ccl_result_t s = r == CCL_OK ? ccl_comm_synchronize(comms[0]) : r;
+        const char *e = ccl_comm_last_error(comms[0]);
+        if (s != CCL_ERR_TIMEOUT || !strstr(e, "rank 0") || !strstr(e, "thread block 0") || !strstr(e, "rank 1") ||
+            !strstr(e, file)) {
+            printf("FAIL gpu/timeout/%s: want CCL_ERR_TIMEOUT naming rank 0, thread block 0, %s:LINE and rank 1; "
+                   "got %s: %s\n", file, file, ccl_result_string(s), e);
+            bad = 1;
+        } else {
+            printf("ok gpu/timeout/%s (%s)\n", file, e);
+        }
+    }
+    for (int r = 0; r < 2; r++) ccl_comm_destroy(comms[r]);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     int full = 0, procs = 0, nranks = 0, first = 1;
@@ -331,6 +368,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[first], "--full")) full = 1;
         else if (!strcmp(argv[first], "--procs")) procs = 1;
         else if (!strcmp(argv[first], "--ranks") && first + 1 < argc) nranks = atoi(argv[++first]);
+        else if (!strcmp(argv[first], "--timeout-test")) nranks = -1;
         else {
             fprintf(stderr, "gpu_test: unknown option %s\n", argv[first]);
             return 2;
@@ -343,6 +381,11 @@ int main(int argc, char **argv)
     }
     int ngpu = 0;
     ccl__cu.DeviceGetCount(&ngpu);
+    if (nranks == -1) {
+        int bad = 0;
+        for (int a = first; a < argc; a++) bad |= timeout_test(ngpu, argv[a]);
+        return bad;
+    }
     ccl_config_t cfg = {.backend = CCL_BACKEND_GPU, .timeout_ms = 20000};
     int failures = 0;
     if (procs) {
