@@ -1036,6 +1036,7 @@ void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt)
     fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a)\n{\n");
     fprintf(out, "    const u64 inst = blockIdx.x %% a.ninst;\n");
     fprintf(out, "    u64 *const sem = (u64 *)(a.peers[%d] + a.sem_off);\n", rank);
+    fprintf(out, "    (void)sem; /* unused when LL lines carry every signal */\n");
     fprintf(out, "    __shared__ int failed;\n");
     fprintf(out, "    if (threadIdx.x == 0) failed = 0;\n");
     fprintf(out, "    __syncthreads();\n");
