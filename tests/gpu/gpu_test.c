@@ -299,7 +299,7 @@ static void *rank_main(void *arg)
         for (int i = 0; i < nc; i++) {
             int rc = run_case(R, alg, &cases[i], why, sizeof why);
             char mine[256];
-            snprintf(mine, sizeof mine, "%s", rc == 0 ? "" : why);
+            snprintf(mine, sizeof mine, "%.255s", rc == 0 ? "" : why); /* the first 255 bytes say enough */
             R->boot->allgather(R->boot->ctx, mine, all_why, sizeof mine);
             if (R->rank == 0) {
                 int nbad = 0;
