@@ -41,6 +41,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -870,18 +871,53 @@ typedef struct {
     NcclComm ncomm;
     int nccl_on;
     int exit_code;
+    /* A failing rank never exit()s: other ranks' threads (and, on GPUs, the CUDA
+     * driver's) still run, and exit() in a thread tears down libraries under them
+     * (several ranks failing at once called exit() concurrently and corrupted the C
+     * heap). worker_fail longjmps back to worker(), which frees what the rank holds;
+     * main() destroys the comms after every thread returned. */
+    jmp_buf fail_jmp;
+    int in_worker;               /* fail_jmp is set */
+    int failed;                  /* worker_fail ran: peers may be anywhere */
+    CclThreadBoot *tb;           /* threads mode: failed by worker_fail to wake peers */
+    void *agree_buf[3];          /* agree_*'s scratch, freed by worker(), so a failure
+                                    inside an agreement leaks nothing */
+    size_t agree_cap[3];
 } Worker;
 
 static _Noreturn __attribute__((format(printf, 2, 3))) void worker_fail(Worker *w, const char *fmt, ...)
 {
     fflush(stdout);
+    /* One fputs, so the lines of ranks failing at once do not interleave. */
+    char msg[16384];
+    int n = snprintf(msg, sizeof msg, "ccl-perf: rank %d: ", w->rank);
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "ccl-perf: rank %d: ", w->rank);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg + n, sizeof msg - (size_t)n - 1, fmt, ap);
     va_end(ap);
-    exit(1);
+    strcat(msg, "\n");
+    fputs(msg, stderr);
+    if (!w->in_worker)
+        exit(1);    /* main()'s own agreement, single-threaded: nothing runs under us */
+    w->exit_code = 1;
+    w->failed = 1;
+    /* Peers blocked in an agreement with us give up too, and unwind the same way. */
+    if (w->tb)
+        ccl__thread_boot_fail(w->tb);
+    longjmp(w->fail_jmp, 1);
+}
+
+/* Scratch slot `slot` of at least `bytes` bytes, kept until worker() returns. */
+static void *agree_mem(Worker *w, int slot, size_t bytes)
+{
+    if (w->agree_cap[slot] < bytes) {
+        void *p = realloc(w->agree_buf[slot], bytes);
+        if (!p)
+            worker_fail(w, "out of memory");
+        w->agree_buf[slot] = p;
+        w->agree_cap[slot] = bytes;
+    }
+    return w->agree_buf[slot];
 }
 
 static void cu_check(Worker *w, CuResult e, const char *what)
@@ -912,9 +948,7 @@ static void agree_gather(Worker *w, const void *in, void *out, size_t bytes)
             worker_fail(w, "the bootstrap's allgather failed (a peer died?)");
         return;
     }
-    char *tmp = malloc(PIECE * (size_t)w->nranks);
-    if (!tmp)
-        worker_fail(w, "out of memory");
+    char *tmp = agree_mem(w, 0, PIECE * (size_t)w->nranks);
     for (size_t off = 0; off < bytes; off += PIECE) {
         size_t m = bytes - off < PIECE ? bytes - off : PIECE;
         if (w->boot->allgather(w->boot->ctx, (const char *)in + off, tmp, m) != 0)
@@ -922,7 +956,6 @@ static void agree_gather(Worker *w, const void *in, void *out, size_t bytes)
         for (int r = 0; r < w->nranks; r++)
             memcpy((char *)out + (size_t)r * bytes + off, tmp + (size_t)r * m, m);
     }
-    free(tmp);
 }
 
 static void agree_barrier(Worker *w)
@@ -933,13 +966,10 @@ static void agree_barrier(Worker *w)
 
 static long long agree_sum(Worker *w, long long v)
 {
-    long long *all = malloc(sizeof v * (size_t)w->nranks), s = 0;
-    if (!all)
-        worker_fail(w, "out of memory");
+    long long *all = agree_mem(w, 1, sizeof v * (size_t)w->nranks), s = 0;
     agree_gather(w, &v, all, sizeof v);
     for (int r = 0; r < w->nranks; r++)
         s = all[r] < 0 || s < 0 ? -1 : s + all[r];
-    free(all);
     return s;
 }
 
@@ -952,9 +982,8 @@ static int cmp_double(const void *a, const void *b)
 /* Per sample the maximum over ranks, then the median of those. */
 static double agree_median_of_max(Worker *w, const double *samples, int ns)
 {
-    double *all = malloc(sizeof *all * (size_t)ns * (size_t)w->nranks), *mx = malloc(sizeof *mx * (size_t)ns);
-    if (!all || !mx)
-        worker_fail(w, "out of memory");
+    double *all = agree_mem(w, 1, sizeof *all * (size_t)ns * (size_t)w->nranks);
+    double *mx = agree_mem(w, 2, sizeof *mx * (size_t)ns);
     agree_gather(w, samples, all, sizeof *samples * (size_t)ns);
     for (int i = 0; i < ns; i++) {
         mx[i] = all[i];
@@ -963,10 +992,7 @@ static double agree_median_of_max(Worker *w, const double *samples, int ns)
                 mx[i] = all[(size_t)r * (size_t)ns + (size_t)i];
     }
     qsort(mx, (size_t)ns, sizeof *mx, cmp_double);
-    double med = ns % 2 ? mx[ns / 2] : (mx[ns / 2 - 1] + mx[ns / 2]) / 2;
-    free(all);
-    free(mx);
-    return med;
+    return ns % 2 ? mx[ns / 2] : (mx[ns / 2 - 1] + mx[ns / 2]) / 2;
 }
 
 static double now_us(void)
@@ -1746,9 +1772,7 @@ static void worker_setup_gpu(Worker *w)
 static void worker_setup_nccl(Worker *w)
 {
     Shared *sh = w->sh;
-    NcclUniqueId id, *all = malloc(sizeof id * (size_t)w->nranks);
-    if (!all)
-        worker_fail(w, "out of memory");
+    NcclUniqueId id, *all = agree_mem(w, 2, sizeof id * (size_t)w->nranks);
     memset(&id, 0, sizeof id);
     NcclResult r = w->rank == 0 ? nccl.GetUniqueId(&id) : 0;
     agree_gather(w, &id, all, sizeof id);
@@ -1756,7 +1780,6 @@ static void worker_setup_nccl(Worker *w)
         worker_fail(w, "ncclGetUniqueId failed: %s", nccl.GetErrorString(r));
     cu_check(w, cu.CtxSetCurrent(w->ctx), "cuCtxSetCurrent");
     r = nccl.CommInitRank(&w->ncomm, w->nranks, all[0], w->rank);
-    free(all);
     long long failed = agree_sum(w, r != 0);
     if (r != 0)
         fprintf(stderr, "ccl-perf: rank %d: ncclCommInitRank failed: %s\n", w->rank, nccl.GetErrorString(r));
@@ -1783,9 +1806,9 @@ static void op_algorithm(Worker *w, size_t count, char *name, size_t len)
     snprintf(name, len, "%s", alg ? ccl_algorithm_name(alg) : "?");
 }
 
-static void *worker(void *arg)
+/* The rank's whole run; returns normally, or by worker_fail's longjmp to worker(). */
+static void worker_run(Worker *w)
 {
-    Worker *w = arg;
     Shared *sh = w->sh;
     const Opts *o = &sh->o;
     Collective c = sh->coll;
@@ -1804,7 +1827,7 @@ static void *worker(void *arg)
                 fprintf(stderr, "ccl-perf: rank %d: ccl_algorithm_load %s failed: %s: %s\n", w->rank, o->algo,
                         ccl_result_string(r), ccl_comm_last_error(w->comm));
             w->exit_code = 1;
-            return NULL;
+            return;
         }
     }
 
@@ -1841,6 +1864,18 @@ static void *worker(void *arg)
         }
     }
 
+}
+
+static void *worker(void *arg)
+{
+    Worker *w = arg;
+    if (setjmp(w->fail_jmp) == 0) {
+        w->in_worker = 1;
+        worker_run(w);
+    }
+    w->in_worker = 0;
+    /* What the rank holds, after a normal run or a failure anywhere in it. The comm
+     * itself (and its queued work) is destroyed by main() once every rank returned. */
     if (w->nccl_on)
         nccl.CommDestroy(w->ncomm);
     if (w->alg)
@@ -1848,13 +1883,23 @@ static void *worker(void *arg)
     ccl_mem_free(w->comm, w->sendbuf);
     ccl_mem_free(w->comm, w->recvbuf);
     if (w->gpu) {
-        for (int i = 0; i < w->nev; i++)
-            cu.EventDestroy(w->ev0[i]), cu.EventDestroy(w->ev1[i]);
-        cu.StreamDestroy(w->stream);
+        for (int i = 0; i < w->nev; i++) {
+            if (w->ev0 && w->ev0[i])
+                cu.EventDestroy(w->ev0[i]);
+            if (w->ev1 && w->ev1[i])
+                cu.EventDestroy(w->ev1[i]);
+        }
+        if (w->stream)
+            cu.StreamDestroy(w->stream);
     }
     free(w->ev0);
     free(w->ev1);
     free(w->host);
+    for (int i = 0; i < 3; i++) {
+        free(w->agree_buf[i]);
+        w->agree_buf[i] = NULL;
+        w->agree_cap[i] = 0;
+    }
     return NULL;
 }
 
@@ -2131,6 +2176,7 @@ int main(int argc, char **argv)
         ws[i].boot = &boots[i];
         ws[i].nranks = sh->nranks;
         ws[i].gpu = sh->backend == CCL_BACKEND_GPU;
+        ws[i].tb = tb;
     }
     if (sh->processes) {
         worker(&ws[0]);
@@ -2163,9 +2209,12 @@ int main(int argc, char **argv)
     }
     fflush(stdout);
     /* Every process learns the outcome (rank 0 alone knows the wrong count) and they
-     * leave together, so no peer unmaps a heap another still reads. */
-    if (sh->processes && agree_sum(&ws[0], code) > 0 && code == 0)
+     * leave together, so no peer unmaps a heap another still reads. A process that
+     * failed skips it: its peers may be in any other agreement, which then fails. */
+    if (sh->processes && !ws[0].failed && agree_sum(&ws[0], code) > 0 && code == 0)
         code = 1;
+    for (int i = 0; i < 3; i++)
+        free(ws[0].agree_buf[i]);
     for (int i = 0; i < nw; i++)
         ccl_comm_destroy(comms[i]);
     if (tb)

@@ -203,8 +203,7 @@ CclThreadBoot *ccl__thread_boot_new(int nranks, ccl_bootstrap_t *boots)
     return tb;
 }
 
-/* Makes every current and future wait of the bootstrap fail (a rank gave up). */
-static void thread_boot_fail(CclThreadBoot *tb)
+void ccl__thread_boot_fail(CclThreadBoot *tb)
 {
     pthread_mutex_lock(&tb->mu);
     tb->failed = 1;
@@ -377,7 +376,7 @@ static void *init_thread(void *arg)
     t->result = comm_create(&t->comm, t->boot, t->device, t->config, "ccl_comm_init_all");
     if (t->result != CCL_OK) {
         snprintf(t->error, sizeof t->error, "%s", init_error);
-        thread_boot_fail(t->tb);
+        ccl__thread_boot_fail(t->tb);
     }
     return NULL;
 }
@@ -410,7 +409,7 @@ ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *device
         if (pthread_create(&tids[r], NULL, init_thread, &ts[r]) != 0) {
             ts[r].result = CCL_ERR_SYSTEM;
             snprintf(ts[r].error, sizeof ts[r].error, "%s: cannot start a thread for rank %d", fn, r);
-            thread_boot_fail(tb);
+            ccl__thread_boot_fail(tb);
             break;
         }
         started++;

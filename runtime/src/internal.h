@@ -178,6 +178,9 @@ void ccl__backoff(unsigned iter);
 typedef struct CclThreadBoot CclThreadBoot;
 CclThreadBoot *ccl__thread_boot_new(int nranks, ccl_bootstrap_t *boots);
 void ccl__thread_boot_free(CclThreadBoot *tb);
+/* Makes every current and future wait of tb fail (a rank gave up), so peers blocked in
+ * its barrier or allgather return -1 instead of waiting forever. */
+void ccl__thread_boot_fail(CclThreadBoot *tb);
 
 /* The environment bootstrap used by `cclc run` under mpirun (no MPI link): rank and size
  * from OMPI_COMM_WORLD_* (or PMI_RANK/PMI_SIZE), a rendezvous segment in POSIX shm named
