@@ -73,49 +73,6 @@ void ccl__backoff(unsigned iter)
     nanosleep(&ts, NULL);
 }
 
-static CclHeapHeader *header(ccl_comm_t *comm, int rank)
-{
-    return (CclHeapHeader *)comm->heap_base[rank];
-}
-
-void ccl__abort_all(ccl_comm_t *comm)
-{
-    uint64_t v = (uint64_t)comm->rank + 1, zero = 0;
-    atomic_compare_exchange_strong(&header(comm, comm->rank)->abort, &zero, v);
-    for (int p = 0; p < comm->nranks; p++) {
-        zero = 0;
-        atomic_compare_exchange_strong(&header(comm, p)->abort, &zero, v);
-    }
-}
-
-int ccl__rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
-{
-    _Atomic uint64_t *ctr = &header(comm, 0)->barrier;
-    _Atomic uint64_t *abort_flag = &header(comm, comm->rank)->abort;
-    uint64_t want = ++comm->barriers * (uint64_t)comm->nranks;
-    atomic_fetch_add_explicit(ctr, 1, memory_order_acq_rel);
-    double deadline = 0;
-    for (unsigned it = 0; atomic_load_explicit(ctr, memory_order_acquire) < want; it++) {
-        uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
-        if (ab) {
-            snprintf(err, errlen, "rank %d: all-rank barrier abandoned: rank %d failed", comm->rank, (int)ab - 1);
-            return -1;
-        }
-        if ((it & 63) == 63) {
-            double now = ccl__now_ms();
-            if (deadline == 0)
-                deadline = now + comm->timeout_ms;
-            else if (now > deadline) {
-                snprintf(err, errlen, "rank %d: all-rank barrier timed out after %d ms (%llu of %llu arrivals)",
-                         comm->rank, comm->timeout_ms, (unsigned long long)atomic_load(ctr), (unsigned long long)want);
-                return -1;
-            }
-        }
-        ccl__backoff(it);
-    }
-    return 0;
-}
-
 /* ---- the in-process bootstrap ---- */
 
 struct CclThreadBoot {

@@ -385,6 +385,60 @@ static void cpu_alg_release(ccl_algorithm_t *alg)
     alg->be_alg = NULL;
 }
 
+/* ---- the heap header: abort flags and the all-rank barrier ----
+ *
+ * These dereference heap_base[p] on the host, which only the CPU backend can: on GPUs
+ * heap_base holds device addresses (the GPU backend keeps its own abort and barrier
+ * state on the device). So they are this file's own, static: no other backend can
+ * call them. */
+
+static CclHeapHeader *header(ccl_comm_t *comm, int rank)
+{
+    return (CclHeapHeader *)comm->heap_base[rank];
+}
+
+/* Stops this rank and, through their heap headers, every peer (see CclHeapHeader). */
+static void abort_all(ccl_comm_t *comm)
+{
+    uint64_t v = (uint64_t)comm->rank + 1, zero = 0;
+    atomic_compare_exchange_strong(&header(comm, comm->rank)->abort, &zero, v);
+    for (int p = 0; p < comm->nranks; p++) {
+        zero = 0;
+        atomic_compare_exchange_strong(&header(comm, p)->abort, &zero, v);
+    }
+}
+
+/* The all-rank barrier on the heap headers; bounded by the timeout. 0 or -1 (timeout or
+ * abort, message in err). Called by one thread per rank (the comm's worker), in the
+ * same order on every rank. */
+static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
+{
+    _Atomic uint64_t *ctr = &header(comm, 0)->barrier;
+    _Atomic uint64_t *abort_flag = &header(comm, comm->rank)->abort;
+    uint64_t want = ++comm->barriers * (uint64_t)comm->nranks;
+    atomic_fetch_add_explicit(ctr, 1, memory_order_acq_rel);
+    double deadline = 0;
+    for (unsigned it = 0; atomic_load_explicit(ctr, memory_order_acquire) < want; it++) {
+        uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
+        if (ab) {
+            snprintf(err, errlen, "rank %d: all-rank barrier abandoned: rank %d failed", comm->rank, (int)ab - 1);
+            return -1;
+        }
+        if ((it & 63) == 63) {
+            double now = ccl__now_ms();
+            if (deadline == 0)
+                deadline = now + comm->timeout_ms;
+            else if (now > deadline) {
+                snprintf(err, errlen, "rank %d: all-rank barrier timed out after %d ms (%llu of %llu arrivals)",
+                         comm->rank, comm->timeout_ms, (unsigned long long)atomic_load(ctr), (unsigned long long)want);
+                return -1;
+            }
+        }
+        ccl__backoff(it);
+    }
+    return 0;
+}
+
 static ccl_result_t cpu_run(const CclCall *call)
 {
     ccl_comm_t *comm = call->alg->comm;
@@ -499,7 +553,7 @@ static void block_fail(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op,
                              "blocks did not arrive within %d ms",
                              r, pb->tb, inst, where, comm->timeout_ms);
     }
-    ccl__abort_all(comm);
+    abort_all(comm);
 }
 
 static int block_barrier(Exec *x)
@@ -574,7 +628,7 @@ static int check_same_call(Exec *x, const PlanBlock *pb, int inst, const PlanOp 
                          "dtype and op)", x->comm->rank, pb->tb, inst, where, c->count, ccl_dtype_name(c->dtype),
                          ccl_op_name(c->op), p, (unsigned long long)count, ccl_dtype_name((ccl_dtype_t)(kind >> 8)),
                          ccl_op_name((ccl_op_t)(kind & 0xff)));
-    ccl__abort_all(x->comm);
+    abort_all(x->comm);
     return -1;
 }
 
@@ -601,7 +655,7 @@ static int check_symmetric(Exec *x, const PlanBlock *pb, int inst, const PlanOp 
                 ccl__set_async_error(x->comm, CCL_ERR_TIMEOUT,
                                      "timeout: rank %d, thread block %d (instance %d), %s: peer rank %d did not start "
                                      "this call within %d ms", x->comm->rank, pb->tb, inst, where, p, x->comm->timeout_ms);
-            ccl__abort_all(x->comm);
+            abort_all(x->comm);
             return -1;
         }
     }
@@ -628,7 +682,7 @@ static int check_symmetric(Exec *x, const PlanBlock *pb, int inst, const PlanOp 
                          mine_staged ? "an ordinary buffer staged" : "a ccl_mem_alloc buffer", (unsigned long long)mine, p,
                          (unsigned long long)expect, p, staged ? "an ordinary buffer staged" : "a ccl_mem_alloc buffer",
                          (unsigned long long)off);
-    ccl__abort_all(x->comm);
+    abort_all(x->comm);
     return -1;
 }
 
@@ -841,10 +895,10 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     }
     if (c->fence) {
         char err[512];
-        if (ccl__rank_barrier(comm, err, sizeof err) != 0) {
+        if (rank_barrier(comm, err, sizeof err) != 0) {
             ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED,
                                  "%s (before %s, whose scratch layout changed with the count)", err, alg->file);
-            ccl__abort_all(comm);
+            abort_all(comm);
             return;
         }
     }
@@ -856,7 +910,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     x.nphys = alg->nblocks * alg->instances;
     if (!x.bases) {
         ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running %s", me, alg->file);
-        ccl__abort_all(comm);
+        abort_all(comm);
         goto out;
     }
     for (int p = 0; p < N; p++) {
@@ -879,7 +933,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     if (run_blocks(comm->be_comm, &x) != 0) {
         ccl__set_async_error(comm, CCL_ERR_SYSTEM, "rank %d: cannot start the %d threads that run %s's thread blocks", me,
                              x.nphys, alg->file);
-        ccl__abort_all(comm);
+        abort_all(comm);
         goto out;
     }
     if (atomic_load(&hdr->abort))
@@ -887,16 +941,16 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
 
     if (c->divide) {
         char err[512];
-        if (ccl__rank_barrier(comm, err, sizeof err) != 0) {
+        if (rank_barrier(comm, err, sizeof err) != 0) {
             ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED, "%s (before avg's division)", err);
-            ccl__abort_all(comm);
+            abort_all(comm);
             goto out;
         }
         if (c->divide_here)
             ccl__divide(c->out, c->out_bytes / c->esize, c->dtype, c->divide);
-        if (ccl__rank_barrier(comm, err, sizeof err) != 0) {
+        if (rank_barrier(comm, err, sizeof err) != 0) {
             ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED, "%s (after avg's division)", err);
-            ccl__abort_all(comm);
+            abort_all(comm);
             goto out;
         }
     }

@@ -48,7 +48,10 @@ enum {
     CCL__HEAP_ALIGN = 256,                             /* every allocation's alignment */
 };
 
-/* At offset 0 of every rank's heap. Zero when the heap is created. */
+/* At offset 0 of every rank's heap. Zero when the heap is created. Each backend reaches
+ * it its own way: the CPU backend through heap_base on the host (its abort and barrier
+ * helpers are static to cpu_backend.c, because on GPUs heap_base holds device
+ * addresses the host must never dereference), the GPU backend on the device. */
 typedef struct {
     /* Non-zero once this rank must stop: 1 + the rank whose failure stopped it. A
      * failing rank sets it in its own and every peer's header, so blocks spinning
@@ -156,11 +159,6 @@ void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...
 /* For entry points that start work: CCL_OK, or the failure that made comm unusable
  * (reported once as it happened, then as "failed earlier"), with the message set. */
 ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn);
-/* Stops this rank and, through their heap headers, every peer (see CclHeapHeader). */
-void ccl__abort_all(ccl_comm_t *comm);
-/* The all-rank barrier on the heap headers; bounded by the timeout. 0 or -1 (timeout or
- * abort, message in err). Called by one thread per rank, in the same order on every rank. */
-int ccl__rank_barrier(ccl_comm_t *comm, char *err, size_t errlen);
 /* snprintf that may truncate on purpose (messages, paths); using the result keeps
  * -Wformat-truncation quiet about the intended truncation. */
 #define CCL__FMT(buf, len, ...)                         \
@@ -379,9 +377,10 @@ struct CclBackend {
      * In order: stage_in copy, the plan (every block x instance x slice of this rank,
      * docs/internals.md), avg division (call->divide), stage_out copy. A failure while
      * running (timeout, peer abort) goes to ccl__set_async_error with a message naming
-     * rank, thread block, source line (file:line) and peer; the backend then calls
-     * ccl__abort_all and drops later calls. *call is copied; the buffers it names stay
-     * valid until synchronize (the common code never frees heap regions before that). */
+     * rank, thread block, source line (file:line) and peer; the backend then stops
+     * every peer (CclHeapHeader.abort, set its own way) and drops later calls. *call
+     * is copied; the buffers it names stay valid until synchronize (the common code
+     * never frees heap regions before that). */
     ccl_result_t (*run)(const CclCall *call);
 
     /* Waits until everything enqueued on comm ran. Returns CCL_OK; asynchronous failures
