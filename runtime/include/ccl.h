@@ -168,6 +168,14 @@ ccl_result_t ccl_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dt
 ccl_result_t ccl_comm_use_algorithm(ccl_comm_t *comm, ccl_algorithm_t *alg, size_t min_bytes,
                                     size_t max_bytes);
 
+/* What the last standard collective on comm ran and why, as one line in buf (at most
+ * len bytes, NUL-terminated; "" before the first): the algorithm file and its launch
+ * shape (instances, threads per block, slices, protocol), and where the choice came
+ * from: a registration, a tuning table's line (CCL_TUNE_FILE, the cache folder's table,
+ * or the built-in one; docs/tuner.md) or the library's `sizes` hint, with the reason no
+ * table was used. For tests and tuning; reads nothing, loads nothing. */
+ccl_result_t ccl_comm_explain_choice(const ccl_comm_t *comm, char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

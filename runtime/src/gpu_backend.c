@@ -17,7 +17,8 @@
  * Environment (for tuning and benchmarks): CCL_GPU_THREADS (threads per block, 512),
  * CCL_GPU_INSTANCES (instances per logical block, the program's by default),
  * CCL_GPU_SLICES (slices when the program is pipeline-safe, the program's by default),
- * CCL_GPU_PROTOCOL=ll (run a Simple program with LL lines). */
+ * CCL_GPU_PROTOCOL=ll (run a Simple program with LL lines). A launch shape set by the
+ * tuner (alg->shape, tuner.c) wins over these for its instances, protocol and threads. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,7 +145,8 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     ccl__cu.CtxSetCurrent(g->ctx);
     /* More instances than the program's default need more semaphores: take a larger
      * region from the same deterministic allocator (every rank does the same). */
-    int inst = gpu_env_int("CCL_GPU_INSTANCES", 1, 64, alg->instances);
+    /* A tuner's shape (tuner.c: alg->shape, already applied to instances) wins. */
+    int inst = alg->shape.instances ? alg->instances : gpu_env_int("CCL_GPU_INSTANCES", 1, 64, alg->instances);
     if (inst != alg->instances) {
         size_t off;
         int nsems = alg->plan->nsems * inst;
@@ -169,6 +171,7 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
      * flags); an LL program never runs as Simple, whose cross-call safety it lacks. */
     const char *pe = getenv("CCL_GPU_PROTOCOL");
     ga->protocol = pe && !strcmp(pe, "ll") ? PROTO_LL : alg->prog->protocol;
+    if (alg->shape.protocol) ga->protocol = alg->shape.protocol == 1 + PROTO_LL ? PROTO_LL : alg->prog->protocol;
     /* Expected values of the slots, the block barrier's counter and generations, and the
      * per-block call counters that pick an LL program's scratch half (emit_cuda.c). */
     ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + 3 * (size_t)ga->grid;
@@ -384,8 +387,11 @@ static ccl_result_t gpu_run(const CclCall *call)
         .out_stride = call->out_stride,
     };
     void *params[] = {&a};
+    /* Threads per block may change per call (the tuner's shape; the kernel reads
+     * blockDim); the environment's or 512 otherwise. */
+    int th = alg->shape.threads >= 32 && alg->shape.threads <= 512 ? alg->shape.threads / 32 * 32 : ga->threads;
     if (ga->grid > 0)
-        CU_CHECK(ccl__cu.LaunchKernel(k->kernel, (unsigned)ga->grid, 1, 1, (unsigned)ga->threads, 1, 1, 0, s, params, NULL),
+        CU_CHECK(ccl__cu.LaunchKernel(k->kernel, (unsigned)ga->grid, 1, 1, (unsigned)th, 1, 1, 0, s, params, NULL),
                  "cuLaunchKernel (ccl_kernel)");
     if (call->divide) {
         /* Peers may still read our out until every rank is past its plan. */

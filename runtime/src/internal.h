@@ -8,6 +8,7 @@
  *   algorithm.c  load (compile_source in-process), then per call: checks, scratch,
  *              staging, the CclCall handed to the backend
  *   library.c  the shipped algorithm library behind ccl_all_reduce and friends
+ *   tuner.c    tuning tables: the algorithm and launch shape per (collective, size)
  *   bootstrap_env.c  a bootstrap from mpirun's environment (cclc run; no MPI link)
  *   reduce.c   element types and host reductions
  *   cpu_*.c    the CPU backend (host threads run the Plan)
@@ -81,6 +82,98 @@ int ccl__heap_free(CclHeapAlloc *h, size_t off);
  * range is in no user allocation or runs past its end (*start then says which). */
 int ccl__heap_find_user(const CclHeapAlloc *h, size_t off, size_t bytes, size_t *start, size_t *size);
 
+/* ===== tuner.c: tuning tables (docs/tuner.md) ===== */
+
+/* A launch shape: how one algorithm is laid out on the machine. 0 in a field: the
+ * default (the program's, or the backend's environment knob). */
+typedef struct {
+    int instances;                   /* I: physical blocks per logical block (1..64) */
+    int threads;                     /* threads per block (GPU; 32..512, multiple of 32) */
+    int slices;                      /* S, where the program is pipeline-safe */
+    int protocol;                    /* 1 + Protocol; only PROTO_LL changes anything: a
+                                        Simple program run with LL lines (GPU) */
+} CclShape;
+
+enum {
+    CCL__TUNE_COLLS = 6,             /* Collective values */
+    CCL__TUNE_BUCKETS = 48,          /* size buckets 2^0 .. 2^47 bytes */
+    CCL__TUNE_FILES = 32,            /* distinct algorithm files in one table */
+    CCL__TUNE_VARIANTS = 64,         /* loaded (file, shape, root) per comm */
+    CCL__TUNE_PATH = 256,
+};
+
+/* One table line: what a standard collective runs for one power-of-two size bucket. */
+typedef struct {
+    int file;                        /* index into CclTuneTable.files; -1: no entry */
+    int line;                        /* its line in the table's text, for messages */
+    CclShape shape;
+    double time_us;                  /* measured by ccl-tune (a comment); 0: unknown */
+} CclTuneEntry;
+
+/* A parsed table. The key (device, nranks, topology, version) must match the
+ * communicator's for the table to be used. */
+typedef struct {
+    char device[128], topology[64], version[32];
+    int nranks;
+    int nfiles;
+    char files[CCL__TUNE_FILES][CCL__TUNE_PATH]; /* as written: relative to the library */
+    CclTuneEntry e[CCL__TUNE_COLLS][CCL__TUNE_BUCKETS]; /* by Collective, log2(bucket) */
+} CclTuneTable;
+
+/* One algorithm loaded for the table (alg NULL: it failed to load, why says so). */
+typedef struct {
+    ccl_algorithm_t *alg;
+    int file, root, slices0;         /* slices0: the algorithm's slices before any run */
+    CclShape shape;                  /* instances and protocol (fixed per variant) */
+    char why[256];
+} CclTuneVariant;
+
+/* Per communicator (inside ccl_comm_t, so nothing to free: variants are in comm->algs). */
+typedef struct {
+    int state;                       /* 0: not looked for yet; 1: a table is in use; -1: none */
+    char source[CCL__TUNE_PATH + 64];/* the table's file, or "built-in ..." */
+    char why[1024];                  /* why tables were ignored (never printed) */
+    CclTuneTable table;
+    int nvar;
+    CclTuneVariant var[CCL__TUNE_VARIANTS];
+    char miss[512];                  /* why the last dispatch did not use the table */
+    char last[1024];                 /* ccl_comm_explain_choice's text */
+} CclTuner;
+
+/* Clears t and sets every entry to "none". */
+void ccl__tune_table_init(CclTuneTable *t);
+/* Parses a table's text (`name` names it in messages). 0, or -1 with "name:line: what"
+ * in err. Strict: a table with one bad line is not used at all. */
+int ccl__tune_parse(const char *text, const char *name, CclTuneTable *t, char *err, size_t errlen);
+/* Writes t in the format ccl__tune_parse reads (ccl-tune's output). */
+void ccl__tune_write(FILE *f, const CclTuneTable *t);
+/* Adds (or finds) an algorithm file name; its index, or -1 when the table is full. */
+int ccl__tune_file_index(CclTuneTable *t, const char *file);
+/* This communicator's key: device model ("cpu", "NVIDIA H200"), topology, version. */
+void ccl__tune_key(ccl_comm_t *comm, char *device, size_t dlen, char *topo, size_t tlen, char *version, size_t vlen);
+/* The built-in table's text for (device, nranks) into buf: 0, or -1 when none fits. */
+int ccl__tune_builtin(const char *device, int nranks, char *buf, size_t len, char *name, size_t nlen);
+/* The bucket of a call of `bytes`: log2 of the next power of two (0 for 0 and 1). */
+int ccl__tune_bucket(size_t bytes);
+/* Gives a freshly loaded algorithm (never run) the instances and protocol of shape, and
+ * keeps shape's threads and slices for its runs; takes new semaphores and prepares the
+ * backend again. On failure alg has no backend state: free it with
+ * ccl__algorithm_destroy. Collective in the sense of ccl_algorithm_load. */
+ccl_result_t ccl__tune_reshape(ccl_algorithm_t *alg, const CclShape *shape, const char *fn);
+/* Sets the per-run part of a shape (threads, slices) on alg before ccl__run. */
+void ccl__tune_apply_run(ccl_algorithm_t *alg, const CclShape *shape, int slices0);
+/* For ccl__pick: the table's algorithm for (coll, root, bytes), loaded on first use with
+ * its shape, the per-run part applied; NULL when no table or no entry applies (the
+ * reason goes to comm->tune.miss). The first call looks for the table. */
+ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, const char *fn);
+/* Records what dispatch chose without the table, for ccl_comm_explain_choice. */
+void ccl__tune_note(ccl_comm_t *comm, Collective coll, size_t bytes, const ccl_algorithm_t *alg, const char *how);
+
+/* ===== library.c ===== */
+
+/* The shipped library's folder: 0 and its path in out, or -1 with the reason in out. */
+int ccl__library_dir(char *out, size_t len);
+
 /* ===== comm.c: communicators ===== */
 
 typedef struct CclBackend CclBackend;
@@ -127,6 +220,7 @@ struct ccl_comm {
     size_t priv_bytes[2];
     int npriv_retired;
     void **priv_retired;
+    CclTuner tune;                   /* the tuning table and its loaded variants */
     /* Standard collectives: which (collective, root) the shipped library was loaded
      * for, 6 * nranks flags (lazily allocated). */
     unsigned char *lib_tried;
@@ -230,7 +324,14 @@ struct ccl_algorithm {
     size_t scratch_off, scratch_bytes;
     uint64_t ncalls;                 /* runs enqueued */
     size_t last_layout;              /* CS * esize of the last run (see CclCall.fence) */
-    int from_library;                /* loaded by the standard-collective dispatch */
+    int from_library;                /* loaded by the standard-collective dispatch: 1 by
+                                        its `sizes` search, 2 as a tuner variant (tuner.c) */
+    /* The launch shape the tuner asked for (tuner.c); all zero otherwise. Non-zero
+     * instances and protocol are applied before be->alg_prepare and win over a backend's
+     * environment knobs (CCL_GPU_*). threads and `slices` above may change between runs:
+     * the dispatch sets them just before ccl__run, which passes slices on in
+     * CclCall.slices; a backend reads shape.threads when it enqueues the call. */
+    CclShape shape;
     void *be_alg;                    /* the backend's per-algorithm state */
 };
 

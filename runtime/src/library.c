@@ -7,7 +7,8 @@
  * skipped); a call then takes the loaded algorithm whose `sizes` hint holds its byte
  * count (the narrowest such), else one without a hint, else the first. Files and
  * folders are read in name order, so every rank makes the same choices and the heap
- * stays symmetric.
+ * stays symmetric. Between the two, a tuning table's entry wins over the hints
+ * (tuner.c); the algorithms it loads are not candidates of the hint search.
  *
  * The library folder: $CCL_ALGORITHM_DIR, else the first `algorithms` folder found next
  * to the executable or up to three levels above it, else in the current folder or up to
@@ -29,7 +30,7 @@ static int is_dir(const char *path)
 }
 
 /* 0 and the folder in out, or -1 with the reason in out. */
-static int find_library(char *out, size_t len)
+int ccl__library_dir(char *out, size_t len)
 {
     const char *env = getenv("CCL_ALGORITHM_DIR");
     if (env && *env) {
@@ -145,7 +146,7 @@ static void free_list(char **names, int n)
 static int load_library(ccl_comm_t *comm, Collective coll, int root, const char *fn, char *why, size_t whylen)
 {
     char dir[PATH_MAX];
-    if (find_library(dir, sizeof dir) != 0) {
+    if (ccl__library_dir(dir, sizeof dir) != 0) {
         snprintf(why, whylen, "%s", dir);
         return 0;
     }
@@ -203,9 +204,13 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
         ccl_algorithm_t *a = comm->uses[i].alg;
         if (a->prog->coll == coll && (!rooted || a->root == root) && fits(&comm->uses[i], bytes)) {
             *out = a;
+            ccl__tune_note(comm, coll, bytes, a, "registered with ccl_comm_use_algorithm");
             return CCL_OK;
         }
     }
+    /* Then the tuning table (tuner.c); without one, or without an entry, the hints. */
+    if ((*out = ccl__tune_pick(comm, coll, root, bytes, fn)))
+        return CCL_OK;
     if (!comm->lib_tried && !(comm->lib_tried = calloc(6 * (size_t)comm->nranks, 1)))
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     unsigned char *tried = &comm->lib_tried[(size_t)coll * (size_t)comm->nranks + (size_t)root];
@@ -217,7 +222,7 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
     ccl_algorithm_t *best = NULL, *nohint = NULL, *first = NULL;
     for (int i = 0; i < comm->nalgs; i++) {
         ccl_algorithm_t *a = comm->algs[i];
-        if (!a->from_library || a->prog->coll != coll || (rooted && a->root != root))
+        if (a->from_library != 1 || a->prog->coll != coll || (rooted && a->root != root))
             continue;
         if (!first)
             first = a;
@@ -231,8 +236,10 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
         }
     }
     *out = best ? best : nohint ? nohint : first;
-    if (*out)
+    if (*out) {
+        ccl__tune_note(comm, coll, bytes, *out, best ? "by its sizes hint" : nohint ? "(it has no sizes hint)" : "(the first loaded; no sizes hint fits)");
         return CCL_OK;
+    }
     /* One rank: every collective is a copy. Built in, so a single-GPU job works without
      * a library that admits N = 1 (it still goes through the verifier and the backend);
      * once loaded, the search above finds it. */
@@ -244,6 +251,7 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
         if (ccl__algorithm_load(comm, src, 0, fn, &alg) == CCL_OK) {
             alg->from_library = 1;
             *out = alg;
+            ccl__tune_note(comm, coll, bytes, alg, "(the built-in copy for one rank)");
             return CCL_OK;
         }
     }

@@ -1,0 +1,732 @@
+/* tuner.c: tuning tables, and the algorithm and launch shape a standard collective runs.
+ *
+ * Takes a table (text, docs/tuner.md): a key (device model, rank count, topology,
+ * library version) and one line per (collective, power-of-two size bucket) naming an
+ * algorithm file and its launch shape (instances, threads per block, slices, protocol).
+ * Gives ccl__pick (library.c) the algorithm for a call: the size rounded up to the next
+ * power of two, that bucket's entry, loaded on first use as a "variant" (the file
+ * compiled for this N with the entry's instances and protocol; threads and slices are
+ * set per run). No table, or no entry for the bucket: the caller falls back to the
+ * library's `sizes` hints.
+ *
+ * Which table: on the first standard collective of a comm, $CCL_TUNE_FILE ("none": no
+ * table at all), else <cache dir>/tune-<device>-<N>.tbl when it exists, else the
+ * built-in table when the device model and N have one (4x and 2x H200 allreduce). A
+ * table whose text is malformed or whose key does not match this comm is ignored; the
+ * reason is kept (comm->tune.why, shown by ccl_comm_explain_choice), never printed.
+ *
+ * Invariant: every rank makes the same choices in the same order (same table, same
+ * calls), so variants are loaded in the same order everywhere and the heap stays
+ * symmetric, as for the library's own lazy loading. Every rank must therefore see the
+ * same table; docs/tuner.md says so. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#ifdef CCL_HAVE_GPU_BACKEND
+#include "gpu.h"
+#endif
+
+#define TUNE_MAGIC "ccl-tune-table 1"
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define TUNE_VERSION STR(CCL_VERSION_MAJOR) "." STR(CCL_VERSION_MINOR) "." STR(CCL_VERSION_PATCH)
+
+void ccl__tune_table_init(CclTuneTable *t)
+{
+    memset(t, 0, sizeof *t);
+    for (int c = 0; c < CCL__TUNE_COLLS; c++)
+        for (int b = 0; b < CCL__TUNE_BUCKETS; b++)
+            t->e[c][b].file = -1;
+}
+
+int ccl__tune_bucket(size_t bytes)
+{
+    int b = 0;
+    while (b < 63 && ((size_t)1 << b) < bytes)
+        b++;
+    return b;
+}
+
+int ccl__tune_file_index(CclTuneTable *t, const char *file)
+{
+    for (int i = 0; i < t->nfiles; i++)
+        if (!strcmp(t->files[i], file))
+            return i;
+    if (t->nfiles == CCL__TUNE_FILES || strlen(file) >= CCL__TUNE_PATH)
+        return -1;
+    snprintf(t->files[t->nfiles], CCL__TUNE_PATH, "%s", file);
+    return t->nfiles++;
+}
+
+/* ===== the text format ===== */
+
+/* A size: digits with an optional K, M, G or T (powers of 1024). 0 or -1. */
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno || *s == '-')
+        return -1;
+    int shift = 0;
+    switch (*end) {
+    case 'K': shift = 10; end++; break;
+    case 'M': shift = 20; end++; break;
+    case 'G': shift = 30; end++; break;
+    case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (*end || (shift && v > (~0ull >> shift)))
+        return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+/* A shape field: "-" (the default, 0) or an integer in [lo, hi]. 0 or -1. */
+static int parse_field(const char *s, int lo, int hi, int *out)
+{
+    if (!strcmp(s, "-")) {
+        *out = 0;
+        return 0;
+    }
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int coll_parse(const char *s)
+{
+    for (int c = 0; c < CCL__TUNE_COLLS; c++)
+        if (!strcmp(s, coll_name((Collective)c)))
+            return c;
+    return -1;
+}
+
+/* The rest of a "key value..." header line, blanks trimmed, into out. */
+static void header_value(const char *p, char *out, size_t len)
+{
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t n = strlen(p);
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r'))
+        n--;
+    if (n >= len)
+        n = len - 1;
+    memcpy(out, p, n);
+    out[n] = 0;
+}
+
+#define PARSE_FAIL(...)                                \
+    do {                                               \
+        int o_ = snprintf(err, errlen, "%s:%d: ", name, lineno); \
+        if (o_ >= 0 && (size_t)o_ < errlen)            \
+            snprintf(err + o_, errlen - (size_t)o_, __VA_ARGS__); \
+        free(copy);                                    \
+        return -1;                                     \
+    } while (0)
+
+int ccl__tune_parse(const char *text, const char *name, CclTuneTable *t, char *err, size_t errlen)
+{
+    ccl__tune_table_init(t);
+    char *copy = strdup(text);
+    int lineno = 0;
+    if (!copy)
+        PARSE_FAIL("out of memory");
+    int magic = 0, have_dev = 0, have_ranks = 0, have_topo = 0, have_ver = 0;
+    char *save = NULL;
+    for (char *line = copy, *next; line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        lineno++;
+        char *hash = strchr(line, '#');
+        double time_us = 0;
+        if (hash) {
+            /* ccl-tune writes the measured time as a comment: "# 12.3 us". */
+            char *e;
+            double v = strtod(hash + 1, &e);
+            if (e != hash + 1 && v > 0)
+                time_us = v;
+            *hash = 0;
+        }
+        char *p = line;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (!*p)
+            continue;
+        if (!magic) {
+            header_value(p, p, strlen(p) + 1);
+            if (strcmp(p, TUNE_MAGIC))
+                PARSE_FAIL("expected '" TUNE_MAGIC "' as the first line, not '%.60s'", p);
+            magic = 1;
+            continue;
+        }
+        if (!strncmp(p, "device ", 7) || !strncmp(p, "device\t", 7)) {
+            header_value(p + 7, t->device, sizeof t->device);
+            have_dev = 1;
+            continue;
+        }
+        if (!strncmp(p, "topology ", 9) || !strncmp(p, "topology\t", 9)) {
+            header_value(p + 9, t->topology, sizeof t->topology);
+            have_topo = 1;
+            continue;
+        }
+        if (!strncmp(p, "version ", 8) || !strncmp(p, "version\t", 8)) {
+            header_value(p + 8, t->version, sizeof t->version);
+            have_ver = 1;
+            continue;
+        }
+        if (!strncmp(p, "ranks ", 6) || !strncmp(p, "ranks\t", 6)) {
+            char v[32];
+            header_value(p + 6, v, sizeof v);
+            if (parse_field(v, 1, 1 << 20, &t->nranks) || t->nranks == 0)
+                PARSE_FAIL("'ranks %s' is not a rank count", v);
+            have_ranks = 1;
+            continue;
+        }
+        /* collective bytes file instances threads slices protocol */
+        char *f[8];
+        int nf = 0;
+        for (char *tok = strtok_r(p, " \t\r", &save); tok; tok = strtok_r(NULL, " \t\r", &save))
+            if (nf < 8)
+                f[nf++] = tok;
+            else
+                nf++;
+        if (nf != 7)
+            PARSE_FAIL("expected 'collective bytes algorithm instances threads slices protocol' (7 fields), "
+                       "found %d field%s", nf, nf == 1 ? "" : "s");
+        if (!have_dev || !have_ranks || !have_topo || !have_ver)
+            PARSE_FAIL("an entry before the header's device, ranks, topology and version lines");
+        int c = coll_parse(f[0]);
+        if (c < 0)
+            PARSE_FAIL("'%s' is not a collective (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce)",
+                       f[0]);
+        size_t bytes;
+        if (parse_size(f[1], &bytes) || bytes == 0 || (bytes & (bytes - 1)))
+            PARSE_FAIL("bytes '%s' is not a power of two (a size bucket: 1024, 4K, 1M ...)", f[1]);
+        int b = ccl__tune_bucket(bytes);
+        if (b >= CCL__TUNE_BUCKETS)
+            PARSE_FAIL("bytes '%s' is above the largest bucket (2^%d)", f[1], CCL__TUNE_BUCKETS - 1);
+        CclShape sh = {0};
+        if (parse_field(f[3], 1, 64, &sh.instances))
+            PARSE_FAIL("instances '%s' is not '-' or 1..64", f[3]);
+        if (parse_field(f[4], 32, 512, &sh.threads) || sh.threads % 32)
+            PARSE_FAIL("threads '%s' is not '-' or a multiple of 32 in 32..512", f[4]);
+        if (parse_field(f[5], 1, 1024, &sh.slices))
+            PARSE_FAIL("slices '%s' is not '-' or 1..1024", f[5]);
+        if (!strcmp(f[6], "simple"))
+            sh.protocol = 1 + PROTO_SIMPLE;
+        else if (!strcmp(f[6], "ll"))
+            sh.protocol = 1 + PROTO_LL;
+        else if (strcmp(f[6], "-"))
+            PARSE_FAIL("protocol '%s' is not '-', 'simple' or 'll'", f[6]);
+        if (t->e[c][b].file >= 0)
+            PARSE_FAIL("a second %s entry for bucket %s (the first is on line %d)", f[0], f[1], t->e[c][b].line);
+        int fi = ccl__tune_file_index(t, f[2]);
+        if (fi < 0)
+            PARSE_FAIL("more than %d algorithm files, or a path of %d characters or more", CCL__TUNE_FILES,
+                       CCL__TUNE_PATH);
+        t->e[c][b] = (CclTuneEntry){.file = fi, .line = lineno, .shape = sh, .time_us = time_us};
+    }
+    if (!magic)
+        PARSE_FAIL("empty (expected '" TUNE_MAGIC "')");
+    if (!have_dev || !have_ranks || !have_topo || !have_ver)
+        PARSE_FAIL("the header lacks %s", !have_dev ? "'device'" : !have_ranks ? "'ranks'" : !have_topo ? "'topology'" : "'version'");
+    free(copy);
+    return 0;
+}
+
+static void write_field(FILE *f, int v)
+{
+    if (v)
+        fprintf(f, " %d", v);
+    else
+        fputs(" -", f);
+}
+
+void ccl__tune_write(FILE *f, const CclTuneTable *t)
+{
+    fprintf(f, TUNE_MAGIC "\n# libccl tuning table (docs/tuner.md). The key: a table is used only where all four match.\n");
+    fprintf(f, "device %s\nranks %d\ntopology %s\nversion %s\n", t->device, t->nranks, t->topology, t->version);
+    fprintf(f, "# collective  bytes  algorithm  instances  threads  slices  protocol   (- : default)\n");
+    for (int c = 0; c < CCL__TUNE_COLLS; c++)
+        for (int b = 0; b < CCL__TUNE_BUCKETS; b++) {
+            const CclTuneEntry *e = &t->e[c][b];
+            if (e->file < 0)
+                continue;
+            fprintf(f, "%s %zu %s", coll_name((Collective)c), (size_t)1 << b, t->files[e->file]);
+            write_field(f, e->shape.instances);
+            write_field(f, e->shape.threads);
+            write_field(f, e->shape.slices);
+            fputs(e->shape.protocol == 1 + PROTO_LL ? " ll" : e->shape.protocol == 1 + PROTO_SIMPLE ? " simple" : " -", f);
+            if (e->time_us > 0)
+                fprintf(f, "  # %.2f us", e->time_us);
+            fputc('\n', f);
+        }
+}
+
+/* ===== the key ===== */
+
+void ccl__tune_key(ccl_comm_t *comm, char *device, size_t dlen, char *topo, size_t tlen, char *version, size_t vlen)
+{
+    snprintf(version, vlen, "%s", TUNE_VERSION);
+    if (comm->backend_kind != CCL_BACKEND_GPU) {
+        /* The CPU backend's cost depends on whether ranks are threads of one process
+         * (ccl_comm_init_all: a group) or processes sharing POSIX memory. */
+        snprintf(device, dlen, "cpu");
+        snprintf(topo, tlen, "%s", comm->group ? "threads" : "processes");
+        return;
+    }
+    snprintf(device, dlen, "gpu");
+    snprintf(topo, tlen, "unknown");
+#ifdef CCL_HAVE_GPU_BACKEND
+    GpuComm *g = comm->be_comm;
+    char name[128];
+    if (g && ccl__cu.DeviceGetName(name, (int)sizeof name, g->dev) == CUDA_SUCCESS)
+        snprintf(device, dlen, "%s", name);
+    /* Topology: whether this GPU reaches every other visible GPU directly (P2P; NVLink
+     * on the target machines). One process per GPU usually sees one: "p2p-all". */
+    int count = 0, all = 1;
+    if (g && ccl__cu.DeviceGetCount(&count) == CUDA_SUCCESS) {
+        for (int d = 0; d < count; d++) {
+            CUdevice other;
+            int ok = 0;
+            if (ccl__cu.DeviceGet(&other, d) != CUDA_SUCCESS)
+                continue;
+            if (other == g->dev)
+                continue;
+            if (ccl__cu.DeviceCanAccessPeer(&ok, g->dev, other) != CUDA_SUCCESS || !ok)
+                all = 0;
+        }
+        snprintf(topo, tlen, "%s", all ? "p2p-all" : "p2p-partial");
+    }
+#endif
+}
+
+/* ===== the built-in table ===== */
+
+/* Allreduce on H200s over NVLink (docs/perf/gpu-first/README.md, "after a sweep of the
+ * knobs"): up to 256 KB allpairs (LL) with instances growing with the size; on 4 GPUs
+ * twoshot with 32 instances from 512 KB to 8 MB and the ring with 64 instances from
+ * 16 MB; on 2 GPUs the ring with 32 instances from 512 KB. Sizes between the measured
+ * ones take a neighbour's setting (docs/tuner.md marks which). */
+typedef struct {
+    int lo, hi;                      /* log2 bucket range, inclusive */
+    const char *file;
+    int instances;
+} BuiltinRow;
+
+static const BuiltinRow h200x4[] = {
+    {0, 12, "allreduce/allpairs.ccl", 1},     /* measured 1 KB, 4 KB: 1 */
+    {13, 13, "allreduce/allpairs.ccl", 2},
+    {14, 14, "allreduce/allpairs.ccl", 4},    /* measured 16 KB: 4 */
+    {15, 15, "allreduce/allpairs.ccl", 16},
+    {16, 18, "allreduce/allpairs.ccl", 32},   /* measured 64 KB, 256 KB: 32 */
+    {19, 23, "allreduce/twoshot.ccl", 32},    /* measured 1 MB, 4 MB: 32 */
+    {24, CCL__TUNE_BUCKETS - 1, "allreduce/ring.ccl", 64}, /* measured 16 MB .. 1 GB: 64 */
+};
+static const BuiltinRow h200x2[] = {
+    {0, 14, "allreduce/allpairs.ccl", 1},     /* measured 1 KB .. 16 KB: 1 */
+    {15, 15, "allreduce/allpairs.ccl", 8},
+    {16, 18, "allreduce/allpairs.ccl", 32},   /* 1 instance lost to NCCL at 64 KB (2x) */
+    {19, CCL__TUNE_BUCKETS - 1, "allreduce/ring.ccl", 32}, /* measured 1 MB .. 1 GB: 32 */
+};
+
+int ccl__tune_builtin(const char *device, int nranks, char *buf, size_t len, char *name, size_t nlen)
+{
+    const BuiltinRow *rows;
+    size_t nrows;
+    if (!strstr(device, "H200"))
+        return -1;
+    if (nranks == 4) {
+        rows = h200x4;
+        nrows = sizeof h200x4 / sizeof h200x4[0];
+    } else if (nranks == 2) {
+        rows = h200x2;
+        nrows = sizeof h200x2 / sizeof h200x2[0];
+    } else {
+        return -1;
+    }
+    snprintf(name, nlen, "the built-in table (%dx H200 allreduce, docs/perf/gpu-first)", nranks);
+    FILE *f = fmemopen(buf, len, "w");
+    if (!f)
+        return -1;
+    /* The key is this device's own (the built-in table is chosen by model and N). */
+    fprintf(f, TUNE_MAGIC "\ndevice %s\nranks %d\ntopology *\nversion %s\n", device, nranks, TUNE_VERSION);
+    for (size_t i = 0; i < nrows; i++)
+        for (int b = rows[i].lo; b <= rows[i].hi; b++)
+            fprintf(f, "allreduce %zu %s %d - 1 -\n", (size_t)1 << b, rows[i].file, rows[i].instances);
+    int bad = ferror(f);
+    long used = ftell(f);
+    fclose(f);
+    return bad || used < 0 || (size_t)used + 1 >= len ? -1 : 0;
+}
+
+/* ===== finding the table ===== */
+
+static void add_why(CclTuner *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_why(CclTuner *t, const char *fmt, ...)
+{
+    size_t n = strlen(t->why);
+    if (n + 3 >= sizeof t->why)
+        return;
+    if (n)
+        n += (size_t)snprintf(t->why + n, sizeof t->why - n, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->why + n, sizeof t->why - n, fmt, ap);
+    va_end(ap);
+}
+
+/* NULL and the reason in why when the file cannot be read. */
+static char *read_text(const char *path, char *why, size_t len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, len, "%s", strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            fclose(f);
+            snprintf(why, len, "out of memory");
+            return NULL;
+        }
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n + 1 < cap || feof(f) || ferror(f))
+            break;
+        if (cap >= (size_t)1 << 24) {
+            fclose(f);
+            free(buf);
+            snprintf(why, len, "larger than 16 MB");
+            return NULL;
+        }
+        char *nb = realloc(buf, cap *= 2);
+        if (!nb)
+            free(buf);
+        buf = nb;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        snprintf(why, len, "read error");
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+/* Parses text and checks its key; 0 and the table in t->table, or -1 (reason added). */
+static int try_table(ccl_comm_t *comm, const char *text, const char *name, int any_topology)
+{
+    CclTuner *t = &comm->tune;
+    char err[512], dev[128], topo[64], ver[32];
+    if (ccl__tune_parse(text, name, &t->table, err, sizeof err) != 0) {
+        add_why(t, "%s", err);
+        return -1;
+    }
+    ccl__tune_key(comm, dev, sizeof dev, topo, sizeof topo, ver, sizeof ver);
+    const CclTuneTable *tb = &t->table;
+    if (strcmp(tb->device, dev))
+        add_why(t, "%s is for device '%s', this communicator's is '%s'", name, tb->device, dev);
+    else if (tb->nranks != comm->nranks)
+        add_why(t, "%s is for %d ranks, this communicator has %d", name, tb->nranks, comm->nranks);
+    else if (!any_topology && strcmp(tb->topology, topo))
+        add_why(t, "%s is for topology '%s', this communicator's is '%s'", name, tb->topology, topo);
+    else if (strcmp(tb->version, ver))
+        add_why(t, "%s is for libccl %s, this is %s", name, tb->version, ver);
+    else {
+        snprintf(t->source, sizeof t->source, "%s", name);
+        return 0;
+    }
+    ccl__tune_table_init(&t->table);
+    return -1;
+}
+
+static const char *cache_dir(ccl_comm_t *comm, char *buf, size_t len)
+{
+    if (comm->cache_dir)
+        return comm->cache_dir;
+    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    if (x && *x)
+        snprintf(buf, len, "%s/ccl", x);
+    else if (h && *h)
+        snprintf(buf, len, "%s/.cache/ccl", h);
+    else
+        return NULL;
+    return buf;
+}
+
+/* The default table file of this comm's key: <cache>/tune-<device>-<N>.tbl, the device
+ * model with every character but letters, digits, '-' and '.' as '_'. */
+static int default_path(ccl_comm_t *comm, char *out, size_t len)
+{
+    char dev[128], topo[64], ver[32], cache[1024];
+    ccl__tune_key(comm, dev, sizeof dev, topo, sizeof topo, ver, sizeof ver);
+    for (char *p = dev; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '.')
+            *p = '_';
+    const char *dir = cache_dir(comm, cache, sizeof cache);
+    if (!dir)
+        return -1;
+    CCL__FMT(out, len, "%s/tune-%s-%d.tbl", dir, dev, comm->nranks);
+    return 0;
+}
+
+static void tune_load(ccl_comm_t *comm)
+{
+    CclTuner *t = &comm->tune;
+    t->state = -1;
+    t->why[0] = 0;
+    const char *env = getenv("CCL_TUNE_FILE");
+    char why[256], name[CCL__TUNE_PATH + 64];
+    if (env && !strcmp(env, "none")) {
+        add_why(t, "CCL_TUNE_FILE=none");
+        return;
+    }
+    if (env && *env) {
+        char *text = read_text(env, why, sizeof why);
+        if (!text) {
+            add_why(t, "CCL_TUNE_FILE '%s': %s", env, why);
+        } else {
+            int ok = try_table(comm, text, env, 0) == 0;
+            free(text);
+            if (ok) {
+                t->state = 1;
+                return;
+            }
+        }
+    } else {
+        char path[2048];
+        if (default_path(comm, path, sizeof path) == 0) {
+            char *text = read_text(path, why, sizeof why);
+            if (text) {
+                int ok = try_table(comm, text, path, 0) == 0;
+                free(text);
+                if (ok) {
+                    t->state = 1;
+                    return;
+                }
+            } else {
+                add_why(t, "no table file %s (CCL_TUNE_FILE unset)", path);
+            }
+        }
+    }
+    char dev[128], topo[64], ver[32];
+    ccl__tune_key(comm, dev, sizeof dev, topo, sizeof topo, ver, sizeof ver);
+    size_t blen = 16384;
+    char *buf = malloc(blen);
+    if (buf && ccl__tune_builtin(dev, comm->nranks, buf, blen, name, sizeof name) == 0 &&
+        try_table(comm, buf, name, 1) == 0) {
+        t->state = 1;
+    } else if (buf) {
+        add_why(t, "no built-in table for '%s' with %d ranks", dev, comm->nranks);
+    }
+    free(buf);
+}
+
+/* ===== variants ===== */
+
+ccl_result_t ccl__tune_reshape(ccl_algorithm_t *alg, const CclShape *shape, const char *fn)
+{
+    ccl_comm_t *comm = alg->comm;
+    if (alg->ncalls)
+        return ccl__set_error(comm, CCL_ERR_INVALID_USAGE, "%s: %s already ran; a launch shape is set before its first run",
+                              fn, alg->file);
+    int inst = shape->instances > 0 ? shape->instances : alg->instances;
+    if (inst < 1 || inst > 64)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: %d instances for %s (1..64)", fn, inst, alg->file);
+    if (shape->protocol == 1 + PROTO_SIMPLE && alg->prog->protocol != PROTO_SIMPLE)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                              "%s: %s is an LL program; it cannot run as Simple (it lacks Simple's cross-call proof)",
+                              fn, alg->file);
+    /* The semaphores scale with instances (docs/internals.md): a new block from the
+     * same deterministic allocator on every rank, taken before the old one is given
+     * back so that a failure leaves alg as it was. Never run, so the old one is zero. */
+    int nsems = alg->plan->nsems * inst;
+    size_t off;
+    if (ccl__heap_alloc(&comm->sems, ccl__sem_block_bytes(nsems), 0, &off) != 0)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: the semaphore arena is full (%s with %d instances needs %d counters)",
+                              fn, alg->file, inst, nsems);
+    comm->be->alg_release(alg);
+    ccl__heap_free(&comm->sems, alg->sem_off);
+    alg->sem_off = off;
+    alg->nsems = nsems;
+    alg->instances = inst;
+    alg->shape = *shape;
+    alg->shape.instances = inst;
+    /* Only a GPU runs a Simple program with LL lines; elsewhere the program's protocol. */
+    if (comm->backend_kind != CCL_BACKEND_GPU)
+        alg->shape.protocol = 0;
+    return comm->be->alg_prepare(alg);
+}
+
+void ccl__tune_apply_run(ccl_algorithm_t *alg, const CclShape *shape, int slices0)
+{
+    alg->shape.threads = shape->threads;
+    if (!alg->plan->proof.pipeline_safe)
+        alg->slices = 1;
+    else
+        alg->slices = shape->slices > 0 ? shape->slices : slices0;
+}
+
+static const char *tune_proto_name(const ccl_algorithm_t *alg)
+{
+    if (alg->shape.protocol == 1 + PROTO_LL || alg->prog->protocol == PROTO_LL)
+        return "ll";
+    return "simple";
+}
+
+static void describe(char *out, size_t len, Collective coll, size_t bytes, const ccl_algorithm_t *alg)
+{
+    char th[16];
+    if (alg->shape.threads)
+        snprintf(th, sizeof th, "%d", alg->shape.threads);
+    else
+        snprintf(th, sizeof th, "default");
+    CCL__FMT(out, len, "%s %zu B -> %s (instances %d, threads %s, slices %d, protocol %s)", coll_name(coll), bytes,
+             alg->file, alg->instances, th, alg->slices, tune_proto_name(alg));
+}
+
+static void set_miss(CclTuner *t, const char *why)
+{
+    size_t n = strlen(why);
+    if (n >= sizeof t->miss)
+        n = sizeof t->miss - 1;
+    memmove(t->miss, why, n);
+    t->miss[n] = 0;
+}
+
+/* The variant for entry e (loaded now if new); NULL when it cannot be (why in miss). */
+static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, const CclTuneEntry *e, const char *fn,
+                                int *slices0)
+{
+    CclTuner *t = &comm->tune;
+    CclShape want = e->shape;
+    want.threads = 0;
+    want.slices = 0;
+    if (comm->backend_kind != CCL_BACKEND_GPU)
+        want.protocol = 0;
+    for (int i = 0; i < t->nvar; i++) {
+        CclTuneVariant *v = &t->var[i];
+        if (v->file == e->file && v->root == root && v->shape.instances == want.instances &&
+            v->shape.protocol == want.protocol) {
+            if (!v->alg)
+                set_miss(t, v->why);
+            *slices0 = v->slices0;
+            return v->alg;
+        }
+    }
+    if (t->nvar == CCL__TUNE_VARIANTS) {
+        CCL__FMT(t->miss, sizeof t->miss, "more than %d algorithm variants in use", CCL__TUNE_VARIANTS);
+        return NULL;
+    }
+    CclTuneVariant *v = &t->var[t->nvar++];
+    *v = (CclTuneVariant){.file = e->file, .root = root, .shape = want};
+    /* Local copies: messages go into comm->tune too, and snprintf's arguments must not
+     * overlap its destination. */
+    char file[CCL__TUNE_PATH], where[sizeof t->source + 16];
+    snprintf(file, sizeof file, "%s", t->table.files[e->file]);
+    CCL__FMT(where, sizeof where, "%s:%d", t->source, e->line);
+    char dir[1024], path[2048];
+    if (file[0] == '/') {
+        CCL__FMT(path, sizeof path, "%s", file);
+    } else if (ccl__library_dir(dir, sizeof dir) == 0) {
+        CCL__FMT(path, sizeof path, "%s/%s", dir, file);
+    } else {
+        CCL__FMT(v->why, sizeof v->why, "%s: %s", where, dir);
+        set_miss(t, v->why);
+        return NULL;
+    }
+    ccl_algorithm_t *alg;
+    if (ccl__algorithm_load(comm, path, root, fn, &alg) != CCL_OK) {
+        const char *msg = comm->last_error, *colon = strstr(msg, ": ");
+        msg = colon ? colon + 2 : msg;
+        CCL__FMT(v->why, sizeof v->why, "%s: %.*s", where, (int)strcspn(msg, "\n"), msg);
+        set_miss(t, v->why);
+        return NULL;
+    }
+    alg->from_library = 2;
+    if (alg->prog->coll != coll) {
+        CCL__FMT(v->why, sizeof v->why, "%s: %s is a %s algorithm, not %s", where, file,
+                 coll_name(alg->prog->coll), coll_name(coll));
+        ccl__algorithm_destroy(alg);
+        set_miss(t, v->why);
+        return NULL;
+    }
+    v->slices0 = alg->slices;
+    if (ccl__tune_reshape(alg, &want, fn) != CCL_OK) {
+        const char *msg = comm->last_error, *colon = strstr(msg, ": ");
+        msg = colon ? colon + 2 : msg;
+        CCL__FMT(v->why, sizeof v->why, "%s: %.*s", where, (int)strcspn(msg, "\n"), msg);
+        ccl__algorithm_destroy(alg);
+        set_miss(t, v->why);
+        return NULL;
+    }
+    v->alg = alg;
+    *slices0 = v->slices0;
+    return alg;
+}
+
+ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, const char *fn)
+{
+    CclTuner *t = &comm->tune;
+    t->miss[0] = 0;
+    if (!t->state)
+        tune_load(comm);
+    if (t->state != 1) {
+        CCL__FMT(t->miss, sizeof t->miss, "no tuning table: %s", t->why);
+        return NULL;
+    }
+    int b = ccl__tune_bucket(bytes);
+    const CclTuneEntry *e = b < CCL__TUNE_BUCKETS ? &t->table.e[coll][b] : NULL;
+    if (!e || e->file < 0) {
+        CCL__FMT(t->miss, sizeof t->miss, "%s has no %s entry for bucket %zu", t->source, coll_name(coll),
+                 b < 64 ? (size_t)1 << b : bytes);
+        return NULL;
+    }
+    int slices0 = 1;
+    ccl_algorithm_t *alg = variant(comm, coll, root, e, fn, &slices0);
+    if (!alg)
+        return NULL;
+    ccl__tune_apply_run(alg, &e->shape, slices0);
+    char what[512];
+    describe(what, sizeof what, coll, bytes, alg);
+    CCL__FMT(t->last, sizeof t->last, "%s from %s:%d (bucket %zu)", what, t->source, e->line, (size_t)1 << b);
+    return alg;
+}
+
+void ccl__tune_note(ccl_comm_t *comm, Collective coll, size_t bytes, const ccl_algorithm_t *alg, const char *how)
+{
+    CclTuner *t = &comm->tune;
+    char what[512];
+    describe(what, sizeof what, coll, bytes, alg);
+    if (t->miss[0])
+        CCL__FMT(t->last, sizeof t->last, "%s %s; %s", what, how, t->miss);
+    else
+        CCL__FMT(t->last, sizeof t->last, "%s %s", what, how);
+    t->miss[0] = 0;
+}
+
+ccl_result_t ccl_comm_explain_choice(const ccl_comm_t *comm, char *buf, size_t len)
+{
+    const char *fn = "ccl_comm_explain_choice";
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (!buf || !len)
+        return ccl__set_error((ccl_comm_t *)comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument '%s' is %s", fn,
+                              !buf ? "buf" : "len", !buf ? "NULL" : "0");
+    snprintf(buf, len, "%s", comm->tune.last);
+    return CCL_OK;
+}

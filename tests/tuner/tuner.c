@@ -1,0 +1,495 @@
+/* tests/tuner/tuner.c: the tuning table (runtime/src/tuner.c) on the CPU backend.
+ *
+ *   tuner                  unit tests of the format, buckets and the built-in table, then
+ *                          end to end on 4 ranks (threads): a table forces an algorithm
+ *                          and a shape per size, a mismatched or malformed table is
+ *                          ignored with its reason, a registration wins over the table
+ *   tuner --use TABLE N    runs ccl_all_reduce at every allreduce bucket of TABLE (a
+ *                          ccl-tune output) on N ranks and checks that each ran the
+ *                          table's algorithm and instances, with correct results
+ *
+ * Prints "ok NAME" or "FAIL NAME: why" per check; exits 1 when one failed. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ccl.h"
+#include "internal.h"
+
+static int failures;
+
+#define CHECK(name, cond, ...)                          \
+    do {                                                \
+        if (cond) {                                     \
+            printf("ok %s\n", name);                    \
+        } else {                                        \
+            printf("FAIL %s: ", name);                  \
+            printf(__VA_ARGS__);                        \
+            printf("\n");                               \
+            failures++;                                 \
+        }                                               \
+    } while (0)
+
+/* ===== unit tests ===== */
+
+static void test_buckets(void)
+{
+    static const struct { size_t bytes; int b; } cases[] = {
+        {0, 0}, {1, 0}, {2, 1}, {3, 2}, {1024, 10}, {1025, 11}, {4096, 12}, {4097, 13}, {(size_t)1 << 40, 40},
+    };
+    int bad = -1;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (ccl__tune_bucket(cases[i].bytes) != cases[i].b)
+            bad = (int)i;
+    CHECK("tuner.bucket", bad < 0, "bucket(%zu) = %d, want %d", cases[bad].bytes, ccl__tune_bucket(cases[bad].bytes),
+          cases[bad].b);
+}
+
+static void test_parse(void)
+{
+    CclTuneTable t;
+    char err[512] = "";
+    const char *good = "ccl-tune-table 1\n# a comment\ndevice NVIDIA H200\nranks 4\ntopology p2p-all\nversion 0.1.0\n"
+                       "allreduce 1024 allreduce/allpairs.ccl 1 - - -   # 6.25 us\n"
+                       "allreduce 1M allreduce/twoshot.ccl 32 256 2 ll\n"
+                       "allgather 4096 allgather/ring.ccl - - - simple\n";
+    int rc = ccl__tune_parse(good, "good.tbl", &t, err, sizeof err);
+    CHECK("tuner.parse.good", rc == 0, "%s", err);
+    const CclTuneEntry *a = &t.e[COLL_ALLREDUCE][10], *b = &t.e[COLL_ALLREDUCE][20], *c = &t.e[COLL_ALLGATHER][12];
+    CHECK("tuner.parse.key", !strcmp(t.device, "NVIDIA H200") && t.nranks == 4 && !strcmp(t.topology, "p2p-all") &&
+          !strcmp(t.version, "0.1.0"), "device '%s' ranks %d topology '%s' version '%s'", t.device, t.nranks,
+          t.topology, t.version);
+    CHECK("tuner.parse.entries",
+          a->file >= 0 && !strcmp(t.files[a->file], "allreduce/allpairs.ccl") && a->shape.instances == 1 &&
+          a->shape.threads == 0 && a->time_us > 6.2 && a->time_us < 6.3 && b->file >= 0 &&
+          !strcmp(t.files[b->file], "allreduce/twoshot.ccl") && b->shape.instances == 32 && b->shape.threads == 256 &&
+          b->shape.slices == 2 && b->shape.protocol == 1 + PROTO_LL && c->file >= 0 && c->shape.protocol == 1 + PROTO_SIMPLE &&
+          t.e[COLL_ALLREDUCE][11].file == -1,
+          "entries not as written");
+
+    /* The writer's output parses back to the same table. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ccl__tune_write(f, &t);
+    fclose(f);
+    CclTuneTable t2;
+    rc = ccl__tune_parse(buf, "written.tbl", &t2, err, sizeof err);
+    int same = rc == 0 && t2.nranks == 4 && !strcmp(t2.device, t.device);
+    for (int cc = 0; same && cc < CCL__TUNE_COLLS; cc++)
+        for (int k = 0; k < CCL__TUNE_BUCKETS; k++) {
+            const CclTuneEntry *x = &t.e[cc][k], *y = &t2.e[cc][k];
+            if ((x->file < 0) != (y->file < 0) ||
+                (x->file >= 0 && (strcmp(t.files[x->file], t2.files[y->file]) ||
+                                  memcmp(&x->shape, &y->shape, sizeof x->shape))))
+                same = 0;
+        }
+    CHECK("tuner.parse.roundtrip", same, "rc %d (%s); written:\n%s", rc, err, buf);
+    free(buf);
+
+    static const struct { const char *name, *text, *want; } bad[] = {
+        {"magic", "ccl-tune 2\n", "bad.tbl:1: expected 'ccl-tune-table 1'"},
+        {"pow2", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 3000 a.ccl 1 - - -\n",
+         "bad.tbl:6: bytes '3000' is not a power of two"},
+        {"fields", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 4096 a.ccl 1\n",
+         "bad.tbl:6: expected 'collective bytes algorithm instances threads slices protocol' (7 fields), found 4"},
+        {"coll", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallsum 4096 a.ccl 1 - - -\n",
+         "bad.tbl:6: 'allsum' is not a collective"},
+        {"instances", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 4096 a.ccl 65 - - -\n",
+         "bad.tbl:6: instances '65' is not '-' or 1..64"},
+        {"threads", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 4096 a.ccl 1 100 - -\n",
+         "bad.tbl:6: threads '100' is not '-' or a multiple of 32"},
+        {"protocol", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 4096 a.ccl 1 - - ll128\n",
+         "bad.tbl:6: protocol 'll128' is not '-', 'simple' or 'll'"},
+        {"dup", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 4K a.ccl 1 - - -\n"
+                "allreduce 4096 b.ccl 1 - - -\n", "bad.tbl:7: a second allreduce entry for bucket 4096 (the first is on line 6)"},
+        {"header", "ccl-tune-table 1\ndevice cpu\nranks 4\nallreduce 4096 a.ccl 1 - - -\n",
+         "bad.tbl:4: an entry before the header's device, ranks, topology and version lines"},
+        {"noheader", "ccl-tune-table 1\ndevice cpu\n", "lacks 'ranks'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "tuner.parse.bad.%s", bad[i].name);
+        err[0] = 0;
+        rc = ccl__tune_parse(bad[i].text, "bad.tbl", &t, err, sizeof err);
+        CHECK(name, rc == -1 && strstr(err, bad[i].want), "rc %d, message '%s', want '%s'", rc, err, bad[i].want);
+    }
+}
+
+/* The entry of the built-in table for (device, N) at `bytes`: file and instances. */
+static int builtin_at(const char *device, int n, size_t bytes, const char **file, int *inst)
+{
+    static char buf[16384];
+    static CclTuneTable t;
+    char name[128], err[256];
+    if (ccl__tune_builtin(device, n, buf, sizeof buf, name, sizeof name) != 0)
+        return -1;
+    if (ccl__tune_parse(buf, name, &t, err, sizeof err) != 0) {
+        printf("FAIL tuner.builtin.parse: %s\n", err);
+        failures++;
+        return -1;
+    }
+    const CclTuneEntry *e = &t.e[COLL_ALLREDUCE][ccl__tune_bucket(bytes)];
+    if (e->file < 0)
+        return -1;
+    *file = t.files[e->file];
+    *inst = e->shape.instances;
+    return 0;
+}
+
+static void test_builtin(void)
+{
+    static const struct { int n; size_t bytes; const char *file; int inst; } cases[] = {
+        {4, 1024, "allreduce/allpairs.ccl", 1},     {4, 4096, "allreduce/allpairs.ccl", 1},
+        {4, 16384, "allreduce/allpairs.ccl", 4},    {4, 65536, "allreduce/allpairs.ccl", 32},
+        {4, 262144, "allreduce/allpairs.ccl", 32},  {4, 1 << 20, "allreduce/twoshot.ccl", 32},
+        {4, 4 << 20, "allreduce/twoshot.ccl", 32},  {4, 16 << 20, "allreduce/ring.ccl", 64},
+        {4, (size_t)1 << 30, "allreduce/ring.ccl", 64}, {4, 100, "allreduce/allpairs.ccl", 1},
+        {2, 1024, "allreduce/allpairs.ccl", 1},     {2, 16384, "allreduce/allpairs.ccl", 1},
+        {2, 1 << 20, "allreduce/ring.ccl", 32},     {2, (size_t)1 << 30, "allreduce/ring.ccl", 32},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *file = "";
+        int inst = 0;
+        char name[64];
+        snprintf(name, sizeof name, "tuner.builtin.%dxH200.%zu", cases[i].n, cases[i].bytes);
+        int rc = builtin_at("NVIDIA H200", cases[i].n, cases[i].bytes, &file, &inst);
+        CHECK(name, rc == 0 && !strcmp(file, cases[i].file) && inst == cases[i].inst, "got %s with %d instances, want %s with %d",
+              rc ? "(none)" : file, inst, cases[i].file, cases[i].inst);
+    }
+    char buf[16384], name[128];
+    CHECK("tuner.builtin.only-h200", ccl__tune_builtin("NVIDIA H100 80GB HBM3", 4, buf, sizeof buf, name, sizeof name) != 0 &&
+          ccl__tune_builtin("NVIDIA H200", 8, buf, sizeof buf, name, sizeof name) != 0 &&
+          ccl__tune_builtin("cpu", 4, buf, sizeof buf, name, sizeof name) != 0, "a built-in table for another machine");
+}
+
+/* ===== end to end on the CPU backend ===== */
+
+typedef struct {
+    ccl_comm_t *comm;
+    int rank, nranks;
+    size_t count;
+    int coll;                        /* 0 allreduce, 1 allgather */
+    ccl_result_t r;
+    size_t wrong;
+    char err[512];
+} Job;
+
+static void *job_main(void *arg)
+{
+    Job *j = arg;
+    size_t n = j->count, outn = j->coll ? n * (size_t)j->nranks : n;
+    float *in = malloc(sizeof *in * (n ? n : 1)), *out = malloc(sizeof *out * (outn ? outn : 1));
+    for (size_t i = 0; i < n; i++)
+        in[i] = (float)(j->rank + 1 + (int)(i % 7));
+    if (j->coll == 0)
+        j->r = ccl_all_reduce(in, out, n, CCL_F32, CCL_SUM, j->comm, NULL);
+    else
+        j->r = ccl_all_gather(in, out, n, CCL_F32, j->comm, NULL);
+    if (j->r == CCL_OK)
+        j->r = ccl_comm_synchronize(j->comm);
+    if (j->r != CCL_OK)
+        snprintf(j->err, sizeof j->err, "%s", ccl_comm_last_error(j->comm));
+    j->wrong = 0;
+    for (size_t i = 0; j->r == CCL_OK && i < outn; i++) {
+        float want = j->coll == 0 ? (float)(j->nranks * (j->nranks + 1) / 2 + j->nranks * (int)(i % 7))
+                                  : (float)((int)(i / n) + 1 + (int)(i % n % 7));
+        if (out[i] != want)
+            j->wrong++;
+    }
+    free(in);
+    free(out);
+    return NULL;
+}
+
+/* Runs one collective of `count` f32 on every rank; 0 when every rank succeeded with
+ * exact results, and rank 0's explanation in why. */
+static int run_all(ccl_comm_t **comms, int n, int coll, size_t count, char *why, size_t len)
+{
+    Job jobs[16];
+    pthread_t th[16];
+    for (int r = 0; r < n; r++) {
+        jobs[r] = (Job){.comm = comms[r], .rank = r, .nranks = n, .count = count, .coll = coll};
+        pthread_create(&th[r], NULL, job_main, &jobs[r]);
+    }
+    for (int r = 0; r < n; r++)
+        pthread_join(th[r], NULL);
+    ccl_comm_explain_choice(comms[0], why, len);
+    for (int r = 0; r < n; r++) {
+        char other[1024];
+        ccl_comm_explain_choice(comms[r], other, sizeof other);
+        if (jobs[r].r != CCL_OK) {
+            snprintf(why, len, "rank %d: %s: %s", r, ccl_result_string(jobs[r].r), jobs[r].err);
+            return -1;
+        }
+        if (jobs[r].wrong) {
+            CCL__FMT(why, len, "rank %d: %zu wrong elements (%s)", r, jobs[r].wrong, other);
+            return -1;
+        }
+        if (strcmp(other, why)) {
+            CCL__FMT(why, len, "rank %d explains differently: '%s'", r, other);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The loaded algorithm of comm whose file ends with `file` and has `instances`, or NULL. */
+static ccl_algorithm_t *find_alg(ccl_comm_t *comm, const char *file, int instances)
+{
+    size_t fl = strlen(file);
+    for (int i = 0; i < comm->nalgs; i++) {
+        ccl_algorithm_t *a = comm->algs[i];
+        size_t al = strlen(a->file);
+        if (al >= fl && !strcmp(a->file + al - fl, file) && a->instances == instances)
+            return a;
+    }
+    return NULL;
+}
+
+static int write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+static char tmpdir[256];
+
+/* A table file for comm's own key (or with `ranks` in place of N) plus `entries`. */
+static void table_for(ccl_comm_t *comm, const char *path, int ranks, const char *entries)
+{
+    char dev[128], topo[64], ver[32], text[4096];
+    ccl__tune_key(comm, dev, sizeof dev, topo, sizeof topo, ver, sizeof ver);
+    snprintf(text, sizeof text, "ccl-tune-table 1\ndevice %s\nranks %d\ntopology %s\nversion %s\n%s", dev,
+             ranks ? ranks : comm->nranks, topo, ver, entries);
+    write_file(path, text);
+}
+
+static int init(ccl_comm_t **comms, int n)
+{
+    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU};
+    ccl_result_t r = ccl_comm_init_all(comms, n, NULL, &cfg);
+    if (r != CCL_OK) {
+        printf("FAIL tuner.init: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+    }
+    return r == CCL_OK ? 0 : -1;
+}
+
+static void fini(ccl_comm_t **comms, int n)
+{
+    for (int r = 0; r < n; r++)
+        ccl_comm_destroy(comms[r]);
+}
+
+static void test_forced(void)
+{
+    enum { N = 4 };
+    ccl_comm_t *comms[N];
+    if (init(comms, N))
+        return;
+    char path[512], why[1024];
+    snprintf(path, sizeof path, "%s/forced.tbl", tmpdir);
+    table_for(comms[0], path, 0,
+              "allreduce 4096 allreduce/ring.ccl 2 - 1 -\n"
+              "allreduce 1024 allreduce/recursive_doubling.ccl 1 - - -\n"
+              "allreduce 65536 allreduce/ring.ccl 3 - 2 -\n"
+              "allreduce 16384 allreduce/nonexistent.ccl 1 - - -\n"
+              "allreduce 32768 allgather/ring.ccl 1 - - -\n"
+              "allgather 4096 allgather/direct.ccl 2 - - -\n");
+    setenv("CCL_TUNE_FILE", path, 1);
+
+    int rc = run_all(comms, N, 0, 1024, why, sizeof why); /* 4096 bytes */
+    char want[1024];
+    snprintf(want, sizeof want, "allreduce/ring.ccl (instances 2, threads default, slices 1, protocol simple) from %s:6 (bucket 4096)",
+             path);
+    CHECK("tuner.forced.4096", rc == 0 && strstr(why, want), "%s (want '%s')", why, want);
+    ccl_algorithm_t *ring2 = find_alg(comms[0], "allreduce/ring.ccl", 2);
+    CHECK("tuner.forced.ran", ring2 && ring2->ncalls == 1 && ring2->from_library == 2,
+          "the ring with 2 instances %s", ring2 ? "did not run exactly once" : "was not loaded");
+
+    rc = run_all(comms, N, 0, 700, why, sizeof why); /* 2800 bytes: rounds up to 4096 */
+    CHECK("tuner.forced.roundup", rc == 0 && strstr(why, "allreduce/ring.ccl (instances 2") && strstr(why, "(bucket 4096)") &&
+          ring2 && ring2->ncalls == 2, "%s", why);
+
+    rc = run_all(comms, N, 0, 256, why, sizeof why); /* 1024 bytes */
+    CHECK("tuner.forced.1024", rc == 0 && strstr(why, "allreduce/recursive_doubling.ccl (instances 1") && strstr(why, ":7 (bucket 1024)"),
+          "%s", why);
+
+    rc = run_all(comms, N, 0, 16384, why, sizeof why); /* 65536 bytes: 3 instances, 2 slices where pipeline-safe */
+    ccl_algorithm_t *ring3 = find_alg(comms[0], "allreduce/ring.ccl", 3);
+    CHECK("tuner.forced.shape", rc == 0 && strstr(why, "allreduce/ring.ccl (instances 3") && ring3 && ring3->ncalls == 1 &&
+          ring3->slices == (ring3->plan->proof.pipeline_safe ? 2 : 1), "%s", why);
+
+    rc = run_all(comms, N, 0, 20, why, sizeof why); /* 80 bytes: bucket 128 has no entry */
+    snprintf(want, sizeof want, "by its sizes hint; %s has no allreduce entry for bucket 128", path);
+    CHECK("tuner.forced.noentry", rc == 0 && strstr(why, want), "%s", why);
+
+    rc = run_all(comms, N, 0, 4096, why, sizeof why); /* 16384 bytes: a file that does not exist */
+    CHECK("tuner.forced.missing-file", rc == 0 && strstr(why, "by its sizes hint") && strstr(why, "nonexistent.ccl") &&
+          strstr(why, ":9:"), "%s", why);
+
+    rc = run_all(comms, N, 0, 8192, why, sizeof why); /* 32768 bytes: an allgather file for allreduce */
+    CHECK("tuner.forced.wrong-collective", rc == 0 && strstr(why, "is a allgather algorithm, not allreduce"), "%s", why);
+
+    rc = run_all(comms, N, 1, 1024, why, sizeof why); /* allgather 4096 bytes */
+    CHECK("tuner.forced.allgather", rc == 0 && strstr(why, "allgather/direct.ccl (instances 2") && strstr(why, "(bucket 4096)"),
+          "%s", why);
+
+    /* A registration wins over the table. */
+    ccl_algorithm_t *mine[N];
+    int ok = 1;
+    char src[2048];
+    snprintf(src, sizeof src, "%s/allreduce/allpairs.ccl", getenv("CCL_ALGORITHM_DIR") ? getenv("CCL_ALGORITHM_DIR") : "algorithms");
+    for (int r = 0; r < N; r++)
+        ok &= ccl_algorithm_load(comms[r], src, 0, &mine[r]) == CCL_OK &&
+              ccl_comm_use_algorithm(comms[r], mine[r], 0, 0) == CCL_OK;
+    rc = ok ? run_all(comms, N, 0, 1024, why, sizeof why) : -1;
+    CHECK("tuner.forced.registration-wins", rc == 0 && strstr(why, "allpairs.ccl") && strstr(why, "registered with ccl_comm_use_algorithm"),
+          "%s", ok ? why : ccl_comm_last_error(comms[0]));
+    fini(comms, N);
+}
+
+static void test_ignored(void)
+{
+    enum { N = 4 };
+    ccl_comm_t *comms[N];
+    char path[512], why[1024], want[1024];
+
+    /* A key for 8 ranks on a 4-rank communicator. */
+    if (init(comms, N))
+        return;
+    snprintf(path, sizeof path, "%s/eight.tbl", tmpdir);
+    table_for(comms[0], path, 8, "allreduce 4096 allreduce/ring.ccl 2 - 1 -\n");
+    setenv("CCL_TUNE_FILE", path, 1);
+    int rc = run_all(comms, N, 0, 1024, why, sizeof why);
+    snprintf(want, sizeof want, "%s is for 8 ranks, this communicator has 4", path);
+    CHECK("tuner.mismatch.ranks", rc == 0 && strstr(why, "by its sizes hint") && strstr(why, want),
+          "%s", why);
+    CHECK("tuner.mismatch.not-loaded", !find_alg(comms[0], "allreduce/ring.ccl", 2), "the table's ring was loaded");
+    fini(comms, N);
+
+    /* Another device. */
+    if (init(comms, N))
+        return;
+    snprintf(path, sizeof path, "%s/device.tbl", tmpdir);
+    write_file(path, "ccl-tune-table 1\ndevice NVIDIA H200\nranks 4\ntopology p2p-all\nversion 0.1.0\n"
+                     "allreduce 4096 allreduce/ring.ccl 2 - 1 -\n");
+    setenv("CCL_TUNE_FILE", path, 1);
+    rc = run_all(comms, N, 0, 1024, why, sizeof why);
+    snprintf(want, sizeof want, "%s is for device 'NVIDIA H200', this communicator's is 'cpu'", path);
+    CHECK("tuner.mismatch.device", rc == 0 && strstr(why, "by its sizes hint") && strstr(why, want), "%s", why);
+    fini(comms, N);
+
+    /* A malformed table is not used at all. */
+    if (init(comms, N))
+        return;
+    snprintf(path, sizeof path, "%s/bad.tbl", tmpdir);
+    table_for(comms[0], path, 0, "allreduce 4096 allreduce/ring.ccl 2 - 1 -\nallreduce 3000 allreduce/ring.ccl 2 - 1 -\n");
+    setenv("CCL_TUNE_FILE", path, 1);
+    rc = run_all(comms, N, 0, 1024, why, sizeof why);
+    snprintf(want, sizeof want, "%s:7: bytes '3000' is not a power of two", path);
+    CHECK("tuner.malformed", rc == 0 && strstr(why, "by its sizes hint") && strstr(why, want), "%s", why);
+    fini(comms, N);
+
+    /* A file that is not there; and "none". */
+    if (init(comms, N))
+        return;
+    snprintf(path, sizeof path, "%s/absent.tbl", tmpdir);
+    setenv("CCL_TUNE_FILE", path, 1);
+    rc = run_all(comms, N, 0, 1024, why, sizeof why);
+    CHECK("tuner.absent", rc == 0 && strstr(why, "by its sizes hint") && strstr(why, "absent.tbl': No such file"), "%s", why);
+    fini(comms, N);
+    if (init(comms, N))
+        return;
+    setenv("CCL_TUNE_FILE", "none", 1);
+    rc = run_all(comms, N, 0, 1024, why, sizeof why);
+    CHECK("tuner.none", rc == 0 && strstr(why, "no tuning table: CCL_TUNE_FILE=none"), "%s", why);
+    fini(comms, N);
+
+    /* The default location in the cache folder, found without CCL_TUNE_FILE. */
+    char cache[512];
+    snprintf(cache, sizeof cache, "%s/cache", tmpdir);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", cache);
+    if (system(cmd) != 0)
+        printf("FAIL tuner.default: cannot make %s\n", cache), failures++;
+    unsetenv("CCL_TUNE_FILE");
+    setenv("CCL_CACHE_DIR", cache, 1);
+    if (init(comms, N))
+        return;
+    CCL__FMT(path, sizeof path, "%s/tune-cpu-4.tbl", cache);
+    table_for(comms[0], path, 0, "allreduce 4096 allreduce/ring.ccl 2 - 1 -\n");
+    rc = run_all(comms, N, 0, 1024, why, sizeof why);
+    CHECK("tuner.default-location", rc == 0 && strstr(why, "allreduce/ring.ccl (instances 2") && strstr(why, path), "%s", why);
+    fini(comms, N);
+    unsetenv("CCL_CACHE_DIR");
+}
+
+/* ===== --use TABLE N ===== */
+
+static int use_table(const char *path, int n)
+{
+    CclTuneTable t;
+    char err[512], why[1024];
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        printf("FAIL tuner.use: cannot open %s\n", path);
+        return 1;
+    }
+    static char text[1 << 16];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = 0;
+    if (ccl__tune_parse(text, path, &t, err, sizeof err) != 0) {
+        printf("FAIL tuner.use: %s\n", err);
+        return 1;
+    }
+    setenv("CCL_TUNE_FILE", path, 1);
+    ccl_comm_t *comms[16];
+    if (n > 16 || init(comms, n))
+        return 1;
+    int used = 0;
+    for (int b = 0; b < CCL__TUNE_BUCKETS; b++) {
+        const CclTuneEntry *e = &t.e[COLL_ALLREDUCE][b];
+        if (e->file < 0)
+            continue;
+        size_t bytes = (size_t)1 << b;
+        char name[64], want[512];
+        snprintf(name, sizeof name, "tuner.use.allreduce.%zu", bytes);
+        snprintf(want, sizeof want, "%s (instances %d", t.files[e->file], e->shape.instances ? e->shape.instances : 1);
+        int rc = run_all(comms, n, 0, bytes / 4, why, sizeof why);
+        CHECK(name, rc == 0 && strstr(why, want) && strstr(why, path), "%s (want '%s' from %s)", why, want, path);
+        used++;
+    }
+    CHECK("tuner.use.entries", used > 0, "%s has no allreduce entry", path);
+    fini(comms, n);
+    return failures != 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && !strcmp(argv[1], "--use"))
+        return use_table(argv[2], atoi(argv[3]));
+    const char *td = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/ccl-tuner-XXXXXX", td && *td ? td : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        printf("FAIL tuner: cannot make a temporary folder\n");
+        return 1;
+    }
+    test_buckets();
+    test_parse();
+    test_builtin();
+    test_forced();
+    test_ignored();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        printf("note: could not remove %s\n", tmpdir);
+    return failures != 0;
+}
