@@ -657,11 +657,14 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
         set_miss(t, v->why);
         return NULL;
     }
+    /* A variant that turns out unusable stays loaded (and is never picked: the hint
+     * search takes from_library == 1 only) until the comm is destroyed. Freeing it now
+     * would zero its semaphore block while a faster peer, past the same failure, may
+     * already have taken that offset for another algorithm and signalled into it. */
     alg->from_library = 2;
     if (alg->prog->coll != coll) {
         CCL__FMT(v->why, sizeof v->why, "%s: %s is a %s algorithm, not %s", where, file,
                  coll_name(alg->prog->coll), coll_name(coll));
-        ccl__algorithm_destroy(alg);
         set_miss(t, v->why);
         return NULL;
     }
@@ -670,7 +673,6 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
         const char *msg = comm->last_error, *colon = strstr(msg, ": ");
         msg = colon ? colon + 2 : msg;
         CCL__FMT(v->why, sizeof v->why, "%s: %.*s", where, (int)strcspn(msg, "\n"), msg);
-        ccl__algorithm_destroy(alg);
         set_miss(t, v->why);
         return NULL;
     }

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Tuner suite (seconds): the table format, the built-in H200 table and dispatch through
+# a table on the CPU backend (tests/tuner/tuner.c); then ccl-tune on 4 ranks (threads)
+# over a few small sizes, whose table the runtime then loads and follows
+# (tuner --use). Prints "ok NAME" or "FAIL NAME: why" per test.
+#
+#   tests/tuner/run.sh BUILD
+set -u
+build=${1:?usage: tests/tuner/run.sh BUILD}
+cd "$(dirname "$0")/../.."
+export CCL_ALGORITHM_DIR=$PWD/algorithms
+export CCL_TIMEOUT_MS=${CCL_TIMEOUT_MS:-20000}
+# Tables in the user's cache folder must not steer these tests.
+export CCL_CACHE_DIR=$(mktemp -d)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp" "$CCL_CACHE_DIR"' EXIT
+
+if [ ! -x "$build/tests/tuner/tuner" ]; then
+    echo "FAIL tuner: $build/tests/tuner/tuner not built"
+    exit 0
+fi
+unset CCL_TUNE_FILE
+"$build/tests/tuner/tuner" || true
+
+if [ -x "$build/ccl-tune" ]; then
+    if out=$("$build/ccl-tune" --ranks 4 -c allreduce,allgather -b 1K -e 16K --instances 1,2 --iters 3 --reps 2 \
+                 -o "$tmp/cpu.tbl" 2>&1); then
+        echo "ok ccl-tune.cpu.run"
+        if grep -q '^allreduce 16384 ' "$tmp/cpu.tbl" && grep -q '^allgather 1024 ' "$tmp/cpu.tbl" &&
+           grep -q '^device cpu$' "$tmp/cpu.tbl" && grep -q '^ranks 4$' "$tmp/cpu.tbl"; then
+            echo "ok ccl-tune.cpu.table"
+        else
+            echo "FAIL ccl-tune.cpu.table: $(tr '\n' '|' <"$tmp/cpu.tbl")"
+        fi
+        "$build/tests/tuner/tuner" --use "$tmp/cpu.tbl" 4 || true
+    else
+        echo "FAIL ccl-tune.cpu.run: $(echo "$out" | tail -5 | tr '\n' '|')"
+    fi
+    # Bad arguments are usage errors (exit 2) with one line saying which.
+    "$build/ccl-tune" --instances 0 >"$tmp/err" 2>&1
+    rc=$?
+    if [ $rc -eq 2 ] && grep -q 'instances' "$tmp/err"; then
+        echo "ok ccl-tune.usage"
+    else
+        echo "FAIL ccl-tune.usage: exit $rc: $(head -2 "$tmp/err" | tr '\n' '|')"
+    fi
+else
+    echo "FAIL ccl-tune: $build/ccl-tune not built"
+fi
+exit 0

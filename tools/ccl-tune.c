@@ -1,0 +1,1062 @@
+/* ccl-tune: measures the shipped algorithms and launch shapes per message size and
+ * writes the tuning table that libccl's standard collectives follow (docs/tuner.md).
+ *
+ *   ccl-tune -c allreduce -b 1K -e 1G -o tune.tbl            (GPU: every visible GPU)
+ *   ccl-tune --ranks 4 -c allreduce,allgather -b 1K -e 64K   (CPU backend)
+ *   mpirun -np 4 ccl-tune -c all -o tune.tbl                  (one process per rank)
+ *
+ * What it takes: collectives, a power-of-two size range (the dispatch's bytes: count x
+ * element size, count with NCCL's per-collective meaning, so allgather's send size),
+ * and the shape space: instances, threads per block and protocols (GPU) and slices.
+ * What it gives: per collective and size, the fastest candidate as one table line
+ * (with its time as a comment), written by rank 0 to -o FILE or to the default table
+ * location in the cache folder; and a summary on stdout.
+ *
+ * How. Candidates are the library's algorithm files of the collective that admit N
+ * (each loaded once to read its Plan), times every shape. A simple alpha-beta model
+ * (below) ranks them per size; the --keep best, plus the best shape of every file that
+ * the model puts within --slack of the best, are timed. Candidates are grouped by
+ * variant (file, instances, protocol), loaded one at a time (its scratch freed after),
+ * and timed at every size where they were kept: on GPUs a CUDA graph of --iters calls
+ * replayed --reps times between CUDA events (or events around eager calls with
+ * --no-graph); on the CPU the host's monotonic clock around --iters calls and
+ * ccl_comm_synchronize. Each sample is the maximum over ranks (a bootstrap allgather),
+ * the time the median of the samples; every rank computes the same choices from the
+ * same agreed numbers, so all ranks agree on the table.
+ *
+ * Exit status: 0; 1 when a run failed; 2 for bad arguments (one line saying which). */
+#include <glob.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ccl.h"
+#include "internal.h"
+#ifdef CCL_HAVE_GPU_BACKEND
+#include "gpu.h"
+#endif
+
+enum { MAX_LIST = 16, MAX_ALGOS = 32, MAX_CANDS = 4096, MAX_SIZES = 48, MAX_REPS = 1000 };
+
+/* ===== options ===== */
+
+typedef struct {
+    int ranks;
+    int colls[CCL__TUNE_COLLS];      /* 1: tune this collective */
+    size_t lo, hi;
+    ccl_dtype_t dtype;
+    ccl_op_t op;
+    int inst[MAX_LIST], ninst;
+    int threads[MAX_LIST], nthreads; /* 0 in the list: the backend's default */
+    int slices[MAX_LIST], nslices;   /* 0 in the list: the program's */
+    int protos;                      /* bit 0: simple, bit 1: ll; 0: the program's and LL (GPU) */
+    int keep;
+    double slack;
+    int iters, reps, warmup;
+    int graph;                       /* -1: on for GPUs */
+    ccl_backend_t backend;
+    const char *out;
+    int dry_run, verbose, timeout_ms;
+    double alpha_us, block_gbps, peak_gbps;  /* model parameters; 0: the backend's */
+} Opts;
+
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ccl-tune: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (ccl-tune --help)\n");
+    va_end(ap);
+    exit(2);
+}
+
+static const char *help =
+    "usage: ccl-tune [options]\n"
+    "  -c LIST          collectives: allreduce,allgather,reduce_scatter,alltoall,broadcast,reduce or all (allreduce)\n"
+    "  -b SIZE -e SIZE  smallest and largest size, powers of two (1K and 1G on GPUs, 1K and 64K on the CPU)\n"
+    "  -d DTYPE         element type (bf16 on GPUs, f32 on the CPU); --op OP (sum)\n"
+    "  --ranks N        ranks in one process (CPU: 4; GPU: every visible GPU); under mpirun: the launcher's\n"
+    "  --backend cpu|gpu  (default: GPU when one is present)\n"
+    "  --instances LIST instances per logical block (1,2,4,8,16,32,64 on GPUs; 1,2,4 on the CPU)\n"
+    "  --threads LIST   threads per block, GPU (512); --slices LIST (1, and the program's default)\n"
+    "  --protocols LIST simple,ll (GPU: the program's, and LL for Simple programs)\n"
+    "  --keep K         candidates timed per size beyond each algorithm's best (4); --slack X (4.0)\n"
+    "  --iters I --reps R --warmup W   calls per sample, samples, warm-up calls (20, 5, 2; CPU: 5, 3, 1)\n"
+    "  --no-graph       GPU: time eager calls between events instead of CUDA graphs\n"
+    "  --alpha-us X --block-gbps X --peak-gbps X   the model's latency per step, bandwidth per block, peak\n"
+    "  -o FILE          the table (default: the cache folder's tune-<device>-<N>.tbl, which libccl reads)\n"
+    "  --dry-run        print the candidates the model keeps, time nothing; -v: every timing\n"
+    "  --timeout-ms MS  bound on every wait (60000)\n";
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *s == '-')
+        return -1;
+    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (shift)
+        end++;
+    if (*end || v == 0 || v > (1ull << (47 - shift)))
+        return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+static int parse_list(const char *s, int *out, int max, int lo, int hi)
+{
+    int n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long v = strtol(t, &end, 10);
+        if (*end || end == t || v < lo || v > hi || n == max)
+            return -1;
+        out[n++] = (int)v;
+    }
+    return n;
+}
+
+static void parse_args(int argc, char **argv, Opts *o)
+{
+    *o = (Opts){.dtype = CCL_NUM_DTYPES, .op = CCL_SUM, .keep = 4, .slack = 4.0, .graph = -1,
+                .backend = CCL_BACKEND_AUTO, .timeout_ms = 60000};
+    int any_coll = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED()                                               \
+    do {                                                     \
+        if (!v)                                              \
+            usage_error("%s needs a value", a);              \
+        i++;                                                 \
+    } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(help, stdout);
+            exit(0);
+        } else if (!strcmp(a, "-c")) {
+            NEED();
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            char *save = NULL;
+            for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                int found = 0;
+                for (int c = 0; c < CCL__TUNE_COLLS; c++)
+                    if (!strcmp(t, "all") || !strcmp(t, coll_name((Collective)c))) {
+                        o->colls[c] = 1;
+                        found = 1;
+                    }
+                if (!found)
+                    usage_error("-c: '%s' is not a collective (allreduce, allgather, reduce_scatter, alltoall, "
+                                "broadcast, reduce, all)", t);
+                any_coll = 1;
+            }
+        } else if (!strcmp(a, "-b") || !strcmp(a, "-e")) {
+            NEED();
+            size_t s;
+            if (parse_size(v, &s) || (s & (s - 1)))
+                usage_error("%s '%s' is not a power of two up to 2^47 (1024, 4K, 1M ...)", a, v);
+            *(a[1] == 'b' ? &o->lo : &o->hi) = s;
+        } else if (!strcmp(a, "-d")) {
+            NEED();
+            if (ccl_dtype_parse(v, &o->dtype))
+                usage_error("-d: unknown dtype '%s'", v);
+        } else if (!strcmp(a, "--op")) {
+            NEED();
+            if (ccl_op_parse(v, &o->op))
+                usage_error("--op: unknown op '%s'", v);
+        } else if (!strcmp(a, "--ranks")) {
+            NEED();
+            o->ranks = atoi(v);
+            if (o->ranks < 1 || o->ranks > 64)
+                usage_error("--ranks '%s' is not 1..64", v);
+        } else if (!strcmp(a, "--backend")) {
+            NEED();
+            if (!strcmp(v, "cpu"))
+                o->backend = CCL_BACKEND_CPU;
+            else if (!strcmp(v, "gpu"))
+                o->backend = CCL_BACKEND_GPU;
+            else
+                usage_error("--backend '%s' is not cpu or gpu", v);
+        } else if (!strcmp(a, "--instances")) {
+            NEED();
+            if ((o->ninst = parse_list(v, o->inst, MAX_LIST, 1, 64)) <= 0)
+                usage_error("--instances '%s' is not a list of 1..64", v);
+        } else if (!strcmp(a, "--threads")) {
+            NEED();
+            if ((o->nthreads = parse_list(v, o->threads, MAX_LIST, 32, 512)) <= 0)
+                usage_error("--threads '%s' is not a list of 32..512", v);
+            for (int k = 0; k < o->nthreads; k++)
+                if (o->threads[k] % 32)
+                    usage_error("--threads: %d is not a multiple of 32", o->threads[k]);
+        } else if (!strcmp(a, "--slices")) {
+            NEED();
+            if ((o->nslices = parse_list(v, o->slices, MAX_LIST, 1, 64)) <= 0)
+                usage_error("--slices '%s' is not a list of 1..64", v);
+        } else if (!strcmp(a, "--protocols")) {
+            NEED();
+            if (!strcmp(v, "simple"))
+                o->protos = 1;
+            else if (!strcmp(v, "ll"))
+                o->protos = 2;
+            else if (!strcmp(v, "simple,ll") || !strcmp(v, "ll,simple"))
+                o->protos = 3;
+            else
+                usage_error("--protocols '%s' is not simple, ll or simple,ll", v);
+        } else if (!strcmp(a, "--keep")) {
+            NEED();
+            o->keep = atoi(v);
+            if (o->keep < 1 || o->keep > 64)
+                usage_error("--keep '%s' is not 1..64", v);
+        } else if (!strcmp(a, "--slack")) {
+            NEED();
+            o->slack = atof(v);
+            if (!(o->slack >= 1.0))
+                usage_error("--slack '%s' is not a factor >= 1", v);
+        } else if (!strcmp(a, "--iters") || !strcmp(a, "--reps") || !strcmp(a, "--warmup")) {
+            NEED();
+            int n = atoi(v);
+            if (n < (a[2] == 'w' ? 0 : 1) || n > MAX_REPS)
+                usage_error("%s '%s' is not %d..%d", a, v, a[2] == 'w' ? 0 : 1, MAX_REPS);
+            *(a[2] == 'i' ? &o->iters : a[2] == 'r' ? &o->reps : &o->warmup) = n;
+        } else if (!strcmp(a, "--no-graph")) {
+            o->graph = 0;
+        } else if (!strcmp(a, "--alpha-us") || !strcmp(a, "--block-gbps") || !strcmp(a, "--peak-gbps")) {
+            NEED();
+            double x = atof(v);
+            if (!(x > 0))
+                usage_error("%s '%s' is not a positive number", a, v);
+            *(a[2] == 'a' ? &o->alpha_us : a[2] == 'b' ? &o->block_gbps : &o->peak_gbps) = x;
+        } else if (!strcmp(a, "-o")) {
+            NEED();
+            o->out = v;
+        } else if (!strcmp(a, "--dry-run")) {
+            o->dry_run = 1;
+        } else if (!strcmp(a, "-v")) {
+            o->verbose = 1;
+        } else if (!strcmp(a, "--timeout-ms")) {
+            NEED();
+            o->timeout_ms = atoi(v);
+            if (o->timeout_ms < 1)
+                usage_error("--timeout-ms '%s' is not a positive number", v);
+        } else {
+            usage_error("unknown argument '%s'", a);
+        }
+#undef NEED
+    }
+    if (!any_coll)
+        o->colls[COLL_ALLREDUCE] = 1;
+}
+
+/* ===== candidates and the model ===== */
+
+/* One library file that admits N, with what the model needs from its Plan (the
+ * maximum over ranks, so every rank computes the same). */
+typedef struct {
+    char path[PATH_MAX], rel[CCL__TUNE_PATH];
+    Collective coll;
+    Protocol proto;
+    int pipeline_safe, slices0, ntb;
+    double steps;                    /* waits in the longest block: dependent hops */
+    double remote, local;            /* chunks moved over links / locally, per unit of K */
+} Algo;
+
+typedef struct {
+    int algo;
+    CclShape shape;                  /* instances, protocol (1 + Protocol), threads, slices */
+} Cand;
+
+/* The backend's model parameters (microseconds, GB/s). */
+typedef struct {
+    double alpha, alpha_ll, block, block_ll, peak, local_block, gamma, launch;
+} Model;
+
+static Model model_for(const Opts *o, int gpu)
+{
+    /* GPU: H100/H200 over NVLink (docs/perf/gpu-first: one LL block moves ~14 GB/s;
+     * the SM-store ceiling is ~355 GB/s per GPU). CPU: host threads through memory. */
+    Model m = gpu ? (Model){1.5, 0.8, 20, 14, 360, 60, 0.02, 4}
+                  : (Model){5, 5, 2, 2, 6, 4, 3, 10};
+    if (o->alpha_us)
+        m.alpha = m.alpha_ll = o->alpha_us;
+    if (o->block_gbps)
+        m.block = m.block_ll = o->block_gbps;
+    if (o->peak_gbps)
+        m.peak = o->peak_gbps;
+    return m;
+}
+
+/* Predicted microseconds of candidate c for a call of `bytes`: the dependent steps
+ * pipelined over S slices, each a latency plus its share of the remote bytes at the
+ * bandwidth of the rank's blocks (bounded by the peak), plus local copies and a small
+ * cost per physical block. */
+static double model_us(const Model *m, const Algo *a, const CclShape *s, size_t bytes)
+{
+    int ll = s->protocol == 1 + PROTO_LL || a->proto == PROTO_LL;
+    double P = (double)a->ntb * (s->instances ? s->instances : 1);
+    double tf = s->threads ? s->threads / 512.0 : 1.0;
+    double bw = (ll ? m->block_ll : m->block) * P * tf;
+    if (bw > m->peak)
+        bw = m->peak;
+    double S = s->slices ? s->slices : 1, steps = a->steps;
+    double remote = a->remote * (double)bytes * (ll ? 2 : 1) / 1e3;  /* KB -> us at GB/s */
+    double local = a->local * (double)bytes / 1e3;
+    double lbw = m->local_block * P * tf;
+    return m->launch + (steps + S - 1) * ((ll ? m->alpha_ll : m->alpha) + remote / (steps * S * bw)) + local / lbw +
+           m->gamma * P;
+}
+
+/* Reads the model's numbers from a loaded algorithm's Plan. */
+static void algo_features(Algo *a, const ccl_algorithm_t *alg)
+{
+    const Plan *pl = alg->plan;
+    const Program *pg = alg->prog;
+    int N = pl->nranks, K = pg->chunks > 0 ? pg->chunks : 1;
+    double *rem = calloc((size_t)N, sizeof *rem), *loc = calloc((size_t)N, sizeof *loc);
+    int steps = 1;
+    for (int b = 0; rem && loc && b < pl->nblocks; b++) {
+        const PlanBlock *blk = &pl->blocks[b];
+        int waits = 0;
+        for (int i = 0; i < blk->nops; i++) {
+            const PlanOp *op = &blk->ops[i];
+            if (op->kind == OP_WAIT)
+                waits++;
+            if (op->kind != OP_XFER)
+                continue;
+            for (int k = 0; k < op->ndst + op->nsrc; k++) {
+                const Ref *r = k < op->ndst ? &op->dst[k] : &op->src[k - op->ndst];
+                if (r->rank != blk->rank)
+                    rem[blk->rank] += r->count;
+                else
+                    loc[blk->rank] += r->count;
+            }
+        }
+        if (waits > steps)
+            steps = waits;
+    }
+    a->steps = steps;
+    a->remote = a->local = 0;
+    for (int r = 0; rem && loc && r < N; r++) {
+        if (rem[r] / K > a->remote)
+            a->remote = rem[r] / K;
+        if (loc[r] / K > a->local)
+            a->local = loc[r] / K;
+    }
+    free(rem);
+    free(loc);
+    a->ntb = pl->ntb > 0 ? pl->ntb : 1;
+    a->proto = pg->protocol;
+    a->pipeline_safe = pl->proof.pipeline_safe;
+    a->slices0 = alg->slices;
+}
+
+/* ===== ranks ===== */
+
+typedef struct Shared Shared;
+
+typedef struct {
+    Shared *sh;
+    int rank, nranks;
+    ccl_comm_t *comm;
+    ccl_bootstrap_t *boot;
+    CclThreadBoot *tb;
+    int gpu;
+    void *stream;
+    void *in, *out;
+    int code;                        /* exit status of this rank */
+    char err[1024];
+} Worker;
+
+struct Shared {
+    Opts o;
+    int nranks, gpu, processes;
+    size_t sizes[MAX_SIZES];
+    int nsizes;
+    CclTuneTable table;
+};
+
+static void say(Worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(Worker *w, const char *fmt, ...)
+{
+    if (w->rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+/* The maximum of v over ranks (every rank gets it); NAN when the bootstrap failed. */
+static double agree_max(Worker *w, double v)
+{
+    double all[64];
+    if (w->boot->allgather(w->boot->ctx, &v, all, sizeof v) != 0)
+        return NAN;
+    double m = all[0];
+    for (int r = 1; r < w->nranks; r++)
+        if (all[r] > m || isnan(all[r]))
+            m = all[r];
+    return m;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Counts of the call for `bytes` of collective c (the dispatch's bytes: count x esize). */
+static size_t count_for(const Shared *sh, size_t bytes)
+{
+    size_t es = ccl_dtype_size(sh->o.dtype);
+    return bytes / es;
+}
+
+#ifdef CCL_HAVE_GPU_BACKEND
+#define CU_OK(call) ((call) == CUDA_SUCCESS)
+#endif
+
+/* Times alg at `bytes`; the agreed median of per-sample maxima (us), or a negative
+ * number when the call failed on some rank (-1: skip the candidate; -2: the
+ * communicator is dead, stop). */
+static double time_one(Worker *w, ccl_algorithm_t *alg, size_t bytes)
+{
+    Shared *sh = w->sh;
+    const Opts *o = &sh->o;
+    size_t count = count_for(sh, bytes);
+    ccl_result_t r = CCL_OK;
+    /* Warm-up, eager: compiles the kernel and grows scratch before any capture. */
+    for (int i = 0; i < (o->warmup > 0 ? o->warmup : 1) && r == CCL_OK; i++)
+        r = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, w->stream);
+    ccl_result_t s = ccl_comm_synchronize(w->comm);
+    if (r == CCL_OK)
+        r = s;
+    /* 1: this call failed before it ran (out of heap, say; the same on every rank);
+     * 2: the communicator failed while running (sticky: stop). */
+    double bad = agree_max(w, w->comm->failed ? 2 : r != CCL_OK ? 1 : 0);
+    if (bad != 0) {
+        if (r != CCL_OK && w->rank == 0 && o->verbose)
+            printf("  skip %s at %zu: %s\n", alg->file, bytes, ccl_comm_last_error(w->comm));
+        return isnan(bad) || bad >= 2 ? -2 : -1;
+    }
+    double samples[MAX_REPS];
+    int n = 0;
+#ifdef CCL_HAVE_GPU_BACKEND
+    if (w->gpu) {
+        CUstream st = (CUstream)w->stream;
+        CUevent e0 = NULL, e1 = NULL;
+        CUgraph g = NULL;
+        CUgraphExec ge = NULL;
+        int ok = CU_OK(ccl__cu.EventCreate(&e0, CU_EVENT_DEFAULT)) && CU_OK(ccl__cu.EventCreate(&e1, CU_EVENT_DEFAULT));
+        int graph = o->graph != 0;
+        if (ok && graph) {
+            ok = CU_OK(ccl__cu.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+            for (int i = 0; ok && i < o->iters; i++)
+                ok = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, st) == CCL_OK;
+            CUgraph cg = NULL;
+            int ended = CU_OK(ccl__cu.StreamEndCapture(st, &cg));
+            g = cg;
+            ok = ok && ended && CU_OK(ccl__cu.GraphInstantiate(&ge, g, 0)) && CU_OK(ccl__cu.GraphLaunch(ge, st)) &&
+                 CU_OK(ccl__cu.StreamSynchronize(st));
+        }
+        for (int rep = 0; rep < o->reps; rep++) {
+            if (agree_max(w, ok ? 0 : 1) != 0) {
+                ok = 0;
+                break;
+            }
+            w->boot->barrier(w->boot->ctx);
+            ok = CU_OK(ccl__cu.EventRecord(e0, st));
+            if (graph)
+                ok = ok && CU_OK(ccl__cu.GraphLaunch(ge, st));
+            else
+                for (int i = 0; ok && i < o->iters; i++)
+                    ok = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, st) == CCL_OK;
+            float ms = 0;
+            ok = ok && CU_OK(ccl__cu.EventRecord(e1, st)) && CU_OK(ccl__cu.EventSynchronize(e1)) &&
+                 CU_OK(ccl__cu.EventElapsedTime(&ms, e0, e1));
+            double m = agree_max(w, ok ? ms * 1e3 / o->iters : INFINITY);
+            if (isnan(m) || isinf(m)) {
+                ok = 0;
+                break;
+            }
+            samples[n++] = m;
+        }
+        if (ge)
+            ccl__cu.GraphExecDestroy(ge);
+        if (g)
+            ccl__cu.GraphDestroy(g);
+        if (e0)
+            ccl__cu.EventDestroy(e0);
+        if (e1)
+            ccl__cu.EventDestroy(e1);
+        if (ccl_comm_synchronize(w->comm) != CCL_OK)
+            return -2;
+        if (!ok)
+            return -1;
+    } else
+#endif
+    {
+        for (int rep = 0; rep < o->reps; rep++) {
+            w->boot->barrier(w->boot->ctx);
+            double t0 = now_us();
+            for (int i = 0; i < o->iters && r == CCL_OK; i++)
+                r = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, w->stream);
+            if (r == CCL_OK)
+                r = ccl_comm_synchronize(w->comm);
+            double m = agree_max(w, r == CCL_OK ? (now_us() - t0) / o->iters : INFINITY);
+            if (isnan(m) || isinf(m))
+                return -2;
+            samples[n++] = m;
+        }
+    }
+    qsort(samples, (size_t)n, sizeof *samples, cmp_double);
+    return n ? samples[n / 2] : -1;
+}
+
+/* After freeing algorithms: every rank has zeroed their semaphore blocks before any
+ * rank runs an algorithm that reuses those offsets (a free zeroes only this rank's
+ * copy, and a faster peer's signals into the new algorithm would be wiped). */
+static void settle(Worker *w)
+{
+    w->boot->barrier(w->boot->ctx);
+}
+
+/* The library's files of collective c that admit N, in name order (as libccl). */
+static int find_algos(Worker *w, Collective c, Algo *algos, int max)
+{
+    char dir[PATH_MAX];
+    if (ccl__library_dir(dir, sizeof dir) != 0) {
+        snprintf(w->err, sizeof w->err, "%s", dir);
+        return -1;
+    }
+    /* Every folder's files, in name order: a file's header, not its folder, names its
+     * collective (as library.c reads them). */
+    char pattern[PATH_MAX + 16];
+    CCL__FMT(pattern, sizeof pattern, "%s/*/*.ccl", dir);
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0) {
+        snprintf(w->err, sizeof w->err, "no algorithm files in %s", dir);
+        return -1;
+    }
+    int n = 0, np = (int)g.gl_pathc;
+    char **paths = g.gl_pathv;
+    for (int i = 0; i < np && n < max; i++) {
+        ccl_algorithm_t *alg;
+        if (ccl_algorithm_load(w->comm, paths[i], 0, &alg) != CCL_OK)
+            continue;                /* does not admit N (same on every rank) */
+        if (alg->prog->coll == c) {
+            Algo *a = &algos[n++];
+            memset(a, 0, sizeof *a);
+            snprintf(a->path, sizeof a->path, "%s", paths[i]);
+            size_t dl = strlen(dir);
+            const char *rel = !strncmp(paths[i], dir, dl) && paths[i][dl] == '/' ? paths[i] + dl + 1 : paths[i];
+            snprintf(a->rel, sizeof a->rel, "%s", rel);
+            a->coll = c;
+            algo_features(a, alg);
+        }
+        ccl_algorithm_free(alg);
+    }
+    globfree(&g);
+    settle(w);
+    return n;
+}
+
+/* Every shape of every algorithm the options allow. */
+static int make_cands(const Shared *sh, const Algo *algos, int na, Cand *cands, int max)
+{
+    const Opts *o = &sh->o;
+    int n = 0;
+    for (int a = 0; a < na; a++) {
+        int protos[2], np = 0;
+        if (!sh->gpu) {
+            protos[np++] = 0;        /* the CPU runs the program's protocol */
+        } else if (algos[a].proto == PROTO_LL) {
+            if (!o->protos || (o->protos & 2))
+                protos[np++] = 1 + PROTO_LL;
+        } else {
+            if (!o->protos || (o->protos & 1))
+                protos[np++] = 1 + PROTO_SIMPLE;
+            if (!o->protos || (o->protos & 2))
+                protos[np++] = 1 + PROTO_LL;
+        }
+        int sl[MAX_LIST + 1], nsl = 0;
+        if (!algos[a].pipeline_safe) {
+            sl[nsl++] = 1;
+        } else if (o->nslices) {
+            for (int k = 0; k < o->nslices; k++)
+                sl[nsl++] = o->slices[k];
+        } else {
+            sl[nsl++] = 1;
+            if (algos[a].slices0 > 1)
+                sl[nsl++] = algos[a].slices0;
+        }
+        for (int p = 0; p < np; p++)
+            for (int i = 0; i < o->ninst; i++)
+                for (int t = 0; t < o->nthreads; t++)
+                    for (int s = 0; s < nsl; s++) {
+                        if (n == max)
+                            return n;
+                        cands[n++] = (Cand){.algo = a, .shape = {.instances = o->inst[i], .threads = o->threads[t],
+                                                                 .slices = sl[s], .protocol = protos[p]}};
+                    }
+    }
+    return n;
+}
+
+static void shape_text(const Cand *c, const Algo *a, char *buf, size_t len)
+{
+    char th[16];
+    if (c->shape.threads)
+        snprintf(th, sizeof th, "%d", c->shape.threads);
+    else
+        snprintf(th, sizeof th, "-");
+    snprintf(buf, len, "%s I=%d T=%s S=%d %s", a->rel, c->shape.instances, th, c->shape.slices,
+             c->shape.protocol == 1 + PROTO_LL || a->proto == PROTO_LL ? "ll" : "simple");
+}
+
+/* Tunes collective c: fills sh->table's entries (rank 0 writes them; every rank
+ * computes the same). 0, or -1 when the communicator failed. */
+static int tune_collective(Worker *w, Collective c)
+{
+    Shared *sh = w->sh;
+    const Opts *o = &sh->o;
+    Algo *algos = calloc(MAX_ALGOS, sizeof *algos);
+    Cand *cands = calloc(MAX_CANDS, sizeof *cands);
+    /* keep[s][k]: candidate k is timed at size s; t[s][k]: its time. */
+    unsigned char *keep = calloc((size_t)MAX_SIZES * MAX_CANDS, 1);
+    double *t = calloc((size_t)MAX_SIZES * MAX_CANDS, sizeof *t);
+    int rc = 0;
+    if (!algos || !cands || !keep || !t) {
+        snprintf(w->err, sizeof w->err, "out of memory");
+        rc = -1;
+        goto done;
+    }
+    int na = find_algos(w, c, algos, MAX_ALGOS);
+    if (na < 0) {
+        rc = -1;
+        goto done;
+    }
+    if (na == 0) {
+        say(w, "%s: no library algorithm admits N=%d; skipped\n", coll_name(c), w->nranks);
+        goto done;
+    }
+    int nc = make_cands(sh, algos, na, cands, MAX_CANDS);
+    Model m = model_for(o, w->gpu);
+    for (int s = 0; s < sh->nsizes; s++) {
+        double best = INFINITY;
+        double *mt = &t[(size_t)s * MAX_CANDS];
+        for (int k = 0; k < nc; k++) {
+            mt[k] = model_us(&m, &algos[cands[k].algo], &cands[k].shape, sh->sizes[s]);
+            if (mt[k] < best)
+                best = mt[k];
+        }
+        /* The --keep best overall ... */
+        for (int j = 0; j < o->keep && j < nc; j++) {
+            int bk = -1;
+            for (int k = 0; k < nc; k++)
+                if (!keep[(size_t)s * MAX_CANDS + k] && (bk < 0 || mt[k] < mt[bk]))
+                    bk = k;
+            keep[(size_t)s * MAX_CANDS + bk] = 1;
+        }
+        /* ... and every algorithm's best shape that the model does not rule out. */
+        for (int a = 0; a < na; a++) {
+            int bk = -1;
+            for (int k = 0; k < nc; k++)
+                if (cands[k].algo == a && (bk < 0 || mt[k] < mt[bk]))
+                    bk = k;
+            if (bk >= 0 && mt[bk] <= o->slack * best)
+                keep[(size_t)s * MAX_CANDS + bk] = 1;
+        }
+        for (int k = 0; k < nc; k++)
+            mt[k] = keep[(size_t)s * MAX_CANDS + k] ? 0 : -1;
+    }
+    if (o->dry_run) {
+        for (int s = 0; s < sh->nsizes; s++) {
+            say(w, "%s %zu:", coll_name(c), sh->sizes[s]);
+            for (int k = 0; k < nc; k++)
+                if (keep[(size_t)s * MAX_CANDS + k]) {
+                    char txt[512];
+                    shape_text(&cands[k], &algos[cands[k].algo], txt, sizeof txt);
+                    say(w, "  [%s]", txt);
+                }
+            say(w, "\n");
+        }
+        goto done;
+    }
+    /* Variant by variant: (algorithm, instances, protocol) loaded once, timed at every
+     * size and per-run shape kept for it, then freed with its scratch. */
+    unsigned char *done_k = calloc((size_t)nc, 1);
+    for (int k0 = 0; done_k && k0 < nc && rc == 0; k0++) {
+        if (done_k[k0])
+            continue;
+        const Cand *v = &cands[k0];
+        int any = 0;
+        for (int k = k0; k < nc; k++) {
+            const Cand *x = &cands[k];
+            if (x->algo != v->algo || x->shape.instances != v->shape.instances || x->shape.protocol != v->shape.protocol)
+                continue;
+            done_k[k] = 1;
+            for (int s = 0; s < sh->nsizes; s++)
+                any |= keep[(size_t)s * MAX_CANDS + k];
+        }
+        if (!any)
+            continue;
+        const Algo *a = &algos[v->algo];
+        ccl_algorithm_t *alg;
+        CclShape vs = {.instances = v->shape.instances, .protocol = v->shape.protocol};
+        if (ccl_algorithm_load(w->comm, a->path, 0, &alg) != CCL_OK) {
+            snprintf(w->err, sizeof w->err, "%s", ccl_comm_last_error(w->comm));
+            rc = -1;
+            break;
+        }
+        if (ccl__tune_reshape(alg, &vs, "ccl-tune") != CCL_OK) {
+            if (o->verbose)
+                say(w, "  skip %s I=%d: %s\n", a->rel, vs.instances, ccl_comm_last_error(w->comm));
+            ccl__algorithm_destroy(alg);
+            settle(w);
+            for (int k = k0; k < nc; k++)
+                if (cands[k].algo == v->algo && cands[k].shape.instances == vs.instances &&
+                    cands[k].shape.protocol == vs.protocol)
+                    for (int s = 0; s < sh->nsizes; s++)
+                        t[(size_t)s * MAX_CANDS + k] = -1;
+            continue;
+        }
+        for (int k = k0; k < nc && rc == 0; k++) {
+            const Cand *x = &cands[k];
+            if (x->algo != v->algo || x->shape.instances != vs.instances || x->shape.protocol != vs.protocol)
+                continue;
+            ccl__tune_apply_run(alg, &x->shape, a->slices0);
+            for (int s = 0; s < sh->nsizes; s++) {
+                double *tt = &t[(size_t)s * MAX_CANDS + k];
+                if (*tt < 0)
+                    continue;
+                *tt = time_one(w, alg, sh->sizes[s]);
+                if (*tt == -2) {
+                    snprintf(w->err, sizeof w->err, "%s at %zu bytes: %s", a->rel, sh->sizes[s], ccl_comm_last_error(w->comm));
+                    rc = -1;
+                    break;
+                }
+                if (o->verbose && *tt > 0) {
+                    char txt[512];
+                    shape_text(x, a, txt, sizeof txt);
+                    say(w, "  %s %zu  %-48s %10.2f us\n", coll_name(c), sh->sizes[s], txt, *tt);
+                }
+            }
+        }
+        ccl_algorithm_free(alg);
+        settle(w);
+    }
+    free(done_k);
+    if (rc)
+        goto done;
+    /* The winners. */
+    for (int s = 0; s < sh->nsizes; s++) {
+        int bk = -1;
+        for (int k = 0; k < nc; k++) {
+            double x = t[(size_t)s * MAX_CANDS + k];
+            if (x > 0 && (bk < 0 || x < t[(size_t)s * MAX_CANDS + bk]))
+                bk = k;
+        }
+        char txt[512];
+        if (bk < 0) {
+            say(w, "%-14s %10zu  (no candidate ran)\n", coll_name(c), sh->sizes[s]);
+            continue;
+        }
+        shape_text(&cands[bk], &algos[cands[bk].algo], txt, sizeof txt);
+        say(w, "%-14s %10zu  %-48s %10.2f us\n", coll_name(c), sh->sizes[s], txt, t[(size_t)s * MAX_CANDS + bk]);
+        if (w->rank != 0)
+            continue;
+        int fi = ccl__tune_file_index(&sh->table, algos[cands[bk].algo].rel);
+        if (fi < 0)
+            continue;
+        CclShape shp = cands[bk].shape;
+        /* The CPU runs the program's protocol; say "-" rather than pretend a choice. */
+        if (!w->gpu)
+            shp.protocol = 0;
+        sh->table.e[c][ccl__tune_bucket(sh->sizes[s])] =
+            (CclTuneEntry){.file = fi, .shape = shp, .time_us = t[(size_t)s * MAX_CANDS + bk]};
+    }
+done:
+    free(algos);
+    free(cands);
+    free(keep);
+    free(t);
+    return rc;
+}
+
+static void *worker(void *arg)
+{
+    Worker *w = arg;
+    Shared *sh = w->sh;
+    const Opts *o = &sh->o;
+#ifdef CCL_HAVE_GPU_BACKEND
+    if (w->gpu) {
+        GpuComm *g = w->comm->be_comm;
+        CUstream st = NULL;
+        ccl__cu.CtxSetCurrent(g->ctx);
+        if (ccl__cu.StreamCreate(&st, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+            snprintf(w->err, sizeof w->err, "cuStreamCreate failed");
+            w->code = 1;
+            if (w->tb)
+                ccl__thread_boot_fail(w->tb);
+            return NULL;
+        }
+        w->stream = st;
+    }
+#endif
+    size_t maxb = sh->sizes[sh->nsizes - 1], big = maxb * (size_t)w->nranks;
+    if (ccl_mem_alloc(w->comm, &w->in, big) != CCL_OK || ccl_mem_alloc(w->comm, &w->out, big) != CCL_OK) {
+        snprintf(w->err, sizeof w->err, "%s", ccl_comm_last_error(w->comm));
+        w->code = 1;
+        if (w->tb)
+            ccl__thread_boot_fail(w->tb);
+        return NULL;
+    }
+    if (w->rank == 0)
+        ccl__tune_key(w->comm, sh->table.device, sizeof sh->table.device, sh->table.topology,
+                      sizeof sh->table.topology, sh->table.version, sizeof sh->table.version);
+    for (int c = 0; c < CCL__TUNE_COLLS; c++) {
+        if (!o->colls[c])
+            continue;
+        if (tune_collective(w, (Collective)c) != 0) {
+            w->code = 1;
+            if (w->tb)
+                ccl__thread_boot_fail(w->tb);
+            break;
+        }
+    }
+#ifdef CCL_HAVE_GPU_BACKEND
+    if (w->gpu && w->stream)
+        ccl__cu.StreamDestroy((CUstream)w->stream);
+#endif
+    return NULL;
+}
+
+static int local_rank(int rank)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *s = getenv(vars[i]);
+        if (s && *s)
+            return atoi(s);
+    }
+    return rank;
+}
+
+int main(int argc, char **argv)
+{
+    static Shared shared;
+    Shared *sh = &shared;
+    Opts *o = &sh->o;
+    parse_args(argc, argv, o);
+
+    char err[512] = "";
+    ccl_bootstrap_t pboot;
+    CclEnvBoot *eb = NULL;
+    int e = ccl__env_boot_open(&eb, &pboot, o->timeout_ms, err, sizeof err);
+    if (e < 0) {
+        fprintf(stderr, "ccl-tune: error: the launcher bootstrap failed: %s\n", err);
+        return 1;
+    }
+    sh->processes = e == 0;
+    int ndev = 0;
+#ifdef CCL_HAVE_GPU_BACKEND
+    char why[256] = "";
+    if (o->backend != CCL_BACKEND_CPU && ccl__cuda_load(why, sizeof why) == 0 && ccl__cu.DeviceGetCount(&ndev) != CUDA_SUCCESS)
+        ndev = 0;
+    if (o->backend == CCL_BACKEND_GPU && ndev == 0)
+        usage_error("--backend gpu: no usable GPU (%s)", why[0] ? why : "none visible");
+#else
+    if (o->backend == CCL_BACKEND_GPU)
+        usage_error("--backend gpu: this build has no GPU backend");
+#endif
+    sh->gpu = o->backend != CCL_BACKEND_CPU && ndev > 0;
+    if (sh->processes) {
+        sh->nranks = pboot.nranks;
+        if (o->ranks && o->ranks != sh->nranks)
+            usage_error("--ranks %d, but the launcher started %d processes", o->ranks, sh->nranks);
+    } else {
+        sh->nranks = o->ranks ? o->ranks : sh->gpu ? ndev : 4;
+        if (sh->gpu && sh->nranks > ndev)
+            usage_error("--ranks %d: only %d GPUs are visible", sh->nranks, ndev);
+    }
+    if (sh->nranks > 64)
+        usage_error("%d ranks: at most 64", sh->nranks);
+
+    /* Defaults per backend. */
+    if (o->dtype == CCL_NUM_DTYPES)
+        o->dtype = sh->gpu ? CCL_BF16 : CCL_F32;
+    if (!o->lo)
+        o->lo = 1024;
+    if (!o->hi)
+        o->hi = sh->gpu ? (size_t)1 << 30 : (size_t)64 << 10;
+    if (o->lo > o->hi)
+        usage_error("-b %zu is above -e %zu", o->lo, o->hi);
+    if (o->lo < ccl_dtype_size(o->dtype))
+        usage_error("-b %zu is smaller than one %s element", o->lo, ccl_dtype_name(o->dtype));
+    if (!o->ninst) {
+        static const int gi[] = {1, 2, 4, 8, 16, 32, 64}, ci[] = {1, 2, 4};
+        const int *src = sh->gpu ? gi : ci;
+        o->ninst = sh->gpu ? 7 : 3;
+        memcpy(o->inst, src, sizeof *src * (size_t)o->ninst);
+    }
+    if (!o->nthreads) {
+        o->threads[0] = 0;           /* the backend's default (512 on GPUs) */
+        o->nthreads = 1;
+    } else if (!sh->gpu) {
+        o->threads[0] = 0;           /* the CPU backend has no threads per block */
+        o->nthreads = 1;
+    }
+    if (!o->iters)
+        o->iters = sh->gpu ? 20 : 5;
+    if (!o->reps)
+        o->reps = sh->gpu ? 5 : 3;
+    if (!o->warmup)
+        o->warmup = sh->gpu ? 2 : 1;
+    for (size_t s = o->lo; s <= o->hi && sh->nsizes < MAX_SIZES; s *= 2)
+        sh->sizes[sh->nsizes++] = s;
+
+    ccl__tune_table_init(&sh->table);
+    size_t maxb = o->hi * (size_t)sh->nranks;
+    /* Both buffers (N x the largest size: allgather's out, alltoall's in and out), and
+     * scratch for the variant being timed; CCL_HEAP_BYTES decides instead when set. */
+    ccl_config_t cfg = {.backend = sh->gpu ? CCL_BACKEND_GPU : CCL_BACKEND_CPU, .timeout_ms = o->timeout_ms,
+                        .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : 2 * maxb + 6 * maxb + (64u << 20)};
+    int nw = sh->processes ? 1 : sh->nranks;
+    Worker *ws = calloc((size_t)nw, sizeof *ws);
+    ccl_comm_t **comms = calloc((size_t)nw, sizeof *comms);
+    ccl_bootstrap_t *boots = calloc((size_t)nw, sizeof *boots);
+    if (!ws || !comms || !boots) {
+        fprintf(stderr, "ccl-tune: out of memory\n");
+        return 1;
+    }
+    CclThreadBoot *tb = NULL;
+    if (sh->processes) {
+        int dev = ndev ? local_rank(pboot.rank) % ndev : 0;
+        if (ccl_comm_init_rank(&comms[0], &pboot, dev, &cfg) != CCL_OK) {
+            fprintf(stderr, "ccl-tune: rank %d: error: %s\n", pboot.rank, ccl_comm_last_error(NULL));
+            return 1;
+        }
+        boots[0] = pboot;
+        ws[0].rank = pboot.rank;
+    } else {
+        if (ccl_comm_init_all(comms, sh->nranks, NULL, &cfg) != CCL_OK) {
+            fprintf(stderr, "ccl-tune: error: %s\n", ccl_comm_last_error(NULL));
+            return 1;
+        }
+        if (!(tb = ccl__thread_boot_new(sh->nranks, boots))) {
+            fprintf(stderr, "ccl-tune: out of memory\n");
+            return 1;
+        }
+        for (int i = 0; i < nw; i++)
+            ws[i].rank = i;
+    }
+    for (int i = 0; i < nw; i++) {
+        ws[i].sh = sh;
+        ws[i].comm = comms[i];
+        ws[i].boot = &boots[i];
+        ws[i].nranks = sh->nranks;
+        ws[i].gpu = sh->gpu;
+        ws[i].tb = tb;
+    }
+    if (ws[0].rank == 0) {
+        printf("# ccl-tune: %d ranks (%s), %s backend, %s %s, %zu..%zu bytes, %s\n", sh->nranks,
+               sh->processes ? "processes" : "threads", sh->gpu ? "GPU" : "CPU", ccl_dtype_name(o->dtype),
+               ccl_op_name(o->op), o->lo, o->hi,
+               sh->gpu ? (o->graph ? "CUDA graph per sample, events" : "events around eager calls")
+                       : "host clock around calls and synchronize");
+        printf("# each time: median over %d samples of the max over ranks of (sample / %d calls)\n", o->reps, o->iters);
+        fflush(stdout);
+    }
+    if (sh->processes) {
+        worker(&ws[0]);
+    } else {
+        pthread_t tids[64];
+        for (int i = 0; i < nw; i++)
+            if (pthread_create(&tids[i], NULL, worker, &ws[i]) != 0) {
+                fprintf(stderr, "ccl-tune: cannot start a thread for rank %d\n", i);
+                return 1;
+            }
+        for (int i = 0; i < nw; i++)
+            pthread_join(tids[i], NULL);
+    }
+    int code = 0;
+    for (int i = 0; i < nw; i++)
+        if (ws[i].code) {
+            if (!code)
+                fprintf(stderr, "ccl-tune: rank %d: error: %s\n", ws[i].rank, ws[i].err[0] ? ws[i].err : "a peer failed");
+            code = 1;
+        }
+    if (code == 0 && ws[0].rank == 0 && !o->dry_run) {
+        CclTuneTable *t = &sh->table;
+        t->nranks = sh->nranks;
+        char path[PATH_MAX];
+        if (o->out) {
+            snprintf(path, sizeof path, "%s", o->out);
+        } else {
+            /* The default location libccl reads (tuner.c: <cache>/tune-<device>-<N>.tbl). */
+            const char *c = getenv("CCL_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+            char dev[128];
+            snprintf(dev, sizeof dev, "%.127s", t->device);
+            for (char *p = dev; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+                      *p == '.'))
+                    *p = '_';
+            char dir[PATH_MAX - 200];
+            if (c && *c)
+                snprintf(dir, sizeof dir, "%s", c);
+            else if (x && *x)
+                snprintf(dir, sizeof dir, "%s/ccl", x);
+            else
+                snprintf(dir, sizeof dir, "%s/.cache/ccl", h ? h : ".");
+            char cmd[PATH_MAX + 16];
+            snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "ccl-tune: note: could not create %s\n", dir);
+            snprintf(path, sizeof path, "%s/tune-%s-%d.tbl", dir, dev, sh->nranks);
+        }
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "ccl-tune: error: cannot write %s\n", path);
+            code = 1;
+        } else {
+            fprintf(f, "# written by ccl-tune: %s %s, %d ranks (%s), %zu..%zu bytes\n", ccl_dtype_name(o->dtype),
+                    ccl_op_name(o->op), sh->nranks, sh->processes ? "processes" : "threads", o->lo, o->hi);
+            ccl__tune_write(f, t);
+            if (fclose(f) != 0) {
+                fprintf(stderr, "ccl-tune: error: writing %s failed\n", path);
+                code = 1;
+            } else {
+                printf("# table: %s\n", path);
+            }
+        }
+    }
+    for (int i = 0; i < nw; i++)
+        ccl_comm_destroy(comms[i]);
+    if (tb)
+        ccl__thread_boot_free(tb);
+    if (eb)
+        ccl__env_boot_close(eb);
+    free(ws);
+    free(comms);
+    free(boots);
+    return code;
+}
