@@ -56,14 +56,15 @@ typedef struct {
     int threads[MAX_LIST], nthreads; /* 0 in the list: the backend's default */
     int slices[MAX_LIST], nslices;   /* 0 in the list: the program's */
     int protos;                      /* bit 0: simple, bit 1: ll; 0: the program's and LL (GPU) */
-    int keep;
+    int keep, per_algo;
     double slack;
-    int iters, reps, warmup;
+    int iters, reps, warmup, iters_given;
     int graph;                       /* -1: on for GPUs */
     ccl_backend_t backend;
     const char *out;
     int dry_run, verbose, timeout_ms;
     double alpha_us, block_gbps, peak_gbps;  /* model parameters; 0: the backend's */
+    int model;                       /* -1: the backend's model; 0: CPU's, 1: GPU's (--dry-run studies) */
 } Opts;
 
 static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -88,12 +89,14 @@ static const char *help =
     "  --instances LIST instances per logical block (1,2,4,8,16,32,64 on GPUs; 1,2,4 on the CPU)\n"
     "  --threads LIST   threads per block, GPU (512); --slices LIST (1, and the program's default)\n"
     "  --protocols LIST simple,ll (GPU: the program's, and LL for Simple programs)\n"
-    "  --keep K         candidates timed per size beyond each algorithm's best (4); --slack X (4.0)\n"
+    "  --keep K         candidates timed per size, the model's best (4); and per algorithm its --per-algo P\n"
+    "                   best shapes (GPU 3, CPU 2) where the model puts them within --slack X of the best (3.0)\n"
     "  --iters I --reps R --warmup W   calls per sample, samples, warm-up calls (20, 5, 2; CPU: 5, 3, 1)\n"
     "  --no-graph       GPU: time eager calls between events instead of CUDA graphs\n"
     "  --alpha-us X --block-gbps X --peak-gbps X   the model's latency per step, bandwidth per block, peak\n"
     "  -o FILE          the table (default: the cache folder's tune-<device>-<N>.tbl, which libccl reads)\n"
     "  --dry-run        print the candidates the model keeps, time nothing; -v: every timing\n"
+    "  --model cpu|gpu  the model's parameters and shape space (default: the backend's; for --dry-run studies)\n"
     "  --timeout-ms MS  bound on every wait (60000)\n";
 
 static int parse_size(const char *s, size_t *out)
@@ -115,7 +118,7 @@ static int parse_list(const char *s, int *out, int max, int lo, int hi)
 {
     int n = 0;
     char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
+    CCL__FMT(buf, sizeof buf, "%s", s);
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         char *end;
@@ -129,8 +132,8 @@ static int parse_list(const char *s, int *out, int max, int lo, int hi)
 
 static void parse_args(int argc, char **argv, Opts *o)
 {
-    *o = (Opts){.dtype = CCL_NUM_DTYPES, .op = CCL_SUM, .keep = 4, .slack = 4.0, .graph = -1,
-                .backend = CCL_BACKEND_AUTO, .timeout_ms = 60000};
+    *o = (Opts){.dtype = CCL_NUM_DTYPES, .op = CCL_SUM, .keep = 4, .slack = 3.0, .graph = -1,
+                .backend = CCL_BACKEND_AUTO, .timeout_ms = 60000, .model = -1};
     int any_coll = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -147,7 +150,7 @@ static void parse_args(int argc, char **argv, Opts *o)
         } else if (!strcmp(a, "-c")) {
             NEED();
             char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
+            CCL__FMT(buf, sizeof buf, "%s", v);
             char *save = NULL;
             for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 int found = 0;
@@ -218,6 +221,11 @@ static void parse_args(int argc, char **argv, Opts *o)
             o->keep = atoi(v);
             if (o->keep < 1 || o->keep > 64)
                 usage_error("--keep '%s' is not 1..64", v);
+        } else if (!strcmp(a, "--per-algo")) {
+            NEED();
+            o->per_algo = atoi(v);
+            if (o->per_algo < 1 || o->per_algo > 64)
+                usage_error("--per-algo '%s' is not 1..64", v);
         } else if (!strcmp(a, "--slack")) {
             NEED();
             o->slack = atof(v);
@@ -240,6 +248,11 @@ static void parse_args(int argc, char **argv, Opts *o)
         } else if (!strcmp(a, "-o")) {
             NEED();
             o->out = v;
+        } else if (!strcmp(a, "--model")) {
+            NEED();
+            if (strcmp(v, "cpu") && strcmp(v, "gpu"))
+                usage_error("--model '%s' is not cpu or gpu", v);
+            o->model = v[0] == 'g';
         } else if (!strcmp(a, "--dry-run")) {
             o->dry_run = 1;
         } else if (!strcmp(a, "-v")) {
@@ -285,7 +298,7 @@ static Model model_for(const Opts *o, int gpu)
 {
     /* GPU: H100/H200 over NVLink (docs/perf/gpu-first: one LL block moves ~14 GB/s;
      * the SM-store ceiling is ~355 GB/s per GPU). CPU: host threads through memory. */
-    Model m = gpu ? (Model){1.5, 0.8, 20, 14, 360, 60, 0.02, 4}
+    Model m = gpu ? (Model){1.5, 0.8, 20, 14, 360, 60, 0.1, 4}
                   : (Model){5, 5, 2, 2, 6, 4, 3, 10};
     if (o->alpha_us)
         m.alpha = m.alpha_ll = o->alpha_us;
@@ -443,6 +456,8 @@ static double time_one(Worker *w, ccl_algorithm_t *alg, size_t bytes)
     const Opts *o = &sh->o;
     size_t count = count_for(sh, bytes);
     ccl_result_t r = CCL_OK;
+    /* Large calls need fewer per sample (as ccl-perf: 4 per graph from 16 MB). */
+    int iters = !o->iters_given && bytes >= ((size_t)16 << 20) && o->iters > 4 ? 4 : o->iters;
     /* Warm-up, eager: compiles the kernel and grows scratch before any capture. */
     for (int i = 0; i < (o->warmup > 0 ? o->warmup : 1) && r == CCL_OK; i++)
         r = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, w->stream);
@@ -469,7 +484,7 @@ static double time_one(Worker *w, ccl_algorithm_t *alg, size_t bytes)
         int graph = o->graph != 0;
         if (ok && graph) {
             ok = CU_OK(ccl__cu.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-            for (int i = 0; ok && i < o->iters; i++)
+            for (int i = 0; ok && i < iters; i++)
                 ok = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, st) == CCL_OK;
             CUgraph cg = NULL;
             int ended = CU_OK(ccl__cu.StreamEndCapture(st, &cg));
@@ -487,12 +502,12 @@ static double time_one(Worker *w, ccl_algorithm_t *alg, size_t bytes)
             if (graph)
                 ok = ok && CU_OK(ccl__cu.GraphLaunch(ge, st));
             else
-                for (int i = 0; ok && i < o->iters; i++)
+                for (int i = 0; ok && i < iters; i++)
                     ok = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, st) == CCL_OK;
             float ms = 0;
             ok = ok && CU_OK(ccl__cu.EventRecord(e1, st)) && CU_OK(ccl__cu.EventSynchronize(e1)) &&
                  CU_OK(ccl__cu.EventElapsedTime(&ms, e0, e1));
-            double m = agree_max(w, ok ? ms * 1e3 / o->iters : INFINITY);
+            double m = agree_max(w, ok ? ms * 1e3 / iters : INFINITY);
             if (isnan(m) || isinf(m)) {
                 ok = 0;
                 break;
@@ -517,11 +532,11 @@ static double time_one(Worker *w, ccl_algorithm_t *alg, size_t bytes)
         for (int rep = 0; rep < o->reps; rep++) {
             w->boot->barrier(w->boot->ctx);
             double t0 = now_us();
-            for (int i = 0; i < o->iters && r == CCL_OK; i++)
+            for (int i = 0; i < iters && r == CCL_OK; i++)
                 r = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, w->stream);
             if (r == CCL_OK)
                 r = ccl_comm_synchronize(w->comm);
-            double m = agree_max(w, r == CCL_OK ? (now_us() - t0) / o->iters : INFINITY);
+            double m = agree_max(w, r == CCL_OK ? (now_us() - t0) / iters : INFINITY);
             if (isnan(m) || isinf(m))
                 return -2;
             samples[n++] = m;
@@ -544,7 +559,7 @@ static int find_algos(Worker *w, Collective c, Algo *algos, int max)
 {
     char dir[PATH_MAX];
     if (ccl__library_dir(dir, sizeof dir) != 0) {
-        snprintf(w->err, sizeof w->err, "%s", dir);
+        CCL__FMT(w->err, sizeof w->err, "%s", dir);
         return -1;
     }
     /* Every folder's files, in name order: a file's header, not its folder, names its
@@ -553,7 +568,7 @@ static int find_algos(Worker *w, Collective c, Algo *algos, int max)
     CCL__FMT(pattern, sizeof pattern, "%s/*/*.ccl", dir);
     glob_t g;
     if (glob(pattern, 0, NULL, &g) != 0) {
-        snprintf(w->err, sizeof w->err, "no algorithm files in %s", dir);
+        CCL__FMT(w->err, sizeof w->err, "no algorithm files in %s", dir);
         return -1;
     }
     int n = 0, np = (int)g.gl_pathc;
@@ -565,10 +580,10 @@ static int find_algos(Worker *w, Collective c, Algo *algos, int max)
         if (alg->prog->coll == c) {
             Algo *a = &algos[n++];
             memset(a, 0, sizeof *a);
-            snprintf(a->path, sizeof a->path, "%s", paths[i]);
+            CCL__FMT(a->path, sizeof a->path, "%s", paths[i]);
             size_t dl = strlen(dir);
             const char *rel = !strncmp(paths[i], dir, dl) && paths[i][dl] == '/' ? paths[i] + dl + 1 : paths[i];
-            snprintf(a->rel, sizeof a->rel, "%s", rel);
+            CCL__FMT(a->rel, sizeof a->rel, "%s", rel);
             a->coll = c;
             algo_features(a, alg);
         }
@@ -579,6 +594,12 @@ static int find_algos(Worker *w, Collective c, Algo *algos, int max)
     return n;
 }
 
+/* Whether the GPU's model and shape space apply (the backend's, or --model). */
+static int model_gpu(const Shared *sh)
+{
+    return sh->o.model >= 0 ? sh->o.model : sh->gpu;
+}
+
 /* Every shape of every algorithm the options allow. */
 static int make_cands(const Shared *sh, const Algo *algos, int na, Cand *cands, int max)
 {
@@ -586,7 +607,7 @@ static int make_cands(const Shared *sh, const Algo *algos, int na, Cand *cands, 
     int n = 0;
     for (int a = 0; a < na; a++) {
         int protos[2], np = 0;
-        if (!sh->gpu) {
+        if (!model_gpu(sh)) {
             protos[np++] = 0;        /* the CPU runs the program's protocol */
         } else if (algos[a].proto == PROTO_LL) {
             if (!o->protos || (o->protos & 2))
@@ -625,10 +646,10 @@ static void shape_text(const Cand *c, const Algo *a, char *buf, size_t len)
 {
     char th[16];
     if (c->shape.threads)
-        snprintf(th, sizeof th, "%d", c->shape.threads);
+        CCL__FMT(th, sizeof th, "%d", c->shape.threads);
     else
-        snprintf(th, sizeof th, "-");
-    snprintf(buf, len, "%s I=%d T=%s S=%d %s", a->rel, c->shape.instances, th, c->shape.slices,
+        CCL__FMT(th, sizeof th, "-");
+    CCL__FMT(buf, len, "%s I=%d T=%s S=%d %s", a->rel, c->shape.instances, th, c->shape.slices,
              c->shape.protocol == 1 + PROTO_LL || a->proto == PROTO_LL ? "ll" : "simple");
 }
 
@@ -645,7 +666,7 @@ static int tune_collective(Worker *w, Collective c)
     double *t = calloc((size_t)MAX_SIZES * MAX_CANDS, sizeof *t);
     int rc = 0;
     if (!algos || !cands || !keep || !t) {
-        snprintf(w->err, sizeof w->err, "out of memory");
+        CCL__FMT(w->err, sizeof w->err, "out of memory");
         rc = -1;
         goto done;
     }
@@ -659,7 +680,7 @@ static int tune_collective(Worker *w, Collective c)
         goto done;
     }
     int nc = make_cands(sh, algos, na, cands, MAX_CANDS);
-    Model m = model_for(o, w->gpu);
+    Model m = model_for(o, model_gpu(sh));
     for (int s = 0; s < sh->nsizes; s++) {
         double best = INFINITY;
         double *mt = &t[(size_t)s * MAX_CANDS];
@@ -676,14 +697,22 @@ static int tune_collective(Worker *w, Collective c)
                     bk = k;
             keep[(size_t)s * MAX_CANDS + bk] = 1;
         }
-        /* ... and every algorithm's best shape that the model does not rule out. */
+        /* ... and every algorithm's --per-algo best shapes that the model does not rule
+         * out (within --slack of the best): the model ranks shapes of one algorithm
+         * better than it ranks algorithms against each other. */
         for (int a = 0; a < na; a++) {
-            int bk = -1;
-            for (int k = 0; k < nc; k++)
-                if (cands[k].algo == a && (bk < 0 || mt[k] < mt[bk]))
-                    bk = k;
-            if (bk >= 0 && mt[bk] <= o->slack * best)
+            unsigned char *mine = calloc((size_t)nc, 1);
+            for (int j = 0; mine && j < o->per_algo; j++) {
+                int bk = -1;
+                for (int k = 0; k < nc; k++)
+                    if (cands[k].algo == a && !mine[k] && (bk < 0 || mt[k] < mt[bk]))
+                        bk = k;
+                if (bk < 0 || mt[bk] > o->slack * best)
+                    break;
+                mine[bk] = 1;
                 keep[(size_t)s * MAX_CANDS + bk] = 1;
+            }
+            free(mine);
         }
         for (int k = 0; k < nc; k++)
             mt[k] = keep[(size_t)s * MAX_CANDS + k] ? 0 : -1;
@@ -723,7 +752,7 @@ static int tune_collective(Worker *w, Collective c)
         ccl_algorithm_t *alg;
         CclShape vs = {.instances = v->shape.instances, .protocol = v->shape.protocol};
         if (ccl_algorithm_load(w->comm, a->path, 0, &alg) != CCL_OK) {
-            snprintf(w->err, sizeof w->err, "%s", ccl_comm_last_error(w->comm));
+            CCL__FMT(w->err, sizeof w->err, "%s", ccl_comm_last_error(w->comm));
             rc = -1;
             break;
         }
@@ -750,7 +779,7 @@ static int tune_collective(Worker *w, Collective c)
                     continue;
                 *tt = time_one(w, alg, sh->sizes[s]);
                 if (*tt == -2) {
-                    snprintf(w->err, sizeof w->err, "%s at %zu bytes: %s", a->rel, sh->sizes[s], ccl_comm_last_error(w->comm));
+                    CCL__FMT(w->err, sizeof w->err, "%s at %zu bytes: %s", a->rel, sh->sizes[s], ccl_comm_last_error(w->comm));
                     rc = -1;
                     break;
                 }
@@ -813,7 +842,7 @@ static void *worker(void *arg)
         CUstream st = NULL;
         ccl__cu.CtxSetCurrent(g->ctx);
         if (ccl__cu.StreamCreate(&st, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
-            snprintf(w->err, sizeof w->err, "cuStreamCreate failed");
+            CCL__FMT(w->err, sizeof w->err, "cuStreamCreate failed");
             w->code = 1;
             if (w->tb)
                 ccl__thread_boot_fail(w->tb);
@@ -822,9 +851,10 @@ static void *worker(void *arg)
         w->stream = st;
     }
 #endif
-    size_t maxb = sh->sizes[sh->nsizes - 1], big = maxb * (size_t)w->nranks;
+    int wide = o->colls[COLL_ALLGATHER] || o->colls[COLL_REDUCE_SCATTER] || o->colls[COLL_ALLTOALL];
+    size_t big = sh->sizes[sh->nsizes - 1] * (size_t)(wide ? w->nranks : 1);
     if (ccl_mem_alloc(w->comm, &w->in, big) != CCL_OK || ccl_mem_alloc(w->comm, &w->out, big) != CCL_OK) {
-        snprintf(w->err, sizeof w->err, "%s", ccl_comm_last_error(w->comm));
+        CCL__FMT(w->err, sizeof w->err, "%s", ccl_comm_last_error(w->comm));
         w->code = 1;
         if (w->tb)
             ccl__thread_boot_fail(w->tb);
@@ -925,8 +955,12 @@ int main(int argc, char **argv)
         o->threads[0] = 0;           /* the CPU backend has no threads per block */
         o->nthreads = 1;
     }
+    if (!o->per_algo)
+        o->per_algo = model_gpu(sh) ? 3 : 2;
     if (!o->iters)
         o->iters = sh->gpu ? 20 : 5;
+    else
+        o->iters_given = 1;
     if (!o->reps)
         o->reps = sh->gpu ? 5 : 3;
     if (!o->warmup)
@@ -935,11 +969,14 @@ int main(int argc, char **argv)
         sh->sizes[sh->nsizes++] = s;
 
     ccl__tune_table_init(&sh->table);
-    size_t maxb = o->hi * (size_t)sh->nranks;
-    /* Both buffers (N x the largest size: allgather's out, alltoall's in and out), and
-     * scratch for the variant being timed; CCL_HEAP_BYTES decides instead when set. */
+    /* Both buffers (N x the largest size where a collective's in or out has N units),
+     * and scratch for the one variant being timed: up to ~20x the size for the shipped
+     * LL programs run double-buffered (gpu_backend.c's LL region). CCL_HEAP_BYTES
+     * decides instead when set. */
+    int wide = o->colls[COLL_ALLGATHER] || o->colls[COLL_REDUCE_SCATTER] || o->colls[COLL_ALLTOALL];
+    size_t maxb = o->hi * (size_t)(wide ? sh->nranks : 1);
     ccl_config_t cfg = {.backend = sh->gpu ? CCL_BACKEND_GPU : CCL_BACKEND_CPU, .timeout_ms = o->timeout_ms,
-                        .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : 2 * maxb + 6 * maxb + (64u << 20)};
+                        .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : 2 * maxb + 24 * o->hi + (64u << 20)};
     int nw = sh->processes ? 1 : sh->nranks;
     Worker *ws = calloc((size_t)nw, sizeof *ws);
     ccl_comm_t **comms = calloc((size_t)nw, sizeof *comms);
@@ -1010,28 +1047,28 @@ int main(int argc, char **argv)
         t->nranks = sh->nranks;
         char path[PATH_MAX];
         if (o->out) {
-            snprintf(path, sizeof path, "%s", o->out);
+            CCL__FMT(path, sizeof path, "%s", o->out);
         } else {
             /* The default location libccl reads (tuner.c: <cache>/tune-<device>-<N>.tbl). */
             const char *c = getenv("CCL_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
             char dev[128];
-            snprintf(dev, sizeof dev, "%.127s", t->device);
+            CCL__FMT(dev, sizeof dev, "%.127s", t->device);
             for (char *p = dev; *p; p++)
                 if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
                       *p == '.'))
                     *p = '_';
             char dir[PATH_MAX - 200];
             if (c && *c)
-                snprintf(dir, sizeof dir, "%s", c);
+                CCL__FMT(dir, sizeof dir, "%s", c);
             else if (x && *x)
-                snprintf(dir, sizeof dir, "%s/ccl", x);
+                CCL__FMT(dir, sizeof dir, "%s/ccl", x);
             else
-                snprintf(dir, sizeof dir, "%s/.cache/ccl", h ? h : ".");
+                CCL__FMT(dir, sizeof dir, "%s/.cache/ccl", h ? h : ".");
             char cmd[PATH_MAX + 16];
-            snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+            CCL__FMT(cmd, sizeof cmd, "mkdir -p '%s'", dir);
             if (system(cmd) != 0)
                 fprintf(stderr, "ccl-tune: note: could not create %s\n", dir);
-            snprintf(path, sizeof path, "%s/tune-%s-%d.tbl", dir, dev, sh->nranks);
+            CCL__FMT(path, sizeof path, "%s/tune-%s-%d.tbl", dir, dev, sh->nranks);
         }
         FILE *f = fopen(path, "w");
         if (!f) {
