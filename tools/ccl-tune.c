@@ -944,8 +944,8 @@ int main(int argc, char **argv)
         usage_error("-b %zu is smaller than one %s element", o->lo, ccl_dtype_name(o->dtype));
     if (!o->ninst) {
         static const int gi[] = {1, 2, 4, 8, 16, 32, 64}, ci[] = {1, 2, 4};
-        const int *src = sh->gpu ? gi : ci;
-        o->ninst = sh->gpu ? 7 : 3;
+        const int *src = model_gpu(sh) ? gi : ci;
+        o->ninst = model_gpu(sh) ? 7 : 3;
         memcpy(o->inst, src, sizeof *src * (size_t)o->ninst);
     }
     if (!o->nthreads) {
