@@ -574,7 +574,8 @@ ccl_result_t ccl__tune_reshape(ccl_algorithm_t *alg, const CclShape *shape, cons
 
 void ccl__tune_apply_run(ccl_algorithm_t *alg, const CclShape *shape, int slices0)
 {
-    alg->shape.threads = shape->threads;
+    /* Threads per block mean something to GPUs only; say "default" elsewhere. */
+    alg->shape.threads = alg->comm->backend_kind == CCL_BACKEND_GPU ? shape->threads : 0;
     if (!alg->plan->proof.pipeline_safe)
         alg->slices = 1;
     else

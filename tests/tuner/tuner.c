@@ -301,7 +301,8 @@ static void test_forced(void)
               "allreduce 65536 allreduce/ring.ccl 3 - 2 -\n"
               "allreduce 16384 allreduce/nonexistent.ccl 1 - - -\n"
               "allreduce 32768 allgather/ring.ccl 1 - - -\n"
-              "allgather 4096 allgather/direct.ccl 2 - - -\n");
+              "allgather 4096 allgather/direct.ccl 2 - - -\n"
+              "allreduce 2048 allreduce/ring.ccl 1 256 - ll\n");
     setenv("CCL_TUNE_FILE", path, 1);
 
     int rc = run_all(comms, N, 0, 1024, why, sizeof why); /* 4096 bytes */
@@ -340,6 +341,11 @@ static void test_forced(void)
     rc = run_all(comms, N, 1, 1024, why, sizeof why); /* allgather 4096 bytes */
     CHECK("tuner.forced.allgather", rc == 0 && strstr(why, "allgather/direct.ccl (instances 2") && strstr(why, "(bucket 4096)"),
           "%s", why);
+
+    /* The CPU backend has no threads per block and runs the program's protocol. */
+    rc = run_all(comms, N, 0, 512, why, sizeof why); /* 2048 bytes */
+    CHECK("tuner.forced.cpu-ignores-threads-protocol",
+          rc == 0 && strstr(why, "allreduce/ring.ccl (instances 1, threads default, slices 1, protocol simple) from"), "%s", why);
 
     /* A registration wins over the table. */
     ccl_algorithm_t *mine[N];
