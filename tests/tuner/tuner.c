@@ -7,6 +7,10 @@
  *   tuner --use TABLE N    runs ccl_all_reduce at every allreduce bucket of TABLE (a
  *                          ccl-tune output) on N ranks and checks that each ran the
  *                          table's algorithm and instances, with correct results
+ *                          (--use-sym: the same with ccl_mem_alloc'd buffers)
+ *   tuner --builtin N      on 4 or 2 H200s without a table file: calls follow the
+ *                          built-in table (elsewhere: skipped, says so)
+ *   ... --gpu              (last) the GPU backend, symmetric buffers: tests/tuner/gpu.sh
  *
  * Prints "ok NAME" or "FAIL NAME: why" per check; exits 1 when one failed. */
 #include <pthread.h>
@@ -172,6 +176,7 @@ typedef struct {
     int rank, nranks;
     size_t count;
     int coll;                        /* 0 allreduce, 1 allgather */
+    int sym;                         /* buffers from ccl_mem_alloc, moved with ccl__copy (GPUs) */
     ccl_result_t r;
     size_t wrong;
     char err[512];
@@ -184,12 +189,30 @@ static void *job_main(void *arg)
     float *in = malloc(sizeof *in * (n ? n : 1)), *out = malloc(sizeof *out * (outn ? outn : 1));
     for (size_t i = 0; i < n; i++)
         in[i] = (float)(j->rank + 1 + (int)(i % 7));
-    if (j->coll == 0)
-        j->r = ccl_all_reduce(in, out, n, CCL_F32, CCL_SUM, j->comm, NULL);
-    else
-        j->r = ccl_all_gather(in, out, n, CCL_F32, j->comm, NULL);
+    /* Symmetric buffers work on every backend (device memory on GPUs); the data moves
+     * with ccl__copy. Every rank allocates the same sizes in the same order. */
+    void *sin = in, *sout = out;
+    j->r = CCL_OK;
+    if (j->sym) {
+        j->r = ccl_mem_alloc(j->comm, &sin, sizeof *in * (n ? n : 1));
+        if (j->r == CCL_OK)
+            j->r = ccl_mem_alloc(j->comm, &sout, sizeof *out * (outn ? outn : 1));
+        if (j->r == CCL_OK)
+            j->r = ccl__copy(j->comm, sin, in, sizeof *in * n);
+    }
+    if (j->r == CCL_OK)
+        j->r = j->coll == 0 ? ccl_all_reduce(sin, sout, n, CCL_F32, CCL_SUM, j->comm, NULL)
+                            : ccl_all_gather(sin, sout, n, CCL_F32, j->comm, NULL);
     if (j->r == CCL_OK)
         j->r = ccl_comm_synchronize(j->comm);
+    if (j->r == CCL_OK && j->sym)
+        j->r = ccl__copy(j->comm, out, sout, sizeof *out * outn);
+    if (j->sym) {
+        if (sout != out)
+            ccl_mem_free(j->comm, sout);
+        if (sin != in)
+            ccl_mem_free(j->comm, sin);
+    }
     if (j->r != CCL_OK)
         snprintf(j->err, sizeof j->err, "%s", ccl_comm_last_error(j->comm));
     j->wrong = 0;
@@ -206,12 +229,14 @@ static void *job_main(void *arg)
 
 /* Runs one collective of `count` f32 on every rank; 0 when every rank succeeded with
  * exact results, and rank 0's explanation in why. */
+static int use_sym;                  /* --use/--builtin: symmetric buffers (any backend) */
+
 static int run_all(ccl_comm_t **comms, int n, int coll, size_t count, char *why, size_t len)
 {
     Job jobs[16];
     pthread_t th[16];
     for (int r = 0; r < n; r++) {
-        jobs[r] = (Job){.comm = comms[r], .rank = r, .nranks = n, .count = count, .coll = coll};
+        jobs[r] = (Job){.comm = comms[r], .rank = r, .nranks = n, .count = count, .coll = coll, .sym = use_sym};
         pthread_create(&th[r], NULL, job_main, &jobs[r]);
     }
     for (int r = 0; r < n; r++)
@@ -270,9 +295,11 @@ static void table_for(ccl_comm_t *comm, const char *path, int ranks, const char 
     write_file(path, text);
 }
 
+static ccl_backend_t backend = CCL_BACKEND_CPU;
+
 static int init(ccl_comm_t **comms, int n)
 {
-    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU};
+    ccl_config_t cfg = {.backend = backend};
     ccl_result_t r = ccl_comm_init_all(comms, n, NULL, &cfg);
     if (r != CCL_OK) {
         printf("FAIL tuner.init: %s\n", ccl_comm_last_error(NULL));
@@ -478,10 +505,52 @@ static int use_table(const char *path, int n)
     return failures != 0;
 }
 
+/* --builtin N: with no table file, a communicator on 4 or 2 H200s follows the built-in
+ * table; elsewhere it says so and skips. */
+static int use_builtin(int n)
+{
+    ccl_comm_t *comms[16];
+    char why[1024], dev[128], topo[64], ver[32], text[16384], name[128];
+    unsetenv("CCL_TUNE_FILE");
+    if (n > 16 || init(comms, n))
+        return 1;
+    ccl__tune_key(comms[0], dev, sizeof dev, topo, sizeof topo, ver, sizeof ver);
+    if (ccl__tune_builtin(dev, n, text, sizeof text, name, sizeof name) != 0) {
+        printf("ok tuner.builtin.use # skip: no built-in table for '%s' with %d ranks\n", dev, n);
+        fini(comms, n);
+        return 0;
+    }
+    static const size_t sizes[] = {1024, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const char *file = "";
+        int inst = 0;
+        char tname[64], want[256];
+        snprintf(tname, sizeof tname, "tuner.builtin.use.%zu", sizes[i]);
+        builtin_at(dev, n, sizes[i], &file, &inst);
+        snprintf(want, sizeof want, "%s (instances %d", file, inst);
+        int rc = run_all(comms, n, 0, sizes[i] / 4, why, sizeof why);
+        CHECK(tname, rc == 0 && strstr(why, want) && strstr(why, "from the built-in table"), "%s (want '%s')", why, want);
+    }
+    fini(comms, n);
+    return failures != 0;
+}
+
 int main(int argc, char **argv)
 {
+    /* --gpu (last): the GPU backend and symmetric buffers, for the GPU machines. */
+    if (argc >= 2 && !strcmp(argv[argc - 1], "--gpu")) {
+        backend = CCL_BACKEND_GPU;
+        use_sym = 1;
+        argc--;
+    }
     if (argc == 4 && !strcmp(argv[1], "--use"))
         return use_table(argv[2], atoi(argv[3]));
+    if (argc == 3 && !strcmp(argv[1], "--builtin"))
+        return use_builtin(atoi(argv[2]));
+    if (argc == 4 && !strcmp(argv[1], "--use-sym")) {
+        use_sym = 1;
+        return use_table(argv[2], atoi(argv[3]));
+    }
     const char *td = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/ccl-tuner-XXXXXX", td && *td ? td : "/tmp");
     if (!mkdtemp(tmpdir)) {
