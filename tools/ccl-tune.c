@@ -489,8 +489,13 @@ static double time_one(Worker *w, ccl_algorithm_t *alg, size_t bytes)
             CUgraph cg = NULL;
             int ended = CU_OK(ccl__cu.StreamEndCapture(st, &cg));
             g = cg;
-            ok = ok && ended && CU_OK(ccl__cu.GraphInstantiate(&ge, g, 0)) && CU_OK(ccl__cu.GraphLaunch(ge, st)) &&
-                 CU_OK(ccl__cu.StreamSynchronize(st));
+            ok = ok && ended && CU_OK(ccl__cu.GraphInstantiate(&ge, g, 0));
+            /* Replay only where every rank has its graph: a lone replay would wait for
+             * peers that never come (until the kernels' timeout kills the comm). */
+            if (agree_max(w, ok ? 0 : 1) != 0)
+                ok = 0;
+            else
+                ok = CU_OK(ccl__cu.GraphLaunch(ge, st)) && CU_OK(ccl__cu.StreamSynchronize(st));
         }
         for (int rep = 0; rep < o->reps; rep++) {
             if (agree_max(w, ok ? 0 : 1) != 0) {
