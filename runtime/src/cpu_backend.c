@@ -586,11 +586,21 @@ static CclCallDesc *call_desc(const Exec *x, int rank)
 }
 
 /* Publishes where this rank's in and out are for this call (before any block runs, so
- * before any signal that lets a peer reach them). */
+ * before any signal that lets a peer reach them).
+ *
+ * The descriptor is a seqlock, `call` its sequence: a peer still in the previous call
+ * (no host synchronization between calls) reads it while this rank rewrites it for the
+ * next one. So `call` goes to 0 ("being written") before the fields change and to the
+ * new call's number after; a reader takes fields only when it saw the same call number
+ * before and after reading them (desc_read). Without the 0, a reader could pair the old
+ * number with the next call's count or offsets and report ranks that disagree, or
+ * buffers that are not symmetric, where none did. */
 static void publish_desc(const Exec *x)
 {
     const CclCall *c = x->call;
     CclCallDesc *d = call_desc(x, x->comm->rank);
+    atomic_store_explicit(&d->call, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&d->in_off, c->in_off, memory_order_relaxed);
     atomic_store_explicit(&d->out_off, c->out_off, memory_order_relaxed);
     atomic_store_explicit(&d->in_stride, c->in_stride, memory_order_relaxed);
@@ -602,19 +612,39 @@ static void publish_desc(const Exec *x)
     atomic_store_explicit(&d->call, c->call_index + 1, memory_order_release);
 }
 
+/* A peer's CclCallDesc fields as one consistent snapshot. */
+typedef struct {
+    uint64_t in_off, out_off, staged, count, kind;
+} DescView;
+
+/* Peer p's descriptor for call number want (call_index + 1), read consistently (see
+ * publish_desc): 1 and the fields in *out, or 0 when p's descriptor is not (or, while
+ * read, stopped being) want's: p has not published it yet, or moved on. */
+
+static int desc_read(const Exec *x, int p, uint64_t want, DescView *out)
+{
+    CclCallDesc *d = call_desc(x, p);
+    if (atomic_load_explicit(&d->call, memory_order_acquire) != want)
+        return 0;
+    out->in_off = atomic_load_explicit(&d->in_off, memory_order_relaxed);
+    out->out_off = atomic_load_explicit(&d->out_off, memory_order_relaxed);
+    out->staged = atomic_load_explicit(&d->staged, memory_order_relaxed);
+    out->count = atomic_load_explicit(&d->count, memory_order_relaxed);
+    out->kind = atomic_load_explicit(&d->kind, memory_order_relaxed);
+    /* The field loads above happen before the second look at the sequence. */
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&d->call, memory_order_relaxed) == want;
+}
+
 /* After a wait on peer p (so p has started this call, or a later one): checks that p
  * called with the same count, dtype and op. Returns 0, or -1 after reporting. */
 static int check_same_call(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op, int p)
 {
     const CclCall *c = x->call;
-    CclCallDesc *d = call_desc(x, p);
-    uint64_t want_call = c->call_index + 1;
-    if (atomic_load_explicit(&d->call, memory_order_acquire) != want_call)
+    DescView got;
+    if (!desc_read(x, p, c->call_index + 1, &got))
         return 0;
-    uint64_t count = atomic_load_explicit(&d->count, memory_order_relaxed);
-    uint64_t kind = atomic_load_explicit(&d->kind, memory_order_relaxed);
-    if (atomic_load_explicit(&d->call, memory_order_acquire) != want_call)
-        return 0;
+    uint64_t count = got.count, kind = got.kind;
     uint64_t mine = (uint64_t)c->dtype << 8 | (uint64_t)c->op;
     int reduces = x->alg->prog->coll == COLL_ALLREDUCE || x->alg->prog->coll == COLL_REDUCE_SCATTER ||
                   x->alg->prog->coll == COLL_REDUCE;
@@ -659,13 +689,12 @@ static int check_symmetric(Exec *x, const PlanBlock *pb, int inst, const PlanOp 
             return -1;
         }
     }
-    if (atomic_load_explicit(&d->call, memory_order_acquire) != want_call)
-        return 0;
+    DescView got;
+    if (!desc_read(x, p, want_call, &got))
+        return 0; /* it moved on (before or while we read) */
     int in = buf == BUF_IN;
-    uint64_t off = atomic_load_explicit(in ? &d->in_off : &d->out_off, memory_order_relaxed);
-    uint64_t staged = atomic_load_explicit(&d->staged, memory_order_relaxed) >> (in ? 0 : 1) & 1;
-    if (atomic_load_explicit(&d->call, memory_order_acquire) != want_call)
-        return 0; /* it moved on while we read */
+    uint64_t off = in ? got.in_off : got.out_off;
+    uint64_t staged = got.staged >> (in ? 0 : 1) & 1;
     size_t mine = in ? c->in_off : c->out_off, stride = in ? c->in_stride : c->out_stride;
     uint64_t expect = (uint64_t)((ptrdiff_t)mine + (ptrdiff_t)(p - x->comm->rank) * (ptrdiff_t)stride);
     if (off == expect)

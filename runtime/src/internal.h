@@ -355,7 +355,8 @@ void ccl__algorithm_destroy(ccl_algorithm_t *alg);
  * offsets peers expect, see algorithm.c; different counts or types) instead of reading
  * the wrong memory. Zero when free, like the counters. */
 typedef struct {
-    _Atomic uint64_t call;           /* 1 + call_index of the offsets below; 0: none yet */
+    _Atomic uint64_t call;           /* 1 + call_index of the fields below; 0: none yet,
+                                        or being rewritten (a seqlock: cpu_backend.c) */
     _Atomic uint64_t in_off, out_off, in_stride, out_stride, staged; /* staged: bit 0 in, bit 1 out */
     _Atomic uint64_t count;          /* the call's count, dtype and op: every rank must */
     _Atomic uint64_t kind;           /* pass the same (dtype << 8 | op) */
