@@ -2,7 +2,7 @@
  *
  * Takes an algorithm file and a run's shape; loads the algorithm through libccl (the
  * same path users take), fills every rank's input with data whose correct result is
- * exactly representable, runs K back-to-back calls with fresh data each time, and
+ * exactly representable, runs K calls (each synchronized, with fresh data), and
  * compares every element of every rank's output with a host reference. Exactness by
  * construction: inputs are small integers chosen per dtype and op so that every partial
  * result of any reduction order is an integer the dtype holds exactly (fp8 e5m2 holds
@@ -10,6 +10,19 @@
  * {-1, 1, 2}, so they are powers of two; avg uses x + d_r with the d_r cancelling in
  * pairs, so the sum is N*x and avg is x. The tolerance is therefore zero for every
  * dtype (integers wrap exactly as the library does).
+ *
+ * --back-to-back: the K calls are enqueued with no host synchronization between them
+ * (one ccl_comm_synchronize at the end), so a rank's next call overlaps its peers'
+ * current one, as in an application that never waits: races between consecutive calls
+ * (a peer's next call overwriting scratch, staging or outputs still in use) can show.
+ * Consecutive calls must differ in their data, or a premature overwrite would write
+ * the very bytes it replaces; so each call has its own buffers and input, from a pool
+ * of B_SETS buffer sets used in turn (call k: set k % B_SETS). Out of place, a set's
+ * input never changes, so a set's output is right after any number of its calls and
+ * the last call of each set is checked. In place the output overwrites the input, so
+ * a set can serve only one call: K is then at most B_SETS. Set s also has its own
+ * count, C - (s % 4) * (C / 5), so consecutive calls differ in count and scratch layout
+ * too (CclCall.fence), as in an application that never waits between sizes.
  *
  * Modes: by default one process drives all N ranks as threads (ccl_comm_init_all).
  * Under mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE set) every process is one rank
@@ -40,7 +53,12 @@ typedef struct {
     uint64_t seed;
     int root;
     int timeout_ms;
+    int back_to_back;        /* no synchronization between the K calls */
 } RunOpts;
+
+/* Buffer sets of --back-to-back (see above): enough to separate consecutive calls of
+ * every rank by many calls, few enough to stay small in the heap. */
+enum { B_SETS = 16 };
 
 /* What one rank found; exchanged between processes under mpirun. */
 typedef struct {
@@ -57,7 +75,7 @@ static int usage(const char *fmt, const char *arg)
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\nusage: cclc run FILE --ranks N [--backend cpu|gpu] [--count C] [--dtype T] [--op O]\n"
                     "                [--iters K] [--inplace] [--seed S] [--root R] [--host-buffers]\n"
-                    "                [--timeout-ms T]\n");
+                    "                [--timeout-ms T] [--back-to-back]\n");
     return 2;
 }
 
@@ -99,6 +117,10 @@ static int parse_opts(int argc, char **argv, RunOpts *o)
         }
         if (!strcmp(a, "--host-buffers")) {
             o->host_buffers = 1;
+            continue;
+        }
+        if (!strcmp(a, "--back-to-back")) {
+            o->back_to_back = 1;
             continue;
         }
         int known = !strcmp(a, "--ranks") || !strcmp(a, "--backend") || !strcmp(a, "--count") ||
@@ -150,6 +172,12 @@ static int parse_opts(int argc, char **argv, RunOpts *o)
     }
     if (!o->file)
         return usage("%s", "no algorithm FILE given");
+    if (o->back_to_back && o->inplace && o->iters > B_SETS) {
+        static char msg[256];
+        snprintf(msg, sizeof msg, "--back-to-back --inplace: at most %d calls (--iters %d): an in-place call "
+                 "overwrites its input, so each needs its own buffers", B_SETS, o->iters);
+        return usage("%s", msg);
+    }
     return 0;
 }
 
@@ -181,6 +209,7 @@ typedef struct {
     Collective coll;
     int N;
     int iter;
+    int shown;               /* the call named in messages (1-based); gen_iter: iter + 1 */
     uint64_t base;           /* mix(seed, iter): set by gen_iter */
     int64_t a, m;            /* value bound; avg: the delta bound */
 } Gen;
@@ -235,6 +264,7 @@ static void gen_setup(Gen *g, const RunOpts *o, Collective coll, int N)
 static void gen_iter(Gen *g, int iter)
 {
     g->iter = iter;
+    g->shown = iter + 1;
     g->base = mix(mix(g->o->seed) ^ (uint64_t)iter * 0x9e3779b97f4a7c15ull);
 }
 
@@ -414,7 +444,7 @@ static void check(const Gen *g, int rank, const Bufs *b, const double *ref, Verd
         if (got == want)
             continue;
         if (!v->wrong++)
-            snprintf(v->first, sizeof v->first, "call %d: rank %d out[%zu] = %.17g, expected %.17g", g->iter + 1, rank, j,
+            snprintf(v->first, sizeof v->first, "call %d: rank %d out[%zu] = %.17g, expected %.17g", g->shown, rank, j,
                      got, want);
     }
 }
@@ -445,11 +475,11 @@ static int summarize(const RunOpts *o, const char *name, Collective coll, int N,
         failed |= v[r].failed_call;
     }
     const char *result = failed ? "ERROR" : wrong ? "WRONG" : "ok";
-    printf("cclc run: %s (%s) N=%d %s backend=%s dtype=%s op=%s count=%zu iters=%d %s%s: %s",
+    printf("cclc run: %s (%s) N=%d %s backend=%s dtype=%s op=%s count=%zu iters=%d %s%s%s: %s",
            name, coll_name(coll), N, mode, backend, ccl_dtype_name(o->dtype),
            (coll == COLL_ALLREDUCE || coll == COLL_REDUCE_SCATTER || coll == COLL_REDUCE) ? ccl_op_name(o->op) : "-",
            o->count, o->iters, o->inplace ? "in-place" : "out-of-place", o->host_buffers ? " host-buffers" : "",
-           result);
+           o->back_to_back ? " back-to-back" : "", result);
     if (wrong)
         printf(" (%llu wrong elements; first: %s)", (unsigned long long)wrong, first);
     else if (failed)
@@ -464,6 +494,89 @@ static int load_status(ccl_result_t r)
     return r == CCL_ERR_INVALID_ARGUMENT ? 2 : 1;
 }
 
+/* Buffer sets per rank: 1, or for --back-to-back one per call up to B_SETS. */
+static int buffer_sets(const RunOpts *o)
+{
+    return o->back_to_back ? (o->iters < B_SETS ? o->iters : B_SETS) : 1;
+}
+
+/* The options of each of --back-to-back's buffer sets: o's, with set s's count. */
+static void set_options(const RunOpts *o, int sets, RunOpts *so)
+{
+    for (int s = 0; s < sets; s++) {
+        so[s] = *o;
+        so[s].count = o->count - (size_t)(s % 4) * (o->count / 5);
+    }
+}
+
+/* --back-to-back: the data of set s is call s's (gen_iter(s)); the last call that used
+ * it is the one its output shows. */
+static void gen_set(Gen *g, const RunOpts *o, int sets, int s)
+{
+    gen_iter(g, s);
+    g->shown = s + (o->iters - 1 - s) / sets * sets + 1;
+}
+
+static void fail_verdict(Verdict *v, const char *msg)
+{
+    if (!v->failed_call) {
+        v->failed_call = 1;
+        CCL__FMT(v->first, sizeof v->first, "%s", msg);
+    }
+}
+
+/* --back-to-back for the ranks comms[0..n) (all ranks, or this process's one; rank of
+ * comms[i] is rank0 + i): fills every set, enqueues the K calls round-robin over the
+ * ranks with no synchronization in between, synchronizes once, checks every set.
+ * bufs[i * sets + s]; ms gets the time from the first call to the end of the sync. */
+static void run_back_to_back(const RunOpts *o, const RunOpts *so, Gen *g, int n, int rank0, ccl_comm_t **comms,
+                             ccl_algorithm_t **algs, Bufs *bufs, int sets, double *ref, Verdict *v, double *ms)
+{
+    char err[512];
+    for (int s = 0; s < sets; s++) {
+        gen_setup(g, &so[s], g->coll, g->N);
+        gen_set(g, o, sets, s);
+        for (int i = 0; i < n; i++)
+            if (fill(g, rank0 + i, comms[i], &bufs[i * sets + s], err, sizeof err) != 0) {
+                fail_verdict(&v[i], err);
+                return;
+            }
+    }
+    int failed = 0;
+    double t0 = ccl__now_ms();
+    for (int k = 0; k < o->iters && !failed; k++)
+        for (int i = 0; i < n && !failed; i++) {
+            Bufs *b = &bufs[i * sets + k % sets];
+            if (ccl_algorithm_run(algs[i], b->send, b->recv, so[k % sets].count, o->dtype, o->op, NULL) != CCL_OK) {
+                snprintf(err, sizeof err, "call %d: %s", k + 1, ccl_comm_last_error(comms[i]));
+                fail_verdict(&v[i], err);
+                failed = 1;
+            }
+        }
+    for (int i = 0; i < n; i++)
+        if (ccl_comm_synchronize(comms[i]) != CCL_OK && !failed) {
+            fail_verdict(&v[i], ccl_comm_last_error(comms[i]));
+            failed = 1;
+        }
+    *ms = ccl__now_ms() - t0;
+    if (failed)
+        return;
+    for (int s = 0; s < sets; s++) {
+        gen_setup(g, &so[s], g->coll, g->N);
+        gen_set(g, o, sets, s);
+        if (ref)
+            fill_ref(g, ref, bufs[s].out_elems);   /* rank 0's set s */
+        for (int i = 0; i < n; i++) {
+            Bufs *b = &bufs[i * sets + s];
+            if (fetch(comms[i], rank0 + i, b, ccl_dtype_size(o->dtype), err, sizeof err) != 0) {
+                fail_verdict(&v[i], err);
+                return;
+            }
+            check(g, rank0 + i, b, ref, &v[i]);
+        }
+    }
+}
+
 /* ---- threads mode: one process, N ranks ---- */
 
 static int run_threads(const RunOpts *o)
@@ -472,7 +585,10 @@ static int run_threads(const RunOpts *o)
     ccl_config_t cfg = {.backend = o->backend, .timeout_ms = o->timeout_ms};
     ccl_comm_t **comms = calloc((size_t)N, sizeof *comms);
     ccl_algorithm_t **algs = calloc((size_t)N, sizeof *algs);
-    Bufs *bufs = calloc((size_t)N, sizeof *bufs);
+    int sets = buffer_sets(o);
+    RunOpts so[B_SETS];
+    set_options(o, sets, so);
+    Bufs *bufs = calloc((size_t)N * (size_t)sets, sizeof *bufs);
     Verdict *v = calloc((size_t)N, sizeof *v);
     int status = 1;
     if (!comms || !algs || !bufs || !v) {
@@ -495,9 +611,9 @@ static int run_threads(const RunOpts *o)
     }
     Collective coll = collective_of(algs[0]);
     char err[512];
-    for (int q = 0; q < N; q++)
-        if (alloc_bufs(comms[q], o, coll, N, q, &bufs[q], err, sizeof err) != 0) {
-            fprintf(stderr, "cclc run: rank %d: %s\n", q, err);
+    for (int q = 0; q < N * sets; q++)
+        if (alloc_bufs(comms[q / sets], &so[q % sets], coll, N, q / sets, &bufs[q], err, sizeof err) != 0) {
+            fprintf(stderr, "cclc run: rank %d: %s\n", q / sets, err);
             goto out;
         }
     Gen g;
@@ -509,7 +625,9 @@ static int run_threads(const RunOpts *o)
     }
     double ms = 0;
     int failed = 0;
-    for (int it = 0; it < o->iters && !failed; it++) {
+    if (o->back_to_back)
+        run_back_to_back(o, so, &g, N, 0, comms, algs, bufs, sets, ref, v, &ms);
+    for (int it = 0; it < o->iters && !failed && !o->back_to_back; it++) {
         gen_iter(&g, it);
         for (int q = 0; q < N && !failed; q++)
             if (fill(&g, q, comms[q], &bufs[q], err, sizeof err) != 0) {
@@ -559,7 +677,8 @@ static int run_threads(const RunOpts *o)
 out:
     for (int q = 0; q < N; q++)
         if (comms[q]) {
-            free_bufs(comms[q], o, &bufs[q]);
+            for (int s = 0; s < sets; s++)
+                free_bufs(comms[q], o, &bufs[q * sets + s]);
             ccl_comm_destroy(comms[q]);
         }
 out_free:
@@ -577,7 +696,10 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
     int device = lr ? atoi(lr) : 0;
     ccl_comm_t *comm = NULL;
     ccl_algorithm_t *alg = NULL;
-    Bufs b = {0};
+    int sets = buffer_sets(o);
+    RunOpts so[B_SETS];
+    set_options(o, sets, so);
+    Bufs bset[B_SETS] = {{0}};
     Verdict mine = {0};
     Collective coll = COLL_ALLREDUCE;
     const char *name = "?";
@@ -597,25 +719,31 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
         name = ccl_algorithm_name(alg);
         coll = collective_of(alg);
         char err[400];
-        if (alloc_bufs(comm, o, coll, N, me, &b, err, sizeof err) != 0) {
-            mine.failed_call = 1;
-            snprintf(mine.first, sizeof mine.first, "rank %d: %s", me, err);
-            status = 1;
-        }
+        for (int s = 0; s < sets && !status; s++)
+            if (alloc_bufs(comm, &so[s], coll, N, me, &bset[s], err, sizeof err) != 0) {
+                mine.failed_call = 1;
+                snprintf(mine.first, sizeof mine.first, "rank %d: %s", me, err);
+                status = 1;
+            }
     }
-    if (!status) {
+    if (!status && o->back_to_back) {
+        Gen g;
+        gen_setup(&g, o, coll, N);
+        run_back_to_back(o, so, &g, 1, me, &comm, &alg, bset, sets, NULL, &mine, &mine.ms);
+    } else if (!status) {
+        Bufs *b = &bset[0];
         Gen g;
         gen_setup(&g, o, coll, N);
         for (int it = 0; it < o->iters; it++) {
             gen_iter(&g, it);
             char err[400];
-            if (fill(&g, me, comm, &b, err, sizeof err) != 0) {
+            if (fill(&g, me, comm, b, err, sizeof err) != 0) {
                 mine.failed_call = 1;
                 snprintf(mine.first, sizeof mine.first, "%s", err);
                 break;
             }
             double t0 = ccl__now_ms();
-            r = ccl_algorithm_run(alg, b.send, b.recv, o->count, o->dtype, o->op, NULL);
+            r = ccl_algorithm_run(alg, b->send, b->recv, o->count, o->dtype, o->op, NULL);
             if (r == CCL_OK)
                 r = ccl_comm_synchronize(comm);
             mine.ms += ccl__now_ms() - t0;
@@ -624,12 +752,12 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
                 snprintf(mine.first, sizeof mine.first, "%s", ccl_comm_last_error(comm));
                 break;
             }
-            if (fetch(comm, me, &b, ccl_dtype_size(o->dtype), err, sizeof err) != 0) {
+            if (fetch(comm, me, b, ccl_dtype_size(o->dtype), err, sizeof err) != 0) {
                 mine.failed_call = 1;
                 snprintf(mine.first, sizeof mine.first, "%s", err);
                 break;
             }
-            check(&g, me, &b, NULL, &mine);
+            check(&g, me, b, NULL, &mine);
         }
     }
     /* Every rank reports, so rank 0 can print one line for the whole job. */
@@ -658,7 +786,8 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
     }
     free(all);
     if (comm) {
-        free_bufs(comm, o, &b);
+        for (int s = 0; s < sets; s++)
+            free_bufs(comm, o, &bset[s]);
         ccl_comm_destroy(comm);
     }
     (void)eb;
