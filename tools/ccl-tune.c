@@ -719,22 +719,28 @@ static int tune_collective(Worker *w, Collective c)
             }
             free(mine);
         }
+        if (o->dry_run) {
+            /* The kept set, best estimate first, with the estimates. */
+            say(w, "%s %zu:", coll_name(c), sh->sizes[s]);
+            for (;;) {
+                int bk = -1;
+                for (int k = 0; k < nc; k++)
+                    if (keep[(size_t)s * MAX_CANDS + k] == 1 && (bk < 0 || mt[k] < mt[bk]))
+                        bk = k;
+                if (bk < 0)
+                    break;
+                keep[(size_t)s * MAX_CANDS + bk] = 2;
+                char txt[512];
+                shape_text(&cands[bk], &algos[cands[bk].algo], txt, sizeof txt);
+                say(w, "  [%s ~%.1f us]", txt, mt[bk]);
+            }
+            say(w, "\n");
+        }
         for (int k = 0; k < nc; k++)
             mt[k] = keep[(size_t)s * MAX_CANDS + k] ? 0 : -1;
     }
-    if (o->dry_run) {
-        for (int s = 0; s < sh->nsizes; s++) {
-            say(w, "%s %zu:", coll_name(c), sh->sizes[s]);
-            for (int k = 0; k < nc; k++)
-                if (keep[(size_t)s * MAX_CANDS + k]) {
-                    char txt[512];
-                    shape_text(&cands[k], &algos[cands[k].algo], txt, sizeof txt);
-                    say(w, "  [%s]", txt);
-                }
-            say(w, "\n");
-        }
+    if (o->dry_run)
         goto done;
-    }
     /* Variant by variant: (algorithm, instances, protocol) loaded once, timed at every
      * size and per-run shape kept for it, then freed with its scratch. */
     unsigned char *done_k = calloc((size_t)nc, 1);
