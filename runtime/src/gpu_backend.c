@@ -144,13 +144,14 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     GpuComm *g = gpu_comm(comm);
     ccl__cu.CtxSetCurrent(g->ctx);
     /* More instances than the program's default need more semaphores: take a larger
-     * region from the same deterministic allocator (every rank does the same). */
+     * region from the same deterministic allocator (every rank does the same), of the
+     * size ccl_algorithm_free zeroes when it gives the region back. */
     /* A tuner's shape (tuner.c: alg->shape, already applied to instances) wins. */
     int inst = alg->shape.instances ? alg->instances : gpu_env_int("CCL_GPU_INSTANCES", 1, 64, alg->instances);
     if (inst != alg->instances) {
         size_t off;
         int nsems = alg->plan->nsems * inst;
-        if (ccl__heap_alloc(&comm->sems, (size_t)nsems * 8 + 8, 0, &off) != 0)
+        if (ccl__heap_alloc(&comm->sems, ccl__sem_block_bytes(nsems), 0, &off) != 0)
             return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: no semaphore space for CCL_GPU_INSTANCES=%d",
                                   comm->rank, inst);
         ccl__heap_free(&comm->sems, alg->sem_off);
