@@ -172,6 +172,9 @@ for f in "${algs[@]}"; do
     run_case "back-to-back $f instances 4 N=4" "$cclc" run "$i4" --ranks 4 --dtype f32 "${b2b[@]}"
 done
 rm -rf "$i4dir"
+for f in tests/runtime/*.ccl; do    # instances x slices x blocks with barriers
+    run_case "back-to-back $f N=3" "$cclc" run "$f" --ranks 3 --count 100003 --dtype f16 --back-to-back --iters 48
+done
 for f in algorithms/allreduce/ring.ccl algorithms/allgather/ring.ccl algorithms/reduce_scatter/direct_ll.ccl; do
     run_case "back-to-back $f N=4 in-place" "$cclc" run "$f" --ranks 4 --back-to-back --iters 16 --count 1001 --inplace
     run_case "back-to-back $f N=4 host buffers" "$cclc" run "$f" --ranks 4 "${b2b[@]}" --host-buffers
