@@ -692,8 +692,7 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
 {
     int N = boot->nranks, me = boot->rank;
     ccl_config_t cfg = {.backend = o->backend, .timeout_ms = o->timeout_ms};
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    int device = lr ? atoi(lr) : 0;
+    int device = ccl__local_rank(0);
     ccl_comm_t *comm = NULL;
     ccl_algorithm_t *alg = NULL;
     int sets = buffer_sets(o);

@@ -2030,17 +2030,6 @@ static void describe_method(Shared *sh)
                  o->iters, o->warmup);
 }
 
-static int local_rank(int rank)
-{
-    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *s = getenv(vars[i]);
-        if (s && *s)
-            return atoi(s);
-    }
-    return rank;
-}
-
 int main(int argc, char **argv)
 {
     static Shared shared;
@@ -2147,7 +2136,7 @@ int main(int argc, char **argv)
     CclThreadBoot *tb = NULL;
     ccl_result_t r;
     if (sh->processes) {
-        int dev = ndev ? local_rank(pboot.rank) % ndev : 0;
+        int dev = ndev ? ccl__local_rank(pboot.rank) % ndev : 0;
         r = ccl_comm_init_rank(&comms[0], &pboot, dev, &cfg);
         if (r != CCL_OK) {
             fprintf(stderr, "ccl-perf: rank %d: error: %s\n", pboot.rank, ccl_comm_last_error(NULL));

@@ -891,17 +891,6 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static int local_rank(int rank)
-{
-    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *s = getenv(vars[i]);
-        if (s && *s)
-            return atoi(s);
-    }
-    return rank;
-}
-
 int main(int argc, char **argv)
 {
     static Shared shared;
@@ -998,7 +987,7 @@ int main(int argc, char **argv)
     }
     CclThreadBoot *tb = NULL;
     if (sh->processes) {
-        int dev = ndev ? local_rank(pboot.rank) % ndev : 0;
+        int dev = ndev ? ccl__local_rank(pboot.rank) % ndev : 0;
         if (ccl_comm_init_rank(&comms[0], &pboot, dev, &cfg) != CCL_OK) {
             fprintf(stderr, "ccl-tune: rank %d: error: %s\n", pboot.rank, ccl_comm_last_error(NULL));
             return 1;

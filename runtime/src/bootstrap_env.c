@@ -159,3 +159,14 @@ void ccl__env_boot_close(CclEnvBoot *eb)
     munmap(eb->hdr, eb->bytes);
     free(eb);
 }
+
+int ccl__local_rank(int rank)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *s = getenv(vars[i]);
+        if (s && *s)
+            return atoi(s);
+    }
+    return rank;
+}

@@ -282,6 +282,9 @@ void ccl__thread_boot_fail(CclThreadBoot *tb);
 typedef struct CclEnvBoot CclEnvBoot;
 int ccl__env_boot_open(CclEnvBoot **eb, ccl_bootstrap_t *boot, int timeout_ms, char *err, size_t errlen);
 void ccl__env_boot_close(CclEnvBoot *eb);
+/* This process's rank among those of its host, from the launcher's environment
+ * (Open MPI, MPICH, Slurm, torchrun); `rank` when none says: it picks the GPU. */
+int ccl__local_rank(int rank);
 
 /* ===== algorithm.c: loaded algorithms and one call ===== */
 
