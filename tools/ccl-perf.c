@@ -546,6 +546,7 @@ typedef struct {
     CuResult (*DeviceGetName)(char *, int, CuDevice);
     CuResult (*DevicePrimaryCtxRetain)(CuContext *, CuDevice);
     CuResult (*CtxSetCurrent)(CuContext);
+    CuResult (*CtxSynchronize)(void);
     CuResult (*StreamCreate)(CuStream *, unsigned int);
     CuResult (*StreamDestroy)(CuStream);
     CuResult (*StreamSynchronize)(CuStream);
@@ -571,6 +572,7 @@ typedef struct {
     X(DeviceGet, "cuDeviceGet", NULL) X(DeviceGetName, "cuDeviceGetName", NULL)            \
     X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL)                            \
     X(CtxSetCurrent, "cuCtxSetCurrent", NULL) X(StreamCreate, "cuStreamCreate", NULL)      \
+    X(CtxSynchronize, "cuCtxSynchronize", NULL)                                            \
     X(StreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy")                              \
     X(StreamSynchronize, "cuStreamSynchronize", NULL) X(EventCreate, "cuEventCreate", NULL) \
     X(EventRecord, "cuEventRecord", NULL)                                                  \
@@ -592,6 +594,7 @@ PERF_SAME_TYPE(Init, cuInit) PERF_SAME_TYPE(DeviceGetCount, cuDeviceGetCount)
 PERF_SAME_TYPE(DeviceGet, cuDeviceGet) PERF_SAME_TYPE(DeviceGetName, cuDeviceGetName)
 PERF_SAME_TYPE(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)
 PERF_SAME_TYPE(CtxSetCurrent, cuCtxSetCurrent) PERF_SAME_TYPE(StreamCreate, cuStreamCreate)
+PERF_SAME_TYPE(CtxSynchronize, cuCtxSynchronize)
 PERF_SAME_TYPE(StreamDestroy, cuStreamDestroy_v2) PERF_SAME_TYPE(StreamSynchronize, cuStreamSynchronize)
 PERF_SAME_TYPE(EventCreate, cuEventCreate) PERF_SAME_TYPE(EventRecord, cuEventRecord)
 PERF_SAME_TYPE(EventElapsedTime, cuEventElapsedTime_v2) PERF_SAME_TYPE(EventDestroy, cuEventDestroy_v2)
@@ -1004,20 +1007,29 @@ static double now_us(void)
 
 /* ===== buffers: host memory on the CPU backend, device memory on the GPU ===== */
 
+/* cuMemcpyHtoD from pageable memory returns once the data is staged, before the DMA
+ * lands, and cuMemsetD8 is asynchronous; both run on the legacy stream, which does not
+ * order our non-blocking op stream. So the context is synchronized after each: an op
+ * launched next must see the new bytes (without this, in-place checks at 1 MB flagged
+ * wrong elements for NCCL and for us alike). */
 static void buf_upload(Worker *w, void *dst, const void *src, size_t bytes)
 {
-    if (!w->gpu)
+    if (!w->gpu) {
         memcpy(dst, src, bytes);
-    else
-        cu_check(w, cu.MemcpyHtoD((CuDevicePtr)(uintptr_t)dst, src, bytes), "cuMemcpyHtoD");
+        return;
+    }
+    cu_check(w, cu.MemcpyHtoD((CuDevicePtr)(uintptr_t)dst, src, bytes), "cuMemcpyHtoD");
+    cu_check(w, cu.CtxSynchronize(), "cuCtxSynchronize");
 }
 
 static void buf_poison(Worker *w, void *dst, size_t bytes)
 {
-    if (!w->gpu)
+    if (!w->gpu) {
         memset(dst, 0xff, bytes);
-    else
-        cu_check(w, cu.MemsetD8((CuDevicePtr)(uintptr_t)dst, 0xff, bytes), "cuMemsetD8");
+        return;
+    }
+    cu_check(w, cu.MemsetD8((CuDevicePtr)(uintptr_t)dst, 0xff, bytes), "cuMemsetD8");
+    cu_check(w, cu.CtxSynchronize(), "cuCtxSynchronize");
 }
 
 /* The buffer's bytes, readable on the host (valid until the next call). */

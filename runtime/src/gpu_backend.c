@@ -135,6 +135,9 @@ static ccl_result_t gpu_heap_zero(ccl_comm_t *comm, size_t off, size_t bytes)
     GpuComm *g = gpu_comm(comm);
     ccl__cu.CtxSetCurrent(g->ctx);
     CU_CHECK(ccl__cu.MemsetD8(g->own_va + off, 0, bytes), "cuMemsetD8 (heap)");
+    /* Asynchronous, on the legacy stream, which does not order a user's non-blocking
+     * stream: wait, so the next kernel there never sees the old semaphores. */
+    CU_CHECK(ccl__cu.CtxSynchronize(), "cuCtxSynchronize (heap zeroed)");
     return CCL_OK;
 }
 
@@ -179,6 +182,9 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     CUresult r;
     if ((r = ccl__cu.MemAlloc(&ga->expected, ga->nexpected * 8)) != CUDA_SUCCESS ||
         (r = ccl__cu.MemsetD8(ga->expected, 0, ga->nexpected * 8)) != CUDA_SUCCESS ||
+        /* The memset is asynchronous and fresh device memory holds garbage: the first
+         * kernel, on whatever stream, must find the expected values zero. */
+        (r = ccl__cu.CtxSynchronize()) != CUDA_SUCCESS ||
         (r = ccl__cu.MemHostAlloc((void **)&ga->err, sizeof *ga->err,
                                   CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE)) != CUDA_SUCCESS ||
         (r = ccl__cu.MemHostGetDevicePointer(&ga->err_dev, ga->err, 0)) != CUDA_SUCCESS) {
@@ -470,6 +476,8 @@ static ccl_result_t gpu_copy(ccl_comm_t *comm, void *dst, const void *src, size_
     ccl__cu.CtxSetCurrent(g->ctx);
     CU_CHECK(ccl__cu.CtxSynchronize(), "cuCtxSynchronize");
     CU_CHECK(ccl__cu.Memcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes), "cuMemcpy");
+    /* From pageable host memory cuMemcpy may return before the DMA lands. */
+    CU_CHECK(ccl__cu.CtxSynchronize(), "cuCtxSynchronize");
     return CCL_OK;
 }
 

@@ -136,6 +136,9 @@ ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootst
                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CU_TRY(ccl__cu.MemSetAccess(g->own_va, g->heap_size, &acc, 1), "cuMemSetAccess (own GPU)");
     CU_TRY(ccl__cu.MemsetD8(g->own_va, 0, g->heap_size), "cuMemsetD8 (zeroing the heap)");
+    /* cuMemsetD8 is asynchronous: the heap must be zero before any peer may signal into
+     * it (the bootstrap barrier below), not merely queued to be. */
+    CU_TRY(ccl__cu.CtxSynchronize(), "cuCtxSynchronize (heap zeroed)");
 
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -229,6 +232,9 @@ ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootst
     CU_TRY(ccl__cu.MemcpyHtoD(g->peers, comm->heap_base, sizeof(uint64_t) * (size_t)n), "cuMemcpyHtoD (peer table)");
     CU_TRY(ccl__cu.MemAlloc(&g->bar_gen, 8), "cuMemAlloc");
     CU_TRY(ccl__cu.MemsetD8(g->bar_gen, 0, 8), "cuMemsetD8");
+    /* A pageable cuMemcpyHtoD may return before its DMA lands, and the memset is
+     * asynchronous; kernels on the user's (possibly non-blocking) stream must see both. */
+    CU_TRY(ccl__cu.CtxSynchronize(), "cuCtxSynchronize (peer table)");
     /* Nobody may touch a peer's heap before every rank has mapped and zeroed its own. */
     if (boot->barrier(boot->ctx) != 0) {
         ccl__set_error(comm, CCL_ERR_PEER_FAILED, "rank %d: bootstrap barrier failed after heap exchange", me);
