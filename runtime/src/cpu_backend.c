@@ -504,22 +504,32 @@ static const char *op_word(OpKind k)
     return k == OP_WAIT ? "wait" : k == OP_BARRIER ? "barrier" : "op";
 }
 
+/* One turn of a bounded spin: 2 on abort, 1 once the timeout has passed since the
+ * first clock reading (taken every 64 turns), else 0 after backing off. */
+static int spin_turn(Exec *x, unsigned it, double *deadline)
+{
+    if (atomic_load_explicit(x->abort_flag, memory_order_relaxed))
+        return 2;
+    if ((it & 63) == 63) {
+        double now = ccl__now_ms();
+        if (*deadline == 0)
+            *deadline = now + x->comm->timeout_ms;
+        else if (now > *deadline)
+            return 1;
+    }
+    ccl__backoff(it);
+    return 0;
+}
+
 /* Waits until *p >= want, bounded by the timeout and cut short by an abort. Returns 0,
  * 1 on timeout, 2 on abort. */
 static int wait_ge(Exec *x, _Atomic uint64_t *p, uint64_t want)
 {
     double deadline = 0;
     for (unsigned it = 0; atomic_load_explicit(p, memory_order_acquire) < want; it++) {
-        if (atomic_load_explicit(x->abort_flag, memory_order_relaxed))
-            return 2;
-        if ((it & 63) == 63) {
-            double now = ccl__now_ms();
-            if (deadline == 0)
-                deadline = now + x->comm->timeout_ms;
-            else if (now > deadline)
-                return 1;
-        }
-        ccl__backoff(it);
+        int r = spin_turn(x, it, &deadline);
+        if (r)
+            return r;
     }
     return 0;
 }
@@ -566,16 +576,9 @@ static int block_barrier(Exec *x)
     }
     double deadline = 0;
     for (unsigned it = 0; atomic_load(&x->gen) == gen; it++) {
-        if (atomic_load_explicit(x->abort_flag, memory_order_relaxed))
-            return 2;
-        if ((it & 63) == 63) {
-            double now = ccl__now_ms();
-            if (deadline == 0)
-                deadline = now + x->comm->timeout_ms;
-            else if (now > deadline)
-                return 1;
-        }
-        ccl__backoff(it);
+        int r = spin_turn(x, it, &deadline);
+        if (r)
+            return r;
     }
     return 0;
 }
