@@ -577,23 +577,31 @@ static void emit_ref_comment(Emit *e, const Ref *r, int j)
 
 static int emit_first_line(const PlanOp *op) { return op->nlines ? op->lines[0] : 0; }
 
+/* Opens a transfer's block with a comment naming chunk j of its operands, each
+ * destination, then "<-", then each source. */
+static void emit_xfer_comment(Emit *e, const PlanOp *op, int j, const char *tag)
+{
+    FILE *o = e->out;
+    fprintf(o, "        { /* %s", tag);
+    for (int d = 0; d < op->ndst; d++) {
+        if (d) fprintf(o, ", ");
+        emit_ref_comment(e, &op->dst[d], j);
+    }
+    fprintf(o, " <- ");
+    for (int k = 0; k < op->nsrc; k++) {
+        if (k) fprintf(o, ", ");
+        emit_ref_comment(e, &op->src[k], j);
+    }
+    fprintf(o, " */\n");
+}
+
 /* One chunk of an OP_XFER: spans of every operand, the shortest length, this
  * instance's and slice's part of it, then the transfer. */
 static void emit_xfer_chunk(Emit *e, const PlanOp *op, int j)
 {
     FILE *o = e->out;
     int nops = op->ndst + op->nsrc;
-    fprintf(o, "        { /* ");
-    for (int d = 0; d < op->ndst; d++) {
-        if (d) fprintf(o, ", ");
-        emit_ref_comment(e, &op->dst[d], j);
-    }
-    fprintf(o, " <- ");
-    for (int s = 0; s < op->nsrc; s++) {
-        if (s) fprintf(o, ", ");
-        emit_ref_comment(e, &op->src[s], j);
-    }
-    fprintf(o, " */\n");
+    emit_xfer_comment(e, op, j, "");
     char name[32];
     for (int x = 0; x < nops; x++) {
         const Ref *r = x < op->ndst ? &op->dst[x] : &op->src[x - op->ndst];
@@ -745,17 +753,7 @@ static void emit_xfer_chunk_ll(Emit *e, const PlanOp *op, int j)
         if (op->dst[d].rank == e->rank) nl++;
         else nr++;
     }
-    fprintf(o, "        { /* LL: ");
-    for (int d = 0; d < op->ndst; d++) {
-        if (d) fprintf(o, ", ");
-        emit_ref_comment(e, &op->dst[d], j);
-    }
-    fprintf(o, " <- ");
-    for (int k = 0; k < op->nsrc; k++) {
-        if (k) fprintf(o, ", ");
-        emit_ref_comment(e, &op->src[k], j);
-    }
-    fprintf(o, " */\n");
+    emit_xfer_comment(e, op, j, "LL: ");
     emit_op_part(e, op, j);
     fprintf(o, "            char *const dl[%d] = {", nl ? nl : 1);
     int first = 1;
