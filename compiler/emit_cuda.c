@@ -595,23 +595,15 @@ static void emit_xfer_comment(Emit *e, const PlanOp *op, int j, const char *tag)
     fprintf(o, " */\n");
 }
 
+static void emit_op_part(Emit *e, const PlanOp *op, int j);
+
 /* One chunk of an OP_XFER: spans of every operand, the shortest length, this
  * instance's and slice's part of it, then the transfer. */
 static void emit_xfer_chunk(Emit *e, const PlanOp *op, int j)
 {
     FILE *o = e->out;
-    int nops = op->ndst + op->nsrc;
     emit_xfer_comment(e, op, j, "");
-    char name[32];
-    for (int x = 0; x < nops; x++) {
-        const Ref *r = x < op->ndst ? &op->dst[x] : &op->src[x - op->ndst];
-        snprintf(name, sizeof name, "s%d", x);
-        emit_span(e, name, r, r->chunk + j);
-    }
-    fprintf(o, "            u64 len = s0.len;\n");
-    for (int x = 1; x < nops; x++) fprintf(o, "            if (s%d.len < len) len = s%d.len;\n", x, x);
-    fprintf(o, "            u64 lo, hi;\n");
-    fprintf(o, "            ccl_part(a, inst, sl, len, &lo, &hi);\n");
+    emit_op_part(e, op, j);
     fprintf(o, "            char *const d[%d] = {", op->ndst);
     for (int x = 0; x < op->ndst; x++) {
         fprintf(o, "%s", x ? ", " : "");
