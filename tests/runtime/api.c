@@ -12,6 +12,8 @@
 #include "ccl.h"
 #include "internal.h"
 
+#include "ring_source.h"
+
 static int failures;
 
 /* Checks that r == want and the message contains every needle (NULL-terminated). */
@@ -35,26 +37,6 @@ static void expect(const char *what, ccl_result_t r, ccl_result_t want, const ch
 
 #define EXPECT(what, call, want, comm, ...) expect(what, (call), want, ccl_comm_last_error(comm), __VA_ARGS__, NULL)
 
-static const char *RING =
-    "algorithm tring : allreduce\n"
-    "ranks N in 2..64\n"
-    "chunks N\n"
-    "scratch stage[N - 1]\n"
-    "for r in 0..N on r tb 0 {\n"
-    "  let next = (r + 1) % N\n"
-    "  let prev = (r - 1) % N\n"
-    "  for k in 0..N-1 {\n"
-    "    if k == 0 { put stage@next[0] <- in[r] } else { put stage@next[k] <- out[(r - k) % N] }\n"
-    "    signal next\n"
-    "    wait prev\n"
-    "    reduce out[(r - k - 1) % N] <- in[(r - k - 1) % N], stage[k]\n"
-    "  }\n"
-    "  for k in 0..N-1 {\n"
-    "    put out@next[(r + 1 - k) % N] <- out[(r + 1 - k) % N]\n"
-    "    signal next\n"
-    "    wait prev\n"
-    "  }\n"
-    "}\n";
 
 static void test_init(void)
 {

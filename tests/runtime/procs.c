@@ -15,28 +15,10 @@
 #include "ccl.h"
 #include "internal.h"
 
+#include "ring_source.h"
+
 enum { N = 3, COUNT = 1001 };
 
-static const char *RING =
-    "algorithm tring : allreduce\n"
-    "ranks N in 2..64\n"
-    "chunks N\n"
-    "scratch stage[N - 1]\n"
-    "for r in 0..N on r tb 0 {\n"
-    "  let next = (r + 1) % N\n"
-    "  let prev = (r - 1) % N\n"
-    "  for k in 0..N-1 {\n"
-    "    if k == 0 { put stage@next[0] <- in[r] } else { put stage@next[k] <- out[(r - k) % N] }\n"
-    "    signal next\n"
-    "    wait prev\n"
-    "    reduce out[(r - k - 1) % N] <- in[(r - k - 1) % N], stage[k]\n"
-    "  }\n"
-    "  for k in 0..N-1 {\n"
-    "    put out@next[(r + 1 - k) % N] <- out[(r + 1 - k) % N]\n"
-    "    signal next\n"
-    "    wait prev\n"
-    "  }\n"
-    "}\n";
 
 /* Exit codes of a child: 0 ok, 1 failed (and printed why), 3 died on purpose. */
 static int child(int rank, int scenario)
