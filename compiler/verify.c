@@ -12,6 +12,11 @@
  *    one chunk of one rank's buffer, at least one a write, from different blocks, must
  *    be ordered; so must every write into a rank's out and that rank's caller reading
  *    the result after the call (a rank must not return before its output arrived);
+ *  - port-channel puts, which a host proxy completes asynchronously (some time before
+ *    the block's next `flush` of their peer), are placed at their statement like every
+ *    other step; check_port_puts makes that exact by requiring, per thread block, a
+ *    flush before any signal, wait or barrier and before the block ends, and no step of
+ *    the block touching an unflushed put's chunks in between;
  *  - no deadlock: signal and wait counts balance per semaphore, barriers are reached by
  *    every block of the rank, and the simulated run completes (else the cycle of
  *    blocked blocks is reported);
@@ -407,6 +412,31 @@ static void node_tree_text(const Shape *sh, const Nodes *ns, int id, Str *s, int
     str_printf(s, ")");
 }
 
+/* In place, the collective's in and out are one buffer (docs/language.md): maps a chunk
+ * of in onto the chunk of out it is (or out onto in, for reduce_scatter). Contiguous
+ * chunks stay contiguous, so a range maps by its first chunk. */
+static void inplace_alias(const Shape *sh, int rank, int *buf, int *chunk)
+{
+    switch (sh->p->coll) {
+    case COLL_ALLREDUCE:
+    case COLL_BROADCAST:
+    case COLL_REDUCE:
+        if (*buf == BUF_IN)
+            *buf = BUF_OUT;
+        break;
+    case COLL_ALLGATHER:
+        if (*buf == BUF_IN)
+            *buf = BUF_OUT, *chunk += rank * sh->k;
+        break;
+    case COLL_REDUCE_SCATTER:
+        if (*buf == BUF_OUT)
+            *buf = BUF_IN, *chunk += rank * sh->k;
+        break;
+    case COLL_ALLTOALL:
+        break;
+    }
+}
+
 /* ---- static checks: semaphore and barrier counts ---- */
 
 static const Step *nth_step(const Block *bl, StepKind kind, int peer, int nth)
@@ -534,6 +564,190 @@ static void check_barrier_counts(const Shape *sh, Reporter *rep)
     free(cnt);
 }
 
+/* ---- port channels: puts that complete asynchronously ----
+ *
+ * A port-channel put is only posted by its thread block: a host proxy has the copy
+ * engine perform it later, at some time before the block's next `flush P` (P the put's
+ * destination rank) returns. The simulation places every put at its statement. For a
+ * port put that is exact only if nothing can tell that point from any later one up to
+ * the flush, which these rules ensure, per thread block in program order (a put is
+ * *open* from its statement to the block's next `flush P`):
+ *  - no signal, wait or barrier while any port put is open: they are the points other
+ *    blocks and ranks order their accesses against, so none of those can then see a
+ *    put half done, and happens-before from the put's statement is its true order;
+ *  - no open port put when the block ends: the call would return (and its caller read
+ *    out, or the next call begin) while the copy engine may still be writing;
+ *  - no step of the block writes a chunk an open put reads, or reads or writes a chunk
+ *    it writes: the copy engine may access them at any time until the flush. Port puts
+ *    among themselves are served in order, so they never conflict with each other.
+ * Slices (pipeline) repeat a block's whole step list with all puts flushed at its end,
+ * so one pass over the list covers every slice. */
+
+/* Whether Refs a and b share a chunk (in and out aliased when `inplace`); *first gets
+ * the first shared chunk, numbered as in a. */
+static int refs_overlap(const Shape *sh, int inplace, const Ref *a, const Ref *b, int *first)
+{
+    int abuf = a->buf, achunk = a->chunk, bbuf = b->buf, bchunk = b->chunk;
+    if (a->rank != b->rank)
+        return 0;
+    if (inplace) {
+        inplace_alias(sh, a->rank, &abuf, &achunk);
+        inplace_alias(sh, b->rank, &bbuf, &bchunk);
+    }
+    int lo = achunk > bchunk ? achunk : bchunk;
+    int hi = achunk + a->count < bchunk + b->count ? achunk + a->count : bchunk + b->count;
+    if (abuf != bbuf || lo >= hi)
+        return 0;
+    *first = a->chunk + (lo - achunk);
+    return 1;
+}
+
+/* Appends "'flush 1'", "'flush 1' and 'flush 2'", ... for the peers of the open puts
+ * open[0..nopen) that `pick` selects (all of them when pick is NULL), each once. */
+static void flush_text(const Block *bl, const int *open, const char *pick, int nopen, Str *out)
+{
+    int npeers = 0, nlisted = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < nopen; i++) {
+            int peer = bl->steps[open[i]].dst.rank, dup = 0;
+            for (int j = 0; j < i && !dup; j++)
+                dup = (!pick || pick[j]) && bl->steps[open[j]].dst.rank == peer;
+            if ((pick && !pick[i]) || dup)
+                continue;
+            if (pass == 0) {
+                npeers++;
+                continue;
+            }
+            nlisted++;
+            str_printf(out, "%s'flush %d'", nlisted == 1 ? "" : nlisted == npeers ? " and " : ", ", peer);
+        }
+}
+
+/* Drops the open puts to the peers of those that `pick` selects (a `flush` of each of
+ * them, as the messages advise); returns the new count. */
+static int close_port_puts(const Block *bl, int *open, const char *pick, int nopen)
+{
+    int kept = 0;
+    for (int i = 0; i < nopen; i++) {
+        int peer = bl->steps[open[i]].dst.rank, closed = 0;
+        for (int j = 0; j < nopen && !closed; j++)
+            closed = pick[j] && bl->steps[open[j]].dst.rank == peer;
+        if (!closed)
+            open[kept++] = open[i];
+    }
+    return kept;
+}
+
+/* Whether data step st conflicts with the open port put `put`: it writes a chunk the
+ * put reads (*what 0), writes a chunk the put writes (1), or reads one (2). *chunk
+ * names the chunk, as st's operand numbers it. (expand.c lets a block reach a port
+ * peer with puts only, so today just the first case can occur; the others are what the
+ * copy engine needs all the same, should channels ever mix.) */
+static int port_conflict(const Shape *sh, int inplace, const Step *st, const Step *put, int *what, int *chunk)
+{
+    if (refs_overlap(sh, inplace, &st->dst, &put->src[0], chunk))
+        return *what = 0, 1;
+    if (refs_overlap(sh, inplace, &st->dst, &put->dst, chunk))
+        return *what = 1, 1;
+    for (int o = 0; o < st->nsrc; o++)
+        if (refs_overlap(sh, inplace, &st->src[o], &put->dst, chunk))
+            return *what = 2, 1;
+    return 0;
+}
+
+/* Checks the rules above for every block; `inplace` aliases in and out (for the quiet
+ * in-place proof). Returns the number of port puts. */
+static long check_port_puts(const Shape *sh, int inplace, Reporter *rep)
+{
+    const Program *p = sh->p;
+    Seen seen_sync = {0}, seen_data = {0}, seen_end = {0};
+    int nreports = 0;
+    long nputs = 0;
+    char w[48], cell[96];
+    for (int b = 0; b < sh->nb; b++) {
+        const Block *bl = &p->blocks[b];
+        int *open = xcalloc((size_t)bl->nsteps, sizeof *open), nopen = 0;
+        char *pick = xcalloc((size_t)bl->nsteps, 1);
+        where_text(sh, bl->rank, bl->tb, w, sizeof w);
+        for (int i = 0; i < bl->nsteps; i++) {
+            const Step *st = &bl->steps[i];
+            if (st->kind == STEP_PUT && st->chan == CHAN_PORT) {
+                open[nopen++] = i;
+                nputs++;
+                continue;
+            }
+            if (st->kind == STEP_FLUSH) {
+                for (int j = 0; j < nopen; j++)
+                    pick[j] = bl->steps[open[j]].dst.rank == st->peer;
+                nopen = close_port_puts(bl, open, pick, nopen);
+                continue;
+            }
+            if (!nopen)
+                continue;
+            const Step *put = &bl->steps[open[0]];
+            if (st->kind == STEP_SIGNAL || st->kind == STEP_WAIT || st->kind == STEP_BARRIER) {
+                if (!seen_before(&seen_sync, st->loc) && nreports++ < MAX_STEP_REPORTS) {
+                    Str fix = {0};
+                    flush_text(bl, open, NULL, nopen, &fix);
+                    rep_error(rep, st->loc, "port-channel put at line %d on %s to rank %d may still be in flight "
+                              "at this '%s': add %s before it (the copy engine completes a port put only by the "
+                              "block's next flush to its peer, so whoever this '%s' synchronizes with may see it "
+                              "unfinished)", put->loc.line, w, put->dst.rank, step_name(st->kind), str_get(&fix),
+                              step_name(st->kind));
+                    rep_note(rep, put->loc, "the port-channel put to rank %d, not yet flushed there", put->dst.rank);
+                    free(fix.s);
+                }
+                nopen = 0; /* as if flushed, so one missing flush gives one error */
+                continue;
+            }
+            if (st->kind > STEP_REDUCE)
+                continue;
+            int first = -1, what = 0, chunk = 0;
+            for (int j = 0; j < nopen; j++) {
+                int wj, cj;
+                pick[j] = (char)port_conflict(sh, inplace, st, &bl->steps[open[j]], &wj, &cj);
+                if (pick[j] && first < 0)
+                    first = j, what = wj, chunk = cj;
+            }
+            if (first < 0)
+                continue;
+            put = &bl->steps[open[first]];
+            if (!seen_before(&seen_data, st->loc) && nreports++ < MAX_STEP_REPORTS) {
+                const Ref *ref = what == 0 || what == 1 ? &st->dst : NULL;
+                for (int o = 0; !ref && o < st->nsrc; o++)
+                    if (refs_overlap(sh, inplace, &st->src[o], &put->dst, &chunk))
+                        ref = &st->src[o];
+                Str fix = {0};
+                flush_text(bl, open, pick, nopen, &fix);
+                rep_error(rep, st->loc, "'%s' at line %d on %s %s %s, which the port-channel put at line %d to rank "
+                          "%d %s: the copy engine may be %s it until the put is flushed; add %s before this '%s'",
+                          step_name(st->kind), st->loc.line, w, what == 2 ? "reads" : "writes",
+                          cell_text(sh, ref->rank, ref->buf, chunk, cell, sizeof cell), put->loc.line,
+                          put->dst.rank, what == 0 ? "reads" : "writes", what == 0 ? "reading" : "writing",
+                          str_get(&fix), step_name(st->kind));
+                rep_note(rep, put->loc, "the port-channel put to rank %d, not yet flushed there", put->dst.rank);
+                free(fix.s);
+            }
+            nopen = close_port_puts(bl, open, pick, nopen);
+        }
+        /* Never flushed: one error per peer, at its last open put (one flush after it
+         * closes them all). */
+        for (int j = 0; j < nopen; j++) {
+            const Step *put = &bl->steps[open[j]];
+            int later = 0;
+            for (int x = j + 1; x < nopen && !later; x++)
+                later = bl->steps[open[x]].dst.rank == put->dst.rank;
+            if (!later && !seen_before(&seen_end, put->loc) && nreports++ < MAX_STEP_REPORTS)
+                rep_error(rep, put->loc, "port-channel put at line %d on %s to rank %d is never flushed: add "
+                          "'flush %d' after it (the copy engine may still be writing when the call returns)",
+                          put->loc.line, w, put->dst.rank, put->dst.rank);
+        }
+        free(open);
+        free(pick);
+    }
+    return nputs;
+}
+
 /* ---- the simulation ---- */
 
 typedef struct {
@@ -609,26 +823,8 @@ typedef struct {
 static int sim_cell(const Sim *s, int rank, int buf, int chunk, int call)
 {
     const Shape *sh = s->sh;
-    if (s->m.inplace) {
-        switch (sh->p->coll) {
-        case COLL_ALLREDUCE:
-        case COLL_BROADCAST:
-        case COLL_REDUCE:
-            if (buf == BUF_IN)
-                buf = BUF_OUT;
-            break;
-        case COLL_ALLGATHER:
-            if (buf == BUF_IN)
-                buf = BUF_OUT, chunk += rank * sh->k;
-            break;
-        case COLL_REDUCE_SCATTER:
-            if (buf == BUF_OUT)
-                buf = BUF_IN, chunk += rank * sh->k;
-            break;
-        case COLL_ALLTOALL:
-            break;
-        }
-    }
+    if (s->m.inplace)
+        inplace_alias(sh, rank, &buf, &chunk);
     int par = s->nparity == 2 && buf >= BUF_SCRATCH0 ? call & 1 : 0;
     return (par * sh->n + rank) * sh->rank_cells + sh->buf_base[buf] + chunk;
 }
@@ -1730,6 +1926,7 @@ static int check_pipeline_safe(const Shape *sh, Str *detail)
 typedef struct {
     SyncCounts sync;
     long pairs, cross_pairs, edges;
+    long port_puts;       /* port-channel puts checked against check_port_puts' rules */
     int out_checked;
     Str det_detail, pipe_detail;
 } Facts;
@@ -1750,6 +1947,11 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     check_barrier_counts(&sh, rep);
     check_instances(&sh, rep);
     int counts_bad = rep->nerrors > errors0;
+    /* Before the simulation, which places every put at its statement: for port puts,
+     * completed later by an asynchronous proxy, that is exact only under these rules. */
+    int port_errors0 = rep->nerrors;
+    f->port_puts = check_port_puts(&sh, 0, rep);
+    int port_bad = rep->nerrors > port_errors0;
 
     Sim s = {0};
     double work = (double)(f->sync.nwaits + f->sync.nbarriers) * (sh.nb + sh.n);
@@ -1769,7 +1971,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     if (s.stuck)
         report_deadlocks(&s, counts_bad);
     int races = s.nraces + s.races_hidden;
-    proof->race_free = !races && !s.stuck;
+    proof->race_free = !races && !s.stuck && !port_bad;
     proof->deadlock_free = !s.stuck && !counts_bad;
     if (races || s.stuck || s.nlayout) {
         rep_note(rep, (SrcLoc){0, 0, 0}, "the postcondition was not checked: %s",
@@ -1809,8 +2011,12 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
         proof->inplace_reason = arena_printf(a, "not checked: the out-of-place proof failed");
     } else {
         Reporter quiet = {0};
-        Sim s3;
-        if (sim_init(&s3, &sh, (SimMode){.ncalls = 1, .inplace = 1, .contents = 1}, &quiet) == 0) {
+        Sim s3 = {0};
+        /* Aliased, a port put's source may be a chunk its block writes before the flush. */
+        check_port_puts(&sh, 1, &quiet);
+        int ran = quiet.nerrors > 0;
+        if (!ran && sim_init(&s3, &sh, (SimMode){.ncalls = 1, .inplace = 1, .contents = 1}, &quiet) == 0) {
+            ran = 1;
             sim_run(&s3);
             if (s3.stuck)
                 rep_error(&quiet, p->name_loc, "the run does not complete");
@@ -1818,6 +2024,8 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
                 int checked;
                 check_postcondition(&s3, &checked);
             }
+        }
+        if (ran) {
             proof->inplace_ok = quiet.nerrors == 0;
             if (!proof->inplace_ok)
                 proof->inplace_reason = arena_printf(a, "with in and out as one buffer, %s", quiet.first);
@@ -1874,7 +2082,11 @@ void verify_explain(FILE *out, const Program *p, const Proof *proof)
         fprintf(out, " (%d out chunks checked)", f.out_checked);
     fprintf(out, "; in/out chunks only receive content of their own position\n");
     fprintf(out, "  no data race:     %s: %ld access pairs from different thread blocks checked against "
-            "happens-before (%ld signal->wait and barrier edges)\n", proof->race_free ? yes : no, f.pairs, f.edges);
+            "happens-before (%ld signal->wait and barrier edges)", proof->race_free ? yes : no, f.pairs, f.edges);
+    if (f.port_puts)
+        fprintf(out, "; %ld port-channel puts, each flushed before its block's next signal, wait or barrier (and "
+                "before the block ends), its chunks untouched by the block until then", f.port_puts);
+    fprintf(out, "\n");
     fprintf(out, "  no deadlock:      %s: %ld signals, each matched by a wait on the same semaphore; %ld barriers; "
             "the simulated run completes\n", proof->deadlock_free ? yes : no, f.sync.nsignals, f.sync.nbarriers);
     fprintf(out, "  across calls:     %s: %s back-to-back calls (each starting on a rank when that rank's previous "
