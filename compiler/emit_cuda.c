@@ -35,8 +35,13 @@
  * runtime picks per LL region, so stale lines never match and nothing is cleared between
  * calls; LL regions and scratch are double-buffered by call parity, as the verifier's
  * cross-call proof of an LL program assumes. An LL program that reads peers' memory or
- * uses port channels runs as double-buffered Simple. LL128 runs as Simple. Port
- * channels run as SM copies (flush is a block barrier).
+ * uses port channels runs as double-buffered Simple. LL128 runs as Simple.
+ *
+ * Port channels: a put is posted by thread 0 as a request {dst, src, bytes} to the
+ * block's queue in host-mapped memory (a.port); the runtime's proxy thread copies it
+ * with the copy engine, and `flush` waits until the proxy reports it landed. Signals
+ * stay SM release-adds; the verifier requires a flush between a port put and the
+ * block's next signal, wait or barrier.
  *
  * Output is deterministic: it depends only on the plan, the rank and the options.
  */
@@ -45,7 +50,7 @@
 
 #include "cclc.h"
 
-#define CCL_ABI_VERSION 3
+#define CCL_ABI_VERSION 4
 
 typedef struct {
     const char *name;     /* EmitOptions spelling */
@@ -117,6 +122,7 @@ static const char emit_prelude[] =
     "    u64 timeout_ns;          /* bound on every wait */\n"
     "    u64 ll_salt;             /* mixed into LL flags: stale lines of other uses never match */\n"
     "    u64 in_stride, out_stride; /* peer p's in is at its heap + in_off + (p - rank) * in_stride */\n"
+    "    u64 port;                /* host-mapped struct ccl_port_fifo per block (0: no port puts) */\n"
     "};\n"
     "\n"
     "#define CCL_VE (16 / (int)sizeof(ccl_t)) /* elements per 16-byte vector */\n"
@@ -346,6 +352,51 @@ static const char emit_prelude[] =
     "    return 1;\n"
     "}\n"
     "\n"
+    "/* ---- Port channels: a put is a request in this block's queue in host-mapped memory;\n"
+    " * the host proxy (runtime/src/gpu_proxy.c) serves the requests in order with the copy\n"
+    " * engine and publishes how many have landed in `done`. `posted` (device memory) counts\n"
+    " * this block's requests across launches; a flush waits until done catches up. ---- */\n"
+    "#define CCL_PORT_DEPTH 64\n"
+    "#define CCL_SLOT_PORT (~2ull) /* the error record's slot for a port-channel wait */\n"
+    "struct ccl_port_req {\n"
+    "    u64 dst, src, bytes; /* addresses as mapped in this process */\n"
+    "    u64 seq;             /* k + 1 once request k is complete */\n"
+    "};\n"
+    "struct ccl_port_fifo {\n"
+    "    u64 done;            /* written by the proxy: requests landed */\n"
+    "    u64 pad[7];\n"
+    "    struct ccl_port_req req[CCL_PORT_DEPTH];\n"
+    "};\n"
+    "/* Called by thread 0 after a __syncthreads() that ordered the block's stores: the\n"
+    " * system fence makes them, and the request, visible to the proxy before seq is. */\n"
+    "__device__ __noinline__ int ccl_port_put(const struct ccl_args &a, u64 *posted, char *dst, const char *src,\n"
+    "                                         u64 bytes, u64 rank, u64 tb, u64 inst, u64 line, u64 peer)\n"
+    "{\n"
+    "    struct ccl_port_fifo *f = (struct ccl_port_fifo *)a.port + blockIdx.x;\n"
+    "    const u64 k = *posted;\n"
+    "    if (k >= CCL_PORT_DEPTH) { /* full: wait until request k - DEPTH has landed */\n"
+    "        u64 room = k - CCL_PORT_DEPTH;\n"
+    "        if (!ccl_wait(&f->done, &room, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_PORT, rank, tb, inst, line, peer))\n"
+    "            return 0;\n"
+    "    }\n"
+    "    volatile struct ccl_port_req *q = &f->req[k % CCL_PORT_DEPTH];\n"
+    "    q->dst = (u64)dst;\n"
+    "    q->src = (u64)src;\n"
+    "    q->bytes = bytes;\n"
+    "    __threadfence_system();\n"
+    "    q->seq = k + 1;\n"
+    "    *posted = k + 1;\n"
+    "    return 1;\n"
+    "}\n"
+    "/* Waits until every put this block posted has landed. */\n"
+    "__device__ __noinline__ int ccl_port_flush(const struct ccl_args &a, const u64 *posted, u64 rank, u64 tb,\n"
+    "                                           u64 inst, u64 line, u64 peer)\n"
+    "{\n"
+    "    struct ccl_port_fifo *f = (struct ccl_port_fifo *)a.port + blockIdx.x;\n"
+    "    u64 want = *posted;\n"
+    "    return ccl_wait(&f->done, &want, 0, a.peers, a.err, a.timeout_ns, CCL_SLOT_PORT, rank, tb, inst, line, peer);\n"
+    "}\n"
+    "\n"
 "/* ---- LL: 16-byte lines {data0, flag, data1, flag} carry 8 data bytes each; a line is\n"
     " * valid when both flags equal this call's flag, so data needs no separate signal. ---- */\n"
     "#define CCL_WE (8 / (int)sizeof(ccl_t)) /* elements per 8-byte word */\n"
@@ -518,6 +569,7 @@ typedef struct {
     const Program *prog;
     int rank;
     int nslots;           /* semaphore slots for one instance: plan->nsems */
+    int port;             /* this rank posts port-channel puts to the host proxy */
     long *scratch_prefix; /* per buffer: chunks of the scratch buffers before it */
     long scratch_chunks;  /* all scratch buffers together */
     int double_buffer;    /* LL program: scratch alternates by call parity, blocks count calls */
@@ -827,18 +879,47 @@ static void emit_slot(FILE *o, int sem, int nranks)
     fprintf(o, "((u64)%d * a.ninst + inst) * %d + %d", sem / nranks, nranks, sem % nranks);
 }
 
+/* A port-channel put: thread 0 posts one request per chunk to the host proxy (after
+ * the barrier that orders the block's earlier stores to the source); the data moves by
+ * copy engine while the block goes on, until its next flush. */
+static void emit_port_put(Emit *e, const PlanBlock *b, const PlanOp *op, int count)
+{
+    FILE *o = e->out;
+    fprintf(o, "        __syncthreads();\n");
+    for (int j = 0; j < count; j++) {
+        emit_xfer_comment(e, op, j, "port ");
+        emit_op_part(e, op, j);
+        fprintf(o, "            char *const d = ");
+        emit_base(e, &op->dst[0]);
+        fprintf(o, " + (s0.off + lo) * sizeof(ccl_t);\n");
+        fprintf(o, "            const char *const s = ");
+        emit_base(e, &op->src[0]);
+        fprintf(o, " + (s1.off + lo) * sizeof(ccl_t);\n");
+        fprintf(o, "            if (threadIdx.x == 0 && hi > lo && !failed &&\n"
+                   "                !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), %d, %d, inst, %d, %d))\n"
+                   "                failed = 1;\n", e->rank, b->tb, emit_first_line(op), op->dst[0].rank);
+        fprintf(o, "        }\n");
+    }
+    fprintf(o, "        __syncthreads();\n");
+    fprintf(o, "        if (failed) return;\n");
+}
+
 static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
 {
     FILE *o = e->out;
     int n = e->prog->nranks;
     static const char *const kind_names[] = {"xfer", "signal", "wait", "barrier", "flush", "sync"};
     fprintf(o, "        /* op %d: %s", idx, kind_names[op->kind]);
-    if (op->chan == CHAN_PORT) fprintf(o, " [port channel: run as SM copies]");
+    if (op->chan == CHAN_PORT) fprintf(o, " [port channel: the host proxy copies]");
     emit_lines_comment(o, op);
     fprintf(o, " */\n");
     switch (op->kind) {
     case OP_XFER: {
         int count = op->ndst ? op->dst[0].count : op->src[0].count;
+        if (op->chan == CHAN_PORT) {
+            emit_port_put(e, b, op, count);
+            break;
+        }
         int remote = 0;
         for (int d = 0; d < op->ndst; d++)
             if (op->dst[d].rank != e->rank) {
@@ -907,8 +988,13 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
         fprintf(o, "        if (failed) return;\n");
         break;
     case OP_FLUSH:
-        /* Port-channel puts are SM stores here; the next signal's fence publishes them. */
+        /* Waits for all of the block's puts (not only those to these peers): the proxy
+         * serves one queue per block in order, so that costs nothing extra. */
+        if (e->port)
+            fprintf(o, "        if (threadIdx.x == 0 && !ccl_port_flush(a, posted, %d, %d, inst, %d, %d)) failed = 1;\n",
+                    e->rank, b->tb, emit_first_line(op), op->npeer ? op->peer[0] : e->rank);
         fprintf(o, "        __syncthreads();\n");
+        fprintf(o, "        if (failed) return;\n");
         break;
     case OP_SYNC:
         fprintf(o, "        __syncthreads();\n");
@@ -993,6 +1079,9 @@ void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt)
     e.total_chunks = (long)prog->buf_chunks[BUF_IN] + prog->buf_chunks[BUF_OUT] + acc;
     e.double_buffer = proto != PROTO_SIMPLE;
     e.ll = proto == PROTO_LL && emit_ll_analyze(&e);
+    for (int i = 0; i < plan->nblocks; i++)
+        for (int j = 0; plan->blocks[i].rank == rank && j < plan->blocks[i].nops; j++)
+            if (plan->blocks[i].ops[j].kind == OP_XFER && plan->blocks[i].ops[j].chan == CHAN_PORT) e.port = 1;
     e.pend = calloc((size_t)prog->nranks, sizeof *e.pend);
     e.waits = calloc((size_t)prog->nranks, sizeof *e.waits);
     if (!e.pend || !e.waits) internal_error("out of memory");
@@ -1027,6 +1116,9 @@ void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt)
     fprintf(out, "    const u64 inst = blockIdx.x %% a.ninst;\n");
     fprintf(out, "    u64 *const sem = (u64 *)(a.peers[%d] + a.sem_off);\n", rank);
     fprintf(out, "    (void)sem; /* unused when LL lines carry every signal */\n");
+    if (e.port)
+        fprintf(out, "    u64 *const posted = a.expected + %d * a.ninst + 1 + 3 * gridDim.x + blockIdx.x; /* port puts */\n",
+                plan->nsems);
     fprintf(out, "    __shared__ int failed;\n");
     fprintf(out, "    if (threadIdx.x == 0) failed = 0;\n");
     fprintf(out, "    __syncthreads();\n");

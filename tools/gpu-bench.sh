@@ -9,6 +9,9 @@
 #                                             allpairs (LL), twoshot (Simple and LL), ring,
 #                                             at several instance counts, NCCL in the same
 #                                             run; tables in OUTDIR
+#   tools/gpu-bench.sh BUILD port OUTDIR      port-channel algorithms (copy engines driven
+#                                             by the host proxy) next to their SM twins
+#                                             and NCCL, bf16, 16M..1G, every GPU
 #
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0); libccl never uses it.
 set -u
@@ -65,6 +68,24 @@ perf)
         -b 256K -e 64M -f 4 --graph --check
     run ring_i32 CCL_GPU_INSTANCES=32 -- -c allreduce --algo algorithms/allreduce/ring.ccl -d bf16 \
         -b 1M -e 1G -f 4 --graph --compare nccl
+    ;;
+port)
+    out=${3:?port needs OUTDIR}
+    mkdir -p "$out"
+    nccl=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+    export CCL_NCCL_LIB=${CCL_NCCL_LIB:-$nccl/lib/libnccl.so.2}
+    np=$(nvidia-smi -L | grep -c '^GPU ')
+    for pair in allreduce:ring_port:ring allgather:ring_port:ring alltoall:pairwise_port:pairwise; do
+        IFS=: read -r coll port twin <<<"$pair"
+        for run in "$port 1" "$port 4" "$twin 1" "$twin 32"; do
+            read -r name inst <<<"$run"
+            echo "== $coll $name, $inst instance(s), $np ranks"
+            CCL_GPU_INSTANCES=$inst mpirun -np "$np" "${mpiflags[@]}" -x CCL_GPU_INSTANCES -x CCL_NCCL_LIB \
+                -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR "$build/ccl-perf" -c "$coll" --algo "algorithms/$coll/$name.ccl" \
+                -d bf16 -b 16M -e 1G -f 4 --graph --check --compare nccl --csv "$out/$coll-$name-i$inst.csv" 2>&1 |
+                tee "$out/$coll-$name-i$inst.txt"
+        done
+    done
     ;;
 *)
     echo "unknown step '$what'"; exit 2 ;;

@@ -1,10 +1,13 @@
 /* gpu.h: state shared by the GPU backend's files (gpu_mem.c: the symmetric heap;
- * gpu_backend.c: kernels, launches, errors). */
+ * gpu_backend.c: kernels, launches, errors; gpu_proxy.c: port channels). */
 #ifndef CCL_GPU_H
 #define CCL_GPU_H
 
 #include "gpu_cuda.h"
 #include "internal.h"
+
+typedef struct GpuProxy GpuProxy;           /* gpu_proxy.c */
+typedef struct GpuPortQueues GpuPortQueues;
 
 /* comm->be_comm on the GPU backend. */
 typedef struct {
@@ -24,6 +27,7 @@ typedef struct {
     size_t stage_bytes[2];
     int nretired;
     CUdeviceptr retired[16];
+    GpuProxy *proxy;          /* serves port-channel puts; NULL until the first needs it */
 } GpuComm;
 
 /* gpu_mem.c */

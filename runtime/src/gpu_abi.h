@@ -1,7 +1,7 @@
 /* gpu_abi.h: the kernel ABI between compiler/emit_cuda.c's generated code and the GPU
  * backend. Field for field the `struct ccl_args` and `struct ccl_err` of the generated
  * prelude (every field 8 bytes, so host and device layouts agree); change both together
- * and bump CCL_ABI_VERSION in emit_cuda.c (now 3). */
+ * and bump CCL_ABI_VERSION in emit_cuda.c (now 4). */
 #ifndef CCL_GPU_ABI_H
 #define CCL_GPU_ABI_H
 
@@ -28,6 +28,23 @@ typedef struct {
     uint64_t timeout_ns;
     uint64_t ll_salt;         /* mixed into LL flags (per LL region, equal on every rank) */
     uint64_t in_stride, out_stride; /* peer p's in: its heap + in_off + (p - rank) * in_stride */
+    uint64_t port;            /* device address of the host-mapped CclPortFifo array, or 0 */
 } CclGpuArgs;
+
+/* Port channels: one request queue per grid block, in host-mapped pinned memory. The
+ * block's thread 0 fills req[k % DEPTH] and then sets its seq to k + 1; the proxy
+ * (gpu_proxy.c) copies requests in order and stores in `done` how many have landed. */
+#define CCL_PORT_DEPTH 64
+#define CCL_SLOT_PORT (~2ull) /* CclGpuErr.slot of a timed-out port-channel wait */
+
+typedef struct {
+    uint64_t dst, src, bytes, seq;
+} CclPortReq;
+
+typedef struct {
+    uint64_t done;
+    uint64_t pad[7];
+    CclPortReq req[CCL_PORT_DEPTH];
+} CclPortFifo;
 
 #endif

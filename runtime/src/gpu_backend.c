@@ -25,6 +25,7 @@
 
 #include "gpu.h"
 #include "gpu_abi.h"
+#include "gpu_proxy.h"
 #include "jit.h"
 
 typedef struct {
@@ -49,6 +50,7 @@ typedef struct {
     uint64_t ll_salt, ll_gen;
     int nll_old;
     size_t ll_old[8];
+    GpuPortQueues *port;      /* the proxy's request queues, when the plan has port puts */
 } GpuAlg;
 
 static GpuComm *gpu_comm(ccl_comm_t *comm) { return comm->be_comm; }
@@ -121,6 +123,7 @@ static void gpu_comm_fini(ccl_comm_t *comm)
     if (!g) return;
     ccl__cu.CtxSetCurrent(g->ctx);
     ccl__cu.CtxSynchronize();
+    ccl__gpu_proxy_stop(g);
     gpu_free_retired(g);
     for (int i = 0; i < 2; i++)
         if (g->stage[i]) ccl__cu.MemFree(g->stage[i]);
@@ -139,6 +142,15 @@ static ccl_result_t gpu_heap_zero(ccl_comm_t *comm, size_t off, size_t bytes)
      * stream: wait, so the next kernel there never sees the old semaphores. */
     CU_CHECK(ccl__cu.CtxSynchronize(), "cuCtxSynchronize (heap zeroed)");
     return CCL_OK;
+}
+
+/* Whether any rank's kernel posts port-channel puts to the host proxy. */
+static int gpu_has_port_puts(const Plan *plan)
+{
+    for (int i = 0; i < plan->nblocks; i++)
+        for (int j = 0; j < plan->blocks[i].nops; j++)
+            if (plan->blocks[i].ops[j].kind == OP_XFER && plan->blocks[i].ops[j].chan == CHAN_PORT) return 1;
+    return 0;
 }
 
 static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
@@ -176,9 +188,10 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     const char *pe = getenv("CCL_GPU_PROTOCOL");
     ga->protocol = pe && !strcmp(pe, "ll") ? PROTO_LL : alg->prog->protocol;
     if (alg->shape.protocol) ga->protocol = alg->shape.protocol == 1 + PROTO_LL ? PROTO_LL : alg->prog->protocol;
-    /* Expected values of the slots, the block barrier's counter and generations, and the
-     * per-block call counters that pick an LL program's scratch half (emit_cuda.c). */
-    ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + 3 * (size_t)ga->grid;
+    /* Expected values of the slots, the block barrier's counter and generations, the
+     * per-block call counters that pick an LL program's scratch half, and the per-block
+     * counts of posted port puts (emit_cuda.c). */
+    ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + 4 * (size_t)ga->grid;
     CUresult r;
     if ((r = ccl__cu.MemAlloc(&ga->expected, ga->nexpected * 8)) != CUDA_SUCCESS ||
         (r = ccl__cu.MemsetD8(ga->expected, 0, ga->nexpected * 8)) != CUDA_SUCCESS ||
@@ -195,6 +208,7 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     }
     memset(ga->err, 0, sizeof *ga->err);
     alg->be_alg = ga;
+    if (gpu_has_port_puts(alg->plan)) return ccl__gpu_port_open(comm, g, ga->grid, &ga->port);
     return CCL_OK;
 }
 
@@ -206,6 +220,7 @@ static void gpu_alg_release(ccl_algorithm_t *alg)
     for (int t = 0; t < CCL_NUM_DTYPES; t++)
         for (int o = 0; o < CCL_NUM_OPS; o++)
             if (ga->k[t][o].mod) ccl__cu.ModuleUnload(ga->k[t][o].mod);
+    ccl__gpu_port_close(gpu_comm(alg->comm), ga->port);
     ccl__cu.MemFree(ga->expected);
     ccl__cu.MemFreeHost(ga->err);
     if (ga->ll_bytes) ccl__heap_free(&alg->comm->data, ga->ll_off);
@@ -392,6 +407,7 @@ static ccl_result_t gpu_run(const CclCall *call)
         .ll_salt = ga->ll_salt,
         .in_stride = call->in_stride,
         .out_stride = call->out_stride,
+        .port = ccl__gpu_port_address(ga->port),
     };
     void *params[] = {&a};
     /* Threads per block may change per call (the tuner's shape; the kernel reads
@@ -433,7 +449,16 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
         GpuAlg *ga = alg->be_alg;
         if (!ga || ga->err->flag != 1) continue;
         const CclGpuErr *e = ga->err;
-        if (e->slot == ~1ull)
+        char why[300] = "";
+        if (e->slot == CCL_SLOT_PORT && ccl__gpu_proxy_error(g, why + 2, sizeof why - 2)) memcpy(why, ": ", 2);
+        if (e->slot == CCL_SLOT_PORT)
+            ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                                 "rank %d: timeout after %d ms in %s:%llu: thread block %llu (instance %llu) waited for "
+                                 "its port-channel puts (to rank %llu) to land; the host proxy finished %llu of %llu%s",
+                                 comm->rank, comm->timeout_ms, alg->file, (unsigned long long)e->line,
+                                 (unsigned long long)e->tb, (unsigned long long)e->inst, (unsigned long long)e->peer,
+                                 (unsigned long long)e->seen, (unsigned long long)e->expected, why);
+        else if (e->slot == ~1ull)
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                                  "rank %d: timeout after %d ms in %s:%llu: thread block %llu (instance %llu) waited for "
                                  "LL data from rank %llu (flag %llx, saw %llx)", comm->rank, comm->timeout_ms, alg->file,

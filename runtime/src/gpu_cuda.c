@@ -48,7 +48,8 @@ static void cuda_load(void)
         S(GraphInstantiate, "cuGraphInstantiateWithFlags"), S(GraphLaunch, "cuGraphLaunch"),
         S(GraphExecDestroy, "cuGraphExecDestroy"), S(GraphDestroy, "cuGraphDestroy"),
         S(EventCreate, "cuEventCreate"), S(EventDestroy, "cuEventDestroy_v2"), S(EventRecord, "cuEventRecord"),
-        S(EventSynchronize, "cuEventSynchronize"), S(EventElapsedTime, "cuEventElapsedTime_v2"),
+        S(EventSynchronize, "cuEventSynchronize"), S(EventQuery, "cuEventQuery"),
+        S(EventElapsedTime, "cuEventElapsedTime_v2"),
 #undef S
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {

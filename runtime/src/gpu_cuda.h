@@ -66,6 +66,7 @@ typedef struct {
     CUresult (*EventDestroy)(CUevent);
     CUresult (*EventRecord)(CUevent, CUstream);
     CUresult (*EventSynchronize)(CUevent);
+    CUresult (*EventQuery)(CUevent);
     CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
 } CclCuda;
 
