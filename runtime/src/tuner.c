@@ -11,7 +11,7 @@
  *
  * Which table: on the first standard collective of a comm, $CCL_TUNE_FILE ("none": no
  * table at all), else <cache dir>/tune-<device>-<N>.tbl when it exists, else the
- * built-in table when the device model and N have one (4x and 2x H200 allreduce). A
+ * built-in table when the device model and N have one (4x and 2x H200). A
  * table whose text is malformed or whose key does not match this comm is ignored; the
  * reason is kept (comm->tune.why, shown by ccl_comm_explain_choice), never printed.
  *
@@ -313,32 +313,79 @@ void ccl__tune_key(ccl_comm_t *comm, char *device, size_t dlen, char *topo, size
 
 /* ===== the built-in table ===== */
 
-/* Allreduce on H200s over NVLink (docs/perf/gpu-first/README.md, "after a sweep of the
+/* H200s over NVLink. Allreduce (docs/perf/gpu-first/README.md, "after a sweep of the
  * knobs"): up to 256 KB allpairs (LL) with instances growing with the size; on 4 GPUs
  * twoshot with 32 instances from 512 KB to 8 MB and the ring with 64 instances from
- * 16 MB; on 2 GPUs the ring with 32 instances from 512 KB. Sizes between the measured
- * ones take a neighbour's setting (docs/tuner.md marks which). */
+ * 16 MB; on 2 GPUs the ring with 32 instances from 512 KB. The other collectives
+ * (docs/perf/x2-sweep/README.md, "instance scan": the library's files at 1, 4, 16 and
+ * 32 instances, 1 KB to 1 GB by 4x, on 2 GPUs): the LL one-hop programs to 128 KB
+ * with 1 instance to 4 KB, 4 to 16 KB and 16 above; the direct programs to 1-4 MB with
+ * 16-32; then ring / pairwise / tree with 32 (the SM ring beat the port ring, whose
+ * copies ran at ~40 GB/s per stream). The 4-GPU rows of those collectives reuse the
+ * 2-GPU choices (not yet measured on 4). Sizes between the measured ones take a
+ * neighbour's setting. */
 typedef struct {
+    const char *coll;
     int lo, hi;                      /* log2 bucket range, inclusive */
     const char *file;
     int instances;
 } BuiltinRow;
 
 static const BuiltinRow h200x4[] = {
-    {0, 12, "allreduce/allpairs.ccl", 1},     /* measured 1 KB, 4 KB: 1 */
-    {13, 13, "allreduce/allpairs.ccl", 2},
-    {14, 14, "allreduce/allpairs.ccl", 4},    /* measured 16 KB: 4 */
-    {15, 15, "allreduce/allpairs.ccl", 16},
-    {16, 18, "allreduce/allpairs.ccl", 32},   /* measured 64 KB, 256 KB: 32 */
-    {19, 23, "allreduce/twoshot.ccl", 32},    /* measured 1 MB, 4 MB: 32 */
-    {24, CCL__TUNE_BUCKETS - 1, "allreduce/ring.ccl", 64}, /* measured 16 MB .. 1 GB: 64 */
+    {"allreduce", 0, 12, "allreduce/allpairs.ccl", 1},     /* measured 1 KB, 4 KB: 1 */
+    {"allreduce", 13, 13, "allreduce/allpairs.ccl", 2},
+    {"allreduce", 14, 14, "allreduce/allpairs.ccl", 4},    /* measured 16 KB: 4 */
+    {"allreduce", 15, 15, "allreduce/allpairs.ccl", 16},
+    {"allreduce", 16, 18, "allreduce/allpairs.ccl", 32},   /* measured 64 KB, 256 KB: 32 */
+    {"allreduce", 19, 23, "allreduce/twoshot.ccl", 32},    /* measured 1 MB, 4 MB: 32 */
+    {"allreduce", 24, CCL__TUNE_BUCKETS - 1, "allreduce/ring.ccl", 64}, /* measured 16 MB .. 1 GB: 64 */
 };
 static const BuiltinRow h200x2[] = {
-    {0, 14, "allreduce/allpairs.ccl", 1},     /* measured 1 KB .. 16 KB: 1 */
-    {15, 15, "allreduce/allpairs.ccl", 8},
-    {16, 18, "allreduce/allpairs.ccl", 32},   /* 1 instance lost to NCCL at 64 KB (2x) */
-    {19, CCL__TUNE_BUCKETS - 1, "allreduce/ring.ccl", 32}, /* measured 1 MB .. 1 GB: 32 */
+    {"allreduce", 0, 14, "allreduce/allpairs.ccl", 1},     /* measured 1 KB .. 16 KB: 1 */
+    {"allreduce", 15, 15, "allreduce/allpairs.ccl", 8},
+    {"allreduce", 16, 18, "allreduce/allpairs.ccl", 32},   /* 1 instance lost to NCCL at 64 KB (2x) */
+    {"allreduce", 19, CCL__TUNE_BUCKETS - 1, "allreduce/ring.ccl", 32}, /* measured 1 MB .. 1 GB: 32 */
 };
+/* Both rank counts: the instance scan on 2 GPUs (measured at 1, 4, 16, 64, 256 KB, 1, 4,
+ * 16, 64, 256 MB and 1 GB). */
+static const BuiltinRow h200_others[] = {
+    {"allgather", 0, 12, "allgather/direct_ll.ccl", 1},
+    {"allgather", 13, 14, "allgather/direct_ll.ccl", 4},
+    {"allgather", 15, 17, "allgather/direct_ll.ccl", 16},
+    {"allgather", 18, 18, "allgather/direct.ccl", 4},
+    {"allgather", 19, 21, "allgather/direct.ccl", 16},
+    {"allgather", 22, CCL__TUNE_BUCKETS - 1, "allgather/ring.ccl", 32},
+    {"reduce_scatter", 0, 12, "reduce_scatter/direct_ll.ccl", 1},
+    {"reduce_scatter", 13, 14, "reduce_scatter/direct_ll.ccl", 4},
+    {"reduce_scatter", 15, 17, "reduce_scatter/direct_ll.ccl", 16},
+    {"reduce_scatter", 18, 19, "reduce_scatter/direct.ccl", 16},
+    {"reduce_scatter", 20, 21, "reduce_scatter/direct.ccl", 32},
+    {"reduce_scatter", 22, CCL__TUNE_BUCKETS - 1, "reduce_scatter/ring.ccl", 32},
+    {"alltoall", 0, 12, "alltoall/direct_ll.ccl", 1},
+    {"alltoall", 13, 14, "alltoall/direct_ll.ccl", 4},
+    {"alltoall", 15, 17, "alltoall/direct_ll.ccl", 16},
+    {"alltoall", 18, 19, "alltoall/direct.ccl", 16},
+    {"alltoall", 20, 21, "alltoall/direct.ccl", 32},
+    {"alltoall", 22, CCL__TUNE_BUCKETS - 1, "alltoall/pairwise.ccl", 32},
+    {"broadcast", 0, 12, "broadcast/direct_ll.ccl", 1},
+    {"broadcast", 13, 14, "broadcast/direct_ll.ccl", 4},
+    {"broadcast", 15, 17, "broadcast/direct_ll.ccl", 16},
+    {"broadcast", 18, 21, "broadcast/direct.ccl", 16},
+    {"broadcast", 22, 24, "broadcast/direct.ccl", 32},     /* 16 MB: direct not measured, tree lost (1.48) */
+    {"broadcast", 25, CCL__TUNE_BUCKETS - 1, "broadcast/tree.ccl", 32},
+    {"reduce", 0, 12, "reduce/direct_ll.ccl", 1},
+    {"reduce", 13, 14, "reduce/direct_ll.ccl", 4},
+    {"reduce", 15, 17, "reduce/direct_ll.ccl", 16},
+    {"reduce", 18, 24, "reduce/direct.ccl", 32},           /* 16 MB: direct not measured, tree lost (2.3) */
+    {"reduce", 25, CCL__TUNE_BUCKETS - 1, "reduce/tree.ccl", 32},
+};
+
+static void builtin_rows(FILE *f, const BuiltinRow *rows, size_t nrows)
+{
+    for (size_t i = 0; i < nrows; i++)
+        for (int b = rows[i].lo; b <= rows[i].hi; b++)
+            fprintf(f, "%s %zu %s %d - 1 -\n", rows[i].coll, (size_t)1 << b, rows[i].file, rows[i].instances);
+}
 
 int ccl__tune_builtin(const char *device, int nranks, char *buf, size_t len, char *name, size_t nlen)
 {
@@ -355,15 +402,14 @@ int ccl__tune_builtin(const char *device, int nranks, char *buf, size_t len, cha
     } else {
         return -1;
     }
-    snprintf(name, nlen, "the built-in table (%dx H200 allreduce, docs/perf/gpu-first)", nranks);
+    snprintf(name, nlen, "the built-in table (%dx H200, docs/perf/gpu-first and x2-sweep)", nranks);
     FILE *f = fmemopen(buf, len, "w");
     if (!f)
         return -1;
     /* The key is this device's own (the built-in table is chosen by model and N). */
     fprintf(f, TUNE_MAGIC "\ndevice %s\nranks %d\ntopology *\nversion %s\n", device, nranks, TUNE_VERSION);
-    for (size_t i = 0; i < nrows; i++)
-        for (int b = rows[i].lo; b <= rows[i].hi; b++)
-            fprintf(f, "allreduce %zu %s %d - 1 -\n", (size_t)1 << b, rows[i].file, rows[i].instances);
+    builtin_rows(f, rows, nrows);
+    builtin_rows(f, h200_others, sizeof h200_others / sizeof h200_others[0]);
     int bad = ferror(f);
     long used = ftell(f);
     fclose(f);
@@ -525,7 +571,7 @@ static void tune_load(ccl_comm_t *comm)
     }
     char dev[128], topo[64], ver[32];
     ccl__tune_key(comm, dev, sizeof dev, topo, sizeof topo, ver, sizeof ver);
-    size_t blen = 16384;
+    size_t blen = 32768;
     char *buf = malloc(blen);
     if (buf && ccl__tune_builtin(dev, comm->nranks, buf, blen, name, sizeof name) == 0 &&
         try_table(comm, buf, name, 1) == 0) {

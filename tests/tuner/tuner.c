@@ -122,10 +122,11 @@ static void test_parse(void)
     }
 }
 
-/* The entry of the built-in table for (device, N) at `bytes`: file and instances. */
-static int builtin_at(const char *device, int n, size_t bytes, const char **file, int *inst)
+/* The entry of the built-in table for (device, N, collective) at `bytes`: file and
+ * instances. */
+static int builtin_at(const char *device, int n, Collective coll, size_t bytes, const char **file, int *inst)
 {
-    static char buf[16384];
+    static char buf[32768];
     static CclTuneTable t;
     char name[128], err[256];
     if (ccl__tune_builtin(device, n, buf, sizeof buf, name, sizeof name) != 0)
@@ -135,7 +136,7 @@ static int builtin_at(const char *device, int n, size_t bytes, const char **file
         failures++;
         return -1;
     }
-    const CclTuneEntry *e = &t.e[COLL_ALLREDUCE][ccl__tune_bucket(bytes)];
+    const CclTuneEntry *e = &t.e[coll][ccl__tune_bucket(bytes)];
     if (e->file < 0)
         return -1;
     *file = t.files[e->file];
@@ -145,25 +146,32 @@ static int builtin_at(const char *device, int n, size_t bytes, const char **file
 
 static void test_builtin(void)
 {
-    static const struct { int n; size_t bytes; const char *file; int inst; } cases[] = {
-        {4, 1024, "allreduce/allpairs.ccl", 1},     {4, 4096, "allreduce/allpairs.ccl", 1},
-        {4, 16384, "allreduce/allpairs.ccl", 4},    {4, 65536, "allreduce/allpairs.ccl", 32},
-        {4, 262144, "allreduce/allpairs.ccl", 32},  {4, 1 << 20, "allreduce/twoshot.ccl", 32},
-        {4, 4 << 20, "allreduce/twoshot.ccl", 32},  {4, 16 << 20, "allreduce/ring.ccl", 64},
-        {4, (size_t)1 << 30, "allreduce/ring.ccl", 64}, {4, 100, "allreduce/allpairs.ccl", 1},
-        {2, 1024, "allreduce/allpairs.ccl", 1},     {2, 16384, "allreduce/allpairs.ccl", 1},
-        {2, 1 << 20, "allreduce/ring.ccl", 32},     {2, (size_t)1 << 30, "allreduce/ring.ccl", 32},
+    static const struct { int n; Collective coll; size_t bytes; const char *file; int inst; } cases[] = {
+        {4, COLL_ALLREDUCE, 1024, "allreduce/allpairs.ccl", 1},     {4, COLL_ALLREDUCE, 4096, "allreduce/allpairs.ccl", 1},
+        {4, COLL_ALLREDUCE, 16384, "allreduce/allpairs.ccl", 4},    {4, COLL_ALLREDUCE, 65536, "allreduce/allpairs.ccl", 32},
+        {4, COLL_ALLREDUCE, 262144, "allreduce/allpairs.ccl", 32},  {4, COLL_ALLREDUCE, 1 << 20, "allreduce/twoshot.ccl", 32},
+        {4, COLL_ALLREDUCE, 4 << 20, "allreduce/twoshot.ccl", 32},  {4, COLL_ALLREDUCE, 16 << 20, "allreduce/ring.ccl", 64},
+        {4, COLL_ALLREDUCE, (size_t)1 << 30, "allreduce/ring.ccl", 64}, {4, COLL_ALLREDUCE, 100, "allreduce/allpairs.ccl", 1},
+        {2, COLL_ALLREDUCE, 1024, "allreduce/allpairs.ccl", 1},     {2, COLL_ALLREDUCE, 16384, "allreduce/allpairs.ccl", 1},
+        {2, COLL_ALLREDUCE, 1 << 20, "allreduce/ring.ccl", 32},     {2, COLL_ALLREDUCE, (size_t)1 << 30, "allreduce/ring.ccl", 32},
+        /* The other collectives: the same rows for 2 and 4 ranks. */
+        {2, COLL_ALLGATHER, 4096, "allgather/direct_ll.ccl", 1},    {4, COLL_ALLGATHER, 65536, "allgather/direct_ll.ccl", 16},
+        {2, COLL_ALLGATHER, (size_t)1 << 30, "allgather/ring.ccl", 32},
+        {2, COLL_REDUCE_SCATTER, 1 << 20, "reduce_scatter/direct.ccl", 32},
+        {4, COLL_ALLTOALL, 16 << 20, "alltoall/pairwise.ccl", 32},  {2, COLL_BROADCAST, 16 << 20, "broadcast/direct.ccl", 32},
+        {2, COLL_BROADCAST, 64 << 20, "broadcast/tree.ccl", 32},    {4, COLL_REDUCE, 16384, "reduce/direct_ll.ccl", 4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *file = "";
         int inst = 0;
         char name[64];
-        snprintf(name, sizeof name, "tuner.builtin.%dxH200.%zu", cases[i].n, cases[i].bytes);
-        int rc = builtin_at("NVIDIA H200", cases[i].n, cases[i].bytes, &file, &inst);
+        snprintf(name, sizeof name, "tuner.builtin.%dxH200.%s.%zu", cases[i].n, coll_name(cases[i].coll),
+                 cases[i].bytes);
+        int rc = builtin_at("NVIDIA H200", cases[i].n, cases[i].coll, cases[i].bytes, &file, &inst);
         CHECK(name, rc == 0 && !strcmp(file, cases[i].file) && inst == cases[i].inst, "got %s with %d instances, want %s with %d",
               rc ? "(none)" : file, inst, cases[i].file, cases[i].inst);
     }
-    char buf[16384], name[128];
+    char buf[32768], name[128];
     CHECK("tuner.builtin.only-h200", ccl__tune_builtin("NVIDIA H100 80GB HBM3", 4, buf, sizeof buf, name, sizeof name) != 0 &&
           ccl__tune_builtin("NVIDIA H200", 8, buf, sizeof buf, name, sizeof name) != 0 &&
           ccl__tune_builtin("cpu", 4, buf, sizeof buf, name, sizeof name) != 0, "a built-in table for another machine");
@@ -526,7 +534,7 @@ static int use_builtin(int n)
         int inst = 0;
         char tname[64], want[256];
         snprintf(tname, sizeof tname, "tuner.builtin.use.%zu", sizes[i]);
-        builtin_at(dev, n, sizes[i], &file, &inst);
+        builtin_at(dev, n, COLL_ALLREDUCE, sizes[i], &file, &inst);
         snprintf(want, sizeof want, "%s (instances %d", file, inst);
         int rc = run_all(comms, n, 0, sizes[i] / 4, why, sizeof why);
         CHECK(tname, rc == 0 && strstr(why, want) && strstr(why, "from the built-in table"), "%s (want '%s')", why, want);
