@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One device call on nvidia-h200-x2 (2026-11-22): port-channel timings, make check-gpu,
+# then the first part of the ccl-perf sweep (COLLS). Everything lands in $OUT/results.tgz.
+#   bench/x2-session.sh BUILD "COLLS" SECONDS_FOR_SWEEP [port] [portscale] [scan] [check]
+set -u
+build=$1 colls=$2 budget=$3; shift 3
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 CCL_CACHE_DIR=/tmp/ccl-cache
+nccl=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+export CCL_NCCL_LIB=$nccl/lib/libnccl.so.2
+res=$OUT/res; mkdir -p "$res"
+mpi=(mpirun -np 2 --allow-run-as-root -x CCL_GPU_INSTANCES -x CCL_NCCL_LIB -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR)
+for step in "$@"; do
+    case $step in
+    port)
+        mkdir -p "$res/port"
+        for pair in allreduce:ring_port allgather:ring_port alltoall:pairwise_port; do
+            IFS=: read -r coll name <<<"$pair"
+            for inst in 1 4; do
+                echo "== $coll $name, $inst instance(s)"
+                CCL_GPU_INSTANCES=$inst timeout 60 "${mpi[@]}" "$build/ccl-perf" -c "$coll" --algo "algorithms/$coll/$name.ccl" \
+                    -d bf16 -b 16M -e 1G -f 4 --graph --check --compare nccl -n 10 --repeats 5 \
+                    --csv "$res/port/$coll-$name-i$inst.csv" >"$res/port/$coll-$name-i$inst.txt" 2>&1
+                grep -E '^ +[0-9]' "$res/port/$coll-$name-i$inst.txt" | cut -c1-140
+            done
+        done ;;
+    scan)
+        # Library choice per collective at fixed instance counts: the data behind the
+        # built-in table's instance counts (runtime/src/tuner.c).
+        mkdir -p "$res/scan"
+        for coll in allreduce allgather reduce_scatter alltoall broadcast reduce; do
+            for inst in 1 4 16 32; do
+                cmp=(); [ $inst = 1 ] && cmp=(--compare nccl)
+                CCL_GPU_INSTANCES=$inst CCL_TUNE_FILE=none timeout 60 "${mpi[@]}" -x CCL_TUNE_FILE "$build/ccl-perf" \
+                    -c "$coll" -d bf16 -b 1K -e 1G -f 4 --graph -n 10 --repeats 5 "${cmp[@]}" \
+                    --csv "$res/scan/$coll-i$inst.csv" >"$res/scan/$coll-i$inst.txt" 2>&1
+                echo "scan $coll i$inst rc=$?"
+            done
+        done ;;
+    portscale)
+        mkdir -p "$res/port"
+        for inst in 8 16; do
+            CCL_GPU_INSTANCES=$inst timeout 60 "${mpi[@]}" "$build/ccl-perf" -c allgather \
+                --algo algorithms/allgather/ring_port.ccl -d bf16 -b 64M -e 1G -f 4 --graph --check -n 10 --repeats 5 \
+                --csv "$res/port/allgather-ring_port-i$inst.csv" >"$res/port/allgather-ring_port-i$inst.txt" 2>&1
+            grep -E '^ +[0-9]' "$res/port/allgather-ring_port-i$inst.txt" | cut -c1-120
+        done ;;
+    check)
+        S=$(date +%s)
+        timeout 240 tests/run-gpu.sh "$build" >"$res/check-gpu.log" 2>&1
+        echo "check-gpu rc=$? $(( $(date +%s) - S ))s: $(tail -1 "$res/check-gpu.log")"
+        grep FAIL "$res/check-gpu.log" | head ;;
+    esac
+done
+if [ "$budget" -gt 0 ]; then
+    S=$(date +%s)
+    COLLS="$colls" ALGOS="${ALGOS:-}" EXTRA="-n 10 --repeats 5" timeout "$budget" tests/perf/gpu_sweep.sh "$build" "$res/sweep" 2 >"$res/sweep.log" 2>&1
+    echo "sweep rc=$? $(( $(date +%s) - S ))s"
+    cat "$res/sweep/summary.txt"
+fi
+tar czf "$OUT/results.tgz" -C "$res" . && rm -rf "$res"
