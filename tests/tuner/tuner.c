@@ -152,7 +152,7 @@ static void test_builtin(void)
         {4, COLL_ALLREDUCE, 262144, "allreduce/allpairs.ccl", 32},  {4, COLL_ALLREDUCE, 1 << 20, "allreduce/twoshot.ccl", 32},
         {4, COLL_ALLREDUCE, 4 << 20, "allreduce/twoshot.ccl", 32},  {4, COLL_ALLREDUCE, 16 << 20, "allreduce/ring.ccl", 64},
         {4, COLL_ALLREDUCE, (size_t)1 << 30, "allreduce/ring.ccl", 64}, {4, COLL_ALLREDUCE, 100, "allreduce/allpairs.ccl", 1},
-        {2, COLL_ALLREDUCE, 1024, "allreduce/allpairs.ccl", 1},     {2, COLL_ALLREDUCE, 16384, "allreduce/allpairs.ccl", 1},
+        {2, COLL_ALLREDUCE, 1024, "allreduce/allpairs.ccl", 1},     {2, COLL_ALLREDUCE, 16384, "allreduce/recursive_doubling.ccl", 16},
         {2, COLL_ALLREDUCE, 1 << 20, "allreduce/ring.ccl", 32},     {2, COLL_ALLREDUCE, (size_t)1 << 30, "allreduce/ring.ccl", 32},
         /* The other collectives: the same rows for 2 and 4 ranks. */
         {2, COLL_ALLGATHER, 4096, "allgather/direct_ll.ccl", 1},    {4, COLL_ALLGATHER, 65536, "allgather/direct_ll.ccl", 16},
