@@ -315,7 +315,60 @@ ccl_result_t ccl_algorithm_load(ccl_comm_t *comm, const char *path_or_source, in
     ccl_result_t r = ccl__check_usable(comm, fn);
     if (r != CCL_OK)
         return r;
+    ccl__quarantine_release(comm);
     return ccl__algorithm_load(comm, path_or_source, root, fn, alg);
+}
+
+/* ---- freeing: the quarantine ----
+ *
+ * Each rank frees an algorithm after its own work only; a slower peer may still be in
+ * the algorithm's last call, signalling into our semaphores and putting into our
+ * scratch. Handing those bytes to the next algorithm at once would give it stale
+ * counts (a wait that passes early) or overwritten data. So a freed algorithm's blocks
+ * wait here: the next call on the communicator, whatever its algorithm, starts with an
+ * all-rank barrier (CclCall.fence), after which no peer is still in older calls; once
+ * that call has completed on this rank, the next ccl_algorithm_load or ccl_mem_alloc
+ * zeroes the blocks and gives them back. Every rank makes the same API calls in the
+ * same order, so every rank gives back the same blocks at the same point and the heap
+ * stays symmetric. (Not at the library's lazy loads inside a collective: those may run
+ * under CUDA-graph capture, where waiting is not allowed.) */
+
+static void quarantine_add(ccl_comm_t *comm, const ccl_algorithm_t *alg)
+{
+    CclQuarantine *nq = realloc(comm->quarantine, sizeof *nq * (size_t)(comm->nquarantine + 1));
+    if (!nq)
+        return; /* the blocks stay taken until the comm is destroyed: never reused early */
+    comm->quarantine = nq;
+    nq[comm->nquarantine++] = (CclQuarantine){.sem_off = alg->sem_off,
+                                              .sem_bytes = ccl__sem_block_bytes(alg->nsems),
+                                              .scratch_off = alg->scratch_off};
+    comm->fence_pending = 1;
+}
+
+void ccl__quarantine_release(ccl_comm_t *comm)
+{
+    int fenced = 0;
+    for (int i = 0; i < comm->nquarantine; i++)
+        fenced |= comm->quarantine[i].fenced;
+    if (!fenced)
+        return;
+    comm->be->synchronize(comm);
+    if (comm->failed)
+        return; /* the fence may not have passed; a failed comm allocates nothing more */
+    int kept = 0;
+    for (int i = 0; i < comm->nquarantine; i++) {
+        CclQuarantine q = comm->quarantine[i];
+        if (!q.fenced) {
+            comm->quarantine[kept++] = q;
+            continue;
+        }
+        /* Free semaphore memory is zero, so the next algorithm there starts from 0. */
+        comm->be->heap_zero(comm, q.sem_off, q.sem_bytes);
+        ccl__heap_free(&comm->sems, q.sem_off);
+        if (q.scratch_off != SIZE_MAX)
+            ccl__heap_free(&comm->data, q.scratch_off);
+    }
+    comm->nquarantine = kept;
 }
 
 void ccl__algorithm_destroy(ccl_algorithm_t *alg)
@@ -334,11 +387,7 @@ void ccl__algorithm_destroy(ccl_algorithm_t *alg)
             break;
         }
     comm->be->alg_release(alg);
-    /* Free semaphore memory is zero, so the next algorithm there starts from 0. */
-    comm->be->heap_zero(comm, alg->sem_off, ccl__sem_block_bytes(alg->nsems));
-    ccl__heap_free(&comm->sems, alg->sem_off);
-    if (alg->scratch_off != SIZE_MAX)
-        ccl__heap_free(&comm->data, alg->scratch_off);
+    quarantine_add(comm, alg);
     alg_free_memory(alg);
 }
 
@@ -547,6 +596,11 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     c.scratch_off = alg->scratch_off == SIZE_MAX ? 0 : alg->scratch_off;
     c.call_index = alg->ncalls;
     c.fence = alg->ncalls > 0 && scratch > 0 && c.CS * es != alg->last_layout;
+    c.fence_why = "its scratch layout changed with the count";
+    if (comm->fence_pending) {
+        c.fence = 1;
+        c.fence_why = "the first call after an algorithm was freed";
+    }
     if (op == CCL_AVG && coll_reduces(coll)) {
         c.divide = N;
         c.divide_here = !(coll == COLL_REDUCE && me != alg->root);
@@ -554,6 +608,11 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     r = comm->be->run(&c);
     if (r != CCL_OK)
         return r;
+    if (comm->fence_pending) {
+        for (int i = 0; i < comm->nquarantine; i++)
+            comm->quarantine[i].fenced = 1;
+        comm->fence_pending = 0;
+    }
     alg->ncalls++;
     alg->last_layout = c.CS * es;
     return CCL_OK;

@@ -469,6 +469,7 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
     free(comm->algs);
     free(comm->uses);
     free(comm->retired);
+    free(comm->quarantine);
     free_private_retired(comm);
     free(comm->priv_retired);
     free(comm->priv[0]);
@@ -547,6 +548,7 @@ ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes)
     *ptr = NULL;
     if (bytes == 0)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'bytes' is 0", fn);
+    ccl__quarantine_release(comm);
     size_t off;
     if (bytes > comm->heap_bytes || ccl__heap_alloc(&comm->data, bytes, 1, &off) != 0)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,

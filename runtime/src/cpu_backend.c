@@ -929,7 +929,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         char err[512];
         if (rank_barrier(comm, err, sizeof err) != 0) {
             ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED,
-                                 "%s (before %s, whose scratch layout changed with the count)", err, alg->file);
+                                 "%s (before %s: %s)", err, alg->file, c->fence_why);
             abort_all(comm);
             return;
         }

@@ -467,8 +467,8 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
                                  (unsigned long long)e->seen);
         else if (e->slot == ~0ull)
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
-                                 "rank %d: timeout after %d ms at the all-rank barrier around avg's division of %s "
-                                 "(%llu of %llu arrivals)", comm->rank, comm->timeout_ms, alg->file,
+                                 "rank %d: timeout after %d ms at an all-rank barrier of %s (the fence before a call, "
+                                 "or around avg's division; %llu of %llu arrivals)", comm->rank, comm->timeout_ms, alg->file,
                                  (unsigned long long)e->seen, (unsigned long long)e->expected);
         else if (e->slot == (uint64_t)alg->plan->nsems * (uint64_t)alg->instances)
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,

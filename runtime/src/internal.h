@@ -181,6 +181,13 @@ typedef struct CclGroup CclGroup;
 
 enum { CCL__ERR_LEN = 8192 };
 
+/* A freed algorithm's heap blocks waiting to be reused (algorithm.c, "quarantine"). */
+typedef struct {
+    size_t sem_off, sem_bytes;
+    size_t scratch_off;              /* SIZE_MAX: none */
+    int fenced;                      /* a fenced call was issued after the free */
+} CclQuarantine;
+
 /* A standard-collective registration (ccl_comm_use_algorithm). */
 typedef struct {
     ccl_algorithm_t *alg;
@@ -213,6 +220,10 @@ struct ccl_comm {
     size_t stage_off[2], stage_bytes[2];  /* [0]: in, [1]: out */
     int nretired;
     size_t *retired;                 /* heap offsets freed at destroy */
+    /* Heap blocks of freed algorithms, not reused until every rank is past them
+     * (algorithm.c, "quarantine"); fence_pending: the next call fences. */
+    int nquarantine, fence_pending;
+    CclQuarantine *quarantine;
     /* Private staging (malloc) for buffers only this rank touches: an in-place call the
      * plan is not proved for, a NULL buffer a rooted collective ignores. Retired blocks
      * are freed at the next synchronize. */
@@ -351,6 +362,10 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
 
 /* Frees alg (synchronizing its comm first) and drops it from the comm's lists. */
 void ccl__algorithm_destroy(ccl_algorithm_t *alg);
+/* Gives back the heap blocks of freed algorithms that every rank is known to be past
+ * (waits for this rank's queued work first when there are any). Called before the
+ * heap allocates: every rank calls it at the same point of the same API sequence. */
+void ccl__quarantine_release(ccl_comm_t *comm);
 
 /* After an algorithm's nsems counters (at sem_off + nsems * 8) each rank publishes, per
  * call, where its in and out are and its count, dtype and op, so that the CPU backend
@@ -432,11 +447,14 @@ typedef struct {
     size_t in_stride, out_stride;
     size_t scratch_off;              /* heap offset of the algorithm's scratch region */
     uint64_t call_index;             /* calls of this algorithm before this one (LL parity) */
-    /* The scratch layout (CS * esize) differs from the previous call's, so chunks of the
-     * two calls overlap differently than the verifier's cross-call proof assumed: every
-     * rank must finish the previous call before any rank starts this one (the CPU
-     * backend passes an all-rank barrier first). Same value on every rank. */
+    /* Every rank must finish its previous calls before any rank starts this one: an
+     * all-rank barrier first. Set when the scratch layout (CS * esize) differs from the
+     * previous call's, so chunks of the two calls overlap differently than the
+     * verifier's cross-call proof assumed, and on the first call after an algorithm was
+     * freed (algorithm.c, "quarantine"). Same value on every rank; fence_why says which,
+     * for error messages ("its scratch layout changed with the count"). */
     int fence;
+    const char *fence_why;
     /* avg on a reducing collective: divide = N on every rank, which then, after the
      * plan, passes an all-rank barrier, divides its out by N when divide_here (every
      * rank but a reduce's non-roots), and passes a second barrier, before the copy-out.

@@ -706,9 +706,9 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
         return NULL;
     }
     /* A variant that turns out unusable stays loaded (and is never picked: the hint
-     * search takes from_library == 1 only) until the comm is destroyed. Freeing it now
-     * would zero its semaphore block while a faster peer, past the same failure, may
-     * already have taken that offset for another algorithm and signalled into it. */
+     * search takes from_library == 1 only) until the comm is destroyed: freeing it here,
+     * inside a collective, would make the next call pay an all-rank fence (algorithm.c,
+     * "quarantine") for nothing. */
     alg->from_library = 2;
     if (alg->prog->coll != coll) {
         CCL__FMT(v->why, sizeof v->why, "%s: %s is a %s algorithm, not %s", where, file,

@@ -503,6 +503,85 @@ static void test_timeout(void)
     ccl_comm_destroy(comms[1]);
 }
 
+/* Runs alg (one per rank) on count i32 elements and checks the all-reduce; 1 when right. */
+static int ring_once(ccl_algorithm_t **alg, ccl_comm_t **comms, int n, const char *what)
+{
+    enum { COUNT = 64 };
+    int32_t in[4][COUNT], out[4][COUNT];
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < COUNT; i++)
+            in[r][i] = r * 1000 + i;
+    for (int r = 0; r < n; r++)
+        if (ccl_algorithm_run(alg[r], in[r], out[r], COUNT, CCL_I32, CCL_SUM, NULL) != CCL_OK) {
+            printf("FAIL api: %s: run on rank %d: %s\n", what, r, ccl_comm_last_error(comms[r]));
+            return 0;
+        }
+    for (int r = 0; r < n; r++)
+        if (ccl_comm_synchronize(comms[r]) != CCL_OK) {
+            printf("FAIL api: %s: rank %d: %s\n", what, r, ccl_comm_last_error(comms[r]));
+            return 0;
+        }
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < COUNT; i++)
+            if (out[r][i] != 1000 * n * (n - 1) / 2 + n * i) {
+                printf("FAIL api: %s: rank %d out[%d] = %d\n", what, r, i, out[r][i]);
+                return 0;
+            }
+    return 1;
+}
+
+/* A freed algorithm's semaphores and scratch are not handed out again until a call
+ * with an all-rank fence has completed after the free (a slower peer may still signal
+ * into them), and then the same way on every rank, zeroed. */
+static void test_free_quarantine(void)
+{
+    enum { N = 2 };
+    ccl_comm_t *comms[N];
+    ccl_algorithm_t *a[N], *b[N], *c[N];
+    if (ccl_comm_init_all(comms, N, NULL, NULL) != CCL_OK) {
+        printf("FAIL api: init for the quarantine test: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    int ok = 1;
+    for (int r = 0; r < N; r++)
+        ok &= ccl_algorithm_load(comms[r], RING, 0, &a[r]) == CCL_OK;
+    ok = ok && ring_once(a, comms, N, "quarantine: first algorithm");
+    size_t sem_a = ok ? a[0]->sem_off : 0;
+    for (int r = 0; ok && r < N; r++)
+        ok &= ccl_algorithm_free(a[r]) == CCL_OK;
+    for (int r = 0; ok && r < N; r++)
+        ok &= ccl_algorithm_load(comms[r], RING, 0, &b[r]) == CCL_OK;
+    if (!ok) {
+        printf("FAIL api: quarantine: setup: %s\n", ccl_comm_last_error(comms[0]));
+        failures++;
+    } else {
+        int fresh = b[0]->sem_off != sem_a && b[1]->sem_off != sem_a && b[0]->sem_off == b[1]->sem_off;
+        printf("%s api: quarantine: a load right after a free gets other semaphores (%zu, freed %zu)\n",
+               fresh ? "ok" : "FAIL", b[0]->sem_off, sem_a);
+        failures += !fresh;
+        /* The first call after the free fences; once it completed, a load reuses. */
+        ok = ring_once(b, comms, N, "quarantine: the fenced call");
+        failures += !ok;
+        for (int r = 0; ok && r < N; r++)
+            ok &= ccl_algorithm_load(comms[r], RING, 0, &c[r]) == CCL_OK;
+        if (ok) {
+            int reused = c[0]->sem_off == sem_a && c[1]->sem_off == sem_a;
+            const uint64_t *sems = (const uint64_t *)(comms[0]->heap_base[0] + sem_a);
+            int zero = 1;
+            for (size_t i = 0; i < ccl__sem_block_bytes(c[0]->nsems) / 8; i++)
+                zero &= sems[i] == 0;
+            printf("%s api: quarantine: after the fenced call the block is reused on every rank, zeroed\n",
+                   reused && zero ? "ok" : "FAIL");
+            failures += !(reused && zero);
+            ok = ring_once(c, comms, N, "quarantine: the reusing algorithm");
+            failures += !ok;
+        }
+    }
+    for (int r = 0; r < N; r++)
+        ccl_comm_destroy(comms[r]);
+}
+
 int main(void)
 {
     test_init();
@@ -531,6 +610,7 @@ int main(void)
     test_small_heap();
     test_disagreement();
     test_varying_counts();
+    test_free_quarantine();
     test_timeout();
     return failures != 0;
 }
