@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# One device call on nvidia-h200-x2 (2026-11-22): port-channel timings, make check-gpu,
-# then the first part of the ccl-perf sweep (COLLS). Everything lands in $OUT/results.tgz.
-#   bench/x2-session.sh BUILD "COLLS" SECONDS_FOR_SWEEP [port] [portscale] [scan] [check]
+# One device call (made for nvidia-h200-x2 on 2026-11-22; any GPU count): port-channel
+# timings, the instance scan, make check-gpu, then the ccl-perf sweep of COLLS (ALGOS=
+# library for the library rows only) for at most SECONDS_FOR_SWEEP. Ranks = the GPUs.
+# Everything lands in $OUT/results.tgz (the device tool returns few files).
+#   bench/gpu-session.sh BUILD "COLLS" SECONDS_FOR_SWEEP [port] [portscale] [scan] [check]
+# docs/perf/x2-sweep/ was made with it; for 4x H200:
+#   bench/gpu-session.sh build-gpu "allreduce allgather reduce_scatter alltoall broadcast reduce" 400 scan check
 set -u
 build=$1 colls=$2 budget=$3; shift 3
 cd "$(dirname "$0")/.."
@@ -9,7 +13,8 @@ export NCCL_NVLS_ENABLE=0 CCL_CACHE_DIR=/tmp/ccl-cache
 nccl=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
 export CCL_NCCL_LIB=$nccl/lib/libnccl.so.2
 res=$OUT/res; mkdir -p "$res"
-mpi=(mpirun -np 2 --allow-run-as-root -x CCL_GPU_INSTANCES -x CCL_NCCL_LIB -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR)
+np=$(nvidia-smi -L | grep -c '^GPU ')
+mpi=(mpirun -np "$np" --allow-run-as-root -x CCL_GPU_INSTANCES -x CCL_NCCL_LIB -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR)
 for step in "$@"; do
     case $step in
     port)
@@ -54,7 +59,7 @@ for step in "$@"; do
 done
 if [ "$budget" -gt 0 ]; then
     S=$(date +%s)
-    COLLS="$colls" ALGOS="${ALGOS:-}" EXTRA="-n 10 --repeats 5" timeout "$budget" tests/perf/gpu_sweep.sh "$build" "$res/sweep" 2 >"$res/sweep.log" 2>&1
+    COLLS="$colls" ALGOS="${ALGOS:-}" EXTRA="-n 10 --repeats 5" timeout "$budget" tests/perf/gpu_sweep.sh "$build" "$res/sweep" "$np" >"$res/sweep.log" 2>&1
     echo "sweep rc=$? $(( $(date +%s) - S ))s"
     cat "$res/sweep/summary.txt"
 fi
