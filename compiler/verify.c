@@ -638,6 +638,22 @@ static int close_port_puts(const Block *bl, int *open, const char *pick, int nop
     return kept;
 }
 
+/* Whether st is a copy onto itself (one source, the same chunks as its destination),
+ * as in-place aliasing makes `copy out[r] <- in[0]` of an all-gather. It stores the
+ * values already there, so a copy engine reading those bytes meanwhile reads the same
+ * data either way: not a conflict with a port put's source. */
+static int identity_copy(const Shape *sh, int inplace, const Step *st)
+{
+    if (st->kind != STEP_COPY || st->nsrc != 1 || st->dst.rank != st->src[0].rank || st->dst.count != st->src[0].count)
+        return 0;
+    int dbuf = st->dst.buf, dchunk = st->dst.chunk, sbuf = st->src[0].buf, schunk = st->src[0].chunk;
+    if (inplace) {
+        inplace_alias(sh, st->dst.rank, &dbuf, &dchunk);
+        inplace_alias(sh, st->src[0].rank, &sbuf, &schunk);
+    }
+    return dbuf == sbuf && dchunk == schunk;
+}
+
 /* Whether data step st conflicts with the open port put `put`: it writes a chunk the
  * put reads (*what 0), writes a chunk the put writes (1), or reads one (2). *chunk
  * names the chunk, as st's operand numbers it. (expand.c lets a block reach a port
@@ -645,7 +661,7 @@ static int close_port_puts(const Block *bl, int *open, const char *pick, int nop
  * copy engine needs all the same, should channels ever mix.) */
 static int port_conflict(const Shape *sh, int inplace, const Step *st, const Step *put, int *what, int *chunk)
 {
-    if (refs_overlap(sh, inplace, &st->dst, &put->src[0], chunk))
+    if (refs_overlap(sh, inplace, &st->dst, &put->src[0], chunk) && !identity_copy(sh, inplace, st))
         return *what = 0, 1;
     if (refs_overlap(sh, inplace, &st->dst, &put->dst, chunk))
         return *what = 1, 1;
