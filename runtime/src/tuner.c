@@ -321,9 +321,9 @@ void ccl__tune_key(ccl_comm_t *comm, char *device, size_t dlen, char *topo, size
  * 32 instances, 1 KB to 1 GB by 4x, on 2 GPUs): the LL one-hop programs to 128 KB
  * with 1 instance to 4 KB, 4 to 16 KB and 16 above; the direct programs to 1-4 MB with
  * 16-32; then ring / pairwise / tree with 32 (the SM ring beat the port ring, whose
- * copies ran at ~40 GB/s per stream). The 4-GPU rows of those collectives reuse the
- * 2-GPU choices (not yet measured on 4). Sizes between the measured ones take a
- * neighbour's setting. */
+ * local copy then ran in series with its copy-engine put). The 4-GPU rows of those
+ * collectives reuse the 2-GPU choices (not yet measured on 4). Sizes between the
+ * measured ones take a neighbour's setting. */
 typedef struct {
     const char *coll;
     int lo, hi;                      /* log2 bucket range, inclusive */
