@@ -1,6 +1,6 @@
 /* ce_probe.c: how fast does a copy engine move data from GPU 0 to GPU 1 for each way
- * libccl could issue the copy? (Port channels measured ~40 GB/s per cuMemcpyAsync into a
- * peer's cuMem heap, against ~390 GB/s for a peer copy engine: docs/perf/x2-sweep.)
+ * libccl could issue the copy? (Written when the port programs looked like ~40 GB/s per
+ * copy; every cuMem variant here runs at ~395 GB/s: docs/perf/x2-sweep, "Port channels".)
  *
  *   cc -std=c11 -O2 -I/usr/local/cuda/include bench/ce_probe.c -o ce_probe \
  *      -L/usr/local/cuda/lib64/stubs -L/usr/local/cuda/lib64 -lcuda -lnvrtc
