@@ -49,6 +49,7 @@ static void cuda_load(void)
         S(GraphExecDestroy, "cuGraphExecDestroy"), S(GraphDestroy, "cuGraphDestroy"),
         S(EventCreate, "cuEventCreate"), S(EventDestroy, "cuEventDestroy_v2"), S(EventRecord, "cuEventRecord"),
         S(EventSynchronize, "cuEventSynchronize"), S(EventQuery, "cuEventQuery"),
+        S(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"),
         S(EventElapsedTime, "cuEventElapsedTime_v2"),
 #undef S
     };

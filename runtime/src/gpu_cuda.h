@@ -67,6 +67,7 @@ typedef struct {
     CUresult (*EventRecord)(CUevent, CUstream);
     CUresult (*EventSynchronize)(CUevent);
     CUresult (*EventQuery)(CUevent);
+    CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
     CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
 } CclCuda;
 

@@ -140,6 +140,12 @@ static void *proxy_main(void *arg)
     GpuProxy *p = arg;
     proxy_leave_caller_cores();
     ccl__cu.CtxSetCurrent(p->ctx);
+    /* While the user captures a CUDA graph (global mode by default), every other thread
+     * is barred from "unsafe" calls such as cuEventQuery, and one such call invalidates
+     * the capture. The proxy's copies and queries never touch the captured stream:
+     * relaxed mode lets them run during a capture. */
+    CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+    ccl__cu.ThreadExchangeStreamCaptureMode(&relaxed);
     long idle = 0;
     for (;;) {
         pthread_mutex_lock(&p->lock);
