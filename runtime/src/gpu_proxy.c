@@ -11,7 +11,7 @@
  *
  * The thread starts with the first algorithm that has port puts, runs on cores other
  * than the caller's (see proxy_leave_caller_cores), and polls without sleeping while
- * there is work; after a second without requests it naps between polls
+ * there is work; after about a million empty polls it naps between polls
  * (a flush then waits up to a nap longer). It stops with the communicator.
  *
  * A copy that fails is not retried: the proxy keeps the first error, stops serving, and
@@ -28,7 +28,7 @@
 
 enum {
     BLOCK_MARKS = 16,            /* completions in flight per block */
-    PROXY_IDLE_POLLS = 1 << 20,  /* about a second of empty polls before napping */
+    PROXY_IDLE_POLLS = 1 << 20,  /* empty polls (a fraction of a second) before napping */
     PROXY_NAP_NS = 20000,
 };
 
