@@ -30,10 +30,14 @@ read -r -a hint <<<"${HINT---hint-range}"
 read -r -a mpirun <<<"${MPIRUN:-mpirun}"
 [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
 export CCL_ALGORITHM_DIR=${CCL_ALGORITHM_DIR:-$PWD/algorithms}
+# Rows accumulate across invocations into one OUTDIR (a sweep split over several device
+# calls, e.g. COLLS=... per call): rows.md and summary.txt are appended to, and the
+# README is rebuilt from all rows each time (delete rows.md and summary.txt to start over).
 summary=$out/summary.txt
-rows=()
+rows=$out/rows.md
+touch "$rows"
 device=
-echo "# ccl-perf sweep, $np ranks, $(date -u +%Y-%m-%dT%H:%MZ): faster = sizes where our time < NCCL's (out-of-place / in-place)" >"$summary"
+echo "# ccl-perf sweep, $np ranks, $(date -u +%Y-%m-%dT%H:%MZ): faster = sizes where our time < NCCL's (out-of-place / in-place)" >>"$summary"
 
 for c in "${colls[@]}"; do
     if [ -n "${ALGOS:-}" ]; then
@@ -80,10 +84,10 @@ for c in "${colls[@]}"; do
             rel=$(basename "$base")
             if [ "$n0" -eq 0 ] && [ "$n1" -eq 0 ]; then
                 echo "$c $name $d: no NCCL numbers (see the header of $rel.txt)" | tee -a "$summary"
-                rows+=("| $c | $name | $d | no NCCL numbers | | | [svg]($rel.svg) [txt]($rel.txt) [csv]($rel.csv) |")
+                echo "| $c | $name | $d | no NCCL numbers | | | [svg]($rel.svg) [txt]($rel.txt) [csv]($rel.csv) |" >>"$rows"
             else
                 echo "$c $name $d: faster at $f0/$n0 out-of-place, $f1/$n1 in-place; worst ratio $w0 at $at0 B (out), $w1 at $at1 B (in)" | tee -a "$summary"
-                rows+=("| $c | $name | $d | $f0/$n0 | $f1/$n1 | $w0 at $at0 B | [svg]($rel.svg) [txt]($rel.txt) [csv]($rel.csv) |")
+                echo "| $c | $name | $d | $f0/$n0 | $f1/$n1 | $w0 at $at0 B | [svg]($rel.svg) [txt]($rel.txt) [csv]($rel.csv) |" >>"$rows"
             fi
         done
     done
@@ -99,7 +103,7 @@ done
     echo
     echo "| collective | ours | dtype | faster, out-of-place | faster, in-place | worst ratio (out-of-place) | files |"
     echo "|---|---|---|---|---|---|---|"
-    for r in "${rows[@]}"; do echo "$r"; done
+    cat "$rows"
     grep -E ': (skipped|FAILED)' "$summary" | sed 's/^/- /'
 } >"$out/README.md"
 echo "summary: $summary, index: $out/README.md"
