@@ -59,8 +59,12 @@ for step in "$@"; do
 done
 if [ "$budget" -gt 0 ]; then
     S=$(date +%s)
-    COLLS="$colls" ALGOS="${ALGOS:-}" EXTRA="-n 10 --repeats 5" timeout "$budget" tests/perf/gpu_sweep.sh "$build" "$res/sweep" "$np" >"$res/sweep.log" 2>&1
+    # SWEEP_DIR inside the working tree (say docs/perf/x4-sweep) lets a later call, whose
+    # copy of the tree carries the earlier results, append to the same tables.
+    sweep=${SWEEP_DIR:-$res/sweep}
+    COLLS="$colls" ALGOS="${ALGOS:-}" EXTRA="-n 10 --repeats 5" timeout "$budget" tests/perf/gpu_sweep.sh "$build" "$sweep" "$np" >"$res/sweep.log" 2>&1
     echo "sweep rc=$? $(( $(date +%s) - S ))s"
-    cat "$res/sweep/summary.txt"
+    cat "$sweep/summary.txt"
+    [ "$sweep" = "$res/sweep" ] || cp -r "$sweep" "$res/sweep"
 fi
 tar czf "$OUT/results.tgz" -C "$res" . && rm -rf "$res"
