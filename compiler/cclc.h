@@ -340,6 +340,9 @@ typedef struct {
 static inline int plan_sem_slot(int nranks, int tb, int signaler) { return tb * nranks + signaler; }
 
 Plan *schedule_program(Arena *a, const Program *p, const Proof *proof);
+/* Whether rank `rank`'s blocks (any rank's, for rank < 0) have port-channel puts, the
+ * transfers a GPU's host proxy serves. */
+int plan_has_port_puts(const Plan *plan, int rank);
 
 /* ===== plan.c: printing the plan ===== */
 

@@ -1079,9 +1079,7 @@ void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt)
     e.total_chunks = (long)prog->buf_chunks[BUF_IN] + prog->buf_chunks[BUF_OUT] + acc;
     e.double_buffer = proto != PROTO_SIMPLE;
     e.ll = proto == PROTO_LL && emit_ll_analyze(&e);
-    for (int i = 0; i < plan->nblocks; i++)
-        for (int j = 0; plan->blocks[i].rank == rank && j < plan->blocks[i].nops; j++)
-            if (plan->blocks[i].ops[j].kind == OP_XFER && plan->blocks[i].ops[j].chan == CHAN_PORT) e.port = 1;
+    e.port = plan_has_port_puts(plan, rank);
     e.pend = calloc((size_t)prog->nranks, sizeof *e.pend);
     e.waits = calloc((size_t)prog->nranks, sizeof *e.waits);
     if (!e.pend || !e.waits) internal_error("out of memory");

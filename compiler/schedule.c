@@ -211,6 +211,17 @@ static void schedule_block(Arena *arena, const Program *p, const Block *b, PlanB
     out->ops = ops.v;
 }
 
+int plan_has_port_puts(const Plan *plan, int rank)
+{
+    for (int i = 0; i < plan->nblocks; i++) {
+        const PlanBlock *b = &plan->blocks[i];
+        for (int j = 0; (rank < 0 || b->rank == rank) && j < b->nops; j++)
+            if (b->ops[j].kind == OP_XFER && b->ops[j].chan == CHAN_PORT)
+                return 1;
+    }
+    return 0;
+}
+
 Plan *schedule_program(Arena *a, const Program *p, const Proof *proof)
 {
     Plan *plan = arena_alloc(a, sizeof *plan);

@@ -144,15 +144,6 @@ static ccl_result_t gpu_heap_zero(ccl_comm_t *comm, size_t off, size_t bytes)
     return CCL_OK;
 }
 
-/* Whether any rank's kernel posts port-channel puts to the host proxy. */
-static int gpu_has_port_puts(const Plan *plan)
-{
-    for (int i = 0; i < plan->nblocks; i++)
-        for (int j = 0; j < plan->blocks[i].nops; j++)
-            if (plan->blocks[i].ops[j].kind == OP_XFER && plan->blocks[i].ops[j].chan == CHAN_PORT) return 1;
-    return 0;
-}
-
 static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
 {
     ccl_comm_t *comm = alg->comm;
@@ -208,7 +199,9 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     }
     memset(ga->err, 0, sizeof *ga->err);
     alg->be_alg = ga;
-    if (gpu_has_port_puts(alg->plan)) return ccl__gpu_port_open(comm, g, ga->grid, &ga->port);
+    /* Any rank's: every rank opens queues (the kernels of ranks without port puts ignore
+     * them), so all ranks start the same proxies. */
+    if (plan_has_port_puts(alg->plan, -1)) return ccl__gpu_port_open(comm, g, ga->grid, &ga->port);
     return CCL_OK;
 }
 
@@ -449,16 +442,17 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
         GpuAlg *ga = alg->be_alg;
         if (!ga || ga->err->flag != 1) continue;
         const CclGpuErr *e = ga->err;
-        char why[300] = "";
-        if (e->slot == CCL_SLOT_PORT && ccl__gpu_proxy_error(g, why + 2, sizeof why - 2)) memcpy(why, ": ", 2);
-        if (e->slot == CCL_SLOT_PORT)
+        char why[256];
+        if (e->slot == CCL_SLOT_PORT) {
+            int broken = ccl__gpu_proxy_error(g, why, sizeof why);
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                                  "rank %d: timeout after %d ms in %s:%llu: thread block %llu (instance %llu) waited for "
-                                 "its port-channel puts (to rank %llu) to land; the host proxy finished %llu of %llu%s",
+                                 "its port-channel puts (to rank %llu) to land; the host proxy finished %llu of %llu%s%s",
                                  comm->rank, comm->timeout_ms, alg->file, (unsigned long long)e->line,
                                  (unsigned long long)e->tb, (unsigned long long)e->inst, (unsigned long long)e->peer,
-                                 (unsigned long long)e->seen, (unsigned long long)e->expected, why);
-        else if (e->slot == ~1ull)
+                                 (unsigned long long)e->seen, (unsigned long long)e->expected, broken ? ": " : "",
+                                 broken ? why : "");
+        } else if (e->slot == ~1ull)
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                                  "rank %d: timeout after %d ms in %s:%llu: thread block %llu (instance %llu) waited for "
                                  "LL data from rank %llu (flag %llx, saw %llx)", comm->rank, comm->timeout_ms, alg->file,
