@@ -583,17 +583,25 @@ static void check_barrier_counts(const Shape *sh, Reporter *rep)
  * Slices (pipeline) repeat a block's whole step list with all puts flushed at its end,
  * so one pass over the list covers every slice. */
 
+/* Where r's first chunk lives: its buffer and chunk, or, with `inplace`, the ones
+ * in/out aliasing maps them to. */
+static void ref_place(const Shape *sh, int inplace, const Ref *r, int *buf, int *chunk)
+{
+    *buf = r->buf;
+    *chunk = r->chunk;
+    if (inplace)
+        inplace_alias(sh, r->rank, buf, chunk);
+}
+
 /* Whether Refs a and b share a chunk (in and out aliased when `inplace`); *first gets
  * the first shared chunk, numbered as in a. */
 static int refs_overlap(const Shape *sh, int inplace, const Ref *a, const Ref *b, int *first)
 {
-    int abuf = a->buf, achunk = a->chunk, bbuf = b->buf, bchunk = b->chunk;
+    int abuf, achunk, bbuf, bchunk;
     if (a->rank != b->rank)
         return 0;
-    if (inplace) {
-        inplace_alias(sh, a->rank, &abuf, &achunk);
-        inplace_alias(sh, b->rank, &bbuf, &bchunk);
-    }
+    ref_place(sh, inplace, a, &abuf, &achunk);
+    ref_place(sh, inplace, b, &bbuf, &bchunk);
     int lo = achunk > bchunk ? achunk : bchunk;
     int hi = achunk + a->count < bchunk + b->count ? achunk + a->count : bchunk + b->count;
     if (abuf != bbuf || lo >= hi)
@@ -646,11 +654,9 @@ static int identity_copy(const Shape *sh, int inplace, const Step *st)
 {
     if (st->kind != STEP_COPY || st->nsrc != 1 || st->dst.rank != st->src[0].rank || st->dst.count != st->src[0].count)
         return 0;
-    int dbuf = st->dst.buf, dchunk = st->dst.chunk, sbuf = st->src[0].buf, schunk = st->src[0].chunk;
-    if (inplace) {
-        inplace_alias(sh, st->dst.rank, &dbuf, &dchunk);
-        inplace_alias(sh, st->src[0].rank, &sbuf, &schunk);
-    }
+    int dbuf, dchunk, sbuf, schunk;
+    ref_place(sh, inplace, &st->dst, &dbuf, &dchunk);
+    ref_place(sh, inplace, &st->src[0], &sbuf, &schunk);
     return dbuf == sbuf && dchunk == schunk;
 }
 
