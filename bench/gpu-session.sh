@@ -3,7 +3,7 @@
 # timings, the instance scan, make check-gpu, then the ccl-perf sweep of COLLS (ALGOS=
 # library for the library rows only) for at most SECONDS_FOR_SWEEP. Ranks = the GPUs.
 # Everything lands in $OUT/results.tgz (the device tool returns few files).
-#   bench/gpu-session.sh BUILD "COLLS" SECONDS_FOR_SWEEP [port] [portscale] [scan] [check]
+#   bench/gpu-session.sh BUILD "COLLS" SECONDS_FOR_SWEEP [port] [portscale] [scan] [chain] [probe] [check]
 # docs/perf/x2-sweep/ was made with it; for 4x H200:
 #   bench/gpu-session.sh build-gpu "allreduce allgather reduce_scatter alltoall broadcast reduce" 400 scan check
 set -u
@@ -49,6 +49,33 @@ for step in "$@"; do
                 --algo algorithms/allgather/ring_port.ccl -d bf16 -b 64M -e 1G -f 4 --graph --check -n 10 --repeats 5 \
                 --csv "$res/port/allgather-ring_port-i$inst.csv" >"$res/port/allgather-ring_port-i$inst.txt" 2>&1
             grep -E '^ +[0-9]' "$res/port/allgather-ring_port-i$inst.txt" | cut -c1-120
+        done ;;
+    probe)
+        # One ccl-perf run per line of the file $PROBES (bench/probes/*.txt):
+        #   INSTANCES COLL ALGORITHM_FILE MORE_CCL_PERF_ARGS...
+        # for measurements the scan cannot make (a program outside its sizes hint, an
+        # instance count the scan skips).
+        mkdir -p "$res/probe"
+        while read -r inst coll file args; do
+            case $inst in ''|\#*) continue ;; esac
+            name=$coll-$(basename "$file" .ccl)-i$inst-${args//[^0-9A-Za-z]/}
+            read -r -a more <<<"$args"
+            CCL_GPU_INSTANCES=$inst timeout 60 "${mpi[@]}" "$build/ccl-perf" -c "$coll" --algo "$file" -d bf16 \
+                --graph --check --compare nccl -n 10 --repeats 5 "${more[@]}" \
+                --csv "$res/probe/$name.csv" >"$res/probe/$name.txt" 2>&1 </dev/null  # mpirun reads stdin
+            echo "probe $name rc=$?"
+        done <"${PROBES:?probe: set PROBES to a file of runs, e.g. bench/probes/x4-1.txt}" ;;
+    chain)
+        # The streaming chains (no sizes hint yet) against NCCL at the sizes where the
+        # tree programs lose, at the instance counts the table would use.
+        mkdir -p "$res/chain"
+        for coll in broadcast reduce; do
+            for inst in 1 4 16; do
+                CCL_GPU_INSTANCES=$inst timeout 60 "${mpi[@]}" "$build/ccl-perf" -c "$coll" --algo "algorithms/$coll/chain.ccl" \
+                    -d bf16 -b 1M -e 1G -f 4 --graph --check --compare nccl -n 10 --repeats 5 \
+                    --csv "$res/chain/$coll-chain-i$inst.csv" >"$res/chain/$coll-chain-i$inst.txt" 2>&1
+                echo "chain $coll i$inst rc=$?"
+            done
         done ;;
     check)
         S=$(date +%s)

@@ -11,7 +11,8 @@
 # commands). Algorithms that do not admit NP ranks (exit 2) are listed as
 # skipped. Knobs (environment): SIZES ("-b 1K -e 1G -f 2"), DTYPES ("bf16 f32"),
 # COLLS (all six), CHECK ("--check"; empty to skip), METHOD ("--graph"; empty: eager),
-# ALGOS ("library" plus every algorithms/COLL/*.ccl; "library" alone for a quick pass),
+# ALGOS ("library" plus every algorithms/COLL/*.ccl; "library" alone for a quick pass;
+# "files" for the files alone),
 # HINT ("--hint-range": an algorithm file is timed only at the sizes its `sizes` hint
 # names; empty: the whole sweep), MPIRUN ("mpirun"), EXTRA (more ccl-perf options).
 set -u
@@ -40,10 +41,11 @@ device=
 echo "# ccl-perf sweep, $np ranks, $(date -u +%Y-%m-%dT%H:%MZ): faster = sizes where our time < NCCL's (out-of-place / in-place)" >>"$summary"
 
 for c in "${colls[@]}"; do
-    if [ -n "${ALGOS:-}" ]; then
+    if [ -n "${ALGOS:-}" ] && [ "$ALGOS" != files ]; then
         read -r -a names <<<"$ALGOS"
     else
         names=(library)
+        [ "${ALGOS:-}" = files ] && names=()
         for f in algorithms/"$c"/*.ccl; do
             [ -e "$f" ] && names+=("$(basename "$f" .ccl)")
         done
