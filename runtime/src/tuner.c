@@ -313,17 +313,22 @@ void ccl__tune_key(ccl_comm_t *comm, char *device, size_t dlen, char *topo, size
 
 /* ===== the built-in table ===== */
 
-/* H200s over NVLink. Allreduce (docs/perf/gpu-first/README.md, "after a sweep of the
- * knobs"): up to 256 KB allpairs (LL) with instances growing with the size; on 4 GPUs
- * twoshot with 32 instances from 512 KB to 8 MB and the ring with 64 instances from
- * 16 MB; on 2 GPUs the ring with 32 instances from 512 KB. The other collectives
- * (docs/perf/x2-sweep/README.md, "instance scan": the library's files at 1, 4, 16 and
- * 32 instances, 1 KB to 1 GB by 4x, on 2 GPUs): the LL one-hop programs to 128 KB
- * with 1 instance to 4 KB, 4 to 16 KB and 16 above; the direct programs to 1-4 MB with
- * 16-32; then ring / pairwise / tree with 32 (the SM ring beat the port ring, whose
- * local copy then ran in series with its copy-engine put). The 4-GPU rows of those
- * collectives reuse the 2-GPU choices (not yet measured on 4). Sizes between the
- * measured ones take a neighbour's setting. */
+/* H200s over NVLink, one table per GPU count, every collective. Sizes between the
+ * measured ones take a neighbour's setting.
+ *
+ * 4 GPUs (docs/perf/x4-sweep/README.md): allreduce from the knob sweep of
+ * docs/perf/gpu-first (allpairs with instances growing with the size to 256 KB,
+ * twoshot to 8 MB, the ring with 64 instances above); the others from the instance scan
+ * (the hinted programs at 1, 4, 16 and 32 instances, 1 KB to 1 GB by 4x) and the probes
+ * that followed it (programs outside their hints, in between sizes): LL one-hop
+ * programs to 512 KB-1 MB, direct programs to 2-4 MB (alltoall's to 1 GB: it beat
+ * pairwise by 10-30% at every size probed), then the SM ring, and the chains for
+ * broadcast and reduce (2x the tree's speed from 16 MB).
+ *
+ * 2 GPUs (docs/perf/x2-sweep/README.md, the instance scan and the sweep after it): the
+ * LL programs to 128-256 KB, the direct programs to 1-4 MB with 16-32 instances, then
+ * ring / pairwise / tree with 32 (the SM ring beat the port ring, whose local copy then
+ * ran in series with its copy-engine put). */
 typedef struct {
     const char *coll;
     int lo, hi;                      /* log2 bucket range, inclusive */
@@ -331,6 +336,7 @@ typedef struct {
     int instances;
 } BuiltinRow;
 
+#define TOP (CCL__TUNE_BUCKETS - 1)
 static const BuiltinRow h200x4[] = {
     {"allreduce", 0, 12, "allreduce/allpairs.ccl", 1},     /* measured 1 KB, 4 KB: 1 */
     {"allreduce", 13, 13, "allreduce/allpairs.ccl", 2},
@@ -338,48 +344,78 @@ static const BuiltinRow h200x4[] = {
     {"allreduce", 15, 15, "allreduce/allpairs.ccl", 16},
     {"allreduce", 16, 18, "allreduce/allpairs.ccl", 32},   /* measured 64 KB, 256 KB: 32 */
     {"allreduce", 19, 23, "allreduce/twoshot.ccl", 32},    /* measured 1 MB, 4 MB: 32 */
-    {"allreduce", 24, CCL__TUNE_BUCKETS - 1, "allreduce/ring.ccl", 64}, /* measured 16 MB .. 1 GB: 64 */
+    {"allreduce", 24, TOP, "allreduce/ring.ccl", 64},      /* measured 16 MB .. 1 GB: 64 */
+    /* allgather, reduce_scatter, alltoall: buckets are the API's count (per rank, per
+     * peer), a quarter of ccl-perf's (nccl-tests') sizes quoted in the comments. */
+    {"allgather", 0, 12, "allgather/direct_ll.ccl", 1},
+    {"allgather", 13, 14, "allgather/direct_ll.ccl", 16},
+    {"allgather", 15, 17, "allgather/direct_ll.ccl", 32},
+    {"allgather", 18, 18, "allgather/direct.ccl", 4},      /* 1 MB: 11.6 us, 13.5 with 32 */
+    {"allgather", 19, 19, "allgather/direct.ccl", 32},
+    {"allgather", 20, 20, "allgather/ring.ccl", 16},
+    {"allgather", 21, TOP, "allgather/ring.ccl", 32},      /* ring_port (16) lost at 128 MB .. 1 GB */
+    {"reduce_scatter", 0, 10, "reduce_scatter/direct_ll.ccl", 1},
+    {"reduce_scatter", 11, 12, "reduce_scatter/direct_ll.ccl", 4},
+    {"reduce_scatter", 13, 14, "reduce_scatter/direct_ll.ccl", 16},
+    {"reduce_scatter", 15, 18, "reduce_scatter/direct_ll.ccl", 32}, /* 1 MB: 13.4 us, direct 14.1 */
+    {"reduce_scatter", 19, 20, "reduce_scatter/direct.ccl", 32},
+    {"reduce_scatter", 21, TOP, "reduce_scatter/ring.ccl", 32},
+    {"alltoall", 0, 12, "alltoall/direct_ll.ccl", 1},
+    {"alltoall", 13, 14, "alltoall/direct_ll.ccl", 16},
+    {"alltoall", 15, 17, "alltoall/direct_ll.ccl", 32},
+    {"alltoall", 18, TOP, "alltoall/direct.ccl", 32},      /* probed 1 .. 64 MB */
+    {"broadcast", 0, 13, "broadcast/direct_ll.ccl", 1},
+    {"broadcast", 14, 14, "broadcast/direct_ll.ccl", 4},
+    {"broadcast", 15, 17, "broadcast/direct_ll.ccl", 16},
+    {"broadcast", 18, 19, "broadcast/direct_ll.ccl", 32},  /* 256 KB: 8.7 us, direct 13.3 */
+    {"broadcast", 20, 21, "broadcast/direct.ccl", 16},
+    {"broadcast", 22, 22, "broadcast/direct.ccl", 32},
+    {"broadcast", 23, 28, "broadcast/chain.ccl", 16},
+    {"broadcast", 29, TOP, "broadcast/chain.ccl", 32},     /* 1 GB: 3.49 ms, 3.64 with 16 */
+    {"reduce", 0, 13, "reduce/direct_ll.ccl", 1},
+    {"reduce", 14, 14, "reduce/direct_ll.ccl", 4},
+    {"reduce", 15, 17, "reduce/direct_ll.ccl", 16},
+    {"reduce", 18, 19, "reduce/direct_ll.ccl", 32},        /* 256 KB: 13.5 us, direct 15.0 */
+    {"reduce", 20, 23, "reduce/direct.ccl", 32},
+    {"reduce", 24, TOP, "reduce/chain.ccl", 32},
 };
 static const BuiltinRow h200x2[] = {
     {"allreduce", 0, 13, "allreduce/allpairs.ccl", 1},     /* measured 1 KB .. 16 KB: 1 */
     {"allreduce", 14, 14, "allreduce/recursive_doubling.ccl", 16}, /* x2-sweep scan: 4.97 us vs allpairs' 6.91 */
     {"allreduce", 15, 15, "allreduce/allpairs.ccl", 8},
     {"allreduce", 16, 18, "allreduce/allpairs.ccl", 32},   /* 1 instance lost to NCCL at 64 KB (2x) */
-    {"allreduce", 19, CCL__TUNE_BUCKETS - 1, "allreduce/ring.ccl", 32}, /* measured 1 MB .. 1 GB: 32 */
-};
-/* Both rank counts: the instance scan on 2 GPUs (measured at 1, 4, 16, 64, 256 KB, 1, 4,
- * 16, 64, 256 MB and 1 GB). */
-static const BuiltinRow h200_others[] = {
+    {"allreduce", 19, TOP, "allreduce/ring.ccl", 32},      /* measured 1 MB .. 1 GB: 32 */
     {"allgather", 0, 12, "allgather/direct_ll.ccl", 1},
     {"allgather", 13, 14, "allgather/direct_ll.ccl", 4},
     {"allgather", 15, 17, "allgather/direct_ll.ccl", 16},
     {"allgather", 18, 18, "allgather/direct.ccl", 4},
     {"allgather", 19, 21, "allgather/direct.ccl", 16},
-    {"allgather", 22, CCL__TUNE_BUCKETS - 1, "allgather/ring.ccl", 32},
+    {"allgather", 22, TOP, "allgather/ring.ccl", 32},
     {"reduce_scatter", 0, 12, "reduce_scatter/direct_ll.ccl", 1},
     {"reduce_scatter", 13, 14, "reduce_scatter/direct_ll.ccl", 4},
     {"reduce_scatter", 15, 17, "reduce_scatter/direct_ll.ccl", 16},
     {"reduce_scatter", 18, 19, "reduce_scatter/direct.ccl", 16},
     {"reduce_scatter", 20, 21, "reduce_scatter/direct.ccl", 32},
-    {"reduce_scatter", 22, CCL__TUNE_BUCKETS - 1, "reduce_scatter/ring.ccl", 32},
+    {"reduce_scatter", 22, TOP, "reduce_scatter/ring.ccl", 32},
     {"alltoall", 0, 12, "alltoall/direct_ll.ccl", 1},
     {"alltoall", 13, 14, "alltoall/direct_ll.ccl", 4},
     {"alltoall", 15, 17, "alltoall/direct_ll.ccl", 16},
     {"alltoall", 18, 19, "alltoall/direct.ccl", 16},
     {"alltoall", 20, 21, "alltoall/direct.ccl", 32},
-    {"alltoall", 22, CCL__TUNE_BUCKETS - 1, "alltoall/pairwise.ccl", 32},
+    {"alltoall", 22, TOP, "alltoall/pairwise.ccl", 32},
     {"broadcast", 0, 12, "broadcast/direct_ll.ccl", 1},
     {"broadcast", 13, 14, "broadcast/direct_ll.ccl", 4},
     {"broadcast", 15, 17, "broadcast/direct_ll.ccl", 16},
     {"broadcast", 18, 21, "broadcast/direct.ccl", 16},
     {"broadcast", 22, 24, "broadcast/direct.ccl", 32},     /* 16 MB: direct not measured, tree lost (1.48) */
-    {"broadcast", 25, CCL__TUNE_BUCKETS - 1, "broadcast/tree.ccl", 32},
+    {"broadcast", 25, TOP, "broadcast/tree.ccl", 32},
     {"reduce", 0, 12, "reduce/direct_ll.ccl", 1},
     {"reduce", 13, 14, "reduce/direct_ll.ccl", 4},
     {"reduce", 15, 17, "reduce/direct_ll.ccl", 16},
     {"reduce", 18, 24, "reduce/direct.ccl", 32},           /* 16 MB: direct not measured, tree lost (2.3) */
-    {"reduce", 25, CCL__TUNE_BUCKETS - 1, "reduce/tree.ccl", 32},
+    {"reduce", 25, TOP, "reduce/tree.ccl", 32},
 };
+#undef TOP
 
 static void builtin_rows(FILE *f, const BuiltinRow *rows, size_t nrows)
 {
@@ -403,14 +439,13 @@ int ccl__tune_builtin(const char *device, int nranks, char *buf, size_t len, cha
     } else {
         return -1;
     }
-    snprintf(name, nlen, "the built-in table (%dx H200, docs/perf/gpu-first and x2-sweep)", nranks);
+    snprintf(name, nlen, "the built-in table (%dx H200, docs/perf/x%d-sweep)", nranks, nranks);
     FILE *f = fmemopen(buf, len, "w");
     if (!f)
         return -1;
     /* The key is this device's own (the built-in table is chosen by model and N). */
     fprintf(f, TUNE_MAGIC "\ndevice %s\nranks %d\ntopology *\nversion %s\n", device, nranks, TUNE_VERSION);
     builtin_rows(f, rows, nrows);
-    builtin_rows(f, h200_others, sizeof h200_others / sizeof h200_others[0]);
     int bad = ferror(f);
     long used = ftell(f);
     fclose(f);

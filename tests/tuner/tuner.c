@@ -154,12 +154,17 @@ static void test_builtin(void)
         {4, COLL_ALLREDUCE, (size_t)1 << 30, "allreduce/ring.ccl", 64}, {4, COLL_ALLREDUCE, 100, "allreduce/allpairs.ccl", 1},
         {2, COLL_ALLREDUCE, 1024, "allreduce/allpairs.ccl", 1},     {2, COLL_ALLREDUCE, 16384, "allreduce/recursive_doubling.ccl", 16},
         {2, COLL_ALLREDUCE, 1 << 20, "allreduce/ring.ccl", 32},     {2, COLL_ALLREDUCE, (size_t)1 << 30, "allreduce/ring.ccl", 32},
-        /* The other collectives: the same rows for 2 and 4 ranks. */
-        {2, COLL_ALLGATHER, 4096, "allgather/direct_ll.ccl", 1},    {4, COLL_ALLGATHER, 65536, "allgather/direct_ll.ccl", 16},
+        /* The other collectives: each GPU count has its own rows (docs/tuner.md). */
+        {2, COLL_ALLGATHER, 4096, "allgather/direct_ll.ccl", 1},    {4, COLL_ALLGATHER, 65536, "allgather/direct_ll.ccl", 32},
         {2, COLL_ALLGATHER, (size_t)1 << 30, "allgather/ring.ccl", 32},
+        {4, COLL_ALLGATHER, 1 << 20, "allgather/ring.ccl", 16},
         {2, COLL_REDUCE_SCATTER, 1 << 20, "reduce_scatter/direct.ccl", 32},
-        {4, COLL_ALLTOALL, 16 << 20, "alltoall/pairwise.ccl", 32},  {2, COLL_BROADCAST, 16 << 20, "broadcast/direct.ccl", 32},
-        {2, COLL_BROADCAST, 64 << 20, "broadcast/tree.ccl", 32},    {4, COLL_REDUCE, 16384, "reduce/direct_ll.ccl", 4},
+        {4, COLL_REDUCE_SCATTER, 256 << 10, "reduce_scatter/direct_ll.ccl", 32},
+        {2, COLL_ALLTOALL, 16 << 20, "alltoall/pairwise.ccl", 32},
+        {4, COLL_ALLTOALL, 16 << 20, "alltoall/direct.ccl", 32},    {2, COLL_BROADCAST, 16 << 20, "broadcast/direct.ccl", 32},
+        {2, COLL_BROADCAST, 64 << 20, "broadcast/tree.ccl", 32},    {4, COLL_BROADCAST, 64 << 20, "broadcast/chain.ccl", 16},
+        {4, COLL_BROADCAST, (size_t)1 << 30, "broadcast/chain.ccl", 32},
+        {4, COLL_REDUCE, 16384, "reduce/direct_ll.ccl", 4},        {4, COLL_REDUCE, 16 << 20, "reduce/chain.ccl", 32},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *file = "";
