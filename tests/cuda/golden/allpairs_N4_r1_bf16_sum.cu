@@ -44,12 +44,20 @@ __device__ __forceinline__ float ccl_bf2f(unsigned short x)
 {
     return __uint_as_float((unsigned int)x << 16);
 }
+/* One instruction from sm_80 (the integer version made bf16 reductions ~15% slower
+ * than f32 at large sizes on H200); both round to nearest even, NaN stays NaN. */
 __device__ __forceinline__ unsigned short ccl_f2bf(float f)
 {
+#if __CUDA_ARCH__ >= 800
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#else
     unsigned int u = __float_as_uint(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
     u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
     return (unsigned short)(u >> 16);
+#endif
 }
 __device__ __forceinline__ float ccl_h2f(unsigned short x)
 {
