@@ -4,7 +4,7 @@
 # library for the library rows only) for at most SECONDS_FOR_SWEEP. Ranks = the GPUs.
 # Everything lands in $OUT/results.tgz (the device tool returns few files).
 #   bench/gpu-session.sh BUILD "COLLS" SECONDS_FOR_SWEEP [port] [portscale] [scan] [chain] [probe] [check]
-# docs/perf/x2-sweep/ was made with it; for 4x H200:
+# docs/perf/x2-sweep/ and x4-sweep/ were made with it (x4-sweep/README.md lists the calls), e.g.
 #   bench/gpu-session.sh build-gpu "allreduce allgather reduce_scatter alltoall broadcast reduce" 400 scan check
 set -u
 build=$1 colls=$2 budget=$3; shift 3
