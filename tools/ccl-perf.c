@@ -2118,9 +2118,9 @@ int main(int argc, char **argv)
 
     /* The symmetric heap (physical memory on each GPU) holds both buffers, staging copies
      * of them where a program is not valid in place, and the algorithms' scratch: the
-     * --algo file's exactly (docs/internals.md's layout), or for the library at most 4x
-     * the larger buffer (the shipped algorithms within their `sizes` hints, LL
-     * double-buffering included). Staging and scratch grow with the sweep and the
+     * --algo file's exactly (docs/internals.md's layout; an LL program's lines and
+     * halves too), or for the library at most 4x the larger buffer (the shipped
+     * algorithms within their `sizes` hints, LL double-buffering included). Staging and scratch grow with the sweep and the
      * runtime keeps the smaller regions until the communicator is destroyed, so each
      * counts twice (the sum of a doubling sweep). CCL_HEAP_BYTES, when set, decides
      * instead. */
@@ -2130,7 +2130,9 @@ int main(int argc, char **argv)
     size_t big = inb > outb ? inb : outb, scratch = 4 * big;
     if (o->algo) {
         const Program *prog = sh->algo_comp.prog;
-        scratch = ccl__scratch_offset(prog, prog->nbufs, ccl__chunk_stride(maxcount, prog->chunks, es), es);
+        size_t CS = ccl__chunk_stride(maxcount, prog->chunks, es);
+        scratch = prog->protocol == PROTO_SIMPLE ? ccl__scratch_offset(prog, prog->nbufs, CS, es)
+                                                 : ccl__ll_region_bytes(prog, CS, es);
         compilation_free(&sh->algo_comp);
         free(sh->algo_text);
     }

@@ -32,6 +32,14 @@ size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize)
     return off;
 }
 
+size_t ccl__ll_region_bytes(const Program *p, size_t CS, size_t esize)
+{
+    size_t chunk_bytes = CS * esize;
+    size_t S = ccl__scratch_offset(p, p->nbufs, CS, esize) / (chunk_bytes ? chunk_bytes : 1);
+    size_t T = (size_t)p->buf_chunks[BUF_IN] + (size_t)p->buf_chunks[BUF_OUT] + S;
+    return (2 * S + 4 * T) * chunk_bytes;
+}
+
 /* Source text starts (after blanks and # comments) with the word "algorithm". */
 static int looks_like_source(const char *s)
 {

@@ -340,13 +340,7 @@ static ccl_result_t gpu_run(const CclCall *call)
 
     uint64_t scratch_off = call->scratch_off;
     if (ga->protocol != PROTO_SIMPLE) {
-        /* Two scratch halves, then two halves of LL lines (2 bytes of line per data byte)
-         * for every chunk of in, out and scratch: emit_cuda.c's layout. */
-        const Program *pg = alg->prog;
-        size_t chunk_bytes = call->CS * call->esize;
-        size_t S = ccl__scratch_offset(pg, pg->nbufs, call->CS, call->esize) / (chunk_bytes ? chunk_bytes : 1);
-        size_t T = (size_t)pg->buf_chunks[BUF_IN] + (size_t)pg->buf_chunks[BUF_OUT] + S;
-        size_t need = (2 * S + 4 * T) * chunk_bytes;
+        size_t need = ccl__ll_region_bytes(alg->prog, call->CS, call->esize);
         if (need > ga->ll_bytes) {
             size_t off;
             if (ga->nll_old == (int)(sizeof ga->ll_old / sizeof ga->ll_old[0]) ||

@@ -420,6 +420,10 @@ static inline int ccl__scratch_copies(const Program *p) { return p->protocol == 
  * call k uses copy k % copies, at + (k % copies) * buf_chunks[b] * CS * esize. With
  * b == nbufs it is the region's size. */
 size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize);
+/* The scratch an LL run of p needs (emit_cuda.c's layout): two halves of its scratch,
+ * then two halves of LL lines (2 bytes of line per data byte) for every chunk of in,
+ * out and scratch. */
+size_t ccl__ll_region_bytes(const Program *p, size_t CS, size_t esize);
 
 /* One call, resolved by algorithm.c before it reaches the backend. */
 typedef struct {
