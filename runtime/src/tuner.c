@@ -317,8 +317,8 @@ void ccl__tune_key(ccl_comm_t *comm, char *device, size_t dlen, char *topo, size
  * measured ones take a neighbour's setting.
  *
  * 4 GPUs (docs/perf/x4-sweep/README.md): allreduce from the knob sweep of
- * docs/perf/gpu-first (allpairs with instances growing with the size to 256 KB,
- * twoshot to 8 MB, the ring with 64 instances above); the others from the instance scan
+ * docs/perf/gpu-first (allpairs with instances growing with the size to 256 KB, and
+ * to 512 KB by the x4-sweep probes; twoshot to 8 MB, the ring with 64 instances above); the others from the instance scan
  * (the hinted programs at 1, 4, 16 and 32 instances, 1 KB to 1 GB by 4x) and the probes
  * that followed it (programs outside their hints, in between sizes): LL one-hop
  * programs to 512 KB-1 MB, direct programs to 2-4 MB (alltoall's to 1 GB: it beat
@@ -343,7 +343,8 @@ static const BuiltinRow h200x4[] = {
     {"allreduce", 14, 14, "allreduce/allpairs.ccl", 4},    /* measured 16 KB: 4 */
     {"allreduce", 15, 15, "allreduce/allpairs.ccl", 16},
     {"allreduce", 16, 18, "allreduce/allpairs.ccl", 32},   /* measured 64 KB, 256 KB: 32 */
-    {"allreduce", 19, 23, "allreduce/twoshot.ccl", 32},    /* measured 1 MB, 4 MB: 32 */
+    {"allreduce", 19, 19, "allreduce/allpairs.ccl", 32},   /* x4-sweep probe: 18.3 us, twoshot 20.8 */
+    {"allreduce", 20, 23, "allreduce/twoshot.ccl", 32},    /* measured 1 MB, 4 MB: 32 */
     {"allreduce", 24, TOP, "allreduce/ring.ccl", 64},      /* measured 16 MB .. 1 GB: 64 */
     /* allgather, reduce_scatter, alltoall: buckets are the API's count (per rank, per
      * peer), a quarter of ccl-perf's (nccl-tests') sizes quoted in the comments. */

@@ -149,7 +149,8 @@ static void test_builtin(void)
     static const struct { int n; Collective coll; size_t bytes; const char *file; int inst; } cases[] = {
         {4, COLL_ALLREDUCE, 1024, "allreduce/allpairs.ccl", 1},     {4, COLL_ALLREDUCE, 4096, "allreduce/allpairs.ccl", 1},
         {4, COLL_ALLREDUCE, 16384, "allreduce/allpairs.ccl", 4},    {4, COLL_ALLREDUCE, 65536, "allreduce/allpairs.ccl", 32},
-        {4, COLL_ALLREDUCE, 262144, "allreduce/allpairs.ccl", 32},  {4, COLL_ALLREDUCE, 1 << 20, "allreduce/twoshot.ccl", 32},
+        {4, COLL_ALLREDUCE, 262144, "allreduce/allpairs.ccl", 32},
+        {4, COLL_ALLREDUCE, 512 << 10, "allreduce/allpairs.ccl", 32},  {4, COLL_ALLREDUCE, 1 << 20, "allreduce/twoshot.ccl", 32},
         {4, COLL_ALLREDUCE, 4 << 20, "allreduce/twoshot.ccl", 32},  {4, COLL_ALLREDUCE, 16 << 20, "allreduce/ring.ccl", 64},
         {4, COLL_ALLREDUCE, (size_t)1 << 30, "allreduce/ring.ccl", 64}, {4, COLL_ALLREDUCE, 100, "allreduce/allpairs.ccl", 1},
         {2, COLL_ALLREDUCE, 1024, "allreduce/allpairs.ccl", 1},     {2, COLL_ALLREDUCE, 16384, "allreduce/recursive_doubling.ccl", 16},
