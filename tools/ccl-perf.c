@@ -2136,8 +2136,14 @@ int main(int argc, char **argv)
         compilation_free(&sh->algo_comp);
         free(sh->algo_text);
     }
+    size_t heap = 3 * (inb + outb) + 2 * scratch + (64u << 20);
+    /* The library's table may pick LL programs beyond their hints, whose lines take
+     * tens of times the buffer (allpairs at 512 KB on 4 GPUs: 28 MB), so on a GPU the
+     * library runs with at least the heap its users get by default. */
+    if (!o->algo && sh->backend == CCL_BACKEND_GPU && heap < CCL__HEAP_DEFAULT)
+        heap = CCL__HEAP_DEFAULT;
     ccl_config_t cfg = {.backend = sh->backend, .timeout_ms = o->timeout_ms,
-                        .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : 3 * (inb + outb) + 2 * scratch + (64u << 20)};
+                        .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : heap};
 
     int nw = sh->processes ? 1 : sh->nranks;
     Worker *ws = calloc((size_t)nw, sizeof *ws);

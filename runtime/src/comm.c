@@ -248,7 +248,7 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
         int e = env_int("CCL_HEAP_BYTES", 1, 1LL << 46, &v);
         if (e < 0)
             return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_HEAP_BYTES='%s' is not a size (bytes, or with K, M, G)", fn, getenv("CCL_HEAP_BYTES"));
-        heap = e ? (size_t)v : (size_t)1 << 30;
+        heap = e ? (size_t)v : CCL__HEAP_DEFAULT;
         heap_default = !e;
     }
     if (heap < 2 * (size_t)CCL__HEAP_DATA)
