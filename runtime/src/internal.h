@@ -421,9 +421,10 @@ static inline int ccl__scratch_copies(const Program *p) { return p->protocol == 
  * call k uses copy k % copies, at + (k % copies) * buf_chunks[b] * CS * esize. With
  * b == nbufs it is the region's size. */
 size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize);
-/* The scratch an LL run of p needs (emit_cuda.c's layout): two halves of its scratch,
- * then two halves of LL lines (2 bytes of line per data byte) for every chunk of in,
- * out and scratch. */
+/* The region an LL run of p needs (emit_cuda.c's layout, checked against the emitter by
+ * tests/cuda/nvrtc_compile): the scratch buffers in two halves by call parity, then two
+ * halves of LL lines (2 bytes of line per data byte) for every chunk of in, out and one
+ * scratch half. */
 size_t ccl__ll_region_bytes(const Program *p, size_t CS, size_t esize);
 
 /* One call, resolved by algorithm.c before it reaches the backend. */

@@ -11,7 +11,20 @@
 #include <string.h>
 
 #include "cclc.h"
+#include "internal.h"
 #include "jit.h"
+
+/* The LL region the generated source lays out (its header comment: "after 2 x S scratch
+ * chunks: 2 halves by call parity x T chunks x 2*CS*esize bytes"), in chunks of CS
+ * elements of one byte, or -1 when the source has no LL lines. */
+static long emitted_ll_chunks(const char *src)
+{
+    const char *at = strstr(src, "(after 2 x ");
+    long s, t;
+    if (!at || sscanf(at, "(after 2 x %ld scratch chunks: 2 halves by call parity x %ld chunks", &s, &t) != 2)
+        return -1;
+    return 2 * s + 2 * 2 * t;
+}
 
 static char *read_all(const char *path, size_t *size)
 {
@@ -86,6 +99,13 @@ int main(int argc, char **argv)
         FILE *m = open_memstream(&src, &len);
         emit_cuda(m, c.plan, r, &eo);
         fclose(m);
+        /* The runtime allocates the region the kernel will address. */
+        long ll = emitted_ll_chunks(src);
+        if (ll >= 0 && (size_t)ll != ccl__ll_region_bytes(c.prog, 1, 1)) {
+            printf("FAIL %s N=%d rank %d: the kernel lays out %ld chunks of LL region, the runtime allocates %zu\n",
+                   file, nranks, r, ll, ccl__ll_region_bytes(c.prog, 1, 1));
+            failed = 1;
+        }
         char name[64];
         snprintf(name, sizeof name, "rank%d.cu", r);
         CclJitResult res;
