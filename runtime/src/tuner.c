@@ -317,13 +317,13 @@ void ccl__tune_key(ccl_comm_t *comm, char *device, size_t dlen, char *topo, size
  * measured ones take a neighbour's setting.
  *
  * 4 GPUs (docs/perf/x4-sweep/README.md): allreduce from the knob sweep of
- * docs/perf/gpu-first (allpairs with instances growing with the size to 256 KB, and
- * to 512 KB by the x4-sweep probes; twoshot to 8 MB, the ring with 64 instances above); the others from the instance scan
- * (the hinted programs at 1, 4, 16 and 32 instances, 1 KB to 1 GB by 4x) and the probes
- * that followed it (programs outside their hints, in between sizes): LL one-hop
- * programs to 512 KB-1 MB, direct programs to 2-4 MB (alltoall's to 1 GB: it beat
- * pairwise by 10-30% at every size probed), then the SM ring, and the chains for
- * broadcast and reduce (2x the tree's speed from 16 MB).
+ * docs/perf/gpu-first (allpairs with instances growing with the size to 256 KB, and to
+ * 512 KB by the x4-sweep probes; twoshot to 8 MB; the ring with 64 instances above);
+ * the others from the instance scan (the hinted programs at 1, 4, 16 and 32 instances,
+ * 1 KB to 1 GB by 4x) and the probes that followed it (programs outside their hints,
+ * in-between sizes): LL one-hop programs to 512 KB-1 MB, direct programs to 2-4 MB
+ * (alltoall's to 1 GB: it beat pairwise by 10-30% at every size probed), then the SM
+ * ring, and the chains for broadcast and reduce (2x the tree's speed from 16 MB).
  *
  * 2 GPUs (docs/perf/x2-sweep/README.md, the instance scan and the sweep after it): the
  * LL programs to 128-256 KB, the direct programs to 1-4 MB with 16-32 instances, then
