@@ -15,6 +15,16 @@ export CCL_NCCL_LIB=$nccl/lib/libnccl.so.2
 res=$OUT/res; mkdir -p "$res"
 np=$(nvidia-smi -L | grep -c '^GPU ')
 mpi=(mpirun -np "$np" --allow-run-as-root -x CCL_GPU_INSTANCES -x CCL_NCCL_LIB -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR)
+# perf INSTANCES OUT CCL-PERF-ARGS...: one timed ccl-perf run (CUDA graphs of 10 ops, 5
+# replays) with INSTANCES per program, into OUT.txt and OUT.csv. mpirun reads stdin, so
+# it gets none (it once ate the rest of a probe list). CCL_TUNE_FILE, when set, travels.
+perf() {
+    local inst=$1 out=$2 fwd=()
+    shift 2
+    [ -n "${CCL_TUNE_FILE+set}" ] && fwd=(-x CCL_TUNE_FILE)
+    CCL_GPU_INSTANCES=$inst timeout 60 "${mpi[@]}" "${fwd[@]}" "$build/ccl-perf" "$@" --graph -n 10 --repeats 5 \
+        --csv "$out.csv" >"$out.txt" 2>&1 </dev/null
+}
 for step in "$@"; do
     case $step in
     port)
@@ -23,9 +33,8 @@ for step in "$@"; do
             IFS=: read -r coll name <<<"$pair"
             for inst in 1 4; do
                 echo "== $coll $name, $inst instance(s)"
-                CCL_GPU_INSTANCES=$inst timeout 60 "${mpi[@]}" "$build/ccl-perf" -c "$coll" --algo "algorithms/$coll/$name.ccl" \
-                    -d bf16 -b 16M -e 1G -f 4 --graph --check --compare nccl -n 10 --repeats 5 \
-                    --csv "$res/port/$coll-$name-i$inst.csv" >"$res/port/$coll-$name-i$inst.txt" 2>&1
+                perf "$inst" "$res/port/$coll-$name-i$inst" -c "$coll" --algo "algorithms/$coll/$name.ccl" \
+                    -d bf16 -b 16M -e 1G -f 4 --check --compare nccl
                 grep -E '^ +[0-9]' "$res/port/$coll-$name-i$inst.txt" | cut -c1-140
             done
         done ;;
@@ -36,18 +45,15 @@ for step in "$@"; do
         for coll in allreduce allgather reduce_scatter alltoall broadcast reduce; do
             for inst in 1 4 16 32; do
                 cmp=(); [ $inst = 1 ] && cmp=(--compare nccl)
-                CCL_GPU_INSTANCES=$inst CCL_TUNE_FILE=none timeout 60 "${mpi[@]}" -x CCL_TUNE_FILE "$build/ccl-perf" \
-                    -c "$coll" -d bf16 -b 1K -e 1G -f 4 --graph -n 10 --repeats 5 "${cmp[@]}" \
-                    --csv "$res/scan/$coll-i$inst.csv" >"$res/scan/$coll-i$inst.txt" 2>&1
+                CCL_TUNE_FILE=none perf "$inst" "$res/scan/$coll-i$inst" -c "$coll" -d bf16 -b 1K -e 1G -f 4 "${cmp[@]}"
                 echo "scan $coll i$inst rc=$?"
             done
         done ;;
     portscale)
         mkdir -p "$res/port"
         for inst in 8 16; do
-            CCL_GPU_INSTANCES=$inst timeout 60 "${mpi[@]}" "$build/ccl-perf" -c allgather \
-                --algo algorithms/allgather/ring_port.ccl -d bf16 -b 64M -e 1G -f 4 --graph --check -n 10 --repeats 5 \
-                --csv "$res/port/allgather-ring_port-i$inst.csv" >"$res/port/allgather-ring_port-i$inst.txt" 2>&1
+            perf "$inst" "$res/port/allgather-ring_port-i$inst" -c allgather \
+                --algo algorithms/allgather/ring_port.ccl -d bf16 -b 64M -e 1G -f 4 --check
             grep -E '^ +[0-9]' "$res/port/allgather-ring_port-i$inst.txt" | cut -c1-120
         done ;;
     probe)
@@ -60,20 +66,17 @@ for step in "$@"; do
             case $inst in ''|\#*) continue ;; esac
             name=$coll-$(basename "$file" .ccl)-i$inst-${args//[^0-9A-Za-z]/}
             read -r -a more <<<"$args"
-            CCL_GPU_INSTANCES=$inst timeout 60 "${mpi[@]}" "$build/ccl-perf" -c "$coll" --algo "$file" -d bf16 \
-                --graph --check --compare nccl -n 10 --repeats 5 "${more[@]}" \
-                --csv "$res/probe/$name.csv" >"$res/probe/$name.txt" 2>&1 </dev/null  # mpirun reads stdin
+            perf "$inst" "$res/probe/$name" -c "$coll" --algo "$file" -d bf16 --check --compare nccl "${more[@]}"
             echo "probe $name rc=$?"
         done <"${PROBES:?probe: set PROBES to a file of runs, e.g. bench/probes/x4-1.txt}" ;;
     chain)
-        # The streaming chains (no sizes hint yet) against NCCL at the sizes where the
-        # tree programs lose, at the instance counts the table would use.
+        # The streaming chains against NCCL at the sizes where the tree programs lose, at
+        # the instance counts the table would use.
         mkdir -p "$res/chain"
         for coll in broadcast reduce; do
             for inst in 1 4 16; do
-                CCL_GPU_INSTANCES=$inst timeout 60 "${mpi[@]}" "$build/ccl-perf" -c "$coll" --algo "algorithms/$coll/chain.ccl" \
-                    -d bf16 -b 1M -e 1G -f 4 --graph --check --compare nccl -n 10 --repeats 5 \
-                    --csv "$res/chain/$coll-chain-i$inst.csv" >"$res/chain/$coll-chain-i$inst.txt" 2>&1
+                perf "$inst" "$res/chain/$coll-chain-i$inst" -c "$coll" --algo "algorithms/$coll/chain.ccl" \
+                    -d bf16 -b 1M -e 1G -f 4 --check --compare nccl
                 echo "chain $coll i$inst rc=$?"
             done
         done ;;
