@@ -2120,10 +2120,10 @@ int main(int argc, char **argv)
      * of them where a program is not valid in place, and the algorithms' scratch: the
      * --algo file's exactly (docs/internals.md's layout; an LL program's lines and
      * halves too), or for the library at most 4x the larger buffer (the shipped
-     * algorithms within their `sizes` hints, LL double-buffering included). Staging and scratch grow with the sweep and the
-     * runtime keeps the smaller regions until the communicator is destroyed, so each
-     * counts twice (the sum of a doubling sweep). CCL_HEAP_BYTES, when set, decides
-     * instead. */
+     * algorithms within their `sizes` hints, LL double-buffering included). Staging and
+     * scratch grow with the sweep and the runtime keeps the smaller regions until the
+     * communicator is destroyed, so each counts twice (the sum of a doubling sweep).
+     * CCL_HEAP_BYTES, when set, decides instead. */
     size_t maxb = sh->sizes[sh->nsizes - 1], es = sh->pat.esize, units = units_per_size(sh->coll, sh->nranks);
     size_t maxcount = maxb / es / units;
     size_t inb = in_elems(sh->coll, sh->nranks, maxcount) * es, outb = out_elems(sh->coll, sh->nranks, maxcount) * es;
@@ -2138,7 +2138,7 @@ int main(int argc, char **argv)
     }
     size_t heap = 3 * (inb + outb) + 2 * scratch + (64u << 20);
     /* The library's table may pick LL programs beyond their hints, whose lines take
-     * tens of times the buffer (allpairs at 512 KB on 4 GPUs: 28 MB), so on a GPU the
+     * tens of times the buffer (allpairs at 512 KB on 4 GPUs: 16 MB), so on a GPU the
      * library runs with at least the heap its users get by default. */
     if (!o->algo && sh->backend == CCL_BACKEND_GPU && heap < CCL__HEAP_DEFAULT)
         heap = CCL__HEAP_DEFAULT;
