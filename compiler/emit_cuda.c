@@ -475,17 +475,18 @@ static const char emit_prelude[] =
     "        }\n"
     "    }\n"
     "}\n"
-    "/* Receives n elements from this rank's LL lines into dst, every thread of the block\n"
-    " * taking a share, four lines in flight per thread; spins (bounded, abort-aware like\n"
-    " * ccl_wait) until each line carries this call's flag. */\n"
-    "__device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, unsigned int flag, char *const *peers,\n"
-    "                                        struct ccl_err *err, u64 timeout_ns, u64 rank, u64 tb, u64 inst,\n"
-    "                                        u64 line, u64 peer)\n"
+    "/* Receives n elements from this rank's LL lines into dst, thread tid of the nt taking\n"
+    " * part (the block, or its share when several sources are received at once), four\n"
+    " * lines in flight per thread; spins (bounded, abort-aware like ccl_wait) until each\n"
+    " * line carries this call's flag. */\n"
+    "__device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, unsigned int flag, u64 tid, u64 nt,\n"
+    "                                        char *const *peers, struct ccl_err *err, u64 timeout_ns, u64 rank,\n"
+    "                                        u64 tb, u64 inst, u64 line, u64 peer)\n"
     "{\n"
     "    enum { U = 4 };\n"
-    "    const u64 nw = (n + CCL_WE - 1) / CCL_WE, nt = blockDim.x;\n"
+    "    const u64 nw = (n + CCL_WE - 1) / CCL_WE;\n"
     "    const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];\n"
-    "    for (u64 base = threadIdx.x; base < nw; base += U * nt) {\n"
+    "    for (u64 base = tid; base < nw; base += U * nt) {\n"
     "        unsigned int todo = 0;\n"
     "#pragma unroll\n"
     "        for (int u = 0; u < U; u++) if (base + u * nt < nw) todo |= 1u << u;\n"
@@ -839,12 +840,14 @@ static void emit_xfer_chunk_ll(Emit *e, const PlanOp *op, int j)
 }
 
 /* Receives one delivered item (sender op, destination d) into this rank's buffer: the
- * same spans and part as the sender computed, read from our LL lines. */
-static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int line)
+ * same spans and part as the sender computed, read from our LL lines. Each chunk is one
+ * receive, numbered from *k; with several receives in one wait (grouped), warp group
+ * k % G takes receive k (see OP_WAIT), otherwise the whole block does. */
+static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int line, int *k, int grouped)
 {
     FILE *o = e->out;
     const Ref *dst = &it->op->dst[it->d];
-    for (int j = 0; j < dst->count; j++) {
+    for (int j = 0; j < dst->count; j++, (*k)++) {
         fprintf(o, "        { /* LL receive from rank %d: ", peer);
         emit_ref_comment(e, dst, j);
         fprintf(o, " */\n");
@@ -857,8 +860,13 @@ static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int l
         fprintf(o, "            const char *const lines = ");
         emit_ll_lines(e, e->rank, dst->buf, dst->chunk + j);
         fprintf(o, ";\n");
-        fprintf(o, "            if (hi > lo && !ccl_ll_recv(dst, lines, hi - lo, flag, a.peers, a.err, a.timeout_ns, %d, %d, "
-                   "inst, %d, %d)) failed = 1;\n", e->rank, tb, line, peer);
+        if (grouped)
+            fprintf(o, "            if (hi > lo && g == (u64)%d %% G &&\n"
+                       "                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, %d, %d, "
+                       "inst, %d, %d)) failed = 1;\n", *k, e->rank, tb, line, peer);
+        else
+            fprintf(o, "            if (hi > lo && !ccl_ll_recv(dst, lines, hi - lo, flag, threadIdx.x, blockDim.x, a.peers, a.err, "
+                       "a.timeout_ns, %d, %d, inst, %d, %d)) failed = 1;\n", e->rank, tb, line, peer);
         fprintf(o, "        }\n");
     }
 }
@@ -972,10 +980,27 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
                        "inst, %d, %d)) failed = 1;\n", e->rank, b->tb, emit_first_line(op), op->peer[k]);
             fprintf(o, "        }\n");
         }
-        for (int k = 0; e->ll && k < op->npeer; k++) {
-            const LLDelivery *dv = emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]]++);
-            for (int i = 0; dv && i < dv->n; i++)
-                emit_ll_recv_item(e, &dv->items[i], op->peer[k], b->tb, emit_first_line(op));
+        if (e->ll) {
+            /* Several receives (peers, chunks) run at once, one warp group each, so a
+             * rank waiting on N-1 peers pays one round of line polls, not N-1 (each
+             * round is a trip to memory the peers wrote). */
+            int nrecv = 0, r = 0;
+            for (int k = 0; k < op->npeer; k++) {
+                const LLDelivery *dv = emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]]);
+                for (int i = 0; dv && i < dv->n; i++) nrecv += dv->items[i].op->dst[dv->items[i].d].count;
+            }
+            if (nrecv > 1) {
+                fprintf(o, "        { /* %d LL receives at once: warp group g of G takes receives g, g + G, ... */\n", nrecv);
+                fprintf(o, "        const u64 nwarp = blockDim.x / 32, G = nwarp < %d ? nwarp : %d;\n", nrecv, nrecv);
+                fprintf(o, "        const u64 w = threadIdx.x / 32, g = w %% G;\n");
+                fprintf(o, "        const u64 gtid = w / G * 32 + threadIdx.x %% 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;\n");
+            }
+            for (int k = 0; k < op->npeer; k++) {
+                const LLDelivery *dv = emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]]++);
+                for (int i = 0; dv && i < dv->n; i++)
+                    emit_ll_recv_item(e, &dv->items[i], op->peer[k], b->tb, emit_first_line(op), &r, nrecv > 1);
+            }
+            if (nrecv > 1) fprintf(o, "        }\n");
         }
         fprintf(o, "        __syncthreads();\n");
         fprintf(o, "        if (failed) return;\n");

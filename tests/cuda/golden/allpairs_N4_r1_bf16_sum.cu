@@ -388,17 +388,18 @@ __device__ __forceinline__ void ccl_xfer_ll(char *const *dl, char *const (&dr)[N
         }
     }
 }
-/* Receives n elements from this rank's LL lines into dst, every thread of the block
- * taking a share, four lines in flight per thread; spins (bounded, abort-aware like
- * ccl_wait) until each line carries this call's flag. */
-__device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, unsigned int flag, char *const *peers,
-                                        struct ccl_err *err, u64 timeout_ns, u64 rank, u64 tb, u64 inst,
-                                        u64 line, u64 peer)
+/* Receives n elements from this rank's LL lines into dst, thread tid of the nt taking
+ * part (the block, or its share when several sources are received at once), four
+ * lines in flight per thread; spins (bounded, abort-aware like ccl_wait) until each
+ * line carries this call's flag. */
+__device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, unsigned int flag, u64 tid, u64 nt,
+                                        char *const *peers, struct ccl_err *err, u64 timeout_ns, u64 rank,
+                                        u64 tb, u64 inst, u64 line, u64 peer)
 {
     enum { U = 4 };
-    const u64 nw = (n + CCL_WE - 1) / CCL_WE, nt = blockDim.x;
+    const u64 nw = (n + CCL_WE - 1) / CCL_WE;
     const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];
-    for (u64 base = threadIdx.x; base < nw; base += U * nt) {
+    for (u64 base = tid; base < nw; base += U * nt) {
         unsigned int todo = 0;
 #pragma unroll
         for (int u = 0; u < U; u++) if (base + u * nt < nw) todo |= 1u << u;
@@ -507,6 +508,10 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         /* signal 2: carried by LL lines */
         /* signal 3: carried by LL lines */
         /* op 2: wait (line 32) */
+        { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
+        const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
+        const u64 w = threadIdx.x / 32, g = w % G;
+        const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
         { /* LL receive from rank 0: s[0] */
             const struct ccl_span s0 = {(u64)0 * a.cs, a.cs};
             const struct ccl_span s1 = {(u64)0 * a.cs, a.cs};
@@ -520,7 +525,8 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const dst = (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s0.off + lo) * sizeof(ccl_t);
             const char *const lines = (p1 + a.scratch_off + (8ull + (ep & 1) * 12ull + 4ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-            if (hi > lo && !ccl_ll_recv(dst, lines, hi - lo, flag, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 0)) failed = 1;
+            if (hi > lo && g == (u64)0 % G &&
+                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 0)) failed = 1;
         }
         { /* LL receive from rank 2: s[2] */
             const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
@@ -535,7 +541,8 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const dst = (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s1.off + lo) * sizeof(ccl_t);
             const char *const lines = (p1 + a.scratch_off + (8ull + (ep & 1) * 12ull + 8ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-            if (hi > lo && !ccl_ll_recv(dst, lines, hi - lo, flag, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 2)) failed = 1;
+            if (hi > lo && g == (u64)1 % G &&
+                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 2)) failed = 1;
         }
         { /* LL receive from rank 3: s[3] */
             const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
@@ -550,7 +557,9 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const dst = (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s1.off + lo) * sizeof(ccl_t);
             const char *const lines = (p1 + a.scratch_off + (8ull + (ep & 1) * 12ull + 10ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-            if (hi > lo && !ccl_ll_recv(dst, lines, hi - lo, flag, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 3)) failed = 1;
+            if (hi > lo && g == (u64)2 % G &&
+                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 3)) failed = 1;
+        }
         }
         __syncthreads();
         if (failed) return;

@@ -385,17 +385,18 @@ __device__ __forceinline__ void ccl_xfer_ll(char *const *dl, char *const (&dr)[N
         }
     }
 }
-/* Receives n elements from this rank's LL lines into dst, every thread of the block
- * taking a share, four lines in flight per thread; spins (bounded, abort-aware like
- * ccl_wait) until each line carries this call's flag. */
-__device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, unsigned int flag, char *const *peers,
-                                        struct ccl_err *err, u64 timeout_ns, u64 rank, u64 tb, u64 inst,
-                                        u64 line, u64 peer)
+/* Receives n elements from this rank's LL lines into dst, thread tid of the nt taking
+ * part (the block, or its share when several sources are received at once), four
+ * lines in flight per thread; spins (bounded, abort-aware like ccl_wait) until each
+ * line carries this call's flag. */
+__device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, unsigned int flag, u64 tid, u64 nt,
+                                        char *const *peers, struct ccl_err *err, u64 timeout_ns, u64 rank,
+                                        u64 tb, u64 inst, u64 line, u64 peer)
 {
     enum { U = 4 };
-    const u64 nw = (n + CCL_WE - 1) / CCL_WE, nt = blockDim.x;
+    const u64 nw = (n + CCL_WE - 1) / CCL_WE;
     const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];
-    for (u64 base = threadIdx.x; base < nw; base += U * nt) {
+    for (u64 base = tid; base < nw; base += U * nt) {
         unsigned int todo = 0;
 #pragma unroll
         for (int u = 0; u < U; u++) if (base + u * nt < nw) todo |= 1u << u;
