@@ -208,13 +208,14 @@ static const char emit_prelude[] =
     "    ccl_t e[CCL_VE];\n"
     "};\n"
     "\n"
-    "/* dst[d] = op(src[0], src[1], ...) for n elements, every thread of the block taking a\n"
+    "/* dst[d] = op(src[0], src[1], ...) for n elements, thread tid of the nt taking part\n"
+    " * (the block, or its warp group when independent transfers run at once) taking a\n"
     " * share. 16-byte vectors when every operand is 16-byte aligned; the rest (and any\n"
     " * misaligned transfer) element by element. A one-source transfer copies bits. */\n"
     "template <int ND, int NS>\n"
-    "__device__ __forceinline__ void ccl_xfer(char *const (&dst)[ND], const char *const (&src)[NS], u64 n)\n"
+    "__device__ __forceinline__ void ccl_xfer(char *const (&dst)[ND], const char *const (&src)[NS], u64 n, u64 tid,\n"
+    "                                         u64 nt)\n"
     "{\n"
-    "    const u64 tid = threadIdx.x, nt = blockDim.x;\n"
     "    u64 mis = 0, done = 0;\n"
     "#pragma unroll\n"
     "    for (int d = 0; d < ND; d++) mis |= (u64)dst[d];\n"
@@ -317,6 +318,19 @@ static const char emit_prelude[] =
     "#if __CUDA_ARCH__ >= 700\n"
     "    asm volatile(\"red.release.sys.global.add.u64 [%0], %1;\" :: \"l\"(sem), \"l\"(1ull) : \"memory\");\n"
     "#else\n"
+    "    atomicAdd(sem, 1ull);\n"
+    "#endif\n"
+    "}\n"
+    "/* The same without the fence, for LL kernels: no peer reads this rank's memory there\n"
+    " * (data moves only as self-checking LL lines), so a semaphore signal publishes no data,\n"
+    " * only that the block got this far; the release orders the block's earlier reads\n"
+    " * (\"done with that scratch\"). */\n"
+    "__device__ __forceinline__ void ccl_notify(u64 *sem)\n"
+    "{\n"
+    "#if __CUDA_ARCH__ >= 700\n"
+    "    asm volatile(\"red.release.sys.global.add.u64 [%0], %1;\" :: \"l\"(sem), \"l\"(1ull) : \"memory\");\n"
+    "#else\n"
+    "    __threadfence_system();\n"
     "    atomicAdd(sem, 1ull);\n"
     "#endif\n"
     "}\n"
@@ -440,11 +454,11 @@ static const char emit_prelude[] =
     " * (dr: the peer's LL lines for this part) get LL lines. */\n"
     "template <int NL, int NR, int NS>\n"
     "__device__ __forceinline__ void ccl_xfer_ll(char *const *dl, char *const (&dr)[NR], const char *const (&src)[NS],\n"
-    "                                            u64 n, unsigned int flag)\n"
+    "                                            u64 n, unsigned int flag, u64 tid, u64 nt)\n"
     "{\n"
     "    enum { U = NS <= 2 ? 4 : 2 }; /* words per thread in flight */\n"
-    "    const u64 nw = (n + CCL_WE - 1) / CCL_WE, nt = blockDim.x;\n"
-    "    for (u64 base = threadIdx.x; base < nw; base += U * nt) {\n"
+    "    const u64 nw = (n + CCL_WE - 1) / CCL_WE;\n"
+    "    for (u64 base = tid; base < nw; base += U * nt) {\n"
     "        union ccl_word x[U][NS];\n"
     "#pragma unroll\n"
     "        for (int u = 0; u < U; u++) {\n"
@@ -590,6 +604,9 @@ typedef struct {
     int *pend;            /* per peer: remote writes of the current block since its last signal */
     int *waits;           /* per peer: waits of the current block so far */
     const PlanBlock *cur; /* the block being emitted */
+    /* Who runs the transfer being emitted: the whole block (item < 0), or warp group
+     * item % G of a run of independent transfers (emit_xfer_run). */
+    int item;
 } Emit;
 
 /* Writes a C expression for the base pointer (char *) of operand r's buffer. */
@@ -658,6 +675,28 @@ static void emit_xfer_comment(Emit *e, const PlanOp *op, int j, const char *tag)
 
 static void emit_op_part(Emit *e, const PlanOp *op, int j);
 
+/* The threads of a transfer: the block's, or a warp group's (see emit_warp_groups). */
+static const char *emit_share(const Emit *e)
+{
+    return e->item < 0 ? "threadIdx.x, blockDim.x" : "gtid, gnt";
+}
+
+/* In a run of transfers at once, only transfer `item` of warp group item % G runs this
+ * one; the next transfer gets the next item. */
+static void emit_share_guard(Emit *e)
+{
+    if (e->item >= 0) fprintf(e->out, " && g == (u64)%d %% G", e->item++);
+}
+
+/* Splits the block into G = min(warps, n) warp groups for n pieces of work that run at
+ * once: warp group g (gtid of gnt threads) takes pieces g, g + G, ... */
+static void emit_warp_groups(FILE *o, int n)
+{
+    fprintf(o, "        const u64 nwarp = blockDim.x / 32, G = nwarp < %d ? nwarp : %d;\n", n, n);
+    fprintf(o, "        const u64 w = threadIdx.x / 32, g = w %% G;\n");
+    fprintf(o, "        const u64 gtid = w / G * 32 + threadIdx.x %% 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;\n");
+}
+
 /* One chunk of an OP_XFER: spans of every operand, the shortest length, this
  * instance's and slice's part of it, then the transfer. */
 static void emit_xfer_chunk(Emit *e, const PlanOp *op, int j)
@@ -679,7 +718,9 @@ static void emit_xfer_chunk(Emit *e, const PlanOp *op, int j)
         fprintf(o, " + (s%d.off + lo) * sizeof(ccl_t)", op->ndst + x);
     }
     fprintf(o, "};\n");
-    fprintf(o, "            if (hi > lo) ccl_xfer<%d, %d>(d, s, hi - lo);\n", op->ndst, op->nsrc);
+    fprintf(o, "            if (hi > lo");
+    emit_share_guard(e);
+    fprintf(o, ") ccl_xfer<%d, %d>(d, s, hi - lo, %s);\n", op->ndst, op->nsrc, emit_share(e));
     fprintf(o, "        }\n");
 }
 
@@ -835,7 +876,9 @@ static void emit_xfer_chunk_ll(Emit *e, const PlanOp *op, int j)
         fprintf(o, " + (s%d.off + lo) * sizeof(ccl_t)", op->ndst + x);
     }
     fprintf(o, "};\n");
-    fprintf(o, "            if (hi > lo) ccl_xfer_ll<%d, %d, %d>(dl, dr, s, hi - lo, flag);\n", nl, nr, op->nsrc);
+    fprintf(o, "            if (hi > lo");
+    emit_share_guard(e);
+    fprintf(o, ") ccl_xfer_ll<%d, %d, %d>(dl, dr, s, hi - lo, flag, %s);\n", nl, nr, op->nsrc, emit_share(e));
     fprintf(o, "        }\n");
 }
 
@@ -920,34 +963,42 @@ static void emit_port_put(Emit *e, const PlanBlock *b, const PlanOp *op, int cou
     fprintf(o, "        if (failed) return;\n");
 }
 
-static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
+static void emit_op_comment(FILE *o, const PlanOp *op, int idx)
 {
-    FILE *o = e->out;
-    int n = e->prog->nranks;
     static const char *const kind_names[] = {"xfer", "signal", "wait", "barrier", "flush", "sync"};
     fprintf(o, "        /* op %d: %s", idx, kind_names[op->kind]);
     if (op->chan == CHAN_PORT) fprintf(o, " [port channel: the host proxy copies]");
     emit_lines_comment(o, op);
     fprintf(o, " */\n");
-    switch (op->kind) {
-    case OP_XFER: {
-        int count = op->ndst ? op->dst[0].count : op->src[0].count;
-        if (op->chan == CHAN_PORT) {
-            emit_port_put(e, b, op, count);
-            break;
+}
+
+static int emit_op_chunks(const PlanOp *op) { return op->ndst ? op->dst[0].count : op->src[0].count; }
+
+/* An OP_XFER through the SMs, chunk by chunk (a remote one as LL lines in an LL kernel). */
+static void emit_xfer(Emit *e, const PlanOp *op)
+{
+    int remote = 0;
+    for (int d = 0; d < op->ndst; d++)
+        if (op->dst[d].rank != e->rank) {
+            remote = 1;
+            if (e->ll) e->pend[op->dst[d].rank]++;
         }
-        int remote = 0;
-        for (int d = 0; d < op->ndst; d++)
-            if (op->dst[d].rank != e->rank) {
-                remote = 1;
-                if (e->ll) e->pend[op->dst[d].rank]++;
-            }
-        for (int j = 0; j < count; j++) {
-            if (e->ll && remote) emit_xfer_chunk_ll(e, op, j);
-            else emit_xfer_chunk(e, op, j);
-        }
-        break;
+    for (int j = 0; j < emit_op_chunks(op); j++) {
+        if (e->ll && remote) emit_xfer_chunk_ll(e, op, j);
+        else emit_xfer_chunk(e, op, j);
     }
+}
+
+static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
+{
+    FILE *o = e->out;
+    int n = e->prog->nranks;
+    emit_op_comment(o, op, idx);
+    switch (op->kind) {
+    case OP_XFER:
+        if (op->chan == CHAN_PORT) emit_port_put(e, b, op, emit_op_chunks(op));
+        else emit_xfer(e, op);
+        break;
     case OP_SIGNAL: {
         /* The barrier orders every thread's stores before the release by thread k; a
          * signal carried by LL lines needs none. */
@@ -963,7 +1014,8 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
             }
             /* The slot on the peer: same logical block, indexed by this (signalling) rank. */
             int t = op->sem[k] / n;
-            fprintf(o, "        if (threadIdx.x == %d) ccl_signal((u64 *)(p%d + a.sem_off) + ", k, op->peer[k]);
+            fprintf(o, "        if (threadIdx.x == %d) %s((u64 *)(p%d + a.sem_off) + ", k,
+                    e->ll ? "ccl_notify" : "ccl_signal", op->peer[k]);
             emit_slot(o, t * n + e->rank, n);
             fprintf(o, ");\n");
         }
@@ -991,9 +1043,7 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
             }
             if (nrecv > 1) {
                 fprintf(o, "        { /* %d LL receives at once: warp group g of G takes receives g, g + G, ... */\n", nrecv);
-                fprintf(o, "        const u64 nwarp = blockDim.x / 32, G = nwarp < %d ? nwarp : %d;\n", nrecv, nrecv);
-                fprintf(o, "        const u64 w = threadIdx.x / 32, g = w %% G;\n");
-                fprintf(o, "        const u64 gtid = w / G * 32 + threadIdx.x %% 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;\n");
+                emit_warp_groups(o, nrecv);
             }
             for (int k = 0; k < op->npeer; k++) {
                 const LLDelivery *dv = emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]]++);
@@ -1033,6 +1083,84 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
         fprintf(o, "        __syncthreads();\n");
         break;
     }
+}
+
+/* Whether operands x (at chunk offset jx) and y (at jy) may share memory: the same
+ * chunk of one buffer of one rank, or a rank's in and out (the same memory in place). */
+static int emit_refs_overlap(const Ref *x, int jx, const Ref *y, int jy)
+{
+    if (x->rank != y->rank) return 0;
+    if (x->buf != y->buf)
+        return (x->buf == BUF_IN || x->buf == BUF_OUT) && (y->buf == BUF_IN || y->buf == BUF_OUT);
+    return x->chunk + jx == y->chunk + jy;
+}
+
+/* Whether chunk ja of transfer a and chunk jb of transfer b may run at once: neither
+ * writes what the other reads or writes. */
+static int emit_chunks_independent(const PlanOp *a, int ja, const PlanOp *b, int jb)
+{
+    for (int d = 0; d < a->ndst; d++) {
+        for (int x = 0; x < b->ndst; x++)
+            if (emit_refs_overlap(&a->dst[d], ja, &b->dst[x], jb)) return 0;
+        for (int x = 0; x < b->nsrc; x++)
+            if (emit_refs_overlap(&a->dst[d], ja, &b->src[x], jb)) return 0;
+    }
+    for (int d = 0; d < b->ndst; d++)
+        for (int x = 0; x < a->nsrc; x++)
+            if (emit_refs_overlap(&b->dst[d], jb, &a->src[x], ja)) return 0;
+    return 1;
+}
+
+/* The end of the run of SM transfers starting at op `first` whose chunks are pairwise
+ * independent, when the run has two chunks or more; otherwise `first`. Each transfer
+ * alone costs the block a trip to memory (a thread cannot load the next transfer's
+ * data before storing this one's: they may alias), so on small messages N-1 copies in
+ * a row cost N-1 trips; run at once, one. */
+static int emit_xfer_run_end(const PlanBlock *b, int first)
+{
+    int end = first, chunks = 0;
+    for (; end < b->nops; end++) {
+        const PlanOp *op = &b->ops[end];
+        if (op->kind != OP_XFER || op->chan == CHAN_PORT) break;
+        int ok = 1;
+        for (int j = 0; j < emit_op_chunks(op) && ok; j++) {
+            for (int i = first; i <= end && ok; i++)
+                for (int k = 0; k < (i == end ? j : emit_op_chunks(&b->ops[i])) && ok; k++)
+                    ok = emit_chunks_independent(op, j, &b->ops[i], k);
+        }
+        if (!ok) break;
+        chunks += emit_op_chunks(op);
+    }
+    return chunks >= 2 ? end : first;
+}
+
+/* Whether op ends with a barrier of the block (every wait, barrier, flush and sync does). */
+static int emit_ends_with_barrier(const PlanOp *op)
+{
+    return op->kind == OP_WAIT || op->kind == OP_BARRIER || op->kind == OP_FLUSH || op->kind == OP_SYNC;
+}
+
+/* Ops first..end-1 (independent transfers) at once, one warp group per chunk. Barriers
+ * on both sides (the one before unless the op before, the block's last one for the
+ * first op, ended with one): the ops around them share data out thread by thread,
+ * these by warp group. */
+static void emit_xfer_run(Emit *e, const PlanBlock *b, int first, int end)
+{
+    FILE *o = e->out;
+    int chunks = 0;
+    for (int i = first; i < end; i++) chunks += emit_op_chunks(&b->ops[i]);
+    if (!emit_ends_with_barrier(&b->ops[first > 0 ? first - 1 : b->nops - 1])) fprintf(o, "        __syncthreads();\n");
+    fprintf(o, "        { /* %d independent transfers at once: warp group g of G takes transfers g, g + G, ... */\n",
+            chunks);
+    emit_warp_groups(o, chunks);
+    e->item = 0;
+    for (int i = first; i < end; i++) {
+        emit_op_comment(o, &b->ops[i], i);
+        emit_xfer(e, &b->ops[i]);
+    }
+    e->item = -1;
+    fprintf(o, "        }\n");
+    fprintf(o, "        __syncthreads();\n");
 }
 
 /* Marks in used[] every rank whose heap the block touches remotely (data or semaphores). */
@@ -1078,7 +1206,16 @@ static void emit_block(Emit *e, const PlanBlock *b)
         memset(e->waits, 0, sizeof *e->waits * (size_t)n);
     }
     fprintf(o, "        for (u64 sl = 0; sl < a.nslices; sl++) {\n");
-    for (int i = 0; i < b->nops; i++) emit_op(e, b, &b->ops[i], i);
+    for (int i = 0; i < b->nops;) {
+        int end = e->ll ? emit_xfer_run_end(b, i) : i;
+        if (end > i) {
+            emit_xfer_run(e, b, i, end);
+            i = end;
+        } else {
+            emit_op(e, b, &b->ops[i], i);
+            i++;
+        }
+    }
     fprintf(o, "        }\n");
     if (e->double_buffer) {
         fprintf(o, "        __syncthreads();\n");
@@ -1100,7 +1237,7 @@ void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt)
     if (rank < 0 || rank >= plan->nranks) internal_error("emit_cuda: rank %d out of range", rank);
     Protocol proto = opt ? opt->protocol : prog->protocol;
 
-    Emit e = {.out = out, .plan = plan, .prog = prog, .rank = rank, .nslots = plan->nsems};
+    Emit e = {.out = out, .plan = plan, .prog = prog, .rank = rank, .nslots = plan->nsems, .item = -1};
     e.scratch_prefix = calloc((size_t)prog->nbufs, sizeof(long));
     if (!e.scratch_prefix) internal_error("out of memory");
     long acc = 0;

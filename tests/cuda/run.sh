@@ -3,8 +3,9 @@
 #  - every shipped algorithm, at N=4 and N=2, every rank's generated kernel compiles
 #    through NVRTC for sm_90 (bf16/sum, the default protocol);
 #  - one algorithm compiles for every dtype and every op, and for older archs;
-#  - golden files: the generated CUDA of three algorithms (one-shot, ring, port ring) matches tests/cuda/golden/*.cu
-#    byte for byte (UPDATE_GOLDEN=1 rewrites them).
+#  - golden files: the generated CUDA of five kernels (one-shot, ring, port ring; LL
+#    all-to-all with transfers at once, LL reduce's root with fence-free signals)
+#    matches tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them).
 # Prints "ok NAME" / "FAIL NAME: why"; skips (ok-less, says why) where NVRTC is missing.
 set -u
 build=${1:?usage: tests/cuda/run.sh BUILD}
@@ -71,4 +72,6 @@ golden() {
 golden allpairs_N4_r1_bf16_sum algorithms/allreduce/allpairs.ccl 4 1 --dtype bf16 --op sum
 golden ring_N4_r2_f32_max algorithms/allreduce/ring.ccl 4 2 --dtype f32 --op max
 golden ring_port_N4_r1_bf16_sum algorithms/allreduce/ring_port.ccl 4 1 --dtype bf16 --op sum
+golden alltoall_direct_ll_N4_r0_bf16 algorithms/alltoall/direct_ll.ccl 4 0 --dtype bf16
+golden reduce_direct_ll_N4_r0_bf16_sum algorithms/reduce/direct_ll.ccl 4 0 --dtype bf16 --op sum
 exit 0

@@ -118,13 +118,14 @@ union ccl_vec {
     ccl_t e[CCL_VE];
 };
 
-/* dst[d] = op(src[0], src[1], ...) for n elements, every thread of the block taking a
+/* dst[d] = op(src[0], src[1], ...) for n elements, thread tid of the nt taking part
+ * (the block, or its warp group when independent transfers run at once) taking a
  * share. 16-byte vectors when every operand is 16-byte aligned; the rest (and any
  * misaligned transfer) element by element. A one-source transfer copies bits. */
 template <int ND, int NS>
-__device__ __forceinline__ void ccl_xfer(char *const (&dst)[ND], const char *const (&src)[NS], u64 n)
+__device__ __forceinline__ void ccl_xfer(char *const (&dst)[ND], const char *const (&src)[NS], u64 n, u64 tid,
+                                         u64 nt)
 {
-    const u64 tid = threadIdx.x, nt = blockDim.x;
     u64 mis = 0, done = 0;
 #pragma unroll
     for (int d = 0; d < ND; d++) mis |= (u64)dst[d];
@@ -227,6 +228,19 @@ __device__ __forceinline__ void ccl_signal(u64 *sem)
 #if __CUDA_ARCH__ >= 700
     asm volatile("red.release.sys.global.add.u64 [%0], %1;" :: "l"(sem), "l"(1ull) : "memory");
 #else
+    atomicAdd(sem, 1ull);
+#endif
+}
+/* The same without the fence, for LL kernels: no peer reads this rank's memory there
+ * (data moves only as self-checking LL lines), so a semaphore signal publishes no data,
+ * only that the block got this far; the release orders the block's earlier reads
+ * ("done with that scratch"). */
+__device__ __forceinline__ void ccl_notify(u64 *sem)
+{
+#if __CUDA_ARCH__ >= 700
+    asm volatile("red.release.sys.global.add.u64 [%0], %1;" :: "l"(sem), "l"(1ull) : "memory");
+#else
+    __threadfence_system();
     atomicAdd(sem, 1ull);
 #endif
 }
@@ -350,11 +364,11 @@ __device__ __forceinline__ void ccl_st_word(char *p, u64 w, int m)
  * (dr: the peer's LL lines for this part) get LL lines. */
 template <int NL, int NR, int NS>
 __device__ __forceinline__ void ccl_xfer_ll(char *const *dl, char *const (&dr)[NR], const char *const (&src)[NS],
-                                            u64 n, unsigned int flag)
+                                            u64 n, unsigned int flag, u64 tid, u64 nt)
 {
     enum { U = NS <= 2 ? 4 : 2 }; /* words per thread in flight */
-    const u64 nw = (n + CCL_WE - 1) / CCL_WE, nt = blockDim.x;
-    for (u64 base = threadIdx.x; base < nw; base += U * nt) {
+    const u64 nw = (n + CCL_WE - 1) / CCL_WE;
+    for (u64 base = tid; base < nw; base += U * nt) {
         union ccl_word x[U][NS];
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -521,7 +535,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
             const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s2.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo);
+            if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
         }
         /* op 5: sync (line 38) */
         __syncthreads();
@@ -568,7 +582,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
             const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s2.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo);
+            if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
         }
         /* op 11: sync (line 38) */
         __syncthreads();
@@ -615,7 +629,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
             const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s2.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo);
+            if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
         }
         /* op 17: sync (line 46) */
         __syncthreads();
