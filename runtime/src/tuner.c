@@ -389,13 +389,13 @@ static const BuiltinRow h200x2[] = {
     {"allgather", 0, 12, "allgather/direct_ll.ccl", 1},
     {"allgather", 13, 14, "allgather/direct_ll.ccl", 4},
     {"allgather", 15, 17, "allgather/direct_ll.ccl", 16},
-    {"allgather", 18, 18, "allgather/direct.ccl", 4},
-    {"allgather", 19, 21, "allgather/direct.ccl", 16},
+    {"allgather", 18, 19, "allgather/direct_ll.ccl", 32},  /* x2-sweep probe: 6.6, 9.0 us vs direct 10.3, 10.3 */
+    {"allgather", 20, 21, "allgather/direct.ccl", 16},
     {"allgather", 22, TOP, "allgather/ring.ccl", 32},
     {"reduce_scatter", 0, 12, "reduce_scatter/direct_ll.ccl", 1},
     {"reduce_scatter", 13, 14, "reduce_scatter/direct_ll.ccl", 4},
     {"reduce_scatter", 15, 17, "reduce_scatter/direct_ll.ccl", 16},
-    {"reduce_scatter", 18, 19, "reduce_scatter/direct.ccl", 16},
+    {"reduce_scatter", 18, 19, "reduce_scatter/direct_ll.ccl", 32}, /* probe: 7.0, 9.2 us vs 10.6, 11.6 */
     {"reduce_scatter", 20, 21, "reduce_scatter/direct.ccl", 32},
     {"reduce_scatter", 22, TOP, "reduce_scatter/ring.ccl", 32},
     {"alltoall", 0, 12, "alltoall/direct_ll.ccl", 1},
@@ -407,13 +407,15 @@ static const BuiltinRow h200x2[] = {
     {"broadcast", 0, 12, "broadcast/direct_ll.ccl", 1},
     {"broadcast", 13, 14, "broadcast/direct_ll.ccl", 4},
     {"broadcast", 15, 17, "broadcast/direct_ll.ccl", 16},
-    {"broadcast", 18, 21, "broadcast/direct.ccl", 16},
+    {"broadcast", 18, 19, "broadcast/direct_ll.ccl", 32},  /* probe: 5.8, 7.2 us vs direct 8.0, 8.9 */
+    {"broadcast", 20, 21, "broadcast/direct.ccl", 16},
     {"broadcast", 22, 24, "broadcast/direct.ccl", 32},     /* 16 MB: direct not measured, tree lost (1.48) */
     {"broadcast", 25, TOP, "broadcast/tree.ccl", 32},
     {"reduce", 0, 12, "reduce/direct_ll.ccl", 1},
     {"reduce", 13, 14, "reduce/direct_ll.ccl", 4},
     {"reduce", 15, 17, "reduce/direct_ll.ccl", 16},
-    {"reduce", 18, 24, "reduce/direct.ccl", 32},           /* 16 MB: direct not measured, tree lost (2.3) */
+    {"reduce", 18, 20, "reduce/direct_ll.ccl", 32},        /* probe: 5.9, 7.2, 10.1 us vs 10.1, 11.1, 13.0 */
+    {"reduce", 21, 24, "reduce/direct.ccl", 32},           /* 16 MB: direct not measured, tree lost (2.3) */
     {"reduce", 25, TOP, "reduce/tree.ccl", 32},
 };
 #undef TOP

@@ -166,6 +166,11 @@ static void test_builtin(void)
         {2, COLL_BROADCAST, 64 << 20, "broadcast/tree.ccl", 32},    {4, COLL_BROADCAST, 64 << 20, "broadcast/chain.ccl", 16},
         {4, COLL_BROADCAST, (size_t)1 << 30, "broadcast/chain.ccl", 32},
         {4, COLL_REDUCE, 16384, "reduce/direct_ll.ccl", 4},        {4, COLL_REDUCE, 16 << 20, "reduce/chain.ccl", 32},
+        /* 2x H200: the LL programs past their hints (x2-sweep probe/). */
+        {2, COLL_ALLGATHER, 256 << 10, "allgather/direct_ll.ccl", 32}, {2, COLL_ALLGATHER, 1 << 20, "allgather/direct.ccl", 16},
+        {2, COLL_REDUCE_SCATTER, 512 << 10, "reduce_scatter/direct_ll.ccl", 32},
+        {2, COLL_BROADCAST, 512 << 10, "broadcast/direct_ll.ccl", 32}, {2, COLL_BROADCAST, 1 << 20, "broadcast/direct.ccl", 16},
+        {2, COLL_REDUCE, 1 << 20, "reduce/direct_ll.ccl", 32},     {2, COLL_REDUCE, 2 << 20, "reduce/direct.ccl", 32},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *file = "";
