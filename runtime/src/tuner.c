@@ -369,16 +369,18 @@ static const BuiltinRow h200x4[] = {
     {"broadcast", 14, 14, "broadcast/direct_ll.ccl", 4},
     {"broadcast", 15, 17, "broadcast/direct_ll.ccl", 16},
     {"broadcast", 18, 19, "broadcast/direct_ll.ccl", 32},  /* 256 KB: 8.7 us, direct 13.3 */
-    {"broadcast", 20, 21, "broadcast/direct.ccl", 16},
-    {"broadcast", 22, 22, "broadcast/direct.ccl", 32},
-    {"broadcast", 23, 28, "broadcast/chain.ccl", 16},
+    {"broadcast", 20, 20, "broadcast/direct.ccl", 16},
+    {"broadcast", 21, 24, "broadcast/twostep.ccl", 32},    /* 2-16 MB: 28.6-104 us, direct/chain 31.6-117 */
+    {"broadcast", 25, 28, "broadcast/chain.ccl", 16},
     {"broadcast", 29, TOP, "broadcast/chain.ccl", 32},     /* 1 GB: 3.49 ms, 3.64 with 16 */
     {"reduce", 0, 13, "reduce/direct_ll.ccl", 1},
     {"reduce", 14, 14, "reduce/direct_ll.ccl", 4},
     {"reduce", 15, 17, "reduce/direct_ll.ccl", 16},
     {"reduce", 18, 19, "reduce/direct_ll.ccl", 32},        /* 256 KB: 13.5 us, direct 15.0 */
-    {"reduce", 20, 23, "reduce/direct.ccl", 32},
-    {"reduce", 24, TOP, "reduce/chain.ccl", 32},
+    {"reduce", 20, 20, "reduce/direct.ccl", 32},
+    {"reduce", 21, 23, "reduce/twostep.ccl", 32},          /* 2-8 MB: 28.5-61.7 us, direct 30.7-91.8 */
+    {"reduce", 24, 24, "reduce/twostep.ccl", 16},          /* 16 MB: 106.9 us, chain 125.2 */
+    {"reduce", 25, TOP, "reduce/chain.ccl", 32},
 };
 static const BuiltinRow h200x2[] = {
     {"allreduce", 0, 13, "allreduce/allpairs.ccl", 1},     /* measured 1 KB .. 16 KB: 1 */

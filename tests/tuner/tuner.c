@@ -165,7 +165,9 @@ static void test_builtin(void)
         {4, COLL_ALLTOALL, 16 << 20, "alltoall/direct.ccl", 32},    {2, COLL_BROADCAST, 16 << 20, "broadcast/direct.ccl", 32},
         {2, COLL_BROADCAST, 64 << 20, "broadcast/tree.ccl", 32},    {4, COLL_BROADCAST, 64 << 20, "broadcast/chain.ccl", 16},
         {4, COLL_BROADCAST, (size_t)1 << 30, "broadcast/chain.ccl", 32},
-        {4, COLL_REDUCE, 16384, "reduce/direct_ll.ccl", 4},        {4, COLL_REDUCE, 16 << 20, "reduce/chain.ccl", 32},
+        {4, COLL_REDUCE, 16384, "reduce/direct_ll.ccl", 4},        {4, COLL_REDUCE, 32 << 20, "reduce/chain.ccl", 32},
+        {4, COLL_REDUCE, 4 << 20, "reduce/twostep.ccl", 32},       {4, COLL_REDUCE, 16 << 20, "reduce/twostep.ccl", 16},
+        {4, COLL_BROADCAST, 8 << 20, "broadcast/twostep.ccl", 32}, {4, COLL_BROADCAST, 1 << 20, "broadcast/direct.ccl", 16},
         /* 2x H200: the LL programs past their hints (x2-sweep probe/). */
         {2, COLL_ALLGATHER, 256 << 10, "allgather/direct_ll.ccl", 32}, {2, COLL_ALLGATHER, 1 << 20, "allgather/direct.ccl", 16},
         {2, COLL_REDUCE_SCATTER, 512 << 10, "reduce_scatter/direct_ll.ccl", 32},
