@@ -30,12 +30,15 @@
  * data, flag} in the peer's LL region, and the signal that would publish it disappears:
  * the waiter's matching wait (the k-th wait pairs with the k-th signal, so the waiter
  * knows which writes it receives) spins on those lines' flags and copies the data into
- * place. Signal/wait pairs that publish no data stay semaphores. Flags are the call
- * number (a per-block counter in `expected`, equal on every rank) mixed with a salt the
- * runtime picks per LL region, so stale lines never match and nothing is cleared between
- * calls; LL regions and scratch are double-buffered by call parity, as the verifier's
- * cross-call proof of an LL program assumes. An LL program that reads peers' memory or
- * uses port channels runs as double-buffered Simple. LL128 runs as Simple.
+ * place. Signal/wait pairs that publish no data stay semaphores, without the system
+ * fence (nothing to publish: no peer reads an LL kernel's memory). Several receives of
+ * one wait, and consecutive transfers that share no memory, run at once, one warp group
+ * each (emit_warp_groups). Flags are the call number (a per-block counter in
+ * `expected`, equal on every rank) mixed with a salt the runtime picks per LL region,
+ * so stale lines never match and nothing is cleared between calls; LL regions and
+ * scratch are double-buffered by call parity, as the verifier's cross-call proof of an
+ * LL program assumes. An LL program that reads peers' memory or uses port channels runs
+ * as double-buffered Simple. LL128 runs as Simple.
  *
  * Port channels: a put is posted by thread 0 as a request {dst, src, bytes} to the
  * block's queue in host-mapped memory (a.port); the runtime's proxy thread copies it
