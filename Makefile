@@ -40,7 +40,15 @@ EXAMPLES     := $(filter-out $(BUILD)/examples/%_mpi,$(EXAMPLES))
 endif
 TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/%,$(wildcard tests/*/*.c)))
 
-all: $(BUILD)/cclc $(BUILD)/libccl.a $(TOOLS) $(EXAMPLES) $(TEST_BINS)
+all: $(BUILD)/cclc $(BUILD)/libccl.a $(TOOLS) $(EXAMPLES) $(TEST_BINS) $(BUILD)/commit.txt
+
+# The commit a build was made from, for the tables made with it (tests/perf/gpu_sweep.sh):
+# a copy of the tree on a GPU machine may carry a stale .git. Rewritten only on change.
+$(BUILD)/commit.txt: FORCE
+	@mkdir -p $(BUILD)
+	@c=$$(git describe --always --dirty 2>/dev/null || echo unknown); \
+	    [ "$$(cat $@ 2>/dev/null)" = "$$c" ] || echo "$$c" >$@
+FORCE:
 
 # A fresh machine gets its build tools on the first make (tools/install-deps.sh).
 $(BUILD)/.deps:
@@ -120,5 +128,5 @@ fuzz:
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all demo check check-gpu update-golden asan fuzz clean
+.PHONY: all demo check check-gpu update-golden asan fuzz clean FORCE
 .SECONDARY:

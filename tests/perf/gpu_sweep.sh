@@ -38,6 +38,9 @@ summary=$out/summary.txt
 rows=$out/rows.md
 touch "$rows"
 device=
+# The build's own record (make writes it) over the tree's .git, which a copy of the tree
+# on another machine may carry stale.
+commit=$(cat "$build/commit.txt" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo '?')
 echo "# ccl-perf sweep, $np ranks, $(date -u +%Y-%m-%dT%H:%MZ): faster = sizes where our time < NCCL's (out-of-place / in-place)" >>"$summary"
 
 for c in "${colls[@]}"; do
@@ -99,7 +102,7 @@ done
 {
     echo "# ccl-perf: $np ranks${device:+, $device}"
     echo
-    echo "Made $(date -u +%Y-%m-%d) by \`tests/perf/gpu_sweep.sh $build $out $np\` (commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')):"
+    echo "Made $(date -u +%Y-%m-%d) by \`tests/perf/gpu_sweep.sh $build $out $np\` (build of commit $commit):"
     echo "every run is \`${mpirun[*]} -np $np $build/ccl-perf -c COLL [--algo algorithms/COLL/NAME.ccl ${hint[*]}] ${sizes[*]} -d DTYPE ${method[*]} ${check[*]} --compare nccl ${extra[*]}\`."
     echo "Faster = sizes where our time per op is below NCCL's; ratio = our time / NCCL's (below 1: faster); worst = the largest ratio."
     echo
