@@ -1118,7 +1118,10 @@ static int emit_chunks_independent(const PlanOp *a, int ja, const PlanOp *b, int
  * independent, when the run has two chunks or more; otherwise `first`. Each transfer
  * alone costs the block a trip to memory (a thread cannot load the next transfer's
  * data before storing this one's: they may alias), so on small messages N-1 copies in
- * a row cost N-1 trips; run at once, one. */
+ * a row cost N-1 trips; run at once, one. Independence holds by construction (the
+ * scheduler puts a sync between ops that touch the same chunks, and expand.c rejects a
+ * step that overlaps itself at another position); it is checked again here because
+ * running transfers at once would turn any slip into a silent race. */
 static int emit_xfer_run_end(const PlanBlock *b, int first)
 {
     int end = first, chunks = 0;

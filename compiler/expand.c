@@ -480,6 +480,22 @@ static void expand_data_step(Expander *x, const Stmt *s)
                 return;
             }
         }
+        /* A step's chunks run one after another, each split over the threads, so a
+         * destination that overlaps a source at another position would read chunks the
+         * step itself has just written (the proof, like the program text, means all at
+         * once). The same position is fine: element by element, in place. (Between in
+         * and out in place, the verifier's layout rule keeps every chunk at its own
+         * position, which rules the same out.) */
+        for (int i = 0; i < st.nsrc; i++) {
+            const Ref *a = &st.dst, *b = &st.src[i];
+            if (a->rank == b->rank && a->buf == b->buf && a->chunk != b->chunk && a->chunk < b->chunk + b->count &&
+                b->chunk < a->chunk + a->count) {
+                error(x, s->loc, "'%s' writes %s while reading %s: the ranges overlap at different positions, so "
+                      "the result would depend on the order its chunks are done in; read from another buffer "
+                      "(e.g. a scratch copy) or split the step", step_name(s->step), ref_text(x, *a), ref_text(x, *b));
+                return;
+            }
+        }
         if (s->step == STEP_PUT && st.src[0].rank != me) {
             error(x, s->srcs.v[0]->loc, "the source of a put is local, but this is %s on rank %d (use 'get' to read "
                   "a peer)", ref_text(x, st.src[0]), me);

@@ -74,4 +74,13 @@ golden ring_N4_r2_f32_max algorithms/allreduce/ring.ccl 4 2 --dtype f32 --op max
 golden ring_port_N4_r1_bf16_sum algorithms/allreduce/ring_port.ccl 4 1 --dtype bf16 --op sum
 golden alltoall_direct_ll_N4_r0_bf16 algorithms/alltoall/direct_ll.ccl 4 0 --dtype bf16
 golden reduce_direct_ll_N4_r0_bf16_sum algorithms/reduce/direct_ll.ccl 4 0 --dtype bf16 --op sum
+
+# Transfers at once: tests/cuda/ll_runs.ccl's 3 puts are one run, nothing else is.
+"$bin" tests/cuda/ll_runs.ccl 4 --emit 0 >"$tmp/ll_runs.cu" 2>&1
+runs=$(grep -o '[0-9]* independent transfers at once:' "$tmp/ll_runs.cu" | tr '\n' ' ')
+if [ "$runs" = "3 independent transfers at once: " ]; then
+    echo "ok cuda/ll_runs"
+else
+    echo "FAIL cuda/ll_runs: want one run of 3 transfers, got: ${runs:-none} (tests/cuda/ll_runs.ccl)"
+fi
 exit 0
