@@ -700,6 +700,22 @@ static void emit_warp_groups(FILE *o, int n)
     fprintf(o, "        const u64 gtid = w / G * 32 + threadIdx.x %% 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;\n");
 }
 
+/* The transfer's source pointers `s` (the spans s<ndst>.. of emit_op_part), then the
+ * opening of the call's condition: "if (hi > lo" and, in a run, this warp group's turn. */
+static void emit_sources_and_guard(Emit *e, const PlanOp *op)
+{
+    FILE *o = e->out;
+    fprintf(o, "            const char *const s[%d] = {", op->nsrc);
+    for (int x = 0; x < op->nsrc; x++) {
+        fprintf(o, "%s", x ? ", " : "");
+        emit_base(e, &op->src[x]);
+        fprintf(o, " + (s%d.off + lo) * sizeof(ccl_t)", op->ndst + x);
+    }
+    fprintf(o, "};\n");
+    fprintf(o, "            if (hi > lo");
+    emit_share_guard(e);
+}
+
 /* One chunk of an OP_XFER: spans of every operand, the shortest length, this
  * instance's and slice's part of it, then the transfer. */
 static void emit_xfer_chunk(Emit *e, const PlanOp *op, int j)
@@ -714,15 +730,7 @@ static void emit_xfer_chunk(Emit *e, const PlanOp *op, int j)
         fprintf(o, " + (s%d.off + lo) * sizeof(ccl_t)", x);
     }
     fprintf(o, "};\n");
-    fprintf(o, "            const char *const s[%d] = {", op->nsrc);
-    for (int x = 0; x < op->nsrc; x++) {
-        fprintf(o, "%s", x ? ", " : "");
-        emit_base(e, &op->src[x]);
-        fprintf(o, " + (s%d.off + lo) * sizeof(ccl_t)", op->ndst + x);
-    }
-    fprintf(o, "};\n");
-    fprintf(o, "            if (hi > lo");
-    emit_share_guard(e);
+    emit_sources_and_guard(e, op);
     fprintf(o, ") ccl_xfer<%d, %d>(d, s, hi - lo, %s);\n", op->ndst, op->nsrc, emit_share(e));
     fprintf(o, "        }\n");
 }
@@ -872,15 +880,7 @@ static void emit_xfer_chunk_ll(Emit *e, const PlanOp *op, int j)
         emit_ll_lines(e, op->dst[d].rank, op->dst[d].buf, op->dst[d].chunk + j);
     }
     fprintf(o, "};\n");
-    fprintf(o, "            const char *const s[%d] = {", op->nsrc);
-    for (int x = 0; x < op->nsrc; x++) {
-        fprintf(o, "%s", x ? ", " : "");
-        emit_base(e, &op->src[x]);
-        fprintf(o, " + (s%d.off + lo) * sizeof(ccl_t)", op->ndst + x);
-    }
-    fprintf(o, "};\n");
-    fprintf(o, "            if (hi > lo");
-    emit_share_guard(e);
+    emit_sources_and_guard(e, op);
     fprintf(o, ") ccl_xfer_ll<%d, %d, %d>(dl, dr, s, hi - lo, flag, %s);\n", nl, nr, op->nsrc, emit_share(e));
     fprintf(o, "        }\n");
 }
