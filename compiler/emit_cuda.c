@@ -887,13 +887,13 @@ static void emit_xfer_chunk_ll(Emit *e, const PlanOp *op, int j)
 
 /* Receives one delivered item (sender op, destination d) into this rank's buffer: the
  * same spans and part as the sender computed, read from our LL lines. Each chunk is one
- * receive, numbered from *k; with several receives in one wait (grouped), warp group
- * k % G takes receive k (see OP_WAIT), otherwise the whole block does. */
-static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int line, int *k, int grouped)
+ * receive, by the whole block or, with several receives in one wait (see OP_WAIT), by
+ * the warp group whose turn it is (emit_share_guard). */
+static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int line)
 {
     FILE *o = e->out;
     const Ref *dst = &it->op->dst[it->d];
-    for (int j = 0; j < dst->count; j++, (*k)++) {
+    for (int j = 0; j < dst->count; j++) {
         fprintf(o, "        { /* LL receive from rank %d: ", peer);
         emit_ref_comment(e, dst, j);
         fprintf(o, " */\n");
@@ -906,13 +906,10 @@ static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int l
         fprintf(o, "            const char *const lines = ");
         emit_ll_lines(e, e->rank, dst->buf, dst->chunk + j);
         fprintf(o, ";\n");
-        if (grouped)
-            fprintf(o, "            if (hi > lo && g == (u64)%d %% G &&\n"
-                       "                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, %d, %d, "
-                       "inst, %d, %d)) failed = 1;\n", *k, e->rank, tb, line, peer);
-        else
-            fprintf(o, "            if (hi > lo && !ccl_ll_recv(dst, lines, hi - lo, flag, threadIdx.x, blockDim.x, a.peers, a.err, "
-                       "a.timeout_ns, %d, %d, inst, %d, %d)) failed = 1;\n", e->rank, tb, line, peer);
+        fprintf(o, "            if (hi > lo");
+        emit_share_guard(e);
+        fprintf(o, " &&\n                !ccl_ll_recv(dst, lines, hi - lo, flag, %s, a.peers, a.err, a.timeout_ns, %d, %d, "
+                   "inst, %d, %d)) failed = 1;\n", emit_share(e), e->rank, tb, line, peer);
         fprintf(o, "        }\n");
     }
 }
@@ -1039,7 +1036,7 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
             /* Several receives (peers, chunks) run at once, one warp group each, so a
              * rank waiting on N-1 peers pays one round of line polls, not N-1 (each
              * round is a trip to memory the peers wrote). */
-            int nrecv = 0, r = 0;
+            int nrecv = 0;
             for (int k = 0; k < op->npeer; k++) {
                 const LLDelivery *dv = emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]]);
                 for (int i = 0; dv && i < dv->n; i++) nrecv += dv->items[i].op->dst[dv->items[i].d].count;
@@ -1047,13 +1044,17 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
             if (nrecv > 1) {
                 fprintf(o, "        { /* %d LL receives at once: warp group g of G takes receives g, g + G, ... */\n", nrecv);
                 emit_warp_groups(o, nrecv);
+                e->item = 0;
             }
             for (int k = 0; k < op->npeer; k++) {
                 const LLDelivery *dv = emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]]++);
                 for (int i = 0; dv && i < dv->n; i++)
-                    emit_ll_recv_item(e, &dv->items[i], op->peer[k], b->tb, emit_first_line(op), &r, nrecv > 1);
+                    emit_ll_recv_item(e, &dv->items[i], op->peer[k], b->tb, emit_first_line(op));
             }
-            if (nrecv > 1) fprintf(o, "        }\n");
+            if (nrecv > 1) {
+                e->item = -1;
+                fprintf(o, "        }\n");
+            }
         }
         fprintf(o, "        __syncthreads();\n");
         fprintf(o, "        if (failed) return;\n");
