@@ -222,6 +222,12 @@ typedef struct {
     int count;
 } Ref;
 
+/* Whether a and b share a chunk: the same buffer of the same rank, overlapping ranges. */
+static inline int ref_ranges_overlap(Ref a, Ref b)
+{
+    return a.rank == b.rank && a.buf == b.buf && a.chunk < b.chunk + b.count && b.chunk < a.chunk + a.count;
+}
+
 /* One expanded step, on one rank and thread block. */
 typedef struct {
     StepKind kind;

@@ -1119,10 +1119,10 @@ static int emit_chunks_independent(const PlanOp *a, int ja, const PlanOp *b, int
  * independent, when the run has two chunks or more; otherwise `first`. Each transfer
  * alone costs the block a trip to memory (a thread cannot load the next transfer's
  * data before storing this one's: they may alias), so on small messages N-1 copies in
- * a row cost N-1 trips; run at once, one. Independence holds by construction (the
- * scheduler puts a sync between ops that touch the same chunks, and expand.c rejects a
- * step that overlaps itself at another position); it is checked again here because
- * running transfers at once would turn any slip into a silent race. */
+ * a row cost N-1 trips; run at once, one. The scheduler already puts a sync between
+ * ops that touch the same chunks of one buffer, and expand.c rejects a step that
+ * overlaps itself at another position; but the scheduler does not see in and out as one
+ * buffer, which they are in place, so independence is checked here chunk by chunk. */
 static int emit_xfer_run_end(const PlanBlock *b, int first)
 {
     int end = first, chunks = 0;

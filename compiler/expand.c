@@ -487,12 +487,11 @@ static void expand_data_step(Expander *x, const Stmt *s)
          * and out in place, the verifier's layout rule keeps every chunk at its own
          * position, which rules the same out.) */
         for (int i = 0; i < st.nsrc; i++) {
-            const Ref *a = &st.dst, *b = &st.src[i];
-            if (a->rank == b->rank && a->buf == b->buf && a->chunk != b->chunk && a->chunk < b->chunk + b->count &&
-                b->chunk < a->chunk + a->count) {
+            if (st.dst.chunk != st.src[i].chunk && ref_ranges_overlap(st.dst, st.src[i])) {
                 error(x, s->loc, "'%s' writes %s while reading %s: the ranges overlap at different positions, so "
                       "the result would depend on the order its chunks are done in; read from another buffer "
-                      "(e.g. a scratch copy) or split the step", step_name(s->step), ref_text(x, *a), ref_text(x, *b));
+                      "(e.g. a scratch copy) or split the step", step_name(s->step), ref_text(x, st.dst),
+                      ref_text(x, st.src[i]));
                 return;
             }
         }

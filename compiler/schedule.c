@@ -21,11 +21,6 @@
 typedef VEC(PlanOp) OpVec;
 typedef VEC(Ref) RefVec;
 
-static int refs_overlap(Ref a, Ref b)
-{
-    return a.rank == b.rank && a.buf == b.buf && a.chunk < b.chunk + b.count && b.chunk < a.chunk + a.count;
-}
-
 static int refs_equal(Ref a, Ref b)
 {
     return a.rank == b.rank && a.buf == b.buf && a.chunk == b.chunk && a.count == b.count;
@@ -36,7 +31,7 @@ static int any_overlap(const Ref *a, int na, const Ref *b, int nb)
 {
     for (int i = 0; i < na; i++)
         for (int j = 0; j < nb; j++)
-            if (refs_overlap(a[i], b[j]))
+            if (ref_ranges_overlap(a[i], b[j]))
                 return 1;
     return 0;
 }
