@@ -334,7 +334,7 @@ static int expected(const Gen *g, int r, size_t j, size_t count, double *out)
 
 /* The buffers live where the backend wants them (device memory for ccl_mem_alloc on
  * GPUs), so they are filled and checked through a host mirror of the whole allocation
- * and ccl__copy. */
+ * and ccl_mem_copy. */
 typedef struct {
     void *mem;               /* what was allocated: total bytes */
     char *mirror;            /* host copy of mem */
@@ -401,7 +401,7 @@ static int fill(const Gen *g, int rank, ccl_comm_t *comm, Bufs *b, char *err, si
     memset(b->mirror + b->recv_at, 0xA5 ^ (g->iter & 0xff), b->out_elems * es);
     for (size_t i = 0; i < b->in_elems; i++)
         store(b->mirror + b->send_at, i, gen_value(g, rank, i), o->dtype);
-    if (ccl__copy(comm, b->mem, b->mirror, b->total) != CCL_OK) {
+    if (ccl_mem_copy(comm, b->mem, b->mirror, b->total) != CCL_OK) {
         snprintf(err, len, "copying rank %d's input: %s", rank, ccl_comm_last_error(comm));
         return -1;
     }
@@ -411,7 +411,7 @@ static int fill(const Gen *g, int rank, ccl_comm_t *comm, Bufs *b, char *err, si
 /* Brings rank's output back into the mirror. */
 static int fetch(ccl_comm_t *comm, int rank, Bufs *b, size_t es, char *err, size_t len)
 {
-    if (ccl__copy(comm, b->mirror + b->recv_at, b->recv, b->out_elems * es) != CCL_OK) {
+    if (ccl_mem_copy(comm, b->mirror + b->recv_at, b->recv, b->out_elems * es) != CCL_OK) {
         snprintf(err, len, "copying rank %d's output: %s", rank, ccl_comm_last_error(comm));
         return -1;
     }
@@ -692,7 +692,7 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
 {
     int N = boot->nranks, me = boot->rank;
     ccl_config_t cfg = {.backend = o->backend, .timeout_ms = o->timeout_ms};
-    int device = ccl__local_rank(0);
+    int device = CCL_DEVICE_AUTO; /* the local rank modulo the GPUs: the library counts them */
     ccl_comm_t *comm = NULL;
     ccl_algorithm_t *alg = NULL;
     int sets = buffer_sets(o);

@@ -31,31 +31,37 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     const size_t count = 1 << 18;
-    float *send, *recv;
+    float *send, *recv, *host = malloc(count * sizeof *host);
     /* Symmetric memory: peers reach these buffers directly. */
     if (ccl_mem_alloc(comm, (void **)&send, count * sizeof(float)) != CCL_OK ||
         ccl_mem_alloc(comm, (void **)&recv, count * sizeof(float)) != CCL_OK) {
         fprintf(stderr, "rank %d: %s\n", rank, ccl_comm_last_error(comm));
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    /* On GPUs they are device memory: the host fills and reads them with ccl_mem_copy. */
     for (size_t i = 0; i < count; i++)
-        send[i] = (float)(rank + 1);
-    r = ccl_all_reduce(send, recv, count, CCL_F32, CCL_SUM, comm, NULL);
+        host[i] = (float)(rank + 1);
+    r = ccl_mem_copy(comm, send, host, count * sizeof *host);
+    if (r == CCL_OK)
+        r = ccl_all_reduce(send, recv, count, CCL_F32, CCL_SUM, comm, NULL);
     if (r == CCL_OK)
         r = ccl_comm_synchronize(comm);
+    if (r == CCL_OK)
+        r = ccl_mem_copy(comm, host, recv, count * sizeof *host);
     if (r != CCL_OK) {
         fprintf(stderr, "rank %d: %s\n", rank, ccl_comm_last_error(comm));
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     int wrong = 0;
     for (size_t i = 0; i < count; i++)
-        wrong += recv[i] != (float)(size * (size + 1) / 2);
+        wrong += host[i] != (float)(size * (size + 1) / 2);
     int total;
     MPI_Reduce(&wrong, &total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0)
         printf("all-reduce of %zu floats on %d processes: %s\n", count, size, total ? "WRONG" : "every element right");
     ccl_mem_free(comm, send);
     ccl_mem_free(comm, recv);
+    free(host);
     ccl_comm_destroy(comm);
     MPI_Finalize();
     return rank == 0 && total ? 1 : 0;

@@ -31,13 +31,18 @@ int main(int argc, char **argv)
     const size_t count = 1 << 20;
     ccl_comm_t **comms = calloc((size_t)n, sizeof *comms);
     float **bufs = calloc((size_t)n, sizeof *bufs);
+    float *host = malloc(count * sizeof *host);
+    /* NULL devices: rank i on GPU i modulo the GPUs there are (ranks share GPUs when
+     * there are fewer GPUs than ranks; the CPU backend where there is none). */
     CHECK(ccl_comm_init_all(comms, n, NULL, NULL), NULL);
 
-    /* Symmetric buffers: peers read and write them directly (no staging copies). */
+    /* Symmetric buffers: peers read and write them directly (no staging copies). They
+     * are device memory on GPUs, so the host fills and reads them with ccl_mem_copy. */
     for (int r = 0; r < n; r++) {
         CHECK(ccl_mem_alloc(comms[r], (void **)&bufs[r], count * sizeof(float)), comms[r]);
         for (size_t i = 0; i < count; i++)
-            bufs[r][i] = (float)(r + 1);
+            host[i] = (float)(r + 1);
+        CHECK(ccl_mem_copy(comms[r], bufs[r], host, count * sizeof *host), comms[r]);
     }
     /* In place: every rank's buffer becomes the sum over ranks. */
     for (int r = 0; r < n; r++)
@@ -46,12 +51,14 @@ int main(int argc, char **argv)
         CHECK(ccl_comm_synchronize(comms[r]), comms[r]);
 
     float want = (float)(n * (n + 1) / 2);
-    for (int r = 0; r < n; r++)
+    for (int r = 0; r < n; r++) {
+        CHECK(ccl_mem_copy(comms[r], host, bufs[r], count * sizeof *host), comms[r]);
         for (size_t i = 0; i < count; i++)
-            if (bufs[r][i] != want) {
-                fprintf(stderr, "rank %d: element %zu is %g, expected %g\n", r, i, bufs[r][i], want);
+            if (host[i] != want) {
+                fprintf(stderr, "rank %d: element %zu is %g, expected %g\n", r, i, host[i], want);
                 return 1;
             }
+    }
     ccl_backend_t be;
     ccl_comm_backend(comms[0], &be);
     printf("all-reduce of %zu floats on %d ranks (%s backend): every element is %g\n", count, n,
@@ -60,6 +67,7 @@ int main(int argc, char **argv)
         ccl_mem_free(comms[r], bufs[r]);
         ccl_comm_destroy(comms[r]);
     }
+    free(host);
     free(bufs);
     free(comms);
     return 0;

@@ -45,12 +45,18 @@ int main(int argc, char **argv)
     /* This example checks all-reduce semantics; other collectives load and run the same way. */
     const size_t count = 100003;  /* any count works, including ones that do not divide evenly */
     double **in = calloc((size_t)n, sizeof *in), **out = calloc((size_t)n, sizeof *out);
+    double *host = malloc(count * sizeof *host);
     for (int r = 0; r < n; r++) {
-        /* Ordinary buffers work too; symmetric ones (ccl_mem_alloc) avoid staging copies. */
-        in[r] = malloc(count * sizeof(double));
-        out[r] = malloc(count * sizeof(double));
+        /* Symmetric buffers; ordinary device buffers (cudaMalloc) work too, through a
+         * staging copy. ccl_mem_copy moves host data in and out on either backend. */
+        if (ccl_mem_alloc(comms[r], (void **)&in[r], count * sizeof(double)) != CCL_OK ||
+            ccl_mem_alloc(comms[r], (void **)&out[r], count * sizeof(double)) != CCL_OK) {
+            fprintf(stderr, "%s\n", ccl_comm_last_error(comms[r]));
+            return 1;
+        }
         for (size_t i = 0; i < count; i++)
-            in[r][i] = (double)(r * 1000 + i % 1000);
+            host[i] = (double)(r * 1000 + i % 1000);
+        ccl_mem_copy(comms[r], in[r], host, count * sizeof(double));
     }
     for (int r = 0; r < n; r++)
         if (ccl_algorithm_run(algs[r], in[r], out[r], count, CCL_F64, CCL_MAX, NULL) != CCL_OK) {
@@ -64,15 +70,15 @@ int main(int argc, char **argv)
         }
     int wrong = 0;
     if (!strcmp(ccl_algorithm_collective(algs[0]), "allreduce"))
-        for (int r = 0; r < n; r++)
+        for (int r = 0; r < n; r++) {
+            ccl_mem_copy(comms[r], host, out[r], count * sizeof(double));
             for (size_t i = 0; i < count; i++)
-                wrong += out[r][i] != (double)((n - 1) * 1000 + i % 1000);
+                wrong += host[i] != (double)((n - 1) * 1000 + i % 1000);
+        }
     printf("max-all-reduce of %zu doubles: %s\n", count, wrong ? "WRONG" : "every element right");
-    for (int r = 0; r < n; r++) {
-        free(in[r]);
-        free(out[r]);
-        ccl_comm_destroy(comms[r]);  /* frees the rank's algorithms too */
-    }
+    for (int r = 0; r < n; r++)
+        ccl_comm_destroy(comms[r]);  /* frees the rank's algorithms and buffers too */
+    free(host);
     free(in), free(out), free(algs), free(comms);
     return wrong ? 1 : 0;
 }

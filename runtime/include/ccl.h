@@ -95,13 +95,20 @@ typedef struct {
     void *ctx;
 } ccl_bootstrap_t;
 
+/* A `device` that lets the library choose: the rank's index among the ranks on its host,
+ * modulo the GPUs there. Ranks beyond the GPU count share GPUs in threads mode
+ * (ccl_comm_init_all; for correctness and development, not speed: docs/gpu-backend.md);
+ * separate processes never share one (ccl_comm_init_rank fails on every rank, saying so). */
+#define CCL_DEVICE_AUTO (-1)
+
 /* One process per rank (mpirun -np N): every process calls this collectively. `device` is
- * the GPU this process drives (ignored on the CPU backend). */
+ * the GPU this process drives, or CCL_DEVICE_AUTO (ignored on the CPU backend). */
 ccl_result_t ccl_comm_init_rank(ccl_comm_t **comm, const ccl_bootstrap_t *bootstrap, int device,
                                 const ccl_config_t *config);
 
 /* One process driving all ranks: comms[i] is rank i, on GPU devices[i] (devices may be
- * NULL: 0..nranks-1; ignored on the CPU backend). */
+ * NULL: every rank CCL_DEVICE_AUTO, rank i on GPU i modulo the GPU count; ignored on the
+ * CPU backend). */
 ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *devices,
                                const ccl_config_t *config);
 
@@ -124,6 +131,12 @@ const char *ccl_comm_last_error(const ccl_comm_t *comm);
  * collective on every rank or on none. Ordinary buffers work too, through staging. */
 ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes);
 ccl_result_t ccl_mem_free(ccl_comm_t *comm, void *ptr);
+
+/* Copies `bytes` between host memory and memory of this communicator's backend (its
+ * ccl_mem_alloc buffers, or device memory on the GPU backend), either way, after the
+ * communicator's queued work and before returning: for filling and checking buffers in
+ * code that runs on either backend (on GPUs, cudaMemcpy does the same). */
+ccl_result_t ccl_mem_copy(ccl_comm_t *comm, void *dst, const void *src, size_t bytes);
 
 /* Compiles (or loads from cache) an algorithm for this communicator's rank count and rank.
  * `path_or_source`: a file path, or CCL source text when it starts (after blanks and #

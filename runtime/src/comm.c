@@ -312,8 +312,8 @@ ccl_result_t ccl_comm_init_rank(ccl_comm_t **comm, const ccl_bootstrap_t *boot, 
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'bootstrap': rank %d is outside 0..%d", fn, boot->rank, boot->nranks - 1);
     if (!boot->allgather || !boot->barrier)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'bootstrap': allgather and barrier must both be set", fn);
-    if (device < 0)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'device' is %d (negative)", fn, device);
+    if (device < 0 && device != CCL_DEVICE_AUTO)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'device' is %d (a GPU ordinal or CCL_DEVICE_AUTO)", fn, device);
     return comm_create(comm, boot, device, config, fn);
 }
 
@@ -350,8 +350,8 @@ ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *device
         comms[r] = NULL;
     if (devices)
         for (int r = 0; r < nranks; r++)
-            if (devices[r] < 0)
-                return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'devices': devices[%d] is %d (negative)", fn, r, devices[r]);
+            if (devices[r] < 0 && devices[r] != CCL_DEVICE_AUTO)
+                return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'devices': devices[%d] is %d (a GPU ordinal or CCL_DEVICE_AUTO)", fn, r, devices[r]);
     ccl_bootstrap_t *boots = calloc((size_t)nranks, sizeof *boots);
     InitThread *ts = calloc((size_t)nranks, sizeof *ts);
     pthread_t *tids = calloc((size_t)nranks, sizeof *tids);
@@ -362,7 +362,7 @@ ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *device
     }
     int started = 0;
     for (int r = 0; r < nranks; r++) {
-        ts[r] = (InitThread){.boot = &boots[r], .tb = tb, .device = devices ? devices[r] : r, .config = config};
+        ts[r] = (InitThread){.boot = &boots[r], .tb = tb, .device = devices ? devices[r] : CCL_DEVICE_AUTO, .config = config};
         if (pthread_create(&tids[r], NULL, init_thread, &ts[r]) != 0) {
             ts[r].result = CCL_ERR_SYSTEM;
             snprintf(ts[r].error, sizeof ts[r].error, "%s: cannot start a thread for rank %d", fn, r);
@@ -376,7 +376,7 @@ ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *device
     ccl_result_t result = CCL_OK;
     /* Report the first rank that failed on its own, not one that gave up because a peer did. */
     for (int r = 0; r < nranks && result == CCL_OK; r++)
-        if (ts[r].result != CCL_OK && !strstr(ts[r].error, "bootstrap failed")) {
+        if (ts[r].result != CCL_OK && ts[r].result != CCL_ERR_PEER_FAILED) {
             result = ts[r].result;
             ccl__set_error(NULL, result, "%s", ts[r].error);
         }
@@ -525,8 +525,17 @@ ccl_result_t ccl_comm_backend(const ccl_comm_t *comm, ccl_backend_t *backend)
     return CCL_OK;
 }
 
-ccl_result_t ccl__copy(ccl_comm_t *comm, void *dst, const void *src, size_t bytes)
+ccl_result_t ccl_mem_copy(ccl_comm_t *comm, void *dst, const void *src, size_t bytes)
 {
+    const char *fn = "ccl_mem_copy";
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (bytes && !dst)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dst' is NULL", fn);
+    if (bytes && !src)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'src' is NULL", fn);
+    if (!bytes)
+        return CCL_OK;
     if (comm->be->copy)
         return comm->be->copy(comm, dst, src, bytes);
     if (comm->backend_kind != CCL_BACKEND_CPU) /* device memory: memcpy would crash */

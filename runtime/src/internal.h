@@ -518,12 +518,9 @@ struct CclBackend {
 
     /* Optional (NULL: plain memcpy works, as on the CPU): a synchronous copy of `bytes`
      * between host memory and this rank's heap (ccl_mem_alloc buffers), either way, after
-     * the comm's earlier work. For tools such as `cclc run` that fill and check buffers. */
+     * the comm's earlier work: ccl_mem_copy. */
     ccl_result_t (*copy)(ccl_comm_t *comm, void *dst, const void *src, size_t bytes);
 };
-
-/* be->copy, or memcpy when the backend has none (tools; see CclBackend.copy). */
-ccl_result_t ccl__copy(ccl_comm_t *comm, void *dst, const void *src, size_t bytes);
 
 extern const CclBackend ccl__cpu_backend;
 /* The GPU backend (runtime/src/gpu_*.c) defines `const CclBackend *ccl__gpu_backend(char

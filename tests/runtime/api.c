@@ -51,9 +51,12 @@ static void test_init(void)
     ccl_config_t tiny = {.heap_bytes = 4096};
     EXPECT("init_all: heap too small", ccl_comm_init_all(comms, 2, NULL, &tiny), CCL_ERR_INVALID_ARGUMENT, NULL,
            "heap_bytes");
-    int devs[2] = {0, -1};
+    int devs[2] = {0, -2};
     EXPECT("init_all: negative device", ccl_comm_init_all(comms, 2, devs, NULL), CCL_ERR_INVALID_ARGUMENT, NULL,
-           "'devices'", "devices[1]");
+           "'devices'", "devices[1]", "CCL_DEVICE_AUTO");
+    int autodev[2] = {CCL_DEVICE_AUTO, CCL_DEVICE_AUTO};
+    EXPECT("init_all: CCL_DEVICE_AUTO", ccl_comm_init_all(comms, 2, autodev, NULL), CCL_OK, NULL, "");
+    for (int r = 0; r < 2 && comms[0]; r++) ccl_comm_destroy(comms[r]);
     ccl_comm_t *c;
     EXPECT("init_rank: NULL bootstrap", ccl_comm_init_rank(&c, NULL, 0, NULL), CCL_ERR_INVALID_ARGUMENT, NULL,
            "ccl_comm_init_rank", "'bootstrap'");
@@ -84,6 +87,17 @@ static void test_memory(ccl_comm_t *c)
     EXPECT("mem_free: interior pointer", ccl_mem_free(c, (char *)q + 8), CCL_ERR_INVALID_ARGUMENT, c, "not the start");
     EXPECT("mem_free: ok", ccl_mem_free(c, q), CCL_OK, c, "");
     EXPECT("mem_free: twice", ccl_mem_free(c, q), CCL_ERR_INVALID_ARGUMENT, c, "not the start");
+    int32_t host[4] = {1, 2, 3, 4}, back[4] = {0};
+    ccl_mem_alloc(c, &q, sizeof host);
+    EXPECT("mem_copy: NULL comm", ccl_mem_copy(NULL, q, host, sizeof host), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "ccl_mem_copy", "'comm'");
+    EXPECT("mem_copy: NULL dst", ccl_mem_copy(c, NULL, host, sizeof host), CCL_ERR_INVALID_ARGUMENT, c, "'dst'");
+    EXPECT("mem_copy: NULL src", ccl_mem_copy(c, q, NULL, sizeof host), CCL_ERR_INVALID_ARGUMENT, c, "'src'");
+    EXPECT("mem_copy: 0 bytes, NULL pointers", ccl_mem_copy(c, NULL, NULL, 0), CCL_OK, c, "");
+    EXPECT("mem_copy: host to heap", ccl_mem_copy(c, q, host, sizeof host), CCL_OK, c, "");
+    EXPECT("mem_copy: heap to host", ccl_mem_copy(c, back, q, sizeof back), CCL_OK, c, "");
+    EXPECT("mem_copy: the data came back", memcmp(host, back, sizeof host) ? CCL_ERR_INTERNAL : CCL_OK, CCL_OK, c, "");
+    ccl_mem_free(c, q);
 }
 
 static void test_load(ccl_comm_t **comms, int n)

@@ -197,7 +197,7 @@ typedef struct {
     int rank, nranks;
     size_t count;
     int coll;                        /* 0 allreduce, 1 allgather */
-    int sym;                         /* buffers from ccl_mem_alloc, moved with ccl__copy (GPUs) */
+    int sym;                         /* buffers from ccl_mem_alloc, moved with ccl_mem_copy (GPUs) */
     ccl_result_t r;
     size_t wrong;
     char err[512];
@@ -211,7 +211,7 @@ static void *job_main(void *arg)
     for (size_t i = 0; i < n; i++)
         in[i] = (float)(j->rank + 1 + (int)(i % 7));
     /* Symmetric buffers work on every backend (device memory on GPUs); the data moves
-     * with ccl__copy. Every rank allocates the same sizes in the same order. */
+     * with ccl_mem_copy. Every rank allocates the same sizes in the same order. */
     void *sin = in, *sout = out;
     j->r = CCL_OK;
     if (j->sym) {
@@ -219,7 +219,7 @@ static void *job_main(void *arg)
         if (j->r == CCL_OK)
             j->r = ccl_mem_alloc(j->comm, &sout, sizeof *out * (outn ? outn : 1));
         if (j->r == CCL_OK)
-            j->r = ccl__copy(j->comm, sin, in, sizeof *in * n);
+            j->r = ccl_mem_copy(j->comm, sin, in, sizeof *in * n);
     }
     if (j->r == CCL_OK)
         j->r = j->coll == 0 ? ccl_all_reduce(sin, sout, n, CCL_F32, CCL_SUM, j->comm, NULL)
@@ -227,7 +227,7 @@ static void *job_main(void *arg)
     if (j->r == CCL_OK)
         j->r = ccl_comm_synchronize(j->comm);
     if (j->r == CCL_OK && j->sym)
-        j->r = ccl__copy(j->comm, out, sout, sizeof *out * outn);
+        j->r = ccl_mem_copy(j->comm, out, sout, sizeof *out * outn);
     if (j->sym) {
         if (sout != out)
             ccl_mem_free(j->comm, sout);
