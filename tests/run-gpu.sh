@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# GPU tests (make check-gpu): every shipped algorithm on 2 and 4 GPUs (as many as the
-# machine has), in both communicator modes (one process driving every GPU; one process
-# per GPU under mpirun), every output element checked (tests/gpu/gpu_test.c). Reducing
-# algorithms of allreduce also run every op and dtype (--full).
+# GPU tests (make check-gpu): every shipped algorithm on N = 2 and 4 ranks, every output
+# element checked (tests/gpu/gpu_test.c). One process drives all ranks (threads mode),
+# on however many GPUs the machine has: ranks beyond the GPU count share GPUs, so one GPU
+# is enough. One process per GPU (mpirun) where the machine has N GPUs; two processes on
+# one GPU must be refused at once. Reducing algorithms of allreduce also run every op and
+# dtype (--full). Then the examples and `cclc run` on the GPU backend.
 #
 #   tests/run-gpu.sh BUILD [ALG.ccl...]
 #
@@ -14,7 +16,7 @@ shift
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0
 export CCL_CACHE_DIR=${CCL_CACHE_DIR:-$HOME/.cache/ccl}
-# GPU_TEST_NS="2 4" picks the rank counts; ranks beyond the GPU count share GPUs.
+# GPU_TEST_NS="2 4" picks the rank counts.
 ns=${GPU_TEST_NS:-2 4}
 bin=$build/tests/gpu/gpu_test
 [ -x "$bin" ] || { echo "FAIL gpu: $bin not built"; exit 1; }
@@ -32,8 +34,9 @@ mpi=(mpirun -np)
 full=()
 for a in "${algs[@]}"; do case $a in */allreduce/ring.ccl|*/allreduce/allpairs.ccl|*/reduce_scatter/ring.ccl|*/reduce/direct.ccl) full+=("$a");; esac; done
 for n in $ns; do
-    [ "$n" -le "$ngpu" ] || [ -n "${GPU_TEST_NS:-}" ] || { echo "   (N=$n: only $ngpu GPUs, skipped)"; continue; }
-    echo "== gpu N=$n, one process"
+    shared=""
+    [ "$n" -gt "$ngpu" ] && shared=" ($n ranks on $ngpu GPU(s): ranks share GPUs)"
+    echo "== gpu N=$n, one process$shared"
     start=$(date +%s)
     "$bin" --ranks "$n" "${algs[@]}" 2>&1 | tee -a "$log"
     [ ${#full[@]} -gt 0 ] && "$bin" --ranks "$n" --full "${full[@]}" 2>&1 | tee -a "$log"
@@ -41,7 +44,9 @@ for n in $ns; do
     CCL_GPU_PROTOCOL=ll "$bin" --ranks "$n" algorithms/allreduce/ring.ccl algorithms/allreduce/twoshot.ccl \
         algorithms/allgather/ring.ccl algorithms/reduce_scatter/ring.ccl 2>&1 | tee -a "$log"
     echo "   ($(( $(date +%s) - start ))s)"
-    if command -v mpirun >/dev/null; then
+    if [ "$n" -gt "$ngpu" ]; then
+        echo "   (process mode: N=$n needs $n GPUs, this machine has $ngpu)"
+    elif command -v mpirun >/dev/null; then
         echo "== gpu N=$n, one process per GPU (mpirun)"
         start=$(date +%s)
         "${mpi[@]}" "$n" "${mpiflags[@]}" -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR "$bin" --procs "${algs[@]}" 2>&1 | tee -a "$log"
@@ -50,8 +55,38 @@ for n in $ns; do
         echo "   (no mpirun: process mode skipped)"
     fi
 done
+if command -v mpirun >/dev/null; then
+    echo "== gpu: two processes on one GPU are refused at once"
+    "${mpi[@]}" 2 "${mpiflags[@]}" "$bin" --shared-procs 2>&1 | tee -a "$log"
+fi
 echo "== gpu: a dead peer times out with a useful message"
 "$bin" --timeout-test algorithms/allreduce/ring.ccl algorithms/allreduce/allpairs.ccl 2>&1 | tee -a "$log"
+
+# A command that must exit 0 and print `want`: "ok NAME" or "FAIL NAME: its output".
+expect() {
+    local name=$1 want=$2 out
+    shift 2
+    if out=$("$@" 2>&1) && grep -q "$want" <<<"$out"; then
+        echo "ok gpu/$name"
+    else
+        echo "FAIL gpu/$name: $(tr '\n' ' ' <<<"$out" | cut -c1-600)"
+    fi
+}
+echo "== gpu: the examples and cclc run on the GPU backend"
+{
+    for n in 2 4; do
+        expect "example/allreduce_threads/N$n" "(GPU backend)" "$build/examples/allreduce_threads" "$n"
+        expect "cclc-run/allreduce-ring/N$n" ": ok" "$build/cclc" run algorithms/allreduce/ring.ccl --ranks "$n" \
+            --backend gpu --count 1000003 --dtype bf16 --iters 3
+        expect "cclc-run/alltoall-direct_ll/N$n/back-to-back" ": ok" "$build/cclc" run \
+            algorithms/alltoall/direct_ll.ccl --ranks "$n" --backend gpu --count 4099 --back-to-back
+    done
+    expect example/custom_algorithm/N4 "every element right" "$build/examples/custom_algorithm" examples/star.ccl 4
+    if [ -x "$build/examples/allreduce_mpi" ] && command -v mpirun >/dev/null; then
+        expect "example/allreduce_mpi/N$ngpu" "every element right" "${mpi[@]}" "$ngpu" "${mpiflags[@]}" \
+            "$build/examples/allreduce_mpi"
+    fi
+} 2>&1 | tee -a "$log"
 passed=$(grep -c '^ok ' "$log")
 failed=$(grep -c '^FAIL ' "$log")
 echo

@@ -1,5 +1,6 @@
-/* gpu.h: state shared by the GPU backend's files (gpu_mem.c: the symmetric heap;
- * gpu_backend.c: kernels, launches, errors; gpu_proxy.c: port channels). */
+/* gpu.h: state shared by the GPU backend's files (gpu_device.c: what the ranks on one
+ * GPU share; gpu_mem.c: the symmetric heap; gpu_backend.c: kernels, launches, errors;
+ * gpu_proxy.c: port channels). */
 #ifndef CCL_GPU_H
 #define CCL_GPU_H
 
@@ -8,11 +9,67 @@
 
 typedef struct GpuProxy GpuProxy;           /* gpu_proxy.c */
 typedef struct GpuPortQueues GpuPortQueues;
+typedef struct GpuDevice GpuDevice;         /* gpu_device.c */
+/* What a rank says about its GPU in ccl__gpu_agree_device's two bootstrap rounds. */
+typedef struct {
+    int64_t pid;
+    uint64_t host;            /* hash of the host name */
+    int64_t ordinal;          /* round one: as asked; round two: the GPU it drives, or -1 */
+    int64_t ngpus;            /* GPUs its process sees */
+    uint8_t uuid[16];         /* round two: the GPU's */
+} GpuRankPlace;
+/* Rank p's GPU under CCL_DEVICE_AUTO: its index among the ranks on its host, modulo the
+ * GPUs there (threads mode: rank % GPUs; processes: local rank % GPUs). */
+int ccl__gpu_auto_ordinal(const GpuRankPlace *all, int p);
+/* Judges round two from rank me's view (every rank reaches the same verdict): CCL_OK and
+ * the ranks that share me's GPU in me's process (me included), or an error in err: a
+ * rank without a GPU, or two processes on one GPU (the message says what to do). */
+ccl_result_t ccl__gpu_check_places(const GpuRankPlace *all, int n, int me, int64_t asked, int *colocated,
+                                   int *ncolocated, char *err, size_t len);
+
+/* A compiled kernel module in a GPU's cache, keyed by its CUDA source. */
+typedef enum { GPU_MODULE_LOADING, GPU_MODULE_READY, GPU_MODULE_FAILED } GpuModuleState;
+typedef struct GpuModule {
+    struct GpuModule *next;
+    uint64_t hash;
+    size_t len;
+    char *source;
+    GpuModuleState state;
+    CUmodule mod;             /* READY: loaded, functions resolved by the loader */
+    CUfunction kernel, avg, barrier;
+    /* ccl_kernel's resident blocks per multiprocessor at 32 * i threads per block, read
+     * at load time (a driver query at launch could wait behind a peer's kernel). */
+    int blocks_per_sm[17];
+    char *error;              /* FAILED: why, for every rank that wanted it */
+} GpuModule;
+
+/* The last event recorded on a stream this comm queued work on (shared GPUs). */
+typedef struct {
+    CUstream stream;
+    CUevent done;
+} GpuStreamMark;
 
 /* comm->be_comm on the GPU backend. */
 typedef struct {
+    GpuDevice *device;        /* gpu_device.c: shared with every comm on this GPU */
     CUdevice dev;
     CUcontext ctx;            /* the device's primary context, current in every hook */
+    int sms;                  /* multiprocessors */
+    /* The ranks of this comm that run in this process on this GPU, this one included
+     * (one unless several ranks share the GPU: threads mode on fewer GPUs than ranks). */
+    int ncolocated;
+    int *colocated;
+    /* Shared GPU only. `own_stream` runs calls made on the legacy or per-thread default stream
+     * (those would serialize the ranks' kernels), after an event (`order`) recorded
+     * there; `marks` are the streams queued on since the last synchronize, which waits
+     * for them instead of the whole context (that would wait for the peers' kernels). */
+    CUstream own_stream;
+    CUevent order;
+    GpuStreamMark *marks;
+    int nmarks, marks_cap;
+    /* The GPU's stream for synchronous copies and memsets, which must not wait for
+     * the ranks' kernels (gpu_device.c). */
+    CUstream quiet;
     int arch;                 /* compute capability as 90 for sm_90 */
     size_t heap_size;         /* comm->heap_bytes rounded up to the granularity */
     CUmemGenericAllocationHandle own;
@@ -29,6 +86,39 @@ typedef struct {
     CUdeviceptr retired[16];
     GpuProxy *proxy;          /* serves port-channel puts; NULL until the first needs it */
 } GpuComm;
+
+/* gpu_device.c */
+/* Collective: agrees on every rank's GPU (comm->device, or CCL_DEVICE_AUTO: the rank's
+ * index among its host's ranks modulo the GPUs there), fails on every rank at once when
+ * one has no GPU or two processes would share one, and sets comm->device, g->device and
+ * g->colocated. */
+ccl_result_t ccl__gpu_agree_device(ccl_comm_t *comm, GpuComm *g, const ccl_bootstrap_t *boot);
+/* The entry of GPU `ordinal`, created on first use (retaining its primary context); one
+ * reference per comm. NULL with the driver's error in *err. */
+GpuDevice *ccl__gpu_device_acquire(int ordinal, CUresult *err);
+/* Drops a reference; the last releases everything parked and every cached module. */
+void ccl__gpu_device_release(GpuDevice *d);
+/* 1 while more than one comm of this process uses the GPU. */
+int ccl__gpu_device_shared(GpuDevice *d);
+CUcontext ccl__gpu_device_context(const GpuDevice *d);
+/* A non-blocking stream of the GPU's for short synchronous work (memsets, copies). */
+CUstream ccl__gpu_device_quiet_stream(const GpuDevice *d);
+/* Releases that may wait for running kernels: at once on an unshared GPU, else parked
+ * until the GPU's last comm is destroyed. */
+void ccl__gpu_free_device_mem(GpuDevice *d, CUdeviceptr p);
+void ccl__gpu_free_host_mem(GpuDevice *d, void *p);
+void ccl__gpu_unmap(GpuDevice *d, CUdeviceptr va, size_t size, CUmemGenericAllocationHandle handle);
+/* The cached module of `source`. When it is new, the caller gets it in state LOADING
+ * with *load = 1 and must ccl__gpu_module_publish it; otherwise it may still be LOADING
+ * by another rank's thread: ccl__gpu_module_wait. NULL when out of memory. */
+GpuModule *ccl__gpu_module_claim(GpuDevice *d, const char *source, size_t len, int *load);
+void ccl__gpu_module_wait(GpuDevice *d, GpuModule *m);
+/* Ends a load: mod (functions set in m by the caller) or the error that stopped it. */
+void ccl__gpu_module_publish(GpuDevice *d, GpuModule *m, CUmodule mod, const char *error);
+/* Claims stream s for owner (a comm) until ccl__gpu_stream_unclaim_all(owner). 0 and
+ * the holder when another comm holds it. */
+int ccl__gpu_stream_claim(GpuDevice *d, CUstream s, const void *owner, const void **holder);
+void ccl__gpu_stream_unclaim_all(GpuDevice *d, const void *owner);
 
 /* gpu_mem.c */
 ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootstrap_t *boot);

@@ -29,8 +29,7 @@
 #include "jit.h"
 
 typedef struct {
-    CUmodule mod;             /* 0 until compiled */
-    CUfunction kernel, avg, barrier;
+    GpuModule *module;        /* NULL until loaded; the GPU's kernel cache owns it */
 } GpuKernel;
 
 /* alg->be_alg. */
@@ -75,6 +74,34 @@ static int gpu_env_int(const char *name, int lo, int hi, int dflt)
     return *end || v < lo || v > hi ? dflt : (int)v;
 }
 
+/* The device's context current, its properties read, this comm's streams made. */
+static ccl_result_t gpu_open_device(ccl_comm_t *comm, GpuComm *g)
+{
+    g->ctx = ccl__gpu_device_context(g->device);
+    ccl__cu.CtxSetCurrent(g->ctx);
+    int major = 0, minor = 0;
+    CU_CHECK(ccl__cu.DeviceGet(&g->dev, comm->device), "cuDeviceGet");
+    ccl__cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g->dev);
+    ccl__cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g->dev);
+    ccl__cu.DeviceGetAttribute(&g->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->dev);
+    g->arch = major * 10 + minor;
+    g->quiet = ccl__gpu_device_quiet_stream(g->device);
+    return CCL_OK;
+}
+
+/* Undoes gpu_open_device and ccl__gpu_agree_device (after the heap is gone). */
+static void gpu_close_device(GpuComm *g)
+{
+    for (int i = 0; i < g->marks_cap; i++)
+        if (g->marks[i].done) ccl__cu.EventDestroy(g->marks[i].done);
+    free(g->marks);
+    if (g->order) ccl__cu.EventDestroy(g->order);
+    if (g->own_stream) ccl__cu.StreamDestroy(g->own_stream);
+    ccl__gpu_device_release(g->device);
+    free(g->colocated);
+    free(g);
+}
+
 static ccl_result_t gpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
 {
     char why[256];
@@ -82,39 +109,39 @@ static ccl_result_t gpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
         return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "rank %d: %s", comm->rank, why);
     GpuComm *g = calloc(1, sizeof *g);
     if (!g) return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
-    int count = 0;
-    ccl__cu.DeviceGetCount(&count);
-    if (comm->device >= count) {
-        free(g);
-        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "rank %d: argument 'device' is %d but this machine has %d GPU%s",
-                              comm->rank, comm->device, count, count == 1 ? "" : "s");
-    }
-    CUresult r;
-    int major = 0, minor = 0;
-    if ((r = ccl__cu.DeviceGet(&g->dev, comm->device)) != CUDA_SUCCESS ||
-        (r = ccl__cu.DevicePrimaryCtxRetain(&g->ctx, g->dev)) != CUDA_SUCCESS) {
-        free(g);
-        return gpu_cu_fail(comm, r, "cuDevicePrimaryCtxRetain");
-    }
-    ccl__cu.CtxSetCurrent(g->ctx);
-    ccl__cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g->dev);
-    ccl__cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g->dev);
-    g->arch = major * 10 + minor;
     comm->be_comm = g;
-    ccl_result_t res = ccl__gpu_heap_create(comm, g, boot);
+    ccl_result_t res = ccl__gpu_agree_device(comm, g, boot);
+    if (res == CCL_OK) res = gpu_open_device(comm, g);
+    if (res == CCL_OK) res = ccl__gpu_heap_create(comm, g, boot); /* releases its own part on failure */
     if (res != CCL_OK) {
-        ccl__cu.DevicePrimaryCtxRelease(g->dev);
-        free(g);
+        gpu_close_device(g);
         comm->be_comm = NULL;
-        return res;
     }
-    return CCL_OK;
+    return res;
 }
 
+/* Releases staging buffers replaced since the last synchronize (parked on a shared GPU). */
 static void gpu_free_retired(GpuComm *g)
 {
-    for (int i = 0; i < g->nretired; i++) ccl__cu.MemFree(g->retired[i]);
+    for (int i = 0; i < g->nretired; i++) ccl__gpu_free_device_mem(g->device, g->retired[i]);
     g->nretired = 0;
+}
+
+/* Waits for the work this comm queued. On a shared GPU only for the streams it queued
+ * on: the whole context would include the peers' kernels, which may be waiting for
+ * this rank's next call. The first failure, if any. */
+static CUresult gpu_wait_own_work(ccl_comm_t *comm)
+{
+    GpuComm *g = gpu_comm(comm);
+    if (g->ncolocated == 1) return ccl__cu.CtxSynchronize();
+    CUresult first = CUDA_SUCCESS;
+    for (int i = 0; i < g->nmarks; i++) {
+        CUresult r = ccl__cu.EventSynchronize(g->marks[i].done);
+        if (first == CUDA_SUCCESS) first = r;
+    }
+    g->nmarks = 0;
+    ccl__gpu_stream_unclaim_all(g->device, comm);
+    return first;
 }
 
 static void gpu_comm_fini(ccl_comm_t *comm)
@@ -122,14 +149,12 @@ static void gpu_comm_fini(ccl_comm_t *comm)
     GpuComm *g = gpu_comm(comm);
     if (!g) return;
     ccl__cu.CtxSetCurrent(g->ctx);
-    ccl__cu.CtxSynchronize();
+    gpu_wait_own_work(comm);
     ccl__gpu_proxy_stop(g);
     gpu_free_retired(g);
-    for (int i = 0; i < 2; i++)
-        if (g->stage[i]) ccl__cu.MemFree(g->stage[i]);
+    for (int i = 0; i < 2; i++) ccl__gpu_free_device_mem(g->device, g->stage[i]);
     ccl__gpu_heap_destroy(comm, g);
-    ccl__cu.DevicePrimaryCtxRelease(g->dev);
-    free(g);
+    gpu_close_device(g);
     comm->be_comm = NULL;
 }
 
@@ -137,10 +162,10 @@ static ccl_result_t gpu_heap_zero(ccl_comm_t *comm, size_t off, size_t bytes)
 {
     GpuComm *g = gpu_comm(comm);
     ccl__cu.CtxSetCurrent(g->ctx);
-    CU_CHECK(ccl__cu.MemsetD8(g->own_va + off, 0, bytes), "cuMemsetD8 (heap)");
-    /* Asynchronous, on the legacy stream, which does not order a user's non-blocking
-     * stream: wait, so the next kernel there never sees the old semaphores. */
-    CU_CHECK(ccl__cu.CtxSynchronize(), "cuCtxSynchronize (heap zeroed)");
+    /* On a stream of its own, waited for: the next kernel on any stream must find the
+     * semaphores zero, and nothing here may wait for a peer's running kernel. */
+    CU_CHECK(ccl__cu.MemsetD8Async(g->own_va + off, 0, bytes, g->quiet), "cuMemsetD8Async (heap)");
+    CU_CHECK(ccl__cu.StreamSynchronize(g->quiet), "cuStreamSynchronize (heap zeroed)");
     return CCL_OK;
 }
 
@@ -185,15 +210,15 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + 4 * (size_t)ga->grid;
     CUresult r;
     if ((r = ccl__cu.MemAlloc(&ga->expected, ga->nexpected * 8)) != CUDA_SUCCESS ||
-        (r = ccl__cu.MemsetD8(ga->expected, 0, ga->nexpected * 8)) != CUDA_SUCCESS ||
-        /* The memset is asynchronous and fresh device memory holds garbage: the first
-         * kernel, on whatever stream, must find the expected values zero. */
-        (r = ccl__cu.CtxSynchronize()) != CUDA_SUCCESS ||
+        (r = ccl__cu.MemsetD8Async(ga->expected, 0, ga->nexpected * 8, g->quiet)) != CUDA_SUCCESS ||
+        /* Fresh device memory holds garbage: the first kernel, on whatever stream, must
+         * find the expected values zero. */
+        (r = ccl__cu.StreamSynchronize(g->quiet)) != CUDA_SUCCESS ||
         (r = ccl__cu.MemHostAlloc((void **)&ga->err, sizeof *ga->err,
                                   CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE)) != CUDA_SUCCESS ||
         (r = ccl__cu.MemHostGetDevicePointer(&ga->err_dev, ga->err, 0)) != CUDA_SUCCESS) {
-        if (ga->expected) ccl__cu.MemFree(ga->expected);
-        if (ga->err) ccl__cu.MemFreeHost(ga->err);
+        ccl__gpu_free_device_mem(g->device, ga->expected);
+        ccl__gpu_free_host_mem(g->device, ga->err);
         free(ga);
         return gpu_cu_fail(comm, r, "allocating the algorithm's device state");
     }
@@ -209,13 +234,12 @@ static void gpu_alg_release(ccl_algorithm_t *alg)
 {
     GpuAlg *ga = alg->be_alg;
     if (!ga) return;
-    ccl__cu.CtxSetCurrent(gpu_comm(alg->comm)->ctx);
-    for (int t = 0; t < CCL_NUM_DTYPES; t++)
-        for (int o = 0; o < CCL_NUM_OPS; o++)
-            if (ga->k[t][o].mod) ccl__cu.ModuleUnload(ga->k[t][o].mod);
-    ccl__gpu_port_close(gpu_comm(alg->comm), ga->port);
-    ccl__cu.MemFree(ga->expected);
-    ccl__cu.MemFreeHost(ga->err);
+    GpuComm *g = gpu_comm(alg->comm);
+    ccl__cu.CtxSetCurrent(g->ctx);
+    /* Its kernels stay in the GPU's cache (another algorithm may have the same code). */
+    ccl__gpu_port_close(g, ga->port);
+    ccl__gpu_free_device_mem(g->device, ga->expected);
+    ccl__gpu_free_host_mem(g->device, ga->err);
     if (ga->ll_bytes) ccl__heap_free(&alg->comm->data, ga->ll_off);
     for (int i = 0; i < ga->nll_old; i++) ccl__heap_free(&alg->comm->data, ga->ll_old[i]);
     free(ga);
@@ -231,7 +255,89 @@ static const char *gpu_default_cache(char *buf, size_t len)
     return buf;
 }
 
-/* The kernel for (dtype, op): emitted, compiled (or found in the disk cache), loaded. */
+/* One kernel to load: rank `rank`'s code for one (dtype, op), its module claimed by
+ * this thread (state LOADING until published). */
+typedef struct {
+    ccl_algorithm_t *alg;
+    int rank;
+    const EmitOptions *eo;
+    GpuModule *m;
+    CclJitResult jr;
+    int compiled;             /* jr holds the cubin; else err says why not */
+    char err[CCL__ERR_LEN];
+} KernelLoad;
+
+/* NVRTC (or the disk cache) for one KernelLoad; a thread's body, so that the kernels of
+ * the ranks sharing a GPU compile at once. */
+static void *gpu_compile(void *arg)
+{
+    KernelLoad *kl = arg;
+    ccl_comm_t *comm = kl->alg->comm;
+    char name[256], cache[1024];
+    snprintf(name, sizeof name, "%s.rank%d.%s.%s.cu", kl->alg->prog->name, kl->rank, kl->eo->dtype, kl->eo->op);
+    const char *dir = comm->cache_dir ? comm->cache_dir : gpu_default_cache(cache, sizeof cache);
+    kl->compiled = ccl__jit_compile(kl->m->source, name, gpu_comm(comm)->arch, dir, &kl->jr, kl->err,
+                                    sizeof kl->err) == 0;
+    return NULL;
+}
+
+/* Loads a compiled KernelLoad's module and publishes it to the GPU's cache, loaded or
+ * failed. */
+static void gpu_load_module(GpuComm *g, KernelLoad *kl)
+{
+    GpuModule *m = kl->m;
+    if (!kl->compiled) {
+        ccl__gpu_module_publish(g->device, m, 0, kl->err);
+        return;
+    }
+    CUmodule mod = 0;
+    CUresult r = ccl__cu.ModuleLoadData(&mod, kl->jr.image);
+    free(kl->jr.image);
+    if (r == CUDA_SUCCESS && ((r = ccl__cu.ModuleGetFunction(&m->kernel, mod, "ccl_kernel")) != CUDA_SUCCESS ||
+                              (r = ccl__cu.ModuleGetFunction(&m->avg, mod, "ccl_avg")) != CUDA_SUCCESS ||
+                              (r = ccl__cu.ModuleGetFunction(&m->barrier, mod, "ccl_rank_barrier")) != CUDA_SUCCESS)) {
+        ccl__cu.ModuleUnload(mod);
+        mod = 0;
+    }
+    if (!mod) {
+        snprintf(kl->err, sizeof kl->err, "loading the generated kernel failed: %s", ccl__cuda_error(r));
+        ccl__gpu_module_publish(g->device, m, 0, kl->err);
+        return;
+    }
+    /* Under lazy loading (CUDA_MODULE_LOADING=LAZY, the default) a function is loaded at
+     * its first launch, which can wait for kernels already running in the context; a
+     * spinning peer kernel there would deadlock. Asking for an attribute loads it now. */
+    int attr;
+    ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->kernel);
+    ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->avg);
+    ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->barrier);
+    for (int i = 1; i <= 16; i++)
+        if (ccl__cu.OccupancyMaxActiveBlocksPerMultiprocessor(&m->blocks_per_sm[i], m->kernel, 32 * i, 0) != CUDA_SUCCESS)
+            m->blocks_per_sm[i] = 0;
+    ccl__gpu_module_publish(g->device, m, mod, NULL);
+}
+
+/* Claims the cache entry of rank `rank`'s kernel for eo: kl->m, and whether this thread
+ * must load it (returned). -1 when out of memory. */
+static int gpu_claim_kernel(ccl_algorithm_t *alg, int rank, const EmitOptions *eo, KernelLoad *kl)
+{
+    char *src = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&src, &len);
+    if (!f) return -1;
+    emit_cuda(f, alg->plan, rank, eo);
+    fclose(f);
+    int load = 0;
+    *kl = (KernelLoad){.alg = alg, .rank = rank, .eo = eo};
+    kl->m = ccl__gpu_module_claim(gpu_comm(alg->comm)->device, src, len, &load);
+    free(src);
+    return kl->m ? load : -1;
+}
+
+/* The kernel for (dtype, op), loaded. On a GPU that several ranks of this comm share,
+ * the first of them to get here loads every one's kernel (compiled at once, one thread
+ * each): a module load waits for the kernels running on the GPU, and once a rank has
+ * launched, its kernel waits for the others' (gpu_device.c). */
 static ccl_result_t gpu_kernel(ccl_algorithm_t *alg, ccl_dtype_t dtype, ccl_op_t op, GpuKernel **out)
 {
     ccl_comm_t *comm = alg->comm;
@@ -240,52 +346,45 @@ static ccl_result_t gpu_kernel(ccl_algorithm_t *alg, ccl_dtype_t dtype, ccl_op_t
     if (op == CCL_AVG) op = CCL_SUM; /* avg runs the sum kernel, then ccl_avg */
     GpuKernel *k = &ga->k[dtype][op];
     *out = k;
-    if (k->mod) return CCL_OK;
+    if (k->module) return CCL_OK;
     EmitOptions eo = {.dtype = ccl_dtype_name(dtype), .op = ccl_op_name(op), .protocol = ga->protocol};
-    char *src = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&src, &len);
-    if (!m) return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
-    emit_cuda(m, alg->plan, comm->rank, &eo);
-    fclose(m);
-    char name[256], cache[1024];
-    snprintf(name, sizeof name, "%s.rank%d.%s.%s.cu", alg->prog->name, comm->rank, eo.dtype, eo.op);
-    const char *dir = comm->cache_dir ? comm->cache_dir : gpu_default_cache(cache, sizeof cache);
-    CclJitResult jr;
-    char *err = malloc(CCL__ERR_LEN);
-    if (!err) {
-        free(src);
+    int n = g->ncolocated, oom = 0;
+    KernelLoad *kl = calloc((size_t)n, sizeof *kl);
+    int *mine = calloc((size_t)n, sizeof *mine);
+    pthread_t *tid = calloc((size_t)n, sizeof *tid);
+    int *started = calloc((size_t)n, sizeof *started);
+    if (!kl || !mine || !tid || !started) {
+        free(kl), free(mine), free(tid), free(started);
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
     }
-    int rc = ccl__jit_compile(src, name, g->arch, dir, &jr, err, CCL__ERR_LEN);
-    free(src);
-    if (rc != 0) {
-        ccl_result_t res = ccl__set_error(comm, CCL_ERR_NVRTC, "rank %d: %s", comm->rank, err);
-        free(err);
-        return res;
+    for (int i = 0; i < n; i++) {
+        int load = gpu_claim_kernel(alg, g->colocated[i], &eo, &kl[i]);
+        oom |= load < 0;
+        mine[i] = load == 1;
     }
-    free(err);
-    CUresult r = ccl__cu.ModuleLoadData(&k->mod, jr.image);
-    free(jr.image);
-    if (r != CUDA_SUCCESS) {
-        k->mod = 0;
-        return gpu_cu_fail(comm, r, "cuModuleLoadData (the generated kernel)");
+    /* Claimed entries must be published whatever happens, or peers would wait forever. */
+    for (int i = 0; i < n; i++)
+        if (mine[i]) started[i] = n > 1 && pthread_create(&tid[i], NULL, gpu_compile, &kl[i]) == 0;
+    for (int i = 0; i < n; i++)
+        if (mine[i]) {
+            if (started[i]) pthread_join(tid[i], NULL);
+            else gpu_compile(&kl[i]);
+            gpu_load_module(g, &kl[i]);
+        }
+    ccl_result_t res = oom ? ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank) : CCL_OK;
+    for (int i = 0; i < n && res == CCL_OK; i++) {
+        GpuModule *m = kl[i].m;
+        ccl__gpu_module_wait(g->device, m);
+        if (m->state != GPU_MODULE_READY)
+            res = kl[i].rank == comm->rank
+                      ? ccl__set_error(comm, CCL_ERR_NVRTC, "rank %d: %s", comm->rank, m->error)
+                      : ccl__set_error(comm, CCL_ERR_NVRTC, "rank %d: the kernel of rank %d, which shares GPU %d, "
+                                                            "failed: %s", comm->rank, kl[i].rank, comm->device, m->error);
+        else if (kl[i].rank == comm->rank)
+            k->module = m;
     }
-    if ((r = ccl__cu.ModuleGetFunction(&k->kernel, k->mod, "ccl_kernel")) != CUDA_SUCCESS ||
-        (r = ccl__cu.ModuleGetFunction(&k->avg, k->mod, "ccl_avg")) != CUDA_SUCCESS ||
-        (r = ccl__cu.ModuleGetFunction(&k->barrier, k->mod, "ccl_rank_barrier")) != CUDA_SUCCESS) {
-        ccl__cu.ModuleUnload(k->mod);
-        k->mod = 0;
-        return gpu_cu_fail(comm, r, "cuModuleGetFunction");
-    }
-    /* Under lazy loading (CUDA_MODULE_LOADING=LAZY, the default) a function is loaded at
-     * its first launch, which can wait for kernels already running in the context; a
-     * spinning peer kernel there would deadlock. Asking for an attribute loads it now. */
-    int attr;
-    ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->kernel);
-    ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->avg);
-    ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->barrier);
-    return CCL_OK;
+    free(kl), free(mine), free(tid), free(started);
+    return res;
 }
 
 /* A device buffer for staging that peers never reach; grow-only, old ones freed at the
@@ -296,7 +395,7 @@ static ccl_result_t gpu_stage(ccl_comm_t *comm, int which, size_t bytes, void **
     if (g->stage_bytes[which] < bytes) {
         if (g->stage[which]) {
             if (g->nretired == (int)(sizeof g->retired / sizeof g->retired[0])) {
-                ccl__cu.CtxSynchronize();
+                gpu_wait_own_work(comm);
                 gpu_free_retired(g);
             }
             g->retired[g->nretired++] = g->stage[which];
@@ -317,13 +416,140 @@ static int gpu_in_heap(ccl_comm_t *comm, const void *p)
     return (const char *)p >= base && (const char *)p < base + comm->heap_bytes;
 }
 
+/* A user buffer outside the heap must be memory the GPU can reach: device memory, or
+ * pinned host memory mapped for it. Plain host memory would fault in a kernel, or make
+ * the staging copy out wait on the host for this rank's kernel, which waits for peers
+ * the same thread may be about to launch. */
+static ccl_result_t gpu_check_buffer(ccl_comm_t *comm, const void *p, size_t bytes, const char *what)
+{
+    if (!bytes || gpu_in_heap(comm, p)) return CCL_OK;
+    CUdeviceptr dp = 0;
+    CUresult r = ccl__cu.PointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, (CUdeviceptr)(uintptr_t)p);
+    if (r == CUDA_SUCCESS && dp == (CUdeviceptr)(uintptr_t)p) return CCL_OK;
+    return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                          "rank %d: argument '%s' (%p) is host memory the GPU cannot use in place: on the GPU backend "
+                          "pass device memory (ccl_mem_alloc, cudaMalloc), filled with ccl_mem_copy or cudaMemcpy",
+                          comm->rank, what, p);
+}
+
 static ccl_result_t gpu_rank_barrier(ccl_comm_t *comm, GpuKernel *k, GpuAlg *ga, CUstream s)
 {
     GpuComm *g = gpu_comm(comm);
     uint64_t timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
     void *params[] = {&g->peers, &g->bar_gen, &ga->err_dev, &timeout_ns};
-    CU_CHECK(ccl__cu.LaunchKernel(k->barrier, 1, 1, 1, 32, 1, 1, 0, s, params, NULL), "cuLaunchKernel (barrier)");
+    CU_CHECK(ccl__cu.LaunchKernel(k->module->barrier, 1, 1, 1, 32, 1, 1, 0, s, params, NULL),
+             "cuLaunchKernel (barrier)");
     return CCL_OK;
+}
+
+/* The ranks of this comm that share this rank's GPU, for messages: "0, 1, 3". */
+static const char *gpu_colocated_list(const GpuComm *g, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < g->ncolocated && n + 16 < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%d", i ? ", " : "", g->colocated[i]);
+    return buf;
+}
+
+/* The stream a call runs on. Where ranks of this comm share the GPU their kernels must
+ * run at once: a call on the legacy or per-thread default stream (one stream for all
+ * of them) runs on the comm's own stream, after the work queued there so far; a user's
+ * stream must be non-blocking (a blocking one waits for the legacy stream, and so
+ * makes one rank's kernel wait for another's) and this rank's alone. */
+static ccl_result_t gpu_call_stream(ccl_comm_t *comm, void *user, CUstream *out, int *capturing)
+{
+    GpuComm *g = gpu_comm(comm);
+    CUstream s = (CUstream)user;
+    *out = s;
+    *capturing = 0;
+    if (g->ncolocated == 1) return CCL_OK;
+    char ranks[256];
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+        /* Made on first use: every stream may share a hardware queue with a peer's. */
+        if (!g->own_stream) {
+            CU_CHECK(ccl__cu.StreamCreate(&g->own_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+            CU_CHECK(ccl__cu.EventCreate(&g->order, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+        }
+        CU_CHECK(ccl__cu.EventRecord(g->order, s), "cuEventRecord (the default stream's work so far)");
+        CU_CHECK(ccl__cu.StreamWaitEvent(g->own_stream, g->order, 0), "cuStreamWaitEvent");
+        *out = g->own_stream;
+        return CCL_OK;
+    }
+    /* A capturing stream runs nothing now (and answers no flags query). */
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CU_CHECK(ccl__cu.StreamIsCapturing(s, &cs), "cuStreamIsCapturing (argument 'stream')");
+    *capturing = cs != CU_STREAM_CAPTURE_STATUS_NONE;
+    unsigned flags = CU_STREAM_NON_BLOCKING;
+    if (!*capturing) CU_CHECK(ccl__cu.StreamGetFlags(s, &flags), "cuStreamGetFlags (argument 'stream')");
+    if (!(flags & CU_STREAM_NON_BLOCKING))
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                              "rank %d: argument 'stream' is a blocking stream, but ranks %s of this communicator share "
+                              "GPU %d: a blocking stream waits for the legacy default stream, and through it for the "
+                              "other ranks' kernels, which wait for this one. Create it with cudaStreamNonBlocking "
+                              "(cudaStreamCreateWithFlags), or pass NULL to use the communicator's own stream",
+                              comm->rank, gpu_colocated_list(g, ranks, sizeof ranks), comm->device);
+    const void *holder;
+    if (!ccl__gpu_stream_claim(g->device, s, comm, &holder))
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                              "rank %d: argument 'stream' already holds rank %d's unfinished work on GPU %d, which "
+                              "ranks %s share: one rank's kernel would wait behind the other's, which waits for it. "
+                              "Give each rank its own stream (or NULL, the communicator's own)", comm->rank,
+                              ((const ccl_comm_t *)holder)->rank, comm->device,
+                              gpu_colocated_list(g, ranks, sizeof ranks));
+    return CCL_OK;
+}
+
+/* Remembers that this comm queued work on s up to now (shared GPU; gpu_wait_own_work).
+ * Captured work is not: a graph's launches are its launcher's to wait for. */
+static ccl_result_t gpu_mark_stream(ccl_comm_t *comm, CUstream s, int capturing)
+{
+    GpuComm *g = gpu_comm(comm);
+    if (g->ncolocated == 1 || capturing) return CCL_OK;
+    int i = 0;
+    while (i < g->nmarks && g->marks[i].stream != s) i++;
+    if (i == g->nmarks) {
+        if (g->nmarks == g->marks_cap) {
+            int cap = g->marks_cap ? 2 * g->marks_cap : 4;
+            GpuStreamMark *nm = realloc(g->marks, (size_t)cap * sizeof *nm);
+            if (!nm) return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
+            memset(nm + g->marks_cap, 0, (size_t)(cap - g->marks_cap) * sizeof *nm);
+            g->marks = nm;
+            g->marks_cap = cap;
+        }
+        if (!g->marks[i].done) CU_CHECK(ccl__cu.EventCreate(&g->marks[i].done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+        g->marks[i].stream = s;
+        g->nmarks++;
+    }
+    CU_CHECK(ccl__cu.EventRecord(g->marks[i].done, s), "cuEventRecord");
+    return CCL_OK;
+}
+
+/* Threads per block for k: `want`, or where ranks of this comm share the GPU the most
+ * threads (a multiple of 32, at most want) at which every rank's grid can be resident
+ * at once, each rank taking an equal share of the GPU (its waits need the peers'
+ * blocks running). */
+static ccl_result_t gpu_fit_threads(ccl_algorithm_t *alg, GpuKernel *k, int want, int *out)
+{
+    ccl_comm_t *comm = alg->comm;
+    GpuComm *g = gpu_comm(comm);
+    GpuAlg *ga = alg->be_alg;
+    *out = want;
+    if (g->ncolocated == 1 || ga->grid == 0) return CCL_OK;
+    /* One block more per rank: the all-rank barrier's, which may wait beside a grid. */
+    long need = (long)(ga->grid + 1) * g->ncolocated;
+    for (int t = want; t >= 32; t -= 32)
+        if ((long)k->module->blocks_per_sm[t / 32] * g->sms >= need) {
+            *out = t;
+            return CCL_OK;
+        }
+    char ranks[256];
+    return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
+                          "rank %d: %s runs %d thread blocks per rank (%d instances), and ranks %s share GPU %d "
+                          "(%d SMs): their blocks cannot all run at once, which the waits between them need. Use "
+                          "fewer instances (CCL_GPU_INSTANCES), more GPUs, or the CPU backend (--backend cpu)",
+                          comm->rank, alg->file, ga->grid, alg->instances, gpu_colocated_list(g, ranks, sizeof ranks),
+                          comm->device, g->sms);
 }
 
 static ccl_result_t gpu_run(const CclCall *call)
@@ -332,11 +558,16 @@ static ccl_result_t gpu_run(const CclCall *call)
     ccl_comm_t *comm = alg->comm;
     GpuComm *g = gpu_comm(comm);
     GpuAlg *ga = alg->be_alg;
-    CUstream s = (CUstream)call->stream;
     ccl__cu.CtxSetCurrent(g->ctx);
     GpuKernel *k;
+    CUstream s;
+    int capturing;
     ccl_result_t res = gpu_kernel(alg, call->dtype, call->op, &k);
-    if (res != CCL_OK) return res;
+
+    if (res != CCL_OK || (res = gpu_check_buffer(comm, call->send, call->in_bytes, "sendbuf")) != CCL_OK ||
+        (res = gpu_check_buffer(comm, call->recv, call->out_bytes, "recvbuf")) != CCL_OK ||
+        (res = gpu_call_stream(comm, call->stream, &s, &capturing)) != CCL_OK)
+        return res;
 
     uint64_t scratch_off = call->scratch_off;
     if (ga->protocol != PROTO_SIMPLE) {
@@ -400,8 +631,10 @@ static ccl_result_t gpu_run(const CclCall *call)
     /* Threads per block may change per call (the tuner's shape; the kernel reads
      * blockDim); the environment's or 512 otherwise. */
     int th = alg->shape.threads >= 32 && alg->shape.threads <= 512 ? alg->shape.threads / 32 * 32 : ga->threads;
+    if ((res = gpu_fit_threads(alg, k, th, &th)) != CCL_OK) return res;
     if (ga->grid > 0)
-        CU_CHECK(ccl__cu.LaunchKernel(k->kernel, (unsigned)ga->grid, 1, 1, (unsigned)th, 1, 1, 0, s, params, NULL),
+        CU_CHECK(ccl__cu.LaunchKernel(k->module->kernel, (unsigned)ga->grid, 1, 1, (unsigned)th, 1, 1, 0, s, params,
+                                      NULL),
                  "cuLaunchKernel (ccl_kernel)");
     if (call->divide) {
         /* Peers may still read our out until every rank is past its plan. */
@@ -410,7 +643,7 @@ static ccl_result_t gpu_run(const CclCall *call)
             uint64_t outp = (uint64_t)(uintptr_t)out, cnt = call->out_bytes / call->esize, nr = (uint64_t)call->divide;
             void *ap[] = {&outp, &cnt, &nr};
             unsigned blocks = (unsigned)((cnt + 511) / 512 < 1024 ? (cnt + 511) / 512 : 1024);
-            CU_CHECK(ccl__cu.LaunchKernel(k->avg, blocks ? blocks : 1, 1, 1, 512, 1, 1, 0, s, ap, NULL),
+            CU_CHECK(ccl__cu.LaunchKernel(k->module->avg, blocks ? blocks : 1, 1, 1, 512, 1, 1, 0, s, ap, NULL),
                      "cuLaunchKernel (ccl_avg)");
         }
         if ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK) return res;
@@ -418,14 +651,14 @@ static ccl_result_t gpu_run(const CclCall *call)
     if (call->stage_out)
         CU_CHECK(ccl__cu.MemcpyAsync((CUdeviceptr)(uintptr_t)call->recv, (CUdeviceptr)(uintptr_t)out, call->out_bytes, s),
                  "cuMemcpyAsync (staging recvbuf)");
-    return CCL_OK;
+    return gpu_mark_stream(comm, s, capturing);
 }
 
 static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
 {
     GpuComm *g = gpu_comm(comm);
     ccl__cu.CtxSetCurrent(g->ctx);
-    CUresult r = ccl__cu.CtxSynchronize();
+    CUresult r = gpu_wait_own_work(comm);
     if (r != CUDA_SUCCESS) {
         ccl__set_async_error(comm, CCL_ERR_CUDA, "rank %d: a kernel failed: %s", comm->rank, ccl__cuda_error(r));
         return CCL_OK;
@@ -487,10 +720,11 @@ static ccl_result_t gpu_copy(ccl_comm_t *comm, void *dst, const void *src, size_
 {
     GpuComm *g = gpu_comm(comm);
     ccl__cu.CtxSetCurrent(g->ctx);
-    CU_CHECK(ccl__cu.CtxSynchronize(), "cuCtxSynchronize");
-    CU_CHECK(ccl__cu.Memcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes), "cuMemcpy");
-    /* From pageable host memory cuMemcpy may return before the DMA lands. */
-    CU_CHECK(ccl__cu.CtxSynchronize(), "cuCtxSynchronize");
+    CU_CHECK(gpu_wait_own_work(comm), "waiting for the communicator's work");
+    CU_CHECK(ccl__cu.MemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes, g->quiet),
+             "cuMemcpyAsync");
+    /* From pageable host memory the copy may return before its DMA lands. */
+    CU_CHECK(ccl__cu.StreamSynchronize(g->quiet), "cuStreamSynchronize");
     return CCL_OK;
 }
 

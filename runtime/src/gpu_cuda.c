@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "gpu_cuda.h"
 
@@ -16,6 +17,11 @@ static int cuda_ok;
 
 static void cuda_load(void)
 {
+    /* Streams beyond the GPU's hardware queues share them, and a kernel queued behind
+     * another rank's spinning kernel in a shared queue waits for it: ranks that share a
+     * GPU need the most queues (32; the driver's default is 8). Read when CUDA starts,
+     * so it only helps where libccl starts CUDA; a value the user set stays. */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
@@ -28,12 +34,14 @@ static void cuda_load(void)
         S(Init, "cuInit"), S(DriverGetVersion, "cuDriverGetVersion"), S(GetErrorString, "cuGetErrorString"),
         S(DeviceGet, "cuDeviceGet"), S(DeviceGetCount, "cuDeviceGetCount"), S(DeviceGetName, "cuDeviceGetName"),
         S(DeviceGetAttribute, "cuDeviceGetAttribute"), S(DeviceCanAccessPeer, "cuDeviceCanAccessPeer"),
+        S(DeviceGetUuid, "cuDeviceGetUuid_v2"),
         S(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
         S(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"), S(CtxSetCurrent, "cuCtxSetCurrent"),
         S(CtxSynchronize, "cuCtxSynchronize"), S(MemAlloc, "cuMemAlloc_v2"), S(MemFree, "cuMemFree_v2"),
         S(MemHostAlloc, "cuMemHostAlloc"), S(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
         S(MemFreeHost, "cuMemFreeHost"), S(Memcpy, "cuMemcpy"), S(MemcpyAsync, "cuMemcpyAsync"),
         S(MemcpyHtoD, "cuMemcpyHtoD_v2"), S(MemcpyDtoH, "cuMemcpyDtoH_v2"), S(MemsetD8, "cuMemsetD8_v2"),
+        S(PointerGetAttribute, "cuPointerGetAttribute"),
         S(MemsetD8Async, "cuMemsetD8Async"), S(MemCreate, "cuMemCreate"), S(MemRelease, "cuMemRelease"),
         S(MemAddressReserve, "cuMemAddressReserve"), S(MemAddressFree, "cuMemAddressFree"), S(MemMap, "cuMemMap"),
         S(MemUnmap, "cuMemUnmap"), S(MemSetAccess, "cuMemSetAccess"),
@@ -41,9 +49,11 @@ static void cuda_load(void)
         S(MemExportToShareableHandle, "cuMemExportToShareableHandle"),
         S(MemImportFromShareableHandle, "cuMemImportFromShareableHandle"), S(ModuleLoadData, "cuModuleLoadData"),
         S(ModuleUnload, "cuModuleUnload"), S(ModuleGetFunction, "cuModuleGetFunction"),
-        S(FuncSetAttribute, "cuFuncSetAttribute"), S(FuncGetAttribute, "cuFuncGetAttribute"), S(LaunchKernel, "cuLaunchKernel"),
+        S(FuncSetAttribute, "cuFuncSetAttribute"), S(FuncGetAttribute, "cuFuncGetAttribute"),
+        S(OccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"), S(LaunchKernel, "cuLaunchKernel"),
         S(StreamCreate, "cuStreamCreate"), S(StreamDestroy, "cuStreamDestroy_v2"),
-        S(StreamSynchronize, "cuStreamSynchronize"), S(StreamIsCapturing, "cuStreamIsCapturing"),
+        S(StreamSynchronize, "cuStreamSynchronize"), S(StreamGetFlags, "cuStreamGetFlags"),
+        S(StreamWaitEvent, "cuStreamWaitEvent"), S(StreamIsCapturing, "cuStreamIsCapturing"),
         S(StreamBeginCapture, "cuStreamBeginCapture_v2"), S(StreamEndCapture, "cuStreamEndCapture"),
         S(GraphInstantiate, "cuGraphInstantiateWithFlags"), S(GraphLaunch, "cuGraphLaunch"),
         S(GraphExecDestroy, "cuGraphExecDestroy"), S(GraphDestroy, "cuGraphDestroy"),

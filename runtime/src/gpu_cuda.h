@@ -19,6 +19,7 @@ typedef struct {
     CUresult (*DeviceGetName)(char *, int, CUdevice);
     CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
     CUresult (*DeviceCanAccessPeer)(int *, CUdevice, CUdevice);
+    CUresult (*DeviceGetUuid)(CUuuid *, CUdevice);
     CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
     CUresult (*DevicePrimaryCtxRelease)(CUdevice);
     CUresult (*CtxSetCurrent)(CUcontext);
@@ -33,6 +34,7 @@ typedef struct {
     CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
     CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
     CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+    CUresult (*PointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
     CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
     CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
     CUresult (*MemRelease)(CUmemGenericAllocationHandle);
@@ -50,11 +52,14 @@ typedef struct {
     CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
     CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
     CUresult (*FuncGetAttribute)(int *, CUfunction_attribute, CUfunction);
+    CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
     CUresult (*LaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
                              unsigned int, unsigned int, CUstream, void **, void **);
     CUresult (*StreamCreate)(CUstream *, unsigned int);
     CUresult (*StreamDestroy)(CUstream);
     CUresult (*StreamSynchronize)(CUstream);
+    CUresult (*StreamGetFlags)(CUstream, unsigned int *);
+    CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned int);
     CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
     CUresult (*StreamBeginCapture)(CUstream, CUstreamCaptureMode);
     CUresult (*StreamEndCapture)(CUstream, CUgraph *);

@@ -135,10 +135,10 @@ ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootst
     CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = comm->device},
                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CU_TRY(ccl__cu.MemSetAccess(g->own_va, g->heap_size, &acc, 1), "cuMemSetAccess (own GPU)");
-    CU_TRY(ccl__cu.MemsetD8(g->own_va, 0, g->heap_size), "cuMemsetD8 (zeroing the heap)");
-    /* cuMemsetD8 is asynchronous: the heap must be zero before any peer may signal into
-     * it (the bootstrap barrier below), not merely queued to be. */
-    CU_TRY(ccl__cu.CtxSynchronize(), "cuCtxSynchronize (heap zeroed)");
+    /* The heap must be zero before any peer may signal into it (the bootstrap barrier
+     * below), not merely queued to be. */
+    CU_TRY(ccl__cu.MemsetD8Async(g->own_va, 0, g->heap_size, g->quiet), "cuMemsetD8Async (zeroing the heap)");
+    CU_TRY(ccl__cu.StreamSynchronize(g->quiet), "cuStreamSynchronize (heap zeroed)");
 
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -229,12 +229,12 @@ ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootst
     }
 
     CU_TRY(ccl__cu.MemAlloc(&g->peers, sizeof(uint64_t) * (size_t)n), "cuMemAlloc (peer table)");
-    CU_TRY(ccl__cu.MemcpyHtoD(g->peers, comm->heap_base, sizeof(uint64_t) * (size_t)n), "cuMemcpyHtoD (peer table)");
+    CU_TRY(ccl__cu.MemcpyAsync(g->peers, (CUdeviceptr)(uintptr_t)comm->heap_base, sizeof(uint64_t) * (size_t)n,
+                               g->quiet), "cuMemcpyAsync (peer table)");
     CU_TRY(ccl__cu.MemAlloc(&g->bar_gen, 8), "cuMemAlloc");
-    CU_TRY(ccl__cu.MemsetD8(g->bar_gen, 0, 8), "cuMemsetD8");
-    /* A pageable cuMemcpyHtoD may return before its DMA lands, and the memset is
-     * asynchronous; kernels on the user's (possibly non-blocking) stream must see both. */
-    CU_TRY(ccl__cu.CtxSynchronize(), "cuCtxSynchronize (peer table)");
+    CU_TRY(ccl__cu.MemsetD8Async(g->bar_gen, 0, 8, g->quiet), "cuMemsetD8Async");
+    /* Kernels on the user's (possibly non-blocking) stream must see both. */
+    CU_TRY(ccl__cu.StreamSynchronize(g->quiet), "cuStreamSynchronize (peer table)");
     /* Nobody may touch a peer's heap before every rank has mapped and zeroed its own. */
     if (boot->barrier(boot->ctx) != 0) {
         ccl__set_error(comm, CCL_ERR_PEER_FAILED, "rank %d: bootstrap barrier failed after heap exchange", me);
@@ -251,26 +251,19 @@ fail:
     return CCL_ERR_CUDA;
 }
 
+/* Ranks sharing the GPU may still run kernels on this heap (their waits end by timeout
+ * at worst): gpu_device.c parks the releases until the GPU's last comm goes. */
 void ccl__gpu_heap_destroy(ccl_comm_t *comm, GpuComm *g)
 {
-    for (int p = 0; g->mapped && p < comm->nranks; p++) {
-        if (g->mapped[p]) {
-            ccl__cu.MemUnmap(g->mapped[p], g->heap_size);
-            ccl__cu.MemAddressFree(g->mapped[p], g->heap_size);
-        }
-        if (g->imported[p]) ccl__cu.MemRelease(g->imported[p]);
-    }
+    for (int p = 0; g->mapped && p < comm->nranks; p++)
+        ccl__gpu_unmap(g->device, g->mapped[p], g->heap_size, g->imported[p]);
     free(g->mapped);
     free(g->imported);
     g->mapped = NULL;
     g->imported = NULL;
-    if (g->peers) ccl__cu.MemFree(g->peers);
-    if (g->bar_gen) ccl__cu.MemFree(g->bar_gen);
-    if (g->own_va) {
-        ccl__cu.MemUnmap(g->own_va, g->heap_size);
-        ccl__cu.MemAddressFree(g->own_va, g->heap_size);
-    }
-    if (g->own) ccl__cu.MemRelease(g->own);
+    ccl__gpu_free_device_mem(g->device, g->peers);
+    ccl__gpu_free_device_mem(g->device, g->bar_gen);
+    ccl__gpu_unmap(g->device, g->own_va, g->heap_size, g->own);
     g->peers = g->bar_gen = g->own_va = 0;
     g->own = 0;
 }

@@ -32,12 +32,15 @@ enum {
     PROXY_NAP_NS = 20000,
 };
 
-/* One grid block's queue as the proxy sees it. Its copies go on a stream of its own,
+/* One grid block's queue as the proxy sees it. Its copies go on a stream of its own
+ * (on a GPU that ranks share, block 0's stream serves every block: streams share the
+ * GPU's hardware queues, where a copy behind a peer's spinning kernel would wait),
  * so blocks that put to different peers use different copy engines at once. Each
  * round of issued requests gets an event; once mark i's event has completed, `done`
  * becomes count[i]. */
 typedef struct {
     CUstream stream;
+    int owns_stream;             /* 0: block 0's, shared */
     CUevent event[BLOCK_MARKS];
     uint64_t count[BLOCK_MARKS];
     int head, nmarks;
@@ -182,18 +185,18 @@ static GpuProxy *proxy_start(GpuComm *g, int rank)
 }
 
 /* Frees q's queues, streams and events (after its copies finished). */
-static void port_free(GpuPortQueues *q)
+static void port_free(GpuComm *g, GpuPortQueues *q)
 {
     for (int b = 0; q->blk && b < q->nblocks; b++) {
         PortBlock *k = &q->blk[b];
-        if (k->stream) {
+        if (k->stream && k->owns_stream) {
             ccl__cu.StreamSynchronize(k->stream);
             ccl__cu.StreamDestroy(k->stream);
         }
         for (int i = 0; i < BLOCK_MARKS; i++)
             if (k->event[i]) ccl__cu.EventDestroy(k->event[i]);
     }
-    if (q->fifo) ccl__cu.MemFreeHost(q->fifo);
+    ccl__gpu_free_host_mem(g->device, q->fifo);
     free(q->blk);
     free(q);
 }
@@ -214,12 +217,14 @@ ccl_result_t ccl__gpu_port_open(ccl_comm_t *comm, GpuComm *g, int nblocks, GpuPo
     CUresult r = ccl__cu.MemHostAlloc((void **)&q->fifo, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
     if (r == CUDA_SUCCESS) r = ccl__cu.MemHostGetDevicePointer(&q->fifo_dev, q->fifo, 0);
     for (int b = 0; r == CUDA_SUCCESS && b < nblocks; b++) {
-        r = ccl__cu.StreamCreate(&q->blk[b].stream, CU_STREAM_NON_BLOCKING);
+        q->blk[b].owns_stream = b == 0 || g->ncolocated == 1;
+        if (q->blk[b].owns_stream) r = ccl__cu.StreamCreate(&q->blk[b].stream, CU_STREAM_NON_BLOCKING);
+        else q->blk[b].stream = q->blk[0].stream;
         for (int i = 0; r == CUDA_SUCCESS && i < BLOCK_MARKS; i++)
             r = ccl__cu.EventCreate(&q->blk[b].event[i], CU_EVENT_DISABLE_TIMING);
     }
     if (r != CUDA_SUCCESS) {
-        port_free(q);
+        port_free(g, q);
         return ccl__set_error(comm, CCL_ERR_CUDA, "rank %d: setting up port-channel queues failed: %s", comm->rank,
                               ccl__cuda_error(r));
     }
@@ -246,7 +251,7 @@ void ccl__gpu_port_close(GpuComm *g, GpuPortQueues *q)
             break;
         }
     pthread_mutex_unlock(&p->lock);
-    port_free(q); /* waits for copies still in flight: they touch memory freed next */
+    port_free(g, q); /* waits for copies still in flight: they touch memory freed next */
 }
 
 int ccl__gpu_proxy_error(GpuComm *g, char *buf, size_t len)

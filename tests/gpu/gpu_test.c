@@ -12,6 +12,8 @@
  * More ranks than GPUs (--ranks) put several ranks on one GPU (smoke tests on one GPU).
  *   gpu_test --timeout-test ALG.ccl...  a dead peer: the wait times out with a message
  *                                        naming rank, thread block, file:line and peer
+ *   mpirun -np 2 gpu_test --shared-procs   two processes asking for one GPU: every rank's
+ *                                        ccl_comm_init_rank fails at once, saying what to do
  * Inputs are small integers (exact in every dtype); outputs are poisoned before each
  * case; the expected value comes from the runtime's host reduction (reduce.c).
  * Prints "ok gpu/MODE/N<n>/ALG/CASE" or "FAIL ...: rank R element E: got G want W"
@@ -126,7 +128,7 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
     int n = R->nranks;
     size_t es = ccl_dtype_size(c->t), U = c->count;
     size_t in_elems = (size_t)coll_in_chunks(coll, n, 1) * U, out_elems = (size_t)coll_out_chunks(coll, n, 1) * U;
-    int sets = c->alternate ? 2 : 1, rc = -1;
+    int sets = c->alternate ? 2 : 1, rc = -1, barriers = 0;
     void *in[2] = {0}, *outb[2] = {0}, *base[2] = {0};
     char *host = malloc((in_elems > out_elems ? in_elems : out_elems) * es), *want = malloc(16);
     CUgraph graph = NULL;
@@ -169,6 +171,11 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
         CU(ccl__cu.MemcpyHtoD((CUdeviceptr)(uintptr_t)in[s], host, in_elems * es));
         if (!c->inplace) CU(ccl__cu.MemsetD8((CUdeviceptr)(uintptr_t)outb[s], 0xff, out_elems * es));
     }
+    /* Ranks sharing a GPU: no rank may launch while a peer still allocates, copies or
+     * sets its buffers (those driver calls can wait for the running kernels, which
+     * wait for that peer): docs/gpu-backend.md, "Ranks and GPUs". */
+    R->boot->barrier(R->boot->ctx);
+    barriers++;
     if (c->graph) {
         /* Compile and stage before capture; then capture reps calls, replay 3 times. */
         if (ccl_algorithm_run(alg, in[0], outb[0], U, c->t, c->op, R->stream) != CCL_OK) {
@@ -189,7 +196,14 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
             }
         CU(ccl__cu.StreamEndCapture(R->stream, &graph));
         CU(ccl__cu.GraphInstantiate(&exec, graph, 0));
+        /* Ranks sharing a GPU: a peer's replay must not be running while this rank still
+         * instantiates (it may wait for the GPU), since it waits for this rank's. */
+        R->boot->barrier(R->boot->ctx);
+        barriers++;
         for (int k = 0; k < 3; k++) CU(ccl__cu.GraphLaunch(exec, R->stream));
+        /* The replays are ours to wait for: on a GPU several ranks share,
+         * ccl_comm_synchronize waits for the communicator's own calls only. */
+        CU(ccl__cu.StreamSynchronize(R->stream));
     } else {
         for (int k = 0; k < c->reps; k++) {
             int s = k % sets;
@@ -217,6 +231,8 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
         }
     }
 out:
+    /* Every rank passes the case's barriers, also one that failed before them. */
+    for (; barriers < (c->graph ? 2 : 1); barriers++) R->boot->barrier(R->boot->ctx);
     if (exec) ccl__cu.GraphExecDestroy(exec);
     if (graph) ccl__cu.GraphDestroy(graph);
     for (int s = 0; s < sets; s++) {
@@ -326,6 +342,50 @@ static void *rank_main(void *arg)
     return NULL;
 }
 
+/* Two processes on GPU 0: kernels of different processes do not run at once, so
+ * ccl_comm_init_rank must refuse on every rank, within a second or two, naming the way
+ * out (threads mode, a GPU per process, the CPU backend). */
+static int shared_procs_test(void)
+{
+    CclEnvBoot *eb = NULL;
+    ccl_bootstrap_t boot;
+    char err[512];
+    if (ccl__env_boot_open(&eb, &boot, 60000, err, sizeof err) != 0) {
+        printf("FAIL gpu/shared-procs: bootstrap: %s\n", err);
+        return 1;
+    }
+    ccl_config_t cfg = {.backend = CCL_BACKEND_GPU, .timeout_ms = 20000};
+    ccl_comm_t *comm = NULL;
+    double t0 = ccl__now_ms();
+    ccl_result_t r = ccl_comm_init_rank(&comm, &boot, 0, &cfg);
+    double ms = ccl__now_ms() - t0;
+    char mine[256];
+    const char *e = ccl_comm_last_error(NULL);
+    if (r == CCL_ERR_UNSUPPORTED && strstr(e, "separate processes on one GPU") && strstr(e, "--backend cpu") &&
+        strstr(e, "ccl_comm_init_all") && ms < 5000)
+        mine[0] = 0;
+    else
+        snprintf(mine, sizeof mine, "rank %d after %.0f ms: %s: %.150s", boot.rank, ms, ccl_result_string(r), e);
+    if (comm) ccl_comm_destroy(comm);
+    char all[64][256];
+    boot.allgather(boot.ctx, mine, all, sizeof mine);
+    int bad = 0;
+    for (int p = 0; p < boot.nranks; p++) bad |= all[p][0] != 0;
+    if (boot.rank == 0) {
+        if (bad) {
+            printf("FAIL gpu/shared-procs/N%d: want CCL_ERR_UNSUPPORTED at once on every rank, naming the way out; got",
+                   boot.nranks);
+            for (int p = 0; p < boot.nranks; p++)
+                if (all[p][0]) printf(" [%s]", all[p]);
+            printf("\n");
+        } else {
+            printf("ok gpu/shared-procs/N%d (%.0f ms: %s)\n", boot.nranks, ms, e);
+        }
+    }
+    ccl__env_boot_close(eb);
+    return bad;
+}
+
 /* A dead peer: two ranks, only rank 0 runs; its wait must time out within the bound and
  * the error must name rank, thread block, source line and peer. */
 static int timeout_test(int ngpu, const char *file)
@@ -369,6 +429,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[first], "--procs")) procs = 1;
         else if (!strcmp(argv[first], "--ranks") && first + 1 < argc) nranks = atoi(argv[++first]);
         else if (!strcmp(argv[first], "--timeout-test")) nranks = -1;
+        else if (!strcmp(argv[first], "--shared-procs")) nranks = -2;
         else {
             fprintf(stderr, "gpu_test: unknown option %s\n", argv[first]);
             return 2;
@@ -381,12 +442,14 @@ int main(int argc, char **argv)
     }
     int ngpu = 0;
     ccl__cu.DeviceGetCount(&ngpu);
+    if (nranks == -2) return shared_procs_test();
     if (nranks == -1) {
         int bad = 0;
         for (int a = first; a < argc; a++) bad |= timeout_test(ngpu, argv[a]);
         return bad;
     }
-    ccl_config_t cfg = {.backend = CCL_BACKEND_GPU, .timeout_ms = 20000};
+    /* CCL_TIMEOUT_MS, when set, bounds the waits instead (shorter runs of failing cases). */
+    ccl_config_t cfg = {.backend = CCL_BACKEND_GPU, .timeout_ms = getenv("CCL_TIMEOUT_MS") ? 0 : 20000};
     int failures = 0;
     if (procs) {
         CclEnvBoot *eb = NULL;

@@ -24,7 +24,7 @@ unset CCL_TUNE_FILE
 "$build/tests/tuner/tuner" --builtin 4 || true     # skips (says so) off H200s
 
 if [ -x "$build/ccl-tune" ]; then
-    if out=$("$build/ccl-tune" --ranks 4 -c allreduce,allgather -b 1K -e 16K --instances 1,2 --iters 3 --reps 2 \
+    if out=$("$build/ccl-tune" --backend cpu --ranks 4 -c allreduce,allgather -b 1K -e 16K --instances 1,2 --iters 3 --reps 2 \
                  -o "$tmp/cpu.tbl" 2>&1); then
         echo "ok ccl-tune.cpu.run"
         if grep -q '^allreduce 16384 ' "$tmp/cpu.tbl" && grep -q '^allgather 1024 ' "$tmp/cpu.tbl" &&
