@@ -1049,25 +1049,18 @@ int main(int argc, char **argv)
         if (o->out) {
             CCL__FMT(path, sizeof path, "%s", o->out);
         } else {
-            /* The default location libccl reads (tuner.c: <cache>/tune-<device>-<N>.tbl). */
-            const char *c = getenv("CCL_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-            char dev[128];
+            /* The default location libccl reads (tuner.c: <cache>/tune-<device>-<N>.tbl),
+             * in a folder only this user may write (libccl ignores tables elsewhere). */
+            char dev[128], dir[PATH_MAX - 200], dir_why[PATH_MAX];
             CCL__FMT(dev, sizeof dev, "%.127s", t->device);
             for (char *p = dev; *p; p++)
                 if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
                       *p == '.'))
                     *p = '_';
-            char dir[PATH_MAX - 200];
-            if (c && *c)
-                CCL__FMT(dir, sizeof dir, "%s", c);
-            else if (x && *x)
-                CCL__FMT(dir, sizeof dir, "%s/ccl", x);
-            else
-                CCL__FMT(dir, sizeof dir, "%s/.cache/ccl", h ? h : ".");
-            char cmd[PATH_MAX + 16];
-            CCL__FMT(cmd, sizeof cmd, "mkdir -p '%s'", dir);
-            if (system(cmd) != 0)
-                fprintf(stderr, "ccl-tune: note: could not create %s\n", dir);
+            if (!ccl__cache_dir(NULL, dir, sizeof dir))
+                CCL__FMT(dir, sizeof dir, ".");
+            else if (ccl__private_dir(dir, dir_why, sizeof dir_why) != 0)
+                fprintf(stderr, "ccl-tune: note: %s; libccl will not read the table from there\n", dir_why);
             CCL__FMT(path, sizeof path, "%s/tune-%s-%d.tbl", dir, dev, sh->nranks);
         }
         FILE *f = fopen(path, "w");

@@ -246,15 +246,6 @@ static void gpu_alg_release(ccl_algorithm_t *alg)
     alg->be_alg = NULL;
 }
 
-static const char *gpu_default_cache(char *buf, size_t len)
-{
-    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-    if (x && *x) snprintf(buf, len, "%s/ccl", x);
-    else if (h && *h) snprintf(buf, len, "%s/.cache/ccl", h);
-    else return NULL;
-    return buf;
-}
-
 /* One kernel to load: rank `rank`'s code for one (dtype, op), its module claimed by
  * this thread (state LOADING until published). */
 typedef struct {
@@ -275,7 +266,7 @@ static void *gpu_compile(void *arg)
     ccl_comm_t *comm = kl->alg->comm;
     char name[256], cache[1024];
     snprintf(name, sizeof name, "%s.rank%d.%s.%s.cu", kl->alg->prog->name, kl->rank, kl->eo->dtype, kl->eo->op);
-    const char *dir = comm->cache_dir ? comm->cache_dir : gpu_default_cache(cache, sizeof cache);
+    const char *dir = ccl__cache_dir(comm->cache_dir, cache, sizeof cache);
     kl->compiled = ccl__jit_compile(kl->m->source, name, gpu_comm(comm)->arch, dir, &kl->jr, kl->err,
                                     sizeof kl->err) == 0;
     return NULL;

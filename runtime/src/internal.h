@@ -11,6 +11,7 @@
  *   tuner.c    tuning tables: the algorithm and launch shape per (collective, size)
  *   bootstrap_env.c  a bootstrap from mpirun's environment (cclc run; no MPI link)
  *   reduce.c   element types and host reductions
+ *   util.c     cache folders: where they are, whether to trust them
  *   cpu_*.c    the CPU backend (host threads run the Plan)
  *   gpu_*.c    the GPU backend (NVRTC kernels), same interface
  *
@@ -169,6 +170,16 @@ void ccl__tune_apply_run(ccl_algorithm_t *alg, const CclShape *shape, int slices
 ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, const char *fn);
 /* Records what dispatch chose without the table, for ccl_comm_explain_choice. */
 void ccl__tune_note(ccl_comm_t *comm, Collective coll, size_t bytes, const ccl_algorithm_t *alg, const char *how);
+
+/* ===== util.c: cache folders ===== */
+
+/* The cache folder: `configured` (ccl_config_t.cache_dir), else $CCL_CACHE_DIR, else
+ * $XDG_CACHE_HOME/ccl, else ~/.cache/ccl; into buf. NULL when none can be named. */
+const char *ccl__cache_dir(const char *configured, char *buf, size_t len);
+/* 0 when path is a folder this user owns and only they may write; -1 with why. */
+int ccl__trusted_dir(const char *path, char *why, size_t len);
+/* Creates path (and missing parents) mode 0700, then as ccl__trusted_dir. */
+int ccl__private_dir(const char *path, char *why, size_t len);
 
 /* ===== library.c ===== */
 

@@ -2,10 +2,13 @@
  *
  * Takes CUDA C source (from emit_cuda) and a target arch; gives a cubin. libnvrtc is
  * dlopen'd once (CCL_NVRTC names a file to try first), so nothing here needs the CUDA
- * toolkit at link time. The cache key is a 128-bit hash of everything that determines
- * the cubin: source, options, NVRTC version and arch. Entries are written to a temporary
- * file and renamed into place, so concurrent processes (one per GPU) never read a torn
- * file; a cache that cannot be read or written only costs a compile. */
+ * toolkit at link time. An entry's file name is a 128-bit hash of everything that
+ * determines the cubin (source, options, NVRTC version, arch), and the entry holds that
+ * key in full (the whole source included), so a collision or a planted file is a miss.
+ * The cache folder is used only when it is this user's and nobody else can write it
+ * (util.c; created 0700). Entries are written to a temporary file and renamed into
+ * place, so concurrent processes (one per GPU) never read a torn file; a cache that
+ * cannot be read, written or trusted only costs a compile. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "jit.h"
 
 typedef int nvrtcResult;
@@ -118,19 +122,6 @@ static uint64_t jit_fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-static int jit_mkdirs(const char *dir)
-{
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return -1;
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(path, 0755) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 static void *jit_read_file(const char *path, size_t *size)
 {
     FILE *f = fopen(path, "rb");
@@ -151,15 +142,50 @@ static void *jit_read_file(const char *path, size_t *size)
     return buf;
 }
 
-static void jit_write_file(const char *dir, const char *path, const void *data, size_t size)
+/* A cache entry: this header, the whole source, the cubin. The lookup's name is a hash;
+ * the entry itself carries the full key, so a collision or a planted file is a miss. */
+typedef struct {
+    char magic[8];            /* JIT_MAGIC */
+    uint32_t arch, nvrtc;     /* sm_<arch>; NVRTC major * 1000 + minor * 10 */
+    uint64_t opts_hash;       /* of the compile options */
+    uint64_t source_len, image_len;
+} JitEntry;
+#define JIT_MAGIC "ccljit1\n"
+
+/* The cubin of a cache file whose key matches (the caller owns it), else NULL. */
+static void *jit_entry_image(const char *data, size_t size, const JitEntry *want, const char *source,
+                             size_t *image_len)
+{
+    JitEntry e;
+    if (size < sizeof e) return NULL;
+    memcpy(&e, data, sizeof e);
+    if (memcmp(e.magic, want->magic, sizeof e.magic) || e.arch != want->arch || e.nvrtc != want->nvrtc ||
+        e.opts_hash != want->opts_hash || e.source_len != want->source_len ||
+        size - sizeof e < e.source_len || size - sizeof e - e.source_len != e.image_len ||
+        memcmp(data + sizeof e, source, e.source_len))
+        return NULL;
+    void *image = malloc(e.image_len ? e.image_len : 1);
+    if (image) memcpy(image, data + sizeof e + e.source_len, e.image_len);
+    *image_len = e.image_len;
+    return image;
+}
+
+static int jit_write_all(int fd, const void *p, size_t n)
+{
+    return write(fd, p, n) == (ssize_t)n ? 0 : -1;
+}
+
+static void jit_write_entry(const char *dir, const char *path, const JitEntry *e, const char *source,
+                            const void *image)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", dir);
     int fd = mkstemp(tmp);
     if (fd < 0) return;
-    ssize_t w = write(fd, data, size);
+    int bad = jit_write_all(fd, e, sizeof *e) || jit_write_all(fd, source, e->source_len) ||
+              jit_write_all(fd, image, e->image_len);
     close(fd);
-    if (w != (ssize_t)size || rename(tmp, path) != 0) unlink(tmp);
+    if (bad || rename(tmp, path) != 0) unlink(tmp);
 }
 
 /* Appends to err the generated source line that the first "NAME(LINE): error" of the
@@ -200,18 +226,25 @@ int ccl__jit_compile(const char *source, const char *name, int arch, const char 
     const char *opts[] = {archopt, "--std=c++17", "-default-device"};
     int nopts = (int)(sizeof opts / sizeof opts[0]);
 
-    char path[4200] = "";
-    if (cache_dir && cache_dir[0]) {
+    char path[4200] = "", why[512];
+    JitEntry key = {.magic = JIT_MAGIC, .arch = (uint32_t)arch, .nvrtc = (uint32_t)(jit.major * 1000 + jit.minor * 10),
+                    .opts_hash = 14695981039346656037ull, .source_len = strlen(source)};
+    for (int i = 0; i < nopts; i++) key.opts_hash = jit_fnv(key.opts_hash, opts[i], strlen(opts[i]) + 1);
+    /* Only a folder of this user's that nobody else can write holds cubins we load. */
+    if (cache_dir && cache_dir[0] && ccl__private_dir(cache_dir, why, sizeof why) == 0) {
         uint64_t h[2] = {14695981039346656037ull, 0x9e3779b97f4a7c15ull};
         for (int k = 0; k < 2; k++) {
-            h[k] = jit_fnv(h[k], source, strlen(source) + 1);
-            for (int i = 0; i < nopts; i++) h[k] = jit_fnv(h[k], opts[i], strlen(opts[i]) + 1);
-            int ver[3] = {jit.major, jit.minor, arch};
+            h[k] = jit_fnv(h[k], source, key.source_len + 1);
+            h[k] = jit_fnv(h[k], &key.opts_hash, sizeof key.opts_hash);
+            uint32_t ver[2] = {key.nvrtc, key.arch};
             h[k] = jit_fnv(h[k], ver, sizeof ver);
         }
-        snprintf(path, sizeof path, "%s/%016llx%016llx.sm%d.cubin", cache_dir, (unsigned long long)h[0],
+        snprintf(path, sizeof path, "%s/%016llx%016llx.sm%d.ccljit", cache_dir, (unsigned long long)h[0],
                  (unsigned long long)h[1], arch);
-        res->image = jit_read_file(path, &res->size);
+        size_t size = 0;
+        char *data = jit_read_file(path, &size);
+        res->image = data ? jit_entry_image(data, size, &key, source, &res->size) : NULL;
+        free(data);
         if (res->image) {
             res->cache_hit = 1;
             res->ms = jit_now_ms() - t0;
@@ -251,7 +284,8 @@ int ccl__jit_compile(const char *source, const char *name, int arch, const char 
         return -1;
     }
     jit.destroy(&prog);
-    if (path[0] && jit_mkdirs(cache_dir) == 0) jit_write_file(cache_dir, path, res->image, res->size);
+    key.image_len = res->size;
+    if (path[0]) jit_write_entry(cache_dir, path, &key, source, res->image);
     res->ms = jit_now_ms() - t0;
     return 0;
 }

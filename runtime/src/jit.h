@@ -17,7 +17,8 @@ typedef struct {
 /* Compiles `source` (a translation unit named `name` in messages) for sm_<arch> (e.g.
  * 90) into a cubin. With cache_dir non-NULL, the cubin is looked up first under a key
  * hashed from source, options, NVRTC version and arch, and stored there after a
- * compile (the directory is created; a cache that cannot be written is not an error).
+ * compile (the directory is created, mode 0700; one that another user owns or can write
+ * is not used; a cache that cannot be written is not an error).
  * Returns 0, or -1 with a message in err: NVRTC's log plus the generated source line
  * the first error points at. */
 int ccl__jit_compile(const char *source, const char *name, int arch, const char *cache_dir,

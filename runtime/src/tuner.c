@@ -541,20 +541,6 @@ static int try_table(ccl_comm_t *comm, const char *text, const char *name, int a
     return -1;
 }
 
-static const char *cache_dir(ccl_comm_t *comm, char *buf, size_t len)
-{
-    if (comm->cache_dir)
-        return comm->cache_dir;
-    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-    if (x && *x)
-        snprintf(buf, len, "%s/ccl", x);
-    else if (h && *h)
-        snprintf(buf, len, "%s/.cache/ccl", h);
-    else
-        return NULL;
-    return buf;
-}
-
 /* The default table file of this comm's key: <cache>/tune-<device>-<N>.tbl, the device
  * model with every character but letters, digits, '-' and '.' as '_'. */
 static int default_path(ccl_comm_t *comm, char *out, size_t len)
@@ -564,7 +550,7 @@ static int default_path(ccl_comm_t *comm, char *out, size_t len)
     for (char *p = dev; *p; p++)
         if (!isalnum((unsigned char)*p) && *p != '-' && *p != '.')
             *p = '_';
-    const char *dir = cache_dir(comm, cache, sizeof cache);
+    const char *dir = ccl__cache_dir(comm->cache_dir, cache, sizeof cache);
     if (!dir)
         return -1;
     CCL__FMT(out, len, "%s/tune-%s-%d.tbl", dir, dev, comm->nranks);
@@ -595,10 +581,14 @@ static void tune_load(ccl_comm_t *comm)
             }
         }
     } else {
-        char path[2048];
+        char path[2048], dir[1024];
         if (default_path(comm, path, sizeof path) == 0) {
-            char *text = read_text(path, why, sizeof why);
-            if (text) {
+            /* A table in a folder another user can write could be planted: not used. */
+            int trusted = ccl__trusted_dir(ccl__cache_dir(comm->cache_dir, dir, sizeof dir), why, sizeof why) == 0;
+            char *text = trusted ? read_text(path, why, sizeof why) : NULL;
+            if (!trusted) {
+                add_why(t, "the cache folder's table %s is not used: %s", path, why);
+            } else if (text) {
                 int ok = try_table(comm, text, path, 0) == 0;
                 free(text);
                 if (ok) {

@@ -5,7 +5,8 @@
 #  - one algorithm compiles for every dtype and every op, and for older archs;
 #  - golden files: the generated CUDA of five kernels (one-shot, ring, port ring; LL
 #    all-to-all with transfers at once, LL reduce's root with fence-free signals)
-#    matches tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them).
+#    matches tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them);
+#  - the kernel cache trusts only its own folder and its entries' full keys.
 # Prints "ok NAME" / "FAIL NAME: why"; skips (ok-less, says why) where NVRTC is missing.
 set -u
 build=${1:?usage: tests/cuda/run.sh BUILD}
@@ -39,6 +40,9 @@ if ! "$bin" algorithms/allreduce/allpairs.ccl 2 >"$tmp/probe.log" 2>&1 && grep -
     echo "skipped: $(cat "$tmp/probe.log")"
     exit 0
 fi
+# The kernel cache: trusted folders only, full keys (tests/cuda/jit_cache.c).
+mkdir -p "$tmp/jit"
+"$build/tests/cuda/jit_cache" "$tmp/jit" 2>&1 | grep -E '^(ok|FAIL) ' || echo "FAIL cuda/jit-cache: no result"
 for f in algorithms/*/*.ccl; do
     alg=${f#algorithms/}
     alg=${alg%.ccl}

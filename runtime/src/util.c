@@ -1,0 +1,83 @@
+/* util.c: file-system helpers that the runtime and the tools share (the kernel cache,
+ * tuning tables).
+ *
+ * A cache folder is trusted only when this user owns it and nobody else may write to
+ * it: a cubin or table planted there by another local user would otherwise be loaded
+ * as ours. Folders this code creates are private (0700). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+const char *ccl__cache_dir(const char *configured, char *buf, size_t len)
+{
+    const char *c = configured && *configured ? configured : getenv("CCL_CACHE_DIR");
+    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    int n;
+    if (c && *c)
+        n = snprintf(buf, len, "%s", c);
+    else if (x && *x)
+        n = snprintf(buf, len, "%s/ccl", x);
+    else if (h && *h)
+        n = snprintf(buf, len, "%s/.cache/ccl", h);
+    else
+        return NULL;
+    return n > 0 && (size_t)n < len ? buf : NULL;
+}
+
+/* Why st (of path) is not a folder this user may trust, or NULL when it is. */
+static const char *untrusted(const struct stat *st)
+{
+    if (!S_ISDIR(st->st_mode))
+        return "is not a folder";
+    if (st->st_uid != geteuid())
+        return "belongs to another user";
+    if (st->st_mode & (S_IWGRP | S_IWOTH))
+        return "is writable by other users";
+    return NULL;
+}
+
+int ccl__trusted_dir(const char *path, char *why, size_t len)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        snprintf(why, len, "cannot inspect %s: %s", path, strerror(errno));
+        return -1;
+    }
+    const char *bad = untrusted(&st);
+    if (bad) {
+        snprintf(why, len, "%s %s (it must be this user's own and writable only by them, mode 0700)", path, bad);
+        return -1;
+    }
+    return 0;
+}
+
+int ccl__private_dir(const char *path, char *why, size_t len)
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) {
+        snprintf(why, len, "%s: path too long", path);
+        return -1;
+    }
+    /* Parents are created as needed (private, like the folder); existing ones are
+     * left as they are: only the folder itself holds what we load. */
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = 0;
+        if (mkdir(p, 0700) != 0 && errno != EEXIST) {
+            snprintf(why, len, "cannot create %s: %s", p, strerror(errno));
+            return -1;
+        }
+        *s = '/';
+    }
+    if (mkdir(p, 0700) != 0 && errno != EEXIST) {
+        snprintf(why, len, "cannot create %s: %s", p, strerror(errno));
+        return -1;
+    }
+    return ccl__trusted_dir(p, why, len);
+}
