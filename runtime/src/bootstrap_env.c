@@ -7,13 +7,20 @@
  * after the user and the job, so it works for the processes of one host (which is what
  * the CPU backend needs anyway). Every wait is bounded: a dead process makes the others
  * fail with a message instead of hanging. Rank 0 unlinks the segment as soon as every
- * rank has mapped it, so nothing is left behind even after a crash. */
+ * rank has mapped it, so nothing is left behind even after a crash.
+ *
+ * The name is predictable, so the segment is trusted only as rank 0 makes it: created
+ * exclusively, mode 0600. Rank 0 refuses a segment that already exists; the others open
+ * (never create) it, and refuse one that is not this user's or not 0600. A rank that
+ * comes after rank 0 removed the name finds nothing and times out, leaving nothing. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -78,6 +85,78 @@ static int parse_int(const char *s, int *out)
     return 0;
 }
 
+/* Why the open segment fd must not be used (NULL: it may), given its wanted size; *ready
+ * says whether rank 0 has sized it yet. */
+static const char *untrusted_segment(int fd, size_t bytes, int *ready, char *buf, size_t len)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(buf, len, "cannot inspect it: %s", strerror(errno));
+        return buf;
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & 0777) != 0600) {
+        snprintf(buf, len, "it belongs to uid %u with mode %03o, not to this user (uid %u) with mode 600",
+                 (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777), (unsigned)geteuid());
+        return buf;
+    }
+    *ready = (size_t)st.st_size == bytes;
+    if (st.st_size != 0 && !*ready) {
+        snprintf(buf, len, "it has %lld bytes, not the %zu this job's ranks use", (long long)st.st_size, bytes);
+        return buf;
+    }
+    return NULL;
+}
+
+/* The segment's descriptor, made by rank 0 and opened by the others (bounded by the
+ * timeout while rank 0 has not made and sized it yet); -1 with the reason in err. */
+static int open_segment(const CclEnvBoot *eb, char *err, size_t errlen)
+{
+    char why[200];
+    if (eb->rank == 0) {
+        int fd = shm_open(eb->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd < 0 && errno == EEXIST) {
+            snprintf(err, errlen, "bootstrap segment /dev/shm%s already exists (left by an earlier run with this job "
+                     "id, or made by someone else): not used. Remove it, or set CCL_JOB_ID to a fresh value", eb->name);
+            return -1;
+        }
+        if (fd < 0 || fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)eb->bytes) != 0) {
+            snprintf(err, errlen, "bootstrap segment %s: %s", eb->name, strerror(errno));
+            if (fd >= 0) {
+                close(fd);
+                shm_unlink(eb->name);
+            }
+            return -1;
+        }
+        return fd;
+    }
+    double deadline = ccl__now_ms() + eb->timeout_ms;
+    for (unsigned it = 0;; it++) {
+        int fd = shm_open(eb->name, O_RDWR, 0);
+        int ready = 0;
+        const char *bad = fd >= 0 ? untrusted_segment(fd, eb->bytes, &ready, why, sizeof why) : NULL;
+        if (bad) {
+            snprintf(err, errlen, "bootstrap segment /dev/shm%s is not used: %s", eb->name, bad);
+            close(fd);
+            return -1;
+        }
+        if (fd >= 0 && ready)
+            return fd;
+        if (fd >= 0)
+            close(fd);
+        else if (errno != ENOENT) {
+            snprintf(err, errlen, "bootstrap segment %s: %s", eb->name, strerror(errno));
+            return -1;
+        }
+        if (ccl__now_ms() > deadline) {
+            snprintf(err, errlen, "bootstrap: rank 0 did not set up segment %s within %d ms (is it running, with the "
+                     "same job id?)", eb->name, eb->timeout_ms);
+            return -1;
+        }
+        struct timespec ts = {0, it < 100 ? 100000 : 2000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int ccl__env_boot_open(CclEnvBoot **out, ccl_bootstrap_t *boot, int timeout_ms, char *err, size_t errlen)
 {
     *out = NULL;
@@ -118,12 +197,8 @@ int ccl__env_boot_open(CclEnvBoot **out, ccl_bootstrap_t *boot, int timeout_ms, 
     eb->timeout_ms = timeout_ms > 0 ? timeout_ms : 60000;
     eb->bytes = sizeof(BootHeader) + (size_t)size * SLOT;
     snprintf(eb->name, sizeof eb->name, "/ccl-boot-%u-%s", (unsigned)getuid(), job);
-    int fd = shm_open(eb->name, O_CREAT | O_RDWR, 0600);
-    /* Every rank sizes the segment the same, so a late ftruncate changes nothing. */
-    if (fd < 0 || ftruncate(fd, (off_t)eb->bytes) != 0) {
-        snprintf(err, errlen, "bootstrap segment %s: %s", eb->name, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    int fd = open_segment(eb, err, errlen);
+    if (fd < 0) {
         free(eb);
         return -1;
     }
@@ -131,6 +206,8 @@ int ccl__env_boot_open(CclEnvBoot **out, ccl_bootstrap_t *boot, int timeout_ms, 
     close(fd);
     if (m == MAP_FAILED) {
         snprintf(err, errlen, "bootstrap segment %s: mmap: %s", eb->name, strerror(errno));
+        if (rank == 0)
+            shm_unlink(eb->name);
         free(eb);
         return -1;
     }

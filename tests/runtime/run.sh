@@ -211,6 +211,25 @@ expect_exit() {
         echo "FAIL cclc run: $name: exit $rc (want $want), output lacks '$pattern': $(head -c 400 <<<"$out" | tr '\n' ' ')"
     fi
 }
+# The bootstrap segment of process mode is made by rank 0 alone, exclusively, mode 0600;
+# planted or foreign segments are refused, and a rank whose rank 0 never comes leaves none.
+job=cclplanted$$
+seg=/dev/shm/ccl-boot-$(id -u)-$job
+as_rank() { env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK="$1" CCL_JOB_ID=$job "${@:2}"; }
+touch "$seg" && chmod 666 "$seg"
+expect_exit "a planted bootstrap segment is refused by rank 0" 1 "already exists" \
+    as_rank 0 "$cclc" run algorithms/allreduce/ring.ccl --backend cpu --timeout-ms 300
+rm -f "$seg"
+if [ "$(id -u)" = 0 ]; then
+    install -m 600 -o 65534 /dev/null "$seg"
+    expect_exit "another user's bootstrap segment is refused" 1 "belongs to uid 65534" \
+        as_rank 1 "$cclc" run algorithms/allreduce/ring.ccl --backend cpu --timeout-ms 300
+    rm -f "$seg"
+fi
+expect_exit "a rank whose rank 0 never comes times out" 1 "rank 0 did not set up segment" \
+    as_rank 1 "$cclc" run algorithms/allreduce/ring.ccl --backend cpu --timeout-ms 100
+if [ -e "$seg" ]; then echo "FAIL cclc run: the late rank left $seg"; rm -f "$seg"; else echo "ok cclc run: a late rank leaves no segment"; fi
+
 bad=$(mktemp --suffix=.ccl)
 printf 'algorithm bad : allreduce\nranks N in 2..8\nfor r in 0..N on r tb 0 { copy out[0] <- in[0] }\n' >"$bad"
 expect_exit "summary line" 0 "ring (allreduce) N=3 threads backend=cpu dtype=i64 op=min count=99 iters=2 in-place: ok" \
