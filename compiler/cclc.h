@@ -129,7 +129,14 @@ struct Expr {
     const char *name;     /* EX_NAME, EX_CALL (function name) */
     int op;               /* EX_UNARY, EX_BINARY: a token code from the grammar */
     Expr *lhs, *rhs;      /* operands; EX_CALL arguments are lhs and rhs (rhs may be NULL) */
+    int depth;            /* 1 + the deeper operand's: at most CCLC_MAX_EXPR_DEPTH */
 };
+
+/* How deep an expression's operator tree may be. The parser's stack bounds nesting by
+ * parentheses and right-leaning operators; left-leaning chains (`0 + 0 + ... + 0`) it
+ * reduces as it goes, so the grammar counts their depth itself: every later pass may
+ * then walk an expression recursively without exhausting the stack. */
+#define CCLC_MAX_EXPR_DEPTH 1000
 
 /* A set of integers: a single expression, `others`, `all`, or a comprehension
  * { elem : var in lo..hi, cond }. */

@@ -14,6 +14,7 @@ struct ParseCtx {
     int open_braces;
     SrcLoc brace_loc[MAX_OPEN_BRACES];
     Ast *ast;           /* the result */
+    int too_deep;       /* an expression passed CCLC_MAX_EXPR_DEPTH (said once) */
 };
 
 #endif

@@ -46,16 +46,33 @@ static Expr *expr_new(struct ParseCtx *ctx, ExprKind kind, CCL_YYLTYPE loc)
     Expr *e = arena_alloc(ctx->arena, sizeof *e);
     e->kind = kind;
     e->loc = L(loc);
+    e->depth = 1;
     return e;
 }
 
+/* An expression's depth (CCLC_MAX_EXPR_DEPTH): past the limit, one error, and the tree
+ * stops growing deeper, so no later pass recurses further. */
+static Expr *deepen(struct ParseCtx *ctx, Expr *e)
+{
+    int l = e->lhs ? e->lhs->depth : 0, r = e->rhs ? e->rhs->depth : 0;
+    e->depth = 1 + (l > r ? l : r);
+    if (e->depth <= CCLC_MAX_EXPR_DEPTH)
+        return e;
+    if (!ctx->too_deep)
+        diag_error(ctx->diag, e->loc, "expression too deep: more than %d operators nest here; split it with `let`",
+                   CCLC_MAX_EXPR_DEPTH);
+    ctx->too_deep = 1;
+    return e->lhs && e->lhs->depth >= e->depth - 1 ? e->lhs : e->rhs;
+}
 static Expr *binary(struct ParseCtx *ctx, int op, Expr *lhs, Expr *rhs, CCL_YYLTYPE loc)
 {
+    if (ctx->too_deep) /* the program is refused: build no more (memory stays bounded) */
+        return lhs;
     Expr *e = expr_new(ctx, EX_BINARY, loc);
     e->op = op;
     e->lhs = lhs;
     e->rhs = rhs;
-    return e;
+    return deepen(ctx, e);
 }
 
 static Stmt *stmt_new(struct ParseCtx *ctx, StmtKind kind, CCL_YYLTYPE loc)
@@ -398,16 +415,17 @@ comprehension
 expr
     : INT                 { $$ = expr_new(ctx, EX_INT, @1); $$->value = $1; }
     | IDENT               { $$ = expr_new(ctx, EX_NAME, @1); $$->name = $1; }
-    | IDENT '(' expr ')'  { $$ = expr_new(ctx, EX_CALL, @1); $$->name = $1; $$->lhs = $3; }
+    | IDENT '(' expr ')'  { $$ = expr_new(ctx, EX_CALL, @1); $$->name = $1; $$->lhs = $3; $$ = deepen(ctx, $$); }
     | IDENT '(' expr ',' expr ')' {
           $$ = expr_new(ctx, EX_CALL, @1);
           $$->name = $1;
           $$->lhs = $3;
           $$->rhs = $5;
+          $$ = deepen(ctx, $$);
       }
     | '(' expr ')'        { $$ = $2; }
-    | '-' expr %prec UNARY { $$ = expr_new(ctx, EX_UNARY, @1); $$->op = '-'; $$->lhs = $2; }
-    | '!' expr %prec UNARY { $$ = expr_new(ctx, EX_UNARY, @1); $$->op = '!'; $$->lhs = $2; }
+    | '-' expr %prec UNARY { $$ = expr_new(ctx, EX_UNARY, @1); $$->op = '-'; $$->lhs = $2; $$ = deepen(ctx, $$); }
+    | '!' expr %prec UNARY { $$ = expr_new(ctx, EX_UNARY, @1); $$->op = '!'; $$->lhs = $2; $$ = deepen(ctx, $$); }
     | expr '+' expr       { $$ = binary(ctx, '+', $1, $3, @2); }
     | expr '-' expr       { $$ = binary(ctx, '-', $1, $3, @2); }
     | expr '*' expr       { $$ = binary(ctx, '*', $1, $3, @2); }

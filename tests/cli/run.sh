@@ -45,3 +45,23 @@ for f in algorithms/*/*.ccl; do
     "$build/cclc" plan "$f" --ranks 4 --json 2>/dev/null | python3 -m json.tool >/dev/null 2>&1 || { echo "FAIL cli/json $f"; bad=1; }
 done
 [ $bad = 0 ] && echo "ok cli/json_plans_parse"
+
+# Hostile inputs end in a located error, never a signal: operator chains far past the
+# depth every pass may recurse to (CCLC_MAX_EXPR_DEPTH), in the header, a let and an
+# index; through cclc check and through the library (cclc run loads with
+# ccl_algorithm_load), and one near the 16 MiB input limit.
+tmp=$(mktemp -d)
+chain() { python3 -c "import sys; print(' + 0' * int(sys.argv[1]))" "$1"; }
+{ echo "algorithm a : allreduce"; echo "ranks N in 2..64"; echo "chunks 1 $(chain 200000)"
+  echo "for r in 0..N on r tb 0 { copy out[0] <- in[0] }"; } >"$tmp/header.ccl"
+{ echo "algorithm a : allreduce"; echo "ranks N in 2..64"
+  echo "for r in 0..N on r tb 0 { let x = 0 $(chain 200000)"; echo "copy out[x] <- in[0] }"; } >"$tmp/let.ccl"
+{ echo "algorithm a : allreduce"; echo "ranks N in 2..64"
+  echo "for r in 0..N on r tb 0 { copy out[0 $(chain 200000)] <- in[0] }"; } >"$tmp/index.ccl"
+{ echo "algorithm a : allreduce"; echo "ranks N in 2..64"; echo "chunks 1 $(chain 4000000)"
+  echo "for r in 0..N on r tb 0 { copy out[0] <- in[0] }"; } >"$tmp/huge.ccl"
+for f in header let index huge; do
+    check "deep_chain_$f" 1 "expression too deep: more than 1000 operators nest here" check "$tmp/$f.ccl" --ranks 4
+done
+check deep_chain_library 1 "expression too deep" run "$tmp/let.ccl" --ranks 2 --backend cpu
+rm -rf "$tmp"
