@@ -56,6 +56,16 @@ void arena_on_oom(Arena *a, jmp_buf *env);
         (vec)->v[(vec)->n++] = (item);                                                    \
     } while (0)
 
+/* ===== namemap.c: names to small integers, for lookups in constant time ===== */
+
+typedef struct {
+    const char **keys;        /* NULL: an empty slot */
+    int *vals;
+    int n, cap;               /* cap: 0 or a power of two */
+} NameMap;                    /* zero-initialized: empty */
+int namemap_get(const NameMap *m, const char *name); /* -1 when absent */
+void namemap_put(NameMap *m, Arena *a, const char *name, int value);
+
 /* ===== diag.c: diagnostics with source lines and carets ===== */
 
 /* A source position. line and col are 1-based; len is the underline width (>= 1). */

@@ -27,6 +27,7 @@ typedef struct {
     const char *name;
     int64_t value;
     int is_loop;              /* loop variables are shown in error context */
+    int shadows;              /* the binding of the same name this one hides, or -1 */
 } Binding;
 
 typedef VEC(Step) StepVec;
@@ -49,7 +50,10 @@ typedef struct {
     int any_connect;
     SrcLoc reported[MAX_REPORTED];
     int nreported;
+    NameMap innermost;        /* name -> index in env of its innermost binding */
+    int loops;                /* loop variables in env */
     VEC(const char *) scratch_names;
+    NameMap scratch_index;    /* name -> index in scratch_names */
     VEC(int) scratch_chunks;
     VEC(SrcLoc) scratch_locs;
 } Expander;
@@ -97,20 +101,34 @@ __attribute__((format(printf, 3, 4))) static void error(Expander *x, SrcLoc loc,
 
 /* ---- names ---- */
 
+/* env is a stack (inner bindings shadow outer ones); `innermost` finds a name's top
+ * binding in constant time, and each binding remembers the one it hides, so popping
+ * back to a mark restores the map. */
 static int lookup(Expander *x, const char *name, int64_t *out)
 {
-    for (int i = x->env.n - 1; i >= 0; i--)
-        if (!strcmp(x->env.v[i].name, name)) {
-            *out = x->env.v[i].value;
-            return 1;
-        }
-    return 0;
+    int i = namemap_get(&x->innermost, name);
+    if (i < 0)
+        return 0;
+    *out = x->env.v[i].value;
+    return 1;
 }
 
 static void bind(Expander *x, const char *name, int64_t value, int is_loop)
 {
-    Binding b = {name, value, is_loop};
+    Binding b = {name, value, is_loop, namemap_get(&x->innermost, name)};
     vec_push(x->arena, &x->env, b);
+    namemap_put(&x->innermost, x->arena, name, x->env.n - 1);
+    x->loops += is_loop;
+}
+
+/* Drops the bindings made since env held `mark` of them. */
+static void unbind_to(Expander *x, int mark)
+{
+    while (x->env.n > mark) {
+        Binding *b = &x->env.v[--x->env.n];
+        namemap_put(&x->innermost, x->arena, b->name, b->shadows);
+        x->loops -= b->is_loop;
+    }
 }
 
 /* ---- expressions: 64-bit, checked; `%` is Euclidean ---- */
@@ -307,7 +325,7 @@ static int eval_set(Expander *x, const SetExpr *s, IntVec *out)
         for (int64_t i = lo; i < hi && !x->aborted; i++) {
             if (!count_iteration(x, s->loc))
                 break;
-            x->env.n = mark;
+            unbind_to(x, mark);
             bind(x, s->var, i, 1);
             int64_t keep = 1, v;
             if (s->cond && !eval(x, s->cond, &keep))
@@ -315,7 +333,7 @@ static int eval_set(Expander *x, const SetExpr *s, IntVec *out)
             if (keep && eval(x, s->elem, &v))
                 vec_push(x->arena, out, v);
         }
-        x->env.n = mark;
+        unbind_to(x, mark);
         return !x->failed || out->n > 0;
     }
     }
@@ -330,10 +348,8 @@ static int find_buffer(Expander *x, const char *name)
         return BUF_IN;
     if (!strcmp(name, "out"))
         return BUF_OUT;
-    for (int i = 0; i < x->scratch_names.n; i++)
-        if (!strcmp(x->scratch_names.v[i], name))
-            return BUF_SCRATCH0 + i;
-    return -1;
+    int i = namemap_get(&x->scratch_index, name);
+    return i < 0 ? -1 : BUF_SCRATCH0 + i;
 }
 
 static int buffer_chunks(Expander *x, int buf)
@@ -579,7 +595,7 @@ static void expand_on(Expander *x, const Stmt *s)
     x->on_tb = (int)tb;
     int mark = x->env.n;
     expand_stmts(x, &s->body);
-    x->env.n = mark;
+    unbind_to(x, mark);
     x->on_rank = -1;
 }
 
@@ -602,11 +618,11 @@ static void expand_stmt(Expander *x, const Stmt *s)
         for (int64_t i = lo; i < hi && !x->aborted; i++) {
             if (!count_iteration(x, s->loc))
                 break;
-            x->env.n = mark;
+            unbind_to(x, mark);
             bind(x, s->var, i, 1);
             expand_stmts(x, &s->body);
         }
-        x->env.n = mark;
+        unbind_to(x, mark);
         return;
     }
     case ST_IF: {
@@ -615,7 +631,7 @@ static void expand_stmt(Expander *x, const Stmt *s)
             return;
         int mark = x->env.n;
         expand_stmts(x, c ? &s->body : &s->orelse);
-        x->env.n = mark;
+        unbind_to(x, mark);
         return;
     }
     case ST_ON:
@@ -657,11 +673,10 @@ static void expand_stmt(Expander *x, const Stmt *s)
             error(x, s->loc, "scratch buffers are declared at the top level, not inside 'on'");
             return;
         }
-        for (int i = 0; i < x->env.n; i++)
-            if (x->env.v[i].is_loop) {
-                error(x, s->loc, "scratch buffers are declared once, at the top level, not inside a loop");
-                return;
-            }
+        if (x->loops) {
+            error(x, s->loc, "scratch buffers are declared once, at the top level, not inside a loop");
+            return;
+        }
         if (find_buffer(x, s->var) >= 0) {
             error(x, s->loc, "buffer '%s' is already declared", s->var);
             return;
@@ -669,6 +684,7 @@ static void expand_stmt(Expander *x, const Stmt *s)
         int64_t n;
         if (!eval_in(x, s->value, 1, CCLC_MAX_CHUNKS, "the scratch size in chunks", &n))
             return;
+        namemap_put(&x->scratch_index, x->arena, s->var, x->scratch_names.n);
         vec_push(x->arena, &x->scratch_names, s->var);
         vec_push(x->arena, &x->scratch_chunks, (int)n);
         vec_push(x->arena, &x->scratch_locs, s->loc);

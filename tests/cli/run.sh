@@ -64,4 +64,12 @@ for f in header let index huge; do
     check "deep_chain_$f" 1 "expression too deep: more than 1000 operators nest here" check "$tmp/$f.ccl" --ranks 4
 done
 check deep_chain_library 1 "expression too deep" run "$tmp/let.ccl" --ranks 2 --backend cpu
+# 100000 declarations of each kind: name lookups are constant time (a linear lookup
+# took 3.5 s at 30000 scratch buffers and would pass the 20 s bound here).
+python3 -c "
+print('algorithm a : allreduce\nranks N in 2..64')
+for i in range(100000): print('scratch s%d[1]' % i)
+for i in range(100000): print('let v%d = %d' % (i, i))
+print('for r in 0..N on r tb 0 { copy out[0] <- in[v99999 - 99999] }')" >"$tmp/names.ccl"
+check many_names 1 "postcondition fails" check "$tmp/names.ccl" --ranks 4
 rm -rf "$tmp"
