@@ -177,7 +177,11 @@ static int eval(Expander *x, const Expr *e, int64_t *out)
             *out = r;
             return 1;
         }
-        if (!strcmp(e->name, "abs") && nargs == 1 && a != INT64_MIN) {
+        if (!strcmp(e->name, "abs") && nargs == 1) {
+            if (a == INT64_MIN) {
+                error(x, e->loc, "integer overflow in abs(%lld)", (long long)a);
+                return 0;
+            }
             *out = a < 0 ? -a : a;
             return 1;
         }

@@ -189,17 +189,17 @@ static int env_int(const char *name, long long lo, long long hi, long long *out)
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || v < lo || v > hi)
-        return -1;
+    int shift = 0;
     if (*end == 'K' || *end == 'k')
-        v <<= 10, end++;
+        shift = 10, end++;
     else if (*end == 'M' || *end == 'm')
-        v <<= 20, end++;
+        shift = 20, end++;
     else if (*end == 'G' || *end == 'g')
-        v <<= 30, end++;
-    if (*end)
+        shift = 30, end++;
+    /* The bounds apply to the value with its unit (checked before shifting: no overflow). */
+    if (errno || *end || v < 0 || v > (hi >> shift) || (v << shift) < lo)
         return -1;
-    *out = v;
+    *out = v << shift;
     return 1;
 }
 
@@ -245,14 +245,16 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
     size_t heap = cfg.heap_bytes;
     int heap_default = 0;
     if (!heap) {
-        int e = env_int("CCL_HEAP_BYTES", 1, 1LL << 46, &v);
+        int e = env_int("CCL_HEAP_BYTES", 1, (long long)CCL__HEAP_MAX, &v);
         if (e < 0)
-            return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_HEAP_BYTES='%s' is not a size (bytes, or with K, M, G)", fn, getenv("CCL_HEAP_BYTES"));
+            return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_HEAP_BYTES='%s' is not a size from 1 byte to 64 TiB (a number of bytes, optionally with K, M or G)", fn, getenv("CCL_HEAP_BYTES"));
         heap = e ? (size_t)v : CCL__HEAP_DEFAULT;
         heap_default = !e;
     }
     if (heap < 2 * (size_t)CCL__HEAP_DATA)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': heap_bytes %zu is below the minimum %zu", fn, heap, 2 * (size_t)CCL__HEAP_DATA);
+    if (heap > CCL__HEAP_MAX)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': heap_bytes %zu is above the maximum %zu (64 TiB)", fn, heap, CCL__HEAP_MAX);
     heap = (heap + 4095) / 4096 * 4096;
 
     char why[256] = "";

@@ -50,6 +50,7 @@ enum {
     CCL__HEAP_ALIGN = 256,                             /* every allocation's alignment */
 };
 #define CCL__HEAP_DEFAULT ((size_t)1 << 30)            /* heap_bytes 0, no CCL_HEAP_BYTES */
+#define CCL__HEAP_MAX ((size_t)1 << 46)                /* the largest heap_bytes accepted */
 
 /* At offset 0 of every rank's heap. Zero when the heap is created. Each backend reaches
  * it its own way: the CPU backend through heap_base on the host (its abort and barrier

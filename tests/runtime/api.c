@@ -51,6 +51,9 @@ static void test_init(void)
     ccl_config_t tiny = {.heap_bytes = 4096};
     EXPECT("init_all: heap too small", ccl_comm_init_all(comms, 2, NULL, &tiny), CCL_ERR_INVALID_ARGUMENT, NULL,
            "heap_bytes");
+    ccl_config_t huge = {.heap_bytes = SIZE_MAX};
+    EXPECT("init_all: heap too large", ccl_comm_init_all(comms, 2, NULL, &huge), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "heap_bytes", "above the maximum");
     int devs[2] = {0, -2};
     EXPECT("init_all: negative device", ccl_comm_init_all(comms, 2, devs, NULL), CCL_ERR_INVALID_ARGUMENT, NULL,
            "'devices'", "devices[1]", "CCL_DEVICE_AUTO");
