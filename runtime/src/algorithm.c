@@ -290,10 +290,15 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     }
     alg->scratch_off = SIZE_MAX;
     ccl_result_t r = comm->be->alg_prepare(alg);
+    if (r == CCL_OK && ccl__handle_add(alg) != 0) {
+        comm->be->alg_release(alg);
+        r = ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
     if (r == CCL_OK && comm->nalgs == comm->algs_cap) {
         int ncap = comm->algs_cap ? 2 * comm->algs_cap : 8;
         ccl_algorithm_t **na = realloc(comm->algs, sizeof *na * (size_t)ncap);
         if (!na) {
+            ccl__handle_remove(alg);
             comm->be->alg_release(alg);
             r = ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         } else {
@@ -314,8 +319,8 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
 ccl_result_t ccl_algorithm_load(ccl_comm_t *comm, const char *path_or_source, int root, ccl_algorithm_t **alg)
 {
     const char *fn = "ccl_algorithm_load";
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
     if (!alg)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'alg' is NULL", fn);
     *alg = NULL;
@@ -383,6 +388,7 @@ void ccl__quarantine_release(ccl_comm_t *comm)
 void ccl__algorithm_destroy(ccl_algorithm_t *alg)
 {
     ccl_comm_t *comm = alg->comm;
+    ccl__handle_remove(alg);
     comm->be->synchronize(comm);
     for (int i = 0; i < comm->nuses;)
         if (comm->uses[i].alg == alg)
@@ -402,20 +408,21 @@ void ccl__algorithm_destroy(ccl_algorithm_t *alg)
 
 ccl_result_t ccl_algorithm_free(ccl_algorithm_t *alg)
 {
-    if (!alg)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_algorithm_free: argument 'alg' is NULL");
+    /* A second free, or one after the communicator's destroy, finds it gone. */
+    if (ccl__check_alg(alg, "ccl_algorithm_free") != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
     ccl__algorithm_destroy(alg);
     return CCL_OK;
 }
 
 const char *ccl_algorithm_name(const ccl_algorithm_t *alg)
 {
-    return alg ? alg->prog->name : "?";
+    return ccl__handle_live(alg) ? alg->prog->name : "?";
 }
 
 const char *ccl_algorithm_collective(const ccl_algorithm_t *alg)
 {
-    return alg ? coll_name(alg->prog->coll) : "?";
+    return ccl__handle_live(alg) ? coll_name(alg->prog->coll) : "?";
 }
 
 /* ---- one call ---- */
@@ -630,7 +637,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
 ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *recvbuf, size_t count,
                                ccl_dtype_t dtype, ccl_op_t op, void *stream)
 {
-    if (!alg)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_algorithm_run: argument 'alg' is NULL");
+    if (ccl__check_alg(alg, "ccl_algorithm_run") != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
     return ccl__run(alg, sendbuf, recvbuf, count, dtype, op, stream, "ccl_algorithm_run");
 }

@@ -82,8 +82,8 @@ int ccl_op_parse(const char *name, ccl_op_t *out)
 static ccl_result_t collective(Collective coll, const char *fn, const void *send, void *recv, size_t count,
                                ccl_dtype_t dtype, ccl_op_t op, int root, ccl_comm_t *comm, void *stream)
 {
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
     ccl_result_t r = ccl__check_usable(comm, fn);
     if (r != CCL_OK)
         return r;
@@ -142,10 +142,10 @@ ccl_result_t ccl_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dt
 ccl_result_t ccl_comm_use_algorithm(ccl_comm_t *comm, ccl_algorithm_t *alg, size_t min_bytes, size_t max_bytes)
 {
     const char *fn = "ccl_comm_use_algorithm";
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
-    if (!alg)
-        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'alg' is NULL", fn);
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
+    if (ccl__check_alg(alg, fn) != CCL_OK)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s", ccl_comm_last_error(NULL));
     if (alg->comm != comm)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'alg' was loaded on another communicator", fn);
     if (min_bytes > max_bytes)

@@ -49,6 +49,8 @@ void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...
 
 const char *ccl_comm_last_error(const ccl_comm_t *comm)
 {
+    if (comm && !ccl__handle_live(comm))
+        return "ccl_comm_last_error: argument 'comm' is not a live communicator (destroyed already?)";
     return comm ? comm->last_error : init_error;
 }
 
@@ -284,6 +286,10 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
         return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     ccl_result_t r = be->comm_init(c, boot);
+    if (r == CCL_OK && ccl__handle_add(c) != 0) {
+        be->comm_fini(c);
+        r = ccl__set_error(c, CCL_ERR_OUT_OF_MEMORY, "out of memory");
+    }
     if (r != CCL_OK) {
         ccl__set_error(NULL, r, "%s: %s", fn, c->last_error);
         pthread_mutex_destroy(&c->async_lock);
@@ -445,8 +451,8 @@ static void free_private_retired(ccl_comm_t *comm)
 
 ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm)
 {
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_synchronize: argument 'comm' is NULL");
+    if (ccl__check_comm(comm, "ccl_comm_synchronize") != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
     ccl_result_t r = comm->be->synchronize(comm);
     if (r != CCL_OK)
         return r;
@@ -463,8 +469,11 @@ ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm)
 
 ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
 {
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_destroy: argument 'comm' is NULL");
+    /* Unregistered first: a second destroy, even from another thread, is refused. */
+    if (!comm || !ccl__handle_remove(comm)) {
+        ccl__check_comm(comm, "ccl_comm_destroy");
+        return CCL_ERR_INVALID_ARGUMENT;
+    }
     comm->be->synchronize(comm);
     for (int i = comm->nalgs - 1; i >= 0; i--)
         ccl__algorithm_destroy(comm->algs[i]);
@@ -499,8 +508,8 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
 
 ccl_result_t ccl_comm_rank(const ccl_comm_t *comm, int *rank)
 {
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_rank: argument 'comm' is NULL");
+    if (ccl__check_comm(comm, "ccl_comm_rank") != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
     if (!rank)
         return ccl__set_error((ccl_comm_t *)comm, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_rank: argument 'rank' is NULL");
     *rank = comm->rank;
@@ -509,8 +518,8 @@ ccl_result_t ccl_comm_rank(const ccl_comm_t *comm, int *rank)
 
 ccl_result_t ccl_comm_size(const ccl_comm_t *comm, int *nranks)
 {
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_size: argument 'comm' is NULL");
+    if (ccl__check_comm(comm, "ccl_comm_size") != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
     if (!nranks)
         return ccl__set_error((ccl_comm_t *)comm, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_size: argument 'nranks' is NULL");
     *nranks = comm->nranks;
@@ -519,8 +528,8 @@ ccl_result_t ccl_comm_size(const ccl_comm_t *comm, int *nranks)
 
 ccl_result_t ccl_comm_backend(const ccl_comm_t *comm, ccl_backend_t *backend)
 {
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_backend: argument 'comm' is NULL");
+    if (ccl__check_comm(comm, "ccl_comm_backend") != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
     if (!backend)
         return ccl__set_error((ccl_comm_t *)comm, CCL_ERR_INVALID_ARGUMENT, "ccl_comm_backend: argument 'backend' is NULL");
     *backend = comm->backend_kind;
@@ -530,8 +539,8 @@ ccl_result_t ccl_comm_backend(const ccl_comm_t *comm, ccl_backend_t *backend)
 ccl_result_t ccl_mem_copy(ccl_comm_t *comm, void *dst, const void *src, size_t bytes)
 {
     const char *fn = "ccl_mem_copy";
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
     if (bytes && !dst)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dst' is NULL", fn);
     if (bytes && !src)
@@ -552,8 +561,8 @@ ccl_result_t ccl_mem_copy(ccl_comm_t *comm, void *dst, const void *src, size_t b
 ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes)
 {
     const char *fn = "ccl_mem_alloc";
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
     if (!ptr)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'ptr' is NULL", fn);
     *ptr = NULL;
@@ -572,8 +581,8 @@ ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes)
 ccl_result_t ccl_mem_free(ccl_comm_t *comm, void *ptr)
 {
     const char *fn = "ccl_mem_free";
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
     if (!ptr)
         return CCL_OK;
     char *base = comm->heap_base[comm->rank];

@@ -12,6 +12,7 @@
  *   bootstrap_env.c  a bootstrap from mpirun's environment (cclc run; no MPI link)
  *   reduce.c   element types and host reductions
  *   util.c     cache folders: where they are, whether to trust them
+ *   handles.c  which communicator and algorithm handles are alive
  *   cpu_*.c    the CPU backend (host threads run the Plan)
  *   gpu_*.c    the GPU backend (NVRTC kernels), same interface
  *
@@ -171,6 +172,18 @@ void ccl__tune_apply_run(ccl_algorithm_t *alg, const CclShape *shape, int slices
 ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, const char *fn);
 /* Records what dispatch chose without the table, for ccl_comm_explain_choice. */
 void ccl__tune_note(ccl_comm_t *comm, Collective coll, size_t bytes, const ccl_algorithm_t *alg, const char *how);
+
+/* ===== handles.c: live communicator and algorithm handles ===== */
+
+/* Registers a handle as live (0), or -1 when out of memory. */
+int ccl__handle_add(const void *h);
+/* Unregisters it: 1 when it was live. */
+int ccl__handle_remove(const void *h);
+int ccl__handle_live(const void *h);
+/* CCL_OK for a live handle; else CCL_ERR_INVALID_ARGUMENT with "FN: argument 'comm' ..."
+ * in the thread's error (ccl_comm_last_error(NULL)): a NULL, destroyed or foreign one. */
+ccl_result_t ccl__check_comm(const ccl_comm_t *comm, const char *fn);
+ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn);
 
 /* ===== util.c: cache folders ===== */
 

@@ -802,8 +802,8 @@ void ccl__tune_note(ccl_comm_t *comm, Collective coll, size_t bytes, const ccl_a
 ccl_result_t ccl_comm_explain_choice(const ccl_comm_t *comm, char *buf, size_t len)
 {
     const char *fn = "ccl_comm_explain_choice";
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
     if (!buf || !len)
         return ccl__set_error((ccl_comm_t *)comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument '%s' is %s", fn,
                               !buf ? "buf" : "len", !buf ? "NULL" : "0");

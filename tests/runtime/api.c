@@ -599,6 +599,47 @@ static void test_free_quarantine(void)
         ccl_comm_destroy(comms[r]);
 }
 
+/* Handles after their end: a second free or destroy, and use after either, are refused
+ * with a message (runtime/src/handles.c), never dereferenced (ASan runs this too). */
+static void test_dead_handles(void)
+{
+    ccl_comm_t *comms[2];
+    ccl_algorithm_t *algs[2] = {0};
+    if (ccl_comm_init_all(comms, 2, NULL, NULL) != CCL_OK) {
+        printf("FAIL api: dead handles: init: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    for (int r = 0; r < 2; r++)
+        ccl_algorithm_load(comms[r], RING, 0, &algs[r]);
+    EXPECT("algorithm_free: once", ccl_algorithm_free(algs[0]), CCL_OK, comms[0], "");
+    EXPECT("algorithm_free: twice", ccl_algorithm_free(algs[0]), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "ccl_algorithm_free", "'alg'", "not a live algorithm");
+    float buf[4] = {0};
+    EXPECT("algorithm_run: freed", ccl_algorithm_run(algs[0], buf, buf, 4, CCL_F32, CCL_SUM, NULL),
+           CCL_ERR_INVALID_ARGUMENT, NULL, "ccl_algorithm_run", "not a live algorithm");
+    EXPECT("algorithm_name: freed", strcmp(ccl_algorithm_name(algs[0]), "?") ? CCL_ERR_INTERNAL : CCL_OK, CCL_OK,
+           NULL, "");
+    EXPECT("comm_destroy: once", ccl_comm_destroy(comms[0]), CCL_OK, NULL, "");
+    EXPECT("comm_destroy: twice", ccl_comm_destroy(comms[0]), CCL_ERR_INVALID_ARGUMENT, NULL, "ccl_comm_destroy",
+           "not a live communicator");
+    EXPECT("comm_synchronize: destroyed", ccl_comm_synchronize(comms[0]), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "ccl_comm_synchronize", "not a live communicator");
+    EXPECT("all_reduce: destroyed comm", ccl_all_reduce(buf, buf, 4, CCL_F32, CCL_SUM, comms[0], NULL),
+           CCL_ERR_INVALID_ARGUMENT, NULL, "ccl_all_reduce", "not a live communicator");
+    void *p;
+    EXPECT("mem_alloc: destroyed comm", ccl_mem_alloc(comms[0], &p, 64), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "ccl_mem_alloc", "not a live communicator");
+    EXPECT("last_error: destroyed comm", CCL_ERR_INVALID_ARGUMENT, CCL_ERR_INVALID_ARGUMENT, comms[0],
+           "not a live communicator");
+    int stack;
+    EXPECT("comm_rank: not a communicator", ccl_comm_rank((ccl_comm_t *)&stack, &stack), CCL_ERR_INVALID_ARGUMENT,
+           NULL, "ccl_comm_rank", "not a live communicator");
+    EXPECT("comm_destroy: the other rank", ccl_comm_destroy(comms[1]), CCL_OK, NULL, "");
+    EXPECT("algorithm_free: after its comm's destroy", ccl_algorithm_free(algs[1]), CCL_ERR_INVALID_ARGUMENT, NULL,
+           "not a live algorithm");
+}
+
 int main(void)
 {
     test_init();
@@ -629,5 +670,6 @@ int main(void)
     test_varying_counts();
     test_free_quarantine();
     test_timeout();
+    test_dead_handles();
     return failures != 0;
 }

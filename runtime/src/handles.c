@@ -1,0 +1,119 @@
+/* handles.c: which communicator and algorithm handles are alive.
+ *
+ * Every entry point checks its handle here before touching it, so a destroyed or freed
+ * handle, a second destroy or free, or a pointer that never was a handle gets
+ * CCL_ERR_INVALID_ARGUMENT with a message instead of a crash. The set of live handles is
+ * a hash set of pointers (open addressing, deleted slots marked), under one mutex. What
+ * it cannot tell: a handle whose memory was reused by a newer handle of the same kind is
+ * that newer handle (docs/api.md). */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define DELETED ((const void *)1)
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static const void **slots;
+static size_t cap, used;             /* used: live and deleted slots */
+
+static size_t slot_hash(const void *p)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 17);
+}
+
+/* Where p is, or else the first free slot of its probe sequence (cap > 0). */
+static size_t find(const void *p)
+{
+    size_t i = slot_hash(p) & (cap - 1), free_at = SIZE_MAX;
+    while (slots[i]) {
+        if (slots[i] == p)
+            return i;
+        if (slots[i] == DELETED && free_at == SIZE_MAX)
+            free_at = i;
+        i = (i + 1) & (cap - 1);
+    }
+    return free_at != SIZE_MAX ? free_at : i;
+}
+
+static int grow(void)
+{
+    size_t ncap = cap ? 2 * cap : 64;
+    const void **old = slots, **fresh = calloc(ncap, sizeof *fresh);
+    if (!fresh)
+        return -1;
+    size_t ocap = cap;
+    slots = fresh;
+    cap = ncap;
+    used = 0;
+    for (size_t i = 0; i < ocap; i++)
+        if (old[i] && old[i] != DELETED) {
+            slots[find(old[i])] = old[i];
+            used++;
+        }
+    free(old);
+    return 0;
+}
+
+int ccl__handle_add(const void *h)
+{
+    pthread_mutex_lock(&mu);
+    int ok = 2 * (used + 1) <= cap || grow() == 0;
+    if (ok) {
+        size_t i = find(h);
+        if (slots[i] != h) {
+            used += !slots[i];
+            slots[i] = h;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return ok ? 0 : -1;
+}
+
+int ccl__handle_remove(const void *h)
+{
+    pthread_mutex_lock(&mu);
+    int was = 0;
+    if (cap) {
+        size_t i = find(h);
+        if (slots[i] == h) {
+            slots[i] = DELETED;
+            was = 1;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return was;
+}
+
+int ccl__handle_live(const void *h)
+{
+    if (!h)
+        return 0;
+    pthread_mutex_lock(&mu);
+    int live = cap && slots[find(h)] == h;
+    pthread_mutex_unlock(&mu);
+    return live;
+}
+
+ccl_result_t ccl__check_comm(const ccl_comm_t *comm, const char *fn)
+{
+    if (!comm)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
+    if (!ccl__handle_live(comm))
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' (%p) is not a live communicator "
+                              "(destroyed already, or not made by ccl_comm_init_all/ccl_comm_init_rank)", fn,
+                              (const void *)comm);
+    return CCL_OK;
+}
+
+ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn)
+{
+    if (!alg)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'alg' is NULL", fn);
+    if (!ccl__handle_live(alg))
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'alg' (%p) is not a live algorithm "
+                              "(freed already, its communicator destroyed, or not made by ccl_algorithm_load)", fn,
+                              (const void *)alg);
+    return CCL_OK;
+}
