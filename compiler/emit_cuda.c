@@ -1285,7 +1285,7 @@ void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt)
     fprintf(out, "#define CCL_OP(a, b) %s\n", opexpr);
     fprintf(out, "#define CCL_NRANKS %d\n", prog->nranks);
     fprintf(out, "#define CCL_RANK %d\n", rank);
-    fputs(emit_prelude, out);
+    if (!(opt && opt->kernel_only)) fputs(emit_prelude, out);
 
     fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a)\n{\n");
     fprintf(out, "    const u64 inst = blockIdx.x %% a.ninst;\n");

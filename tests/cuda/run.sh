@@ -4,8 +4,9 @@
 #    through NVRTC for sm_90 (bf16/sum, the default protocol);
 #  - one algorithm compiles for every dtype and every op, and for older archs;
 #  - golden files: the generated CUDA of five kernels (one-shot, ring, port ring; LL
-#    all-to-all with transfers at once, LL reduce's root with fence-free signals)
-#    matches tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them).
+#    all-to-all with transfers at once, LL reduce's root with fence-free signals),
+#    without the prelude they all share (cclc cuda --kernel-only), matches
+#    tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them).
 # Prints "ok NAME" / "FAIL NAME: why"; skips (ok-less, says why) where NVRTC is missing.
 set -u
 build=${1:?usage: tests/cuda/run.sh BUILD}
@@ -59,7 +60,7 @@ golden() {
     local name=$1 file=$2 n=$3 rank=$4
     shift 4
     local want=tests/cuda/golden/$name.cu
-    "$bin" "$file" "$n" --emit "$rank" "$@" >"$tmp/$name.cu" 2>&1
+    "$build/cclc" cuda "$file" --ranks "$n" --rank "$rank" --kernel-only "$@" >"$tmp/$name.cu" 2>&1
     if [ "${UPDATE_GOLDEN:-0}" = 1 ]; then
         mkdir -p tests/cuda/golden && cp "$tmp/$name.cu" "$want" && echo "ok golden/$name (updated)"
     elif cmp -s "$tmp/$name.cu" "$want"; then
