@@ -29,7 +29,7 @@ COMPILER_SRC := $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 RUNTIME_SRC  := $(wildcard runtime/src/*.c)
 GEN_SRC      := $(BUILD)/ccl.tab.c $(BUILD)/lex.yy.c
 
-COMPILER_OBJ := $(COMPILER_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:%.c=%.o)
+COMPILER_OBJ := $(COMPILER_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:%.c=%.o) $(BUILD)/prelude_cuh.o
 RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o)
 TOOLS        := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 EXAMPLES     := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
@@ -67,7 +67,16 @@ $(BUILD)/lex.yy.c $(BUILD)/lex.yy.h &: grammar/ccl.l $(BUILD)/ccl.tab.h
 $(BUILD)/ccl.tab.o $(BUILD)/lex.yy.o: $(BUILD)/%.o: $(BUILD)/%.c $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h compiler/cclc.h
 	$(CC) $(GEN_CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.c $(wildcard compiler/*.h runtime/include/*.h runtime/src/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
+# The device prelude every kernel starts with, as a C string for emit_cuda.c: prelude.cuh
+# with abi.h inlined (NVRTC compiles with no include path).
+$(BUILD)/prelude_cuh.c: compiler/cuda/prelude.cuh compiler/cuda/abi.h compiler/cuda/embed.sh
+	@mkdir -p $(BUILD)
+	compiler/cuda/embed.sh compiler/cuda/prelude.cuh compiler/cuda/abi.h >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/prelude_cuh.o: $(BUILD)/prelude_cuh.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.c $(wildcard compiler/*.h compiler/cuda/*.h runtime/include/*.h runtime/src/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 

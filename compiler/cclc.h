@@ -378,6 +378,7 @@ typedef struct {
     const char *dtype;    /* "f32", "bf16", ... */
     const char *op;       /* "sum", "prod", "min", "max", "avg" */
     Protocol protocol;    /* may override the program's default */
+    int kernel_only;      /* leave out the prelude (compiler/cuda/prelude.cuh): for golden files */
 } EmitOptions;
 
 /* Writes the kernel source for `rank` to out. Deterministic: same plan, same bytes. */

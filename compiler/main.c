@@ -33,7 +33,9 @@ static const char usage[] =
     "  plan FILE --ranks N [--root R] [--json]\n"
     "        print the scheduled plan: per rank and thread block, each op and its line\n"
     "  cuda FILE --ranks N --rank R [--root R] [--protocol simple|ll] [--dtype T] [--op O]\n"
-    "        print the CUDA C kernel for one rank\n"
+    "        [--kernel-only]\n"
+    "        print the CUDA C kernel for one rank (--kernel-only: without the prelude\n"
+    "        every kernel shares, compiler/cuda/prelude.cuh)\n"
     "  run FILE --ranks N [--backend cpu|gpu] [--count C] [--dtype T] [--op O] [--iters K]\n"
     "        [--inplace] [--seed S] [--root R]\n"
     "        run the algorithm on real data and check every element\n"
@@ -92,6 +94,8 @@ static Options parse_args(int argc, char **argv)
             o.explain = 1;
         } else if (!strcmp(a, "--json")) {
             o.json = 1;
+        } else if (!strcmp(a, "--kernel-only")) {
+            o.emit.kernel_only = 1;
         } else if (!strcmp(a, "--dtype") || !strcmp(a, "--op") || !strcmp(a, "--protocol")) {
             if (!val)
                 usage_error("%s needs a value", a);

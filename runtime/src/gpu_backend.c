@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "gpu.h"
-#include "gpu_abi.h"
+#include "cuda/abi.h"
 #include "gpu_proxy.h"
 #include "jit.h"
 

@@ -1,9 +1,9 @@
 /* gpu_proxy.c: the host proxy that serves port-channel puts with the copy engine.
  *
  * A kernel that uses port channels posts each put as a request in its block's queue
- * (gpu_abi.h's CclPortFifo, host-mapped pinned memory) and goes on; `flush` spins until
- * the queue's `done` count reaches what the block posted. One proxy thread per GPU
- * communicator polls every registered queue, issues each new request as a
+ * (compiler/cuda/abi.h's CclPortFifo, host-mapped pinned memory) and goes on; `flush`
+ * spins until the queue's `done` count reaches what the block posted. One proxy thread
+ * per GPU communicator polls every registered queue, issues each new request as a
  * cuMemcpyAsync on the block's own non-blocking stream (a copy engine, over NVLink to
  * the peer's heap as mapped in this process), records an event behind each round, and
  * stores the new `done` once that event has completed. Requests of one block are

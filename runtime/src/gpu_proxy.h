@@ -3,7 +3,7 @@
 #define CCL_GPU_PROXY_H
 
 #include "gpu.h"
-#include "gpu_abi.h"
+#include "cuda/abi.h"
 
 /* Request queues for one algorithm's nblocks grid blocks, served from now on (the
  * proxy thread starts on first use). CCL_OK, or an error set on comm. */

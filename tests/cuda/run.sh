@@ -4,8 +4,10 @@
 #    through NVRTC for sm_90 (bf16/sum, the default protocol);
 #  - one algorithm compiles for every dtype and every op, and for older archs;
 #  - golden files: the generated CUDA of five kernels (one-shot, ring, port ring; LL
-#    all-to-all with transfers at once, LL reduce's root with fence-free signals)
-#    matches tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them);
+#    all-to-all with transfers at once, LL reduce's root with fence-free signals),
+#    without the prelude they all share (cclc cuda --kernel-only), matches
+#    tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them);
+#  - the prelude, compiler/cuda/prelude.cuh, compiles alone with nvcc (where installed);
 #  - the kernel cache trusts only its own folder and its entries' full keys.
 # Prints "ok NAME" / "FAIL NAME: why"; skips (ok-less, says why) where NVRTC is missing.
 set -u
@@ -63,7 +65,7 @@ golden() {
     local name=$1 file=$2 n=$3 rank=$4
     shift 4
     local want=tests/cuda/golden/$name.cu
-    "$bin" "$file" "$n" --emit "$rank" "$@" >"$tmp/$name.cu" 2>&1
+    "$build/cclc" cuda "$file" --ranks "$n" --rank "$rank" --kernel-only "$@" >"$tmp/$name.cu" 2>&1
     if [ "${UPDATE_GOLDEN:-0}" = 1 ]; then
         mkdir -p tests/cuda/golden && cp "$tmp/$name.cu" "$want" && echo "ok golden/$name (updated)"
     elif cmp -s "$tmp/$name.cu" "$want"; then
@@ -78,6 +80,24 @@ golden ring_N4_r2_f32_max algorithms/allreduce/ring.ccl 4 2 --dtype f32 --op max
 golden ring_port_N4_r1_bf16_sum algorithms/allreduce/ring_port.ccl 4 1 --dtype bf16 --op sum
 golden alltoall_direct_ll_N4_r0_bf16 algorithms/alltoall/direct_ll.ccl 4 0 --dtype bf16
 golden reduce_direct_ll_N4_r0_bf16_sum algorithms/reduce/direct_ll.ccl 4 0 --dtype bf16 --op sum
+
+# The prelude alone, as CUDA: nvcc compiles compiler/cuda/prelude.cuh after the
+# definitions emit_cuda.c puts before it (bf16, sum), where nvcc is installed.
+nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
+if [ -x "$nvcc" ]; then
+    printf '%s\n' 'typedef unsigned short ccl_t;' 'typedef float ccl_acc;' '#define CCL_LOAD(x) ccl_bf2f(x)' \
+        '#define CCL_STORE(x) ccl_f2bf(x)' '#define CCL_OP(a, b) ((a) + (b))' '#define CCL_NRANKS 4' \
+        '#define CCL_RANK 0' '#include "prelude.cuh"' >"$tmp/lint.cu"
+    if "$nvcc" -arch=sm_90 -c -x cu -Werror all-warnings -Icompiler/cuda -o "$tmp/lint.o" "$tmp/lint.cu" \
+        >"$tmp/lint.log" 2>&1; then
+        echo "ok cuda.prelude-lint"
+    else
+        echo "FAIL cuda.prelude-lint: nvcc rejects compiler/cuda/prelude.cuh:"
+        head -20 "$tmp/lint.log"
+    fi
+else
+    echo "   cuda.prelude-lint: skipped, no $nvcc"
+fi
 
 # Transfers at once: tests/cuda/ll_runs.ccl's 3 puts are one run, nothing else is.
 "$bin" tests/cuda/ll_runs.ccl 4 --emit 0 >"$tmp/ll_runs.cu" 2>&1

@@ -1,0 +1,449 @@
+/* prelude.cuh: the device code every generated kernel starts with: element conversions,
+ * loads and stores, the transfer templates (ccl_xfer, ccl_xfer_ll), semaphore waits and
+ * signals, LL lines, port-channel puts, and the ccl_rank_barrier and ccl_avg kernels.
+ *
+ * How it gets into a kernel: the Makefile (compiler/cuda/embed.sh) turns this file, with
+ * abi.h inlined at its #include (NVRTC compiles with no include path) and both files'
+ * opening comments left out, into the C string ccl__prelude_cuh in $(BUILD)/prelude_cuh.c;
+ * emit_cuda.c prints that after the kernel's own definitions and before ccl_kernel.
+ *
+ * It needs, defined before it: ccl_t (element storage type), ccl_acc (accumulator type),
+ * CCL_LOAD(x), CCL_STORE(x), CCL_OP(a, b), CCL_NRANKS and CCL_RANK. It compiles under
+ * NVRTC and nvcc for any arch from sm_60 up (sm_70+ get the release/acquire PTX, older
+ * ones fences); tests/cuda/run.sh compiles it alone with nvcc (cuda.prelude-lint). */
+#include "abi.h"
+
+typedef ccl_u64 u64;
+
+#define CCL_VE (16 / (int)sizeof(ccl_t)) /* elements per 16-byte vector */
+
+__device__ __forceinline__ float ccl_bf2f(unsigned short x)
+{
+    return __uint_as_float((unsigned int)x << 16);
+}
+/* One instruction from sm_80 (the integer version made bf16 reductions ~15% slower
+ * than f32 at large sizes on H200); both round to nearest even, NaN stays NaN. */
+__device__ __forceinline__ unsigned short ccl_f2bf(float f)
+{
+#if __CUDA_ARCH__ >= 800
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#else
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
+    return (unsigned short)(u >> 16);
+#endif
+}
+__device__ __forceinline__ float ccl_h2f(unsigned short x)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+    return f;
+}
+__device__ __forceinline__ unsigned short ccl_f2h(float f)
+{
+    unsigned short x;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(x) : "f"(f));
+    return x;
+}
+/* FP8 (OCP e4m3fn and e5m2) in software, so every arch gives the same bits:
+ * round to nearest even, saturating to the largest finite value. */
+__device__ __forceinline__ float ccl_fp8_dec(unsigned char x, int eb, int mb, int bias)
+{
+    int e = (x >> mb) & ((1 << eb) - 1), m = x & ((1 << mb) - 1);
+    float s = (x & 0x80) ? -1.0f : 1.0f;
+    if (eb == 4 && e == 15 && m == 7) return __int_as_float(0x7fc00000);
+    if (eb == 5 && e == 31) return m ? __int_as_float(0x7fc00000) : s * __int_as_float(0x7f800000);
+    if (e == 0) return s * ldexpf((float)m, 1 - bias - mb);
+    return s * ldexpf((float)(m + (1 << mb)), e - bias - mb);
+}
+__device__ __forceinline__ unsigned char ccl_fp8_enc(float f, int eb, int mb, int bias)
+{
+    unsigned int sign = (__float_as_uint(f) >> 24) & 0x80u;
+    int maxcode = eb == 4 ? 0x7e : 0x7b; /* 448 and 57344 */
+    float a = fabsf(f);
+    if (a != a) return (unsigned char)(sign | (eb == 4 ? 0x7f : 0x7e));
+    int ex;
+    frexpf(a, &ex);
+    int e = ex - 1; /* a in [2^e, 2^(e+1)) */
+    int code;
+    if (a == 0.0f) code = 0;
+    else if (e < 1 - bias) code = (int)rintf(ldexpf(a, bias - 1 + mb));
+    else {
+        int q = (int)fminf(rintf(ldexpf(a, mb - e)), (float)(1 << (mb + 2)));
+        if (q == (2 << mb)) { q = 1 << mb; e++; }
+        code = e + bias > (1 << eb) - 1 ? 0xff : ((e + bias) << mb) | (q - (1 << mb));
+    }
+    if (code > maxcode) code = maxcode;
+    return (unsigned char)(sign | (unsigned int)code);
+}
+
+/* Loads that bypass L1: data written by peers or by other blocks is never read stale. */
+__device__ __forceinline__ uint4 ccl_ld16(const char *p)
+{
+    uint4 v;
+    asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ ccl_t ccl_ld1(const char *p)
+{
+    return *(const volatile ccl_t *)p;
+}
+
+union ccl_vec {
+    uint4 v;
+    ccl_t e[CCL_VE];
+};
+
+/* dst[d] = op(src[0], src[1], ...) for n elements, thread tid of the nt taking part
+ * (the block, or its warp group when independent transfers run at once) taking a
+ * share. 16-byte vectors when every operand is 16-byte aligned; the rest (and any
+ * misaligned transfer) element by element. A one-source transfer copies bits. */
+template <int ND, int NS>
+__device__ __forceinline__ void ccl_xfer(char *const (&dst)[ND], const char *const (&src)[NS], u64 n, u64 tid,
+                                         u64 nt)
+{
+    u64 mis = 0, done = 0;
+#pragma unroll
+    for (int d = 0; d < ND; d++) mis |= (u64)dst[d];
+#pragma unroll
+    for (int s = 0; s < NS; s++) mis |= (u64)src[s];
+    if ((mis & 15) == 0) {
+        const u64 nv = n / CCL_VE;
+        enum { UNROLL = NS <= 2 ? 4 : NS <= 4 ? 2 : 1 };
+        for (u64 base = tid; base < nv; base += UNROLL * nt) {
+            union ccl_vec in[UNROLL][NS];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+                for (int s = 0; s < NS; s++)
+                    if (base + u * nt < nv) in[u][s].v = ccl_ld16(src[s] + 16 * (base + u * nt));
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                if (base + u * nt >= nv) break;
+                union ccl_vec r;
+                if (NS == 1) {
+                    r = in[u][0];
+                } else {
+#pragma unroll
+                    for (int k = 0; k < CCL_VE; k++) {
+                        ccl_acc x = CCL_LOAD(in[u][0].e[k]);
+#pragma unroll
+                        for (int s = 1; s < NS; s++) x = CCL_OP(x, CCL_LOAD(in[u][s].e[k]));
+                        r.e[k] = CCL_STORE(x);
+                    }
+                }
+#pragma unroll
+                for (int d = 0; d < ND; d++) *(uint4 *)(dst[d] + 16 * (base + u * nt)) = r.v;
+            }
+        }
+        done = nv * CCL_VE;
+    }
+    for (u64 i = done + tid; i < n; i += nt) {
+        ccl_t r;
+        if (NS == 1) {
+            r = ccl_ld1(src[0] + i * sizeof(ccl_t));
+        } else {
+            ccl_acc x = CCL_LOAD(ccl_ld1(src[0] + i * sizeof(ccl_t)));
+#pragma unroll
+            for (int s = 1; s < NS; s++) x = CCL_OP(x, CCL_LOAD(ccl_ld1(src[s] + i * sizeof(ccl_t))));
+            r = CCL_STORE(x);
+        }
+#pragma unroll
+        for (int d = 0; d < ND; d++) *(ccl_t *)(dst[d] + i * sizeof(ccl_t)) = r;
+    }
+}
+
+/* An in/out chunk at unit u, position c: element offset and true length (short or
+ * empty at the tail, docs/internals.md). */
+struct ccl_span {
+    u64 off, len;
+};
+__device__ __forceinline__ struct ccl_span ccl_io(const struct ccl_args &a, u64 ustride, u64 u, u64 c)
+{
+    struct ccl_span s;
+    u64 start = c * a.cs;
+    s.off = u * ustride + start;
+    s.len = a.n > start ? (a.n - start < a.cs ? a.n - start : a.cs) : 0;
+    return s;
+}
+/* This instance's and slice's part [lo, hi) of a transfer of len elements: the cut
+ * points are round_down(q*len/P, A), the last part ending at len. */
+__device__ __forceinline__ void ccl_part(const struct ccl_args &a, u64 inst, u64 sl, u64 len, u64 *lo, u64 *hi)
+{
+    const u64 A = CCL_VE;
+    u64 ilo = inst * len / a.ninst / A * A;
+    u64 ihi = inst + 1 == a.ninst ? len : (inst + 1) * len / a.ninst / A * A;
+    u64 il = ihi - ilo;
+    *lo = ilo + sl * il / a.nslices / A * A;
+    *hi = sl + 1 == a.nslices ? ihi : ilo + (sl + 1) * il / a.nslices / A * A;
+}
+
+__device__ __forceinline__ u64 ccl_now(void)
+{
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ u64 ccl_ld_acquire(const u64 *p)
+{
+    u64 v;
+#if __CUDA_ARCH__ >= 700
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+#else
+    v = *(const volatile u64 *)p;
+    __threadfence_system();
+#endif
+    return v;
+}
+/* Called by one thread after a __syncthreads() that ordered the block's stores. The
+ * system fence is needed: without it (release-add alone) a waiter on another GPU was
+ * seen reading stale data after the signal (4x H200, Simple ring and twoshot). */
+__device__ __forceinline__ void ccl_signal(u64 *sem)
+{
+    __threadfence_system();
+#if __CUDA_ARCH__ >= 700
+    asm volatile("red.release.sys.global.add.u64 [%0], %1;" :: "l"(sem), "l"(1ull) : "memory");
+#else
+    atomicAdd(sem, 1ull);
+#endif
+}
+/* The same without the fence, for LL kernels: no peer reads this rank's memory there
+ * (data moves only as self-checking LL lines), so a semaphore signal publishes no data,
+ * only that the block got this far; the release orders the block's earlier reads
+ * ("done with that scratch"). */
+__device__ __forceinline__ void ccl_notify(u64 *sem)
+{
+#if __CUDA_ARCH__ >= 700
+    asm volatile("red.release.sys.global.add.u64 [%0], %1;" :: "l"(sem), "l"(1ull) : "memory");
+#else
+    __threadfence_system();
+    atomicAdd(sem, 1ull);
+#endif
+}
+/* Waits until *sem reaches *expected + step, then advances *expected (kept in device
+ * memory, so it persists across launches and graph replays). On timeout records who
+ * waited for whom in the host-visible error record, sets the abort word (offset 0 of
+ * every rank's heap, internal.h's CclHeapHeader) and returns 0; a set abort word makes
+ * every wait give up within microseconds. A barrier of all
+ * blocks of the rank is the same wait on a counter every block adds 1 to (step =
+ * gridDim.x; all blocks must be resident). */
+__device__ __noinline__ int ccl_wait(const u64 *sem, u64 *expected, u64 step, char *const *peers,
+                                     struct ccl_err *err, u64 timeout_ns, u64 slot, u64 rank, u64 tb,
+                                     u64 inst, u64 line, u64 peer)
+{
+    const u64 want = *expected + step;
+    const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];
+    u64 t0 = 0, v = 0;
+    for (unsigned int it = 0;; it++) {
+        v = ccl_ld_acquire(sem);
+        if (v >= want) break;
+        if ((it & 255) == 0) {
+            if (*abort_flag) return 0; /* a peer failed: give up at once */
+            u64 now = ccl_now();
+            if (t0 == 0) t0 = now;
+            else if (now - t0 > timeout_ns) {
+                if (atomicCAS(&err->flag, 0ull, 2ull) == 0ull) {
+                    err->rank = rank; err->tb = tb; err->inst = inst; err->line = line; err->peer = peer;
+                    err->slot = slot; err->expected = want; err->seen = v;
+                    __threadfence_system();
+                    *(volatile u64 *)&err->flag = 1;
+                }
+                /* Stop every rank: the abort word at offset 0 of each heap. */
+                for (int p = 0; p < CCL_NRANKS; p++)
+                    atomicCAS((u64 *)peers[p], 0ull, rank + 1);
+                __threadfence_system();
+                return 0;
+            }
+        }
+    }
+    *expected = want;
+    return 1;
+}
+
+/* ---- Port channels: a put is a request in this block's queue in host-mapped memory
+ * (abi.h's struct ccl_port_fifo); the host proxy (runtime/src/gpu_proxy.c) serves the
+ * requests in order with the copy engine and publishes how many have landed in `done`.
+ * `posted` (device memory) counts this block's requests across launches; a flush waits
+ * until done catches up. ---- */
+/* Called by thread 0 after a __syncthreads() that ordered the block's stores: the
+ * system fence makes them, and the request, visible to the proxy before seq is. */
+__device__ __noinline__ int ccl_port_put(const struct ccl_args &a, u64 *posted, char *dst, const char *src,
+                                         u64 bytes, u64 rank, u64 tb, u64 inst, u64 line, u64 peer)
+{
+    struct ccl_port_fifo *f = (struct ccl_port_fifo *)a.port + blockIdx.x;
+    const u64 k = *posted;
+    if (k >= CCL_PORT_DEPTH) { /* full: wait until request k - DEPTH has landed */
+        u64 room = k - CCL_PORT_DEPTH;
+        if (!ccl_wait(&f->done, &room, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_PORT, rank, tb, inst, line, peer))
+            return 0;
+    }
+    volatile struct ccl_port_req *q = &f->req[k % CCL_PORT_DEPTH];
+    q->dst = (u64)dst;
+    q->src = (u64)src;
+    q->bytes = bytes;
+    __threadfence_system();
+    q->seq = k + 1;
+    *posted = k + 1;
+    return 1;
+}
+/* Waits until every put this block posted has landed. */
+__device__ __noinline__ int ccl_port_flush(const struct ccl_args &a, const u64 *posted, u64 rank, u64 tb,
+                                           u64 inst, u64 line, u64 peer)
+{
+    struct ccl_port_fifo *f = (struct ccl_port_fifo *)a.port + blockIdx.x;
+    u64 want = *posted;
+    return ccl_wait(&f->done, &want, 0, a.peers, a.err, a.timeout_ns, CCL_SLOT_PORT, rank, tb, inst, line, peer);
+}
+
+/* ---- LL: 16-byte lines {data0, flag, data1, flag} carry 8 data bytes each; a line is
+ * valid when both flags equal this call's flag, so data needs no separate signal. ---- */
+#define CCL_WE (8 / (int)sizeof(ccl_t)) /* elements per 8-byte word */
+union ccl_word {
+    u64 w;
+    ccl_t e[CCL_WE];
+};
+__device__ __forceinline__ void ccl_ll_put(char *line, u64 w, unsigned int flag)
+{
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(line), "r"((unsigned int)w),
+                 "r"(flag), "r"((unsigned int)(w >> 32)), "r"(flag) : "memory");
+}
+/* The m (<= CCL_WE) elements at p as one word: one 8-byte access when whole and aligned. */
+__device__ __forceinline__ u64 ccl_ld_word(const char *p, int m)
+{
+    union ccl_word x;
+    x.w = 0;
+    if (m == CCL_WE && ((u64)p & 7) == 0) {
+        asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(x.w) : "l"(p) : "memory");
+    } else {
+        for (int k = 0; k < m; k++) x.e[k] = ccl_ld1(p + k * sizeof(ccl_t));
+    }
+    return x.w;
+}
+__device__ __forceinline__ void ccl_st_word(char *p, u64 w, int m)
+{
+    union ccl_word x;
+    x.w = w;
+    if (m == CCL_WE && ((u64)p & 7) == 0) *(u64 *)p = w;
+    else for (int k = 0; k < m; k++) *(ccl_t *)(p + k * sizeof(ccl_t)) = x.e[k];
+}
+/* Like ccl_xfer, word by word: NL local destinations get plain stores, NR remote ones
+ * (dr: the peer's LL lines for this part) get LL lines. */
+template <int NL, int NR, int NS>
+__device__ __forceinline__ void ccl_xfer_ll(char *const *dl, char *const (&dr)[NR], const char *const (&src)[NS],
+                                            u64 n, unsigned int flag, u64 tid, u64 nt)
+{
+    enum { U = NS <= 2 ? 4 : 2 }; /* words per thread in flight */
+    const u64 nw = (n + CCL_WE - 1) / CCL_WE;
+    for (u64 base = tid; base < nw; base += U * nt) {
+        union ccl_word x[U][NS];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const u64 j = base + u * nt;
+            const int m = j >= nw ? 0 : n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
+#pragma unroll
+            for (int s = 0; s < NS; s++) x[u][s].w = m ? ccl_ld_word(src[s] + j * 8, m) : 0;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const u64 j = base + u * nt;
+            if (j >= nw) break;
+            const int m = n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
+            union ccl_word r = x[u][0];
+            if (NS > 1) {
+#pragma unroll
+                for (int k = 0; k < CCL_WE; k++) {
+                    ccl_acc v = CCL_LOAD(x[u][0].e[k]);
+#pragma unroll
+                    for (int s = 1; s < NS; s++) v = CCL_OP(v, CCL_LOAD(x[u][s].e[k]));
+                    r.e[k] = CCL_STORE(v);
+                }
+            }
+#pragma unroll
+            for (int d = 0; d < NL; d++) ccl_st_word(dl[d] + j * 8, r.w, m);
+#pragma unroll
+            for (int d = 0; d < NR; d++) ccl_ll_put(dr[d] + j * 16, r.w, flag);
+        }
+    }
+}
+/* Receives n elements from this rank's LL lines into dst, thread tid of the nt taking
+ * part (the block, or its share when several sources are received at once), four
+ * lines in flight per thread; spins (bounded, abort-aware like ccl_wait) until each
+ * line carries this call's flag. */
+__device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, unsigned int flag, u64 tid, u64 nt,
+                                        char *const *peers, struct ccl_err *err, u64 timeout_ns, u64 rank,
+                                        u64 tb, u64 inst, u64 line, u64 peer)
+{
+    enum { U = 4 };
+    const u64 nw = (n + CCL_WE - 1) / CCL_WE;
+    const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];
+    for (u64 base = tid; base < nw; base += U * nt) {
+        unsigned int todo = 0;
+#pragma unroll
+        for (int u = 0; u < U; u++) if (base + u * nt < nw) todo |= 1u << u;
+        u64 t0 = 0;
+        unsigned int f0 = 0;
+        for (unsigned int it = 0; todo; it++) {
+            unsigned int d[U][4];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (todo & (1u << u))
+                    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                                 : "=r"(d[u][0]), "=r"(d[u][1]), "=r"(d[u][2]), "=r"(d[u][3])
+                                 : "l"(lines + (base + u * nt) * 16) : "memory");
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                if (!(todo & (1u << u))) continue;
+                if (d[u][1] != flag || d[u][3] != flag) {
+                    f0 = d[u][1];
+                    continue;
+                }
+                const u64 j = base + u * nt;
+                const int m = n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
+                ccl_st_word(dst + j * 8, (u64)d[u][0] | ((u64)d[u][2] << 32), m);
+                todo &= ~(1u << u);
+            }
+            if (todo && (it & 255) == 255) {
+                if (*abort_flag) return 0;
+                u64 now = ccl_now();
+                if (t0 == 0) t0 = now;
+                else if (now - t0 > timeout_ns) {
+                    if (atomicCAS(&err->flag, 0ull, 2ull) == 0ull) {
+                        err->rank = rank; err->tb = tb; err->inst = inst; err->line = line; err->peer = peer;
+                        err->slot = ~1ull; err->expected = flag; err->seen = f0;
+                        __threadfence_system();
+                        *(volatile u64 *)&err->flag = 1;
+                    }
+                    for (int p = 0; p < CCL_NRANKS; p++) atomicCAS((u64 *)peers[p], 0ull, rank + 1);
+                    __threadfence_system();
+                    return 0;
+                }
+            }
+        }
+    }
+    return 1;
+}
+
+/* All ranks: every rank adds 1 to rank 0's heap-header barrier word (offset 8) and
+ * waits for N more arrivals than its last barrier saw (gen: this rank's device
+ * counter). Launched with one block around avg's division. */
+extern "C" __global__ void ccl_rank_barrier(char *const *peers, u64 *gen, struct ccl_err *err, u64 timeout_ns)
+{
+    if (threadIdx.x != 0) return;
+    u64 *ctr = (u64 *)(peers[0] + 8);
+    ccl_signal(ctr);
+    ccl_wait(ctr, gen, CCL_NRANKS, peers, err, timeout_ns, ~0ull, CCL_RANK, ~0ull, 0, 0, 0);
+}
+
+/* op avg: the collective reduced as sum; every element of out is divided once. */
+extern "C" __global__ void ccl_avg(char *out, u64 count, u64 nranks)
+{
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < count; i += (u64)gridDim.x * blockDim.x) {
+        ccl_t *p = (ccl_t *)(out + i * sizeof(ccl_t));
+        *p = CCL_STORE(CCL_LOAD(*p) / (ccl_acc)nranks);
+    }
+}
+
