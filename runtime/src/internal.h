@@ -185,13 +185,16 @@ int ccl__handle_live(const void *h);
 ccl_result_t ccl__check_comm(const ccl_comm_t *comm, const char *fn);
 ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn);
 
-/* ===== util.c: cache folders ===== */
+/* ===== util.c: cache and library folders ===== */
 
 /* The cache folder: `configured` (ccl_config_t.cache_dir), else $CCL_CACHE_DIR, else
  * $XDG_CACHE_HOME/ccl, else ~/.cache/ccl; into buf. NULL when none can be named. */
 const char *ccl__cache_dir(const char *configured, char *buf, size_t len);
 /* 0 when path is a folder this user owns and only they may write; -1 with why. */
 int ccl__trusted_dir(const char *path, char *why, size_t len);
+/* 0 when path (a folder or plain file of algorithms) is this user's or root's and
+ * writable by nobody else; -1 with why ("PATH belongs to another user: skipped ..."). */
+int ccl__trusted_source(const char *path, char *why, size_t len);
 /* Creates path (and missing parents) mode 0700, then as ccl__trusted_dir. */
 int ccl__private_dir(const char *path, char *why, size_t len);
 

@@ -10,9 +10,11 @@
  * stays symmetric. Between the two, a tuning table's entry wins over the hints
  * (tuner.c); the algorithms it loads are not candidates of the hint search.
  *
- * The library folder: $CCL_ALGORITHM_DIR, else the first `algorithms` folder found next
- * to the executable or up to three levels above it, else in the current folder or up to
- * two levels above it. */
+ * The library folder: $CCL_ALGORITHM_DIR, else the `algorithms` folder of the build tree
+ * the executable came from (next to it or up to three levels above: build/,
+ * build/examples/, build/tests/SUITE/). Never the current folder, which anyone's
+ * downloads may fill. Only folders and files that this user (or root) owns and nobody
+ * else can write are read; others are skipped, and the reason kept for messages. */
 #include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
@@ -33,13 +35,18 @@ static int is_dir(const char *path)
 int ccl__library_dir(char *out, size_t len)
 {
     const char *env = getenv("CCL_ALGORITHM_DIR");
+    char why[PATH_MAX + 128] = "";
     if (env && *env) {
-        if (is_dir(env)) {
-            snprintf(out, len, "%s", env);
-            return 0;
+        if (!is_dir(env)) {
+            snprintf(out, len, "CCL_ALGORITHM_DIR='%s' is not a folder", env);
+            return -1;
         }
-        snprintf(out, len, "CCL_ALGORITHM_DIR='%s' is not a folder", env);
-        return -1;
+        if (ccl__trusted_source(env, why, sizeof why) != 0) {
+            snprintf(out, len, "CCL_ALGORITHM_DIR: %s", why);
+            return -1;
+        }
+        snprintf(out, len, "%s", env);
+        return 0;
     }
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -52,19 +59,14 @@ int ccl__library_dir(char *out, size_t len)
         for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++) {
             char path[PATH_MAX + 32];
             snprintf(path, sizeof path, "%s%s", exe, ups[i]);
-            if (is_dir(path)) {
+            if (is_dir(path) && ccl__trusted_source(path, why, sizeof why) == 0) {
                 CCL__FMT(out, len, "%s", path);
                 return 0;
             }
         }
     }
-    static const char *cwd[] = {"algorithms", "../algorithms", "../../algorithms"};
-    for (size_t i = 0; i < sizeof cwd / sizeof cwd[0]; i++)
-        if (is_dir(cwd[i])) {
-            snprintf(out, len, "%s", cwd[i]);
-            return 0;
-        }
-    snprintf(out, len, "no algorithm library found (set CCL_ALGORITHM_DIR to the repository's algorithms/ folder)");
+    CCL__FMT(out, len, "no algorithm library found next to the executable%s%s (set CCL_ALGORITHM_DIR to the "
+             "repository's algorithms/ folder)", why[0] ? ": " : "", why);
     return -1;
 }
 
@@ -141,6 +143,16 @@ static void free_list(char **names, int n)
     free(names);
 }
 
+/* Appends "\n  LINE" to why (at length *wl), as far as it fits. */
+static void note(char *why, size_t whylen, size_t *wl, const char *line)
+{
+    if (*wl + 1 >= whylen)
+        return;
+    *wl += (size_t)snprintf(why + *wl, whylen - *wl, "\n  %s", line);
+    if (*wl >= whylen)
+        *wl = whylen - 1;
+}
+
 /* Loads every library file of collective coll for this comm; appends a note per skipped
  * file to why. Returns how many loaded. */
 static int load_library(ccl_comm_t *comm, Collective coll, int root, const char *fn, char *why, size_t whylen)
@@ -156,8 +168,13 @@ static int load_library(ccl_comm_t *comm, Collective coll, int root, const char 
     for (int i = 0; subs && i < nsub; i++) {
         char sub[PATH_MAX];
         CCL__FMT(sub, sizeof sub, "%s/%s", dir, subs[i]);
+        char trust[PATH_MAX + 128];
         if (!is_dir(sub))
             continue;
+        if (ccl__trusted_source(sub, trust, sizeof trust) != 0) {
+            note(why, whylen, &wl, trust);
+            continue;
+        }
         int nfiles;
         char **files = list_dir(sub, &nfiles);
         for (int j = 0; files && j < nfiles; j++) {
@@ -166,20 +183,23 @@ static int load_library(ccl_comm_t *comm, Collective coll, int root, const char 
                 continue;
             char path[2 * PATH_MAX];
             CCL__FMT(path, sizeof path, "%s/%s", sub, files[j]);
+            if (ccl__trusted_source(path, trust, sizeof trust) != 0) {
+                note(why, whylen, &wl, trust);
+                continue;
+            }
             if (header_collective(path) != (int)coll)
                 continue;
             ccl_algorithm_t *alg;
             if (ccl__algorithm_load(comm, path, root, fn, &alg) == CCL_OK) {
                 alg->from_library = 1;
                 loaded++;
-            } else if (wl + 1 < whylen) {
+            } else {
                 /* Keep the first line of the reason only. */
                 const char *msg = comm->last_error, *colon = strstr(msg, ": ");
                 msg = colon ? colon + 2 : msg;
-                int len = (int)strcspn(msg, "\n");
-                wl += (size_t)snprintf(why + wl, whylen - wl, "\n  %s: %.*s", path, len, msg);
-                if (wl >= whylen)
-                    wl = whylen - 1;
+                char line[PATH_MAX + 512];
+                CCL__FMT(line, sizeof line, "%s: %.*s", path, (int)strcspn(msg, "\n"), msg);
+                note(why, whylen, &wl, line);
             }
         }
         free_list(files, nfiles);

@@ -3,7 +3,8 @@
  *
  * A cache folder is trusted only when this user owns it and nobody else may write to
  * it: a cubin or table planted there by another local user would otherwise be loaded
- * as ours. Folders this code creates are private (0700). */
+ * as ours. Folders this code creates are private (0700). Algorithm files and folders
+ * may also be root's (an installed library), never another user's or writable by one. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,16 +30,33 @@ const char *ccl__cache_dir(const char *configured, char *buf, size_t len)
     return n > 0 && (size_t)n < len ? buf : NULL;
 }
 
-/* Why st (of path) is not a folder this user may trust, or NULL when it is. */
-static const char *untrusted(const struct stat *st)
+/* Why st is not a folder (or, with files, a file) this user may trust, or NULL when it
+ * is: this user's own (or, with root_ok, root's, as installed files are), and writable
+ * by nobody else. */
+static const char *untrusted(const struct stat *st, int files, int root_ok)
 {
-    if (!S_ISDIR(st->st_mode))
-        return "is not a folder";
-    if (st->st_uid != geteuid())
+    if (!S_ISDIR(st->st_mode) && !(files && S_ISREG(st->st_mode)))
+        return files ? "is neither a folder nor a plain file" : "is not a folder";
+    if (st->st_uid != geteuid() && !(root_ok && st->st_uid == 0))
         return "belongs to another user";
     if (st->st_mode & (S_IWGRP | S_IWOTH))
         return "is writable by other users";
     return NULL;
+}
+
+int ccl__trusted_source(const char *path, char *why, size_t len)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        snprintf(why, len, "cannot inspect %s: %s", path, strerror(errno));
+        return -1;
+    }
+    const char *bad = untrusted(&st, 1, 1);
+    if (bad) {
+        snprintf(why, len, "%s %s: skipped (another user could plant algorithms there)", path, bad);
+        return -1;
+    }
+    return 0;
 }
 
 int ccl__trusted_dir(const char *path, char *why, size_t len)
@@ -48,7 +66,7 @@ int ccl__trusted_dir(const char *path, char *why, size_t len)
         snprintf(why, len, "cannot inspect %s: %s", path, strerror(errno));
         return -1;
     }
-    const char *bad = untrusted(&st);
+    const char *bad = untrusted(&st, 0, 0);
     if (bad) {
         snprintf(why, len, "%s %s (it must be this user's own and writable only by them, mode 0700)", path, bad);
         return -1;
