@@ -25,9 +25,11 @@ ifneq ($(wildcard runtime/src/gpu_backend.c),)
 CFLAGS   += -DCCL_HAVE_GPU_BACKEND
 endif
 
-COMPILER_SRC := $(filter-out compiler/main.c,$(wildcard compiler/*.c))
+COMPILER_SRC := $(wildcard compiler/*.c)
 RUNTIME_SRC  := $(wildcard runtime/src/*.c)
 GEN_SRC      := $(BUILD)/ccl.tab.c $(BUILD)/lex.yy.c
+# The cclc driver (check, plan, cuda, run) is a tool over libccl: tools/cclc/*.c.
+CCLC_SRC     := $(wildcard tools/cclc/*.c)
 
 COMPILER_OBJ := $(COMPILER_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:%.c=%.o)
 RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o)
@@ -67,7 +69,7 @@ $(BUILD)/lex.yy.c $(BUILD)/lex.yy.h &: grammar/ccl.l $(BUILD)/ccl.tab.h
 $(BUILD)/ccl.tab.o $(BUILD)/lex.yy.o: $(BUILD)/%.o: $(BUILD)/%.c $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h compiler/cclc.h
 	$(CC) $(GEN_CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.c $(wildcard compiler/*.h runtime/include/*.h runtime/src/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
+$(BUILD)/%.o: %.c $(wildcard compiler/*.h runtime/include/*.h runtime/src/*.h tools/cclc/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -78,7 +80,7 @@ $(BUILD)/libcclc.a: $(COMPILER_OBJ)
 $(BUILD)/libccl.a: $(RUNTIME_OBJ) $(COMPILER_OBJ)
 	ar rcs $@ $^
 
-$(BUILD)/cclc: $(BUILD)/compiler/main.o $(BUILD)/libccl.a
+$(BUILD)/cclc: $(CCLC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libccl.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%: tools/%.c $(BUILD)/libccl.a
