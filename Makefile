@@ -19,14 +19,15 @@ CFLAGS   += $(CFLAGS_BASE) -Icompiler -Iruntime/include -Iruntime/src -I$(BUILD)
 GEN_CFLAGS = $(filter-out -Wmissing-prototypes -Wshadow -Wstrict-prototypes,$(CFLAGS)) \
              -Wno-unused-function -Wno-sign-compare -Wno-implicit-fallthrough
 LDLIBS   += -pthread -ldl -lm -lrt
-# The GPU backend (runtime/src/gpu_*.c) loads libcuda and libnvrtc with dlopen, so it is
+# The GPU backend (runtime/src/gpu/*.c) loads libcuda and libnvrtc with dlopen, so it is
 # always built; comm.c picks it at run time when a GPU and driver are present.
-ifneq ($(wildcard runtime/src/gpu_backend.c),)
+ifneq ($(wildcard runtime/src/gpu/backend.c),)
 CFLAGS   += -DCCL_HAVE_GPU_BACKEND
 endif
 
 COMPILER_SRC := $(wildcard compiler/*.c)
-RUNTIME_SRC  := $(wildcard runtime/src/*.c)
+# Common code, then the backends, each in its own folder (runtime/src/cpu/, runtime/src/gpu/).
+RUNTIME_SRC  := $(wildcard runtime/src/*.c runtime/src/cpu/*.c runtime/src/gpu/*.c)
 GEN_SRC      := $(BUILD)/ccl.tab.c $(BUILD)/lex.yy.c
 # The cclc driver (check, plan, cuda, run) is a tool over libccl: tools/cclc/*.c.
 CCLC_SRC     := $(wildcard tools/cclc/*.c)
@@ -69,15 +70,19 @@ $(BUILD)/lex.yy.c $(BUILD)/lex.yy.h &: grammar/ccl.l $(BUILD)/ccl.tab.h
 $(BUILD)/ccl.tab.o $(BUILD)/lex.yy.o: $(BUILD)/%.o: $(BUILD)/%.c $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h compiler/cclc.h
 	$(CC) $(GEN_CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.c $(wildcard compiler/*.h runtime/include/*.h runtime/src/*.h tools/cclc/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
+$(BUILD)/%.o: %.c $(wildcard compiler/*.h runtime/include/*.h runtime/src/*.h runtime/src/*/*.h tools/cclc/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# Archives are written afresh: ar keeps members whose sources were moved or removed, and
+# cpu/backend.o and gpu/backend.o share a member name.
 $(BUILD)/libcclc.a: $(COMPILER_OBJ)
+	rm -f $@
 	ar rcs $@ $^
 
 # libccl carries the compiler objects too, so users link one library.
 $(BUILD)/libccl.a: $(RUNTIME_OBJ) $(COMPILER_OBJ)
+	rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/cclc: $(CCLC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libccl.a

@@ -14,7 +14,7 @@
  *   - `extern "C" __global__ void ccl_avg(...)`: the final division for op avg, and
  *     `ccl_rank_barrier(...)`, the all-rank barrier launched around it.
  *
- * The kernel ABI (struct ccl_args, struct ccl_err) is mirrored by runtime/src/gpu_abi.h;
+ * The kernel ABI (struct ccl_args, struct ccl_err) is mirrored by runtime/src/gpu/abi.h;
  * change both together (CCL_ABI_VERSION below and there). Layout follows docs/internals.md
  * exactly: units of `n` elements (stride in_ustride/out_ustride between units in in/out),
  * chunk stride cs = round_up(ceil(n/K), A), padded scratch, instances and slices cut at

@@ -1,4 +1,4 @@
-/* gpu_abi.h: the kernel ABI between compiler/emit_cuda.c's generated code and the GPU
+/* gpu/abi.h: the kernel ABI between compiler/emit_cuda.c's generated code and the GPU
  * backend. Field for field the `struct ccl_args` and `struct ccl_err` of the generated
  * prelude (every field 8 bytes, so host and device layouts agree); change both together
  * and bump CCL_ABI_VERSION in emit_cuda.c (now 4). */
@@ -33,7 +33,7 @@ typedef struct {
 
 /* Port channels: one request queue per grid block, in host-mapped pinned memory. The
  * block's thread 0 fills req[k % DEPTH] and then sets its seq to k + 1; the proxy
- * (gpu_proxy.c) copies requests in order and stores in `done` how many have landed. */
+ * (gpu/proxy.c) copies requests in order and stores in `done` how many have landed. */
 #define CCL_PORT_DEPTH 64
 #define CCL_SLOT_PORT (~2ull) /* CclGpuErr.slot of a timed-out port-channel wait */
 

@@ -1,7 +1,7 @@
-/* gpu_proxy.c: the host proxy that serves port-channel puts with the copy engine.
+/* gpu/proxy.c: the host proxy that serves port-channel puts with the copy engine.
  *
  * A kernel that uses port channels posts each put as a request in its block's queue
- * (gpu_abi.h's CclPortFifo, host-mapped pinned memory) and goes on; `flush` spins until
+ * (gpu/abi.h's CclPortFifo, host-mapped pinned memory) and goes on; `flush` spins until
  * the queue's `done` count reaches what the block posted. One proxy thread per GPU
  * communicator polls every registered queue, issues each new request as a
  * cuMemcpyAsync on the block's own non-blocking stream (a copy engine, over NVLink to
@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpu_proxy.h"
+#include "gpu/proxy.h"
 
 enum {
     BLOCK_MARKS = 16,            /* completions in flight per block */

@@ -1,9 +1,9 @@
-/* gpu_proxy.h: the host proxy serving port-channel puts (gpu_proxy.c). */
+/* gpu/proxy.h: the host proxy serving port-channel puts (gpu/proxy.c). */
 #ifndef CCL_GPU_PROXY_H
 #define CCL_GPU_PROXY_H
 
-#include "gpu.h"
-#include "gpu_abi.h"
+#include "gpu/gpu.h"
+#include "gpu/abi.h"
 
 /* Request queues for one algorithm's nblocks grid blocks, served from now on (the
  * proxy thread starts on first use). CCL_OK, or an error set on comm. */
