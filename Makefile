@@ -1,12 +1,17 @@
-# CCL: one Makefile, no recursion. Generated and compiled files go to build/.
+# CCL: one Makefile (none in subfolders). Generated and compiled files go to build/.
 #
-#   make              cclc, libccl, ccl-perf, examples (installs Flex/Bison/MPI if missing)
+#   make              cclc, libccl, ccl-perf, examples; installs nothing (needs Flex and
+#                     Bison: `make deps`)
+#   make deps         install what is missing for building and `make check`: Flex, Bison,
+#                     Open MPI (FOR="build fuzz ..." picks other targets' needs; deps-fuzz:
+#                     clang's libFuzzer runtime for make fuzz); tools/install-deps.sh
 #   make demo         prove and run an all-reduce on 4 ranks (CPU backend without a GPU)
 #   make check        every CPU test (what CI runs)
 #   make check-gpu    GPU tests; skip cleanly where no GPU is present
 #   make asan         the compiler and runtime tests under ASan+UBSan
 #   make fuzz         libFuzzer on the front end (FUZZ_SECONDS=60 by default)
 #   make update-golden  regenerate tests' golden plan and CUDA files
+# demo, check, asan and fuzz run the deps step first, so they set up a fresh machine.
 
 CC       ?= cc
 BUILD    ?= build
@@ -14,20 +19,31 @@ CUDA     ?= /usr/local/cuda
 OPT      ?= -O2
 CFLAGS_BASE = -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
               -Wmissing-prototypes -Wno-unused-parameter -D_GNU_SOURCE -pthread
-CFLAGS   += $(CFLAGS_BASE) -Icompiler -Iruntime/include -Iruntime/src -I$(BUILD) -I$(CUDA)/include
+CFLAGS   += $(CFLAGS_BASE) -Icompiler -Iruntime/include -Iruntime/src -I$(BUILD)
 # Bison and Flex output is not ours to fix; compile it with the warnings it is known to trip off.
 GEN_CFLAGS = $(filter-out -Wmissing-prototypes -Wshadow -Wstrict-prototypes,$(CFLAGS)) \
              -Wno-unused-function -Wno-sign-compare -Wno-implicit-fallthrough
 LDLIBS   += -pthread -ldl -lm -lrt
-# The GPU backend (runtime/src/gpu_*.c) loads libcuda and libnvrtc with dlopen, so it is
-# always built; comm.c picks it at run time when a GPU and driver are present.
-ifneq ($(wildcard runtime/src/gpu_backend.c),)
-CFLAGS   += -DCCL_HAVE_GPU_BACKEND
+# The GPU backend (runtime/src/gpu/*.c) loads libcuda and libnvrtc with dlopen, so it links
+# no CUDA library, but it compiles against the toolkit's cuda.h: it is built wherever
+# $(CUDA)/include/cuda.h exists, and comm.c picks it at run time when a GPU and driver are
+# present. Without cuda.h libccl has the CPU backend only, and the tests and tools that
+# include the backend's headers (tests/gpu/, tests/runtime/gpu_placement.c) are not built;
+# the JIT (gpu/jit.c: NVRTC by dlopen, no CUDA header) is, for tests/cuda's goldens.
+HAVE_GPU_BACKEND := $(and $(wildcard runtime/src/gpu/backend.c),$(wildcard $(CUDA)/include/cuda.h))
+ifneq ($(HAVE_GPU_BACKEND),)
+CFLAGS   += -I$(CUDA)/include -DCCL_HAVE_GPU_BACKEND
+GPU_SRC      := $(wildcard runtime/src/gpu/*.c)
+else
+GPU_SRC      := $(wildcard runtime/src/gpu/jit.c)
 endif
 
-COMPILER_SRC := $(filter-out compiler/main.c,$(wildcard compiler/*.c))
-RUNTIME_SRC  := $(wildcard runtime/src/*.c)
+COMPILER_SRC := $(wildcard compiler/*.c)
+# Common code, then the backends, each in its own folder (runtime/src/cpu/, runtime/src/gpu/).
+RUNTIME_SRC  := $(wildcard runtime/src/*.c runtime/src/cpu/*.c) $(GPU_SRC)
 GEN_SRC      := $(BUILD)/ccl.tab.c $(BUILD)/lex.yy.c
+# The cclc driver (check, plan, cuda, run) is a tool over libccl: tools/cclc/*.c.
+CCLC_SRC     := $(wildcard tools/cclc/*.c)
 
 COMPILER_OBJ := $(COMPILER_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:%.c=%.o) $(BUILD)/prelude_cuh.o
 RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o)
@@ -39,6 +55,9 @@ ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
 EXAMPLES     := $(filter-out $(BUILD)/examples/%_mpi,$(EXAMPLES))
 endif
 TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/%,$(wildcard tests/*/*.c)))
+ifeq ($(HAVE_GPU_BACKEND),)
+TEST_BINS    := $(filter-out $(BUILD)/tests/gpu/% $(BUILD)/tests/runtime/gpu_%,$(TEST_BINS))
+endif
 
 all: $(BUILD)/cclc $(BUILD)/libccl.a $(TOOLS) $(EXAMPLES) $(TEST_BINS) $(BUILD)/commit.txt
 
@@ -50,17 +69,29 @@ $(BUILD)/commit.txt: FORCE
 	    [ "$$(cat $@ 2>/dev/null)" = "$$c" ] || echo "$$c" >$@
 FORCE:
 
-# A fresh machine gets its build tools on the first make (tools/install-deps.sh).
-$(BUILD)/.deps:
-	@mkdir -p $(BUILD)
-	tools/install-deps.sh
-	@touch $@
+# Installing system packages is one explicit step: `make deps` (tools/install-deps.sh
+# installs only what is missing for FOR, default check: Flex, Bison, Open MPI), or
+# `make deps-fuzz` (adds clang's libFuzzer runtime). A plain make installs nothing; it
+# stops at the grammar with a message naming `make deps` when Flex or Bison is missing.
+# INSTALL_DEPS=: skips the step in demo, check, asan and fuzz (a machine without a network
+# whose build folder, generated parser included, was carried: bench/one-gpu-session.sh).
+FOR ?= check
+INSTALL_DEPS ?= tools/install-deps.sh
+deps:
+	$(INSTALL_DEPS) $(FOR)
+deps-fuzz:
+	$(INSTALL_DEPS) fuzz
+need_tool = @command -v $(1) >/dev/null 2>&1 || { echo "error: $(1) is missing: run 'make deps' to install \
+    what building CCL needs (Flex, Bison, Open MPI; see tools/install-deps.sh)" >&2; exit 1; }
 
-$(BUILD)/ccl.tab.c $(BUILD)/ccl.tab.h &: grammar/ccl.y | $(BUILD)/.deps
+$(BUILD)/ccl.tab.c $(BUILD)/ccl.tab.h &: grammar/ccl.y
+	$(call need_tool,bison)
+	$(call need_tool,flex)
 	@mkdir -p $(BUILD)
 	bison -Wall -Werror --defines=$(BUILD)/ccl.tab.h -o $(BUILD)/ccl.tab.c $<
 
 $(BUILD)/lex.yy.c $(BUILD)/lex.yy.h &: grammar/ccl.l $(BUILD)/ccl.tab.h
+	$(call need_tool,flex)
 	@mkdir -p $(BUILD)
 	flex --header-file=$(BUILD)/lex.yy.h -o $(BUILD)/lex.yy.c $<
 
@@ -76,18 +107,22 @@ $(BUILD)/prelude_cuh.c: compiler/cuda/prelude.cuh compiler/cuda/abi.h compiler/c
 $(BUILD)/prelude_cuh.o: $(BUILD)/prelude_cuh.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.c $(wildcard compiler/*.h compiler/cuda/*.h runtime/include/*.h runtime/src/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
+$(BUILD)/%.o: %.c $(wildcard compiler/*.h compiler/cuda/*.h runtime/include/*.h runtime/src/*.h runtime/src/*/*.h tools/cclc/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# Archives are written afresh: ar keeps members whose sources were moved or removed, and
+# cpu/backend.o and gpu/backend.o share a member name.
 $(BUILD)/libcclc.a: $(COMPILER_OBJ)
+	rm -f $@
 	ar rcs $@ $^
 
 # libccl carries the compiler objects too, so users link one library.
 $(BUILD)/libccl.a: $(RUNTIME_OBJ) $(COMPILER_OBJ)
+	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/cclc: $(BUILD)/compiler/main.o $(BUILD)/libccl.a
+$(BUILD)/cclc: $(CCLC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libccl.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%: tools/%.c $(BUILD)/libccl.a
@@ -105,11 +140,17 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-demo: all
+# These set up a fresh machine themselves: the deps step first, then a make of its own
+# (the Makefile is read again, so examples/allreduce_mpi is built once mpicc is there).
+demo:
+	$(INSTALL_DEPS) demo
+	$(MAKE) all
 	$(BUILD)/cclc check algorithms/allreduce/ring.ccl --ranks 4 --explain
 	$(BUILD)/cclc run algorithms/allreduce/ring.ccl --ranks 4 --count 1000003 --dtype bf16 --op sum --iters 3
 
-check: all
+check:
+	$(INSTALL_DEPS) check
+	$(MAKE) all
 	tests/run-all.sh $(BUILD)
 
 check-gpu: all
@@ -120,6 +161,7 @@ update-golden: all
 
 # The compiler and CPU-runtime suites, built with sanitizers into their own folder.
 asan:
+	$(INSTALL_DEPS) asan
 	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 	    all
 	ASAN_OPTIONS=detect_leaks=1 tests/run-all.sh build-asan cli diag verify algorithms fuzz runtime perf tuner
@@ -127,6 +169,7 @@ asan:
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS = -std=c11 -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -D_GNU_SOURCE
 fuzz:
+	$(INSTALL_DEPS) fuzz
 	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -fsanitize=fuzzer-no-link,address,undefined" build-fuzz/libcclc.a
 	clang $(FUZZ_FLAGS) -fsanitize=fuzzer -Icompiler -Ibuild-fuzz -o build-fuzz/fuzz_frontend \
 	    tests/fuzz/fuzz_frontend.c build-fuzz/libcclc.a -lm
@@ -137,5 +180,5 @@ fuzz:
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all demo check check-gpu update-golden asan fuzz clean FORCE
+.PHONY: all deps deps-fuzz demo check check-gpu update-golden asan fuzz clean FORCE
 .SECONDARY:

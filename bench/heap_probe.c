@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "ccl.h"
-#include "gpu_cuda.h"
+#include "gpu/driver.h"
 
 int main(int argc, char **argv)
 {

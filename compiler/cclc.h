@@ -1,6 +1,7 @@
 /* cclc.h: the compiler's one internal header, a section per pass file.
  *
- * The pipeline (see compiler/main.c for the flat list of calls):
+ * The pipeline (compile_source() in compile.c is the flat list of calls; the cclc driver
+ * that calls it lives in tools/cclc/):
  *
  *   source --parse.c (grammar/ccl.y)--> Ast
  *          --expand.c (for a concrete N)--> Program   (per rank, per thread block steps)
@@ -404,10 +405,5 @@ enum { COMPILE_NOT_ADMITTED = -2 };
 int compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks,
                    int root);
 void compilation_free(Compilation *c);
-
-/* ===== run_cmd.c: `cclc run` (links libccl) ===== */
-
-/* argv[0] is the FILE argument (everything after "run"); returns the exit status. */
-int cclc_run_command(int argc, char **argv);
 
 #endif

@@ -39,7 +39,7 @@
 #include "ccl.h"
 #include "internal.h"
 #ifdef CCL_HAVE_GPU_BACKEND
-#include "gpu.h"
+#include "gpu/gpu.h"
 #endif
 
 enum { MAX_LIST = 16, MAX_ALGOS = 32, MAX_CANDS = 4096, MAX_SIZES = 48, MAX_REPS = 1000 };
@@ -971,7 +971,7 @@ int main(int argc, char **argv)
     ccl__tune_table_init(&sh->table);
     /* Both buffers (N x the largest size where a collective's in or out has N units),
      * and scratch for the one variant being timed: up to ~20x the size for the shipped
-     * LL programs run double-buffered (gpu_backend.c's LL region). CCL_HEAP_BYTES
+     * LL programs run double-buffered (gpu/backend.c's LL region). CCL_HEAP_BYTES
      * decides instead when set. */
     int wide = o->colls[COLL_ALLGATHER] || o->colls[COLL_REDUCE_SCATTER] || o->colls[COLL_ALLTOALL];
     size_t maxb = o->hi * (size_t)(wide ? sh->nranks : 1);

@@ -1,18 +1,73 @@
 #!/usr/bin/env bash
-# Installs what building and testing CCL needs on a fresh Debian/Ubuntu machine:
-# Flex and Bison (the front end), Open MPI (multi-process tests), clang's libFuzzer
-# runtime (make fuzz). The CUDA toolkit (nvcc, NVRTC headers) is expected under
-# /usr/local/cuda; without it the GPU pieces are skipped, never faked.
+# Installs what building and testing CCL needs on a Debian/Ubuntu machine: only what is
+# missing, only what the named targets need, and it says what it installs. `make deps`
+# runs it; `make demo`, `make check`, `make asan` and `make fuzz` run it themselves, so a
+# fresh machine needs no other step. A plain `make` never installs anything.
+#
+#   tools/install-deps.sh [FOR...]        FOR: build, demo, check, asan, fuzz (default: check)
+#
+#   build, demo   Flex and Bison (the front end)
+#   check, asan   the same, and Open MPI (mpicc, mpirun: the MPI example and the
+#                 process-mode tests)
+#   fuzz          Flex and Bison, and clang with its libFuzzer runtime (make fuzz)
+#
+# The CUDA toolkit (cuda.h, NVRTC) is never installed: it is expected under /usr/local/cuda
+# (make CUDA=...); without it the GPU backend is not built and the GPU tests are skipped,
+# never faked.
 set -eu
-need=()
-command -v flex >/dev/null || need+=(flex)
-command -v bison >/dev/null || need+=(bison)
-command -v mpirun >/dev/null || need+=(openmpi-bin libopenmpi-dev)
-command -v clang >/dev/null || need+=(clang)
-ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need+=(libclang-rt-14-dev)
-[ ${#need[@]} -eq 0 ] && exit 0
-sudo=""
-[ "$(id -u)" = 0 ] || sudo=sudo
-echo "installing: ${need[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+
+[ $# -eq 0 ] && set -- check
+want_mpi=0 want_fuzz=0
+for w in "$@"; do
+    case $w in
+        build | demo | all) ;;
+        check | asan) want_mpi=1 ;;
+        fuzz) want_fuzz=1 ;;
+        *) echo "install-deps.sh: unknown '$w' (build, demo, check, asan, fuzz)" >&2; exit 2 ;;
+    esac
+done
+
+have() { command -v "$1" >/dev/null 2>&1; }
+fuzzer_runtime() {
+    have clang || return 1
+    local dir
+    dir=$(clang -print-resource-dir 2>/dev/null) || return 1
+    # The layout before clang 15, then the per-target one.
+    ls "$dir"/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+        ls "$dir"/lib/*/libclang_rt.fuzzer.a >/dev/null 2>&1
+}
+
+# What is missing, as "package (why)" lines for the message and packages for apt-get.
+need=() why=()
+missing() { need+=("$1"); why+=("$1 ($2)"); }
+have flex || missing flex "the lexer generator, for make"
+have bison || missing bison "the parser generator, for make"
+if [ $want_mpi = 1 ]; then
+    have mpicc || missing libopenmpi-dev "mpicc, for examples/allreduce_mpi"
+    have mpirun || missing openmpi-bin "mpirun, for the process-mode tests"
+fi
+if [ $want_fuzz = 1 ]; then
+    have clang || missing clang "the compiler make fuzz uses"
+fi
+
+install() {
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    printf 'install-deps.sh: installing %s\n' "$@"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+}
+
+if [ ${#need[@]} -gt 0 ]; then
+    install "${why[@]}"
+elif [ $want_fuzz = 0 ] || fuzzer_runtime; then
+    echo "install-deps.sh ($*): nothing missing"
+fi
+# libFuzzer's runtime ships per clang version: known only once clang is there.
+if [ $want_fuzz = 1 ] && ! fuzzer_runtime; then
+    v=$(clang -dumpversion | cut -d. -f1)
+    need=("libclang-rt-$v-dev") why=("libclang-rt-$v-dev (libFuzzer's runtime, for make fuzz)")
+    install "${why[@]}"
+    fuzzer_runtime || { echo "install-deps.sh: libFuzzer's runtime is still missing for clang $v" >&2; exit 1; }
+fi
+exit 0

@@ -11,10 +11,18 @@
  *   tuner.c    tuning tables: the algorithm and launch shape per (collective, size)
  *   bootstrap_env.c  a bootstrap from mpirun's environment (cclc run; no MPI link)
  *   reduce.c   element types and host reductions
- *   util.c     cache folders: where they are, whether to trust them
+ *   util.c     cache and library folders: where they are, whether to trust them
  *   handles.c  which communicator and algorithm handles are alive
- *   cpu_*.c    the CPU backend (host threads run the Plan)
- *   gpu_*.c    the GPU backend (NVRTC kernels), same interface
+ *   cpu/       the CPU backend (backend.c: host threads run the Plan)
+ *   gpu/       the GPU backend (NVRTC kernels), same interface: gpu.h (its shared
+ *              state), driver.c/.h (the CUDA driver API, dlopen'd), device.c (what
+ *              the ranks on one GPU share), mem.c (the symmetric heap), backend.c
+ *              (kernels, launches, staging, errors), proxy.c/.h (port channels),
+ *              jit.c/.h (NVRTC with a disk cache); the kernel ABI is the compiler's
+ *              cuda/abi.h
+ *
+ * Common code (this folder) reaches a backend only through CclBackend below; the
+ * backends' headers are included path-qualified ("gpu/gpu.h"), from -Iruntime/src.
  *
  * Symmetric memory model. Every rank owns one heap of comm->heap_bytes bytes; every
  * rank's process can address every peer's heap (comm->heap_base[p]; threads mode:
@@ -55,7 +63,7 @@ enum {
 
 /* At offset 0 of every rank's heap. Zero when the heap is created. Each backend reaches
  * it its own way: the CPU backend through heap_base on the host (its abort and barrier
- * helpers are static to cpu_backend.c, because on GPUs heap_base holds device
+ * helpers are static to cpu/backend.c, because on GPUs heap_base holds device
  * addresses the host must never dereference), the GPU backend on the device. */
 typedef struct {
     /* Non-zero once this rank must stop: 1 + the rank whose failure stopped it. A
@@ -403,7 +411,7 @@ void ccl__quarantine_release(ccl_comm_t *comm);
  * the wrong memory. Zero when free, like the counters. */
 typedef struct {
     _Atomic uint64_t call;           /* 1 + call_index of the fields below; 0: none yet,
-                                        or being rewritten (a seqlock: cpu_backend.c) */
+                                        or being rewritten (a seqlock: cpu/backend.c) */
     _Atomic uint64_t in_off, out_off, in_stride, out_stride, staged; /* staged: bit 0 in, bit 1 out */
     _Atomic uint64_t count;          /* the call's count, dtype and op: every rank must */
     _Atomic uint64_t kind;           /* pass the same (dtype << 8 | op) */

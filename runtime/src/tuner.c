@@ -27,7 +27,7 @@
 
 #include "internal.h"
 #ifdef CCL_HAVE_GPU_BACKEND
-#include "gpu.h"
+#include "gpu/gpu.h"
 #endif
 
 #define TUNE_MAGIC "ccl-tune-table 1"

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "jit.h"
+#include "gpu/jit.h"
 
 static int failures;
 static const char *source_a = "extern \"C\" __global__ void k(int *x) { x[threadIdx.x] += 1; }\n";

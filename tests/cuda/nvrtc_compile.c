@@ -3,7 +3,7 @@
  *   nvrtc_compile FILE.ccl N [--arch SM] [--dtype T] [--op O] [--protocol P] [--emit R]
  *
  * Compiles FILE for N ranks (root 0), emits each rank's kernel and compiles it with
- * the runtime's JIT (runtime/src/jit.c, no cache) for sm_SM (default 90). Prints one
+ * the runtime's JIT (runtime/src/gpu/jit.c, no cache) for sm_SM (default 90). Prints one
  * "ok" or "FAIL" line per rank; exits 0 when all passed, 1 otherwise, 77 when NVRTC is
  * not available or the algorithm does not admit N. With --emit R it only prints rank R's source (for golden files). */
 #include <stdio.h>
@@ -12,7 +12,7 @@
 
 #include "cclc.h"
 #include "internal.h"
-#include "jit.h"
+#include "gpu/jit.h"
 
 /* The LL region the generated source lays out (its header comment: "after 2 x S scratch
  * chunks: 2 halves by call parity x T chunks x 2*CS*esize bytes"), in chunks of CS

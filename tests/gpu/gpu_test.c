@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "ccl.h"
-#include "gpu_cuda.h"
+#include "gpu/driver.h"
 #include "internal.h"
 
 typedef struct {

@@ -11,8 +11,8 @@
 #include <time.h>
 
 #include "cclc.h"
-#include "gpu_cuda.h"
-#include "jit.h"
+#include "gpu/driver.h"
+#include "gpu/jit.h"
 
 static double now_ms(void)
 {

@@ -1,11 +1,11 @@
 /* gpu_placement.c: which GPU each rank gets and when placements are refused
- * (runtime/src/gpu_device.c), on made-up bootstrap rounds: no GPU needed.
+ * (runtime/src/gpu/device.c), on made-up bootstrap rounds: no GPU needed.
  *
  * Prints "ok placement: WHAT" or "FAIL placement: WHAT: got ..., want ...". */
 #include <stdio.h>
 #include <string.h>
 
-#include "gpu.h"
+#include "gpu/gpu.h"
 
 static int failures;
 

@@ -3,7 +3,7 @@
  *   cclc check FILE --ranks N [--root R] [--explain]
  *   cclc plan  FILE --ranks N [--root R] [--json]
  *   cclc cuda  FILE --ranks N --rank R [--root R] [--protocol P] [--dtype T] [--op O]
- *   cclc run   FILE --ranks N ...          (runs it; see compiler/run_cmd.c)
+ *   cclc run   FILE --ranks N ...          (runs it; see tools/cclc/run.c)
  *
  * Exit status: 0 proved (or printed); 1 the program has errors (diagnostics on stderr);
  * 2 a usage error: unknown flag, unreadable file, N out of range or not admitted by the
@@ -19,6 +19,7 @@
 
 #include "ccl.h"
 #include "cclc.h"
+#include "run.h"
 
 enum { EXIT_PROGRAM_ERROR = 1, EXIT_USAGE = 2 };
 enum { MAX_SOURCE_BYTES = 16 << 20 };

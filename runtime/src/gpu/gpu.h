@@ -1,15 +1,15 @@
-/* gpu.h: state shared by the GPU backend's files (gpu_device.c: what the ranks on one
- * GPU share; gpu_mem.c: the symmetric heap; gpu_backend.c: kernels, launches, errors;
- * gpu_proxy.c: port channels). */
+/* gpu/gpu.h: state shared by the GPU backend's files (gpu/device.c: what the ranks on one
+ * GPU share; gpu/mem.c: the symmetric heap; gpu/backend.c: kernels, launches, errors;
+ * gpu/proxy.c: port channels). */
 #ifndef CCL_GPU_H
 #define CCL_GPU_H
 
-#include "gpu_cuda.h"
+#include "gpu/driver.h"
 #include "internal.h"
 
-typedef struct GpuProxy GpuProxy;           /* gpu_proxy.c */
+typedef struct GpuProxy GpuProxy;           /* gpu/proxy.c */
 typedef struct GpuPortQueues GpuPortQueues;
-typedef struct GpuDevice GpuDevice;         /* gpu_device.c */
+typedef struct GpuDevice GpuDevice;         /* gpu/device.c */
 /* What a rank says about its GPU in ccl__gpu_agree_device's two bootstrap rounds. */
 typedef struct {
     int64_t pid;
@@ -51,7 +51,7 @@ typedef struct {
 
 /* comm->be_comm on the GPU backend. */
 typedef struct {
-    GpuDevice *device;        /* gpu_device.c: shared with every comm on this GPU */
+    GpuDevice *device;        /* gpu/device.c: shared with every comm on this GPU */
     CUdevice dev;
     CUcontext ctx;            /* the device's primary context, current in every hook */
     int sms;                  /* multiprocessors */
@@ -68,7 +68,7 @@ typedef struct {
     GpuStreamMark *marks;
     int nmarks, marks_cap;
     /* The GPU's stream for synchronous copies and memsets, which must not wait for
-     * the ranks' kernels (gpu_device.c). */
+     * the ranks' kernels (gpu/device.c). */
     CUstream quiet;
     int arch;                 /* compute capability as 90 for sm_90 */
     size_t heap_size;         /* comm->heap_bytes rounded up to the granularity */
@@ -87,7 +87,7 @@ typedef struct {
     GpuProxy *proxy;          /* serves port-channel puts; NULL until the first needs it */
 } GpuComm;
 
-/* gpu_device.c */
+/* gpu/device.c */
 /* Collective: agrees on every rank's GPU (comm->device, or CCL_DEVICE_AUTO: the rank's
  * index among its host's ranks modulo the GPUs there), fails on every rank at once when
  * one has no GPU or two processes would share one, and sets comm->device, g->device and
@@ -120,7 +120,7 @@ void ccl__gpu_module_publish(GpuDevice *d, GpuModule *m, CUmodule mod, const cha
 int ccl__gpu_stream_claim(GpuDevice *d, CUstream s, const void *owner, const void **holder);
 void ccl__gpu_stream_unclaim_all(GpuDevice *d, const void *owner);
 
-/* gpu_mem.c */
+/* gpu/mem.c */
 ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootstrap_t *boot);
 void ccl__gpu_heap_destroy(ccl_comm_t *comm, GpuComm *g);
 

@@ -1,8 +1,8 @@
-/* gpu_proxy.h: the host proxy serving port-channel puts (gpu_proxy.c). */
+/* gpu/proxy.h: the host proxy serving port-channel puts (gpu/proxy.c). */
 #ifndef CCL_GPU_PROXY_H
 #define CCL_GPU_PROXY_H
 
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "cuda/abi.h"
 
 /* Request queues for one algorithm's nblocks grid blocks, served from now on (the

@@ -1,6 +1,6 @@
-/* gpu_cuda.h: the CUDA driver API as the GPU backend uses it, loaded with dlopen.
+/* gpu/driver.h: the CUDA driver API as the GPU backend uses it, loaded with dlopen.
  *
- * libccl never links libcuda: gpu_cuda.c opens libcuda.so.1 on first use and fills
+ * libccl never links libcuda: gpu/driver.c opens libcuda.so.1 on first use and fills
  * `ccl__cu` with the entry points below (the versioned symbol names that cuda.h's
  * macros would pick), so a machine without a driver still runs the CPU backend. Types
  * and constants come from cuda.h (headers only). Also used by tests/gpu to move data. */

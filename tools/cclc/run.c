@@ -1,4 +1,4 @@
-/* run_cmd.c: `cclc run FILE --ranks N ...`, an algorithm run on real data and checked.
+/* run.c: `cclc run FILE --ranks N ...`, an algorithm run on real data and checked.
  *
  * Takes an algorithm file and a run's shape; loads the algorithm through libccl (the
  * same path users take), fills every rank's input with data whose correct result is
@@ -39,6 +39,7 @@
 
 #include "cclc.h"
 #include "internal.h"
+#include "run.h"
 
 typedef struct {
     const char *file;

@@ -1,4 +1,4 @@
-/* gpu_mem.c: the symmetric heap on GPUs.
+/* gpu/mem.c: the symmetric heap on GPUs.
  *
  * Each rank creates its heap with cuMemCreate on its own GPU (exportable as a POSIX
  * file descriptor) and maps it. Peers then reach it in one of two ways:
@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpu.h"
+#include "gpu/gpu.h"
 
 typedef struct {
     int64_t pid;
@@ -252,7 +252,7 @@ fail:
 }
 
 /* Ranks sharing the GPU may still run kernels on this heap (their waits end by timeout
- * at worst): gpu_device.c parks the releases until the GPU's last comm goes. */
+ * at worst): gpu/device.c parks the releases until the GPU's last comm goes. */
 void ccl__gpu_heap_destroy(ccl_comm_t *comm, GpuComm *g)
 {
     for (int p = 0; g->mapped && p < comm->nranks; p++)

@@ -1,4 +1,4 @@
-/* jit.h: NVRTC compilation with a disk cache (runtime/src/jit.c).
+/* gpu/jit.h: NVRTC compilation with a disk cache (runtime/src/gpu/jit.c).
  *
  * libnvrtc is loaded with dlopen on first use, so libccl links and runs on machines
  * without the CUDA toolkit; there every call fails with a message saying so. */

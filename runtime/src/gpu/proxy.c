@@ -1,4 +1,4 @@
-/* gpu_proxy.c: the host proxy that serves port-channel puts with the copy engine.
+/* gpu/proxy.c: the host proxy that serves port-channel puts with the copy engine.
  *
  * A kernel that uses port channels posts each put as a request in its block's queue
  * (compiler/cuda/abi.h's CclPortFifo, host-mapped pinned memory) and goes on; `flush`
@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpu_proxy.h"
+#include "gpu/proxy.h"
 
 enum {
     BLOCK_MARKS = 16,            /* completions in flight per block */

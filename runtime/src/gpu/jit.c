@@ -1,4 +1,4 @@
-/* jit.c: NVRTC compilation of generated kernels, with a disk cache.
+/* gpu/jit.c: NVRTC compilation of generated kernels, with a disk cache.
  *
  * Takes CUDA C source (from emit_cuda) and a target arch; gives a cubin. libnvrtc is
  * dlopen'd once (CCL_NVRTC names a file to try first), so nothing here needs the CUDA
@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "jit.h"
+#include "gpu/jit.h"
 
 typedef int nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;

@@ -1,4 +1,4 @@
-/* cpu_backend.c: the Plan executed by host threads on host memory.
+/* cpu/backend.c: the Plan executed by host threads on host memory.
  *
  * Takes resolved calls (CclCall) from algorithm.c; runs them asynchronously, in order, on
  * one worker thread per communicator, so one host thread can drive every rank of a

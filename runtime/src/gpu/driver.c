@@ -1,4 +1,4 @@
-/* gpu_cuda.c: loads the CUDA driver API with dlopen (see gpu_cuda.h).
+/* gpu/driver.c: loads the CUDA driver API with dlopen (see gpu/driver.h).
  *
  * The symbol names are the ABI versions cuda.h selects for CUDA 12/13 (the _v2 forms
  * where they exist); cuGetProcAddress is not used so that the table reads plainly. */
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "gpu_cuda.h"
+#include "gpu/driver.h"
 
 CclCuda ccl__cu;
 

@@ -1,8 +1,8 @@
-/* gpu_backend.c: the GPU backend (internal.h's CclBackend) on the CUDA driver API.
+/* gpu/backend.c: the GPU backend (internal.h's CclBackend) on the CUDA driver API.
  *
  * Takes loaded algorithms and calls from the common code; gives asynchronous launches
  * on the user's stream. Per algorithm and (dtype, op) it emits this rank's kernel
- * (compiler/emit_cuda.c), compiles it with NVRTC through the disk cache (jit.c) and
+ * (compiler/emit_cuda.c), compiles it with NVRTC through the disk cache (gpu/jit.c) and
  * loads it, on first use. A call is then at most: a staging copy in, the fused kernel,
  * for avg an all-rank barrier + division + barrier (kernels of the same module), a
  * staging copy out. Nothing waits on the host, so calls are CUDA-graph capturable
@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "cuda/abi.h"
-#include "gpu_proxy.h"
-#include "jit.h"
+#include "gpu/proxy.h"
+#include "gpu/jit.h"
 
 typedef struct {
     GpuModule *module;        /* NULL until loaded; the GPU's kernel cache owns it */
@@ -328,7 +328,7 @@ static int gpu_claim_kernel(ccl_algorithm_t *alg, int rank, const EmitOptions *e
 /* The kernel for (dtype, op), loaded. On a GPU that several ranks of this comm share,
  * the first of them to get here loads every one's kernel (compiled at once, one thread
  * each): a module load waits for the kernels running on the GPU, and once a rank has
- * launched, its kernel waits for the others' (gpu_device.c). */
+ * launched, its kernel waits for the others' (gpu/device.c). */
 static ccl_result_t gpu_kernel(ccl_algorithm_t *alg, ccl_dtype_t dtype, ccl_op_t op, GpuKernel **out)
 {
     ccl_comm_t *comm = alg->comm;

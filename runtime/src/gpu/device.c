@@ -1,4 +1,4 @@
-/* gpu_device.c: what the communicators of this process that use one GPU share.
+/* gpu/device.c: what the communicators of this process that use one GPU share.
  *
  * Ranks driven by one process on one GPU share its primary context, and a rank's
  * kernel spins until its peers' kernels run. On an H100 (bench/probes/shared-gpu-*.txt)
@@ -9,14 +9,14 @@
  * the kernel's timeout. This file keeps the GPU backend clear of that:
  *
  *  - one kernel cache per GPU: the first rank to need a kernel loads that kernel for
- *    every rank of its communicator on this GPU (gpu_backend.c, gpu_kernel), so no rank
+ *    every rank of its communicator on this GPU (gpu/backend.c, gpu_kernel), so no rank
  *    loads a module once a peer may have launched;
  *  - releases that wait (device and host-mapped memory, modules, heap mappings) are
  *    parked while another communicator uses the GPU, and done when the last one goes;
  *  - stream claims: two ranks that share a GPU must not queue on one stream (the
  *    second rank's kernel would wait behind the first's, which waits for it);
  *  - few streams: streams share the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS,
- *    which gpu_cuda.c raises to 32), and work queued behind a spinning kernel in a
+ *    which gpu/driver.c raises to 32), and work queued behind a spinning kernel in a
  *    shared queue waits for it, so the comms of a GPU share one stream for short
  *    synchronous work and make their own stream only when a call needs it.
  *
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gpu.h"
+#include "gpu/gpu.h"
 
 enum { GPU_MAX_DEVICES = 64 };
 
