@@ -14,7 +14,7 @@
  *    the result after the call (a rank must not return before its output arrived);
  *  - port-channel puts, which a host proxy completes asynchronously (some time before
  *    the block's next `flush` of their peer), are placed at their statement like every
- *    other step; check_port_puts makes that exact by requiring, per thread block, a
+ *    other step; vfy_check_port_puts makes that exact by requiring, per thread block, a
  *    flush before any signal, wait or barrier and before the block ends, and no step of
  *    the block touching an unflushed put's chunks in between;
  *  - no deadlock: signal and wait counts balance per semaphore, barriers are reached by
@@ -43,22 +43,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cclc.h"
-
-enum {
-    MAX_RACE_REPORTS = 4,     /* distinct statement pairs reported as races */
-    MAX_POST_REPORTS = 4,     /* postcondition errors (one per writing statement) */
-    MAX_STEP_REPORTS = 8,     /* layout / read-only errors (one per statement) */
-    MAX_LISTED = 6,           /* contributions spelled out in one message */
-    MAX_SEEN = 256,           /* remembered statement locations for de-duplication */
-    MAX_CELLS = 1 << 23,      /* chunk cells simulated, all ranks and buffers */
-    MAX_SYNC_SLOTS = 1 << 24, /* vector-clock entries: threads x threads, blocks x ranks */
-};
-#define MAX_CLOCK_WORK 2e9    /* vector-clock entries joined in one simulated call */
+#include "verify.h"
 
 /* ---- working memory ---- */
 
-static void *xcalloc(size_t n, size_t size)
+void *vfy_xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p)
@@ -66,7 +55,7 @@ static void *xcalloc(size_t n, size_t size)
     return p;
 }
 
-static void *xrealloc(void *p, size_t size)
+void *vfy_xrealloc(void *p, size_t size)
 {
     p = realloc(p, size ? size : 1);
     if (!p)
@@ -74,13 +63,7 @@ static void *xrealloc(void *p, size_t size)
     return p;
 }
 
-/* A growable string for building messages. */
-typedef struct {
-    char *s;
-    size_t n, cap;
-} Str;
-
-__attribute__((format(printf, 2, 3))) static void str_printf(Str *b, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) void vfy_str_printf(Str *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -90,7 +73,7 @@ __attribute__((format(printf, 2, 3))) static void str_printf(Str *b, const char 
         return;
     if (b->n + (size_t)n + 1 > b->cap) {
         b->cap = (b->n + (size_t)n + 1) * 2;
-        b->s = xrealloc(b->s, b->cap);
+        b->s = vfy_xrealloc(b->s, b->cap);
     }
     va_start(ap, fmt);
     vsnprintf(b->s + b->n, (size_t)n + 1, fmt, ap);
@@ -98,20 +81,14 @@ __attribute__((format(printf, 2, 3))) static void str_printf(Str *b, const char 
     b->n += (size_t)n;
 }
 
-static const char *str_get(const Str *b)
+const char *vfy_str_get(const Str *b)
 {
     return b->s ? b->s : "";
 }
 
 /* ---- reporting: to a Diag, or quietly (in-place and --explain re-runs) ---- */
 
-typedef struct {
-    Diag *d;              /* NULL: quiet; count errors and keep the first message */
-    int nerrors;
-    char first[640];
-} Reporter;
-
-__attribute__((format(printf, 3, 4))) static void rep_error(Reporter *rep, SrcLoc loc, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) void vfy_error(Reporter *rep, SrcLoc loc, const char *fmt, ...)
 {
     char msg[2048];
     va_list ap;
@@ -128,7 +105,7 @@ __attribute__((format(printf, 3, 4))) static void rep_error(Reporter *rep, SrcLo
     rep->nerrors++;
 }
 
-__attribute__((format(printf, 3, 4))) static void rep_note(Reporter *rep, SrcLoc loc, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) void vfy_note(Reporter *rep, SrcLoc loc, const char *fmt, ...)
 {
     if (!rep->d)
         return;
@@ -140,22 +117,15 @@ __attribute__((format(printf, 3, 4))) static void rep_note(Reporter *rep, SrcLoc
     diag_note(rep->d, loc, "%s", msg);
 }
 
-/* Remembers statement locations already reported, so one wrong line in a loop over N
- * ranks gives one message, not N. */
-typedef struct {
-    SrcLoc v[MAX_SEEN];
-    int n;
-} Seen;
-
-static int same_loc(SrcLoc a, SrcLoc b)
+int vfy_same_loc(SrcLoc a, SrcLoc b)
 {
     return a.line == b.line && a.col == b.col;
 }
 
-static int seen_before(Seen *s, SrcLoc loc)
+int vfy_seen_before(Seen *s, SrcLoc loc)
 {
     for (int i = 0; i < s->n; i++)
-        if (same_loc(s->v[i], loc))
+        if (vfy_same_loc(s->v[i], loc))
             return 1;
     if (s->n < MAX_SEEN)
         s->v[s->n++] = loc;
@@ -163,18 +133,6 @@ static int seen_before(Seen *s, SrcLoc loc)
 }
 
 /* ---- the program's shape ---- */
-
-typedef struct {
-    const Program *p;
-    int n, k, nb;
-    int maxtb;            /* thread blocks of the launch: the most any rank uses */
-    int *blk;             /* [rank * maxtb + tb]: block index, or -1 */
-    int rank_cells;       /* chunks of all buffers of one rank */
-    int *buf_base;        /* per buffer: its first cell within a rank */
-    int show_tb;          /* messages name thread blocks only when there are several */
-    int *vc_spare;        /* the last simulation's clock matrix, reused by the next: */
-    size_t vc_spare_n;    /* at N = 64 with 64 blocks per rank it is 64 MB */
-} Shape;
 
 static void shape_init(Shape *sh, const Program *p)
 {
@@ -189,7 +147,7 @@ static void shape_init(Shape *sh, const Program *p)
     if (sh->maxtb < 1)
         sh->maxtb = 1;
     sh->show_tb = sh->maxtb > 1;
-    sh->blk = xcalloc((size_t)sh->n * (size_t)sh->maxtb, sizeof *sh->blk);
+    sh->blk = vfy_xcalloc((size_t)sh->n * (size_t)sh->maxtb, sizeof *sh->blk);
     for (int i = 0; i < sh->n * sh->maxtb; i++)
         sh->blk[i] = -1;
     for (int b = 0; b < p->nblocks; b++) {
@@ -198,7 +156,7 @@ static void shape_init(Shape *sh, const Program *p)
             internal_error("block %d has rank %d tb %d outside the program", b, bl->rank, bl->tb);
         sh->blk[bl->rank * sh->maxtb + bl->tb] = b;
     }
-    sh->buf_base = xcalloc((size_t)p->nbufs, sizeof *sh->buf_base);
+    sh->buf_base = vfy_xcalloc((size_t)p->nbufs, sizeof *sh->buf_base);
     for (int i = 0; i < p->nbufs; i++) {
         sh->buf_base[i] = sh->rank_cells;
         sh->rank_cells += p->buf_chunks[i];
@@ -212,7 +170,7 @@ static void shape_fini(Shape *sh)
     free(sh->vc_spare);
 }
 
-static int block_of(const Shape *sh, int rank, int tb)
+int vfy_block_of(const Shape *sh, int rank, int tb)
 {
     if (rank < 0 || rank >= sh->n || tb < 0 || tb >= sh->maxtb)
         return -1;
@@ -223,13 +181,13 @@ static int block_of(const Shape *sh, int rank, int tb)
 static int first_block(const Shape *sh, int rank)
 {
     for (int t = 0; t < sh->maxtb; t++)
-        if (block_of(sh, rank, t) >= 0)
-            return block_of(sh, rank, t);
+        if (vfy_block_of(sh, rank, t) >= 0)
+            return vfy_block_of(sh, rank, t);
     return -1;
 }
 
 /* "rank 2" or "rank 2 tb 1", for messages. */
-static const char *where_text(const Shape *sh, int rank, int tb, char *buf, size_t size)
+const char *vfy_where_text(const Shape *sh, int rank, int tb, char *buf, size_t size)
 {
     if (sh->show_tb)
         snprintf(buf, size, "rank %d tb %d", rank, tb);
@@ -239,10 +197,35 @@ static const char *where_text(const Shape *sh, int rank, int tb, char *buf, size
 }
 
 /* "in@0[1]", "s@2[3]" */
-static const char *cell_text(const Shape *sh, int rank, int buf, int chunk, char *out, size_t size)
+const char *vfy_cell_text(const Shape *sh, int rank, int buf, int chunk, char *out, size_t size)
 {
     snprintf(out, size, "%s@%d[%d]", sh->p->buf_name[buf], rank, chunk);
     return out;
+}
+
+/* In place, the collective's in and out are one buffer (docs/language.md): maps a chunk
+ * of in onto the chunk of out it is (or out onto in, for reduce_scatter). Contiguous
+ * chunks stay contiguous, so a range maps by its first chunk. */
+void vfy_inplace_alias(const Shape *sh, int rank, int *buf, int *chunk)
+{
+    switch (sh->p->coll) {
+    case COLL_ALLREDUCE:
+    case COLL_BROADCAST:
+    case COLL_REDUCE:
+        if (*buf == BUF_IN)
+            *buf = BUF_OUT;
+        break;
+    case COLL_ALLGATHER:
+        if (*buf == BUF_IN)
+            *buf = BUF_OUT, *chunk += rank * sh->k;
+        break;
+    case COLL_REDUCE_SCATTER:
+        if (*buf == BUF_OUT)
+            *buf = BUF_IN, *chunk += rank * sh->k;
+        break;
+    case COLL_ALLTOALL:
+        break;
+    }
 }
 
 /* ---- contents: expressions over input contributions ----
@@ -298,7 +281,7 @@ static int node_new(Nodes *ns, int kind, int a, int b, int c)
 {
     if (ns->n == ns->cap) {
         ns->cap = ns->cap ? ns->cap * 2 : 1024;
-        ns->v = xrealloc(ns->v, sizeof *ns->v * (size_t)ns->cap);
+        ns->v = vfy_xrealloc(ns->v, sizeof *ns->v * (size_t)ns->cap);
     }
     Node x = {.kind = kind, .a = a, .b = b, .c = c};
     if (kind == NODE_SUM) {
@@ -339,9 +322,9 @@ static int leaf_cmp(const void *x, const void *y)
  * number of leaves written to *out (malloc'd, sorted by node). */
 static int node_leaves(const Nodes *ns, int root, Leaf **out)
 {
-    int64_t *mult = xcalloc((size_t)ns->n, sizeof *mult);
-    char *mark = xcalloc((size_t)ns->n, 1);
-    int *stack = xcalloc((size_t)ns->n, sizeof *stack), sp = 0, hi = root;
+    int64_t *mult = vfy_xcalloc((size_t)ns->n, sizeof *mult);
+    char *mark = vfy_xcalloc((size_t)ns->n, 1);
+    int *stack = vfy_xcalloc((size_t)ns->n, sizeof *stack), sp = 0, hi = root;
     mark[root] = 1;
     stack[sp++] = root;
     int lo = root;
@@ -372,7 +355,7 @@ static int node_leaves(const Nodes *ns, int root, Leaf **out)
         for (int i = 0; i < 2; i++)
             mult[ch[i]] = mult[ch[i]] > INT64_MAX - mult[x] ? INT64_MAX : mult[ch[i]] + mult[x];
     }
-    Leaf *leaves = xcalloc((size_t)nleaves, sizeof *leaves);
+    Leaf *leaves = vfy_xcalloc((size_t)nleaves, sizeof *leaves);
     int k = 0;
     for (int x = lo; x <= hi; x++)
         if (mark[x] && mult[x] && ns->v[x].kind != NODE_SUM)
@@ -388,9 +371,9 @@ static int node_leaves(const Nodes *ns, int root, Leaf **out)
 static void leaf_text(const Shape *sh, const Node *x, Str *s)
 {
     if (x->kind == NODE_IN)
-        str_printf(s, "in@%d[%d]", x->a, x->b);
+        vfy_str_printf(s, "in@%d[%d]", x->a, x->b);
     else
-        str_printf(s, "uninitialized %s@%d[%d]", sh->p->buf_name[x->b], x->a, x->c);
+        vfy_str_printf(s, "uninitialized %s@%d[%d]", sh->p->buf_name[x->b], x->a, x->c);
 }
 
 /* The reduction tree of a node, e.g. "((in@0[0] + in@1[0]) + in@2[0])", cut short. */
@@ -398,43 +381,18 @@ static void node_tree_text(const Shape *sh, const Nodes *ns, int id, Str *s, int
 {
     const Node *x = &ns->v[id];
     if (s->n > 300 || depth > 40) {
-        str_printf(s, "...");
+        vfy_str_printf(s, "...");
         return;
     }
     if (x->kind != NODE_SUM) {
         leaf_text(sh, x, s);
         return;
     }
-    str_printf(s, "(");
+    vfy_str_printf(s, "(");
     node_tree_text(sh, ns, x->a, s, depth + 1);
-    str_printf(s, " + ");
+    vfy_str_printf(s, " + ");
     node_tree_text(sh, ns, x->b, s, depth + 1);
-    str_printf(s, ")");
-}
-
-/* In place, the collective's in and out are one buffer (docs/language.md): maps a chunk
- * of in onto the chunk of out it is (or out onto in, for reduce_scatter). Contiguous
- * chunks stay contiguous, so a range maps by its first chunk. */
-static void inplace_alias(const Shape *sh, int rank, int *buf, int *chunk)
-{
-    switch (sh->p->coll) {
-    case COLL_ALLREDUCE:
-    case COLL_BROADCAST:
-    case COLL_REDUCE:
-        if (*buf == BUF_IN)
-            *buf = BUF_OUT;
-        break;
-    case COLL_ALLGATHER:
-        if (*buf == BUF_IN)
-            *buf = BUF_OUT, *chunk += rank * sh->k;
-        break;
-    case COLL_REDUCE_SCATTER:
-        if (*buf == BUF_OUT)
-            *buf = BUF_IN, *chunk += rank * sh->k;
-        break;
-    case COLL_ALLTOALL:
-        break;
-    }
+    vfy_str_printf(s, ")");
 }
 
 /* ---- static checks: semaphore and barrier counts ---- */
@@ -467,8 +425,8 @@ static void check_sem_counts(const Shape *sh, Reporter *rep, SyncCounts *sc)
 {
     const Program *p = sh->p;
     int n = sh->n;
-    int *sig = xcalloc((size_t)sh->nb * (size_t)n, sizeof *sig);
-    int *wt = xcalloc((size_t)sh->nb * (size_t)n, sizeof *wt);
+    int *sig = vfy_xcalloc((size_t)sh->nb * (size_t)n, sizeof *sig);
+    int *wt = vfy_xcalloc((size_t)sh->nb * (size_t)n, sizeof *wt);
     for (int b = 0; b < sh->nb; b++) {
         const Block *bl = &p->blocks[b];
         for (int i = 0; i < bl->nsteps; i++) {
@@ -487,37 +445,37 @@ static void check_sem_counts(const Shape *sh, Reporter *rep, SyncCounts *sc)
         const Block *bl = &p->blocks[b];
         for (int q = 0; q < n; q++) {
             /* Block b waits for q: q's block of the same tb signals. */
-            int sb = block_of(sh, q, bl->tb);
+            int sb = vfy_block_of(sh, q, bl->tb);
             int nw = wt[b * n + q], ns = sb >= 0 ? sig[sb * n + bl->rank] : 0;
             if (nw > ns) {
                 const Step *st = nth_step(bl, STEP_WAIT, q, ns);
                 times_text(ns, t1, sizeof t1);
                 times_text(nw, t2, sizeof t2);
-                if (seen_before(&seen, st->loc)) {
+                if (vfy_seen_before(&seen, st->loc)) {
                     /* reported for another rank already */
                 } else if (sb < 0) {
-                    rep_error(rep, st->loc, "wait on %s for rank %d never completes: rank %d has no thread block %d, "
-                              "so nothing signals it (waited %s)", where_text(sh, bl->rank, bl->tb, w1, sizeof w1),
+                    vfy_error(rep, st->loc, "wait on %s for rank %d never completes: rank %d has no thread block %d, "
+                              "so nothing signals it (waited %s)", vfy_where_text(sh, bl->rank, bl->tb, w1, sizeof w1),
                               q, q, bl->tb, t2);
                 } else {
-                    rep_error(rep, st->loc, "wait at line %d on %s for rank %d never completes: rank %d signals it "
-                              "%s, waited %s", st->loc.line, where_text(sh, bl->rank, bl->tb, w1, sizeof w1), q, q,
+                    vfy_error(rep, st->loc, "wait at line %d on %s for rank %d never completes: rank %d signals it "
+                              "%s, waited %s", st->loc.line, vfy_where_text(sh, bl->rank, bl->tb, w1, sizeof w1), q, q,
                               ns ? t1 : "never", t2);
                 }
             }
             /* Block b signals q: q's block of the same tb waits. */
-            int wb = block_of(sh, q, bl->tb);
+            int wb = vfy_block_of(sh, q, bl->tb);
             ns = sig[b * n + q];
             nw = wb >= 0 ? wt[wb * n + bl->rank] : 0;
             if (ns > nw) {
                 const Step *st = nth_step(bl, STEP_SIGNAL, q, nw);
                 times_text(ns, t1, sizeof t1);
                 times_text(nw, t2, sizeof t2);
-                if (!seen_before(&seen, st->loc))
-                    rep_error(rep, st->loc, "signal at line %d on %s to rank %d is never waited for: it signals %s, "
+                if (!vfy_seen_before(&seen, st->loc))
+                    vfy_error(rep, st->loc, "signal at line %d on %s to rank %d is never waited for: it signals %s, "
                               "%s %s%s (counts must balance in every call, or the next call's waits pair with this "
-                              "call's signals)", st->loc.line, where_text(sh, bl->rank, bl->tb, w1, sizeof w1), q, t1,
-                              where_text(sh, q, bl->tb, w2, sizeof w2), nw ? "waits " : "never waits",
+                              "call's signals)", st->loc.line, vfy_where_text(sh, bl->rank, bl->tb, w1, sizeof w1),
+                              q, t1, vfy_where_text(sh, q, bl->tb, w2, sizeof w2), nw ? "waits " : "never waits",
                               nw ? t2 : "");
             }
         }
@@ -531,12 +489,12 @@ static void check_sem_counts(const Shape *sh, Reporter *rep, SyncCounts *sc)
 static void check_barrier_counts(const Shape *sh, Reporter *rep)
 {
     const Program *p = sh->p;
-    int *cnt = xcalloc((size_t)sh->maxtb, sizeof *cnt);
+    int *cnt = vfy_xcalloc((size_t)sh->maxtb, sizeof *cnt);
     Seen seen = {0};
     for (int r = 0; r < sh->n; r++) {
         int most = 0, tmost = 0, least = -1, tleast = 0;
         for (int t = 0; t < sh->maxtb; t++) {
-            int b = block_of(sh, r, t);
+            int b = vfy_block_of(sh, r, t);
             cnt[t] = 0;
             if (b >= 0)
                 for (int i = 0; i < p->blocks[b].nsteps; i++)
@@ -548,226 +506,20 @@ static void check_barrier_counts(const Shape *sh, Reporter *rep)
         }
         if (most == least)
             continue;
-        const Step *st = nth_step(&p->blocks[block_of(sh, r, tmost)], STEP_BARRIER, -1, least);
-        if (seen_before(&seen, st->loc))
+        const Step *st = nth_step(&p->blocks[vfy_block_of(sh, r, tmost)], STEP_BARRIER, -1, least);
+        if (vfy_seen_before(&seen, st->loc))
             continue;
-        if (block_of(sh, r, tleast) < 0)
-            rep_error(rep, st->loc, "barrier at line %d on rank %d tb %d never completes: tb %d of rank %d has no "
+        if (vfy_block_of(sh, r, tleast) < 0)
+            vfy_error(rep, st->loc, "barrier at line %d on rank %d tb %d never completes: tb %d of rank %d has no "
                       "steps, so it never reaches a barrier (every thread block of the launch, tbs 0..%d, must reach "
                       "each barrier)", st->loc.line, r, tmost, tleast, r, sh->maxtb - 1);
         else
-            rep_error(rep, st->loc, "barrier at line %d on rank %d tb %d never completes: tb %d of rank %d reaches "
+            vfy_error(rep, st->loc, "barrier at line %d on rank %d tb %d never completes: tb %d of rank %d reaches "
                       "%d barrier%s, tb %d reaches %d (every thread block of the launch, tbs 0..%d, must reach each "
                       "barrier)", st->loc.line, r, tmost, tleast, r, least, least == 1 ? "" : "s", tmost, most,
                       sh->maxtb - 1);
     }
     free(cnt);
-}
-
-/* ---- port channels: puts that complete asynchronously ----
- *
- * A port-channel put is only posted by its thread block: a host proxy has the copy
- * engine perform it later, at some time before the block's next `flush P` (P the put's
- * destination rank) returns. The simulation places every put at its statement. For a
- * port put that is exact only if nothing can tell that point from any later one up to
- * the flush, which these rules ensure, per thread block in program order (a put is
- * *open* from its statement to the block's next `flush P`):
- *  - no signal, wait or barrier while any port put is open: they are the points other
- *    blocks and ranks order their accesses against, so none of those can then see a
- *    put half done, and happens-before from the put's statement is its true order;
- *  - no open port put when the block ends: the call would return (and its caller read
- *    out, or the next call begin) while the copy engine may still be writing;
- *  - no step of the block writes a chunk an open put reads, or reads or writes a chunk
- *    it writes: the copy engine may access them at any time until the flush. Port puts
- *    among themselves are served in order, so they never conflict with each other.
- * Slices (pipeline) repeat a block's whole step list with all puts flushed at its end,
- * so one pass over the list covers every slice. */
-
-/* Where r's first chunk lives: its buffer and chunk, or, with `inplace`, the ones
- * in/out aliasing maps them to. */
-static void ref_place(const Shape *sh, int inplace, const Ref *r, int *buf, int *chunk)
-{
-    *buf = r->buf;
-    *chunk = r->chunk;
-    if (inplace)
-        inplace_alias(sh, r->rank, buf, chunk);
-}
-
-/* Whether Refs a and b share a chunk (in and out aliased when `inplace`); *first gets
- * the first shared chunk, numbered as in a. */
-static int refs_overlap(const Shape *sh, int inplace, const Ref *a, const Ref *b, int *first)
-{
-    int abuf, achunk, bbuf, bchunk;
-    if (a->rank != b->rank)
-        return 0;
-    ref_place(sh, inplace, a, &abuf, &achunk);
-    ref_place(sh, inplace, b, &bbuf, &bchunk);
-    int lo = achunk > bchunk ? achunk : bchunk;
-    int hi = achunk + a->count < bchunk + b->count ? achunk + a->count : bchunk + b->count;
-    if (abuf != bbuf || lo >= hi)
-        return 0;
-    *first = a->chunk + (lo - achunk);
-    return 1;
-}
-
-/* Appends "'flush 1'", "'flush 1' and 'flush 2'", ... for the peers of the open puts
- * open[0..nopen) that `pick` selects (all of them when pick is NULL), each once. */
-static void flush_text(const Block *bl, const int *open, const char *pick, int nopen, Str *out)
-{
-    int npeers = 0, nlisted = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < nopen; i++) {
-            int peer = bl->steps[open[i]].dst.rank, dup = 0;
-            for (int j = 0; j < i && !dup; j++)
-                dup = (!pick || pick[j]) && bl->steps[open[j]].dst.rank == peer;
-            if ((pick && !pick[i]) || dup)
-                continue;
-            if (pass == 0) {
-                npeers++;
-                continue;
-            }
-            nlisted++;
-            str_printf(out, "%s'flush %d'", nlisted == 1 ? "" : nlisted == npeers ? " and " : ", ", peer);
-        }
-}
-
-/* Drops the open puts to the peers of those that `pick` selects (a `flush` of each of
- * them, as the messages advise); returns the new count. */
-static int close_port_puts(const Block *bl, int *open, const char *pick, int nopen)
-{
-    int kept = 0;
-    for (int i = 0; i < nopen; i++) {
-        int peer = bl->steps[open[i]].dst.rank, closed = 0;
-        for (int j = 0; j < nopen && !closed; j++)
-            closed = pick[j] && bl->steps[open[j]].dst.rank == peer;
-        if (!closed)
-            open[kept++] = open[i];
-    }
-    return kept;
-}
-
-/* Whether st is a copy onto itself (one source, the same chunks as its destination),
- * as in-place aliasing makes `copy out[r] <- in[0]` of an all-gather. It stores the
- * values already there, so a copy engine reading those bytes meanwhile reads the same
- * data either way: not a conflict with a port put's source. */
-static int identity_copy(const Shape *sh, int inplace, const Step *st)
-{
-    if (st->kind != STEP_COPY || st->nsrc != 1 || st->dst.rank != st->src[0].rank || st->dst.count != st->src[0].count)
-        return 0;
-    int dbuf, dchunk, sbuf, schunk;
-    ref_place(sh, inplace, &st->dst, &dbuf, &dchunk);
-    ref_place(sh, inplace, &st->src[0], &sbuf, &schunk);
-    return dbuf == sbuf && dchunk == schunk;
-}
-
-/* Whether data step st conflicts with the open port put `put`: it writes a chunk the
- * put reads (*what 0), writes a chunk the put writes (1), or reads one (2). *chunk
- * names the chunk, as st's operand numbers it. (expand.c lets a block reach a port
- * peer with puts only, so today just the first case can occur; the others are what the
- * copy engine needs all the same, should channels ever mix.) */
-static int port_conflict(const Shape *sh, int inplace, const Step *st, const Step *put, int *what, int *chunk)
-{
-    if (refs_overlap(sh, inplace, &st->dst, &put->src[0], chunk) && !identity_copy(sh, inplace, st))
-        return *what = 0, 1;
-    if (refs_overlap(sh, inplace, &st->dst, &put->dst, chunk))
-        return *what = 1, 1;
-    for (int o = 0; o < st->nsrc; o++)
-        if (refs_overlap(sh, inplace, &st->src[o], &put->dst, chunk))
-            return *what = 2, 1;
-    return 0;
-}
-
-/* Checks the rules above for every block; `inplace` aliases in and out (for the quiet
- * in-place proof). Returns the number of port puts. */
-static long check_port_puts(const Shape *sh, int inplace, Reporter *rep)
-{
-    const Program *p = sh->p;
-    Seen seen_sync = {0}, seen_data = {0}, seen_end = {0};
-    int nreports = 0;
-    long nputs = 0;
-    char w[48], cell[96];
-    for (int b = 0; b < sh->nb; b++) {
-        const Block *bl = &p->blocks[b];
-        int *open = xcalloc((size_t)bl->nsteps, sizeof *open), nopen = 0;
-        char *pick = xcalloc((size_t)bl->nsteps, 1);
-        where_text(sh, bl->rank, bl->tb, w, sizeof w);
-        for (int i = 0; i < bl->nsteps; i++) {
-            const Step *st = &bl->steps[i];
-            if (st->kind == STEP_PUT && st->chan == CHAN_PORT) {
-                open[nopen++] = i;
-                nputs++;
-                continue;
-            }
-            if (st->kind == STEP_FLUSH) {
-                for (int j = 0; j < nopen; j++)
-                    pick[j] = bl->steps[open[j]].dst.rank == st->peer;
-                nopen = close_port_puts(bl, open, pick, nopen);
-                continue;
-            }
-            if (!nopen)
-                continue;
-            const Step *put = &bl->steps[open[0]];
-            if (st->kind == STEP_SIGNAL || st->kind == STEP_WAIT || st->kind == STEP_BARRIER) {
-                if (!seen_before(&seen_sync, st->loc) && nreports++ < MAX_STEP_REPORTS) {
-                    Str fix = {0};
-                    flush_text(bl, open, NULL, nopen, &fix);
-                    rep_error(rep, st->loc, "port-channel put at line %d on %s to rank %d may still be in flight "
-                              "at this '%s': add %s before it (the copy engine completes a port put only by the "
-                              "block's next flush to its peer, so whoever this '%s' synchronizes with may see it "
-                              "unfinished)", put->loc.line, w, put->dst.rank, step_name(st->kind), str_get(&fix),
-                              step_name(st->kind));
-                    rep_note(rep, put->loc, "the port-channel put to rank %d, not yet flushed there", put->dst.rank);
-                    free(fix.s);
-                }
-                nopen = 0; /* as if flushed, so one missing flush gives one error */
-                continue;
-            }
-            if (st->kind > STEP_REDUCE)
-                continue;
-            int first = -1, what = 0, chunk = 0;
-            for (int j = 0; j < nopen; j++) {
-                int wj, cj;
-                pick[j] = (char)port_conflict(sh, inplace, st, &bl->steps[open[j]], &wj, &cj);
-                if (pick[j] && first < 0)
-                    first = j, what = wj, chunk = cj;
-            }
-            if (first < 0)
-                continue;
-            put = &bl->steps[open[first]];
-            if (!seen_before(&seen_data, st->loc) && nreports++ < MAX_STEP_REPORTS) {
-                const Ref *ref = what == 0 || what == 1 ? &st->dst : NULL;
-                for (int o = 0; !ref && o < st->nsrc; o++)
-                    if (refs_overlap(sh, inplace, &st->src[o], &put->dst, &chunk))
-                        ref = &st->src[o];
-                Str fix = {0};
-                flush_text(bl, open, pick, nopen, &fix);
-                rep_error(rep, st->loc, "'%s' at line %d on %s %s %s, which the port-channel put at line %d to rank "
-                          "%d %s: the copy engine may be %s it until the put is flushed; add %s before this '%s'",
-                          step_name(st->kind), st->loc.line, w, what == 2 ? "reads" : "writes",
-                          cell_text(sh, ref->rank, ref->buf, chunk, cell, sizeof cell), put->loc.line,
-                          put->dst.rank, what == 0 ? "reads" : "writes", what == 0 ? "reading" : "writing",
-                          str_get(&fix), step_name(st->kind));
-                rep_note(rep, put->loc, "the port-channel put to rank %d, not yet flushed there", put->dst.rank);
-                free(fix.s);
-            }
-            nopen = close_port_puts(bl, open, pick, nopen);
-        }
-        /* Never flushed: one error per peer, at its last open put (one flush after it
-         * closes them all). */
-        for (int j = 0; j < nopen; j++) {
-            const Step *put = &bl->steps[open[j]];
-            int later = 0;
-            for (int x = j + 1; x < nopen && !later; x++)
-                later = bl->steps[open[x]].dst.rank == put->dst.rank;
-            if (!later && !seen_before(&seen_end, put->loc) && nreports++ < MAX_STEP_REPORTS)
-                rep_error(rep, put->loc, "port-channel put at line %d on %s to rank %d is never flushed: add "
-                          "'flush %d' after it (the copy engine may still be writing when the call returns)",
-                          put->loc.line, w, put->dst.rank, put->dst.rank);
-        }
-        free(open);
-        free(pick);
-    }
-    return nputs;
 }
 
 /* ---- the simulation ---- */
@@ -846,7 +598,7 @@ static int sim_cell(const Sim *s, int rank, int buf, int chunk, int call)
 {
     const Shape *sh = s->sh;
     if (s->m.inplace)
-        inplace_alias(sh, rank, &buf, &chunk);
+        vfy_inplace_alias(sh, rank, &buf, &chunk);
     int par = s->nparity == 2 && buf >= BUF_SCRATCH0 ? call & 1 : 0;
     return (par * sh->n + rank) * sh->rank_cells + sh->buf_base[buf] + chunk;
 }
@@ -872,23 +624,23 @@ static int sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
         memset(s->vc, 0, sizeof *s->vc * nvc);
     } else {
         free(sh->vc_spare);
-        s->vc = xcalloc(nvc, sizeof *s->vc);
+        s->vc = vfy_xcalloc(nvc, sizeof *s->vc);
     }
     sh->vc_spare = NULL;
     for (int b = 0; b < nt; b++)
         s->vc[b * nt + b] = 1;
-    s->snap = xcalloc((size_t)nb, sizeof *s->snap);
-    s->pending = xcalloc((size_t)nb, 1);
-    s->pc = xcalloc((size_t)nb, sizeof *s->pc);
-    s->call = xcalloc((size_t)nb, sizeof *s->call);
-    s->state = xcalloc((size_t)nb, sizeof *s->state);
-    s->boundary = xcalloc((size_t)nb, 1);
-    s->sem = xcalloc((size_t)nb * (size_t)sh->n, sizeof *s->sem);
-    s->log = xcalloc((size_t)s->ncells, sizeof *s->log);
+    s->snap = vfy_xcalloc((size_t)nb, sizeof *s->snap);
+    s->pending = vfy_xcalloc((size_t)nb, 1);
+    s->pc = vfy_xcalloc((size_t)nb, sizeof *s->pc);
+    s->call = vfy_xcalloc((size_t)nb, sizeof *s->call);
+    s->state = vfy_xcalloc((size_t)nb, sizeof *s->state);
+    s->boundary = vfy_xcalloc((size_t)nb, 1);
+    s->sem = vfy_xcalloc((size_t)nb * (size_t)sh->n, sizeof *s->sem);
+    s->log = vfy_xcalloc((size_t)s->ncells, sizeof *s->log);
     if (m.contents) {
-        s->content = xcalloc((size_t)s->ncells, sizeof *s->content);
-        s->wblock = xcalloc((size_t)s->ncells, sizeof *s->wblock);
-        s->wstep = xcalloc((size_t)s->ncells, sizeof *s->wstep);
+        s->content = vfy_xcalloc((size_t)s->ncells, sizeof *s->content);
+        s->wblock = vfy_xcalloc((size_t)s->ncells, sizeof *s->wblock);
+        s->wstep = vfy_xcalloc((size_t)s->ncells, sizeof *s->wstep);
         for (int i = 0; i < s->ncells; i++)
             s->content[i] = s->wblock[i] = s->wstep[i] = -1;
         s->nodes.k = sh->k;
@@ -1003,21 +755,21 @@ static void access_text(const Sim *s, Access x, int is_write, int cross, Str *ou
     const Shape *sh = s->sh;
     if (x.step < 0) {
         if (is_write)
-            str_printf(out, "the caller on rank %d writes the next call's input into it", access_rank(s, x));
+            vfy_str_printf(out, "the caller on rank %d writes the next call's input into it", access_rank(s, x));
         else if (cross)
-            str_printf(out, "the caller on rank %d reads call %d's result in it", access_rank(s, x), x.call + 1);
+            vfy_str_printf(out, "the caller on rank %d reads call %d's result in it", access_rank(s, x), x.call + 1);
         else
-            str_printf(out, "the caller on rank %d reads the result after the call", access_rank(s, x));
+            vfy_str_printf(out, "the caller on rank %d reads the result after the call", access_rank(s, x));
         return;
     }
     const Block *bl = &sh->p->blocks[x.block];
     const Step *st = step_at(s, x.block, x.step);
     char w[48];
-    str_printf(out, "'%s' at line %d on %s", step_name(st->kind), st->loc.line,
-               where_text(sh, bl->rank, bl->tb, w, sizeof w));
+    vfy_str_printf(out, "'%s' at line %d on %s", step_name(st->kind), st->loc.line,
+                   vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w));
     if (cross)
-        str_printf(out, " in call %d", x.call + 1);
-    str_printf(out, " %s it", is_write ? "writes" : "reads");
+        vfy_str_printf(out, " in call %d", x.call + 1);
+    vfy_str_printf(out, " %s it", is_write ? "writes" : "reads");
 }
 
 /* Reports a race between an earlier access `prev` and the current one `cur` on chunk
@@ -1037,7 +789,7 @@ static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, 
     SrcLoc pl = access_loc(s, prev), cl = access_loc(s, cur);
     for (int i = 0; i < s->race_seen.n; i++) {
         SrcLoc x = s->race_seen.v[i], y = s->race_other[i];
-        if ((same_loc(x, cl) && same_loc(y, pl)) || (same_loc(x, pl) && same_loc(y, cl)))
+        if ((vfy_same_loc(x, cl) && vfy_same_loc(y, pl)) || (vfy_same_loc(x, pl) && vfy_same_loc(y, cl)))
             return;
     }
     if (s->race_seen.n < MAX_SEEN) {
@@ -1050,45 +802,46 @@ static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, 
     }
     s->nraces++;
     char cell[96];
-    cell_text(sh, rank, buf, chunk, cell, sizeof cell);
+    vfy_cell_text(sh, rank, buf, chunk, cell, sizeof cell);
     const char *kind = buf >= BUF_SCRATCH0 ? "scratch " : "";
     int cross = prev.call != cur.call;
     Str msg = {0};
-    str_printf(&msg, "%s on %s%s: ", cross ? "cross-call race" : "data race", kind, cell);
+    vfy_str_printf(&msg, "%s on %s%s: ", cross ? "cross-call race" : "data race", kind, cell);
     access_text(s, prev, prev_w, cross, &msg);
-    str_printf(&msg, " while ");
+    vfy_str_printf(&msg, " while ");
     access_text(s, cur, cur_w, cross, &msg);
     int pr = access_rank(s, prev), cr = access_rank(s, cur);
     if (!cross && cur.step < 0) {
-        str_printf(&msg, "; nothing orders them (rank %d's call may end before the data arrives: make it wait for "
-                   "rank %d after the write)", cr, pr);
+        vfy_str_printf(&msg, "; nothing orders them (rank %d's call may end before the data arrives: make it wait for "
+                       "rank %d after the write)", cr, pr);
     } else if (!cross) {
-        str_printf(&msg, "; nothing orders them (add %s)", pr == cr ? "a barrier or signal/wait" : "signal/wait");
+        vfy_str_printf(&msg, "; nothing orders them (add %s)", pr == cr ? "a barrier or signal/wait" : "signal/wait");
     } else if (prev.step < 0 || cur.step < 0) {
         /* The caller's side: the peer's next call may overwrite a result not yet
          * consumed, or the peer may still read an input the caller replaces. */
         int peer = prev.step < 0 ? cr : pr, owner = prev.step < 0 ? pr : cr;
         if (cur_w && cur.step >= 0)
-            str_printf(&msg, "; nothing orders them (rank %d's next call may write it before rank %d's caller has "
-                       "read it: make rank %d wait for a signal that rank %d sends in the new call)", peer, owner,
-                       peer, owner);
+            vfy_str_printf(&msg, "; nothing orders them (rank %d's next call may write it before rank %d's caller has "
+                           "read it: make rank %d wait for a signal that rank %d sends in the new call)", peer, owner,
+                           peer, owner);
         else
-            str_printf(&msg, "; nothing orders them (rank %d's call may end while rank %d still reads its buffer: "
-                       "make rank %d wait for rank %d before it ends)", owner, peer, owner, peer);
+            vfy_str_printf(&msg, "; nothing orders them (rank %d's call may end while rank %d still reads its buffer: "
+                           "make rank %d wait for rank %d before it ends)", owner, peer, owner, peer);
     } else {
-        str_printf(&msg, "; nothing orders them (the next call may start on rank %d while rank %d is still in this "
-                   "one: make rank %d wait for rank %d before reusing the buffer%s)", cr, pr, cr, pr,
-                   buf >= BUF_SCRATCH0 ? ", or use protocol ll, whose scratch alternates between calls" : "");
+        vfy_str_printf(&msg, "; nothing orders them (the next call may start on rank %d while rank %d is still in this "
+                       "one: make rank %d wait for rank %d before reusing the buffer%s)", cr, pr, cr, pr,
+                       buf >= BUF_SCRATCH0 ? ", or use protocol ll, whose scratch alternates between calls" : "");
     }
     SrcLoc at = cur.step >= 0 ? cl : pl;
-    rep_error(s->rep, at, "%s", str_get(&msg));
+    vfy_error(s->rep, at, "%s", vfy_str_get(&msg));
     free(msg.s);
     Access other = cur.step >= 0 ? prev : cur;
-    if (other.step >= 0 && !same_loc(pl, cl)) {
+    if (other.step >= 0 && !vfy_same_loc(pl, cl)) {
         char w[48];
         const Block *ob = &sh->p->blocks[other.block];
-        rep_note(s->rep, access_loc(s, other), "the other access: '%s' on %s",
-                 step_name(step_at(s, other.block, other.step)->kind), where_text(sh, ob->rank, ob->tb, w, sizeof w));
+        vfy_note(s->rep, access_loc(s, other), "the other access: '%s' on %s",
+                 step_name(step_at(s, other.block, other.step)->kind),
+                 vfy_where_text(sh, ob->rank, ob->tb, w, sizeof w));
     }
 }
 
@@ -1123,7 +876,7 @@ static void sim_access(Sim *s, Access cur, int is_write, int rank, int buf, int 
         }
     if (L->nr == L->cap) {
         L->cap = L->cap ? 2 * L->cap : 2;
-        L->r = xrealloc(L->r, sizeof *L->r * (size_t)L->cap);
+        L->r = vfy_xrealloc(L->r, sizeof *L->r * (size_t)L->cap);
     }
     L->r[L->nr++] = cur;
 }
@@ -1150,7 +903,7 @@ static void check_layout(Sim *s, int b, const Step *st, int rank, int chunk, int
     int want = chunk % sh->k;
     if (x->pos == -1 || x->pos == want)
         return;
-    if (seen_before(&s->layout_seen, st->loc))
+    if (vfy_seen_before(&s->layout_seen, st->loc))
         return;
     s->nlayout++;
     if (s->nlayout > MAX_STEP_REPORTS)
@@ -1168,10 +921,10 @@ static void check_layout(Sim *s, int b, const Step *st, int rank, int chunk, int
         return;
     char cell[96], w[48];
     const Block *bl = &sh->p->blocks[b];
-    rep_error(s->rep, st->loc, "layout violation: '%s' on %s stores in@%d[%d] (position %d) into %s (position %d); "
+    vfy_error(s->rep, st->loc, "layout violation: '%s' on %s stores in@%d[%d] (position %d) into %s (position %d); "
               "an in/out chunk i may only receive content of position i %% K (K = %d), because chunk lengths "
-              "depend on the position", step_name(st->kind), where_text(sh, bl->rank, bl->tb, w, sizeof w), bad->a,
-              bad->b, bad->b % sh->k, cell_text(sh, rank, st->dst.buf, chunk, cell, sizeof cell), want, sh->k);
+              "depend on the position", step_name(st->kind), vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w), bad->a,
+              bad->b, bad->b % sh->k, vfy_cell_text(sh, rank, st->dst.buf, chunk, cell, sizeof cell), want, sh->k);
 }
 
 static void sim_data(Sim *s, int b, int i)
@@ -1192,17 +945,17 @@ static void sim_data(Sim *s, int b, int i)
         sim_access(s, cur, 1, st->dst.rank, st->dst.buf, st->dst.chunk + j);
     if (!s->m.contents)
         return;
-    if (st->dst.buf == BUF_IN && !s->m.inplace && !seen_before(&s->input_seen, st->loc) &&
+    if (st->dst.buf == BUF_IN && !s->m.inplace && !vfy_seen_before(&s->input_seen, st->loc) &&
         ++s->ninput <= MAX_STEP_REPORTS) {
         char cell[96], w[48];
-        rep_error(s->rep, st->loc, "'%s' on %s writes to the input buffer (%s); inputs are read-only, so stage "
-                  "data in a scratch buffer", step_name(st->kind), where_text(s->sh, bl->rank, bl->tb, w, sizeof w),
-                  cell_text(s->sh, st->dst.rank, BUF_IN, st->dst.chunk, cell, sizeof cell));
+        vfy_error(s->rep, st->loc, "'%s' on %s writes to the input buffer (%s); inputs are read-only, so stage "
+                  "data in a scratch buffer", step_name(st->kind), vfy_where_text(s->sh, bl->rank, bl->tb, w, sizeof w),
+                  vfy_cell_text(s->sh, st->dst.rank, BUF_IN, st->dst.chunk, cell, sizeof cell));
     }
     /* Every chunk's new content is computed before any is stored: the chunks of one op
      * move in parallel. */
     int stackbuf[16];
-    int *val = count <= 16 ? stackbuf : xcalloc((size_t)count, sizeof *val);
+    int *val = count <= 16 ? stackbuf : vfy_xcalloc((size_t)count, sizeof *val);
     for (int j = 0; j < count; j++) {
         int acc = -1;
         for (int o = 0; o < st->nsrc; o++) {
@@ -1231,7 +984,7 @@ static void sim_signal(Sim *s, int b, const Step *st)
 {
     const Shape *sh = s->sh;
     const Block *bl = &sh->p->blocks[b];
-    int wb = block_of(sh, st->peer, bl->tb);
+    int wb = vfy_block_of(sh, st->peer, bl->tb);
     if (wb < 0)
         return; /* reported by check_sem_counts */
     if (!s->snap[b]) {
@@ -1239,7 +992,7 @@ static void sim_signal(Sim *s, int b, const Step *st)
         if (sn)
             s->spare = sn->next;
         else
-            sn = xcalloc(1, sizeof *sn + sizeof(int) * (size_t)s->nt);
+            sn = vfy_xcalloc(1, sizeof *sn + sizeof(int) * (size_t)s->nt);
         memcpy(sn->v, &s->vc[b * s->nt], sizeof(int) * (size_t)s->nt);
         sn->refs = 1;
         s->snap[b] = sn;
@@ -1248,7 +1001,7 @@ static void sim_signal(Sim *s, int b, const Step *st)
     if (q)
         s->spare_items = q->next;
     else
-        q = xcalloc(1, sizeof *q);
+        q = vfy_xcalloc(1, sizeof *q);
     q->next = NULL;
     q->snap = s->snap[b];
     q->snap->refs++;
@@ -1337,7 +1090,7 @@ static void sim_caller(Sim *s, int r, int call, int *join)
     memcpy(&s->vc[h * nt], join, sizeof *join * (size_t)nt);
     s->vc[h * nt + h]++;
     Access cur = {h, -1, call, s->vc[h * nt + h]};
-    int *er = xcalloc((size_t)sh->n, sizeof *er), *ec = xcalloc((size_t)sh->n, sizeof *ec), ne;
+    int *er = vfy_xcalloc((size_t)sh->n, sizeof *er), *ec = vfy_xcalloc((size_t)sh->n, sizeof *ec), ne;
     for (int i = 0; i < sh->p->buf_chunks[BUF_OUT]; i++)
         if (expected(sh, r, i, er, ec, &ne))
             sim_access(s, cur, 0, r, BUF_OUT, i);
@@ -1356,11 +1109,11 @@ static void sim_end(Sim *s)
 {
     const Shape *sh = s->sh;
     int nt = s->nt;
-    int *join = xcalloc((size_t)nt, sizeof *join);
+    int *join = vfy_xcalloc((size_t)nt, sizeof *join);
     for (int r = 0; r < sh->n; r++) {
         memset(join, 0, sizeof *join * (size_t)nt);
         for (int t = 0; t < sh->maxtb; t++) {
-            int b = block_of(sh, r, t);
+            int b = vfy_block_of(sh, r, t);
             if (b >= 0)
                 clock_join(join, &s->vc[b * nt], nt);
         }
@@ -1376,7 +1129,7 @@ static int sim_barrier(Sim *s, int r)
     const Shape *sh = s->sh;
     int nt = s->nt, any = 0, all_boundary = 1;
     for (int t = 0; t < sh->maxtb; t++) {
-        int b = block_of(sh, r, t);
+        int b = vfy_block_of(sh, r, t);
         if (b >= 0 && s->state[b] != AT_BARRIER)
             return 0;
         if (b >= 0)
@@ -1384,16 +1137,16 @@ static int sim_barrier(Sim *s, int r)
     }
     if (!any)
         return 0;
-    int *join = xcalloc((size_t)nt, sizeof *join);
+    int *join = vfy_xcalloc((size_t)nt, sizeof *join);
     for (int t = 0; t < sh->maxtb; t++) {
-        int b = block_of(sh, r, t);
+        int b = vfy_block_of(sh, r, t);
         if (b >= 0)
             clock_join(join, &s->vc[b * nt], nt);
     }
     if (all_boundary)
-        sim_caller(s, r, s->call[block_of(sh, r, 0) >= 0 ? block_of(sh, r, 0) : first_block(sh, r)], join);
+        sim_caller(s, r, s->call[vfy_block_of(sh, r, 0) >= 0 ? vfy_block_of(sh, r, 0) : first_block(sh, r)], join);
     for (int t = 0; t < sh->maxtb; t++) {
-        int b = block_of(sh, r, t);
+        int b = vfy_block_of(sh, r, t);
         if (b < 0)
             continue;
         memcpy(&s->vc[b * nt], join, sizeof *join * (size_t)nt);
@@ -1459,12 +1212,12 @@ static int blocked_on(const Sim *s, int b)
     const Block *bl = &sh->p->blocks[b];
     if (s->state[b] == RUN) {
         const Step *st = &bl->steps[s->pc[b]];
-        int t = block_of(sh, st->peer, bl->tb);
+        int t = vfy_block_of(sh, st->peer, bl->tb);
         return t >= 0 && will_execute(s, t, STEP_SIGNAL, bl->rank) ? t : -1;
     }
     if (s->state[b] == AT_BARRIER)
         for (int t = 0; t < sh->maxtb; t++) {
-            int o = block_of(sh, bl->rank, t);
+            int o = vfy_block_of(sh, bl->rank, t);
             if (o >= 0 && s->state[o] != AT_BARRIER)
                 return will_execute(s, o, STEP_BARRIER, -1) ? o : -1;
         }
@@ -1476,13 +1229,13 @@ static void blocked_text(const Sim *s, int b, int target, Str *out)
     const Shape *sh = s->sh;
     const Block *bl = &sh->p->blocks[b];
     char w[48];
-    where_text(sh, bl->rank, bl->tb, w, sizeof w);
+    vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w);
     if (s->state[b] == AT_BARRIER)
-        str_printf(out, "%s waits at the barrier at line %d for tb %d", w,
-                   s->pc[b] < bl->nsteps ? bl->steps[s->pc[b]].loc.line : 0, sh->p->blocks[target].tb);
+        vfy_str_printf(out, "%s waits at the barrier at line %d for tb %d", w,
+                       s->pc[b] < bl->nsteps ? bl->steps[s->pc[b]].loc.line : 0, sh->p->blocks[target].tb);
     else
-        str_printf(out, "%s waits at line %d for rank %d", w, bl->steps[s->pc[b]].loc.line,
-                   bl->steps[s->pc[b]].peer);
+        vfy_str_printf(out, "%s waits at line %d for rank %d", w, bl->steps[s->pc[b]].loc.line,
+                       bl->steps[s->pc[b]].peer);
 }
 
 static SrcLoc blocked_loc(const Sim *s, int b)
@@ -1499,8 +1252,8 @@ static int report_deadlocks(const Sim *s, int counts_reported)
 {
     const Shape *sh = s->sh;
     int nb = sh->nb, ncycles = 0;
-    int *color = xcalloc((size_t)nb, sizeof *color); /* 0 new, walk id + 1 while walking, -1 done */
-    int *target = xcalloc((size_t)nb, sizeof *target);
+    int *color = vfy_xcalloc((size_t)nb, sizeof *color); /* 0 new, walk id + 1 while walking, -1 done */
+    int *target = vfy_xcalloc((size_t)nb, sizeof *target);
     for (int b = 0; b < nb; b++)
         target[b] = s->state[b] == DONE ? -1 : blocked_on(s, b);
     for (int b0 = 0; b0 < nb; b0++) {
@@ -1518,21 +1271,21 @@ static int report_deadlocks(const Sim *s, int counts_reported)
                 if (x < first)
                     first = x;
             Str msg = {0};
-            str_printf(&msg, "deadlock: ");
+            vfy_str_printf(&msg, "deadlock: ");
             int x = first;
             do {
                 if (len < 8) {
                     if (len)
-                        str_printf(&msg, ", ");
+                        vfy_str_printf(&msg, ", ");
                     blocked_text(s, x, target[x], &msg);
                 } else if (len == 8) {
-                    str_printf(&msg, ", ...");
+                    vfy_str_printf(&msg, ", ...");
                 }
                 len++;
                 x = target[x];
             } while (x != first);
-            str_printf(&msg, "; these %d thread blocks wait for each other in a cycle, so none can proceed", len);
-            rep_error(s->rep, blocked_loc(s, first), "%s", str_get(&msg));
+            vfy_str_printf(&msg, "; these %d thread blocks wait for each other in a cycle, so none can proceed", len);
+            vfy_error(s->rep, blocked_loc(s, first), "%s", vfy_str_get(&msg));
             free(msg.s);
             SrcLoc l0 = blocked_loc(s, first);
             x = target[first];
@@ -1540,8 +1293,8 @@ static int report_deadlocks(const Sim *s, int counts_reported)
                 SrcLoc l = blocked_loc(s, x);
                 if (l.line != l0.line || l.col != l0.col) {
                     char w[48];
-                    rep_note(s->rep, l, "%s is blocked here",
-                             where_text(sh, sh->p->blocks[x].rank, sh->p->blocks[x].tb, w, sizeof w));
+                    vfy_note(s->rep, l, "%s is blocked here",
+                             vfy_where_text(sh, sh->p->blocks[x].rank, sh->p->blocks[x].tb, w, sizeof w));
                 }
             }
             ncycles++;
@@ -1554,8 +1307,8 @@ static int report_deadlocks(const Sim *s, int counts_reported)
         for (int b = 0; b < nb; b++)
             if (s->state[b] != DONE) {
                 char w[48];
-                rep_error(s->rep, blocked_loc(s, b), "deadlock: the run does not complete: %s is blocked here",
-                          where_text(sh, sh->p->blocks[b].rank, sh->p->blocks[b].tb, w, sizeof w));
+                vfy_error(s->rep, blocked_loc(s, b), "deadlock: the run does not complete: %s is blocked here",
+                          vfy_where_text(sh, sh->p->blocks[b].rank, sh->p->blocks[b].tb, w, sizeof w));
                 break;
             }
     }
@@ -1611,44 +1364,44 @@ static int expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chunk
 static void list_text(Str *out, char **names, int n, int limit)
 {
     for (int i = 0; i < n && i < limit; i++)
-        str_printf(out, "%s%s", i == 0 ? "" : (i == n - 1 && n <= limit) ? " and " : ", ", names[i]);
+        vfy_str_printf(out, "%s%s", i == 0 ? "" : (i == n - 1 && n <= limit) ? " and " : ", ", names[i]);
     if (n > limit)
-        str_printf(out, " and %d more", n - limit);
+        vfy_str_printf(out, " and %d more", n - limit);
 }
 
 /* Explains why out@r[i] (holding `node`, or never written when node < 0) is wrong. */
 static void explain_cell(const Sim *s, int r, int i, int node, const int *er, const int *ec, int ne, Str *msg)
 {
     const Shape *sh = s->sh;
-    str_printf(msg, "postcondition fails: out@%d[%d] ", r, i);
+    vfy_str_printf(msg, "postcondition fails: out@%d[%d] ", r, i);
     if (node < 0) {
-        str_printf(msg, "is never written; it must hold ");
+        vfy_str_printf(msg, "is never written; it must hold ");
         for (int e = 0; e < ne && e < MAX_LISTED; e++)
-            str_printf(msg, "%sin@%d[%d]", e ? " + " : "", er[e], ec[e]);
+            vfy_str_printf(msg, "%sin@%d[%d]", e ? " + " : "", er[e], ec[e]);
         if (ne > MAX_LISTED)
-            str_printf(msg, " + ... (%d contributions)", ne);
+            vfy_str_printf(msg, " + ... (%d contributions)", ne);
         return;
     }
     Leaf *leaves;
     int nl = node_leaves(&s->nodes, node, &leaves);
-    str_printf(msg, "holds ");
+    vfy_str_printf(msg, "holds ");
     if (nl <= MAX_LISTED) {
         for (int l = 0; l < nl; l++) {
             if (l)
-                str_printf(msg, " + ");
+                vfy_str_printf(msg, " + ");
             leaf_text(sh, &s->nodes.v[leaves[l].node], msg);
             if (leaves[l].mult == 2)
-                str_printf(msg, " twice");
+                vfy_str_printf(msg, " twice");
             else if (leaves[l].mult > 2)
-                str_printf(msg, " %lld times", (long long)leaves[l].mult);
+                vfy_str_printf(msg, " %lld times", (long long)leaves[l].mult);
         }
     } else {
-        str_printf(msg, "%lld contributions", (long long)s->nodes.v[node].count);
+        vfy_str_printf(msg, "%lld contributions", (long long)s->nodes.v[node].count);
     }
     /* Sort the problems out: missing, double-counted, foreign, uninitialized. */
-    char **missing = xcalloc((size_t)ne + 1, sizeof *missing);
-    char **dup = xcalloc((size_t)nl + 1, sizeof *dup), **extra = xcalloc((size_t)nl + 1, sizeof *extra);
-    char **garbage = xcalloc((size_t)nl + 1, sizeof *garbage);
+    char **missing = vfy_xcalloc((size_t)ne + 1, sizeof *missing);
+    char **dup = vfy_xcalloc((size_t)nl + 1, sizeof *dup), **extra = vfy_xcalloc((size_t)nl + 1, sizeof *extra);
+    char **garbage = vfy_xcalloc((size_t)nl + 1, sizeof *garbage);
     int nmiss = 0, ndup = 0, nextra = 0, ngarb = 0;
     for (int e = 0; e < ne; e++) {
         int found = 0;
@@ -1658,7 +1411,7 @@ static void explain_cell(const Sim *s, int r, int i, int node, const int *er, co
         }
         if (!found && nmiss < 8) {
             Str t = {0};
-            str_printf(&t, "in@%d[%d]", er[e], ec[e]);
+            vfy_str_printf(&t, "in@%d[%d]", er[e], ec[e]);
             missing[nmiss++] = t.s;
         } else if (!found) {
             nmiss++;
@@ -1668,14 +1421,14 @@ static void explain_cell(const Sim *s, int r, int i, int node, const int *er, co
         const Node *x = &s->nodes.v[leaves[l].node];
         Str t = {0};
         if (x->kind == NODE_GARBAGE) {
-            str_printf(&t, "%s@%d[%d]", sh->p->buf_name[x->b], x->a, x->c);
+            vfy_str_printf(&t, "%s@%d[%d]", sh->p->buf_name[x->b], x->a, x->c);
             garbage[ngarb++] = t.s;
             continue;
         }
         int want = 0;
         for (int e = 0; e < ne && !want; e++)
             want = x->a == er[e] && x->b == ec[e];
-        str_printf(&t, "in@%d[%d]", x->a, x->b);
+        vfy_str_printf(&t, "in@%d[%d]", x->a, x->b);
         if (!want)
             extra[nextra++] = t.s;
         else if (leaves[l].mult > 1)
@@ -1684,23 +1437,24 @@ static void explain_cell(const Sim *s, int r, int i, int node, const int *er, co
             free(t.s);
     }
     if (nmiss) {
-        str_printf(msg, "; missing ");
+        vfy_str_printf(msg, "; missing ");
         list_text(msg, missing, nmiss, nmiss > 8 ? 8 : nmiss);
     }
     if (ndup) {
-        str_printf(msg, "; ");
+        vfy_str_printf(msg, "; ");
         list_text(msg, dup, ndup, 4);
-        str_printf(msg, ndup == 1 ? " is double-counted" : " are double-counted");
+        vfy_str_printf(msg, ndup == 1 ? " is double-counted" : " are double-counted");
     }
     if (nextra) {
-        str_printf(msg, "; ");
+        vfy_str_printf(msg, "; ");
         list_text(msg, extra, nextra, 4);
-        str_printf(msg, nextra == 1 ? " does not belong there" : " do not belong there");
+        vfy_str_printf(msg, nextra == 1 ? " does not belong there" : " do not belong there");
     }
     if (ngarb) {
-        str_printf(msg, "; ");
+        vfy_str_printf(msg, "; ");
         list_text(msg, garbage, ngarb, 4);
-        str_printf(msg, ngarb == 1 ? " is read before anything writes it" : " are read before anything writes them");
+        vfy_str_printf(msg, ngarb == 1 ? " is read before anything writes it"
+                                       : " are read before anything writes them");
     }
     for (int x = 0; x < nmiss && x < 8; x++)
         free(missing[x]);
@@ -1724,15 +1478,15 @@ static int check_postcondition(const Sim *s, int *checked)
     const Shape *sh = s->sh;
     const Program *p = sh->p;
     int nout = p->buf_chunks[BUF_OUT];
-    int *er = xcalloc((size_t)sh->n, sizeof *er), *ec = xcalloc((size_t)sh->n, sizeof *ec);
+    int *er = vfy_xcalloc((size_t)sh->n, sizeof *er), *ec = vfy_xcalloc((size_t)sh->n, sizeof *ec);
     typedef struct {
         int r, i, node, block, step, count;
     } Group;
     Group groups[MAX_POST_REPORTS];
     int ngroups = 0, nbad = 0, hidden = 0;
     int nin = p->buf_chunks[BUF_IN];
-    uint64_t *colhash = xcalloc((size_t)nin, sizeof *colhash);
-    char *colset = xcalloc((size_t)nin, 1);
+    uint64_t *colhash = vfy_xcalloc((size_t)nin, sizeof *colhash);
+    char *colset = vfy_xcalloc((size_t)nin, 1);
     *checked = 0;
     for (int r = 0; r < sh->n; r++)
         for (int i = 0; i < nout; i++) {
@@ -1784,21 +1538,21 @@ static int check_postcondition(const Sim *s, int *checked)
         if (gr->block >= 0) {
             const Block *bl = &p->blocks[gr->block];
             char w[48];
-            str_printf(&msg, " (written last here, on %s)", where_text(sh, bl->rank, bl->tb, w, sizeof w));
+            vfy_str_printf(&msg, " (written last here, on %s)", vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w));
             if (gr->count > 1)
-                str_printf(&msg, "; this statement leaves %d more out chunk%s wrong", gr->count - 1,
-                           gr->count == 2 ? "" : "s");
-            rep_error(s->rep, step_at(s, gr->block, gr->step)->loc, "%s", str_get(&msg));
+                vfy_str_printf(&msg, "; this statement leaves %d more out chunk%s wrong", gr->count - 1,
+                               gr->count == 2 ? "" : "s");
+            vfy_error(s->rep, step_at(s, gr->block, gr->step)->loc, "%s", vfy_str_get(&msg));
         } else {
             if (gr->count > 1)
-                str_printf(&msg, "; %d more out chunk%s never written", gr->count - 1,
-                           gr->count == 2 ? " is" : "s are");
-            rep_error(s->rep, p->name_loc, "%s", str_get(&msg));
+                vfy_str_printf(&msg, "; %d more out chunk%s never written", gr->count - 1,
+                               gr->count == 2 ? " is" : "s are");
+            vfy_error(s->rep, p->name_loc, "%s", vfy_str_get(&msg));
         }
         free(msg.s);
     }
     if (hidden)
-        rep_note(s->rep, (SrcLoc){0, 0, 0}, "%d more wrong out chunk%s, written by other statements, not shown",
+        vfy_note(s->rep, (SrcLoc){0, 0, 0}, "%d more wrong out chunk%s, written by other statements, not shown",
                  hidden, hidden == 1 ? "" : "s");
     free(er);
     free(ec);
@@ -1823,9 +1577,9 @@ static int check_deterministic(const Sim *s, Str *detail)
             if (nr == n0 || (nr >= 0 && n0 >= 0 && s->nodes.v[nr].shape == s->nodes.v[n0].shape))
                 continue;
             if (detail && n0 >= 0 && nr >= 0) {
-                str_printf(detail, "out@0[%d] = ", i);
+                vfy_str_printf(detail, "out@0[%d] = ", i);
                 node_tree_text(sh, &s->nodes, n0, detail, 0);
-                str_printf(detail, " but out@%d[%d] = ", r, i);
+                vfy_str_printf(detail, " but out@%d[%d] = ", r, i);
                 node_tree_text(sh, &s->nodes, nr, detail, 0);
             }
             return 0;
@@ -1875,8 +1629,8 @@ static void check_instances(const Shape *sh, Reporter *rep)
     for (int b = 0; b < sh->nb; b++)
         for (int i = 0; i < p->blocks[b].nsteps; i++) {
             const Step *st = &p->blocks[b].steps[i];
-            if (scratch_only(st) && !seen_before(&seen, st->loc) && seen.n <= MAX_STEP_REPORTS)
-                rep_error(rep, st->loc, "with instances %d, '%s' moves data from scratch to scratch only: its length "
+            if (scratch_only(st) && !vfy_seen_before(&seen, st->loc) && seen.n <= MAX_STEP_REPORTS)
+                vfy_error(rep, st->loc, "with instances %d, '%s' moves data from scratch to scratch only: its length "
                           "is a whole scratch chunk, not that of the in/out chunk position the data came from (tail "
                           "chunks are shorter), so its instances split the data differently from the transfer that "
                           "wrote it and read parts another instance writes; give it an in/out operand of the same "
@@ -1896,9 +1650,9 @@ static int check_pipeline_safe(const Shape *sh, Str *detail)
             if (scratch_only(&p->blocks[b].steps[i])) {
                 ok = 0;
                 if (detail)
-                    str_printf(detail, "'%s' at line %d moves scratch to scratch only, so its slices would not line "
-                               "up with those of the transfer that wrote the data",
-                               step_name(p->blocks[b].steps[i].kind), p->blocks[b].steps[i].loc.line);
+                    vfy_str_printf(detail, "'%s' at line %d moves scratch to scratch only, so its slices would "
+                                   "not line up with those of the transfer that wrote the data",
+                                   step_name(p->blocks[b].steps[i].kind), p->blocks[b].steps[i].loc.line);
             }
     for (int b = 0; b < sh->nb && ok; b++) {
         const Block *bl = &p->blocks[b];
@@ -1906,7 +1660,7 @@ static int check_pipeline_safe(const Shape *sh, Str *detail)
         for (int i = 0; i < bl->nsteps; i++)
             if (bl->steps[i].kind <= STEP_REDUCE)
                 n += 1 + bl->steps[i].nsrc;
-        Range *rg = xcalloc((size_t)n, sizeof *rg);
+        Range *rg = vfy_xcalloc((size_t)n, sizeof *rg);
         n = 0;
         for (int i = 0; i < bl->nsteps; i++) {
             const Step *st = &bl->steps[i];
@@ -1931,8 +1685,8 @@ static int check_pipeline_safe(const Shape *sh, Str *detail)
             if (rg[i].lo < end) {
                 ok = 0;
                 if (detail)
-                    str_printf(detail, "rank %d tb %d uses %s@%d[%d..%d] and [%d..%d]", bl->rank, bl->tb,
-                               p->buf_name[rg[i].buf], rg[i].rank, rg[last].lo, rg[last].hi, rg[i].lo, rg[i].hi);
+                    vfy_str_printf(detail, "rank %d tb %d uses %s@%d[%d..%d] and [%d..%d]", bl->rank, bl->tb,
+                                   p->buf_name[rg[i].buf], rg[i].rank, rg[last].lo, rg[last].hi, rg[i].lo, rg[i].hi);
             }
             if (rg[i].hi > end)
                 end = rg[i].hi, last = i;
@@ -1948,7 +1702,7 @@ static int check_pipeline_safe(const Shape *sh, Str *detail)
 typedef struct {
     SyncCounts sync;
     long pairs, cross_pairs, edges;
-    long port_puts;       /* port-channel puts checked against check_port_puts' rules */
+    long port_puts;       /* port-channel puts checked against vfy_check_port_puts' rules */
     int out_checked;
     Str det_detail, pipe_detail;
 } Facts;
@@ -1972,13 +1726,13 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     /* Before the simulation, which places every put at its statement: for port puts,
      * completed later by an asynchronous proxy, that is exact only under these rules. */
     int port_errors0 = rep->nerrors;
-    f->port_puts = check_port_puts(&sh, 0, rep);
+    f->port_puts = vfy_check_port_puts(&sh, 0, rep);
     int port_bad = rep->nerrors > port_errors0;
 
     Sim s = {0};
     double work = (double)(f->sync.nwaits + f->sync.nbarriers) * (sh.nb + sh.n);
     if (work > MAX_CLOCK_WORK || sim_init(&s, &sh, (SimMode){.ncalls = 1, .contents = 1}, rep) != 0) {
-        rep_error(rep, p->name_loc, "'%s' is too large to verify for N = %d (%d thread blocks, %d chunks per rank)",
+        vfy_error(rep, p->name_loc, "'%s' is too large to verify for N = %d (%d thread blocks, %d chunks per rank)",
                   p->name, p->nranks, sh.nb, sh.rank_cells);
         sim_fini(&s);
         shape_fini(&sh);
@@ -1988,7 +1742,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     f->pairs = s.pairs;
     f->edges = s.edges;
     if (s.races_hidden)
-        rep_note(rep, (SrcLoc){0, 0, 0}, "%d more racing statement pair%s not shown", s.races_hidden,
+        vfy_note(rep, (SrcLoc){0, 0, 0}, "%d more racing statement pair%s not shown", s.races_hidden,
                  s.races_hidden == 1 ? "" : "s");
     if (s.stuck)
         report_deadlocks(&s, counts_bad);
@@ -1996,7 +1750,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     proof->race_free = !races && !s.stuck && !port_bad;
     proof->deadlock_free = !s.stuck && !counts_bad;
     if (races || s.stuck || s.nlayout) {
-        rep_note(rep, (SrcLoc){0, 0, 0}, "the postcondition was not checked: %s",
+        vfy_note(rep, (SrcLoc){0, 0, 0}, "the postcondition was not checked: %s",
                  s.stuck ? "the run does not complete" : races ? "with races the result depends on timing"
                  : "chunks were stored at the wrong position");
     } else {
@@ -2017,7 +1771,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
             sim_run(&s2);
             f->cross_pairs = s2.pairs;
             if (s2.races_hidden)
-                rep_note(rep, (SrcLoc){0, 0, 0}, "%d more cross-call racing statement pair%s not shown",
+                vfy_note(rep, (SrcLoc){0, 0, 0}, "%d more cross-call racing statement pair%s not shown",
                          s2.races_hidden, s2.races_hidden == 1 ? "" : "s");
             proof->cross_call_safe = !s2.nraces && !s2.races_hidden && !s2.stuck;
         }
@@ -2035,13 +1789,13 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
         Reporter quiet = {0};
         Sim s3 = {0};
         /* Aliased, a port put's source may be a chunk its block writes before the flush. */
-        check_port_puts(&sh, 1, &quiet);
+        vfy_check_port_puts(&sh, 1, &quiet);
         int ran = quiet.nerrors > 0;
         if (!ran && sim_init(&s3, &sh, (SimMode){.ncalls = 1, .inplace = 1, .contents = 1}, &quiet) == 0) {
             ran = 1;
             sim_run(&s3);
             if (s3.stuck)
-                rep_error(&quiet, p->name_loc, "the run does not complete");
+                vfy_error(&quiet, p->name_loc, "the run does not complete");
             else if (!s3.nraces && !s3.nlayout) {
                 int checked;
                 check_postcondition(&s3, &checked);
