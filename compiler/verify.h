@@ -80,4 +80,11 @@ void vfy_inplace_alias(const Shape *sh, int rank, int *buf, int *chunk);
  * in and out aliased); returns the number of port puts. */
 long vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep);
 
+/* ===== verify_slices.c: instances and pipeline slices ===== */
+
+/* Reports every scratch-only transfer of a program with instances. */
+void vfy_check_instances(const Shape *sh, Reporter *rep);
+/* Whether slices may interleave within a block; else why, in *detail (may be NULL). */
+int vfy_check_pipeline_safe(const Shape *sh, Str *detail);
+
 #endif
