@@ -228,173 +228,6 @@ void vfy_inplace_alias(const Shape *sh, int rank, int *buf, int *chunk)
     }
 }
 
-/* ---- contents: expressions over input contributions ----
- *
- * A chunk holds a node: an input contribution in@q[c], the initial garbage of a chunk
- * that was read before anything was written to it, or the sum (the reduction op) of two
- * nodes. A copy shares its source's node. A reduce folds its operands left to right.
- * Each node carries two 64-bit hashes, so comparisons cost O(1):
- *  - `hash`, the multiset of its leaves (a sum of the leaves' hashes) with their count:
- *    equal to the expected set's hash means the right contributions, each once;
- *  - `shape`, the reduction tree up to swapping the operands of one sum (every op is
- *    commutative per pair): equal shapes give the same bits on every rank. */
-
-enum { NODE_IN, NODE_GARBAGE, NODE_SUM };
-
-typedef struct {
-    int kind;
-    int a, b, c;          /* IN: rank, chunk; GARBAGE: rank, buf, chunk; SUM: children */
-    uint64_t hash;        /* sum of the leaves' hashes */
-    uint64_t shape;       /* the tree, children unordered */
-    int64_t count;        /* number of leaves, saturating */
-    int pos;              /* position (chunk % K) of every IN leaf; -1 none, -2 mixed */
-} Node;
-
-typedef struct {
-    Node *v;
-    int n, cap;
-    int k;
-} Nodes;
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-static uint64_t key_hash(int kind, int a, int b, int c)
-{
-    return mix64((uint64_t)kind ^ mix64((uint64_t)(uint32_t)a ^ mix64((uint64_t)(uint32_t)b ^ mix64((uint32_t)c))));
-}
-
-/* The content hash of one leaf: independent of node numbering, so expected sets can be
- * hashed without creating nodes. */
-static uint64_t leaf_hash(int kind, int a, int b, int c)
-{
-    return mix64(key_hash(kind, a, b, c) ^ 0x5bd1e9955bd1e995ull);
-}
-
-/* Adds a node; a SUM's children a and b are existing nodes. Returns its index. */
-static int node_new(Nodes *ns, int kind, int a, int b, int c)
-{
-    if (ns->n == ns->cap) {
-        ns->cap = ns->cap ? ns->cap * 2 : 1024;
-        ns->v = vfy_xrealloc(ns->v, sizeof *ns->v * (size_t)ns->cap);
-    }
-    Node x = {.kind = kind, .a = a, .b = b, .c = c};
-    if (kind == NODE_SUM) {
-        const Node *l = &ns->v[a], *r = &ns->v[b];
-        uint64_t lo = l->shape < r->shape ? l->shape : r->shape, hi = l->shape ^ r->shape ^ lo;
-        x.hash = l->hash + r->hash;
-        x.shape = mix64(mix64(lo ^ 0x2545f4914f6cdd1dull) + hi);
-        x.count = l->count > INT64_MAX - r->count ? INT64_MAX : l->count + r->count;
-        x.pos = l->pos == -1 ? r->pos : r->pos == -1 ? l->pos : l->pos == r->pos ? l->pos : -2;
-    } else {
-        x.hash = x.shape = leaf_hash(kind, a, b, c);
-        x.count = 1;
-        x.pos = kind == NODE_IN ? b % ns->k : -1;
-    }
-    ns->v[ns->n] = x;
-    return ns->n++;
-}
-
-static void nodes_fini(Nodes *ns)
-{
-    free(ns->v);
-}
-
-/* One leaf of a node's multiset with its multiplicity. */
-typedef struct {
-    int node;
-    int64_t mult;
-} Leaf;
-
-static int leaf_cmp(const void *x, const void *y)
-{
-    const Leaf *l = x, *r = y;
-    return l->node < r->node ? -1 : l->node > r->node;
-}
-
-/* The multiset of leaves under `root`: the DAG's nodes in descending index order (a
- * child is always created before its parent) pass their multiplicity down. Returns the
- * number of leaves written to *out (malloc'd, sorted by node). */
-static int node_leaves(const Nodes *ns, int root, Leaf **out)
-{
-    int64_t *mult = vfy_xcalloc((size_t)ns->n, sizeof *mult);
-    char *mark = vfy_xcalloc((size_t)ns->n, 1);
-    int *stack = vfy_xcalloc((size_t)ns->n, sizeof *stack), sp = 0, hi = root;
-    mark[root] = 1;
-    stack[sp++] = root;
-    int lo = root;
-    while (sp) {
-        int x = stack[--sp];
-        if (x < lo)
-            lo = x;
-        if (ns->v[x].kind != NODE_SUM)
-            continue;
-        int ch[2] = {ns->v[x].a, ns->v[x].b};
-        for (int i = 0; i < 2; i++)
-            if (!mark[ch[i]]) {
-                mark[ch[i]] = 1;
-                stack[sp++] = ch[i];
-            }
-    }
-    mult[root] = 1;
-    int nleaves = 0;
-    for (int x = hi; x >= lo; x--) {
-        if (!mark[x] || !mult[x])
-            continue;
-        const Node *nd = &ns->v[x];
-        if (nd->kind != NODE_SUM) {
-            nleaves++;
-            continue;
-        }
-        int ch[2] = {nd->a, nd->b};
-        for (int i = 0; i < 2; i++)
-            mult[ch[i]] = mult[ch[i]] > INT64_MAX - mult[x] ? INT64_MAX : mult[ch[i]] + mult[x];
-    }
-    Leaf *leaves = vfy_xcalloc((size_t)nleaves, sizeof *leaves);
-    int k = 0;
-    for (int x = lo; x <= hi; x++)
-        if (mark[x] && mult[x] && ns->v[x].kind != NODE_SUM)
-            leaves[k++] = (Leaf){x, mult[x]};
-    qsort(leaves, (size_t)k, sizeof *leaves, leaf_cmp);
-    free(mult);
-    free(mark);
-    free(stack);
-    *out = leaves;
-    return k;
-}
-
-static void leaf_text(const Shape *sh, const Node *x, Str *s)
-{
-    if (x->kind == NODE_IN)
-        vfy_str_printf(s, "in@%d[%d]", x->a, x->b);
-    else
-        vfy_str_printf(s, "uninitialized %s@%d[%d]", sh->p->buf_name[x->b], x->a, x->c);
-}
-
-/* The reduction tree of a node, e.g. "((in@0[0] + in@1[0]) + in@2[0])", cut short. */
-static void node_tree_text(const Shape *sh, const Nodes *ns, int id, Str *s, int depth)
-{
-    const Node *x = &ns->v[id];
-    if (s->n > 300 || depth > 40) {
-        vfy_str_printf(s, "...");
-        return;
-    }
-    if (x->kind != NODE_SUM) {
-        leaf_text(sh, x, s);
-        return;
-    }
-    vfy_str_printf(s, "(");
-    node_tree_text(sh, ns, x->a, s, depth + 1);
-    vfy_str_printf(s, " + ");
-    node_tree_text(sh, ns, x->b, s, depth + 1);
-    vfy_str_printf(s, ")");
-}
-
 /* ---- static checks: semaphore and barrier counts ---- */
 
 static const Step *nth_step(const Block *bl, StepKind kind, int peer, int nth)
@@ -524,77 +357,9 @@ static void check_barrier_counts(const Shape *sh, Reporter *rep)
 
 /* ---- the simulation ---- */
 
-typedef struct {
-    int ncalls;           /* 1, or 2 back-to-back calls */
-    int inplace;          /* in and out aliased as the collective allows */
-    int contents;         /* track contents: postcondition, layout, read-only input */
-    int cross_only;       /* report only races between accesses of different calls */
-} SimMode;
-
-/* One access: block, step, call, and the block's own clock (its epoch) at the time. */
-typedef struct {
-    int block, step, call, epoch;
-} Access;
-
-/* FastTrack-style history of one chunk: the last write and, per block, the latest read
- * since. If an access is ordered after the last write it is ordered after all earlier
- * writes too, so this is exact for deciding whether a racing pair exists. */
-typedef struct {
-    Access w;
-    int has_w;
-    int nr, cap;
-    Access *r;
-} CellLog;
-
-/* A vector clock sent by a signal, shared by consecutive signals of one block. */
-typedef struct Snap {
-    int refs;
-    struct Snap *next;    /* on the spare list, once unused */
-    int v[];
-} Snap;
-
-typedef struct QItem {
-    Snap *snap;
-    struct QItem *next;
-} QItem;
-
-typedef struct {
-    QItem *head, *tail;
-} Sem;
-
-enum { RUN, AT_BARRIER, DONE };
-
-typedef struct {
-    Shape *sh;
-    SimMode m;
-    Reporter *rep;
-    int nparity, ncells;
-    int nt;               /* clock threads: the blocks, then one caller per rank */
-    int *vc;              /* nt x nt: vc[b * nt + x] = what thread b knows of thread x */
-    Snap **snap;          /* per block: its current clock as sent, or NULL */
-    Snap *spare;          /* unused snapshots, recycled: they are nt ints each */
-    QItem *spare_items;
-    char *pending;        /* per block: a signal was sent; advance before the next access */
-    int *pc, *call, *state;
-    char *boundary;       /* per block: at the end of a call, waiting for its rank */
-    Sem *sem;             /* [waiter block * n + signaler rank] */
-    CellLog *log;
-    int *content;         /* per cell: node, or -1 for the cell's initial garbage */
-    int *wblock, *wstep;  /* per cell: the last writer, or -1 */
-    Nodes nodes;
-    long pairs;           /* access pairs from different blocks compared */
-    long edges;           /* signal->wait pairs and barrier joins applied */
-    int stuck;
-    Seen race_seen;       /* statement pairs reported: one side here, */
-    SrcLoc race_other[MAX_SEEN]; /* the other side at the same index */
-    int nraces, races_hidden;
-    Seen layout_seen, input_seen;
-    int nlayout, ninput;
-} Sim;
-
 /* The cell of chunk `chunk` of `buf` on `rank`, in call `call`: in-place aliasing maps
  * in onto out (or out onto in); LL scratch alternates halves by call parity. */
-static int sim_cell(const Sim *s, int rank, int buf, int chunk, int call)
+int vfy_sim_cell(const Sim *s, int rank, int buf, int chunk, int call)
 {
     const Shape *sh = s->sh;
     if (s->m.inplace)
@@ -648,7 +413,7 @@ static int sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
          * in is aliased to. */
         for (int r = 0; r < sh->n; r++)
             for (int c = 0; c < p->buf_chunks[BUF_IN]; c++)
-                s->content[sim_cell(s, r, BUF_IN, c, 0)] = node_new(&s->nodes, NODE_IN, r, c, 0);
+                s->content[vfy_sim_cell(s, r, BUF_IN, c, 0)] = vfy_node_new(&s->nodes, NODE_IN, r, c, 0);
     }
     return 0;
 }
@@ -702,7 +467,7 @@ static void sim_fini(Sim *s)
     free(s->content);
     free(s->wblock);
     free(s->wstep);
-    nodes_fini(&s->nodes);
+    vfy_nodes_fini(&s->nodes);
 }
 
 /* dst = max(dst, src) elementwise: the join of two vector clocks, the verifier's inner
@@ -731,12 +496,10 @@ static void clock_changed(Sim *s, int b)
     s->snap[b] = NULL;
 }
 
-static const Step *step_at(const Sim *s, int b, int i)
+const Step *vfy_step_at(const Sim *s, int b, int i)
 {
     return &s->sh->p->blocks[b].steps[i];
 }
-
-static int expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chunk, int *nexp);
 
 /* The rank of an access's thread (a block, or the caller of a rank). */
 static int access_rank(const Sim *s, Access x)
@@ -746,7 +509,7 @@ static int access_rank(const Sim *s, Access x)
 
 static SrcLoc access_loc(const Sim *s, Access x)
 {
-    return x.step >= 0 ? step_at(s, x.block, x.step)->loc : s->sh->p->name_loc;
+    return x.step >= 0 ? vfy_step_at(s, x.block, x.step)->loc : s->sh->p->name_loc;
 }
 
 /* "'put' at line 9 on rank 1 (in call 2) writes it", or the caller's part. */
@@ -763,7 +526,7 @@ static void access_text(const Sim *s, Access x, int is_write, int cross, Str *ou
         return;
     }
     const Block *bl = &sh->p->blocks[x.block];
-    const Step *st = step_at(s, x.block, x.step);
+    const Step *st = vfy_step_at(s, x.block, x.step);
     char w[48];
     vfy_str_printf(out, "'%s' at line %d on %s", step_name(st->kind), st->loc.line,
                    vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w));
@@ -840,7 +603,7 @@ static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, 
         char w[48];
         const Block *ob = &sh->p->blocks[other.block];
         vfy_note(s->rep, access_loc(s, other), "the other access: '%s' on %s",
-                 step_name(step_at(s, other.block, other.step)->kind),
+                 step_name(vfy_step_at(s, other.block, other.step)->kind),
                  vfy_where_text(sh, ob->rank, ob->tb, w, sizeof w));
     }
 }
@@ -848,7 +611,7 @@ static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, 
 /* Checks one access against the chunk's history, then records it. */
 static void sim_access(Sim *s, Access cur, int is_write, int rank, int buf, int chunk)
 {
-    int cell = sim_cell(s, rank, buf, chunk, cur.call);
+    int cell = vfy_sim_cell(s, rank, buf, chunk, cur.call);
     CellLog *L = &s->log[cell];
     const int *known = &s->vc[cur.block * s->nt];
     if (L->has_w && L->w.block != cur.block) {
@@ -889,7 +652,7 @@ static int sim_read_content(Sim *s, int cell)
         int rank = (cell / per_rank) % s->sh->n, off = cell % per_rank, buf = 0;
         while (buf + 1 < s->sh->p->nbufs && s->sh->buf_base[buf + 1] <= off)
             buf++;
-        s->content[cell] = node_new(&s->nodes, NODE_GARBAGE, rank, buf, off - s->sh->buf_base[buf]);
+        s->content[cell] = vfy_node_new(&s->nodes, NODE_GARBAGE, rank, buf, off - s->sh->buf_base[buf]);
     }
     return s->content[cell];
 }
@@ -909,7 +672,7 @@ static void check_layout(Sim *s, int b, const Step *st, int rank, int chunk, int
     if (s->nlayout > MAX_STEP_REPORTS)
         return;
     Leaf *leaves;
-    int nl = node_leaves(&s->nodes, node, &leaves);
+    int nl = vfy_node_leaves(&s->nodes, node, &leaves);
     const Node *bad = NULL;
     for (int i = 0; i < nl && !bad; i++) {
         const Node *l = &s->nodes.v[leaves[i].node];
@@ -929,7 +692,7 @@ static void check_layout(Sim *s, int b, const Step *st, int rank, int chunk, int
 
 static void sim_data(Sim *s, int b, int i)
 {
-    const Step *st = step_at(s, b, i);
+    const Step *st = vfy_step_at(s, b, i);
     const Block *bl = &s->sh->p->blocks[b];
     if (s->pending[b]) {
         s->vc[b * s->nt + b]++;
@@ -961,15 +724,15 @@ static void sim_data(Sim *s, int b, int i)
         for (int o = 0; o < st->nsrc; o++) {
             if (j >= st->src[o].count)
                 continue;
-            int x = sim_read_content(s, sim_cell(s, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j, cur.call));
-            acc = acc < 0 ? x : node_new(&s->nodes, NODE_SUM, acc, x, 0);
+            int x = sim_read_content(s, vfy_sim_cell(s, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j, cur.call));
+            acc = acc < 0 ? x : vfy_node_new(&s->nodes, NODE_SUM, acc, x, 0);
         }
         val[j] = acc;
     }
     for (int j = 0; j < count; j++) {
         if (val[j] < 0)
             continue;
-        int cell = sim_cell(s, st->dst.rank, st->dst.buf, st->dst.chunk + j, cur.call);
+        int cell = vfy_sim_cell(s, st->dst.rank, st->dst.buf, st->dst.chunk + j, cur.call);
         s->content[cell] = val[j];
         s->wblock[cell] = b;
         s->wstep[cell] = i;
@@ -1092,7 +855,7 @@ static void sim_caller(Sim *s, int r, int call, int *join)
     Access cur = {h, -1, call, s->vc[h * nt + h]};
     int *er = vfy_xcalloc((size_t)sh->n, sizeof *er), *ec = vfy_xcalloc((size_t)sh->n, sizeof *ec), ne;
     for (int i = 0; i < sh->p->buf_chunks[BUF_OUT]; i++)
-        if (expected(sh, r, i, er, ec, &ne))
+        if (vfy_expected(sh, r, i, er, ec, &ne))
             sim_access(s, cur, 0, r, BUF_OUT, i);
     cur.call = call + 1;
     if (call + 1 < s->m.ncalls)
@@ -1317,277 +1080,6 @@ static int report_deadlocks(const Sim *s, int counts_reported)
     return ncycles;
 }
 
-/* ---- the postcondition ---- */
-
-/* What out@r[i] must hold: *nexp contribution (rank, in chunk) pairs in exp (room for
- * N); returns 0 when the chunk is unconstrained. */
-static int expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chunk, int *nexp)
-{
-    const Program *p = sh->p;
-    int k = sh->k, n = sh->n, j = i / k, c = i % k;
-    *nexp = 0;
-    switch (p->coll) {
-    case COLL_ALLREDUCE:
-        for (int q = 0; q < n; q++)
-            exp_rank[q] = q, exp_chunk[q] = i;
-        *nexp = n;
-        return 1;
-    case COLL_REDUCE:
-        if (r != p->root)
-            return 0;
-        for (int q = 0; q < n; q++)
-            exp_rank[q] = q, exp_chunk[q] = i;
-        *nexp = n;
-        return 1;
-    case COLL_REDUCE_SCATTER:
-        for (int q = 0; q < n; q++)
-            exp_rank[q] = q, exp_chunk[q] = r * k + i;
-        *nexp = n;
-        return 1;
-    case COLL_ALLGATHER:
-        exp_rank[0] = j, exp_chunk[0] = c;
-        *nexp = 1;
-        return 1;
-    case COLL_ALLTOALL:
-        exp_rank[0] = j, exp_chunk[0] = r * k + c;
-        *nexp = 1;
-        return 1;
-    case COLL_BROADCAST:
-        exp_rank[0] = p->root, exp_chunk[0] = i;
-        *nexp = 1;
-        return 1;
-    }
-    return 0;
-}
-
-/* Appends a list "a, b and c" of at most `limit` names, then "and N more". */
-static void list_text(Str *out, char **names, int n, int limit)
-{
-    for (int i = 0; i < n && i < limit; i++)
-        vfy_str_printf(out, "%s%s", i == 0 ? "" : (i == n - 1 && n <= limit) ? " and " : ", ", names[i]);
-    if (n > limit)
-        vfy_str_printf(out, " and %d more", n - limit);
-}
-
-/* Explains why out@r[i] (holding `node`, or never written when node < 0) is wrong. */
-static void explain_cell(const Sim *s, int r, int i, int node, const int *er, const int *ec, int ne, Str *msg)
-{
-    const Shape *sh = s->sh;
-    vfy_str_printf(msg, "postcondition fails: out@%d[%d] ", r, i);
-    if (node < 0) {
-        vfy_str_printf(msg, "is never written; it must hold ");
-        for (int e = 0; e < ne && e < MAX_LISTED; e++)
-            vfy_str_printf(msg, "%sin@%d[%d]", e ? " + " : "", er[e], ec[e]);
-        if (ne > MAX_LISTED)
-            vfy_str_printf(msg, " + ... (%d contributions)", ne);
-        return;
-    }
-    Leaf *leaves;
-    int nl = node_leaves(&s->nodes, node, &leaves);
-    vfy_str_printf(msg, "holds ");
-    if (nl <= MAX_LISTED) {
-        for (int l = 0; l < nl; l++) {
-            if (l)
-                vfy_str_printf(msg, " + ");
-            leaf_text(sh, &s->nodes.v[leaves[l].node], msg);
-            if (leaves[l].mult == 2)
-                vfy_str_printf(msg, " twice");
-            else if (leaves[l].mult > 2)
-                vfy_str_printf(msg, " %lld times", (long long)leaves[l].mult);
-        }
-    } else {
-        vfy_str_printf(msg, "%lld contributions", (long long)s->nodes.v[node].count);
-    }
-    /* Sort the problems out: missing, double-counted, foreign, uninitialized. */
-    char **missing = vfy_xcalloc((size_t)ne + 1, sizeof *missing);
-    char **dup = vfy_xcalloc((size_t)nl + 1, sizeof *dup), **extra = vfy_xcalloc((size_t)nl + 1, sizeof *extra);
-    char **garbage = vfy_xcalloc((size_t)nl + 1, sizeof *garbage);
-    int nmiss = 0, ndup = 0, nextra = 0, ngarb = 0;
-    for (int e = 0; e < ne; e++) {
-        int found = 0;
-        for (int l = 0; l < nl && !found; l++) {
-            const Node *x = &s->nodes.v[leaves[l].node];
-            found = x->kind == NODE_IN && x->a == er[e] && x->b == ec[e];
-        }
-        if (!found && nmiss < 8) {
-            Str t = {0};
-            vfy_str_printf(&t, "in@%d[%d]", er[e], ec[e]);
-            missing[nmiss++] = t.s;
-        } else if (!found) {
-            nmiss++;
-        }
-    }
-    for (int l = 0; l < nl; l++) {
-        const Node *x = &s->nodes.v[leaves[l].node];
-        Str t = {0};
-        if (x->kind == NODE_GARBAGE) {
-            vfy_str_printf(&t, "%s@%d[%d]", sh->p->buf_name[x->b], x->a, x->c);
-            garbage[ngarb++] = t.s;
-            continue;
-        }
-        int want = 0;
-        for (int e = 0; e < ne && !want; e++)
-            want = x->a == er[e] && x->b == ec[e];
-        vfy_str_printf(&t, "in@%d[%d]", x->a, x->b);
-        if (!want)
-            extra[nextra++] = t.s;
-        else if (leaves[l].mult > 1)
-            dup[ndup++] = t.s;
-        else
-            free(t.s);
-    }
-    if (nmiss) {
-        vfy_str_printf(msg, "; missing ");
-        list_text(msg, missing, nmiss, nmiss > 8 ? 8 : nmiss);
-    }
-    if (ndup) {
-        vfy_str_printf(msg, "; ");
-        list_text(msg, dup, ndup, 4);
-        vfy_str_printf(msg, ndup == 1 ? " is double-counted" : " are double-counted");
-    }
-    if (nextra) {
-        vfy_str_printf(msg, "; ");
-        list_text(msg, extra, nextra, 4);
-        vfy_str_printf(msg, nextra == 1 ? " does not belong there" : " do not belong there");
-    }
-    if (ngarb) {
-        vfy_str_printf(msg, "; ");
-        list_text(msg, garbage, ngarb, 4);
-        vfy_str_printf(msg, ngarb == 1 ? " is read before anything writes it"
-                                       : " are read before anything writes them");
-    }
-    for (int x = 0; x < nmiss && x < 8; x++)
-        free(missing[x]);
-    for (int x = 0; x < ndup; x++)
-        free(dup[x]);
-    for (int x = 0; x < nextra; x++)
-        free(extra[x]);
-    for (int x = 0; x < ngarb; x++)
-        free(garbage[x]);
-    free(missing);
-    free(dup);
-    free(extra);
-    free(garbage);
-    free(leaves);
-}
-
-/* Checks every constrained out chunk; wrong chunks are grouped by the statement that
- * wrote them last, one error per statement. Returns the number of wrong chunks. */
-static int check_postcondition(const Sim *s, int *checked)
-{
-    const Shape *sh = s->sh;
-    const Program *p = sh->p;
-    int nout = p->buf_chunks[BUF_OUT];
-    int *er = vfy_xcalloc((size_t)sh->n, sizeof *er), *ec = vfy_xcalloc((size_t)sh->n, sizeof *ec);
-    typedef struct {
-        int r, i, node, block, step, count;
-    } Group;
-    Group groups[MAX_POST_REPORTS];
-    int ngroups = 0, nbad = 0, hidden = 0;
-    int nin = p->buf_chunks[BUF_IN];
-    uint64_t *colhash = vfy_xcalloc((size_t)nin, sizeof *colhash);
-    char *colset = vfy_xcalloc((size_t)nin, 1);
-    *checked = 0;
-    for (int r = 0; r < sh->n; r++)
-        for (int i = 0; i < nout; i++) {
-            int ne;
-            if (!expected(sh, r, i, er, ec, &ne))
-                continue;
-            ++*checked;
-            int cell = sim_cell(s, r, BUF_OUT, i, 0);
-            int node = s->content[cell];
-            if (node >= 0) {
-                const Node *x = &s->nodes.v[node];
-                uint64_t h = 0;
-                if (ne == sh->n && ec[0] == ec[ne - 1]) {
-                    /* All ranks' contributions to one chunk: the same sum for every
-                     * out chunk that needs it, computed once. */
-                    if (!colset[ec[0]])
-                        for (int e = 0; e < ne; e++)
-                            colhash[ec[0]] += leaf_hash(NODE_IN, er[e], ec[e], 0);
-                    colset[ec[0]] = 1;
-                    h = colhash[ec[0]];
-                } else {
-                    for (int e = 0; e < ne; e++)
-                        h += leaf_hash(NODE_IN, er[e], ec[e], 0);
-                }
-                if (x->count == ne && x->hash == h)
-                    continue;
-            }
-            nbad++;
-            int wb = s->wblock[cell], ws = s->wstep[cell], g;
-            for (g = 0; g < ngroups; g++) {
-                SrcLoc a = groups[g].block >= 0 ? step_at(s, groups[g].block, groups[g].step)->loc : p->name_loc;
-                SrcLoc b = wb >= 0 ? step_at(s, wb, ws)->loc : p->name_loc;
-                if ((groups[g].block < 0) == (wb < 0) && a.line == b.line && a.col == b.col)
-                    break;
-            }
-            if (g < ngroups)
-                groups[g].count++;
-            else if (ngroups < MAX_POST_REPORTS)
-                groups[ngroups++] = (Group){r, i, node, wb, ws, 1};
-            else
-                hidden++;
-        }
-    for (int g = 0; g < ngroups; g++) {
-        Group *gr = &groups[g];
-        int ne;
-        expected(sh, gr->r, gr->i, er, ec, &ne);
-        Str msg = {0};
-        explain_cell(s, gr->r, gr->i, gr->node, er, ec, ne, &msg);
-        if (gr->block >= 0) {
-            const Block *bl = &p->blocks[gr->block];
-            char w[48];
-            vfy_str_printf(&msg, " (written last here, on %s)", vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w));
-            if (gr->count > 1)
-                vfy_str_printf(&msg, "; this statement leaves %d more out chunk%s wrong", gr->count - 1,
-                               gr->count == 2 ? "" : "s");
-            vfy_error(s->rep, step_at(s, gr->block, gr->step)->loc, "%s", vfy_str_get(&msg));
-        } else {
-            if (gr->count > 1)
-                vfy_str_printf(&msg, "; %d more out chunk%s never written", gr->count - 1,
-                               gr->count == 2 ? " is" : "s are");
-            vfy_error(s->rep, p->name_loc, "%s", vfy_str_get(&msg));
-        }
-        free(msg.s);
-    }
-    if (hidden)
-        vfy_note(s->rep, (SrcLoc){0, 0, 0}, "%d more wrong out chunk%s, written by other statements, not shown",
-                 hidden, hidden == 1 ? "" : "s");
-    free(er);
-    free(ec);
-    free(colhash);
-    free(colset);
-    return nbad;
-}
-
-/* ---- recorded properties: determinism ---- */
-
-/* allreduce: out@r[i] must be the same reduction tree on every rank. The other
- * collectives produce each reduced element on one rank only (or copy it). */
-static int check_deterministic(const Sim *s, Str *detail)
-{
-    const Shape *sh = s->sh;
-    if (sh->p->coll != COLL_ALLREDUCE)
-        return 1;
-    for (int i = 0; i < sh->p->buf_chunks[BUF_OUT]; i++) {
-        int n0 = s->content[sim_cell(s, 0, BUF_OUT, i, 0)];
-        for (int r = 1; r < sh->n; r++) {
-            int nr = s->content[sim_cell(s, r, BUF_OUT, i, 0)];
-            if (nr == n0 || (nr >= 0 && n0 >= 0 && s->nodes.v[nr].shape == s->nodes.v[n0].shape))
-                continue;
-            if (detail && n0 >= 0 && nr >= 0) {
-                vfy_str_printf(detail, "out@0[%d] = ", i);
-                node_tree_text(sh, &s->nodes, n0, detail, 0);
-                vfy_str_printf(detail, " but out@%d[%d] = ", r, i);
-                node_tree_text(sh, &s->nodes, nr, detail, 0);
-            }
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* ---- the whole proof ---- */
 
 /* What the proof found, in detail, for --explain. */
@@ -1646,9 +1138,9 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
                  s.stuck ? "the run does not complete" : races ? "with races the result depends on timing"
                  : "chunks were stored at the wrong position");
     } else {
-        int bad = check_postcondition(&s, &f->out_checked);
+        int bad = vfy_check_postcondition(&s, &f->out_checked);
         proof->postcondition = !bad && !s.ninput;
-        proof->deterministic = check_deterministic(&s, &f->det_detail);
+        proof->deterministic = vfy_check_deterministic(&s, &f->det_detail);
     }
     sim_fini(&s);
     proof->pipeline_safe = vfy_check_pipeline_safe(&sh, &f->pipe_detail);
@@ -1690,7 +1182,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
                 vfy_error(&quiet, p->name_loc, "the run does not complete");
             else if (!s3.nraces && !s3.nlayout) {
                 int checked;
-                check_postcondition(&s3, &checked);
+                vfy_check_postcondition(&s3, &checked);
             }
         }
         if (ran) {

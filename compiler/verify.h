@@ -20,6 +20,8 @@ enum {
 };
 #define MAX_CLOCK_WORK 2e9    /* vector-clock entries joined in one simulated call */
 
+typedef struct Sim Sim;       /* a simulated run, below */
+
 /* ===== verify.c: the base ===== */
 
 /* calloc and realloc that never return NULL (out of memory is an internal error). */
@@ -86,5 +88,119 @@ long vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep);
 void vfy_check_instances(const Shape *sh, Reporter *rep);
 /* Whether slices may interleave within a block; else why, in *detail (may be NULL). */
 int vfy_check_pipeline_safe(const Shape *sh, Str *detail);
+
+/* ===== verify_contents.c: chunk contents and the postcondition ===== */
+
+/* A chunk's content: an input contribution, initial garbage, or a sum of two nodes. */
+enum { NODE_IN, NODE_GARBAGE, NODE_SUM };
+
+typedef struct {
+    int kind;
+    int a, b, c;          /* IN: rank, chunk; GARBAGE: rank, buf, chunk; SUM: children */
+    uint64_t hash;        /* sum of the leaves' hashes */
+    uint64_t shape;       /* the tree, children unordered */
+    int64_t count;        /* number of leaves, saturating */
+    int pos;              /* position (chunk % K) of every IN leaf; -1 none, -2 mixed */
+} Node;
+
+typedef struct {
+    Node *v;
+    int n, cap;
+    int k;
+} Nodes;
+
+/* One leaf of a node's multiset with its multiplicity. */
+typedef struct {
+    int node;
+    int64_t mult;
+} Leaf;
+
+/* Adds a node (a SUM's children a and b exist already); returns its index. */
+int vfy_node_new(Nodes *ns, int kind, int a, int b, int c);
+void vfy_nodes_fini(Nodes *ns);
+/* The multiset of leaves under root, malloc'd in *out, sorted; returns their number. */
+int vfy_node_leaves(const Nodes *ns, int root, Leaf **out);
+/* What out@r[i] must hold: *nexp (rank, in chunk) pairs; 0 when unconstrained. */
+int vfy_expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chunk, int *nexp);
+/* Reports every wrong out chunk; returns their number, and in *checked how many out
+ * chunks the collective constrains. */
+int vfy_check_postcondition(const Sim *s, int *checked);
+/* Whether every rank's out holds the same reduction trees; else an example in *detail
+ * (which may be NULL). */
+int vfy_check_deterministic(const Sim *s, Str *detail);
+
+/* ===== verify.c: the simulation ===== */
+
+typedef struct {
+    int ncalls;           /* 1, or 2 back-to-back calls */
+    int inplace;          /* in and out aliased as the collective allows */
+    int contents;         /* track contents: postcondition, layout, read-only input */
+    int cross_only;       /* report only races between accesses of different calls */
+} SimMode;
+
+/* One access: block, step, call, and the block's own clock (its epoch) at the time. */
+typedef struct {
+    int block, step, call, epoch;
+} Access;
+
+/* FastTrack-style history of one chunk: the last write and, per block, the latest read
+ * since. If an access is ordered after the last write it is ordered after all earlier
+ * writes too, so this is exact for deciding whether a racing pair exists. */
+typedef struct {
+    Access w;
+    int has_w;
+    int nr, cap;
+    Access *r;
+} CellLog;
+
+/* A vector clock sent by a signal, shared by consecutive signals of one block. */
+typedef struct Snap {
+    int refs;
+    struct Snap *next;    /* on the spare list, once unused */
+    int v[];
+} Snap;
+
+typedef struct QItem {
+    Snap *snap;
+    struct QItem *next;
+} QItem;
+
+typedef struct {
+    QItem *head, *tail;
+} Sem;
+
+enum { RUN, AT_BARRIER, DONE };
+
+struct Sim {
+    Shape *sh;
+    SimMode m;
+    Reporter *rep;
+    int nparity, ncells;
+    int nt;               /* clock threads: the blocks, then one caller per rank */
+    int *vc;              /* nt x nt: vc[b * nt + x] = what thread b knows of thread x */
+    Snap **snap;          /* per block: its current clock as sent, or NULL */
+    Snap *spare;          /* unused snapshots, recycled: they are nt ints each */
+    QItem *spare_items;
+    char *pending;        /* per block: a signal was sent; advance before the next access */
+    int *pc, *call, *state;
+    char *boundary;       /* per block: at the end of a call, waiting for its rank */
+    Sem *sem;             /* [waiter block * n + signaler rank] */
+    CellLog *log;
+    int *content;         /* per cell: node, or -1 for the cell's initial garbage */
+    int *wblock, *wstep;  /* per cell: the last writer, or -1 */
+    Nodes nodes;
+    long pairs;           /* access pairs from different blocks compared */
+    long edges;           /* signal->wait pairs and barrier joins applied */
+    int stuck;
+    Seen race_seen;       /* statement pairs reported: one side here, */
+    SrcLoc race_other[MAX_SEEN]; /* the other side at the same index */
+    int nraces, races_hidden;
+    Seen layout_seen, input_seen;
+    int nlayout, ninput;
+};
+
+/* The cell of a chunk in call `call`, as in-place aliasing and LL parity place it. */
+int vfy_sim_cell(const Sim *s, int rank, int buf, int chunk, int call);
+const Step *vfy_step_at(const Sim *s, int b, int i);
 
 #endif
