@@ -89,6 +89,20 @@ void vfy_check_instances(const Shape *sh, Reporter *rep);
 /* Whether slices may interleave within a block; else why, in *detail (may be NULL). */
 int vfy_check_pipeline_safe(const Shape *sh, Str *detail);
 
+/* ===== verify_deadlock.c: counts and cycles ===== */
+
+typedef struct {
+    long nsignals, nwaits, nbarriers;
+} SyncCounts;
+
+/* Reports semaphores whose signals and waits do not balance; counts them in *sc. */
+void vfy_check_sem_counts(const Shape *sh, Reporter *rep, SyncCounts *sc);
+/* Reports barriers that some thread block of the rank does not reach. */
+void vfy_check_barrier_counts(const Shape *sh, Reporter *rep);
+/* Reports each cycle of blocked blocks of a stuck run (or, when there is none and
+ * counts_reported is 0, one blocked block); returns the number of cycles. */
+int vfy_report_deadlocks(const Sim *s, int counts_reported);
+
 /* ===== verify_contents.c: chunk contents and the postcondition ===== */
 
 /* A chunk's content: an input contribution, initial garbage, or a sum of two nodes. */
