@@ -143,7 +143,7 @@ int vfy_check_postcondition(const Sim *s, int *checked);
  * (which may be NULL). */
 int vfy_check_deterministic(const Sim *s, Str *detail);
 
-/* ===== verify.c: the simulation ===== */
+/* ===== verify_simulate.c: the simulated run ===== */
 
 typedef struct {
     int ncalls;           /* 1, or 2 back-to-back calls */
@@ -216,5 +216,11 @@ struct Sim {
 /* The cell of a chunk in call `call`, as in-place aliasing and LL parity place it. */
 int vfy_sim_cell(const Sim *s, int rank, int buf, int chunk, int call);
 const Step *vfy_step_at(const Sim *s, int b, int i);
+/* Prepares a run; -1 when the program is too large to simulate (then vfy_sim_fini). */
+int vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep);
+/* Runs every block until all are done or none can move (then s->stuck). */
+void vfy_sim_run(Sim *s);
+/* Frees the run; its clock matrix stays in the Shape for the next. */
+void vfy_sim_fini(Sim *s);
 
 #endif
