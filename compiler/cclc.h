@@ -5,7 +5,7 @@
  *
  *   source --parse.c (grammar/ccl.y)--> Ast
  *          --expand.c (for a concrete N)--> Program   (per rank, per thread block steps)
- *          --verify.c--> proof or diagnostics
+ *          --verify.c (analyses in verify_*.c)--> proof or diagnostics
  *          --schedule.c--> Plan                       (fused ops, semaphores, barriers)
  *          --plan.c--> text or JSON                   (cclc plan)
  *          --emit_cuda.c--> CUDA C                    (cclc cuda)
@@ -299,7 +299,7 @@ int expand_admits(const Ast *ast, int nranks, int root, Diag *d);
  * failed constraints, limits) to d. */
 Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d);
 
-/* ===== verify.c: the proof ===== */
+/* ===== verify.c: the proof (its analyses in verify_*.c share verify.h) ===== */
 
 /* What verify_program established; printed by `cclc check --explain`. */
 typedef struct {

@@ -1,0 +1,619 @@
+/* verify_simulate.c: the simulated run, with happens-before and races.
+ *
+ * Takes the Shape of an expanded Program and a SimMode (how many back-to-back calls,
+ * in place or not, contents tracked or not); gives a Sim that vfy_sim_run executes, one
+ * thread block at a time, until every block is done or none can move (s->stuck). On
+ * the way it reports every data race (two accesses to a chunk, one a write, unordered
+ * by program order, signal->wait pairs and barriers, decided with vector clocks), and,
+ * with contents tracked, writes into the input and chunks stored at the wrong position;
+ * it also models each rank's caller, who reads out after the call and writes the next
+ * call's in. Assumes the counts were checked (vfy_check_sem_counts: a signal to a rank
+ * without that thread block is skipped here) and that port puts may be placed at their
+ * statement (verify_port.c). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verify.h"
+
+/* The cell of chunk `chunk` of `buf` on `rank`, in call `call`: in-place aliasing maps
+ * in onto out (or out onto in); LL scratch alternates halves by call parity. */
+int vfy_sim_cell(const Sim *s, int rank, int buf, int chunk, int call)
+{
+    const Shape *sh = s->sh;
+    if (s->m.inplace)
+        vfy_inplace_alias(sh, rank, &buf, &chunk);
+    int par = s->nparity == 2 && buf >= BUF_SCRATCH0 ? call & 1 : 0;
+    return (par * sh->n + rank) * sh->rank_cells + sh->buf_base[buf] + chunk;
+}
+
+int vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
+{
+    const Program *p = sh->p;
+    memset(s, 0, sizeof *s);
+    s->sh = sh;
+    s->m = m;
+    s->rep = rep;
+    s->nparity = m.ncalls > 1 && p->protocol == PROTO_LL ? 2 : 1;
+
+    int64_t cells = (int64_t)s->nparity * sh->n * sh->rank_cells;
+    int nb = sh->nb, nt = nb + sh->n;
+    if (cells > MAX_CELLS || (int64_t)nt * nt > MAX_SYNC_SLOTS || (int64_t)nb * sh->n > MAX_SYNC_SLOTS)
+        return -1;
+    s->ncells = (int)cells;
+    s->nt = nt;
+    size_t nvc = (size_t)nt * (size_t)nt;
+    if (sh->vc_spare && sh->vc_spare_n == nvc) {
+        s->vc = sh->vc_spare;
+        memset(s->vc, 0, sizeof *s->vc * nvc);
+    } else {
+        free(sh->vc_spare);
+        s->vc = vfy_xcalloc(nvc, sizeof *s->vc);
+    }
+    sh->vc_spare = NULL;
+    for (int b = 0; b < nt; b++)
+        s->vc[b * nt + b] = 1;
+    s->snap = vfy_xcalloc((size_t)nb, sizeof *s->snap);
+    s->pending = vfy_xcalloc((size_t)nb, 1);
+    s->pc = vfy_xcalloc((size_t)nb, sizeof *s->pc);
+    s->call = vfy_xcalloc((size_t)nb, sizeof *s->call);
+    s->state = vfy_xcalloc((size_t)nb, sizeof *s->state);
+    s->boundary = vfy_xcalloc((size_t)nb, 1);
+    s->sem = vfy_xcalloc((size_t)nb * (size_t)sh->n, sizeof *s->sem);
+    s->log = vfy_xcalloc((size_t)s->ncells, sizeof *s->log);
+    if (m.contents) {
+        s->content = vfy_xcalloc((size_t)s->ncells, sizeof *s->content);
+        s->wblock = vfy_xcalloc((size_t)s->ncells, sizeof *s->wblock);
+        s->wstep = vfy_xcalloc((size_t)s->ncells, sizeof *s->wstep);
+        for (int i = 0; i < s->ncells; i++)
+            s->content[i] = s->wblock[i] = s->wstep[i] = -1;
+        s->nodes.k = sh->k;
+        /* Inputs: in@r[c] holds the contribution (r, c); in place, that is the cell
+         * in is aliased to. */
+        for (int r = 0; r < sh->n; r++)
+            for (int c = 0; c < p->buf_chunks[BUF_IN]; c++)
+                s->content[vfy_sim_cell(s, r, BUF_IN, c, 0)] = vfy_node_new(&s->nodes, NODE_IN, r, c, 0);
+    }
+    return 0;
+}
+
+static void snap_unref(Sim *s, Snap *sn)
+{
+    if (sn && --sn->refs == 0) {
+        sn->next = s->spare;
+        s->spare = sn;
+    }
+}
+
+void vfy_sim_fini(Sim *s)
+{
+    if (!s->sh)
+        return;
+    int nb = s->sh->nb;
+    if (s->sem)
+        for (int i = 0; i < nb * s->sh->n; i++)
+            for (QItem *q = s->sem[i].head, *next; q; q = next) {
+                next = q->next;
+                snap_unref(s, q->snap);
+                free(q);
+            }
+    if (s->snap)
+        for (int b = 0; b < nb; b++)
+            snap_unref(s, s->snap[b]);
+    for (Snap *sn = s->spare, *next; sn; sn = next) {
+        next = sn->next;
+        free(sn);
+    }
+    for (QItem *q = s->spare_items, *next; q; q = next) {
+        next = q->next;
+        free(q);
+    }
+    if (s->log)
+        for (int i = 0; i < s->ncells; i++)
+            free(s->log[i].r);
+    if (s->vc) {
+        s->sh->vc_spare = s->vc;
+        s->sh->vc_spare_n = (size_t)s->nt * (size_t)s->nt;
+    }
+    free(s->snap);
+    free(s->pending);
+    free(s->pc);
+    free(s->call);
+    free(s->state);
+    free(s->boundary);
+    free(s->sem);
+    free(s->log);
+    free(s->content);
+    free(s->wblock);
+    free(s->wstep);
+    vfy_nodes_fini(&s->nodes);
+}
+
+/* dst = max(dst, src) elementwise: the join of two vector clocks, the verifier's inner
+ * loop. Written with GCC/Clang vector types (plain SSE2 on x86-64), four at a time. */
+typedef int ClockVec __attribute__((vector_size(16)));
+
+static void clock_join(int *restrict dst, const int *restrict src, int n)
+{
+    int x = 0;
+    for (; x + 4 <= n; x += 4) {
+        ClockVec a, b;
+        memcpy(&a, dst + x, sizeof a);
+        memcpy(&b, src + x, sizeof b);
+        ClockVec m = b > a;
+        a = (b & m) | (a & ~m);
+        memcpy(dst + x, &a, sizeof a);
+    }
+    for (; x < n; x++)
+        dst[x] = src[x] > dst[x] ? src[x] : dst[x];
+}
+
+/* The block's clock changed: the snapshot it would send is stale. */
+static void clock_changed(Sim *s, int b)
+{
+    snap_unref(s, s->snap[b]);
+    s->snap[b] = NULL;
+}
+
+const Step *vfy_step_at(const Sim *s, int b, int i)
+{
+    return &s->sh->p->blocks[b].steps[i];
+}
+
+/* The rank of an access's thread (a block, or the caller of a rank). */
+static int access_rank(const Sim *s, Access x)
+{
+    return x.block < s->sh->nb ? s->sh->p->blocks[x.block].rank : x.block - s->sh->nb;
+}
+
+static SrcLoc access_loc(const Sim *s, Access x)
+{
+    return x.step >= 0 ? vfy_step_at(s, x.block, x.step)->loc : s->sh->p->name_loc;
+}
+
+/* "'put' at line 9 on rank 1 (in call 2) writes it", or the caller's part. */
+static void access_text(const Sim *s, Access x, int is_write, int cross, Str *out)
+{
+    const Shape *sh = s->sh;
+    if (x.step < 0) {
+        if (is_write)
+            vfy_str_printf(out, "the caller on rank %d writes the next call's input into it", access_rank(s, x));
+        else if (cross)
+            vfy_str_printf(out, "the caller on rank %d reads call %d's result in it", access_rank(s, x), x.call + 1);
+        else
+            vfy_str_printf(out, "the caller on rank %d reads the result after the call", access_rank(s, x));
+        return;
+    }
+    const Block *bl = &sh->p->blocks[x.block];
+    const Step *st = vfy_step_at(s, x.block, x.step);
+    char w[48];
+    vfy_str_printf(out, "'%s' at line %d on %s", step_name(st->kind), st->loc.line,
+                   vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w));
+    if (cross)
+        vfy_str_printf(out, " in call %d", x.call + 1);
+    vfy_str_printf(out, " %s it", is_write ? "writes" : "reads");
+}
+
+/* Reports a race between an earlier access `prev` and the current one `cur` on chunk
+ * (rank, buf, chunk): once per pair of statements, at most MAX_RACE_REPORTS. */
+static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, int rank, int buf, int chunk)
+{
+    const Shape *sh = s->sh;
+    /* Within a call the message names the writer first and points at the reader (where
+     * a wait belongs); across calls it names the first call's access first and points
+     * at the other; the caller's accesses between calls are never pointed at. */
+    if (prev.call == cur.call ? (cur_w && !prev_w) : prev.call > cur.call) {
+        Access t = prev;
+        int tw = prev_w;
+        prev = cur, prev_w = cur_w;
+        cur = t, cur_w = tw;
+    }
+    SrcLoc pl = access_loc(s, prev), cl = access_loc(s, cur);
+    for (int i = 0; i < s->race_seen.n; i++) {
+        SrcLoc x = s->race_seen.v[i], y = s->race_other[i];
+        if ((vfy_same_loc(x, cl) && vfy_same_loc(y, pl)) || (vfy_same_loc(x, pl) && vfy_same_loc(y, cl)))
+            return;
+    }
+    if (s->race_seen.n < MAX_SEEN) {
+        s->race_other[s->race_seen.n] = pl;
+        s->race_seen.v[s->race_seen.n++] = cl;
+    }
+    if (s->nraces >= MAX_RACE_REPORTS) {
+        s->races_hidden++;
+        return;
+    }
+    s->nraces++;
+    char cell[96];
+    vfy_cell_text(sh, rank, buf, chunk, cell, sizeof cell);
+    const char *kind = buf >= BUF_SCRATCH0 ? "scratch " : "";
+    int cross = prev.call != cur.call;
+    Str msg = {0};
+    vfy_str_printf(&msg, "%s on %s%s: ", cross ? "cross-call race" : "data race", kind, cell);
+    access_text(s, prev, prev_w, cross, &msg);
+    vfy_str_printf(&msg, " while ");
+    access_text(s, cur, cur_w, cross, &msg);
+    int pr = access_rank(s, prev), cr = access_rank(s, cur);
+    if (!cross && cur.step < 0) {
+        vfy_str_printf(&msg, "; nothing orders them (rank %d's call may end before the data arrives: make it wait for "
+                       "rank %d after the write)", cr, pr);
+    } else if (!cross) {
+        vfy_str_printf(&msg, "; nothing orders them (add %s)", pr == cr ? "a barrier or signal/wait" : "signal/wait");
+    } else if (prev.step < 0 || cur.step < 0) {
+        /* The caller's side: the peer's next call may overwrite a result not yet
+         * consumed, or the peer may still read an input the caller replaces. */
+        int peer = prev.step < 0 ? cr : pr, owner = prev.step < 0 ? pr : cr;
+        if (cur_w && cur.step >= 0)
+            vfy_str_printf(&msg, "; nothing orders them (rank %d's next call may write it before rank %d's caller has "
+                           "read it: make rank %d wait for a signal that rank %d sends in the new call)", peer, owner,
+                           peer, owner);
+        else
+            vfy_str_printf(&msg, "; nothing orders them (rank %d's call may end while rank %d still reads its buffer: "
+                           "make rank %d wait for rank %d before it ends)", owner, peer, owner, peer);
+    } else {
+        vfy_str_printf(&msg, "; nothing orders them (the next call may start on rank %d while rank %d is still in this "
+                       "one: make rank %d wait for rank %d before reusing the buffer%s)", cr, pr, cr, pr,
+                       buf >= BUF_SCRATCH0 ? ", or use protocol ll, whose scratch alternates between calls" : "");
+    }
+    SrcLoc at = cur.step >= 0 ? cl : pl;
+    vfy_error(s->rep, at, "%s", vfy_str_get(&msg));
+    free(msg.s);
+    Access other = cur.step >= 0 ? prev : cur;
+    if (other.step >= 0 && !vfy_same_loc(pl, cl)) {
+        char w[48];
+        const Block *ob = &sh->p->blocks[other.block];
+        vfy_note(s->rep, access_loc(s, other), "the other access: '%s' on %s",
+                 step_name(vfy_step_at(s, other.block, other.step)->kind),
+                 vfy_where_text(sh, ob->rank, ob->tb, w, sizeof w));
+    }
+}
+
+/* Checks one access against the chunk's history, then records it. */
+static void sim_access(Sim *s, Access cur, int is_write, int rank, int buf, int chunk)
+{
+    int cell = vfy_sim_cell(s, rank, buf, chunk, cur.call);
+    CellLog *L = &s->log[cell];
+    const int *known = &s->vc[cur.block * s->nt];
+    if (L->has_w && L->w.block != cur.block) {
+        s->pairs++;
+        if (L->w.epoch > known[L->w.block] && (!s->m.cross_only || L->w.call != cur.call))
+            report_race(s, L->w, 1, cur, is_write, rank, buf, chunk);
+    }
+    if (is_write) {
+        for (int i = 0; i < L->nr; i++) {
+            if (L->r[i].block == cur.block)
+                continue;
+            s->pairs++;
+            if (L->r[i].epoch > known[L->r[i].block] && (!s->m.cross_only || L->r[i].call != cur.call))
+                report_race(s, L->r[i], 0, cur, 1, rank, buf, chunk);
+        }
+        L->nr = 0;
+        L->w = cur;
+        L->has_w = 1;
+        return;
+    }
+    for (int i = 0; i < L->nr; i++)
+        if (L->r[i].block == cur.block) {
+            L->r[i] = cur;
+            return;
+        }
+    if (L->nr == L->cap) {
+        L->cap = L->cap ? 2 * L->cap : 2;
+        L->r = vfy_xrealloc(L->r, sizeof *L->r * (size_t)L->cap);
+    }
+    L->r[L->nr++] = cur;
+}
+
+/* The content of a cell: its node, or its initial garbage (made on first read). */
+static int sim_read_content(Sim *s, int cell)
+{
+    if (s->content[cell] < 0) {
+        int per_rank = s->sh->rank_cells;
+        int rank = (cell / per_rank) % s->sh->n, off = cell % per_rank, buf = 0;
+        while (buf + 1 < s->sh->p->nbufs && s->sh->buf_base[buf + 1] <= off)
+            buf++;
+        s->content[cell] = vfy_node_new(&s->nodes, NODE_GARBAGE, rank, buf, off - s->sh->buf_base[buf]);
+    }
+    return s->content[cell];
+}
+
+/* In/out chunk i may only receive content of position i % K: shorter tail chunks
+ * would otherwise be read or written past their length (docs/internals.md). */
+static void check_layout(Sim *s, int b, const Step *st, int rank, int chunk, int node)
+{
+    const Shape *sh = s->sh;
+    const Node *x = &s->nodes.v[node];
+    int want = chunk % sh->k;
+    if (x->pos == -1 || x->pos == want)
+        return;
+    if (vfy_seen_before(&s->layout_seen, st->loc))
+        return;
+    s->nlayout++;
+    if (s->nlayout > MAX_STEP_REPORTS)
+        return;
+    Leaf *leaves;
+    int nl = vfy_node_leaves(&s->nodes, node, &leaves);
+    const Node *bad = NULL;
+    for (int i = 0; i < nl && !bad; i++) {
+        const Node *l = &s->nodes.v[leaves[i].node];
+        if (l->kind == NODE_IN && l->b % sh->k != want)
+            bad = l;
+    }
+    free(leaves);
+    if (!bad)
+        return;
+    char cell[96], w[48];
+    const Block *bl = &sh->p->blocks[b];
+    vfy_error(s->rep, st->loc, "layout violation: '%s' on %s stores in@%d[%d] (position %d) into %s (position %d); "
+              "an in/out chunk i may only receive content of position i %% K (K = %d), because chunk lengths "
+              "depend on the position", step_name(st->kind), vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w), bad->a,
+              bad->b, bad->b % sh->k, vfy_cell_text(sh, rank, st->dst.buf, chunk, cell, sizeof cell), want, sh->k);
+}
+
+static void sim_data(Sim *s, int b, int i)
+{
+    const Step *st = vfy_step_at(s, b, i);
+    const Block *bl = &s->sh->p->blocks[b];
+    if (s->pending[b]) {
+        s->vc[b * s->nt + b]++;
+        s->pending[b] = 0;
+        clock_changed(s, b);
+    }
+    Access cur = {b, i, s->call[b], s->vc[b * s->nt + b]};
+    int count = st->dst.count;
+    for (int o = 0; o < st->nsrc; o++)
+        for (int j = 0; j < count && j < st->src[o].count; j++)
+            sim_access(s, cur, 0, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j);
+    for (int j = 0; j < count; j++)
+        sim_access(s, cur, 1, st->dst.rank, st->dst.buf, st->dst.chunk + j);
+    if (!s->m.contents)
+        return;
+    if (st->dst.buf == BUF_IN && !s->m.inplace && !vfy_seen_before(&s->input_seen, st->loc) &&
+        ++s->ninput <= MAX_STEP_REPORTS) {
+        char cell[96], w[48];
+        vfy_error(s->rep, st->loc, "'%s' on %s writes to the input buffer (%s); inputs are read-only, so stage "
+                  "data in a scratch buffer", step_name(st->kind), vfy_where_text(s->sh, bl->rank, bl->tb, w, sizeof w),
+                  vfy_cell_text(s->sh, st->dst.rank, BUF_IN, st->dst.chunk, cell, sizeof cell));
+    }
+    /* Every chunk's new content is computed before any is stored: the chunks of one op
+     * move in parallel. */
+    int stackbuf[16];
+    int *val = count <= 16 ? stackbuf : vfy_xcalloc((size_t)count, sizeof *val);
+    for (int j = 0; j < count; j++) {
+        int acc = -1;
+        for (int o = 0; o < st->nsrc; o++) {
+            if (j >= st->src[o].count)
+                continue;
+            int cell = vfy_sim_cell(s, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j, cur.call);
+            int x = sim_read_content(s, cell);
+            acc = acc < 0 ? x : vfy_node_new(&s->nodes, NODE_SUM, acc, x, 0);
+        }
+        val[j] = acc;
+    }
+    for (int j = 0; j < count; j++) {
+        if (val[j] < 0)
+            continue;
+        int cell = vfy_sim_cell(s, st->dst.rank, st->dst.buf, st->dst.chunk + j, cur.call);
+        s->content[cell] = val[j];
+        s->wblock[cell] = b;
+        s->wstep[cell] = i;
+        if (st->dst.buf == BUF_IN || st->dst.buf == BUF_OUT)
+            check_layout(s, b, st, st->dst.rank, st->dst.chunk + j, val[j]);
+    }
+    if (val != stackbuf)
+        free(val);
+}
+
+static void sim_signal(Sim *s, int b, const Step *st)
+{
+    const Shape *sh = s->sh;
+    const Block *bl = &sh->p->blocks[b];
+    int wb = vfy_block_of(sh, st->peer, bl->tb);
+    if (wb < 0)
+        return; /* reported by vfy_check_sem_counts */
+    if (!s->snap[b]) {
+        Snap *sn = s->spare;
+        if (sn)
+            s->spare = sn->next;
+        else
+            sn = vfy_xcalloc(1, sizeof *sn + sizeof(int) * (size_t)s->nt);
+        memcpy(sn->v, &s->vc[b * s->nt], sizeof(int) * (size_t)s->nt);
+        sn->refs = 1;
+        s->snap[b] = sn;
+    }
+    QItem *q = s->spare_items;
+    if (q)
+        s->spare_items = q->next;
+    else
+        q = vfy_xcalloc(1, sizeof *q);
+    q->next = NULL;
+    q->snap = s->snap[b];
+    q->snap->refs++;
+    Sem *sem = &s->sem[wb * sh->n + bl->rank];
+    if (sem->tail)
+        sem->tail->next = q;
+    else
+        sem->head = q;
+    sem->tail = q;
+    s->pending[b] = 1;
+}
+
+/* Returns 0 when the matching signal has not happened yet. */
+static int sim_wait(Sim *s, int b, const Step *st)
+{
+    const Shape *sh = s->sh;
+    Sem *sem = &s->sem[b * sh->n + st->peer];
+    QItem *q = sem->head;
+    if (!q)
+        return 0;
+    sem->head = q->next;
+    if (!sem->head)
+        sem->tail = NULL;
+    clock_join(&s->vc[b * s->nt], q->snap->v, s->nt);
+    snap_unref(s, q->snap);
+    q->next = s->spare_items;
+    s->spare_items = q;
+    clock_changed(s, b);
+    s->edges++;
+    return 1;
+}
+
+/* Runs block b until it blocks or ends; returns whether it moved. */
+static int sim_block(Sim *s, int b)
+{
+    const Block *bl = &s->sh->p->blocks[b];
+    int moved = 0;
+    while (s->state[b] == RUN) {
+        if (s->pc[b] == bl->nsteps) {
+            if (s->call[b] + 1 < s->m.ncalls) {
+                s->state[b] = AT_BARRIER;
+                s->boundary[b] = 1;
+            } else {
+                s->state[b] = DONE;
+            }
+            return 1;
+        }
+        const Step *st = &bl->steps[s->pc[b]];
+        switch (st->kind) {
+        case STEP_WAIT:
+            if (!sim_wait(s, b, st))
+                return moved;
+            break;
+        case STEP_SIGNAL:
+            sim_signal(s, b, st);
+            break;
+        case STEP_BARRIER:
+            s->state[b] = AT_BARRIER;
+            s->boundary[b] = 0;
+            return 1;
+        case STEP_FLUSH:
+            break;
+        case STEP_PUT:
+        case STEP_GET:
+        case STEP_COPY:
+        case STEP_REDUCE:
+            sim_data(s, b, s->pc[b]);
+            break;
+        }
+        s->pc[b]++;
+        moved = 1;
+    }
+    return moved;
+}
+
+/* When every block of rank r has ended call `call`, the caller on rank r consumes
+ * out@r (where the collective defines it) and, before a next call, writes the next
+ * in@r. Peers may still be in this call, or already in the next one, so these accesses
+ * race with theirs unless a handshake orders them: this catches a rank that returns
+ * before its output has arrived, and a next call that overwrites a result or an input
+ * still in use. `join` is the rank's joined clock; it comes back with the caller's. */
+static void sim_caller(Sim *s, int r, int call, int *join)
+{
+    const Shape *sh = s->sh;
+    int h = sh->nb + r, nt = s->nt;
+    memcpy(&s->vc[h * nt], join, sizeof *join * (size_t)nt);
+    s->vc[h * nt + h]++;
+    Access cur = {h, -1, call, s->vc[h * nt + h]};
+    int *er = vfy_xcalloc((size_t)sh->n, sizeof *er), *ec = vfy_xcalloc((size_t)sh->n, sizeof *ec), ne;
+    for (int i = 0; i < sh->p->buf_chunks[BUF_OUT]; i++)
+        if (vfy_expected(sh, r, i, er, ec, &ne))
+            sim_access(s, cur, 0, r, BUF_OUT, i);
+    cur.call = call + 1;
+    if (call + 1 < s->m.ncalls)
+        for (int i = 0; i < sh->p->buf_chunks[BUF_IN]; i++)
+            sim_access(s, cur, 1, r, BUF_IN, i);
+    free(er);
+    free(ec);
+    memcpy(join, &s->vc[h * nt], sizeof *join * (size_t)nt);
+}
+
+/* The end of the last call: every rank's caller reads its result. Nothing happens
+ * after, so doing this once the whole run is over respects happens-before. */
+static void sim_end(Sim *s)
+{
+    const Shape *sh = s->sh;
+    int nt = s->nt;
+    int *join = vfy_xcalloc((size_t)nt, sizeof *join);
+    for (int r = 0; r < sh->n; r++) {
+        memset(join, 0, sizeof *join * (size_t)nt);
+        for (int t = 0; t < sh->maxtb; t++) {
+            int b = vfy_block_of(sh, r, t);
+            if (b >= 0)
+                clock_join(join, &s->vc[b * nt], nt);
+        }
+        sim_caller(s, r, s->m.ncalls - 1, join);
+    }
+    free(join);
+}
+
+/* Some block of the rank, or -1 when it has none. */
+static int first_block(const Shape *sh, int rank)
+{
+    for (int t = 0; t < sh->maxtb; t++)
+        if (vfy_block_of(sh, rank, t) >= 0)
+            return vfy_block_of(sh, rank, t);
+    return -1;
+}
+
+/* Releases rank r's blocks when all of them stand at a barrier (or at the end of a
+ * call: the next call's kernel starts once the whole previous one ended). */
+static int sim_barrier(Sim *s, int r)
+{
+    const Shape *sh = s->sh;
+    int nt = s->nt, any = 0, all_boundary = 1;
+    for (int t = 0; t < sh->maxtb; t++) {
+        int b = vfy_block_of(sh, r, t);
+        if (b >= 0 && s->state[b] != AT_BARRIER)
+            return 0;
+        if (b >= 0)
+            any = 1, all_boundary &= s->boundary[b];
+    }
+    if (!any)
+        return 0;
+    int *join = vfy_xcalloc((size_t)nt, sizeof *join);
+    for (int t = 0; t < sh->maxtb; t++) {
+        int b = vfy_block_of(sh, r, t);
+        if (b >= 0)
+            clock_join(join, &s->vc[b * nt], nt);
+    }
+    if (all_boundary)
+        sim_caller(s, r, s->call[vfy_block_of(sh, r, 0) >= 0 ? vfy_block_of(sh, r, 0) : first_block(sh, r)], join);
+    for (int t = 0; t < sh->maxtb; t++) {
+        int b = vfy_block_of(sh, r, t);
+        if (b < 0)
+            continue;
+        memcpy(&s->vc[b * nt], join, sizeof *join * (size_t)nt);
+        s->vc[b * nt + b]++;
+        s->pending[b] = 0;
+        clock_changed(s, b);
+        if (s->boundary[b]) {
+            s->call[b]++;
+            s->pc[b] = 0;
+        } else {
+            s->pc[b]++;
+        }
+        s->boundary[b] = 0;
+        s->state[b] = RUN;
+        s->edges++;
+    }
+    free(join);
+    return 1;
+}
+
+/* Runs every block until all are done or none can move (a deadlock). */
+void vfy_sim_run(Sim *s)
+{
+    for (;;) {
+        int progress = 0;
+        for (int b = 0; b < s->sh->nb; b++)
+            progress |= sim_block(s, b);
+        for (int r = 0; r < s->sh->n; r++)
+            progress |= sim_barrier(s, r);
+        if (!progress)
+            break;
+    }
+    for (int b = 0; b < s->sh->nb; b++)
+        if (s->state[b] != DONE)
+            s->stuck = 1;
+    if (!s->stuck)
+        sim_end(s);
+}
