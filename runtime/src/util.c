@@ -30,48 +30,36 @@ const char *ccl__cache_dir(const char *configured, char *buf, size_t len)
     return n > 0 && (size_t)n < len ? buf : NULL;
 }
 
-/* Why st is not a folder (or, with files, a file) this user may trust, or NULL when it
- * is: this user's own (or, with root_ok, root's, as installed files are), and writable
- * by nobody else. */
-static const char *untrusted(const struct stat *st, int files, int root_ok)
+/* 0 when path is a folder (or, with files, a plain file) this user may trust: this
+ * user's own (or, with root_ok, root's, as installed files are) and writable by nobody
+ * else; else -1 with "PATH <why> <consequence>" in why. */
+static int trusted(const char *path, int files, int root_ok, const char *consequence, char *why, size_t len)
 {
-    if (!S_ISDIR(st->st_mode) && !(files && S_ISREG(st->st_mode)))
-        return files ? "is neither a folder nor a plain file" : "is not a folder";
-    if (st->st_uid != geteuid() && !(root_ok && st->st_uid == 0))
-        return "belongs to another user";
-    if (st->st_mode & (S_IWGRP | S_IWOTH))
-        return "is writable by other users";
-    return NULL;
+    struct stat st;
+    const char *bad = NULL;
+    if (lstat(path, &st) != 0) {
+        snprintf(why, len, "cannot inspect %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode) && !(files && S_ISREG(st.st_mode)))
+        bad = files ? "is neither a folder nor a plain file" : "is not a folder";
+    else if (st.st_uid != geteuid() && !(root_ok && st.st_uid == 0))
+        bad = "belongs to another user";
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        bad = "is writable by other users";
+    if (bad)
+        snprintf(why, len, "%s %s%s", path, bad, consequence);
+    return bad ? -1 : 0;
 }
 
 int ccl__trusted_source(const char *path, char *why, size_t len)
 {
-    struct stat st;
-    if (lstat(path, &st) != 0) {
-        snprintf(why, len, "cannot inspect %s: %s", path, strerror(errno));
-        return -1;
-    }
-    const char *bad = untrusted(&st, 1, 1);
-    if (bad) {
-        snprintf(why, len, "%s %s: skipped (another user could plant algorithms there)", path, bad);
-        return -1;
-    }
-    return 0;
+    return trusted(path, 1, 1, ": skipped (another user could plant algorithms there)", why, len);
 }
 
 int ccl__trusted_dir(const char *path, char *why, size_t len)
 {
-    struct stat st;
-    if (lstat(path, &st) != 0) {
-        snprintf(why, len, "cannot inspect %s: %s", path, strerror(errno));
-        return -1;
-    }
-    const char *bad = untrusted(&st, 0, 0);
-    if (bad) {
-        snprintf(why, len, "%s %s (it must be this user's own and writable only by them, mode 0700)", path, bad);
-        return -1;
-    }
-    return 0;
+    return trusted(path, 0, 0, " (it must be this user's own and writable only by them, mode 0700)", why, len);
 }
 
 int ccl__private_dir(const char *path, char *why, size_t len)
