@@ -190,6 +190,70 @@ static void test_builtin(void)
           ccl__tune_builtin("cpu", 4, buf, sizeof buf, name, sizeof name) != 0, "a built-in table for another machine");
 }
 
+/* Two tables are the same: key (device and version aside: the built-in table's are the
+ * communicator's), files in order, and every entry's file, shape and time (its line
+ * aside: the files carry comments). "" or what differs first, into why. */
+static void table_diff(const CclTuneTable *a, const CclTuneTable *b, char *why, size_t len)
+{
+    why[0] = 0;
+    if (a->nranks != b->nranks || strcmp(a->topology, b->topology)) {
+        snprintf(why, len, "key: ranks %d/%d, topology '%s'/'%s'", a->nranks, b->nranks, a->topology, b->topology);
+        return;
+    }
+    if (a->nfiles != b->nfiles) {
+        snprintf(why, len, "%d files, %d files", a->nfiles, b->nfiles);
+        return;
+    }
+    for (int i = 0; i < a->nfiles; i++)
+        if (strcmp(a->files[i], b->files[i])) {
+            snprintf(why, len, "file %d: %s, %s", i, a->files[i], b->files[i]);
+            return;
+        }
+    for (int c = 0; c < CCL__TUNE_COLLS; c++)
+        for (int k = 0; k < CCL__TUNE_BUCKETS; k++) {
+            const CclTuneEntry *x = &a->e[c][k], *y = &b->e[c][k];
+            if (x->file != y->file || memcmp(&x->shape, &y->shape, sizeof x->shape) || x->time_us != y->time_us) {
+                snprintf(why, len, "%s bucket 2^%d: file %d/%d, instances %d/%d, threads %d/%d, slices %d/%d, "
+                         "protocol %d/%d, time %g/%g", coll_name((Collective)c), k, x->file, y->file,
+                         x->shape.instances, y->shape.instances, x->shape.threads, y->shape.threads, x->shape.slices,
+                         y->shape.slices, x->shape.protocol, y->shape.protocol, x->time_us, y->time_us);
+                return;
+            }
+        }
+}
+
+/* The conversion of the built-in table's C rows into runtime/tune/h200x<N>.tbl: each
+ * file parses into the same table as the rows (read from the source tree: the tests run
+ * in the repository's root). */
+static void test_builtin_files(void)
+{
+    for (int n = 4; n >= 2; n -= 2) {
+        char path[64], name[128], tname[64], err[512], why[512];
+        static char text[1 << 16], rows[1 << 16];
+        static CclTuneTable file_t, rows_t;
+        snprintf(path, sizeof path, "runtime/tune/h200x%d.tbl", n);
+        snprintf(tname, sizeof tname, "tuner.builtin.file.h200x%d", n);
+        FILE *f = fopen(path, "r");
+        size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        if (f)
+            fclose(f);
+        text[len] = 0;
+        int rc = ccl__tune_parse(text, path, &file_t, err, sizeof err);
+        if (rc == 0 && ccl__tune_builtin("NVIDIA H200", n, rows, sizeof rows, name, sizeof name) != 0) {
+            rc = -1;
+            snprintf(err, sizeof err, "no built-in table for %d ranks", n);
+        }
+        if (rc == 0)
+            rc = ccl__tune_parse(rows, name, &rows_t, err, sizeof err);
+        if (rc == 0) {
+            table_diff(&file_t, &rows_t, why, sizeof why);
+            snprintf(err, sizeof err, "%s", why);
+            rc = why[0] ? -1 : 0;
+        }
+        CHECK(tname, f && rc == 0 && !strcmp(file_t.device, "H200"), "%s: %s", path, f ? err : "cannot open");
+    }
+}
+
 /* ===== end to end on the CPU backend ===== */
 
 typedef struct {
@@ -581,6 +645,7 @@ int main(int argc, char **argv)
     test_buckets();
     test_parse();
     test_builtin();
+    test_builtin_files();
     test_forced();
     test_ignored();
     char cmd[600];
