@@ -46,7 +46,9 @@ GEN_SRC      := $(BUILD)/ccl.tab.c $(BUILD)/lex.yy.c
 CCLC_SRC     := $(wildcard tools/cclc/*.c)
 
 COMPILER_OBJ := $(COMPILER_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:%.c=%.o) $(BUILD)/prelude_cuh.o
-RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o)
+# The built-in tuning tables (runtime/tune/*.tbl) are compiled in: $(BUILD)/tune_tables.c.
+TUNE_TABLES  := $(sort $(wildcard runtime/tune/*.tbl))
+RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tune_tables.o
 TOOLS        := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 EXAMPLES     := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 # Examples that include mpi.h (examples/*_mpi.c) build with mpicc, and only where it exists.
@@ -105,6 +107,19 @@ $(BUILD)/prelude_cuh.c: compiler/cuda/prelude.cuh compiler/cuda/abi.h compiler/c
 	compiler/cuda/embed.sh compiler/cuda/prelude.cuh compiler/cuda/abi.h >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/prelude_cuh.o: $(BUILD)/prelude_cuh.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# The built-in tuning tables as C strings for tuner.c (ccl__tune_texts: {path, text}, the
+# files' bytes unchanged). tune_tables.list names the files and is rewritten only when
+# that list changes, so that removing a table rebuilds too.
+$(BUILD)/tune_tables.list: FORCE
+	@mkdir -p $(BUILD)
+	@[ "$$(cat $@ 2>/dev/null)" = "$(TUNE_TABLES)" ] || echo "$(TUNE_TABLES)" >$@
+
+$(BUILD)/tune_tables.c: $(TUNE_TABLES) $(BUILD)/tune_tables.list runtime/tune/embed.sh
+	runtime/tune/embed.sh $(TUNE_TABLES) >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/tune_tables.o: $(BUILD)/tune_tables.c $(wildcard compiler/*.h runtime/include/*.h runtime/src/*.h)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/%.o: %.c $(wildcard compiler/*.h compiler/cuda/*.h runtime/include/*.h runtime/src/*.h runtime/src/*/*.h tools/cclc/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h

@@ -40,7 +40,7 @@ for step in "$@"; do
         done ;;
     scan)
         # Library choice per collective at fixed instance counts: the data behind the
-        # built-in table's instance counts (runtime/src/tuner.c).
+        # built-in tables' instance counts (runtime/tune/*.tbl).
         mkdir -p "$res/scan"
         for coll in allreduce allgather reduce_scatter alltoall broadcast reduce; do
             for inst in 1 4 16 32; do

@@ -8,7 +8,8 @@
  *   algorithm.c  load (compile_source in-process), then per call: checks, scratch,
  *              staging, the CclCall handed to the backend
  *   library.c  the shipped algorithm library behind ccl_all_reduce and friends
- *   tuner.c    tuning tables: the algorithm and launch shape per (collective, size)
+ *   tuner.c    tuning tables: the algorithm and launch shape per (collective, size);
+ *              the built-in ones are runtime/tune/NAME.tbl, compiled in
  *   bootstrap_env.c  a bootstrap from mpirun's environment (cclc run; no MPI link)
  *   reduce.c   element types and host reductions
  *   util.c     cache and library folders: where they are, whether to trust them
@@ -163,7 +164,19 @@ void ccl__tune_write(FILE *f, const CclTuneTable *t);
 int ccl__tune_file_index(CclTuneTable *t, const char *file);
 /* This communicator's key: device model ("cpu", "NVIDIA H200"), topology, version. */
 void ccl__tune_key(ccl_comm_t *comm, char *device, size_t dlen, char *topo, size_t tlen, char *version, size_t vlen);
-/* The built-in table's text for (device, nranks) into buf: 0, or -1 when none fits. */
+/* The built-in tables: runtime/tune/NAME.tbl, built into libccl as they are
+ * ($(BUILD)/tune_tables.c, written by runtime/tune/embed.sh): the path in the source
+ * tree and the text, in path order, then {NULL, NULL}; ccl__tune_ntexts of them. */
+typedef struct {
+    const char *path, *text;
+} CclTuneText;
+extern const CclTuneText ccl__tune_texts[];
+extern const int ccl__tune_ntexts;
+/* The built-in table for (device, nranks) into buf: the first of ccl__tune_texts whose
+ * "ranks" is nranks and whose "device" is part of `device`, with `device` and this
+ * libccl's version in place of its "device" and "version" lines (line numbers kept), and
+ * its name ("the built-in table runtime/tune/h200x4.tbl") into name. 0, or -1 when none
+ * fits or buf is too small. */
 int ccl__tune_builtin(const char *device, int nranks, char *buf, size_t len, char *name, size_t nlen);
 /* The bucket of a call of `bytes`: log2 of the next power of two (0 for 0 and 1). */
 int ccl__tune_bucket(size_t bytes);

@@ -11,9 +11,10 @@
  *
  * Which table: on the first standard collective of a comm, $CCL_TUNE_FILE ("none": no
  * table at all), else <cache dir>/tune-<device>-<N>.tbl when it exists, else the
- * built-in table when the device model and N have one (4x and 2x H200). A
- * table whose text is malformed or whose key does not match this comm is ignored; the
- * reason is kept (comm->tune.why, shown by ccl_comm_explain_choice), never printed.
+ * built-in table when the device model and N have one (runtime/tune/NAME.tbl, in the
+ * same format, embedded at build time: 4x and 2x H200). A table whose text is
+ * malformed or whose key does not match this comm is ignored; the reason is kept
+ * (comm->tune.why, shown by ccl_comm_explain_choice), never printed.
  *
  * Invariant: every rank makes the same choices in the same order (same table, same
  * calls), so variants are loaded in the same order everywhere and the heap stays
@@ -311,146 +312,52 @@ void ccl__tune_key(ccl_comm_t *comm, char *device, size_t dlen, char *topo, size
 #endif
 }
 
-/* ===== the built-in table ===== */
+/* ===== the built-in tables ===== */
 
-/* H200s over NVLink, one table per GPU count, every collective. Sizes between the
- * measured ones take a neighbour's setting.
- *
- * 4 GPUs (docs/perf/x4-sweep/README.md): allreduce from the knob sweep of
- * docs/perf/gpu-first (allpairs with instances growing with the size to 256 KB, and to
- * 512 KB by the x4-sweep probes; twoshot to 8 MB; the ring with 64 instances above);
- * the others from the instance scan (the hinted programs at 1, 4, 16 and 32 instances,
- * 1 KB to 1 GB by 4x) and the probes that followed it (programs outside their hints,
- * in-between sizes): LL one-hop programs to 512 KB-1 MB, direct programs to 2-4 MB
- * (alltoall's to 1 GB: it beat pairwise by 10-30% at every size probed), then the SM
- * ring, and the chains for broadcast and reduce (2x the tree's speed from 16 MB).
- *
- * 2 GPUs (docs/perf/x2-sweep/README.md, the instance scan and the sweep after it): the
- * LL programs to 128-256 KB, the direct programs to 1-4 MB with 16-32 instances, then
- * ring / pairwise / tree with 32 (the SM ring beat the port ring, whose local copy then
- * ran in series with its copy-engine put). */
-typedef struct {
-    const char *coll;
-    int lo, hi;                      /* log2 bucket range, inclusive */
-    const char *file;
-    int instances;
-} BuiltinRow;
-
-#define TOP (CCL__TUNE_BUCKETS - 1)
-static const BuiltinRow h200x4[] = {
-    {"allreduce", 0, 12, "allreduce/allpairs.ccl", 1},     /* measured 1 KB, 4 KB: 1 */
-    {"allreduce", 13, 13, "allreduce/allpairs.ccl", 2},
-    {"allreduce", 14, 14, "allreduce/allpairs.ccl", 4},    /* measured 16 KB: 4 */
-    {"allreduce", 15, 15, "allreduce/allpairs.ccl", 16},
-    {"allreduce", 16, 18, "allreduce/allpairs.ccl", 32},   /* measured 64 KB, 256 KB: 32 */
-    {"allreduce", 19, 19, "allreduce/allpairs.ccl", 32},   /* x4-sweep probe: 18.3 us, twoshot 20.8 */
-    {"allreduce", 20, 23, "allreduce/twoshot.ccl", 32},    /* measured 1 MB, 4 MB: 32 */
-    {"allreduce", 24, TOP, "allreduce/ring.ccl", 64},      /* measured 16 MB .. 1 GB: 64 */
-    /* allgather, reduce_scatter, alltoall: buckets are the API's count (per rank, per
-     * peer), a quarter of ccl-perf's (nccl-tests') sizes quoted in the comments. */
-    {"allgather", 0, 12, "allgather/direct_ll.ccl", 1},
-    {"allgather", 13, 14, "allgather/direct_ll.ccl", 16},
-    {"allgather", 15, 17, "allgather/direct_ll.ccl", 32},
-    {"allgather", 18, 18, "allgather/direct.ccl", 4},      /* 1 MB: 11.6 us, 13.5 with 32 */
-    {"allgather", 19, 19, "allgather/direct.ccl", 32},
-    {"allgather", 20, 20, "allgather/ring.ccl", 16},
-    {"allgather", 21, TOP, "allgather/ring.ccl", 32},      /* ring_port (16) lost at 128 MB .. 1 GB */
-    {"reduce_scatter", 0, 10, "reduce_scatter/direct_ll.ccl", 1},
-    {"reduce_scatter", 11, 12, "reduce_scatter/direct_ll.ccl", 4},
-    {"reduce_scatter", 13, 14, "reduce_scatter/direct_ll.ccl", 16},
-    {"reduce_scatter", 15, 18, "reduce_scatter/direct_ll.ccl", 32}, /* 1 MB: 13.4 us, direct 14.1 */
-    {"reduce_scatter", 19, 20, "reduce_scatter/direct.ccl", 32},
-    {"reduce_scatter", 21, TOP, "reduce_scatter/ring.ccl", 32},
-    {"alltoall", 0, 12, "alltoall/direct_ll.ccl", 1},
-    {"alltoall", 13, 14, "alltoall/direct_ll.ccl", 16},
-    {"alltoall", 15, 17, "alltoall/direct_ll.ccl", 32},
-    {"alltoall", 18, TOP, "alltoall/direct.ccl", 32},      /* probed 1 .. 64 MB */
-    {"broadcast", 0, 13, "broadcast/direct_ll.ccl", 1},
-    {"broadcast", 14, 14, "broadcast/direct_ll.ccl", 4},
-    {"broadcast", 15, 17, "broadcast/direct_ll.ccl", 16},
-    {"broadcast", 18, 19, "broadcast/direct_ll.ccl", 32},  /* 256 KB: 8.7 us, direct 13.3 */
-    {"broadcast", 20, 20, "broadcast/direct.ccl", 16},
-    {"broadcast", 21, 24, "broadcast/twostep.ccl", 32},    /* 2-16 MB: 28.6-104 us, direct/chain 31.6-117 */
-    {"broadcast", 25, 28, "broadcast/chain.ccl", 16},
-    {"broadcast", 29, TOP, "broadcast/chain.ccl", 32},     /* 1 GB: 3.49 ms, 3.64 with 16 */
-    {"reduce", 0, 13, "reduce/direct_ll.ccl", 1},
-    {"reduce", 14, 14, "reduce/direct_ll.ccl", 4},
-    {"reduce", 15, 17, "reduce/direct_ll.ccl", 16},
-    {"reduce", 18, 19, "reduce/direct_ll.ccl", 32},        /* 256 KB: 13.5 us, direct 15.0 */
-    {"reduce", 20, 20, "reduce/direct.ccl", 32},
-    {"reduce", 21, 23, "reduce/twostep.ccl", 32},          /* 2-8 MB: 28.5-61.7 us, direct 30.7-91.8 */
-    {"reduce", 24, 24, "reduce/twostep.ccl", 16},          /* 16 MB: 106.9 us, chain 125.2 */
-    {"reduce", 25, TOP, "reduce/chain.ccl", 32},
-};
-static const BuiltinRow h200x2[] = {
-    {"allreduce", 0, 13, "allreduce/allpairs.ccl", 1},     /* measured 1 KB .. 16 KB: 1 */
-    {"allreduce", 14, 14, "allreduce/recursive_doubling.ccl", 16}, /* x2-sweep scan: 4.97 us vs allpairs' 6.91 */
-    {"allreduce", 15, 15, "allreduce/allpairs.ccl", 8},
-    {"allreduce", 16, 18, "allreduce/allpairs.ccl", 32},   /* 1 instance lost to NCCL at 64 KB (2x) */
-    {"allreduce", 19, TOP, "allreduce/ring.ccl", 32},      /* measured 1 MB .. 1 GB: 32 */
-    {"allgather", 0, 12, "allgather/direct_ll.ccl", 1},
-    {"allgather", 13, 14, "allgather/direct_ll.ccl", 4},
-    {"allgather", 15, 17, "allgather/direct_ll.ccl", 16},
-    {"allgather", 18, 19, "allgather/direct_ll.ccl", 32},  /* x2-sweep probe: 6.6, 9.0 us vs direct 10.3, 10.3 */
-    {"allgather", 20, 21, "allgather/direct.ccl", 16},
-    {"allgather", 22, TOP, "allgather/ring.ccl", 32},
-    {"reduce_scatter", 0, 12, "reduce_scatter/direct_ll.ccl", 1},
-    {"reduce_scatter", 13, 14, "reduce_scatter/direct_ll.ccl", 4},
-    {"reduce_scatter", 15, 17, "reduce_scatter/direct_ll.ccl", 16},
-    {"reduce_scatter", 18, 19, "reduce_scatter/direct_ll.ccl", 32}, /* probe: 7.0, 9.2 us vs 10.6, 11.6 */
-    {"reduce_scatter", 20, 21, "reduce_scatter/direct.ccl", 32},
-    {"reduce_scatter", 22, TOP, "reduce_scatter/ring.ccl", 32},
-    {"alltoall", 0, 12, "alltoall/direct_ll.ccl", 1},
-    {"alltoall", 13, 14, "alltoall/direct_ll.ccl", 4},
-    {"alltoall", 15, 17, "alltoall/direct_ll.ccl", 16},
-    {"alltoall", 18, 19, "alltoall/direct.ccl", 16},
-    {"alltoall", 20, 21, "alltoall/direct.ccl", 32},
-    {"alltoall", 22, TOP, "alltoall/pairwise.ccl", 32},
-    {"broadcast", 0, 12, "broadcast/direct_ll.ccl", 1},
-    {"broadcast", 13, 14, "broadcast/direct_ll.ccl", 4},
-    {"broadcast", 15, 17, "broadcast/direct_ll.ccl", 16},
-    {"broadcast", 18, 19, "broadcast/direct_ll.ccl", 32},  /* probe: 5.8, 7.2 us vs direct 8.0, 8.9 */
-    {"broadcast", 20, 21, "broadcast/direct.ccl", 16},
-    {"broadcast", 22, 24, "broadcast/direct.ccl", 32},     /* 16 MB: direct not measured, tree lost (1.48) */
-    {"broadcast", 25, TOP, "broadcast/tree.ccl", 32},
-    {"reduce", 0, 12, "reduce/direct_ll.ccl", 1},
-    {"reduce", 13, 14, "reduce/direct_ll.ccl", 4},
-    {"reduce", 15, 17, "reduce/direct_ll.ccl", 16},
-    {"reduce", 18, 20, "reduce/direct_ll.ccl", 32},        /* probe: 5.9, 7.2, 10.1 us vs 10.1, 11.1, 13.0 */
-    {"reduce", 21, 24, "reduce/direct.ccl", 32},           /* 16 MB: direct not measured, tree lost (2.3) */
-    {"reduce", 25, TOP, "reduce/tree.ccl", 32},
-};
-#undef TOP
-
-static void builtin_rows(FILE *f, const BuiltinRow *rows, size_t nrows)
+/* Whether line (up to its end) is the header line `key` ("device", "version"), as
+ * ccl__tune_parse reads it: blanks, the key, then a blank. */
+static int is_key_line(const char *line, const char *key)
 {
-    for (size_t i = 0; i < nrows; i++)
-        for (int b = rows[i].lo; b <= rows[i].hi; b++)
-            fprintf(f, "%s %zu %s %d - 1 -\n", rows[i].coll, (size_t)1 << b, rows[i].file, rows[i].instances);
+    while (*line == ' ' || *line == '\t')
+        line++;
+    size_t n = strlen(key);
+    return !strncmp(line, key, n) && (line[n] == ' ' || line[n] == '\t');
 }
 
+/* The tables are runtime/tune/NAME.tbl (docs/tuner.md, "The built-in tables"), embedded at
+ * build time. Each is written for a model ("device H200": any device whose model
+ * contains H200) and a rank count; its "device" and "version" lines are replaced by this
+ * device's model and libccl's version, line for line, so that the key matches and
+ * ccl_comm_explain_choice's line numbers are the file's. Topology is not checked (the
+ * files say "topology *"; tune_load passes any_topology). */
 int ccl__tune_builtin(const char *device, int nranks, char *buf, size_t len, char *name, size_t nlen)
 {
-    const BuiltinRow *rows;
-    size_t nrows;
-    if (!strstr(device, "H200"))
+    CclTuneTable *t = malloc(sizeof *t);
+    char err[512];
+    int found = -1;
+    if (!t)
         return -1;
-    if (nranks == 4) {
-        rows = h200x4;
-        nrows = sizeof h200x4 / sizeof h200x4[0];
-    } else if (nranks == 2) {
-        rows = h200x2;
-        nrows = sizeof h200x2 / sizeof h200x2[0];
-    } else {
+    for (int i = 0; i < ccl__tune_ntexts && found < 0; i++)
+        if (ccl__tune_parse(ccl__tune_texts[i].text, ccl__tune_texts[i].path, t, err, sizeof err) == 0 &&
+            t->nranks == nranks && t->device[0] && strstr(device, t->device))
+            found = i;
+    free(t);
+    if (found < 0)
         return -1;
-    }
-    snprintf(name, nlen, "the built-in table (%dx H200, docs/perf/x%d-sweep)", nranks, nranks);
+    snprintf(name, nlen, "the built-in table %s", ccl__tune_texts[found].path);
     FILE *f = fmemopen(buf, len, "w");
     if (!f)
         return -1;
-    /* The key is this device's own (the built-in table is chosen by model and N). */
-    fprintf(f, TUNE_MAGIC "\ndevice %s\nranks %d\ntopology *\nversion %s\n", device, nranks, TUNE_VERSION);
-    builtin_rows(f, rows, nrows);
+    for (const char *line = ccl__tune_texts[found].text; *line;) {
+        size_t n = strcspn(line, "\n");
+        if (is_key_line(line, "device"))
+            fprintf(f, "device %s\n", device);
+        else if (is_key_line(line, "version"))
+            fprintf(f, "version %s\n", TUNE_VERSION);
+        else
+            fprintf(f, "%.*s\n", (int)n, line);
+        line += n + (line[n] == '\n');
+    }
     int bad = ferror(f);
     long used = ftell(f);
     fclose(f);
@@ -602,7 +509,7 @@ static void tune_load(ccl_comm_t *comm)
     }
     char dev[128], topo[64], ver[32];
     ccl__tune_key(comm, dev, sizeof dev, topo, sizeof topo, ver, sizeof ver);
-    size_t blen = 32768;
+    size_t blen = 1 << 16;
     char *buf = malloc(blen);
     if (buf && ccl__tune_builtin(dev, comm->nranks, buf, blen, name, sizeof name) == 0 &&
         try_table(comm, buf, name, 1) == 0) {

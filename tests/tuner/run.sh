@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tuner suite (seconds): the table format, the built-in H200 table and dispatch through
+# Tuner suite (seconds): the table format, the built-in H200 tables (runtime/tune/*.tbl) and dispatch through
 # a table on the CPU backend (tests/tuner/tuner.c); then ccl-tune on 4 ranks (threads)
 # over a few small sizes, whose table the runtime then loads and follows
 # (tuner --use). Prints "ok NAME" or "FAIL NAME: why" per test.

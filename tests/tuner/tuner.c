@@ -13,6 +13,7 @@
  *   ... --gpu              (last) the GPU backend, symmetric buffers: tests/tuner/gpu.sh
  *
  * Prints "ok NAME" or "FAIL NAME: why" per check; exits 1 when one failed. */
+#include <glob.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,7 +127,7 @@ static void test_parse(void)
  * instances. */
 static int builtin_at(const char *device, int n, Collective coll, size_t bytes, const char **file, int *inst)
 {
-    static char buf[32768];
+    static char buf[1 << 16];
     static CclTuneTable t;
     char name[128], err[256];
     if (ccl__tune_builtin(device, n, buf, sizeof buf, name, sizeof name) != 0)
@@ -184,10 +185,123 @@ static void test_builtin(void)
         CHECK(name, rc == 0 && !strcmp(file, cases[i].file) && inst == cases[i].inst, "got %s with %d instances, want %s with %d",
               rc ? "(none)" : file, inst, cases[i].file, cases[i].inst);
     }
-    char buf[32768], name[128];
+    static char buf[1 << 16];
+    char name[128];
     CHECK("tuner.builtin.only-h200", ccl__tune_builtin("NVIDIA H100 80GB HBM3", 4, buf, sizeof buf, name, sizeof name) != 0 &&
           ccl__tune_builtin("NVIDIA H200", 8, buf, sizeof buf, name, sizeof name) != 0 &&
           ccl__tune_builtin("cpu", 4, buf, sizeof buf, name, sizeof name) != 0, "a built-in table for another machine");
+}
+
+/* Two tables are the same: key (device and version aside: the built-in table's are the
+ * communicator's), files in order, and every entry's file, shape and time (its line
+ * aside: the files carry comments). "" or what differs first, into why. */
+static void table_diff(const CclTuneTable *a, const CclTuneTable *b, char *why, size_t len)
+{
+    why[0] = 0;
+    if (a->nranks != b->nranks || strcmp(a->topology, b->topology)) {
+        snprintf(why, len, "key: ranks %d/%d, topology '%s'/'%s'", a->nranks, b->nranks, a->topology, b->topology);
+        return;
+    }
+    if (a->nfiles != b->nfiles) {
+        snprintf(why, len, "%d files, %d files", a->nfiles, b->nfiles);
+        return;
+    }
+    for (int i = 0; i < a->nfiles; i++)
+        if (strcmp(a->files[i], b->files[i])) {
+            snprintf(why, len, "file %d: %s, %s", i, a->files[i], b->files[i]);
+            return;
+        }
+    for (int c = 0; c < CCL__TUNE_COLLS; c++)
+        for (int k = 0; k < CCL__TUNE_BUCKETS; k++) {
+            const CclTuneEntry *x = &a->e[c][k], *y = &b->e[c][k];
+            if (x->file != y->file || memcmp(&x->shape, &y->shape, sizeof x->shape) || x->time_us != y->time_us) {
+                snprintf(why, len, "%s bucket 2^%d: file %d/%d, instances %d/%d, threads %d/%d, slices %d/%d, "
+                         "protocol %d/%d, time %g/%g", coll_name((Collective)c), k, x->file, y->file,
+                         x->shape.instances, y->shape.instances, x->shape.threads, y->shape.threads, x->shape.slices,
+                         y->shape.slices, x->shape.protocol, y->shape.protocol, x->time_us, y->time_us);
+                return;
+            }
+        }
+}
+
+/* The built-in tables as libccl carries them (ccl__tune_texts, from runtime/tune/NAME.tbl
+ * at build time): each is a file of runtime/tune/ with the same text (the tests run in
+ * the repository's root), parses, names only files that exist under algorithms/, and is
+ * what ccl__tune_builtin gives for its key, with the device's model and libccl's
+ * version in the key and every entry on its file's line; every runtime/tune/ file is
+ * built in. */
+static void test_builtin_texts(void)
+{
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d.%d", CCL_VERSION_MAJOR, CCL_VERSION_MINOR, CCL_VERSION_PATCH);
+    CHECK("tuner.builtin.texts", ccl__tune_ntexts >= 2 && !ccl__tune_texts[ccl__tune_ntexts].path,
+          "%d built-in tables", ccl__tune_ntexts);
+    for (int i = 0; i < ccl__tune_ntexts; i++) {
+        const char *path = ccl__tune_texts[i].path;
+        char tname[128], err[512] = "", name[256], dev[160], file[CCL__TUNE_PATH + 16];
+        static char text[1 << 16], out[1 << 16];
+        static CclTuneTable t, b;
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        snprintf(tname, sizeof tname, "tuner.builtin.text.%s", base);
+        FILE *f = fopen(path, "r");
+        size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        if (f)
+            fclose(f);
+        text[len] = 0;
+        int rc = strncmp(path, "runtime/tune/", 13) || !f || strcmp(text, ccl__tune_texts[i].text);
+        if (rc)
+            snprintf(err, sizeof err, "%s: %s", path, f ? "not the file's text (rebuild?)" : "no such file");
+        if (!rc && (rc = ccl__tune_parse(ccl__tune_texts[i].text, path, &t, err, sizeof err)) == 0)
+            for (int k = 0; k < t.nfiles && !rc; k++) {
+                snprintf(file, sizeof file, "algorithms/%s", t.files[k]);
+                if (t.files[k][0] == '/' || access(file, R_OK) != 0) {
+                    rc = -1;
+                    snprintf(err, sizeof err, "%s names %s, not a file under algorithms/", path, t.files[k]);
+                }
+            }
+        CHECK(tname, rc == 0, "%s", err);
+        if (rc)
+            continue;
+        /* ccl__tune_builtin for this table's key: the same table, this key, the same lines. */
+        snprintf(tname, sizeof tname, "tuner.builtin.text.%s.builtin", base);
+        snprintf(dev, sizeof dev, "NVIDIA %s", t.device);
+        char why[512] = "";
+        if (ccl__tune_builtin(dev, t.nranks, out, sizeof out, name, sizeof name) != 0)
+            snprintf(why, sizeof why, "no built-in table for '%s' with %d ranks", dev, t.nranks);
+        else if (!strstr(name, path))
+            snprintf(why, sizeof why, "its name '%s' does not name %s", name, path);
+        else if (ccl__tune_parse(out, name, &b, err, sizeof err) != 0)
+            snprintf(why, sizeof why, "%s", err);
+        else if (strcmp(b.device, dev) || strcmp(b.version, version))
+            snprintf(why, sizeof why, "key device '%s' version '%s', want '%s' '%s'", b.device, b.version, dev, version);
+        else
+            table_diff(&t, &b, why, sizeof why);
+        for (int c = 0; c < CCL__TUNE_COLLS && !why[0]; c++)
+            for (int k = 0; k < CCL__TUNE_BUCKETS && !why[0]; k++)
+                if (t.e[c][k].line != b.e[c][k].line)
+                    snprintf(why, sizeof why, "%s bucket 2^%d on line %d, the file's %d", coll_name((Collective)c), k,
+                             b.e[c][k].line, t.e[c][k].line);
+        CHECK(tname, !why[0], "%s", why);
+    }
+    glob_t g;
+    int missing = 0;
+    char which[256] = "";
+    if (glob("runtime/tune/*.tbl", 0, NULL, &g) == 0) {
+        for (size_t k = 0; k < g.gl_pathc; k++) {
+            int in = 0;
+            for (int i = 0; i < ccl__tune_ntexts; i++)
+                in |= !strcmp(g.gl_pathv[k], ccl__tune_texts[i].path);
+            if (!in) {
+                missing++;
+                snprintf(which, sizeof which, "%s", g.gl_pathv[k]);
+            }
+        }
+        CHECK("tuner.builtin.texts.all", missing == 0 && (int)g.gl_pathc == ccl__tune_ntexts,
+              "%zu files in runtime/tune/, %d built in (%s is not: rebuild?)", g.gl_pathc, ccl__tune_ntexts, which);
+        globfree(&g);
+    } else {
+        CHECK("tuner.builtin.texts.all", 0, "no runtime/tune/*.tbl (not run from the repository's root?)");
+    }
 }
 
 /* ===== end to end on the CPU backend ===== */
@@ -531,7 +645,8 @@ static int use_table(const char *path, int n)
 static int use_builtin(int n)
 {
     ccl_comm_t *comms[16];
-    char why[1024], dev[128], topo[64], ver[32], text[16384], name[128];
+    char why[1024], dev[128], topo[64], ver[32], name[128];
+    static char text[1 << 16];
     unsetenv("CCL_TUNE_FILE");
     if (n > 16 || init(comms, n))
         return 1;
@@ -581,6 +696,7 @@ int main(int argc, char **argv)
     test_buckets();
     test_parse();
     test_builtin();
+    test_builtin_texts();
     test_forced();
     test_ignored();
     char cmd[600];
