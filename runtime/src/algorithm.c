@@ -32,15 +32,6 @@ size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize)
     return off;
 }
 
-size_t ccl__ll_region_bytes(const Program *p, size_t CS, size_t esize)
-{
-    size_t scratch = 0; /* chunks of one copy of the scratch buffers, whatever p's protocol */
-    for (int b = BUF_SCRATCH0; b < p->nbufs; b++)
-        scratch += (size_t)p->buf_chunks[b];
-    size_t all = (size_t)p->buf_chunks[BUF_IN] + (size_t)p->buf_chunks[BUF_OUT] + scratch;
-    return (2 * scratch + 2 * 2 * all) * CS * esize;
-}
-
 /* Source text starts (after blanks and # comments) with the word "algorithm". */
 static int looks_like_source(const char *s)
 {

@@ -140,9 +140,20 @@ typedef struct {
     char why[256];
 } CclTuneVariant;
 
+/* What a backend says about the device a communicator runs on (CclBackend.describe):
+ * the tuner's key and the launch-shape fields that mean something there. */
+typedef struct {
+    char device[128];                /* the tuning tables' device model: "cpu", "NVIDIA H200" */
+    char topology[64];               /* how the ranks reach each other: "threads", "p2p-all" */
+    int has_threads_per_block;       /* CclShape.threads applies (else it reads "default") */
+    int can_run_simple_as_ll;        /* a Simple program may run with LL lines (CclShape.protocol) */
+} CclDeviceInfo;
+
 /* Per communicator (inside ccl_comm_t, so nothing to free: variants are in comm->algs). */
 typedef struct {
     int state;                       /* 0: not looked for yet; 1: a table is in use; -1: none */
+    int described;                   /* dev is filled (be->describe, on first use) */
+    CclDeviceInfo dev;
     char source[CCL__TUNE_PATH + 64];/* the table's file, or "built-in ..." */
     char why[1024];                  /* why tables were ignored (never printed) */
     CclTuneTable table;
@@ -457,11 +468,6 @@ static inline int ccl__scratch_copies(const Program *p) { return p->protocol == 
  * call k uses copy k % copies, at + (k % copies) * buf_chunks[b] * CS * esize. With
  * b == nbufs it is the region's size. */
 size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize);
-/* The region an LL run of p needs (emit_cuda.c's layout, checked against the emitter by
- * tests/cuda/nvrtc_compile): the scratch buffers in two halves by call parity, then two
- * halves of LL lines (2 bytes of line per data byte) for every chunk of in, out and one
- * scratch half. */
-size_t ccl__ll_region_bytes(const Program *p, size_t CS, size_t esize);
 
 /* One call, resolved by algorithm.c before it reaches the backend. */
 typedef struct {
@@ -514,6 +520,7 @@ typedef struct {
  * for one comm. */
 struct CclBackend {
     const char *name;                /* "cpu", "gpu" */
+    ccl_backend_t kind;              /* CCL_BACKEND_CPU or CCL_BACKEND_GPU (ccl_comm_backend) */
 
     /* Collective over the ranks of boot (boot is valid only during this call). Creates
      * comm->be_comm and this rank's symmetric heap of comm->heap_bytes bytes, zeroed,
@@ -552,14 +559,17 @@ struct CclBackend {
      * are reported by the common code from async_result. */
     ccl_result_t (*synchronize)(ccl_comm_t *comm);
 
-    /* Optional (NULL: plain memcpy works, as on the CPU): a synchronous copy of `bytes`
-     * between host memory and this rank's heap (ccl_mem_alloc buffers), either way, after
-     * the comm's earlier work: ccl_mem_copy. */
+    /* A synchronous copy of `bytes` between host memory and this rank's heap
+     * (ccl_mem_alloc buffers), either way, after the comm's earlier work: ccl_mem_copy. */
     ccl_result_t (*copy)(ccl_comm_t *comm, void *dst, const void *src, size_t bytes);
+
+    /* Fills *out for comm (after comm_init). Never fails: what it cannot find out it
+     * names "unknown". May ask the driver: the tuner calls it once per comm. */
+    void (*describe)(const ccl_comm_t *comm, CclDeviceInfo *out);
 };
 
 extern const CclBackend ccl__cpu_backend;
-/* The GPU backend (runtime/src/gpu_*.c) defines `const CclBackend *ccl__gpu_backend(char
+/* The GPU backend (runtime/src/gpu/) defines `const CclBackend *ccl__gpu_backend(char
  * *why, size_t len)`: the backend when a usable GPU and driver are present, else NULL with
  * the reason in why. */
 const CclBackend *ccl__gpu_backend(char *why, size_t len);

@@ -26,9 +26,6 @@
 #include <string.h>
 
 #include "internal.h"
-#ifdef CCL_HAVE_GPU_BACKEND
-#include "gpu/gpu.h"
-#endif
 
 #define TUNE_MAGIC "ccl-tune-table 1"
 
@@ -275,40 +272,24 @@ void ccl__tune_write(FILE *f, const CclTuneTable *t)
 
 /* ===== the key ===== */
 
+/* What the backend says about comm's device, asked once per comm. */
+static const CclDeviceInfo *device_info(ccl_comm_t *comm)
+{
+    CclTuner *t = &comm->tune;
+    if (!t->described) {
+        memset(&t->dev, 0, sizeof t->dev);
+        comm->be->describe(comm, &t->dev);
+        t->described = 1;
+    }
+    return &t->dev;
+}
+
 void ccl__tune_key(ccl_comm_t *comm, char *device, size_t dlen, char *topo, size_t tlen, char *version, size_t vlen)
 {
+    const CclDeviceInfo *d = device_info(comm);
     snprintf(version, vlen, "%s", TUNE_VERSION);
-    if (comm->backend_kind != CCL_BACKEND_GPU) {
-        /* The CPU backend's cost depends on whether ranks are threads of one process
-         * (ccl_comm_init_all: a group) or processes sharing POSIX memory. */
-        snprintf(device, dlen, "cpu");
-        snprintf(topo, tlen, "%s", comm->group ? "threads" : "processes");
-        return;
-    }
-    snprintf(device, dlen, "gpu");
-    snprintf(topo, tlen, "unknown");
-#ifdef CCL_HAVE_GPU_BACKEND
-    GpuComm *g = comm->be_comm;
-    char name[128];
-    if (g && ccl__cu.DeviceGetName(name, (int)sizeof name, g->dev) == CUDA_SUCCESS)
-        snprintf(device, dlen, "%s", name);
-    /* Topology: whether this GPU reaches every other visible GPU directly (P2P; NVLink
-     * on the target machines). One process per GPU usually sees one: "p2p-all". */
-    int count = 0, all = 1;
-    if (g && ccl__cu.DeviceGetCount(&count) == CUDA_SUCCESS) {
-        for (int d = 0; d < count; d++) {
-            CUdevice other;
-            int ok = 0;
-            if (ccl__cu.DeviceGet(&other, d) != CUDA_SUCCESS)
-                continue;
-            if (other == g->dev)
-                continue;
-            if (ccl__cu.DeviceCanAccessPeer(&ok, g->dev, other) != CUDA_SUCCESS || !ok)
-                all = 0;
-        }
-        snprintf(topo, tlen, "%s", all ? "p2p-all" : "p2p-partial");
-    }
-#endif
+    snprintf(device, dlen, "%s", d->device);
+    snprintf(topo, tlen, "%s", d->topology);
 }
 
 /* ===== the built-in table ===== */
@@ -643,16 +624,18 @@ ccl_result_t ccl__tune_reshape(ccl_algorithm_t *alg, const CclShape *shape, cons
     alg->instances = inst;
     alg->shape = *shape;
     alg->shape.instances = inst;
-    /* Only a GPU runs a Simple program with LL lines; elsewhere the program's protocol. */
-    if (comm->backend_kind != CCL_BACKEND_GPU)
+    /* A Simple program runs with LL lines only where the backend can; elsewhere the
+     * program's protocol. */
+    if (!device_info(comm)->can_run_simple_as_ll)
         alg->shape.protocol = 0;
     return comm->be->alg_prepare(alg);
 }
 
 void ccl__tune_apply_run(ccl_algorithm_t *alg, const CclShape *shape, int slices0)
 {
-    /* Threads per block mean something to GPUs only; say "default" elsewhere. */
-    alg->shape.threads = alg->comm->backend_kind == CCL_BACKEND_GPU ? shape->threads : 0;
+    /* Threads per block mean something only where the backend has them; say "default"
+     * elsewhere. */
+    alg->shape.threads = device_info(alg->comm)->has_threads_per_block ? shape->threads : 0;
     if (!alg->plan->proof.pipeline_safe)
         alg->slices = 1;
     else
@@ -694,7 +677,7 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
     CclShape want = e->shape;
     want.threads = 0;
     want.slices = 0;
-    if (comm->backend_kind != CCL_BACKEND_GPU)
+    if (!device_info(comm)->can_run_simple_as_ll)
         want.protocol = 0;
     for (int i = 0; i < t->nvar; i++) {
         CclTuneVariant *v = &t->var[i];

@@ -1019,8 +1019,29 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* ccl_mem_copy: the heap is host memory, so after the comm's earlier work a memcpy. */
+static ccl_result_t cpu_copy(ccl_comm_t *comm, void *dst, const void *src, size_t bytes)
+{
+    ccl_result_t r = cpu_synchronize(comm);
+    if (r != CCL_OK)
+        return r;
+    memcpy(dst, src, bytes);
+    return CCL_OK;
+}
+
+/* The cost depends on whether ranks are threads of one process (ccl_comm_init_all: a
+ * group) or processes sharing POSIX memory; no threads per block, no LL lines. */
+static void cpu_describe(const ccl_comm_t *comm, CclDeviceInfo *out)
+{
+    snprintf(out->device, sizeof out->device, "cpu");
+    snprintf(out->topology, sizeof out->topology, "%s", comm->group ? "threads" : "processes");
+    out->has_threads_per_block = 0;
+    out->can_run_simple_as_ll = 0;
+}
+
 const CclBackend ccl__cpu_backend = {
     .name = "cpu",
+    .kind = CCL_BACKEND_CPU,
     .comm_init = cpu_comm_init,
     .comm_fini = cpu_comm_fini,
     .heap_zero = cpu_heap_zero,
@@ -1028,4 +1049,6 @@ const CclBackend ccl__cpu_backend = {
     .alg_release = cpu_alg_release,
     .run = cpu_run,
     .synchronize = cpu_synchronize,
+    .copy = cpu_copy,
+    .describe = cpu_describe,
 };
