@@ -121,9 +121,10 @@ static void compiled_release(ccl_comm_t *comm, CclCompiled *c)
 
 /* The compilation of (source, N, root): the group's copy when a peer already made it,
  * else a new one (added to the group on success). Takes ownership of source and file.
- * Returns 0 or compile_source's failure code with *out holding the diagnostics (the
- * caller frees it with compiled_free). */
-static int compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len, int root, CclCompiled **out)
+ * Returns compile_source's result with *out holding the diagnostics on failure (the
+ * caller frees it with compiled_free), or COMPILE_OUT_OF_MEMORY with *out NULL when
+ * not even that could be allocated. */
+static CompileResult compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len, int root, CclCompiled **out)
 {
     CclGroup *g = comm->group;
     int N = comm->nranks;
@@ -137,13 +138,13 @@ static int compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len
                 free(file);
                 free(source);
                 *out = c;
-                return 0;
+                return COMPILE_OK;
             }
     }
     /* Compiling under the group's lock serializes the ranks' loads of one program, so
      * the first compiles and the others share. */
     CclCompiled *c = calloc(1, sizeof *c);
-    int rc = -1;
+    CompileResult rc = COMPILE_OUT_OF_MEMORY;
     if (c) {
         c->file = file;
         c->source = source;
@@ -152,7 +153,7 @@ static int compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len
         c->root = root;
         c->refs = 1;
         rc = compile_source(&c->comp, file, source, len, N, root);
-        if (rc == 0 && g) {
+        if (rc == COMPILE_OK && g) {
             c->next = g->compiled;
             g->compiled = c;
         }
@@ -163,7 +164,7 @@ static int compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len
     if (g)
         pthread_mutex_unlock(&g->mu);
     *out = c;
-    return c ? rc : -3;
+    return rc;
 }
 
 static void alg_free_memory(ccl_algorithm_t *alg)
@@ -216,12 +217,17 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     int N = comm->nranks;
     int root_ok = root >= 0 && root < N;
     CclCompiled *compiled;
-    int rc = compile_shared(comm, file, source, len, root_ok ? root : 0, &compiled);
-    if (rc == -3) {
+    CompileResult rc = compile_shared(comm, file, source, len, root_ok ? root : 0, &compiled);
+    if (rc == COMPILE_OUT_OF_MEMORY) {
+        ccl_result_t r = compiled ? ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory while compiling %s for N=%d",
+                                                   fn, compiled->file, N)
+                                  : ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        if (compiled)
+            compiled_free(compiled);
         alg_free_memory(alg);
-        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return r;
     }
-    if (rc != 0) {
+    if (rc != COMPILE_OK) {
         const char *d = compiled->comp.diag.out ? compiled->comp.diag.out : "(no diagnostics)";
         ccl_result_t r;
         if (rc == COMPILE_NOT_ADMITTED)

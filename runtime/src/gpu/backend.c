@@ -316,8 +316,12 @@ static int gpu_claim_kernel(ccl_algorithm_t *alg, int rank, const EmitOptions *e
     size_t len = 0;
     FILE *f = open_memstream(&src, &len);
     if (!f) return -1;
-    emit_cuda(f, alg->plan, rank, eo);
+    int emitted = compile_emit_cuda(f, alg->plan, rank, eo);
     fclose(f);
+    if (emitted != 0) {
+        free(src);
+        return -1;
+    }
     int load = 0;
     *kl = (KernelLoad){.alg = alg, .rank = rank, .eo = eo};
     kl->m = ccl__gpu_module_claim(gpu_comm(alg->comm)->device, src, len, &load);
