@@ -479,16 +479,22 @@ static void *grow_private(ccl_comm_t *comm, int which, size_t need)
     return p;
 }
 
-/* Where ptr..ptr+bytes sits: 0 outside the heap, 1 inside one live ccl_mem_alloc buffer,
- * -1 in the heap but not inside one (message set, naming `arg`). */
-static int classify(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg)
+/* Where a user buffer sits, for staging: peers reach it only in the heap. */
+typedef enum {
+    BUF_PRIVATE,                     /* outside the heap: peers cannot reach it */
+    BUF_SYMMETRIC,                   /* inside one live ccl_mem_alloc buffer */
+    BUF_MISPLACED,                   /* in the heap but not inside one: an error */
+} BufPlace;
+
+/* Where ptr..ptr+bytes sits; BUF_MISPLACED with the message set, naming `arg`. */
+static BufPlace buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg)
 {
     const char *base = comm->heap_base[comm->rank], *p = ptr;
     if (!p || p < base || p >= base + comm->heap_bytes)
-        return 0;
+        return BUF_PRIVATE;
     size_t off = (size_t)(p - base), start, size;
     if (ccl__heap_find_user(&comm->data, off, bytes, &start, &size) == 0)
-        return 1;
+        return BUF_SYMMETRIC;
     if (size)
         ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
                        "%s: argument '%s' (%p) runs past the end of its ccl_mem_alloc buffer: %zu bytes from offset %zu "
@@ -497,7 +503,7 @@ static int classify(ccl_comm_t *comm, const void *ptr, size_t bytes, const char 
         ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
                        "%s: argument '%s' (%p) points into the symmetric heap but not into a live ccl_mem_alloc buffer",
                        fn, arg, ptr);
-    return -1;
+    return BUF_MISPLACED;
 }
 
 ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t count, ccl_dtype_t dtype,
@@ -547,11 +553,11 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
                  .esize = es, .CS = ccl__chunk_stride(count, K, es), .slices = alg->slices};
     c.in_bytes = in_units * count * es;
     c.out_bytes = out_units * count * es;
-    int send_sym = classify(comm, send, c.in_bytes, fn, "sendbuf");
-    if (send_sym < 0)
+    BufPlace send_at = buffer_place(comm, send, c.in_bytes, fn, "sendbuf");
+    if (send_at == BUF_MISPLACED)
         return CCL_ERR_NOT_SYMMETRIC;
-    int recv_sym = classify(comm, recv, c.out_bytes, fn, "recvbuf");
-    if (recv_sym < 0)
+    BufPlace recv_at = buffer_place(comm, recv, c.out_bytes, fn, "recvbuf");
+    if (recv_at == BUF_MISPLACED)
         return CCL_ERR_NOT_SYMMETRIC;
     const char *s = send, *rv = recv;
     int overlap = s && rv && s < rv + c.out_bytes && rv < s + c.in_bytes;
@@ -564,8 +570,8 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
 
     c.in = (void *)send;
     c.out = recv;
-    c.stage_in = !send || (overlap && !inplace_ok) || (alg->in_remote && !send_sym);
-    c.stage_out = !recv || (alg->out_remote && !recv_sym);
+    c.stage_in = !send || (overlap && !inplace_ok) || (alg->in_remote && send_at != BUF_SYMMETRIC);
+    c.stage_out = !recv || (alg->out_remote && recv_at != BUF_SYMMETRIC);
     c.in_off = c.out_off = SIZE_MAX;
     if (c.stage_in && alg->in_remote) {
         if (grow_heap_region(comm, &comm->stage_off[0], &comm->stage_bytes[0], c.in_bytes) != 0)

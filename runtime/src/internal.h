@@ -149,9 +149,16 @@ typedef struct {
     int can_run_simple_as_ll;        /* a Simple program may run with LL lines (CclShape.protocol) */
 } CclDeviceInfo;
 
+/* Whether the comm has looked for a tuning table yet, and found one. */
+typedef enum {
+    CCL__TUNE_NOT_LOOKED = 0,        /* before the first dispatch */
+    CCL__TUNE_IN_USE,                /* a table matched and is used */
+    CCL__TUNE_NONE,                  /* none matched (why says so) */
+} CclTuneState;
+
 /* Per communicator (inside ccl_comm_t, so nothing to free: variants are in comm->algs). */
 typedef struct {
-    int state;                       /* 0: not looked for yet; 1: a table is in use; -1: none */
+    CclTuneState state;
     int described;                   /* dev is filled (be->describe, on first use) */
     CclDeviceInfo dev;
     char source[CCL__TUNE_PATH + 64];/* the table's file, or "built-in ..." */
@@ -366,6 +373,14 @@ struct CclGroup {
     CclCompiled *compiled;
 };
 
+/* Who loaded an algorithm. The library's `sizes` search reuses only its own loads; a
+ * tuner variant keeps its launch shape and lives until the comm is destroyed. */
+typedef enum {
+    CCL__ORIGIN_USER = 0,            /* ccl_algorithm_load */
+    CCL__ORIGIN_LIBRARY,             /* the standard collectives' `sizes` search (library.c) */
+    CCL__ORIGIN_TUNER,               /* a tuning table's variant (tuner.c) */
+} CclAlgOrigin;
+
 struct ccl_algorithm {
     ccl_comm_t *comm;
     CclCompiled *compiled;           /* owns the source and the Plan */
@@ -386,8 +401,8 @@ struct ccl_algorithm {
     size_t scratch_off, scratch_bytes;
     uint64_t ncalls;                 /* runs enqueued */
     size_t last_layout;              /* CS * esize of the last run (see CclCall.fence) */
-    int from_library;                /* loaded by the standard-collective dispatch: 1 by
-                                        its `sizes` search, 2 as a tuner variant (tuner.c) */
+    CclAlgOrigin origin;             /* who loaded it: the user, the library's `sizes`
+                                        search or the tuner (a variant) */
     /* The launch shape the tuner asked for (tuner.c); all zero otherwise. Non-zero
      * instances and protocol are applied before be->alg_prepare and win over a backend's
      * environment knobs (CCL_GPU_*). threads and `slices` above may change between runs:

@@ -541,7 +541,7 @@ static int default_path(ccl_comm_t *comm, char *out, size_t len)
 static void tune_load(ccl_comm_t *comm)
 {
     CclTuner *t = &comm->tune;
-    t->state = -1;
+    t->state = CCL__TUNE_NONE;
     t->why[0] = 0;
     const char *env = getenv("CCL_TUNE_FILE");
     char why[256], name[CCL__TUNE_PATH + 64];
@@ -557,7 +557,7 @@ static void tune_load(ccl_comm_t *comm)
             int ok = try_table(comm, text, env, 0) == 0;
             free(text);
             if (ok) {
-                t->state = 1;
+                t->state = CCL__TUNE_IN_USE;
                 return;
             }
         }
@@ -573,7 +573,7 @@ static void tune_load(ccl_comm_t *comm)
                 int ok = try_table(comm, text, path, 0) == 0;
                 free(text);
                 if (ok) {
-                    t->state = 1;
+                    t->state = CCL__TUNE_IN_USE;
                     return;
                 }
             } else {
@@ -587,7 +587,7 @@ static void tune_load(ccl_comm_t *comm)
     char *buf = malloc(blen);
     if (buf && ccl__tune_builtin(dev, comm->nranks, buf, blen, name, sizeof name) == 0 &&
         try_table(comm, buf, name, 1) == 0) {
-        t->state = 1;
+        t->state = CCL__TUNE_IN_USE;
     } else if (buf) {
         add_why(t, "no built-in table for '%s' with %d ranks", dev, comm->nranks);
     }
@@ -719,10 +719,10 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
         return NULL;
     }
     /* A variant that turns out unusable stays loaded (and is never picked: the hint
-     * search takes from_library == 1 only) until the comm is destroyed: freeing it here,
+     * search takes CCL__ORIGIN_LIBRARY only) until the comm is destroyed: freeing it here,
      * inside a collective, would make the next call pay an all-rank fence (algorithm.c,
      * "quarantine") for nothing. */
-    alg->from_library = 2;
+    alg->origin = CCL__ORIGIN_TUNER;
     if (alg->prog->coll != coll) {
         CCL__FMT(v->why, sizeof v->why, "%s: %s is a %s algorithm, not %s", where, file,
                  coll_name(alg->prog->coll), coll_name(coll));
@@ -746,9 +746,9 @@ ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, siz
 {
     CclTuner *t = &comm->tune;
     t->miss[0] = 0;
-    if (!t->state)
+    if (t->state == CCL__TUNE_NOT_LOOKED)
         tune_load(comm);
-    if (t->state != 1) {
+    if (t->state != CCL__TUNE_IN_USE) {
         CCL__FMT(t->miss, sizeof t->miss, "no tuning table: %s", t->why);
         return NULL;
     }
