@@ -1,16 +1,23 @@
-/* cclc.h: the compiler's one internal header, a section per pass file.
+/* cclc.h: the compiler's one internal header, a section per file.
  *
  * The pipeline (compile_source() in compile.c is the flat list of calls; the cclc driver
- * that calls it lives in tools/cclc/):
+ * that calls it lives in tools/cclc/, libccl calls it from runtime/src/algorithm.c):
  *
- *   source --parse.c (grammar/ccl.y)--> Ast
+ *   source --grammar/ccl.l, ccl.y (parse_ctx.h)--> Ast
  *          --expand.c (for a concrete N)--> Program   (per rank, per thread block steps)
- *          --verify.c (analyses in verify_*.c)--> proof or diagnostics
+ *          --verify.c--> proof or diagnostics          (its analyses in verify_simulate.c,
+ *                        verify_contents.c, verify_deadlock.c, verify_port.c,
+ *                        verify_slices.c, sharing verify.h)
  *          --schedule.c--> Plan                       (fused ops, semaphores, barriers)
  *          --plan.c--> text or JSON                   (cclc plan)
- *          --emit_cuda.c--> CUDA C                    (cclc cuda)
+ *          --emit_cuda.c--> CUDA C                    (cclc cuda; the device code it
+ *                        prepends is cuda/prelude.cuh over cuda/abi.h, embedded at build
+ *                        time)
  *
- * Every structure a compilation builds lives in one Arena and is freed with it.
+ * Underneath: arena.c (allocation, out of memory), diag.c (messages), namemap.c (name
+ * lookups), ast.c (names of the enumerations). Every structure a compilation builds
+ * lives in one Arena and is freed with it. The compiler includes nothing from runtime/
+ * or tools/.
  */
 #ifndef CCLC_H
 #define CCLC_H
@@ -226,7 +233,7 @@ const char *coll_name(Collective c);
 const char *proto_name(Protocol p);
 const char *step_name(StepKind k);
 
-/* ===== parse.c: the reentrant Flex/Bison front end ===== */
+/* ===== grammar/ccl.y (with ccl.l): the reentrant Flex/Bison front end ===== */
 
 /* Parses src into an Ast in the arena. Returns NULL after reporting every syntax error
  * (without cascades) to d. */

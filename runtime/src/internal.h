@@ -18,8 +18,9 @@
  *              state), driver.c/.h (the CUDA driver API, dlopen'd), device.c (what
  *              the ranks on one GPU share), mem.c (the symmetric heap), backend.c
  *              (kernels, launches, staging, errors), proxy.c/.h (port channels),
- *              jit.c/.h (NVRTC with a disk cache); the kernel ABI is the compiler's
- *              cuda/abi.h
+ *              jit.c/.h (NVRTC with a disk cache), layout.h (the LL region's size, for
+ *              whoever sizes a heap: ccl-perf, tests); the kernel ABI is the
+ *              compiler's cuda/abi.h
  *
  * Common code (this folder) reaches a backend only through CclBackend below; the
  * backends' headers are included path-qualified ("gpu/gpu.h"), from -Iruntime/src.
@@ -528,11 +529,11 @@ typedef struct {
 
 /* ===== the backend interface ===== */
 
-/* A backend. The common code (api.c, comm.c, algorithm.c) does argument checks, heap
- * offsets, compilation, scratch/staging decisions and dispatch; a backend supplies memory
- * and execution. Every hook returns CCL_OK or a failure whose message it has set with
- * ccl__set_error(comm, ...). Hooks are called from the user's thread, never concurrently
- * for one comm. */
+/* A backend. The common code (api.c, comm.c, algorithm.c, tuner.c) does argument
+ * checks, heap offsets, compilation, scratch/staging decisions and dispatch; a backend
+ * supplies memory, execution and what its device is (describe). Every hook returns
+ * CCL_OK or a failure whose message it has set with ccl__set_error(comm, ...). Hooks
+ * are called from the user's thread, never concurrently for one comm. */
 struct CclBackend {
     const char *name;                /* "cpu", "gpu" */
     ccl_backend_t kind;              /* CCL_BACKEND_CPU or CCL_BACKEND_GPU (ccl_comm_backend) */
