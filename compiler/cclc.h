@@ -1,16 +1,23 @@
-/* cclc.h: the compiler's one internal header, a section per pass file.
+/* cclc.h: the compiler's one internal header, a section per file.
  *
  * The pipeline (compile_source() in compile.c is the flat list of calls; the cclc driver
- * that calls it lives in tools/cclc/):
+ * that calls it lives in tools/cclc/, libccl calls it from runtime/src/algorithm.c):
  *
- *   source --parse.c (grammar/ccl.y)--> Ast
+ *   source --grammar/ccl.l, ccl.y (parse_ctx.h)--> Ast
  *          --expand.c (for a concrete N)--> Program   (per rank, per thread block steps)
- *          --verify.c (analyses in verify_*.c)--> proof or diagnostics
+ *          --verify.c--> proof or diagnostics          (its analyses in verify_simulate.c,
+ *                        verify_contents.c, verify_deadlock.c, verify_port.c,
+ *                        verify_slices.c, sharing verify.h)
  *          --schedule.c--> Plan                       (fused ops, semaphores, barriers)
  *          --plan.c--> text or JSON                   (cclc plan)
- *          --emit_cuda.c--> CUDA C                    (cclc cuda)
+ *          --emit_cuda.c--> CUDA C                    (cclc cuda; the device code it
+ *                        prepends is cuda/prelude.cuh over cuda/abi.h, embedded at build
+ *                        time)
  *
- * Every structure a compilation builds lives in one Arena and is freed with it.
+ * Underneath: arena.c (allocation, out of memory), diag.c (messages), namemap.c (name
+ * lookups), ast.c (names of the enumerations). Every structure a compilation builds
+ * lives in one Arena and is freed with it. The compiler includes nothing from runtime/
+ * or tools/.
  */
 #ifndef CCLC_H
 #define CCLC_H
@@ -37,11 +44,17 @@ enum {
 typedef struct Arena Arena;
 Arena *arena_new(void);
 void arena_free(Arena *a);
-void *arena_alloc(Arena *a, size_t size); /* zeroed; never returns NULL (aborts on OOM) */
+/* Zeroed; never returns NULL: on failure it jumps to this thread's cclc_oom_jump (or,
+ * with none set, internal_error). */
+void *arena_alloc(Arena *a, size_t size);
 char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* On allocation failure, longjmp(*env, 1) instead of aborting (NULL: abort again). */
-void arena_on_oom(Arena *a, jmp_buf *env);
+/* Heap memory a pass frees itself (calloc/realloc), failing as arena_alloc does. */
+void *cclc_calloc(size_t n, size_t size);
+void *cclc_realloc(void *p, size_t size);
+/* Makes this thread's allocation failures longjmp(*env, 1) (NULL: internal_error);
+ * returns the previous setting, to be restored. compile_source uses it. */
+jmp_buf *cclc_oom_jump(jmp_buf *env);
 
 /* A growable array of pointers or small structs, backed by the arena. */
 #define VEC(T) struct { T *v; int n, cap; }
@@ -220,7 +233,7 @@ const char *coll_name(Collective c);
 const char *proto_name(Protocol p);
 const char *step_name(StepKind k);
 
-/* ===== parse.c: the reentrant Flex/Bison front end ===== */
+/* ===== grammar/ccl.y (with ccl.l): the reentrant Flex/Bison front end ===== */
 
 /* Parses src into an Ast in the arena. Returns NULL after reporting every syntax error
  * (without cascades) to d. */
@@ -397,13 +410,21 @@ typedef struct {
     Diag diag;            /* rendered diagnostics when compilation failed */
 } Compilation;
 
-/* Parses, expands, verifies and schedules; returns 0 on success, COMPILE_NOT_ADMITTED
- * when the algorithm's `ranks`/`where` lines exclude N (or root is invalid), -1 for
- * errors in the program. On failure the diagnostics are in c->diag.out. Call
- * compilation_free in every case. */
-enum { COMPILE_NOT_ADMITTED = -2 };
-int compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks,
+/* What compile_source says. */
+typedef enum {
+    COMPILE_OK = 0,
+    COMPILE_ERRORS = -1,          /* errors in the program (in c->diag.out) */
+    COMPILE_NOT_ADMITTED = -2,    /* its `ranks`/`where` lines exclude N (or root is invalid) */
+    COMPILE_OUT_OF_MEMORY = -3,   /* an allocation failed; c->diag.out says so where it could */
+} CompileResult;
+
+/* Parses, expands, verifies and schedules. Never aborts on allocation failure. On
+ * failure the diagnostics are in c->diag.out. Call compilation_free in every case. */
+CompileResult compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks,
                    int root);
 void compilation_free(Compilation *c);
+/* emit_cuda for libccl (the GPU backend): 0, or -1 when out of memory instead of an
+ * abort (heap memory emit_cuda held then is lost). */
+int compile_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt);
 
 #endif

@@ -9,40 +9,53 @@
 #include "cclc.h"
 
 /* The passes, in order. */
-static int run_passes(Compilation *c, int nranks, int root)
+static CompileResult run_passes(Compilation *c, int nranks, int root)
 {
     c->ast = parse_source(c->arena, &c->src, &c->diag);
     if (!c->ast)
-        return -1;
+        return COMPILE_ERRORS;
     if (!expand_admits(c->ast, nranks, root, &c->diag))
         return COMPILE_NOT_ADMITTED;
     c->prog = expand_program(c->arena, c->ast, nranks, root, &c->diag);
     if (!c->prog)
-        return -1;
+        return COMPILE_ERRORS;
     if (verify_program(c->arena, c->prog, &c->proof, &c->diag) != 0)
-        return -1;
+        return COMPILE_ERRORS;
     c->plan = schedule_program(c->arena, c->prog, &c->proof);
-    return 0;
+    return COMPILE_OK;
 }
 
-int compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks, int root)
+CompileResult compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks, int root)
 {
     memset(c, 0, sizeof *c);
-    c->arena = arena_new();
     c->src = (Source){.file = file, .text = text, .size = size};
     diag_init(&c->diag, &c->src);
     /* libccl compiles inside the user's process: running out of memory is an error to
-     * report, not a reason to abort. Everything allocated so far belongs to the arena. */
+     * report, not a reason to abort. The arena is c's and compilation_free frees it. */
     jmp_buf oom;
+    jmp_buf *outer = cclc_oom_jump(&oom);
     if (setjmp(oom)) {
-        arena_on_oom(c->arena, NULL);
+        cclc_oom_jump(outer);
         diag_plain(&c->diag, "out of memory while compiling for N = %d", nranks);
+        return COMPILE_OUT_OF_MEMORY;
+    }
+    c->arena = arena_new();
+    CompileResult rc = run_passes(c, nranks, root);
+    cclc_oom_jump(outer);
+    return rc;
+}
+
+int compile_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt)
+{
+    jmp_buf oom;
+    jmp_buf *outer = cclc_oom_jump(&oom);
+    if (setjmp(oom)) {
+        cclc_oom_jump(outer);
         return -1;
     }
-    arena_on_oom(c->arena, &oom);
-    int rc = run_passes(c, nranks, root);
-    arena_on_oom(c->arena, NULL);
-    return rc;
+    emit_cuda(out, plan, rank, opt);
+    cclc_oom_jump(outer);
+    return 0;
 }
 
 void compilation_free(Compilation *c)

@@ -35,7 +35,7 @@ static void append(Diag *d, const char *s, size_t n)
             cap *= 2;
         char *out = realloc(d->out, cap);
         if (!out)
-            internal_error("out of memory");
+            return; /* out of memory: the message is lost, the compilation goes on */
         d->out = out;
         d->cap = cap;
     }
@@ -59,7 +59,7 @@ static void appendv(Diag *d, const char *fmt, va_list ap)
     }
     char *big = malloc((size_t)n + 1);
     if (!big)
-        internal_error("out of memory");
+        return; /* out of memory: as in append */
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     append(d, big, (size_t)n);
     free(big);

@@ -802,9 +802,7 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
         return NULL;
     p->pipeline = (int)v;
     p->chan = arena_alloc(a, sizeof *p->chan * (size_t)nranks * (size_t)nranks);
-    x.blocks = calloc((size_t)nranks * 2 * MAX_TB, sizeof *x.blocks);
-    if (!x.blocks)
-        internal_error("out of memory");
+    x.blocks = cclc_calloc((size_t)nranks * 2 * MAX_TB, sizeof *x.blocks);
 
     expand_stmts(&x, &ast->body);
 

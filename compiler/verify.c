@@ -58,18 +58,12 @@
 
 void *vfy_xcalloc(size_t n, size_t size)
 {
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p)
-        internal_error("out of memory (%zu x %zu bytes)", n, size);
-    return p;
+    return cclc_calloc(n, size);
 }
 
 void *vfy_xrealloc(void *p, size_t size)
 {
-    p = realloc(p, size ? size : 1);
-    if (!p)
-        internal_error("out of memory (%zu bytes)", size);
-    return p;
+    return cclc_realloc(p, size);
 }
 
 __attribute__((format(printf, 2, 3))) void vfy_str_printf(Str *b, const char *fmt, ...)

@@ -54,6 +54,7 @@
 /* The runtime's bootstraps (threads in one process; processes under a launcher) and the
  * compiler's entry point, used to prove an --algo file before any communicator exists. */
 #include "internal.h"
+#include "gpu/layout.h"
 
 #ifdef CCL_PERF_CHECK_PROTOTYPES
 /* tests/perf/run.sh compiles this file once more with the real CUDA and NCCL headers so

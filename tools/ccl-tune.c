@@ -849,9 +849,8 @@ static void *worker(void *arg)
     const Opts *o = &sh->o;
 #ifdef CCL_HAVE_GPU_BACKEND
     if (w->gpu) {
-        GpuComm *g = w->comm->be_comm;
         CUstream st = NULL;
-        ccl__cu.CtxSetCurrent(g->ctx);
+        ccl__gpu_make_current(w->comm);
         if (ccl__cu.StreamCreate(&st, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
             CCL__FMT(w->err, sizeof w->err, "cuStreamCreate failed");
             w->code = 1;

@@ -32,15 +32,6 @@ size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize)
     return off;
 }
 
-size_t ccl__ll_region_bytes(const Program *p, size_t CS, size_t esize)
-{
-    size_t scratch = 0; /* chunks of one copy of the scratch buffers, whatever p's protocol */
-    for (int b = BUF_SCRATCH0; b < p->nbufs; b++)
-        scratch += (size_t)p->buf_chunks[b];
-    size_t all = (size_t)p->buf_chunks[BUF_IN] + (size_t)p->buf_chunks[BUF_OUT] + scratch;
-    return (2 * scratch + 2 * 2 * all) * CS * esize;
-}
-
 /* Source text starts (after blanks and # comments) with the word "algorithm". */
 static int looks_like_source(const char *s)
 {
@@ -130,9 +121,10 @@ static void compiled_release(ccl_comm_t *comm, CclCompiled *c)
 
 /* The compilation of (source, N, root): the group's copy when a peer already made it,
  * else a new one (added to the group on success). Takes ownership of source and file.
- * Returns 0 or compile_source's failure code with *out holding the diagnostics (the
- * caller frees it with compiled_free). */
-static int compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len, int root, CclCompiled **out)
+ * Returns compile_source's result with *out holding the diagnostics on failure (the
+ * caller frees it with compiled_free), or COMPILE_OUT_OF_MEMORY with *out NULL when
+ * not even that could be allocated. */
+static CompileResult compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len, int root, CclCompiled **out)
 {
     CclGroup *g = comm->group;
     int N = comm->nranks;
@@ -146,13 +138,13 @@ static int compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len
                 free(file);
                 free(source);
                 *out = c;
-                return 0;
+                return COMPILE_OK;
             }
     }
     /* Compiling under the group's lock serializes the ranks' loads of one program, so
      * the first compiles and the others share. */
     CclCompiled *c = calloc(1, sizeof *c);
-    int rc = -1;
+    CompileResult rc = COMPILE_OUT_OF_MEMORY;
     if (c) {
         c->file = file;
         c->source = source;
@@ -161,7 +153,7 @@ static int compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len
         c->root = root;
         c->refs = 1;
         rc = compile_source(&c->comp, file, source, len, N, root);
-        if (rc == 0 && g) {
+        if (rc == COMPILE_OK && g) {
             c->next = g->compiled;
             g->compiled = c;
         }
@@ -172,7 +164,7 @@ static int compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len
     if (g)
         pthread_mutex_unlock(&g->mu);
     *out = c;
-    return c ? rc : -3;
+    return rc;
 }
 
 static void alg_free_memory(ccl_algorithm_t *alg)
@@ -225,12 +217,17 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     int N = comm->nranks;
     int root_ok = root >= 0 && root < N;
     CclCompiled *compiled;
-    int rc = compile_shared(comm, file, source, len, root_ok ? root : 0, &compiled);
-    if (rc == -3) {
+    CompileResult rc = compile_shared(comm, file, source, len, root_ok ? root : 0, &compiled);
+    if (rc == COMPILE_OUT_OF_MEMORY) {
+        ccl_result_t r = compiled ? ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory while compiling %s for N=%d",
+                                                   fn, compiled->file, N)
+                                  : ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        if (compiled)
+            compiled_free(compiled);
         alg_free_memory(alg);
-        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return r;
     }
-    if (rc != 0) {
+    if (rc != COMPILE_OK) {
         const char *d = compiled->comp.diag.out ? compiled->comp.diag.out : "(no diagnostics)";
         ccl_result_t r;
         if (rc == COMPILE_NOT_ADMITTED)
@@ -482,16 +479,22 @@ static void *grow_private(ccl_comm_t *comm, int which, size_t need)
     return p;
 }
 
-/* Where ptr..ptr+bytes sits: 0 outside the heap, 1 inside one live ccl_mem_alloc buffer,
- * -1 in the heap but not inside one (message set, naming `arg`). */
-static int classify(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg)
+/* Where a user buffer sits, for staging: peers reach it only in the heap. */
+typedef enum {
+    BUF_PRIVATE,                     /* outside the heap: peers cannot reach it */
+    BUF_SYMMETRIC,                   /* inside one live ccl_mem_alloc buffer */
+    BUF_MISPLACED,                   /* in the heap but not inside one: an error */
+} BufPlace;
+
+/* Where ptr..ptr+bytes sits; BUF_MISPLACED with the message set, naming `arg`. */
+static BufPlace buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg)
 {
     const char *base = comm->heap_base[comm->rank], *p = ptr;
     if (!p || p < base || p >= base + comm->heap_bytes)
-        return 0;
+        return BUF_PRIVATE;
     size_t off = (size_t)(p - base), start, size;
     if (ccl__heap_find_user(&comm->data, off, bytes, &start, &size) == 0)
-        return 1;
+        return BUF_SYMMETRIC;
     if (size)
         ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
                        "%s: argument '%s' (%p) runs past the end of its ccl_mem_alloc buffer: %zu bytes from offset %zu "
@@ -500,7 +503,7 @@ static int classify(ccl_comm_t *comm, const void *ptr, size_t bytes, const char 
         ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
                        "%s: argument '%s' (%p) points into the symmetric heap but not into a live ccl_mem_alloc buffer",
                        fn, arg, ptr);
-    return -1;
+    return BUF_MISPLACED;
 }
 
 ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t count, ccl_dtype_t dtype,
@@ -550,11 +553,11 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
                  .esize = es, .CS = ccl__chunk_stride(count, K, es), .slices = alg->slices};
     c.in_bytes = in_units * count * es;
     c.out_bytes = out_units * count * es;
-    int send_sym = classify(comm, send, c.in_bytes, fn, "sendbuf");
-    if (send_sym < 0)
+    BufPlace send_at = buffer_place(comm, send, c.in_bytes, fn, "sendbuf");
+    if (send_at == BUF_MISPLACED)
         return CCL_ERR_NOT_SYMMETRIC;
-    int recv_sym = classify(comm, recv, c.out_bytes, fn, "recvbuf");
-    if (recv_sym < 0)
+    BufPlace recv_at = buffer_place(comm, recv, c.out_bytes, fn, "recvbuf");
+    if (recv_at == BUF_MISPLACED)
         return CCL_ERR_NOT_SYMMETRIC;
     const char *s = send, *rv = recv;
     int overlap = s && rv && s < rv + c.out_bytes && rv < s + c.in_bytes;
@@ -567,8 +570,8 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
 
     c.in = (void *)send;
     c.out = recv;
-    c.stage_in = !send || (overlap && !inplace_ok) || (alg->in_remote && !send_sym);
-    c.stage_out = !recv || (alg->out_remote && !recv_sym);
+    c.stage_in = !send || (overlap && !inplace_ok) || (alg->in_remote && send_at != BUF_SYMMETRIC);
+    c.stage_out = !recv || (alg->out_remote && recv_at != BUF_SYMMETRIC);
     c.in_off = c.out_off = SIZE_MAX;
     if (c.stage_in && alg->in_remote) {
         if (grow_heap_region(comm, &comm->stage_off[0], &comm->stage_bytes[0], c.in_bytes) != 0)

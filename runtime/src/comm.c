@@ -274,7 +274,7 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
     c->heap_bytes = heap;
     c->heap_default = heap_default;
     c->be = be;
-    c->backend_kind = be == &ccl__cpu_backend ? CCL_BACKEND_CPU : CCL_BACKEND_GPU;
+    c->backend_kind = be->kind;
     const char *cache = cfg.cache_dir ? cfg.cache_dir : getenv("CCL_CACHE_DIR");
     c->cache_dir = cache ? strdup(cache) : NULL;
     c->heap_base = calloc((size_t)c->nranks, sizeof *c->heap_base);
@@ -547,13 +547,7 @@ ccl_result_t ccl_mem_copy(ccl_comm_t *comm, void *dst, const void *src, size_t b
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'src' is NULL", fn);
     if (!bytes)
         return CCL_OK;
-    if (comm->be->copy)
-        return comm->be->copy(comm, dst, src, bytes);
-    if (comm->backend_kind != CCL_BACKEND_CPU) /* device memory: memcpy would crash */
-        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "the %s backend has no copy hook (CclBackend.copy)", comm->be->name);
-    comm->be->synchronize(comm);
-    memcpy(dst, src, bytes);
-    return CCL_OK;
+    return comm->be->copy(comm, dst, src, bytes);
 }
 
 /* ---- symmetric memory ---- */

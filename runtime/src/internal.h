@@ -19,8 +19,9 @@
  *              state), driver.c/.h (the CUDA driver API, dlopen'd), device.c (what
  *              the ranks on one GPU share), mem.c (the symmetric heap), backend.c
  *              (kernels, launches, staging, errors), proxy.c/.h (port channels),
- *              jit.c/.h (NVRTC with a disk cache); the kernel ABI is the compiler's
- *              cuda/abi.h
+ *              jit.c/.h (NVRTC with a disk cache), layout.h (the LL region's size, for
+ *              whoever sizes a heap: ccl-perf, tests); the kernel ABI is the
+ *              compiler's cuda/abi.h
  *
  * Common code (this folder) reaches a backend only through CclBackend below; the
  * backends' headers are included path-qualified ("gpu/gpu.h"), from -Iruntime/src.
@@ -141,9 +142,27 @@ typedef struct {
     char why[256];
 } CclTuneVariant;
 
+/* What a backend says about the device a communicator runs on (CclBackend.describe):
+ * the tuner's key and the launch-shape fields that mean something there. */
+typedef struct {
+    char device[128];                /* the tuning tables' device model: "cpu", "NVIDIA H200" */
+    char topology[64];               /* how the ranks reach each other: "threads", "p2p-all" */
+    int has_threads_per_block;       /* CclShape.threads applies (else it reads "default") */
+    int can_run_simple_as_ll;        /* a Simple program may run with LL lines (CclShape.protocol) */
+} CclDeviceInfo;
+
+/* Whether the comm has looked for a tuning table yet, and found one. */
+typedef enum {
+    CCL__TUNE_NOT_LOOKED = 0,        /* before the first dispatch */
+    CCL__TUNE_IN_USE,                /* a table matched and is used */
+    CCL__TUNE_NONE,                  /* none matched (why says so) */
+} CclTuneState;
+
 /* Per communicator (inside ccl_comm_t, so nothing to free: variants are in comm->algs). */
 typedef struct {
-    int state;                       /* 0: not looked for yet; 1: a table is in use; -1: none */
+    CclTuneState state;
+    int described;                   /* dev is filled (be->describe, on first use) */
+    CclDeviceInfo dev;
     char source[CCL__TUNE_PATH + 64];/* the table's file, or "built-in ..." */
     char why[1024];                  /* why tables were ignored (never printed) */
     CclTuneTable table;
@@ -368,6 +387,14 @@ struct CclGroup {
     CclCompiled *compiled;
 };
 
+/* Who loaded an algorithm. The library's `sizes` search reuses only its own loads; a
+ * tuner variant keeps its launch shape and lives until the comm is destroyed. */
+typedef enum {
+    CCL__ORIGIN_USER = 0,            /* ccl_algorithm_load */
+    CCL__ORIGIN_LIBRARY,             /* the standard collectives' `sizes` search (library.c) */
+    CCL__ORIGIN_TUNER,               /* a tuning table's variant (tuner.c) */
+} CclAlgOrigin;
+
 struct ccl_algorithm {
     ccl_comm_t *comm;
     CclCompiled *compiled;           /* owns the source and the Plan */
@@ -388,8 +415,8 @@ struct ccl_algorithm {
     size_t scratch_off, scratch_bytes;
     uint64_t ncalls;                 /* runs enqueued */
     size_t last_layout;              /* CS * esize of the last run (see CclCall.fence) */
-    int from_library;                /* loaded by the standard-collective dispatch: 1 by
-                                        its `sizes` search, 2 as a tuner variant (tuner.c) */
+    CclAlgOrigin origin;             /* who loaded it: the user, the library's `sizes`
+                                        search or the tuner (a variant) */
     /* The launch shape the tuner asked for (tuner.c); all zero otherwise. Non-zero
      * instances and protocol are applied before be->alg_prepare and win over a backend's
      * environment knobs (CCL_GPU_*). threads and `slices` above may change between runs:
@@ -470,11 +497,6 @@ static inline int ccl__scratch_copies(const Program *p) { return p->protocol == 
  * call k uses copy k % copies, at + (k % copies) * buf_chunks[b] * CS * esize. With
  * b == nbufs it is the region's size. */
 size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize);
-/* The region an LL run of p needs (emit_cuda.c's layout, checked against the emitter by
- * tests/cuda/nvrtc_compile): the scratch buffers in two halves by call parity, then two
- * halves of LL lines (2 bytes of line per data byte) for every chunk of in, out and one
- * scratch half. */
-size_t ccl__ll_region_bytes(const Program *p, size_t CS, size_t esize);
 
 /* One call, resolved by algorithm.c before it reaches the backend. */
 typedef struct {
@@ -520,13 +542,14 @@ typedef struct {
 
 /* ===== the backend interface ===== */
 
-/* A backend. The common code (api.c, comm.c, algorithm.c) does argument checks, heap
- * offsets, compilation, scratch/staging decisions and dispatch; a backend supplies memory
- * and execution. Every hook returns CCL_OK or a failure whose message it has set with
- * ccl__set_error(comm, ...). Hooks are called from the user's thread, never concurrently
- * for one comm. */
+/* A backend. The common code (api.c, comm.c, algorithm.c, tuner.c) does argument
+ * checks, heap offsets, compilation, scratch/staging decisions and dispatch; a backend
+ * supplies memory, execution and what its device is (describe). Every hook returns
+ * CCL_OK or a failure whose message it has set with ccl__set_error(comm, ...). Hooks
+ * are called from the user's thread, never concurrently for one comm. */
 struct CclBackend {
     const char *name;                /* "cpu", "gpu" */
+    ccl_backend_t kind;              /* CCL_BACKEND_CPU or CCL_BACKEND_GPU (ccl_comm_backend) */
 
     /* Collective over the ranks of boot (boot is valid only during this call). Creates
      * comm->be_comm and this rank's symmetric heap of comm->heap_bytes bytes, zeroed,
@@ -565,14 +588,17 @@ struct CclBackend {
      * are reported by the common code from async_result. */
     ccl_result_t (*synchronize)(ccl_comm_t *comm);
 
-    /* Optional (NULL: plain memcpy works, as on the CPU): a synchronous copy of `bytes`
-     * between host memory and this rank's heap (ccl_mem_alloc buffers), either way, after
-     * the comm's earlier work: ccl_mem_copy. */
+    /* A synchronous copy of `bytes` between host memory and this rank's heap
+     * (ccl_mem_alloc buffers), either way, after the comm's earlier work: ccl_mem_copy. */
     ccl_result_t (*copy)(ccl_comm_t *comm, void *dst, const void *src, size_t bytes);
+
+    /* Fills *out for comm (after comm_init). Never fails: what it cannot find out it
+     * names "unknown". May ask the driver: the tuner calls it once per comm. */
+    void (*describe)(const ccl_comm_t *comm, CclDeviceInfo *out);
 };
 
 extern const CclBackend ccl__cpu_backend;
-/* The GPU backend (runtime/src/gpu_*.c) defines `const CclBackend *ccl__gpu_backend(char
+/* The GPU backend (runtime/src/gpu/) defines `const CclBackend *ccl__gpu_backend(char
  * *why, size_t len)`: the backend when a usable GPU and driver are present, else NULL with
  * the reason in why. */
 const CclBackend *ccl__gpu_backend(char *why, size_t len);

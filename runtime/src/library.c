@@ -191,7 +191,7 @@ static int load_library(ccl_comm_t *comm, Collective coll, int root, const char 
                 continue;
             ccl_algorithm_t *alg;
             if (ccl__algorithm_load(comm, path, root, fn, &alg) == CCL_OK) {
-                alg->from_library = 1;
+                alg->origin = CCL__ORIGIN_LIBRARY;
                 loaded++;
             } else {
                 /* Keep the first line of the reason only. */
@@ -242,7 +242,7 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
     ccl_algorithm_t *best = NULL, *nohint = NULL, *first = NULL;
     for (int i = 0; i < comm->nalgs; i++) {
         ccl_algorithm_t *a = comm->algs[i];
-        if (a->from_library != 1 || a->prog->coll != coll || (rooted && a->root != root))
+        if (a->origin != CCL__ORIGIN_LIBRARY || a->prog->coll != coll || (rooted && a->root != root))
             continue;
         if (!first)
             first = a;
@@ -269,7 +269,7 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
                  coll_name(coll));
         ccl_algorithm_t *alg;
         if (ccl__algorithm_load(comm, src, 0, fn, &alg) == CCL_OK) {
-            alg->from_library = 1;
+            alg->origin = CCL__ORIGIN_LIBRARY;
             *out = alg;
             ccl__tune_note(comm, coll, bytes, alg, "(the built-in copy for one rank)");
             return CCL_OK;

@@ -27,9 +27,6 @@
 #include <string.h>
 
 #include "internal.h"
-#ifdef CCL_HAVE_GPU_BACKEND
-#include "gpu/gpu.h"
-#endif
 
 #define TUNE_MAGIC "ccl-tune-table 1"
 
@@ -276,40 +273,24 @@ void ccl__tune_write(FILE *f, const CclTuneTable *t)
 
 /* ===== the key ===== */
 
+/* What the backend says about comm's device, asked once per comm. */
+static const CclDeviceInfo *device_info(ccl_comm_t *comm)
+{
+    CclTuner *t = &comm->tune;
+    if (!t->described) {
+        memset(&t->dev, 0, sizeof t->dev);
+        comm->be->describe(comm, &t->dev);
+        t->described = 1;
+    }
+    return &t->dev;
+}
+
 void ccl__tune_key(ccl_comm_t *comm, char *device, size_t dlen, char *topo, size_t tlen, char *version, size_t vlen)
 {
+    const CclDeviceInfo *d = device_info(comm);
     snprintf(version, vlen, "%s", TUNE_VERSION);
-    if (comm->backend_kind != CCL_BACKEND_GPU) {
-        /* The CPU backend's cost depends on whether ranks are threads of one process
-         * (ccl_comm_init_all: a group) or processes sharing POSIX memory. */
-        snprintf(device, dlen, "cpu");
-        snprintf(topo, tlen, "%s", comm->group ? "threads" : "processes");
-        return;
-    }
-    snprintf(device, dlen, "gpu");
-    snprintf(topo, tlen, "unknown");
-#ifdef CCL_HAVE_GPU_BACKEND
-    GpuComm *g = comm->be_comm;
-    char name[128];
-    if (g && ccl__cu.DeviceGetName(name, (int)sizeof name, g->dev) == CUDA_SUCCESS)
-        snprintf(device, dlen, "%s", name);
-    /* Topology: whether this GPU reaches every other visible GPU directly (P2P; NVLink
-     * on the target machines). One process per GPU usually sees one: "p2p-all". */
-    int count = 0, all = 1;
-    if (g && ccl__cu.DeviceGetCount(&count) == CUDA_SUCCESS) {
-        for (int d = 0; d < count; d++) {
-            CUdevice other;
-            int ok = 0;
-            if (ccl__cu.DeviceGet(&other, d) != CUDA_SUCCESS)
-                continue;
-            if (other == g->dev)
-                continue;
-            if (ccl__cu.DeviceCanAccessPeer(&ok, g->dev, other) != CUDA_SUCCESS || !ok)
-                all = 0;
-        }
-        snprintf(topo, tlen, "%s", all ? "p2p-all" : "p2p-partial");
-    }
-#endif
+    snprintf(device, dlen, "%s", d->device);
+    snprintf(topo, tlen, "%s", d->topology);
 }
 
 /* ===== the built-in tables ===== */
@@ -467,7 +448,7 @@ static int default_path(ccl_comm_t *comm, char *out, size_t len)
 static void tune_load(ccl_comm_t *comm)
 {
     CclTuner *t = &comm->tune;
-    t->state = -1;
+    t->state = CCL__TUNE_NONE;
     t->why[0] = 0;
     const char *env = getenv("CCL_TUNE_FILE");
     char why[256], name[CCL__TUNE_PATH + 64];
@@ -483,7 +464,7 @@ static void tune_load(ccl_comm_t *comm)
             int ok = try_table(comm, text, env, 0) == 0;
             free(text);
             if (ok) {
-                t->state = 1;
+                t->state = CCL__TUNE_IN_USE;
                 return;
             }
         }
@@ -499,7 +480,7 @@ static void tune_load(ccl_comm_t *comm)
                 int ok = try_table(comm, text, path, 0) == 0;
                 free(text);
                 if (ok) {
-                    t->state = 1;
+                    t->state = CCL__TUNE_IN_USE;
                     return;
                 }
             } else {
@@ -513,7 +494,7 @@ static void tune_load(ccl_comm_t *comm)
     char *buf = malloc(blen);
     if (buf && ccl__tune_builtin(dev, comm->nranks, buf, blen, name, sizeof name) == 0 &&
         try_table(comm, buf, name, 1) == 0) {
-        t->state = 1;
+        t->state = CCL__TUNE_IN_USE;
     } else if (buf) {
         add_why(t, "no built-in table for '%s' with %d ranks", dev, comm->nranks);
     }
@@ -550,16 +531,18 @@ ccl_result_t ccl__tune_reshape(ccl_algorithm_t *alg, const CclShape *shape, cons
     alg->instances = inst;
     alg->shape = *shape;
     alg->shape.instances = inst;
-    /* Only a GPU runs a Simple program with LL lines; elsewhere the program's protocol. */
-    if (comm->backend_kind != CCL_BACKEND_GPU)
+    /* A Simple program runs with LL lines only where the backend can; elsewhere the
+     * program's protocol. */
+    if (!device_info(comm)->can_run_simple_as_ll)
         alg->shape.protocol = 0;
     return comm->be->alg_prepare(alg);
 }
 
 void ccl__tune_apply_run(ccl_algorithm_t *alg, const CclShape *shape, int slices0)
 {
-    /* Threads per block mean something to GPUs only; say "default" elsewhere. */
-    alg->shape.threads = alg->comm->backend_kind == CCL_BACKEND_GPU ? shape->threads : 0;
+    /* Threads per block mean something only where the backend has them; say "default"
+     * elsewhere. */
+    alg->shape.threads = device_info(alg->comm)->has_threads_per_block ? shape->threads : 0;
     if (!alg->plan->proof.pipeline_safe)
         alg->slices = 1;
     else
@@ -601,7 +584,7 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
     CclShape want = e->shape;
     want.threads = 0;
     want.slices = 0;
-    if (comm->backend_kind != CCL_BACKEND_GPU)
+    if (!device_info(comm)->can_run_simple_as_ll)
         want.protocol = 0;
     for (int i = 0; i < t->nvar; i++) {
         CclTuneVariant *v = &t->var[i];
@@ -643,10 +626,10 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
         return NULL;
     }
     /* A variant that turns out unusable stays loaded (and is never picked: the hint
-     * search takes from_library == 1 only) until the comm is destroyed: freeing it here,
+     * search takes CCL__ORIGIN_LIBRARY only) until the comm is destroyed: freeing it here,
      * inside a collective, would make the next call pay an all-rank fence (algorithm.c,
      * "quarantine") for nothing. */
-    alg->from_library = 2;
+    alg->origin = CCL__ORIGIN_TUNER;
     if (alg->prog->coll != coll) {
         CCL__FMT(v->why, sizeof v->why, "%s: %s is a %s algorithm, not %s", where, file,
                  coll_name(alg->prog->coll), coll_name(coll));
@@ -670,9 +653,9 @@ ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, siz
 {
     CclTuner *t = &comm->tune;
     t->miss[0] = 0;
-    if (!t->state)
+    if (t->state == CCL__TUNE_NOT_LOOKED)
         tune_load(comm);
-    if (t->state != 1) {
+    if (t->state != CCL__TUNE_IN_USE) {
         CCL__FMT(t->miss, sizeof t->miss, "no tuning table: %s", t->why);
         return NULL;
     }

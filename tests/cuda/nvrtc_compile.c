@@ -13,6 +13,7 @@
 #include "cclc.h"
 #include "internal.h"
 #include "gpu/jit.h"
+#include "gpu/layout.h"
 
 /* The LL region the generated source lays out (its header comment: "after 2 x S scratch
  * chunks: 2 halves by call parity x T chunks x 2*CS*esize bytes"), in chunks of CS

@@ -473,7 +473,7 @@ static void test_forced(void)
              path);
     CHECK("tuner.forced.4096", rc == 0 && strstr(why, want), "%s (want '%s')", why, want);
     ccl_algorithm_t *ring2 = find_alg(comms[0], "allreduce/ring.ccl", 2);
-    CHECK("tuner.forced.ran", ring2 && ring2->ncalls == 1 && ring2->from_library == 2,
+    CHECK("tuner.forced.ran", ring2 && ring2->ncalls == 1 && ring2->origin == CCL__ORIGIN_TUNER,
           "the ring with 2 instances %s", ring2 ? "did not run exactly once" : "was not loaded");
 
     rc = run_all(comms, N, 0, 700, why, sizeof why); /* 2800 bytes: rounds up to 4096 */

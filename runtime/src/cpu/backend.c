@@ -504,44 +504,51 @@ static const char *op_word(OpKind k)
     return k == OP_WAIT ? "wait" : k == OP_BARRIER ? "barrier" : "op";
 }
 
-/* One turn of a bounded spin: 2 on abort, 1 once the timeout has passed since the
- * first clock reading (taken every 64 turns), else 0 after backing off. */
-static int spin_turn(Exec *x, unsigned it, double *deadline)
+/* How a bounded wait ended. */
+typedef enum {
+    SPIN_DONE = 0,                   /* what it waited for happened (or: keep spinning) */
+    SPIN_TIMEOUT,                    /* the comm's timeout passed */
+    SPIN_ABORTED,                    /* a rank failed and set the abort flag */
+} SpinResult;
+
+/* One turn of a bounded spin: SPIN_ABORTED on abort, SPIN_TIMEOUT once the timeout has
+ * passed since the first clock reading (taken every 64 turns), else SPIN_DONE after
+ * backing off. */
+static SpinResult spin_turn(Exec *x, unsigned it, double *deadline)
 {
     if (atomic_load_explicit(x->abort_flag, memory_order_relaxed))
-        return 2;
+        return SPIN_ABORTED;
     if ((it & 63) == 63) {
         double now = ccl__now_ms();
         if (*deadline == 0)
             *deadline = now + x->comm->timeout_ms;
         else if (now > *deadline)
-            return 1;
+            return SPIN_TIMEOUT;
     }
     ccl__backoff(it);
-    return 0;
+    return SPIN_DONE;
 }
 
-/* Waits until *p >= want, bounded by the timeout and cut short by an abort. Returns 0,
- * 1 on timeout, 2 on abort. */
-static int wait_ge(Exec *x, _Atomic uint64_t *p, uint64_t want)
+/* Waits until *p >= want, bounded by the timeout and cut short by an abort. */
+static SpinResult wait_ge(Exec *x, _Atomic uint64_t *p, uint64_t want)
 {
     double deadline = 0;
     for (unsigned it = 0; atomic_load_explicit(p, memory_order_acquire) < want; it++) {
-        int r = spin_turn(x, it, &deadline);
-        if (r)
+        SpinResult r = spin_turn(x, it, &deadline);
+        if (r != SPIN_DONE)
             return r;
     }
-    return 0;
+    return SPIN_DONE;
 }
 
-static void block_fail(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op, int peer, int why,
+static void block_fail(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op, int peer, SpinResult why,
                        uint64_t have, uint64_t want, int slot)
 {
     char where[256];
     op_where(x, op, where, sizeof where);
     ccl_comm_t *comm = x->comm;
     int r = comm->rank;
-    if (why == 2) {
+    if (why == SPIN_ABORTED) {
         int culprit = (int)atomic_load(x->abort_flag) - 1;
         if (peer >= 0)
             ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
@@ -566,21 +573,21 @@ static void block_fail(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op,
     abort_all(comm);
 }
 
-static int block_barrier(Exec *x)
+static SpinResult block_barrier(Exec *x)
 {
     unsigned gen = atomic_load(&x->gen);
     if (atomic_fetch_add(&x->arrived, 1) + 1 == (unsigned)x->nphys) {
         atomic_store(&x->arrived, 0);
         atomic_fetch_add(&x->gen, 1);
-        return 0;
+        return SPIN_DONE;
     }
     double deadline = 0;
     for (unsigned it = 0; atomic_load(&x->gen) == gen; it++) {
-        int r = spin_turn(x, it, &deadline);
-        if (r)
+        SpinResult r = spin_turn(x, it, &deadline);
+        if (r != SPIN_DONE)
             return r;
     }
-    return 0;
+    return SPIN_DONE;
 }
 
 static CclCallDesc *call_desc(const Exec *x, int rank)
@@ -675,11 +682,11 @@ static int check_symmetric(Exec *x, const PlanBlock *pb, int inst, const PlanOp 
     CclCallDesc *d = call_desc(x, p);
     uint64_t want_call = c->call_index + 1;
     if (atomic_load_explicit(&d->call, memory_order_acquire) < want_call) {
-        int why = wait_ge(x, &d->call, want_call);
-        if (why) {
+        SpinResult why = wait_ge(x, &d->call, want_call);
+        if (why != SPIN_DONE) {
             char where[256];
             op_where(x, op, where, sizeof where);
-            if (why == 2)
+            if (why == SPIN_ABORTED)
                 ccl__set_async_error(x->comm, CCL_ERR_PEER_FAILED,
                                      "rank %d, thread block %d (instance %d), %s: stopped waiting for rank %d to start the "
                                      "call because rank %d failed", x->comm->rank, pb->tb, inst, where, p,
@@ -800,8 +807,8 @@ static void run_block(Exec *x, int b, int inst)
                 for (int k = 0; k < op->npeer; k++) {
                     int slot = (op->sem[k] / N * I + inst) * N + op->sem[k] % N;
                     uint64_t want = ++x->ca->expected[slot];
-                    int why = wait_ge(x, &x->own_sems[slot], want);
-                    if (why) {
+                    SpinResult why = wait_ge(x, &x->own_sems[slot], want);
+                    if (why != SPIN_DONE) {
                         block_fail(x, pb, inst, op, op->peer[k], why, atomic_load(&x->own_sems[slot]), want, slot);
                         return;
                     }
@@ -810,8 +817,8 @@ static void run_block(Exec *x, int b, int inst)
                 }
                 break;
             case OP_BARRIER: {
-                int why = block_barrier(x);
-                if (why) {
+                SpinResult why = block_barrier(x);
+                if (why != SPIN_DONE) {
                     block_fail(x, pb, inst, op, -1, why, 0, 0, -1);
                     return;
                 }
@@ -1019,8 +1026,29 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* ccl_mem_copy: the heap is host memory, so after the comm's earlier work a memcpy. */
+static ccl_result_t cpu_copy(ccl_comm_t *comm, void *dst, const void *src, size_t bytes)
+{
+    ccl_result_t r = cpu_synchronize(comm);
+    if (r != CCL_OK)
+        return r;
+    memcpy(dst, src, bytes);
+    return CCL_OK;
+}
+
+/* The cost depends on whether ranks are threads of one process (ccl_comm_init_all: a
+ * group) or processes sharing POSIX memory; no threads per block, no LL lines. */
+static void cpu_describe(const ccl_comm_t *comm, CclDeviceInfo *out)
+{
+    snprintf(out->device, sizeof out->device, "cpu");
+    snprintf(out->topology, sizeof out->topology, "%s", comm->group ? "threads" : "processes");
+    out->has_threads_per_block = 0;
+    out->can_run_simple_as_ll = 0;
+}
+
 const CclBackend ccl__cpu_backend = {
     .name = "cpu",
+    .kind = CCL_BACKEND_CPU,
     .comm_init = cpu_comm_init,
     .comm_fini = cpu_comm_fini,
     .heap_zero = cpu_heap_zero,
@@ -1028,4 +1056,6 @@ const CclBackend ccl__cpu_backend = {
     .alg_release = cpu_alg_release,
     .run = cpu_run,
     .synchronize = cpu_synchronize,
+    .copy = cpu_copy,
+    .describe = cpu_describe,
 };

@@ -316,8 +316,12 @@ static int gpu_claim_kernel(ccl_algorithm_t *alg, int rank, const EmitOptions *e
     size_t len = 0;
     FILE *f = open_memstream(&src, &len);
     if (!f) return -1;
-    emit_cuda(f, alg->plan, rank, eo);
+    int emitted = compile_emit_cuda(f, alg->plan, rank, eo);
     fclose(f);
+    if (emitted != 0) {
+        free(src);
+        return -1;
+    }
     int load = 0;
     *kl = (KernelLoad){.alg = alg, .rank = rank, .eo = eo};
     kl->m = ccl__gpu_module_claim(gpu_comm(alg->comm)->device, src, len, &load);
@@ -719,8 +723,44 @@ static ccl_result_t gpu_copy(ccl_comm_t *comm, void *dst, const void *src, size_
     return CCL_OK;
 }
 
+/* The device model from the driver; the topology: whether this GPU reaches every other
+ * visible GPU directly (P2P; NVLink on the target machines). One process per GPU
+ * usually sees one: "p2p-all". Threads per block and LL lines for Simple programs. */
+static void gpu_describe(const ccl_comm_t *comm, CclDeviceInfo *out)
+{
+    const GpuComm *g = comm->be_comm;
+    char name[128];
+    snprintf(out->device, sizeof out->device, "gpu");
+    snprintf(out->topology, sizeof out->topology, "unknown");
+    out->has_threads_per_block = 1;
+    out->can_run_simple_as_ll = 1;
+    if (g && ccl__cu.DeviceGetName(name, (int)sizeof name, g->dev) == CUDA_SUCCESS)
+        snprintf(out->device, sizeof out->device, "%s", name);
+    int count = 0, all = 1;
+    if (!g || ccl__cu.DeviceGetCount(&count) != CUDA_SUCCESS)
+        return;
+    for (int d = 0; d < count; d++) {
+        CUdevice other;
+        int ok = 0;
+        if (ccl__cu.DeviceGet(&other, d) != CUDA_SUCCESS)
+            continue;
+        if (other == g->dev)
+            continue;
+        if (ccl__cu.DeviceCanAccessPeer(&ok, g->dev, other) != CUDA_SUCCESS || !ok)
+            all = 0;
+    }
+    snprintf(out->topology, sizeof out->topology, "%s", all ? "p2p-all" : "p2p-partial");
+}
+
+void ccl__gpu_make_current(const ccl_comm_t *comm)
+{
+    const GpuComm *g = comm->be_comm;
+    ccl__cu.CtxSetCurrent(g->ctx);
+}
+
 static const CclBackend gpu_backend = {
     .name = "gpu",
+    .kind = CCL_BACKEND_GPU,
     .comm_init = gpu_comm_init,
     .comm_fini = gpu_comm_fini,
     .heap_zero = gpu_heap_zero,
@@ -729,6 +769,7 @@ static const CclBackend gpu_backend = {
     .run = gpu_run,
     .synchronize = gpu_synchronize,
     .copy = gpu_copy,
+    .describe = gpu_describe,
 };
 
 const CclBackend *ccl__gpu_backend(char *why, size_t len)

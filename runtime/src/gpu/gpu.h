@@ -5,6 +5,7 @@
 #define CCL_GPU_H
 
 #include "gpu/driver.h"
+#include "gpu/layout.h"
 #include "internal.h"
 
 typedef struct GpuProxy GpuProxy;           /* gpu/proxy.c */
@@ -119,6 +120,10 @@ void ccl__gpu_module_publish(GpuDevice *d, GpuModule *m, CUmodule mod, const cha
  * the holder when another comm holds it. */
 int ccl__gpu_stream_claim(GpuDevice *d, CUstream s, const void *owner, const void **holder);
 void ccl__gpu_stream_unclaim_all(GpuDevice *d, const void *owner);
+
+/* gpu/backend.c: makes comm's GPU context current on the calling thread (tools that
+ * create their own streams, ccl-tune). */
+void ccl__gpu_make_current(const ccl_comm_t *comm);
 
 /* gpu/mem.c */
 ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootstrap_t *boot);
