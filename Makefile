@@ -47,6 +47,9 @@ CCLC_SRC     := $(wildcard tools/cclc/*.c)
 
 COMPILER_OBJ := $(COMPILER_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:%.c=%.o) $(BUILD)/prelude_cuh.o
 RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o)
+# The harness the tools share (options, launch, data, timing): tools/common/*.c, linked
+# into ccl-perf, ccl-tune and cclc as one archive.
+TOOLS_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/common/*.c))
 TOOLS        := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 EXAMPLES     := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 # Examples that include mpi.h (examples/*_mpi.c) build with mpicc, and only where it exists.
@@ -107,7 +110,7 @@ $(BUILD)/prelude_cuh.c: compiler/cuda/prelude.cuh compiler/cuda/abi.h compiler/c
 $(BUILD)/prelude_cuh.o: $(BUILD)/prelude_cuh.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.c $(wildcard compiler/*.h compiler/cuda/*.h runtime/include/*.h runtime/src/*.h runtime/src/*/*.h tools/cclc/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
+$(BUILD)/%.o: %.c $(wildcard compiler/*.h compiler/cuda/*.h runtime/include/*.h runtime/src/*.h runtime/src/*/*.h tools/*/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -122,11 +125,18 @@ $(BUILD)/libccl.a: $(RUNTIME_OBJ) $(COMPILER_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/cclc: $(CCLC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libccl.a
+$(BUILD)/libtools.a: $(TOOLS_COMMON_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+# Tools see the harness's header (tools/common/harness.h) and link its archive before libccl.
+$(BUILD)/tools/%.o: CFLAGS += -Itools/common
+
+$(BUILD)/cclc: $(CCLC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtools.a $(BUILD)/libccl.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/%: tools/%.c $(BUILD)/libccl.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/%: tools/%.c $(BUILD)/libtools.a $(BUILD)/libccl.a
+	$(CC) $(CFLAGS) -Itools/common -o $@ $^ $(LDLIBS)
 
 $(BUILD)/examples/%_mpi: examples/%_mpi.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)

@@ -35,7 +35,6 @@
  * Exit status: 0; 1 when a run failed or --check found wrong elements; 2 for bad
  * arguments (one line on stderr saying which and why).
  */
-#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -54,6 +53,7 @@
 /* The runtime's bootstraps (threads in one process; processes under a launcher) and the
  * compiler's entry point, used to prove an --algo file before any communicator exists. */
 #include "internal.h"
+#include "harness.h"
 
 #ifdef CCL_PERF_CHECK_PROTOTYPES
 /* tests/perf/run.sh compiles this file once more with the real CUDA and NCCL headers so
@@ -129,31 +129,6 @@ typedef struct {
     const char *size_arg[2];/* -b and -e as written, for messages */
 } Opts;
 
-/* Rank 0 of a launcher prints argument errors; the other processes only exit. */
-static int quiet_rank(void)
-{
-    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *s = getenv(vars[i]);
-        if (s && *s)
-            return atoi(s) != 0;
-    }
-    return 0;
-}
-
-static _Noreturn __attribute__((format(printf, 1, 2))) void usage_error(const char *fmt, ...)
-{
-    if (!quiet_rank()) {
-        va_list ap;
-        va_start(ap, fmt);
-        fputs("ccl-perf: error: ", stderr);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-        va_end(ap);
-    }
-    exit(2);
-}
-
 static void usage(FILE *f)
 {
     fputs("usage: ccl-perf -c COLLECTIVE [options]\n"
@@ -182,43 +157,6 @@ static void usage(FILE *f)
           f);
 }
 
-/* Parses "4096", "1K", "64KB", "1MiB", "1G"; returns 0 or -1. */
-static int parse_size(const char *s, size_t *out)
-{
-    if (!isdigit((unsigned char)*s))
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return -1;
-    int shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    case 't': case 'T': shift = 40; end++; break;
-    }
-    if (shift && *end == 'i')
-        end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end || v > (ULLONG_MAX >> shift))
-        return -1;
-    *out = (size_t)(v << shift);
-    return 0;
-}
-
-static int parse_int(const char *flag, const char *s, int lo, int hi)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi)
-        usage_error("%s %s: expected an integer in %d..%d", flag, s, lo, hi);
-    return (int)v;
-}
-
 static int parse_collective(const char *s)
 {
     for (int c = 0; c < NCOLLS; c++)
@@ -227,122 +165,95 @@ static int parse_collective(const char *s)
     return -1;
 }
 
-static const char *dtype_names = "f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3 or fp8_e5m2";
-
 static void parse_args(int argc, char **argv, Opts *o)
 {
     *o = (Opts){.coll = -1, .minbytes = 1024, .maxbytes = 1 << 20, .step = 2, .dtype = CCL_F32,
                 .op = CCL_SUM, .iters = 20, .warmup = 5, .repeats = 10,
                 .size_arg = {"1K", "1M"}};
     int op_given = 0, root_given = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    tool_init("ccl-perf", "ccl-perf --help", NULL);
+    /* Values are written "-b 1K", "--minbytes=1K" or "-b1K". */
+    ToolArgs a = tool_args(argc, argv, 1);
+    while (tool_next(&a)) {
+        const char *flag = a.flag;
+        if (tool_is(&a, "-h", "--help")) {
             usage(stdout);
             exit(0);
-        }
-        if (!strcmp(a, "--version")) {
+        } else if (tool_is(&a, "--version", NULL)) {
             printf("ccl-perf %s (libccl %d.%d.%d)\n", PERF_VERSION, CCL_VERSION_MAJOR, CCL_VERSION_MINOR, CCL_VERSION_PATCH);
             exit(0);
-        }
-        if (!strcmp(a, "--graph")) { o->graph = 1; continue; }
-        if (!strcmp(a, "--check")) { o->check = 1; continue; }
-        if (!strcmp(a, "--hint-range")) { o->hint_range = 1; continue; }
-        /* Everything else takes a value: "-b 1K", "--minbytes=1K" or "-b1K". */
-        const char *flag = a, *val = NULL;
-        char name[64];
-        const char *eq = strchr(a, '=');
-        if (a[0] == '-' && a[1] == '-' && eq && (size_t)(eq - a) < sizeof name) {
-            memcpy(name, a, (size_t)(eq - a));
-            name[eq - a] = 0;
-            flag = name;
-            val = eq + 1;
-        } else if (a[0] == '-' && a[1] && a[1] != '-' && a[2]) {
-            name[0] = '-', name[1] = a[1], name[2] = 0;
-            flag = name;
-            val = a + 2;
-        }
-#define IS(s, l) (!strcmp(flag, s) || !strcmp(flag, l))
-        static const char *const valued[] = {"-c", "--collective", "-b", "--minbytes", "-e", "--maxbytes",
-            "-f", "--stepfactor", "-d", "--dtype", "-o", "--op", "-r", "--root", "--algo", "--compare",
-            "--csv", "--json", "--plot", "--backend", "-n", "--iters", "-w", "--warmup", "--repeats",
-            "--ranks", "--timeout-ms"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
-            known |= !strcmp(flag, valued[k]);
-        if (!known)
-            usage_error("unknown option %s (see ccl-perf --help)", a);
-        if (!val) {
-            if (i + 1 >= argc)
-                usage_error("%s needs a value", flag);
-            val = argv[++i];
-        }
-        if (IS("-c", "--collective")) {
+        } else if (tool_is(&a, "--graph", NULL)) {
+            tool_no_value(&a);
+            o->graph = 1;
+        } else if (tool_is(&a, "--check", NULL)) {
+            tool_no_value(&a);
+            o->check = 1;
+        } else if (tool_is(&a, "--hint-range", NULL)) {
+            tool_no_value(&a);
+            o->hint_range = 1;
+        } else if (tool_is(&a, "-c", "--collective")) {
+            const char *val = tool_value(&a);
             o->coll = parse_collective(val);
             if (o->coll < 0)
-                usage_error("-c %s: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)", val);
-        } else if (IS("-b", "--minbytes") || IS("-e", "--maxbytes")) {
-            int which = IS("-e", "--maxbytes");
-            size_t v;
-            if (parse_size(val, &v) != 0)
-                usage_error("%s %s: not a size (a number of bytes, optionally with K, M or G)", flag, val);
+                tool_usage_error("%s %s: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)", flag, val);
+        } else if (tool_is(&a, "-b", "--minbytes") || tool_is(&a, "-e", "--maxbytes")) {
+            int which = tool_is(&a, "-e", "--maxbytes");
+            const char *val = tool_value(&a);
+            uint64_t v = tool_size(flag, val);
             if (v == 0)
-                usage_error("%s %s: sizes must be at least one element", flag, val);
-            *(which ? &o->maxbytes : &o->minbytes) = v;
+                tool_usage_error("%s %s: sizes must be at least one element", flag, val);
+            *(which ? &o->maxbytes : &o->minbytes) = (size_t)v;
             o->size_arg[which] = val;
-        } else if (IS("-f", "--stepfactor")) {
-            o->step = (unsigned long)parse_int(flag, val, 2, 1 << 20);
-        } else if (IS("-d", "--dtype")) {
-            if (ccl_dtype_parse(val, &o->dtype) != 0)
-                usage_error("-d %s: unknown dtype (expected %s)", val, dtype_names);
-        } else if (IS("-o", "--op")) {
-            if (ccl_op_parse(val, &o->op) != 0)
-                usage_error("-o %s: unknown reduction op (expected sum, prod, min, max or avg)", val);
+        } else if (tool_is(&a, "-f", "--stepfactor")) {
+            o->step = (unsigned long)tool_int(flag, tool_value(&a), 2, 1 << 20);
+        } else if (tool_is(&a, "-d", "--dtype")) {
+            o->dtype = tool_dtype(flag, tool_value(&a));
+        } else if (tool_is(&a, "-o", "--op")) {
+            o->op = tool_op(flag, tool_value(&a));
             op_given = 1;
-        } else if (IS("-r", "--root")) {
-            o->root = parse_int(flag, val, 0, CCLC_MAX_RANKS - 1);
+        } else if (tool_is(&a, "-r", "--root")) {
+            o->root = tool_int(flag, tool_value(&a), 0, CCLC_MAX_RANKS - 1);
             root_given = 1;
-        } else if (!strcmp(flag, "--algo")) {
-            o->algo = val;
-        } else if (!strcmp(flag, "--compare")) {
+        } else if (tool_is(&a, "--algo", NULL)) {
+            o->algo = tool_value(&a);
+        } else if (tool_is(&a, "--compare", NULL)) {
+            const char *val = tool_value(&a);
             if (strcmp(val, "nccl") != 0)
-                usage_error("--compare %s: only 'nccl' can be compared", val);
+                tool_usage_error("--compare %s: only 'nccl' can be compared", val);
             o->compare_nccl = 1;
-        } else if (!strcmp(flag, "--csv")) {
-            o->csv = val;
-        } else if (!strcmp(flag, "--json")) {
-            o->json = val;
-        } else if (!strcmp(flag, "--plot")) {
-            o->plot = val;
-        } else if (!strcmp(flag, "--backend")) {
-            if (!strcmp(val, "cpu")) o->backend = CCL_BACKEND_CPU;
-            else if (!strcmp(val, "gpu")) o->backend = CCL_BACKEND_GPU;
-            else if (!strcmp(val, "auto")) o->backend = CCL_BACKEND_AUTO;
-            else usage_error("--backend %s: expected cpu, gpu or auto", val);
-        } else if (IS("-n", "--iters")) {
-            o->iters = parse_int(flag, val, 1, PERF_MAX_ITERS);
-        } else if (IS("-w", "--warmup")) {
-            o->warmup = parse_int(flag, val, 0, PERF_MAX_ITERS);
-        } else if (!strcmp(flag, "--repeats")) {
-            o->repeats = parse_int(flag, val, 1, PERF_MAX_ITERS);
-        } else if (!strcmp(flag, "--ranks")) {
-            o->ranks = parse_int(flag, val, 1, CCLC_MAX_RANKS);
-        } else if (!strcmp(flag, "--timeout-ms")) {
-            o->timeout_ms = parse_int(flag, val, 1, INT_MAX);
+        } else if (tool_is(&a, "--csv", NULL)) {
+            o->csv = tool_value(&a);
+        } else if (tool_is(&a, "--json", NULL)) {
+            o->json = tool_value(&a);
+        } else if (tool_is(&a, "--plot", NULL)) {
+            o->plot = tool_value(&a);
+        } else if (tool_is(&a, "--backend", NULL)) {
+            o->backend = tool_backend(flag, tool_value(&a));
+        } else if (tool_is(&a, "-n", "--iters")) {
+            o->iters = tool_int(flag, tool_value(&a), 1, PERF_MAX_ITERS);
+        } else if (tool_is(&a, "-w", "--warmup")) {
+            o->warmup = tool_int(flag, tool_value(&a), 0, PERF_MAX_ITERS);
+        } else if (tool_is(&a, "--repeats", NULL)) {
+            o->repeats = tool_int(flag, tool_value(&a), 1, PERF_MAX_ITERS);
+        } else if (tool_is(&a, "--ranks", NULL)) {
+            o->ranks = tool_int(flag, tool_value(&a), 1, CCLC_MAX_RANKS);
+        } else if (tool_is(&a, "--timeout-ms", NULL)) {
+            o->timeout_ms = tool_int(flag, tool_value(&a), 1, INT_MAX);
+        } else {
+            tool_unknown(&a);
         }
-#undef IS
     }
     if (o->minbytes > o->maxbytes)
-        usage_error("-b %s is larger than -e %s", o->size_arg[0], o->size_arg[1]);
+        tool_usage_error("-b %s is larger than -e %s", o->size_arg[0], o->size_arg[1]);
     if (o->plot) {
         size_t n = strlen(o->plot);
         if (n < 4 || strcmp(o->plot + n - 4, ".svg") != 0)
-            usage_error("--plot %s: the plot is an SVG file; name it *.svg", o->plot);
+            tool_usage_error("--plot %s: the plot is an SVG file; name it *.svg", o->plot);
     }
     if (o->coll >= 0 && op_given && !colls[o->coll].reduces)
-        usage_error("-o %s: %s does not reduce", ccl_op_name(o->op), colls[o->coll].name);
+        tool_usage_error("-o %s: %s does not reduce", ccl_op_name(o->op), colls[o->coll].name);
     if (o->coll >= 0 && root_given && !colls[o->coll].rooted)
-        usage_error("-r %d: %s has no root", o->root, colls[o->coll].name);
+        tool_usage_error("-r %d: %s has no root", o->root, colls[o->coll].name);
 }
 
 /* The sweep: minbytes, *step, ... up to maxbytes. */
@@ -761,7 +672,7 @@ static void *nccl_open(char *path, size_t len, char *tried, size_t tlen)
             return h;
         }
         /* Say so, then search as usual: the header names the library that was used. */
-        if (!quiet_rank())
+        if (!tool_quiet_rank())
             fprintf(stderr, "ccl-perf: note: CCL_NCCL_LIB=%s cannot be loaded (%s); searching the usual places\n", env,
                     dlerror());
     }
@@ -1948,14 +1859,14 @@ static void prove_algo(Shared *sh)
     size_t size;
     char *text = read_file(o->algo, &size);
     if (!text)
-        usage_error("--algo %s: cannot read: %s", o->algo, strerror(errno));
+        tool_usage_error("--algo %s: cannot read: %s", o->algo, strerror(errno));
     Compilation comp;
     int r = compile_source(&comp, o->algo, text, size, sh->nranks, o->root);
     if (r != 0) {
         const char *d = comp.diag.out ? comp.diag.out : "";
         const char *nl = strchr(d, '\n');
         int first = nl ? (int)(nl - d) : (int)strlen(d);
-        if (!quiet_rank()) {
+        if (!tool_quiet_rank()) {
             if (r == COMPILE_NOT_ADMITTED)
                 fprintf(stderr, "ccl-perf: error: --algo %s does not admit N = %d: %.*s\n", o->algo, sh->nranks,
                         first, d);
@@ -1975,7 +1886,7 @@ static void prove_algo(Shared *sh)
     sh->algo_comp = comp;
     sh->algo_text = text;
     if (o->coll >= 0 && (Collective)o->coll != c)
-        usage_error("--algo %s implements %s, but -c says %s", o->algo, colls[c].name, colls[o->coll].name);
+        tool_usage_error("--algo %s implements %s, but -c says %s", o->algo, colls[c].name, colls[o->coll].name);
     o->coll = (int)c;
 }
 
@@ -1985,7 +1896,7 @@ static void hint_filter(Shared *sh)
 {
     const Opts *o = &sh->o;
     if (!o->algo)
-        usage_error("--hint-range needs --algo FILE");
+        tool_usage_error("--hint-range needs --algo FILE");
     if (sh->hint_lo == 0 && sh->hint_hi == 0)
         return;
     size_t units = units_per_size(sh->coll, sh->nranks);
@@ -1996,7 +1907,7 @@ static void hint_filter(Shared *sh)
             sh->sizes[n++] = sh->sizes[i];
     }
     if (n == 0)
-        usage_error("--hint-range: no size of the sweep is inside %s's `sizes` hint (%lld..%lld bytes per rank's count)",
+        tool_usage_error("--hint-range: no size of the sweep is inside %s's `sizes` hint (%lld..%lld bytes per rank's count)",
                     o->algo, (long long)sh->hint_lo, (long long)sh->hint_hi);
     sh->nsizes = n;
 }
@@ -2013,13 +1924,13 @@ static void validate(Shared *sh)
         char b[32];
         fmt_size(b, sizeof b, sh->sizes[i]);
         if (unit == es)
-            usage_error("size %s (%zu bytes) is not a whole number of %s elements (%zu bytes each)", b, sh->sizes[i],
+            tool_usage_error("size %s (%zu bytes) is not a whole number of %s elements (%zu bytes each)", b, sh->sizes[i],
                         ccl_dtype_name(o->dtype), es);
-        usage_error("size %s (%zu bytes): %s on %d ranks needs sizes divisible by %zu bytes (ranks x %s size)", b,
+        tool_usage_error("size %s (%zu bytes): %s on %d ranks needs sizes divisible by %zu bytes (ranks x %s size)", b,
                     sh->sizes[i], colls[c].name, sh->nranks, unit, ccl_dtype_name(o->dtype));
     }
     if (o->graph && sh->backend != CCL_BACKEND_GPU)
-        usage_error("--graph needs the GPU backend (CUDA graphs); this run uses the CPU backend");
+        tool_usage_error("--graph needs the GPU backend (CUDA graphs); this run uses the CPU backend");
 }
 
 static void describe_method(Shared *sh)
@@ -2049,11 +1960,11 @@ int main(int argc, char **argv)
     Opts *o = &sh->o;
     parse_args(argc, argv, o);
     if (o->coll < 0 && !o->algo)
-        usage_error("-c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)");
+        tool_usage_error("-c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)");
 
     /* NVLink multicast (NVLS) stays off on these machines, for NCCL as for us. */
     const char *nvls = getenv("NCCL_NVLS_ENABLE");
-    if (nvls && strcmp(nvls, "0") != 0 && !quiet_rank())
+    if (nvls && strcmp(nvls, "0") != 0 && !tool_quiet_rank())
         fprintf(stderr, "ccl-perf: note: NCCL_NVLS_ENABLE=%s overridden to 0 (NVLink multicast stays off)\n", nvls);
     setenv("NCCL_NVLS_ENABLE", "0", 1);
     const char *inj = getenv("CCL_PERF_INJECT_WRONG");
@@ -2076,22 +1987,22 @@ int main(int argc, char **argv)
     char why[256] = "";
     int have_gpu = o->backend != CCL_BACKEND_CPU && cuda_load(&ndev, why, sizeof why) == 0;
     if (o->backend == CCL_BACKEND_GPU && !have_gpu)
-        usage_error("--backend gpu: %s", why);
+        tool_usage_error("--backend gpu: %s", why);
     sh->backend = have_gpu ? CCL_BACKEND_GPU : CCL_BACKEND_CPU;
 
     if (sh->processes) {
         sh->nranks = pboot.nranks;
         if (o->ranks && o->ranks != sh->nranks)
-            usage_error("--ranks %d, but the launcher started %d processes", o->ranks, sh->nranks);
+            tool_usage_error("--ranks %d, but the launcher started %d processes", o->ranks, sh->nranks);
     } else if (sh->backend == CCL_BACKEND_GPU) {
         sh->nranks = o->ranks ? o->ranks : ndev;
         if (sh->nranks > ndev)
-            usage_error("--ranks %d: only %d GPUs are visible", o->ranks, ndev);
+            tool_usage_error("--ranks %d: only %d GPUs are visible", o->ranks, ndev);
     } else {
         sh->nranks = o->ranks ? o->ranks : 4;
     }
     if (o->root >= sh->nranks)
-        usage_error("-r %d: the root must be a rank, 0..%d", o->root, sh->nranks - 1);
+        tool_usage_error("-r %d: the root must be a rank, 0..%d", o->root, sh->nranks - 1);
     if (o->algo)
         prove_algo(sh);
     else

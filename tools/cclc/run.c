@@ -39,6 +39,7 @@
 
 #include "cclc.h"
 #include "internal.h"
+#include "harness.h"
 #include "run.h"
 
 typedef struct {
@@ -70,116 +71,60 @@ typedef struct {
     char first[480];         /* the first problem, as text */
 } Verdict;
 
-static int usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "cclc run: error: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nusage: cclc run FILE --ranks N [--backend cpu|gpu] [--count C] [--dtype T] [--op O]\n"
-                    "                [--iters K] [--inplace] [--seed S] [--root R] [--host-buffers]\n"
-                    "                [--timeout-ms T] [--back-to-back]\n");
-    return 2;
-}
+static const char run_usage[] =
+    "usage: cclc run FILE --ranks N [--backend cpu|gpu] [--count C] [--dtype T] [--op O]\n"
+    "                [--iters K] [--inplace] [--seed S] [--root R] [--host-buffers]\n"
+    "                [--timeout-ms T] [--back-to-back]\n";
 
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (!s || !*s || *s == '-')
-        return -1;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno)
-        return -1;
-    if (*end == 'K' || *end == 'k')
-        v <<= 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        v <<= 20, end++;
-    if (*end)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_opts(int argc, char **argv, RunOpts *o)
+static void parse_opts(int argc, char **argv, RunOpts *o)
 {
     *o = (RunOpts){.count = 4096, .dtype = CCL_F32, .op = CCL_SUM, .iters = 3, .seed = 1};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t x;
+    tool_init("cclc run", "cclc --help", run_usage);
+    ToolArgs args = tool_args(argc, argv, 0);
+    while (tool_next(&args)) {
+        const char *a = args.flag;
         if (a[0] != '-' || !a[1]) {
             if (o->file)
-                return usage("unexpected argument '%s' (one FILE per run)", a);
+                tool_usage_error("unexpected argument '%s' (one FILE per run)", a);
             o->file = a;
-            continue;
-        }
-        if (!strcmp(a, "--inplace")) {
+        } else if (tool_is(&args, "--inplace", NULL)) {
+            tool_no_value(&args);
             o->inplace = 1;
-            continue;
-        }
-        if (!strcmp(a, "--host-buffers")) {
+        } else if (tool_is(&args, "--host-buffers", NULL)) {
+            tool_no_value(&args);
             o->host_buffers = 1;
-            continue;
-        }
-        if (!strcmp(a, "--back-to-back")) {
+        } else if (tool_is(&args, "--back-to-back", NULL)) {
+            tool_no_value(&args);
             o->back_to_back = 1;
-            continue;
-        }
-        int known = !strcmp(a, "--ranks") || !strcmp(a, "--backend") || !strcmp(a, "--count") ||
-                    !strcmp(a, "--dtype") || !strcmp(a, "--op") || !strcmp(a, "--iters") ||
-                    !strcmp(a, "--seed") || !strcmp(a, "--root") || !strcmp(a, "--timeout-ms");
-        if (!known)
-            return usage("unknown option '%s'", a);
-        if (!v)
-            return usage("option '%s' needs a value", a);
-        i++;
-        if (!strcmp(a, "--ranks")) {
-            if (parse_u64(v, &x) || x < 1 || x > CCLC_MAX_RANKS)
-                return usage("--ranks '%s' is not a rank count (1..1024)", v);
-            o->nranks = (int)x;
-        } else if (!strcmp(a, "--backend")) {
-            if (!strcmp(v, "cpu"))
-                o->backend = CCL_BACKEND_CPU;
-            else if (!strcmp(v, "gpu"))
-                o->backend = CCL_BACKEND_GPU;
-            else
-                return usage("--backend '%s' is not cpu or gpu", v);
-        } else if (!strcmp(a, "--count")) {
-            if (parse_u64(v, &x) || x > ((uint64_t)1 << 36))
-                return usage("--count '%s' is not an element count", v);
-            o->count = (size_t)x;
-        } else if (!strcmp(a, "--dtype")) {
-            if (ccl_dtype_parse(v, &o->dtype))
-                return usage("--dtype '%s' is not one of f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3, fp8_e5m2", v);
-        } else if (!strcmp(a, "--op")) {
-            if (ccl_op_parse(v, &o->op))
-                return usage("--op '%s' is not one of sum, prod, min, max, avg", v);
-        } else if (!strcmp(a, "--iters")) {
-            if (parse_u64(v, &x) || x < 1 || x > 1000000)
-                return usage("--iters '%s' is not a positive count", v);
-            o->iters = (int)x;
-        } else if (!strcmp(a, "--seed")) {
-            if (parse_u64(v, &x))
-                return usage("--seed '%s' is not a number", v);
-            o->seed = x;
-        } else if (!strcmp(a, "--root")) {
-            if (parse_u64(v, &x) || x >= CCLC_MAX_RANKS)
-                return usage("--root '%s' is not a rank", v);
-            o->root = (int)x;
-        } else if (!strcmp(a, "--timeout-ms")) {
-            if (parse_u64(v, &x) || x < 1 || x > (1u << 30))
-                return usage("--timeout-ms '%s' is not a positive number", v);
-            o->timeout_ms = (int)x;
+        } else if (tool_is(&args, "--ranks", NULL)) {
+            o->nranks = tool_int(a, tool_value(&args), 1, CCLC_MAX_RANKS);
+        } else if (tool_is(&args, "--backend", NULL)) {
+            o->backend = tool_backend(a, tool_value(&args));
+        } else if (tool_is(&args, "--count", NULL)) {
+            o->count = (size_t)tool_count(a, tool_value(&args), (uint64_t)1 << 36);
+        } else if (tool_is(&args, "--dtype", NULL)) {
+            o->dtype = tool_dtype(a, tool_value(&args));
+        } else if (tool_is(&args, "--op", NULL)) {
+            o->op = tool_op(a, tool_value(&args));
+        } else if (tool_is(&args, "--iters", NULL)) {
+            o->iters = tool_int(a, tool_value(&args), 1, 1000000);
+        } else if (tool_is(&args, "--seed", NULL)) {
+            const char *v = tool_value(&args);
+            if (ccl__parse_size(v, &o->seed))
+                tool_usage_error("--seed %s: not a number", v);
+        } else if (tool_is(&args, "--root", NULL)) {
+            o->root = tool_int(a, tool_value(&args), 0, CCLC_MAX_RANKS - 1);
+        } else if (tool_is(&args, "--timeout-ms", NULL)) {
+            o->timeout_ms = tool_int(a, tool_value(&args), 1, 1 << 30);
+        } else {
+            tool_unknown(&args);
         }
     }
     if (!o->file)
-        return usage("%s", "no algorithm FILE given");
-    if (o->back_to_back && o->inplace && o->iters > B_SETS) {
-        static char msg[256];
-        snprintf(msg, sizeof msg, "--back-to-back --inplace: at most %d calls (--iters %d): an in-place call "
-                 "overwrites its input, so each needs its own buffers", B_SETS, o->iters);
-        return usage("%s", msg);
-    }
-    return 0;
+        tool_usage_error("no algorithm FILE given");
+    if (o->back_to_back && o->inplace && o->iters > B_SETS)
+        tool_usage_error("--back-to-back --inplace: at most %d calls (--iters %d): an in-place call overwrites its "
+                         "input, so each needs its own buffers", B_SETS, o->iters);
 }
 
 /* ---- data ---- */
@@ -797,9 +742,7 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
 int cclc_run_command(int argc, char **argv)
 {
     RunOpts o;
-    int u = parse_opts(argc, argv, &o);
-    if (u)
-        return u;
+    parse_opts(argc, argv, &o);
     ccl_bootstrap_t boot;
     CclEnvBoot *eb = NULL;
     char err[512];
@@ -812,23 +755,22 @@ int cclc_run_command(int argc, char **argv)
         if (o.nranks && o.nranks != boot.nranks) {
             ccl__env_boot_close(eb);
             snprintf(err, sizeof err, "--ranks %d, but mpirun started %d processes", o.nranks, boot.nranks);
-            return boot.rank == 0 ? usage("%s", err) : 2;
+            tool_usage_error("%s", err);
         }
         o.nranks = boot.nranks;
         if (o.root >= o.nranks) {
             ccl__env_boot_close(eb);
             snprintf(err, sizeof err, "--root %d is not below the %d processes", o.root, o.nranks);
-            return boot.rank == 0 ? usage("%s", err) : 2;
+            tool_usage_error("%s", err);
         }
         int rc = run_process(&o, eb, &boot);
         ccl__env_boot_close(eb);
         return rc;
     }
     if (!o.nranks)
-        return usage("%s", "--ranks N is required (outside mpirun)");
+        tool_usage_error("--ranks N is required (outside mpirun)");
     if (o.root >= o.nranks) {
-        snprintf(err, sizeof err, "--root %d is not below --ranks %d", o.root, o.nranks);
-        return usage("%s", err);
+        tool_usage_error("--root %d is not below --ranks %d", o.root, o.nranks);
     }
     return run_threads(&o);
 }
