@@ -50,7 +50,8 @@ RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o)
 # The harness the tools share (options, launch, data, timing): tools/common/*.c, linked
 # into ccl-perf, ccl-tune and cclc as one archive.
 TOOLS_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/common/*.c))
-TOOLS        := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
+# ccl-perf (tools/perf/*.c) and ccl-tune (tools/tune/*.c), each from its folder.
+TOOLS        := $(BUILD)/ccl-perf $(BUILD)/ccl-tune
 EXAMPLES     := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 # Examples that include mpi.h (examples/*_mpi.c) build with mpicc, and only where it exists.
 MPICC        ?= mpicc
@@ -135,8 +136,11 @@ $(BUILD)/tools/%.o: CFLAGS += -Itools/common
 $(BUILD)/cclc: $(CCLC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtools.a $(BUILD)/libccl.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/%: tools/%.c $(BUILD)/libtools.a $(BUILD)/libccl.a
-	$(CC) $(CFLAGS) -Itools/common -o $@ $^ $(LDLIBS)
+$(BUILD)/ccl-perf: $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/perf/*.c)) $(BUILD)/libtools.a $(BUILD)/libccl.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/ccl-tune: $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/tune/*.c)) $(BUILD)/libtools.a $(BUILD)/libccl.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/examples/%_mpi: examples/%_mpi.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)

@@ -248,7 +248,7 @@ fi
 cuda=${CUDA:-/usr/local/cuda}
 if [ -f "$cuda/include/cuda.h" ] && [ -f "$cuda/include/nccl.h" ]; then
     if ${CC:-cc} -std=c11 -fsyntax-only -D_GNU_SOURCE -DCCL_PERF_CHECK_PROTOTYPES -Icompiler -Iruntime/include \
-        -Iruntime/src -Itools/common -I"$build" -I"$cuda/include" tools/ccl-perf.c 2>"$tmp/proto.err"; then
+        -Iruntime/src -Itools/common -I"$build" -I"$cuda/include" tools/perf/driver.c 2>"$tmp/proto.err"; then
         ok prototypes
     else
         fail prototypes "$(grep -m3 error "$tmp/proto.err")"
