@@ -70,6 +70,7 @@ typedef struct {
     double ms;               /* time spent in calls, all iterations */
     char first[480];         /* the first problem, as text */
 } Verdict;
+_Static_assert(sizeof(Verdict) <= TOOL_AGREE_PIECE, "a verdict is agreed in one piece (no scratch)");
 
 static const char run_usage[] =
     "usage: cclc run FILE --ranks N [--backend cpu|gpu] [--count C] [--dtype T] [--op O]\n"
@@ -707,7 +708,7 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
     }
     /* Every rank reports, so rank 0 can print one line for the whole job. */
     Verdict *all = calloc((size_t)N, sizeof *all);
-    int exchanged = all && boot->allgather(boot->ctx, &mine, all, sizeof mine) == 0;
+    int exchanged = all && tool_allgather(boot, N, &mine, all, sizeof mine, NULL) == 0;
     int exit_status;
     if (!exchanged) {
         fprintf(stderr, "cclc run: rank %d: could not collect the other ranks' verdicts (a rank died?)%s%s\n", me,
@@ -743,34 +744,22 @@ int cclc_run_command(int argc, char **argv)
 {
     RunOpts o;
     parse_opts(argc, argv, &o);
-    ccl_bootstrap_t boot;
-    CclEnvBoot *eb = NULL;
-    char err[512];
-    int e = ccl__env_boot_open(&eb, &boot, o.timeout_ms ? 3 * o.timeout_ms : 60000, err, sizeof err);
-    if (e < 0) {
-        fprintf(stderr, "cclc run: %s\n", err);
+    ToolLaunch launch;
+    if (tool_launch_open(&launch, o.timeout_ms ? 3 * o.timeout_ms : 60000) != 0)
         return 1;
-    }
-    if (e == 0) {
-        if (o.nranks && o.nranks != boot.nranks) {
-            ccl__env_boot_close(eb);
-            snprintf(err, sizeof err, "--ranks %d, but mpirun started %d processes", o.nranks, boot.nranks);
-            tool_usage_error("%s", err);
-        }
-        o.nranks = boot.nranks;
+    if (launch.processes) {
+        o.nranks = tool_launch_ranks(&launch, o.nranks, 0, 0, 0);
         if (o.root >= o.nranks) {
-            ccl__env_boot_close(eb);
-            snprintf(err, sizeof err, "--root %d is not below the %d processes", o.root, o.nranks);
-            tool_usage_error("%s", err);
+            tool_launch_close(&launch);
+            tool_usage_error("--root %d is not below the %d processes", o.root, o.nranks);
         }
-        int rc = run_process(&o, eb, &boot);
-        ccl__env_boot_close(eb);
+        int rc = run_process(&o, launch.eb, &launch.pboot);
+        tool_launch_close(&launch);
         return rc;
     }
     if (!o.nranks)
         tool_usage_error("--ranks N is required (outside mpirun)");
-    if (o.root >= o.nranks) {
+    if (o.root >= o.nranks)
         tool_usage_error("--root %d is not below --ranks %d", o.root, o.nranks);
-    }
     return run_threads(&o);
 }

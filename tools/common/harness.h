@@ -5,6 +5,10 @@
  *              one parser of sizes and counts (ccl__parse_size's syntax), and the values
  *              every tool takes (--ranks, --dtype, --op, --iters, --timeout-ms, --backend),
  *              each with one message.
+ *   launch.c   the ranks: one process per rank under a launcher (the environment
+ *              bootstrap), else one process with a thread per rank (ccl_comm_init_all).
+ *   agree.c    agreement among ranks: an allgather of any size over a rank's bootstrap.
+ *   timing.c   the host clock and the median of samples.
  *
  * The tools link this folder's archive (libtools.a) before libccl; nothing in runtime/ or compiler/ calls
  * back into them. Names carry the prefix tool_. */
@@ -15,6 +19,9 @@
 #include <stdio.h>
 
 #include "ccl.h"
+
+struct CclEnvBoot;
+struct CclThreadBoot;
 
 /* ===== options.c ===== */
 
@@ -59,5 +66,52 @@ int tool_int(const char *flag, const char *val, int lo, int hi);
 ccl_dtype_t tool_dtype(const char *flag, const char *val);
 ccl_op_t tool_op(const char *flag, const char *val);
 ccl_backend_t tool_backend(const char *flag, const char *val);
+
+/* ===== launch.c ===== */
+
+typedef struct {
+    int processes;              /* one process per rank under a launcher (else threads) */
+    int nranks;
+    int nlocal;                 /* ranks this process drives: 1, or nranks */
+    int first_rank;             /* the rank of comms[0] */
+    int device;                 /* processes: the GPU of this rank */
+    ccl_bootstrap_t pboot;      /* processes: the launcher's bootstrap */
+    struct CclEnvBoot *eb;
+    struct CclThreadBoot *tb;   /* threads: fail it to wake ranks waiting on a failed one */
+    ccl_comm_t **comms;         /* [nlocal] */
+    ccl_bootstrap_t *boots;     /* [nlocal]: each rank's bootstrap for agreements */
+} ToolLaunch;
+
+/* Opens the launcher's bootstrap where a launcher started this process. 0, or -1 with
+ * a message. */
+int tool_launch_open(ToolLaunch *l, int timeout_ms);
+/* The rank count: the launcher's (checked against --ranks), else --ranks, else every
+ * visible GPU (gpu) or cpu_default. Usage errors exit. */
+int tool_launch_ranks(ToolLaunch *l, int ranks, int gpu, int ndev, int cpu_default);
+/* A comm and a bootstrap per rank this process drives. 0, or -1 with a message. */
+int tool_launch_comms(ToolLaunch *l, const ccl_config_t *cfg, int ndev);
+/* fn(args + i * stride) for each local rank i: in this thread under a launcher, else one
+ * thread each, joined. 0, or -1 when a thread could not start (the others were joined). */
+int tool_launch_run(ToolLaunch *l, void *(*fn)(void *), void *args, size_t stride);
+/* Destroys the comms and closes the bootstraps. */
+void tool_launch_close(ToolLaunch *l);
+
+/* ===== agree.c ===== */
+
+/* The launcher bootstraps move a few KB per call; larger agreements go in pieces. */
+enum { TOOL_AGREE_PIECE = 2048 };
+
+/* Every rank's `bytes` bytes of `in`, rank r's at out + r * bytes, on every rank.
+ * scratch: TOOL_AGREE_PIECE * nranks bytes, used only when bytes > TOOL_AGREE_PIECE.
+ * 0, or -1 when the bootstrap failed (a peer died or gave up). */
+int tool_allgather(const ccl_bootstrap_t *boot, int nranks, const void *in, void *out, size_t bytes, void *scratch);
+
+/* ===== timing.c ===== */
+
+/* The host's monotonic clock, in microseconds. */
+double tool_now_us(void);
+/* Sorts v[0..n) and returns its median (the mean of the middle two when n is even);
+ * -1 when n is 0. */
+double tool_median(double *v, int n);
 
 #endif

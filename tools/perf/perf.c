@@ -244,21 +244,9 @@ static void nccl_check(Worker *w, NcclResult r, const char *what)
 /* Agreement among ranks, through the bootstrap (same result on every rank). */
 static void agree_gather(Worker *w, const void *in, void *out, size_t bytes)
 {
-    /* The launcher bootstrap moves at most a few KB per call; go in pieces. */
-    enum { PIECE = 2048 };
-    if (bytes <= PIECE) {
-        if (w->boot->allgather(w->boot->ctx, in, out, bytes) != 0)
-            worker_fail(w, "the bootstrap's allgather failed (a peer died?)");
-        return;
-    }
-    char *tmp = agree_mem(w, 0, PIECE * (size_t)w->nranks);
-    for (size_t off = 0; off < bytes; off += PIECE) {
-        size_t m = bytes - off < PIECE ? bytes - off : PIECE;
-        if (w->boot->allgather(w->boot->ctx, (const char *)in + off, tmp, m) != 0)
-            worker_fail(w, "the bootstrap's allgather failed (a peer died?)");
-        for (int r = 0; r < w->nranks; r++)
-            memcpy((char *)out + (size_t)r * bytes + off, tmp + (size_t)r * m, m);
-    }
+    void *scratch = bytes > TOOL_AGREE_PIECE ? agree_mem(w, 0, TOOL_AGREE_PIECE * (size_t)w->nranks) : NULL;
+    if (tool_allgather(w->boot, w->nranks, in, out, bytes, scratch) != 0)
+        worker_fail(w, "the bootstrap's allgather failed (a peer died?)");
 }
 
 static void agree_barrier(Worker *w)
@@ -276,12 +264,6 @@ static long long agree_sum(Worker *w, long long v)
     return s;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Per sample the maximum over ranks, then the median of those. */
 static double agree_median_of_max(Worker *w, const double *samples, int ns)
 {
@@ -294,15 +276,7 @@ static double agree_median_of_max(Worker *w, const double *samples, int ns)
             if (all[(size_t)r * (size_t)ns + (size_t)i] > mx[i])
                 mx[i] = all[(size_t)r * (size_t)ns + (size_t)i];
     }
-    qsort(mx, (size_t)ns, sizeof *mx, cmp_double);
-    return ns % 2 ? mx[ns / 2] : (mx[ns / 2 - 1] + mx[ns / 2]) / 2;
-}
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+    return tool_median(mx, ns);
 }
 
 /* ===== buffers: host memory on the CPU backend, device memory on the GPU ===== */
@@ -607,12 +581,12 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
             if (w->gpu)
                 cu_check(w, cu.EventRecord(w->ev0[i], w->stream), "cuEventRecord");
             else
-                t0 = now_us();
+                t0 = tool_now_us();
             issue(w, impl, inplace, count);
             if (w->gpu)
                 cu_check(w, cu.EventRecord(w->ev1[i], w->stream), "cuEventRecord");
             wait_idle(w, impl);
-            samples[ns++] = w->gpu ? event_us(w, i, 1) : now_us() - t0;
+            samples[ns++] = w->gpu ? event_us(w, i, 1) : tool_now_us() - t0;
             if (check) {
                 long long v = verify(w, impl, inplace, count);
                 wrong = v < 0 || wrong < 0 ? -1 : wrong + v;
@@ -927,16 +901,10 @@ int main(int argc, char **argv)
     inject_wrong = inj ? (size_t)strtoull(inj, NULL, 10) : 0;
 
     /* One process per rank when a launcher started us, else one process for all. */
-    char err[512] = "";
-    ccl_bootstrap_t pboot;
-    CclEnvBoot *eb = NULL;
-    int timeout = o->timeout_ms ? o->timeout_ms : 60000;
-    int e = ccl__env_boot_open(&eb, &pboot, timeout, err, sizeof err);
-    if (e < 0) {
-        fprintf(stderr, "ccl-perf: error: the launcher bootstrap failed: %s\n", err);
+    ToolLaunch launch;
+    if (tool_launch_open(&launch, o->timeout_ms ? o->timeout_ms : 60000) != 0)
         return 1;
-    }
-    sh->processes = e == 0;
+    sh->processes = launch.processes;
 
     /* The backend, decided here so argument checks and the runtime agree. */
     int ndev = 0;
@@ -946,17 +914,7 @@ int main(int argc, char **argv)
         tool_usage_error("--backend gpu: %s", why);
     sh->backend = have_gpu ? CCL_BACKEND_GPU : CCL_BACKEND_CPU;
 
-    if (sh->processes) {
-        sh->nranks = pboot.nranks;
-        if (o->ranks && o->ranks != sh->nranks)
-            tool_usage_error("--ranks %d, but the launcher started %d processes", o->ranks, sh->nranks);
-    } else if (sh->backend == CCL_BACKEND_GPU) {
-        sh->nranks = o->ranks ? o->ranks : ndev;
-        if (sh->nranks > ndev)
-            tool_usage_error("--ranks %d: only %d GPUs are visible", o->ranks, ndev);
-    } else {
-        sh->nranks = o->ranks ? o->ranks : 4;
-    }
+    sh->nranks = tool_launch_ranks(&launch, o->ranks, sh->backend == CCL_BACKEND_GPU, ndev, 4);
     if (o->root >= sh->nranks)
         tool_usage_error("-r %d: the root must be a rank, 0..%d", o->root, sh->nranks - 1);
     if (o->algo)
@@ -1012,61 +970,20 @@ int main(int argc, char **argv)
     ccl_config_t cfg = {.backend = sh->backend, .timeout_ms = o->timeout_ms,
                         .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : heap};
 
-    int nw = sh->processes ? 1 : sh->nranks;
+    if (tool_launch_comms(&launch, &cfg, ndev) != 0)
+        return 1;
+    int nw = launch.nlocal;
     Worker *ws = calloc((size_t)nw, sizeof *ws);
-    ccl_comm_t **comms = calloc((size_t)nw, sizeof *comms);
-    ccl_bootstrap_t *boots = calloc((size_t)nw, sizeof *boots);
-    if (!ws || !comms || !boots) {
+    if (!ws) {
         fprintf(stderr, "ccl-perf: out of memory\n");
         return 1;
     }
-    CclThreadBoot *tb = NULL;
-    ccl_result_t r;
-    if (sh->processes) {
-        int dev = ndev ? ccl__local_rank(pboot.rank) % ndev : 0;
-        r = ccl_comm_init_rank(&comms[0], &pboot, dev, &cfg);
-        if (r != CCL_OK) {
-            fprintf(stderr, "ccl-perf: rank %d: error: %s\n", pboot.rank, ccl_comm_last_error(NULL));
-            return 1;
-        }
-        boots[0] = pboot;
-        ws[0] = (Worker){.rank = pboot.rank, .device = dev};
-    } else {
-        r = ccl_comm_init_all(comms, sh->nranks, NULL, &cfg);
-        if (r != CCL_OK) {
-            fprintf(stderr, "ccl-perf: error: %s\n", ccl_comm_last_error(NULL));
-            return 1;
-        }
-        tb = ccl__thread_boot_new(sh->nranks, boots);
-        if (!tb) {
-            fprintf(stderr, "ccl-perf: out of memory\n");
-            return 1;
-        }
-        for (int i = 0; i < nw; i++)
-            ws[i] = (Worker){.rank = i, .device = i};
-    }
-    for (int i = 0; i < nw; i++) {
-        ws[i].sh = sh;
-        ws[i].o = o;
-        ws[i].comm = comms[i];
-        ws[i].boot = &boots[i];
-        ws[i].nranks = sh->nranks;
-        ws[i].gpu = sh->backend == CCL_BACKEND_GPU;
-        ws[i].tb = tb;
-    }
-    if (sh->processes) {
-        worker(&ws[0]);
-    } else {
-        pthread_t *tids = calloc((size_t)nw, sizeof *tids);
-        for (int i = 0; i < nw; i++)
-            if (!tids || pthread_create(&tids[i], NULL, worker, &ws[i]) != 0) {
-                fprintf(stderr, "ccl-perf: cannot start a thread for rank %d\n", i);
-                return 1;
-            }
-        for (int i = 0; i < nw; i++)
-            pthread_join(tids[i], NULL);
-        free(tids);
-    }
+    for (int i = 0; i < nw; i++)
+        ws[i] = (Worker){.sh = sh, .o = o, .comm = launch.comms[i], .boot = &launch.boots[i],
+                         .rank = launch.first_rank + i, .device = sh->processes ? launch.device : i,
+                         .nranks = sh->nranks, .gpu = sh->backend == CCL_BACKEND_GPU, .tb = launch.tb};
+    if (tool_launch_run(&launch, worker, ws, sizeof *ws) != 0)
+        return 1;
     int code = 0;
     for (int i = 0; i < nw; i++)
         code = ws[i].exit_code > code ? ws[i].exit_code : code;
@@ -1091,15 +1008,8 @@ int main(int argc, char **argv)
         code = 1;
     for (int i = 0; i < 3; i++)
         free(ws[0].agree_buf[i]);
-    for (int i = 0; i < nw; i++)
-        ccl_comm_destroy(comms[i]);
-    if (tb)
-        ccl__thread_boot_free(tb);
-    if (eb)
-        ccl__env_boot_close(eb);
+    tool_launch_close(&launch);
     pattern_fini(&sh->pat, sh->nranks);
     free(ws);
-    free(comms);
-    free(boots);
     return code;
 }

@@ -361,26 +361,13 @@ static void say(Worker *w, const char *fmt, ...)
 static double agree_max(Worker *w, double v)
 {
     double all[64];
-    if (w->boot->allgather(w->boot->ctx, &v, all, sizeof v) != 0)
+    if (tool_allgather(w->boot, w->nranks, &v, all, sizeof v, NULL) != 0)
         return NAN;
     double m = all[0];
     for (int r = 1; r < w->nranks; r++)
         if (all[r] > m || isnan(all[r]))
             m = all[r];
     return m;
-}
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* Counts of the call for `bytes` of collective c (the dispatch's bytes: count x esize). */
@@ -483,19 +470,18 @@ static double time_one(Worker *w, ccl_algorithm_t *alg, size_t bytes)
     {
         for (int rep = 0; rep < o->reps; rep++) {
             w->boot->barrier(w->boot->ctx);
-            double t0 = now_us();
+            double t0 = tool_now_us();
             for (int i = 0; i < iters && r == CCL_OK; i++)
                 r = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, w->stream);
             if (r == CCL_OK)
                 r = ccl_comm_synchronize(w->comm);
-            double m = agree_max(w, r == CCL_OK ? (now_us() - t0) / iters : INFINITY);
+            double m = agree_max(w, r == CCL_OK ? (tool_now_us() - t0) / iters : INFINITY);
             if (isnan(m) || isinf(m))
                 return -2;
             samples[n++] = m;
         }
     }
-    qsort(samples, (size_t)n, sizeof *samples, cmp_double);
-    return n ? samples[n / 2] : -1;
+    return tool_median(samples, n);
 }
 
 /* After freeing algorithms: every rank has zeroed their semaphore blocks before any
@@ -845,15 +831,10 @@ int main(int argc, char **argv)
     Opts *o = &sh->o;
     parse_args(argc, argv, o);
 
-    char err[512] = "";
-    ccl_bootstrap_t pboot;
-    CclEnvBoot *eb = NULL;
-    int e = ccl__env_boot_open(&eb, &pboot, o->timeout_ms, err, sizeof err);
-    if (e < 0) {
-        fprintf(stderr, "ccl-tune: error: the launcher bootstrap failed: %s\n", err);
+    ToolLaunch launch;
+    if (tool_launch_open(&launch, o->timeout_ms) != 0)
         return 1;
-    }
-    sh->processes = e == 0;
+    sh->processes = launch.processes;
     int ndev = 0;
 #ifdef CCL_HAVE_GPU_BACKEND
     char why[256] = "";
@@ -866,15 +847,7 @@ int main(int argc, char **argv)
         tool_usage_error("--backend gpu: this build has no GPU backend");
 #endif
     sh->gpu = o->backend != CCL_BACKEND_CPU && ndev > 0;
-    if (sh->processes) {
-        sh->nranks = pboot.nranks;
-        if (o->ranks && o->ranks != sh->nranks)
-            tool_usage_error("--ranks %d, but the launcher started %d processes", o->ranks, sh->nranks);
-    } else {
-        sh->nranks = o->ranks ? o->ranks : sh->gpu ? ndev : 4;
-        if (sh->gpu && sh->nranks > ndev)
-            tool_usage_error("--ranks %d: only %d GPUs are visible", sh->nranks, ndev);
-    }
+    sh->nranks = tool_launch_ranks(&launch, o->ranks, sh->gpu, ndev, 4);
     if (sh->nranks > 64)
         tool_usage_error("%d ranks: at most 64", sh->nranks);
 
@@ -924,42 +897,22 @@ int main(int argc, char **argv)
     size_t maxb = o->hi * (size_t)(wide ? sh->nranks : 1);
     ccl_config_t cfg = {.backend = sh->gpu ? CCL_BACKEND_GPU : CCL_BACKEND_CPU, .timeout_ms = o->timeout_ms,
                         .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : 2 * maxb + 24 * o->hi + (64u << 20)};
-    int nw = sh->processes ? 1 : sh->nranks;
+    if (tool_launch_comms(&launch, &cfg, ndev) != 0)
+        return 1;
+    int nw = launch.nlocal;
     Worker *ws = calloc((size_t)nw, sizeof *ws);
-    ccl_comm_t **comms = calloc((size_t)nw, sizeof *comms);
-    ccl_bootstrap_t *boots = calloc((size_t)nw, sizeof *boots);
-    if (!ws || !comms || !boots) {
+    if (!ws) {
         fprintf(stderr, "ccl-tune: out of memory\n");
         return 1;
     }
-    CclThreadBoot *tb = NULL;
-    if (sh->processes) {
-        int dev = ndev ? ccl__local_rank(pboot.rank) % ndev : 0;
-        if (ccl_comm_init_rank(&comms[0], &pboot, dev, &cfg) != CCL_OK) {
-            fprintf(stderr, "ccl-tune: rank %d: error: %s\n", pboot.rank, ccl_comm_last_error(NULL));
-            return 1;
-        }
-        boots[0] = pboot;
-        ws[0].rank = pboot.rank;
-    } else {
-        if (ccl_comm_init_all(comms, sh->nranks, NULL, &cfg) != CCL_OK) {
-            fprintf(stderr, "ccl-tune: error: %s\n", ccl_comm_last_error(NULL));
-            return 1;
-        }
-        if (!(tb = ccl__thread_boot_new(sh->nranks, boots))) {
-            fprintf(stderr, "ccl-tune: out of memory\n");
-            return 1;
-        }
-        for (int i = 0; i < nw; i++)
-            ws[i].rank = i;
-    }
     for (int i = 0; i < nw; i++) {
         ws[i].sh = sh;
-        ws[i].comm = comms[i];
-        ws[i].boot = &boots[i];
+        ws[i].rank = launch.first_rank + i;
+        ws[i].comm = launch.comms[i];
+        ws[i].boot = &launch.boots[i];
         ws[i].nranks = sh->nranks;
         ws[i].gpu = sh->gpu;
-        ws[i].tb = tb;
+        ws[i].tb = launch.tb;
     }
     if (ws[0].rank == 0) {
         printf("# ccl-tune: %d ranks (%s), %s backend, %s %s, %zu..%zu bytes, %s\n", sh->nranks,
@@ -970,18 +923,8 @@ int main(int argc, char **argv)
         printf("# each time: median over %d samples of the max over ranks of (sample / %d calls)\n", o->reps, o->iters);
         fflush(stdout);
     }
-    if (sh->processes) {
-        worker(&ws[0]);
-    } else {
-        pthread_t tids[64];
-        for (int i = 0; i < nw; i++)
-            if (pthread_create(&tids[i], NULL, worker, &ws[i]) != 0) {
-                fprintf(stderr, "ccl-tune: cannot start a thread for rank %d\n", i);
-                return 1;
-            }
-        for (int i = 0; i < nw; i++)
-            pthread_join(tids[i], NULL);
-    }
+    if (tool_launch_run(&launch, worker, ws, sizeof *ws) != 0)
+        return 1;
     int code = 0;
     for (int i = 0; i < nw; i++)
         if (ws[i].code) {
@@ -1026,14 +969,7 @@ int main(int argc, char **argv)
             }
         }
     }
-    for (int i = 0; i < nw; i++)
-        ccl_comm_destroy(comms[i]);
-    if (tb)
-        ccl__thread_boot_free(tb);
-    if (eb)
-        ccl__env_boot_close(eb);
+    tool_launch_close(&launch);
     free(ws);
-    free(comms);
-    free(boots);
     return code;
 }
