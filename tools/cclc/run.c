@@ -88,14 +88,11 @@ static void parse_opts(int argc, char **argv, RunOpts *o)
             if (o->file)
                 tool_usage_error("unexpected argument '%s' (one FILE per run)", a);
             o->file = a;
-        } else if (tool_is(&args, "--inplace", NULL)) {
-            tool_no_value(&args);
+        } else if (tool_flag(&args, "--inplace")) {
             o->inplace = 1;
-        } else if (tool_is(&args, "--host-buffers", NULL)) {
-            tool_no_value(&args);
+        } else if (tool_flag(&args, "--host-buffers")) {
             o->host_buffers = 1;
-        } else if (tool_is(&args, "--back-to-back", NULL)) {
-            tool_no_value(&args);
+        } else if (tool_flag(&args, "--back-to-back")) {
             o->back_to_back = 1;
         } else if (tool_is(&args, "--ranks", NULL)) {
             o->nranks = tool_int(a, tool_value(&args), 1, CCLC_MAX_RANKS);
@@ -136,19 +133,6 @@ static uint64_t mix(uint64_t x)
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
-}
-
-/* The largest integer magnitude below which every integer is exact in the dtype. */
-static int64_t exact_range(ccl_dtype_t t)
-{
-    switch (t) {
-    case CCL_FP8_E5M2: return 8;
-    case CCL_FP8_E4M3: return 16;
-    case CCL_BF16: return 256;
-    case CCL_F16: return 2048;
-    case CCL_U8: return 255;
-    default: return 1 << 20;
-    }
 }
 
 typedef struct {
@@ -200,7 +184,7 @@ static void gen_setup(Gen *g, const RunOpts *o, Collective coll, int N)
     g->o = o;
     g->coll = coll;
     g->N = N;
-    int64_t R = exact_range(o->dtype);
+    int64_t R = tool_exact_max(o->dtype);
     int reducing = coll == COLL_ALLREDUCE || coll == COLL_REDUCE_SCATTER || coll == COLL_REDUCE;
     g->a = reducing && (o->op == CCL_SUM || o->op == CCL_AVG) ? R / N : R;
     if (g->a < 1)
@@ -215,18 +199,6 @@ static void gen_iter(Gen *g, int iter)
     g->base = mix(mix(g->o->seed) ^ (uint64_t)iter * 0x9e3779b97f4a7c15ull);
 }
 
-static void store(void *buf, size_t idx, int64_t v, ccl_dtype_t t)
-{
-    char *p = (char *)buf + idx * ccl_dtype_size(t);
-    switch (t) {
-    case CCL_F32: *(float *)p = (float)v; break;
-    case CCL_F64: *(double *)p = (double)v; break;
-    case CCL_I32: *(int32_t *)p = (int32_t)v; break;
-    case CCL_I64: *(int64_t *)p = v; break;
-    case CCL_U8: *(uint8_t *)p = (uint8_t)v; break;
-    default: ccl__from_float(p, (float)v, t); break;
-    }
-}
 
 static double load(const void *buf, size_t idx, ccl_dtype_t t)
 {
@@ -347,7 +319,7 @@ static int fill(const Gen *g, int rank, ccl_comm_t *comm, Bufs *b, char *err, si
     size_t es = ccl_dtype_size(o->dtype);
     memset(b->mirror + b->recv_at, 0xA5 ^ (g->iter & 0xff), b->out_elems * es);
     for (size_t i = 0; i < b->in_elems; i++)
-        store(b->mirror + b->send_at, i, gen_value(g, rank, i), o->dtype);
+        tool_store_int(b->mirror + b->send_at, i, gen_value(g, rank, i), o->dtype);
     if (ccl_mem_copy(comm, b->mem, b->mirror, b->total) != CCL_OK) {
         snprintf(err, len, "copying rank %d's input: %s", rank, ccl_comm_last_error(comm));
         return -1;

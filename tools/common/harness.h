@@ -9,6 +9,8 @@
  *              bootstrap), else one process with a thread per rank (ccl_comm_init_all).
  *   agree.c    agreement among ranks: an allgather of any size over a rank's bootstrap.
  *   timing.c   the host clock and the median of samples.
+ *   data.c     exactly verifiable data: which integers a dtype holds exactly, and
+ *              storing one as an element.
  *
  * The tools link this folder's archive (libtools.a) before libccl; nothing in runtime/ or compiler/ calls
  * back into them. Names carry the prefix tool_. */
@@ -35,6 +37,9 @@ const char *tool_name(void);
  * others exit as quietly. 1 in those others. */
 int tool_quiet_rank(void);
 
+/* calloc, or "NAME: out of memory" and exit 1 (before any rank runs). */
+void *tool_calloc(size_t n, size_t size);
+
 /* "NAME: error: MESSAGE" on stderr (and the usage text), then exit 2. */
 _Noreturn void tool_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -53,6 +58,8 @@ ToolArgs tool_args(int argc, char **argv, int first);
 int tool_next(ToolArgs *a);
 /* 1 when the option is spelled s or l (l may be NULL). */
 int tool_is(const ToolArgs *a, const char *s, const char *l);
+/* 1 when the option is the flag `name`, which takes no value ("--check=1" is an error). */
+int tool_flag(ToolArgs *a, const char *name);
 /* The option's value: the part written into it, else the next word ("FLAG needs a value"). */
 const char *tool_value(ToolArgs *a);
 /* A flag that takes no value: an error when one is written into it ("--check=1"). */
@@ -113,5 +120,14 @@ double tool_now_us(void);
 /* Sorts v[0..n) and returns its median (the mean of the middle two when n is even);
  * -1 when n is 0. */
 double tool_median(double *v, int n);
+
+/* ===== data.c ===== */
+
+/* The largest M such that every integer of magnitude up to M is exact in t (fp8 e5m2 8,
+ * e4m3 16, bf16 256, f16 2048, u8 255; 2^20 for the wider types, more than any data
+ * pattern needs). */
+int64_t tool_exact_max(ccl_dtype_t t);
+/* Stores v, an integer exact in t (|v| <= tool_exact_max(t)), as element idx of buf. */
+void tool_store_int(void *buf, size_t idx, int64_t v, ccl_dtype_t t);
 
 #endif

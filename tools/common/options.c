@@ -48,6 +48,24 @@ void tool_usage_error(const char *fmt, ...)
     exit(2);
 }
 
+void *tool_calloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "%s: out of memory\n", g_name);
+        exit(1);
+    }
+    return p;
+}
+
+int tool_flag(ToolArgs *a, const char *name)
+{
+    if (strcmp(a->flag, name) != 0)
+        return 0;
+    tool_no_value(a);
+    return 1;
+}
+
 ToolArgs tool_args(int argc, char **argv, int first)
 {
     return (ToolArgs){.argc = argc, .argv = argv, .i = first - 1};

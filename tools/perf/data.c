@@ -5,47 +5,11 @@
 /* ===== exactly verifiable data ===== */
 
 /* The largest M such that every integer in 0..M is exact in the dtype (capped at 2^20:
- * the patterns never need more). */
+ * the patterns never need more); u8 stays below 255, so the 0xff poison is never
+ * expected. Elements are stored with tool_store_int. */
 static uint64_t exact_max(ccl_dtype_t t)
 {
-    switch (t) {
-    case CCL_F16: return 2048;
-    case CCL_BF16: return 256;
-    case CCL_FP8_E4M3: return 16;
-    case CCL_FP8_E5M2: return 8;
-    case CCL_U8: return 200;       /* below 255, so the 0xff poison is never expected */
-    default: return 1 << 20;
-    }
-}
-
-/* Encodes the non-negative integer v (exact in t by construction) as one element. */
-static void encode(void *dst, uint64_t v, ccl_dtype_t t)
-{
-    int mbits = 0, bias = 0, bytes = 0;
-    switch (t) {
-    case CCL_F32: { float f = (float)v; memcpy(dst, &f, 4); return; }
-    case CCL_F64: { double d = (double)v; memcpy(dst, &d, 8); return; }
-    case CCL_I32: { int32_t x = (int32_t)v; memcpy(dst, &x, 4); return; }
-    case CCL_I64: { int64_t x = (int64_t)v; memcpy(dst, &x, 8); return; }
-    case CCL_U8: *(uint8_t *)dst = (uint8_t)v; return;
-    case CCL_F16: mbits = 10, bias = 15, bytes = 2; break;
-    case CCL_BF16: mbits = 7, bias = 127, bytes = 2; break;
-    case CCL_FP8_E4M3: mbits = 3, bias = 7, bytes = 1; break;
-    case CCL_FP8_E5M2: mbits = 2, bias = 15, bytes = 1; break;
-    default: return;
-    }
-    uint32_t bits = 0;
-    if (v) {
-        int e = 63 - __builtin_clzll(v);
-        uint64_t frac = v - (1ull << e);
-        bits = (uint32_t)(e + bias) << mbits | (uint32_t)(e >= mbits ? frac >> (e - mbits) : frac << (mbits - e));
-    }
-    if (bytes == 2) {
-        uint16_t h = (uint16_t)bits;
-        memcpy(dst, &h, 2);
-    } else {
-        *(uint8_t *)dst = (uint8_t)bits;
-    }
+    return t == CCL_U8 ? 200 : (uint64_t)tool_exact_max(t);
 }
 
 /* The value of element j (j < PERF_PERIOD) of rank r's input. Sums and averages: every
@@ -109,10 +73,10 @@ void pattern_init(Pattern *p, int n, Collective c, ccl_op_t op, ccl_dtype_t t)
             exit(1);
         }
         for (int j = 0; j < PERF_PERIOD; j++)
-            encode(p->tab_in[r] + (size_t)j * p->esize, gen_value(r, j, n, op, colls[c].reduces, t), t);
+            tool_store_int(p->tab_in[r], (size_t)j, (int64_t)gen_value(r, j, n, op, colls[c].reduces, t), t);
     }
     for (int j = 0; j < PERF_PERIOD; j++)
-        encode(p->tab_red + (size_t)j * p->esize, colls[c].reduces ? reduced_value(j, n, op, t) : 0, t);
+        tool_store_int(p->tab_red, (size_t)j, colls[c].reduces ? (int64_t)reduced_value(j, n, op, t) : 0, t);
 }
 
 void pattern_fini(Pattern *p, int n)

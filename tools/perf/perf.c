@@ -101,14 +101,11 @@ static void parse_args(int argc, char **argv, Opts *o)
         } else if (tool_is(&a, "--version", NULL)) {
             printf("ccl-perf %s (libccl %d.%d.%d)\n", PERF_VERSION, CCL_VERSION_MAJOR, CCL_VERSION_MINOR, CCL_VERSION_PATCH);
             exit(0);
-        } else if (tool_is(&a, "--graph", NULL)) {
-            tool_no_value(&a);
+        } else if (tool_flag(&a, "--graph")) {
             o->graph = 1;
-        } else if (tool_is(&a, "--check", NULL)) {
-            tool_no_value(&a);
+        } else if (tool_flag(&a, "--check")) {
             o->check = 1;
-        } else if (tool_is(&a, "--hint-range", NULL)) {
-            tool_no_value(&a);
+        } else if (tool_flag(&a, "--hint-range")) {
             o->hint_range = 1;
         } else if (tool_is(&a, "-c", "--collective")) {
             const char *val = tool_value(&a);
@@ -973,11 +970,7 @@ int main(int argc, char **argv)
     if (tool_launch_comms(&launch, &cfg, ndev) != 0)
         return 1;
     int nw = launch.nlocal;
-    Worker *ws = calloc((size_t)nw, sizeof *ws);
-    if (!ws) {
-        fprintf(stderr, "ccl-perf: out of memory\n");
-        return 1;
-    }
+    Worker *ws = tool_calloc((size_t)nw, sizeof *ws);
     for (int i = 0; i < nw; i++)
         ws[i] = (Worker){.sh = sh, .o = o, .comm = launch.comms[i], .boot = &launch.boots[i],
                          .rank = launch.first_rank + i, .device = sh->processes ? launch.device : i,

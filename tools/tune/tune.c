@@ -186,8 +186,7 @@ static void parse_args(int argc, char **argv, Opts *o)
             o->reps = tool_int(a, tool_value(&args), 1, MAX_REPS);
         } else if (tool_is(&args, "--warmup", NULL)) {
             o->warmup = tool_int(a, tool_value(&args), 0, MAX_REPS);
-        } else if (tool_is(&args, "--no-graph", NULL)) {
-            tool_no_value(&args);
+        } else if (tool_flag(&args, "--no-graph")) {
             o->graph = 0;
         } else if (tool_is(&args, "--alpha-us", NULL) || tool_is(&args, "--block-gbps", NULL) ||
                    tool_is(&args, "--peak-gbps", NULL)) {
@@ -203,8 +202,7 @@ static void parse_args(int argc, char **argv, Opts *o)
             if (strcmp(v, "cpu") && strcmp(v, "gpu"))
                 tool_usage_error("--model %s: expected cpu or gpu", v);
             o->model = v[0] == 'g';
-        } else if (tool_is(&args, "--dry-run", NULL)) {
-            tool_no_value(&args);
+        } else if (tool_flag(&args, "--dry-run")) {
             o->dry_run = 1;
         } else if (tool_is(&args, "-v", NULL)) {
             o->verbose = 1;
@@ -900,11 +898,7 @@ int main(int argc, char **argv)
     if (tool_launch_comms(&launch, &cfg, ndev) != 0)
         return 1;
     int nw = launch.nlocal;
-    Worker *ws = calloc((size_t)nw, sizeof *ws);
-    if (!ws) {
-        fprintf(stderr, "ccl-tune: out of memory\n");
-        return 1;
-    }
+    Worker *ws = tool_calloc((size_t)nw, sizeof *ws);
     for (int i = 0; i < nw; i++) {
         ws[i].sh = sh;
         ws[i].rank = launch.first_rank + i;
