@@ -81,7 +81,10 @@ static void parse_opts(int argc, char **argv, RunOpts *o)
 {
     *o = (RunOpts){.count = 4096, .dtype = CCL_F32, .op = CCL_SUM, .iters = 3, .seed = 1};
     tool_init("cclc run", "cclc --help", run_usage);
-    ToolArgs args = tool_args(argc, argv, 0);
+    const ToolShared shared = {.ranks = &o->nranks, .max_ranks = CCLC_MAX_RANKS, .backend = &o->backend,
+                               .dtype = &o->dtype, .op = &o->op, .iters = &o->iters, .max_iters = 1000000,
+                               .timeout_ms = &o->timeout_ms};
+    ToolArgs args = tool_args(argc, argv, 0, &shared);
     while (tool_next(&args)) {
         const char *a = args.flag;
         if (a[0] != '-' || !a[1]) {
@@ -94,26 +97,14 @@ static void parse_opts(int argc, char **argv, RunOpts *o)
             o->host_buffers = 1;
         } else if (tool_flag(&args, "--back-to-back")) {
             o->back_to_back = 1;
-        } else if (tool_is(&args, "--ranks", NULL)) {
-            o->nranks = tool_int(a, tool_value(&args), 1, CCLC_MAX_RANKS);
-        } else if (tool_is(&args, "--backend", NULL)) {
-            o->backend = tool_backend(a, tool_value(&args));
         } else if (tool_is(&args, "--count", NULL)) {
             o->count = (size_t)tool_count(a, tool_value(&args), (uint64_t)1 << 36);
-        } else if (tool_is(&args, "--dtype", NULL)) {
-            o->dtype = tool_dtype(a, tool_value(&args));
-        } else if (tool_is(&args, "--op", NULL)) {
-            o->op = tool_op(a, tool_value(&args));
-        } else if (tool_is(&args, "--iters", NULL)) {
-            o->iters = tool_int(a, tool_value(&args), 1, 1000000);
         } else if (tool_is(&args, "--seed", NULL)) {
             const char *v = tool_value(&args);
             if (ccl__parse_size(v, &o->seed))
                 tool_usage_error("--seed %s: not a number", v);
         } else if (tool_is(&args, "--root", NULL)) {
             o->root = tool_int(a, tool_value(&args), 0, CCLC_MAX_RANKS - 1);
-        } else if (tool_is(&args, "--timeout-ms", NULL)) {
-            o->timeout_ms = tool_int(a, tool_value(&args), 1, 1 << 30);
         } else {
             tool_unknown(&args);
         }

@@ -43,18 +43,23 @@ void *tool_calloc(size_t n, size_t size);
 /* "NAME: error: MESSAGE" on stderr (and the usage text), then exit 2. */
 _Noreturn void tool_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Reads argv[1..] word by word. After tool_next returns 1: arg is the word as written;
- * flag the option's name, split from a value written into it ("--minbytes=1K" and "-b1K"
- * give "--minbytes" and "-b"); a word not starting with '-' (a FILE) has flag == arg. */
+typedef struct ToolShared ToolShared;
+
+/* Reads argv[first..] word by word; the options the tools share (ToolShared, below) are
+ * read into `shared` on the way and not returned. After tool_next returns 1: arg is the
+ * word as written; flag the option's name, split from a value written into it
+ * ("--minbytes=1K" and "-b1K" give "--minbytes" and "-b"); a word not starting with '-'
+ * (a FILE) has flag == arg. */
 typedef struct {
     int argc;
     char **argv;
     int i;
+    const ToolShared *shared;
     const char *arg, *flag, *inline_val;
     char name[64];
 } ToolArgs;
 
-ToolArgs tool_args(int argc, char **argv, int first);
+ToolArgs tool_args(int argc, char **argv, int first, const ToolShared *shared);
 int tool_next(ToolArgs *a);
 /* 1 when the option is spelled s or l (l may be NULL). */
 int tool_is(const ToolArgs *a, const char *s, const char *l);
@@ -65,6 +70,26 @@ const char *tool_value(ToolArgs *a);
 /* A flag that takes no value: an error when one is written into it ("--check=1"). */
 void tool_no_value(const ToolArgs *a);
 _Noreturn void tool_unknown(const ToolArgs *a);
+
+/* The options the tools share, with one spelling and one message each: --ranks N,
+ * --backend cpu|gpu|auto, -d/--dtype T, --op O (and op_short, "-o" in ccl-perf),
+ * -n/--iters N, -w/--warmup N, --timeout-ms MS. A tool points at where it keeps each
+ * (NULL: it has no such option) and gives its bounds. */
+struct ToolShared {
+    int *ranks;
+    int max_ranks;
+    ccl_backend_t *backend;
+    ccl_dtype_t *dtype;
+    ccl_op_t *op;
+    const char *op_short;
+    int *op_given;
+    int *iters, *warmup;
+    int max_iters;
+    int *timeout_ms;
+};
+
+/* Reads the option at a into s when it is one of the shared ones; 1 when it was. */
+int tool_shared_option(ToolArgs *a, const ToolShared *s);
 
 /* Values, each checked with one message naming the option and the value as written. */
 uint64_t tool_size(const char *flag, const char *val);          /* bytes, "64KB" */

@@ -66,12 +66,12 @@ int tool_flag(ToolArgs *a, const char *name)
     return 1;
 }
 
-ToolArgs tool_args(int argc, char **argv, int first)
+ToolArgs tool_args(int argc, char **argv, int first, const ToolShared *shared)
 {
-    return (ToolArgs){.argc = argc, .argv = argv, .i = first - 1};
+    return (ToolArgs){.argc = argc, .argv = argv, .i = first - 1, .shared = shared};
 }
 
-int tool_next(ToolArgs *a)
+static int next_word(ToolArgs *a)
 {
     if (++a->i >= a->argc)
         return 0;
@@ -90,6 +90,14 @@ int tool_next(ToolArgs *a)
         a->inline_val = w + 2;
     }
     return 1;
+}
+
+int tool_next(ToolArgs *a)
+{
+    while (next_word(a))
+        if (!a->shared || !tool_shared_option(a, a->shared))
+            return 1;
+    return 0;
 }
 
 int tool_is(const ToolArgs *a, const char *s, const char *l)
@@ -171,4 +179,28 @@ ccl_backend_t tool_backend(const char *flag, const char *val)
     if (!strcmp(val, "auto"))
         return CCL_BACKEND_AUTO;
     tool_usage_error("%s %s: expected cpu, gpu or auto", flag, val);
+}
+
+int tool_shared_option(ToolArgs *a, const ToolShared *s)
+{
+    if (s->ranks && tool_is(a, "--ranks", NULL)) {
+        *s->ranks = tool_int(a->flag, tool_value(a), 1, s->max_ranks);
+    } else if (s->backend && tool_is(a, "--backend", NULL)) {
+        *s->backend = tool_backend(a->flag, tool_value(a));
+    } else if (s->dtype && tool_is(a, "-d", "--dtype")) {
+        *s->dtype = tool_dtype(a->flag, tool_value(a));
+    } else if (s->op && (tool_is(a, "--op", NULL) || (s->op_short && tool_is(a, s->op_short, NULL)))) {
+        *s->op = tool_op(a->flag, tool_value(a));
+        if (s->op_given)
+            *s->op_given = 1;
+    } else if (s->iters && tool_is(a, "-n", "--iters")) {
+        *s->iters = tool_int(a->flag, tool_value(a), 1, s->max_iters);
+    } else if (s->warmup && tool_is(a, "-w", "--warmup")) {
+        *s->warmup = tool_int(a->flag, tool_value(a), 0, s->max_iters);
+    } else if (s->timeout_ms && tool_is(a, "--timeout-ms", NULL)) {
+        *s->timeout_ms = tool_int(a->flag, tool_value(a), 1, 1 << 30);
+    } else {
+        return 0;
+    }
+    return 1;
 }

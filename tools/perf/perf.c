@@ -92,7 +92,11 @@ static void parse_args(int argc, char **argv, Opts *o)
     int op_given = 0, root_given = 0;
     tool_init("ccl-perf", "ccl-perf --help", NULL);
     /* Values are written "-b 1K", "--minbytes=1K" or "-b1K". */
-    ToolArgs a = tool_args(argc, argv, 1);
+    const ToolShared shared = {.ranks = &o->ranks, .max_ranks = CCLC_MAX_RANKS, .backend = &o->backend,
+                               .dtype = &o->dtype, .op = &o->op, .op_short = "-o", .op_given = &op_given,
+                               .iters = &o->iters, .warmup = &o->warmup, .max_iters = PERF_MAX_ITERS,
+                               .timeout_ms = &o->timeout_ms};
+    ToolArgs a = tool_args(argc, argv, 1, &shared);
     while (tool_next(&a)) {
         const char *flag = a.flag;
         if (tool_is(&a, "-h", "--help")) {
@@ -122,11 +126,6 @@ static void parse_args(int argc, char **argv, Opts *o)
             o->size_arg[which] = val;
         } else if (tool_is(&a, "-f", "--stepfactor")) {
             o->step = (unsigned long)tool_int(flag, tool_value(&a), 2, 1 << 20);
-        } else if (tool_is(&a, "-d", "--dtype")) {
-            o->dtype = tool_dtype(flag, tool_value(&a));
-        } else if (tool_is(&a, "-o", "--op")) {
-            o->op = tool_op(flag, tool_value(&a));
-            op_given = 1;
         } else if (tool_is(&a, "-r", "--root")) {
             o->root = tool_int(flag, tool_value(&a), 0, CCLC_MAX_RANKS - 1);
             root_given = 1;
@@ -143,18 +142,8 @@ static void parse_args(int argc, char **argv, Opts *o)
             o->json = tool_value(&a);
         } else if (tool_is(&a, "--plot", NULL)) {
             o->plot = tool_value(&a);
-        } else if (tool_is(&a, "--backend", NULL)) {
-            o->backend = tool_backend(flag, tool_value(&a));
-        } else if (tool_is(&a, "-n", "--iters")) {
-            o->iters = tool_int(flag, tool_value(&a), 1, PERF_MAX_ITERS);
-        } else if (tool_is(&a, "-w", "--warmup")) {
-            o->warmup = tool_int(flag, tool_value(&a), 0, PERF_MAX_ITERS);
         } else if (tool_is(&a, "--repeats", NULL)) {
             o->repeats = tool_int(flag, tool_value(&a), 1, PERF_MAX_ITERS);
-        } else if (tool_is(&a, "--ranks", NULL)) {
-            o->ranks = tool_int(flag, tool_value(&a), 1, CCLC_MAX_RANKS);
-        } else if (tool_is(&a, "--timeout-ms", NULL)) {
-            o->timeout_ms = tool_int(flag, tool_value(&a), 1, INT_MAX);
         } else {
             tool_unknown(&a);
         }

@@ -109,7 +109,10 @@ static void parse_args(int argc, char **argv, Opts *o)
                 .backend = CCL_BACKEND_AUTO, .timeout_ms = 60000, .model = -1};
     int any_coll = 0;
     tool_init("ccl-tune", "ccl-tune --help", NULL);
-    ToolArgs args = tool_args(argc, argv, 1);
+    const ToolShared shared = {.ranks = &o->ranks, .max_ranks = 64, .backend = &o->backend, .dtype = &o->dtype,
+                               .op = &o->op, .iters = &o->iters, .warmup = &o->warmup, .max_iters = MAX_REPS,
+                               .timeout_ms = &o->timeout_ms};
+    ToolArgs args = tool_args(argc, argv, 1, &shared);
     while (tool_next(&args)) {
         const char *a = args.flag, *v;
         if (tool_is(&args, "-h", "--help")) {
@@ -138,14 +141,6 @@ static void parse_args(int argc, char **argv, Opts *o)
             if (s == 0 || (s & (s - 1)) || s > (1ull << 47))
                 tool_usage_error("%s %s: not a power of two up to 2^47 (1024, 4K, 1M ...)", a, v);
             *(a[1] == 'b' ? &o->lo : &o->hi) = (size_t)s;
-        } else if (tool_is(&args, "-d", "--dtype")) {
-            o->dtype = tool_dtype(a, tool_value(&args));
-        } else if (tool_is(&args, "--op", NULL)) {
-            o->op = tool_op(a, tool_value(&args));
-        } else if (tool_is(&args, "--ranks", NULL)) {
-            o->ranks = tool_int(a, tool_value(&args), 1, 64);
-        } else if (tool_is(&args, "--backend", NULL)) {
-            o->backend = tool_backend(a, tool_value(&args));
         } else if (tool_is(&args, "--instances", NULL)) {
             v = tool_value(&args);
             if ((o->ninst = parse_list(v, o->inst, MAX_LIST, 1, 64)) <= 0)
@@ -180,12 +175,8 @@ static void parse_args(int argc, char **argv, Opts *o)
             o->slack = atof(v);
             if (!(o->slack >= 1.0))
                 tool_usage_error("--slack %s: not a factor >= 1", v);
-        } else if (tool_is(&args, "--iters", NULL)) {
-            o->iters = tool_int(a, tool_value(&args), 1, MAX_REPS);
         } else if (tool_is(&args, "--reps", NULL)) {
             o->reps = tool_int(a, tool_value(&args), 1, MAX_REPS);
-        } else if (tool_is(&args, "--warmup", NULL)) {
-            o->warmup = tool_int(a, tool_value(&args), 0, MAX_REPS);
         } else if (tool_flag(&args, "--no-graph")) {
             o->graph = 0;
         } else if (tool_is(&args, "--alpha-us", NULL) || tool_is(&args, "--block-gbps", NULL) ||
@@ -206,8 +197,6 @@ static void parse_args(int argc, char **argv, Opts *o)
             o->dry_run = 1;
         } else if (tool_is(&args, "-v", NULL)) {
             o->verbose = 1;
-        } else if (tool_is(&args, "--timeout-ms", NULL)) {
-            o->timeout_ms = tool_int(a, tool_value(&args), 1, INT_MAX);
         } else {
             tool_unknown(&args);
         }
