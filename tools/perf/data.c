@@ -57,7 +57,7 @@ static uint64_t reduced_value(int j, int n, ccl_op_t op, ccl_dtype_t t)
     return acc;
 }
 
-void pattern_init(Pattern *p, int n, Collective c, ccl_op_t op, ccl_dtype_t t)
+void perf_pattern_init(Pattern *p, int n, Collective c, ccl_op_t op, ccl_dtype_t t)
 {
     p->esize = ccl_dtype_size(t);
     p->tab_in = calloc((size_t)n, sizeof *p->tab_in);
@@ -73,13 +73,13 @@ void pattern_init(Pattern *p, int n, Collective c, ccl_op_t op, ccl_dtype_t t)
             exit(1);
         }
         for (int j = 0; j < PERF_PERIOD; j++)
-            tool_store_int(p->tab_in[r], (size_t)j, (int64_t)gen_value(r, j, n, op, colls[c].reduces, t), t);
+            tool_store_int(p->tab_in[r], (size_t)j, (int64_t)gen_value(r, j, n, op, perf_colls[c].reduces, t), t);
     }
     for (int j = 0; j < PERF_PERIOD; j++)
-        tool_store_int(p->tab_red, (size_t)j, colls[c].reduces ? (int64_t)reduced_value(j, n, op, t) : 0, t);
+        tool_store_int(p->tab_red, (size_t)j, perf_colls[c].reduces ? (int64_t)reduced_value(j, n, op, t) : 0, t);
 }
 
-void pattern_fini(Pattern *p, int n)
+void perf_pattern_fini(Pattern *p, int n)
 {
     for (int r = 0; r < n; r++)
         free(p->tab_in[r]);
@@ -87,7 +87,7 @@ void pattern_fini(Pattern *p, int n)
     free(p->tab_red);
 }
 
-void pattern_fill(unsigned char *dst, size_t pos0, size_t n, const unsigned char *tab, size_t es)
+void perf_pattern_fill(unsigned char *dst, size_t pos0, size_t n, const unsigned char *tab, size_t es)
 {
     size_t j = pos0 % PERF_PERIOD;
     while (n) {
@@ -98,7 +98,7 @@ void pattern_fill(unsigned char *dst, size_t pos0, size_t n, const unsigned char
 }
 
 /* Elements of buf[0..n) that differ from the pattern (bitwise). */
-long long pattern_wrong(const unsigned char *buf, size_t pos0, size_t n, const unsigned char *tab, size_t es)
+long long perf_pattern_wrong(const unsigned char *buf, size_t pos0, size_t n, const unsigned char *tab, size_t es)
 {
     long long wrong = 0;
     size_t j = pos0 % PERF_PERIOD;

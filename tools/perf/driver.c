@@ -47,11 +47,11 @@ _Static_assert((int)CU_STREAM_CAPTURE_MODE_THREAD_LOCAL == (int)PERF_CU_CAPTURE_
 #undef PERF_SAME_TYPE
 #endif
 
-CudaApi cu;
+CudaApi perf_cu;
 static int cu_loaded;
 
 /* Loads libcuda and initializes the driver; 0 with the device count, or -1 with why. */
-int cuda_load(int *ndev, char *why, size_t len)
+int perf_cuda_load(int *ndev, char *why, size_t len)
 {
     static int done, result = -1, count;
     static char reason[256];
@@ -63,7 +63,7 @@ int cuda_load(int *ndev, char *why, size_t len)
             goto out;
         }
         struct { void **slot; const char *a, *b; } syms[] = {
-#define PERF_SYM(field, a, b) {(void **)&cu.field, a, b},
+#define PERF_SYM(field, a, b) {(void **)&perf_cu.field, a, b},
             PERF_CU_SYMS(PERF_SYM)
 #undef PERF_SYM
         };
@@ -76,14 +76,14 @@ int cuda_load(int *ndev, char *why, size_t len)
                 goto out;
             }
         }
-        CuResult e = cu.Init(0);
+        CuResult e = perf_cu.Init(0);
         if (e != 0) {
             const char *s = NULL;
-            cu.GetErrorString(e, &s);
+            perf_cu.GetErrorString(e, &s);
             snprintf(reason, sizeof reason, "cuInit failed: %s%sCUDA error %d%s", s ? s : "", s ? " (" : "", e, s ? ")" : "");
             goto out;
         }
-        if ((e = cu.DeviceGetCount(&count)) != 0 || count == 0) {
+        if ((e = perf_cu.DeviceGetCount(&count)) != 0 || count == 0) {
             snprintf(reason, sizeof reason, "no CUDA device is visible");
             goto out;
         }
@@ -97,11 +97,11 @@ out:
     return result;
 }
 
-const char *cu_error(CuResult e)
+const char *perf_cu_error(CuResult e)
 {
     const char *s = NULL;
     if (cu_loaded)
-        cu.GetErrorString(e, &s);
+        perf_cu.GetErrorString(e, &s);
     return s ? s : "unknown CUDA error";
 }
 
@@ -134,16 +134,16 @@ _Static_assert(ncclUint8 == 1 && ncclInt32 == 2 && ncclInt64 == 4 && ncclFloat16
 #undef PERF_SAME_TYPE
 #endif
 
-NcclApi nccl;
+NcclApi perf_nccl;
 
 /* NCCL's dtype and op numbers (nccl.h). */
-NcclDataType nccl_dtype(ccl_dtype_t t)
+NcclDataType perf_nccl_dtype(ccl_dtype_t t)
 {
     static const int map[CCL_NUM_DTYPES] = {[CCL_F32] = 7, [CCL_F64] = 8, [CCL_F16] = 6, [CCL_BF16] = 9,
         [CCL_I32] = 2, [CCL_I64] = 4, [CCL_U8] = 1, [CCL_FP8_E4M3] = 10, [CCL_FP8_E5M2] = 11};
     return (NcclDataType)map[t];
 }
-NcclRedOp nccl_op(ccl_op_t op)
+NcclRedOp perf_nccl_op(ccl_op_t op)
 {
     static const int map[CCL_NUM_OPS] = {[CCL_SUM] = 0, [CCL_PROD] = 1, [CCL_MAX] = 2, [CCL_MIN] = 3, [CCL_AVG] = 4};
     return (NcclRedOp)map[op];
@@ -199,7 +199,7 @@ static void *nccl_open(char *path, size_t len, char *tried, size_t tlen)
     return NULL;
 }
 
-void nccl_load(NcclStatus *st)
+void perf_nccl_load(NcclStatus *st)
 {
     char tried[1024];
     void *lib = nccl_open(st->path, sizeof st->path, tried, sizeof tried);
@@ -208,7 +208,7 @@ void nccl_load(NcclStatus *st)
         return;
     }
     struct { void **slot; const char *name; } syms[] = {
-#define PERF_SYM(field, name) {(void **)&nccl.field, name},
+#define PERF_SYM(field, name) {(void **)&perf_nccl.field, name},
         PERF_NCCL_SYMS(PERF_SYM)
 #undef PERF_SYM
     };
@@ -217,6 +217,6 @@ void nccl_load(NcclStatus *st)
             snprintf(st->why, sizeof st->why, "%.400s lacks %s", st->path, syms[i].name);
             return;
         }
-    nccl.GetVersion(&st->version);
+    perf_nccl.GetVersion(&st->version);
     st->available = 1;
 }

@@ -39,7 +39,7 @@
 
 /* ===== the collectives ===== */
 
-const CollInfo colls[COLL_REDUCE + 1] = {
+const CollInfo perf_colls[COLL_REDUCE + 1] = {
     [COLL_ALLREDUCE] = {"allreduce", "all_reduce", 1, 0, 1, 1},
     [COLL_ALLGATHER] = {"allgather", "all_gather", 0, 0, 1, 0},
     [COLL_REDUCE_SCATTER] = {"reduce_scatter", "reducescatter", 1, 0, 0, 1},
@@ -79,7 +79,7 @@ static void usage(FILE *f)
 static int parse_collective(const char *s)
 {
     for (int c = 0; c < NCOLLS; c++)
-        if (!strcmp(s, colls[c].name) || !strcmp(s, colls[c].alias))
+        if (!strcmp(s, perf_colls[c].name) || !strcmp(s, perf_colls[c].alias))
             return c;
     return -1;
 }
@@ -155,10 +155,10 @@ static void parse_args(int argc, char **argv, Opts *o)
         if (n < 4 || strcmp(o->plot + n - 4, ".svg") != 0)
             tool_usage_error("--plot %s: the plot is an SVG file; name it *.svg", o->plot);
     }
-    if (o->coll >= 0 && op_given && !colls[o->coll].reduces)
-        tool_usage_error("-o %s: %s does not reduce", ccl_op_name(o->op), colls[o->coll].name);
-    if (o->coll >= 0 && root_given && !colls[o->coll].rooted)
-        tool_usage_error("-r %d: %s has no root", o->root, colls[o->coll].name);
+    if (o->coll >= 0 && op_given && !perf_colls[o->coll].reduces)
+        tool_usage_error("-o %s: %s does not reduce", ccl_op_name(o->op), perf_colls[o->coll].name);
+    if (o->coll >= 0 && root_given && !perf_colls[o->coll].rooted)
+        tool_usage_error("-r %d: %s has no root", o->root, perf_colls[o->coll].name);
 }
 
 /* The sweep: minbytes, *step, ... up to maxbytes. */
@@ -212,7 +212,7 @@ static void *agree_mem(Worker *w, int slot, size_t bytes)
 static void cu_check(Worker *w, CuResult e, const char *what)
 {
     if (e != 0)
-        worker_fail(w, "%s failed: %s (CUDA error %d)", what, cu_error(e), e);
+        worker_fail(w, "%s failed: %s (CUDA error %d)", what, perf_cu_error(e), e);
 }
 
 static void ccl_check(Worker *w, ccl_result_t r, const char *what)
@@ -224,7 +224,7 @@ static void ccl_check(Worker *w, ccl_result_t r, const char *what)
 static void nccl_check(Worker *w, NcclResult r, const char *what)
 {
     if (r != 0)
-        worker_fail(w, "%s failed: %s (NCCL error %d)", what, nccl.GetErrorString ? nccl.GetErrorString(r) : "?", (int)r);
+        worker_fail(w, "%s failed: %s (NCCL error %d)", what, perf_nccl.GetErrorString ? perf_nccl.GetErrorString(r) : "?", (int)r);
 }
 
 /* Agreement among ranks, through the bootstrap (same result on every rank). */
@@ -278,8 +278,8 @@ static void buf_upload(Worker *w, void *dst, const void *src, size_t bytes)
         memcpy(dst, src, bytes);
         return;
     }
-    cu_check(w, cu.MemcpyHtoD((CuDevicePtr)(uintptr_t)dst, src, bytes), "cuMemcpyHtoD");
-    cu_check(w, cu.CtxSynchronize(), "cuCtxSynchronize");
+    cu_check(w, perf_cu.MemcpyHtoD((CuDevicePtr)(uintptr_t)dst, src, bytes), "cuMemcpyHtoD");
+    cu_check(w, perf_cu.CtxSynchronize(), "cuCtxSynchronize");
 }
 
 static void buf_poison(Worker *w, void *dst, size_t bytes)
@@ -288,8 +288,8 @@ static void buf_poison(Worker *w, void *dst, size_t bytes)
         memset(dst, 0xff, bytes);
         return;
     }
-    cu_check(w, cu.MemsetD8((CuDevicePtr)(uintptr_t)dst, 0xff, bytes), "cuMemsetD8");
-    cu_check(w, cu.CtxSynchronize(), "cuCtxSynchronize");
+    cu_check(w, perf_cu.MemsetD8((CuDevicePtr)(uintptr_t)dst, 0xff, bytes), "cuMemsetD8");
+    cu_check(w, perf_cu.CtxSynchronize(), "cuCtxSynchronize");
 }
 
 /* The buffer's bytes, readable on the host (valid until the next call). */
@@ -297,7 +297,7 @@ static const unsigned char *buf_read(Worker *w, const void *src, size_t bytes)
 {
     if (!w->gpu)
         return src;
-    cu_check(w, cu.MemcpyDtoH(w->host, (CuDevicePtr)(uintptr_t)src, bytes), "cuMemcpyDtoH");
+    cu_check(w, perf_cu.MemcpyDtoH(w->host, (CuDevicePtr)(uintptr_t)src, bytes), "cuMemcpyDtoH");
     return w->host;
 }
 
@@ -306,7 +306,7 @@ static void buf_fill(Worker *w, void *dst, size_t pos0, size_t n, int r)
 {
     size_t es = w->sh->pat.esize;
     unsigned char *img = w->gpu ? w->host : dst;
-    pattern_fill(img, pos0, n, w->sh->pat.tab_in[r], es);
+    perf_pattern_fill(img, pos0, n, w->sh->pat.tab_in[r], es);
     if (w->gpu)
         buf_upload(w, dst, img, n * es);
 }
@@ -363,7 +363,7 @@ static long long verify(Worker *w, int impl, int inplace, size_t count)
     if (c == COLL_REDUCE && w->rank != root)
         return 0;                         /* non-root outputs are undefined */
     /* NCCL's avg multiplies by 1/N before summing: exact only for powers of two. */
-    if (impl == IMPL_NCCL && w->o->op == CCL_AVG && colls[c].reduces && (n & (n - 1)) &&
+    if (impl == IMPL_NCCL && w->o->op == CCL_AVG && perf_colls[c].reduces && (n & (n - 1)) &&
         w->o->dtype != CCL_I32 && w->o->dtype != CCL_I64 && w->o->dtype != CCL_U8)
         return -1;
     const void *send;
@@ -378,21 +378,21 @@ static long long verify(Worker *w, int impl, int inplace, size_t count)
     switch (c) {
     case COLL_ALLREDUCE:
     case COLL_REDUCE:
-        wrong = pattern_wrong(b, 0, count, p->tab_red, es);
+        wrong = perf_pattern_wrong(b, 0, count, p->tab_red, es);
         break;
     case COLL_REDUCE_SCATTER:
-        wrong = pattern_wrong(b, (size_t)w->rank * count, count, p->tab_red, es);
+        wrong = perf_pattern_wrong(b, (size_t)w->rank * count, count, p->tab_red, es);
         break;
     case COLL_BROADCAST:
-        wrong = pattern_wrong(b, 0, count, p->tab_in[root], es);
+        wrong = perf_pattern_wrong(b, 0, count, p->tab_in[root], es);
         break;
     case COLL_ALLGATHER:
         for (int q = 0; q < n; q++)
-            wrong += pattern_wrong(b + (size_t)q * count * es, 0, count, p->tab_in[q], es);
+            wrong += perf_pattern_wrong(b + (size_t)q * count * es, 0, count, p->tab_in[q], es);
         break;
     case COLL_ALLTOALL:
         for (int q = 0; q < n; q++)
-            wrong += pattern_wrong(b + (size_t)q * count * es, (size_t)w->rank * count, count, p->tab_in[q], es);
+            wrong += perf_pattern_wrong(b + (size_t)q * count * es, (size_t)w->rank * count, count, p->tab_in[q], es);
         break;
     }
     return wrong;
@@ -406,27 +406,27 @@ static void issue(Worker *w, int impl, int inplace, size_t count)
     void *recv;
     op_buffers(w, inplace, count, &send, &recv);
     if (impl == IMPL_NCCL) {
-        NcclDataType t = nccl_dtype(o->dtype);
-        NcclRedOp op = nccl_op(o->op);
+        NcclDataType t = perf_nccl_dtype(o->dtype);
+        NcclRedOp op = perf_nccl_op(o->op);
         NcclComm nc = w->ncomm;
         CuStream s = w->stream;
         NcclResult r = 0;
         switch (w->sh->coll) {
-        case COLL_ALLREDUCE: r = nccl.AllReduce(send, recv, count, t, op, nc, s); break;
-        case COLL_ALLGATHER: r = nccl.AllGather(send, recv, count, t, nc, s); break;
-        case COLL_REDUCE_SCATTER: r = nccl.ReduceScatter(send, recv, count, t, op, nc, s); break;
-        case COLL_BROADCAST: r = nccl.Broadcast(send, recv, count, t, o->root, nc, s); break;
-        case COLL_REDUCE: r = nccl.Reduce(send, recv, count, t, op, o->root, nc, s); break;
+        case COLL_ALLREDUCE: r = perf_nccl.AllReduce(send, recv, count, t, op, nc, s); break;
+        case COLL_ALLGATHER: r = perf_nccl.AllGather(send, recv, count, t, nc, s); break;
+        case COLL_REDUCE_SCATTER: r = perf_nccl.ReduceScatter(send, recv, count, t, op, nc, s); break;
+        case COLL_BROADCAST: r = perf_nccl.Broadcast(send, recv, count, t, o->root, nc, s); break;
+        case COLL_REDUCE: r = perf_nccl.Reduce(send, recv, count, t, op, o->root, nc, s); break;
         case COLL_ALLTOALL: {
             /* As nccl-tests does: one send and one receive per peer in a group. */
             size_t blk = count * w->sh->pat.esize;
-            nccl_check(w, nccl.GroupStart(), "ncclGroupStart");
+            nccl_check(w, perf_nccl.GroupStart(), "ncclGroupStart");
             for (int p = 0; p < w->nranks && r == 0; p++) {
-                r = nccl.Send((const char *)send + (size_t)p * blk, count, t, p, nc, s);
+                r = perf_nccl.Send((const char *)send + (size_t)p * blk, count, t, p, nc, s);
                 if (r == 0)
-                    r = nccl.Recv((char *)recv + (size_t)p * blk, count, t, p, nc, s);
+                    r = perf_nccl.Recv((char *)recv + (size_t)p * blk, count, t, p, nc, s);
             }
-            NcclResult e = nccl.GroupEnd();
+            NcclResult e = perf_nccl.GroupEnd();
             r = r ? r : e;
             break;
         }
@@ -455,7 +455,7 @@ static void issue(Worker *w, int impl, int inplace, size_t count)
 static void wait_idle(Worker *w, int impl)
 {
     if (w->gpu)
-        cu_check(w, cu.StreamSynchronize(w->stream), "cuStreamSynchronize");
+        cu_check(w, perf_cu.StreamSynchronize(w->stream), "cuStreamSynchronize");
     if (impl == IMPL_CCL)
         ccl_check(w, ccl_comm_synchronize(w->comm), "ccl_comm_synchronize");
 }
@@ -463,7 +463,7 @@ static void wait_idle(Worker *w, int impl)
 static double event_us(Worker *w, int i, double div)
 {
     float ms = 0;
-    cu_check(w, cu.EventElapsedTime(&ms, w->ev0[i], w->ev1[i]), "cuEventElapsedTime");
+    cu_check(w, perf_cu.EventElapsedTime(&ms, w->ev0[i], w->ev1[i]), "cuEventElapsedTime");
     return (double)ms * 1e3 / div;
 }
 
@@ -506,15 +506,15 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
         agree_barrier(w);
         CuGraph g;
         CuGraphExec ge;
-        cu_check(w, cu.StreamBeginCapture(w->stream, (CuCaptureMode)PERF_CU_CAPTURE_THREAD_LOCAL), "cuStreamBeginCapture");
+        cu_check(w, perf_cu.StreamBeginCapture(w->stream, (CuCaptureMode)PERF_CU_CAPTURE_THREAD_LOCAL), "cuStreamBeginCapture");
         for (int k = 0; k < ops; k++)
             issue(w, impl, inplace, count);
-        CuResult e = cu.StreamEndCapture(w->stream, &g);
+        CuResult e = perf_cu.StreamEndCapture(w->stream, &g);
         if (e != 0)
             worker_fail(w, "--graph: capturing %s ops failed: %s (CUDA error %d); the collective is not graph-capturable",
-                        impl == IMPL_CCL ? "ccl" : "NCCL", cu_error(e), e);
-        cu_check(w, cu.GraphInstantiate(&ge, g, 0), "cuGraphInstantiateWithFlags");
-        cu_check(w, cu.GraphLaunch(ge, w->stream), "cuGraphLaunch");
+                        impl == IMPL_CCL ? "ccl" : "NCCL", perf_cu_error(e), e);
+        cu_check(w, perf_cu.GraphInstantiate(&ge, g, 0), "cuGraphInstantiateWithFlags");
+        cu_check(w, perf_cu.GraphLaunch(ge, w->stream), "cuGraphLaunch");
         wait_idle(w, impl);
         /* Replays back to back, so ranks' launch skew touches only the first; when
          * checking, one at a time with the output poisoned before each. */
@@ -528,9 +528,9 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
                 buf_poison(w, w->recvbuf, out_elems(w->sh->coll, w->nranks, count) * w->sh->pat.esize);
                 agree_barrier(w);
             }
-            cu_check(w, cu.EventRecord(w->ev0[rep], w->stream), "cuEventRecord");
-            cu_check(w, cu.GraphLaunch(ge, w->stream), "cuGraphLaunch");
-            cu_check(w, cu.EventRecord(w->ev1[rep], w->stream), "cuEventRecord");
+            cu_check(w, perf_cu.EventRecord(w->ev0[rep], w->stream), "cuEventRecord");
+            cu_check(w, perf_cu.GraphLaunch(ge, w->stream), "cuGraphLaunch");
+            cu_check(w, perf_cu.EventRecord(w->ev1[rep], w->stream), "cuEventRecord");
             if (each) {
                 wait_idle(w, impl);
                 long long v = verify(w, impl, inplace, count);
@@ -540,16 +540,16 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
         wait_idle(w, impl);
         for (int rep = 0; rep < o->repeats; rep++)
             samples[ns++] = event_us(w, rep, ops);
-        cu.GraphExecDestroy(ge);
-        cu.GraphDestroy(g);
+        perf_cu.GraphExecDestroy(ge);
+        perf_cu.GraphDestroy(g);
     } else if (w->gpu && !check) {
         /* Ops back to back, one event pair each: the host's launch cost shows where it
          * is slower than the GPU, as it would in an eager application. */
         agree_barrier(w);
         for (int i = 0; i < n; i++) {
-            cu_check(w, cu.EventRecord(w->ev0[i], w->stream), "cuEventRecord");
+            cu_check(w, perf_cu.EventRecord(w->ev0[i], w->stream), "cuEventRecord");
             issue(w, impl, inplace, count);
-            cu_check(w, cu.EventRecord(w->ev1[i], w->stream), "cuEventRecord");
+            cu_check(w, perf_cu.EventRecord(w->ev1[i], w->stream), "cuEventRecord");
         }
         wait_idle(w, impl);
         for (int i = 0; i < n; i++)
@@ -565,12 +565,12 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
             }
             double t0 = 0;
             if (w->gpu)
-                cu_check(w, cu.EventRecord(w->ev0[i], w->stream), "cuEventRecord");
+                cu_check(w, perf_cu.EventRecord(w->ev0[i], w->stream), "cuEventRecord");
             else
                 t0 = tool_now_us();
             issue(w, impl, inplace, count);
             if (w->gpu)
-                cu_check(w, cu.EventRecord(w->ev1[i], w->stream), "cuEventRecord");
+                cu_check(w, perf_cu.EventRecord(w->ev1[i], w->stream), "cuEventRecord");
             wait_idle(w, impl);
             samples[ns++] = w->gpu ? event_us(w, i, 1) : tool_now_us() - t0;
             if (check) {
@@ -590,12 +590,12 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
 static void worker_setup_gpu(Worker *w)
 {
     CuDevice dev;
-    cu_check(w, cu.DeviceGet(&dev, w->device), "cuDeviceGet");
+    cu_check(w, perf_cu.DeviceGet(&dev, w->device), "cuDeviceGet");
     /* The primary context: the one the CUDA runtime (and NCCL) use on this device. */
-    cu_check(w, cu.DevicePrimaryCtxRetain(&w->ctx, dev), "cuDevicePrimaryCtxRetain");
-    cu_check(w, cu.CtxSetCurrent(w->ctx), "cuCtxSetCurrent");
-    cu_check(w, cu.StreamCreate(&w->stream, PERF_CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    if (w->rank == 0 && cu.DeviceGetName(w->sh->devname, sizeof w->sh->devname - 16, dev) == 0)
+    cu_check(w, perf_cu.DevicePrimaryCtxRetain(&w->ctx, dev), "cuDevicePrimaryCtxRetain");
+    cu_check(w, perf_cu.CtxSetCurrent(w->ctx), "cuCtxSetCurrent");
+    cu_check(w, perf_cu.StreamCreate(&w->stream, PERF_CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    if (w->rank == 0 && perf_cu.DeviceGetName(w->sh->devname, sizeof w->sh->devname - 16, dev) == 0)
         snprintf(w->sh->devname + strlen(w->sh->devname), 16, " x%d", w->nranks);
     w->nev = w->o->iters > w->o->repeats ? w->o->iters : w->o->repeats;
     w->ev0 = calloc((size_t)w->nev, sizeof *w->ev0);
@@ -603,8 +603,8 @@ static void worker_setup_gpu(Worker *w)
     if (!w->ev0 || !w->ev1)
         worker_fail(w, "out of memory");
     for (int i = 0; i < w->nev; i++) {
-        cu_check(w, cu.EventCreate(&w->ev0[i], 0), "cuEventCreate");
-        cu_check(w, cu.EventCreate(&w->ev1[i], 0), "cuEventCreate");
+        cu_check(w, perf_cu.EventCreate(&w->ev0[i], 0), "cuEventCreate");
+        cu_check(w, perf_cu.EventCreate(&w->ev1[i], 0), "cuEventCreate");
     }
 }
 
@@ -613,15 +613,15 @@ static void worker_setup_nccl(Worker *w)
     Shared *sh = w->sh;
     NcclUniqueId id, *all = agree_mem(w, 2, sizeof id * (size_t)w->nranks);
     memset(&id, 0, sizeof id);
-    NcclResult r = w->rank == 0 ? nccl.GetUniqueId(&id) : 0;
+    NcclResult r = w->rank == 0 ? perf_nccl.GetUniqueId(&id) : 0;
     agree_gather(w, &id, all, sizeof id);
     if (r != 0)
-        worker_fail(w, "ncclGetUniqueId failed: %s", nccl.GetErrorString(r));
-    cu_check(w, cu.CtxSetCurrent(w->ctx), "cuCtxSetCurrent");
-    r = nccl.CommInitRank(&w->ncomm, w->nranks, all[0], w->rank);
+        worker_fail(w, "ncclGetUniqueId failed: %s", perf_nccl.GetErrorString(r));
+    cu_check(w, perf_cu.CtxSetCurrent(w->ctx), "cuCtxSetCurrent");
+    r = perf_nccl.CommInitRank(&w->ncomm, w->nranks, all[0], w->rank);
     long long failed = agree_sum(w, r != 0);
     if (r != 0)
-        fprintf(stderr, "ccl-perf: rank %d: ncclCommInitRank failed: %s\n", w->rank, nccl.GetErrorString(r));
+        fprintf(stderr, "ccl-perf: rank %d: ncclCommInitRank failed: %s\n", w->rank, perf_nccl.GetErrorString(r));
     if (failed) {
         /* Only rank 0 prints, so only rank 0 records why (the threads share sh). */
         if (w->rank == 0) {
@@ -684,7 +684,7 @@ static void worker_run(Worker *w)
     if (sh->nc.available)
         worker_setup_nccl(w);
     if (w->rank == 0)
-        print_header(sh);
+        perf_print_header(sh);
 
     for (int i = 0; i < sh->nsizes; i++) {
         size_t bytes = sh->sizes[i], count = bytes / es / units;
@@ -699,7 +699,7 @@ static void worker_run(Worker *w)
         if (w->rank == 0) {
             op_algorithm(w, count, row.algo, sizeof row.algo);
             sh->rows[i] = row;
-            print_row(sh, &row);
+            perf_print_row(sh, &row);
         }
     }
 
@@ -716,7 +716,7 @@ static void *worker(void *arg)
     /* What the rank holds, after a normal run or a failure anywhere in it. The comm
      * itself (and its queued work) is destroyed by main() once every rank returned. */
     if (w->nccl_on)
-        nccl.CommDestroy(w->ncomm);
+        perf_nccl.CommDestroy(w->ncomm);
     if (w->alg)
         ccl_algorithm_free(w->alg);
     ccl_mem_free(w->comm, w->sendbuf);
@@ -724,12 +724,12 @@ static void *worker(void *arg)
     if (w->gpu) {
         for (int i = 0; i < w->nev; i++) {
             if (w->ev0 && w->ev0[i])
-                cu.EventDestroy(w->ev0[i]);
+                perf_cu.EventDestroy(w->ev0[i]);
             if (w->ev1 && w->ev1[i])
-                cu.EventDestroy(w->ev1[i]);
+                perf_cu.EventDestroy(w->ev1[i]);
         }
         if (w->stream)
-            cu.StreamDestroy(w->stream);
+            perf_cu.StreamDestroy(w->stream);
     }
     free(w->ev0);
     free(w->ev1);
@@ -802,7 +802,7 @@ static void prove_algo(Shared *sh)
     sh->algo_comp = comp;
     sh->algo_text = text;
     if (o->coll >= 0 && (Collective)o->coll != c)
-        tool_usage_error("--algo %s implements %s, but -c says %s", o->algo, colls[c].name, colls[o->coll].name);
+        tool_usage_error("--algo %s implements %s, but -c says %s", o->algo, perf_colls[c].name, perf_colls[o->coll].name);
     o->coll = (int)c;
 }
 
@@ -838,12 +838,12 @@ static void validate(Shared *sh)
         if (sh->sizes[i] % unit == 0)
             continue;
         char b[32];
-        fmt_size(b, sizeof b, sh->sizes[i]);
+        perf_fmt_size(b, sizeof b, sh->sizes[i]);
         if (unit == es)
             tool_usage_error("size %s (%zu bytes) is not a whole number of %s elements (%zu bytes each)", b, sh->sizes[i],
                         ccl_dtype_name(o->dtype), es);
         tool_usage_error("size %s (%zu bytes): %s on %d ranks needs sizes divisible by %zu bytes (ranks x %s size)", b,
-                    sh->sizes[i], colls[c].name, sh->nranks, unit, ccl_dtype_name(o->dtype));
+                    sh->sizes[i], perf_colls[c].name, sh->nranks, unit, ccl_dtype_name(o->dtype));
     }
     if (o->graph && sh->backend != CCL_BACKEND_GPU)
         tool_usage_error("--graph needs the GPU backend (CUDA graphs); this run uses the CPU backend");
@@ -895,7 +895,7 @@ int main(int argc, char **argv)
     /* The backend, decided here so argument checks and the runtime agree. */
     int ndev = 0;
     char why[256] = "";
-    int have_gpu = o->backend != CCL_BACKEND_CPU && cuda_load(&ndev, why, sizeof why) == 0;
+    int have_gpu = o->backend != CCL_BACKEND_CPU && perf_cuda_load(&ndev, why, sizeof why) == 0;
     if (o->backend == CCL_BACKEND_GPU && !have_gpu)
         tool_usage_error("--backend gpu: %s", why);
     sh->backend = have_gpu ? CCL_BACKEND_GPU : CCL_BACKEND_CPU;
@@ -908,9 +908,9 @@ int main(int argc, char **argv)
     else
         snprintf(sh->algo_name, sizeof sh->algo_name, "the library's choice per size (ccl_%s)",
                  o->coll == COLL_ALLREDUCE ? "all_reduce" : o->coll == COLL_ALLGATHER ? "all_gather"
-                 : o->coll == COLL_ALLTOALL ? "all_to_all" : colls[o->coll].name);
+                 : o->coll == COLL_ALLTOALL ? "all_to_all" : perf_colls[o->coll].name);
     sh->coll = (Collective)o->coll;
-    if (colls[sh->coll].rooted == 0)
+    if (perf_colls[sh->coll].rooted == 0)
         o->root = 0;
     sh->nsizes = sweep_sizes(o, sh->sizes);
     if (o->hint_range)
@@ -923,9 +923,9 @@ int main(int argc, char **argv)
         snprintf(sh->nc.why, sizeof sh->nc.why, "NCCL needs the GPU backend; this run uses the CPU backend%s%s%s",
                  why[0] ? " (" : "", why, why[0] ? ")" : "");
     else if (o->compare_nccl)
-        nccl_load(&sh->nc);
+        perf_nccl_load(&sh->nc);
 
-    pattern_init(&sh->pat, sh->nranks, sh->coll, o->op, o->dtype);
+    perf_pattern_init(&sh->pat, sh->nranks, sh->coll, o->op, o->dtype);
 
     /* The symmetric heap (physical memory on each GPU) holds both buffers, staging copies
      * of them where a program is not valid in place, and the algorithms' scratch: the
@@ -972,14 +972,14 @@ int main(int argc, char **argv)
 
     if (code == 0 && ws[0].rank == 0) {
         long long wrong;
-        print_footer(sh, &wrong);
+        perf_print_footer(sh, &wrong);
         if (wrong)
             code = 1;
-        if (o->csv && write_csv(sh, o->csv) != 0)
+        if (o->csv && perf_write_csv(sh, o->csv) != 0)
             code = 1;
-        if (o->json && write_json(sh, o->json) != 0)
+        if (o->json && perf_write_json(sh, o->json) != 0)
             code = 1;
-        if (o->plot && write_svg(sh, o->plot) != 0)
+        if (o->plot && perf_write_svg(sh, o->plot) != 0)
             code = 1;
     }
     fflush(stdout);
@@ -991,7 +991,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         free(ws[0].agree_buf[i]);
     tool_launch_close(&launch);
-    pattern_fini(&sh->pat, sh->nranks);
+    perf_pattern_fini(&sh->pat, sh->nranks);
     free(ws);
     return code;
 }

@@ -51,11 +51,11 @@ typedef struct {
     int in_n, out_n;        /* buffer sizes: 1 = count elements, 0 = N * count */
 } CollInfo;
 
-extern const CollInfo colls[COLL_REDUCE + 1];
+extern const CollInfo perf_colls[COLL_REDUCE + 1];
 enum { NCOLLS = COLL_REDUCE + 1 };
 
-static inline size_t in_elems(Collective c, int n, size_t count) { return colls[c].in_n ? count : (size_t)n * count; }
-static inline size_t out_elems(Collective c, int n, size_t count) { return colls[c].out_n ? count : (size_t)n * count; }
+static inline size_t in_elems(Collective c, int n, size_t count) { return perf_colls[c].in_n ? count : (size_t)n * count; }
+static inline size_t out_elems(Collective c, int n, size_t count) { return perf_colls[c].out_n ? count : (size_t)n * count; }
 
 /* nccl-tests: "bytes" is the full buffer (allgather: the receive size; reduce_scatter
  * and alltoall: the send size), and count is what the API takes for it. */
@@ -263,29 +263,29 @@ typedef struct {
     size_t agree_cap[3];
 } Worker;
 
-extern CudaApi cu;
-extern NcclApi nccl;
+extern CudaApi perf_cu;
+extern NcclApi perf_nccl;
 
 /* data.c */
-void pattern_init(Pattern *p, int n, Collective c, ccl_op_t op, ccl_dtype_t t);
-void pattern_fini(Pattern *p, int n);
-void pattern_fill(unsigned char *dst, size_t pos0, size_t n, const unsigned char *tab, size_t es);
-long long pattern_wrong(const unsigned char *buf, size_t pos0, size_t n, const unsigned char *tab, size_t es);
+void perf_pattern_init(Pattern *p, int n, Collective c, ccl_op_t op, ccl_dtype_t t);
+void perf_pattern_fini(Pattern *p, int n);
+void perf_pattern_fill(unsigned char *dst, size_t pos0, size_t n, const unsigned char *tab, size_t es);
+long long perf_pattern_wrong(const unsigned char *buf, size_t pos0, size_t n, const unsigned char *tab, size_t es);
 
 /* driver.c */
-int cuda_load(int *ndev, char *why, size_t len);
-const char *cu_error(CuResult e);
-NcclDataType nccl_dtype(ccl_dtype_t t);
-NcclRedOp nccl_op(ccl_op_t op);
-void nccl_load(NcclStatus *st);
+int perf_cuda_load(int *ndev, char *why, size_t len);
+const char *perf_cu_error(CuResult e);
+NcclDataType perf_nccl_dtype(ccl_dtype_t t);
+NcclRedOp perf_nccl_op(ccl_op_t op);
+void perf_nccl_load(NcclStatus *st);
 
 /* report.c */
-void fmt_size(char *buf, size_t len, size_t bytes);
-void print_header(const Shared *sh);
-void print_row(const Shared *sh, const Row *row);
-void print_footer(const Shared *sh, long long *total_wrong);
-int write_csv(const Shared *sh, const char *path);
-int write_json(const Shared *sh, const char *path);
-int write_svg(const Shared *sh, const char *path);
+void perf_fmt_size(char *buf, size_t len, size_t bytes);
+void perf_print_header(const Shared *sh);
+void perf_print_row(const Shared *sh, const Row *row);
+void perf_print_footer(const Shared *sh, long long *total_wrong);
+int perf_write_csv(const Shared *sh, const char *path);
+int perf_write_json(const Shared *sh, const char *path);
+int perf_write_svg(const Shared *sh, const char *path);
 
 #endif

@@ -5,7 +5,7 @@
 
 /* ===== output ===== */
 
-void fmt_size(char *buf, size_t len, size_t bytes)
+void perf_fmt_size(char *buf, size_t len, size_t bytes)
 {
     static const char *unit[] = {"", "K", "M", "G", "T"};
     int u = 0;
@@ -16,14 +16,14 @@ void fmt_size(char *buf, size_t len, size_t bytes)
 
 static double algbw(size_t bytes, double us) { return us > 0 ? (double)bytes / us / 1e3 : 0; }
 
-void print_header(const Shared *sh)
+void perf_print_header(const Shared *sh)
 {
     const Opts *o = &sh->o;
     Collective c = sh->coll;
-    printf("# ccl-perf %s: %s, %s", PERF_VERSION, colls[c].name, ccl_dtype_name(o->dtype));
-    if (colls[c].reduces)
+    printf("# ccl-perf %s: %s, %s", PERF_VERSION, perf_colls[c].name, ccl_dtype_name(o->dtype));
+    if (perf_colls[c].reduces)
         printf(", op %s", ccl_op_name(o->op));
-    if (colls[c].rooted)
+    if (perf_colls[c].rooted)
         printf(", root %d", o->root);
     printf(", %d ranks (%s), backend %s%s%s\n", sh->nranks,
            sh->processes ? "one process per rank" : "one process, a thread per rank",
@@ -78,13 +78,13 @@ static void fmt_wrong(char *buf, size_t len, long long w)
         snprintf(buf, len, "%lld", w);
 }
 
-void print_row(const Shared *sh, const Row *row)
+void perf_print_row(const Shared *sh, const Row *row)
 {
     const Opts *o = &sh->o;
     Collective c = sh->coll;
     double f = busbw_factor(c, sh->nranks);
     printf("  %10zu %11zu %5s %6s %4d %-18s", row->bytes, row->count, ccl_dtype_name(o->dtype),
-           colls[c].reduces ? ccl_op_name(o->op) : "none", colls[c].rooted ? o->root : -1, row->algo);
+           perf_colls[c].reduces ? ccl_op_name(o->op) : "none", perf_colls[c].rooted ? o->root : -1, row->algo);
     for (int p = 0; p < 2; p++) {
         const Stat *s = &row->st[IMPL_CCL][p];
         char wb[32];
@@ -104,7 +104,7 @@ void print_row(const Shared *sh, const Row *row)
     fflush(stdout);
 }
 
-void print_footer(const Shared *sh, long long *total_wrong)
+void perf_print_footer(const Shared *sh, long long *total_wrong)
 {
     double f = busbw_factor(sh->coll, sh->nranks), sum[2][2] = {{0}};
     int cnt[2][2] = {{0}}, faster[2] = {0}, compared[2] = {0};
@@ -155,7 +155,7 @@ static const char *impl_name(int impl) { return impl == IMPL_CCL ? "ccl" : "nccl
 static const char *place_name(int p) { return p ? "in-place" : "out-of-place"; }
 
 /* Long form: one line per size, placement and implementation. */
-int write_csv(const Shared *sh, const char *path)
+int perf_write_csv(const Shared *sh, const char *path)
 {
     FILE *f = open_out(path);
     if (!f)
@@ -171,9 +171,9 @@ int write_csv(const Shared *sh, const char *path)
                 const Stat *s = &row->st[impl][p];
                 if (s->us < 0)
                     continue;
-                fprintf(f, "%s,%s,%s,%d,%d,%s,%s,%s,%s,%s,%zu,%zu,%.3f,%.4f,%.4f,", colls[sh->coll].name,
-                        ccl_dtype_name(o->dtype), colls[sh->coll].reduces ? ccl_op_name(o->op) : "none",
-                        colls[sh->coll].rooted ? o->root : -1, sh->nranks,
+                fprintf(f, "%s,%s,%s,%d,%d,%s,%s,%s,%s,%s,%zu,%zu,%.3f,%.4f,%.4f,", perf_colls[sh->coll].name,
+                        ccl_dtype_name(o->dtype), perf_colls[sh->coll].reduces ? ccl_op_name(o->op) : "none",
+                        perf_colls[sh->coll].rooted ? o->root : -1, sh->nranks,
                         sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu",
                         o->graph ? "cuda-graph" : sh->backend == CCL_BACKEND_GPU ? "cuda-events" : "host-clock",
                         impl_name(impl), impl == IMPL_CCL ? row->algo : "nccl", place_name(p), row->bytes, row->count,
@@ -220,7 +220,7 @@ static void json_stat(FILE *f, const Stat *s, size_t bytes, double fac)
         fputs("null}", f);
 }
 
-int write_json(const Shared *sh, const char *path)
+int perf_write_json(const Shared *sh, const char *path)
 {
     FILE *f = open_out(path);
     if (!f)
@@ -228,9 +228,9 @@ int write_json(const Shared *sh, const char *path)
     const Opts *o = &sh->o;
     double fac = busbw_factor(sh->coll, sh->nranks);
     fprintf(f, "{\n  \"tool\": \"ccl-perf\", \"version\": \"%s\",\n  \"collective\": \"%s\", \"dtype\": \"%s\", \"op\": ",
-            PERF_VERSION, colls[sh->coll].name, ccl_dtype_name(o->dtype));
-    json_str(f, colls[sh->coll].reduces ? ccl_op_name(o->op) : "none");
-    fprintf(f, ", \"root\": %d, \"nranks\": %d,\n", colls[sh->coll].rooted ? o->root : -1, sh->nranks);
+            PERF_VERSION, perf_colls[sh->coll].name, ccl_dtype_name(o->dtype));
+    json_str(f, perf_colls[sh->coll].reduces ? ccl_op_name(o->op) : "none");
+    fprintf(f, ", \"root\": %d, \"nranks\": %d,\n", perf_colls[sh->coll].rooted ? o->root : -1, sh->nranks);
     fprintf(f, "  \"mode\": \"%s\", \"backend\": \"%s\", \"device\": ", sh->processes ? "processes" : "threads",
             sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu");
     json_str(f, sh->devname);
@@ -304,7 +304,7 @@ static void svg_panel(FILE *f, const Shared *sh, const Panel *p, const char *yla
             continue;
         double x = px(p, ldexp(1, e));
         char lab[32];
-        fmt_size(lab, sizeof lab, (size_t)1 << e);
+        perf_fmt_size(lab, sizeof lab, (size_t)1 << e);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x, p->y0, x, p->y0 + p->h);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">%s</text>\n", x,
                 p->y0 + p->h + 15, lab);
@@ -363,7 +363,7 @@ static void svg_panel(FILE *f, const Shared *sh, const Panel *p, const char *yla
                     continue;
                 double v = latency ? s->us : algbw(sh->rows[i].bytes, s->us) * fac;
                 char lab[32];
-                fmt_size(lab, sizeof lab, sh->rows[i].bytes);
+                perf_fmt_size(lab, sizeof lab, sh->rows[i].bytes);
                 fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s %s %s: %.2f %s (%s)</title></circle>\n",
                         px(p, (double)sh->rows[i].bytes), py(p, v), color[impl], impl_name(impl), place_name(pl), lab, v,
                         latency ? "us" : "GB/s", impl == IMPL_CCL ? sh->rows[i].algo : "nccl");
@@ -371,7 +371,7 @@ static void svg_panel(FILE *f, const Shared *sh, const Panel *p, const char *yla
         }
 }
 
-int write_svg(const Shared *sh, const char *path)
+int perf_write_svg(const Shared *sh, const char *path)
 {
     FILE *f = open_out(path);
     if (!f)
@@ -402,8 +402,8 @@ int write_svg(const Shared *sh, const char *path)
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1060\" height=\"470\" viewBox=\"0 0 1060 470\" "
                "font-family=\"sans-serif\">\n<rect width=\"1060\" height=\"470\" fill=\"white\"/>\n");
     char title[256];
-    snprintf(title, sizeof title, "%s %s%s%s, %d ranks, %s backend, %s", colls[sh->coll].name, ccl_dtype_name(o->dtype),
-             colls[sh->coll].reduces ? " " : "", colls[sh->coll].reduces ? ccl_op_name(o->op) : "", sh->nranks,
+    snprintf(title, sizeof title, "%s %s%s%s, %d ranks, %s backend, %s", perf_colls[sh->coll].name, ccl_dtype_name(o->dtype),
+             perf_colls[sh->coll].reduces ? " " : "", perf_colls[sh->coll].reduces ? ccl_op_name(o->op) : "", sh->nranks,
              sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu",
              o->graph ? "CUDA graph" : sh->backend == CCL_BACKEND_GPU ? "CUDA events" : "host clock");
     fprintf(f, "<text x=\"530\" y=\"24\" font-size=\"16\" text-anchor=\"middle\" font-weight=\"bold\">ccl-perf: ");
