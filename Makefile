@@ -49,7 +49,11 @@ COMPILER_OBJ := $(COMPILER_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:%.c=%.o) $(BUILD)/pre
 # The built-in tuning tables (runtime/tune/*.tbl) are compiled in: $(BUILD)/tune_tables.c.
 TUNE_TABLES  := $(sort $(wildcard runtime/tune/*.tbl))
 RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tune_tables.o
-TOOLS        := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
+# The harness the tools share (options, launch, data, timing): tools/common/*.c, linked
+# into ccl-perf, ccl-tune and cclc as one archive.
+TOOLS_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/common/*.c))
+# ccl-perf (tools/perf/*.c) and ccl-tune (tools/tune/*.c), each from its folder.
+TOOLS        := $(BUILD)/ccl-perf $(BUILD)/ccl-tune
 EXAMPLES     := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 # Examples that include mpi.h (examples/*_mpi.c) build with mpicc, and only where it exists.
 MPICC        ?= mpicc
@@ -122,7 +126,7 @@ $(BUILD)/tune_tables.c: $(TUNE_TABLES) $(BUILD)/tune_tables.list runtime/tune/em
 $(BUILD)/tune_tables.o: $(BUILD)/tune_tables.c $(wildcard compiler/*.h runtime/include/*.h runtime/src/*.h)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.c $(wildcard compiler/*.h compiler/cuda/*.h runtime/include/*.h runtime/src/*.h runtime/src/*/*.h tools/cclc/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
+$(BUILD)/%.o: %.c $(wildcard compiler/*.h compiler/cuda/*.h runtime/include/*.h runtime/src/*.h runtime/src/*/*.h tools/*/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -137,10 +141,20 @@ $(BUILD)/libccl.a: $(RUNTIME_OBJ) $(COMPILER_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/cclc: $(CCLC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libccl.a
+$(BUILD)/libtools.a: $(TOOLS_COMMON_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+# Tools see the harness's header (tools/common/harness.h) and link its archive before libccl.
+$(BUILD)/tools/%.o: CFLAGS += -Itools/common
+
+$(BUILD)/cclc: $(CCLC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtools.a $(BUILD)/libccl.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/%: tools/%.c $(BUILD)/libccl.a
+$(BUILD)/ccl-perf: $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/perf/*.c)) $(BUILD)/libtools.a $(BUILD)/libccl.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/ccl-tune: $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/tune/*.c)) $(BUILD)/libtools.a $(BUILD)/libccl.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/examples/%_mpi: examples/%_mpi.c $(BUILD)/libccl.a

@@ -225,7 +225,13 @@ int ccl__handle_live(const void *h);
 ccl_result_t ccl__check_comm(const ccl_comm_t *comm, const char *fn);
 ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn);
 
-/* ===== util.c: cache and library folders ===== */
+/* ===== util.c: sizes, cache and library folders ===== */
+
+/* A size or count as every tool option and tuning table writes it: decimal digits (never
+ * octal: "010" is ten), then optionally K, M, G or T (powers of 1024, any case), optionally
+ * followed by "i" and then "B" ("64KB", "1MiB", "4k"); "4096B" is 4096. 0, or -1 when s is
+ * anything else or the value does not fit 64 bits. */
+int ccl__parse_size(const char *s, uint64_t *out);
 
 /* The cache folder: `configured` (ccl_config_t.cache_dir), else $CCL_CACHE_DIR, else
  * $XDG_CACHE_HOME/ccl, else ~/.cache/ccl; into buf. NULL when none can be named. */

@@ -63,25 +63,13 @@ int ccl__tune_file_index(CclTuneTable *t, const char *file)
 
 /* ===== the text format ===== */
 
-/* A size: digits with an optional K, M, G or T (powers of 1024). 0 or -1. */
+/* A size: ccl__parse_size's syntax, the one every tool option takes. 0 or -1. */
 static int parse_size(const char *s, size_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno || *s == '-')
+    uint64_t v;
+    if (ccl__parse_size(s, &v) || v != (size_t)v)
         return -1;
-    int shift = 0;
-    switch (*end) {
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
-    case 'T': shift = 40; end++; break;
-    default: break;
-    }
-    if (*end || (shift && v > (~0ull >> shift)))
-        return -1;
-    *out = (size_t)(v << shift);
+    *out = (size_t)v;
     return 0;
 }
 

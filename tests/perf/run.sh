@@ -207,7 +207,14 @@ bad element-size "ccl-perf: error: size 1022 (1022 bytes) is not a whole number 
 bad divisible "ccl-perf: error: size 1K (1024 bytes): allgather on 3 ranks needs sizes divisible by 6 bytes (ranks x bf16 size)" -c allgather -d bf16 -b 1K -e 4K --ranks 3 --backend cpu
 bad divisible-a2a "ccl-perf: error: size 2K (2048 bytes): alltoall on 3 ranks needs sizes divisible by 12 bytes (ranks x f32 size)" -c alltoall -b 2K -e 8K --ranks 3 --backend cpu
 bad graph-cpu "ccl-perf: error: --graph needs the GPU backend (CUDA graphs); this run uses the CPU backend" -c allreduce --graph --backend cpu
-bad unknown-option "ccl-perf: error: unknown option --fast (see ccl-perf --help)" -c allreduce --fast
+# Sizes are decimal (010 is ten, never octal) and take K, KB, KiB in any case.
+bad decimal-size "ccl-perf: error: size 10 (10 bytes) is not a whole number of f32 elements (4 bytes each)" -c allreduce -b 010 -e 010 --backend cpu
+if "$perf" -c allreduce -b 4kb -e 8KiB "${quick[@]}" --ranks 2 >"$tmp/sizes.out" 2>&1 && grep -q '^ *8192 ' "$tmp/sizes.out"; then
+    ok size-suffixes
+else
+    fail size-suffixes "$(tail -3 "$tmp/sizes.out" | tr '\n' '|')"
+fi
+bad unknown-option "ccl-perf: error: unknown option '--fast' (see ccl-perf --help)" -c allreduce --fast
 bad missing-value "ccl-perf: error: -b needs a value" -c allreduce -b
 bad compare "ccl-perf: error: --compare mpi: only 'nccl' can be compared" -c allreduce --compare mpi
 bad plot-name "ccl-perf: error: --plot out.png: the plot is an SVG file; name it *.svg" -c allreduce --plot out.png
@@ -241,7 +248,7 @@ fi
 cuda=${CUDA:-/usr/local/cuda}
 if [ -f "$cuda/include/cuda.h" ] && [ -f "$cuda/include/nccl.h" ]; then
     if ${CC:-cc} -std=c11 -fsyntax-only -D_GNU_SOURCE -DCCL_PERF_CHECK_PROTOTYPES -Icompiler -Iruntime/include \
-        -Iruntime/src -I"$build" -I"$cuda/include" tools/ccl-perf.c 2>"$tmp/proto.err"; then
+        -Iruntime/src -Itools/common -I"$build" -I"$cuda/include" tools/perf/driver.c 2>"$tmp/proto.err"; then
         ok prototypes
     else
         fail prototypes "$(grep -m3 error "$tmp/proto.err")"

@@ -236,7 +236,7 @@ expect_exit "summary line" 0 "ring (allreduce) N=3 threads backend=cpu dtype=i64
     "$cclc" run algorithms/allreduce/ring.ccl --ranks 3 --count 99 --dtype i64 --op min --iters 2 --inplace
 expect_exit "unknown option" 2 "unknown option '--frobnicate'" "$cclc" run algorithms/allreduce/ring.ccl --ranks 2 --frobnicate
 expect_exit "missing --ranks" 2 "--ranks N is required" "$cclc" run algorithms/allreduce/ring.ccl
-expect_exit "bad dtype" 2 "--dtype 'f17'" "$cclc" run algorithms/allreduce/ring.ccl --ranks 2 --dtype f17
+expect_exit "bad dtype" 2 "--dtype f17: unknown dtype" "$cclc" run algorithms/allreduce/ring.ccl --ranks 2 --dtype f17
 expect_exit "root not below ranks" 2 "--root 4 is not below --ranks 4" "$cclc" run algorithms/broadcast/tree.ccl --ranks 4 --root 4
 expect_exit "N not admitted" 2 "does not admit this communicator's size N=3" "$cclc" run algorithms/allreduce/halving_doubling.ccl --ranks 3
 expect_exit "program that does not prove" 1 "does not compile for N=2" "$cclc" run "$bad" --ranks 2

@@ -110,6 +110,12 @@ static void test_parse(void)
          "bad.tbl:6: protocol 'll128' is not '-', 'simple' or 'll'"},
         {"dup", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 4K a.ccl 1 - - -\n"
                 "allreduce 4096 b.ccl 1 - - -\n", "bad.tbl:7: a second allreduce entry for bucket 4096 (the first is on line 6)"},
+        /* Sizes as every tool option writes them (ccl__parse_size): 4KiB and 4kb are one
+         * bucket; 010 is ten, never octal. */
+        {"spellings", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 4KiB a.ccl 1 - - -\n"
+                      "allreduce 4kb b.ccl 1 - - -\n", "bad.tbl:7: a second allreduce entry for bucket 4kb (the first is on line 6)"},
+        {"decimal", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 010 a.ccl 1 - - -\n",
+         "bad.tbl:6: bytes '010' is not a power of two"},
         {"header", "ccl-tune-table 1\ndevice cpu\nranks 4\nallreduce 4096 a.ccl 1 - - -\n",
          "bad.tbl:4: an entry before the header's device, ranks, topology and version lines"},
         {"noheader", "ccl-tune-table 1\ndevice cpu\n", "lacks 'ranks'"},

@@ -39,6 +39,7 @@
 
 #include "cclc.h"
 #include "internal.h"
+#include "harness.h"
 #include "run.h"
 
 typedef struct {
@@ -69,117 +70,50 @@ typedef struct {
     double ms;               /* time spent in calls, all iterations */
     char first[480];         /* the first problem, as text */
 } Verdict;
+_Static_assert(sizeof(Verdict) <= TOOL_AGREE_PIECE, "a verdict is agreed in one piece (no scratch)");
 
-static int usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "cclc run: error: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nusage: cclc run FILE --ranks N [--backend cpu|gpu] [--count C] [--dtype T] [--op O]\n"
-                    "                [--iters K] [--inplace] [--seed S] [--root R] [--host-buffers]\n"
-                    "                [--timeout-ms T] [--back-to-back]\n");
-    return 2;
-}
+static const char run_usage[] =
+    "usage: cclc run FILE --ranks N [--backend cpu|gpu] [--count C] [--dtype T] [--op O]\n"
+    "                [--iters K] [--inplace] [--seed S] [--root R] [--host-buffers]\n"
+    "                [--timeout-ms T] [--back-to-back]\n";
 
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (!s || !*s || *s == '-')
-        return -1;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno)
-        return -1;
-    if (*end == 'K' || *end == 'k')
-        v <<= 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        v <<= 20, end++;
-    if (*end)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_opts(int argc, char **argv, RunOpts *o)
+static void parse_opts(int argc, char **argv, RunOpts *o)
 {
     *o = (RunOpts){.count = 4096, .dtype = CCL_F32, .op = CCL_SUM, .iters = 3, .seed = 1};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t x;
+    tool_init("cclc run", "cclc --help", run_usage);
+    const ToolShared shared = {.ranks = &o->nranks, .max_ranks = CCLC_MAX_RANKS, .backend = &o->backend,
+                               .dtype = &o->dtype, .op = &o->op, .iters = &o->iters, .max_iters = 1000000,
+                               .timeout_ms = &o->timeout_ms};
+    ToolArgs args = tool_args(argc, argv, 0, &shared);
+    while (tool_next(&args)) {
+        const char *a = args.flag;
         if (a[0] != '-' || !a[1]) {
             if (o->file)
-                return usage("unexpected argument '%s' (one FILE per run)", a);
+                tool_usage_error("unexpected argument '%s' (one FILE per run)", a);
             o->file = a;
-            continue;
-        }
-        if (!strcmp(a, "--inplace")) {
+        } else if (tool_flag(&args, "--inplace")) {
             o->inplace = 1;
-            continue;
-        }
-        if (!strcmp(a, "--host-buffers")) {
+        } else if (tool_flag(&args, "--host-buffers")) {
             o->host_buffers = 1;
-            continue;
-        }
-        if (!strcmp(a, "--back-to-back")) {
+        } else if (tool_flag(&args, "--back-to-back")) {
             o->back_to_back = 1;
-            continue;
-        }
-        int known = !strcmp(a, "--ranks") || !strcmp(a, "--backend") || !strcmp(a, "--count") ||
-                    !strcmp(a, "--dtype") || !strcmp(a, "--op") || !strcmp(a, "--iters") ||
-                    !strcmp(a, "--seed") || !strcmp(a, "--root") || !strcmp(a, "--timeout-ms");
-        if (!known)
-            return usage("unknown option '%s'", a);
-        if (!v)
-            return usage("option '%s' needs a value", a);
-        i++;
-        if (!strcmp(a, "--ranks")) {
-            if (parse_u64(v, &x) || x < 1 || x > CCLC_MAX_RANKS)
-                return usage("--ranks '%s' is not a rank count (1..1024)", v);
-            o->nranks = (int)x;
-        } else if (!strcmp(a, "--backend")) {
-            if (!strcmp(v, "cpu"))
-                o->backend = CCL_BACKEND_CPU;
-            else if (!strcmp(v, "gpu"))
-                o->backend = CCL_BACKEND_GPU;
-            else
-                return usage("--backend '%s' is not cpu or gpu", v);
-        } else if (!strcmp(a, "--count")) {
-            if (parse_u64(v, &x) || x > ((uint64_t)1 << 36))
-                return usage("--count '%s' is not an element count", v);
-            o->count = (size_t)x;
-        } else if (!strcmp(a, "--dtype")) {
-            if (ccl_dtype_parse(v, &o->dtype))
-                return usage("--dtype '%s' is not one of f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3, fp8_e5m2", v);
-        } else if (!strcmp(a, "--op")) {
-            if (ccl_op_parse(v, &o->op))
-                return usage("--op '%s' is not one of sum, prod, min, max, avg", v);
-        } else if (!strcmp(a, "--iters")) {
-            if (parse_u64(v, &x) || x < 1 || x > 1000000)
-                return usage("--iters '%s' is not a positive count", v);
-            o->iters = (int)x;
-        } else if (!strcmp(a, "--seed")) {
-            if (parse_u64(v, &x))
-                return usage("--seed '%s' is not a number", v);
-            o->seed = x;
-        } else if (!strcmp(a, "--root")) {
-            if (parse_u64(v, &x) || x >= CCLC_MAX_RANKS)
-                return usage("--root '%s' is not a rank", v);
-            o->root = (int)x;
-        } else if (!strcmp(a, "--timeout-ms")) {
-            if (parse_u64(v, &x) || x < 1 || x > (1u << 30))
-                return usage("--timeout-ms '%s' is not a positive number", v);
-            o->timeout_ms = (int)x;
+        } else if (tool_is(&args, "--count", NULL)) {
+            o->count = (size_t)tool_count(a, tool_value(&args), (uint64_t)1 << 36);
+        } else if (tool_is(&args, "--seed", NULL)) {
+            const char *v = tool_value(&args);
+            if (ccl__parse_size(v, &o->seed))
+                tool_usage_error("--seed %s: not a number", v);
+        } else if (tool_is(&args, "--root", NULL)) {
+            o->root = tool_int(a, tool_value(&args), 0, CCLC_MAX_RANKS - 1);
+        } else {
+            tool_unknown(&args);
         }
     }
     if (!o->file)
-        return usage("%s", "no algorithm FILE given");
-    if (o->back_to_back && o->inplace && o->iters > B_SETS) {
-        static char msg[256];
-        snprintf(msg, sizeof msg, "--back-to-back --inplace: at most %d calls (--iters %d): an in-place call "
-                 "overwrites its input, so each needs its own buffers", B_SETS, o->iters);
-        return usage("%s", msg);
-    }
-    return 0;
+        tool_usage_error("no algorithm FILE given");
+    if (o->back_to_back && o->inplace && o->iters > B_SETS)
+        tool_usage_error("--back-to-back --inplace: at most %d calls (--iters %d): an in-place call overwrites its "
+                         "input, so each needs its own buffers", B_SETS, o->iters);
 }
 
 /* ---- data ---- */
@@ -190,19 +124,6 @@ static uint64_t mix(uint64_t x)
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
-}
-
-/* The largest integer magnitude below which every integer is exact in the dtype. */
-static int64_t exact_range(ccl_dtype_t t)
-{
-    switch (t) {
-    case CCL_FP8_E5M2: return 8;
-    case CCL_FP8_E4M3: return 16;
-    case CCL_BF16: return 256;
-    case CCL_F16: return 2048;
-    case CCL_U8: return 255;
-    default: return 1 << 20;
-    }
 }
 
 typedef struct {
@@ -254,7 +175,7 @@ static void gen_setup(Gen *g, const RunOpts *o, Collective coll, int N)
     g->o = o;
     g->coll = coll;
     g->N = N;
-    int64_t R = exact_range(o->dtype);
+    int64_t R = tool_exact_max(o->dtype);
     int reducing = coll == COLL_ALLREDUCE || coll == COLL_REDUCE_SCATTER || coll == COLL_REDUCE;
     g->a = reducing && (o->op == CCL_SUM || o->op == CCL_AVG) ? R / N : R;
     if (g->a < 1)
@@ -269,18 +190,6 @@ static void gen_iter(Gen *g, int iter)
     g->base = mix(mix(g->o->seed) ^ (uint64_t)iter * 0x9e3779b97f4a7c15ull);
 }
 
-static void store(void *buf, size_t idx, int64_t v, ccl_dtype_t t)
-{
-    char *p = (char *)buf + idx * ccl_dtype_size(t);
-    switch (t) {
-    case CCL_F32: *(float *)p = (float)v; break;
-    case CCL_F64: *(double *)p = (double)v; break;
-    case CCL_I32: *(int32_t *)p = (int32_t)v; break;
-    case CCL_I64: *(int64_t *)p = v; break;
-    case CCL_U8: *(uint8_t *)p = (uint8_t)v; break;
-    default: ccl__from_float(p, (float)v, t); break;
-    }
-}
 
 static double load(const void *buf, size_t idx, ccl_dtype_t t)
 {
@@ -401,7 +310,7 @@ static int fill(const Gen *g, int rank, ccl_comm_t *comm, Bufs *b, char *err, si
     size_t es = ccl_dtype_size(o->dtype);
     memset(b->mirror + b->recv_at, 0xA5 ^ (g->iter & 0xff), b->out_elems * es);
     for (size_t i = 0; i < b->in_elems; i++)
-        store(b->mirror + b->send_at, i, gen_value(g, rank, i), o->dtype);
+        tool_store_int(b->mirror + b->send_at, i, gen_value(g, rank, i), o->dtype);
     if (ccl_mem_copy(comm, b->mem, b->mirror, b->total) != CCL_OK) {
         snprintf(err, len, "copying rank %d's input: %s", rank, ccl_comm_last_error(comm));
         return -1;
@@ -762,7 +671,7 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
     }
     /* Every rank reports, so rank 0 can print one line for the whole job. */
     Verdict *all = calloc((size_t)N, sizeof *all);
-    int exchanged = all && boot->allgather(boot->ctx, &mine, all, sizeof mine) == 0;
+    int exchanged = all && tool_allgather(boot, N, &mine, all, sizeof mine, NULL) == 0;
     int exit_status;
     if (!exchanged) {
         fprintf(stderr, "cclc run: rank %d: could not collect the other ranks' verdicts (a rank died?)%s%s\n", me,
@@ -797,38 +706,23 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
 int cclc_run_command(int argc, char **argv)
 {
     RunOpts o;
-    int u = parse_opts(argc, argv, &o);
-    if (u)
-        return u;
-    ccl_bootstrap_t boot;
-    CclEnvBoot *eb = NULL;
-    char err[512];
-    int e = ccl__env_boot_open(&eb, &boot, o.timeout_ms ? 3 * o.timeout_ms : 60000, err, sizeof err);
-    if (e < 0) {
-        fprintf(stderr, "cclc run: %s\n", err);
+    parse_opts(argc, argv, &o);
+    ToolLaunch launch;
+    if (tool_launch_open(&launch, o.timeout_ms ? 3 * o.timeout_ms : 60000) != 0)
         return 1;
-    }
-    if (e == 0) {
-        if (o.nranks && o.nranks != boot.nranks) {
-            ccl__env_boot_close(eb);
-            snprintf(err, sizeof err, "--ranks %d, but mpirun started %d processes", o.nranks, boot.nranks);
-            return boot.rank == 0 ? usage("%s", err) : 2;
-        }
-        o.nranks = boot.nranks;
+    if (launch.processes) {
+        o.nranks = tool_launch_ranks(&launch, o.nranks, 0, 0, 0);
         if (o.root >= o.nranks) {
-            ccl__env_boot_close(eb);
-            snprintf(err, sizeof err, "--root %d is not below the %d processes", o.root, o.nranks);
-            return boot.rank == 0 ? usage("%s", err) : 2;
+            tool_launch_close(&launch);
+            tool_usage_error("--root %d is not below the %d processes", o.root, o.nranks);
         }
-        int rc = run_process(&o, eb, &boot);
-        ccl__env_boot_close(eb);
+        int rc = run_process(&o, launch.eb, &launch.pboot);
+        tool_launch_close(&launch);
         return rc;
     }
     if (!o.nranks)
-        return usage("%s", "--ranks N is required (outside mpirun)");
-    if (o.root >= o.nranks) {
-        snprintf(err, sizeof err, "--root %d is not below --ranks %d", o.root, o.nranks);
-        return usage("%s", err);
-    }
+        tool_usage_error("--ranks N is required (outside mpirun)");
+    if (o.root >= o.nranks)
+        tool_usage_error("--root %d is not below --ranks %d", o.root, o.nranks);
     return run_threads(&o);
 }

@@ -38,6 +38,7 @@
 
 #include "ccl.h"
 #include "internal.h"
+#include "harness.h"
 #ifdef CCL_HAVE_GPU_BACKEND
 #include "gpu/gpu.h"
 #endif
@@ -67,18 +68,6 @@ typedef struct {
     int model;                       /* -1: the backend's model; 0: CPU's, 1: GPU's (--dry-run studies) */
 } Opts;
 
-static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "ccl-tune: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (ccl-tune --help)\n");
-    va_end(ap);
-    exit(2);
-}
-
 static const char *help =
     "usage: ccl-tune [options]\n"
     "  -c LIST          collectives: allreduce,allgather,reduce_scatter,alltoall,broadcast,reduce or all (allreduce)\n"
@@ -99,21 +88,6 @@ static const char *help =
     "  --model cpu|gpu  the model's parameters and shape space (default: the backend's; for --dry-run studies)\n"
     "  --timeout-ms MS  bound on every wait (60000)\n";
 
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || *s == '-')
-        return -1;
-    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-    if (shift)
-        end++;
-    if (*end || v == 0 || v > (1ull << (47 - shift)))
-        return -1;
-    *out = (size_t)(v << shift);
-    return 0;
-}
-
 static int parse_list(const char *s, int *out, int max, int lo, int hi)
 {
     int n = 0;
@@ -121,9 +95,8 @@ static int parse_list(const char *s, int *out, int max, int lo, int hi)
     CCL__FMT(buf, sizeof buf, "%s", s);
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        char *end;
-        long v = strtol(t, &end, 10);
-        if (*end || end == t || v < lo || v > hi || n == max)
+        uint64_t v;
+        if (ccl__parse_size(t, &v) || v < (uint64_t)lo || v > (uint64_t)hi || n == max)
             return -1;
         out[n++] = (int)v;
     }
@@ -135,20 +108,18 @@ static void parse_args(int argc, char **argv, Opts *o)
     *o = (Opts){.dtype = CCL_NUM_DTYPES, .op = CCL_SUM, .keep = 4, .slack = 3.0, .graph = -1,
                 .backend = CCL_BACKEND_AUTO, .timeout_ms = 60000, .model = -1};
     int any_coll = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED()                                               \
-    do {                                                     \
-        if (!v)                                              \
-            usage_error("%s needs a value", a);              \
-        i++;                                                 \
-    } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    tool_init("ccl-tune", "ccl-tune --help", NULL);
+    const ToolShared shared = {.ranks = &o->ranks, .max_ranks = 64, .backend = &o->backend, .dtype = &o->dtype,
+                               .op = &o->op, .iters = &o->iters, .warmup = &o->warmup, .max_iters = MAX_REPS,
+                               .timeout_ms = &o->timeout_ms};
+    ToolArgs args = tool_args(argc, argv, 1, &shared);
+    while (tool_next(&args)) {
+        const char *a = args.flag, *v;
+        if (tool_is(&args, "-h", "--help")) {
             fputs(help, stdout);
             exit(0);
-        } else if (!strcmp(a, "-c")) {
-            NEED();
+        } else if (tool_is(&args, "-c", NULL)) {
+            v = tool_value(&args);
             char buf[256];
             CCL__FMT(buf, sizeof buf, "%s", v);
             char *save = NULL;
@@ -160,54 +131,33 @@ static void parse_args(int argc, char **argv, Opts *o)
                         found = 1;
                     }
                 if (!found)
-                    usage_error("-c: '%s' is not a collective (allreduce, allgather, reduce_scatter, alltoall, "
-                                "broadcast, reduce, all)", t);
+                    tool_usage_error("-c %s: '%s' is not a collective (allreduce, allgather, reduce_scatter, "
+                                     "alltoall, broadcast, reduce, all)", v, t);
                 any_coll = 1;
             }
-        } else if (!strcmp(a, "-b") || !strcmp(a, "-e")) {
-            NEED();
-            size_t s;
-            if (parse_size(v, &s) || (s & (s - 1)))
-                usage_error("%s '%s' is not a power of two up to 2^47 (1024, 4K, 1M ...)", a, v);
-            *(a[1] == 'b' ? &o->lo : &o->hi) = s;
-        } else if (!strcmp(a, "-d")) {
-            NEED();
-            if (ccl_dtype_parse(v, &o->dtype))
-                usage_error("-d: unknown dtype '%s'", v);
-        } else if (!strcmp(a, "--op")) {
-            NEED();
-            if (ccl_op_parse(v, &o->op))
-                usage_error("--op: unknown op '%s'", v);
-        } else if (!strcmp(a, "--ranks")) {
-            NEED();
-            o->ranks = atoi(v);
-            if (o->ranks < 1 || o->ranks > 64)
-                usage_error("--ranks '%s' is not 1..64", v);
-        } else if (!strcmp(a, "--backend")) {
-            NEED();
-            if (!strcmp(v, "cpu"))
-                o->backend = CCL_BACKEND_CPU;
-            else if (!strcmp(v, "gpu"))
-                o->backend = CCL_BACKEND_GPU;
-            else
-                usage_error("--backend '%s' is not cpu or gpu", v);
-        } else if (!strcmp(a, "--instances")) {
-            NEED();
+        } else if (tool_is(&args, "-b", NULL) || tool_is(&args, "-e", NULL)) {
+            v = tool_value(&args);
+            uint64_t s = tool_size(a, v);
+            if (s == 0 || (s & (s - 1)) || s > (1ull << 47))
+                tool_usage_error("%s %s: not a power of two up to 2^47 (1024, 4K, 1M ...)", a, v);
+            *(a[1] == 'b' ? &o->lo : &o->hi) = (size_t)s;
+        } else if (tool_is(&args, "--instances", NULL)) {
+            v = tool_value(&args);
             if ((o->ninst = parse_list(v, o->inst, MAX_LIST, 1, 64)) <= 0)
-                usage_error("--instances '%s' is not a list of 1..64", v);
-        } else if (!strcmp(a, "--threads")) {
-            NEED();
+                tool_usage_error("--instances %s: not a list of 1..64", v);
+        } else if (tool_is(&args, "--threads", NULL)) {
+            v = tool_value(&args);
             if ((o->nthreads = parse_list(v, o->threads, MAX_LIST, 32, 512)) <= 0)
-                usage_error("--threads '%s' is not a list of 32..512", v);
+                tool_usage_error("--threads %s: not a list of 32..512", v);
             for (int k = 0; k < o->nthreads; k++)
                 if (o->threads[k] % 32)
-                    usage_error("--threads: %d is not a multiple of 32", o->threads[k]);
-        } else if (!strcmp(a, "--slices")) {
-            NEED();
+                    tool_usage_error("--threads %s: %d is not a multiple of 32", v, o->threads[k]);
+        } else if (tool_is(&args, "--slices", NULL)) {
+            v = tool_value(&args);
             if ((o->nslices = parse_list(v, o->slices, MAX_LIST, 1, 64)) <= 0)
-                usage_error("--slices '%s' is not a list of 1..64", v);
-        } else if (!strcmp(a, "--protocols")) {
-            NEED();
+                tool_usage_error("--slices %s: not a list of 1..64", v);
+        } else if (tool_is(&args, "--protocols", NULL)) {
+            v = tool_value(&args);
             if (!strcmp(v, "simple"))
                 o->protos = 1;
             else if (!strcmp(v, "ll"))
@@ -215,57 +165,41 @@ static void parse_args(int argc, char **argv, Opts *o)
             else if (!strcmp(v, "simple,ll") || !strcmp(v, "ll,simple"))
                 o->protos = 3;
             else
-                usage_error("--protocols '%s' is not simple, ll or simple,ll", v);
-        } else if (!strcmp(a, "--keep")) {
-            NEED();
-            o->keep = atoi(v);
-            if (o->keep < 1 || o->keep > 64)
-                usage_error("--keep '%s' is not 1..64", v);
-        } else if (!strcmp(a, "--per-algo")) {
-            NEED();
-            o->per_algo = atoi(v);
-            if (o->per_algo < 1 || o->per_algo > 64)
-                usage_error("--per-algo '%s' is not 1..64", v);
-        } else if (!strcmp(a, "--slack")) {
-            NEED();
+                tool_usage_error("--protocols %s: expected simple, ll or simple,ll", v);
+        } else if (tool_is(&args, "--keep", NULL)) {
+            o->keep = tool_int(a, tool_value(&args), 1, 64);
+        } else if (tool_is(&args, "--per-algo", NULL)) {
+            o->per_algo = tool_int(a, tool_value(&args), 1, 64);
+        } else if (tool_is(&args, "--slack", NULL)) {
+            v = tool_value(&args);
             o->slack = atof(v);
             if (!(o->slack >= 1.0))
-                usage_error("--slack '%s' is not a factor >= 1", v);
-        } else if (!strcmp(a, "--iters") || !strcmp(a, "--reps") || !strcmp(a, "--warmup")) {
-            NEED();
-            int n = atoi(v);
-            if (n < (a[2] == 'w' ? 0 : 1) || n > MAX_REPS)
-                usage_error("%s '%s' is not %d..%d", a, v, a[2] == 'w' ? 0 : 1, MAX_REPS);
-            *(a[2] == 'i' ? &o->iters : a[2] == 'r' ? &o->reps : &o->warmup) = n;
-        } else if (!strcmp(a, "--no-graph")) {
+                tool_usage_error("--slack %s: not a factor >= 1", v);
+        } else if (tool_is(&args, "--reps", NULL)) {
+            o->reps = tool_int(a, tool_value(&args), 1, MAX_REPS);
+        } else if (tool_flag(&args, "--no-graph")) {
             o->graph = 0;
-        } else if (!strcmp(a, "--alpha-us") || !strcmp(a, "--block-gbps") || !strcmp(a, "--peak-gbps")) {
-            NEED();
+        } else if (tool_is(&args, "--alpha-us", NULL) || tool_is(&args, "--block-gbps", NULL) ||
+                   tool_is(&args, "--peak-gbps", NULL)) {
+            v = tool_value(&args);
             double x = atof(v);
             if (!(x > 0))
-                usage_error("%s '%s' is not a positive number", a, v);
+                tool_usage_error("%s %s: not a positive number", a, v);
             *(a[2] == 'a' ? &o->alpha_us : a[2] == 'b' ? &o->block_gbps : &o->peak_gbps) = x;
-        } else if (!strcmp(a, "-o")) {
-            NEED();
-            o->out = v;
-        } else if (!strcmp(a, "--model")) {
-            NEED();
+        } else if (tool_is(&args, "-o", NULL)) {
+            o->out = tool_value(&args);
+        } else if (tool_is(&args, "--model", NULL)) {
+            v = tool_value(&args);
             if (strcmp(v, "cpu") && strcmp(v, "gpu"))
-                usage_error("--model '%s' is not cpu or gpu", v);
+                tool_usage_error("--model %s: expected cpu or gpu", v);
             o->model = v[0] == 'g';
-        } else if (!strcmp(a, "--dry-run")) {
+        } else if (tool_flag(&args, "--dry-run")) {
             o->dry_run = 1;
-        } else if (!strcmp(a, "-v")) {
+        } else if (tool_is(&args, "-v", NULL)) {
             o->verbose = 1;
-        } else if (!strcmp(a, "--timeout-ms")) {
-            NEED();
-            o->timeout_ms = atoi(v);
-            if (o->timeout_ms < 1)
-                usage_error("--timeout-ms '%s' is not a positive number", v);
         } else {
-            usage_error("unknown argument '%s'", a);
+            tool_unknown(&args);
         }
-#undef NEED
     }
     if (!any_coll)
         o->colls[COLL_ALLREDUCE] = 1;
@@ -414,26 +348,13 @@ static void say(Worker *w, const char *fmt, ...)
 static double agree_max(Worker *w, double v)
 {
     double all[64];
-    if (w->boot->allgather(w->boot->ctx, &v, all, sizeof v) != 0)
+    if (tool_allgather(w->boot, w->nranks, &v, all, sizeof v, NULL) != 0)
         return NAN;
     double m = all[0];
     for (int r = 1; r < w->nranks; r++)
         if (all[r] > m || isnan(all[r]))
             m = all[r];
     return m;
-}
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* Counts of the call for `bytes` of collective c (the dispatch's bytes: count x esize). */
@@ -536,19 +457,18 @@ static double time_one(Worker *w, ccl_algorithm_t *alg, size_t bytes)
     {
         for (int rep = 0; rep < o->reps; rep++) {
             w->boot->barrier(w->boot->ctx);
-            double t0 = now_us();
+            double t0 = tool_now_us();
             for (int i = 0; i < iters && r == CCL_OK; i++)
                 r = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, w->stream);
             if (r == CCL_OK)
                 r = ccl_comm_synchronize(w->comm);
-            double m = agree_max(w, r == CCL_OK ? (now_us() - t0) / iters : INFINITY);
+            double m = agree_max(w, r == CCL_OK ? (tool_now_us() - t0) / iters : INFINITY);
             if (isnan(m) || isinf(m))
                 return -2;
             samples[n++] = m;
         }
     }
-    qsort(samples, (size_t)n, sizeof *samples, cmp_double);
-    return n ? samples[n / 2] : -1;
+    return tool_median(samples, n);
 }
 
 /* After freeing algorithms: every rank has zeroed their semaphore blocks before any
@@ -897,38 +817,25 @@ int main(int argc, char **argv)
     Opts *o = &sh->o;
     parse_args(argc, argv, o);
 
-    char err[512] = "";
-    ccl_bootstrap_t pboot;
-    CclEnvBoot *eb = NULL;
-    int e = ccl__env_boot_open(&eb, &pboot, o->timeout_ms, err, sizeof err);
-    if (e < 0) {
-        fprintf(stderr, "ccl-tune: error: the launcher bootstrap failed: %s\n", err);
+    ToolLaunch launch;
+    if (tool_launch_open(&launch, o->timeout_ms) != 0)
         return 1;
-    }
-    sh->processes = e == 0;
+    sh->processes = launch.processes;
     int ndev = 0;
 #ifdef CCL_HAVE_GPU_BACKEND
     char why[256] = "";
     if (o->backend != CCL_BACKEND_CPU && ccl__cuda_load(why, sizeof why) == 0 && ccl__cu.DeviceGetCount(&ndev) != CUDA_SUCCESS)
         ndev = 0;
     if (o->backend == CCL_BACKEND_GPU && ndev == 0)
-        usage_error("--backend gpu: no usable GPU (%s)", why[0] ? why : "none visible");
+        tool_usage_error("--backend gpu: no usable GPU (%s)", why[0] ? why : "none visible");
 #else
     if (o->backend == CCL_BACKEND_GPU)
-        usage_error("--backend gpu: this build has no GPU backend");
+        tool_usage_error("--backend gpu: this build has no GPU backend");
 #endif
     sh->gpu = o->backend != CCL_BACKEND_CPU && ndev > 0;
-    if (sh->processes) {
-        sh->nranks = pboot.nranks;
-        if (o->ranks && o->ranks != sh->nranks)
-            usage_error("--ranks %d, but the launcher started %d processes", o->ranks, sh->nranks);
-    } else {
-        sh->nranks = o->ranks ? o->ranks : sh->gpu ? ndev : 4;
-        if (sh->gpu && sh->nranks > ndev)
-            usage_error("--ranks %d: only %d GPUs are visible", sh->nranks, ndev);
-    }
+    sh->nranks = tool_launch_ranks(&launch, o->ranks, sh->gpu, ndev, 4);
     if (sh->nranks > 64)
-        usage_error("%d ranks: at most 64", sh->nranks);
+        tool_usage_error("%d ranks: at most 64", sh->nranks);
 
     /* Defaults per backend. */
     if (o->dtype == CCL_NUM_DTYPES)
@@ -938,9 +845,9 @@ int main(int argc, char **argv)
     if (!o->hi)
         o->hi = sh->gpu ? (size_t)1 << 30 : (size_t)64 << 10;
     if (o->lo > o->hi)
-        usage_error("-b %zu is above -e %zu", o->lo, o->hi);
+        tool_usage_error("-b %zu is above -e %zu", o->lo, o->hi);
     if (o->lo < ccl_dtype_size(o->dtype))
-        usage_error("-b %zu is smaller than one %s element", o->lo, ccl_dtype_name(o->dtype));
+        tool_usage_error("-b %zu is smaller than one %s element", o->lo, ccl_dtype_name(o->dtype));
     if (!o->ninst) {
         static const int gi[] = {1, 2, 4, 8, 16, 32, 64}, ci[] = {1, 2, 4};
         const int *src = model_gpu(sh) ? gi : ci;
@@ -976,42 +883,18 @@ int main(int argc, char **argv)
     size_t maxb = o->hi * (size_t)(wide ? sh->nranks : 1);
     ccl_config_t cfg = {.backend = sh->gpu ? CCL_BACKEND_GPU : CCL_BACKEND_CPU, .timeout_ms = o->timeout_ms,
                         .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : 2 * maxb + 24 * o->hi + (64u << 20)};
-    int nw = sh->processes ? 1 : sh->nranks;
-    Worker *ws = calloc((size_t)nw, sizeof *ws);
-    ccl_comm_t **comms = calloc((size_t)nw, sizeof *comms);
-    ccl_bootstrap_t *boots = calloc((size_t)nw, sizeof *boots);
-    if (!ws || !comms || !boots) {
-        fprintf(stderr, "ccl-tune: out of memory\n");
+    if (tool_launch_comms(&launch, &cfg, ndev) != 0)
         return 1;
-    }
-    CclThreadBoot *tb = NULL;
-    if (sh->processes) {
-        int dev = ndev ? ccl__local_rank(pboot.rank) % ndev : 0;
-        if (ccl_comm_init_rank(&comms[0], &pboot, dev, &cfg) != CCL_OK) {
-            fprintf(stderr, "ccl-tune: rank %d: error: %s\n", pboot.rank, ccl_comm_last_error(NULL));
-            return 1;
-        }
-        boots[0] = pboot;
-        ws[0].rank = pboot.rank;
-    } else {
-        if (ccl_comm_init_all(comms, sh->nranks, NULL, &cfg) != CCL_OK) {
-            fprintf(stderr, "ccl-tune: error: %s\n", ccl_comm_last_error(NULL));
-            return 1;
-        }
-        if (!(tb = ccl__thread_boot_new(sh->nranks, boots))) {
-            fprintf(stderr, "ccl-tune: out of memory\n");
-            return 1;
-        }
-        for (int i = 0; i < nw; i++)
-            ws[i].rank = i;
-    }
+    int nw = launch.nlocal;
+    Worker *ws = tool_calloc((size_t)nw, sizeof *ws);
     for (int i = 0; i < nw; i++) {
         ws[i].sh = sh;
-        ws[i].comm = comms[i];
-        ws[i].boot = &boots[i];
+        ws[i].rank = launch.first_rank + i;
+        ws[i].comm = launch.comms[i];
+        ws[i].boot = &launch.boots[i];
         ws[i].nranks = sh->nranks;
         ws[i].gpu = sh->gpu;
-        ws[i].tb = tb;
+        ws[i].tb = launch.tb;
     }
     if (ws[0].rank == 0) {
         printf("# ccl-tune: %d ranks (%s), %s backend, %s %s, %zu..%zu bytes, %s\n", sh->nranks,
@@ -1022,18 +905,8 @@ int main(int argc, char **argv)
         printf("# each time: median over %d samples of the max over ranks of (sample / %d calls)\n", o->reps, o->iters);
         fflush(stdout);
     }
-    if (sh->processes) {
-        worker(&ws[0]);
-    } else {
-        pthread_t tids[64];
-        for (int i = 0; i < nw; i++)
-            if (pthread_create(&tids[i], NULL, worker, &ws[i]) != 0) {
-                fprintf(stderr, "ccl-tune: cannot start a thread for rank %d\n", i);
-                return 1;
-            }
-        for (int i = 0; i < nw; i++)
-            pthread_join(tids[i], NULL);
-    }
+    if (tool_launch_run(&launch, worker, ws, sizeof *ws) != 0)
+        return 1;
     int code = 0;
     for (int i = 0; i < nw; i++)
         if (ws[i].code) {
@@ -1078,14 +951,7 @@ int main(int argc, char **argv)
             }
         }
     }
-    for (int i = 0; i < nw; i++)
-        ccl_comm_destroy(comms[i]);
-    if (tb)
-        ccl__thread_boot_free(tb);
-    if (eb)
-        ccl__env_boot_close(eb);
+    tool_launch_close(&launch);
     free(ws);
-    free(comms);
-    free(boots);
     return code;
 }

@@ -1,0 +1,158 @@
+/* harness.h: what ccl-perf, ccl-tune and `cclc run` share to drive libccl from the
+ * command line. One section per file of tools/common/:
+ *
+ *   options.c  the command line: one reader of options ("-b 1K", "-b1K", "--minbytes=1K"),
+ *              one parser of sizes and counts (ccl__parse_size's syntax), and the values
+ *              every tool takes (--ranks, --dtype, --op, --iters, --timeout-ms, --backend),
+ *              each with one message.
+ *   launch.c   the ranks: one process per rank under a launcher (the environment
+ *              bootstrap), else one process with a thread per rank (ccl_comm_init_all).
+ *   agree.c    agreement among ranks: an allgather of any size over a rank's bootstrap.
+ *   timing.c   the host clock and the median of samples.
+ *   data.c     exactly verifiable data: which integers a dtype holds exactly, and
+ *              storing one as an element.
+ *
+ * The tools link this folder's archive (libtools.a) before libccl; nothing in runtime/ or compiler/ calls
+ * back into them. Names carry the prefix tool_. */
+#ifndef CCL_TOOLS_HARNESS_H
+#define CCL_TOOLS_HARNESS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ccl.h"
+
+struct CclEnvBoot;
+struct CclThreadBoot;
+
+/* ===== options.c ===== */
+
+/* Names the tool for its messages ("ccl-perf", "cclc run"), where its options are listed
+ * ("ccl-perf --help"), and, where not NULL, a usage text printed after every usage error.
+ * Call first. */
+void tool_init(const char *name, const char *help_cmd, const char *usage_text);
+const char *tool_name(void);
+
+/* Under a launcher (mpirun, srun) only the process of rank 0 prints usage errors; the
+ * others exit as quietly. 1 in those others. */
+int tool_quiet_rank(void);
+
+/* calloc, or "NAME: out of memory" and exit 1 (before any rank runs). */
+void *tool_calloc(size_t n, size_t size);
+
+/* "NAME: error: MESSAGE" on stderr (and the usage text), then exit 2. */
+_Noreturn void tool_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+typedef struct ToolShared ToolShared;
+
+/* Reads argv[first..] word by word; the options the tools share (ToolShared, below) are
+ * read into `shared` on the way and not returned. After tool_next returns 1: arg is the
+ * word as written; flag the option's name, split from a value written into it
+ * ("--minbytes=1K" and "-b1K" give "--minbytes" and "-b"); a word not starting with '-'
+ * (a FILE) has flag == arg. */
+typedef struct {
+    int argc;
+    char **argv;
+    int i;
+    const ToolShared *shared;
+    const char *arg, *flag, *inline_val;
+    char name[64];
+} ToolArgs;
+
+ToolArgs tool_args(int argc, char **argv, int first, const ToolShared *shared);
+int tool_next(ToolArgs *a);
+/* 1 when the option is spelled s or l (l may be NULL). */
+int tool_is(const ToolArgs *a, const char *s, const char *l);
+/* 1 when the option is the flag `name`, which takes no value ("--check=1" is an error). */
+int tool_flag(ToolArgs *a, const char *name);
+/* The option's value: the part written into it, else the next word ("FLAG needs a value"). */
+const char *tool_value(ToolArgs *a);
+/* A flag that takes no value: an error when one is written into it ("--check=1"). */
+void tool_no_value(const ToolArgs *a);
+_Noreturn void tool_unknown(const ToolArgs *a);
+
+/* The options the tools share, with one spelling and one message each: --ranks N,
+ * --backend cpu|gpu|auto, -d/--dtype T, --op O (and op_short, "-o" in ccl-perf),
+ * -n/--iters N, -w/--warmup N, --timeout-ms MS. A tool points at where it keeps each
+ * (NULL: it has no such option) and gives its bounds. */
+struct ToolShared {
+    int *ranks;
+    int max_ranks;
+    ccl_backend_t *backend;
+    ccl_dtype_t *dtype;
+    ccl_op_t *op;
+    const char *op_short;
+    int *op_given;
+    int *iters, *warmup;
+    int max_iters;
+    int *timeout_ms;
+};
+
+/* Reads the option at a into s when it is one of the shared ones; 1 when it was. */
+int tool_shared_option(ToolArgs *a, const ToolShared *s);
+
+/* Values, each checked with one message naming the option and the value as written. */
+uint64_t tool_size(const char *flag, const char *val);          /* bytes, "64KB" */
+uint64_t tool_count(const char *flag, const char *val, uint64_t hi); /* elements, "1M" */
+int tool_int(const char *flag, const char *val, int lo, int hi);
+ccl_dtype_t tool_dtype(const char *flag, const char *val);
+ccl_op_t tool_op(const char *flag, const char *val);
+ccl_backend_t tool_backend(const char *flag, const char *val);
+
+/* ===== launch.c ===== */
+
+typedef struct {
+    int processes;              /* one process per rank under a launcher (else threads) */
+    int nranks;
+    int nlocal;                 /* ranks this process drives: 1, or nranks */
+    int first_rank;             /* the rank of comms[0] */
+    int device;                 /* processes: the GPU of this rank */
+    ccl_bootstrap_t pboot;      /* processes: the launcher's bootstrap */
+    struct CclEnvBoot *eb;
+    struct CclThreadBoot *tb;   /* threads: fail it to wake ranks waiting on a failed one */
+    ccl_comm_t **comms;         /* [nlocal] */
+    ccl_bootstrap_t *boots;     /* [nlocal]: each rank's bootstrap for agreements */
+} ToolLaunch;
+
+/* Opens the launcher's bootstrap where a launcher started this process. 0, or -1 with
+ * a message. */
+int tool_launch_open(ToolLaunch *l, int timeout_ms);
+/* The rank count: the launcher's (checked against --ranks), else --ranks, else every
+ * visible GPU (gpu) or cpu_default. Usage errors exit. */
+int tool_launch_ranks(ToolLaunch *l, int ranks, int gpu, int ndev, int cpu_default);
+/* A comm and a bootstrap per rank this process drives. 0, or -1 with a message. */
+int tool_launch_comms(ToolLaunch *l, const ccl_config_t *cfg, int ndev);
+/* fn(args + i * stride) for each local rank i: in this thread under a launcher, else one
+ * thread each, joined. 0, or -1 when a thread could not start (the others were joined). */
+int tool_launch_run(ToolLaunch *l, void *(*fn)(void *), void *args, size_t stride);
+/* Destroys the comms and closes the bootstraps. */
+void tool_launch_close(ToolLaunch *l);
+
+/* ===== agree.c ===== */
+
+/* The launcher bootstraps move a few KB per call; larger agreements go in pieces. */
+enum { TOOL_AGREE_PIECE = 2048 };
+
+/* Every rank's `bytes` bytes of `in`, rank r's at out + r * bytes, on every rank.
+ * scratch: TOOL_AGREE_PIECE * nranks bytes, used only when bytes > TOOL_AGREE_PIECE.
+ * 0, or -1 when the bootstrap failed (a peer died or gave up). */
+int tool_allgather(const ccl_bootstrap_t *boot, int nranks, const void *in, void *out, size_t bytes, void *scratch);
+
+/* ===== timing.c ===== */
+
+/* The host's monotonic clock, in microseconds. */
+double tool_now_us(void);
+/* Sorts v[0..n) and returns its median (the mean of the middle two when n is even);
+ * -1 when n is 0. */
+double tool_median(double *v, int n);
+
+/* ===== data.c ===== */
+
+/* The largest M such that every integer of magnitude up to M is exact in t (fp8 e5m2 8,
+ * e4m3 16, bf16 256, f16 2048, u8 255; 2^20 for the wider types, more than any data
+ * pattern needs). */
+int64_t tool_exact_max(ccl_dtype_t t);
+/* Stores v, an integer exact in t (|v| <= tool_exact_max(t)), as element idx of buf. */
+void tool_store_int(void *buf, size_t idx, int64_t v, ccl_dtype_t t);
+
+#endif

@@ -1,0 +1,222 @@
+/* driver.c: the CUDA driver API and NCCL for ccl-perf, loaded with dlopen so the tool
+ * links nothing but libccl. tests/perf/run.sh compiles this file with
+ * CCL_PERF_CHECK_PROTOTYPES and the real cuda.h and nccl.h, so the hand-written
+ * prototypes (perf.h) are checked against them. */
+#include "perf.h"
+
+/* Symbols, newest first where the driver versions them. */
+#define PERF_CU_SYMS(X)                                                                   \
+    X(Init, "cuInit", NULL) X(DeviceGetCount, "cuDeviceGetCount", NULL)                    \
+    X(DeviceGet, "cuDeviceGet", NULL) X(DeviceGetName, "cuDeviceGetName", NULL)            \
+    X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL)                            \
+    X(CtxSetCurrent, "cuCtxSetCurrent", NULL) X(StreamCreate, "cuStreamCreate", NULL)      \
+    X(CtxSynchronize, "cuCtxSynchronize", NULL)                                            \
+    X(StreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy")                              \
+    X(StreamSynchronize, "cuStreamSynchronize", NULL) X(EventCreate, "cuEventCreate", NULL) \
+    X(EventRecord, "cuEventRecord", NULL)                                                  \
+    X(EventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime")                     \
+    X(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy")                                 \
+    X(MemcpyHtoD, "cuMemcpyHtoD_v2", NULL) X(MemcpyDtoH, "cuMemcpyDtoH_v2", NULL)          \
+    X(MemsetD8, "cuMemsetD8_v2", NULL)                                                     \
+    X(StreamBeginCapture, "cuStreamBeginCapture_v2", NULL)                                 \
+    X(StreamEndCapture, "cuStreamEndCapture", NULL)                                        \
+    X(GraphInstantiate, "cuGraphInstantiateWithFlags", NULL)                               \
+    X(GraphLaunch, "cuGraphLaunch", NULL) X(GraphExecDestroy, "cuGraphExecDestroy", NULL)  \
+    X(GraphDestroy, "cuGraphDestroy", NULL) X(GetErrorString, "cuGetErrorString", NULL)
+
+#ifdef CCL_PERF_CHECK_PROTOTYPES
+#define PERF_SAME_TYPE(field, fn)                                                        \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(((CudaApi *)0)->field), __typeof__(&fn)), \
+                   #fn " does not match cuda.h");
+PERF_SAME_TYPE(Init, cuInit) PERF_SAME_TYPE(DeviceGetCount, cuDeviceGetCount)
+PERF_SAME_TYPE(DeviceGet, cuDeviceGet) PERF_SAME_TYPE(DeviceGetName, cuDeviceGetName)
+PERF_SAME_TYPE(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)
+PERF_SAME_TYPE(CtxSetCurrent, cuCtxSetCurrent) PERF_SAME_TYPE(StreamCreate, cuStreamCreate)
+PERF_SAME_TYPE(CtxSynchronize, cuCtxSynchronize)
+PERF_SAME_TYPE(StreamDestroy, cuStreamDestroy_v2) PERF_SAME_TYPE(StreamSynchronize, cuStreamSynchronize)
+PERF_SAME_TYPE(EventCreate, cuEventCreate) PERF_SAME_TYPE(EventRecord, cuEventRecord)
+PERF_SAME_TYPE(EventElapsedTime, cuEventElapsedTime_v2) PERF_SAME_TYPE(EventDestroy, cuEventDestroy_v2)
+PERF_SAME_TYPE(MemcpyHtoD, cuMemcpyHtoD_v2) PERF_SAME_TYPE(MemcpyDtoH, cuMemcpyDtoH_v2)
+PERF_SAME_TYPE(MemsetD8, cuMemsetD8_v2) PERF_SAME_TYPE(StreamBeginCapture, cuStreamBeginCapture_v2)
+PERF_SAME_TYPE(StreamEndCapture, cuStreamEndCapture)
+PERF_SAME_TYPE(GraphInstantiate, cuGraphInstantiateWithFlags) PERF_SAME_TYPE(GraphLaunch, cuGraphLaunch)
+PERF_SAME_TYPE(GraphExecDestroy, cuGraphExecDestroy) PERF_SAME_TYPE(GraphDestroy, cuGraphDestroy)
+PERF_SAME_TYPE(GetErrorString, cuGetErrorString)
+_Static_assert((int)CU_STREAM_NON_BLOCKING == (int)PERF_CU_STREAM_NON_BLOCKING, "stream flag");
+_Static_assert((int)CU_STREAM_CAPTURE_MODE_THREAD_LOCAL == (int)PERF_CU_CAPTURE_THREAD_LOCAL, "capture mode");
+#undef PERF_SAME_TYPE
+#endif
+
+CudaApi perf_cu;
+static int cu_loaded;
+
+/* Loads libcuda and initializes the driver; 0 with the device count, or -1 with why. */
+int perf_cuda_load(int *ndev, char *why, size_t len)
+{
+    static int done, result = -1, count;
+    static char reason[256];
+    if (!done) {
+        done = 1;
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+        if (!lib) {
+            snprintf(reason, sizeof reason, "no CUDA driver (%s)", dlerror());
+            goto out;
+        }
+        struct { void **slot; const char *a, *b; } syms[] = {
+#define PERF_SYM(field, a, b) {(void **)&perf_cu.field, a, b},
+            PERF_CU_SYMS(PERF_SYM)
+#undef PERF_SYM
+        };
+        for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+            *syms[i].slot = dlsym(lib, syms[i].a);
+            if (!*syms[i].slot && syms[i].b)
+                *syms[i].slot = dlsym(lib, syms[i].b);
+            if (!*syms[i].slot) {
+                snprintf(reason, sizeof reason, "the CUDA driver lacks %s (too old?)", syms[i].a);
+                goto out;
+            }
+        }
+        CuResult e = perf_cu.Init(0);
+        if (e != 0) {
+            const char *s = NULL;
+            perf_cu.GetErrorString(e, &s);
+            snprintf(reason, sizeof reason, "cuInit failed: %s%sCUDA error %d%s", s ? s : "", s ? " (" : "", e, s ? ")" : "");
+            goto out;
+        }
+        if ((e = perf_cu.DeviceGetCount(&count)) != 0 || count == 0) {
+            snprintf(reason, sizeof reason, "no CUDA device is visible");
+            goto out;
+        }
+        cu_loaded = 1;
+        result = 0;
+    }
+out:
+    if (result != 0)
+        snprintf(why, len, "%s", reason);
+    *ndev = count;
+    return result;
+}
+
+const char *perf_cu_error(CuResult e)
+{
+    const char *s = NULL;
+    if (cu_loaded)
+        perf_cu.GetErrorString(e, &s);
+    return s ? s : "unknown CUDA error";
+}
+
+/* ===== NCCL, through dlopen ===== */
+
+#define PERF_NCCL_SYMS(X)                                                                 \
+    X(GetVersion, "ncclGetVersion") X(GetUniqueId, "ncclGetUniqueId")                      \
+    X(CommInitRank, "ncclCommInitRank") X(CommDestroy, "ncclCommDestroy")                  \
+    X(AllReduce, "ncclAllReduce") X(AllGather, "ncclAllGather")                            \
+    X(ReduceScatter, "ncclReduceScatter") X(Broadcast, "ncclBroadcast")                    \
+    X(Reduce, "ncclReduce") X(Send, "ncclSend") X(Recv, "ncclRecv")                        \
+    X(GroupStart, "ncclGroupStart") X(GroupEnd, "ncclGroupEnd")                            \
+    X(GetErrorString, "ncclGetErrorString")
+
+#ifdef CCL_PERF_CHECK_PROTOTYPES
+#define PERF_SAME_TYPE(field, fn)                                                        \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(((NcclApi *)0)->field), __typeof__(&fn)), \
+                   #fn " does not match nccl.h");
+PERF_SAME_TYPE(GetVersion, ncclGetVersion) PERF_SAME_TYPE(GetUniqueId, ncclGetUniqueId)
+PERF_SAME_TYPE(CommInitRank, ncclCommInitRank) PERF_SAME_TYPE(CommDestroy, ncclCommDestroy)
+PERF_SAME_TYPE(AllReduce, ncclAllReduce) PERF_SAME_TYPE(AllGather, ncclAllGather)
+PERF_SAME_TYPE(ReduceScatter, ncclReduceScatter) PERF_SAME_TYPE(Broadcast, ncclBroadcast)
+PERF_SAME_TYPE(Reduce, ncclReduce) PERF_SAME_TYPE(Send, ncclSend) PERF_SAME_TYPE(Recv, ncclRecv)
+PERF_SAME_TYPE(GroupStart, ncclGroupStart) PERF_SAME_TYPE(GroupEnd, ncclGroupEnd)
+PERF_SAME_TYPE(GetErrorString, ncclGetErrorString)
+_Static_assert(sizeof(NcclUniqueId) == 128, "unique id");
+_Static_assert(ncclSum == 0 && ncclProd == 1 && ncclMax == 2 && ncclMin == 3 && ncclAvg == 4, "ops");
+_Static_assert(ncclUint8 == 1 && ncclInt32 == 2 && ncclInt64 == 4 && ncclFloat16 == 6 && ncclFloat32 == 7 &&
+               ncclFloat64 == 8 && ncclBfloat16 == 9 && ncclFloat8e4m3 == 10 && ncclFloat8e5m2 == 11, "dtypes");
+#undef PERF_SAME_TYPE
+#endif
+
+NcclApi perf_nccl;
+
+/* NCCL's dtype and op numbers (nccl.h). */
+NcclDataType perf_nccl_dtype(ccl_dtype_t t)
+{
+    static const int map[CCL_NUM_DTYPES] = {[CCL_F32] = 7, [CCL_F64] = 8, [CCL_F16] = 6, [CCL_BF16] = 9,
+        [CCL_I32] = 2, [CCL_I64] = 4, [CCL_U8] = 1, [CCL_FP8_E4M3] = 10, [CCL_FP8_E5M2] = 11};
+    return (NcclDataType)map[t];
+}
+NcclRedOp perf_nccl_op(ccl_op_t op)
+{
+    static const int map[CCL_NUM_OPS] = {[CCL_SUM] = 0, [CCL_PROD] = 1, [CCL_MAX] = 2, [CCL_MIN] = 3, [CCL_AVG] = 4};
+    return (NcclRedOp)map[op];
+}
+
+/* Finds libnccl: $CCL_NCCL_LIB, the nvidia-nccl Python package (PyTorch's environment on
+ * the GPU machines), the loader's path, then the CUDA toolkit. */
+static void *nccl_open(char *path, size_t len, char *tried, size_t tlen)
+{
+    const char *env = getenv("CCL_NCCL_LIB");
+    if (env && *env) {
+        void *h = dlopen(env, RTLD_NOW | RTLD_GLOBAL);
+        if (h) {
+            snprintf(path, len, "%s", env);
+            return h;
+        }
+        /* Say so, then search as usual: the header names the library that was used. */
+        if (!tool_quiet_rank())
+            fprintf(stderr, "ccl-perf: note: CCL_NCCL_LIB=%s cannot be loaded (%s); searching the usual places\n", env,
+                    dlerror());
+    }
+    char cand[4][PATH_MAX];
+    int nc = 0;
+    FILE *py = popen("python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null", "r");
+    if (py) {
+        char dir[PATH_MAX - 32];
+        if (fgets(dir, sizeof dir, py)) {
+            dir[strcspn(dir, "\n")] = 0;
+            snprintf(cand[nc++], PATH_MAX, "%s/lib/libnccl.so.2", dir);
+        }
+        pclose(py);
+    }
+    snprintf(cand[nc++], PATH_MAX, "libnccl.so.2");
+    snprintf(cand[nc++], PATH_MAX, "/usr/local/cuda/lib64/libnccl.so.2");
+    snprintf(cand[nc++], PATH_MAX, "/usr/lib/x86_64-linux-gnu/libnccl.so.2");
+    size_t used = 0;
+    tried[0] = 0;
+    for (int i = 0; i < nc; i++) {
+        void *h = dlopen(cand[i], RTLD_NOW | RTLD_GLOBAL);
+        if (h) {
+            /* Report the file the loader picked, not just the name we asked for. */
+            Dl_info info;
+            void *sym = dlsym(h, "ncclGetVersion");
+            if (sym && dladdr(sym, &info) && info.dli_fname)
+                snprintf(path, len, "%s", info.dli_fname);
+            else
+                snprintf(path, len, "%.*s", (int)len - 1, cand[i]);
+            return h;
+        }
+        if (used < tlen)
+            used += (size_t)snprintf(tried + used, tlen - used, "%s%s", i ? ", " : "", cand[i]);
+    }
+    return NULL;
+}
+
+void perf_nccl_load(NcclStatus *st)
+{
+    char tried[1024];
+    void *lib = nccl_open(st->path, sizeof st->path, tried, sizeof tried);
+    if (!lib) {
+        snprintf(st->why, sizeof st->why, "libnccl.so.2 not found (tried %.400s; set CCL_NCCL_LIB to its path)", tried);
+        return;
+    }
+    struct { void **slot; const char *name; } syms[] = {
+#define PERF_SYM(field, name) {(void **)&perf_nccl.field, name},
+        PERF_NCCL_SYMS(PERF_SYM)
+#undef PERF_SYM
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (!(*syms[i].slot = dlsym(lib, syms[i].name))) {
+            snprintf(st->why, sizeof st->why, "%.400s lacks %s", st->path, syms[i].name);
+            return;
+        }
+    perf_nccl.GetVersion(&st->version);
+    st->available = 1;
+}

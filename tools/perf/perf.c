@@ -1,0 +1,998 @@
+/* ccl-perf: measures CCL collectives like nccl-tests, with NCCL side by side in one run.
+ *
+ *   ccl-perf -c allreduce -b 1K -e 1G -f 2 -d bf16 --graph --check --compare nccl
+ *
+ * What it takes: a collective (or an --algo file, whose header names it), a sweep of
+ * message sizes in nccl-tests' sense (the full buffer: allgather's receive size,
+ * reduce_scatter's and alltoall's send size), a dtype and a reduction op. What it gives:
+ * per size, out-of-place and in-place, the time per op, algbw and busbw with nccl-tests'
+ * formulas, the number of wrong elements under --check, and with --compare nccl the same
+ * numbers for NCCL and the ratio of our time to NCCL's; as a table on stdout and
+ * optionally as CSV, JSON and a hand-written SVG plot.
+ *
+ * Two ways to run, one code path per rank (worker()):
+ *  - one process per rank under mpirun (or any launcher the runtime's environment
+ *    bootstrap knows): ccl_comm_init_rank over that bootstrap, no MPI link;
+ *  - one process driving every rank (--ranks N on the CPU backend, every visible GPU on
+ *    the GPU backend): ccl_comm_init_all and one thread per rank.
+ * Ranks agree on everything (timings, wrong counts, failures) through a ccl_bootstrap_t,
+ * so both ways print the same table.
+ *
+ * Timing. The GPU backend times with CUDA events (driver API, loaded with dlopen so the
+ * tool links nothing but libccl): eagerly, one event pair per op; or, with --graph, a
+ * CUDA graph of many ops replayed several times, time per op = replay time / ops. The CPU
+ * backend times with the host's monotonic clock around each op and
+ * ccl_comm_synchronize. Every sample is the maximum over ranks; the reported time is the
+ * median of the samples. The header says which method ran.
+ *
+ * Exactness. Input element i of rank r is a small integer that depends on r and i mod
+ * PERF_PERIOD, chosen per dtype and op so that every partial result of the reduction is
+ * an integer the dtype represents exactly (bf16 and fp8 included). The expected output is
+ * therefore one exact bit pattern, whatever the reduction order, and --check compares
+ * bits. Outputs are poisoned (0xff bytes: NaN or -1, never an expected value) before
+ * every checked op, so an op that writes nothing is caught.
+ *
+ * Exit status: 0; 1 when a run failed or --check found wrong elements; 2 for bad
+ * arguments (one line on stderr saying which and why).
+ */
+#include "gpu/layout.h"
+#include "perf.h"
+
+/* ===== the collectives ===== */
+
+const CollInfo perf_colls[COLL_REDUCE + 1] = {
+    [COLL_ALLREDUCE] = {"allreduce", "all_reduce", 1, 0, 1, 1},
+    [COLL_ALLGATHER] = {"allgather", "all_gather", 0, 0, 1, 0},
+    [COLL_REDUCE_SCATTER] = {"reduce_scatter", "reducescatter", 1, 0, 0, 1},
+    [COLL_ALLTOALL] = {"alltoall", "all_to_all", 0, 0, 0, 0},
+    [COLL_BROADCAST] = {"broadcast", "bcast", 0, 1, 1, 1},
+    [COLL_REDUCE] = {"reduce", "reduce", 1, 1, 1, 1},
+};
+
+static void usage(FILE *f)
+{
+    fputs("usage: ccl-perf -c COLLECTIVE [options]\n"
+          "       mpirun -np N ccl-perf -c COLLECTIVE [options]   (one process per rank)\n"
+          "\n"
+          "  -c, --collective C   allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce\n"
+          "  -b, --minbytes S     smallest size (bytes; K, M, G suffixes are powers of 1024) [1K]\n"
+          "  -e, --maxbytes S     largest size [1M]\n"
+          "  -f, --stepfactor F   multiply the size by F (an integer >= 2) [2]\n"
+          "  -d, --dtype T        f32 f64 f16 bf16 i32 i64 u8 fp8_e4m3 fp8_e5m2 [f32]\n"
+          "  -o, --op OP          sum prod min max avg (reducing collectives) [sum]\n"
+          "  -r, --root R         root of broadcast and reduce [0]\n"
+          "      --algo FILE      run this algorithm (proved first) instead of the library's choice\n"
+          "      --hint-range     only the sizes inside the --algo file's `sizes` hint\n"
+          "      --graph          time a CUDA graph of many ops (GPU backend only)\n"
+          "      --check          check every timed op against the exact expected result\n"
+          "      --compare nccl   time NCCL in the same run (GPU backend; CCL_NCCL_LIB=path)\n"
+          "      --csv F, --json F, --plot F.svg   write the results\n"
+          "      --backend B      cpu, gpu or auto [auto: gpu when one is present]\n"
+          "  -n, --iters N        timed ops per size (ops per graph with --graph) [20]\n"
+          "  -w, --warmup N       untimed ops first [5]\n"
+          "      --repeats N      graph replays per size (--graph) [10]\n"
+          "      --ranks N        ranks in one process (default: 4 on the CPU, every GPU)\n"
+          "      --timeout-ms MS  bound on every wait in the runtime [10000]\n"
+          "  -h, --help, --version\n",
+          f);
+}
+
+static int parse_collective(const char *s)
+{
+    for (int c = 0; c < NCOLLS; c++)
+        if (!strcmp(s, perf_colls[c].name) || !strcmp(s, perf_colls[c].alias))
+            return c;
+    return -1;
+}
+
+static void parse_args(int argc, char **argv, Opts *o)
+{
+    *o = (Opts){.coll = -1, .minbytes = 1024, .maxbytes = 1 << 20, .step = 2, .dtype = CCL_F32,
+                .op = CCL_SUM, .iters = 20, .warmup = 5, .repeats = 10,
+                .size_arg = {"1K", "1M"}};
+    int op_given = 0, root_given = 0;
+    tool_init("ccl-perf", "ccl-perf --help", NULL);
+    /* Values are written "-b 1K", "--minbytes=1K" or "-b1K". */
+    const ToolShared shared = {.ranks = &o->ranks, .max_ranks = CCLC_MAX_RANKS, .backend = &o->backend,
+                               .dtype = &o->dtype, .op = &o->op, .op_short = "-o", .op_given = &op_given,
+                               .iters = &o->iters, .warmup = &o->warmup, .max_iters = PERF_MAX_ITERS,
+                               .timeout_ms = &o->timeout_ms};
+    ToolArgs a = tool_args(argc, argv, 1, &shared);
+    while (tool_next(&a)) {
+        const char *flag = a.flag;
+        if (tool_is(&a, "-h", "--help")) {
+            usage(stdout);
+            exit(0);
+        } else if (tool_is(&a, "--version", NULL)) {
+            printf("ccl-perf %s (libccl %d.%d.%d)\n", PERF_VERSION, CCL_VERSION_MAJOR, CCL_VERSION_MINOR, CCL_VERSION_PATCH);
+            exit(0);
+        } else if (tool_flag(&a, "--graph")) {
+            o->graph = 1;
+        } else if (tool_flag(&a, "--check")) {
+            o->check = 1;
+        } else if (tool_flag(&a, "--hint-range")) {
+            o->hint_range = 1;
+        } else if (tool_is(&a, "-c", "--collective")) {
+            const char *val = tool_value(&a);
+            o->coll = parse_collective(val);
+            if (o->coll < 0)
+                tool_usage_error("%s %s: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)", flag, val);
+        } else if (tool_is(&a, "-b", "--minbytes") || tool_is(&a, "-e", "--maxbytes")) {
+            int which = tool_is(&a, "-e", "--maxbytes");
+            const char *val = tool_value(&a);
+            uint64_t v = tool_size(flag, val);
+            if (v == 0)
+                tool_usage_error("%s %s: sizes must be at least one element", flag, val);
+            *(which ? &o->maxbytes : &o->minbytes) = (size_t)v;
+            o->size_arg[which] = val;
+        } else if (tool_is(&a, "-f", "--stepfactor")) {
+            o->step = (unsigned long)tool_int(flag, tool_value(&a), 2, 1 << 20);
+        } else if (tool_is(&a, "-r", "--root")) {
+            o->root = tool_int(flag, tool_value(&a), 0, CCLC_MAX_RANKS - 1);
+            root_given = 1;
+        } else if (tool_is(&a, "--algo", NULL)) {
+            o->algo = tool_value(&a);
+        } else if (tool_is(&a, "--compare", NULL)) {
+            const char *val = tool_value(&a);
+            if (strcmp(val, "nccl") != 0)
+                tool_usage_error("--compare %s: only 'nccl' can be compared", val);
+            o->compare_nccl = 1;
+        } else if (tool_is(&a, "--csv", NULL)) {
+            o->csv = tool_value(&a);
+        } else if (tool_is(&a, "--json", NULL)) {
+            o->json = tool_value(&a);
+        } else if (tool_is(&a, "--plot", NULL)) {
+            o->plot = tool_value(&a);
+        } else if (tool_is(&a, "--repeats", NULL)) {
+            o->repeats = tool_int(flag, tool_value(&a), 1, PERF_MAX_ITERS);
+        } else {
+            tool_unknown(&a);
+        }
+    }
+    if (o->minbytes > o->maxbytes)
+        tool_usage_error("-b %s is larger than -e %s", o->size_arg[0], o->size_arg[1]);
+    if (o->plot) {
+        size_t n = strlen(o->plot);
+        if (n < 4 || strcmp(o->plot + n - 4, ".svg") != 0)
+            tool_usage_error("--plot %s: the plot is an SVG file; name it *.svg", o->plot);
+    }
+    if (o->coll >= 0 && op_given && !perf_colls[o->coll].reduces)
+        tool_usage_error("-o %s: %s does not reduce", ccl_op_name(o->op), perf_colls[o->coll].name);
+    if (o->coll >= 0 && root_given && !perf_colls[o->coll].rooted)
+        tool_usage_error("-r %d: %s has no root", o->root, perf_colls[o->coll].name);
+}
+
+/* The sweep: minbytes, *step, ... up to maxbytes. */
+static int sweep_sizes(const Opts *o, size_t *sizes)
+{
+    int n = 0;
+    for (size_t s = o->minbytes; s <= o->maxbytes && n < PERF_MAX_SIZES; n++) {
+        sizes[n] = s;
+        if (s > SIZE_MAX / o->step)
+            return n + 1;
+        s *= o->step;
+    }
+    return n;
+}
+
+static _Noreturn __attribute__((format(printf, 2, 3))) void worker_fail(Worker *w, const char *fmt, ...)
+{
+    fflush(stdout);
+    /* One fputs, so the lines of ranks failing at once do not interleave. */
+    char msg[16384];
+    int n = snprintf(msg, sizeof msg, "ccl-perf: rank %d: ", w->rank);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + n, sizeof msg - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    strcat(msg, "\n");
+    fputs(msg, stderr);
+    if (!w->in_worker)
+        exit(1);    /* main()'s own agreement, single-threaded: nothing runs under us */
+    w->exit_code = 1;
+    w->failed = 1;
+    /* Peers blocked in an agreement with us give up too, and unwind the same way. */
+    if (w->tb)
+        ccl__thread_boot_fail(w->tb);
+    longjmp(w->fail_jmp, 1);
+}
+
+/* Scratch slot `slot` of at least `bytes` bytes, kept until worker() returns. */
+static void *agree_mem(Worker *w, int slot, size_t bytes)
+{
+    if (w->agree_cap[slot] < bytes) {
+        void *p = realloc(w->agree_buf[slot], bytes);
+        if (!p)
+            worker_fail(w, "out of memory");
+        w->agree_buf[slot] = p;
+        w->agree_cap[slot] = bytes;
+    }
+    return w->agree_buf[slot];
+}
+
+static void cu_check(Worker *w, CuResult e, const char *what)
+{
+    if (e != 0)
+        worker_fail(w, "%s failed: %s (CUDA error %d)", what, perf_cu_error(e), e);
+}
+
+static void ccl_check(Worker *w, ccl_result_t r, const char *what)
+{
+    if (r != CCL_OK)
+        worker_fail(w, "%s failed: %s: %s", what, ccl_result_string(r), ccl_comm_last_error(w->comm));
+}
+
+static void nccl_check(Worker *w, NcclResult r, const char *what)
+{
+    if (r != 0)
+        worker_fail(w, "%s failed: %s (NCCL error %d)", what, perf_nccl.GetErrorString ? perf_nccl.GetErrorString(r) : "?", (int)r);
+}
+
+/* Agreement among ranks, through the bootstrap (same result on every rank). */
+static void agree_gather(Worker *w, const void *in, void *out, size_t bytes)
+{
+    void *scratch = bytes > TOOL_AGREE_PIECE ? agree_mem(w, 0, TOOL_AGREE_PIECE * (size_t)w->nranks) : NULL;
+    if (tool_allgather(w->boot, w->nranks, in, out, bytes, scratch) != 0)
+        worker_fail(w, "the bootstrap's allgather failed (a peer died?)");
+}
+
+static void agree_barrier(Worker *w)
+{
+    if (w->boot->barrier(w->boot->ctx) != 0)
+        worker_fail(w, "the bootstrap's barrier failed (a peer died?)");
+}
+
+static long long agree_sum(Worker *w, long long v)
+{
+    long long *all = agree_mem(w, 1, sizeof v * (size_t)w->nranks), s = 0;
+    agree_gather(w, &v, all, sizeof v);
+    for (int r = 0; r < w->nranks; r++)
+        s = all[r] < 0 || s < 0 ? -1 : s + all[r];
+    return s;
+}
+
+/* Per sample the maximum over ranks, then the median of those. */
+static double agree_median_of_max(Worker *w, const double *samples, int ns)
+{
+    double *all = agree_mem(w, 1, sizeof *all * (size_t)ns * (size_t)w->nranks);
+    double *mx = agree_mem(w, 2, sizeof *mx * (size_t)ns);
+    agree_gather(w, samples, all, sizeof *samples * (size_t)ns);
+    for (int i = 0; i < ns; i++) {
+        mx[i] = all[i];
+        for (int r = 1; r < w->nranks; r++)
+            if (all[(size_t)r * (size_t)ns + (size_t)i] > mx[i])
+                mx[i] = all[(size_t)r * (size_t)ns + (size_t)i];
+    }
+    return tool_median(mx, ns);
+}
+
+/* ===== buffers: host memory on the CPU backend, device memory on the GPU ===== */
+
+/* cuMemcpyHtoD from pageable memory returns once the data is staged, before the DMA
+ * lands, and cuMemsetD8 is asynchronous; both run on the legacy stream, which does not
+ * order our non-blocking op stream. So the context is synchronized after each: an op
+ * launched next must see the new bytes (without this, in-place checks at 1 MB flagged
+ * wrong elements for NCCL and for us alike). */
+static void buf_upload(Worker *w, void *dst, const void *src, size_t bytes)
+{
+    if (!w->gpu) {
+        memcpy(dst, src, bytes);
+        return;
+    }
+    cu_check(w, perf_cu.MemcpyHtoD((CuDevicePtr)(uintptr_t)dst, src, bytes), "cuMemcpyHtoD");
+    cu_check(w, perf_cu.CtxSynchronize(), "cuCtxSynchronize");
+}
+
+static void buf_poison(Worker *w, void *dst, size_t bytes)
+{
+    if (!w->gpu) {
+        memset(dst, 0xff, bytes);
+        return;
+    }
+    cu_check(w, perf_cu.MemsetD8((CuDevicePtr)(uintptr_t)dst, 0xff, bytes), "cuMemsetD8");
+    cu_check(w, perf_cu.CtxSynchronize(), "cuCtxSynchronize");
+}
+
+/* The buffer's bytes, readable on the host (valid until the next call). */
+static const unsigned char *buf_read(Worker *w, const void *src, size_t bytes)
+{
+    if (!w->gpu)
+        return src;
+    cu_check(w, perf_cu.MemcpyDtoH(w->host, (CuDevicePtr)(uintptr_t)src, bytes), "cuMemcpyDtoH");
+    return w->host;
+}
+
+/* Fills [pos0, pos0+n) of rank r's input pattern into dst (device or host). */
+static void buf_fill(Worker *w, void *dst, size_t pos0, size_t n, int r)
+{
+    size_t es = w->sh->pat.esize;
+    unsigned char *img = w->gpu ? w->host : dst;
+    perf_pattern_fill(img, pos0, n, w->sh->pat.tab_in[r], es);
+    if (w->gpu)
+        buf_upload(w, dst, img, n * es);
+}
+
+/* The send and receive pointers of one op (nccl-tests' in-place conventions). */
+static void op_buffers(const Worker *w, int inplace, size_t count, const void **send, void **recv)
+{
+    size_t es = w->sh->pat.esize;
+    Collective c = w->sh->coll;
+    if (!inplace) {
+        *send = w->sendbuf, *recv = w->recvbuf;
+    } else if (c == COLL_ALLGATHER) {
+        *recv = w->recvbuf;
+        *send = (char *)w->recvbuf + (size_t)w->rank * count * es;
+    } else if (c == COLL_REDUCE_SCATTER) {
+        *send = w->sendbuf;
+        *recv = (char *)w->sendbuf + (size_t)w->rank * count * es;
+    } else {
+        *send = *recv = w->recvbuf;
+    }
+}
+
+/* Writes the op's input and poisons its output (synchronously). */
+static void prepare(Worker *w, int inplace, size_t count)
+{
+    Collective c = w->sh->coll;
+    size_t es = w->sh->pat.esize, nin = in_elems(c, w->nranks, count), nout = out_elems(c, w->nranks, count);
+    int root = w->o->root;
+    if (!inplace) {
+        buf_fill(w, w->sendbuf, 0, nin, w->rank);
+        buf_poison(w, w->recvbuf, nout * es);
+    } else if (c == COLL_ALLGATHER) {
+        buf_poison(w, w->recvbuf, nout * es);
+        buf_fill(w, (char *)w->recvbuf + (size_t)w->rank * count * es, 0, count, w->rank);
+    } else if (c == COLL_REDUCE_SCATTER) {
+        buf_fill(w, w->sendbuf, 0, nin, w->rank);
+    } else if (c == COLL_BROADCAST && w->rank != root) {
+        buf_poison(w, w->recvbuf, nout * es);
+    } else {
+        buf_fill(w, w->recvbuf, 0, nin, w->rank);
+    }
+}
+
+/* CCL_PERF_INJECT_WRONG=K: rank 0 spoils K elements of every checked CCL result. */
+static size_t inject_wrong;
+
+/* Wrong elements of this rank's output; -1 when this op's result is not checkable. */
+static long long verify(Worker *w, int impl, int inplace, size_t count)
+{
+    Collective c = w->sh->coll;
+    const Pattern *p = &w->sh->pat;
+    size_t es = p->esize;
+    int n = w->nranks, root = w->o->root;
+    if (c == COLL_REDUCE && w->rank != root)
+        return 0;                         /* non-root outputs are undefined */
+    /* NCCL's avg multiplies by 1/N before summing: exact only for powers of two. */
+    if (impl == IMPL_NCCL && w->o->op == CCL_AVG && perf_colls[c].reduces && (n & (n - 1)) &&
+        w->o->dtype != CCL_I32 && w->o->dtype != CCL_I64 && w->o->dtype != CCL_U8)
+        return -1;
+    const void *send;
+    void *recv;
+    op_buffers(w, inplace, count, &send, &recv);
+    size_t nout = out_elems(c, n, count);
+    /* The checker's own test (tests/perf): spoil rank 0's first elements. */
+    if (inject_wrong && w->rank == 0 && impl == IMPL_CCL)
+        buf_poison(w, recv, (inject_wrong < nout ? inject_wrong : nout) * es);
+    const unsigned char *b = buf_read(w, recv, nout * es);
+    long long wrong = 0;
+    switch (c) {
+    case COLL_ALLREDUCE:
+    case COLL_REDUCE:
+        wrong = perf_pattern_wrong(b, 0, count, p->tab_red, es);
+        break;
+    case COLL_REDUCE_SCATTER:
+        wrong = perf_pattern_wrong(b, (size_t)w->rank * count, count, p->tab_red, es);
+        break;
+    case COLL_BROADCAST:
+        wrong = perf_pattern_wrong(b, 0, count, p->tab_in[root], es);
+        break;
+    case COLL_ALLGATHER:
+        for (int q = 0; q < n; q++)
+            wrong += perf_pattern_wrong(b + (size_t)q * count * es, 0, count, p->tab_in[q], es);
+        break;
+    case COLL_ALLTOALL:
+        for (int q = 0; q < n; q++)
+            wrong += perf_pattern_wrong(b + (size_t)q * count * es, (size_t)w->rank * count, count, p->tab_in[q], es);
+        break;
+    }
+    return wrong;
+}
+
+/* Enqueues one op of the given implementation. */
+static void issue(Worker *w, int impl, int inplace, size_t count)
+{
+    const Opts *o = w->o;
+    const void *send;
+    void *recv;
+    op_buffers(w, inplace, count, &send, &recv);
+    if (impl == IMPL_NCCL) {
+        NcclDataType t = perf_nccl_dtype(o->dtype);
+        NcclRedOp op = perf_nccl_op(o->op);
+        NcclComm nc = w->ncomm;
+        CuStream s = w->stream;
+        NcclResult r = 0;
+        switch (w->sh->coll) {
+        case COLL_ALLREDUCE: r = perf_nccl.AllReduce(send, recv, count, t, op, nc, s); break;
+        case COLL_ALLGATHER: r = perf_nccl.AllGather(send, recv, count, t, nc, s); break;
+        case COLL_REDUCE_SCATTER: r = perf_nccl.ReduceScatter(send, recv, count, t, op, nc, s); break;
+        case COLL_BROADCAST: r = perf_nccl.Broadcast(send, recv, count, t, o->root, nc, s); break;
+        case COLL_REDUCE: r = perf_nccl.Reduce(send, recv, count, t, op, o->root, nc, s); break;
+        case COLL_ALLTOALL: {
+            /* As nccl-tests does: one send and one receive per peer in a group. */
+            size_t blk = count * w->sh->pat.esize;
+            nccl_check(w, perf_nccl.GroupStart(), "ncclGroupStart");
+            for (int p = 0; p < w->nranks && r == 0; p++) {
+                r = perf_nccl.Send((const char *)send + (size_t)p * blk, count, t, p, nc, s);
+                if (r == 0)
+                    r = perf_nccl.Recv((char *)recv + (size_t)p * blk, count, t, p, nc, s);
+            }
+            NcclResult e = perf_nccl.GroupEnd();
+            r = r ? r : e;
+            break;
+        }
+        }
+        nccl_check(w, r, "NCCL collective");
+        return;
+    }
+    ccl_result_t r;
+    void *stream = w->gpu ? (void *)w->stream : NULL;
+    if (w->alg) {
+        r = ccl_algorithm_run(w->alg, send, recv, count, o->dtype, o->op, stream);
+    } else {
+        switch (w->sh->coll) {
+        case COLL_ALLREDUCE: r = ccl_all_reduce(send, recv, count, o->dtype, o->op, w->comm, stream); break;
+        case COLL_ALLGATHER: r = ccl_all_gather(send, recv, count, o->dtype, w->comm, stream); break;
+        case COLL_REDUCE_SCATTER: r = ccl_reduce_scatter(send, recv, count, o->dtype, o->op, w->comm, stream); break;
+        case COLL_ALLTOALL: r = ccl_all_to_all(send, recv, count, o->dtype, w->comm, stream); break;
+        case COLL_BROADCAST: r = ccl_broadcast(send, recv, count, o->dtype, o->root, w->comm, stream); break;
+        default: r = ccl_reduce(send, recv, count, o->dtype, o->op, o->root, w->comm, stream); break;
+        }
+    }
+    ccl_check(w, r, w->alg ? "ccl_algorithm_run" : "the ccl collective");
+}
+
+/* Waits for everything this rank enqueued; for CCL also collects asynchronous errors. */
+static void wait_idle(Worker *w, int impl)
+{
+    if (w->gpu)
+        cu_check(w, perf_cu.StreamSynchronize(w->stream), "cuStreamSynchronize");
+    if (impl == IMPL_CCL)
+        ccl_check(w, ccl_comm_synchronize(w->comm), "ccl_comm_synchronize");
+}
+
+static double event_us(Worker *w, int i, double div)
+{
+    float ms = 0;
+    cu_check(w, perf_cu.EventElapsedTime(&ms, w->ev0[i], w->ev1[i]), "cuEventElapsedTime");
+    return (double)ms * 1e3 / div;
+}
+
+/* Times one (implementation, placement, size) on this rank. Every rank calls it in the
+ * same order; the result is agreed (identical on every rank). */
+static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes)
+{
+    const Opts *o = w->o;
+    int check = o->check, n = o->iters;
+    double samples[PERF_MAX_ITERS];
+    int ns = 0;
+    long long wrong = check ? 0 : -1;
+
+    agree_barrier(w);
+    prepare(w, inplace, count);
+    agree_barrier(w);
+    /* At least one op before a capture: the first call of a size may compile, load or
+     * allocate, none of which belongs in a graph. */
+    int warm = o->graph && o->warmup < 1 ? 1 : o->warmup;
+    for (int i = 0; i < warm; i++)
+        issue(w, impl, inplace, count);
+    wait_idle(w, impl);
+
+    if (o->graph) {
+        /* Like the NCCL baselines: n ops per graph (a fifth of them from 16 MiB on),
+         * replayed --repeats times after one untimed replay. */
+        int ops = bytes >= (16u << 20) && n >= 5 ? n / 5 : n;
+        if (check && inplace) {
+            /* In-place data changes with every op of a graph; check one eager op. */
+            agree_barrier(w);
+            prepare(w, inplace, count);
+            agree_barrier(w);
+            issue(w, impl, inplace, count);
+            wait_idle(w, impl);
+            long long v = verify(w, impl, inplace, count);
+            wrong = v < 0 ? -1 : wrong + v;
+        }
+        agree_barrier(w);
+        prepare(w, inplace, count);
+        agree_barrier(w);
+        CuGraph g;
+        CuGraphExec ge;
+        cu_check(w, perf_cu.StreamBeginCapture(w->stream, (CuCaptureMode)PERF_CU_CAPTURE_THREAD_LOCAL), "cuStreamBeginCapture");
+        for (int k = 0; k < ops; k++)
+            issue(w, impl, inplace, count);
+        CuResult e = perf_cu.StreamEndCapture(w->stream, &g);
+        if (e != 0)
+            worker_fail(w, "--graph: capturing %s ops failed: %s (CUDA error %d); the collective is not graph-capturable",
+                        impl == IMPL_CCL ? "ccl" : "NCCL", perf_cu_error(e), e);
+        cu_check(w, perf_cu.GraphInstantiate(&ge, g, 0), "cuGraphInstantiateWithFlags");
+        cu_check(w, perf_cu.GraphLaunch(ge, w->stream), "cuGraphLaunch");
+        wait_idle(w, impl);
+        /* Replays back to back, so ranks' launch skew touches only the first; when
+         * checking, one at a time with the output poisoned before each. */
+        int each = check && !inplace;
+        if (!each)
+            agree_barrier(w);
+        for (int rep = 0; rep < o->repeats; rep++) {
+            if (each) {
+                /* Every rank is done with the previous replay before anyone poisons. */
+                agree_barrier(w);
+                buf_poison(w, w->recvbuf, out_elems(w->sh->coll, w->nranks, count) * w->sh->pat.esize);
+                agree_barrier(w);
+            }
+            cu_check(w, perf_cu.EventRecord(w->ev0[rep], w->stream), "cuEventRecord");
+            cu_check(w, perf_cu.GraphLaunch(ge, w->stream), "cuGraphLaunch");
+            cu_check(w, perf_cu.EventRecord(w->ev1[rep], w->stream), "cuEventRecord");
+            if (each) {
+                wait_idle(w, impl);
+                long long v = verify(w, impl, inplace, count);
+                wrong = v < 0 || wrong < 0 ? -1 : wrong + v;
+            }
+        }
+        wait_idle(w, impl);
+        for (int rep = 0; rep < o->repeats; rep++)
+            samples[ns++] = event_us(w, rep, ops);
+        perf_cu.GraphExecDestroy(ge);
+        perf_cu.GraphDestroy(g);
+    } else if (w->gpu && !check) {
+        /* Ops back to back, one event pair each: the host's launch cost shows where it
+         * is slower than the GPU, as it would in an eager application. */
+        agree_barrier(w);
+        for (int i = 0; i < n; i++) {
+            cu_check(w, perf_cu.EventRecord(w->ev0[i], w->stream), "cuEventRecord");
+            issue(w, impl, inplace, count);
+            cu_check(w, perf_cu.EventRecord(w->ev1[i], w->stream), "cuEventRecord");
+        }
+        wait_idle(w, impl);
+        for (int i = 0; i < n; i++)
+            samples[ns++] = event_us(w, i, 1);
+    } else {
+        /* One op at a time: fresh input and poisoned output before each (all ranks done
+         * with the previous op first, so nobody still reads what we rewrite). */
+        for (int i = 0; i < n; i++) {
+            agree_barrier(w);
+            if (check) {
+                prepare(w, inplace, count);
+                agree_barrier(w);
+            }
+            double t0 = 0;
+            if (w->gpu)
+                cu_check(w, perf_cu.EventRecord(w->ev0[i], w->stream), "cuEventRecord");
+            else
+                t0 = tool_now_us();
+            issue(w, impl, inplace, count);
+            if (w->gpu)
+                cu_check(w, perf_cu.EventRecord(w->ev1[i], w->stream), "cuEventRecord");
+            wait_idle(w, impl);
+            samples[ns++] = w->gpu ? event_us(w, i, 1) : tool_now_us() - t0;
+            if (check) {
+                long long v = verify(w, impl, inplace, count);
+                wrong = v < 0 || wrong < 0 ? -1 : wrong + v;
+            }
+        }
+    }
+    Stat st;
+    st.us = agree_median_of_max(w, samples, ns);
+    st.wrong = agree_sum(w, wrong);
+    return st;
+}
+
+/* ===== one rank ===== */
+
+static void worker_setup_gpu(Worker *w)
+{
+    CuDevice dev;
+    cu_check(w, perf_cu.DeviceGet(&dev, w->device), "cuDeviceGet");
+    /* The primary context: the one the CUDA runtime (and NCCL) use on this device. */
+    cu_check(w, perf_cu.DevicePrimaryCtxRetain(&w->ctx, dev), "cuDevicePrimaryCtxRetain");
+    cu_check(w, perf_cu.CtxSetCurrent(w->ctx), "cuCtxSetCurrent");
+    cu_check(w, perf_cu.StreamCreate(&w->stream, PERF_CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    if (w->rank == 0 && perf_cu.DeviceGetName(w->sh->devname, sizeof w->sh->devname - 16, dev) == 0)
+        snprintf(w->sh->devname + strlen(w->sh->devname), 16, " x%d", w->nranks);
+    w->nev = w->o->iters > w->o->repeats ? w->o->iters : w->o->repeats;
+    w->ev0 = calloc((size_t)w->nev, sizeof *w->ev0);
+    w->ev1 = calloc((size_t)w->nev, sizeof *w->ev1);
+    if (!w->ev0 || !w->ev1)
+        worker_fail(w, "out of memory");
+    for (int i = 0; i < w->nev; i++) {
+        cu_check(w, perf_cu.EventCreate(&w->ev0[i], 0), "cuEventCreate");
+        cu_check(w, perf_cu.EventCreate(&w->ev1[i], 0), "cuEventCreate");
+    }
+}
+
+static void worker_setup_nccl(Worker *w)
+{
+    Shared *sh = w->sh;
+    NcclUniqueId id, *all = agree_mem(w, 2, sizeof id * (size_t)w->nranks);
+    memset(&id, 0, sizeof id);
+    NcclResult r = w->rank == 0 ? perf_nccl.GetUniqueId(&id) : 0;
+    agree_gather(w, &id, all, sizeof id);
+    if (r != 0)
+        worker_fail(w, "ncclGetUniqueId failed: %s", perf_nccl.GetErrorString(r));
+    cu_check(w, perf_cu.CtxSetCurrent(w->ctx), "cuCtxSetCurrent");
+    r = perf_nccl.CommInitRank(&w->ncomm, w->nranks, all[0], w->rank);
+    long long failed = agree_sum(w, r != 0);
+    if (r != 0)
+        fprintf(stderr, "ccl-perf: rank %d: ncclCommInitRank failed: %s\n", w->rank, perf_nccl.GetErrorString(r));
+    if (failed) {
+        /* Only rank 0 prints, so only rank 0 records why (the threads share sh). */
+        if (w->rank == 0) {
+            snprintf(sh->nc.why, sizeof sh->nc.why, "ncclCommInitRank failed on %lld rank(s)", failed);
+            sh->nc.available = 0;
+        }
+        agree_barrier(w);
+        return;
+    }
+    w->nccl_on = 1;
+}
+
+/* The algorithm our op of this size ran: the --algo file, or the one the standard
+ * collective's dispatch picks (ccl__pick with the byte count api.c gives it: the API
+ * count times the element size; every rank picks the same). */
+static void op_algorithm(Worker *w, size_t count, char *name, size_t len)
+{
+    ccl_algorithm_t *alg = w->alg;
+    if (!alg && ccl__pick(w->comm, w->sh->coll, w->o->root, count * w->sh->pat.esize, "ccl-perf", &alg) != CCL_OK)
+        alg = NULL;
+    snprintf(name, len, "%s", alg ? ccl_algorithm_name(alg) : "?");
+}
+
+/* The rank's whole run; returns normally, or by worker_fail's longjmp to worker(). */
+static void worker_run(Worker *w)
+{
+    Shared *sh = w->sh;
+    const Opts *o = &sh->o;
+    Collective c = sh->coll;
+    size_t es = sh->pat.esize, maxb = sh->sizes[sh->nsizes - 1], units = units_per_size(c, w->nranks);
+    size_t maxcount = maxb / es / units;
+
+    if (w->gpu)
+        worker_setup_gpu(w);
+
+    /* --algo: loaded on every rank; main() already proved it for this N. */
+    if (o->algo) {
+        ccl_result_t r = ccl_algorithm_load(w->comm, o->algo, o->root, &w->alg);
+        long long failed = agree_sum(w, r != CCL_OK);
+        if (failed) {
+            if (r != CCL_OK)
+                fprintf(stderr, "ccl-perf: rank %d: ccl_algorithm_load %s failed: %s: %s\n", w->rank, o->algo,
+                        ccl_result_string(r), ccl_comm_last_error(w->comm));
+            w->exit_code = 1;
+            return;
+        }
+    }
+
+    w->send_cap = in_elems(c, w->nranks, maxcount) * es;
+    w->recv_cap = out_elems(c, w->nranks, maxcount) * es;
+    if (w->recv_cap < w->send_cap && c != COLL_REDUCE_SCATTER)
+        w->recv_cap = w->send_cap;
+    ccl_check(w, ccl_mem_alloc(w->comm, &w->sendbuf, w->send_cap), "ccl_mem_alloc (send buffer)");
+    ccl_check(w, ccl_mem_alloc(w->comm, &w->recvbuf, w->recv_cap), "ccl_mem_alloc (receive buffer)");
+    if (w->gpu) {
+        w->host = malloc(w->send_cap > w->recv_cap ? w->send_cap : w->recv_cap);
+        if (!w->host)
+            worker_fail(w, "out of memory for the host copy of the buffers");
+    }
+    if (sh->nc.available)
+        worker_setup_nccl(w);
+    if (w->rank == 0)
+        perf_print_header(sh);
+
+    for (int i = 0; i < sh->nsizes; i++) {
+        size_t bytes = sh->sizes[i], count = bytes / es / units;
+        Row row = {.bytes = bytes, .count = count};
+        for (int p = 0; p < 2; p++) {
+            row.st[IMPL_CCL][p] = measure(w, IMPL_CCL, p, count, bytes);
+            row.st[IMPL_NCCL][p] = (Stat){-1, -1};
+            /* NCCL has no in-place alltoall (its send/receive pairs would race). */
+            if (w->nccl_on && !(p == 1 && c == COLL_ALLTOALL))
+                row.st[IMPL_NCCL][p] = measure(w, IMPL_NCCL, p, count, bytes);
+        }
+        if (w->rank == 0) {
+            op_algorithm(w, count, row.algo, sizeof row.algo);
+            sh->rows[i] = row;
+            perf_print_row(sh, &row);
+        }
+    }
+
+}
+
+static void *worker(void *arg)
+{
+    Worker *w = arg;
+    if (setjmp(w->fail_jmp) == 0) {
+        w->in_worker = 1;
+        worker_run(w);
+    }
+    w->in_worker = 0;
+    /* What the rank holds, after a normal run or a failure anywhere in it. The comm
+     * itself (and its queued work) is destroyed by main() once every rank returned. */
+    if (w->nccl_on)
+        perf_nccl.CommDestroy(w->ncomm);
+    if (w->alg)
+        ccl_algorithm_free(w->alg);
+    ccl_mem_free(w->comm, w->sendbuf);
+    ccl_mem_free(w->comm, w->recvbuf);
+    if (w->gpu) {
+        for (int i = 0; i < w->nev; i++) {
+            if (w->ev0 && w->ev0[i])
+                perf_cu.EventDestroy(w->ev0[i]);
+            if (w->ev1 && w->ev1[i])
+                perf_cu.EventDestroy(w->ev1[i]);
+        }
+        if (w->stream)
+            perf_cu.StreamDestroy(w->stream);
+    }
+    free(w->ev0);
+    free(w->ev1);
+    free(w->host);
+    for (int i = 0; i < 3; i++) {
+        free(w->agree_buf[i]);
+        w->agree_buf[i] = NULL;
+        w->agree_cap[i] = 0;
+    }
+    return NULL;
+}
+
+/* ===== main: arguments, the algorithm's proof, communicators, ranks ===== */
+
+static char *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[n] = 0;
+    *size = n;
+    return buf;
+}
+
+/* Proves --algo for N ranks before anything starts, so a file that does not prove is a
+ * bad argument (exit 2) and -c can default to the file's collective. */
+static void prove_algo(Shared *sh)
+{
+    Opts *o = &sh->o;
+    size_t size;
+    char *text = read_file(o->algo, &size);
+    if (!text)
+        tool_usage_error("--algo %s: cannot read: %s", o->algo, strerror(errno));
+    Compilation comp;
+    int r = compile_source(&comp, o->algo, text, size, sh->nranks, o->root);
+    if (r != 0) {
+        const char *d = comp.diag.out ? comp.diag.out : "";
+        const char *nl = strchr(d, '\n');
+        int first = nl ? (int)(nl - d) : (int)strlen(d);
+        if (!tool_quiet_rank()) {
+            if (r == COMPILE_NOT_ADMITTED)
+                fprintf(stderr, "ccl-perf: error: --algo %s does not admit N = %d: %.*s\n", o->algo, sh->nranks,
+                        first, d);
+            else
+                fprintf(stderr, "ccl-perf: error: --algo %s is not proved for %d ranks: %.*s\n", o->algo, sh->nranks,
+                        first, d);
+            if (nl && nl[1])
+                fputs(nl + 1, stderr);
+        }
+        exit(2);
+    }
+    Collective c = comp.prog->coll;
+    sh->hint_lo = comp.prog->size_lo;
+    sh->hint_hi = comp.prog->size_hi;
+    snprintf(sh->algo_name, sizeof sh->algo_name, "%s (%s)", comp.prog->name, o->algo);
+    /* Kept for the heap size, which needs the sweep (see main). */
+    sh->algo_comp = comp;
+    sh->algo_text = text;
+    if (o->coll >= 0 && (Collective)o->coll != c)
+        tool_usage_error("--algo %s implements %s, but -c says %s", o->algo, perf_colls[c].name, perf_colls[o->coll].name);
+    o->coll = (int)c;
+}
+
+/* --hint-range: keeps the sizes whose dispatch byte count (the API count times the
+ * element size, as the library's `sizes` hints mean it) lies in the --algo file's hint. */
+static void hint_filter(Shared *sh)
+{
+    const Opts *o = &sh->o;
+    if (!o->algo)
+        tool_usage_error("--hint-range needs --algo FILE");
+    if (sh->hint_lo == 0 && sh->hint_hi == 0)
+        return;
+    size_t units = units_per_size(sh->coll, sh->nranks);
+    int n = 0;
+    for (int i = 0; i < sh->nsizes; i++) {
+        int64_t b = (int64_t)(sh->sizes[i] / units);
+        if (b >= sh->hint_lo && b <= sh->hint_hi)
+            sh->sizes[n++] = sh->sizes[i];
+    }
+    if (n == 0)
+        tool_usage_error("--hint-range: no size of the sweep is inside %s's `sizes` hint (%lld..%lld bytes per rank's count)",
+                    o->algo, (long long)sh->hint_lo, (long long)sh->hint_hi);
+    sh->nsizes = n;
+}
+
+/* Checks what needs N and the dtype: sizes divisible as the collective needs them. */
+static void validate(Shared *sh)
+{
+    const Opts *o = &sh->o;
+    Collective c = sh->coll;
+    size_t es = ccl_dtype_size(o->dtype), unit = es * units_per_size(c, sh->nranks);
+    for (int i = 0; i < sh->nsizes; i++) {
+        if (sh->sizes[i] % unit == 0)
+            continue;
+        char b[32];
+        perf_fmt_size(b, sizeof b, sh->sizes[i]);
+        if (unit == es)
+            tool_usage_error("size %s (%zu bytes) is not a whole number of %s elements (%zu bytes each)", b, sh->sizes[i],
+                        ccl_dtype_name(o->dtype), es);
+        tool_usage_error("size %s (%zu bytes): %s on %d ranks needs sizes divisible by %zu bytes (ranks x %s size)", b,
+                    sh->sizes[i], perf_colls[c].name, sh->nranks, unit, ccl_dtype_name(o->dtype));
+    }
+    if (o->graph && sh->backend != CCL_BACKEND_GPU)
+        tool_usage_error("--graph needs the GPU backend (CUDA graphs); this run uses the CPU backend");
+}
+
+static void describe_method(Shared *sh)
+{
+    const Opts *o = &sh->o;
+    if (o->graph)
+        snprintf(sh->method, sizeof sh->method,
+                 "CUDA graph of %d ops (%d from 16M), %d timed replays after 1 warm-up replay; CUDA events; "
+                 "time per op = replay / ops; median of replays of the max across ranks",
+                 o->iters, o->iters >= 5 ? o->iters / 5 : o->iters, o->repeats);
+    else if (sh->backend == CCL_BACKEND_GPU)
+        snprintf(sh->method, sizeof sh->method,
+                 "CUDA events around each op, eager (host launch included), %d ops after %d warm-up%s; "
+                 "median over ops of the max across ranks",
+                 o->iters, o->warmup, o->check ? ", one at a time (--check)" : " back to back");
+    else
+        snprintf(sh->method, sizeof sh->method,
+                 "host clock (CLOCK_MONOTONIC) around each op and ccl_comm_synchronize, ranks started together; "
+                 "%d ops after %d warm-up; median over ops of the max across ranks",
+                 o->iters, o->warmup);
+}
+
+int main(int argc, char **argv)
+{
+    static Shared shared;
+    Shared *sh = &shared;
+    Opts *o = &sh->o;
+    parse_args(argc, argv, o);
+    if (o->coll < 0 && !o->algo)
+        tool_usage_error("-c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)");
+
+    /* NVLink multicast (NVLS) stays off on these machines, for NCCL as for us. */
+    const char *nvls = getenv("NCCL_NVLS_ENABLE");
+    if (nvls && strcmp(nvls, "0") != 0 && !tool_quiet_rank())
+        fprintf(stderr, "ccl-perf: note: NCCL_NVLS_ENABLE=%s overridden to 0 (NVLink multicast stays off)\n", nvls);
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    const char *inj = getenv("CCL_PERF_INJECT_WRONG");
+    inject_wrong = inj ? (size_t)strtoull(inj, NULL, 10) : 0;
+
+    /* One process per rank when a launcher started us, else one process for all. */
+    ToolLaunch launch;
+    if (tool_launch_open(&launch, o->timeout_ms ? o->timeout_ms : 60000) != 0)
+        return 1;
+    sh->processes = launch.processes;
+
+    /* The backend, decided here so argument checks and the runtime agree. */
+    int ndev = 0;
+    char why[256] = "";
+    int have_gpu = o->backend != CCL_BACKEND_CPU && perf_cuda_load(&ndev, why, sizeof why) == 0;
+    if (o->backend == CCL_BACKEND_GPU && !have_gpu)
+        tool_usage_error("--backend gpu: %s", why);
+    sh->backend = have_gpu ? CCL_BACKEND_GPU : CCL_BACKEND_CPU;
+
+    sh->nranks = tool_launch_ranks(&launch, o->ranks, sh->backend == CCL_BACKEND_GPU, ndev, 4);
+    if (o->root >= sh->nranks)
+        tool_usage_error("-r %d: the root must be a rank, 0..%d", o->root, sh->nranks - 1);
+    if (o->algo)
+        prove_algo(sh);
+    else
+        snprintf(sh->algo_name, sizeof sh->algo_name, "the library's choice per size (ccl_%s)",
+                 o->coll == COLL_ALLREDUCE ? "all_reduce" : o->coll == COLL_ALLGATHER ? "all_gather"
+                 : o->coll == COLL_ALLTOALL ? "all_to_all" : perf_colls[o->coll].name);
+    sh->coll = (Collective)o->coll;
+    if (perf_colls[sh->coll].rooted == 0)
+        o->root = 0;
+    sh->nsizes = sweep_sizes(o, sh->sizes);
+    if (o->hint_range)
+        hint_filter(sh);
+    validate(sh);
+    describe_method(sh);
+
+    sh->nc.wanted = o->compare_nccl;
+    if (o->compare_nccl && sh->backend != CCL_BACKEND_GPU)
+        snprintf(sh->nc.why, sizeof sh->nc.why, "NCCL needs the GPU backend; this run uses the CPU backend%s%s%s",
+                 why[0] ? " (" : "", why, why[0] ? ")" : "");
+    else if (o->compare_nccl)
+        perf_nccl_load(&sh->nc);
+
+    perf_pattern_init(&sh->pat, sh->nranks, sh->coll, o->op, o->dtype);
+
+    /* The symmetric heap (physical memory on each GPU) holds both buffers, staging copies
+     * of them where a program is not valid in place, and the algorithms' scratch: the
+     * --algo file's exactly (docs/internals.md's layout; an LL program's lines and
+     * halves too), or for the library at most 4x the larger buffer (the shipped
+     * algorithms within their `sizes` hints, LL double-buffering included). Staging and
+     * scratch grow with the sweep and the runtime keeps the smaller regions until the
+     * communicator is destroyed, so each counts twice (the sum of a doubling sweep).
+     * CCL_HEAP_BYTES, when set, decides instead. */
+    size_t maxb = sh->sizes[sh->nsizes - 1], es = sh->pat.esize, units = units_per_size(sh->coll, sh->nranks);
+    size_t maxcount = maxb / es / units;
+    size_t inb = in_elems(sh->coll, sh->nranks, maxcount) * es, outb = out_elems(sh->coll, sh->nranks, maxcount) * es;
+    size_t big = inb > outb ? inb : outb, scratch = 4 * big;
+    if (o->algo) {
+        const Program *prog = sh->algo_comp.prog;
+        size_t CS = ccl__chunk_stride(maxcount, prog->chunks, es);
+        scratch = prog->protocol == PROTO_SIMPLE ? ccl__scratch_offset(prog, prog->nbufs, CS, es)
+                                                 : ccl__ll_region_bytes(prog, CS, es);
+        compilation_free(&sh->algo_comp);
+        free(sh->algo_text);
+    }
+    size_t heap = 3 * (inb + outb) + 2 * scratch + (64u << 20);
+    /* The library's table may pick LL programs beyond their hints, whose lines take
+     * tens of times the buffer (allpairs at 512 KB on 4 GPUs: 16 MB), so on a GPU the
+     * library runs with at least the heap its users get by default. */
+    if (!o->algo && sh->backend == CCL_BACKEND_GPU && heap < CCL__HEAP_DEFAULT)
+        heap = CCL__HEAP_DEFAULT;
+    ccl_config_t cfg = {.backend = sh->backend, .timeout_ms = o->timeout_ms,
+                        .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : heap};
+
+    if (tool_launch_comms(&launch, &cfg, ndev) != 0)
+        return 1;
+    int nw = launch.nlocal;
+    Worker *ws = tool_calloc((size_t)nw, sizeof *ws);
+    for (int i = 0; i < nw; i++)
+        ws[i] = (Worker){.sh = sh, .o = o, .comm = launch.comms[i], .boot = &launch.boots[i],
+                         .rank = launch.first_rank + i, .device = sh->processes ? launch.device : i,
+                         .nranks = sh->nranks, .gpu = sh->backend == CCL_BACKEND_GPU, .tb = launch.tb};
+    if (tool_launch_run(&launch, worker, ws, sizeof *ws) != 0)
+        return 1;
+    int code = 0;
+    for (int i = 0; i < nw; i++)
+        code = ws[i].exit_code > code ? ws[i].exit_code : code;
+
+    if (code == 0 && ws[0].rank == 0) {
+        long long wrong;
+        perf_print_footer(sh, &wrong);
+        if (wrong)
+            code = 1;
+        if (o->csv && perf_write_csv(sh, o->csv) != 0)
+            code = 1;
+        if (o->json && perf_write_json(sh, o->json) != 0)
+            code = 1;
+        if (o->plot && perf_write_svg(sh, o->plot) != 0)
+            code = 1;
+    }
+    fflush(stdout);
+    /* Every process learns the outcome (rank 0 alone knows the wrong count) and they
+     * leave together, so no peer unmaps a heap another still reads. A process that
+     * failed skips it: its peers may be in any other agreement, which then fails. */
+    if (sh->processes && !ws[0].failed && agree_sum(&ws[0], code) > 0 && code == 0)
+        code = 1;
+    for (int i = 0; i < 3; i++)
+        free(ws[0].agree_buf[i]);
+    tool_launch_close(&launch);
+    perf_pattern_fini(&sh->pat, sh->nranks);
+    free(ws);
+    return code;
+}

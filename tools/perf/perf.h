@@ -1,0 +1,291 @@
+/* perf.h: what the files of ccl-perf share (see perf.c for the tool).
+ *
+ *   perf.c     options, agreement among ranks, timing, one rank's loop, main
+ *   data.c     exactly verifiable data (the pattern tables)
+ *   driver.c   the CUDA driver API and NCCL, loaded with dlopen
+ *   report.c   the table on stdout, CSV, JSON and the SVG plot */
+#ifndef CCL_PERF_H
+#define CCL_PERF_H
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ccl.h"
+/* The runtime's bootstraps (threads in one process; processes under a launcher) and the
+ * compiler's entry point, used to prove an --algo file before any communicator exists. */
+#include "internal.h"
+#include "harness.h"
+
+#ifdef CCL_PERF_CHECK_PROTOTYPES
+/* tests/perf/run.sh compiles driver.c once more with the real CUDA and NCCL headers so
+ * the hand-written prototypes below are checked against them (see PERF_SAME_TYPE). */
+#include <cuda.h>
+#include <nccl.h>
+#endif
+
+#define PERF_VERSION "0.1.0"
+
+enum {
+    PERF_PERIOD = 1021,        /* the data pattern repeats every PERF_PERIOD elements */
+    PERF_MAX_ITERS = 10000,
+    PERF_MAX_SIZES = 64,
+};
+
+/* ===== the collectives, with nccl-tests' accounting ===== */
+
+typedef struct {
+    const char *name;       /* CCL's name, as in algorithm headers */
+    const char *alias;      /* NCCL's spelling, accepted too */
+    int reduces, rooted;
+    int in_n, out_n;        /* buffer sizes: 1 = count elements, 0 = N * count */
+} CollInfo;
+
+extern const CollInfo perf_colls[COLL_REDUCE + 1];
+enum { NCOLLS = COLL_REDUCE + 1 };
+
+static inline size_t in_elems(Collective c, int n, size_t count) { return perf_colls[c].in_n ? count : (size_t)n * count; }
+static inline size_t out_elems(Collective c, int n, size_t count) { return perf_colls[c].out_n ? count : (size_t)n * count; }
+
+/* nccl-tests: "bytes" is the full buffer (allgather: the receive size; reduce_scatter
+ * and alltoall: the send size), and count is what the API takes for it. */
+static inline size_t units_per_size(Collective c, int n) { return c == COLL_ALLREDUCE || c == COLL_BROADCAST || c == COLL_REDUCE ? 1 : (size_t)n; }
+
+/* busbw = algbw * factor (nccl-tests' PERFORMANCE.md). */
+static inline double busbw_factor(Collective c, int n)
+{
+    switch (c) {
+    case COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
+    case COLL_ALLGATHER:
+    case COLL_REDUCE_SCATTER:
+    case COLL_ALLTOALL: return (double)(n - 1) / n;
+    default: return 1.0;
+    }
+}
+
+/* ===== options ===== */
+
+typedef struct {
+    int coll;               /* Collective, or -1 until known */
+    size_t minbytes, maxbytes;
+    unsigned long step;     /* -f */
+    ccl_dtype_t dtype;
+    ccl_op_t op;
+    int root;
+    const char *algo;       /* --algo FILE */
+    int graph, check;
+    int hint_range;         /* --hint-range: only sizes in the --algo file's `sizes` hint */
+    int compare_nccl;
+    const char *csv, *json, *plot;
+    ccl_backend_t backend;
+    int iters, warmup, repeats;
+    int ranks;              /* --ranks; 0 = default */
+    int timeout_ms;
+    const char *size_arg[2];/* -b and -e as written, for messages */
+} Opts;
+
+/* Pattern tables: tab_in[r] holds rank r's PERF_PERIOD encoded input elements, tab_red
+ * the reduced ones. Element i of any buffer built from a table is table[(pos0+i) % P]. */
+typedef struct {
+    size_t esize;
+    unsigned char **tab_in;
+    unsigned char *tab_red;
+} Pattern;
+
+/* ===== the CUDA driver API and NCCL, loaded with dlopen (driver.c) ===== */
+
+
+/* Only what ccl-perf needs: contexts, streams, events, graphs and copies. Opaque handles
+ * as in cuda.h; under CCL_PERF_CHECK_PROTOTYPES they are cuda.h's own types. */
+#ifdef CCL_PERF_CHECK_PROTOTYPES
+typedef CUresult CuResult;
+typedef CUdevice CuDevice;
+typedef CUcontext CuContext;
+typedef CUstream CuStream;
+typedef CUevent CuEvent;
+typedef CUgraph CuGraph;
+typedef CUgraphExec CuGraphExec;
+typedef CUdeviceptr CuDevicePtr;
+typedef CUstreamCaptureMode CuCaptureMode;
+#else
+typedef int CuResult;
+typedef int CuDevice;
+typedef struct CUctx_st *CuContext;
+typedef struct CUstream_st *CuStream;
+typedef struct CUevent_st *CuEvent;
+typedef struct CUgraph_st *CuGraph;
+typedef struct CUgraphExec_st *CuGraphExec;
+typedef unsigned long long CuDevicePtr;
+typedef int CuCaptureMode;
+#endif
+enum { PERF_CU_STREAM_NON_BLOCKING = 1, PERF_CU_CAPTURE_THREAD_LOCAL = 1 };
+
+typedef struct {
+    CuResult (*Init)(unsigned int);
+    CuResult (*DeviceGetCount)(int *);
+    CuResult (*DeviceGet)(CuDevice *, int);
+    CuResult (*DeviceGetName)(char *, int, CuDevice);
+    CuResult (*DevicePrimaryCtxRetain)(CuContext *, CuDevice);
+    CuResult (*CtxSetCurrent)(CuContext);
+    CuResult (*CtxSynchronize)(void);
+    CuResult (*StreamCreate)(CuStream *, unsigned int);
+    CuResult (*StreamDestroy)(CuStream);
+    CuResult (*StreamSynchronize)(CuStream);
+    CuResult (*EventCreate)(CuEvent *, unsigned int);
+    CuResult (*EventRecord)(CuEvent, CuStream);
+    CuResult (*EventElapsedTime)(float *, CuEvent, CuEvent);
+    CuResult (*EventDestroy)(CuEvent);
+    CuResult (*MemcpyHtoD)(CuDevicePtr, const void *, size_t);
+    CuResult (*MemcpyDtoH)(void *, CuDevicePtr, size_t);
+    CuResult (*MemsetD8)(CuDevicePtr, unsigned char, size_t);
+    CuResult (*StreamBeginCapture)(CuStream, CuCaptureMode);
+    CuResult (*StreamEndCapture)(CuStream, CuGraph *);
+    CuResult (*GraphInstantiate)(CuGraphExec *, CuGraph, unsigned long long);
+    CuResult (*GraphLaunch)(CuGraphExec, CuStream);
+    CuResult (*GraphExecDestroy)(CuGraphExec);
+    CuResult (*GraphDestroy)(CuGraph);
+    CuResult (*GetErrorString)(CuResult, const char **);
+} CudaApi;
+
+#ifdef CCL_PERF_CHECK_PROTOTYPES
+typedef ncclResult_t NcclResult;
+typedef ncclComm_t NcclComm;
+typedef ncclUniqueId NcclUniqueId;
+typedef ncclDataType_t NcclDataType;
+typedef ncclRedOp_t NcclRedOp;
+#else
+typedef int NcclResult;
+typedef struct ncclComm *NcclComm;
+typedef struct { char internal[128]; } NcclUniqueId;
+typedef int NcclDataType;
+typedef int NcclRedOp;
+#endif
+
+typedef struct {
+    NcclResult (*GetVersion)(int *);
+    NcclResult (*GetUniqueId)(NcclUniqueId *);
+    NcclResult (*CommInitRank)(NcclComm *, int, NcclUniqueId, int);
+    NcclResult (*CommDestroy)(NcclComm);
+    NcclResult (*AllReduce)(const void *, void *, size_t, NcclDataType, NcclRedOp, NcclComm, CuStream);
+    NcclResult (*AllGather)(const void *, void *, size_t, NcclDataType, NcclComm, CuStream);
+    NcclResult (*ReduceScatter)(const void *, void *, size_t, NcclDataType, NcclRedOp, NcclComm, CuStream);
+    NcclResult (*Broadcast)(const void *, void *, size_t, NcclDataType, int, NcclComm, CuStream);
+    NcclResult (*Reduce)(const void *, void *, size_t, NcclDataType, NcclRedOp, int, NcclComm, CuStream);
+    NcclResult (*Send)(const void *, size_t, NcclDataType, int, NcclComm, CuStream);
+    NcclResult (*Recv)(void *, size_t, NcclDataType, int, NcclComm, CuStream);
+    NcclResult (*GroupStart)(void);
+    NcclResult (*GroupEnd)(void);
+    const char *(*GetErrorString)(NcclResult);
+} NcclApi;
+
+
+typedef struct {
+    int wanted, available;
+    char path[PATH_MAX];
+    int version;
+    char why[512];            /* when not available */
+} NcclStatus;
+
+/* ===== per-rank state ===== */
+
+typedef struct Shared Shared;
+
+typedef struct {
+    double us;                /* median over samples of the max across ranks; <0: not run */
+    long long wrong;          /* summed over ranks and checked ops; -1: not checked */
+} Stat;
+
+enum { IMPL_CCL, IMPL_NCCL };
+typedef struct {
+    size_t bytes, count;
+    char algo[40];            /* the algorithm our op ran */
+    Stat st[2][2];            /* [IMPL_*][0 out-of-place, 1 in-place] */
+} Row;
+
+struct Shared {
+    Opts o;
+    Collective coll;
+    int nranks;
+    int processes;            /* one process per rank (else threads) */
+    ccl_backend_t backend;    /* CPU or GPU, decided before init */
+    size_t sizes[PERF_MAX_SIZES];
+    int nsizes;
+    Pattern pat;
+    NcclStatus nc;
+    char algo_name[128];
+    Compilation algo_comp;    /* --algo, proved for N (its Program sizes the scratch) */
+    char *algo_text;
+    int64_t hint_lo, hint_hi; /* --algo's `sizes` hint (bytes of the API count); 0, 0: none */
+    char method[256];         /* the timing method, for the header and outputs */
+    char devname[128];
+    Row rows[PERF_MAX_SIZES];
+};
+
+typedef struct {
+    Shared *sh;
+    const Opts *o;
+    ccl_comm_t *comm;
+    const ccl_bootstrap_t *boot;
+    int rank, nranks, device;
+    int gpu;
+    CuContext ctx;
+    CuStream stream;
+    CuEvent *ev0, *ev1;
+    int nev;
+    void *sendbuf, *recvbuf;
+    size_t send_cap, recv_cap;   /* bytes */
+    unsigned char *host;         /* host image of a device buffer (GPU backend) */
+    ccl_algorithm_t *alg;
+    NcclComm ncomm;
+    int nccl_on;
+    int exit_code;
+    /* A failing rank never exit()s: other ranks' threads (and, on GPUs, the CUDA
+     * driver's) still run, and exit() in a thread tears down libraries under them
+     * (several ranks failing at once called exit() concurrently and corrupted the C
+     * heap). worker_fail longjmps back to worker(), which frees what the rank holds;
+     * main() destroys the comms after every thread returned. */
+    jmp_buf fail_jmp;
+    int in_worker;               /* fail_jmp is set */
+    int failed;                  /* worker_fail ran: peers may be anywhere */
+    CclThreadBoot *tb;           /* threads mode: failed by worker_fail to wake peers */
+    void *agree_buf[3];          /* agree_*'s scratch, freed by worker(), so a failure
+                                    inside an agreement leaks nothing */
+    size_t agree_cap[3];
+} Worker;
+
+extern CudaApi perf_cu;
+extern NcclApi perf_nccl;
+
+/* data.c */
+void perf_pattern_init(Pattern *p, int n, Collective c, ccl_op_t op, ccl_dtype_t t);
+void perf_pattern_fini(Pattern *p, int n);
+void perf_pattern_fill(unsigned char *dst, size_t pos0, size_t n, const unsigned char *tab, size_t es);
+long long perf_pattern_wrong(const unsigned char *buf, size_t pos0, size_t n, const unsigned char *tab, size_t es);
+
+/* driver.c */
+int perf_cuda_load(int *ndev, char *why, size_t len);
+const char *perf_cu_error(CuResult e);
+NcclDataType perf_nccl_dtype(ccl_dtype_t t);
+NcclRedOp perf_nccl_op(ccl_op_t op);
+void perf_nccl_load(NcclStatus *st);
+
+/* report.c */
+void perf_fmt_size(char *buf, size_t len, size_t bytes);
+void perf_print_header(const Shared *sh);
+void perf_print_row(const Shared *sh, const Row *row);
+void perf_print_footer(const Shared *sh, long long *total_wrong);
+int perf_write_csv(const Shared *sh, const char *path);
+int perf_write_json(const Shared *sh, const char *path);
+int perf_write_svg(const Shared *sh, const char *path);
+
+#endif

@@ -1,0 +1,437 @@
+/* report.c: ccl-perf's results: the table on stdout (header, rows, footer), CSV, JSON and
+ * a hand-written SVG plot. Every rank holds the same results (they were agreed); rank 0
+ * writes them. */
+#include "perf.h"
+
+/* ===== output ===== */
+
+void perf_fmt_size(char *buf, size_t len, size_t bytes)
+{
+    static const char *unit[] = {"", "K", "M", "G", "T"};
+    int u = 0;
+    while (u < 4 && bytes >= 1024 && bytes % 1024 == 0)
+        bytes /= 1024, u++;
+    snprintf(buf, len, "%zu%s", bytes, unit[u]);
+}
+
+static double algbw(size_t bytes, double us) { return us > 0 ? (double)bytes / us / 1e3 : 0; }
+
+void perf_print_header(const Shared *sh)
+{
+    const Opts *o = &sh->o;
+    Collective c = sh->coll;
+    printf("# ccl-perf %s: %s, %s", PERF_VERSION, perf_colls[c].name, ccl_dtype_name(o->dtype));
+    if (perf_colls[c].reduces)
+        printf(", op %s", ccl_op_name(o->op));
+    if (perf_colls[c].rooted)
+        printf(", root %d", o->root);
+    printf(", %d ranks (%s), backend %s%s%s\n", sh->nranks,
+           sh->processes ? "one process per rank" : "one process, a thread per rank",
+           sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu", sh->devname[0] ? ": " : "", sh->devname);
+    printf("# algorithm: %s\n", sh->algo_name);
+    printf("# timing: %s\n", sh->method);
+    printf("# check: %s\n", o->check ? "every timed op against exact expected data (#wrong = wrong elements, all ranks)"
+                                     : "off (#wrong: N/A; use --check)");
+    if (!o->compare_nccl)
+        printf("# nccl: not compared (use --compare nccl)\n");
+    else if (sh->nc.available)
+        printf("# nccl: %s (version %d), NCCL_NVLS_ENABLE=%s; ratio = our time / NCCL's (< 1: we are faster)\n",
+               sh->nc.path, sh->nc.version, getenv("NCCL_NVLS_ENABLE"));
+    else
+        printf("# nccl: not compared: %s\n", sh->nc.why);
+    /* Settings that change what is measured, so a table says how it was made. */
+    static const char *const env[] = {"CCL_GPU_THREADS", "CCL_GPU_INSTANCES", "CCL_GPU_SLICES", "CCL_TIMEOUT_MS",
+        "CCL_ALGORITHM_DIR", "CUDA_VISIBLE_DEVICES", "NCCL_PROTO", "NCCL_ALGO", "NCCL_P2P_LEVEL", "NCCL_MAX_NCHANNELS",
+        "NCCL_MIN_NCHANNELS", "NCCL_CUMEM_ENABLE"};
+    int nenv = 0;
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+        if (getenv(env[i]))
+            printf("%s%s=%s", nenv++ ? " " : "# env: ", env[i], getenv(env[i]));
+    if (nenv)
+        printf("\n");
+    printf("# sizes: bytes = the full buffer as in nccl-tests (%s); busbw = algbw x %s\n",
+           c == COLL_ALLGATHER ? "the receive size" : c == COLL_REDUCE_SCATTER || c == COLL_ALLTOALL ? "the send size" : "the message",
+           c == COLL_ALLREDUCE ? "2(n-1)/n" : c == COLL_BROADCAST || c == COLL_REDUCE ? "1" : "(n-1)/n");
+    int cmp = sh->nc.available;
+    printf("#\n# %*s %*s %5s %6s %4s %-18s  %-*s  %-*s\n", 10, "", 11, "", "", "", "", "",
+           cmp ? 60 : 31, "out-of-place", cmp ? 60 : 31, "in-place");
+    printf("# %10s %11s %5s %6s %4s %-18s", "size", "count", "type", "redop", "root", "algorithm");
+    for (int p = 0; p < 2; p++) {
+        printf("  %9s %7s %7s %6s", "time", "algbw", "busbw", "#wrong");
+        if (cmp)
+            printf(" %9s %7s %6s %5s", "nccl", "busbw", "#wrong", "ratio");
+    }
+    printf("\n# %10s %11s %5s %6s %4s %-18s", "(B)", "(elements)", "", "", "", "");
+    for (int p = 0; p < 2; p++) {
+        printf("  %9s %7s %7s %6s", "(us)", "(GB/s)", "(GB/s)", "");
+        if (cmp)
+            printf(" %9s %7s %6s %5s", "(us)", "(GB/s)", "", "");
+    }
+    printf("\n");
+}
+
+static void fmt_wrong(char *buf, size_t len, long long w)
+{
+    if (w < 0)
+        snprintf(buf, len, "N/A");
+    else
+        snprintf(buf, len, "%lld", w);
+}
+
+void perf_print_row(const Shared *sh, const Row *row)
+{
+    const Opts *o = &sh->o;
+    Collective c = sh->coll;
+    double f = busbw_factor(c, sh->nranks);
+    printf("  %10zu %11zu %5s %6s %4d %-18s", row->bytes, row->count, ccl_dtype_name(o->dtype),
+           perf_colls[c].reduces ? ccl_op_name(o->op) : "none", perf_colls[c].rooted ? o->root : -1, row->algo);
+    for (int p = 0; p < 2; p++) {
+        const Stat *s = &row->st[IMPL_CCL][p];
+        char wb[32];
+        fmt_wrong(wb, sizeof wb, s->wrong);
+        printf("  %9.2f %7.2f %7.2f %6s", s->us, algbw(row->bytes, s->us), algbw(row->bytes, s->us) * f, wb);
+        if (!sh->nc.available)
+            continue;
+        const Stat *t = &row->st[IMPL_NCCL][p];
+        if (t->us < 0) {
+            printf(" %9s %7s %6s %5s", "n/a", "n/a", "n/a", "n/a");
+            continue;
+        }
+        fmt_wrong(wb, sizeof wb, t->wrong);
+        printf(" %9.2f %7.2f %6s %5.2f", t->us, algbw(row->bytes, t->us) * f, wb, s->us / t->us);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+void perf_print_footer(const Shared *sh, long long *total_wrong)
+{
+    double f = busbw_factor(sh->coll, sh->nranks), sum[2][2] = {{0}};
+    int cnt[2][2] = {{0}}, faster[2] = {0}, compared[2] = {0};
+    *total_wrong = 0;
+    for (int i = 0; i < sh->nsizes; i++) {
+        const Row *row = &sh->rows[i];
+        for (int impl = 0; impl < 2; impl++)
+            for (int p = 0; p < 2; p++) {
+                const Stat *s = &row->st[impl][p];
+                if (s->us < 0)
+                    continue;
+                sum[impl][p] += algbw(row->bytes, s->us) * f;
+                cnt[impl][p]++;
+                if (s->wrong > 0)
+                    *total_wrong += s->wrong;
+            }
+        for (int p = 0; p < 2 && sh->nc.available; p++)
+            if (row->st[IMPL_NCCL][p].us > 0) {
+                compared[p]++;
+                faster[p] += row->st[IMPL_CCL][p].us < row->st[IMPL_NCCL][p].us;
+            }
+    }
+    printf("# wrong elements: %lld%s\n", *total_wrong, sh->o.check ? "" : " (not checked)");
+    printf("# average busbw: %.2f GB/s out-of-place, %.2f in-place", cnt[0][0] ? sum[0][0] / cnt[0][0] : 0,
+           cnt[0][1] ? sum[0][1] / cnt[0][1] : 0);
+    if (sh->nc.available) {
+        printf("; NCCL ");
+        for (int p = 0; p < 2; p++)
+            printf(cnt[1][p] ? "%s%.2f" : "%sn/a", p ? ", " : "", cnt[1][p] ? sum[1][p] / cnt[1][p] : 0);
+    }
+    printf("\n");
+    if (sh->nc.available)
+        printf("# faster than NCCL at %d of %d sizes out-of-place, %d of %d in-place\n", faster[0], compared[0],
+               faster[1], compared[1]);
+    if (*total_wrong)
+        printf("# FAILED: %lld wrong elements\n", *total_wrong);
+}
+
+static FILE *open_out(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        fprintf(stderr, "ccl-perf: error: cannot write %s: %s\n", path, strerror(errno));
+    return f;
+}
+
+static const char *impl_name(int impl) { return impl == IMPL_CCL ? "ccl" : "nccl"; }
+static const char *place_name(int p) { return p ? "in-place" : "out-of-place"; }
+
+/* Long form: one line per size, placement and implementation. */
+int perf_write_csv(const Shared *sh, const char *path)
+{
+    FILE *f = open_out(path);
+    if (!f)
+        return -1;
+    const Opts *o = &sh->o;
+    double fac = busbw_factor(sh->coll, sh->nranks);
+    fprintf(f, "collective,dtype,op,root,nranks,backend,method,impl,algorithm,placement,bytes,count,time_us,algbw_GBs,"
+               "busbw_GBs,wrong,ratio_vs_nccl\n");
+    for (int i = 0; i < sh->nsizes; i++) {
+        const Row *row = &sh->rows[i];
+        for (int p = 0; p < 2; p++)
+            for (int impl = 0; impl < 2; impl++) {
+                const Stat *s = &row->st[impl][p];
+                if (s->us < 0)
+                    continue;
+                fprintf(f, "%s,%s,%s,%d,%d,%s,%s,%s,%s,%s,%zu,%zu,%.3f,%.4f,%.4f,", perf_colls[sh->coll].name,
+                        ccl_dtype_name(o->dtype), perf_colls[sh->coll].reduces ? ccl_op_name(o->op) : "none",
+                        perf_colls[sh->coll].rooted ? o->root : -1, sh->nranks,
+                        sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu",
+                        o->graph ? "cuda-graph" : sh->backend == CCL_BACKEND_GPU ? "cuda-events" : "host-clock",
+                        impl_name(impl), impl == IMPL_CCL ? row->algo : "nccl", place_name(p), row->bytes, row->count,
+                        s->us, algbw(row->bytes, s->us),
+                        algbw(row->bytes, s->us) * fac);
+                if (s->wrong >= 0)
+                    fprintf(f, "%lld", s->wrong);
+                fputc(',', f);
+                const Stat *t = &row->st[IMPL_NCCL][p];
+                if (impl == IMPL_CCL && t->us > 0)
+                    fprintf(f, "%.4f", s->us / t->us);
+                fputc('\n', f);
+            }
+    }
+    return fclose(f);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+static void json_stat(FILE *f, const Stat *s, size_t bytes, double fac)
+{
+    if (s->us < 0) {
+        fputs("null", f);
+        return;
+    }
+    fprintf(f, "{\"time_us\": %.3f, \"algbw_GBs\": %.4f, \"busbw_GBs\": %.4f, \"wrong\": ", s->us,
+            algbw(bytes, s->us), algbw(bytes, s->us) * fac);
+    if (s->wrong >= 0)
+        fprintf(f, "%lld}", s->wrong);
+    else
+        fputs("null}", f);
+}
+
+int perf_write_json(const Shared *sh, const char *path)
+{
+    FILE *f = open_out(path);
+    if (!f)
+        return -1;
+    const Opts *o = &sh->o;
+    double fac = busbw_factor(sh->coll, sh->nranks);
+    fprintf(f, "{\n  \"tool\": \"ccl-perf\", \"version\": \"%s\",\n  \"collective\": \"%s\", \"dtype\": \"%s\", \"op\": ",
+            PERF_VERSION, perf_colls[sh->coll].name, ccl_dtype_name(o->dtype));
+    json_str(f, perf_colls[sh->coll].reduces ? ccl_op_name(o->op) : "none");
+    fprintf(f, ", \"root\": %d, \"nranks\": %d,\n", perf_colls[sh->coll].rooted ? o->root : -1, sh->nranks);
+    fprintf(f, "  \"mode\": \"%s\", \"backend\": \"%s\", \"device\": ", sh->processes ? "processes" : "threads",
+            sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu");
+    json_str(f, sh->devname);
+    fputs(",\n  \"algorithm\": ", f);
+    json_str(f, sh->algo_name);
+    fprintf(f, ",\n  \"timing\": {\"method\": \"%s\", \"description\": ",
+            o->graph ? "cuda-graph" : sh->backend == CCL_BACKEND_GPU ? "cuda-events" : "host-clock");
+    json_str(f, sh->method);
+    fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"repeats\": %d},\n", o->iters, o->warmup, o->repeats);
+    fprintf(f, "  \"check\": %s, \"busbw_factor\": %.6f,\n", o->check ? "true" : "false", fac);
+    fprintf(f, "  \"nccl\": {\"compared\": %s, \"path\": ", sh->nc.available ? "true" : "false");
+    json_str(f, sh->nc.available ? sh->nc.path : "");
+    fprintf(f, ", \"version\": %d, \"why_not\": ", sh->nc.version);
+    json_str(f, !o->compare_nccl ? "not requested" : sh->nc.available ? "" : sh->nc.why);
+    fputs("},\n  \"results\": [\n", f);
+    for (int i = 0; i < sh->nsizes; i++) {
+        const Row *row = &sh->rows[i];
+        for (int p = 0; p < 2; p++) {
+            fprintf(f, "    {\"bytes\": %zu, \"count\": %zu, \"placement\": \"%s\", \"algorithm\": ", row->bytes,
+                    row->count, place_name(p));
+            json_str(f, row->algo);
+            fputs(", \"ccl\": ", f);
+            json_stat(f, &row->st[IMPL_CCL][p], row->bytes, fac);
+            fputs(", \"nccl\": ", f);
+            json_stat(f, &row->st[IMPL_NCCL][p], row->bytes, fac);
+            fputs(", \"ratio_vs_nccl\": ", f);
+            if (row->st[IMPL_NCCL][p].us > 0)
+                fprintf(f, "%.4f", row->st[IMPL_CCL][p].us / row->st[IMPL_NCCL][p].us);
+            else
+                fputs("null", f);
+            fprintf(f, "}%s\n", i == sh->nsizes - 1 && p == 1 ? "" : ",");
+        }
+    }
+    fputs("  ]\n}\n", f);
+    return fclose(f);
+}
+
+/* ===== the SVG plot: busbw and latency against size, log-x, ours and NCCL's ===== */
+
+typedef struct {
+    double x0, y0, w, h;       /* the plotting area in SVG units */
+    double lx0, lx1;           /* log2 of the size range */
+    double ylo, yhi;           /* value range (log10 when ylog) */
+    int ylog;
+} Panel;
+
+static double px(const Panel *p, double bytes) { return p->x0 + (log2(bytes) - p->lx0) / (p->lx1 - p->lx0) * p->w; }
+static double py(const Panel *p, double v)
+{
+    double t = p->ylog ? (log10(v) - p->ylo) / (p->yhi - p->ylo) : (v - p->ylo) / (p->yhi - p->ylo);
+    return p->y0 + p->h - t * p->h;
+}
+
+/* A "nice" upper bound for a linear axis: 1, 2 or 5 times a power of ten. */
+static double nice_ceil(double v)
+{
+    if (v <= 0)
+        return 1;
+    double e = pow(10, floor(log10(v))), m = v / e;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * e;
+}
+
+static void svg_panel(FILE *f, const Shared *sh, const Panel *p, const char *ylabel, int latency)
+{
+    /* Frame, grid and ticks. */
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"white\" stroke=\"#444\"/>\n", p->x0,
+            p->y0, p->w, p->h);
+    int span = (int)(p->lx1 - p->lx0), every = span <= 12 ? 1 : span <= 24 ? 2 : 4;
+    for (int e = (int)ceil(p->lx0); e <= (int)floor(p->lx1); e++) {
+        if ((e - (int)ceil(p->lx0)) % every)
+            continue;
+        double x = px(p, ldexp(1, e));
+        char lab[32];
+        perf_fmt_size(lab, sizeof lab, (size_t)1 << e);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x, p->y0, x, p->y0 + p->h);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">%s</text>\n", x,
+                p->y0 + p->h + 15, lab);
+    }
+    if (p->ylog) {
+        /* Decades, and 2 and 5 within them when there are few decades. */
+        static const double steps[] = {1, 2, 5};
+        int nsteps = p->yhi - p->ylo <= 3 ? 3 : 1;
+        for (int d = (int)p->ylo; d <= (int)p->yhi; d++)
+            for (int k = 0; k < nsteps; k++) {
+                double v = steps[k] * pow(10, d);
+                if (log10(v) > p->yhi + 1e-9)
+                    break;
+                double y = py(p, v);
+                fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n", p->x0, y,
+                        p->x0 + p->w, y, k ? "#eee" : "#ddd");
+                fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g</text>\n", p->x0 - 5,
+                        y + 4, v);
+            }
+    } else {
+        for (int k = 0; k <= 5; k++) {
+            double v = p->ylo + (p->yhi - p->ylo) * k / 5, y = py(p, v);
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", p->x0, y, p->x0 + p->w, y);
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g</text>\n", p->x0 - 5, y + 4, v);
+        }
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">message size (bytes, log scale)</text>\n",
+            p->x0 + p->w / 2, p->y0 + p->h + 34);
+    fprintf(f, "<text transform=\"translate(%.1f,%.1f) rotate(-90)\" font-size=\"12\" text-anchor=\"middle\">%s</text>\n",
+            p->x0 - 48, p->y0 + p->h / 2, ylabel);
+    /* The series: ours blue, NCCL orange; out-of-place solid, in-place dashed. */
+    static const char *color[2] = {"#1f77b4", "#ff7f0e"};
+    double fac = busbw_factor(sh->coll, sh->nranks);
+    for (int impl = 0; impl < 2; impl++)
+        for (int pl = 0; pl < 2; pl++) {
+            char pts[PERF_MAX_SIZES * 32];
+            size_t used = 0;
+            int npts = 0;
+            for (int i = 0; i < sh->nsizes; i++) {
+                const Stat *s = &sh->rows[i].st[impl][pl];
+                if (s->us <= 0)
+                    continue;
+                double v = latency ? s->us : algbw(sh->rows[i].bytes, s->us) * fac;
+                if (p->ylog && v <= 0)
+                    continue;
+                used += (size_t)snprintf(pts + used, sizeof pts - used, "%.1f,%.1f ", px(p, (double)sh->rows[i].bytes), py(p, v));
+                npts++;
+            }
+            if (!npts)
+                continue;
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"%s\"/>\n", color[impl],
+                    pl ? " stroke-dasharray=\"6,4\"" : "", pts);
+            for (int i = 0; i < sh->nsizes; i++) {
+                const Stat *s = &sh->rows[i].st[impl][pl];
+                if (s->us <= 0)
+                    continue;
+                double v = latency ? s->us : algbw(sh->rows[i].bytes, s->us) * fac;
+                char lab[32];
+                perf_fmt_size(lab, sizeof lab, sh->rows[i].bytes);
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s %s %s: %.2f %s (%s)</title></circle>\n",
+                        px(p, (double)sh->rows[i].bytes), py(p, v), color[impl], impl_name(impl), place_name(pl), lab, v,
+                        latency ? "us" : "GB/s", impl == IMPL_CCL ? sh->rows[i].algo : "nccl");
+            }
+        }
+}
+
+int perf_write_svg(const Shared *sh, const char *path)
+{
+    FILE *f = open_out(path);
+    if (!f)
+        return -1;
+    const Opts *o = &sh->o;
+    double fac = busbw_factor(sh->coll, sh->nranks), bwmax = 0, tmin = INFINITY, tmax = 0;
+    for (int i = 0; i < sh->nsizes; i++)
+        for (int impl = 0; impl < 2; impl++)
+            for (int pl = 0; pl < 2; pl++) {
+                const Stat *s = &sh->rows[i].st[impl][pl];
+                if (s->us <= 0)
+                    continue;
+                double bw = algbw(sh->rows[i].bytes, s->us) * fac;
+                bwmax = bw > bwmax ? bw : bwmax;
+                tmin = s->us < tmin ? s->us : tmin;
+                tmax = s->us > tmax ? s->us : tmax;
+            }
+    if (tmax <= 0)
+        tmin = 1, tmax = 10;
+    double lx0 = log2((double)sh->sizes[0]), lx1 = log2((double)sh->sizes[sh->nsizes - 1]);
+    if (lx1 - lx0 < 1)
+        lx0 -= 0.5, lx1 += 0.5;
+    Panel bw = {80, 70, 420, 300, lx0, lx1, 0, nice_ceil(bwmax * 1.05), 0};
+    Panel lat = {600, 70, 420, 300, lx0, lx1, floor(log10(tmin)), ceil(log10(tmax)), 1};
+    if (lat.yhi <= lat.ylo)
+        lat.yhi = lat.ylo + 1;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1060\" height=\"470\" viewBox=\"0 0 1060 470\" "
+               "font-family=\"sans-serif\">\n<rect width=\"1060\" height=\"470\" fill=\"white\"/>\n");
+    char title[256];
+    snprintf(title, sizeof title, "%s %s%s%s, %d ranks, %s backend, %s", perf_colls[sh->coll].name, ccl_dtype_name(o->dtype),
+             perf_colls[sh->coll].reduces ? " " : "", perf_colls[sh->coll].reduces ? ccl_op_name(o->op) : "", sh->nranks,
+             sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu",
+             o->graph ? "CUDA graph" : sh->backend == CCL_BACKEND_GPU ? "CUDA events" : "host clock");
+    fprintf(f, "<text x=\"530\" y=\"24\" font-size=\"16\" text-anchor=\"middle\" font-weight=\"bold\">ccl-perf: ");
+    for (const char *s = title; *s; s++)
+        fputs(*s == '<' ? "&lt;" : *s == '&' ? "&amp;" : (char[2]){*s, 0}, f);
+    fprintf(f, "</text>\n<text x=\"530\" y=\"44\" font-size=\"12\" text-anchor=\"middle\">algorithm: ");
+    for (const char *s = sh->algo_name; *s; s++)
+        fputs(*s == '<' ? "&lt;" : *s == '&' ? "&amp;" : (char[2]){*s, 0}, f);
+    if (sh->nc.available)
+        fprintf(f, "; NCCL %d.%d.%d", sh->nc.version / 10000, sh->nc.version % 10000 / 100, sh->nc.version % 100);
+    fputs("</text>\n", f);
+    fprintf(f, "<text x=\"%.1f\" y=\"62\" font-size=\"13\" text-anchor=\"middle\">bus bandwidth (higher is better)</text>\n",
+            bw.x0 + bw.w / 2);
+    fprintf(f, "<text x=\"%.1f\" y=\"62\" font-size=\"13\" text-anchor=\"middle\">time per op (lower is better)</text>\n",
+            lat.x0 + lat.w / 2);
+    svg_panel(f, sh, &bw, "busbw (GB/s)", 0);
+    svg_panel(f, sh, &lat, "time (us, log scale)", 1);
+    /* Legend. */
+    static const char *color[2] = {"#1f77b4", "#ff7f0e"};
+    const char *who[2] = {"ccl", "NCCL"};
+    double lx = 250, ly = 440;
+    for (int impl = 0; impl < (sh->nc.available ? 2 : 1); impl++)
+        for (int pl = 0; pl < 2; pl++) {
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>\n", lx, ly,
+                    lx + 30, ly, color[impl], pl ? " stroke-dasharray=\"6,4\"" : "");
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s %s</text>\n", lx + 36, ly + 4, who[impl], place_name(pl));
+            lx += 150;
+        }
+    fputs("</svg>\n", f);
+    return fclose(f);
+}
