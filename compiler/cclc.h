@@ -143,6 +143,7 @@ typedef enum {
 
 typedef enum {
     EX_INT, EX_NAME, EX_UNARY, EX_BINARY, EX_CALL,
+    EX_COND,              /* cond ? lhs : rhs */
 } ExprKind;
 
 typedef struct Expr Expr;
@@ -153,6 +154,7 @@ struct Expr {
     const char *name;     /* EX_NAME, EX_CALL (function name) */
     int op;               /* EX_UNARY, EX_BINARY: a token code from the grammar */
     Expr *lhs, *rhs;      /* operands; EX_CALL arguments are lhs and rhs (rhs may be NULL) */
+    Expr *cond;           /* EX_COND: the condition; only the branch it picks is evaluated */
     int depth;            /* 1 + the deeper operand's: at most CCLC_MAX_EXPR_DEPTH */
 };
 

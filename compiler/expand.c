@@ -134,6 +134,44 @@ static void unbind_to(Expander *x, int mark)
 /* ---- expressions: 64-bit, checked; `%` is Euclidean ---- */
 
 /* Evaluates e into *out; on error reports it and returns 0. */
+/* The built-ins beyond log2, abs, min and max (eval): 1 and the value, 0 after an
+ * error, -1 when e names none of them. */
+static int builtin(Expander *x, const Expr *e, int nargs, int64_t a, int64_t b, int64_t *out)
+{
+    if (!strcmp(e->name, "clog2") && nargs == 1) {
+        if (a <= 0) {
+            error(x, e->loc, "clog2 of %lld: the argument must be positive", (long long)a);
+            return 0;
+        }
+        int64_t r = 0;
+        while (r < 62 && ((int64_t)1 << r) < a)
+            r++;
+        *out = r;
+        return 1;
+    }
+    if (!strcmp(e->name, "popcount") && nargs == 1) {
+        if (a < 0) {
+            error(x, e->loc, "popcount of %lld: the argument must not be negative", (long long)a);
+            return 0;
+        }
+        *out = __builtin_popcountll((unsigned long long)a);
+        return 1;
+    }
+    if (!strcmp(e->name, "bitrev") && nargs == 2) {
+        if (b < 0 || b > 62 || a < 0 || (b < 62 && a >= (int64_t)1 << b)) {
+            error(x, e->loc, "bitrev(%lld, %lld): the value must fit in the bits (0 <= x < 2^bits, bits <= 62)",
+                  (long long)a, (long long)b);
+            return 0;
+        }
+        int64_t r = 0;
+        for (int64_t i = 0; i < b; i++)
+            r |= (a >> i & 1) << (b - 1 - i);
+        *out = r;
+        return 1;
+    }
+    return -1;
+}
+
 static int eval(Expander *x, const Expr *e, int64_t *out)
 {
     int64_t a = 0, b = 0;
@@ -193,10 +231,18 @@ static int eval(Expander *x, const Expr *e, int64_t *out)
             *out = a > b ? a : b;
             return 1;
         }
-        error(x, e->loc, "unknown function '%s' with %d argument%s (known: log2(x), abs(x), min(a, b), max(a, b))",
-              e->name, nargs, nargs == 1 ? "" : "s");
+        int known = builtin(x, e, nargs, a, b, out);
+        if (known >= 0)
+            return known;
+        error(x, e->loc, "unknown function '%s' with %d argument%s (known: log2(x), clog2(x), popcount(x), abs(x), "
+              "min(a, b), max(a, b), bitrev(x, bits))", e->name, nargs, nargs == 1 ? "" : "s");
         return 0;
     }
+    case EX_COND:
+        /* Only the branch taken is evaluated: `v > 0 ? log2(v) : 0` is fine at v = 0. */
+        if (!eval(x, e->cond, &a))
+            return 0;
+        return eval(x, a ? e->lhs : e->rhs, out);
     case EX_BINARY:
         break;
     }

@@ -54,8 +54,8 @@ static Expr *expr_new(struct ParseCtx *ctx, ExprKind kind, CCL_YYLTYPE loc)
  * stops growing deeper, so no later pass recurses further. */
 static Expr *deepen(struct ParseCtx *ctx, Expr *e)
 {
-    int l = e->lhs ? e->lhs->depth : 0, r = e->rhs ? e->rhs->depth : 0;
-    e->depth = 1 + (l > r ? l : r);
+    int l = e->lhs ? e->lhs->depth : 0, r = e->rhs ? e->rhs->depth : 0, c = e->cond ? e->cond->depth : 0;
+    e->depth = 1 + (l > r ? (l > c ? l : c) : (r > c ? r : c));
     if (e->depth <= CCLC_MAX_EXPR_DEPTH)
         return e;
     if (!ctx->too_deep)
@@ -140,6 +140,7 @@ static void header_once(struct ParseCtx *ctx, const void *already, const char *w
 %type <str> buf_name coll_word
 %type <chan> channel
 
+%right '?' ':'
 %left OROR
 %left ANDAND
 %left '|'
@@ -426,6 +427,13 @@ expr
     | '(' expr ')'        { $$ = $2; }
     | '-' expr %prec UNARY { $$ = expr_new(ctx, EX_UNARY, @1); $$->op = '-'; $$->lhs = $2; $$ = deepen(ctx, $$); }
     | '!' expr %prec UNARY { $$ = expr_new(ctx, EX_UNARY, @1); $$->op = '!'; $$->lhs = $2; $$ = deepen(ctx, $$); }
+    | expr '?' expr ':' expr {
+          $$ = expr_new(ctx, EX_COND, @2);
+          $$->cond = $1;
+          $$->lhs = $3;
+          $$->rhs = $5;
+          $$ = deepen(ctx, $$);
+      }
     | expr '+' expr       { $$ = binary(ctx, '+', $1, $3, @2); }
     | expr '-' expr       { $$ = binary(ctx, '-', $1, $3, @2); }
     | expr '*' expr       { $$ = binary(ctx, '*', $1, $3, @2); }

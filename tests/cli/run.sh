@@ -73,3 +73,22 @@ for i in range(100000): print('let v%d = %d' % (i, i))
 print('for r in 0..N on r tb 0 { copy out[0] <- in[v99999 - 99999] }')" >"$tmp/names.ccl"
 check many_names 1 "postcondition fails" check "$tmp/names.ccl" --ranks 4
 rm -rf "$tmp"
+
+# The conditional expression and the bit built-ins (docs/language.md): a direct
+# all-gather written with them proves for N = 2, 3, 5, 8 and runs; the branch not taken
+# is never evaluated; each built-in's bad argument is a located error.
+for n in 2 3 5 8; do
+    check "conditional_proves_N$n" 0 "" check tests/cli/programs/conditional.ccl --ranks "$n"
+done
+check conditional_runs 0 "N=5 threads backend=cpu" run tests/cli/programs/conditional.ccl --ranks 5 --backend cpu --count 1001
+tmp=$(mktemp -d)
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[r > 0 ? 0 : log2(r)] }\n' >"$tmp/taken.ccl"
+check conditional_evaluates_the_taken_branch 1 "log2 of 0: the argument must be positive (when r = 0)" check "$tmp/taken.ccl" --ranks 2
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[(r < 0 ? log2(r) : 0) + bitrev(r, 1) * 0 + popcount(r) * 0 + clog2(r + 1) * 0] }\n' >"$tmp/lazy.ccl"
+# (the program is no all-reduce: reaching the proof means every expression evaluated)
+check conditional_skips_the_other_branch 1 "postcondition fails" check "$tmp/lazy.ccl" --ranks 2
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[bitrev(r + 2, 1) * 0] }\n' >"$tmp/bitrev.ccl"
+check bitrev_out_of_range 1 "bitrev(2, 1): the value must fit in the bits" check "$tmp/bitrev.ccl" --ranks 2
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[clog2(r) * 0] }\n' >"$tmp/clog2.ccl"
+check clog2_of_zero 1 "clog2 of 0: the argument must be positive" check "$tmp/clog2.ccl" --ranks 2
+rm -rf "$tmp"
