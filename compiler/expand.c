@@ -5,8 +5,9 @@
  * loop unrolled, every expression folded, every set (others, comprehensions) spread into
  * single steps and every buffer reference resolved to (buffer, rank, chunk, count).
  *
- * Well-formedness is checked here, where the values are known: indices in range, sets
- * non-empty, peers valid, remote references carried by a channel, constraints of the
+ * Well-formedness is checked here, where the values are known: indices in range, a
+ * reduce with an operand (empty sets are empty lists), peers valid, remote references
+ * carried by a channel, constraints of the
  * header satisfied, and limits on size (steps, loop iterations) that keep a wrong
  * program from expanding forever. Errors name the loop variables' values, since one
  * source line stands for many expanded steps; each source location is reported once.
@@ -424,13 +425,11 @@ static int eval_ref(Expander *x, const AstRef *r, RefVec *out)
     }
     int nchunks = buffer_chunks(x, buf);
     IntVec peers = {0}, idx = {0};
+    /* An empty set (a comprehension that keeps nothing) is an empty list: the step it
+     * is in does less, or nothing (expand_data_step says when that is an error). */
     if (r->peer) {
         if (!eval_set(x, r->peer, &peers))
             return 0;
-        if (peers.n == 0) {
-            error(x, r->peer->loc, "this set of ranks is empty");
-            return 0;
-        }
     } else {
         vec_push(x->arena, &peers, x->on_rank);
     }
@@ -438,10 +437,6 @@ static int eval_ref(Expander *x, const AstRef *r, RefVec *out)
     if (r->index) {
         if (!eval_set(x, r->index, &idx))
             return 0;
-        if (idx.n == 0) {
-            error(x, r->index->loc, "this set of chunk indices is empty");
-            return 0;
-        }
     } else if (r->lo) {
         int64_t lo, hi;
         if (!eval(x, r->lo, &lo) || !eval(x, r->hi, &hi))
@@ -504,11 +499,15 @@ static const char *ref_text(Expander *x, Ref r)
 }
 
 /* Data steps: put, get, copy, reduce. Destinations and each source spread into lists;
- * a list of one pairs with every destination, otherwise lists pair up in order. */
+ * a list of one pairs with every destination, otherwise lists pair up in order. No
+ * destination (an empty set) is no step; a reduce into one destination takes whatever
+ * its operand lists hold, empty ones included, but needs one operand at least. */
 static void expand_data_step(Expander *x, const Stmt *s)
 {
     RefVec dsts = {0};
     if (!eval_ref(x, s->dst, &dsts))
+        return;
+    if (dsts.n == 0)
         return;
     int nsrc_lists = s->srcs.n;
     RefVec *srcs = arena_alloc(x->arena, sizeof *srcs * (size_t)nsrc_lists);
@@ -537,6 +536,10 @@ static void expand_data_step(Expander *x, const Stmt *s)
         }
         st.nsrc = ops.n;
         st.src = ops.v;
+        if (st.nsrc == 0) {
+            error(x, s->loc, "this reduce has no operand: every operand set is empty here");
+            return;
+        }
         int me = x->on_rank;
         for (int i = 0; i < st.nsrc; i++) {
             if (st.src[i].count != st.dst.count) {
@@ -588,10 +591,8 @@ static void expand_sync_step(Expander *x, const Stmt *s)
     IntVec peers = {0};
     if (!eval_set(x, s->peers, &peers))
         return;
-    if (peers.n == 0) {
-        error(x, s->peers->loc, "'%s' names an empty set of ranks", step_name(s->step));
-        return;
-    }
+    /* An empty set of ranks (a comprehension that keeps nothing) signals or waits for
+     * no one. */
     for (int i = 0; i < peers.n; i++) {
         int64_t p = peers.v[i];
         if (p < 0 || p >= x->prog->nranks) {

@@ -92,3 +92,11 @@ check bitrev_out_of_range 1 "bitrev(2, 1): the value must fit in the bits" check
 printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[clog2(r) * 0] }\n' >"$tmp/clog2.ccl"
 check clog2_of_zero 1 "clog2 of 0: the argument must be positive" check "$tmp/clog2.ccl" --ranks 2
 rm -rf "$tmp"
+
+# Empty sets are empty lists (docs/language.md): a reduce whose operand comprehensions
+# are empty at the first or last root proves for every root at the ends and runs.
+for nr in "2 0" "2 1" "3 0" "3 2" "5 0" "5 4"; do
+    set -- $nr
+    check "empty_sets_N$1_root$2" 0 "" check tests/cli/programs/empty_sets.ccl --ranks "$1" --root "$2"
+done
+check empty_sets_runs 0 "N=5 threads backend=cpu" run tests/cli/programs/empty_sets.ccl --ranks 5 --root 4 --backend cpu --count 999
