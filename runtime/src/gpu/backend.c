@@ -253,6 +253,9 @@ typedef struct {
     int rank;
     const EmitOptions *eo;
     GpuModule *m;
+    int mine;                 /* this thread claimed m, so it compiles, loads, publishes */
+    pthread_t thread;         /* compiling it, when `threaded` */
+    int threaded;
     CclJitResult jr;
     int compiled;             /* jr holds the cubin; else err says why not */
     char err[CCL__ERR_LEN];
@@ -345,24 +348,18 @@ static ccl_result_t gpu_kernel(ccl_algorithm_t *alg, ccl_dtype_t dtype, ccl_op_t
     EmitOptions eo = {.dtype = ccl_dtype_name(dtype), .op = ccl_op_name(op), .protocol = ga->protocol};
     int n = g->ncolocated, oom = 0;
     KernelLoad *kl = calloc((size_t)n, sizeof *kl);
-    int *mine = calloc((size_t)n, sizeof *mine);
-    pthread_t *tid = calloc((size_t)n, sizeof *tid);
-    int *started = calloc((size_t)n, sizeof *started);
-    if (!kl || !mine || !tid || !started) {
-        free(kl), free(mine), free(tid), free(started);
-        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
-    }
+    if (!kl) return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
     for (int i = 0; i < n; i++) {
         int load = gpu_claim_kernel(alg, g->colocated[i], &eo, &kl[i]);
         oom |= load < 0;
-        mine[i] = load == 1;
+        kl[i].mine = load == 1;
     }
     /* Claimed entries must be published whatever happens, or peers would wait forever. */
     for (int i = 0; i < n; i++)
-        if (mine[i]) started[i] = n > 1 && pthread_create(&tid[i], NULL, gpu_compile, &kl[i]) == 0;
+        if (kl[i].mine) kl[i].threaded = n > 1 && pthread_create(&kl[i].thread, NULL, gpu_compile, &kl[i]) == 0;
     for (int i = 0; i < n; i++)
-        if (mine[i]) {
-            if (started[i]) pthread_join(tid[i], NULL);
+        if (kl[i].mine) {
+            if (kl[i].threaded) pthread_join(kl[i].thread, NULL);
             else gpu_compile(&kl[i]);
             gpu_load_module(g, &kl[i]);
         }
@@ -378,7 +375,7 @@ static ccl_result_t gpu_kernel(ccl_algorithm_t *alg, ccl_dtype_t dtype, ccl_op_t
         else if (kl[i].rank == comm->rank)
             k->module = m;
     }
-    free(kl), free(mine), free(tid), free(started);
+    free(kl);
     return res;
 }
 
