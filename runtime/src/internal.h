@@ -233,6 +233,9 @@ ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn);
  * anything else or the value does not fit 64 bits. */
 int ccl__parse_size(const char *s, uint64_t *out);
 
+/* FNV-1a, 64-bit, over n bytes, continuing from h (CCL__FNV_SEED to start). */
+#define CCL__FNV_SEED 0xcbf29ce484222325ull
+uint64_t ccl__fnv1a(uint64_t h, const void *p, size_t n);
 /* The cache folder: `configured` (ccl_config_t.cache_dir), else $CCL_CACHE_DIR, else
  * $XDG_CACHE_HOME/ccl, else ~/.cache/ccl; into buf. NULL when none can be named. */
 const char *ccl__cache_dir(const char *configured, char *buf, size_t len);

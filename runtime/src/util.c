@@ -42,6 +42,14 @@ int ccl__parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
+uint64_t ccl__fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
 const char *ccl__cache_dir(const char *configured, char *buf, size_t len)
 {
     const char *c = configured && *configured ? configured : getenv("CCL_CACHE_DIR");

@@ -185,17 +185,10 @@ void ccl__gpu_unmap(GpuDevice *d, CUdeviceptr va, size_t size, CUmemGenericAlloc
 
 /* ---- the kernel cache ---- */
 
-static uint64_t fnv1a(const char *s, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-    return h;
-}
-
 GpuModule *ccl__gpu_module_claim(GpuDevice *d, const char *source, size_t len, int *load)
 {
     *load = 0;
-    uint64_t h = fnv1a(source, len);
+    uint64_t h = ccl__fnv1a(CCL__FNV_SEED, source, len);
     pthread_mutex_lock(&d->mu);
     GpuModule *m = d->modules;
     while (m && !(m->hash == h && m->len == len && !memcmp(m->source, source, len))) m = m->next;
@@ -283,7 +276,7 @@ static uint64_t host_hash(void)
 {
     char name[256] = "";
     gethostname(name, sizeof name - 1);
-    return fnv1a(name, strlen(name));
+    return ccl__fnv1a(CCL__FNV_SEED, name, strlen(name));
 }
 
 int ccl__gpu_auto_ordinal(const GpuRankPlace *all, int p)

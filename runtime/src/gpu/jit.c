@@ -104,24 +104,6 @@ int ccl__jit_nvrtc_version(char *err, size_t errlen)
     return jit.major * 1000 + jit.minor * 10;
 }
 
-static double jit_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* FNV-1a, 64-bit, continuing from h. Two runs with different seeds make the key. */
-static uint64_t jit_fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 static void *jit_read_file(const char *path, size_t *size)
 {
     FILE *f = fopen(path, "rb");
@@ -214,7 +196,7 @@ static void jit_append_line(char *err, size_t errlen, const char *log, const cha
 int ccl__jit_compile(const char *source, const char *name, int arch, const char *cache_dir,
                      CclJitResult *res, char *err, size_t errlen)
 {
-    double t0 = jit_now_ms();
+    double t0 = ccl__now_ms();
     memset(res, 0, sizeof *res);
     pthread_once(&jit.once, jit_load);
     if (!jit.lib) {
@@ -228,16 +210,16 @@ int ccl__jit_compile(const char *source, const char *name, int arch, const char 
 
     char path[4200] = "", why[512];
     JitEntry key = {.magic = JIT_MAGIC, .arch = (uint32_t)arch, .nvrtc = (uint32_t)(jit.major * 1000 + jit.minor * 10),
-                    .opts_hash = 14695981039346656037ull, .source_len = strlen(source)};
-    for (int i = 0; i < nopts; i++) key.opts_hash = jit_fnv(key.opts_hash, opts[i], strlen(opts[i]) + 1);
+                    .opts_hash = CCL__FNV_SEED, .source_len = strlen(source)};
+    for (int i = 0; i < nopts; i++) key.opts_hash = ccl__fnv1a(key.opts_hash, opts[i], strlen(opts[i]) + 1);
     /* Only a folder of this user's that nobody else can write holds cubins we load. */
     if (cache_dir && cache_dir[0] && ccl__private_dir(cache_dir, why, sizeof why) == 0) {
-        uint64_t h[2] = {14695981039346656037ull, 0x9e3779b97f4a7c15ull};
+        uint64_t h[2] = {CCL__FNV_SEED, 0x9e3779b97f4a7c15ull};
         for (int k = 0; k < 2; k++) {
-            h[k] = jit_fnv(h[k], source, key.source_len + 1);
-            h[k] = jit_fnv(h[k], &key.opts_hash, sizeof key.opts_hash);
+            h[k] = ccl__fnv1a(h[k], source, key.source_len + 1);
+            h[k] = ccl__fnv1a(h[k], &key.opts_hash, sizeof key.opts_hash);
             uint32_t ver[2] = {key.nvrtc, key.arch};
-            h[k] = jit_fnv(h[k], ver, sizeof ver);
+            h[k] = ccl__fnv1a(h[k], ver, sizeof ver);
         }
         snprintf(path, sizeof path, "%s/%016llx%016llx.sm%d.ccljit", cache_dir, (unsigned long long)h[0],
                  (unsigned long long)h[1], arch);
@@ -247,7 +229,7 @@ int ccl__jit_compile(const char *source, const char *name, int arch, const char 
         free(data);
         if (res->image) {
             res->cache_hit = 1;
-            res->ms = jit_now_ms() - t0;
+            res->ms = ccl__now_ms() - t0;
             return 0;
         }
     }
@@ -286,6 +268,6 @@ int ccl__jit_compile(const char *source, const char *name, int arch, const char 
     jit.destroy(&prog);
     key.image_len = res->size;
     if (path[0]) jit_write_entry(cache_dir, path, &key, source, res->image);
-    res->ms = jit_now_ms() - t0;
+    res->ms = ccl__now_ms() - t0;
     return 0;
 }
