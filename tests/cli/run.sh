@@ -96,7 +96,7 @@ rm -rf "$tmp"
 # Empty sets are empty lists (docs/language.md): a reduce whose operand comprehensions
 # are empty at the first or last root proves for every root at the ends and runs.
 for nr in "2 0" "2 1" "3 0" "3 2" "5 0" "5 4"; do
-    set -- $nr
-    check "empty_sets_N$1_root$2" 0 "" check tests/cli/programs/empty_sets.ccl --ranks "$1" --root "$2"
+    read -r n root <<<"$nr"
+    check "empty_sets_N${n}_root$root" 0 "" check tests/cli/programs/empty_sets.ccl --ranks "$n" --root "$root"
 done
 check empty_sets_runs 0 "N=5 threads backend=cpu" run tests/cli/programs/empty_sets.ccl --ranks 5 --root 4 --backend cpu --count 999
