@@ -51,6 +51,7 @@
 
 #include "ccl.h"
 #include "cclc.h"
+#include "cuda/abi.h"
 
 /* ===== heap.c: the symmetric heap ===== */
 
@@ -76,6 +77,8 @@ typedef struct {
      * the comm adds 1 to rank 0's counter and waits until it reaches k * nranks.
      * Monotonic, never reset. */
     _Atomic uint64_t barrier;
+    /* At CCL_IDENT_OFF (cuda/abi.h): the identities of this rank's last CCL_IDENT_RING
+     * calls (CclIdent), which peers compare with theirs before they touch this rank. */
 } CclHeapHeader;
 
 /* A deterministic first-fit offset allocator over [lo, hi). */
@@ -328,6 +331,10 @@ struct ccl_comm {
     ccl_result_t async_result;       /* first asynchronous failure not yet reported */
     char async_error[CCL__ERR_LEN];
     ccl_result_t failed;             /* sticky: once a collective failed, the comm is dead */
+
+    /* Calls enqueued so far: every rank makes the same calls, so the k-th has the same
+     * number everywhere (CclIdent.seq, algorithm.c). */
+    uint64_t calls;
 };
 
 /* Sets comm's last error to "FMT..." and returns r. With a NULL comm it sets the
@@ -433,6 +440,7 @@ struct ccl_algorithm {
      * CclCall.slices; a backend reads shape.threads when it enqueues the call. */
     CclShape shape;
     void *be_alg;                    /* the backend's per-algorithm state */
+    uint64_t plan_hash;              /* FNV of the source, N and root (CclIdent.plan) */
 };
 
 /* ccl_algorithm_load's work, with `fn` naming the user's entry point in messages. */
@@ -547,7 +555,21 @@ typedef struct {
      * The barriers keep peers from reading out while it is being divided. 0: no avg. */
     int divide, divide_here;
     int slices;
+    /* What this call runs (cuda/abi.h), sealed (ccl__ident_seal). A backend publishes it
+     * and compares it with every peer's before it touches a peer; one whose shape
+     * differs from the common code's view (the GPU's protocol and threads) sets `shape`
+     * in its copy and seals it again. */
+    CclIdent id;
 } CclCall;
+
+/* Sets id->hash from the fields after it. */
+void ccl__ident_seal(CclIdent *id);
+/* Reports that peer `peer` runs `theirs` where this rank runs `mine` (same seq, other
+ * hash) as comm's asynchronous error, naming both sides and what differs:
+ * CCL_ERR_NOT_SYMMETRIC when a buffer's heap offset differs, else
+ * CCL_ERR_INVALID_ARGUMENT ("the ranks disagree"). Thread-safe like
+ * ccl__set_async_error. */
+void ccl__ident_report(ccl_comm_t *comm, const CclIdent *mine, const CclIdent *theirs, int peer);
 
 /* ===== the backend interface ===== */
 

@@ -439,6 +439,104 @@ static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
     return 0;
 }
 
+/* ---- call identities (CclIdent): published, then compared with every peer's ---- */
+
+static uint64_t *ident_entry(ccl_comm_t *comm, int rank, uint64_t seq)
+{
+    return (uint64_t *)(comm->heap_base[rank] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(CclIdent));
+}
+
+/* Peer p's ring entry for seq into *out when p has published that call: 1, else 0. */
+static int ident_read(ccl_comm_t *comm, int p, uint64_t seq, CclIdent *out)
+{
+    uint64_t *e = ident_entry(comm, p, seq), *dst = (uint64_t *)out;
+    if (__atomic_load_n(&e[0], __ATOMIC_ACQUIRE) < seq)
+        return 0;
+    for (size_t k = 1; k < sizeof *out / 8; k++)
+        dst[k] = __atomic_load_n(&e[k], __ATOMIC_RELAXED);
+    atomic_thread_fence(memory_order_acquire);
+    dst[0] = __atomic_load_n(&e[0], __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* Publishes c's identity in this rank's header, then compares it with every peer's as
+ * the peers publish theirs (bounded, abort-aware): 0 when all match, or -1 after
+ * reporting and stopping every rank. Before any block runs, so a rank that runs another
+ * call never signals, reads or writes a peer. Each pass compares every peer that has
+ * published before it looks at the abort flag: whichever rank found a difference had
+ * published, so every rank names the two sides itself rather than only "rank k failed".
+ * A peer waits here too, so none is more than one call ahead and the entry read is the
+ * call's (an entry newer than seq, a graph-like replay, is not compared). */
+static int check_idents(ccl_comm_t *comm, const CclCall *c)
+{
+    const uint64_t seq = c->id.seq;
+    uint64_t *mine = ident_entry(comm, comm->rank, seq);
+    const uint64_t *src = (const uint64_t *)&c->id;
+    for (size_t k = 1; k < sizeof c->id / 8; k++)
+        __atomic_store_n(&mine[k], src[k], __ATOMIC_RELAXED);
+    __atomic_store_n(&mine[0], seq, __ATOMIC_RELEASE);
+    int N = comm->nranks, pending = N - 1;
+    unsigned char *seen = calloc((size_t)N, 1);
+    if (!seen) {
+        ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running %s", comm->rank, c->alg->file);
+        abort_all(comm);
+        return -1;
+    }
+    seen[comm->rank] = 1;
+    _Atomic uint64_t *abort_flag = &header(comm, comm->rank)->abort;
+    double deadline = 0;
+    int rc = -1;
+    for (unsigned it = 0;; it++) {
+        for (int p = 0; p < N; p++) {
+            CclIdent theirs;
+            if (seen[p] || !ident_read(comm, p, seq, &theirs))
+                continue;
+            seen[p] = 1;
+            pending--;
+            if (theirs.seq == seq && theirs.hash != c->id.hash) {
+                ccl__ident_report(comm, &c->id, &theirs, p);
+                abort_all(comm);
+                goto out;
+            }
+        }
+        if (pending == 0) {
+            rc = 0;
+            goto out;
+        }
+        char late[256];
+        size_t n = 0;
+        late[0] = 0;
+        for (int p = 0; p < N && n + 16 < sizeof late; p++)
+            if (!seen[p])
+                n += (size_t)snprintf(late + n, sizeof late - n, "%s%d", n ? ", " : "", p);
+        uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
+        if (ab) {
+            ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
+                                 "rank %d: %s (call %llu) stopped waiting for rank%s %s to start the call because rank "
+                                 "%d failed", comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "",
+                                 late, (int)ab - 1);
+            goto out;
+        }
+        if ((it & 63) == 63) {
+            double now = ccl__now_ms();
+            if (deadline == 0)
+                deadline = now + comm->timeout_ms;
+            else if (now > deadline) {
+                ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                                     "timeout: rank %d: %s (call %llu): peer rank%s %s did not start this call within "
+                                     "%d ms", comm->rank, c->alg->file, (unsigned long long)seq,
+                                     pending > 1 ? "s" : "", late, comm->timeout_ms);
+                abort_all(comm);
+                goto out;
+            }
+        }
+        ccl__backoff(it);
+    }
+out:
+    free(seen);
+    return rc;
+}
+
 static ccl_result_t cpu_run(const CclCall *call)
 {
     ccl_comm_t *comm = call->alg->comm;
@@ -926,6 +1024,10 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     const Program *prog = alg->prog;
     int N = comm->nranks, me = comm->rank;
     CclHeapHeader *hdr = (CclHeapHeader *)comm->heap_base[me];
+    /* First, even after an abort: a rank stopped by a peer that found two calls
+     * differing still compares, and names both sides itself. */
+    if (check_idents(comm, c) != 0)
+        return;
     uint64_t ab = atomic_load(&hdr->abort);
     if (ab) {
         ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: %s skipped: rank %d failed earlier", me,

@@ -618,16 +618,21 @@ static ccl_result_t gpu_run(const CclCall *call)
         .in_stride = call->in_stride,
         .out_stride = call->out_stride,
         .port = ccl__gpu_port_address(ga->port),
+        .id = call->id,
     };
     void *params[] = {&a};
     /* Threads per block may change per call (the tuner's shape; the kernel reads
      * blockDim); the environment's or 512 otherwise. */
     int th = alg->shape.threads >= 32 && alg->shape.threads <= 512 ? alg->shape.threads / 32 * 32 : ga->threads;
     if ((res = gpu_fit_threads(alg, k, th, &th)) != CCL_OK) return res;
-    if (ga->grid > 0)
-        CU_CHECK(ccl__cu.LaunchKernel(k->module->kernel, (unsigned)ga->grid, 1, 1, (unsigned)th, 1, 1, 0, s, params,
-                                      NULL),
-                 "cuLaunchKernel (ccl_kernel)");
+    /* The identity's shape as this backend runs it: protocol and threads too. */
+    a.id.shape |= (uint64_t)(1 + ga->protocol) << 32 | (uint64_t)th << 40;
+    ccl__ident_seal(&a.id);
+    /* A rank without blocks still launches one, which publishes and checks the call's
+     * identity (its peers wait for it) and finds no block of its own to run. */
+    CU_CHECK(ccl__cu.LaunchKernel(k->module->kernel, ga->grid > 0 ? (unsigned)ga->grid : 1, 1, 1, (unsigned)th, 1, 1, 0,
+                                  s, params, NULL),
+             "cuLaunchKernel (ccl_kernel)");
     if (call->divide) {
         /* Peers may still read our out until every rank is past its plan. */
         if ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK) return res;
@@ -646,6 +651,35 @@ static ccl_result_t gpu_run(const CclCall *call)
     return gpu_mark_stream(comm, s, capturing);
 }
 
+/* The kernel's prologue found a peer running another call (or none): both ranks' ring
+ * entries (cuda/abi.h's CclIdent) read back from the heaps to name the two sides. */
+static void gpu_ident_error(ccl_comm_t *comm, const ccl_algorithm_t *alg, const CclGpuErr *e)
+{
+    unsigned long long seq = e->line;
+    int peer = (int)e->peer;
+    if (e->slot == CCL_SLOT_IDENT_WAIT) {
+        ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                             "timeout: rank %d: %s (call %llu): peer rank %d did not start this call within %d ms",
+                             comm->rank, alg->file, seq, peer, comm->timeout_ms);
+        return;
+    }
+    CclIdent mine, theirs;
+    size_t at = CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(CclIdent);
+    if (peer >= 0 && peer < comm->nranks &&
+        ccl__cu.MemcpyDtoH(&mine, (CUdeviceptr)(uintptr_t)(comm->heap_base[comm->rank] + at), sizeof mine) == CUDA_SUCCESS &&
+        ccl__cu.MemcpyDtoH(&theirs, (CUdeviceptr)(uintptr_t)(comm->heap_base[peer] + at), sizeof theirs) == CUDA_SUCCESS &&
+        mine.seq == seq && theirs.seq == seq && mine.hash == e->expected && theirs.hash == e->seen) {
+        ccl__ident_report(comm, &mine, &theirs, peer);
+        return;
+    }
+    ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                         "rank %d, call %llu: the ranks disagree on what this call runs: this rank runs %s (identity "
+                         "%016llx), rank %d a call with identity %016llx (its error says which; every rank must run the "
+                         "same algorithm with the same launch shape, count, dtype and op, after the same "
+                         "ccl_mem_alloc/free calls)", comm->rank, seq, alg->file, (unsigned long long)e->expected, peer,
+                         (unsigned long long)e->seen);
+}
+
 static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
 {
     GpuComm *g = gpu_comm(comm);
@@ -662,7 +696,9 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
         if (!ga || ga->err->flag != 1) continue;
         const CclGpuErr *e = ga->err;
         char why[256];
-        if (e->slot == CCL_SLOT_PORT) {
+        if (e->slot == CCL_SLOT_IDENT || e->slot == CCL_SLOT_IDENT_WAIT) {
+            gpu_ident_error(comm, alg, e);
+        } else if (e->slot == CCL_SLOT_PORT) {
             int broken = ccl__gpu_proxy_error(g, why, sizeof why);
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                                  "rank %d: timeout after %d ms in %s:%llu: thread block %llu (instance %llu) waited for "
