@@ -295,14 +295,18 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     }
     if (r == CCL_OK && comm->nalgs == comm->algs_cap) {
         int ncap = comm->algs_cap ? 2 * comm->algs_cap : 8;
+        /* Under async_lock: ccl_comm_get_async_error reads the list from any thread. */
+        pthread_mutex_lock(&comm->async_lock);
         ccl_algorithm_t **na = realloc(comm->algs, sizeof *na * (size_t)ncap);
+        if (na) {
+            comm->algs = na;
+            comm->algs_cap = ncap;
+        }
+        pthread_mutex_unlock(&comm->async_lock);
         if (!na) {
             ccl__handle_remove(alg);
             comm->be->alg_release(alg);
             r = ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-        } else {
-            comm->algs = na;
-            comm->algs_cap = ncap;
         }
     }
     if (r != CCL_OK) {
@@ -310,7 +314,9 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
         alg_free_memory(alg);
         return r;
     }
+    pthread_mutex_lock(&comm->async_lock);
     comm->algs[comm->nalgs++] = alg;
+    pthread_mutex_unlock(&comm->async_lock);
     *out = alg;
     return CCL_OK;
 }
@@ -394,12 +400,14 @@ void ccl__algorithm_destroy(ccl_algorithm_t *alg)
             memmove(&comm->uses[i], &comm->uses[i + 1], sizeof *comm->uses * (size_t)(--comm->nuses - i));
         else
             i++;
+    pthread_mutex_lock(&comm->async_lock); /* see ccl__algorithm_load */
     for (int i = 0; i < comm->nalgs; i++)
         if (comm->algs[i] == alg) {
             memmove(&comm->algs[i], &comm->algs[i + 1], sizeof *comm->algs * (size_t)(comm->nalgs - i - 1));
             comm->nalgs--;
             break;
         }
+    pthread_mutex_unlock(&comm->async_lock);
     comm->be->alg_release(alg);
     quarantine_add(comm, alg);
     alg_free_memory(alg);

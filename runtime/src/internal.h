@@ -77,6 +77,9 @@ typedef struct {
      * the comm adds 1 to rank 0's counter and waits until it reaches k * nranks.
      * Monotonic, never reset. */
     _Atomic uint64_t barrier;
+    /* Non-zero once this rank called ccl_comm_abort (CPU backend): peers stopped by its
+     * abort word say so. */
+    _Atomic uint64_t aborted;
     /* At CCL_IDENT_OFF (cuda/abi.h): the identities of this rank's last CCL_IDENT_RING
      * calls (CclIdent), which peers compare with theirs before they touch this rank. */
 } CclHeapHeader;
@@ -618,6 +621,15 @@ struct CclBackend {
     /* Waits until everything enqueued on comm ran. Returns CCL_OK; asynchronous failures
      * are reported by the common code from async_result. */
     ccl_result_t (*synchronize)(ccl_comm_t *comm);
+
+    /* ccl_comm_abort, from any thread, concurrently with the user's: stops this rank's
+     * running and queued work and sets every peer's abort word (their waits give up),
+     * without waiting for anything. */
+    void (*abort)(ccl_comm_t *comm);
+    /* ccl_comm_get_async_error, from any thread, under comm->async_lock (so comm->algs
+     * holds still; it must not take the lock): a failure the backend has seen but not yet
+     * reported through ccl__set_async_error, or CCL_OK. Never waits. NULL: none. */
+    ccl_result_t (*poll)(ccl_comm_t *comm);
 
     /* A synchronous copy of `bytes` between host memory and this rank's heap
      * (ccl_mem_alloc buffers), either way, after the comm's earlier work: ccl_mem_copy. */

@@ -408,6 +408,34 @@ static void abort_all(ccl_comm_t *comm)
     }
 }
 
+/* How a rank stopped by abort word `ab` names the culprit: "rank 2 failed", or "rank 2
+ * aborted the communicator (ccl_comm_abort)". */
+static const char *culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t len)
+{
+    int r = (int)ab - 1;
+    if (r >= 0 && r < comm->nranks && atomic_load(&header(comm, r)->aborted))
+        snprintf(buf, len, "rank %d aborted the communicator (ccl_comm_abort)", r);
+    else
+        snprintf(buf, len, "rank %d failed", r);
+    return buf;
+}
+
+/* ccl_comm_abort: from any thread. The worker's blocks see the abort word at their next
+ * turn and stop; queued calls are skipped; peers' waits give up naming this rank. */
+static void cpu_abort(ccl_comm_t *comm)
+{
+    atomic_store(&header(comm, comm->rank)->aborted, 1);
+    abort_all(comm);
+}
+
+/* ccl_comm_get_async_error: a peer's failure shows in this rank's abort word before the
+ * worker reaches a wait and reports it. */
+static ccl_result_t cpu_poll(ccl_comm_t *comm)
+{
+    uint64_t ab = atomic_load(&header(comm, comm->rank)->abort);
+    return ab && (int)ab - 1 != comm->rank ? CCL_ERR_PEER_FAILED : CCL_OK;
+}
+
 /* The all-rank barrier on the heap headers; bounded by the timeout. 0 or -1 (timeout or
  * abort, message in err). Called by one thread per rank (the comm's worker), in the
  * same order on every rank. */
@@ -421,7 +449,8 @@ static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
     for (unsigned it = 0; atomic_load_explicit(ctr, memory_order_acquire) < want; it++) {
         uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
         if (ab) {
-            snprintf(err, errlen, "rank %d: all-rank barrier abandoned: rank %d failed", comm->rank, (int)ab - 1);
+            char who[96];
+            snprintf(err, errlen, "rank %d: all-rank barrier abandoned: %s", comm->rank, culprit(comm, ab, who, sizeof who));
             return -1;
         }
         if ((it & 63) == 63) {
@@ -511,10 +540,11 @@ static int check_idents(ccl_comm_t *comm, const CclCall *c)
                 n += (size_t)snprintf(late + n, sizeof late - n, "%s%d", n ? ", " : "", p);
         uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
         if (ab) {
+            char who[96];
             ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
-                                 "rank %d: %s (call %llu) stopped waiting for rank%s %s to start the call because rank "
-                                 "%d failed", comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "",
-                                 late, (int)ab - 1);
+                                 "rank %d: %s (call %llu) stopped waiting for rank%s %s to start the call because %s",
+                                 comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "", late,
+                                 culprit(comm, ab, who, sizeof who));
             goto out;
         }
         if ((it & 63) == 63) {
@@ -647,15 +677,16 @@ static void block_fail(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op,
     ccl_comm_t *comm = x->comm;
     int r = comm->rank;
     if (why == SPIN_ABORTED) {
-        int culprit = (int)atomic_load(x->abort_flag) - 1;
+        char who[96];
+        culprit(comm, atomic_load(x->abort_flag), who, sizeof who);
         if (peer >= 0)
             ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
-                                 "rank %d, thread block %d (instance %d), %s (%s): stopped waiting for rank %d because rank %d failed",
-                                 r, pb->tb, inst, where, op_word(op->kind), peer, culprit);
+                                 "rank %d, thread block %d (instance %d), %s (%s): stopped waiting for rank %d because %s",
+                                 r, pb->tb, inst, where, op_word(op->kind), peer, who);
         else
             ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
-                                 "rank %d, thread block %d (instance %d), %s (%s): stopped because rank %d failed",
-                                 r, pb->tb, inst, where, op_word(op->kind), culprit);
+                                 "rank %d, thread block %d (instance %d), %s (%s): stopped because %s",
+                                 r, pb->tb, inst, where, op_word(op->kind), who);
     } else if (peer >= 0) {
         ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                              "timeout: rank %d, thread block %d (instance %d), %s (wait): no signal from peer rank %d "
@@ -1030,8 +1061,9 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         return;
     uint64_t ab = atomic_load(&hdr->abort);
     if (ab) {
-        ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: %s skipped: rank %d failed earlier", me,
-                             alg->file, (int)ab - 1);
+        char who[96];
+        ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: %s skipped: %s earlier", me, alg->file,
+                             culprit(comm, ab, who, sizeof who));
         return;
     }
     if (c->fence) {
@@ -1158,6 +1190,8 @@ const CclBackend ccl__cpu_backend = {
     .alg_release = cpu_alg_release,
     .run = cpu_run,
     .synchronize = cpu_synchronize,
+    .abort = cpu_abort,
+    .poll = cpu_poll,
     .copy = cpu_copy,
     .describe = cpu_describe,
 };

@@ -743,6 +743,30 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
     return CCL_OK;
 }
 
+/* ccl_comm_abort, from any thread: this rank's abort word and every peer's (offset 0 of
+ * each heap, the low 32 bits; the high ones stay 0) set to rank + 1 on the quiet stream,
+ * not waited for. Running kernels see it at their next check and return; the host
+ * launches nothing more (the common code marked the comm failed). */
+static void gpu_abort(ccl_comm_t *comm)
+{
+    GpuComm *g = gpu_comm(comm);
+    ccl__cu.CtxSetCurrent(g->ctx);
+    for (int p = 0; p < comm->nranks; p++)
+        ccl__cu.MemsetD32Async((CUdeviceptr)(uintptr_t)comm->heap_base[p], (unsigned)comm->rank + 1, 1, g->quiet);
+}
+
+/* ccl_comm_get_async_error: a kernel's error record (host-mapped) is readable at once;
+ * a peer's failure (this heap's abort word, device memory) shows at synchronize. */
+static ccl_result_t gpu_poll(ccl_comm_t *comm)
+{
+    for (int i = 0; i < comm->nalgs; i++) {
+        const GpuAlg *ga = comm->algs[i]->be_alg;
+        if (ga && ga->err->flag == 1)
+            return ga->err->slot == CCL_SLOT_IDENT ? CCL_ERR_INVALID_ARGUMENT : CCL_ERR_TIMEOUT;
+    }
+    return CCL_OK;
+}
+
 /* Synchronous host <-> heap copy for tools (cclc run): after the comm's earlier work. */
 static ccl_result_t gpu_copy(ccl_comm_t *comm, void *dst, const void *src, size_t bytes)
 {
@@ -801,6 +825,8 @@ static const CclBackend gpu_backend = {
     .alg_release = gpu_alg_release,
     .run = gpu_run,
     .synchronize = gpu_synchronize,
+    .abort = gpu_abort,
+    .poll = gpu_poll,
     .copy = gpu_copy,
     .describe = gpu_describe,
 };
