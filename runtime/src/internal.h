@@ -252,6 +252,11 @@ int ccl__trusted_dir(const char *path, char *why, size_t len);
 int ccl__trusted_source(const char *path, char *why, size_t len);
 /* Creates path (and missing parents) mode 0700, then as ccl__trusted_dir. */
 int ccl__private_dir(const char *path, char *why, size_t len);
+/* 1 when process pid (of this host) is gone: no such process, or a zombie nobody has
+ * reaped yet; 0 when it runs (or cannot be told). */
+int ccl__pid_dead(long pid);
+/* How often waits look for dead peers' pids (ms). */
+enum { CCL__PROBE_MS = 100 };
 
 /* ===== library.c ===== */
 
@@ -381,6 +386,9 @@ void ccl__thread_boot_fail(CclThreadBoot *tb);
 typedef struct CclEnvBoot CclEnvBoot;
 int ccl__env_boot_open(CclEnvBoot **eb, ccl_bootstrap_t *boot, int timeout_ms, char *err, size_t errlen);
 void ccl__env_boot_close(CclEnvBoot *eb);
+/* Why the last allgather or barrier of eb failed ("rank 2 (pid 4711) died", "ranks 3
+ * never joined", "timed out ..."); "" when none did. */
+const char *ccl__env_boot_error(const CclEnvBoot *eb);
 /* This process's rank among those of its host, from the launcher's environment
  * (Open MPI, MPICH, Slurm, torchrun); `rank` when none says: it picks the GPU. */
 int ccl__local_rank(int rank);

@@ -42,6 +42,7 @@ typedef struct Task {
 typedef struct {
     LocalWorld *world;          /* ranks in one process */
     int shm;                    /* ranks in several processes */
+    int64_t *pids;              /* processes: every rank's pid, so waits notice a dead peer */
     pthread_t worker;
     pthread_mutex_t mu;
     pthread_cond_t cv, idle_cv;
@@ -282,9 +283,14 @@ static ccl_result_t cpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
             return r;
         }
     }
+    /* Before init_shm, which reuses `all` for its own exchange. */
+    if (!local && (cc->pids = malloc(sizeof *cc->pids * (size_t)n)))
+        for (int p = 0; p < n; p++)
+            cc->pids[p] = all[p].pid;
     ccl_result_t r = local ? init_local(comm, cc, boot, all) : init_shm(comm, cc, boot, all);
     free(all);
     if (r != CCL_OK) {
+        free(cc->pids);
         free(cc);
         return r;
     }
@@ -308,6 +314,7 @@ static ccl_result_t cpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
         } else {
             unmap_peers(comm);
         }
+        free(cc->pids);
         free(cc);
         return ccl__set_error(comm, CCL_ERR_SYSTEM, "cannot start the CPU backend's worker thread");
     }
@@ -352,6 +359,7 @@ static void cpu_comm_fini(ccl_comm_t *comm)
     pthread_mutex_destroy(&cc->mu);
     pthread_cond_destroy(&cc->cv);
     pthread_cond_destroy(&cc->idle_cv);
+    free(cc->pids);
     free(cc);
     comm->be_comm = NULL;
 }
@@ -408,12 +416,67 @@ static void abort_all(ccl_comm_t *comm)
     }
 }
 
+/* The clock of one bounded wait: its deadline (set at the first reading), when it next
+ * looks for dead peers, and a peer found gone at the last look (1 + rank). */
+typedef struct {
+    double deadline, probe;
+    int gone;
+} SpinClock;
+
+/* Processes: a peer whose process is gone (ccl__pid_dead), or -1. */
+static int gone_peer(ccl_comm_t *comm)
+{
+    CpuComm *cc = comm->be_comm;
+    for (int p = 0; cc->pids && p < comm->nranks; p++)
+        if (p != comm->rank && ccl__pid_dead((long)cc->pids[p]))
+            return p;
+    return -1;
+}
+
+/* Stops every rank on behalf of dead rank d: the abort words say d + 1. */
+static void abort_for(ccl_comm_t *comm, int d)
+{
+    for (int p = 0; p < comm->nranks; p++) {
+        uint64_t zero = 0;
+        atomic_compare_exchange_strong(&header(comm, p)->abort, &zero, (uint64_t)d + 1);
+    }
+}
+
+/* One clock reading of a wait (every 64 turns): 1 when the timeout has passed. Every
+ * CCL__PROBE_MS it also looks for a dead peer; one found gone is acted on (abort_for)
+ * only at the next look, if the wait still has not completed: a peer that did its part
+ * and then exited is no failure. The caller sees the abort word at its next turn. */
+static int clock_turn(ccl_comm_t *comm, SpinClock *c)
+{
+    double now = ccl__now_ms();
+    if (c->deadline == 0) {
+        c->deadline = now + comm->timeout_ms;
+        c->probe = now + CCL__PROBE_MS;
+        return 0;
+    }
+    if (now > c->deadline)
+        return 1;
+    if (now > c->probe) {
+        if (c->gone) {
+            abort_for(comm, c->gone - 1);
+            return 0;
+        }
+        int d = gone_peer(comm);
+        c->gone = d + 1;
+        c->probe = d >= 0 ? now : now + CCL__PROBE_MS;
+    }
+    return 0;
+}
+
 /* How a rank stopped by abort word `ab` names the culprit: "rank 2 failed", or "rank 2
  * aborted the communicator (ccl_comm_abort)". */
 static const char *culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t len)
 {
     int r = (int)ab - 1;
-    if (r >= 0 && r < comm->nranks && atomic_load(&header(comm, r)->aborted))
+    CpuComm *cc = comm->be_comm;
+    if (r >= 0 && r < comm->nranks && r != comm->rank && cc->pids && ccl__pid_dead((long)cc->pids[r]))
+        snprintf(buf, len, "rank %d (pid %lld) is gone (it died or exited)", r, (long long)cc->pids[r]);
+    else if (r >= 0 && r < comm->nranks && atomic_load(&header(comm, r)->aborted))
         snprintf(buf, len, "rank %d aborted the communicator (ccl_comm_abort)", r);
     else
         snprintf(buf, len, "rank %d failed", r);
@@ -445,7 +508,7 @@ static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
     _Atomic uint64_t *abort_flag = &header(comm, comm->rank)->abort;
     uint64_t want = ++comm->barriers * (uint64_t)comm->nranks;
     atomic_fetch_add_explicit(ctr, 1, memory_order_acq_rel);
-    double deadline = 0;
+    SpinClock clock = {0};
     for (unsigned it = 0; atomic_load_explicit(ctr, memory_order_acquire) < want; it++) {
         uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
         if (ab) {
@@ -453,15 +516,10 @@ static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
             snprintf(err, errlen, "rank %d: all-rank barrier abandoned: %s", comm->rank, culprit(comm, ab, who, sizeof who));
             return -1;
         }
-        if ((it & 63) == 63) {
-            double now = ccl__now_ms();
-            if (deadline == 0)
-                deadline = now + comm->timeout_ms;
-            else if (now > deadline) {
-                snprintf(err, errlen, "rank %d: all-rank barrier timed out after %d ms (%llu of %llu arrivals)",
-                         comm->rank, comm->timeout_ms, (unsigned long long)atomic_load(ctr), (unsigned long long)want);
-                return -1;
-            }
+        if ((it & 63) == 63 && clock_turn(comm, &clock)) {
+            snprintf(err, errlen, "rank %d: all-rank barrier timed out after %d ms (%llu of %llu arrivals)", comm->rank,
+                     comm->timeout_ms, (unsigned long long)atomic_load(ctr), (unsigned long long)want);
+            return -1;
         }
         ccl__backoff(it);
     }
@@ -513,7 +571,7 @@ static int check_idents(ccl_comm_t *comm, const CclCall *c)
     }
     seen[comm->rank] = 1;
     _Atomic uint64_t *abort_flag = &header(comm, comm->rank)->abort;
-    double deadline = 0;
+    SpinClock clock = {0};
     int rc = -1;
     for (unsigned it = 0;; it++) {
         for (int p = 0; p < N; p++) {
@@ -547,18 +605,13 @@ static int check_idents(ccl_comm_t *comm, const CclCall *c)
                                  culprit(comm, ab, who, sizeof who));
             goto out;
         }
-        if ((it & 63) == 63) {
-            double now = ccl__now_ms();
-            if (deadline == 0)
-                deadline = now + comm->timeout_ms;
-            else if (now > deadline) {
-                ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
-                                     "timeout: rank %d: %s (call %llu): peer rank%s %s did not start this call within "
-                                     "%d ms", comm->rank, c->alg->file, (unsigned long long)seq,
-                                     pending > 1 ? "s" : "", late, comm->timeout_ms);
-                abort_all(comm);
-                goto out;
-            }
+        if ((it & 63) == 63 && clock_turn(comm, &clock)) {
+            ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                                 "timeout: rank %d: %s (call %llu): peer rank%s %s did not start this call within %d ms",
+                                 comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "", late,
+                                 comm->timeout_ms);
+            abort_all(comm);
+            goto out;
         }
         ccl__backoff(it);
     }
@@ -640,19 +693,14 @@ typedef enum {
 } SpinResult;
 
 /* One turn of a bounded spin: SPIN_ABORTED on abort, SPIN_TIMEOUT once the timeout has
- * passed since the first clock reading (taken every 64 turns), else SPIN_DONE after
- * backing off. */
-static SpinResult spin_turn(Exec *x, unsigned it, double *deadline)
+ * passed since the first clock reading (taken every 64 turns; clock_turn, which also
+ * stops every rank when a peer's process is gone), else SPIN_DONE after backing off. */
+static SpinResult spin_turn(Exec *x, unsigned it, SpinClock *clock)
 {
     if (atomic_load_explicit(x->abort_flag, memory_order_relaxed))
         return SPIN_ABORTED;
-    if ((it & 63) == 63) {
-        double now = ccl__now_ms();
-        if (*deadline == 0)
-            *deadline = now + x->comm->timeout_ms;
-        else if (now > *deadline)
-            return SPIN_TIMEOUT;
-    }
+    if ((it & 63) == 63 && clock_turn(x->comm, clock))
+        return SPIN_TIMEOUT;
     ccl__backoff(it);
     return SPIN_DONE;
 }
@@ -660,9 +708,9 @@ static SpinResult spin_turn(Exec *x, unsigned it, double *deadline)
 /* Waits until *p >= want, bounded by the timeout and cut short by an abort. */
 static SpinResult wait_ge(Exec *x, _Atomic uint64_t *p, uint64_t want)
 {
-    double deadline = 0;
+    SpinClock clock = {0};
     for (unsigned it = 0; atomic_load_explicit(p, memory_order_acquire) < want; it++) {
-        SpinResult r = spin_turn(x, it, &deadline);
+        SpinResult r = spin_turn(x, it, &clock);
         if (r != SPIN_DONE)
             return r;
     }
@@ -710,9 +758,9 @@ static SpinResult block_barrier(Exec *x)
         atomic_fetch_add(&x->gen, 1);
         return SPIN_DONE;
     }
-    double deadline = 0;
+    SpinClock clock = {0};
     for (unsigned it = 0; atomic_load(&x->gen) == gen; it++) {
-        SpinResult r = spin_turn(x, it, &deadline);
+        SpinResult r = spin_turn(x, it, &clock);
         if (r != SPIN_DONE)
             return r;
     }
