@@ -186,6 +186,15 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
                                  ccl_algorithm_t **out)
 {
     *out = NULL;
+    if (comm->capturing) {
+        comm->capture_refused = 1;
+        return ccl__set_error(comm, CCL_ERR_INVALID_USAGE,
+                              "%s: called inside a CUDA stream capture, but its first call must load %s (compile it, "
+                              "allocate its semaphores and device state), which a capture does not allow. Warm up "
+                              "before capture: make the call once outside the capture, with every dtype and op and the "
+                              "largest count the graph will use (nothing was enqueued; the capture is intact)", fn,
+                              looks_like_source(path_or_source) ? "an algorithm" : path_or_source);
+    }
     ccl_algorithm_t *alg = calloc(1, sizeof *alg);
     if (!alg)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);

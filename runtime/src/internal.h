@@ -343,6 +343,9 @@ struct ccl_comm {
     /* Calls enqueued so far: every rank makes the same calls, so the k-th has the same
      * number everywhere (CclIdent.seq, algorithm.c). */
     uint64_t calls;
+    /* A standard collective is picking its algorithm for a stream under CUDA graph
+     * capture (api.c): loading one then is refused (capture_refused), not half done. */
+    int capturing, capture_refused;
 };
 
 /* Sets comm's last error to "FMT..." and returns r. With a NULL comm it sets the
@@ -638,6 +641,9 @@ struct CclBackend {
      * holds still; it must not take the lock): a failure the backend has seen but not yet
      * reported through ccl__set_async_error, or CCL_OK. Never waits. NULL: none. */
     ccl_result_t (*poll)(ccl_comm_t *comm);
+    /* 1 when `stream` is being captured into a CUDA graph (a call may then only enqueue:
+     * no compiling, allocating or waiting). NULL: never. */
+    int (*capturing)(ccl_comm_t *comm, void *stream);
 
     /* A synchronous copy of `bytes` between host memory and this rank's heap
      * (ccl_mem_alloc buffers), either way, after the comm's earlier work: ccl_mem_copy. */

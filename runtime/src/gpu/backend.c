@@ -544,6 +544,49 @@ static ccl_result_t gpu_fit_threads(ccl_algorithm_t *alg, GpuKernel *k, int want
                           comm->device, g->sms);
 }
 
+/* CclBackend.capturing: whether the user's stream is being captured. */
+static int gpu_capturing(ccl_comm_t *comm, void *stream)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    ccl__gpu_make_current(comm);
+    return stream && ccl__cu.StreamIsCapturing((CUstream)stream, &cs) == CUDA_SUCCESS &&
+           cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* Under CUDA stream capture a call may only enqueue: compiling its kernel (NVRTC, a
+ * module load), allocating or growing a staging buffer (cuMemAlloc, and waiting for
+ * earlier work to free the old one) would fail inside the capture and invalidate it.
+ * So the first call of each (algorithm, dtype, op), and any call needing more staging
+ * than the calls before it, is refused before anything is done, saying to warm up. */
+static ccl_result_t gpu_check_capture(const CclCall *call)
+{
+    ccl_algorithm_t *alg = call->alg;
+    ccl_comm_t *comm = alg->comm;
+    GpuComm *g = gpu_comm(comm);
+    GpuAlg *ga = alg->be_alg;
+    if (!gpu_capturing(comm, call->stream))
+        return CCL_OK;
+    const char *what = NULL;
+    char buf[160];
+    ccl_op_t op = call->op == CCL_AVG ? CCL_SUM : call->op;
+    if (!ga->k[call->dtype][op].module) {
+        snprintf(buf, sizeof buf, "its kernel for %s %s is not compiled yet (NVRTC and a module load)",
+                 ccl_dtype_name(call->dtype), ccl_op_name(call->op));
+        what = buf;
+    } else if ((call->stage_in && !gpu_in_heap(comm, call->in) && g->stage_bytes[0] < call->in_bytes) ||
+               (call->stage_out && !gpu_in_heap(comm, call->out) && g->stage_bytes[1] < call->out_bytes)) {
+        snprintf(buf, sizeof buf, "it needs a larger staging buffer (cuMemAlloc) for count %zu", call->count);
+        what = buf;
+    }
+    if (!what)
+        return CCL_OK;
+    return ccl__set_error(comm, CCL_ERR_INVALID_USAGE,
+                          "rank %d: %s is called inside a CUDA stream capture, but %s, which a capture does not allow. "
+                          "Warm up before capture: run each algorithm once outside the capture with every dtype and op "
+                          "and the largest count the graph will use (nothing was enqueued; the capture is intact)",
+                          comm->rank, alg->file, what);
+}
+
 static ccl_result_t gpu_run(const CclCall *call)
 {
     ccl_algorithm_t *alg = call->alg;
@@ -554,7 +597,9 @@ static ccl_result_t gpu_run(const CclCall *call)
     GpuKernel *k;
     CUstream s;
     int capturing;
-    ccl_result_t res = gpu_kernel(alg, call->dtype, call->op, &k);
+    ccl_result_t res = gpu_check_capture(call);
+    if (res != CCL_OK) return res;
+    res = gpu_kernel(alg, call->dtype, call->op, &k);
 
     if (res != CCL_OK || (res = gpu_check_buffer(comm, call->send, call->in_bytes, "sendbuf")) != CCL_OK ||
         (res = gpu_check_buffer(comm, call->recv, call->out_bytes, "recvbuf")) != CCL_OK ||
@@ -659,8 +704,9 @@ static void gpu_ident_error(ccl_comm_t *comm, const ccl_algorithm_t *alg, const 
     int peer = (int)e->peer;
     if (e->slot == CCL_SLOT_IDENT_WAIT) {
         ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
-                             "timeout: rank %d: %s (call %llu): peer rank %d did not start this call within %d ms",
-                             comm->rank, alg->file, seq, peer, comm->timeout_ms);
+                             "timeout: rank %d, thread block %llu (instance %llu): %s (call %llu): peer rank %d did not "
+                             "start this call within %d ms", comm->rank, (unsigned long long)e->tb,
+                             (unsigned long long)e->inst, alg->file, seq, peer, comm->timeout_ms);
         return;
     }
     CclIdent mine, theirs;
@@ -827,6 +873,7 @@ static const CclBackend gpu_backend = {
     .synchronize = gpu_synchronize,
     .abort = gpu_abort,
     .poll = gpu_poll,
+    .capturing = gpu_capturing,
     .copy = gpu_copy,
     .describe = gpu_describe,
 };
