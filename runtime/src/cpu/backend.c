@@ -554,6 +554,17 @@ static int ident_read(ccl_comm_t *comm, int p, uint64_t seq, CclIdent *out)
  * published, so every rank names the two sides itself rather than only "rank k failed".
  * A peer waits here too, so none is more than one call ahead and the entry read is the
  * call's (an entry newer than seq, a graph-like replay, is not compared). */
+/* "2, 5": the ranks not yet seen, for messages. */
+static const char *unseen_ranks(const unsigned char *seen, int N, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int p = 0; p < N && n + 16 < len; p++)
+        if (!seen[p])
+            n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? ", " : "", p);
+    return buf;
+}
+
 static int check_idents(ccl_comm_t *comm, const CclCall *c)
 {
     const uint64_t seq = c->id.seq;
@@ -563,16 +574,18 @@ static int check_idents(ccl_comm_t *comm, const CclCall *c)
         __atomic_store_n(&mine[k], src[k], __ATOMIC_RELAXED);
     __atomic_store_n(&mine[0], seq, __ATOMIC_RELEASE);
     int N = comm->nranks, pending = N - 1;
-    unsigned char *seen = calloc((size_t)N, 1);
+    unsigned char seen_small[256], *seen = N <= 256 ? seen_small : malloc((size_t)N);
     if (!seen) {
         ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running %s", comm->rank, c->alg->file);
         abort_all(comm);
         return -1;
     }
+    memset(seen, 0, (size_t)N);
     seen[comm->rank] = 1;
     _Atomic uint64_t *abort_flag = &header(comm, comm->rank)->abort;
     SpinClock clock = {0};
     int rc = -1;
+    char late[256];
     for (unsigned it = 0;; it++) {
         for (int p = 0; p < N; p++) {
             CclIdent theirs;
@@ -590,33 +603,28 @@ static int check_idents(ccl_comm_t *comm, const CclCall *c)
             rc = 0;
             goto out;
         }
-        char late[256];
-        size_t n = 0;
-        late[0] = 0;
-        for (int p = 0; p < N && n + 16 < sizeof late; p++)
-            if (!seen[p])
-                n += (size_t)snprintf(late + n, sizeof late - n, "%s%d", n ? ", " : "", p);
         uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
         if (ab) {
             char who[96];
             ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
                                  "rank %d: %s (call %llu) stopped waiting for rank%s %s to start the call because %s",
-                                 comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "", late,
-                                 culprit(comm, ab, who, sizeof who));
+                                 comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "",
+                                 unseen_ranks(seen, N, late, sizeof late), culprit(comm, ab, who, sizeof who));
             goto out;
         }
         if ((it & 63) == 63 && clock_turn(comm, &clock)) {
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                                  "timeout: rank %d: %s (call %llu): peer rank%s %s did not start this call within %d ms",
-                                 comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "", late,
-                                 comm->timeout_ms);
+                                 comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "",
+                                 unseen_ranks(seen, N, late, sizeof late), comm->timeout_ms);
             abort_all(comm);
             goto out;
         }
         ccl__backoff(it);
     }
 out:
-    free(seen);
+    if (seen != seen_small)
+        free(seen);
     return rc;
 }
 
