@@ -624,6 +624,9 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
         c.divide = N;
         c.divide_here = !(coll == COLL_REDUCE && me != alg->root);
     }
+    CCL__TRACE(me, "call %llu of %s: %s %s, count %zu%s%s%s", (unsigned long long)c.call_index, alg->file,
+               ccl_dtype_name(dtype), ccl_op_name(op), count, c.fence ? ", fence first" : "",
+               c.stage_in ? ", staging in" : "", c.stage_out ? ", staging out" : "");
     r = comm->be->run(&c);
     if (r != CCL_OK)
         return r;

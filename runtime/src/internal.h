@@ -72,10 +72,11 @@ typedef struct {
      * failing rank sets it in its own and every peer's header, so blocks spinning
      * anywhere give up at once instead of each waiting out its own timeout. */
     _Atomic uint64_t abort;
-    /* All-rank barrier (around avg's division, and CclCall.fence): the k-th barrier of
-     * the comm adds 1 to rank 0's counter and waits until it reaches k * nranks.
+    /* All-rank barrier (around avg's division, and CclCall.fence): the number of
+     * barriers this rank has reached. The k-th barrier of the comm stores k here and
+     * waits until every rank's word reaches k; one that does not is named on timeout.
      * Monotonic, never reset. */
-    _Atomic uint64_t barrier;
+    _Atomic uint64_t arrived;
 } CclHeapHeader;
 
 /* A deterministic first-fit offset allocator over [lo, hi). */
@@ -351,6 +352,16 @@ ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn);
     } while (0)
 /* Monotonic milliseconds. */
 double ccl__now_ms(void);
+/* CCL_DEBUG=1: one line per step of a call on stderr ("ccl 12.345 ms rank 3: ..."),
+ * milliseconds since the first trace, for finding which rank stalls where. Off: one
+ * branch on a cached flag. */
+extern int ccl__tracing;
+void ccl__trace_init(void);
+void ccl__trace(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define CCL__TRACE(rank, ...)                   \
+    do {                                        \
+        if (ccl__tracing) ccl__trace(rank, __VA_ARGS__); \
+    } while (0)
 /* Spin-then-yield-then-sleep backoff for waits; `iter` counts calls from 0. */
 void ccl__backoff(unsigned iter);
 

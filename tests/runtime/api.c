@@ -520,6 +520,41 @@ static void test_timeout(void)
     ccl_comm_destroy(comms[1]);
 }
 
+/* An all-rank barrier that a rank never reaches names that rank: here the fence that
+ * starts the first call after an algorithm was freed, which rank 2 never makes. */
+static void test_barrier_names_absent_rank(void)
+{
+    enum { N = 3 };
+    ccl_comm_t *comms[N];
+    ccl_algorithm_t *a[N], *b[N];
+    ccl_config_t cfg = {.timeout_ms = 300};
+    if (ccl_comm_init_all(comms, N, NULL, &cfg) != CCL_OK) {
+        printf("FAIL api: init for the barrier test: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    int ok = 1;
+    for (int r = 0; r < N; r++)
+        ok &= ccl_algorithm_load(comms[r], RING, 0, &a[r]) == CCL_OK && ccl_algorithm_load(comms[r], RING, 0, &b[r]) == CCL_OK;
+    for (int r = 0; ok && r < N; r++)
+        ok &= ccl_algorithm_free(b[r]) == CCL_OK;
+    float in[2][16] = {{0}}, out[2][16];
+    for (int r = 0; ok && r < 2; r++)
+        ok &= ccl_algorithm_run(a[r], in[r], out[r], 16, CCL_F32, CCL_SUM, NULL) == CCL_OK;
+    if (!ok) {
+        printf("FAIL api: barrier test: setup: %s\n", ccl_comm_last_error(comms[0]));
+        failures++;
+    } else {
+        /* The first of ranks 0 and 1 to time out stops the other. */
+        ccl_result_t r0 = ccl_comm_synchronize(comms[0]), r1 = ccl_comm_synchronize(comms[1]);
+        int t = r0 == CCL_ERR_TIMEOUT ? 0 : 1;
+        expect("barrier: an absent rank is named", t ? r1 : r0, CCL_ERR_TIMEOUT, ccl_comm_last_error(comms[t]),
+               "barrier", "rank 2 did not arrive", NULL);
+    }
+    for (int r = 0; r < N; r++)
+        ccl_comm_destroy(comms[r]);
+}
+
 /* Runs alg (one per rank) on count i32 elements and checks the all-reduce; 1 when right. */
 static int ring_once(ccl_algorithm_t **alg, ccl_comm_t **comms, int n, const char *what)
 {
@@ -670,6 +705,7 @@ int main(void)
     test_varying_counts();
     test_free_quarantine();
     test_timeout();
+    test_barrier_names_absent_rank();
     test_dead_handles();
     return failures != 0;
 }
