@@ -144,6 +144,7 @@ typedef enum {
 typedef enum {
     EX_INT, EX_NAME, EX_UNARY, EX_BINARY, EX_CALL,
     EX_COND,              /* cond ? lhs : rhs */
+    EX_FOLD,              /* name(var in cond..rhs : lhs): sum, min or max of lhs */
 } ExprKind;
 
 typedef struct Expr Expr;
@@ -154,7 +155,9 @@ struct Expr {
     const char *name;     /* EX_NAME, EX_CALL (function name) */
     int op;               /* EX_UNARY, EX_BINARY: a token code from the grammar */
     Expr *lhs, *rhs;      /* operands; EX_CALL arguments are lhs and rhs (rhs may be NULL) */
-    Expr *cond;           /* EX_COND: the condition; only the branch it picks is evaluated */
+    Expr *cond;           /* EX_COND: the condition; only the branch it picks is evaluated;
+                             EX_FOLD: the range's low end (rhs its high end, lhs the body) */
+    const char *var;      /* EX_FOLD: the variable bound to each value of the range */
     int depth;            /* 1 + the deeper operand's: at most CCLC_MAX_EXPR_DEPTH */
 };
 
@@ -224,6 +227,8 @@ typedef struct {
     SrcLoc ranks_loc;
     VEC(Expr *) where;        /* constraints that must hold for N */
     Expr *chunks;             /* chunk factor K (default 1) */
+    const char *chunks_name;  /* `chunks NAME = EXPR`: the name K goes by; NULL: "K" */
+    SrcLoc chunks_name_loc;
     Protocol protocol;
     int64_t size_lo, size_hi; /* `sizes` hint in bytes; 0 when absent */
     Expr *instances;          /* default 1 */

@@ -202,6 +202,14 @@ header_item
           vec_push(ctx->arena, &ctx->ast->where, $2);
       }
     | CHUNKS expr         { header_once(ctx, ctx->ast->chunks, "chunks", @1); ctx->ast->chunks = $2; }
+    | CHUNKS IDENT '=' expr {
+          /* chunks NAME = EXPR: the chunk count under a name of the program's choosing
+           * (without one it is K). */
+          header_once(ctx, ctx->ast->chunks, "chunks", @1);
+          ctx->ast->chunks = $4;
+          ctx->ast->chunks_name = $2;
+          ctx->ast->chunks_name_loc = L(@2);
+      }
     | INSTANCES expr      { header_once(ctx, ctx->ast->instances, "instances", @1); ctx->ast->instances = $2; }
     | PIPELINE expr       { header_once(ctx, ctx->ast->pipeline, "pipeline", @1); ctx->ast->pipeline = $2; }
     | PROTOCOL IDENT {
@@ -422,6 +430,16 @@ expr
           $$->name = $1;
           $$->lhs = $3;
           $$->rhs = $5;
+          $$ = deepen(ctx, $$);
+      }
+    /* A bounded fold: sum, min or max of the body for VAR = LO .. HI-1 (half-open). */
+    | IDENT '(' IDENT IN expr DOTDOT expr ':' expr ')' {
+          $$ = expr_new(ctx, EX_FOLD, @1);
+          $$->name = $1;
+          $$->var = $3;
+          $$->cond = $5;
+          $$->rhs = $7;
+          $$->lhs = $9;
           $$ = deepen(ctx, $$);
       }
     | '(' expr ')'        { $$ = $2; }
