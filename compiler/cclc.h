@@ -104,12 +104,30 @@ typedef struct Diag {
     int truncated;      /* more than CCLC_MAX_ERRORS errors were reported */
     char *out;          /* malloc'd, NUL-terminated rendering of everything reported */
     size_t len, cap;
+    /* Cause first: while `deferring`, errors and notes go to `later` instead (effects
+     * such as a signal never waited for, which follow from a race or a missing wait
+     * elsewhere); diag_settle appends them after the causes. */
+    int deferring;
+    size_t later_at;    /* where in out the deferral began */
+    char *later;
+    size_t later_len, later_cap;
+    int nlater;
+    /* After diag_settle: out[0 .. causes_len) holds the root causes, and `effects`
+     * errors (counted in nerrors) follow them. effects == 0: everything is a cause. */
+    size_t causes_len;
+    int causes, effects;
 } Diag;
 
 void diag_init(Diag *d, const Source *src);
 void diag_fini(Diag *d);
 void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Starts (on = 1) or stops deferring errors as possible effects of others. */
+void diag_defer(Diag *d, int on);
+/* Appends the deferred errors after those reported since `errors_before` errors: when
+ * there were some, they are the causes and the deferred ones their effects; when there
+ * were none, the deferred errors are the causes. */
+void diag_settle(Diag *d, int errors_before);
 /* An error with no source position (usage-level problems such as "N out of range"). */
 void diag_plain(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Bugs in the compiler itself; never for user mistakes. */

@@ -133,3 +133,28 @@ check fold_depth_limit 1 "too deep" check "$tmp/deep.ccl" --ranks 2
 python3 -c "print('algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[' + 'sum(i in 0..1: ' * 100 + '0' + ')' * 100 + '] }')" >"$tmp/nest100.ccl"
 check fold_nests_100 1 "postcondition fails" check "$tmp/nest100.ccl" --ranks 2
 rm -rf "$tmp"
+
+# Cause first (docs/language.md, "Running cclc"): a lost wait's race at its site comes
+# first, and the signal it leaves unmatched is an effect, shown after it only with
+# --all-errors; the library keeps both.
+f=tests/verify/missing_wait_cause_first.ccl
+check cause_first_hides_effects 1 "1 more error not shown" check $f --ranks 4
+out=$("$build/cclc" check $f --ranks 4 --all-errors 2>&1)
+if [ "$(grep -c ': error: ' <<<"$out")" = 2 ] && grep -m1 ': error: ' <<<"$out" | grep -q "data race" \
+   && grep ': error: ' <<<"$out" | tail -1 | grep -q "never waited for" && ! grep -q "not shown" <<<"$out"; then
+    echo "ok cli/all_errors_cause_first"
+else
+    echo "FAIL cli/all_errors_cause_first: $out"
+fi
+check run_keeps_all_errors 1 "never waited for" run $f --ranks 4 --backend cpu
+
+# --inplace where the program is not proved in place: cclc run says that the input is
+# copied aside first, and the run is right; a program proved in place gets no note.
+check inplace_note 0 "is not proved in place for N = 2" run tests/cli/programs/not_in_place.ccl --ranks 2 --backend cpu --inplace --count 999
+check inplace_note_run_ok 0 "in-place: ok" run tests/cli/programs/not_in_place.ccl --ranks 2 --backend cpu --inplace --count 999
+out=$("$build/cclc" run $ring --ranks 2 --backend cpu --inplace --count 99 2>&1)
+if grep -q "not proved in place" <<<"$out"; then echo "FAIL cli/inplace_no_note: $out"; else echo "ok cli/inplace_no_note"; fi
+# --help lists every option of run and check's --all-errors.
+for opt in --back-to-back --host-buffers --timeout-ms --all-errors --inplace; do
+    check "help_lists_${opt#--}" 0 "$opt" --help
+done
