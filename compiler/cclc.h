@@ -229,6 +229,7 @@ struct Stmt {
     AstRef *dst;
     RefList srcs;
     SetExpr *peers;       /* signal, wait, flush */
+    const char *tag;      /* signal[tag], wait[tag]: a named semaphore; NULL: the unnamed one */
     /* ST_CONNECT: connect KIND all | connect KIND a <-> b */
     ChannelKind chan;
     Expr *end_a, *end_b;  /* both NULL for `all` */
@@ -292,6 +293,7 @@ typedef struct {
     int nsrc;
     Ref *src;
     int peer;             /* signal, wait, flush */
+    int tag;              /* signal, wait: the semaphore's name, 0 (unnamed) .. ntags-1 */
     ChannelKind chan;     /* the channel a remote operand goes through (CHAN_NONE if local) */
 } Step;
 
@@ -318,6 +320,8 @@ typedef struct {
     int *buf_chunks;      /* chunk count of each buffer (same on every rank) */
     SrcLoc *buf_loc;      /* declaration of each scratch buffer (in/out: the header) */
     ChannelKind *chan;    /* nranks*nranks: chan[a*nranks+b], the channel a uses to reach b */
+    int ntags;            /* semaphore names: 1 (the unnamed one) + those signal[NAME] uses */
+    const char **tag_name;/* [ntags]: tag_name[0] is NULL */
     int nblocks;
     Block *blocks;        /* ordered by rank, then tb; tbs of a rank are 0..ntb(rank)-1 */
     int *ntb;             /* per rank: number of logical thread blocks */
@@ -398,7 +402,9 @@ typedef struct {
 } Plan;
 
 /* The semaphore slot on rank `waiter` that `signaler` increments for thread block tb.
- * Slots are per (logical tb, peer); instances multiply them at launch. */
+ * Slots are per (logical tb, peer); instances multiply them at launch. A named semaphore
+ * (tag t of ntags) has its own slots: tb is then t * ntb + the block's tb, as if each
+ * name had thread blocks of its own (the backends compute slots from sem / nranks). */
 static inline int plan_sem_slot(int nranks, int tb, int signaler) { return tb * nranks + signaler; }
 
 Plan *schedule_program(Arena *a, const Program *p, const Proof *proof);

@@ -58,6 +58,8 @@ typedef struct {
     NameMap scratch_index;    /* name -> index in scratch_names */
     VEC(int) scratch_chunks;
     VEC(SrcLoc) scratch_locs;
+    NameMap tag_index;        /* semaphore name -> its tag, 1.. */
+    VEC(const char *) tag_names;
     /* The header's values (ranks, where, chunks, instances, pipeline) may use top-level
      * lets: while `header` is set, a name with no binding is looked up among them and
      * its first top-level let evaluated on demand (header_let). */
@@ -705,6 +707,15 @@ static void expand_sync_step(Expander *x, const Stmt *s)
     IntVec peers = {0};
     if (!eval_set(x, s->peers, &peers))
         return;
+    int tag = 0;
+    if (s->tag) {
+        tag = namemap_get(&x->tag_index, s->tag);
+        if (tag < 0) {
+            vec_push(x->arena, &x->tag_names, s->tag);
+            tag = x->tag_names.n;
+            namemap_put(&x->tag_index, x->arena, s->tag, tag);
+        }
+    }
     /* An empty set of ranks (a comprehension that keeps nothing) signals or waits for
      * no one. */
     for (int i = 0; i < peers.n; i++) {
@@ -718,7 +729,7 @@ static void expand_sync_step(Expander *x, const Stmt *s)
             error(x, s->peers->loc, "rank %lld cannot %s itself", (long long)p, step_name(s->step));
             return;
         }
-        emit_step(x, (Step){.kind = s->step, .loc = s->loc, .peer = (int)p});
+        emit_step(x, (Step){.kind = s->step, .loc = s->loc, .peer = (int)p, .tag = tag});
     }
 }
 
@@ -1004,6 +1015,11 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
         p->buf_chunks[BUF_SCRATCH0 + i] = x.scratch_chunks.v[i];
         p->buf_loc[BUF_SCRATCH0 + i] = x.scratch_locs.v[i];
     }
+
+    p->ntags = 1 + x.tag_names.n;
+    p->tag_name = arena_alloc(a, sizeof *p->tag_name * (size_t)p->ntags);
+    for (int i = 0; i < x.tag_names.n; i++)
+        p->tag_name[1 + i] = x.tag_names.v[i];
 
     /* Auto-assigned thread blocks take the numbers after the largest explicit one, in
      * the order their `on` statements were first reached: the same on every rank, so

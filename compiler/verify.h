@@ -198,7 +198,7 @@ struct Sim {
     char *pending;        /* per block: a signal was sent; advance before the next access */
     int *pc, *call, *state;
     char *boundary;       /* per block: at the end of a call, waiting for its rank */
-    Sem *sem;             /* [waiter block * n + signaler rank] */
+    Sem *sem;             /* [(waiter block * ntags + tag) * n + signaler rank] */
     CellLog *log;
     int *content;         /* per cell: node, or -1 for the cell's initial garbage */
     int *wblock, *wstep;  /* per cell: the last writer, or -1 */

@@ -59,7 +59,7 @@ int vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
     s->call = vfy_xcalloc((size_t)nb, sizeof *s->call);
     s->state = vfy_xcalloc((size_t)nb, sizeof *s->state);
     s->boundary = vfy_xcalloc((size_t)nb, 1);
-    s->sem = vfy_xcalloc((size_t)nb * (size_t)sh->n, sizeof *s->sem);
+    s->sem = vfy_xcalloc((size_t)nb * (size_t)p->ntags * (size_t)sh->n, sizeof *s->sem);
     s->log = vfy_xcalloc((size_t)s->ncells, sizeof *s->log);
     if (m.contents) {
         s->content = vfy_xcalloc((size_t)s->ncells, sizeof *s->content);
@@ -94,7 +94,7 @@ void vfy_sim_fini(Sim *s)
         return;
     int nb = s->sh->nb;
     if (s->sem)
-        for (int i = 0; i < nb * s->sh->n; i++)
+        for (int i = 0; i < nb * s->sh->p->ntags * s->sh->n; i++)
             for (QItem *q = s->sem[i].head, *next; q; q = next) {
                 next = q->next;
                 snap_unref(s, q->snap);
@@ -466,7 +466,7 @@ static void sim_signal(Sim *s, int b, const Step *st)
     q->next = NULL;
     q->snap = s->snap[b];
     q->snap->refs++;
-    Sem *sem = &s->sem[wb * sh->n + bl->rank];
+    Sem *sem = &s->sem[(wb * sh->p->ntags + st->tag) * sh->n + bl->rank];
     if (sem->tail)
         sem->tail->next = q;
     else
@@ -479,7 +479,7 @@ static void sim_signal(Sim *s, int b, const Step *st)
 static int sim_wait(Sim *s, int b, const Step *st)
 {
     const Shape *sh = s->sh;
-    Sem *sem = &s->sem[b * sh->n + st->peer];
+    Sem *sem = &s->sem[(b * sh->p->ntags + st->tag) * sh->n + st->peer];
     QItem *q = sem->head;
     if (!q)
         return 0;

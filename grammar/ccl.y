@@ -315,6 +315,10 @@ step
     | REDUCE ref ARROW ref_list { $$ = step_new(ctx, STEP_REDUCE, @1); $$->dst = $2; $$->srcs = $4; }
     | SIGNAL peers        { $$ = step_new(ctx, STEP_SIGNAL, @1); $$->peers = $2; }
     | WAIT peers          { $$ = step_new(ctx, STEP_WAIT, @1); $$->peers = $2; }
+    /* signal[NAME] P, wait[NAME] P: a named semaphore; waits pair with the signals of
+     * their own name only. */
+    | SIGNAL '[' IDENT ']' peers { $$ = step_new(ctx, STEP_SIGNAL, @1); $$->peers = $5; $$->tag = $3; }
+    | WAIT '[' IDENT ']' peers { $$ = step_new(ctx, STEP_WAIT, @1); $$->peers = $5; $$->tag = $3; }
     | FLUSH peers         { $$ = step_new(ctx, STEP_FLUSH, @1); $$->peers = $2; }
     | BARRIER             { $$ = step_new(ctx, STEP_BARRIER, @1); }
     ;

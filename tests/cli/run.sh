@@ -158,3 +158,19 @@ if grep -q "not proved in place" <<<"$out"; then echo "FAIL cli/inplace_no_note:
 for opt in --back-to-back --host-buffers --timeout-ms --all-errors --inplace; do
     check "help_lists_${opt#--}" 0 "$opt" --help
 done
+
+# Named semaphores (docs/language.md, "Synchronization"): waits pair with signals of
+# their own name, so the program below waits for the high halves first; it proves at
+# several N and runs (also back to back); without the names it races; LL emission runs
+# it as Simple (LL pairs lines with signals by position).
+f=tests/cli/programs/named_semaphores.ccl
+for n in 2 3 5 8 16; do
+    check "named_semaphores_proves_N$n" 0 "" check $f --ranks "$n"
+done
+check named_semaphores_runs 0 "N=5 threads backend=cpu" run $f --ranks 5 --backend cpu --count 1001 --iters 5
+check named_semaphores_back_to_back 0 "back-to-back: ok" run $f --ranks 4 --backend cpu --count 1001 --iters 5 --back-to-back
+tmp=$(mktemp -d)
+sed 's/\[\(ready\|lo\|hi\)\] / /' $f >"$tmp/unnamed.ccl"
+check named_semaphores_needed 1 "data race on scratch" check "$tmp/unnamed.ccl" --ranks 3
+rm -rf "$tmp"
+check named_semaphores_ll_as_simple 0 "run as simple" cuda $f --ranks 2 --rank 0 --protocol ll
