@@ -11,6 +11,13 @@
  * header satisfied, and limits on size (steps, loop iterations) that keep a wrong
  * program from expanding forever. Errors name the loop variables' values, since one
  * source line stands for many expanded steps; each source location is reported once.
+ *
+ * Names: N (the `ranks` variable), root, the chunk count K (or the name `chunks NAME =`
+ * gives it) from the header's `chunks` on, loop variables and lets. The header's values
+ * are evaluated first, in header mode, where a name nothing binds yet is taken from its
+ * first top-level let (header_let). Folds (sum/min/max over a range) bind their
+ * variable like a loop and count their terms as iterations. Named semaphores get tags
+ * 1.. in the order first reached (0 is the unnamed one).
  */
 #include <stdlib.h>
 #include <string.h>

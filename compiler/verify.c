@@ -38,6 +38,10 @@
  * of this interleaving are the program's. When races or a deadlock are found the
  * postcondition is not judged (its failures would be consequences, not causes).
  *
+ * Diagnostics come cause first: unbalanced signal/wait and barrier counts are checked
+ * before the run but reported after its races and deadlocks (diag_defer), as their
+ * effects, or as the causes when the run finds nothing else (diag_settle).
+ *
  * This file holds the entry points, verify_program and verify_explain, which run those
  * analyses in the order their results need (counts and port rules before the run, the
  * postcondition only after a clean run, cross-call and in-place runs only when one call
