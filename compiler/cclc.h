@@ -104,12 +104,30 @@ typedef struct Diag {
     int truncated;      /* more than CCLC_MAX_ERRORS errors were reported */
     char *out;          /* malloc'd, NUL-terminated rendering of everything reported */
     size_t len, cap;
+    /* Cause first: while `deferring`, errors and notes go to `later` instead (effects
+     * such as a signal never waited for, which follow from a race or a missing wait
+     * elsewhere); diag_settle appends them after the causes. */
+    int deferring;
+    size_t later_at;    /* where in out the deferral began */
+    char *later;
+    size_t later_len, later_cap;
+    int nlater;
+    /* After diag_settle: out[0 .. causes_len) holds the root causes, and `effects`
+     * errors (counted in nerrors) follow them. effects == 0: everything is a cause. */
+    size_t causes_len;
+    int causes, effects;
 } Diag;
 
 void diag_init(Diag *d, const Source *src);
 void diag_fini(Diag *d);
 void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Starts (on = 1) or stops deferring errors as possible effects of others. */
+void diag_defer(Diag *d, int on);
+/* Appends the deferred errors after those reported since `errors_before` errors: when
+ * there were some, they are the causes and the deferred ones their effects; when there
+ * were none, the deferred errors are the causes. */
+void diag_settle(Diag *d, int errors_before);
 /* An error with no source position (usage-level problems such as "N out of range"). */
 void diag_plain(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Bugs in the compiler itself; never for user mistakes. */
@@ -144,6 +162,7 @@ typedef enum {
 typedef enum {
     EX_INT, EX_NAME, EX_UNARY, EX_BINARY, EX_CALL,
     EX_COND,              /* cond ? lhs : rhs */
+    EX_FOLD,              /* name(var in cond..rhs : lhs): sum, min or max of lhs */
 } ExprKind;
 
 typedef struct Expr Expr;
@@ -154,7 +173,9 @@ struct Expr {
     const char *name;     /* EX_NAME, EX_CALL (function name) */
     int op;               /* EX_UNARY, EX_BINARY: a token code from the grammar */
     Expr *lhs, *rhs;      /* operands; EX_CALL arguments are lhs and rhs (rhs may be NULL) */
-    Expr *cond;           /* EX_COND: the condition; only the branch it picks is evaluated */
+    Expr *cond;           /* EX_COND: the condition; only the branch it picks is evaluated;
+                             EX_FOLD: the range's low end (rhs its high end, lhs the body) */
+    const char *var;      /* EX_FOLD: the variable bound to each value of the range */
     int depth;            /* 1 + the deeper operand's: at most CCLC_MAX_EXPR_DEPTH */
 };
 
@@ -208,6 +229,7 @@ struct Stmt {
     AstRef *dst;
     RefList srcs;
     SetExpr *peers;       /* signal, wait, flush */
+    const char *tag;      /* signal[tag], wait[tag]: a named semaphore; NULL: the unnamed one */
     /* ST_CONNECT: connect KIND all | connect KIND a <-> b */
     ChannelKind chan;
     Expr *end_a, *end_b;  /* both NULL for `all` */
@@ -224,6 +246,8 @@ typedef struct {
     SrcLoc ranks_loc;
     VEC(Expr *) where;        /* constraints that must hold for N */
     Expr *chunks;             /* chunk factor K (default 1) */
+    const char *chunks_name;  /* `chunks NAME = EXPR`: the name K goes by; NULL: "K" */
+    SrcLoc chunks_name_loc;
     Protocol protocol;
     int64_t size_lo, size_hi; /* `sizes` hint in bytes; 0 when absent */
     Expr *instances;          /* default 1 */
@@ -269,6 +293,7 @@ typedef struct {
     int nsrc;
     Ref *src;
     int peer;             /* signal, wait, flush */
+    int tag;              /* signal, wait: the semaphore's name, 0 (unnamed) .. ntags-1 */
     ChannelKind chan;     /* the channel a remote operand goes through (CHAN_NONE if local) */
 } Step;
 
@@ -295,6 +320,8 @@ typedef struct {
     int *buf_chunks;      /* chunk count of each buffer (same on every rank) */
     SrcLoc *buf_loc;      /* declaration of each scratch buffer (in/out: the header) */
     ChannelKind *chan;    /* nranks*nranks: chan[a*nranks+b], the channel a uses to reach b */
+    int ntags;            /* semaphore names: 1 (the unnamed one) + those signal[NAME] uses */
+    const char **tag_name;/* [ntags]: tag_name[0] is NULL */
     int nblocks;
     Block *blocks;        /* ordered by rank, then tb; tbs of a rank are 0..ntb(rank)-1 */
     int *ntb;             /* per rank: number of logical thread blocks */
@@ -375,7 +402,9 @@ typedef struct {
 } Plan;
 
 /* The semaphore slot on rank `waiter` that `signaler` increments for thread block tb.
- * Slots are per (logical tb, peer); instances multiply them at launch. */
+ * Slots are per (logical tb, peer); instances multiply them at launch. A named semaphore
+ * (tag t of ntags) has its own slots: tb is then t * ntb + the block's tb, as if each
+ * name had thread blocks of its own (the backends compute slots from sem / nranks). */
 static inline int plan_sem_slot(int nranks, int tb, int signaler) { return tb * nranks + signaler; }
 
 Plan *schedule_program(Arena *a, const Program *p, const Proof *proof);

@@ -276,7 +276,9 @@ static void emit_xfer_chunk(Emit *e, const PlanOp *op, int j)
 static int emit_ll_analyze(Emit *e)
 {
     const Plan *plan = e->plan;
-    int ok = 1;
+    /* LL pairs each wait with the lines of the signal at the same position; named
+     * semaphores pair by name, so such a program runs as (double-buffered) Simple. */
+    int ok = e->prog->ntags <= 1;
     e->deliv = cclc_calloc((size_t)plan->nblocks, sizeof *e->deliv);
     for (int bi = 0; bi < plan->nblocks && ok; bi++) {
         const PlanBlock *b = &plan->blocks[bi];
@@ -798,8 +800,8 @@ void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt)
                      " * the signals they publish and the waits that receive them are the lines' flags",
                 acc, e.total_chunks);
     else if (proto != PROTO_SIMPLE)
-        fprintf(out, " (run as simple: the program reads peers' memory or uses port channels,\n"
-                     " * which LL lines cannot carry; scratch double-buffered by call parity, as the\n"
+        fprintf(out, " (run as simple: the program reads peers' memory, uses port channels or named\n"
+                     " * semaphores, which LL lines cannot carry; scratch double-buffered by call parity, as the\n"
                      " * verifier's cross-call proof of an LL program assumes: 2 x %ld chunks)", acc);
     fprintf(out, "\n * logical thread blocks %d, semaphore slots per instance %d, scratch chunks %ld\n",
             plan->ntb, plan->nsems, acc);

@@ -11,6 +11,13 @@
  * header satisfied, and limits on size (steps, loop iterations) that keep a wrong
  * program from expanding forever. Errors name the loop variables' values, since one
  * source line stands for many expanded steps; each source location is reported once.
+ *
+ * Names: N (the `ranks` variable), root, the chunk count K (or the name `chunks NAME =`
+ * gives it) from the header's `chunks` on, loop variables and lets. The header's values
+ * are evaluated first, in header mode, where a name nothing binds yet is taken from its
+ * first top-level let (header_let). Folds (sum/min/max over a range) bind their
+ * variable like a loop and count their terms as iterations. Named semaphores get tags
+ * 1.. in the order first reached (0 is the unnamed one).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +29,7 @@ enum {
     MAX_ITERATIONS = 1 << 22, /* loop iterations of one expansion, all loops together */
     MAX_TB = 256,             /* logical thread blocks per rank */
     MAX_REPORTED = 256,       /* distinct source locations remembered for de-duplication */
+    MAX_FOLD_TERMS = 1 << 20, /* terms of one fold (sum, min, max over a range) */
 };
 
 typedef struct {
@@ -57,6 +65,16 @@ typedef struct {
     NameMap scratch_index;    /* name -> index in scratch_names */
     VEC(int) scratch_chunks;
     VEC(SrcLoc) scratch_locs;
+    NameMap tag_index;        /* semaphore name -> its tag, 1.. */
+    VEC(const char *) tag_names;
+    /* The header's values (ranks, where, chunks, instances, pipeline) may use top-level
+     * lets: while `header` is set, a name with no binding is looked up among them and
+     * its first top-level let evaluated on demand (header_let). */
+    int header;
+    NameMap toplets;          /* name -> index in ast->body of its first top-level let */
+    signed char *let_state;   /* per body index: 0 not evaluated, 1 in progress, 2 done */
+    int64_t *let_value;
+    int let_depth;            /* operator depth of the header lets being evaluated */
 } Expander;
 
 /* ---- errors ---- */
@@ -134,6 +152,44 @@ static void unbind_to(Expander *x, int mark)
 
 /* ---- expressions: 64-bit, checked; `%` is Euclidean ---- */
 
+static int eval(Expander *x, const Expr *e, int64_t *out);
+static int count_iteration(Expander *x, SrcLoc loc);
+
+/* A name the header uses that nothing binds yet: its first top-level let, evaluated
+ * once (in header mode, where only N, root and the top-level lets are known). 1 and
+ * the value, 0 after an error, -1 when no top-level let binds the name. The lets'
+ * operator depths add up along a chain and stay within CCLC_MAX_EXPR_DEPTH, so the
+ * recursion is as bounded as one expression's. */
+static int header_let(Expander *x, const Expr *e, int64_t *out)
+{
+    int i = namemap_get(&x->toplets, e->name);
+    if (i < 0)
+        return -1;
+    if (x->let_state[i] == 2) {
+        *out = x->let_value[i];
+        return 1;
+    }
+    const Stmt *s = x->ast->body.v[i];
+    if (x->let_state[i] == 1) {
+        error(x, e->loc, "'%s' is defined through itself: the top-level let at line %d needs its own value",
+              e->name, s->loc.line);
+        return 0;
+    }
+    if (x->let_depth + s->value->depth > CCLC_MAX_EXPR_DEPTH) {
+        error(x, e->loc, "the header's values nest more than %d operators deep through top-level lets",
+              CCLC_MAX_EXPR_DEPTH);
+        return 0;
+    }
+    x->let_state[i] = 1;
+    x->let_depth += s->value->depth;
+    int ok = eval(x, s->value, &x->let_value[i]);
+    x->let_depth -= s->value->depth;
+    x->let_state[i] = ok ? 2 : 0;
+    if (ok)
+        *out = x->let_value[i];
+    return ok;
+}
+
 /* Evaluates e into *out; on error reports it and returns 0. */
 /* The built-ins beyond log2, abs, min and max (eval): 1 and the value, 0 after an
  * error, -1 when e names none of them. */
@@ -173,6 +229,63 @@ static int builtin(Expander *x, const Expr *e, int nargs, int64_t a, int64_t b, 
     return -1;
 }
 
+/* sum(v in lo..hi: body), min(...), max(...): the body evaluated with v bound to each
+ * value of the half-open range, in order. Bounded: at most MAX_FOLD_TERMS terms, and
+ * every term counts against the expansion's iterations. An empty range sums to 0 and
+ * has no min or max. The recursion is the expression's depth (CCLC_MAX_EXPR_DEPTH). */
+static int eval_fold(Expander *x, const Expr *e, int64_t *out)
+{
+    int kind = !strcmp(e->name, "sum") ? 0 : !strcmp(e->name, "min") ? 1 : !strcmp(e->name, "max") ? 2 : -1;
+    if (kind < 0) {
+        error(x, e->loc, "unknown fold '%s' (known: sum, min and max over a range, e.g. sum(i in 0..N: f(i)))",
+              e->name);
+        return 0;
+    }
+    int64_t lo, hi;
+    if (!eval(x, e->cond, &lo) || !eval(x, e->rhs, &hi))
+        return 0;
+    int64_t span;
+    if (hi > lo && (__builtin_sub_overflow(hi, lo, &span) || span > MAX_FOLD_TERMS)) {
+        error(x, e->loc, "%s over %lld..%lld has more than %d terms", e->name, (long long)lo, (long long)hi,
+              MAX_FOLD_TERMS);
+        return 0;
+    }
+    if (hi <= lo && kind) {
+        error(x, e->loc, "%s over the empty range %lld..%lld has no value", e->name, (long long)lo, (long long)hi);
+        return 0;
+    }
+    int mark = x->env.n, ok = 1;
+    int64_t acc = 0;
+    for (int64_t i = lo; i < hi; i++) {
+        if (!count_iteration(x, e->loc)) {
+            ok = 0;
+            break;
+        }
+        unbind_to(x, mark);
+        bind(x, e->var, i, 1);
+        int64_t v;
+        if (!eval(x, e->lhs, &v)) {
+            ok = 0;
+            break;
+        }
+        if (i == lo && kind)
+            acc = v;
+        else if (kind == 1)
+            acc = v < acc ? v : acc;
+        else if (kind == 2)
+            acc = v > acc ? v : acc;
+        else if (__builtin_add_overflow(acc, v, &acc)) {
+            error(x, e->loc, "integer overflow in %s (the result does not fit in 64 bits)", e->name);
+            ok = 0;
+            break;
+        }
+    }
+    unbind_to(x, mark);
+    if (ok)
+        *out = acc;
+    return ok;
+}
+
 static int eval(Expander *x, const Expr *e, int64_t *out)
 {
     int64_t a = 0, b = 0;
@@ -180,14 +293,22 @@ static int eval(Expander *x, const Expr *e, int64_t *out)
     case EX_INT:
         *out = e->value;
         return 1;
-    case EX_NAME:
+    case EX_NAME: {
         if (lookup(x, e->name, out))
             return 1;
-        if (!strcmp(e->name, "root"))
+        int found = x->header ? header_let(x, e, out) : -1;
+        if (found >= 0)
+            return found;
+        const char *kname = x->ast->chunks_name ? x->ast->chunks_name : "K";
+        if (x->header && !strcmp(e->name, kname))
+            error(x, e->loc, "'%s' is the chunk count, which is not known yet here: 'ranks', 'where' and "
+                  "'chunks' (and the top-level lets they use) cannot depend on it", kname);
+        else if (!strcmp(e->name, "root"))
             error(x, e->loc, "'root' is only defined in broadcast and reduce algorithms");
         else
             error(x, e->loc, "unknown name '%s'", e->name);
         return 0;
+    }
     case EX_UNARY:
         if (!eval(x, e->lhs, &a))
             return 0;
@@ -239,6 +360,8 @@ static int eval(Expander *x, const Expr *e, int64_t *out)
               "min(a, b), max(a, b), bitrev(x, bits))", e->name, nargs, nargs == 1 ? "" : "s");
         return 0;
     }
+    case EX_FOLD:
+        return eval_fold(x, e, out);
     case EX_COND:
         /* Only the branch taken is evaluated: `v > 0 ? log2(v) : 0` is fine at v = 0. */
         if (!eval(x, e->cond, &a))
@@ -591,6 +714,15 @@ static void expand_sync_step(Expander *x, const Stmt *s)
     IntVec peers = {0};
     if (!eval_set(x, s->peers, &peers))
         return;
+    int tag = 0;
+    if (s->tag) {
+        tag = namemap_get(&x->tag_index, s->tag);
+        if (tag < 0) {
+            vec_push(x->arena, &x->tag_names, s->tag);
+            tag = x->tag_names.n;
+            namemap_put(&x->tag_index, x->arena, s->tag, tag);
+        }
+    }
     /* An empty set of ranks (a comprehension that keeps nothing) signals or waits for
      * no one. */
     for (int i = 0; i < peers.n; i++) {
@@ -604,7 +736,7 @@ static void expand_sync_step(Expander *x, const Stmt *s)
             error(x, s->peers->loc, "rank %lld cannot %s itself", (long long)p, step_name(s->step));
             return;
         }
-        emit_step(x, (Step){.kind = s->step, .loc = s->loc, .peer = (int)p});
+        emit_step(x, (Step){.kind = s->step, .loc = s->loc, .peer = (int)p, .tag = tag});
     }
 }
 
@@ -758,6 +890,7 @@ static int check_header(Expander *x, int nranks, int root)
 {
     const Ast *ast = x->ast;
     int64_t lo, hi;
+    x->header = 1;
     if (!eval(x, ast->ranks_lo, &lo) || !eval(x, ast->ranks_hi, &hi))
         return 0;
     if (nranks < lo || nranks > hi) {
@@ -796,6 +929,14 @@ static void expander_init(Expander *x, Arena *a, const Ast *ast, int nranks, Dia
     x->max_explicit_tb = -1;
     x->prog = arena_alloc(a, sizeof *x->prog);
     x->prog->nranks = nranks;
+    int n = ast->body.n;
+    x->let_state = arena_alloc(a, (size_t)(n ? n : 1));
+    x->let_value = arena_alloc(a, sizeof *x->let_value * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) {
+        const Stmt *s = ast->body.v[i];
+        if (s->kind == ST_LET && s->var && namemap_get(&x->toplets, s->var) < 0)
+            namemap_put(&x->toplets, a, s->var, i);
+    }
 }
 
 int expand_admits(const Ast *ast, int nranks, int root, Diag *d)
@@ -840,6 +981,18 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
                    (long long)nranks * p->chunks, CCLC_MAX_CHUNKS);
         return NULL;
     }
+    /* The chunk count goes by K (or the name `chunks NAME = ...` gives it) in the rest of
+     * the program, the header's later items included. */
+    const char *kname = ast->chunks_name ? ast->chunks_name : "K";
+    if (!strcmp(kname, ast->nvar) || ((p->coll == COLL_BROADCAST || p->coll == COLL_REDUCE) && !strcmp(kname, "root"))) {
+        if (ast->chunks_name) {
+            diag_error(d, ast->chunks_name_loc, "'%s' already names the %s; the chunk count needs another name",
+                       kname, strcmp(kname, "root") ? "rank count" : "root");
+            return NULL;
+        }
+    } else {
+        bind(&x, kname, p->chunks, 0);
+    }
     v = 1;
     if (ast->instances && !eval_in(&x, ast->instances, 1, 64, "'instances'", &v))
         return NULL;
@@ -848,6 +1001,7 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
     if (ast->pipeline && !eval_in(&x, ast->pipeline, 1, 1024, "'pipeline'", &v))
         return NULL;
     p->pipeline = (int)v;
+    x.header = 0;
     p->chan = arena_alloc(a, sizeof *p->chan * (size_t)nranks * (size_t)nranks);
     x.blocks = cclc_calloc((size_t)nranks * 2 * MAX_TB, sizeof *x.blocks);
 
@@ -868,6 +1022,11 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
         p->buf_chunks[BUF_SCRATCH0 + i] = x.scratch_chunks.v[i];
         p->buf_loc[BUF_SCRATCH0 + i] = x.scratch_locs.v[i];
     }
+
+    p->ntags = 1 + x.tag_names.n;
+    p->tag_name = arena_alloc(a, sizeof *p->tag_name * (size_t)p->ntags);
+    for (int i = 0; i < x.tag_names.n; i++)
+        p->tag_name[1 + i] = x.tag_names.v[i];
 
     /* Auto-assigned thread blocks take the numbers after the largest explicit one, in
      * the order their `on` statements were first reached: the same on every rank, so

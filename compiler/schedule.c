@@ -109,7 +109,7 @@ static int fuse_sync(Arena *arena, PlanOp *a, const PlanOp *b)
     return 1;
 }
 
-static PlanOp op_from_step(Arena *arena, const Program *p, const Block *b, const Step *s)
+static PlanOp op_from_step(Arena *arena, const Program *p, int ntb, const Block *b, const Step *s)
 {
     PlanOp op = {0};
     add_line(arena, &op, s->loc.line);
@@ -135,8 +135,8 @@ static PlanOp op_from_step(Arena *arena, const Program *p, const Block *b, const
         op.peer[0] = s->peer;
         /* A signal bumps the peer's slot for (this tb, this rank); a wait watches this
          * rank's slot for (this tb, the peer). */
-        op.sem[0] = s->kind == STEP_SIGNAL ? plan_sem_slot(p->nranks, b->tb, b->rank)
-                                           : plan_sem_slot(p->nranks, b->tb, s->peer);
+        op.sem[0] = s->kind == STEP_SIGNAL ? plan_sem_slot(p->nranks, s->tag * ntb + b->tb, b->rank)
+                                           : plan_sem_slot(p->nranks, s->tag * ntb + b->tb, s->peer);
         return op;
     case STEP_BARRIER:
         op.kind = OP_BARRIER;
@@ -169,12 +169,12 @@ static void record(Arena *arena, Pending *pend, const PlanOp *op)
         vec_push(arena, &pend->writes, op->dst[k]);
 }
 
-static void schedule_block(Arena *arena, const Program *p, const Block *b, PlanBlock *out)
+static void schedule_block(Arena *arena, const Program *p, int ntb, const Block *b, PlanBlock *out)
 {
     OpVec ops = {0};
     Pending pend = {0};
     for (int i = 0; i < b->nsteps; i++) {
-        PlanOp op = op_from_step(arena, p, b, &b->steps[i]);
+        PlanOp op = op_from_step(arena, p, ntb, b, &b->steps[i]);
         PlanOp *last = ops.n ? &ops.v[ops.n - 1] : NULL;
         if (op.kind != OP_XFER) {
             if (last && fuse_sync(arena, last, &op))
@@ -226,10 +226,10 @@ Plan *schedule_program(Arena *a, const Program *p, const Proof *proof)
     for (int r = 0; r < p->nranks; r++)
         if (p->ntb[r] > plan->ntb)
             plan->ntb = p->ntb[r];
-    plan->nsems = plan->ntb * p->nranks;
+    plan->nsems = plan->ntb * p->nranks * (p->ntags > 1 ? p->ntags : 1);
     plan->nblocks = p->nblocks;
     plan->blocks = arena_alloc(a, sizeof *plan->blocks * (size_t)p->nblocks);
     for (int i = 0; i < p->nblocks; i++)
-        schedule_block(a, p, &p->blocks[i], &plan->blocks[i]);
+        schedule_block(a, p, plan->ntb, &p->blocks[i], &plan->blocks[i]);
     return plan;
 }

@@ -38,6 +38,10 @@
  * of this interleaving are the program's. When races or a deadlock are found the
  * postcondition is not judged (its failures would be consequences, not causes).
  *
+ * Diagnostics come cause first: unbalanced signal/wait and barrier counts are checked
+ * before the run but reported after its races and deadlocks (diag_defer), as their
+ * effects, or as the causes when the run finds nothing else (diag_settle).
+ *
  * This file holds the entry points, verify_program and verify_explain, which run those
  * analyses in the order their results need (counts and port rules before the run, the
  * postcondition only after a clean run, cross-call and in-place runs only when one call
@@ -245,8 +249,16 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     shape_init(&sh, p);
     int errors0 = rep->nerrors;
 
+    /* Cause first: unbalanced counts are often the effect of a missing wait (or signal)
+     * whose race or deadlock the run finds at its site; they are reported after the
+     * run's errors, and as causes only when the run finds none (diag_settle). */
+    int diag_errors0 = rep->d ? rep->d->nerrors : 0;
+    if (rep->d)
+        diag_defer(rep->d, 1);
     vfy_check_sem_counts(&sh, rep, &f->sync);
     vfy_check_barrier_counts(&sh, rep);
+    if (rep->d)
+        diag_defer(rep->d, 0);
     vfy_check_instances(&sh, rep);
     int counts_bad = rep->nerrors > errors0;
     /* Before the simulation, which places every put at its statement: for port puts,
@@ -262,9 +274,12 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
                   p->name, p->nranks, sh.nb, sh.rank_cells);
         vfy_sim_fini(&s);
         shape_fini(&sh);
+        if (rep->d)
+            diag_settle(rep->d, diag_errors0);
         return -1;
     }
     vfy_sim_run(&s);
+    vfy_sim_report_layout(&s);
     f->pairs = s.pairs;
     f->edges = s.edges;
     if (s.races_hidden)
@@ -320,6 +335,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
         if (!ran && vfy_sim_init(&s3, &sh, (SimMode){.ncalls = 1, .inplace = 1, .contents = 1}, &quiet) == 0) {
             ran = 1;
             vfy_sim_run(&s3);
+            vfy_sim_report_layout(&s3);
             if (s3.stuck)
                 vfy_error(&quiet, p->name_loc, "the run does not complete");
             else if (!s3.nraces && !s3.nlayout) {
@@ -335,6 +351,8 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
         vfy_sim_fini(&s3);
     }
     shape_fini(&sh);
+    if (rep->d)
+        diag_settle(rep->d, diag_errors0);
     return rep->nerrors == errors0 ? 0 : -1;
 }
 

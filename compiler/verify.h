@@ -198,7 +198,7 @@ struct Sim {
     char *pending;        /* per block: a signal was sent; advance before the next access */
     int *pc, *call, *state;
     char *boundary;       /* per block: at the end of a call, waiting for its rank */
-    Sem *sem;             /* [waiter block * n + signaler rank] */
+    Sem *sem;             /* [(waiter block * ntags + tag) * n + signaler rank] */
     CellLog *log;
     int *content;         /* per cell: node, or -1 for the cell's initial garbage */
     int *wblock, *wstep;  /* per cell: the last writer, or -1 */
@@ -211,6 +211,11 @@ struct Sim {
     int nraces, races_hidden;
     Seen layout_seen, input_seen;
     int nlayout, ninput;
+    /* Layout violations are judged on this run's contents, which are the program's only
+     * when it has no race: they are kept here and reported by vfy_sim_report_layout. */
+    SrcLoc layout_loc[MAX_STEP_REPORTS];
+    char *layout_msg[MAX_STEP_REPORTS];
+    int layout_kept;
 };
 
 /* The cell of a chunk in call `call`, as in-place aliasing and LL parity place it. */
@@ -220,6 +225,9 @@ const Step *vfy_step_at(const Sim *s, int b, int i);
 int vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep);
 /* Runs every block until all are done or none can move (then s->stuck). */
 void vfy_sim_run(Sim *s);
+/* Reports the layout violations the run kept, unless it found a race (then the
+ * contents, and any violation in them, are one interleaving's, not the program's). */
+void vfy_sim_report_layout(Sim *s);
 /* Frees the run; its clock matrix stays in the Shape for the next. */
 void vfy_sim_fini(Sim *s);
 

@@ -13,12 +13,23 @@
 
 /* ---- static checks: semaphore and barrier counts ---- */
 
-static const Step *nth_step(const Block *bl, StepKind kind, int peer, int nth)
+static const Step *nth_step(const Block *bl, StepKind kind, int peer, int tag, int nth)
 {
     for (int i = 0; i < bl->nsteps; i++)
-        if (bl->steps[i].kind == kind && (kind == STEP_BARRIER || bl->steps[i].peer == peer) && nth-- == 0)
+        if (bl->steps[i].kind == kind &&
+            (kind == STEP_BARRIER || (bl->steps[i].peer == peer && bl->steps[i].tag == tag)) && nth-- == 0)
             return &bl->steps[i];
     return NULL;
+}
+
+/* " (semaphore 'NAME')" for a named semaphore, else "". */
+static const char *tag_text(const Program *p, int tag, char *buf, size_t size)
+{
+    if (tag > 0)
+        snprintf(buf, size, " (semaphore '%s')", p->tag_name[tag]);
+    else
+        buf[0] = 0;
+    return buf;
 }
 
 /* "once", "twice", "3 times" */
@@ -36,58 +47,61 @@ static void times_text(int n, char *buf, size_t size)
 void vfy_check_sem_counts(const Shape *sh, Reporter *rep, SyncCounts *sc)
 {
     const Program *p = sh->p;
-    int n = sh->n;
-    int *sig = vfy_xcalloc((size_t)sh->nb * (size_t)n, sizeof *sig);
-    int *wt = vfy_xcalloc((size_t)sh->nb * (size_t)n, sizeof *wt);
+    int n = sh->n, nt = p->ntags;
+    /* Counts per (block, tag, peer): [(b * nt + tag) * n + peer]. */
+    int *sig = vfy_xcalloc((size_t)sh->nb * (size_t)nt * (size_t)n, sizeof *sig);
+    int *wt = vfy_xcalloc((size_t)sh->nb * (size_t)nt * (size_t)n, sizeof *wt);
     for (int b = 0; b < sh->nb; b++) {
         const Block *bl = &p->blocks[b];
         for (int i = 0; i < bl->nsteps; i++) {
             const Step *st = &bl->steps[i];
             if (st->kind == STEP_SIGNAL && st->peer >= 0 && st->peer < n)
-                sig[b * n + st->peer]++, sc->nsignals++;
+                sig[(b * nt + st->tag) * n + st->peer]++, sc->nsignals++;
             else if (st->kind == STEP_WAIT && st->peer >= 0 && st->peer < n)
-                wt[b * n + st->peer]++, sc->nwaits++;
+                wt[(b * nt + st->tag) * n + st->peer]++, sc->nwaits++;
             else if (st->kind == STEP_BARRIER)
                 sc->nbarriers++;
         }
     }
     Seen seen = {0};
-    char w1[48], w2[48], t1[24], t2[24];
+    char w1[48], w2[48], t1[24], t2[24], tt[96];
     for (int b = 0; b < sh->nb; b++) {
         const Block *bl = &p->blocks[b];
-        for (int q = 0; q < n; q++) {
+        for (int g = 0; g < nt * n; g++) {
+            int q = g % n, tag = g / n;
+            tag_text(p, tag, tt, sizeof tt);
             /* Block b waits for q: q's block of the same tb signals. */
             int sb = vfy_block_of(sh, q, bl->tb);
-            int nw = wt[b * n + q], ns = sb >= 0 ? sig[sb * n + bl->rank] : 0;
+            int nw = wt[(b * nt + tag) * n + q], ns = sb >= 0 ? sig[(sb * nt + tag) * n + bl->rank] : 0;
             if (nw > ns) {
-                const Step *st = nth_step(bl, STEP_WAIT, q, ns);
+                const Step *st = nth_step(bl, STEP_WAIT, q, tag, ns);
                 times_text(ns, t1, sizeof t1);
                 times_text(nw, t2, sizeof t2);
                 if (vfy_seen_before(&seen, st->loc)) {
                     /* reported for another rank already */
                 } else if (sb < 0) {
-                    vfy_error(rep, st->loc, "wait on %s for rank %d never completes: rank %d has no thread block %d, "
-                              "so nothing signals it (waited %s)", vfy_where_text(sh, bl->rank, bl->tb, w1, sizeof w1),
-                              q, q, bl->tb, t2);
+                    vfy_error(rep, st->loc, "wait on %s for rank %d%s never completes: rank %d has no thread block "
+                              "%d, so nothing signals it (waited %s)", vfy_where_text(sh, bl->rank, bl->tb, w1, sizeof w1),
+                              q, tt, q, bl->tb, t2);
                 } else {
-                    vfy_error(rep, st->loc, "wait at line %d on %s for rank %d never completes: rank %d signals it "
-                              "%s, waited %s", st->loc.line, vfy_where_text(sh, bl->rank, bl->tb, w1, sizeof w1), q, q,
-                              ns ? t1 : "never", t2);
+                    vfy_error(rep, st->loc, "wait at line %d on %s for rank %d%s never completes: rank %d signals it "
+                              "%s, waited %s", st->loc.line, vfy_where_text(sh, bl->rank, bl->tb, w1, sizeof w1), q, tt,
+                              q, ns ? t1 : "never", t2);
                 }
             }
             /* Block b signals q: q's block of the same tb waits. */
             int wb = vfy_block_of(sh, q, bl->tb);
-            ns = sig[b * n + q];
-            nw = wb >= 0 ? wt[wb * n + bl->rank] : 0;
+            ns = sig[(b * nt + tag) * n + q];
+            nw = wb >= 0 ? wt[(wb * nt + tag) * n + bl->rank] : 0;
             if (ns > nw) {
-                const Step *st = nth_step(bl, STEP_SIGNAL, q, nw);
+                const Step *st = nth_step(bl, STEP_SIGNAL, q, tag, nw);
                 times_text(ns, t1, sizeof t1);
                 times_text(nw, t2, sizeof t2);
                 if (!vfy_seen_before(&seen, st->loc))
-                    vfy_error(rep, st->loc, "signal at line %d on %s to rank %d is never waited for: it signals %s, "
+                    vfy_error(rep, st->loc, "signal at line %d on %s to rank %d%s is never waited for: it signals %s, "
                               "%s %s%s (counts must balance in every call, or the next call's waits pair with this "
                               "call's signals)", st->loc.line, vfy_where_text(sh, bl->rank, bl->tb, w1, sizeof w1),
-                              q, t1, vfy_where_text(sh, q, bl->tb, w2, sizeof w2), nw ? "waits " : "never waits",
+                              q, tt, t1, vfy_where_text(sh, q, bl->tb, w2, sizeof w2), nw ? "waits " : "never waits",
                               nw ? t2 : "");
             }
         }
@@ -118,7 +132,7 @@ void vfy_check_barrier_counts(const Shape *sh, Reporter *rep)
         }
         if (most == least)
             continue;
-        const Step *st = nth_step(&p->blocks[vfy_block_of(sh, r, tmost)], STEP_BARRIER, -1, least);
+        const Step *st = nth_step(&p->blocks[vfy_block_of(sh, r, tmost)], STEP_BARRIER, -1, 0, least);
         if (vfy_seen_before(&seen, st->loc))
             continue;
         if (vfy_block_of(sh, r, tleast) < 0)
@@ -138,7 +152,7 @@ void vfy_check_barrier_counts(const Shape *sh, Reporter *rep)
 
 /* Whether block b, from where it stands to the end of the last call, still executes a
  * step of `kind` (for signals: to rank `peer`). */
-static int will_execute(const Sim *s, int b, StepKind kind, int peer)
+static int will_execute(const Sim *s, int b, StepKind kind, int peer, int tag)
 {
     const Block *bl = &s->sh->p->blocks[b];
     int from = s->pc[b] + (s->state[b] == AT_BARRIER && !s->boundary[b]);
@@ -146,7 +160,8 @@ static int will_execute(const Sim *s, int b, StepKind kind, int peer)
         return 0;
     for (int call = s->call[b]; call < s->m.ncalls; call++, from = 0)
         for (int i = from; i < bl->nsteps; i++)
-            if (bl->steps[i].kind == kind && (kind != STEP_SIGNAL || bl->steps[i].peer == peer))
+            if (bl->steps[i].kind == kind &&
+                (kind != STEP_SIGNAL || (bl->steps[i].peer == peer && bl->steps[i].tag == tag)))
                 return 1;
     return 0;
 }
@@ -161,13 +176,13 @@ static int blocked_on(const Sim *s, int b)
     if (s->state[b] == RUN) {
         const Step *st = &bl->steps[s->pc[b]];
         int t = vfy_block_of(sh, st->peer, bl->tb);
-        return t >= 0 && will_execute(s, t, STEP_SIGNAL, bl->rank) ? t : -1;
+        return t >= 0 && will_execute(s, t, STEP_SIGNAL, bl->rank, st->tag) ? t : -1;
     }
     if (s->state[b] == AT_BARRIER)
         for (int t = 0; t < sh->maxtb; t++) {
             int o = vfy_block_of(sh, bl->rank, t);
             if (o >= 0 && s->state[o] != AT_BARRIER)
-                return will_execute(s, o, STEP_BARRIER, -1) ? o : -1;
+                return will_execute(s, o, STEP_BARRIER, -1, 0) ? o : -1;
         }
     return -1;
 }

@@ -59,7 +59,7 @@ int vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
     s->call = vfy_xcalloc((size_t)nb, sizeof *s->call);
     s->state = vfy_xcalloc((size_t)nb, sizeof *s->state);
     s->boundary = vfy_xcalloc((size_t)nb, 1);
-    s->sem = vfy_xcalloc((size_t)nb * (size_t)sh->n, sizeof *s->sem);
+    s->sem = vfy_xcalloc((size_t)nb * (size_t)p->ntags * (size_t)sh->n, sizeof *s->sem);
     s->log = vfy_xcalloc((size_t)s->ncells, sizeof *s->log);
     if (m.contents) {
         s->content = vfy_xcalloc((size_t)s->ncells, sizeof *s->content);
@@ -87,11 +87,14 @@ static void snap_unref(Sim *s, Snap *sn)
 
 void vfy_sim_fini(Sim *s)
 {
+    for (int i = 0; i < s->layout_kept; i++)
+        free(s->layout_msg[i]);
+    s->layout_kept = 0;
     if (!s->sh)
         return;
     int nb = s->sh->nb;
     if (s->sem)
-        for (int i = 0; i < nb * s->sh->n; i++)
+        for (int i = 0; i < nb * s->sh->p->ntags * s->sh->n; i++)
             for (QItem *q = s->sem[i].head, *next; q; q = next) {
                 next = q->next;
                 snap_unref(s, q->snap);
@@ -242,17 +245,31 @@ static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, 
         /* The caller's side: the peer's next call may overwrite a result not yet
          * consumed, or the peer may still read an input the caller replaces. */
         int peer = prev.step < 0 ? cr : pr, owner = prev.step < 0 ? pr : cr;
+        char later[48];
+        if (cur.call - prev.call == 1)
+            snprintf(later, sizeof later, "next call");
+        else
+            snprintf(later, sizeof later, "call %d (%d calls on)", cur.call + 1, cur.call - prev.call);
         if (cur_w && cur.step >= 0)
-            vfy_str_printf(&msg, "; nothing orders them (rank %d's next call may write it before rank %d's caller has "
-                           "read it: make rank %d wait for a signal that rank %d sends in the new call)", peer, owner,
-                           peer, owner);
+            vfy_str_printf(&msg, "; nothing orders them (rank %d's %s may write it before rank %d's caller has "
+                           "read it: make rank %d wait for a signal that rank %d sends in the new call)", peer, later,
+                           owner, peer, owner);
         else
             vfy_str_printf(&msg, "; nothing orders them (rank %d's call may end while rank %d still reads its buffer: "
                            "make rank %d wait for rank %d before it ends)", owner, peer, owner, peer);
-    } else {
+    } else if (cur.call - prev.call == 1) {
+        /* The hints fit the program: protocol ll is offered only to one not on it. */
         vfy_str_printf(&msg, "; nothing orders them (the next call may start on rank %d while rank %d is still in this "
                        "one: make rank %d wait for rank %d before reusing the buffer%s)", cr, pr, cr, pr,
-                       buf >= BUF_SCRATCH0 ? ", or use protocol ll, whose scratch alternates between calls" : "");
+                       buf >= BUF_SCRATCH0 && sh->p->protocol != PROTO_LL
+                           ? ", or use protocol ll, whose scratch alternates between calls" : "");
+    } else {
+        /* Protocol ll: calls c and c + 2 share a scratch half. */
+        vfy_str_printf(&msg, "; nothing orders them (call %d may start on rank %d, %d calls after call %d, while rank "
+                       "%d is still in call %d%s: make rank %d wait for rank %d in every call before reusing the "
+                       "buffer)", cur.call + 1, cr, cur.call - prev.call, prev.call + 1, pr, prev.call + 1,
+                       sh->p->protocol == PROTO_LL && buf >= BUF_SCRATCH0 ? ", and protocol ll's alternating scratch "
+                       "halves give these two calls the same half" : "", cr, pr);
     }
     SrcLoc at = cur.step >= 0 ? cl : pl;
     vfy_error(s->rep, at, "%s", vfy_str_get(&msg));
@@ -343,10 +360,24 @@ static void check_layout(Sim *s, int b, const Step *st, int rank, int chunk, int
         return;
     char cell[96], w[48];
     const Block *bl = &sh->p->blocks[b];
-    vfy_error(s->rep, st->loc, "layout violation: '%s' on %s stores in@%d[%d] (position %d) into %s (position %d); "
-              "an in/out chunk i may only receive content of position i %% K (K = %d), because chunk lengths "
-              "depend on the position", step_name(st->kind), vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w), bad->a,
-              bad->b, bad->b % sh->k, vfy_cell_text(sh, rank, st->dst.buf, chunk, cell, sizeof cell), want, sh->k);
+    if (s->layout_kept == MAX_STEP_REPORTS)
+        return;
+    Str msg = {0};
+    vfy_str_printf(&msg, "layout violation: '%s' on %s stores in@%d[%d] (position %d) into %s (position %d); "
+                   "an in/out chunk i may only receive content of position i %% K (K = %d), because chunk lengths "
+                   "depend on the position", step_name(st->kind), vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w),
+                   bad->a, bad->b, bad->b % sh->k, vfy_cell_text(sh, rank, st->dst.buf, chunk, cell, sizeof cell),
+                   want, sh->k);
+    s->layout_loc[s->layout_kept] = st->loc;
+    s->layout_msg[s->layout_kept++] = msg.s;
+}
+
+void vfy_sim_report_layout(Sim *s)
+{
+    if (s->nraces || s->races_hidden)
+        return;
+    for (int i = 0; i < s->layout_kept; i++)
+        vfy_error(s->rep, s->layout_loc[i], "%s", s->layout_msg[i] ? s->layout_msg[i] : "layout violation");
 }
 
 static void sim_data(Sim *s, int b, int i)
@@ -363,6 +394,13 @@ static void sim_data(Sim *s, int b, int i)
     for (int o = 0; o < st->nsrc; o++)
         for (int j = 0; j < count && j < st->src[o].count; j++)
             sim_access(s, cur, 0, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j);
+    /* A copy onto itself (in place, an all-gather's `copy out[r] <- in[0]`) stores the
+     * values already there: a read, not a write, as for the port-put rules
+     * (verify_port.c). */
+    if (st->kind == STEP_COPY && st->nsrc == 1 && st->src[0].count == count &&
+        vfy_sim_cell(s, st->dst.rank, st->dst.buf, st->dst.chunk, cur.call) ==
+            vfy_sim_cell(s, st->src[0].rank, st->src[0].buf, st->src[0].chunk, cur.call))
+        return;
     for (int j = 0; j < count; j++)
         sim_access(s, cur, 1, st->dst.rank, st->dst.buf, st->dst.chunk + j);
     if (!s->m.contents)
@@ -428,7 +466,7 @@ static void sim_signal(Sim *s, int b, const Step *st)
     q->next = NULL;
     q->snap = s->snap[b];
     q->snap->refs++;
-    Sem *sem = &s->sem[wb * sh->n + bl->rank];
+    Sem *sem = &s->sem[(wb * sh->p->ntags + st->tag) * sh->n + bl->rank];
     if (sem->tail)
         sem->tail->next = q;
     else
@@ -441,7 +479,7 @@ static void sim_signal(Sim *s, int b, const Step *st)
 static int sim_wait(Sim *s, int b, const Step *st)
 {
     const Shape *sh = s->sh;
-    Sem *sem = &s->sem[b * sh->n + st->peer];
+    Sem *sem = &s->sem[(b * sh->p->ntags + st->tag) * sh->n + st->peer];
     QItem *q = sem->head;
     if (!q)
         return 0;

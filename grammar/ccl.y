@@ -202,6 +202,14 @@ header_item
           vec_push(ctx->arena, &ctx->ast->where, $2);
       }
     | CHUNKS expr         { header_once(ctx, ctx->ast->chunks, "chunks", @1); ctx->ast->chunks = $2; }
+    | CHUNKS IDENT '=' expr {
+          /* chunks NAME = EXPR: the chunk count under a name of the program's choosing
+           * (without one it is K). */
+          header_once(ctx, ctx->ast->chunks, "chunks", @1);
+          ctx->ast->chunks = $4;
+          ctx->ast->chunks_name = $2;
+          ctx->ast->chunks_name_loc = L(@2);
+      }
     | INSTANCES expr      { header_once(ctx, ctx->ast->instances, "instances", @1); ctx->ast->instances = $2; }
     | PIPELINE expr       { header_once(ctx, ctx->ast->pipeline, "pipeline", @1); ctx->ast->pipeline = $2; }
     | PROTOCOL IDENT {
@@ -307,6 +315,10 @@ step
     | REDUCE ref ARROW ref_list { $$ = step_new(ctx, STEP_REDUCE, @1); $$->dst = $2; $$->srcs = $4; }
     | SIGNAL peers        { $$ = step_new(ctx, STEP_SIGNAL, @1); $$->peers = $2; }
     | WAIT peers          { $$ = step_new(ctx, STEP_WAIT, @1); $$->peers = $2; }
+    /* signal[NAME] P, wait[NAME] P: a named semaphore; waits pair with the signals of
+     * their own name only. */
+    | SIGNAL '[' IDENT ']' peers { $$ = step_new(ctx, STEP_SIGNAL, @1); $$->peers = $5; $$->tag = $3; }
+    | WAIT '[' IDENT ']' peers { $$ = step_new(ctx, STEP_WAIT, @1); $$->peers = $5; $$->tag = $3; }
     | FLUSH peers         { $$ = step_new(ctx, STEP_FLUSH, @1); $$->peers = $2; }
     | BARRIER             { $$ = step_new(ctx, STEP_BARRIER, @1); }
     ;
@@ -422,6 +434,16 @@ expr
           $$->name = $1;
           $$->lhs = $3;
           $$->rhs = $5;
+          $$ = deepen(ctx, $$);
+      }
+    /* A bounded fold: sum, min or max of the body for VAR = LO .. HI-1 (half-open). */
+    | IDENT '(' IDENT IN expr DOTDOT expr ':' expr ')' {
+          $$ = expr_new(ctx, EX_FOLD, @1);
+          $$->name = $1;
+          $$->var = $3;
+          $$->cond = $5;
+          $$->rhs = $7;
+          $$->lhs = $9;
           $$ = deepen(ctx, $$);
       }
     | '(' expr ')'        { $$ = $2; }

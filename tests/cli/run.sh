@@ -100,3 +100,77 @@ for nr in "2 0" "2 1" "3 0" "3 2" "5 0" "5 4"; do
     check "empty_sets_N${n}_root$root" 0 "" check tests/cli/programs/empty_sets.ccl --ranks "$n" --root "$root"
 done
 check empty_sets_runs 0 "N=5 threads backend=cpu" run tests/cli/programs/empty_sets.ccl --ranks 5 --root 4 --backend cpu --count 999
+
+# Header names (docs/language.md, "The header"): a top-level let feeds `chunks`, the
+# chunk count is named (K, or `chunks NAME = ...`) and later header items use it.
+for n in 2 3 5 8 16; do
+    check "header_names_proves_N$n" 0 "" check tests/cli/programs/header_names.ccl --ranks "$n"
+done
+check header_names_runs 0 "N=5 threads backend=cpu" run tests/cli/programs/header_names.ccl --ranks 5 --backend cpu --count 1001
+
+# Bounded folds (docs/language.md, "Expressions"): a binomial-tree broadcast whose rank
+# maps are sums, minima and maxima over ranges proves for every root at several N and
+# runs; an empty min, a fold past its term limit and an unknown fold are located errors.
+for nr in "2 0" "2 1" "5 0" "5 3" "8 7" "13 6" "16 0"; do
+    read -r n root <<<"$nr"
+    check "folds_N${n}_root$root" 0 "" check tests/cli/programs/folds.ccl --ranks "$n" --root "$root"
+done
+check folds_runs 0 "N=5 threads backend=cpu" run tests/cli/programs/folds.ccl --ranks 5 --root 3 --backend cpu --count 999
+tmp=$(mktemp -d)
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[min(i in 0..r: i)] }\n' >"$tmp/empty.ccl"
+check fold_empty_min 1 "min over the empty range 0..0 has no value (when r = 0)" check "$tmp/empty.ccl" --ranks 2
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[sum(i in 0..1G: i) * 0] }\n' >"$tmp/long.ccl"
+check fold_term_limit 1 "sum over 0..1073741824 has more than 1048576 terms" check "$tmp/long.ccl" --ranks 2
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[sum(i in 0..4: sum(j in 0..1G: j)) * 0] }\n' >"$tmp/nested.ccl"
+check fold_nested_limit 1 "more than 1048576 terms (when r = 0, i = 0)" check "$tmp/nested.ccl" --ranks 2
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[sum(i in 0..9K: sum(j in 0..9K: j)) * 0] }\n' >"$tmp/product.ccl"
+check fold_iteration_limit 1 "loop iterations" check "$tmp/product.ccl" --ranks 2
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[prod(i in 1..3: i) * 0] }\n' >"$tmp/prod.ccl"
+check fold_unknown 1 "unknown fold 'prod' (known: sum, min and max" check "$tmp/prod.ccl" --ranks 2
+# Folds nest as deep as any expression, and no deeper.
+python3 -c "print('algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[' + 'sum(i in 0..1: ' * 1200 + '0' + ')' * 1200 + '] }')" >"$tmp/deep.ccl"
+check fold_depth_limit 1 "too deep" check "$tmp/deep.ccl" --ranks 2
+python3 -c "print('algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[' + 'sum(i in 0..1: ' * 100 + '0' + ')' * 100 + '] }')" >"$tmp/nest100.ccl"
+check fold_nests_100 1 "postcondition fails" check "$tmp/nest100.ccl" --ranks 2
+rm -rf "$tmp"
+
+# Cause first (docs/language.md, "Running cclc"): a lost wait's race at its site comes
+# first, and the signal it leaves unmatched is an effect, shown after it only with
+# --all-errors; the library keeps both.
+f=tests/verify/missing_wait_cause_first.ccl
+check cause_first_hides_effects 1 "1 more error not shown" check $f --ranks 4
+out=$("$build/cclc" check $f --ranks 4 --all-errors 2>&1)
+if [ "$(grep -c ': error: ' <<<"$out")" = 2 ] && grep -m1 ': error: ' <<<"$out" | grep -q "data race" \
+   && grep ': error: ' <<<"$out" | tail -1 | grep -q "never waited for" && ! grep -q "not shown" <<<"$out"; then
+    echo "ok cli/all_errors_cause_first"
+else
+    echo "FAIL cli/all_errors_cause_first: $out"
+fi
+check run_keeps_all_errors 1 "never waited for" run $f --ranks 4 --backend cpu
+
+# --inplace where the program is not proved in place: cclc run says that the input is
+# copied aside first, and the run is right; a program proved in place gets no note.
+check inplace_note 0 "is not proved in place for N = 2" run tests/cli/programs/not_in_place.ccl --ranks 2 --backend cpu --inplace --count 999
+check inplace_note_run_ok 0 "in-place: ok" run tests/cli/programs/not_in_place.ccl --ranks 2 --backend cpu --inplace --count 999
+out=$("$build/cclc" run $ring --ranks 2 --backend cpu --inplace --count 99 2>&1)
+if grep -q "not proved in place" <<<"$out"; then echo "FAIL cli/inplace_no_note: $out"; else echo "ok cli/inplace_no_note"; fi
+# --help lists every option of run and check's --all-errors.
+for opt in --back-to-back --host-buffers --timeout-ms --all-errors --inplace; do
+    check "help_lists_${opt#--}" 0 "$opt" --help
+done
+
+# Named semaphores (docs/language.md, "Synchronization"): waits pair with signals of
+# their own name, so the program below waits for the high halves first; it proves at
+# several N and runs (also back to back); without the names it races; LL emission runs
+# it as Simple (LL pairs lines with signals by position).
+f=tests/cli/programs/named_semaphores.ccl
+for n in 2 3 5 8 16; do
+    check "named_semaphores_proves_N$n" 0 "" check $f --ranks "$n"
+done
+check named_semaphores_runs 0 "N=5 threads backend=cpu" run $f --ranks 5 --backend cpu --count 1001 --iters 5
+check named_semaphores_back_to_back 0 "back-to-back: ok" run $f --ranks 4 --backend cpu --count 1001 --iters 5 --back-to-back
+tmp=$(mktemp -d)
+sed 's/\[\(ready\|lo\|hi\)\] / /' $f >"$tmp/unnamed.ccl"
+check named_semaphores_needed 1 "data race on scratch" check "$tmp/unnamed.ccl" --ranks 3
+rm -rf "$tmp"
+check named_semaphores_ll_as_simple 0 "run as simple" cuda $f --ranks 2 --rank 0 --protocol ll

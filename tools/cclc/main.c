@@ -1,6 +1,6 @@
 /* main.c: cclc, the CCL compiler's command line.
  *
- *   cclc check FILE --ranks N [--root R] [--explain]
+ *   cclc check FILE --ranks N [--root R] [--explain] [--all-errors]
  *   cclc plan  FILE --ranks N [--root R] [--json]
  *   cclc cuda  FILE --ranks N --rank R [--root R] [--protocol P] [--dtype T] [--op O]
  *   cclc run   FILE --ranks N ...          (runs it; see tools/cclc/run.c)
@@ -28,9 +28,12 @@ static const char usage[] =
     "usage: cclc COMMAND FILE --ranks N [options]\n"
     "\n"
     "commands:\n"
-    "  check FILE --ranks N [--root R] [--explain]\n"
+    "  check FILE --ranks N [--root R] [--explain] [--all-errors]\n"
     "        prove the algorithm for N ranks: postcondition, no data race, no deadlock,\n"
-    "        safe across back-to-back calls; --explain prints what was proved\n"
+    "        safe across back-to-back calls; --explain prints what was proved.\n"
+    "        Errors come cause first (a race or a missing wait at its site before its\n"
+    "        effects, such as a signal never waited for); the effects are left out\n"
+    "        unless --all-errors\n"
     "  plan FILE --ranks N [--root R] [--json]\n"
     "        print the scheduled plan: per rank and thread block, each op and its line\n"
     "  cuda FILE --ranks N --rank R [--root R] [--protocol simple|ll] [--dtype T] [--op O]\n"
@@ -38,8 +41,17 @@ static const char usage[] =
     "        print the CUDA C kernel for one rank (--kernel-only: without the prelude\n"
     "        every kernel shares, compiler/cuda/prelude.cuh)\n"
     "  run FILE --ranks N [--backend cpu|gpu] [--count C] [--dtype T] [--op O] [--iters K]\n"
-    "        [--inplace] [--seed S] [--root R]\n"
-    "        run the algorithm on real data and check every element\n"
+    "        [--inplace] [--back-to-back] [--seed S] [--root R] [--host-buffers]\n"
+    "        [--timeout-ms MS]\n"
+    "        run the algorithm on real data and check every element:\n"
+    "        --iters K         K calls in a row (default 3)\n"
+    "        --inplace         in and out as one buffer; where the verifier did not prove\n"
+    "                          the program in place, the runtime copies in first (and\n"
+    "                          says so)\n"
+    "        --back-to-back    the calls without waiting in between, each on its own\n"
+    "                          buffers, checked at the end\n"
+    "        --host-buffers    the user buffers in ordinary host memory, not the heap\n"
+    "        --timeout-ms MS   give up on a call that takes longer\n"
     "\n"
     "  cclc --help | --version\n"
     "\n"
@@ -54,6 +66,7 @@ typedef struct {
     int root;
     int explain;
     int json;
+    int all_errors;       /* check: print every error, not only the root causes */
     EmitOptions emit;
 } Options;
 
@@ -93,6 +106,8 @@ static Options parse_args(int argc, char **argv)
             o.root = parse_int_arg(a, val), i++;
         } else if (!strcmp(a, "--explain")) {
             o.explain = 1;
+        } else if (!strcmp(a, "--all-errors")) {
+            o.all_errors = 1;
         } else if (!strcmp(a, "--json")) {
             o.json = 1;
         } else if (!strcmp(a, "--kernel-only")) {
@@ -167,11 +182,23 @@ static char *read_file(const char *path, size_t *size)
     return buf;
 }
 
-static int exit_with_diagnostics(Compilation *c, int status)
+/* Prints the diagnostics, cause first (compile_source orders them so): without
+ * --all-errors only the root causes, and a note on how many effects were left out. */
+static int exit_with_diagnostics(Compilation *c, int status, int all_errors)
 {
-    fputs(c->diag.out ? c->diag.out : "", stderr);
-    if (c->diag.nerrors > 1)
-        fprintf(stderr, "%d errors\n", c->diag.nerrors);
+    const Diag *d = &c->diag;
+    int shown = d->nerrors;
+    if (d->out && d->effects > 0 && !all_errors) {
+        fwrite(d->out, 1, d->causes_len, stderr);
+        shown = d->nerrors - d->effects;
+        fprintf(stderr, "%s: note: %d more error%s not shown, which may follow from %s (a signal never waited "
+                "for after a missing wait, ...): fix %s first, or see all with --all-errors\n", c->src.file,
+                d->effects, d->effects == 1 ? "" : "s", shown == 1 ? "this one" : "these", shown == 1 ? "it" : "them");
+    } else {
+        fputs(d->out ? d->out : "", stderr);
+    }
+    if (shown > 1)
+        fprintf(stderr, "%d errors\n", shown);
     compilation_free(c);
     return status;
 }
@@ -183,9 +210,9 @@ static int compile_file(const Options *o, const char *text, size_t size)
     Compilation c;
     int rc = compile_source(&c, o->file, text, size, o->nranks, o->root);
     if (rc == COMPILE_NOT_ADMITTED)
-        return exit_with_diagnostics(&c, EXIT_USAGE);
+        return exit_with_diagnostics(&c, EXIT_USAGE, o->all_errors);
     if (rc != 0)
-        return exit_with_diagnostics(&c, EXIT_PROGRAM_ERROR);
+        return exit_with_diagnostics(&c, EXIT_PROGRAM_ERROR, o->all_errors);
 
     if (!strcmp(o->command, "check")) {
         if (o->explain)

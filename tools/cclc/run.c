@@ -369,9 +369,45 @@ static Collective collective_of(const ccl_algorithm_t *alg)
 }
 
 /* Prints the summary line; returns the exit status. */
+/* With --inplace, says so when the program is not proved in place for this N: the
+ * runtime then copies `in` aside before each call (docs/api.md), so the run checks
+ * that path, not the program on one buffer. The proof is the compiler's; a file that
+ * cannot be read or compiled here says nothing (the run itself reports it). */
+static void inplace_note(const RunOpts *o, int N)
+{
+    FILE *f = fopen(o->file, "rb");
+    if (!f)
+        return;
+    size_t cap = 1 << 16, n = 0;
+    char *text = malloc(cap);
+    while (text) {
+        n += fread(text + n, 1, cap - n, f);
+        if (n < cap || cap >= (size_t)16 << 20)
+            break;
+        char *bigger = realloc(text, cap *= 2);
+        if (!bigger) {
+            free(text);
+            text = NULL;
+        }
+        text = bigger;
+    }
+    fclose(f);
+    if (!text)
+        return;
+    Compilation c;
+    if (compile_source(&c, o->file, text, n, N, o->root) == COMPILE_OK && c.proof.inplace_applicable &&
+        !c.proof.inplace_ok)
+        printf("cclc run: note: %s is not proved in place for N = %d (%s), so each in-place call copies its input "
+               "aside first\n", o->file, N, c.proof.inplace_reason ? c.proof.inplace_reason : "?");
+    compilation_free(&c);
+    free(text);
+}
+
 static int summarize(const RunOpts *o, const char *name, Collective coll, int N, const char *backend, const Verdict *v,
                      int nv, const char *mode)
 {
+    if (o->inplace)
+        inplace_note(o, N);
     uint64_t wrong = 0;
     double ms = 0;
     const char *first = "";
