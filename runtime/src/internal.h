@@ -5,7 +5,7 @@
  *   comm.c     communicators: init (threads or processes), destroy, errors, waits,
  *              ccl_mem_alloc/free, the in-process bootstrap
  *   heap.c     the symmetric heap's allocator: identical offsets on every rank
- *   algorithm.c  load (compile_source in-process), then per call: checks, scratch,
+ *   algorithm.c  load (cclc_compile_source in-process), then per call: checks, scratch,
  *              staging, the CclCall handed to the backend
  *   library.c  the shipped algorithm library behind ccl_all_reduce and friends
  *   tuner.c    tuning tables: the algorithm and launch shape per (collective, size);

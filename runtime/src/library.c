@@ -93,7 +93,7 @@ static int header_collective(const char *path)
     if (sscanf(p, "algorithm %63[A-Za-z0-9_] : %63[A-Za-z0-9_]", name, coll) != 2)
         return -1;
     for (int c = COLL_ALLREDUCE; c <= COLL_REDUCE; c++)
-        if (!strcmp(coll, coll_name((Collective)c)))
+        if (!strcmp(coll, cclc_coll_name((Collective)c)))
             return c;
     return -1;
 }
@@ -206,7 +206,7 @@ static int load_library(ccl_comm_t *comm, Collective coll, int root, const char 
     }
     free_list(subs, nsub);
     if (!loaded && wl == 0)
-        CCL__FMT(why, whylen, "%s has no %s algorithm", dir, coll_name(coll));
+        CCL__FMT(why, whylen, "%s has no %s algorithm", dir, cclc_coll_name(coll));
     return loaded;
 }
 
@@ -266,7 +266,7 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
     if (comm->nranks == 1) {
         char src[160];
         snprintf(src, sizeof src, "algorithm self : %s\nranks N in 1..1\nfor r in 0..N on r tb 0 { copy out[0] <- in[0] }\n",
-                 coll_name(coll));
+                 cclc_coll_name(coll));
         ccl_algorithm_t *alg;
         if (ccl__algorithm_load(comm, src, 0, fn, &alg) == CCL_OK) {
             alg->origin = CCL__ORIGIN_LIBRARY;
@@ -277,6 +277,6 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
     }
     return ccl__set_error(comm, CCL_ERR_NO_ALGORITHM,
                           "%s: no %s algorithm for N=%d: none registered with ccl_comm_use_algorithm, and none in the "
-                          "shipped library admits it%s%s", fn, coll_name(coll), comm->nranks, why[0] ? ":" : "",
+                          "shipped library admits it%s%s", fn, cclc_coll_name(coll), comm->nranks, why[0] ? ":" : "",
                           why[0] ? why : " (see an earlier call's error)");
 }
