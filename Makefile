@@ -3,7 +3,7 @@
 #   make              cclc, libccl (libccl.a and libccl.so), ccl-perf, examples; installs
 #                     nothing (needs Flex and Bison: `make deps`)
 #   make deps         install what is missing for building and `make check`: Flex, Bison,
-#                     Open MPI (FOR="build fuzz ..." picks other targets' needs; deps-fuzz:
+#                     Open MPI, pkg-config (FOR="build fuzz ..." picks other targets' needs; deps-fuzz:
 #                     clang's libFuzzer runtime for make fuzz); tools/install-deps.sh
 #   make demo         prove and run an all-reduce on 4 ranks (CPU backend without a GPU)
 #   make check        every CPU test (what CI runs)
@@ -11,6 +11,9 @@
 #   make asan         the compiler and runtime tests under ASan+UBSan
 #   make fuzz         libFuzzer on the front end (FUZZ_SECONDS=60 by default)
 #   make update-golden  regenerate tests' golden plan and CUDA files
+#   make install      cclc, ccl-perf, ccl-tune, ccl.h, ccl_mpi.h, libccl.so and libccl.a,
+#                     ccl.pc and the shipped algorithms under PREFIX (/usr/local; DESTDIR
+#                     for staging); make uninstall removes them
 # demo, check, asan and fuzz run the deps step first, so they set up a fresh machine.
 
 CC       ?= cc
@@ -100,7 +103,7 @@ $(BUILD)/cflags.txt: FORCE
 	@f='$(OBJ_FLAGS) (library objects: -fPIC)'; [ "$$(cat $@ 2>/dev/null)" = "$$f" ] || echo "$$f" >$@
 
 # Installing system packages is one explicit step: `make deps` (tools/install-deps.sh
-# installs only what is missing for FOR, default check: Flex, Bison, Open MPI), or
+# installs only what is missing for FOR, default check: Flex, Bison, Open MPI, pkg-config), or
 # `make deps-fuzz` (adds clang's libFuzzer runtime). A plain make installs nothing; it
 # stops at the grammar with a message naming `make deps` when Flex or Bison is missing.
 # INSTALL_DEPS=: skips the step in demo, check, asan and fuzz (a machine without a network
@@ -205,6 +208,46 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# make install PREFIX=... [DESTDIR=...]: the folders follow the GNU names and can be set
+# one by one (LIBDIR=$(PREFIX)/lib64 ...). Files are installed mode 644 (programs and the
+# shared library 755) and folders 755, as libccl's trust rules need for the algorithms
+# (docs/api.md). The algorithms' folder is replaced whole: libccl loads every file there.
+PREFIX       ?= /usr/local
+BINDIR       ?= $(PREFIX)/bin
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+DATADIR      ?= $(PREFIX)/share
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+ALGDIR       := $(DATADIR)/ccl/algorithms
+ALGORITHMS   := $(sort $(wildcard algorithms/*/*.ccl))
+
+# ccl.pc for this PREFIX: rewritten whenever make install runs (the folders may differ
+# from the last install).
+$(BUILD)/ccl.pc: runtime/ccl.pc.in FORCE
+	@mkdir -p $(BUILD)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	    -e 's|@ALGDIR@|$(ALGDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
+
+install: $(BUILD)/cclc $(TOOLS) $(BUILD)/libccl.a $(BUILD)/libccl.so $(BUILD)/ccl.pc
+	install -d -m 755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 $(BUILD)/cclc $(TOOLS) $(DESTDIR)$(BINDIR)/
+	install -m 644 runtime/include/ccl.h runtime/include/ccl_mpi.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(BUILD)/libccl.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/libccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libccl.so
+	install -m 644 $(BUILD)/ccl.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	rm -rf $(DESTDIR)$(ALGDIR)
+	for d in $(sort $(dir $(ALGORITHMS))); do install -d -m 755 $(DESTDIR)$(DATADIR)/ccl/$$d || exit 1; done
+	for f in $(ALGORITHMS); do install -m 644 $$f $(DESTDIR)$(DATADIR)/ccl/$$f || exit 1; done
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,cclc $(notdir $(TOOLS))) \
+	    $(addprefix $(DESTDIR)$(INCLUDEDIR)/,ccl.h ccl_mpi.h) $(DESTDIR)$(PKGCONFIGDIR)/ccl.pc \
+	    $(addprefix $(DESTDIR)$(LIBDIR)/,libccl.a libccl.so $(SONAME) libccl.so.$(VERSION))
+	rm -rf $(DESTDIR)$(ALGDIR)
+	-rmdir $(DESTDIR)$(DATADIR)/ccl 2>/dev/null
+
 # These set up a fresh machine themselves: the deps step first, then a make of its own
 # (the Makefile is read again, so examples/allreduce_mpi is built once mpicc is there).
 demo:
@@ -245,5 +288,5 @@ fuzz:
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all deps deps-fuzz demo check check-gpu update-golden asan fuzz clean FORCE
+.PHONY: all deps deps-fuzz demo check check-gpu update-golden asan fuzz clean install uninstall FORCE
 .SECONDARY:
