@@ -71,7 +71,8 @@ MPICC        ?= mpicc
 ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
 EXAMPLES     := $(filter-out $(BUILD)/examples/%_mpi,$(EXAMPLES))
 endif
-TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/%,$(wildcard tests/*/*.c)))
+# tests/fuzz builds its own; tests/install builds its program against the installed libccl.
+TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/% tests/install/%,$(wildcard tests/*/*.c)))
 ifeq ($(HAVE_GPU_BACKEND),)
 TEST_BINS    := $(filter-out $(BUILD)/tests/gpu/% $(BUILD)/tests/runtime/gpu_%,$(TEST_BINS))
 endif
@@ -172,9 +173,10 @@ $(BUILD)/libccl.a: $(RUNTIME_OBJ) $(COMPILER_OBJ)
 # script (runtime/libccl.map) lists it and makes every other symbol local, so the
 # compiler's and the runtime's internals neither leak into nor clash with a user's
 # program. --no-undefined: the system libraries it needs are all named here.
+link_libccl_so = $(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=runtime/libccl.map \
+    -Wl,--no-undefined -o $@ $(1) $(LDLIBS)
 $(BUILD)/libccl.so.$(VERSION): $(RUNTIME_OBJ) $(COMPILER_OBJ) runtime/libccl.map
-	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=runtime/libccl.map -Wl,--no-undefined \
-	    -o $@ $(RUNTIME_OBJ) $(COMPILER_OBJ) $(LDLIBS)
+	$(call link_libccl_so,$(RUNTIME_OBJ) $(COMPILER_OBJ))
 
 $(BUILD)/libccl.so: $(BUILD)/libccl.so.$(VERSION)
 	ln -sf libccl.so.$(VERSION) $(BUILD)/$(SONAME)
@@ -221,22 +223,43 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 ALGDIR       := $(DATADIR)/ccl/algorithms
 ALGORITHMS   := $(sort $(wildcard algorithms/*/*.ccl))
 
-# ccl.pc for this PREFIX: rewritten whenever make install runs (the folders may differ
-# from the last install).
-$(BUILD)/ccl.pc: runtime/ccl.pc.in FORCE
-	@mkdir -p $(BUILD)
+# What make install puts in LIBDIR is built in $(BUILD)/install/ for this PREFIX: the
+# libraries with datadir.o compiled again to name ALGDIR (the build folder's name none:
+# runtime/src/datadir.c), so that a program linked with the installed libccl.a finds the
+# algorithms wherever it lies; and ccl.pc. install/prefix.txt holds the folders they were
+# made for, rewritten only when they change.
+INSTALL_OBJ := $(filter-out $(BUILD)/runtime/src/datadir.o,$(RUNTIME_OBJ)) $(COMPILER_OBJ) $(BUILD)/install/datadir.o
+
+$(BUILD)/install/prefix.txt: FORCE
+	@mkdir -p $(BUILD)/install
+	@f='$(PREFIX) $(LIBDIR) $(INCLUDEDIR) $(ALGDIR)'; [ "$$(cat $@ 2>/dev/null)" = "$$f" ] || echo "$$f" >$@
+
+$(BUILD)/install/datadir.o: private CFLAGS += -fPIC
+$(BUILD)/install/datadir.o: runtime/src/datadir.c runtime/src/internal.h $(BUILD)/install/prefix.txt $(BUILD)/cflags.txt
+	$(CC) $(CFLAGS) -DCCL_INSTALL_ALGORITHM_DIR='"$(ALGDIR)"' -c -o $@ $<
+
+# The build's archive with its datadir.o member replaced (ar r replaces by name).
+$(BUILD)/install/libccl.a: $(BUILD)/libccl.a $(BUILD)/install/datadir.o
+	cp $(BUILD)/libccl.a $@.tmp
+	ar rs $@.tmp $(BUILD)/install/datadir.o
+	mv $@.tmp $@
+
+$(BUILD)/install/libccl.so.$(VERSION): $(INSTALL_OBJ) runtime/libccl.map
+	$(call link_libccl_so,$(INSTALL_OBJ))
+
+$(BUILD)/install/ccl.pc: runtime/ccl.pc.in $(BUILD)/install/prefix.txt
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
 	    -e 's|@ALGDIR@|$(ALGDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
 
-install: $(BUILD)/cclc $(TOOLS) $(BUILD)/libccl.a $(BUILD)/libccl.so $(BUILD)/ccl.pc
+install: $(BUILD)/cclc $(TOOLS) $(BUILD)/install/libccl.a $(BUILD)/install/libccl.so.$(VERSION) $(BUILD)/install/ccl.pc
 	install -d -m 755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 755 $(BUILD)/cclc $(TOOLS) $(DESTDIR)$(BINDIR)/
 	install -m 644 runtime/include/ccl.h runtime/include/ccl_mpi.h $(DESTDIR)$(INCLUDEDIR)/
-	install -m 644 $(BUILD)/libccl.a $(DESTDIR)$(LIBDIR)/
-	install -m 755 $(BUILD)/libccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(BUILD)/install/libccl.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/install/libccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf libccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libccl.so
-	install -m 644 $(BUILD)/ccl.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 644 $(BUILD)/install/ccl.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	rm -rf $(DESTDIR)$(ALGDIR)
 	for d in $(sort $(dir $(ALGORITHMS))); do install -d -m 755 $(DESTDIR)$(DATADIR)/ccl/$$d || exit 1; done
 	for f in $(ALGORITHMS); do install -m 644 $$f $(DESTDIR)$(DATADIR)/ccl/$$f || exit 1; done

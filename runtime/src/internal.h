@@ -252,6 +252,12 @@ int ccl__private_dir(const char *path, char *why, size_t len);
 /* The shipped library's folder: 0 and its path in out, or -1 with the reason in out. */
 int ccl__library_dir(char *out, size_t len);
 
+/* ===== datadir.c ===== */
+
+/* Where `make install` put the shipped algorithms, for the libccl it installed; "" in
+ * the build folder's. */
+extern const char ccl__install_algorithm_dir[];
+
 /* ===== comm.c: communicators ===== */
 
 typedef struct CclBackend CclBackend;
