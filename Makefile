@@ -3,8 +3,9 @@
 #   make              cclc, libccl (libccl.a and libccl.so), ccl-perf, examples; installs
 #                     nothing (needs Flex and Bison: `make deps`)
 #   make deps         install what is missing for building and `make check`: Flex, Bison,
-#                     Open MPI, pkg-config (FOR="build fuzz ..." picks other targets' needs; deps-fuzz:
-#                     clang's libFuzzer runtime for make fuzz); tools/install-deps.sh
+#                     Open MPI, pkg-config (FOR="build fuzz ..." picks other targets'
+#                     needs; deps-fuzz: clang's libFuzzer runtime for make fuzz);
+#                     tools/install-deps.sh
 #   make demo         prove and run an all-reduce on 4 ranks (CPU backend without a GPU)
 #   make check        every CPU test (what CI runs)
 #   make check-gpu    GPU tests; skip cleanly where no GPU is present
@@ -104,11 +105,12 @@ $(BUILD)/cflags.txt: FORCE
 	@f='$(OBJ_FLAGS) (library objects: -fPIC)'; [ "$$(cat $@ 2>/dev/null)" = "$$f" ] || echo "$$f" >$@
 
 # Installing system packages is one explicit step: `make deps` (tools/install-deps.sh
-# installs only what is missing for FOR, default check: Flex, Bison, Open MPI, pkg-config), or
-# `make deps-fuzz` (adds clang's libFuzzer runtime). A plain make installs nothing; it
-# stops at the grammar with a message naming `make deps` when Flex or Bison is missing.
-# INSTALL_DEPS=: skips the step in demo, check, asan and fuzz (a machine without a network
-# whose build folder, generated parser included, was carried: bench/one-gpu-session.sh).
+# installs only what is missing for FOR, default check: Flex, Bison, Open MPI,
+# pkg-config), or `make deps-fuzz` (adds clang's libFuzzer runtime). A plain make
+# installs nothing; it stops at the grammar with a message naming `make deps` when Flex
+# or Bison is missing. INSTALL_DEPS=: skips the step in demo, check, asan and fuzz (a
+# machine without a network whose build folder, generated parser included, was carried:
+# bench/one-gpu-session.sh).
 FOR ?= check
 INSTALL_DEPS ?= tools/install-deps.sh
 deps:
@@ -224,8 +226,8 @@ ALGDIR       := $(DATADIR)/ccl/algorithms
 ALGORITHMS   := $(sort $(wildcard algorithms/*/*.ccl))
 
 # What make install puts in LIBDIR is built in $(BUILD)/install/ for this PREFIX: the
-# libraries with datadir.o compiled again to name ALGDIR (the build folder's name none:
-# runtime/src/datadir.c), so that a program linked with the installed libccl.a finds the
+# libraries with datadir.o compiled again to name ALGDIR (the build folder's libraries
+# name no such folder: runtime/src/datadir.c), so that a program linked with the installed libccl.a finds the
 # algorithms wherever it lies; and ccl.pc. install/prefix.txt holds the folders they were
 # made for, rewritten only when they change.
 INSTALL_OBJ := $(filter-out $(BUILD)/runtime/src/datadir.o,$(RUNTIME_OBJ)) $(COMPILER_OBJ) $(BUILD)/install/datadir.o
@@ -247,7 +249,7 @@ $(BUILD)/install/libccl.a: $(BUILD)/libccl.a $(BUILD)/install/datadir.o
 $(BUILD)/install/libccl.so.$(VERSION): $(INSTALL_OBJ) runtime/libccl.map
 	$(call link_libccl_so,$(INSTALL_OBJ))
 
-$(BUILD)/install/ccl.pc: runtime/ccl.pc.in $(BUILD)/install/prefix.txt
+$(BUILD)/install/ccl.pc: runtime/ccl.pc.in runtime/include/ccl.h $(BUILD)/install/prefix.txt
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
 	    -e 's|@ALGDIR@|$(ALGDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
 
@@ -269,7 +271,7 @@ uninstall:
 	    $(addprefix $(DESTDIR)$(INCLUDEDIR)/,ccl.h ccl_mpi.h) $(DESTDIR)$(PKGCONFIGDIR)/ccl.pc \
 	    $(addprefix $(DESTDIR)$(LIBDIR)/,libccl.a libccl.so $(SONAME) libccl.so.$(VERSION))
 	rm -rf $(DESTDIR)$(ALGDIR)
-	-rmdir $(DESTDIR)$(DATADIR)/ccl 2>/dev/null
+	rmdir $(DESTDIR)$(DATADIR)/ccl 2>/dev/null || true
 
 # These set up a fresh machine themselves: the deps step first, then a make of its own
 # (the Makefile is read again, so examples/allreduce_mpi is built once mpicc is there).

@@ -13,7 +13,8 @@
 #   - make uninstall removes every file it installed;
 #   - the build folder's libccl.so, used by a program outside the tree, finds the
 #     algorithms of its source tree;
-#   - DESTDIR stages the same files under it, with PREFIX's paths in ccl.pc.
+#   - DESTDIR stages the same files under it, with PREFIX's paths in ccl.pc and compiled
+#     into the libraries.
 # Prints "ok NAME" or "FAIL NAME: why" per test.
 #
 #   tests/install/run.sh BUILD
@@ -174,6 +175,9 @@ if make_in install.destdir install DESTDIR="$tmp/stage" PREFIX=/opt/ccl; then
         echo "FAIL install.destdir: the files under DESTDIR/PREFIX differ from a plain install's"
     elif ! grep -qx 'libdir=/opt/ccl/lib' "$tmp/stage/opt/ccl/lib/pkgconfig/ccl.pc"; then
         echo "FAIL install.destdir: ccl.pc does not say libdir=/opt/ccl/lib:" $(grep '^libdir' "$tmp/stage/opt/ccl/lib/pkgconfig/ccl.pc")
+    elif ! grep -q /opt/ccl/share/ccl/algorithms "$tmp/stage/opt/ccl/lib/libccl.a" ||
+         ! grep -q /opt/ccl/share/ccl/algorithms "$tmp/stage/opt/ccl/lib/libccl.so.$version"; then
+        echo "FAIL install.destdir: the staged libccl.a and libccl.so do not name /opt/ccl/share/ccl/algorithms (datadir.c)"
     else
         echo "ok install.destdir"
     fi
