@@ -14,13 +14,13 @@
 
 #include "cclc.h"
 
-void diag_init(Diag *d, const Source *src)
+void cclc_diag_init(Diag *d, const Source *src)
 {
     memset(d, 0, sizeof *d);
     d->src = src;
 }
 
-void diag_fini(Diag *d)
+void cclc_diag_fini(Diag *d)
 {
     free(d->out);
     free(d->later);
@@ -54,14 +54,14 @@ static void append(Diag *d, const char *s, size_t n)
         append_to(&d->out, &d->len, &d->cap, s, n);
 }
 
-void diag_defer(Diag *d, int on)
+void cclc_diag_defer(Diag *d, int on)
 {
     if (on && !d->deferring && !d->later_len)
         d->later_at = d->len;
     d->deferring = on;
 }
 
-void diag_settle(Diag *d, int errors_before)
+void cclc_diag_settle(Diag *d, int errors_before)
 {
     d->deferring = 0;
     int causes = d->nerrors - d->nlater - errors_before;
@@ -162,7 +162,7 @@ static void report(Diag *d, const char *kind, SrcLoc loc, const char *fmt, va_li
         show_line(d, loc.line, loc.col, loc.len > 0 ? loc.len : 1);
 }
 
-void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
+void cclc_diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
 {
     d->nerrors++;
     d->nlater += d->deferring;
@@ -178,7 +178,7 @@ void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
     va_end(ap);
 }
 
-void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...)
+void cclc_diag_note(Diag *d, SrcLoc loc, const char *fmt, ...)
 {
     if (d->truncated)
         return;
@@ -188,7 +188,7 @@ void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...)
     va_end(ap);
 }
 
-void diag_plain(Diag *d, const char *fmt, ...)
+void cclc_diag_plain(Diag *d, const char *fmt, ...)
 {
     d->nerrors++;
     va_list ap;
