@@ -223,7 +223,7 @@ INCLUDEDIR   ?= $(PREFIX)/include
 DATADIR      ?= $(PREFIX)/share
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 ALGDIR       := $(DATADIR)/ccl/algorithms
-ALGORITHMS   := $(sort $(wildcard algorithms/*/*.ccl))
+ALGORITHMS   := $(sort $(wildcard algorithms/*/*.ccl algorithms/literature/*/*.ccl))
 
 # What make install puts in LIBDIR is built in $(BUILD)/install/ for this PREFIX: the
 # libraries with datadir.o compiled again to name ALGDIR (the build folder's libraries

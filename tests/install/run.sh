@@ -67,8 +67,8 @@ expected() {
         echo "link lib/libccl.so -> libccl.so.$major"
         echo "644 lib/pkgconfig/ccl.pc"
         echo "755 share/ccl/algorithms"
-        for d in algorithms/*/; do echo "755 share/ccl/${d%/}"; done
-        for f in algorithms/*/*.ccl; do echo "644 share/ccl/$f"; done
+        for d in algorithms/*/ algorithms/literature/*/; do echo "755 share/ccl/${d%/}"; done
+        for f in algorithms/*/*.ccl algorithms/literature/*/*.ccl; do echo "644 share/ccl/$f"; done
     } | sort
 }
 # What is under a prefix, in the same form (folders outside share/ccl left out).
