@@ -817,6 +817,7 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     if (!(opt && opt->kernel_only)) fputs(ccl__prelude_cuh, out);
 
     fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a)\n{\n");
+    fprintf(out, "    if (!ccl_check_ident(a)) return; /* a rank runs another call: the error names it */\n");
     fprintf(out, "    const u64 inst = blockIdx.x %% a.ninst;\n");
     fprintf(out, "    u64 *const sem = (u64 *)(a.peers[%d] + a.sem_off);\n", rank);
     fprintf(out, "    (void)sem; /* unused when LL lines carry every signal */\n");

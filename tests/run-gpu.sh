@@ -59,6 +59,8 @@ if command -v mpirun >/dev/null; then
     echo "== gpu: two processes on one GPU are refused at once"
     "${mpi[@]}" 2 "${mpiflags[@]}" "$bin" --shared-procs 2>&1 | tee -a "$log"
 fi
+echo "== gpu: mismatched calls, ccl_comm_abort, first calls inside a stream capture"
+"$bin" --control-tests 2>&1 | tee -a "$log"
 echo "== gpu: a dead peer times out with a useful message"
 "$bin" --timeout-test algorithms/allreduce/ring.ccl algorithms/allreduce/allpairs.ccl 2>&1 | tee -a "$log"
 

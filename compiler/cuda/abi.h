@@ -6,7 +6,7 @@
 #ifndef CCL_ABI_H
 #define CCL_ABI_H
 
-#define CCL_ABI_VERSION 4
+#define CCL_ABI_VERSION 5
 
 #ifdef __CUDACC__
 typedef unsigned long long ccl_u64;
@@ -22,6 +22,32 @@ typedef struct ccl_err {
     ccl_u64 flag;            /* 0: none; 2: being written; 1: complete */
     ccl_u64 rank, tb, inst, line, peer, slot, expected, seen;
 } CclGpuErr;
+
+/* What one call runs, so that ranks running different calls fail instead of mixing
+ * data. The common code (runtime/src/algorithm.c) fills it per call; each rank
+ * publishes it in its own heap header (ring entry seq % CCL_IDENT_RING at offset
+ * CCL_IDENT_OFF, seq written last) before it touches a peer, and compares its hash with
+ * every peer's entry of the same seq (the GPU kernel's prologue, the CPU backend's
+ * worker). A peer is never more than one call ahead of a rank that waits for it there,
+ * so the ring never overwrites an entry still read. */
+#define CCL_IDENT_OFF 256
+#define CCL_IDENT_RING 4
+typedef struct ccl_ident {
+    ccl_u64 seq;             /* 1 + the comm's calls before this one; written last */
+    ccl_u64 hash;            /* of the fields from plan to allocs: the one word compared */
+    ccl_u64 plan;            /* the algorithm: FNV of its source, N and root */
+    ccl_u64 shape;           /* instances | slices << 16 | protocol << 32 | threads << 40 */
+    ccl_u64 count;
+    ccl_u64 kind;            /* dtype << 8 | op (0 where the collective does not reduce) */
+    ccl_u64 in_off, out_off; /* heap offsets peers use (rank-independent form; ~0: none) */
+    ccl_u64 heap;            /* FNV of the live ccl_mem_alloc buffers (offset, size) and the
+                                semaphore and scratch offsets: the heap layout peers rely on */
+    ccl_u64 allocs;          /* live ccl_mem_alloc buffers */
+    ccl_u64 name[6];         /* the algorithm's file name, NUL-padded (not hashed: for messages) */
+} CclIdent;
+#define CCL_SLOT_IDENT (~3ull) /* the error record's slot for a call that differs from a peer's
+                                  (line: seq, peer, expected: our hash, seen: the peer's) */
+#define CCL_SLOT_IDENT_WAIT (~4ull) /* ... for a peer that did not start the call in time */
 
 /* ccl_kernel's one parameter, passed by value. */
 typedef struct ccl_args {
@@ -41,6 +67,7 @@ typedef struct ccl_args {
     ccl_u64 ll_salt;         /* mixed into LL flags: stale lines of other uses never match */
     ccl_u64 in_stride, out_stride; /* peer p's in is at its heap + in_off + (p - rank) * in_stride */
     ccl_u64 port;            /* host-mapped struct ccl_port_fifo per block (0: no port puts) */
+    struct ccl_ident id;     /* this call's identity (checked in the kernel's prologue) */
 } CclGpuArgs;
 
 /* Port channels: one request queue per grid block, in host-mapped pinned memory. The

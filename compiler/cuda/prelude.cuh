@@ -264,6 +264,51 @@ __device__ __noinline__ int ccl_wait(const u64 *sem, u64 *expected, u64 step, ch
     return 1;
 }
 
+/* The kernel's prologue, run by every thread of every block before any of them touches
+ * a peer: publishes this call's identity (abi.h's struct ccl_ident) in this rank's heap
+ * header, waits (bounded, abort-aware) until every peer has published the same call,
+ * and compares one 64-bit hash per peer. On a difference it records both hashes (slot
+ * CCL_SLOT_IDENT; the host reads both entries to name the two sides) and stops every
+ * rank. Returns 1 to go on, 0 (in every thread of the block) to stop. An entry newer
+ * than this call (a graph replayed after later calls) is not compared. */
+__device__ __noinline__ int ccl_check_ident(const struct ccl_args &a)
+{
+    const u64 seq = a.id.seq;
+    if (threadIdx.x == 0) {
+        u64 *e = (u64 *)(a.peers[CCL_RANK] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(struct ccl_ident));
+        const u64 *src = (const u64 *)&a.id;
+        for (int k = 1; k < (int)(sizeof(struct ccl_ident) / 8); k++) ((volatile u64 *)e)[k] = src[k];
+        __threadfence_system();
+        *(volatile u64 *)e = seq;
+        __threadfence_system();
+    }
+    __syncthreads();
+    int bad = 0;
+    for (u64 p = threadIdx.x; p < CCL_NRANKS; p += blockDim.x) {
+        if (p == CCL_RANK) continue;
+        const u64 *e = (const u64 *)(a.peers[p] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(struct ccl_ident));
+        u64 before = seq - 1;
+        if (!ccl_wait(e, &before, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_IDENT_WAIT, CCL_RANK, blockIdx.x / a.ninst,
+                      blockIdx.x % a.ninst, seq, p)) {
+            bad = 1;
+            continue;
+        }
+        const u64 theirs = *(const volatile u64 *)(e + 1);
+        if (ccl_ld_acquire(e) != seq || theirs == a.id.hash) continue;
+        if (atomicCAS(&a.err->flag, 0ull, 2ull) == 0ull) {
+            a.err->rank = CCL_RANK; a.err->tb = blockIdx.x / a.ninst; a.err->inst = blockIdx.x % a.ninst;
+            a.err->line = seq; a.err->peer = p; a.err->slot = CCL_SLOT_IDENT;
+            a.err->expected = a.id.hash; a.err->seen = theirs;
+            __threadfence_system();
+            *(volatile u64 *)&a.err->flag = 1;
+        }
+        for (int q = 0; q < CCL_NRANKS; q++) atomicCAS((u64 *)a.peers[q], 0ull, (u64)CCL_RANK + 1);
+        __threadfence_system();
+        bad = 1;
+    }
+    return !__syncthreads_or(bad);
+}
+
 /* ---- Port channels: a put is a request in this block's queue in host-mapped memory
  * (abi.h's struct ccl_port_fifo); the host proxy (runtime/src/gpu_proxy.c) serves the
  * requests in order with the copy engine and publishes how many have landed in `done`.

@@ -124,6 +124,15 @@ ccl_result_t ccl_comm_backend(const ccl_comm_t *comm, ccl_backend_t *backend);
 /* Waits for every operation enqueued on comm; returns the first asynchronous error. */
 ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm);
 
+/* NCCL-style control, safe from any thread while another uses comm (docs/api.md).
+ * ccl_comm_abort stops this rank's in-flight and queued work and makes every peer's
+ * work fail at once (CCL_ERR_PEER_FAILED naming this rank); comm is dead afterwards
+ * (CCL_ERR_INVALID_USAGE) and must still be destroyed, by the thread that uses it.
+ * ccl_comm_get_async_error stores in *result the first asynchronous failure seen so
+ * far without waiting (CCL_OK: none yet) and does not consume it. */
+ccl_result_t ccl_comm_abort(ccl_comm_t *comm);
+ccl_result_t ccl_comm_get_async_error(ccl_comm_t *comm, ccl_result_t *result);
+
 /* The last error on comm, with details ("ccl_all_reduce: argument 'count' ..."). Empty
  * when none. Valid until the next call on comm. A NULL comm gives the last error of a
  * failed init on this thread. */

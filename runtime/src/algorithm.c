@@ -186,6 +186,15 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
                                  ccl_algorithm_t **out)
 {
     *out = NULL;
+    if (comm->capturing) {
+        comm->capture_refused = 1;
+        return ccl__set_error(comm, CCL_ERR_INVALID_USAGE,
+                              "%s: called inside a CUDA stream capture, but its first call must load %s (compile it, "
+                              "allocate its semaphores and device state), which a capture does not allow. Warm up "
+                              "before capture: make the call once outside the capture, with every dtype and op and the "
+                              "largest count the graph will use (nothing was enqueued; the capture is intact)", fn,
+                              looks_like_source(path_or_source) ? "an algorithm" : path_or_source);
+    }
     ccl_algorithm_t *alg = calloc(1, sizeof *alg);
     if (!alg)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -253,6 +262,8 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
         return r;
     }
     alg->root = coll_rooted(alg->prog->coll) ? root : 0;
+    uint64_t key[2] = {(uint64_t)N, (uint64_t)alg->root};
+    alg->plan_hash = ccl__fnv1a(ccl__fnv1a(CCL__FNV_SEED, compiled->source, compiled->len), key, sizeof key);
     alg->instances = alg->prog->instances > 0 ? alg->prog->instances : 1;
     alg->slices = alg->plan->proof.pipeline_safe && alg->prog->pipeline > 1 ? alg->prog->pipeline : 1;
 
@@ -293,14 +304,18 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     }
     if (r == CCL_OK && comm->nalgs == comm->algs_cap) {
         int ncap = comm->algs_cap ? 2 * comm->algs_cap : 8;
+        /* Under async_lock: ccl_comm_get_async_error reads the list from any thread. */
+        pthread_mutex_lock(&comm->async_lock);
         ccl_algorithm_t **na = realloc(comm->algs, sizeof *na * (size_t)ncap);
+        if (na) {
+            comm->algs = na;
+            comm->algs_cap = ncap;
+        }
+        pthread_mutex_unlock(&comm->async_lock);
         if (!na) {
             ccl__handle_remove(alg);
             comm->be->alg_release(alg);
             r = ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-        } else {
-            comm->algs = na;
-            comm->algs_cap = ncap;
         }
     }
     if (r != CCL_OK) {
@@ -308,7 +323,9 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
         alg_free_memory(alg);
         return r;
     }
+    pthread_mutex_lock(&comm->async_lock);
     comm->algs[comm->nalgs++] = alg;
+    pthread_mutex_unlock(&comm->async_lock);
     *out = alg;
     return CCL_OK;
 }
@@ -392,12 +409,14 @@ void ccl__algorithm_destroy(ccl_algorithm_t *alg)
             memmove(&comm->uses[i], &comm->uses[i + 1], sizeof *comm->uses * (size_t)(--comm->nuses - i));
         else
             i++;
+    pthread_mutex_lock(&comm->async_lock); /* see ccl__algorithm_load */
     for (int i = 0; i < comm->nalgs; i++)
         if (comm->algs[i] == alg) {
             memmove(&comm->algs[i], &comm->algs[i + 1], sizeof *comm->algs * (size_t)(comm->nalgs - i - 1));
             comm->nalgs--;
             break;
         }
+    pthread_mutex_unlock(&comm->async_lock);
     comm->be->alg_release(alg);
     quarantine_add(comm, alg);
     alg_free_memory(alg);
@@ -420,6 +439,111 @@ const char *ccl_algorithm_name(const ccl_algorithm_t *alg)
 const char *ccl_algorithm_collective(const ccl_algorithm_t *alg)
 {
     return ccl__handle_live(alg) ? cclc_coll_name(alg->prog->coll) : "?";
+}
+
+/* ---- call identities ----
+ *
+ * Every call carries what it runs (cuda/abi.h's CclIdent): the algorithm, its launch
+ * shape, count, dtype and op, the heap offsets peers will use and the heap layout. A
+ * backend publishes it in this rank's heap header and compares it with each peer's
+ * before it touches that peer, so ranks that run different calls stop with an error
+ * naming both sides instead of mixing data (a signal of one plan would otherwise
+ * release a wait of another). */
+
+void ccl__ident_seal(CclIdent *id)
+{
+    id->hash = ccl__fnv1a(CCL__FNV_SEED, &id->plan, (size_t)((char *)(&id->allocs + 1) - (char *)&id->plan));
+}
+
+static void ident_fill(const CclCall *c, CclIdent *id)
+{
+    const ccl_algorithm_t *alg = c->alg;
+    const ccl_comm_t *comm = alg->comm;
+    memset(id, 0, sizeof *id);
+    id->seq = comm->calls + 1;
+    id->plan = alg->plan_hash;
+    id->shape = (uint64_t)alg->instances | (uint64_t)c->slices << 16;
+    id->count = c->count;
+    id->kind = (uint64_t)c->dtype << 8 | (coll_reduces(alg->prog->coll) ? (uint64_t)c->op : 0);
+    /* Rank-independent: where rank 0's buffer would be (in place, in sits at a per-rank slot). */
+    id->in_off = c->in_off == SIZE_MAX ? ~0ull : (uint64_t)c->in_off - (uint64_t)comm->rank * c->in_stride;
+    id->out_off = c->out_off == SIZE_MAX ? ~0ull : (uint64_t)c->out_off - (uint64_t)comm->rank * c->out_stride;
+    /* The layout, not the history: a buffer allocated and freed again changes nothing. */
+    uint64_t h = CCL__FNV_SEED;
+    for (int i = 0; i < comm->data.n; i++)
+        if (comm->data.used[i].user) {
+            uint64_t rec[2] = {comm->data.used[i].off, comm->data.used[i].bytes};
+            h = ccl__fnv1a(h, rec, sizeof rec);
+            id->allocs++;
+        }
+    uint64_t lay[2] = {alg->sem_off, c->scratch_off};
+    id->heap = ccl__fnv1a(h, lay, sizeof lay);
+    const char *base = strrchr(alg->file, '/');
+    base = base ? base + 1 : alg->file;
+    memcpy(id->name, base, strlen(base) < sizeof id->name ? strlen(base) : sizeof id->name - 1);
+    ccl__ident_seal(id);
+}
+
+static void ident_describe(const CclIdent *id, char *buf, size_t len)
+{
+    char name[sizeof id->name + 1];
+    memcpy(name, id->name, sizeof id->name);
+    name[sizeof id->name] = 0;
+    unsigned prot = (unsigned)(id->shape >> 32 & 0xff), threads = (unsigned)(id->shape >> 40 & 0xffff);
+    char shape[96] = "";
+    if (prot || threads)
+        snprintf(shape, sizeof shape, ", protocol %s, %u threads", prot == 1 + PROTO_LL ? "ll" : "simple", threads);
+    char in[48] = "not reached by peers", out[48] = "not reached by peers";
+    if (id->in_off != ~0ull)
+        snprintf(in, sizeof in, "at heap offset %llu", (unsigned long long)id->in_off);
+    if (id->out_off != ~0ull)
+        snprintf(out, sizeof out, "at heap offset %llu", (unsigned long long)id->out_off);
+    CCL__FMT(buf, len,
+             "%s (plan %016llx, instances %llu, slices %llu%s), count %llu, %s %s, sendbuf %s, recvbuf %s, %llu live "
+             "ccl_mem_alloc buffers (heap layout %016llx)",
+             name[0] ? name : "?", (unsigned long long)id->plan, (unsigned long long)(id->shape & 0xffff),
+             (unsigned long long)(id->shape >> 16 & 0xffff), shape, (unsigned long long)id->count,
+             (id->kind >> 8) < CCL_NUM_DTYPES ? ccl_dtype_name((ccl_dtype_t)(id->kind >> 8)) : "?",
+             (id->kind & 0xff) < CCL_NUM_OPS ? ccl_op_name((ccl_op_t)(id->kind & 0xff)) : "?", in, out,
+             (unsigned long long)id->allocs, (unsigned long long)id->heap);
+}
+
+void ccl__ident_report(ccl_comm_t *comm, const CclIdent *mine, const CclIdent *theirs, int peer)
+{
+    char what[256] = "", me[512], them[512];
+    size_t n = 0;
+    const struct { int differs; const char *name; } f[] = {
+        {mine->plan != theirs->plan, "algorithm"},
+        {(mine->shape & 0xffffffffu) != (theirs->shape & 0xffffffffu), "instances/slices"},
+        {(mine->shape >> 32) != (theirs->shape >> 32), "protocol/threads"},
+        {mine->count != theirs->count, "count"},
+        {(mine->kind >> 8) != (theirs->kind >> 8), "dtype"},
+        {(mine->kind & 0xff) != (theirs->kind & 0xff), "op"},
+        {mine->in_off != theirs->in_off, "sendbuf's heap offset"},
+        {mine->out_off != theirs->out_off, "recvbuf's heap offset"},
+        {mine->heap != theirs->heap || mine->allocs != theirs->allocs, "heap layout (ccl_mem_alloc buffers)"},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].differs && n < sizeof what)
+            n += (size_t)snprintf(what + n, sizeof what - n, "%s%s", n ? ", " : "", f[i].name);
+    ident_describe(mine, me, sizeof me);
+    ident_describe(theirs, them, sizeof them);
+    /* Offsets are the user's to fix only where both run the same plan (another plan
+     * reaches other buffers). */
+    int offsets = mine->plan == theirs->plan && mine->shape == theirs->shape &&
+                  (mine->in_off != theirs->in_off || mine->out_off != theirs->out_off);
+    if (offsets)
+        ccl__set_async_error(comm, CCL_ERR_NOT_SYMMETRIC,
+                             "rank %d, call %llu: a buffer is not symmetric (%s differ%s): this rank runs %s; rank %d "
+                             "runs %s (pass ccl_mem_alloc buffers at the same offset on every rank, or ordinary buffers "
+                             "on every rank, after the same ccl_mem_alloc/free calls)",
+                             comm->rank, (unsigned long long)mine->seq, what, strchr(what, ',') ? "" : "s", me, peer, them);
+    else
+        ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                             "rank %d, call %llu: the ranks disagree on what this call runs (%s differ%s): this rank "
+                             "runs %s; rank %d runs %s (every rank must run the same algorithm with the same launch "
+                             "shape, count, dtype and op, after the same ccl_mem_alloc/free calls)",
+                             comm->rank, (unsigned long long)mine->seq, what, strchr(what, ',') ? "" : "s", me, peer, them);
 }
 
 /* ---- one call ---- */
@@ -624,12 +748,14 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
         c.divide = N;
         c.divide_here = !(coll == COLL_REDUCE && me != alg->root);
     }
+    ident_fill(&c, &c.id);
     CCL__TRACE(me, "call %llu of %s: %s %s, count %zu%s%s%s", (unsigned long long)c.call_index, alg->file,
                ccl_dtype_name(dtype), ccl_op_name(op), count, c.fence ? ", fence first" : "",
                c.stage_in ? ", staging in" : "", c.stage_out ? ", staging out" : "");
     r = comm->be->run(&c);
     if (r != CCL_OK)
         return r;
+    comm->calls++;
     if (comm->fence_pending) {
         for (int i = 0; i < comm->nquarantine; i++)
             comm->quarantine[i].fenced = 1;

@@ -105,7 +105,15 @@ static ccl_result_t collective(Collective coll, const char *fn, const void *send
     size_t es = ccl_dtype_size(dtype);
     size_t bytes = count > SIZE_MAX / es ? SIZE_MAX : count * es;
     ccl_algorithm_t *alg;
+    /* The first call of a collective loads its algorithm, which a CUDA graph capture
+     * does not allow: refused by the load, which leaves nothing half done (library.c,
+     * tuner.c try again on the next call). */
+    comm->capturing = comm->be->capturing && comm->be->capturing(comm, stream);
+    comm->capture_refused = 0;
     r = ccl__pick(comm, coll, root, bytes, fn, &alg);
+    comm->capturing = 0;
+    if (comm->capture_refused)
+        return CCL_ERR_INVALID_USAGE;
     if (r != CCL_OK)
         return r;
     return ccl__run(alg, send, recv, count, dtype, op, stream, fn);

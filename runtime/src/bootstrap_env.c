@@ -6,7 +6,9 @@
  * ccl_bootstrap_t whose allgather and barrier go through one POSIX shm segment named
  * after the user and the job, so it works for the processes of one host (which is what
  * the CPU backend needs anyway). Every wait is bounded: a dead process makes the others
- * fail with a message instead of hanging. Rank 0 unlinks the segment as soon as every
+ * fail with a message instead of hanging, at once where it had arrived (each rank's pid
+ * is in the segment, looked at while waiting), else when the timeout names the ranks
+ * that never joined. Rank 0 unlinks the segment as soon as every
  * rank has mapped it, so nothing is left behind even after a crash.
  *
  * The name is predictable, so the segment is trusted only as rank 0 makes it: created
@@ -37,8 +39,10 @@ struct CclEnvBoot {
     uint64_t barriers;
     BootHeader *hdr;
     char *slots;
+    _Atomic int64_t *pids;      /* after the slots: each rank's pid once it arrived, else 0 */
     size_t bytes;
     char name[128];
+    char why[256];              /* why the last wait failed (ccl__env_boot_error) */
 };
 
 static const char *env2(const char *a, const char *b)
@@ -47,18 +51,72 @@ static const char *env2(const char *a, const char *b)
     return v && *v ? v : b ? getenv(b) : NULL;
 }
 
+/* The ranks that have arrived and whose processes are gone, named in eb->why: the
+ * first one's number, or -1. All are named: a survivor that stopped because of the first
+ * death may have exited too by the time another looks. */
+static int dead_rank(CclEnvBoot *eb)
+{
+    int first = -1, count = 0;
+    size_t n = 0;
+    for (int r = 0; r < eb->nranks; r++) {
+        int64_t pid = atomic_load(&eb->pids[r]);
+        if (r == eb->rank || pid <= 0 || !ccl__pid_dead((long)pid))
+            continue;
+        if (first < 0)
+            first = r;
+        count++;
+        if (n + 48 < sizeof eb->why)
+            n += (size_t)snprintf(eb->why + n, sizeof eb->why - n, "%srank %d (pid %lld)", n ? ", " : "", r,
+                                  (long long)pid);
+    }
+    if (first >= 0 && n + 32 < sizeof eb->why)
+        n += (size_t)snprintf(eb->why + n, sizeof eb->why - n, " %s gone (died or exited)", count > 1 ? "are" : "is");
+    for (int r = 0; first >= 0 && r < eb->nranks && n + 32 < sizeof eb->why; r++)
+        if (!atomic_load(&eb->pids[r]))
+            n += (size_t)snprintf(eb->why + n, sizeof eb->why - n, "; rank %d never joined", r);
+    return first;
+}
+
+/* Bounded by the timeout, and cut short when a rank's process dies (its pid, looked at
+ * every CCL__PROBE_MS), so survivors learn of a death at once and say whose. */
 static int env_barrier(void *ctx)
 {
     CclEnvBoot *eb = ctx;
     uint64_t want = ++eb->barriers * (uint64_t)eb->nranks;
     atomic_fetch_add(&eb->hdr->arrive, 1);
-    double deadline = ccl__now_ms() + eb->timeout_ms;
+    double now = ccl__now_ms(), deadline = now + eb->timeout_ms, probe = now + CCL__PROBE_MS;
     for (unsigned it = 0; atomic_load(&eb->hdr->arrive) < want; it++) {
-        if ((it & 63) == 63 && ccl__now_ms() > deadline)
-            return -1;
+        if ((it & 63) == 63) {
+            now = ccl__now_ms();
+            if (now > probe) {
+                /* A rank that arrived and then exited normally is no failure. */
+                if (dead_rank(eb) >= 0)
+                    return atomic_load(&eb->hdr->arrive) >= want ? 0 : -1;
+                probe = now + CCL__PROBE_MS;
+            }
+            if (now > deadline) {
+                char late[160] = "";
+                size_t n = 0;
+                for (int r = 0; r < eb->nranks && n + 16 < sizeof late; r++)
+                    if (!atomic_load(&eb->pids[r]))
+                        n += (size_t)snprintf(late + n, sizeof late - n, "%s%d", n ? ", " : "", r);
+                if (n)
+                    snprintf(eb->why, sizeof eb->why, "rank%s %s never joined (waited %d ms)", strchr(late, ',') ? "s" : "",
+                             late, eb->timeout_ms);
+                else
+                    snprintf(eb->why, sizeof eb->why, "not every rank arrived at a barrier within %d ms (one is slow "
+                             "or hangs)", eb->timeout_ms);
+                return -1;
+            }
+        }
         ccl__backoff(it);
     }
     return 0;
+}
+
+const char *ccl__env_boot_error(const CclEnvBoot *eb)
+{
+    return eb ? eb->why : "";
 }
 
 static int env_allgather(void *ctx, const void *in, void *out, size_t bytes)
@@ -195,7 +253,7 @@ int ccl__env_boot_open(CclEnvBoot **out, ccl_bootstrap_t *boot, int timeout_ms, 
     eb->rank = rank;
     eb->nranks = size;
     eb->timeout_ms = timeout_ms > 0 ? timeout_ms : 60000;
-    eb->bytes = sizeof(BootHeader) + (size_t)size * SLOT;
+    eb->bytes = sizeof(BootHeader) + (size_t)size * SLOT + (size_t)size * sizeof(int64_t);
     snprintf(eb->name, sizeof eb->name, "/ccl-boot-%u-%s", (unsigned)getuid(), job);
     int fd = open_segment(eb, err, errlen);
     if (fd < 0) {
@@ -213,9 +271,11 @@ int ccl__env_boot_open(CclEnvBoot **out, ccl_bootstrap_t *boot, int timeout_ms, 
     }
     eb->hdr = m;
     eb->slots = (char *)m + sizeof(BootHeader);
+    eb->pids = (_Atomic int64_t *)(eb->slots + (size_t)size * SLOT);
+    atomic_store(&eb->pids[rank], (int64_t)getpid());
     if (env_barrier(eb) != 0) {
-        snprintf(err, errlen, "bootstrap: not every one of the %d ranks arrived within %d ms (segment %s)", size,
-                 eb->timeout_ms, eb->name);
+        snprintf(err, errlen, "bootstrap: not every one of the %d ranks arrived: %s (segment %s)", size, eb->why,
+                 eb->name);
         if (rank == 0)
             shm_unlink(eb->name);
         munmap(m, eb->bytes);

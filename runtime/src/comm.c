@@ -470,6 +470,33 @@ ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn)
     return CCL_OK;
 }
 
+ccl_result_t ccl_comm_abort(ccl_comm_t *comm)
+{
+    if (ccl__check_comm(comm, "ccl_comm_abort") != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
+    /* The first failure wins: an abort after a failure keeps that failure's message. */
+    ccl__set_async_error(comm, CCL_ERR_INVALID_USAGE,
+                         "rank %d: the communicator was aborted (ccl_comm_abort); destroy it", comm->rank);
+    comm->be->abort(comm);
+    return CCL_OK;
+}
+
+ccl_result_t ccl_comm_get_async_error(ccl_comm_t *comm, ccl_result_t *result)
+{
+    const char *fn = "ccl_comm_get_async_error";
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
+    if (!result)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'result' is NULL", fn);
+    pthread_mutex_lock(&comm->async_lock);
+    ccl_result_t r = comm->async_result != CCL_OK ? comm->async_result : comm->failed;
+    if (r == CCL_OK && comm->be->poll)
+        r = comm->be->poll(comm);
+    pthread_mutex_unlock(&comm->async_lock);
+    *result = r;
+    return CCL_OK;
+}
+
 /* The backend is idle: private staging retired by growth can go. */
 static void free_private_retired(ccl_comm_t *comm)
 {

@@ -51,6 +51,7 @@
 
 #include "ccl.h"
 #include "cclc.h"
+#include "cuda/abi.h"
 
 /* ===== heap.c: the symmetric heap ===== */
 
@@ -77,6 +78,11 @@ typedef struct {
      * waits until every rank's word reaches k; one that does not is named on timeout.
      * Monotonic, never reset. */
     _Atomic uint64_t arrived;
+    /* Non-zero once this rank called ccl_comm_abort (CPU backend): peers stopped by its
+     * abort word say so. */
+    _Atomic uint64_t aborted;
+    /* At CCL_IDENT_OFF (cuda/abi.h): the identities of this rank's last CCL_IDENT_RING
+     * calls (CclIdent), which peers compare with theirs before they touch this rank. */
 } CclHeapHeader;
 
 /* A deterministic first-fit offset allocator over [lo, hi). */
@@ -247,6 +253,11 @@ int ccl__trusted_dir(const char *path, char *why, size_t len);
 int ccl__trusted_source(const char *path, char *why, size_t len);
 /* Creates path (and missing parents) mode 0700, then as ccl__trusted_dir. */
 int ccl__private_dir(const char *path, char *why, size_t len);
+/* 1 when process pid (of this host) is gone: no such process, or a zombie nobody has
+ * reaped yet; 0 when it runs (or cannot be told). */
+int ccl__pid_dead(long pid);
+/* How often waits look for dead peers' pids (ms). */
+enum { CCL__PROBE_MS = 100 };
 
 /* ===== library.c ===== */
 
@@ -335,6 +346,13 @@ struct ccl_comm {
     ccl_result_t async_result;       /* first asynchronous failure not yet reported */
     char async_error[CCL__ERR_LEN];
     ccl_result_t failed;             /* sticky: once a collective failed, the comm is dead */
+
+    /* Calls enqueued so far: every rank makes the same calls, so the k-th has the same
+     * number everywhere (CclIdent.seq, algorithm.c). */
+    uint64_t calls;
+    /* A standard collective is picking its algorithm for a stream under CUDA graph
+     * capture (api.c): loading one then is refused (capture_refused), not half done. */
+    int capturing, capture_refused;
 };
 
 /* Sets comm's last error to "FMT..." and returns r. With a NULL comm it sets the
@@ -388,6 +406,9 @@ void ccl__thread_boot_fail(CclThreadBoot *tb);
 typedef struct CclEnvBoot CclEnvBoot;
 int ccl__env_boot_open(CclEnvBoot **eb, ccl_bootstrap_t *boot, int timeout_ms, char *err, size_t errlen);
 void ccl__env_boot_close(CclEnvBoot *eb);
+/* Why the last allgather or barrier of eb failed ("rank 2 (pid 4711) died", "ranks 3
+ * never joined", "timed out ..."); "" when none did. */
+const char *ccl__env_boot_error(const CclEnvBoot *eb);
 /* This process's rank among those of its host, from the launcher's environment
  * (Open MPI, MPICH, Slurm, torchrun); `rank` when none says: it picks the GPU. */
 int ccl__local_rank(int rank);
@@ -450,6 +471,7 @@ struct ccl_algorithm {
      * CclCall.slices; a backend reads shape.threads when it enqueues the call. */
     CclShape shape;
     void *be_alg;                    /* the backend's per-algorithm state */
+    uint64_t plan_hash;              /* FNV of the source, N and root (CclIdent.plan) */
 };
 
 /* ccl_algorithm_load's work, with `fn` naming the user's entry point in messages. */
@@ -564,7 +586,21 @@ typedef struct {
      * The barriers keep peers from reading out while it is being divided. 0: no avg. */
     int divide, divide_here;
     int slices;
+    /* What this call runs (cuda/abi.h), sealed (ccl__ident_seal). A backend publishes it
+     * and compares it with every peer's before it touches a peer; one whose shape
+     * differs from the common code's view (the GPU's protocol and threads) sets `shape`
+     * in its copy and seals it again. */
+    CclIdent id;
 } CclCall;
+
+/* Sets id->hash from the fields after it. */
+void ccl__ident_seal(CclIdent *id);
+/* Reports that peer `peer` runs `theirs` where this rank runs `mine` (same seq, other
+ * hash) as comm's asynchronous error, naming both sides and what differs:
+ * CCL_ERR_NOT_SYMMETRIC when a buffer's heap offset differs, else
+ * CCL_ERR_INVALID_ARGUMENT ("the ranks disagree"). Thread-safe like
+ * ccl__set_async_error. */
+void ccl__ident_report(ccl_comm_t *comm, const CclIdent *mine, const CclIdent *theirs, int peer);
 
 /* ===== the backend interface ===== */
 
@@ -613,6 +649,18 @@ struct CclBackend {
     /* Waits until everything enqueued on comm ran. Returns CCL_OK; asynchronous failures
      * are reported by the common code from async_result. */
     ccl_result_t (*synchronize)(ccl_comm_t *comm);
+
+    /* ccl_comm_abort, from any thread, concurrently with the user's: stops this rank's
+     * running and queued work and sets every peer's abort word (their waits give up),
+     * without waiting for anything. */
+    void (*abort)(ccl_comm_t *comm);
+    /* ccl_comm_get_async_error, from any thread, under comm->async_lock (so comm->algs
+     * holds still; it must not take the lock): a failure the backend has seen but not yet
+     * reported through ccl__set_async_error, or CCL_OK. Never waits. NULL: none. */
+    ccl_result_t (*poll)(ccl_comm_t *comm);
+    /* 1 when `stream` is being captured into a CUDA graph (a call may then only enqueue:
+     * no compiling, allocating or waiting). NULL: never. */
+    int (*capturing)(ccl_comm_t *comm, void *stream);
 
     /* A synchronous copy of `bytes` between host memory and this rank's heap
      * (ccl_mem_alloc buffers), either way, after the comm's earlier work: ccl_mem_copy. */

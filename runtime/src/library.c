@@ -273,6 +273,8 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
     /* Then the tuning table (tuner.c); without one, or without an entry, the hints. */
     if ((*out = ccl__tune_pick(comm, coll, root, bytes, fn)))
         return CCL_OK;
+    if (comm->capture_refused)
+        return CCL_ERR_INVALID_USAGE;
     if (!comm->lib_tried && !(comm->lib_tried = calloc(6 * (size_t)comm->nranks, 1)))
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     unsigned char *tried = &comm->lib_tried[(size_t)coll * (size_t)comm->nranks + (size_t)root];
@@ -280,6 +282,10 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
     if (!*tried) {
         *tried = 1;
         load_library(comm, coll, root, fn, why, sizeof why);
+        if (comm->capture_refused) {
+            *tried = 0; /* under capture nothing was loaded: the next call loads */
+            return CCL_ERR_INVALID_USAGE;
+        }
     }
     ccl_algorithm_t *best = NULL, *nohint = NULL, *first = NULL;
     for (int i = 0; i < comm->nalgs; i++) {

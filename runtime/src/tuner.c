@@ -607,6 +607,10 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
     }
     ccl_algorithm_t *alg;
     if (ccl__algorithm_load(comm, path, root, fn, &alg) != CCL_OK) {
+        if (comm->capture_refused) {
+            t->nvar--; /* under capture nothing was loaded: the next call loads */
+            return NULL;
+        }
         const char *msg = comm->last_error, *colon = strstr(msg, ": ");
         msg = colon ? colon + 2 : msg;
         CCL__FMT(v->why, sizeof v->why, "%s: %.*s", where, (int)strcspn(msg, "\n"), msg);

@@ -7,6 +7,7 @@
  * may also be root's (an installed library), never another user's or writable by one. */
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,4 +123,23 @@ int ccl__private_dir(const char *path, char *why, size_t len)
         return -1;
     }
     return ccl__trusted_dir(p, why, len);
+}
+
+int ccl__pid_dead(long pid)
+{
+    if (pid <= 0)
+        return 0;
+    if (kill((pid_t)pid, 0) != 0)
+        return errno == ESRCH;
+    /* Killed but not reaped (a parent that waits only at the end) still answers kill. */
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *st = strrchr(buf, ')');
+    return st && st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X');
 }

@@ -14,6 +14,10 @@
  *                                        naming rank, thread block, file:line and peer
  *   mpirun -np 2 gpu_test --shared-procs   two processes asking for one GPU: every rank's
  *                                        ccl_comm_init_rank fails at once, saying what to do
+ *   gpu_test --control-tests             ranks running different algorithms both fail naming
+ *                                        both; ccl_comm_abort from another thread ends a
+ *                                        peer's wait; first calls inside a stream capture
+ *                                        are refused, saying to warm up
  * Inputs are small integers (exact in every dtype); outputs are poisoned before each
  * case; the expected value comes from the runtime's host reduction (reduce.c).
  * Prints "ok gpu/MODE/N<n>/ALG/CASE" or "FAIL ...: rank R element E: got G want W"
@@ -31,10 +35,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ccl.h"
 #include "gpu/driver.h"
+#include "gpu/gpu.h"
 #include "internal.h"
 
 typedef struct {
@@ -499,6 +505,160 @@ static int timeout_test(int ngpu, const char *file)
     return bad;
 }
 
+/* Two ranks (threads) on GPUs: rank 0 loads files[0], rank 1 files[1]; returns the two
+ * comms and algorithms, or -1 after printing FAIL. */
+static int pair_setup(int ngpu, const char *what, const char *f0, const char *f1, int timeout_ms, ccl_comm_t **comms,
+                      ccl_algorithm_t **alg, void **in, void **out)
+{
+    ccl_config_t cfg = {.backend = CCL_BACKEND_GPU, .timeout_ms = timeout_ms};
+    int devices[2] = {0, 1 % ngpu};
+    if (ccl_comm_init_all(comms, 2, devices, &cfg) != CCL_OK) {
+        printf("FAIL gpu/%s: ccl_comm_init_all: %s\n", what, ccl_comm_last_error(NULL));
+        return -1;
+    }
+    const char *f[2] = {f0, f1};
+    for (int r = 0; r < 2; r++)
+        if (ccl_algorithm_load(comms[r], f[r], 0, &alg[r]) != CCL_OK || ccl_mem_alloc(comms[r], &in[r], 4096) != CCL_OK ||
+            ccl_mem_alloc(comms[r], &out[r], 4096) != CCL_OK) {
+            printf("FAIL gpu/%s: setup of rank %d: %s\n", what, r, ccl_comm_last_error(comms[r]));
+            return -1;
+        }
+    return 0;
+}
+
+/* Ranks running different algorithms for one call: both fail, each naming both sides
+ * (the kernel's prologue compares the calls' identities), never CCL_OK. */
+static int mismatch_test(int ngpu)
+{
+    const char *f0 = "algorithms/allreduce/ring.ccl", *f1 = "algorithms/allreduce/allpairs.ccl";
+    ccl_comm_t *comms[2];
+    ccl_algorithm_t *alg[2], *other[2];
+    void *in[2], *out[2];
+    if (pair_setup(ngpu, "mismatch", f0, f0, 5000, comms, alg, in, out) != 0) return 1;
+    int bad = 0;
+    for (int r = 0; r < 2; r++)
+        if (ccl_algorithm_load(comms[r], f1, 0, &other[r]) != CCL_OK) {
+            printf("FAIL gpu/mismatch: load: %s\n", ccl_comm_last_error(comms[r]));
+            return 1;
+        }
+    /* Both kernels compiled and loaded first, by matched calls: on a GPU the ranks share,
+     * a module load waits for the running kernels, which wait for the loading rank. */
+    for (int k = 0; k < 2; k++) {
+        for (int r = 0; r < 2; r++) ccl_algorithm_run(k ? other[r] : alg[r], in[r], out[r], 1024, CCL_F32, CCL_SUM, NULL);
+        for (int r = 0; r < 2; r++)
+            if (ccl_comm_synchronize(comms[r]) != CCL_OK) {
+                printf("FAIL gpu/mismatch: warm-up: %s\n", ccl_comm_last_error(comms[r]));
+                return 1;
+            }
+    }
+    alg[1] = other[1];
+    for (int r = 0; r < 2; r++) ccl_algorithm_run(alg[r], in[r], out[r], 1024, CCL_F32, CCL_SUM, NULL);
+    for (int r = 0; r < 2; r++) {
+        ccl_result_t s = ccl_comm_synchronize(comms[r]);
+        const char *e = ccl_comm_last_error(comms[r]);
+        if (s != CCL_ERR_INVALID_ARGUMENT || !strstr(e, "ring.ccl") || !strstr(e, "allpairs.ccl")) {
+            printf("FAIL gpu/mismatch: rank %d: want CCL_ERR_INVALID_ARGUMENT naming ring.ccl and allpairs.ccl, got "
+                   "%s: %s\n", r, ccl_result_string(s), e);
+            bad = 1;
+        }
+    }
+    if (!bad) printf("ok gpu/mismatch: ring vs allpairs: both ranks fail naming both sides\n");
+    for (int r = 0; r < 2; r++) ccl_comm_destroy(comms[r]);
+    return bad;
+}
+
+typedef struct {
+    ccl_comm_t *victim;
+} GpuAborter;
+
+static void *gpu_aborter(void *arg)
+{
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    ccl_comm_abort(((GpuAborter *)arg)->victim);
+    return NULL;
+}
+
+/* ccl_comm_abort from another thread: rank 0's kernel waits for rank 1 (which never
+ * calls); aborting rank 1 ends it long before the 20 s timeout. */
+static int abort_test(int ngpu)
+{
+    const char *f = "algorithms/allreduce/ring.ccl";
+    ccl_comm_t *comms[2];
+    ccl_algorithm_t *alg[2];
+    void *in[2], *out[2];
+    if (pair_setup(ngpu, "abort", f, f, 20000, comms, alg, in, out) != 0) return 1;
+    /* Compiled first, so the timing is the abort's. */
+    for (int r = 0; r < 2; r++) ccl_algorithm_run(alg[r], in[r], out[r], 1024, CCL_F32, CCL_SUM, NULL);
+    for (int r = 0; r < 2; r++) ccl_comm_synchronize(comms[r]);
+    int bad = 0;
+    GpuAborter a = {comms[1]};
+    pthread_t t;
+    double t0 = ccl__now_ms();
+    ccl_algorithm_run(alg[0], in[0], out[0], 1024, CCL_F32, CCL_SUM, NULL);
+    pthread_create(&t, NULL, gpu_aborter, &a);
+    ccl_result_t s = ccl_comm_synchronize(comms[0]);
+    double ms = ccl__now_ms() - t0;
+    pthread_join(t, NULL);
+    const char *e = ccl_comm_last_error(comms[0]);
+    if (s != CCL_ERR_PEER_FAILED || !strstr(e, "rank 1") || ms > 5000) {
+        printf("FAIL gpu/abort: want CCL_ERR_PEER_FAILED naming rank 1 within 5 s, got %s after %.0f ms: %s\n",
+               ccl_result_string(s), ms, e);
+        bad = 1;
+    } else {
+        printf("ok gpu/abort: the waiting rank stops %.0f ms after its peer's ccl_comm_abort (%s)\n", ms, e);
+    }
+    for (int r = 0; r < 2; r++) ccl_comm_destroy(comms[r]);
+    return bad;
+}
+
+/* The first call of an algorithm inside a stream capture is refused, saying to warm up,
+ * and leaves the capture intact; after a warm-up the captured calls work. The same for
+ * a standard collective whose library algorithm is not loaded yet. */
+static int capture_test(int ngpu)
+{
+    const char *f = "algorithms/allreduce/ring.ccl";
+    ccl_comm_t *comms[2];
+    ccl_algorithm_t *alg[2];
+    void *in[2], *out[2];
+    if (pair_setup(ngpu, "capture", f, f, 20000, comms, alg, in, out) != 0) return 1;
+    int bad = 0;
+    CUstream st[2];
+    for (int r = 0; r < 2; r++) {
+        ccl__gpu_make_current(comms[r]);
+        ccl__cu.StreamCreate(&st[r], CU_STREAM_NON_BLOCKING);
+    }
+    for (int coll = 0; coll < 2; coll++) {
+        for (int r = 0; r < 2; r++) {
+            ccl__gpu_make_current(comms[r]);
+            CUgraph g = NULL;
+            ccl__cu.StreamBeginCapture(st[r], CU_STREAM_CAPTURE_MODE_GLOBAL);
+            ccl_result_t res = coll ? ccl_all_reduce(in[r], out[r], 1024, CCL_BF16, CCL_SUM, comms[r], st[r])
+                                    : ccl_algorithm_run(alg[r], in[r], out[r], 1024, CCL_F32, CCL_SUM, st[r]);
+            char e[1024];
+            snprintf(e, sizeof e, "%s", ccl_comm_last_error(comms[r]));
+            CUresult end = ccl__cu.StreamEndCapture(st[r], &g);
+            if (g) ccl__cu.GraphDestroy(g);
+            if (res != CCL_ERR_INVALID_USAGE || !strstr(e, "Warm up before capture") || end != CUDA_SUCCESS) {
+                printf("FAIL gpu/capture/%s: rank %d: want CCL_ERR_INVALID_USAGE saying to warm up and an intact "
+                       "capture, got %s (capture end %d): %s\n", coll ? "ccl_all_reduce" : "ccl_algorithm_run", r,
+                       ccl_result_string(res), (int)end, e);
+                bad = 1;
+            }
+        }
+    }
+    if (!bad) printf("ok gpu/capture: first calls inside a capture are refused, saying to warm up; captures intact\n");
+    /* After the warm-up, the same calls capture and replay. */
+    for (int r = 0; r < 2; r++) ccl_algorithm_run(alg[r], in[r], out[r], 1024, CCL_F32, CCL_SUM, st[r]);
+    for (int r = 0; r < 2; r++)
+        if (ccl_comm_synchronize(comms[r]) != CCL_OK) {
+            printf("FAIL gpu/capture: warm-up: %s\n", ccl_comm_last_error(comms[r]));
+            bad = 1;
+        }
+    for (int r = 0; r < 2; r++) ccl_comm_destroy(comms[r]);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     int full = 0, procs = 0, nranks = 0, first = 1;
@@ -508,6 +668,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[first], "--ranks") && first + 1 < argc) nranks = atoi(argv[++first]);
         else if (!strcmp(argv[first], "--timeout-test")) nranks = -1;
         else if (!strcmp(argv[first], "--shared-procs")) nranks = -2;
+        else if (!strcmp(argv[first], "--control-tests")) nranks = -3;
         else {
             fprintf(stderr, "gpu_test: unknown option %s\n", argv[first]);
             return 2;
@@ -521,6 +682,7 @@ int main(int argc, char **argv)
     int ngpu = 0;
     ccl__cu.DeviceGetCount(&ngpu);
     if (nranks == -2) return shared_procs_test();
+    if (nranks == -3) return mismatch_test(ngpu) | abort_test(ngpu) | capture_test(ngpu);
     if (nranks == -1) {
         int bad = 0;
         for (int a = first; a < argc; a++) bad |= timeout_test(ngpu, argv[a]);

@@ -15,6 +15,7 @@
 #   E. mpirun -np 4 (one process per rank, shm heaps): every algorithm admitting 4;
 #   F. the C tests (API misuse, timeouts, dead peers, dtype rounding) and examples;
 #   G. tests/runtime/*.ccl: instances x slices x several blocks with barriers;
+#   J. faults: a rank killed mid-run, a rank that never joins (cclc run, processes);
 #   I. back to back: every algorithm (and a copy with `instances 4`) enqueues 48 calls
 #      with no synchronization in between, each with its own data and size (cclc run
 #      --back-to-back), so a rank's next call overlaps its peers' current one and any
@@ -246,6 +247,51 @@ expect_exit "back-to-back summary" 0 "N=3 threads backend=cpu dtype=f32 op=sum c
 expect_exit "back-to-back in place, too many calls" 2 "at most 16 calls (--iters 17)" \
     "$cclc" run algorithms/allreduce/ring.ccl --ranks 2 --iters 17 --back-to-back --inplace
 rm -f "$bad"
+
+# J. faults in process mode (cclc run, one process per rank through the environment
+#    bootstrap, no mpirun, which would kill the job itself): a rank killed mid-run makes
+#    every survivor exit within about a second, naming it (its pid in the bootstrap
+#    segment and the heaps); a rank that never joins is named once the timeout passes.
+#    The figures go to docs/api.md's reliability section.
+# fault_run N VICTIM MODE TIMEOUT_MS LIMIT_MS NEEDLE: MODE kill (SIGKILL 1.5 s in) or
+# absent (never started); each survivor must exit non-zero within LIMIT_MS of the kill
+# (or of the start) with NEEDLE in its output.
+fault_run() {
+    local n=$1 victim=$2 mode=$3 tmo=$4 limit=$5 needle=$6 dir pids=() r t0 bad=0 worst=0
+    dir=$(mktemp -d)
+    for ((r = 0; r < n; r++)); do
+        if [ "$mode" = absent ] && [ $r -eq "$victim" ]; then pids+=(0); continue; fi
+        OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n CCL_JOB_ID="fault$$_$mode" CCL_BACKEND=cpu \
+            "$cclc" run algorithms/allreduce/ring.ccl --count 4096 --iters 1000000 --timeout-ms "$tmo" \
+            >"$dir/out.$r" 2>&1 &
+        pids+=($!)
+    done
+    t0=$(date +%s%N)
+    if [ "$mode" = kill ]; then
+        disown "${pids[$victim]}" # no "Killed" report from the shell
+        sleep 1.5
+        t0=$(date +%s%N)
+        kill -9 "${pids[$victim]}"
+    fi
+    for ((r = 0; r < n; r++)); do
+        [ "${pids[$r]}" = 0 ] || [ $r -eq "$victim" ] && continue
+        local left=$(( limit + 5000 )) rc
+        # Poll rather than wait: a survivor that hangs must not hang the suite.
+        while kill -0 "${pids[$r]}" 2>/dev/null && [ $(( ($(date +%s%N) - t0) / 1000000 )) -lt $left ]; do sleep 0.02; done
+        local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+        if kill -0 "${pids[$r]}" 2>/dev/null; then kill -9 "${pids[$r]}"; fi
+        wait "${pids[$r]}"; rc=$?
+        [ $ms -gt $worst ] && worst=$ms
+        if [ $rc -eq 0 ] || [ $ms -gt "$limit" ] || ! grep -q "$needle" "$dir/out.$r"; then
+            echo "FAIL fault $mode rank $victim of $n: survivor $r exit $rc after $ms ms (limit $limit): $(head -c 500 "$dir/out.$r" | tr '\n' ' ')"
+            bad=1
+        fi
+    done
+    [ $bad -eq 0 ] && echo "ok fault $mode rank $victim of $n: every survivor exits naming it, the last after $worst ms"
+    rm -rf "$dir"
+}
+fault_run 4 2 kill 20000 3000 "rank 2 (pid [0-9]*) is gone"
+fault_run 3 1 absent 1500 4000 "rank 1 never joined"
 
 # F. C tests and examples.
 for t in "$build"/tests/runtime/*; do

@@ -710,8 +710,9 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
     int exchanged = all && tool_allgather(boot, N, &mine, all, sizeof mine, NULL) == 0;
     int exit_status;
     if (!exchanged) {
-        fprintf(stderr, "cclc run: rank %d: could not collect the other ranks' verdicts (a rank died?)%s%s\n", me,
-                mine.first[0] ? "; this rank: " : "", mine.first);
+        const char *why = ccl__env_boot_error(eb);
+        fprintf(stderr, "cclc run: rank %d: could not collect the other ranks' verdicts: %s%s%s\n", me,
+                why[0] ? why : "a rank died?", mine.first[0] ? "; this rank: " : "", mine.first);
         exit_status = 1;
     } else if (status == 2) {
         if (me == 0)
@@ -735,7 +736,6 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
             free_bufs(comm, o, &bset[s]);
         ccl_comm_destroy(comm);
     }
-    (void)eb;
     return exit_status;
 }
 
@@ -744,7 +744,12 @@ int cclc_run_command(int argc, char **argv)
     RunOpts o;
     parse_opts(argc, argv, &o);
     ToolLaunch launch;
-    if (tool_launch_open(&launch, o.timeout_ms ? 3 * o.timeout_ms : 60000) != 0)
+    /* The bootstrap's waits (joining, the verdicts) are bounded by the same timeout as
+     * the calls': a rank that never joins is named after it, one that dies (its pid) at
+     * once. */
+    const char *te = getenv("CCL_TIMEOUT_MS");
+    int boot_ms = o.timeout_ms ? o.timeout_ms : te && atoi(te) > 0 ? atoi(te) : 10000;
+    if (tool_launch_open(&launch, boot_ms) != 0)
         return 1;
     if (launch.processes) {
         o.nranks = tool_launch_ranks(&launch, o.nranks, 0, 0, 0);

@@ -42,6 +42,7 @@ typedef struct Task {
 typedef struct {
     LocalWorld *world;          /* ranks in one process */
     int shm;                    /* ranks in several processes */
+    int64_t *pids;              /* processes: every rank's pid, so waits notice a dead peer */
     pthread_t worker;
     pthread_mutex_t mu;
     pthread_cond_t cv, idle_cv;
@@ -282,9 +283,14 @@ static ccl_result_t cpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
             return r;
         }
     }
+    /* Before init_shm, which reuses `all` for its own exchange. */
+    if (!local && (cc->pids = malloc(sizeof *cc->pids * (size_t)n)))
+        for (int p = 0; p < n; p++)
+            cc->pids[p] = all[p].pid;
     ccl_result_t r = local ? init_local(comm, cc, boot, all) : init_shm(comm, cc, boot, all);
     free(all);
     if (r != CCL_OK) {
+        free(cc->pids);
         free(cc);
         return r;
     }
@@ -308,6 +314,7 @@ static ccl_result_t cpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
         } else {
             unmap_peers(comm);
         }
+        free(cc->pids);
         free(cc);
         return ccl__set_error(comm, CCL_ERR_SYSTEM, "cannot start the CPU backend's worker thread");
     }
@@ -352,6 +359,7 @@ static void cpu_comm_fini(ccl_comm_t *comm)
     pthread_mutex_destroy(&cc->mu);
     pthread_cond_destroy(&cc->cv);
     pthread_cond_destroy(&cc->idle_cv);
+    free(cc->pids);
     free(cc);
     comm->be_comm = NULL;
 }
@@ -408,6 +416,89 @@ static void abort_all(ccl_comm_t *comm)
     }
 }
 
+/* The clock of one bounded wait: its deadline (set at the first reading), when it next
+ * looks for dead peers, and a peer found gone at the last look (1 + rank). */
+typedef struct {
+    double deadline, probe;
+    int gone;
+} SpinClock;
+
+/* Processes: a peer whose process is gone (ccl__pid_dead), or -1. */
+static int gone_peer(ccl_comm_t *comm)
+{
+    CpuComm *cc = comm->be_comm;
+    for (int p = 0; cc->pids && p < comm->nranks; p++)
+        if (p != comm->rank && ccl__pid_dead((long)cc->pids[p]))
+            return p;
+    return -1;
+}
+
+/* Stops every rank on behalf of dead rank d: the abort words say d + 1. */
+static void abort_for(ccl_comm_t *comm, int d)
+{
+    for (int p = 0; p < comm->nranks; p++) {
+        uint64_t zero = 0;
+        atomic_compare_exchange_strong(&header(comm, p)->abort, &zero, (uint64_t)d + 1);
+    }
+}
+
+/* One clock reading of a wait (every 64 turns): 1 when the timeout has passed. Every
+ * CCL__PROBE_MS it also looks for a dead peer; one found gone is acted on (abort_for)
+ * only at the next look, if the wait still has not completed: a peer that did its part
+ * and then exited is no failure. The caller sees the abort word at its next turn. */
+static int clock_turn(ccl_comm_t *comm, SpinClock *c)
+{
+    double now = ccl__now_ms();
+    if (c->deadline == 0) {
+        c->deadline = now + comm->timeout_ms;
+        c->probe = now + CCL__PROBE_MS;
+        return 0;
+    }
+    if (now > c->deadline)
+        return 1;
+    if (now > c->probe) {
+        if (c->gone) {
+            abort_for(comm, c->gone - 1);
+            return 0;
+        }
+        int d = gone_peer(comm);
+        c->gone = d + 1;
+        c->probe = d >= 0 ? now : now + CCL__PROBE_MS;
+    }
+    return 0;
+}
+
+/* How a rank stopped by abort word `ab` names the culprit: "rank 2 failed", or "rank 2
+ * aborted the communicator (ccl_comm_abort)". */
+static const char *culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t len)
+{
+    int r = (int)ab - 1;
+    CpuComm *cc = comm->be_comm;
+    if (r >= 0 && r < comm->nranks && r != comm->rank && cc->pids && ccl__pid_dead((long)cc->pids[r]))
+        snprintf(buf, len, "rank %d (pid %lld) is gone (it died or exited)", r, (long long)cc->pids[r]);
+    else if (r >= 0 && r < comm->nranks && atomic_load(&header(comm, r)->aborted))
+        snprintf(buf, len, "rank %d aborted the communicator (ccl_comm_abort)", r);
+    else
+        snprintf(buf, len, "rank %d failed", r);
+    return buf;
+}
+
+/* ccl_comm_abort: from any thread. The worker's blocks see the abort word at their next
+ * turn and stop; queued calls are skipped; peers' waits give up naming this rank. */
+static void cpu_abort(ccl_comm_t *comm)
+{
+    atomic_store(&header(comm, comm->rank)->aborted, 1);
+    abort_all(comm);
+}
+
+/* ccl_comm_get_async_error: a peer's failure shows in this rank's abort word before the
+ * worker reaches a wait and reports it. */
+static ccl_result_t cpu_poll(ccl_comm_t *comm)
+{
+    uint64_t ab = atomic_load(&header(comm, comm->rank)->abort);
+    return ab && (int)ab - 1 != comm->rank ? CCL_ERR_PEER_FAILED : CCL_OK;
+}
+
 /* The all-rank barrier on the heap headers; bounded by the timeout. 0 or -1 (timeout or
  * abort, message in err, naming a rank that did not arrive). Called by one thread per
  * rank (the comm's worker), in the same order on every rank. */
@@ -416,7 +507,7 @@ static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
     _Atomic uint64_t *abort_flag = &header(comm, comm->rank)->abort;
     uint64_t k = ++comm->barriers;
     atomic_store_explicit(&header(comm, comm->rank)->arrived, k, memory_order_release);
-    double deadline = 0;
+    SpinClock clock = {0};
     int missing = 0;
     for (unsigned it = 0;; it++) {
         while (missing < comm->nranks &&
@@ -426,23 +517,113 @@ static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
             return 0;
         uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
         if (ab) {
-            snprintf(err, errlen, "rank %d: all-rank barrier abandoned: rank %d failed", comm->rank, (int)ab - 1);
+            char who[96];
+            snprintf(err, errlen, "rank %d: all-rank barrier abandoned: %s", comm->rank, culprit(comm, ab, who, sizeof who));
             return -1;
         }
-        if ((it & 63) == 63) {
-            double now = ccl__now_ms();
-            if (deadline == 0)
-                deadline = now + comm->timeout_ms;
-            else if (now > deadline) {
-                snprintf(err, errlen,
-                         "rank %d: all-rank barrier timed out after %d ms: rank %d did not arrive (it reached %llu "
-                         "of this comm's barriers, this is barrier %llu)", comm->rank, comm->timeout_ms, missing,
-                         (unsigned long long)atomic_load(&header(comm, missing)->arrived), (unsigned long long)k);
-                return -1;
-            }
+        if ((it & 63) == 63 && clock_turn(comm, &clock)) {
+            snprintf(err, errlen,
+                     "rank %d: all-rank barrier timed out after %d ms: rank %d did not arrive (it reached %llu of this "
+                     "comm's barriers, this is barrier %llu)", comm->rank, comm->timeout_ms, missing,
+                     (unsigned long long)atomic_load(&header(comm, missing)->arrived), (unsigned long long)k);
+            return -1;
         }
         ccl__backoff(it);
     }
+}
+
+/* ---- call identities (CclIdent): published, then compared with every peer's ---- */
+
+static uint64_t *ident_entry(ccl_comm_t *comm, int rank, uint64_t seq)
+{
+    return (uint64_t *)(comm->heap_base[rank] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(CclIdent));
+}
+
+/* Peer p's ring entry for seq into *out when p has published that call: 1, else 0. */
+static int ident_read(ccl_comm_t *comm, int p, uint64_t seq, CclIdent *out)
+{
+    uint64_t *e = ident_entry(comm, p, seq), *dst = (uint64_t *)out;
+    if (__atomic_load_n(&e[0], __ATOMIC_ACQUIRE) < seq)
+        return 0;
+    for (size_t k = 1; k < sizeof *out / 8; k++)
+        dst[k] = __atomic_load_n(&e[k], __ATOMIC_RELAXED);
+    atomic_thread_fence(memory_order_acquire);
+    dst[0] = __atomic_load_n(&e[0], __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* Publishes c's identity in this rank's header, then compares it with every peer's as
+ * the peers publish theirs (bounded, abort-aware): 0 when all match, or -1 after
+ * reporting and stopping every rank. Before any block runs, so a rank that runs another
+ * call never signals, reads or writes a peer. Each pass compares every peer that has
+ * published before it looks at the abort flag: whichever rank found a difference had
+ * published, so every rank names the two sides itself rather than only "rank k failed".
+ * A peer waits here too, so none is more than one call ahead and the entry read is the
+ * call's (an entry newer than seq, a graph-like replay, is not compared). */
+static int check_idents(ccl_comm_t *comm, const CclCall *c)
+{
+    const uint64_t seq = c->id.seq;
+    uint64_t *mine = ident_entry(comm, comm->rank, seq);
+    const uint64_t *src = (const uint64_t *)&c->id;
+    for (size_t k = 1; k < sizeof c->id / 8; k++)
+        __atomic_store_n(&mine[k], src[k], __ATOMIC_RELAXED);
+    __atomic_store_n(&mine[0], seq, __ATOMIC_RELEASE);
+    int N = comm->nranks, pending = N - 1;
+    unsigned char *seen = calloc((size_t)N, 1);
+    if (!seen) {
+        ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running %s", comm->rank, c->alg->file);
+        abort_all(comm);
+        return -1;
+    }
+    seen[comm->rank] = 1;
+    _Atomic uint64_t *abort_flag = &header(comm, comm->rank)->abort;
+    SpinClock clock = {0};
+    int rc = -1;
+    for (unsigned it = 0;; it++) {
+        for (int p = 0; p < N; p++) {
+            CclIdent theirs;
+            if (seen[p] || !ident_read(comm, p, seq, &theirs))
+                continue;
+            seen[p] = 1;
+            pending--;
+            if (theirs.seq == seq && theirs.hash != c->id.hash) {
+                ccl__ident_report(comm, &c->id, &theirs, p);
+                abort_all(comm);
+                goto out;
+            }
+        }
+        if (pending == 0) {
+            rc = 0;
+            goto out;
+        }
+        char late[256];
+        size_t n = 0;
+        late[0] = 0;
+        for (int p = 0; p < N && n + 16 < sizeof late; p++)
+            if (!seen[p])
+                n += (size_t)snprintf(late + n, sizeof late - n, "%s%d", n ? ", " : "", p);
+        uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
+        if (ab) {
+            char who[96];
+            ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
+                                 "rank %d: %s (call %llu) stopped waiting for rank%s %s to start the call because %s",
+                                 comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "", late,
+                                 culprit(comm, ab, who, sizeof who));
+            goto out;
+        }
+        if ((it & 63) == 63 && clock_turn(comm, &clock)) {
+            ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                                 "timeout: rank %d: %s (call %llu): peer rank%s %s did not start this call within %d ms",
+                                 comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "", late,
+                                 comm->timeout_ms);
+            abort_all(comm);
+            goto out;
+        }
+        ccl__backoff(it);
+    }
+out:
+    free(seen);
+    return rc;
 }
 
 static ccl_result_t cpu_run(const CclCall *call)
@@ -518,19 +699,14 @@ typedef enum {
 } SpinResult;
 
 /* One turn of a bounded spin: SPIN_ABORTED on abort, SPIN_TIMEOUT once the timeout has
- * passed since the first clock reading (taken every 64 turns), else SPIN_DONE after
- * backing off. */
-static SpinResult spin_turn(Exec *x, unsigned it, double *deadline)
+ * passed since the first clock reading (taken every 64 turns; clock_turn, which also
+ * stops every rank when a peer's process is gone), else SPIN_DONE after backing off. */
+static SpinResult spin_turn(Exec *x, unsigned it, SpinClock *clock)
 {
     if (atomic_load_explicit(x->abort_flag, memory_order_relaxed))
         return SPIN_ABORTED;
-    if ((it & 63) == 63) {
-        double now = ccl__now_ms();
-        if (*deadline == 0)
-            *deadline = now + x->comm->timeout_ms;
-        else if (now > *deadline)
-            return SPIN_TIMEOUT;
-    }
+    if ((it & 63) == 63 && clock_turn(x->comm, clock))
+        return SPIN_TIMEOUT;
     ccl__backoff(it);
     return SPIN_DONE;
 }
@@ -538,9 +714,9 @@ static SpinResult spin_turn(Exec *x, unsigned it, double *deadline)
 /* Waits until *p >= want, bounded by the timeout and cut short by an abort. */
 static SpinResult wait_ge(Exec *x, _Atomic uint64_t *p, uint64_t want)
 {
-    double deadline = 0;
+    SpinClock clock = {0};
     for (unsigned it = 0; atomic_load_explicit(p, memory_order_acquire) < want; it++) {
-        SpinResult r = spin_turn(x, it, &deadline);
+        SpinResult r = spin_turn(x, it, &clock);
         if (r != SPIN_DONE)
             return r;
     }
@@ -555,15 +731,16 @@ static void block_fail(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op,
     ccl_comm_t *comm = x->comm;
     int r = comm->rank;
     if (why == SPIN_ABORTED) {
-        int culprit = (int)atomic_load(x->abort_flag) - 1;
+        char who[96];
+        culprit(comm, atomic_load(x->abort_flag), who, sizeof who);
         if (peer >= 0)
             ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
-                                 "rank %d, thread block %d (instance %d), %s (%s): stopped waiting for rank %d because rank %d failed",
-                                 r, pb->tb, inst, where, op_word(op->kind), peer, culprit);
+                                 "rank %d, thread block %d (instance %d), %s (%s): stopped waiting for rank %d because %s",
+                                 r, pb->tb, inst, where, op_word(op->kind), peer, who);
         else
             ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
-                                 "rank %d, thread block %d (instance %d), %s (%s): stopped because rank %d failed",
-                                 r, pb->tb, inst, where, op_word(op->kind), culprit);
+                                 "rank %d, thread block %d (instance %d), %s (%s): stopped because %s",
+                                 r, pb->tb, inst, where, op_word(op->kind), who);
     } else if (peer >= 0) {
         ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                              "timeout: rank %d, thread block %d (instance %d), %s (wait): no signal from peer rank %d "
@@ -587,9 +764,9 @@ static SpinResult block_barrier(Exec *x)
         atomic_fetch_add(&x->gen, 1);
         return SPIN_DONE;
     }
-    double deadline = 0;
+    SpinClock clock = {0};
     for (unsigned it = 0; atomic_load(&x->gen) == gen; it++) {
-        SpinResult r = spin_turn(x, it, &deadline);
+        SpinResult r = spin_turn(x, it, &clock);
         if (r != SPIN_DONE)
             return r;
     }
@@ -932,10 +1109,15 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     const Program *prog = alg->prog;
     int N = comm->nranks, me = comm->rank;
     CclHeapHeader *hdr = (CclHeapHeader *)comm->heap_base[me];
+    /* First, even after an abort: a rank stopped by a peer that found two calls
+     * differing still compares, and names both sides itself. */
+    if (check_idents(comm, c) != 0)
+        return;
     uint64_t ab = atomic_load(&hdr->abort);
     if (ab) {
-        ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: %s skipped: rank %d failed earlier", me,
-                             alg->file, (int)ab - 1);
+        char who[96];
+        ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: %s skipped: %s earlier", me, alg->file,
+                             culprit(comm, ab, who, sizeof who));
         return;
     }
     if (c->fence) {
@@ -1062,6 +1244,8 @@ const CclBackend ccl__cpu_backend = {
     .alg_release = cpu_alg_release,
     .run = cpu_run,
     .synchronize = cpu_synchronize,
+    .abort = cpu_abort,
+    .poll = cpu_poll,
     .copy = cpu_copy,
     .describe = cpu_describe,
 };

@@ -550,6 +550,49 @@ static ccl_result_t gpu_fit_threads(ccl_algorithm_t *alg, GpuKernel *k, int want
                           comm->device, g->sms);
 }
 
+/* CclBackend.capturing: whether the user's stream is being captured. */
+static int gpu_capturing(ccl_comm_t *comm, void *stream)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    ccl__gpu_make_current(comm);
+    return stream && ccl__cu.StreamIsCapturing((CUstream)stream, &cs) == CUDA_SUCCESS &&
+           cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* Under CUDA stream capture a call may only enqueue: compiling its kernel (NVRTC, a
+ * module load), allocating or growing a staging buffer (cuMemAlloc, and waiting for
+ * earlier work to free the old one) would fail inside the capture and invalidate it.
+ * So the first call of each (algorithm, dtype, op), and any call needing more staging
+ * than the calls before it, is refused before anything is done, saying to warm up. */
+static ccl_result_t gpu_check_capture(const CclCall *call)
+{
+    ccl_algorithm_t *alg = call->alg;
+    ccl_comm_t *comm = alg->comm;
+    GpuComm *g = gpu_comm(comm);
+    GpuAlg *ga = alg->be_alg;
+    if (!gpu_capturing(comm, call->stream))
+        return CCL_OK;
+    const char *what = NULL;
+    char buf[160];
+    ccl_op_t op = call->op == CCL_AVG ? CCL_SUM : call->op;
+    if (!ga->k[call->dtype][op].module) {
+        snprintf(buf, sizeof buf, "its kernel for %s %s is not compiled yet (NVRTC and a module load)",
+                 ccl_dtype_name(call->dtype), ccl_op_name(call->op));
+        what = buf;
+    } else if ((call->stage_in && !gpu_in_heap(comm, call->in) && g->stage_bytes[0] < call->in_bytes) ||
+               (call->stage_out && !gpu_in_heap(comm, call->out) && g->stage_bytes[1] < call->out_bytes)) {
+        snprintf(buf, sizeof buf, "it needs a larger staging buffer (cuMemAlloc) for count %zu", call->count);
+        what = buf;
+    }
+    if (!what)
+        return CCL_OK;
+    return ccl__set_error(comm, CCL_ERR_INVALID_USAGE,
+                          "rank %d: %s is called inside a CUDA stream capture, but %s, which a capture does not allow. "
+                          "Warm up before capture: run each algorithm once outside the capture with every dtype and op "
+                          "and the largest count the graph will use (nothing was enqueued; the capture is intact)",
+                          comm->rank, alg->file, what);
+}
+
 static ccl_result_t gpu_run(const CclCall *call)
 {
     ccl_algorithm_t *alg = call->alg;
@@ -560,7 +603,9 @@ static ccl_result_t gpu_run(const CclCall *call)
     GpuKernel *k;
     CUstream s;
     int capturing;
-    ccl_result_t res = gpu_kernel(alg, call->dtype, call->op, &k);
+    ccl_result_t res = gpu_check_capture(call);
+    if (res != CCL_OK) return res;
+    res = gpu_kernel(alg, call->dtype, call->op, &k);
 
     if (res != CCL_OK || (res = gpu_check_buffer(comm, call->send, call->in_bytes, "sendbuf")) != CCL_OK ||
         (res = gpu_check_buffer(comm, call->recv, call->out_bytes, "recvbuf")) != CCL_OK ||
@@ -624,16 +669,21 @@ static ccl_result_t gpu_run(const CclCall *call)
         .in_stride = call->in_stride,
         .out_stride = call->out_stride,
         .port = ccl__gpu_port_address(ga->port),
+        .id = call->id,
     };
     void *params[] = {&a};
     /* Threads per block may change per call (the tuner's shape; the kernel reads
      * blockDim); the environment's or 512 otherwise. */
     int th = alg->shape.threads >= 32 && alg->shape.threads <= 512 ? alg->shape.threads / 32 * 32 : ga->threads;
     if ((res = gpu_fit_threads(alg, k, th, &th)) != CCL_OK) return res;
-    if (ga->grid > 0)
-        CU_CHECK(ccl__cu.LaunchKernel(k->module->kernel, (unsigned)ga->grid, 1, 1, (unsigned)th, 1, 1, 0, s, params,
-                                      NULL),
-                 "cuLaunchKernel (ccl_kernel)");
+    /* The identity's shape as this backend runs it: protocol and threads too. */
+    a.id.shape |= (uint64_t)(1 + ga->protocol) << 32 | (uint64_t)th << 40;
+    ccl__ident_seal(&a.id);
+    /* A rank without blocks still launches one, which publishes and checks the call's
+     * identity (its peers wait for it) and finds no block of its own to run. */
+    CU_CHECK(ccl__cu.LaunchKernel(k->module->kernel, ga->grid > 0 ? (unsigned)ga->grid : 1, 1, 1, (unsigned)th, 1, 1, 0,
+                                  s, params, NULL),
+             "cuLaunchKernel (ccl_kernel)");
     CCL__TRACE(comm->rank, "launched %d blocks x %d threads on stream %p", ga->grid, th, (void *)s);
     if (call->divide) {
         /* Peers may still read our out until every rank is past its plan. */
@@ -651,6 +701,36 @@ static ccl_result_t gpu_run(const CclCall *call)
         CU_CHECK(ccl__cu.MemcpyAsync((CUdeviceptr)(uintptr_t)call->recv, (CUdeviceptr)(uintptr_t)out, call->out_bytes, s),
                  "cuMemcpyAsync (staging recvbuf)");
     return gpu_mark_stream(comm, s, capturing);
+}
+
+/* The kernel's prologue found a peer running another call (or none): both ranks' ring
+ * entries (cuda/abi.h's CclIdent) read back from the heaps to name the two sides. */
+static void gpu_ident_error(ccl_comm_t *comm, const ccl_algorithm_t *alg, const CclGpuErr *e)
+{
+    unsigned long long seq = e->line;
+    int peer = (int)e->peer;
+    if (e->slot == CCL_SLOT_IDENT_WAIT) {
+        ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                             "timeout: rank %d, thread block %llu (instance %llu): %s (call %llu): peer rank %d did not "
+                             "start this call within %d ms", comm->rank, (unsigned long long)e->tb,
+                             (unsigned long long)e->inst, alg->file, seq, peer, comm->timeout_ms);
+        return;
+    }
+    CclIdent mine, theirs;
+    size_t at = CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(CclIdent);
+    if (peer >= 0 && peer < comm->nranks &&
+        ccl__cu.MemcpyDtoH(&mine, (CUdeviceptr)(uintptr_t)(comm->heap_base[comm->rank] + at), sizeof mine) == CUDA_SUCCESS &&
+        ccl__cu.MemcpyDtoH(&theirs, (CUdeviceptr)(uintptr_t)(comm->heap_base[peer] + at), sizeof theirs) == CUDA_SUCCESS &&
+        mine.seq == seq && theirs.seq == seq && mine.hash == e->expected && theirs.hash == e->seen) {
+        ccl__ident_report(comm, &mine, &theirs, peer);
+        return;
+    }
+    ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                         "rank %d, call %llu: the ranks disagree on what this call runs: this rank runs %s (identity "
+                         "%016llx), rank %d a call with identity %016llx (its error says which; every rank must run the "
+                         "same algorithm with the same launch shape, count, dtype and op, after the same "
+                         "ccl_mem_alloc/free calls)", comm->rank, seq, alg->file, (unsigned long long)e->expected, peer,
+                         (unsigned long long)e->seen);
 }
 
 static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
@@ -671,7 +751,9 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
         if (!ga || ga->err->flag != 1) continue;
         const CclGpuErr *e = ga->err;
         char why[256];
-        if (e->slot == CCL_SLOT_PORT) {
+        if (e->slot == CCL_SLOT_IDENT || e->slot == CCL_SLOT_IDENT_WAIT) {
+            gpu_ident_error(comm, alg, e);
+        } else if (e->slot == CCL_SLOT_PORT) {
             int broken = ccl__gpu_proxy_error(g, why, sizeof why);
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                                  "rank %d: timeout after %d ms in %s:%llu: thread block %llu (instance %llu) waited for "
@@ -715,6 +797,30 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
     if (ccl__cu.MemcpyDtoH(&ab, g->own_va, sizeof ab) == CUDA_SUCCESS && ab)
         ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: stopped because rank %d failed (see its error)",
                              comm->rank, (int)ab - 1);
+    return CCL_OK;
+}
+
+/* ccl_comm_abort, from any thread: this rank's abort word and every peer's (offset 0 of
+ * each heap, the low 32 bits; the high ones stay 0) set to rank + 1 on the quiet stream,
+ * not waited for. Running kernels see it at their next check and return; the host
+ * launches nothing more (the common code marked the comm failed). */
+static void gpu_abort(ccl_comm_t *comm)
+{
+    GpuComm *g = gpu_comm(comm);
+    ccl__cu.CtxSetCurrent(g->ctx);
+    for (int p = 0; p < comm->nranks; p++)
+        ccl__cu.MemsetD32Async((CUdeviceptr)(uintptr_t)comm->heap_base[p], (unsigned)comm->rank + 1, 1, g->quiet);
+}
+
+/* ccl_comm_get_async_error: a kernel's error record (host-mapped) is readable at once;
+ * a peer's failure (this heap's abort word, device memory) shows at synchronize. */
+static ccl_result_t gpu_poll(ccl_comm_t *comm)
+{
+    for (int i = 0; i < comm->nalgs; i++) {
+        const GpuAlg *ga = comm->algs[i]->be_alg;
+        if (ga && ga->err->flag == 1)
+            return ga->err->slot == CCL_SLOT_IDENT ? CCL_ERR_INVALID_ARGUMENT : CCL_ERR_TIMEOUT;
+    }
     return CCL_OK;
 }
 
@@ -776,6 +882,9 @@ static const CclBackend gpu_backend = {
     .alg_release = gpu_alg_release,
     .run = gpu_run,
     .synchronize = gpu_synchronize,
+    .abort = gpu_abort,
+    .poll = gpu_poll,
+    .capturing = gpu_capturing,
     .copy = gpu_copy,
     .describe = gpu_describe,
 };

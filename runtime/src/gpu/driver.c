@@ -42,7 +42,7 @@ static void cuda_load(void)
         S(MemFreeHost, "cuMemFreeHost"), S(Memcpy, "cuMemcpy"), S(MemcpyAsync, "cuMemcpyAsync"),
         S(MemcpyHtoD, "cuMemcpyHtoD_v2"), S(MemcpyDtoH, "cuMemcpyDtoH_v2"), S(MemsetD8, "cuMemsetD8_v2"),
         S(PointerGetAttribute, "cuPointerGetAttribute"),
-        S(MemsetD8Async, "cuMemsetD8Async"), S(MemCreate, "cuMemCreate"), S(MemRelease, "cuMemRelease"),
+        S(MemsetD8Async, "cuMemsetD8Async"), S(MemsetD32Async, "cuMemsetD32Async"), S(MemCreate, "cuMemCreate"), S(MemRelease, "cuMemRelease"),
         S(MemAddressReserve, "cuMemAddressReserve"), S(MemAddressFree, "cuMemAddressFree"), S(MemMap, "cuMemMap"),
         S(MemUnmap, "cuMemUnmap"), S(MemSetAccess, "cuMemSetAccess"),
         S(MemGetAllocationGranularity, "cuMemGetAllocationGranularity"),
