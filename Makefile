@@ -1,7 +1,7 @@
 # CCL: one Makefile (none in subfolders). Generated and compiled files go to build/.
 #
-#   make              cclc, libccl, ccl-perf, examples; installs nothing (needs Flex and
-#                     Bison: `make deps`)
+#   make              cclc, libccl (libccl.a and libccl.so), ccl-perf, examples; installs
+#                     nothing (needs Flex and Bison: `make deps`)
 #   make deps         install what is missing for building and `make check`: Flex, Bison,
 #                     Open MPI (FOR="build fuzz ..." picks other targets' needs; deps-fuzz:
 #                     clang's libFuzzer runtime for make fuzz); tools/install-deps.sh
@@ -38,6 +38,10 @@ else
 GPU_SRC      := $(wildcard runtime/src/gpu/jit.c)
 endif
 
+# What every object is compiled with, for $(BUILD)/cflags.txt (taken here, before any
+# target adds to CFLAGS).
+OBJ_FLAGS    := $(CC) $(CFLAGS)
+
 COMPILER_SRC := $(wildcard compiler/*.c)
 # Common code, then the backends, each in its own folder (runtime/src/cpu/, runtime/src/gpu/).
 RUNTIME_SRC  := $(wildcard runtime/src/*.c runtime/src/cpu/*.c) $(GPU_SRC)
@@ -49,6 +53,10 @@ COMPILER_OBJ := $(COMPILER_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:%.c=%.o) $(BUILD)/pre
 # The built-in tuning tables (runtime/tune/*.tbl) are compiled in: $(BUILD)/tune_tables.c.
 TUNE_TABLES  := $(sort $(wildcard runtime/tune/*.tbl))
 RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tune_tables.o
+# The library's objects are position-independent: they go into libccl.so as well as
+# libccl.a, and a program or a Python extension may link libccl.a into a shared object.
+# `private`: the flag stays with these objects and is not passed on to their prerequisites.
+$(RUNTIME_OBJ) $(COMPILER_OBJ): private CFLAGS += -fPIC
 # The harness the tools share (options, launch, data, timing): tools/common/*.c, linked
 # into ccl-perf, ccl-tune and cclc as one archive.
 TOOLS_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/common/*.c))
@@ -65,7 +73,16 @@ ifeq ($(HAVE_GPU_BACKEND),)
 TEST_BINS    := $(filter-out $(BUILD)/tests/gpu/% $(BUILD)/tests/runtime/gpu_%,$(TEST_BINS))
 endif
 
-all: $(BUILD)/cclc $(BUILD)/libccl.a $(TOOLS) $(EXAMPLES) $(TEST_BINS) $(BUILD)/commit.txt
+# The library's version is set in one place, runtime/include/ccl.h (CCL_VERSION_MAJOR,
+# _MINOR, _PATCH, which ccl_version() returns as a string); the shared library's file
+# names follow it: libccl.so.MAJOR.MINOR.PATCH, its soname libccl.so.MAJOR (bump MAJOR
+# when the ABI breaks), and libccl.so for the linker.
+ccl_version_part = $(shell sed -n 's/^\#define CCL_VERSION_$(1) \([0-9][0-9]*\)$$/\1/p' runtime/include/ccl.h)
+VERSION_MAJOR := $(call ccl_version_part,MAJOR)
+VERSION      := $(VERSION_MAJOR).$(call ccl_version_part,MINOR).$(call ccl_version_part,PATCH)
+SONAME       := libccl.so.$(VERSION_MAJOR)
+
+all: $(BUILD)/cclc $(BUILD)/libccl.a $(BUILD)/libccl.so $(TOOLS) $(EXAMPLES) $(TEST_BINS) $(BUILD)/commit.txt
 
 # The commit a build was made from, for the tables made with it (tests/perf/gpu_sweep.sh):
 # a copy of the tree on a GPU machine may carry a stale .git. Rewritten only on change.
@@ -74,6 +91,13 @@ $(BUILD)/commit.txt: FORCE
 	@c=$$(git describe --always --dirty 2>/dev/null || echo unknown); \
 	    [ "$$(cat $@ 2>/dev/null)" = "$$c" ] || echo "$$c" >$@
 FORCE:
+
+# The compiler and flags the objects were built with: every object depends on this file,
+# rewritten only when they change, so a build folder made with other flags (another OPT,
+# or library objects from before -fPIC) is rebuilt rather than mixed.
+$(BUILD)/cflags.txt: FORCE
+	@mkdir -p $(BUILD)
+	@f='$(OBJ_FLAGS) (library objects: -fPIC)'; [ "$$(cat $@ 2>/dev/null)" = "$$f" ] || echo "$$f" >$@
 
 # Installing system packages is one explicit step: `make deps` (tools/install-deps.sh
 # installs only what is missing for FOR, default check: Flex, Bison, Open MPI), or
@@ -101,7 +125,7 @@ $(BUILD)/lex.yy.c $(BUILD)/lex.yy.h &: grammar/ccl.l $(BUILD)/ccl.tab.h
 	@mkdir -p $(BUILD)
 	flex --header-file=$(BUILD)/lex.yy.h -o $(BUILD)/lex.yy.c $<
 
-$(BUILD)/ccl.tab.o $(BUILD)/lex.yy.o: $(BUILD)/%.o: $(BUILD)/%.c $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h compiler/cclc.h
+$(BUILD)/ccl.tab.o $(BUILD)/lex.yy.o: $(BUILD)/%.o: $(BUILD)/%.c $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h compiler/cclc.h $(BUILD)/cflags.txt
 	$(CC) $(GEN_CFLAGS) -c -o $@ $<
 
 # The device prelude every kernel starts with, as a C string for emit_cuda.c: prelude.cuh
@@ -110,7 +134,7 @@ $(BUILD)/prelude_cuh.c: compiler/cuda/prelude.cuh compiler/cuda/abi.h compiler/c
 	@mkdir -p $(BUILD)
 	compiler/cuda/embed.sh compiler/cuda/prelude.cuh compiler/cuda/abi.h >$@.tmp && mv $@.tmp $@
 
-$(BUILD)/prelude_cuh.o: $(BUILD)/prelude_cuh.c
+$(BUILD)/prelude_cuh.o: $(BUILD)/prelude_cuh.c $(BUILD)/cflags.txt
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # The built-in tuning tables as C strings for tuner.c (ccl__tune_texts: {path, text}, the
@@ -123,10 +147,10 @@ $(BUILD)/tune_tables.list: FORCE
 $(BUILD)/tune_tables.c: $(TUNE_TABLES) $(BUILD)/tune_tables.list runtime/tune/embed.sh
 	runtime/tune/embed.sh $(TUNE_TABLES) >$@.tmp && mv $@.tmp $@
 
-$(BUILD)/tune_tables.o: $(BUILD)/tune_tables.c $(wildcard compiler/*.h runtime/include/*.h runtime/src/*.h)
+$(BUILD)/tune_tables.o: $(BUILD)/tune_tables.c $(BUILD)/cflags.txt $(wildcard compiler/*.h runtime/include/*.h runtime/src/*.h)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.c $(wildcard compiler/*.h compiler/cuda/*.h runtime/include/*.h runtime/src/*.h runtime/src/*/*.h tools/*/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
+$(BUILD)/%.o: %.c $(wildcard compiler/*.h compiler/cuda/*.h runtime/include/*.h runtime/src/*.h runtime/src/*/*.h tools/*/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h $(BUILD)/cflags.txt
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -140,6 +164,18 @@ $(BUILD)/libcclc.a: $(COMPILER_OBJ)
 $(BUILD)/libccl.a: $(RUNTIME_OBJ) $(COMPILER_OBJ)
 	rm -f $@
 	ar rcs $@ $^
+
+# The same objects as one shared library that exports only the API of ccl.h: the version
+# script (runtime/libccl.map) lists it and makes every other symbol local, so the
+# compiler's and the runtime's internals neither leak into nor clash with a user's
+# program. --no-undefined: the system libraries it needs are all named here.
+$(BUILD)/libccl.so.$(VERSION): $(RUNTIME_OBJ) $(COMPILER_OBJ) runtime/libccl.map
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=runtime/libccl.map -Wl,--no-undefined \
+	    -o $@ $(RUNTIME_OBJ) $(COMPILER_OBJ) $(LDLIBS)
+
+$(BUILD)/libccl.so: $(BUILD)/libccl.so.$(VERSION)
+	ln -sf libccl.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
 
 $(BUILD)/libtools.a: $(TOOLS_COMMON_OBJ)
 	rm -f $@

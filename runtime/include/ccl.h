@@ -29,6 +29,10 @@ extern "C" {
 #define CCL_VERSION_MINOR 1
 #define CCL_VERSION_PATCH 0
 
+/* The version of the library a program runs with, "MAJOR.MINOR.PATCH" (the macros above
+ * are the version it was compiled against); never NULL. */
+const char *ccl_version(void);
+
 /* Results, with their strings, from one table. */
 #define CCL_RESULTS(X)                                                                       \
     X(CCL_OK, "success")                                                                     \
