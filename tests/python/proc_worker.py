@@ -3,6 +3,7 @@
     python proc_worker.py MODE [ARGS]
     MODE env          ccl.init_rank() from the launcher's environment
     MODE store DIR R N  ccl.init_rank(R, N, store=ccl.FileStore(DIR))
+    MODE mpi4py       ccl.init_rank(mpi_comm=MPI.COMM_WORLD) (under mpirun)
     MODE die          exits before init (the others must fail, not hang)
 
 Runs every collective on numpy arrays, checks the results, prints "ok rank R" and exits 0;
@@ -26,6 +27,10 @@ def main():
         if mode == "store":
             comm = ccl.init_rank(int(sys.argv[3]), int(sys.argv[4]), store=ccl.FileStore(sys.argv[2], timeout=30),
                                  backend="cpu")
+        elif mode == "mpi4py":
+            from mpi4py import MPI
+
+            comm = ccl.init_rank(mpi_comm=MPI.COMM_WORLD, backend="cpu")
         else:
             comm = ccl.init_rank(backend="cpu")
         r, n = comm.rank, comm.size

@@ -8,7 +8,8 @@
 #   tests/python/run.sh BUILD gpu      the GPU tests only (tests/run-gpu.sh: make check-gpu)
 #
 # The interpreter: $CCL_PYTHON (one with torch, say), else a venv in BUILD/pyenv with
-# tests/python/requirements.txt (numpy, pytest) from PyPI, made on first use. torch is not
+# tests/python/requirements.txt (numpy, pytest) and, where it installs, mpi4py from PyPI,
+# made on first use. torch is not
 # installed here: PyPI serves it only with its CUDA libraries (about 5 GB, 3 minutes),
 # so CI tests numpy and the GPU machines, which have torch, test torch (docs/python.md).
 # Prints "ok NAME" / "FAIL NAME: why" per test, "skip NAME (why)" for skipped ones.
@@ -31,6 +32,8 @@ if [ -z "$py" ]; then
             echo "FAIL python: cannot make the test venv $build/pyenv (python3-venv and PyPI: make deps): $(tail -3 <<<"$out" | tr '\n' ' ')"
             exit 0
         fi
+        # mpi4py only for its bootstrap's test (skipped without it): best effort.
+        "$py" -m pip install -q --disable-pip-version-check mpi4py >/dev/null 2>&1 || true
     fi
 fi
 

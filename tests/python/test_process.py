@@ -68,3 +68,20 @@ def test_torchrun_environment():
                                                    "TORCHELASTIC_RUN_ID": "test"})
     for r, (rc, out) in enumerate(outs):
         assert rc == 0 and f"ok rank {r}" in out, out
+
+
+@pytest.mark.parametrize("mode", ["env", "mpi4py"])
+def test_under_mpirun(mode):
+    import shutil
+
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("no mpirun")
+    if mode == "mpi4py":
+        pytest.importorskip("mpi4py")
+    flags = ["--oversubscribe"] + (["--allow-run-as-root"] if os.getuid() == 0 else [])
+    p = subprocess.run([mpirun, "-np", "2"] + flags + [sys.executable, WORKER, mode], capture_output=True,
+                       text=True, timeout=120,
+                       env=dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1"))
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "ok rank 0" in out and "ok rank 1" in out, out

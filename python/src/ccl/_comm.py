@@ -588,7 +588,9 @@ def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store
       initialized; under torchrun, its TCP store (MASTER_ADDR/MASTER_PORT); under mpirun
       or Slurm, a folder store named after the job (``CCL_JOB_ID`` overrides the job id).
 
-    ``device``: the GPU (default: the launcher's local rank, else CCL_DEVICE_AUTO)."""
+    ``device``: the GPU (default CCL_DEVICE_AUTO: the rank's index among the ranks on its
+    host, which is the launcher's local rank, modulo the GPU count; processes that would
+    share a GPU are all refused, with a message)."""
     env = launcher_env()
     timeout_s = (timeout_ms or int(os.environ.get("CCL_TIMEOUT_MS", "0") or 0) or 60000) / 1000.0
     if bootstrap is not None:
@@ -613,7 +615,7 @@ def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store
         nranks = en if nranks is None else nranks
         boot = _env_bootstrap(int(rank), int(nranks), job, timeout_s)
     if device is None:
-        device = env[2] if env is not None and env[2] >= 0 else DEVICE_AUTO
+        device = DEVICE_AUTO
     cfg = _config(backend, timeout_ms, heap_bytes, cache_dir)
     c_boot, errors, keep = boot.as_c()
     out = c_void_p()

@@ -84,9 +84,11 @@ def _candidates() -> list[tuple[str, str]]:
 
 
 def _algorithm_dir_near(lib_path: str) -> Optional[str]:
+    """A build tree's algorithms/ (next to the library or up to two levels above), or an
+    installed prefix's share/ccl/algorithms (lib/../share)."""
     d = Path(lib_path).resolve().parent
-    for base in (d, d.parent, d.parent.parent):
-        cand = base / "algorithms"
+    for cand in (d / "algorithms", d.parent / "algorithms", d.parent.parent / "algorithms",
+                 d.parent / "share" / "ccl" / "algorithms"):
         if cand.is_dir() and any(cand.glob("*/*.ccl")):
             return str(cand)
     return None
