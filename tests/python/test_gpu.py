@@ -105,7 +105,14 @@ def test_given_stream_and_cuda_array_interface(gcomms):
         assert torch.equal(x, torch.full((1000,), 3.0))
 
 
-def test_custom_ops_cuda(gcomms):
+@pytest.fixture(params=["fast path", "torch.ops"])
+def route(request):
+    cclt._force_ops = request.param == "torch.ops"
+    yield request.param
+    cclt._force_ops = False
+
+
+def test_custom_ops_cuda(gcomms, route):
     def fn(r, c):
         x = torch.full((8, 4), float(r + 1), device="cuda")
         y = cclt.all_reduce(x, c)
@@ -118,7 +125,7 @@ def test_custom_ops_cuda(gcomms):
     assert g.shape == (16, 4) and torch.equal(x, torch.full((8, 4), 1.5))
 
 
-def test_cuda_graph_capture(gcomms):
+def test_cuda_graph_capture(gcomms, route):
     def body(r, c):
         torch.cuda.set_device(r % torch.cuda.device_count())
         s = torch.cuda.Stream()

@@ -49,7 +49,15 @@ def test_non_contiguous_refused(comms2):
         comms2[0].all_reduce(torch.ones(4, 4).t())
 
 
-def test_custom_ops_eager(comms2):
+@pytest.fixture(params=["fast path", "torch.ops"])
+def route(request):
+    """Runs a test with ccl.torch's eager fast path, then with every call through torch.ops.ccl."""
+    cclt._force_ops = request.param == "torch.ops"
+    yield request.param
+    cclt._force_ops = False
+
+
+def test_custom_ops_eager(comms2, route):
     def body(r, c):
         x = torch.arange(6.0).reshape(2, 3) + r
         y = cclt.all_reduce(x, c)
