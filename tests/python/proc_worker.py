@@ -4,6 +4,8 @@
     MODE env          ccl.init_rank() from the launcher's environment
     MODE store DIR R N  ccl.init_rank(R, N, store=ccl.FileStore(DIR))
     MODE mpi4py       ccl.init_rank(mpi_comm=MPI.COMM_WORLD) (under mpirun)
+    MODE torchpg FILE R N   torch.distributed.init_process_group("gloo") through FILE,
+                      then ccl.init_rank(process_group=True)
     MODE die          exits before init (the others must fail, not hang)
 
 Runs every collective on numpy arrays, checks the results, prints "ok rank R" and exits 0;
@@ -27,6 +29,12 @@ def main():
         if mode == "store":
             comm = ccl.init_rank(int(sys.argv[3]), int(sys.argv[4]), store=ccl.FileStore(sys.argv[2], timeout=30),
                                  backend="cpu")
+        elif mode == "torchpg":
+            import torch.distributed as dist
+
+            dist.init_process_group("gloo", init_method=f"file://{sys.argv[2]}", rank=int(sys.argv[3]),
+                                    world_size=int(sys.argv[4]))
+            comm = ccl.init_rank(process_group=True, backend="cpu")
         elif mode == "mpi4py":
             from mpi4py import MPI
 

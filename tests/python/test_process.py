@@ -55,6 +55,13 @@ def test_missing_rank_fails_without_hanging():
         assert rc != 0 and "Error" in out, out
 
 
+def test_torch_process_group(tmp_path):
+    pytest.importorskip("torch.distributed")
+    outs = launch(2, lambda r: ["torchpg", str(tmp_path / "pg"), str(r), "2"], lambda r: {})
+    for r, (rc, out) in enumerate(outs):
+        assert rc == 0 and f"ok rank {r}" in out, out
+
+
 def test_torchrun_environment():
     pytest.importorskip("torch.distributed")
     import socket
