@@ -85,7 +85,8 @@ def main():
             torch.cuda.set_stream(streams[r])
 
     if torch is not None:
-        bufs = [torch.ones(a.count, device="cuda" if gpu else "cpu") for _ in range(a.ranks)]
+        bufs = [torch.ones(a.count, device=f"cuda:{r % torch.cuda.device_count()}" if gpu else "cpu")
+                for r in range(a.ranks)]
     else:
         import numpy as np
 

@@ -64,6 +64,8 @@ def main():
         c.all_reduce(small)
         if gpu:
             torch.cuda.current_stream().synchronize()
+        if torch is not None:  # to the host: ranks may be on different GPUs
+            x, y, small = x.cpu(), y.cpu(), small.cpu()
         results[r] = (x, y, small, c.explain_choice())
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(a.ranks)]

@@ -26,7 +26,9 @@ N = 2
 
 @pytest.fixture(scope="module")
 def gcomms():
-    cs = ccl.init_all(N, backend="gpu")
+    # A long timeout: a rank may wait in a collective while its peer's thread is still
+    # compiling (torch.compile, the first load of an algorithm).
+    cs = ccl.init_all(N, backend="gpu", timeout_ms=180000)
     yield cs
     for c in cs:
         c.destroy()
@@ -196,3 +198,22 @@ def test_torchrun_process_mode(tmp_path):
     else:
         # Separate processes never share a GPU: both ranks are refused, with a message.
         assert "refused:" in out and "ok rank" not in out, out
+
+
+@pytest.mark.parametrize("example", ["topk_allreduce.py", "custom_algorithm.py"])
+def test_examples_gpu(example):
+    from conftest import ROOT
+
+    p = subprocess.run([sys.executable, str(ROOT / "examples" / "python" / example), "--ranks", "2", "--backend",
+                        "gpu"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and (": ok" in p.stdout or "every element right" in p.stdout), p.stdout + p.stderr
+    assert "gpu" in p.stdout
+
+
+def test_overhead_bench_gpu():
+    from conftest import ROOT
+
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "python_overhead.py"), "--backend", "gpu", "--ranks", "2",
+                        "--iters", "200"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "CUDA graph" in p.stdout, p.stdout + p.stderr
+    print(p.stdout)
