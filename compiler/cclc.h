@@ -1,7 +1,7 @@
 /* cclc.h: the compiler's one internal header, a section per file.
  *
- * The pipeline (compile_source() in compile.c is the flat list of calls; the cclc driver
- * that calls it lives in tools/cclc/, libccl calls it from runtime/src/algorithm.c):
+ * The pipeline (cclc_compile_source() in compile.c is the flat list of calls; the cclc
+ * driver that calls it lives in tools/cclc/, libccl calls it from runtime/src/algorithm.c):
  *
  *   source --grammar/ccl.l, ccl.y (parse_ctx.h)--> Ast
  *          --expand.c (for a concrete N)--> Program   (per rank, per thread block steps)
@@ -18,6 +18,10 @@
  * lookups), ast.c (names of the enumerations). Every structure a compilation builds
  * lives in one Arena and is freed with it. The compiler includes nothing from runtime/
  * or tools/.
+ *
+ * Every non-static name, the parser's included (cclc_yy), starts with cclc_: libccl.a
+ * carries the compiler into users' programs, where a plain arena_alloc or emit_cuda
+ * could clash with their own (tests/library checks it).
  */
 #ifndef CCLC_H
 #define CCLC_H
@@ -42,18 +46,18 @@ enum {
 /* ===== arena.c: bump allocation, freed whole ===== */
 
 typedef struct Arena Arena;
-Arena *arena_new(void);
-void arena_free(Arena *a);
+Arena *cclc_arena_new(void);
+void cclc_arena_free(Arena *a);
 /* Zeroed; never returns NULL: on failure it jumps to this thread's cclc_oom_jump (or,
  * with none set, internal_error). */
-void *arena_alloc(Arena *a, size_t size);
-char *arena_strndup(Arena *a, const char *s, size_t n);
-char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Heap memory a pass frees itself (calloc/realloc), failing as arena_alloc does. */
+void *cclc_arena_alloc(Arena *a, size_t size);
+char *cclc_arena_strndup(Arena *a, const char *s, size_t n);
+char *cclc_arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Heap memory a pass frees itself (calloc/realloc), failing as cclc_arena_alloc does. */
 void *cclc_calloc(size_t n, size_t size);
 void *cclc_realloc(void *p, size_t size);
 /* Makes this thread's allocation failures longjmp(*env, 1) (NULL: internal_error);
- * returns the previous setting, to be restored. compile_source uses it. */
+ * returns the previous setting, to be restored. cclc_compile_source uses it. */
 jmp_buf *cclc_oom_jump(jmp_buf *env);
 
 /* A growable array of pointers or small structs, backed by the arena. */
@@ -62,7 +66,7 @@ jmp_buf *cclc_oom_jump(jmp_buf *env);
     do {                                                                                  \
         if ((vec)->n == (vec)->cap) {                                                     \
             int ncap_ = (vec)->cap ? 2 * (vec)->cap : 8;                                  \
-            void *nv_ = arena_alloc((arena), sizeof(*(vec)->v) * (size_t)ncap_);          \
+            void *nv_ = cclc_arena_alloc((arena), sizeof(*(vec)->v) * (size_t)ncap_);          \
             if ((vec)->n) memcpy(nv_, (vec)->v, sizeof(*(vec)->v) * (size_t)(vec)->n);   \
             (vec)->v = nv_;                                                               \
             (vec)->cap = ncap_;                                                           \
@@ -77,8 +81,8 @@ typedef struct {
     int *vals;
     int n, cap;               /* cap: 0 or a power of two */
 } NameMap;                    /* zero-initialized: empty */
-int namemap_get(const NameMap *m, const char *name); /* -1 when absent */
-void namemap_put(NameMap *m, Arena *a, const char *name, int value);
+int cclc_namemap_get(const NameMap *m, const char *name); /* -1 when absent */
+void cclc_namemap_put(NameMap *m, Arena *a, const char *name, int value);
 
 /* ===== diag.c: diagnostics with source lines and carets ===== */
 
@@ -106,12 +110,12 @@ typedef struct Diag {
     size_t len, cap;
 } Diag;
 
-void diag_init(Diag *d, const Source *src);
-void diag_fini(Diag *d);
-void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void cclc_diag_init(Diag *d, const Source *src);
+void cclc_diag_fini(Diag *d);
+void cclc_diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void cclc_diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* An error with no source position (usage-level problems such as "N out of range"). */
-void diag_plain(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cclc_diag_plain(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Bugs in the compiler itself; never for user mistakes. */
 #define internal_error(...) ccl__internal_error(__FILE__, __LINE__, __VA_ARGS__)
 _Noreturn void ccl__internal_error(const char *file, int line, const char *fmt, ...);
@@ -231,15 +235,15 @@ typedef struct {
     StmtList body;            /* lets, scratch, connect, for, if, on */
 } Ast;
 
-const char *coll_name(Collective c);
-const char *proto_name(Protocol p);
-const char *step_name(StepKind k);
+const char *cclc_coll_name(Collective c);
+const char *cclc_proto_name(Protocol p);
+const char *cclc_step_name(StepKind k);
 
 /* ===== grammar/ccl.y (with ccl.l): the reentrant Flex/Bison front end ===== */
 
 /* Parses src into an Ast in the arena. Returns NULL after reporting every syntax error
  * (without cascades) to d. */
-Ast *parse_source(Arena *a, const Source *src, Diag *d);
+Ast *cclc_parse_source(Arena *a, const Source *src, Diag *d);
 
 /* ===== expand.c: instantiate for a concrete N ===== */
 
@@ -301,22 +305,22 @@ typedef struct {
 } Program;
 
 /* Chunk counts of `in` and `out` for a collective (units of K chunks each). */
-int coll_in_chunks(Collective c, int nranks, int k);
-int coll_out_chunks(Collective c, int nranks, int k);
+int cclc_coll_in_chunks(Collective c, int nranks, int k);
+int cclc_coll_out_chunks(Collective c, int nranks, int k);
 
 /* Checks that the Ast admits N ranks (its `ranks` range and `where` constraints) and
  * `root`; reports why not and returns 0 otherwise. Not admitting N is a usage matter
  * (cclc exits 2), unlike an error in the program. */
-int expand_admits(const Ast *ast, int nranks, int root, Diag *d);
+int cclc_expand_admits(const Ast *ast, int nranks, int root, Diag *d);
 
 /* Expands the Ast for N ranks (and `root` for rooted collectives). Returns NULL after
  * reporting every well-formedness error (bad indices, missing channels, empty sets,
  * failed constraints, limits) to d. */
-Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d);
+Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d);
 
 /* ===== verify.c: the proof (its analyses in verify_*.c share verify.h) ===== */
 
-/* What verify_program established; printed by `cclc check --explain`. */
+/* What cclc_verify_program established; printed by `cclc check --explain`. */
 typedef struct {
     int postcondition;    /* every out chunk holds exactly what the collective requires */
     int race_free;
@@ -332,8 +336,8 @@ typedef struct {
 /* Proves the program; returns 0 when every property holds, else reports each failure
  * (with counter-examples and source locations) to d and returns -1. The in-place and
  * determinism results never fail the proof; they are recorded in *proof. */
-int verify_program(Arena *a, const Program *p, Proof *proof, Diag *d);
-void verify_explain(FILE *out, const Program *p, const Proof *proof);
+int cclc_verify_program(Arena *a, const Program *p, Proof *proof, Diag *d);
+void cclc_verify_explain(FILE *out, const Program *p, const Proof *proof);
 
 /* ===== schedule.c: the plan IR ===== */
 
@@ -378,15 +382,15 @@ typedef struct {
  * Slots are per (logical tb, peer); instances multiply them at launch. */
 static inline int plan_sem_slot(int nranks, int tb, int signaler) { return tb * nranks + signaler; }
 
-Plan *schedule_program(Arena *a, const Program *p, const Proof *proof);
+Plan *cclc_schedule_program(Arena *a, const Program *p, const Proof *proof);
 /* Whether rank `rank`'s blocks (any rank's, for rank < 0) have port-channel puts, the
  * transfers a GPU's host proxy serves. */
-int plan_has_port_puts(const Plan *plan, int rank);
+int cclc_plan_has_port_puts(const Plan *plan, int rank);
 
 /* ===== plan.c: printing the plan ===== */
 
-void plan_print_text(FILE *out, const Plan *plan);
-void plan_print_json(FILE *out, const Plan *plan);
+void cclc_plan_print_text(FILE *out, const Plan *plan);
+void cclc_plan_print_json(FILE *out, const Plan *plan);
 
 /* ===== emit_cuda.c: CUDA C for one rank ===== */
 
@@ -398,7 +402,7 @@ typedef struct {
 } EmitOptions;
 
 /* Writes the kernel source for `rank` to out. Deterministic: same plan, same bytes. */
-void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt);
+void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt);
 
 /* ===== compile.c: the whole pipeline as a library call (used by libccl) ===== */
 
@@ -412,7 +416,7 @@ typedef struct {
     Diag diag;            /* rendered diagnostics when compilation failed */
 } Compilation;
 
-/* What compile_source says. */
+/* What cclc_compile_source says. */
 typedef enum {
     COMPILE_OK = 0,
     COMPILE_ERRORS = -1,          /* errors in the program (in c->diag.out) */
@@ -421,12 +425,12 @@ typedef enum {
 } CompileResult;
 
 /* Parses, expands, verifies and schedules. Never aborts on allocation failure. On
- * failure the diagnostics are in c->diag.out. Call compilation_free in every case. */
-CompileResult compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks,
+ * failure the diagnostics are in c->diag.out. Call cclc_compilation_free in every case. */
+CompileResult cclc_compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks,
                    int root);
-void compilation_free(Compilation *c);
-/* emit_cuda for libccl (the GPU backend): 0, or -1 when out of memory instead of an
- * abort (heap memory emit_cuda held then is lost). */
-int compile_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt);
+void cclc_compilation_free(Compilation *c);
+/* cclc_emit_cuda for libccl (the GPU backend): 0, or -1 when out of memory instead of an
+ * abort (heap memory cclc_emit_cuda held then is lost). */
+int cclc_compile_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt);
 
 #endif

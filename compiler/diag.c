@@ -14,13 +14,13 @@
 
 #include "cclc.h"
 
-void diag_init(Diag *d, const Source *src)
+void cclc_diag_init(Diag *d, const Source *src)
 {
     memset(d, 0, sizeof *d);
     d->src = src;
 }
 
-void diag_fini(Diag *d)
+void cclc_diag_fini(Diag *d)
 {
     free(d->out);
     d->out = NULL;
@@ -123,7 +123,7 @@ static void report(Diag *d, const char *kind, SrcLoc loc, const char *fmt, va_li
         show_line(d, loc.line, loc.col, loc.len > 0 ? loc.len : 1);
 }
 
-void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
+void cclc_diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
 {
     d->nerrors++;
     if (d->nerrors > CCLC_MAX_ERRORS) {
@@ -138,7 +138,7 @@ void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
     va_end(ap);
 }
 
-void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...)
+void cclc_diag_note(Diag *d, SrcLoc loc, const char *fmt, ...)
 {
     if (d->truncated)
         return;
@@ -148,7 +148,7 @@ void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...)
     va_end(ap);
 }
 
-void diag_plain(Diag *d, const char *fmt, ...)
+void cclc_diag_plain(Diag *d, const char *fmt, ...)
 {
     d->nerrors++;
     va_list ap;

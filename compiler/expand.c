@@ -95,7 +95,7 @@ __attribute__((format(printf, 3, 4))) static void error(Expander *x, SrcLoc loc,
     }
     if (!first && (size_t)n < sizeof msg - 2)
         snprintf(msg + n, sizeof msg - (size_t)n, ")");
-    diag_error(x->diag, loc, "%s", msg);
+    cclc_diag_error(x->diag, loc, "%s", msg);
     if (x->diag->nerrors >= CCLC_MAX_ERRORS)
         x->aborted = 1;
 }
@@ -107,7 +107,7 @@ __attribute__((format(printf, 3, 4))) static void error(Expander *x, SrcLoc loc,
  * back to a mark restores the map. */
 static int lookup(Expander *x, const char *name, int64_t *out)
 {
-    int i = namemap_get(&x->innermost, name);
+    int i = cclc_namemap_get(&x->innermost, name);
     if (i < 0)
         return 0;
     *out = x->env.v[i].value;
@@ -116,9 +116,9 @@ static int lookup(Expander *x, const char *name, int64_t *out)
 
 static void bind(Expander *x, const char *name, int64_t value, int is_loop)
 {
-    Binding b = {name, value, is_loop, namemap_get(&x->innermost, name)};
+    Binding b = {name, value, is_loop, cclc_namemap_get(&x->innermost, name)};
     vec_push(x->arena, &x->env, b);
-    namemap_put(&x->innermost, x->arena, name, x->env.n - 1);
+    cclc_namemap_put(&x->innermost, x->arena, name, x->env.n - 1);
     x->loops += is_loop;
 }
 
@@ -127,7 +127,7 @@ static void unbind_to(Expander *x, int mark)
 {
     while (x->env.n > mark) {
         Binding *b = &x->env.v[--x->env.n];
-        namemap_put(&x->innermost, x->arena, b->name, b->shadows);
+        cclc_namemap_put(&x->innermost, x->arena, b->name, b->shadows);
         x->loops -= b->is_loop;
     }
 }
@@ -399,7 +399,7 @@ static int find_buffer(Expander *x, const char *name)
         return BUF_IN;
     if (!strcmp(name, "out"))
         return BUF_OUT;
-    int i = namemap_get(&x->scratch_index, name);
+    int i = cclc_namemap_get(&x->scratch_index, name);
     return i < 0 ? -1 : BUF_SCRATCH0 + i;
 }
 
@@ -407,9 +407,9 @@ static int buffer_chunks(Expander *x, int buf)
 {
     const Program *p = x->prog;
     if (buf == BUF_IN)
-        return coll_in_chunks(p->coll, p->nranks, p->chunks);
+        return cclc_coll_in_chunks(p->coll, p->nranks, p->chunks);
     if (buf == BUF_OUT)
-        return coll_out_chunks(p->coll, p->nranks, p->chunks);
+        return cclc_coll_out_chunks(p->coll, p->nranks, p->chunks);
     return x->scratch_chunks.v[buf - BUF_SCRATCH0];
 }
 
@@ -494,8 +494,8 @@ static const char *ref_text(Expander *x, Ref r)
 {
     const char *name = r.buf == BUF_IN ? "in" : r.buf == BUF_OUT ? "out" : x->scratch_names.v[r.buf - BUF_SCRATCH0];
     if (r.count == 1)
-        return arena_printf(x->arena, "%s@%d[%d]", name, r.rank, r.chunk);
-    return arena_printf(x->arena, "%s@%d[%d..%d]", name, r.rank, r.chunk, r.chunk + r.count);
+        return cclc_arena_printf(x->arena, "%s@%d[%d]", name, r.rank, r.chunk);
+    return cclc_arena_printf(x->arena, "%s@%d[%d..%d]", name, r.rank, r.chunk, r.chunk + r.count);
 }
 
 /* Data steps: put, get, copy, reduce. Destinations and each source spread into lists;
@@ -510,7 +510,7 @@ static void expand_data_step(Expander *x, const Stmt *s)
     if (dsts.n == 0)
         return;
     int nsrc_lists = s->srcs.n;
-    RefVec *srcs = arena_alloc(x->arena, sizeof *srcs * (size_t)nsrc_lists);
+    RefVec *srcs = cclc_arena_alloc(x->arena, sizeof *srcs * (size_t)nsrc_lists);
     for (int i = 0; i < nsrc_lists; i++) {
         if (!eval_ref(x, s->srcs.v[i], &srcs[i]))
             return;
@@ -520,7 +520,7 @@ static void expand_data_step(Expander *x, const Stmt *s)
     for (int i = 0; i < nsrc_lists && !per_dst; i++) {
         if (srcs[i].n != 1 && srcs[i].n != dsts.n) {
             error(x, s->srcs.v[i]->loc, "'%s' has %d destinations but this operand stands for %d chunks; give one "
-                  "or as many as destinations", step_name(s->step), dsts.n, srcs[i].n);
+                  "or as many as destinations", cclc_step_name(s->step), dsts.n, srcs[i].n);
             return;
         }
     }
@@ -544,7 +544,7 @@ static void expand_data_step(Expander *x, const Stmt *s)
         for (int i = 0; i < st.nsrc; i++) {
             if (st.src[i].count != st.dst.count) {
                 error(x, s->loc, "'%s' writes %d chunk%s of %s from %d chunk%s of %s; operands must cover the same "
-                      "number of chunks", step_name(s->step), st.dst.count, st.dst.count == 1 ? "" : "s",
+                      "number of chunks", cclc_step_name(s->step), st.dst.count, st.dst.count == 1 ? "" : "s",
                       ref_text(x, st.dst), st.src[i].count, st.src[i].count == 1 ? "" : "s", ref_text(x, st.src[i]));
                 return;
             }
@@ -559,7 +559,7 @@ static void expand_data_step(Expander *x, const Stmt *s)
             if (st.dst.chunk != st.src[i].chunk && ref_ranges_overlap(st.dst, st.src[i])) {
                 error(x, s->loc, "'%s' writes %s while reading %s: the ranges overlap at different positions, so "
                       "the result would depend on the order its chunks are done in; read from another buffer "
-                      "(e.g. a scratch copy) or split the step", step_name(s->step), ref_text(x, st.dst),
+                      "(e.g. a scratch copy) or split the step", cclc_step_name(s->step), ref_text(x, st.dst),
                       ref_text(x, st.src[i]));
                 return;
             }
@@ -596,12 +596,12 @@ static void expand_sync_step(Expander *x, const Stmt *s)
     for (int i = 0; i < peers.n; i++) {
         int64_t p = peers.v[i];
         if (p < 0 || p >= x->prog->nranks) {
-            error(x, s->peers->loc, "'%s' names rank %lld, which does not exist (N = %d)", step_name(s->step),
+            error(x, s->peers->loc, "'%s' names rank %lld, which does not exist (N = %d)", cclc_step_name(s->step),
                   (long long)p, x->prog->nranks);
             return;
         }
         if (p == x->on_rank) {
-            error(x, s->peers->loc, "rank %lld cannot %s itself", (long long)p, step_name(s->step));
+            error(x, s->peers->loc, "rank %lld cannot %s itself", (long long)p, cclc_step_name(s->step));
             return;
         }
         emit_step(x, (Step){.kind = s->step, .loc = s->loc, .peer = (int)p});
@@ -628,7 +628,7 @@ static void expand_on(Expander *x, const Stmt *s)
             x->max_explicit_tb = (int)tb;
     } else {
         /* Auto-assigned blocks get numbers after every explicit one, fixed in
-         * expand_program once all are known; until then they sit at MAX_TB + k, k
+         * cclc_expand_program once all are known; until then they sit at MAX_TB + k, k
          * counting `on` statements (not executions), so one statement is one block. */
         int k = 0;
         while (k < x->auto_on.n && x->auto_on.v[k] != s)
@@ -691,7 +691,7 @@ static void expand_stmt(Expander *x, const Stmt *s)
     case ST_STEP:
         if (x->on_rank < 0) {
             error(x, s->loc, "'%s' must be inside an 'on RANK { ... }' block, which says where it runs",
-                  step_name(s->step));
+                  cclc_step_name(s->step));
             return;
         }
         if (s->step <= STEP_REDUCE)
@@ -735,7 +735,7 @@ static void expand_stmt(Expander *x, const Stmt *s)
         int64_t n;
         if (!eval_in(x, s->value, 1, CCLC_MAX_CHUNKS, "the scratch size in chunks", &n))
             return;
-        namemap_put(&x->scratch_index, x->arena, s->var, x->scratch_names.n);
+        cclc_namemap_put(&x->scratch_index, x->arena, s->var, x->scratch_names.n);
         vec_push(x->arena, &x->scratch_names, s->var);
         vec_push(x->arena, &x->scratch_chunks, (int)n);
         vec_push(x->arena, &x->scratch_locs, s->loc);
@@ -761,14 +761,14 @@ static int check_header(Expander *x, int nranks, int root)
     if (!eval(x, ast->ranks_lo, &lo) || !eval(x, ast->ranks_hi, &hi))
         return 0;
     if (nranks < lo || nranks > hi) {
-        diag_error(x->diag, ast->ranks_loc, "algorithm '%s' is for %s in %lld..%lld, not %s = %d", ast->name,
-                   ast->nvar, (long long)lo, (long long)hi, ast->nvar, nranks);
+        cclc_diag_error(x->diag, ast->ranks_loc, "algorithm '%s' is for %s in %lld..%lld, not %s = %d", ast->name,
+                        ast->nvar, (long long)lo, (long long)hi, ast->nvar, nranks);
         return 0;
     }
     bind(x, ast->nvar, nranks, 0);
     if (ast->coll == COLL_BROADCAST || ast->coll == COLL_REDUCE) {
         if (root < 0 || root >= nranks) {
-            diag_plain(x->diag, "root %d does not exist for N = %d", root, nranks);
+            cclc_diag_plain(x->diag, "root %d does not exist for N = %d", root, nranks);
             return 0;
         }
         bind(x, "root", root, 0);
@@ -778,8 +778,8 @@ static int check_header(Expander *x, int nranks, int root)
         if (!eval(x, ast->where.v[i], &ok))
             return 0;
         if (!ok) {
-            diag_error(x->diag, ast->where.v[i]->loc, "algorithm '%s' requires this for %s = %d", ast->name,
-                       ast->nvar, nranks);
+            cclc_diag_error(x->diag, ast->where.v[i]->loc, "algorithm '%s' requires this for %s = %d", ast->name,
+                            ast->nvar, nranks);
             return 0;
         }
     }
@@ -794,28 +794,28 @@ static void expander_init(Expander *x, Arena *a, const Ast *ast, int nranks, Dia
     x->ast = ast;
     x->on_rank = -1;
     x->max_explicit_tb = -1;
-    x->prog = arena_alloc(a, sizeof *x->prog);
+    x->prog = cclc_arena_alloc(a, sizeof *x->prog);
     x->prog->nranks = nranks;
 }
 
-int expand_admits(const Ast *ast, int nranks, int root, Diag *d)
+int cclc_expand_admits(const Ast *ast, int nranks, int root, Diag *d)
 {
     if (nranks < 1 || nranks > CCLC_MAX_RANKS) {
-        diag_plain(d, "N = %d is out of range: cclc expands programs for 1..%d ranks", nranks, CCLC_MAX_RANKS);
+        cclc_diag_plain(d, "N = %d is out of range: cclc expands programs for 1..%d ranks", nranks, CCLC_MAX_RANKS);
         return 0;
     }
-    Arena *a = arena_new();
+    Arena *a = cclc_arena_new();
     Expander x;
     expander_init(&x, a, ast, nranks, d);
     int ok = check_header(&x, nranks, root);
-    arena_free(a);
+    cclc_arena_free(a);
     return ok;
 }
 
-Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
+Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
 {
     if (nranks < 1 || nranks > CCLC_MAX_RANKS) {
-        diag_plain(d, "N = %d is out of range: cclc expands programs for 1..%d ranks", nranks, CCLC_MAX_RANKS);
+        cclc_diag_plain(d, "N = %d is out of range: cclc expands programs for 1..%d ranks", nranks, CCLC_MAX_RANKS);
         return NULL;
     }
     Expander x;
@@ -836,8 +836,8 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
         return NULL;
     p->chunks = (int)v;
     if ((int64_t)nranks * p->chunks > CCLC_MAX_CHUNKS) {
-        diag_error(d, ast->chunks->loc, "N x chunks = %lld chunks per buffer is over the limit of %d",
-                   (long long)nranks * p->chunks, CCLC_MAX_CHUNKS);
+        cclc_diag_error(d, ast->chunks->loc, "N x chunks = %lld chunks per buffer is over the limit of %d",
+                        (long long)nranks * p->chunks, CCLC_MAX_CHUNKS);
         return NULL;
     }
     v = 1;
@@ -848,20 +848,20 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
     if (ast->pipeline && !eval_in(&x, ast->pipeline, 1, 1024, "'pipeline'", &v))
         return NULL;
     p->pipeline = (int)v;
-    p->chan = arena_alloc(a, sizeof *p->chan * (size_t)nranks * (size_t)nranks);
+    p->chan = cclc_arena_alloc(a, sizeof *p->chan * (size_t)nranks * (size_t)nranks);
     x.blocks = cclc_calloc((size_t)nranks * 2 * MAX_TB, sizeof *x.blocks);
 
     expand_stmts(&x, &ast->body);
 
     /* Buffers: in, out, then the scratch buffers in declaration order. */
     p->nbufs = 2 + x.scratch_names.n;
-    p->buf_name = arena_alloc(a, sizeof *p->buf_name * (size_t)p->nbufs);
-    p->buf_chunks = arena_alloc(a, sizeof *p->buf_chunks * (size_t)p->nbufs);
-    p->buf_loc = arena_alloc(a, sizeof *p->buf_loc * (size_t)p->nbufs);
+    p->buf_name = cclc_arena_alloc(a, sizeof *p->buf_name * (size_t)p->nbufs);
+    p->buf_chunks = cclc_arena_alloc(a, sizeof *p->buf_chunks * (size_t)p->nbufs);
+    p->buf_loc = cclc_arena_alloc(a, sizeof *p->buf_loc * (size_t)p->nbufs);
     p->buf_name[BUF_IN] = "in";
     p->buf_name[BUF_OUT] = "out";
-    p->buf_chunks[BUF_IN] = coll_in_chunks(p->coll, nranks, p->chunks);
-    p->buf_chunks[BUF_OUT] = coll_out_chunks(p->coll, nranks, p->chunks);
+    p->buf_chunks[BUF_IN] = cclc_coll_in_chunks(p->coll, nranks, p->chunks);
+    p->buf_chunks[BUF_OUT] = cclc_coll_out_chunks(p->coll, nranks, p->chunks);
     p->buf_loc[BUF_IN] = p->buf_loc[BUF_OUT] = ast->coll_loc;
     for (int i = 0; i < x.scratch_names.n; i++) {
         p->buf_name[BUF_SCRATCH0 + i] = x.scratch_names.v[i];
@@ -874,7 +874,7 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
      * semaphores (per logical block) pair up across ranks. */
     int first_auto = x.max_explicit_tb + 1;
     if (first_auto + x.auto_on.n > MAX_TB) {
-        diag_error(d, ast->name_loc, "the program uses more than %d thread blocks per rank", MAX_TB);
+        cclc_diag_error(d, ast->name_loc, "the program uses more than %d thread blocks per rank", MAX_TB);
         x.failed = 1;
     }
     for (int r = 0; r < nranks && !x.failed; r++)
@@ -912,7 +912,7 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
                     }
                     if (*c == CHAN_PORT && s->kind <= STEP_REDUCE && s->kind != STEP_PUT) {
                         error(&x, s->loc, "rank %d reaches rank %d through a port channel, which carries puts only; "
-                              "'%s' needs a memory channel", r, peers[j], step_name(s->kind));
+                              "'%s' needs a memory channel", r, peers[j], cclc_step_name(s->kind));
                         break;
                     }
                     if (s->kind == STEP_FLUSH && *c != CHAN_PORT) {
@@ -932,14 +932,14 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
     }
 
     /* Lay the blocks out: ranks in order, thread blocks 0..ntb-1 (gaps stay empty). */
-    p->ntb = arena_alloc(a, sizeof *p->ntb * (size_t)nranks);
+    p->ntb = cclc_arena_alloc(a, sizeof *p->ntb * (size_t)nranks);
     for (int r = 0; r < nranks; r++)
         for (int t = 0; t < MAX_TB; t++)
             if (x.blocks[r * 2 * MAX_TB + t].n)
                 p->ntb[r] = t + 1;
     for (int r = 0; r < nranks; r++)
         p->nblocks += p->ntb[r];
-    p->blocks = arena_alloc(a, sizeof *p->blocks * (size_t)(p->nblocks ? p->nblocks : 1));
+    p->blocks = cclc_arena_alloc(a, sizeof *p->blocks * (size_t)(p->nblocks ? p->nblocks : 1));
     int k = 0;
     for (int r = 0; r < nranks; r++)
         for (int t = 0; t < p->ntb[r]; t++) {
@@ -948,7 +948,7 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
         }
     free(x.blocks);
     if (p->nblocks == 0) {
-        diag_error(d, ast->name_loc, "algorithm '%s' has no steps for N = %d (no 'on' block ran)", ast->name, nranks);
+        cclc_diag_error(d, ast->name_loc, "algorithm '%s' has no steps for N = %d (no 'on' block ran)", ast->name, nranks);
         return NULL;
     }
     return p;

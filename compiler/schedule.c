@@ -41,7 +41,7 @@ static void add_line(Arena *arena, PlanOp *op, int line)
     for (int i = 0; i < op->nlines; i++)
         if (op->lines[i] == line)
             return;
-    int *lines = arena_alloc(arena, sizeof *lines * (size_t)(op->nlines + 1));
+    int *lines = cclc_arena_alloc(arena, sizeof *lines * (size_t)(op->nlines + 1));
     int k = 0;
     for (int i = 0; i < op->nlines && op->lines[i] < line; i++)
         lines[k++] = op->lines[i];
@@ -54,7 +54,7 @@ static void add_line(Arena *arena, PlanOp *op, int line)
 
 static Ref *append_refs(Arena *arena, const Ref *a, int na, const Ref *b, int nb)
 {
-    Ref *out = arena_alloc(arena, sizeof *out * (size_t)(na + nb));
+    Ref *out = cclc_arena_alloc(arena, sizeof *out * (size_t)(na + nb));
     if (na)
         memcpy(out, a, sizeof *out * (size_t)na);
     if (nb)
@@ -95,8 +95,8 @@ static int fuse_sync(Arena *arena, PlanOp *a, const PlanOp *b)
     for (int i = 0; i < a->npeer; i++)
         if (a->peer[i] == b->peer[0])
             return 0;
-    int *peer = arena_alloc(arena, sizeof *peer * (size_t)(a->npeer + 1));
-    int *sem = arena_alloc(arena, sizeof *sem * (size_t)(a->npeer + 1));
+    int *peer = cclc_arena_alloc(arena, sizeof *peer * (size_t)(a->npeer + 1));
+    int *sem = cclc_arena_alloc(arena, sizeof *sem * (size_t)(a->npeer + 1));
     memcpy(peer, a->peer, sizeof *peer * (size_t)a->npeer);
     memcpy(sem, a->sem, sizeof *sem * (size_t)a->npeer);
     peer[a->npeer] = b->peer[0];
@@ -130,8 +130,8 @@ static PlanOp op_from_step(Arena *arena, const Program *p, const Block *b, const
     case STEP_FLUSH:
         op.kind = s->kind == STEP_SIGNAL ? OP_SIGNAL : s->kind == STEP_WAIT ? OP_WAIT : OP_FLUSH;
         op.npeer = 1;
-        op.peer = arena_alloc(arena, sizeof *op.peer);
-        op.sem = arena_alloc(arena, sizeof *op.sem);
+        op.peer = cclc_arena_alloc(arena, sizeof *op.peer);
+        op.sem = cclc_arena_alloc(arena, sizeof *op.sem);
         op.peer[0] = s->peer;
         /* A signal bumps the peer's slot for (this tb, this rank); a wait watches this
          * rank's slot for (this tb, the peer). */
@@ -206,7 +206,7 @@ static void schedule_block(Arena *arena, const Program *p, const Block *b, PlanB
     out->ops = ops.v;
 }
 
-int plan_has_port_puts(const Plan *plan, int rank)
+int cclc_plan_has_port_puts(const Plan *plan, int rank)
 {
     for (int i = 0; i < plan->nblocks; i++) {
         const PlanBlock *b = &plan->blocks[i];
@@ -217,9 +217,9 @@ int plan_has_port_puts(const Plan *plan, int rank)
     return 0;
 }
 
-Plan *schedule_program(Arena *a, const Program *p, const Proof *proof)
+Plan *cclc_schedule_program(Arena *a, const Program *p, const Proof *proof)
 {
-    Plan *plan = arena_alloc(a, sizeof *plan);
+    Plan *plan = cclc_arena_alloc(a, sizeof *plan);
     plan->prog = p;
     plan->proof = *proof;
     plan->nranks = p->nranks;
@@ -228,7 +228,7 @@ Plan *schedule_program(Arena *a, const Program *p, const Proof *proof)
             plan->ntb = p->ntb[r];
     plan->nsems = plan->ntb * p->nranks;
     plan->nblocks = p->nblocks;
-    plan->blocks = arena_alloc(a, sizeof *plan->blocks * (size_t)p->nblocks);
+    plan->blocks = cclc_arena_alloc(a, sizeof *plan->blocks * (size_t)p->nblocks);
     for (int i = 0; i < p->nblocks; i++)
         schedule_block(a, p, &p->blocks[i], &plan->blocks[i]);
     return plan;

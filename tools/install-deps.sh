@@ -7,10 +7,11 @@
 #   tools/install-deps.sh [FOR...]        FOR: build, demo, check, asan, fuzz (default: check)
 #
 #   build, demo   Flex and Bison (the front end)
-#   check, asan   the same, and Open MPI (mpicc, mpirun: the MPI example and the
-#                 process-mode tests); check also Python 3 with venv and pip (the Python
-#                 package's tests: tests/python/run.sh makes a venv with numpy and
-#                 pytest from PyPI)
+#   check, asan   the same, Open MPI (mpicc, mpirun: the MPI example and the
+#                 process-mode tests) and pkg-config (tests/install builds a program
+#                 against the installed ccl.pc); check also Python 3 with venv and pip
+#                 (the Python package's tests: tests/python/run.sh makes a venv with numpy
+#                 and pytest from PyPI)
 #   fuzz          Flex and Bison, and clang with its libFuzzer runtime (make fuzz)
 #
 # The CUDA toolkit (cuda.h, NVRTC) is never installed: it is expected under /usr/local/cuda
@@ -48,6 +49,7 @@ have bison || missing bison "the parser generator, for make"
 if [ $want_mpi = 1 ]; then
     have mpicc || missing libopenmpi-dev "mpicc, for examples/allreduce_mpi"
     have mpirun || missing openmpi-bin "mpirun, for the process-mode tests"
+    have pkg-config || missing pkg-config "for tests/install, which builds against the installed ccl.pc"
 fi
 if [ $want_python = 1 ]; then
     have python3 || missing python3 "the Python package's tests"

@@ -178,8 +178,8 @@ ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *
 
 /* Standard collectives, NCCL's argument order. They run the latest algorithm registered
  * with ccl_comm_use_algorithm() whose collective, root and byte range fit, else one from
- * the shipped library (algorithms/: $CCL_ALGORITHM_DIR, or found next to the executable
- * or the current folder), picked by its `sizes` hint; see docs/api.md. */
+ * the shipped library ($CCL_ALGORITHM_DIR, else the installed share/ccl/algorithms next
+ * to libccl, or the build tree's algorithms/; docs/api.md), picked by its `sizes` hint. */
 ccl_result_t ccl_all_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype,
                             ccl_op_t op, ccl_comm_t *comm, void *stream);
 ccl_result_t ccl_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,

@@ -1,6 +1,6 @@
 /* algorithm.c: loading an algorithm and resolving one call for the backend.
  *
- * Load: compile_source in-process for this comm's N (and root), keep the Compilation
+ * Load: cclc_compile_source in-process for this comm's N (and root), keep the Compilation
  * (the Plan lives in its arena; the ranks of one ccl_comm_init_all share it), pick this
  * rank's PlanBlocks, and give the algorithm its semaphores in the heap's semaphore
  * arena.
@@ -94,7 +94,7 @@ static int coll_reduces(Collective c) { return c == COLL_ALLREDUCE || c == COLL_
 static void compiled_free(CclCompiled *c)
 {
     if (c->comp.arena)
-        compilation_free(&c->comp);
+        cclc_compilation_free(&c->comp);
     free(c->source);
     free(c->file);
     free(c);
@@ -121,7 +121,7 @@ static void compiled_release(ccl_comm_t *comm, CclCompiled *c)
 
 /* The compilation of (source, N, root): the group's copy when a peer already made it,
  * else a new one (added to the group on success). Takes ownership of source and file.
- * Returns compile_source's result with *out holding the diagnostics on failure (the
+ * Returns cclc_compile_source's result with *out holding the diagnostics on failure (the
  * caller frees it with compiled_free), or COMPILE_OUT_OF_MEMORY with *out NULL when
  * not even that could be allocated. */
 static CompileResult compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len, int root, CclCompiled **out)
@@ -152,7 +152,7 @@ static CompileResult compile_shared(ccl_comm_t *comm, char *file, char *source, 
         c->nranks = N;
         c->root = root;
         c->refs = 1;
-        rc = compile_source(&c->comp, file, source, len, N, root);
+        rc = cclc_compile_source(&c->comp, file, source, len, N, root);
         if (rc == COMPILE_OK && g) {
             c->next = g->compiled;
             g->compiled = c;
@@ -248,7 +248,7 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     alg->prog = compiled->comp.prog;
     if (coll_rooted(alg->prog->coll) && !root_ok) {
         ccl_result_t r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'root' is %d, outside 0..%d (%s is a %s)",
-                                        fn, root, N - 1, alg->file, coll_name(alg->prog->coll));
+                                        fn, root, N - 1, alg->file, cclc_coll_name(alg->prog->coll));
         alg_free_memory(alg);
         return r;
     }
@@ -419,7 +419,7 @@ const char *ccl_algorithm_name(const ccl_algorithm_t *alg)
 
 const char *ccl_algorithm_collective(const ccl_algorithm_t *alg)
 {
-    return ccl__handle_live(alg) ? coll_name(alg->prog->coll) : "?";
+    return ccl__handle_live(alg) ? cclc_coll_name(alg->prog->coll) : "?";
 }
 
 /* ---- one call ---- */
@@ -521,7 +521,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     Collective coll = prog->coll;
     int N = comm->nranks, K = prog->chunks;
     size_t es = ccl_dtype_size(dtype);
-    size_t in_units = (size_t)coll_in_chunks(coll, N, 1), out_units = (size_t)coll_out_chunks(coll, N, 1);
+    size_t in_units = (size_t)cclc_coll_in_chunks(coll, N, 1), out_units = (size_t)cclc_coll_out_chunks(coll, N, 1);
     size_t max_units = in_units > out_units ? in_units : out_units;
     /* Keep every byte offset (and scratch: chunks * CS) far from overflow. */
     size_t scratch_chunks = 0;
@@ -532,7 +532,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     if (count > limit)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
                               "%s: argument 'count' is %zu; a %s of %s with N=%d allows at most %zu elements", fn, count,
-                              coll_name(coll), ccl_dtype_name(dtype), N, limit);
+                              cclc_coll_name(coll), ccl_dtype_name(dtype), N, limit);
     if (count == 0)
         return CCL_OK;
     int me = comm->rank;
@@ -699,18 +699,18 @@ ccl_result_t ccl_algorithm_check(const char *path_or_source, int nranks, int roo
     /* What `cclc check --explain` prints: the proof on stdout, or the diagnostics (and
      * their count) on stderr. */
     Compilation c;
-    CompileResult rc = compile_source(&c, file, source, size, nranks, root);
+    CompileResult rc = cclc_compile_source(&c, file, source, size, nranks, root);
     char *text = NULL;
     size_t textlen = 0;
     FILE *out = open_memstream(&text, &textlen);
     if (!out) {
-        compilation_free(&c);
+        cclc_compilation_free(&c);
         free(source);
         return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     ccl_result_t r = CCL_OK;
     if (rc == COMPILE_OK) {
-        verify_explain(out, c.prog, &c.proof);
+        cclc_verify_explain(out, c.prog, &c.proof);
     } else {
         fputs(c.diag.out ? c.diag.out : "(no diagnostics)\n", out);
         if (c.diag.nerrors > 1)
@@ -720,11 +720,11 @@ ccl_result_t ccl_algorithm_check(const char *path_or_source, int nranks, int roo
     }
     if (fclose(out) != 0 || !text) {
         free(text);
-        compilation_free(&c);
+        cclc_compilation_free(&c);
         free(source);
         return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    compilation_free(&c);
+    cclc_compilation_free(&c);
     free(source);
     put_report(text, buf, len, needed);
     if (r == CCL_ERR_INVALID_ARGUMENT)

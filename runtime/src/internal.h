@@ -5,7 +5,7 @@
  *   comm.c     communicators: init (threads or processes), destroy, errors, waits,
  *              ccl_mem_alloc/free, the in-process bootstrap
  *   heap.c     the symmetric heap's allocator: identical offsets on every rank
- *   algorithm.c  load (compile_source in-process), then per call: checks, scratch,
+ *   algorithm.c  load (cclc_compile_source in-process), then per call: checks, scratch,
  *              staging, the CclCall handed to the backend
  *   library.c  the shipped algorithm library behind ccl_all_reduce and friends
  *   tuner.c    tuning tables: the algorithm and launch shape per (collective, size);
@@ -251,6 +251,12 @@ int ccl__private_dir(const char *path, char *why, size_t len);
 
 /* The shipped library's folder: 0 and its path in out, or -1 with the reason in out. */
 int ccl__library_dir(char *out, size_t len);
+
+/* ===== datadir.c ===== */
+
+/* Where `make install` put the shipped algorithms, for the libccl it installed; "" in
+ * the build folder's. */
+extern const char ccl__install_algorithm_dir[];
 
 /* ===== comm.c: communicators ===== */
 

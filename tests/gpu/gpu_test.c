@@ -127,7 +127,7 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
     Collective coll = alg->prog->coll;
     int n = R->nranks;
     size_t es = ccl_dtype_size(c->t), U = c->count;
-    size_t in_elems = (size_t)coll_in_chunks(coll, n, 1) * U, out_elems = (size_t)coll_out_chunks(coll, n, 1) * U;
+    size_t in_elems = (size_t)cclc_coll_in_chunks(coll, n, 1) * U, out_elems = (size_t)cclc_coll_out_chunks(coll, n, 1) * U;
     int sets = c->alternate ? 2 : 1, rc = -1, barriers = 0;
     void *in[2] = {0}, *outb[2] = {0}, *base[2] = {0};
     char *host = malloc((in_elems > out_elems ? in_elems : out_elems) * es), *want = malloc(16);

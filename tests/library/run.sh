@@ -2,7 +2,10 @@
 # Library suite (seconds): what libccl shows a program that links it.
 #   - libccl.so exports exactly the functions ccl.h declares (runtime/libccl.map), under
 #     the soname libccl.so.MAJOR, and a program linked against it runs;
-#   - ccl_version() agrees with the header, linked statically and dynamically.
+#   - ccl_version() agrees with the header, linked statically and dynamically;
+#   - every global symbol libccl.a or libccl.so defines is one of ccl.h's functions or
+#     carries an internal prefix: ccl__ (the runtime), cclc_ (the compiler, its parser
+#     cclc_yy), so none can clash with a user's own names.
 # Prints "ok NAME" or "FAIL NAME: why" per test.
 #
 #   tests/library/run.sh BUILD
@@ -27,6 +30,22 @@ else
     echo "FAIL so.exports: libccl.so's exports differ from ccl.h's functions (- only in ccl.h, + only exported):"
     sed -n '3,$p' "$tmp/diff" | grep '^[-+]' | sed 's/^/    /'
 fi
+
+# Global symbols outside the allowed names, per library ("NAME (where)" lines).
+stray() {
+    nm -g --defined-only "$@" 2>/dev/null | awk 'NF == 3 && $2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort -u |
+        grep -v -x -F -f "$tmp/api" | grep -v -E '^(ccl__|cclc_)' || true
+}
+for lib in "$build/libccl.a" "$so"; do
+    name=prefixes.${lib##*.}
+    bad=$(stray "$lib")
+    if [ -z "$bad" ]; then
+        echo "ok $name"
+    else
+        echo "FAIL $name: $lib defines $(echo "$bad" | wc -l) global symbols that are neither ccl.h's nor prefixed ccl__ or cclc_:" \
+            $(echo "$bad" | head -40)
+    fi
+done
 
 major=$(sed -n 's/^#define CCL_VERSION_MAJOR \([0-9]*\)$/\1/p' runtime/include/ccl.h)
 soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]$/\1/p')

@@ -9,7 +9,7 @@
  * 2 a usage error: unknown flag, unreadable file, N out of range or not admitted by the
  * algorithm's `ranks`/`where` lines.
  *
- * The pipeline itself is compile_source() in compile.c: every pass, in order, in one
+ * The pipeline itself is cclc_compile_source() in compile.c: every pass, in order, in one
  * function that libccl calls too. */
 #include <errno.h>
 #include <stdio.h>
@@ -172,16 +172,16 @@ static int exit_with_diagnostics(Compilation *c, int status)
     fputs(c->diag.out ? c->diag.out : "", stderr);
     if (c->diag.nerrors > 1)
         fprintf(stderr, "%d errors\n", c->diag.nerrors);
-    compilation_free(c);
+    cclc_compilation_free(c);
     return status;
 }
 
-/* Compiles the file (compile_source: parse, admit N, expand, verify, schedule), then
+/* Compiles the file (cclc_compile_source: parse, admit N, expand, verify, schedule), then
  * prints what the command asks for. */
 static int compile_file(const Options *o, const char *text, size_t size)
 {
     Compilation c;
-    int rc = compile_source(&c, o->file, text, size, o->nranks, o->root);
+    int rc = cclc_compile_source(&c, o->file, text, size, o->nranks, o->root);
     if (rc == COMPILE_NOT_ADMITTED)
         return exit_with_diagnostics(&c, EXIT_USAGE);
     if (rc != 0)
@@ -189,19 +189,19 @@ static int compile_file(const Options *o, const char *text, size_t size)
 
     if (!strcmp(o->command, "check")) {
         if (o->explain)
-            verify_explain(stdout, c.prog, &c.proof);
+            cclc_verify_explain(stdout, c.prog, &c.proof);
     } else if (!strcmp(o->command, "plan")) {
         if (o->json)
-            plan_print_json(stdout, c.plan);
+            cclc_plan_print_json(stdout, c.plan);
         else
-            plan_print_text(stdout, c.plan);
+            cclc_plan_print_text(stdout, c.plan);
     } else {
         EmitOptions emit = o->emit;
         if ((int)emit.protocol < 0)
             emit.protocol = c.prog->protocol;
-        emit_cuda(stdout, c.plan, o->rank, &emit);
+        cclc_emit_cuda(stdout, c.plan, o->rank, &emit);
     }
-    compilation_free(&c);
+    cclc_compilation_free(&c);
     return fflush(stdout) == 0 ? 0 : EXIT_USAGE;
 }
 

@@ -257,8 +257,8 @@ typedef struct {
 static int alloc_bufs(ccl_comm_t *comm, const RunOpts *o, Collective coll, int N, int rank, Bufs *b, char *err, size_t len)
 {
     size_t es = ccl_dtype_size(o->dtype);
-    b->in_elems = (size_t)coll_in_chunks(coll, N, 1) * o->count;
-    b->out_elems = (size_t)coll_out_chunks(coll, N, 1) * o->count;
+    b->in_elems = (size_t)cclc_coll_in_chunks(coll, N, 1) * o->count;
+    b->out_elems = (size_t)cclc_coll_out_chunks(coll, N, 1) * o->count;
     size_t in_bytes = b->in_elems * es, out_bytes = b->out_elems * es;
     /* In place, NCCL's way: one buffer; allgather sends from its own slot of recv,
      * reduce_scatter receives into its own slot of send. */
@@ -363,7 +363,7 @@ static Collective collective_of(const ccl_algorithm_t *alg)
 {
     const char *name = ccl_algorithm_collective(alg);
     for (int c = COLL_ALLREDUCE; c <= COLL_REDUCE; c++)
-        if (!strcmp(name, coll_name((Collective)c)))
+        if (!strcmp(name, cclc_coll_name((Collective)c)))
             return (Collective)c;
     return COLL_ALLREDUCE;
 }
@@ -386,7 +386,7 @@ static int summarize(const RunOpts *o, const char *name, Collective coll, int N,
     }
     const char *result = failed ? "ERROR" : wrong ? "WRONG" : "ok";
     printf("cclc run: %s (%s) N=%d %s backend=%s dtype=%s op=%s count=%zu iters=%d %s%s%s: %s",
-           name, coll_name(coll), N, mode, backend, ccl_dtype_name(o->dtype),
+           name, cclc_coll_name(coll), N, mode, backend, ccl_dtype_name(o->dtype),
            (coll == COLL_ALLREDUCE || coll == COLL_REDUCE_SCATTER || coll == COLL_REDUCE) ? ccl_op_name(o->op) : "-",
            o->count, o->iters, o->inplace ? "in-place" : "out-of-place", o->host_buffers ? " host-buffers" : "",
            o->back_to_back ? " back-to-back" : "", result);

@@ -778,7 +778,7 @@ static void prove_algo(Shared *sh)
     if (!text)
         tool_usage_error("--algo %s: cannot read: %s", o->algo, strerror(errno));
     Compilation comp;
-    int r = compile_source(&comp, o->algo, text, size, sh->nranks, o->root);
+    int r = cclc_compile_source(&comp, o->algo, text, size, sh->nranks, o->root);
     if (r != 0) {
         const char *d = comp.diag.out ? comp.diag.out : "";
         const char *nl = strchr(d, '\n');
@@ -945,7 +945,7 @@ int main(int argc, char **argv)
         size_t CS = ccl__chunk_stride(maxcount, prog->chunks, es);
         scratch = prog->protocol == PROTO_SIMPLE ? ccl__scratch_offset(prog, prog->nbufs, CS, es)
                                                  : ccl__ll_region_bytes(prog, CS, es);
-        compilation_free(&sh->algo_comp);
+        cclc_compilation_free(&sh->algo_comp);
         free(sh->algo_text);
     }
     size_t heap = 3 * (inb + outb) + 2 * scratch + (64u << 20);

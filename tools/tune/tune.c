@@ -126,7 +126,7 @@ static void parse_args(int argc, char **argv, Opts *o)
             for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 int found = 0;
                 for (int c = 0; c < CCL__TUNE_COLLS; c++)
-                    if (!strcmp(t, "all") || !strcmp(t, coll_name((Collective)c))) {
+                    if (!strcmp(t, "all") || !strcmp(t, cclc_coll_name((Collective)c))) {
                         o->colls[c] = 1;
                         found = 1;
                     }
@@ -601,7 +601,7 @@ static int tune_collective(Worker *w, Collective c)
         goto done;
     }
     if (na == 0) {
-        say(w, "%s: no library algorithm admits N=%d; skipped\n", coll_name(c), w->nranks);
+        say(w, "%s: no library algorithm admits N=%d; skipped\n", cclc_coll_name(c), w->nranks);
         goto done;
     }
     int nc = make_cands(sh, algos, na, cands, MAX_CANDS);
@@ -641,7 +641,7 @@ static int tune_collective(Worker *w, Collective c)
         }
         if (o->dry_run) {
             /* The kept set, best estimate first, with the estimates. */
-            say(w, "%s %zu:", coll_name(c), sh->sizes[s]);
+            say(w, "%s %zu:", cclc_coll_name(c), sh->sizes[s]);
             for (;;) {
                 int bk = -1;
                 for (int k = 0; k < nc; k++)
@@ -717,7 +717,7 @@ static int tune_collective(Worker *w, Collective c)
                 if (o->verbose && *tt > 0) {
                     char txt[512];
                     shape_text(x, a, txt, sizeof txt);
-                    say(w, "  %s %zu  %-48s %10.2f us\n", coll_name(c), sh->sizes[s], txt, *tt);
+                    say(w, "  %s %zu  %-48s %10.2f us\n", cclc_coll_name(c), sh->sizes[s], txt, *tt);
                 }
             }
         }
@@ -737,11 +737,11 @@ static int tune_collective(Worker *w, Collective c)
         }
         char txt[512];
         if (bk < 0) {
-            say(w, "%-14s %10zu  (no candidate ran)\n", coll_name(c), sh->sizes[s]);
+            say(w, "%-14s %10zu  (no candidate ran)\n", cclc_coll_name(c), sh->sizes[s]);
             continue;
         }
         shape_text(&cands[bk], &algos[cands[bk].algo], txt, sizeof txt);
-        say(w, "%-14s %10zu  %-48s %10.2f us\n", coll_name(c), sh->sizes[s], txt, t[(size_t)s * MAX_CANDS + bk]);
+        say(w, "%-14s %10zu  %-48s %10.2f us\n", cclc_coll_name(c), sh->sizes[s], txt, t[(size_t)s * MAX_CANDS + bk]);
         if (w->rank != 0)
             continue;
         int fi = ccl__tune_file_index(&sh->table, algos[cands[bk].algo].rel);

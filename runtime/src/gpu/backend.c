@@ -226,7 +226,7 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     alg->be_alg = ga;
     /* Any rank's: every rank opens queues (the kernels of ranks without port puts ignore
      * them), so all ranks start the same proxies. */
-    if (plan_has_port_puts(alg->plan, -1)) return ccl__gpu_port_open(comm, g, ga->grid, &ga->port);
+    if (cclc_plan_has_port_puts(alg->plan, -1)) return ccl__gpu_port_open(comm, g, ga->grid, &ga->port);
     return CCL_OK;
 }
 
@@ -319,7 +319,7 @@ static int gpu_claim_kernel(ccl_algorithm_t *alg, int rank, const EmitOptions *e
     size_t len = 0;
     FILE *f = open_memstream(&src, &len);
     if (!f) return -1;
-    int emitted = compile_emit_cuda(f, alg->plan, rank, eo);
+    int emitted = cclc_compile_emit_cuda(f, alg->plan, rank, eo);
     fclose(f);
     if (emitted != 0) {
         free(src);
