@@ -773,3 +773,93 @@ ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *
         return CCL_ERR_INVALID_ARGUMENT;
     return ccl__run(alg, sendbuf, recvbuf, count, dtype, op, stream, "ccl_algorithm_run");
 }
+
+/* ---- checking without a communicator ---- */
+
+/* Copies text into buf as snprintf would and reports the full size through needed. */
+static void put_report(const char *text, char *buf, size_t len, size_t *needed)
+{
+    size_t n = strlen(text);
+    if (needed)
+        *needed = n + 1;
+    if (buf && len > 0) {
+        size_t k = n < len - 1 ? n : len - 1;
+        memcpy(buf, text, k);
+        buf[k] = 0;
+    }
+}
+
+ccl_result_t ccl_algorithm_check(const char *path_or_source, int nranks, int root, char *buf, size_t len,
+                                 size_t *needed)
+{
+    const char *fn = "ccl_algorithm_check";
+    if (needed)
+        *needed = 1;
+    if (buf && len > 0)
+        buf[0] = 0;
+    if (!path_or_source)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'path_or_source' is NULL", fn);
+    if (!buf && len > 0)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'buf' is NULL with len %zu", fn, len);
+    if (nranks < 1 || nranks > CCLC_MAX_RANKS)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'nranks' (%d) is out of range 1..%d", fn,
+                              nranks, CCLC_MAX_RANKS);
+    const char *file = "<string>";
+    char *source;
+    size_t size = 0;
+    if (looks_like_source(path_or_source)) {
+        source = strdup(path_or_source);
+        size = source ? strlen(source) : 0;
+    } else {
+        char why[256] = "out of memory";
+        file = path_or_source;
+        source = read_file(path_or_source, &size, why, sizeof why);
+        if (!source) {
+            ccl_result_t r = ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT,
+                                            "%s: argument 'path_or_source': cannot read '%s': %s (source text must start "
+                                            "with 'algorithm')", fn, path_or_source, why);
+            put_report(ccl_comm_last_error(NULL), buf, len, needed);
+            return r;
+        }
+    }
+    if (!source)
+        return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+
+    /* What `cclc check --explain` prints: the proof on stdout, or the diagnostics (and
+     * their count) on stderr. */
+    Compilation c;
+    CompileResult rc = cclc_compile_source(&c, file, source, size, nranks, root);
+    char *text = NULL;
+    size_t textlen = 0;
+    FILE *out = open_memstream(&text, &textlen);
+    if (!out) {
+        cclc_compilation_free(&c);
+        free(source);
+        return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    ccl_result_t r = CCL_OK;
+    if (rc == COMPILE_OK) {
+        cclc_verify_explain(out, c.prog, &c.proof);
+    } else {
+        fputs(c.diag.out ? c.diag.out : "(no diagnostics)\n", out);
+        if (c.diag.nerrors > 1)
+            fprintf(out, "%d errors\n", c.diag.nerrors);
+        r = rc == COMPILE_NOT_ADMITTED ? CCL_ERR_INVALID_ARGUMENT
+            : rc == COMPILE_OUT_OF_MEMORY ? CCL_ERR_OUT_OF_MEMORY : CCL_ERR_COMPILE;
+    }
+    if (fclose(out) != 0 || !text) {
+        free(text);
+        cclc_compilation_free(&c);
+        free(source);
+        return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    cclc_compilation_free(&c);
+    free(source);
+    put_report(text, buf, len, needed);
+    if (r == CCL_ERR_INVALID_ARGUMENT)
+        ccl__set_error(NULL, r, "%s: argument 'nranks': %s does not admit N=%d:\n%s", fn, file, nranks, text);
+    else if (r != CCL_OK)
+        ccl__set_error(NULL, r, "%s: %s does not compile for N=%d:\n%s", fn, file, nranks, text);
+    free(text);
+    return r;
+}

@@ -677,9 +677,38 @@ static void test_dead_handles(void)
            "not a live algorithm");
 }
 
+/* ccl_algorithm_check: the proof or the compiler's located diagnostics, with no communicator. */
+static void test_check(void)
+{
+    char buf[8192] = "";
+    size_t needed = 0;
+    expect("check: ring source proves", ccl_algorithm_check(RING, 4, 0, buf, sizeof buf, &needed), CCL_OK, buf,
+           "tring: allreduce for N = 4", "postcondition:    proved", NULL);
+    expect("check: needed is the report's size", needed == strlen(buf) + 1 ? CCL_OK : CCL_ERR_INTERNAL, CCL_OK, buf, NULL);
+    char small[16];
+    size_t full = 0;
+    expect("check: a short buffer truncates", ccl_algorithm_check(RING, 4, 0, small, sizeof small, &full), CCL_OK, small, "tring", NULL);
+    expect("check: a short buffer reports the full size", full == needed && strlen(small) == 15 ? CCL_OK : CCL_ERR_INTERNAL,
+           CCL_OK, small, NULL);
+    expect("check: size only", ccl_algorithm_check(RING, 4, 0, NULL, 0, &full), CCL_OK, "", NULL);
+    expect("check: not admitted", ccl_algorithm_check(RING, 1, 0, buf, sizeof buf, NULL), CCL_ERR_INVALID_ARGUMENT, buf,
+           "<string>:2:", "error:", NULL);
+    expect("check: syntax error", ccl_algorithm_check("algorithm x : allreduce\nranks N in 2..4\nchunks N\nfor r in 0..N on r tb 0 {\n"
+           "  put out@r[0] in[0]\n}\n", 2, 0, buf, sizeof buf, NULL), CCL_ERR_COMPILE, buf, "<string>:5:", "error:", "^", NULL);
+    expect("check: the message is also the thread's error", ccl_algorithm_check("algorithm x : allreduce\n", 2, 0, NULL, 0, NULL),
+           CCL_ERR_COMPILE, ccl_comm_last_error(NULL), "ccl_algorithm_check", "does not compile for N=2", NULL);
+    expect("check: missing file", ccl_algorithm_check("/nonexistent.ccl", 2, 0, buf, sizeof buf, NULL), CCL_ERR_INVALID_ARGUMENT,
+           buf, "cannot read '/nonexistent.ccl'", NULL);
+    expect("check: nranks 0", ccl_algorithm_check(RING, 0, 0, buf, sizeof buf, NULL), CCL_ERR_INVALID_ARGUMENT, ccl_comm_last_error(NULL),
+           "ccl_algorithm_check", "'nranks'", NULL);
+    expect("check: NULL source", ccl_algorithm_check(NULL, 2, 0, buf, sizeof buf, NULL), CCL_ERR_INVALID_ARGUMENT, ccl_comm_last_error(NULL),
+           "'path_or_source'", NULL);
+}
+
 int main(void)
 {
     test_init();
+    test_check();
     enum { N = 3 };
     ccl_comm_t *comms[N];
     if (ccl_comm_init_all(comms, N, NULL, NULL) != CCL_OK) {
