@@ -1,10 +1,10 @@
-/* harness.h: what ccl-perf, ccl-tune and `cclc run` share to drive libccl from the
- * command line. One section per file of tools/common/:
+/* harness.h: what ccl-perf, ccl-tune and cclc (check, plan, cuda, run) share to drive
+ * libccl from the command line. One section per file of tools/common/:
  *
  *   options.c  the command line: one reader of options ("-b 1K", "-b1K", "--minbytes=1K"),
  *              one parser of sizes and counts (ccl__parse_size's syntax), and the values
  *              every tool takes (--ranks, --dtype, --op, --iters, --timeout-ms, --backend),
- *              each with one message.
+ *              each with one message; choices among words; reading a named file whole.
  *   launch.c   the ranks: one process per rank under a launcher (the environment
  *              bootstrap), else one process with a thread per rank (ccl_comm_init_all).
  *   agree.c    agreement among ranks: an allgather of any size over a rank's bootstrap.
@@ -98,6 +98,12 @@ int tool_int(const char *flag, const char *val, int lo, int hi);
 ccl_dtype_t tool_dtype(const char *flag, const char *val);
 ccl_op_t tool_op(const char *flag, const char *val);
 ccl_backend_t tool_backend(const char *flag, const char *val);
+/* The index of val in names[0..n), else "FLAG VAL: expected a, b or c". */
+int tool_choice(const char *flag, const char *val, const char *const *names, int n);
+
+/* The whole file, NUL-terminated, its length in *size; NULL with errno set when it
+ * cannot be read (EISDIR for a folder, EFBIG when over max bytes, ENOMEM). */
+char *tool_read_file(const char *path, size_t max, size_t *size);
 
 /* ===== launch.c ===== */
 

@@ -745,36 +745,13 @@ static void *worker(void *arg)
 
 /* ===== main: arguments, the algorithm's proof, communicators, ranks ===== */
 
-static char *read_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += got;
-        if (cap - n - 1 == 0) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = 0;
-    *size = n;
-    return buf;
-}
-
 /* Proves --algo for N ranks before anything starts, so a file that does not prove is a
  * bad argument (exit 2) and -c can default to the file's collective. */
 static void prove_algo(Shared *sh)
 {
     Opts *o = &sh->o;
     size_t size;
-    char *text = read_file(o->algo, &size);
+    char *text = tool_read_file(o->algo, (size_t)16 << 20, &size);
     if (!text)
         tool_usage_error("--algo %s: cannot read: %s", o->algo, strerror(errno));
     Compilation comp;

@@ -189,10 +189,8 @@ static void parse_args(int argc, char **argv, Opts *o)
         } else if (tool_is(&args, "-o", NULL)) {
             o->out = tool_value(&args);
         } else if (tool_is(&args, "--model", NULL)) {
-            v = tool_value(&args);
-            if (strcmp(v, "cpu") && strcmp(v, "gpu"))
-                tool_usage_error("--model %s: expected cpu or gpu", v);
-            o->model = v[0] == 'g';
+            static const char *const models[] = {"cpu", "gpu"};
+            o->model = tool_choice(a, tool_value(&args), models, 2);
         } else if (tool_flag(&args, "--dry-run")) {
             o->dry_run = 1;
         } else if (tool_is(&args, "-v", NULL)) {
