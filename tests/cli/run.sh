@@ -36,6 +36,7 @@ check bad_dtype 2 "cclc cuda: error: --dtype f8: unknown dtype (expected f32," c
 check bad_op 2 "cclc cuda: error: --op mean: unknown reduction op (expected sum," cuda $ring --ranks 4 --rank 0 --op mean
 check bad_protocol 2 "cclc cuda: error: --protocol ll64: expected simple or ll" cuda $ring --ranks 4 --rank 0 --protocol ll64
 check two_files 2 "unexpected argument" check $ring $ring --ranks 4
+check run_two_files 2 "cclc run: error: unexpected argument '$ring' (one FILE per run)" run $ring $ring --ranks 2
 
 # Every command reads its options with the tools' harness (tools/common/options.c):
 # one message per bad value, naming the option and the value as written, the same

@@ -100,11 +100,9 @@ static Options parse_args(int argc, char **argv)
     ToolArgs args = tool_args(argc, argv, 2, &shared);
     while (tool_next(&args)) {
         const char *a = args.flag;
-        if (a[0] != '-' || !a[1]) {
-            if (o.file)
-                tool_usage_error("unexpected argument '%s' (one FILE per run)", a);
-            o.file = a;
-        } else if (tool_is(&args, "--root", NULL)) {
+        if (tool_operand(&args, &o.file))
+            continue;
+        if (tool_is(&args, "--root", NULL)) {
             o.root = tool_int(a, tool_value(&args), 0, CCLC_MAX_RANKS - 1);
         } else if (!strcmp(o.command, "check") && tool_flag(&args, "--explain")) {
             o.explain = 1;

@@ -153,6 +153,11 @@ void tool_gpu_close(ToolGpu *g)
     *g = (ToolGpu){.device = g->device};
 }
 
+void tool_gpu_why(const ToolGpu *g, CuResult e, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s failed: %s (CUDA error %d)", g->what ? g->what : "a CUDA call", tool_cuda_error(e), (int)e);
+}
+
 CuResult tool_gpu_make_current(ToolGpu *g)
 {
     return tool_cu_call(g, tool_cu.CtxSetCurrent(g->ctx), "cuCtxSetCurrent");

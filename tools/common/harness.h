@@ -80,6 +80,9 @@ const char *tool_value(ToolArgs *a);
 /* A flag that takes no value: an error when one is written into it ("--check=1"). */
 void tool_no_value(const ToolArgs *a);
 _Noreturn void tool_unknown(const ToolArgs *a);
+/* 1 when the word is an operand, not an option (a FILE: "-" counts as one), stored in
+ * *file; a second operand is an error ("unexpected argument ... (one FILE per run)"). */
+int tool_operand(const ToolArgs *a, const char **file);
 
 /* The options the tools share, with one spelling and one message each: --ranks N,
  * --backend cpu|gpu|auto, -d/--dtype T, --op O (and op_short, "-o" in ccl-perf),
@@ -105,6 +108,9 @@ int tool_shared_option(ToolArgs *a, const ToolShared *s);
 uint64_t tool_size(const char *flag, const char *val);          /* bytes, "64KB" */
 uint64_t tool_count(const char *flag, const char *val, uint64_t hi); /* elements, "1M" */
 int tool_int(const char *flag, const char *val, int lo, int hi);
+/* A comma-separated list of at most max integers in lo..hi ("1,2,4"; each as tool_int
+ * reads it) into out; its length (at least 1). */
+int tool_int_list(const char *flag, const char *val, int *out, int max, int lo, int hi);
 ccl_dtype_t tool_dtype(const char *flag, const char *val);
 ccl_op_t tool_op(const char *flag, const char *val);
 ccl_backend_t tool_backend(const char *flag, const char *val);
@@ -198,6 +204,9 @@ typedef struct {
     CuGraphExec exec;
     const char *what;
 } ToolGpu;
+
+/* What failed, for a message: "cuEventRecord failed: TEXT (CUDA error N)". */
+void tool_gpu_why(const ToolGpu *g, CuResult e, char *buf, size_t len);
 
 /* Makes the device's primary context current on this thread and creates the stream and
  * nev event pairs. tool_gpu_close releases what was made, also after a failure. */

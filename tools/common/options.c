@@ -130,6 +130,16 @@ void tool_unknown(const ToolArgs *a)
     tool_usage_error("unknown option '%s'", a->arg);
 }
 
+int tool_operand(const ToolArgs *a, const char **file)
+{
+    if (a->flag[0] == '-' && a->flag[1])
+        return 0;
+    if (*file)
+        tool_usage_error("unexpected argument '%s' (one FILE per run)", a->arg);
+    *file = a->arg;
+    return 1;
+}
+
 uint64_t tool_size(const char *flag, const char *val)
 {
     uint64_t v;
@@ -154,6 +164,28 @@ int tool_int(const char *flag, const char *val, int lo, int hi)
     if (ccl__parse_size(val, &v) || v < (uint64_t)(lo < 0 ? 0 : lo) || v > (uint64_t)hi)
         tool_usage_error("%s %s: expected an integer in %d..%d", flag, val, lo, hi);
     return (int)v;
+}
+
+int tool_int_list(const char *flag, const char *val, int *out, int max, int lo, int hi)
+{
+    int n = 0;
+    const char *p = val;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        char item[32];
+        uint64_t v;
+        if (len == 0 || len >= sizeof item || n == max)
+            break;
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (ccl__parse_size(item, &v) || v < (uint64_t)(lo < 0 ? 0 : lo) || v > (uint64_t)hi)
+            break;
+        out[n++] = (int)v;
+        if (!p[len])
+            return n;
+        p += len + 1;
+    }
+    tool_usage_error("%s %s: not a list of at most %d integers in %d..%d", flag, val, max, lo, hi);
 }
 
 ccl_dtype_t tool_dtype(const char *flag, const char *val)

@@ -214,8 +214,11 @@ static void *agree_mem(Worker *w, int slot, size_t bytes)
  * call that failed and why. */
 static void cu_check(Worker *w, CuResult e)
 {
-    if (e != 0)
-        worker_fail(w, "%s failed: %s (CUDA error %d)", w->g.what, tool_cuda_error(e), e);
+    char why[256];
+    if (e != 0) {
+        tool_gpu_why(&w->g, e, why, sizeof why);
+        worker_fail(w, "%s", why);
+    }
 }
 
 static void ccl_check(Worker *w, ccl_result_t r, const char *what)

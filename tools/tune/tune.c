@@ -85,21 +85,6 @@ static const char *help =
     "  --model cpu|gpu  the model's parameters and shape space (default: the backend's; for --dry-run studies)\n"
     "  --timeout-ms MS  bound on every wait (60000)\n";
 
-static int parse_list(const char *s, int *out, int max, int lo, int hi)
-{
-    int n = 0;
-    char buf[256];
-    CCL__FMT(buf, sizeof buf, "%s", s);
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        uint64_t v;
-        if (ccl__parse_size(t, &v) || v < (uint64_t)lo || v > (uint64_t)hi || n == max)
-            return -1;
-        out[n++] = (int)v;
-    }
-    return n;
-}
-
 static void parse_args(int argc, char **argv, Opts *o)
 {
     *o = (Opts){.dtype = CCL_NUM_DTYPES, .op = CCL_SUM, .keep = 4, .slack = 3.0, .graph = -1,
@@ -139,20 +124,15 @@ static void parse_args(int argc, char **argv, Opts *o)
                 tool_usage_error("%s %s: not a power of two up to 2^47 (1024, 4K, 1M ...)", a, v);
             *(a[1] == 'b' ? &o->lo : &o->hi) = (size_t)s;
         } else if (tool_is(&args, "--instances", NULL)) {
-            v = tool_value(&args);
-            if ((o->ninst = parse_list(v, o->inst, MAX_LIST, 1, 64)) <= 0)
-                tool_usage_error("--instances %s: not a list of 1..64", v);
+            o->ninst = tool_int_list(a, tool_value(&args), o->inst, MAX_LIST, 1, 64);
         } else if (tool_is(&args, "--threads", NULL)) {
             v = tool_value(&args);
-            if ((o->nthreads = parse_list(v, o->threads, MAX_LIST, 32, 512)) <= 0)
-                tool_usage_error("--threads %s: not a list of 32..512", v);
+            o->nthreads = tool_int_list(a, v, o->threads, MAX_LIST, 32, 512);
             for (int k = 0; k < o->nthreads; k++)
                 if (o->threads[k] % 32)
                     tool_usage_error("--threads %s: %d is not a multiple of 32", v, o->threads[k]);
         } else if (tool_is(&args, "--slices", NULL)) {
-            v = tool_value(&args);
-            if ((o->nslices = parse_list(v, o->slices, MAX_LIST, 1, 64)) <= 0)
-                tool_usage_error("--slices %s: not a list of 1..64", v);
+            o->nslices = tool_int_list(a, tool_value(&args), o->slices, MAX_LIST, 1, 64);
         } else if (tool_is(&args, "--protocols", NULL)) {
             v = tool_value(&args);
             if (!strcmp(v, "simple"))
@@ -741,45 +721,39 @@ done:
     return rc;
 }
 
+/* This rank failed: its exit status, and peers waiting for it in an agreement wake. */
+static void rank_failed(Worker *w)
+{
+    w->code = 1;
+    if (w->tb)
+        ccl__thread_boot_fail(w->tb);
+}
+
 static void *worker(void *arg)
 {
     Worker *w = arg;
     Shared *sh = w->sh;
     const Opts *o = &sh->o;
-    if (w->gpu) {
-        /* The comm's device's primary context (libccl's), a stream and an event pair. */
-        CuResult e = tool_gpu_open(&w->g, w->comm->device, 1);
-        if (e != 0) {
-            CCL__FMT(w->err, sizeof w->err, "%s failed: %s (CUDA error %d)", w->g.what, tool_cuda_error(e), e);
-            tool_gpu_close(&w->g);
-            w->code = 1;
-            if (w->tb)
-                ccl__thread_boot_fail(w->tb);
-            return NULL;
-        }
-        w->stream = (void *)w->g.stream;
-    }
     int wide = o->colls[COLL_ALLGATHER] || o->colls[COLL_REDUCE_SCATTER] || o->colls[COLL_ALLTOALL];
     size_t big = sh->sizes[sh->nsizes - 1] * (size_t)(wide ? w->nranks : 1);
-    if (ccl_mem_alloc(w->comm, &w->in, big) != CCL_OK || ccl_mem_alloc(w->comm, &w->out, big) != CCL_OK) {
+    /* GPU: the comm's device's primary context (libccl's), a stream and an event pair. */
+    CuResult e = w->gpu ? tool_gpu_open(&w->g, w->comm->device, 1) : 0;
+    if (e != 0) {
+        tool_gpu_why(&w->g, e, w->err, sizeof w->err);
+        rank_failed(w);
+    } else if (ccl_mem_alloc(w->comm, &w->in, big) != CCL_OK || ccl_mem_alloc(w->comm, &w->out, big) != CCL_OK) {
         CCL__FMT(w->err, sizeof w->err, "%s", ccl_comm_last_error(w->comm));
-        w->code = 1;
-        if (w->tb)
-            ccl__thread_boot_fail(w->tb);
-        return NULL;
-    }
-    if (w->rank == 0)
-        ccl__tune_key(w->comm, sh->table.device, sizeof sh->table.device, sh->table.topology,
-                      sizeof sh->table.topology, sh->table.version, sizeof sh->table.version);
-    for (int c = 0; c < CCL__TUNE_COLLS; c++) {
-        if (!o->colls[c])
-            continue;
-        if (tune_collective(w, (Collective)c) != 0) {
-            w->code = 1;
-            if (w->tb)
-                ccl__thread_boot_fail(w->tb);
-            break;
-        }
+        rank_failed(w);
+    } else {
+        w->stream = w->gpu ? (void *)w->g.stream : NULL;
+        if (w->rank == 0)
+            ccl__tune_key(w->comm, sh->table.device, sizeof sh->table.device, sh->table.topology,
+                          sizeof sh->table.topology, sh->table.version, sizeof sh->table.version);
+        for (int c = 0; c < CCL__TUNE_COLLS; c++)
+            if (o->colls[c] && tune_collective(w, (Collective)c) != 0) {
+                rank_failed(w);
+                break;
+            }
     }
     tool_gpu_close(&w->g);
     return NULL;
