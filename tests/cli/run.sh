@@ -21,21 +21,71 @@ check() {
 }
 check help 0 "usage: cclc COMMAND FILE --ranks N" --help
 check version 0 "cclc 0." --version
-check no_command 2 "cclc: no command given"
+check no_command 2 "cclc: error: no command given"
 check unknown_command 2 "unknown command 'prove'" prove $ring --ranks 4
-check unknown_flag 2 "unknown option '--rnks'" check $ring --rnks 4
-check missing_ranks 2 "'check' needs --ranks N" check $ring
-check missing_file 2 "cannot open 'no/such.ccl'" check no/such.ccl --ranks 4
+check unknown_flag 2 "cclc check: error: unknown option '--rnks' (see cclc --help)" check $ring --rnks 4
+check missing_ranks 2 "cclc check: error: --ranks N is required" check $ring
+check missing_file 2 "cannot read 'no/such.ccl'" check no/such.ccl --ranks 4
 check directory 2 "is a directory" check algorithms --ranks 4
-check ranks_zero 2 "--ranks 0 is out of range 1..1024" check $ring --ranks 0
-check ranks_huge 2 "--ranks 100000 is out of range 1..1024" check $ring --ranks 100000
-check ranks_not_int 2 "--ranks needs an integer, got 'four'" check $ring --ranks four
+check ranks_zero 2 "--ranks 0: expected an integer in 1..1024" check $ring --ranks 0
+check ranks_huge 2 "--ranks 100000: expected an integer in 1..1024" check $ring --ranks 100000
+check ranks_not_int 2 "--ranks four: expected an integer in 1..1024" check $ring --ranks four
 check not_admitted 2 "is for N in 2..64, not N = 1" check $ring --ranks 1
-check cuda_needs_rank 2 "'cuda' needs --rank R" cuda $ring --ranks 4
-check bad_dtype 2 "unknown dtype 'f8'" cuda $ring --ranks 4 --rank 0 --dtype f8
-check bad_op 2 "unknown op 'mean'" cuda $ring --ranks 4 --rank 0 --op mean
-check bad_protocol 2 "unknown protocol 'll64'" cuda $ring --ranks 4 --rank 0 --protocol ll64
+check cuda_needs_rank 2 "cclc cuda: error: --rank R is required" cuda $ring --ranks 4
+check bad_dtype 2 "cclc cuda: error: --dtype f8: unknown dtype (expected f32," cuda $ring --ranks 4 --rank 0 --dtype f8
+check bad_op 2 "cclc cuda: error: --op mean: unknown reduction op (expected sum," cuda $ring --ranks 4 --rank 0 --op mean
+check bad_protocol 2 "cclc cuda: error: --protocol ll64: expected simple or ll" cuda $ring --ranks 4 --rank 0 --protocol ll64
 check two_files 2 "unexpected argument" check $ring $ring --ranks 4
+check run_two_files 2 "cclc run: error: unexpected argument '$ring' (one FILE per run)" run $ring $ring --ranks 2
+
+# Every command reads its options with the tools' harness (tools/common/options.c):
+# one message per bad value, naming the option and the value as written, the same
+# number syntax (decimal, never octal; K, KB, KiB, M, G) and the same option forms
+# ("--ranks 4", "--ranks=4"), with the command's name and usage line.
+for cmd in check plan cuda run; do
+    rank=; [ $cmd = cuda ] && rank="--rank 0"
+    check "${cmd}_ranks_bad" 2 "cclc $cmd: error: --ranks 4x: expected an integer in 1..1024" $cmd $ring --ranks 4x $rank
+    check "${cmd}_ranks_negative" 2 "cclc $cmd: error: --ranks -2: expected an integer in 1..1024" $cmd $ring --ranks -2 $rank
+    check "${cmd}_ranks_missing_value" 2 "cclc $cmd: error: --ranks needs a value" $cmd $ring $rank --ranks
+    check "${cmd}_root_bad" 2 "cclc $cmd: error: --root r1: expected an integer in 0..1023" $cmd $ring --ranks 4 $rank --root r1
+    check "${cmd}_root_negative" 2 "cclc $cmd: error: --root -1: expected an integer in 0..1023" $cmd $ring --ranks 4 $rank --root -1
+    check "${cmd}_unknown_option" 2 "cclc $cmd: error: unknown option '--fast' (see cclc --help)" $cmd $ring --ranks 4 $rank --fast
+    check "${cmd}_usage_line" 2 "usage: cclc $cmd FILE --ranks N" $cmd $ring --ranks 4 $rank --fast
+    check "${cmd}_no_file" 2 "cclc $cmd: error: no algorithm FILE given" $cmd --ranks 4 $rank
+done
+check check_flag_with_value 2 "cclc check: error: unknown option '--explain=yes'" check $ring --ranks 4 --explain=yes
+check plan_json_with_value 2 "cclc plan: error: unknown option '--json=1'" plan $ring --ranks 4 --json=1
+check cuda_kernel_only_value 2 "cclc cuda: error: unknown option '--kernel-only=1'" cuda $ring --ranks 4 --rank 0 --kernel-only=1
+check cuda_rank_bad 2 "cclc cuda: error: --rank 0x1: expected an integer in 0..1023" cuda $ring --ranks 4 --rank 0x1
+check cuda_rank_above 2 "cclc cuda: error: --rank 4: expected an integer in 0..3 (--ranks 4)" cuda $ring --ranks 4 --rank 4
+check cuda_dtype_missing 2 "cclc cuda: error: --dtype needs a value" cuda $ring --ranks 4 --rank 0 --dtype
+check cuda_op_inline 2 "cclc cuda: error: --op avg2: unknown reduction op" cuda $ring --ranks 4 --rank 0 --op=avg2
+check cuda_protocol_missing 2 "cclc cuda: error: --protocol needs a value" cuda $ring --ranks 4 --rank 0 --protocol
+# Options of another command are not silently ignored.
+check check_no_dtype 2 "cclc check: error: unknown option '--dtype'" check $ring --ranks 4 --dtype f32
+check plan_no_explain 2 "cclc plan: error: unknown option '--explain'" plan $ring --ranks 4 --explain
+check check_no_json 2 "cclc check: error: unknown option '--json'" check $ring --ranks 4 --json
+check run_count_bad 2 "cclc run: error: --count 12q: not a count" run $ring --ranks 2 --count 12q
+check run_dtype_bad 2 "cclc run: error: --dtype f17: unknown dtype" run $ring --ranks 2 --dtype f17
+check run_op_bad 2 "cclc run: error: --op mean: unknown reduction op" run $ring --ranks 2 --op mean
+check run_backend_bad 2 "cclc run: error: --backend tpu: expected cpu, gpu or auto" run $ring --ranks 2 --backend tpu
+check run_iters_bad 2 "cclc run: error: --iters 0: expected an integer in 1..1000000" run $ring --ranks 2 --iters 0
+check run_timeout_bad 2 "cclc run: error: --timeout-ms 1.5: expected an integer" run $ring --ranks 2 --timeout-ms 1.5
+# Decimal, never octal, and the size suffixes: the same N whichever way it is written.
+same_plan() {
+    local name=$1 a=$2 b=$3
+    if [ "$("$build/cclc" plan $ring $a 2>&1)" = "$("$build/cclc" plan $ring $b 2>&1)" ] &&
+        "$build/cclc" plan $ring $a >/dev/null 2>&1; then
+        echo "ok cli/$name"
+    else
+        echo "FAIL cli/$name: plan $a differs from plan $b"
+    fi
+}
+same_plan ranks_decimal_not_octal "--ranks 010" "--ranks 10"
+same_plan ranks_inline_value "--ranks=8" "--ranks 8"
+check ranks_kib 2 "is for N in 2..64, not N = 1024" check $ring --ranks 1K
+check ranks_kb 2 "is for N in 2..64, not N = 1024" check $ring --ranks 1KB
+check cuda_rank_decimal 0 "" cuda $ring --ranks 12 --rank 011
 check proved 0 "" check $ring --ranks 4
 check explain 0 "postcondition:" check $ring --ranks 4 --explain
 check plan_json 0 '"algorithm": "ring"' plan $ring --ranks 4 --json

@@ -87,11 +87,9 @@ static void parse_opts(int argc, char **argv, RunOpts *o)
     ToolArgs args = tool_args(argc, argv, 0, &shared);
     while (tool_next(&args)) {
         const char *a = args.flag;
-        if (a[0] != '-' || !a[1]) {
-            if (o->file)
-                tool_usage_error("unexpected argument '%s' (one FILE per run)", a);
-            o->file = a;
-        } else if (tool_flag(&args, "--inplace")) {
+        if (tool_operand(&args, &o->file))
+            continue;
+        if (tool_flag(&args, "--inplace")) {
             o->inplace = 1;
         } else if (tool_flag(&args, "--host-buffers")) {
             o->host_buffers = 1;
