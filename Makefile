@@ -1,16 +1,20 @@
 # CCL: one Makefile (none in subfolders). Generated and compiled files go to build/.
 #
-#   make              cclc, libccl, ccl-perf, examples; installs nothing (needs Flex and
-#                     Bison: `make deps`)
+#   make              cclc, libccl (libccl.a and libccl.so), ccl-perf, examples; installs
+#                     nothing (needs Flex and Bison: `make deps`)
 #   make deps         install what is missing for building and `make check`: Flex, Bison,
-#                     Open MPI (FOR="build fuzz ..." picks other targets' needs; deps-fuzz:
-#                     clang's libFuzzer runtime for make fuzz); tools/install-deps.sh
+#                     Open MPI, pkg-config (FOR="build fuzz ..." picks other targets'
+#                     needs; deps-fuzz: clang's libFuzzer runtime for make fuzz);
+#                     tools/install-deps.sh
 #   make demo         prove and run an all-reduce on 4 ranks (CPU backend without a GPU)
 #   make check        every CPU test (what CI runs)
 #   make check-gpu    GPU tests; skip cleanly where no GPU is present
 #   make asan         the compiler and runtime tests under ASan+UBSan
 #   make fuzz         libFuzzer on the front end (FUZZ_SECONDS=60 by default)
 #   make update-golden  regenerate tests' golden plan and CUDA files
+#   make install      cclc, ccl-perf, ccl-tune, ccl.h, ccl_mpi.h, libccl.so and libccl.a,
+#                     ccl.pc and the shipped algorithms under PREFIX (/usr/local; DESTDIR
+#                     for staging); make uninstall removes them
 # demo, check, asan and fuzz run the deps step first, so they set up a fresh machine.
 
 CC       ?= cc
@@ -38,6 +42,10 @@ else
 GPU_SRC      := $(wildcard runtime/src/gpu/jit.c)
 endif
 
+# What every object is compiled with, for $(BUILD)/cflags.txt (taken here, before any
+# target adds to CFLAGS).
+OBJ_FLAGS    := $(CC) $(CFLAGS)
+
 COMPILER_SRC := $(wildcard compiler/*.c)
 # Common code, then the backends, each in its own folder (runtime/src/cpu/, runtime/src/gpu/).
 RUNTIME_SRC  := $(wildcard runtime/src/*.c runtime/src/cpu/*.c) $(GPU_SRC)
@@ -49,6 +57,10 @@ COMPILER_OBJ := $(COMPILER_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:%.c=%.o) $(BUILD)/pre
 # The built-in tuning tables (runtime/tune/*.tbl) are compiled in: $(BUILD)/tune_tables.c.
 TUNE_TABLES  := $(sort $(wildcard runtime/tune/*.tbl))
 RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tune_tables.o
+# The library's objects are position-independent: they go into libccl.so as well as
+# libccl.a, and a program or a Python extension may link libccl.a into a shared object.
+# `private`: the flag stays with these objects and is not passed on to their prerequisites.
+$(RUNTIME_OBJ) $(COMPILER_OBJ): private CFLAGS += -fPIC
 # The harness the tools share (options, launch, data, timing): tools/common/*.c, linked
 # into ccl-perf, ccl-tune and cclc as one archive.
 TOOLS_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/common/*.c))
@@ -60,12 +72,22 @@ MPICC        ?= mpicc
 ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
 EXAMPLES     := $(filter-out $(BUILD)/examples/%_mpi,$(EXAMPLES))
 endif
-TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/%,$(wildcard tests/*/*.c)))
+# tests/fuzz builds its own; tests/install builds its program against the installed libccl.
+TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/% tests/install/%,$(wildcard tests/*/*.c)))
 ifeq ($(HAVE_GPU_BACKEND),)
 TEST_BINS    := $(filter-out $(BUILD)/tests/gpu/% $(BUILD)/tests/runtime/gpu_%,$(TEST_BINS))
 endif
 
-all: $(BUILD)/cclc $(BUILD)/libccl.a $(TOOLS) $(EXAMPLES) $(TEST_BINS) $(BUILD)/commit.txt
+# The library's version is set in one place, runtime/include/ccl.h (CCL_VERSION_MAJOR,
+# _MINOR, _PATCH, which ccl_version() returns as a string); the shared library's file
+# names follow it: libccl.so.MAJOR.MINOR.PATCH, its soname libccl.so.MAJOR (bump MAJOR
+# when the ABI breaks), and libccl.so for the linker.
+ccl_version_part = $(shell sed -n 's/^\#define CCL_VERSION_$(1) \([0-9][0-9]*\)$$/\1/p' runtime/include/ccl.h)
+VERSION_MAJOR := $(call ccl_version_part,MAJOR)
+VERSION      := $(VERSION_MAJOR).$(call ccl_version_part,MINOR).$(call ccl_version_part,PATCH)
+SONAME       := libccl.so.$(VERSION_MAJOR)
+
+all: $(BUILD)/cclc $(BUILD)/libccl.a $(BUILD)/libccl.so $(TOOLS) $(EXAMPLES) $(TEST_BINS) $(BUILD)/commit.txt
 
 # The commit a build was made from, for the tables made with it (tests/perf/gpu_sweep.sh):
 # a copy of the tree on a GPU machine may carry a stale .git. Rewritten only on change.
@@ -75,12 +97,20 @@ $(BUILD)/commit.txt: FORCE
 	    [ "$$(cat $@ 2>/dev/null)" = "$$c" ] || echo "$$c" >$@
 FORCE:
 
+# The compiler and flags the objects were built with: every object depends on this file,
+# rewritten only when they change, so a build folder made with other flags (another OPT,
+# or library objects from before -fPIC) is rebuilt rather than mixed.
+$(BUILD)/cflags.txt: FORCE
+	@mkdir -p $(BUILD)
+	@f='$(OBJ_FLAGS) (library objects: -fPIC)'; [ "$$(cat $@ 2>/dev/null)" = "$$f" ] || echo "$$f" >$@
+
 # Installing system packages is one explicit step: `make deps` (tools/install-deps.sh
-# installs only what is missing for FOR, default check: Flex, Bison, Open MPI), or
-# `make deps-fuzz` (adds clang's libFuzzer runtime). A plain make installs nothing; it
-# stops at the grammar with a message naming `make deps` when Flex or Bison is missing.
-# INSTALL_DEPS=: skips the step in demo, check, asan and fuzz (a machine without a network
-# whose build folder, generated parser included, was carried: bench/one-gpu-session.sh).
+# installs only what is missing for FOR, default check: Flex, Bison, Open MPI,
+# pkg-config), or `make deps-fuzz` (adds clang's libFuzzer runtime). A plain make
+# installs nothing; it stops at the grammar with a message naming `make deps` when Flex
+# or Bison is missing. INSTALL_DEPS=: skips the step in demo, check, asan and fuzz (a
+# machine without a network whose build folder, generated parser included, was carried:
+# bench/one-gpu-session.sh).
 FOR ?= check
 INSTALL_DEPS ?= tools/install-deps.sh
 deps:
@@ -101,7 +131,7 @@ $(BUILD)/lex.yy.c $(BUILD)/lex.yy.h &: grammar/ccl.l $(BUILD)/ccl.tab.h
 	@mkdir -p $(BUILD)
 	flex --header-file=$(BUILD)/lex.yy.h -o $(BUILD)/lex.yy.c $<
 
-$(BUILD)/ccl.tab.o $(BUILD)/lex.yy.o: $(BUILD)/%.o: $(BUILD)/%.c $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h compiler/cclc.h
+$(BUILD)/ccl.tab.o $(BUILD)/lex.yy.o: $(BUILD)/%.o: $(BUILD)/%.c $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h compiler/cclc.h $(BUILD)/cflags.txt
 	$(CC) $(GEN_CFLAGS) -c -o $@ $<
 
 # The device prelude every kernel starts with, as a C string for emit_cuda.c: prelude.cuh
@@ -110,7 +140,7 @@ $(BUILD)/prelude_cuh.c: compiler/cuda/prelude.cuh compiler/cuda/abi.h compiler/c
 	@mkdir -p $(BUILD)
 	compiler/cuda/embed.sh compiler/cuda/prelude.cuh compiler/cuda/abi.h >$@.tmp && mv $@.tmp $@
 
-$(BUILD)/prelude_cuh.o: $(BUILD)/prelude_cuh.c
+$(BUILD)/prelude_cuh.o: $(BUILD)/prelude_cuh.c $(BUILD)/cflags.txt
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # The built-in tuning tables as C strings for tuner.c (ccl__tune_texts: {path, text}, the
@@ -123,10 +153,10 @@ $(BUILD)/tune_tables.list: FORCE
 $(BUILD)/tune_tables.c: $(TUNE_TABLES) $(BUILD)/tune_tables.list runtime/tune/embed.sh
 	runtime/tune/embed.sh $(TUNE_TABLES) >$@.tmp && mv $@.tmp $@
 
-$(BUILD)/tune_tables.o: $(BUILD)/tune_tables.c $(wildcard compiler/*.h runtime/include/*.h runtime/src/*.h)
+$(BUILD)/tune_tables.o: $(BUILD)/tune_tables.c $(BUILD)/cflags.txt $(wildcard compiler/*.h runtime/include/*.h runtime/src/*.h)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.c $(wildcard compiler/*.h compiler/cuda/*.h runtime/include/*.h runtime/src/*.h runtime/src/*/*.h tools/*/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h
+$(BUILD)/%.o: %.c $(wildcard compiler/*.h compiler/cuda/*.h runtime/include/*.h runtime/src/*.h runtime/src/*/*.h tools/*/*.h) $(BUILD)/ccl.tab.h $(BUILD)/lex.yy.h $(BUILD)/cflags.txt
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -140,6 +170,19 @@ $(BUILD)/libcclc.a: $(COMPILER_OBJ)
 $(BUILD)/libccl.a: $(RUNTIME_OBJ) $(COMPILER_OBJ)
 	rm -f $@
 	ar rcs $@ $^
+
+# The same objects as one shared library that exports only the API of ccl.h: the version
+# script (runtime/libccl.map) lists it and makes every other symbol local, so the
+# compiler's and the runtime's internals neither leak into nor clash with a user's
+# program. --no-undefined: the system libraries it needs are all named here.
+link_libccl_so = $(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=runtime/libccl.map \
+    -Wl,--no-undefined -o $@ $(1) $(LDLIBS)
+$(BUILD)/libccl.so.$(VERSION): $(RUNTIME_OBJ) $(COMPILER_OBJ) runtime/libccl.map
+	$(call link_libccl_so,$(RUNTIME_OBJ) $(COMPILER_OBJ))
+
+$(BUILD)/libccl.so: $(BUILD)/libccl.so.$(VERSION)
+	ln -sf libccl.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
 
 $(BUILD)/libtools.a: $(TOOLS_COMMON_OBJ)
 	rm -f $@
@@ -168,6 +211,67 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libccl.a
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# make install PREFIX=... [DESTDIR=...]: the folders follow the GNU names and can be set
+# one by one (LIBDIR=$(PREFIX)/lib64 ...). Files are installed mode 644 (programs and the
+# shared library 755) and folders 755, as libccl's trust rules need for the algorithms
+# (docs/api.md). The algorithms' folder is replaced whole: libccl loads every file there.
+PREFIX       ?= /usr/local
+BINDIR       ?= $(PREFIX)/bin
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+DATADIR      ?= $(PREFIX)/share
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+ALGDIR       := $(DATADIR)/ccl/algorithms
+ALGORITHMS   := $(sort $(wildcard algorithms/*/*.ccl algorithms/literature/*/*.ccl))
+
+# What make install puts in LIBDIR is built in $(BUILD)/install/ for this PREFIX: the
+# libraries with datadir.o compiled again to name ALGDIR (the build folder's libraries
+# name no such folder: runtime/src/datadir.c), so that a program linked with the installed libccl.a finds the
+# algorithms wherever it lies; and ccl.pc. install/prefix.txt holds the folders they were
+# made for, rewritten only when they change.
+INSTALL_OBJ := $(filter-out $(BUILD)/runtime/src/datadir.o,$(RUNTIME_OBJ)) $(COMPILER_OBJ) $(BUILD)/install/datadir.o
+
+$(BUILD)/install/prefix.txt: FORCE
+	@mkdir -p $(BUILD)/install
+	@f='$(PREFIX) $(LIBDIR) $(INCLUDEDIR) $(ALGDIR)'; [ "$$(cat $@ 2>/dev/null)" = "$$f" ] || echo "$$f" >$@
+
+$(BUILD)/install/datadir.o: private CFLAGS += -fPIC
+$(BUILD)/install/datadir.o: runtime/src/datadir.c runtime/src/internal.h $(BUILD)/install/prefix.txt $(BUILD)/cflags.txt
+	$(CC) $(CFLAGS) -DCCL_INSTALL_ALGORITHM_DIR='"$(ALGDIR)"' -c -o $@ $<
+
+# The build's archive with its datadir.o member replaced (ar r replaces by name).
+$(BUILD)/install/libccl.a: $(BUILD)/libccl.a $(BUILD)/install/datadir.o
+	cp $(BUILD)/libccl.a $@.tmp
+	ar rs $@.tmp $(BUILD)/install/datadir.o
+	mv $@.tmp $@
+
+$(BUILD)/install/libccl.so.$(VERSION): $(INSTALL_OBJ) runtime/libccl.map
+	$(call link_libccl_so,$(INSTALL_OBJ))
+
+$(BUILD)/install/ccl.pc: runtime/ccl.pc.in runtime/include/ccl.h $(BUILD)/install/prefix.txt
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	    -e 's|@ALGDIR@|$(ALGDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
+
+install: $(BUILD)/cclc $(TOOLS) $(BUILD)/install/libccl.a $(BUILD)/install/libccl.so.$(VERSION) $(BUILD)/install/ccl.pc
+	install -d -m 755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 $(BUILD)/cclc $(TOOLS) $(DESTDIR)$(BINDIR)/
+	install -m 644 runtime/include/ccl.h runtime/include/ccl_mpi.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(BUILD)/install/libccl.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/install/libccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libccl.so
+	install -m 644 $(BUILD)/install/ccl.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	rm -rf $(DESTDIR)$(ALGDIR)
+	for d in $(sort $(dir $(ALGORITHMS))); do install -d -m 755 $(DESTDIR)$(DATADIR)/ccl/$$d || exit 1; done
+	for f in $(ALGORITHMS); do install -m 644 $$f $(DESTDIR)$(DATADIR)/ccl/$$f || exit 1; done
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,cclc $(notdir $(TOOLS))) \
+	    $(addprefix $(DESTDIR)$(INCLUDEDIR)/,ccl.h ccl_mpi.h) $(DESTDIR)$(PKGCONFIGDIR)/ccl.pc \
+	    $(addprefix $(DESTDIR)$(LIBDIR)/,libccl.a libccl.so $(SONAME) libccl.so.$(VERSION))
+	rm -rf $(DESTDIR)$(ALGDIR)
+	rmdir $(DESTDIR)$(DATADIR)/ccl 2>/dev/null || true
 
 # These set up a fresh machine themselves: the deps step first, then a make of its own
 # (the Makefile is read again, so examples/allreduce_mpi is built once mpicc is there).
@@ -209,5 +313,5 @@ fuzz:
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all deps deps-fuzz demo check check-gpu update-golden asan fuzz clean FORCE
+.PHONY: all deps deps-fuzz demo check check-gpu update-golden asan fuzz clean install uninstall FORCE
 .SECONDARY:

@@ -102,6 +102,43 @@ static void finish(const char *what, double ms)
         finish(what, now_ms() - t_);                                                                    \
     } while (0)
 
+/* Hardware queues: streams share the GPU's connections (CUDA_DEVICE_MAX_CONNECTIONS).
+ * With the spinner running on s_spin (and, when `tail`, a kernel queued behind it on
+ * s_spin, as a rank's kernel queues behind its fence), which of NSTREAMS fresh streams
+ * can still run a short kernel? A stream that cannot shares the spinner's queue. */
+enum { NSTREAMS = 48 };
+static void queue_probe(void **args, int tail)
+{
+    static CUfunction other;
+    static CUstream st[NSTREAMS];
+    if (!other) {
+        CUmodule m;
+        CK(cuModuleLoadData(&m, cubin));
+        CK(cuModuleGetFunction(&other, m, "other"));
+        for (int i = 0; i < NSTREAMS; i++) CK(cuStreamCreate(&st[i], CU_STREAM_NON_BLOCKING));
+    }
+    start_spinner();
+    if (tail) CK(cuLaunchKernel(other, 1, 1, 1, 32, 1, 1, 0, s_spin, args, NULL));
+    char blocked[NSTREAMS * 4 + 1] = "";
+    int nblocked = 0;
+    for (int i = 0; i < NSTREAMS; i++) {
+        CK(cuLaunchKernel(other, 1, 1, 1, 32, 1, 1, 0, st[i], args, NULL));
+        double t = now_ms();
+        CUresult r;
+        while ((r = cuStreamQuery(st[i])) == CUDA_ERROR_NOT_READY && now_ms() - t < 30) {
+        }
+        if (r == CUDA_ERROR_NOT_READY) {
+            nblocked++;
+            snprintf(blocked + strlen(blocked), sizeof blocked - strlen(blocked), " %d", i);
+        }
+    }
+    const char *mc = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    printf("queues (CUDA_DEVICE_MAX_CONNECTIONS=%s)%s: %d of %d new streams blocked behind the spinner:%s\n",
+           mc ? mc : "unset", tail ? ", a kernel queued behind it" : "", nblocked, NSTREAMS, blocked);
+    finish("  (queue probe done)", 0);
+    for (int i = 0; i < NSTREAMS; i++) CK(cuStreamSynchronize(st[i]));
+}
+
 int main(void)
 {
     CK(cuInit(0));
@@ -143,6 +180,14 @@ int main(void)
     CUdeviceptr dp;
     PROBE("cuPointerGetAttribute (DEVICE_POINTER of device memory)",
           CK(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, p)));
+    PROBE("cuMemAlloc 64 KiB + cuPointerGetAttribute of it at once",
+          CUdeviceptr q; CK(cuMemAlloc(&q, 64 << 10));
+          CK(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, q)));
+    PROBE("cuMemcpyAsync device to device (other stream) + sync it",
+          CK(cuMemcpyAsync(scratch, p, 1 << 20, s_other)); CK(cuStreamSynchronize(s_other)));
+    PROBE("cuStreamGetFlags + cuStreamIsCapturing",
+          unsigned fl; CUstreamCaptureStatus cs; CK(cuStreamGetFlags(s_other, &fl));
+          CK(cuStreamIsCapturing(s_other, &cs)));
     static char page[64 << 10];
     PROBE("cuMemcpyHtoD 64 KiB pageable (legacy stream)", CK(cuMemcpyHtoD(p, page, sizeof page)));
     CK(cuMemFree(p));
@@ -204,5 +249,7 @@ int main(void)
     PROBE("cuMemUnmap", CK(cuMemUnmap(va, gran)));
     PROBE("cuMemAddressFree + cuMemRelease", CK(cuMemAddressFree(va, gran)); CK(cuMemRelease(vh)));
     PROBE("cuCtxSynchronize (expected to wait)", CK(cuCtxSynchronize()));
+    queue_probe(a2, 0);
+    queue_probe(a2, 1);
     return 0;
 }

@@ -5,7 +5,7 @@
  * ownership. Blocks grow geometrically; large requests get a block of their own.
  *
  * Out of memory. Inside libccl an allocation failure must not abort the user's
- * process, so compile_source asks to be jumped back to (cclc_oom_jump, per thread) and
+ * process, so cclc_compile_source asks to be jumped back to (cclc_oom_jump, per thread) and
  * returns COMPILE_OUT_OF_MEMORY instead. Every allocation of a compilation goes through
  * here (the arena, and cclc_calloc/cclc_realloc for the verifier's and expand's heap
  * memory); with no jump set (the cclc driver) a failure is internal_error as before.
@@ -87,14 +87,14 @@ void *cclc_realloc(void *p, size_t size)
     return q;
 }
 
-Arena *arena_new(void)
+Arena *cclc_arena_new(void)
 {
     Arena *a = cclc_calloc(1, sizeof *a);
     a->next_size = 64 * 1024;
     return a;
 }
 
-void arena_free(Arena *a)
+void cclc_arena_free(Arena *a)
 {
     if (!a)
         return;
@@ -105,7 +105,7 @@ void arena_free(Arena *a)
     free(a);
 }
 
-void *arena_alloc(Arena *a, size_t size)
+void *cclc_arena_alloc(Arena *a, size_t size)
 {
     size = (size + 15) & ~(size_t)15;
     ArenaBlock *b = a->head;
@@ -127,21 +127,21 @@ void *arena_alloc(Arena *a, size_t size)
     return p;
 }
 
-char *arena_strndup(Arena *a, const char *s, size_t n)
+char *cclc_arena_strndup(Arena *a, const char *s, size_t n)
 {
-    char *p = arena_alloc(a, n + 1);
+    char *p = cclc_arena_alloc(a, n + 1);
     memcpy(p, s, n);
     p[n] = 0;
     return p;
 }
 
-char *arena_printf(Arena *a, const char *fmt, ...)
+char *cclc_arena_printf(Arena *a, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    char *p = arena_alloc(a, (size_t)n + 1);
+    char *p = cclc_arena_alloc(a, (size_t)n + 1);
     va_start(ap, fmt);
     vsnprintf(p, (size_t)n + 1, fmt, ap);
     va_end(ap);

@@ -1,6 +1,6 @@
 /* cclc.h: the compiler's one internal header, a section per file.
  *
- * The pipeline (compile_source() in compile.c is the flat list of calls; the cclc driver
+ * The pipeline (cclc_compile_source() in compile.c is the flat list of calls; the cclc driver
  * that calls it lives in tools/cclc/, libccl calls it from runtime/src/algorithm.c):
  *
  *   source --grammar/ccl.l, ccl.y (parse_ctx.h)--> Ast
@@ -42,18 +42,18 @@ enum {
 /* ===== arena.c: bump allocation, freed whole ===== */
 
 typedef struct Arena Arena;
-Arena *arena_new(void);
-void arena_free(Arena *a);
+Arena *cclc_arena_new(void);
+void cclc_arena_free(Arena *a);
 /* Zeroed; never returns NULL: on failure it jumps to this thread's cclc_oom_jump (or,
  * with none set, internal_error). */
-void *arena_alloc(Arena *a, size_t size);
-char *arena_strndup(Arena *a, const char *s, size_t n);
-char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Heap memory a pass frees itself (calloc/realloc), failing as arena_alloc does. */
+void *cclc_arena_alloc(Arena *a, size_t size);
+char *cclc_arena_strndup(Arena *a, const char *s, size_t n);
+char *cclc_arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Heap memory a pass frees itself (calloc/realloc), failing as cclc_arena_alloc does. */
 void *cclc_calloc(size_t n, size_t size);
 void *cclc_realloc(void *p, size_t size);
 /* Makes this thread's allocation failures longjmp(*env, 1) (NULL: internal_error);
- * returns the previous setting, to be restored. compile_source uses it. */
+ * returns the previous setting, to be restored. cclc_compile_source uses it. */
 jmp_buf *cclc_oom_jump(jmp_buf *env);
 
 /* A growable array of pointers or small structs, backed by the arena. */
@@ -62,7 +62,7 @@ jmp_buf *cclc_oom_jump(jmp_buf *env);
     do {                                                                                  \
         if ((vec)->n == (vec)->cap) {                                                     \
             int ncap_ = (vec)->cap ? 2 * (vec)->cap : 8;                                  \
-            void *nv_ = arena_alloc((arena), sizeof(*(vec)->v) * (size_t)ncap_);          \
+            void *nv_ = cclc_arena_alloc((arena), sizeof(*(vec)->v) * (size_t)ncap_);          \
             if ((vec)->n) memcpy(nv_, (vec)->v, sizeof(*(vec)->v) * (size_t)(vec)->n);   \
             (vec)->v = nv_;                                                               \
             (vec)->cap = ncap_;                                                           \
@@ -77,8 +77,8 @@ typedef struct {
     int *vals;
     int n, cap;               /* cap: 0 or a power of two */
 } NameMap;                    /* zero-initialized: empty */
-int namemap_get(const NameMap *m, const char *name); /* -1 when absent */
-void namemap_put(NameMap *m, Arena *a, const char *name, int value);
+int cclc_namemap_get(const NameMap *m, const char *name); /* -1 when absent */
+void cclc_namemap_put(NameMap *m, Arena *a, const char *name, int value);
 
 /* ===== diag.c: diagnostics with source lines and carets ===== */
 
@@ -104,14 +104,32 @@ typedef struct Diag {
     int truncated;      /* more than CCLC_MAX_ERRORS errors were reported */
     char *out;          /* malloc'd, NUL-terminated rendering of everything reported */
     size_t len, cap;
+    /* Cause first: while `deferring`, errors and notes go to `later` instead (effects
+     * such as a signal never waited for, which follow from a race or a missing wait
+     * elsewhere); cclc_diag_settle appends them after the causes. */
+    int deferring;
+    size_t later_at;    /* where in out the deferral began */
+    char *later;
+    size_t later_len, later_cap;
+    int nlater;
+    /* After cclc_diag_settle: out[0 .. causes_len) holds the root causes, and `effects`
+     * errors (counted in nerrors) follow them. effects == 0: everything is a cause. */
+    size_t causes_len;
+    int causes, effects;
 } Diag;
 
-void diag_init(Diag *d, const Source *src);
-void diag_fini(Diag *d);
-void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void cclc_diag_init(Diag *d, const Source *src);
+void cclc_diag_fini(Diag *d);
+void cclc_diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void cclc_diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Starts (on = 1) or stops deferring errors as possible effects of others. */
+void cclc_diag_defer(Diag *d, int on);
+/* Appends the deferred errors after those reported since `errors_before` errors: when
+ * there were some, they are the causes and the deferred ones their effects; when there
+ * were none, the deferred errors are the causes. */
+void cclc_diag_settle(Diag *d, int errors_before);
 /* An error with no source position (usage-level problems such as "N out of range"). */
-void diag_plain(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cclc_diag_plain(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Bugs in the compiler itself; never for user mistakes. */
 #define internal_error(...) ccl__internal_error(__FILE__, __LINE__, __VA_ARGS__)
 _Noreturn void ccl__internal_error(const char *file, int line, const char *fmt, ...);
@@ -144,6 +162,7 @@ typedef enum {
 typedef enum {
     EX_INT, EX_NAME, EX_UNARY, EX_BINARY, EX_CALL,
     EX_COND,              /* cond ? lhs : rhs */
+    EX_FOLD,              /* name(var in cond..rhs : lhs): sum, min or max of lhs */
 } ExprKind;
 
 typedef struct Expr Expr;
@@ -154,7 +173,9 @@ struct Expr {
     const char *name;     /* EX_NAME, EX_CALL (function name) */
     int op;               /* EX_UNARY, EX_BINARY: a token code from the grammar */
     Expr *lhs, *rhs;      /* operands; EX_CALL arguments are lhs and rhs (rhs may be NULL) */
-    Expr *cond;           /* EX_COND: the condition; only the branch it picks is evaluated */
+    Expr *cond;           /* EX_COND: the condition; only the branch it picks is evaluated;
+                             EX_FOLD: the range's low end (rhs its high end, lhs the body) */
+    const char *var;      /* EX_FOLD: the variable bound to each value of the range */
     int depth;            /* 1 + the deeper operand's: at most CCLC_MAX_EXPR_DEPTH */
 };
 
@@ -208,6 +229,7 @@ struct Stmt {
     AstRef *dst;
     RefList srcs;
     SetExpr *peers;       /* signal, wait, flush */
+    const char *tag;      /* signal[tag], wait[tag]: a named semaphore; NULL: the unnamed one */
     /* ST_CONNECT: connect KIND all | connect KIND a <-> b */
     ChannelKind chan;
     Expr *end_a, *end_b;  /* both NULL for `all` */
@@ -224,6 +246,8 @@ typedef struct {
     SrcLoc ranks_loc;
     VEC(Expr *) where;        /* constraints that must hold for N */
     Expr *chunks;             /* chunk factor K (default 1) */
+    const char *chunks_name;  /* `chunks NAME = EXPR`: the name K goes by; NULL: "K" */
+    SrcLoc chunks_name_loc;
     Protocol protocol;
     int64_t size_lo, size_hi; /* `sizes` hint in bytes; 0 when absent */
     Expr *instances;          /* default 1 */
@@ -231,15 +255,15 @@ typedef struct {
     StmtList body;            /* lets, scratch, connect, for, if, on */
 } Ast;
 
-const char *coll_name(Collective c);
-const char *proto_name(Protocol p);
-const char *step_name(StepKind k);
+const char *cclc_coll_name(Collective c);
+const char *cclc_proto_name(Protocol p);
+const char *cclc_step_name(StepKind k);
 
 /* ===== grammar/ccl.y (with ccl.l): the reentrant Flex/Bison front end ===== */
 
 /* Parses src into an Ast in the arena. Returns NULL after reporting every syntax error
  * (without cascades) to d. */
-Ast *parse_source(Arena *a, const Source *src, Diag *d);
+Ast *cclc_parse_source(Arena *a, const Source *src, Diag *d);
 
 /* ===== expand.c: instantiate for a concrete N ===== */
 
@@ -269,6 +293,7 @@ typedef struct {
     int nsrc;
     Ref *src;
     int peer;             /* signal, wait, flush */
+    int tag;              /* signal, wait: the semaphore's name, 0 (unnamed) .. ntags-1 */
     ChannelKind chan;     /* the channel a remote operand goes through (CHAN_NONE if local) */
 } Step;
 
@@ -295,28 +320,30 @@ typedef struct {
     int *buf_chunks;      /* chunk count of each buffer (same on every rank) */
     SrcLoc *buf_loc;      /* declaration of each scratch buffer (in/out: the header) */
     ChannelKind *chan;    /* nranks*nranks: chan[a*nranks+b], the channel a uses to reach b */
+    int ntags;            /* semaphore names: 1 (the unnamed one) + those signal[NAME] uses */
+    const char **tag_name;/* [ntags]: tag_name[0] is NULL */
     int nblocks;
     Block *blocks;        /* ordered by rank, then tb; tbs of a rank are 0..ntb(rank)-1 */
     int *ntb;             /* per rank: number of logical thread blocks */
 } Program;
 
 /* Chunk counts of `in` and `out` for a collective (units of K chunks each). */
-int coll_in_chunks(Collective c, int nranks, int k);
-int coll_out_chunks(Collective c, int nranks, int k);
+int cclc_coll_in_chunks(Collective c, int nranks, int k);
+int cclc_coll_out_chunks(Collective c, int nranks, int k);
 
 /* Checks that the Ast admits N ranks (its `ranks` range and `where` constraints) and
  * `root`; reports why not and returns 0 otherwise. Not admitting N is a usage matter
  * (cclc exits 2), unlike an error in the program. */
-int expand_admits(const Ast *ast, int nranks, int root, Diag *d);
+int cclc_expand_admits(const Ast *ast, int nranks, int root, Diag *d);
 
 /* Expands the Ast for N ranks (and `root` for rooted collectives). Returns NULL after
  * reporting every well-formedness error (bad indices, missing channels, empty sets,
  * failed constraints, limits) to d. */
-Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d);
+Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d);
 
 /* ===== verify.c: the proof (its analyses in verify_*.c share verify.h) ===== */
 
-/* What verify_program established; printed by `cclc check --explain`. */
+/* What cclc_verify_program established; printed by `cclc check --explain`. */
 typedef struct {
     int postcondition;    /* every out chunk holds exactly what the collective requires */
     int race_free;
@@ -332,8 +359,8 @@ typedef struct {
 /* Proves the program; returns 0 when every property holds, else reports each failure
  * (with counter-examples and source locations) to d and returns -1. The in-place and
  * determinism results never fail the proof; they are recorded in *proof. */
-int verify_program(Arena *a, const Program *p, Proof *proof, Diag *d);
-void verify_explain(FILE *out, const Program *p, const Proof *proof);
+int cclc_verify_program(Arena *a, const Program *p, Proof *proof, Diag *d);
+void cclc_verify_explain(FILE *out, const Program *p, const Proof *proof);
 
 /* ===== schedule.c: the plan IR ===== */
 
@@ -375,18 +402,20 @@ typedef struct {
 } Plan;
 
 /* The semaphore slot on rank `waiter` that `signaler` increments for thread block tb.
- * Slots are per (logical tb, peer); instances multiply them at launch. */
+ * Slots are per (logical tb, peer); instances multiply them at launch. A named semaphore
+ * (tag t of ntags) has its own slots: tb is then t * ntb + the block's tb, as if each
+ * name had thread blocks of its own (the backends compute slots from sem / nranks). */
 static inline int plan_sem_slot(int nranks, int tb, int signaler) { return tb * nranks + signaler; }
 
-Plan *schedule_program(Arena *a, const Program *p, const Proof *proof);
+Plan *cclc_schedule_program(Arena *a, const Program *p, const Proof *proof);
 /* Whether rank `rank`'s blocks (any rank's, for rank < 0) have port-channel puts, the
  * transfers a GPU's host proxy serves. */
-int plan_has_port_puts(const Plan *plan, int rank);
+int cclc_plan_has_port_puts(const Plan *plan, int rank);
 
 /* ===== plan.c: printing the plan ===== */
 
-void plan_print_text(FILE *out, const Plan *plan);
-void plan_print_json(FILE *out, const Plan *plan);
+void cclc_plan_print_text(FILE *out, const Plan *plan);
+void cclc_plan_print_json(FILE *out, const Plan *plan);
 
 /* ===== emit_cuda.c: CUDA C for one rank ===== */
 
@@ -398,7 +427,7 @@ typedef struct {
 } EmitOptions;
 
 /* Writes the kernel source for `rank` to out. Deterministic: same plan, same bytes. */
-void emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt);
+void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt);
 
 /* ===== compile.c: the whole pipeline as a library call (used by libccl) ===== */
 
@@ -412,7 +441,7 @@ typedef struct {
     Diag diag;            /* rendered diagnostics when compilation failed */
 } Compilation;
 
-/* What compile_source says. */
+/* What cclc_compile_source says. */
 typedef enum {
     COMPILE_OK = 0,
     COMPILE_ERRORS = -1,          /* errors in the program (in c->diag.out) */
@@ -421,12 +450,12 @@ typedef enum {
 } CompileResult;
 
 /* Parses, expands, verifies and schedules. Never aborts on allocation failure. On
- * failure the diagnostics are in c->diag.out. Call compilation_free in every case. */
-CompileResult compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks,
+ * failure the diagnostics are in c->diag.out. Call cclc_compilation_free in every case. */
+CompileResult cclc_compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks,
                    int root);
-void compilation_free(Compilation *c);
-/* emit_cuda for libccl (the GPU backend): 0, or -1 when out of memory instead of an
- * abort (heap memory emit_cuda held then is lost). */
-int compile_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt);
+void cclc_compilation_free(Compilation *c);
+/* cclc_emit_cuda for libccl (the GPU backend): 0, or -1 when out of memory instead of an
+ * abort (heap memory cclc_emit_cuda held then is lost). */
+int cclc_compile_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt);
 
 #endif

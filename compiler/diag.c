@@ -14,34 +14,73 @@
 
 #include "cclc.h"
 
-void diag_init(Diag *d, const Source *src)
+void cclc_diag_init(Diag *d, const Source *src)
 {
     memset(d, 0, sizeof *d);
     d->src = src;
 }
 
-void diag_fini(Diag *d)
+void cclc_diag_fini(Diag *d)
 {
     free(d->out);
-    d->out = NULL;
-    d->len = d->cap = 0;
+    free(d->later);
+    d->out = d->later = NULL;
+    d->len = d->cap = d->later_len = d->later_cap = 0;
+}
+
+/* Appends to the buffer *buf of length *len and capacity *cap. */
+static void append_to(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *len + n + 1)
+            c *= 2;
+        char *out = realloc(*buf, c);
+        if (!out)
+            return; /* out of memory: the message is lost, the compilation goes on */
+        *buf = out;
+        *cap = c;
+    }
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
 }
 
 static void append(Diag *d, const char *s, size_t n)
 {
-    if (d->len + n + 1 > d->cap) {
-        size_t cap = d->cap ? d->cap : 256;
-        while (cap < d->len + n + 1)
-            cap *= 2;
-        char *out = realloc(d->out, cap);
-        if (!out)
-            return; /* out of memory: the message is lost, the compilation goes on */
-        d->out = out;
-        d->cap = cap;
+    if (d->deferring)
+        append_to(&d->later, &d->later_len, &d->later_cap, s, n);
+    else
+        append_to(&d->out, &d->len, &d->cap, s, n);
+}
+
+void cclc_diag_defer(Diag *d, int on)
+{
+    if (on && !d->deferring && !d->later_len)
+        d->later_at = d->len;
+    d->deferring = on;
+}
+
+void cclc_diag_settle(Diag *d, int errors_before)
+{
+    d->deferring = 0;
+    int causes = d->nerrors - d->nlater - errors_before;
+    d->causes = causes > 0 ? causes : d->nlater;
+    d->effects = causes > 0 ? d->nlater : 0;
+    size_t at = causes > 0 ? d->len : d->later_at; /* causes: after them; else where they stood */
+    if (d->later_len && at <= d->len) {
+        size_t tail = d->len - at;
+        append_to(&d->out, &d->len, &d->cap, d->later, d->later_len); /* grows the buffer */
+        if (d->len == at + tail + d->later_len && tail) {
+            memmove(d->out + at + d->later_len, d->out + at, tail);
+            memcpy(d->out + at, d->later, d->later_len);
+        }
     }
-    memcpy(d->out + d->len, s, n);
-    d->len += n;
-    d->out[d->len] = 0;
+    d->causes_len = causes > 0 ? at : d->len;
+    free(d->later);
+    d->later = NULL;
+    d->later_len = d->later_cap = 0;
+    d->nlater = 0;
 }
 
 static void appendv(Diag *d, const char *fmt, va_list ap)
@@ -123,9 +162,10 @@ static void report(Diag *d, const char *kind, SrcLoc loc, const char *fmt, va_li
         show_line(d, loc.line, loc.col, loc.len > 0 ? loc.len : 1);
 }
 
-void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
+void cclc_diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
 {
     d->nerrors++;
+    d->nlater += d->deferring;
     if (d->nerrors > CCLC_MAX_ERRORS) {
         if (!d->truncated)
             appendf(d, "(further errors not shown)\n");
@@ -138,7 +178,7 @@ void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
     va_end(ap);
 }
 
-void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...)
+void cclc_diag_note(Diag *d, SrcLoc loc, const char *fmt, ...)
 {
     if (d->truncated)
         return;
@@ -148,7 +188,7 @@ void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...)
     va_end(ap);
 }
 
-void diag_plain(Diag *d, const char *fmt, ...)
+void cclc_diag_plain(Diag *d, const char *fmt, ...)
 {
     d->nerrors++;
     va_list ap;

@@ -11,6 +11,13 @@
  * header satisfied, and limits on size (steps, loop iterations) that keep a wrong
  * program from expanding forever. Errors name the loop variables' values, since one
  * source line stands for many expanded steps; each source location is reported once.
+ *
+ * Names: N (the `ranks` variable), root, the chunk count K (or the name `chunks NAME =`
+ * gives it) from the header's `chunks` on, loop variables and lets. The header's values
+ * are evaluated first, in header mode, where a name nothing binds yet is taken from its
+ * first top-level let (header_let). Folds (sum/min/max over a range) bind their
+ * variable like a loop and count their terms as iterations. Named semaphores get tags
+ * 1.. in the order first reached (0 is the unnamed one).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +29,7 @@ enum {
     MAX_ITERATIONS = 1 << 22, /* loop iterations of one expansion, all loops together */
     MAX_TB = 256,             /* logical thread blocks per rank */
     MAX_REPORTED = 256,       /* distinct source locations remembered for de-duplication */
+    MAX_FOLD_TERMS = 1 << 20, /* terms of one fold (sum, min, max over a range) */
 };
 
 typedef struct {
@@ -57,6 +65,16 @@ typedef struct {
     NameMap scratch_index;    /* name -> index in scratch_names */
     VEC(int) scratch_chunks;
     VEC(SrcLoc) scratch_locs;
+    NameMap tag_index;        /* semaphore name -> its tag, 1.. */
+    VEC(const char *) tag_names;
+    /* The header's values (ranks, where, chunks, instances, pipeline) may use top-level
+     * lets: while `header` is set, a name with no binding is looked up among them and
+     * its first top-level let evaluated on demand (header_let). */
+    int header;
+    NameMap toplets;          /* name -> index in ast->body of its first top-level let */
+    signed char *let_state;   /* per body index: 0 not evaluated, 1 in progress, 2 done */
+    int64_t *let_value;
+    int let_depth;            /* operator depth of the header lets being evaluated */
 } Expander;
 
 /* ---- errors ---- */
@@ -95,7 +113,7 @@ __attribute__((format(printf, 3, 4))) static void error(Expander *x, SrcLoc loc,
     }
     if (!first && (size_t)n < sizeof msg - 2)
         snprintf(msg + n, sizeof msg - (size_t)n, ")");
-    diag_error(x->diag, loc, "%s", msg);
+    cclc_diag_error(x->diag, loc, "%s", msg);
     if (x->diag->nerrors >= CCLC_MAX_ERRORS)
         x->aborted = 1;
 }
@@ -107,7 +125,7 @@ __attribute__((format(printf, 3, 4))) static void error(Expander *x, SrcLoc loc,
  * back to a mark restores the map. */
 static int lookup(Expander *x, const char *name, int64_t *out)
 {
-    int i = namemap_get(&x->innermost, name);
+    int i = cclc_namemap_get(&x->innermost, name);
     if (i < 0)
         return 0;
     *out = x->env.v[i].value;
@@ -116,9 +134,9 @@ static int lookup(Expander *x, const char *name, int64_t *out)
 
 static void bind(Expander *x, const char *name, int64_t value, int is_loop)
 {
-    Binding b = {name, value, is_loop, namemap_get(&x->innermost, name)};
+    Binding b = {name, value, is_loop, cclc_namemap_get(&x->innermost, name)};
     vec_push(x->arena, &x->env, b);
-    namemap_put(&x->innermost, x->arena, name, x->env.n - 1);
+    cclc_namemap_put(&x->innermost, x->arena, name, x->env.n - 1);
     x->loops += is_loop;
 }
 
@@ -127,12 +145,50 @@ static void unbind_to(Expander *x, int mark)
 {
     while (x->env.n > mark) {
         Binding *b = &x->env.v[--x->env.n];
-        namemap_put(&x->innermost, x->arena, b->name, b->shadows);
+        cclc_namemap_put(&x->innermost, x->arena, b->name, b->shadows);
         x->loops -= b->is_loop;
     }
 }
 
 /* ---- expressions: 64-bit, checked; `%` is Euclidean ---- */
+
+static int eval(Expander *x, const Expr *e, int64_t *out);
+static int count_iteration(Expander *x, SrcLoc loc);
+
+/* A name the header uses that nothing binds yet: its first top-level let, evaluated
+ * once (in header mode, where only N, root and the top-level lets are known). 1 and
+ * the value, 0 after an error, -1 when no top-level let binds the name. The lets'
+ * operator depths add up along a chain and stay within CCLC_MAX_EXPR_DEPTH, so the
+ * recursion is as bounded as one expression's. */
+static int header_let(Expander *x, const Expr *e, int64_t *out)
+{
+    int i = cclc_namemap_get(&x->toplets, e->name);
+    if (i < 0)
+        return -1;
+    if (x->let_state[i] == 2) {
+        *out = x->let_value[i];
+        return 1;
+    }
+    const Stmt *s = x->ast->body.v[i];
+    if (x->let_state[i] == 1) {
+        error(x, e->loc, "'%s' is defined through itself: the top-level let at line %d needs its own value",
+              e->name, s->loc.line);
+        return 0;
+    }
+    if (x->let_depth + s->value->depth > CCLC_MAX_EXPR_DEPTH) {
+        error(x, e->loc, "the header's values nest more than %d operators deep through top-level lets",
+              CCLC_MAX_EXPR_DEPTH);
+        return 0;
+    }
+    x->let_state[i] = 1;
+    x->let_depth += s->value->depth;
+    int ok = eval(x, s->value, &x->let_value[i]);
+    x->let_depth -= s->value->depth;
+    x->let_state[i] = ok ? 2 : 0;
+    if (ok)
+        *out = x->let_value[i];
+    return ok;
+}
 
 /* Evaluates e into *out; on error reports it and returns 0. */
 /* The built-ins beyond log2, abs, min and max (eval): 1 and the value, 0 after an
@@ -173,6 +229,63 @@ static int builtin(Expander *x, const Expr *e, int nargs, int64_t a, int64_t b, 
     return -1;
 }
 
+/* sum(v in lo..hi: body), min(...), max(...): the body evaluated with v bound to each
+ * value of the half-open range, in order. Bounded: at most MAX_FOLD_TERMS terms, and
+ * every term counts against the expansion's iterations. An empty range sums to 0 and
+ * has no min or max. The recursion is the expression's depth (CCLC_MAX_EXPR_DEPTH). */
+static int eval_fold(Expander *x, const Expr *e, int64_t *out)
+{
+    int kind = !strcmp(e->name, "sum") ? 0 : !strcmp(e->name, "min") ? 1 : !strcmp(e->name, "max") ? 2 : -1;
+    if (kind < 0) {
+        error(x, e->loc, "unknown fold '%s' (known: sum, min and max over a range, e.g. sum(i in 0..N: f(i)))",
+              e->name);
+        return 0;
+    }
+    int64_t lo, hi;
+    if (!eval(x, e->cond, &lo) || !eval(x, e->rhs, &hi))
+        return 0;
+    int64_t span;
+    if (hi > lo && (__builtin_sub_overflow(hi, lo, &span) || span > MAX_FOLD_TERMS)) {
+        error(x, e->loc, "%s over %lld..%lld has more than %d terms", e->name, (long long)lo, (long long)hi,
+              MAX_FOLD_TERMS);
+        return 0;
+    }
+    if (hi <= lo && kind) {
+        error(x, e->loc, "%s over the empty range %lld..%lld has no value", e->name, (long long)lo, (long long)hi);
+        return 0;
+    }
+    int mark = x->env.n, ok = 1;
+    int64_t acc = 0;
+    for (int64_t i = lo; i < hi; i++) {
+        if (!count_iteration(x, e->loc)) {
+            ok = 0;
+            break;
+        }
+        unbind_to(x, mark);
+        bind(x, e->var, i, 1);
+        int64_t v;
+        if (!eval(x, e->lhs, &v)) {
+            ok = 0;
+            break;
+        }
+        if (i == lo && kind)
+            acc = v;
+        else if (kind == 1)
+            acc = v < acc ? v : acc;
+        else if (kind == 2)
+            acc = v > acc ? v : acc;
+        else if (__builtin_add_overflow(acc, v, &acc)) {
+            error(x, e->loc, "integer overflow in %s (the result does not fit in 64 bits)", e->name);
+            ok = 0;
+            break;
+        }
+    }
+    unbind_to(x, mark);
+    if (ok)
+        *out = acc;
+    return ok;
+}
+
 static int eval(Expander *x, const Expr *e, int64_t *out)
 {
     int64_t a = 0, b = 0;
@@ -180,14 +293,22 @@ static int eval(Expander *x, const Expr *e, int64_t *out)
     case EX_INT:
         *out = e->value;
         return 1;
-    case EX_NAME:
+    case EX_NAME: {
         if (lookup(x, e->name, out))
             return 1;
-        if (!strcmp(e->name, "root"))
+        int found = x->header ? header_let(x, e, out) : -1;
+        if (found >= 0)
+            return found;
+        const char *kname = x->ast->chunks_name ? x->ast->chunks_name : "K";
+        if (x->header && !strcmp(e->name, kname))
+            error(x, e->loc, "'%s' is the chunk count, which is not known yet here: 'ranks', 'where' and "
+                  "'chunks' (and the top-level lets they use) cannot depend on it", kname);
+        else if (!strcmp(e->name, "root"))
             error(x, e->loc, "'root' is only defined in broadcast and reduce algorithms");
         else
             error(x, e->loc, "unknown name '%s'", e->name);
         return 0;
+    }
     case EX_UNARY:
         if (!eval(x, e->lhs, &a))
             return 0;
@@ -239,6 +360,8 @@ static int eval(Expander *x, const Expr *e, int64_t *out)
               "min(a, b), max(a, b), bitrev(x, bits))", e->name, nargs, nargs == 1 ? "" : "s");
         return 0;
     }
+    case EX_FOLD:
+        return eval_fold(x, e, out);
     case EX_COND:
         /* Only the branch taken is evaluated: `v > 0 ? log2(v) : 0` is fine at v = 0. */
         if (!eval(x, e->cond, &a))
@@ -399,7 +522,7 @@ static int find_buffer(Expander *x, const char *name)
         return BUF_IN;
     if (!strcmp(name, "out"))
         return BUF_OUT;
-    int i = namemap_get(&x->scratch_index, name);
+    int i = cclc_namemap_get(&x->scratch_index, name);
     return i < 0 ? -1 : BUF_SCRATCH0 + i;
 }
 
@@ -407,9 +530,9 @@ static int buffer_chunks(Expander *x, int buf)
 {
     const Program *p = x->prog;
     if (buf == BUF_IN)
-        return coll_in_chunks(p->coll, p->nranks, p->chunks);
+        return cclc_coll_in_chunks(p->coll, p->nranks, p->chunks);
     if (buf == BUF_OUT)
-        return coll_out_chunks(p->coll, p->nranks, p->chunks);
+        return cclc_coll_out_chunks(p->coll, p->nranks, p->chunks);
     return x->scratch_chunks.v[buf - BUF_SCRATCH0];
 }
 
@@ -494,8 +617,8 @@ static const char *ref_text(Expander *x, Ref r)
 {
     const char *name = r.buf == BUF_IN ? "in" : r.buf == BUF_OUT ? "out" : x->scratch_names.v[r.buf - BUF_SCRATCH0];
     if (r.count == 1)
-        return arena_printf(x->arena, "%s@%d[%d]", name, r.rank, r.chunk);
-    return arena_printf(x->arena, "%s@%d[%d..%d]", name, r.rank, r.chunk, r.chunk + r.count);
+        return cclc_arena_printf(x->arena, "%s@%d[%d]", name, r.rank, r.chunk);
+    return cclc_arena_printf(x->arena, "%s@%d[%d..%d]", name, r.rank, r.chunk, r.chunk + r.count);
 }
 
 /* Data steps: put, get, copy, reduce. Destinations and each source spread into lists;
@@ -510,7 +633,7 @@ static void expand_data_step(Expander *x, const Stmt *s)
     if (dsts.n == 0)
         return;
     int nsrc_lists = s->srcs.n;
-    RefVec *srcs = arena_alloc(x->arena, sizeof *srcs * (size_t)nsrc_lists);
+    RefVec *srcs = cclc_arena_alloc(x->arena, sizeof *srcs * (size_t)nsrc_lists);
     for (int i = 0; i < nsrc_lists; i++) {
         if (!eval_ref(x, s->srcs.v[i], &srcs[i]))
             return;
@@ -520,7 +643,7 @@ static void expand_data_step(Expander *x, const Stmt *s)
     for (int i = 0; i < nsrc_lists && !per_dst; i++) {
         if (srcs[i].n != 1 && srcs[i].n != dsts.n) {
             error(x, s->srcs.v[i]->loc, "'%s' has %d destinations but this operand stands for %d chunks; give one "
-                  "or as many as destinations", step_name(s->step), dsts.n, srcs[i].n);
+                  "or as many as destinations", cclc_step_name(s->step), dsts.n, srcs[i].n);
             return;
         }
     }
@@ -544,7 +667,7 @@ static void expand_data_step(Expander *x, const Stmt *s)
         for (int i = 0; i < st.nsrc; i++) {
             if (st.src[i].count != st.dst.count) {
                 error(x, s->loc, "'%s' writes %d chunk%s of %s from %d chunk%s of %s; operands must cover the same "
-                      "number of chunks", step_name(s->step), st.dst.count, st.dst.count == 1 ? "" : "s",
+                      "number of chunks", cclc_step_name(s->step), st.dst.count, st.dst.count == 1 ? "" : "s",
                       ref_text(x, st.dst), st.src[i].count, st.src[i].count == 1 ? "" : "s", ref_text(x, st.src[i]));
                 return;
             }
@@ -559,7 +682,7 @@ static void expand_data_step(Expander *x, const Stmt *s)
             if (st.dst.chunk != st.src[i].chunk && ref_ranges_overlap(st.dst, st.src[i])) {
                 error(x, s->loc, "'%s' writes %s while reading %s: the ranges overlap at different positions, so "
                       "the result would depend on the order its chunks are done in; read from another buffer "
-                      "(e.g. a scratch copy) or split the step", step_name(s->step), ref_text(x, st.dst),
+                      "(e.g. a scratch copy) or split the step", cclc_step_name(s->step), ref_text(x, st.dst),
                       ref_text(x, st.src[i]));
                 return;
             }
@@ -591,20 +714,29 @@ static void expand_sync_step(Expander *x, const Stmt *s)
     IntVec peers = {0};
     if (!eval_set(x, s->peers, &peers))
         return;
+    int tag = 0;
+    if (s->tag) {
+        tag = cclc_namemap_get(&x->tag_index, s->tag);
+        if (tag < 0) {
+            vec_push(x->arena, &x->tag_names, s->tag);
+            tag = x->tag_names.n;
+            cclc_namemap_put(&x->tag_index, x->arena, s->tag, tag);
+        }
+    }
     /* An empty set of ranks (a comprehension that keeps nothing) signals or waits for
      * no one. */
     for (int i = 0; i < peers.n; i++) {
         int64_t p = peers.v[i];
         if (p < 0 || p >= x->prog->nranks) {
-            error(x, s->peers->loc, "'%s' names rank %lld, which does not exist (N = %d)", step_name(s->step),
+            error(x, s->peers->loc, "'%s' names rank %lld, which does not exist (N = %d)", cclc_step_name(s->step),
                   (long long)p, x->prog->nranks);
             return;
         }
         if (p == x->on_rank) {
-            error(x, s->peers->loc, "rank %lld cannot %s itself", (long long)p, step_name(s->step));
+            error(x, s->peers->loc, "rank %lld cannot %s itself", (long long)p, cclc_step_name(s->step));
             return;
         }
-        emit_step(x, (Step){.kind = s->step, .loc = s->loc, .peer = (int)p});
+        emit_step(x, (Step){.kind = s->step, .loc = s->loc, .peer = (int)p, .tag = tag});
     }
 }
 
@@ -628,7 +760,7 @@ static void expand_on(Expander *x, const Stmt *s)
             x->max_explicit_tb = (int)tb;
     } else {
         /* Auto-assigned blocks get numbers after every explicit one, fixed in
-         * expand_program once all are known; until then they sit at MAX_TB + k, k
+         * cclc_expand_program once all are known; until then they sit at MAX_TB + k, k
          * counting `on` statements (not executions), so one statement is one block. */
         int k = 0;
         while (k < x->auto_on.n && x->auto_on.v[k] != s)
@@ -691,7 +823,7 @@ static void expand_stmt(Expander *x, const Stmt *s)
     case ST_STEP:
         if (x->on_rank < 0) {
             error(x, s->loc, "'%s' must be inside an 'on RANK { ... }' block, which says where it runs",
-                  step_name(s->step));
+                  cclc_step_name(s->step));
             return;
         }
         if (s->step <= STEP_REDUCE)
@@ -735,7 +867,7 @@ static void expand_stmt(Expander *x, const Stmt *s)
         int64_t n;
         if (!eval_in(x, s->value, 1, CCLC_MAX_CHUNKS, "the scratch size in chunks", &n))
             return;
-        namemap_put(&x->scratch_index, x->arena, s->var, x->scratch_names.n);
+        cclc_namemap_put(&x->scratch_index, x->arena, s->var, x->scratch_names.n);
         vec_push(x->arena, &x->scratch_names, s->var);
         vec_push(x->arena, &x->scratch_chunks, (int)n);
         vec_push(x->arena, &x->scratch_locs, s->loc);
@@ -758,17 +890,18 @@ static int check_header(Expander *x, int nranks, int root)
 {
     const Ast *ast = x->ast;
     int64_t lo, hi;
+    x->header = 1;
     if (!eval(x, ast->ranks_lo, &lo) || !eval(x, ast->ranks_hi, &hi))
         return 0;
     if (nranks < lo || nranks > hi) {
-        diag_error(x->diag, ast->ranks_loc, "algorithm '%s' is for %s in %lld..%lld, not %s = %d", ast->name,
+        cclc_diag_error(x->diag, ast->ranks_loc, "algorithm '%s' is for %s in %lld..%lld, not %s = %d", ast->name,
                    ast->nvar, (long long)lo, (long long)hi, ast->nvar, nranks);
         return 0;
     }
     bind(x, ast->nvar, nranks, 0);
     if (ast->coll == COLL_BROADCAST || ast->coll == COLL_REDUCE) {
         if (root < 0 || root >= nranks) {
-            diag_plain(x->diag, "root %d does not exist for N = %d", root, nranks);
+            cclc_diag_plain(x->diag, "root %d does not exist for N = %d", root, nranks);
             return 0;
         }
         bind(x, "root", root, 0);
@@ -778,7 +911,7 @@ static int check_header(Expander *x, int nranks, int root)
         if (!eval(x, ast->where.v[i], &ok))
             return 0;
         if (!ok) {
-            diag_error(x->diag, ast->where.v[i]->loc, "algorithm '%s' requires this for %s = %d", ast->name,
+            cclc_diag_error(x->diag, ast->where.v[i]->loc, "algorithm '%s' requires this for %s = %d", ast->name,
                        ast->nvar, nranks);
             return 0;
         }
@@ -794,28 +927,36 @@ static void expander_init(Expander *x, Arena *a, const Ast *ast, int nranks, Dia
     x->ast = ast;
     x->on_rank = -1;
     x->max_explicit_tb = -1;
-    x->prog = arena_alloc(a, sizeof *x->prog);
+    x->prog = cclc_arena_alloc(a, sizeof *x->prog);
     x->prog->nranks = nranks;
+    int n = ast->body.n;
+    x->let_state = cclc_arena_alloc(a, (size_t)(n ? n : 1));
+    x->let_value = cclc_arena_alloc(a, sizeof *x->let_value * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) {
+        const Stmt *s = ast->body.v[i];
+        if (s->kind == ST_LET && s->var && cclc_namemap_get(&x->toplets, s->var) < 0)
+            cclc_namemap_put(&x->toplets, a, s->var, i);
+    }
 }
 
-int expand_admits(const Ast *ast, int nranks, int root, Diag *d)
+int cclc_expand_admits(const Ast *ast, int nranks, int root, Diag *d)
 {
     if (nranks < 1 || nranks > CCLC_MAX_RANKS) {
-        diag_plain(d, "N = %d is out of range: cclc expands programs for 1..%d ranks", nranks, CCLC_MAX_RANKS);
+        cclc_diag_plain(d, "N = %d is out of range: cclc expands programs for 1..%d ranks", nranks, CCLC_MAX_RANKS);
         return 0;
     }
-    Arena *a = arena_new();
+    Arena *a = cclc_arena_new();
     Expander x;
     expander_init(&x, a, ast, nranks, d);
     int ok = check_header(&x, nranks, root);
-    arena_free(a);
+    cclc_arena_free(a);
     return ok;
 }
 
-Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
+Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
 {
     if (nranks < 1 || nranks > CCLC_MAX_RANKS) {
-        diag_plain(d, "N = %d is out of range: cclc expands programs for 1..%d ranks", nranks, CCLC_MAX_RANKS);
+        cclc_diag_plain(d, "N = %d is out of range: cclc expands programs for 1..%d ranks", nranks, CCLC_MAX_RANKS);
         return NULL;
     }
     Expander x;
@@ -836,9 +977,21 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
         return NULL;
     p->chunks = (int)v;
     if ((int64_t)nranks * p->chunks > CCLC_MAX_CHUNKS) {
-        diag_error(d, ast->chunks->loc, "N x chunks = %lld chunks per buffer is over the limit of %d",
+        cclc_diag_error(d, ast->chunks->loc, "N x chunks = %lld chunks per buffer is over the limit of %d",
                    (long long)nranks * p->chunks, CCLC_MAX_CHUNKS);
         return NULL;
+    }
+    /* The chunk count goes by K (or the name `chunks NAME = ...` gives it) in the rest of
+     * the program, the header's later items included. */
+    const char *kname = ast->chunks_name ? ast->chunks_name : "K";
+    if (!strcmp(kname, ast->nvar) || ((p->coll == COLL_BROADCAST || p->coll == COLL_REDUCE) && !strcmp(kname, "root"))) {
+        if (ast->chunks_name) {
+            cclc_diag_error(d, ast->chunks_name_loc, "'%s' already names the %s; the chunk count needs another name",
+                       kname, strcmp(kname, "root") ? "rank count" : "root");
+            return NULL;
+        }
+    } else {
+        bind(&x, kname, p->chunks, 0);
     }
     v = 1;
     if (ast->instances && !eval_in(&x, ast->instances, 1, 64, "'instances'", &v))
@@ -848,20 +1001,21 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
     if (ast->pipeline && !eval_in(&x, ast->pipeline, 1, 1024, "'pipeline'", &v))
         return NULL;
     p->pipeline = (int)v;
-    p->chan = arena_alloc(a, sizeof *p->chan * (size_t)nranks * (size_t)nranks);
+    x.header = 0;
+    p->chan = cclc_arena_alloc(a, sizeof *p->chan * (size_t)nranks * (size_t)nranks);
     x.blocks = cclc_calloc((size_t)nranks * 2 * MAX_TB, sizeof *x.blocks);
 
     expand_stmts(&x, &ast->body);
 
     /* Buffers: in, out, then the scratch buffers in declaration order. */
     p->nbufs = 2 + x.scratch_names.n;
-    p->buf_name = arena_alloc(a, sizeof *p->buf_name * (size_t)p->nbufs);
-    p->buf_chunks = arena_alloc(a, sizeof *p->buf_chunks * (size_t)p->nbufs);
-    p->buf_loc = arena_alloc(a, sizeof *p->buf_loc * (size_t)p->nbufs);
+    p->buf_name = cclc_arena_alloc(a, sizeof *p->buf_name * (size_t)p->nbufs);
+    p->buf_chunks = cclc_arena_alloc(a, sizeof *p->buf_chunks * (size_t)p->nbufs);
+    p->buf_loc = cclc_arena_alloc(a, sizeof *p->buf_loc * (size_t)p->nbufs);
     p->buf_name[BUF_IN] = "in";
     p->buf_name[BUF_OUT] = "out";
-    p->buf_chunks[BUF_IN] = coll_in_chunks(p->coll, nranks, p->chunks);
-    p->buf_chunks[BUF_OUT] = coll_out_chunks(p->coll, nranks, p->chunks);
+    p->buf_chunks[BUF_IN] = cclc_coll_in_chunks(p->coll, nranks, p->chunks);
+    p->buf_chunks[BUF_OUT] = cclc_coll_out_chunks(p->coll, nranks, p->chunks);
     p->buf_loc[BUF_IN] = p->buf_loc[BUF_OUT] = ast->coll_loc;
     for (int i = 0; i < x.scratch_names.n; i++) {
         p->buf_name[BUF_SCRATCH0 + i] = x.scratch_names.v[i];
@@ -869,12 +1023,17 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
         p->buf_loc[BUF_SCRATCH0 + i] = x.scratch_locs.v[i];
     }
 
+    p->ntags = 1 + x.tag_names.n;
+    p->tag_name = cclc_arena_alloc(a, sizeof *p->tag_name * (size_t)p->ntags);
+    for (int i = 0; i < x.tag_names.n; i++)
+        p->tag_name[1 + i] = x.tag_names.v[i];
+
     /* Auto-assigned thread blocks take the numbers after the largest explicit one, in
      * the order their `on` statements were first reached: the same on every rank, so
      * semaphores (per logical block) pair up across ranks. */
     int first_auto = x.max_explicit_tb + 1;
     if (first_auto + x.auto_on.n > MAX_TB) {
-        diag_error(d, ast->name_loc, "the program uses more than %d thread blocks per rank", MAX_TB);
+        cclc_diag_error(d, ast->name_loc, "the program uses more than %d thread blocks per rank", MAX_TB);
         x.failed = 1;
     }
     for (int r = 0; r < nranks && !x.failed; r++)
@@ -912,7 +1071,7 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
                     }
                     if (*c == CHAN_PORT && s->kind <= STEP_REDUCE && s->kind != STEP_PUT) {
                         error(&x, s->loc, "rank %d reaches rank %d through a port channel, which carries puts only; "
-                              "'%s' needs a memory channel", r, peers[j], step_name(s->kind));
+                              "'%s' needs a memory channel", r, peers[j], cclc_step_name(s->kind));
                         break;
                     }
                     if (s->kind == STEP_FLUSH && *c != CHAN_PORT) {
@@ -932,14 +1091,14 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
     }
 
     /* Lay the blocks out: ranks in order, thread blocks 0..ntb-1 (gaps stay empty). */
-    p->ntb = arena_alloc(a, sizeof *p->ntb * (size_t)nranks);
+    p->ntb = cclc_arena_alloc(a, sizeof *p->ntb * (size_t)nranks);
     for (int r = 0; r < nranks; r++)
         for (int t = 0; t < MAX_TB; t++)
             if (x.blocks[r * 2 * MAX_TB + t].n)
                 p->ntb[r] = t + 1;
     for (int r = 0; r < nranks; r++)
         p->nblocks += p->ntb[r];
-    p->blocks = arena_alloc(a, sizeof *p->blocks * (size_t)(p->nblocks ? p->nblocks : 1));
+    p->blocks = cclc_arena_alloc(a, sizeof *p->blocks * (size_t)(p->nblocks ? p->nblocks : 1));
     int k = 0;
     for (int r = 0; r < nranks; r++)
         for (int t = 0; t < p->ntb[r]; t++) {
@@ -948,7 +1107,7 @@ Program *expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
         }
     free(x.blocks);
     if (p->nblocks == 0) {
-        diag_error(d, ast->name_loc, "algorithm '%s' has no steps for N = %d (no 'on' block ran)", ast->name, nranks);
+        cclc_diag_error(d, ast->name_loc, "algorithm '%s' has no steps for N = %d (no 'on' block ran)", ast->name, nranks);
         return NULL;
     }
     return p;

@@ -25,7 +25,7 @@ static int slot_of(const NameMap *m, const char *name)
     return i;
 }
 
-int namemap_get(const NameMap *m, const char *name)
+int cclc_namemap_get(const NameMap *m, const char *name)
 {
     if (!m->cap)
         return -1;
@@ -33,12 +33,12 @@ int namemap_get(const NameMap *m, const char *name)
     return m->keys[i] ? m->vals[i] : -1;
 }
 
-void namemap_put(NameMap *m, Arena *a, const char *name, int value)
+void cclc_namemap_put(NameMap *m, Arena *a, const char *name, int value)
 {
     if (2 * (m->n + 1) > m->cap) {
         NameMap bigger = {.cap = m->cap ? 2 * m->cap : 64};
-        bigger.keys = arena_alloc(a, sizeof *bigger.keys * (size_t)bigger.cap);
-        bigger.vals = arena_alloc(a, sizeof *bigger.vals * (size_t)bigger.cap);
+        bigger.keys = cclc_arena_alloc(a, sizeof *bigger.keys * (size_t)bigger.cap);
+        bigger.vals = cclc_arena_alloc(a, sizeof *bigger.vals * (size_t)bigger.cap);
         for (int i = 0; i < m->cap; i++)
             if (m->keys[i]) {
                 int j = slot_of(&bigger, m->keys[i]);

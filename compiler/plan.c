@@ -27,13 +27,13 @@ static void print_lines(FILE *out, const PlanOp *op)
         fprintf(out, "%s%d", i ? "," : "", op->lines[i]);
 }
 
-void plan_print_text(FILE *out, const Plan *plan)
+void cclc_plan_print_text(FILE *out, const Plan *plan)
 {
     const Program *p = plan->prog;
-    fprintf(out, "plan %s: %s, N=%d", p->name, coll_name(p->coll), p->nranks);
+    fprintf(out, "plan %s: %s, N=%d", p->name, cclc_coll_name(p->coll), p->nranks);
     if (p->coll == COLL_BROADCAST || p->coll == COLL_REDUCE)
         fprintf(out, ", root=%d", p->root);
-    fprintf(out, ", chunks %d, protocol %s, instances %d, pipeline %d\n", p->chunks, proto_name(p->protocol),
+    fprintf(out, ", chunks %d, protocol %s, instances %d, pipeline %d\n", p->chunks, cclc_proto_name(p->protocol),
             p->instances, plan->proof.pipeline_safe ? p->pipeline : 1);
     fprintf(out, "buffers (chunks per rank):");
     for (int b = 0; b < p->nbufs; b++)
@@ -98,13 +98,13 @@ static void json_ints(FILE *out, const char *key, const int *v, int n)
 }
 
 /* Names and buffers are identifiers of the language, so they need no JSON escaping. */
-void plan_print_json(FILE *out, const Plan *plan)
+void cclc_plan_print_json(FILE *out, const Plan *plan)
 {
     const Program *p = plan->prog;
     fprintf(out, "{\n  \"algorithm\": \"%s\", \"collective\": \"%s\", \"nranks\": %d, \"root\": %d,\n", p->name,
-            coll_name(p->coll), p->nranks, p->root);
+            cclc_coll_name(p->coll), p->nranks, p->root);
     fprintf(out, "  \"chunks\": %d, \"protocol\": \"%s\", \"instances\": %d, \"pipeline\": %d,\n", p->chunks,
-            proto_name(p->protocol), p->instances, plan->proof.pipeline_safe ? p->pipeline : 1);
+            cclc_proto_name(p->protocol), p->instances, plan->proof.pipeline_safe ? p->pipeline : 1);
     fprintf(out, "  \"thread_blocks\": %d, \"semaphores\": %d,\n  \"buffers\": [", plan->ntb, plan->nsems);
     for (int b = 0; b < p->nbufs; b++)
         fprintf(out, "%s{\"name\": \"%s\", \"chunks\": %d}", b ? ", " : "", p->buf_name[b], p->buf_chunks[b]);

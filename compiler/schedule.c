@@ -41,7 +41,7 @@ static void add_line(Arena *arena, PlanOp *op, int line)
     for (int i = 0; i < op->nlines; i++)
         if (op->lines[i] == line)
             return;
-    int *lines = arena_alloc(arena, sizeof *lines * (size_t)(op->nlines + 1));
+    int *lines = cclc_arena_alloc(arena, sizeof *lines * (size_t)(op->nlines + 1));
     int k = 0;
     for (int i = 0; i < op->nlines && op->lines[i] < line; i++)
         lines[k++] = op->lines[i];
@@ -54,7 +54,7 @@ static void add_line(Arena *arena, PlanOp *op, int line)
 
 static Ref *append_refs(Arena *arena, const Ref *a, int na, const Ref *b, int nb)
 {
-    Ref *out = arena_alloc(arena, sizeof *out * (size_t)(na + nb));
+    Ref *out = cclc_arena_alloc(arena, sizeof *out * (size_t)(na + nb));
     if (na)
         memcpy(out, a, sizeof *out * (size_t)na);
     if (nb)
@@ -95,8 +95,8 @@ static int fuse_sync(Arena *arena, PlanOp *a, const PlanOp *b)
     for (int i = 0; i < a->npeer; i++)
         if (a->peer[i] == b->peer[0])
             return 0;
-    int *peer = arena_alloc(arena, sizeof *peer * (size_t)(a->npeer + 1));
-    int *sem = arena_alloc(arena, sizeof *sem * (size_t)(a->npeer + 1));
+    int *peer = cclc_arena_alloc(arena, sizeof *peer * (size_t)(a->npeer + 1));
+    int *sem = cclc_arena_alloc(arena, sizeof *sem * (size_t)(a->npeer + 1));
     memcpy(peer, a->peer, sizeof *peer * (size_t)a->npeer);
     memcpy(sem, a->sem, sizeof *sem * (size_t)a->npeer);
     peer[a->npeer] = b->peer[0];
@@ -109,7 +109,7 @@ static int fuse_sync(Arena *arena, PlanOp *a, const PlanOp *b)
     return 1;
 }
 
-static PlanOp op_from_step(Arena *arena, const Program *p, const Block *b, const Step *s)
+static PlanOp op_from_step(Arena *arena, const Program *p, int ntb, const Block *b, const Step *s)
 {
     PlanOp op = {0};
     add_line(arena, &op, s->loc.line);
@@ -130,13 +130,13 @@ static PlanOp op_from_step(Arena *arena, const Program *p, const Block *b, const
     case STEP_FLUSH:
         op.kind = s->kind == STEP_SIGNAL ? OP_SIGNAL : s->kind == STEP_WAIT ? OP_WAIT : OP_FLUSH;
         op.npeer = 1;
-        op.peer = arena_alloc(arena, sizeof *op.peer);
-        op.sem = arena_alloc(arena, sizeof *op.sem);
+        op.peer = cclc_arena_alloc(arena, sizeof *op.peer);
+        op.sem = cclc_arena_alloc(arena, sizeof *op.sem);
         op.peer[0] = s->peer;
         /* A signal bumps the peer's slot for (this tb, this rank); a wait watches this
          * rank's slot for (this tb, the peer). */
-        op.sem[0] = s->kind == STEP_SIGNAL ? plan_sem_slot(p->nranks, b->tb, b->rank)
-                                           : plan_sem_slot(p->nranks, b->tb, s->peer);
+        op.sem[0] = s->kind == STEP_SIGNAL ? plan_sem_slot(p->nranks, s->tag * ntb + b->tb, b->rank)
+                                           : plan_sem_slot(p->nranks, s->tag * ntb + b->tb, s->peer);
         return op;
     case STEP_BARRIER:
         op.kind = OP_BARRIER;
@@ -169,12 +169,12 @@ static void record(Arena *arena, Pending *pend, const PlanOp *op)
         vec_push(arena, &pend->writes, op->dst[k]);
 }
 
-static void schedule_block(Arena *arena, const Program *p, const Block *b, PlanBlock *out)
+static void schedule_block(Arena *arena, const Program *p, int ntb, const Block *b, PlanBlock *out)
 {
     OpVec ops = {0};
     Pending pend = {0};
     for (int i = 0; i < b->nsteps; i++) {
-        PlanOp op = op_from_step(arena, p, b, &b->steps[i]);
+        PlanOp op = op_from_step(arena, p, ntb, b, &b->steps[i]);
         PlanOp *last = ops.n ? &ops.v[ops.n - 1] : NULL;
         if (op.kind != OP_XFER) {
             if (last && fuse_sync(arena, last, &op))
@@ -206,7 +206,7 @@ static void schedule_block(Arena *arena, const Program *p, const Block *b, PlanB
     out->ops = ops.v;
 }
 
-int plan_has_port_puts(const Plan *plan, int rank)
+int cclc_plan_has_port_puts(const Plan *plan, int rank)
 {
     for (int i = 0; i < plan->nblocks; i++) {
         const PlanBlock *b = &plan->blocks[i];
@@ -217,19 +217,19 @@ int plan_has_port_puts(const Plan *plan, int rank)
     return 0;
 }
 
-Plan *schedule_program(Arena *a, const Program *p, const Proof *proof)
+Plan *cclc_schedule_program(Arena *a, const Program *p, const Proof *proof)
 {
-    Plan *plan = arena_alloc(a, sizeof *plan);
+    Plan *plan = cclc_arena_alloc(a, sizeof *plan);
     plan->prog = p;
     plan->proof = *proof;
     plan->nranks = p->nranks;
     for (int r = 0; r < p->nranks; r++)
         if (p->ntb[r] > plan->ntb)
             plan->ntb = p->ntb[r];
-    plan->nsems = plan->ntb * p->nranks;
+    plan->nsems = plan->ntb * p->nranks * (p->ntags > 1 ? p->ntags : 1);
     plan->nblocks = p->nblocks;
-    plan->blocks = arena_alloc(a, sizeof *plan->blocks * (size_t)p->nblocks);
+    plan->blocks = cclc_arena_alloc(a, sizeof *plan->blocks * (size_t)p->nblocks);
     for (int i = 0; i < p->nblocks; i++)
-        schedule_block(a, p, &p->blocks[i], &plan->blocks[i]);
+        schedule_block(a, p, plan->ntb, &p->blocks[i], &plan->blocks[i]);
     return plan;
 }

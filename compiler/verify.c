@@ -38,7 +38,11 @@
  * of this interleaving are the program's. When races or a deadlock are found the
  * postcondition is not judged (its failures would be consequences, not causes).
  *
- * This file holds the entry points, verify_program and verify_explain, which run those
+ * Diagnostics come cause first: unbalanced signal/wait and barrier counts are checked
+ * before the run but reported after its races and deadlocks (cclc_diag_defer), as their
+ * effects, or as the causes when the run finds nothing else (cclc_diag_settle).
+ *
+ * This file holds the entry points, cclc_verify_program and cclc_verify_explain, which run those
  * analyses in the order their results need (counts and port rules before the run, the
  * postcondition only after a clean run, cross-call and in-place runs only when one call
  * is sound), and the base that every analysis uses (verify.h): working memory, message
@@ -56,17 +60,17 @@
 
 /* ---- working memory ---- */
 
-void *vfy_xcalloc(size_t n, size_t size)
+void *cclc_vfy_xcalloc(size_t n, size_t size)
 {
     return cclc_calloc(n, size);
 }
 
-void *vfy_xrealloc(void *p, size_t size)
+void *cclc_vfy_xrealloc(void *p, size_t size)
 {
     return cclc_realloc(p, size);
 }
 
-__attribute__((format(printf, 2, 3))) void vfy_str_printf(Str *b, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) void cclc_vfy_str_printf(Str *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -76,7 +80,7 @@ __attribute__((format(printf, 2, 3))) void vfy_str_printf(Str *b, const char *fm
         return;
     if (b->n + (size_t)n + 1 > b->cap) {
         b->cap = (b->n + (size_t)n + 1) * 2;
-        b->s = vfy_xrealloc(b->s, b->cap);
+        b->s = cclc_vfy_xrealloc(b->s, b->cap);
     }
     va_start(ap, fmt);
     vsnprintf(b->s + b->n, (size_t)n + 1, fmt, ap);
@@ -84,14 +88,14 @@ __attribute__((format(printf, 2, 3))) void vfy_str_printf(Str *b, const char *fm
     b->n += (size_t)n;
 }
 
-const char *vfy_str_get(const Str *b)
+const char *cclc_vfy_str_get(const Str *b)
 {
     return b->s ? b->s : "";
 }
 
 /* ---- reporting: to a Diag, or quietly (in-place and --explain re-runs) ---- */
 
-__attribute__((format(printf, 3, 4))) void vfy_error(Reporter *rep, SrcLoc loc, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) void cclc_vfy_error(Reporter *rep, SrcLoc loc, const char *fmt, ...)
 {
     char msg[2048];
     va_list ap;
@@ -99,7 +103,7 @@ __attribute__((format(printf, 3, 4))) void vfy_error(Reporter *rep, SrcLoc loc, 
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (rep->d)
-        diag_error(rep->d, loc, "%s", msg);
+        cclc_diag_error(rep->d, loc, "%s", msg);
     else if (!rep->nerrors) {
         size_t n = strlen(msg) < sizeof rep->first - 1 ? strlen(msg) : sizeof rep->first - 1;
         memcpy(rep->first, msg, n);
@@ -108,7 +112,7 @@ __attribute__((format(printf, 3, 4))) void vfy_error(Reporter *rep, SrcLoc loc, 
     rep->nerrors++;
 }
 
-__attribute__((format(printf, 3, 4))) void vfy_note(Reporter *rep, SrcLoc loc, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) void cclc_vfy_note(Reporter *rep, SrcLoc loc, const char *fmt, ...)
 {
     if (!rep->d)
         return;
@@ -117,18 +121,18 @@ __attribute__((format(printf, 3, 4))) void vfy_note(Reporter *rep, SrcLoc loc, c
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    diag_note(rep->d, loc, "%s", msg);
+    cclc_diag_note(rep->d, loc, "%s", msg);
 }
 
-int vfy_same_loc(SrcLoc a, SrcLoc b)
+int cclc_vfy_same_loc(SrcLoc a, SrcLoc b)
 {
     return a.line == b.line && a.col == b.col;
 }
 
-int vfy_seen_before(Seen *s, SrcLoc loc)
+int cclc_vfy_seen_before(Seen *s, SrcLoc loc)
 {
     for (int i = 0; i < s->n; i++)
-        if (vfy_same_loc(s->v[i], loc))
+        if (cclc_vfy_same_loc(s->v[i], loc))
             return 1;
     if (s->n < MAX_SEEN)
         s->v[s->n++] = loc;
@@ -150,7 +154,7 @@ static void shape_init(Shape *sh, const Program *p)
     if (sh->maxtb < 1)
         sh->maxtb = 1;
     sh->show_tb = sh->maxtb > 1;
-    sh->blk = vfy_xcalloc((size_t)sh->n * (size_t)sh->maxtb, sizeof *sh->blk);
+    sh->blk = cclc_vfy_xcalloc((size_t)sh->n * (size_t)sh->maxtb, sizeof *sh->blk);
     for (int i = 0; i < sh->n * sh->maxtb; i++)
         sh->blk[i] = -1;
     for (int b = 0; b < p->nblocks; b++) {
@@ -159,7 +163,7 @@ static void shape_init(Shape *sh, const Program *p)
             internal_error("block %d has rank %d tb %d outside the program", b, bl->rank, bl->tb);
         sh->blk[bl->rank * sh->maxtb + bl->tb] = b;
     }
-    sh->buf_base = vfy_xcalloc((size_t)p->nbufs, sizeof *sh->buf_base);
+    sh->buf_base = cclc_vfy_xcalloc((size_t)p->nbufs, sizeof *sh->buf_base);
     for (int i = 0; i < p->nbufs; i++) {
         sh->buf_base[i] = sh->rank_cells;
         sh->rank_cells += p->buf_chunks[i];
@@ -173,7 +177,7 @@ static void shape_fini(Shape *sh)
     free(sh->vc_spare);
 }
 
-int vfy_block_of(const Shape *sh, int rank, int tb)
+int cclc_vfy_block_of(const Shape *sh, int rank, int tb)
 {
     if (rank < 0 || rank >= sh->n || tb < 0 || tb >= sh->maxtb)
         return -1;
@@ -181,7 +185,7 @@ int vfy_block_of(const Shape *sh, int rank, int tb)
 }
 
 /* "rank 2" or "rank 2 tb 1", for messages. */
-const char *vfy_where_text(const Shape *sh, int rank, int tb, char *buf, size_t size)
+const char *cclc_vfy_where_text(const Shape *sh, int rank, int tb, char *buf, size_t size)
 {
     if (sh->show_tb)
         snprintf(buf, size, "rank %d tb %d", rank, tb);
@@ -191,7 +195,7 @@ const char *vfy_where_text(const Shape *sh, int rank, int tb, char *buf, size_t 
 }
 
 /* "in@0[1]", "s@2[3]" */
-const char *vfy_cell_text(const Shape *sh, int rank, int buf, int chunk, char *out, size_t size)
+const char *cclc_vfy_cell_text(const Shape *sh, int rank, int buf, int chunk, char *out, size_t size)
 {
     snprintf(out, size, "%s@%d[%d]", sh->p->buf_name[buf], rank, chunk);
     return out;
@@ -200,7 +204,7 @@ const char *vfy_cell_text(const Shape *sh, int rank, int buf, int chunk, char *o
 /* In place, the collective's in and out are one buffer (docs/language.md): maps a chunk
  * of in onto the chunk of out it is (or out onto in, for reduce_scatter). Contiguous
  * chunks stay contiguous, so a range maps by its first chunk. */
-void vfy_inplace_alias(const Shape *sh, int rank, int *buf, int *chunk)
+void cclc_vfy_inplace_alias(const Shape *sh, int rank, int *buf, int *chunk)
 {
     switch (sh->p->coll) {
     case COLL_ALLREDUCE:
@@ -228,7 +232,7 @@ void vfy_inplace_alias(const Shape *sh, int rank, int *buf, int *chunk)
 typedef struct {
     SyncCounts sync;
     long pairs, cross_pairs, edges;
-    long port_puts;       /* port-channel puts checked against vfy_check_port_puts' rules */
+    long port_puts;       /* port-channel puts checked against cclc_vfy_check_port_puts' rules */
     int out_checked;
     Str det_detail, pipe_detail;
 } Facts;
@@ -245,47 +249,58 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     shape_init(&sh, p);
     int errors0 = rep->nerrors;
 
-    vfy_check_sem_counts(&sh, rep, &f->sync);
-    vfy_check_barrier_counts(&sh, rep);
-    vfy_check_instances(&sh, rep);
+    /* Cause first: unbalanced counts are often the effect of a missing wait (or signal)
+     * whose race or deadlock the run finds at its site; they are reported after the
+     * run's errors, and as causes only when the run finds none (cclc_diag_settle). */
+    int diag_errors0 = rep->d ? rep->d->nerrors : 0;
+    if (rep->d)
+        cclc_diag_defer(rep->d, 1);
+    cclc_vfy_check_sem_counts(&sh, rep, &f->sync);
+    cclc_vfy_check_barrier_counts(&sh, rep);
+    if (rep->d)
+        cclc_diag_defer(rep->d, 0);
+    cclc_vfy_check_instances(&sh, rep);
     int counts_bad = rep->nerrors > errors0;
     /* Before the simulation, which places every put at its statement: for port puts,
      * completed later by an asynchronous proxy, that is exact only under these rules. */
     int port_errors0 = rep->nerrors;
-    f->port_puts = vfy_check_port_puts(&sh, 0, rep);
+    f->port_puts = cclc_vfy_check_port_puts(&sh, 0, rep);
     int port_bad = rep->nerrors > port_errors0;
 
     Sim s = {0};
     double work = (double)(f->sync.nwaits + f->sync.nbarriers) * (sh.nb + sh.n);
-    if (work > MAX_CLOCK_WORK || vfy_sim_init(&s, &sh, (SimMode){.ncalls = 1, .contents = 1}, rep) != 0) {
-        vfy_error(rep, p->name_loc, "'%s' is too large to verify for N = %d (%d thread blocks, %d chunks per rank)",
+    if (work > MAX_CLOCK_WORK || cclc_vfy_sim_init(&s, &sh, (SimMode){.ncalls = 1, .contents = 1}, rep) != 0) {
+        cclc_vfy_error(rep, p->name_loc, "'%s' is too large to verify for N = %d (%d thread blocks, %d chunks per rank)",
                   p->name, p->nranks, sh.nb, sh.rank_cells);
-        vfy_sim_fini(&s);
+        cclc_vfy_sim_fini(&s);
         shape_fini(&sh);
+        if (rep->d)
+            cclc_diag_settle(rep->d, diag_errors0);
         return -1;
     }
-    vfy_sim_run(&s);
+    cclc_vfy_sim_run(&s);
+    cclc_vfy_sim_report_layout(&s);
     f->pairs = s.pairs;
     f->edges = s.edges;
     if (s.races_hidden)
-        vfy_note(rep, (SrcLoc){0, 0, 0}, "%d more racing statement pair%s not shown", s.races_hidden,
+        cclc_vfy_note(rep, (SrcLoc){0, 0, 0}, "%d more racing statement pair%s not shown", s.races_hidden,
                  s.races_hidden == 1 ? "" : "s");
     if (s.stuck)
-        vfy_report_deadlocks(&s, counts_bad);
+        cclc_vfy_report_deadlocks(&s, counts_bad);
     int races = s.nraces + s.races_hidden;
     proof->race_free = !races && !s.stuck && !port_bad;
     proof->deadlock_free = !s.stuck && !counts_bad;
     if (races || s.stuck || s.nlayout) {
-        vfy_note(rep, (SrcLoc){0, 0, 0}, "the postcondition was not checked: %s",
+        cclc_vfy_note(rep, (SrcLoc){0, 0, 0}, "the postcondition was not checked: %s",
                  s.stuck ? "the run does not complete" : races ? "with races the result depends on timing"
                  : "chunks were stored at the wrong position");
     } else {
-        int bad = vfy_check_postcondition(&s, &f->out_checked);
+        int bad = cclc_vfy_check_postcondition(&s, &f->out_checked);
         proof->postcondition = !bad && !s.ninput;
-        proof->deterministic = vfy_check_deterministic(&s, &f->det_detail);
+        proof->deterministic = cclc_vfy_check_deterministic(&s, &f->det_detail);
     }
-    vfy_sim_fini(&s);
-    proof->pipeline_safe = vfy_check_pipeline_safe(&sh, &f->pipe_detail);
+    cclc_vfy_sim_fini(&s);
+    proof->pipeline_safe = cclc_vfy_check_pipeline_safe(&sh, &f->pipe_detail);
 
     /* Two back-to-back calls, only worth it when one call is sound. */
     int main_ok = rep->nerrors == errors0;
@@ -293,52 +308,55 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
         Sim s2;
         /* LL alternates scratch halves, so calls 1 and 3 are the ones that share. */
         int ncalls = p->protocol == PROTO_LL ? 3 : 2;
-        if (vfy_sim_init(&s2, &sh, (SimMode){.ncalls = ncalls, .cross_only = 1}, rep) == 0) {
-            vfy_sim_run(&s2);
+        if (cclc_vfy_sim_init(&s2, &sh, (SimMode){.ncalls = ncalls, .cross_only = 1}, rep) == 0) {
+            cclc_vfy_sim_run(&s2);
             f->cross_pairs = s2.pairs;
             if (s2.races_hidden)
-                vfy_note(rep, (SrcLoc){0, 0, 0}, "%d more cross-call racing statement pair%s not shown",
+                cclc_vfy_note(rep, (SrcLoc){0, 0, 0}, "%d more cross-call racing statement pair%s not shown",
                          s2.races_hidden, s2.races_hidden == 1 ? "" : "s");
             proof->cross_call_safe = !s2.nraces && !s2.races_hidden && !s2.stuck;
         }
-        vfy_sim_fini(&s2);
+        cclc_vfy_sim_fini(&s2);
     }
 
     /* In place: proved again quietly, with the buffers aliased; never fails the proof. */
     proof->inplace_applicable = inplace_applicable(p->coll);
     if (!proof->inplace_applicable) {
-        proof->inplace_reason = arena_printf(a, "%s has no in-place form that the verifier models",
-                                             coll_name(p->coll));
+        proof->inplace_reason = cclc_arena_printf(a, "%s has no in-place form that the verifier models",
+                                             cclc_coll_name(p->coll));
     } else if (rep->nerrors != errors0) {
-        proof->inplace_reason = arena_printf(a, "not checked: the out-of-place proof failed");
+        proof->inplace_reason = cclc_arena_printf(a, "not checked: the out-of-place proof failed");
     } else {
         Reporter quiet = {0};
         Sim s3 = {0};
         /* Aliased, a port put's source may be a chunk its block writes before the flush. */
-        vfy_check_port_puts(&sh, 1, &quiet);
+        cclc_vfy_check_port_puts(&sh, 1, &quiet);
         int ran = quiet.nerrors > 0;
-        if (!ran && vfy_sim_init(&s3, &sh, (SimMode){.ncalls = 1, .inplace = 1, .contents = 1}, &quiet) == 0) {
+        if (!ran && cclc_vfy_sim_init(&s3, &sh, (SimMode){.ncalls = 1, .inplace = 1, .contents = 1}, &quiet) == 0) {
             ran = 1;
-            vfy_sim_run(&s3);
+            cclc_vfy_sim_run(&s3);
+            cclc_vfy_sim_report_layout(&s3);
             if (s3.stuck)
-                vfy_error(&quiet, p->name_loc, "the run does not complete");
+                cclc_vfy_error(&quiet, p->name_loc, "the run does not complete");
             else if (!s3.nraces && !s3.nlayout) {
                 int checked;
-                vfy_check_postcondition(&s3, &checked);
+                cclc_vfy_check_postcondition(&s3, &checked);
             }
         }
         if (ran) {
             proof->inplace_ok = quiet.nerrors == 0;
             if (!proof->inplace_ok)
-                proof->inplace_reason = arena_printf(a, "with in and out as one buffer, %s", quiet.first);
+                proof->inplace_reason = cclc_arena_printf(a, "with in and out as one buffer, %s", quiet.first);
         }
-        vfy_sim_fini(&s3);
+        cclc_vfy_sim_fini(&s3);
     }
     shape_fini(&sh);
+    if (rep->d)
+        cclc_diag_settle(rep->d, diag_errors0);
     return rep->nerrors == errors0 ? 0 : -1;
 }
 
-int verify_program(Arena *a, const Program *p, Proof *proof, Diag *d)
+int cclc_verify_program(Arena *a, const Program *p, Proof *proof, Diag *d)
 {
     Reporter rep = {.d = d};
     Facts f = {0};
@@ -361,23 +379,23 @@ static const char *post_text(const Program *p)
     return "?";
 }
 
-void verify_explain(FILE *out, const Program *p, const Proof *proof)
+void cclc_verify_explain(FILE *out, const Program *p, const Proof *proof)
 {
     /* The proof is re-derived quietly for its numbers; the verdicts printed are the
-     * ones verify_program recorded. */
-    Arena *a = arena_new();
+     * ones cclc_verify_program recorded. */
+    Arena *a = cclc_arena_new();
     Reporter quiet = {0};
     Facts f = {0};
     Proof again;
     analyze(a, p, &again, &quiet, &f);
     const char *yes = "proved", *no = "NOT proved";
-    fprintf(out, "%s: %s for N = %d", p->name, coll_name(p->coll), p->nranks);
+    fprintf(out, "%s: %s for N = %d", p->name, cclc_coll_name(p->coll), p->nranks);
     if (p->coll == COLL_BROADCAST || p->coll == COLL_REDUCE)
         fprintf(out, ", root %d", p->root);
     int maxtb = 0;
     for (int r = 0; r < p->nranks; r++)
         maxtb = p->ntb[r] > maxtb ? p->ntb[r] : maxtb;
-    fprintf(out, " (K = %d, protocol %s, %d thread block%s per rank)\n", p->chunks, proto_name(p->protocol), maxtb,
+    fprintf(out, " (K = %d, protocol %s, %d thread block%s per rank)\n", p->chunks, cclc_proto_name(p->protocol), maxtb,
             maxtb == 1 ? "" : "s");
     fprintf(out, "  postcondition:    %s: %s", proof->postcondition ? yes : no, post_text(p));
     if (proof->postcondition)
@@ -419,5 +437,5 @@ void verify_explain(FILE *out, const Program *p, const Proof *proof)
                 f.pipe_detail.n ? f.pipe_detail.s : "overlapping chunk ranges");
     free(f.det_detail.s);
     free(f.pipe_detail.s);
-    arena_free(a);
+    cclc_arena_free(a);
 }

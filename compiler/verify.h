@@ -1,6 +1,6 @@
 /* verify.h: what the verifier's files share; private to compiler/verify*.c.
  *
- * verify.c holds the proof's entry points (verify_program and verify_explain, declared
+ * verify.c holds the proof's entry points (cclc_verify_program and cclc_verify_explain, declared
  * in cclc.h), which run the analyses of the other verify_*.c files, and the base those
  * all use: working memory, message strings, reporting, and the Shape of the program
  * being proved. A section below per file; non-static names carry the prefix vfy_. */
@@ -25,8 +25,8 @@ typedef struct Sim Sim;       /* a simulated run, below */
 /* ===== verify.c: the base ===== */
 
 /* calloc and realloc that never return NULL (out of memory is an internal error). */
-void *vfy_xcalloc(size_t n, size_t size);
-void *vfy_xrealloc(void *p, size_t size);
+void *cclc_vfy_xcalloc(size_t n, size_t size);
+void *cclc_vfy_xrealloc(void *p, size_t size);
 
 /* A growable string for building messages. */
 typedef struct {
@@ -34,8 +34,8 @@ typedef struct {
     size_t n, cap;
 } Str;
 
-__attribute__((format(printf, 2, 3))) void vfy_str_printf(Str *b, const char *fmt, ...);
-const char *vfy_str_get(const Str *b); /* "" while empty */
+__attribute__((format(printf, 2, 3))) void cclc_vfy_str_printf(Str *b, const char *fmt, ...);
+const char *cclc_vfy_str_get(const Str *b); /* "" while empty */
 
 /* Where errors go: to a Diag, or quietly (in-place and --explain re-runs). */
 typedef struct {
@@ -44,8 +44,8 @@ typedef struct {
     char first[640];
 } Reporter;
 
-__attribute__((format(printf, 3, 4))) void vfy_error(Reporter *rep, SrcLoc loc, const char *fmt, ...);
-__attribute__((format(printf, 3, 4))) void vfy_note(Reporter *rep, SrcLoc loc, const char *fmt, ...);
+__attribute__((format(printf, 3, 4))) void cclc_vfy_error(Reporter *rep, SrcLoc loc, const char *fmt, ...);
+__attribute__((format(printf, 3, 4))) void cclc_vfy_note(Reporter *rep, SrcLoc loc, const char *fmt, ...);
 
 /* Remembers statement locations already reported, so one wrong line in a loop over N
  * ranks gives one message, not N. */
@@ -54,8 +54,8 @@ typedef struct {
     int n;
 } Seen;
 
-int vfy_same_loc(SrcLoc a, SrcLoc b);
-int vfy_seen_before(Seen *s, SrcLoc loc); /* whether loc was seen; remembers it */
+int cclc_vfy_same_loc(SrcLoc a, SrcLoc b);
+int cclc_vfy_seen_before(Seen *s, SrcLoc loc); /* whether loc was seen; remembers it */
 
 /* The program's shape: its blocks by rank and thread block, its cells by buffer. */
 typedef struct {
@@ -70,24 +70,24 @@ typedef struct {
     size_t vc_spare_n;    /* at N = 64 with 64 blocks per rank it is 64 MB */
 } Shape;
 
-int vfy_block_of(const Shape *sh, int rank, int tb); /* the block index, or -1 */
-const char *vfy_where_text(const Shape *sh, int rank, int tb, char *buf, size_t size);
-const char *vfy_cell_text(const Shape *sh, int rank, int buf, int chunk, char *out, size_t size);
+int cclc_vfy_block_of(const Shape *sh, int rank, int tb); /* the block index, or -1 */
+const char *cclc_vfy_where_text(const Shape *sh, int rank, int tb, char *buf, size_t size);
+const char *cclc_vfy_cell_text(const Shape *sh, int rank, int buf, int chunk, char *out, size_t size);
 /* In place: maps a chunk of in onto the chunk of out it is (or out onto in). */
-void vfy_inplace_alias(const Shape *sh, int rank, int *buf, int *chunk);
+void cclc_vfy_inplace_alias(const Shape *sh, int rank, int *buf, int *chunk);
 
 /* ===== verify_port.c: port-channel puts ===== */
 
 /* Reports each port put the simulation cannot place at its statement (`inplace`: with
  * in and out aliased); returns the number of port puts. */
-long vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep);
+long cclc_vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep);
 
 /* ===== verify_slices.c: instances and pipeline slices ===== */
 
 /* Reports every scratch-only transfer of a program with instances. */
-void vfy_check_instances(const Shape *sh, Reporter *rep);
+void cclc_vfy_check_instances(const Shape *sh, Reporter *rep);
 /* Whether slices may interleave within a block; else why, in *detail (may be NULL). */
-int vfy_check_pipeline_safe(const Shape *sh, Str *detail);
+int cclc_vfy_check_pipeline_safe(const Shape *sh, Str *detail);
 
 /* ===== verify_deadlock.c: counts and cycles ===== */
 
@@ -96,12 +96,12 @@ typedef struct {
 } SyncCounts;
 
 /* Reports semaphores whose signals and waits do not balance; counts them in *sc. */
-void vfy_check_sem_counts(const Shape *sh, Reporter *rep, SyncCounts *sc);
+void cclc_vfy_check_sem_counts(const Shape *sh, Reporter *rep, SyncCounts *sc);
 /* Reports barriers that some thread block of the rank does not reach. */
-void vfy_check_barrier_counts(const Shape *sh, Reporter *rep);
+void cclc_vfy_check_barrier_counts(const Shape *sh, Reporter *rep);
 /* Reports each cycle of blocked blocks of a stuck run (or, when there is none and
  * counts_reported is 0, one blocked block); returns the number of cycles. */
-int vfy_report_deadlocks(const Sim *s, int counts_reported);
+int cclc_vfy_report_deadlocks(const Sim *s, int counts_reported);
 
 /* ===== verify_contents.c: chunk contents and the postcondition ===== */
 
@@ -130,18 +130,18 @@ typedef struct {
 } Leaf;
 
 /* Adds a node (a SUM's children a and b exist already); returns its index. */
-int vfy_node_new(Nodes *ns, int kind, int a, int b, int c);
-void vfy_nodes_fini(Nodes *ns);
+int cclc_vfy_node_new(Nodes *ns, int kind, int a, int b, int c);
+void cclc_vfy_nodes_fini(Nodes *ns);
 /* The multiset of leaves under root, malloc'd in *out, sorted; returns their number. */
-int vfy_node_leaves(const Nodes *ns, int root, Leaf **out);
+int cclc_vfy_node_leaves(const Nodes *ns, int root, Leaf **out);
 /* What out@r[i] must hold: *nexp (rank, in chunk) pairs; 0 when unconstrained. */
-int vfy_expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chunk, int *nexp);
+int cclc_vfy_expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chunk, int *nexp);
 /* Reports every wrong out chunk; returns their number, and in *checked how many out
  * chunks the collective constrains. */
-int vfy_check_postcondition(const Sim *s, int *checked);
+int cclc_vfy_check_postcondition(const Sim *s, int *checked);
 /* Whether every rank's out holds the same reduction trees; else an example in *detail
  * (which may be NULL). */
-int vfy_check_deterministic(const Sim *s, Str *detail);
+int cclc_vfy_check_deterministic(const Sim *s, Str *detail);
 
 /* ===== verify_simulate.c: the simulated run ===== */
 
@@ -198,7 +198,7 @@ struct Sim {
     char *pending;        /* per block: a signal was sent; advance before the next access */
     int *pc, *call, *state;
     char *boundary;       /* per block: at the end of a call, waiting for its rank */
-    Sem *sem;             /* [waiter block * n + signaler rank] */
+    Sem *sem;             /* [(waiter block * ntags + tag) * n + signaler rank] */
     CellLog *log;
     int *content;         /* per cell: node, or -1 for the cell's initial garbage */
     int *wblock, *wstep;  /* per cell: the last writer, or -1 */
@@ -211,16 +211,24 @@ struct Sim {
     int nraces, races_hidden;
     Seen layout_seen, input_seen;
     int nlayout, ninput;
+    /* Layout violations are judged on this run's contents, which are the program's only
+     * when it has no race: they are kept here and reported by cclc_vfy_sim_report_layout. */
+    SrcLoc layout_loc[MAX_STEP_REPORTS];
+    char *layout_msg[MAX_STEP_REPORTS];
+    int layout_kept;
 };
 
 /* The cell of a chunk in call `call`, as in-place aliasing and LL parity place it. */
-int vfy_sim_cell(const Sim *s, int rank, int buf, int chunk, int call);
-const Step *vfy_step_at(const Sim *s, int b, int i);
-/* Prepares a run; -1 when the program is too large to simulate (then vfy_sim_fini). */
-int vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep);
+int cclc_vfy_sim_cell(const Sim *s, int rank, int buf, int chunk, int call);
+const Step *cclc_vfy_step_at(const Sim *s, int b, int i);
+/* Prepares a run; -1 when the program is too large to simulate (then cclc_vfy_sim_fini). */
+int cclc_vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep);
 /* Runs every block until all are done or none can move (then s->stuck). */
-void vfy_sim_run(Sim *s);
+void cclc_vfy_sim_run(Sim *s);
+/* Reports the layout violations the run kept, unless it found a race (then the
+ * contents, and any violation in them, are one interleaving's, not the program's). */
+void cclc_vfy_sim_report_layout(Sim *s);
 /* Frees the run; its clock matrix stays in the Shape for the next. */
-void vfy_sim_fini(Sim *s);
+void cclc_vfy_sim_fini(Sim *s);
 
 #endif

@@ -1,9 +1,9 @@
 /* verify_contents.c: what every chunk holds, and the postcondition.
  *
  * Takes the contents that the simulation (verify_simulate.c) gives each chunk, as nodes
- * made here; gives vfy_check_postcondition, which reports every out chunk that does not
+ * made here; gives cclc_vfy_check_postcondition, which reports every out chunk that does not
  * hold what the collective requires, one error per statement that wrote such chunks
- * last, and vfy_check_deterministic, which records whether an all-reduce reduces every
+ * last, and cclc_vfy_check_deterministic, which records whether an all-reduce reduces every
  * element in the same order on every rank. Assumes a run that completed without races,
  * whose contents are then the same in every execution.
  *
@@ -41,11 +41,11 @@ static uint64_t leaf_hash(int kind, int a, int b, int c)
 }
 
 /* Adds a node; a SUM's children a and b are existing nodes. Returns its index. */
-int vfy_node_new(Nodes *ns, int kind, int a, int b, int c)
+int cclc_vfy_node_new(Nodes *ns, int kind, int a, int b, int c)
 {
     if (ns->n == ns->cap) {
         ns->cap = ns->cap ? ns->cap * 2 : 1024;
-        ns->v = vfy_xrealloc(ns->v, sizeof *ns->v * (size_t)ns->cap);
+        ns->v = cclc_vfy_xrealloc(ns->v, sizeof *ns->v * (size_t)ns->cap);
     }
     Node x = {.kind = kind, .a = a, .b = b, .c = c};
     if (kind == NODE_SUM) {
@@ -64,7 +64,7 @@ int vfy_node_new(Nodes *ns, int kind, int a, int b, int c)
     return ns->n++;
 }
 
-void vfy_nodes_fini(Nodes *ns)
+void cclc_vfy_nodes_fini(Nodes *ns)
 {
     free(ns->v);
 }
@@ -78,11 +78,11 @@ static int leaf_cmp(const void *x, const void *y)
 /* The multiset of leaves under `root`: the DAG's nodes in descending index order (a
  * child is always created before its parent) pass their multiplicity down. Returns the
  * number of leaves written to *out (malloc'd, sorted by node). */
-int vfy_node_leaves(const Nodes *ns, int root, Leaf **out)
+int cclc_vfy_node_leaves(const Nodes *ns, int root, Leaf **out)
 {
-    int64_t *mult = vfy_xcalloc((size_t)ns->n, sizeof *mult);
-    char *mark = vfy_xcalloc((size_t)ns->n, 1);
-    int *stack = vfy_xcalloc((size_t)ns->n, sizeof *stack), sp = 0, hi = root;
+    int64_t *mult = cclc_vfy_xcalloc((size_t)ns->n, sizeof *mult);
+    char *mark = cclc_vfy_xcalloc((size_t)ns->n, 1);
+    int *stack = cclc_vfy_xcalloc((size_t)ns->n, sizeof *stack), sp = 0, hi = root;
     mark[root] = 1;
     stack[sp++] = root;
     int lo = root;
@@ -113,7 +113,7 @@ int vfy_node_leaves(const Nodes *ns, int root, Leaf **out)
         for (int i = 0; i < 2; i++)
             mult[ch[i]] = mult[ch[i]] > INT64_MAX - mult[x] ? INT64_MAX : mult[ch[i]] + mult[x];
     }
-    Leaf *leaves = vfy_xcalloc((size_t)nleaves, sizeof *leaves);
+    Leaf *leaves = cclc_vfy_xcalloc((size_t)nleaves, sizeof *leaves);
     int k = 0;
     for (int x = lo; x <= hi; x++)
         if (mark[x] && mult[x] && ns->v[x].kind != NODE_SUM)
@@ -129,9 +129,9 @@ int vfy_node_leaves(const Nodes *ns, int root, Leaf **out)
 static void leaf_text(const Shape *sh, const Node *x, Str *s)
 {
     if (x->kind == NODE_IN)
-        vfy_str_printf(s, "in@%d[%d]", x->a, x->b);
+        cclc_vfy_str_printf(s, "in@%d[%d]", x->a, x->b);
     else
-        vfy_str_printf(s, "uninitialized %s@%d[%d]", sh->p->buf_name[x->b], x->a, x->c);
+        cclc_vfy_str_printf(s, "uninitialized %s@%d[%d]", sh->p->buf_name[x->b], x->a, x->c);
 }
 
 /* The reduction tree of a node, e.g. "((in@0[0] + in@1[0]) + in@2[0])", cut short. */
@@ -139,25 +139,25 @@ static void node_tree_text(const Shape *sh, const Nodes *ns, int id, Str *s, int
 {
     const Node *x = &ns->v[id];
     if (s->n > 300 || depth > 40) {
-        vfy_str_printf(s, "...");
+        cclc_vfy_str_printf(s, "...");
         return;
     }
     if (x->kind != NODE_SUM) {
         leaf_text(sh, x, s);
         return;
     }
-    vfy_str_printf(s, "(");
+    cclc_vfy_str_printf(s, "(");
     node_tree_text(sh, ns, x->a, s, depth + 1);
-    vfy_str_printf(s, " + ");
+    cclc_vfy_str_printf(s, " + ");
     node_tree_text(sh, ns, x->b, s, depth + 1);
-    vfy_str_printf(s, ")");
+    cclc_vfy_str_printf(s, ")");
 }
 
 /* ---- the postcondition ---- */
 
 /* What out@r[i] must hold: *nexp contribution (rank, in chunk) pairs in exp (room for
  * N); returns 0 when the chunk is unconstrained. */
-int vfy_expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chunk, int *nexp)
+int cclc_vfy_expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chunk, int *nexp)
 {
     const Program *p = sh->p;
     int k = sh->k, n = sh->n, j = i / k, c = i % k;
@@ -200,44 +200,44 @@ int vfy_expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chunk, i
 static void list_text(Str *out, char **names, int n, int limit)
 {
     for (int i = 0; i < n && i < limit; i++)
-        vfy_str_printf(out, "%s%s", i == 0 ? "" : (i == n - 1 && n <= limit) ? " and " : ", ", names[i]);
+        cclc_vfy_str_printf(out, "%s%s", i == 0 ? "" : (i == n - 1 && n <= limit) ? " and " : ", ", names[i]);
     if (n > limit)
-        vfy_str_printf(out, " and %d more", n - limit);
+        cclc_vfy_str_printf(out, " and %d more", n - limit);
 }
 
 /* Explains why out@r[i] (holding `node`, or never written when node < 0) is wrong. */
 static void explain_cell(const Sim *s, int r, int i, int node, const int *er, const int *ec, int ne, Str *msg)
 {
     const Shape *sh = s->sh;
-    vfy_str_printf(msg, "postcondition fails: out@%d[%d] ", r, i);
+    cclc_vfy_str_printf(msg, "postcondition fails: out@%d[%d] ", r, i);
     if (node < 0) {
-        vfy_str_printf(msg, "is never written; it must hold ");
+        cclc_vfy_str_printf(msg, "is never written; it must hold ");
         for (int e = 0; e < ne && e < MAX_LISTED; e++)
-            vfy_str_printf(msg, "%sin@%d[%d]", e ? " + " : "", er[e], ec[e]);
+            cclc_vfy_str_printf(msg, "%sin@%d[%d]", e ? " + " : "", er[e], ec[e]);
         if (ne > MAX_LISTED)
-            vfy_str_printf(msg, " + ... (%d contributions)", ne);
+            cclc_vfy_str_printf(msg, " + ... (%d contributions)", ne);
         return;
     }
     Leaf *leaves;
-    int nl = vfy_node_leaves(&s->nodes, node, &leaves);
-    vfy_str_printf(msg, "holds ");
+    int nl = cclc_vfy_node_leaves(&s->nodes, node, &leaves);
+    cclc_vfy_str_printf(msg, "holds ");
     if (nl <= MAX_LISTED) {
         for (int l = 0; l < nl; l++) {
             if (l)
-                vfy_str_printf(msg, " + ");
+                cclc_vfy_str_printf(msg, " + ");
             leaf_text(sh, &s->nodes.v[leaves[l].node], msg);
             if (leaves[l].mult == 2)
-                vfy_str_printf(msg, " twice");
+                cclc_vfy_str_printf(msg, " twice");
             else if (leaves[l].mult > 2)
-                vfy_str_printf(msg, " %lld times", (long long)leaves[l].mult);
+                cclc_vfy_str_printf(msg, " %lld times", (long long)leaves[l].mult);
         }
     } else {
-        vfy_str_printf(msg, "%lld contributions", (long long)s->nodes.v[node].count);
+        cclc_vfy_str_printf(msg, "%lld contributions", (long long)s->nodes.v[node].count);
     }
     /* Sort the problems out: missing, double-counted, foreign, uninitialized. */
-    char **missing = vfy_xcalloc((size_t)ne + 1, sizeof *missing);
-    char **dup = vfy_xcalloc((size_t)nl + 1, sizeof *dup), **extra = vfy_xcalloc((size_t)nl + 1, sizeof *extra);
-    char **garbage = vfy_xcalloc((size_t)nl + 1, sizeof *garbage);
+    char **missing = cclc_vfy_xcalloc((size_t)ne + 1, sizeof *missing);
+    char **dup = cclc_vfy_xcalloc((size_t)nl + 1, sizeof *dup), **extra = cclc_vfy_xcalloc((size_t)nl + 1, sizeof *extra);
+    char **garbage = cclc_vfy_xcalloc((size_t)nl + 1, sizeof *garbage);
     int nmiss = 0, ndup = 0, nextra = 0, ngarb = 0;
     for (int e = 0; e < ne; e++) {
         int found = 0;
@@ -247,7 +247,7 @@ static void explain_cell(const Sim *s, int r, int i, int node, const int *er, co
         }
         if (!found && nmiss < 8) {
             Str t = {0};
-            vfy_str_printf(&t, "in@%d[%d]", er[e], ec[e]);
+            cclc_vfy_str_printf(&t, "in@%d[%d]", er[e], ec[e]);
             missing[nmiss++] = t.s;
         } else if (!found) {
             nmiss++;
@@ -257,14 +257,14 @@ static void explain_cell(const Sim *s, int r, int i, int node, const int *er, co
         const Node *x = &s->nodes.v[leaves[l].node];
         Str t = {0};
         if (x->kind == NODE_GARBAGE) {
-            vfy_str_printf(&t, "%s@%d[%d]", sh->p->buf_name[x->b], x->a, x->c);
+            cclc_vfy_str_printf(&t, "%s@%d[%d]", sh->p->buf_name[x->b], x->a, x->c);
             garbage[ngarb++] = t.s;
             continue;
         }
         int want = 0;
         for (int e = 0; e < ne && !want; e++)
             want = x->a == er[e] && x->b == ec[e];
-        vfy_str_printf(&t, "in@%d[%d]", x->a, x->b);
+        cclc_vfy_str_printf(&t, "in@%d[%d]", x->a, x->b);
         if (!want)
             extra[nextra++] = t.s;
         else if (leaves[l].mult > 1)
@@ -273,23 +273,23 @@ static void explain_cell(const Sim *s, int r, int i, int node, const int *er, co
             free(t.s);
     }
     if (nmiss) {
-        vfy_str_printf(msg, "; missing ");
+        cclc_vfy_str_printf(msg, "; missing ");
         list_text(msg, missing, nmiss, nmiss > 8 ? 8 : nmiss);
     }
     if (ndup) {
-        vfy_str_printf(msg, "; ");
+        cclc_vfy_str_printf(msg, "; ");
         list_text(msg, dup, ndup, 4);
-        vfy_str_printf(msg, ndup == 1 ? " is double-counted" : " are double-counted");
+        cclc_vfy_str_printf(msg, ndup == 1 ? " is double-counted" : " are double-counted");
     }
     if (nextra) {
-        vfy_str_printf(msg, "; ");
+        cclc_vfy_str_printf(msg, "; ");
         list_text(msg, extra, nextra, 4);
-        vfy_str_printf(msg, nextra == 1 ? " does not belong there" : " do not belong there");
+        cclc_vfy_str_printf(msg, nextra == 1 ? " does not belong there" : " do not belong there");
     }
     if (ngarb) {
-        vfy_str_printf(msg, "; ");
+        cclc_vfy_str_printf(msg, "; ");
         list_text(msg, garbage, ngarb, 4);
-        vfy_str_printf(msg, ngarb == 1 ? " is read before anything writes it"
+        cclc_vfy_str_printf(msg, ngarb == 1 ? " is read before anything writes it"
                                        : " are read before anything writes them");
     }
     for (int x = 0; x < nmiss && x < 8; x++)
@@ -309,28 +309,28 @@ static void explain_cell(const Sim *s, int r, int i, int node, const int *er, co
 
 /* Checks every constrained out chunk; wrong chunks are grouped by the statement that
  * wrote them last, one error per statement. Returns the number of wrong chunks. */
-int vfy_check_postcondition(const Sim *s, int *checked)
+int cclc_vfy_check_postcondition(const Sim *s, int *checked)
 {
     const Shape *sh = s->sh;
     const Program *p = sh->p;
     int nout = p->buf_chunks[BUF_OUT];
-    int *er = vfy_xcalloc((size_t)sh->n, sizeof *er), *ec = vfy_xcalloc((size_t)sh->n, sizeof *ec);
+    int *er = cclc_vfy_xcalloc((size_t)sh->n, sizeof *er), *ec = cclc_vfy_xcalloc((size_t)sh->n, sizeof *ec);
     typedef struct {
         int r, i, node, block, step, count;
     } Group;
     Group groups[MAX_POST_REPORTS];
     int ngroups = 0, nbad = 0, hidden = 0;
     int nin = p->buf_chunks[BUF_IN];
-    uint64_t *colhash = vfy_xcalloc((size_t)nin, sizeof *colhash);
-    char *colset = vfy_xcalloc((size_t)nin, 1);
+    uint64_t *colhash = cclc_vfy_xcalloc((size_t)nin, sizeof *colhash);
+    char *colset = cclc_vfy_xcalloc((size_t)nin, 1);
     *checked = 0;
     for (int r = 0; r < sh->n; r++)
         for (int i = 0; i < nout; i++) {
             int ne;
-            if (!vfy_expected(sh, r, i, er, ec, &ne))
+            if (!cclc_vfy_expected(sh, r, i, er, ec, &ne))
                 continue;
             ++*checked;
-            int cell = vfy_sim_cell(s, r, BUF_OUT, i, 0);
+            int cell = cclc_vfy_sim_cell(s, r, BUF_OUT, i, 0);
             int node = s->content[cell];
             if (node >= 0) {
                 const Node *x = &s->nodes.v[node];
@@ -353,8 +353,8 @@ int vfy_check_postcondition(const Sim *s, int *checked)
             nbad++;
             int wb = s->wblock[cell], ws = s->wstep[cell], g;
             for (g = 0; g < ngroups; g++) {
-                SrcLoc a = groups[g].block >= 0 ? vfy_step_at(s, groups[g].block, groups[g].step)->loc : p->name_loc;
-                SrcLoc b = wb >= 0 ? vfy_step_at(s, wb, ws)->loc : p->name_loc;
+                SrcLoc a = groups[g].block >= 0 ? cclc_vfy_step_at(s, groups[g].block, groups[g].step)->loc : p->name_loc;
+                SrcLoc b = wb >= 0 ? cclc_vfy_step_at(s, wb, ws)->loc : p->name_loc;
                 if ((groups[g].block < 0) == (wb < 0) && a.line == b.line && a.col == b.col)
                     break;
             }
@@ -368,28 +368,28 @@ int vfy_check_postcondition(const Sim *s, int *checked)
     for (int g = 0; g < ngroups; g++) {
         Group *gr = &groups[g];
         int ne;
-        vfy_expected(sh, gr->r, gr->i, er, ec, &ne);
+        cclc_vfy_expected(sh, gr->r, gr->i, er, ec, &ne);
         Str msg = {0};
         explain_cell(s, gr->r, gr->i, gr->node, er, ec, ne, &msg);
         if (gr->block >= 0) {
             const Block *bl = &p->blocks[gr->block];
             char w[48];
-            vfy_str_printf(&msg, " (written last here, on %s)", vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w));
+            cclc_vfy_str_printf(&msg, " (written last here, on %s)", cclc_vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w));
             if (gr->count > 1)
-                vfy_str_printf(&msg, "; this statement leaves %d more out chunk%s wrong", gr->count - 1,
-                               gr->count == 2 ? "" : "s");
-            vfy_error(s->rep, vfy_step_at(s, gr->block, gr->step)->loc, "%s", vfy_str_get(&msg));
+                cclc_vfy_str_printf(&msg, "; this statement leaves %d more out chunk%s wrong", gr->count - 1,
+                                    gr->count == 2 ? "" : "s");
+            cclc_vfy_error(s->rep, cclc_vfy_step_at(s, gr->block, gr->step)->loc, "%s", cclc_vfy_str_get(&msg));
         } else {
             if (gr->count > 1)
-                vfy_str_printf(&msg, "; %d more out chunk%s never written", gr->count - 1,
-                               gr->count == 2 ? " is" : "s are");
-            vfy_error(s->rep, p->name_loc, "%s", vfy_str_get(&msg));
+                cclc_vfy_str_printf(&msg, "; %d more out chunk%s never written", gr->count - 1,
+                                    gr->count == 2 ? " is" : "s are");
+            cclc_vfy_error(s->rep, p->name_loc, "%s", cclc_vfy_str_get(&msg));
         }
         free(msg.s);
     }
     if (hidden)
-        vfy_note(s->rep, (SrcLoc){0, 0, 0}, "%d more wrong out chunk%s, written by other statements, not shown",
-                 hidden, hidden == 1 ? "" : "s");
+        cclc_vfy_note(s->rep, (SrcLoc){0, 0, 0}, "%d more wrong out chunk%s, written by other statements, not shown",
+                      hidden, hidden == 1 ? "" : "s");
     free(er);
     free(ec);
     free(colhash);
@@ -401,21 +401,21 @@ int vfy_check_postcondition(const Sim *s, int *checked)
 
 /* allreduce: out@r[i] must be the same reduction tree on every rank. The other
  * collectives produce each reduced element on one rank only (or copy it). */
-int vfy_check_deterministic(const Sim *s, Str *detail)
+int cclc_vfy_check_deterministic(const Sim *s, Str *detail)
 {
     const Shape *sh = s->sh;
     if (sh->p->coll != COLL_ALLREDUCE)
         return 1;
     for (int i = 0; i < sh->p->buf_chunks[BUF_OUT]; i++) {
-        int n0 = s->content[vfy_sim_cell(s, 0, BUF_OUT, i, 0)];
+        int n0 = s->content[cclc_vfy_sim_cell(s, 0, BUF_OUT, i, 0)];
         for (int r = 1; r < sh->n; r++) {
-            int nr = s->content[vfy_sim_cell(s, r, BUF_OUT, i, 0)];
+            int nr = s->content[cclc_vfy_sim_cell(s, r, BUF_OUT, i, 0)];
             if (nr == n0 || (nr >= 0 && n0 >= 0 && s->nodes.v[nr].shape == s->nodes.v[n0].shape))
                 continue;
             if (detail && n0 >= 0 && nr >= 0) {
-                vfy_str_printf(detail, "out@0[%d] = ", i);
+                cclc_vfy_str_printf(detail, "out@0[%d] = ", i);
                 node_tree_text(sh, &s->nodes, n0, detail, 0);
-                vfy_str_printf(detail, " but out@%d[%d] = ", r, i);
+                cclc_vfy_str_printf(detail, " but out@%d[%d] = ", r, i);
                 node_tree_text(sh, &s->nodes, nr, detail, 0);
             }
             return 0;

@@ -1,6 +1,6 @@
 /* verify_port.c: port-channel puts, which complete asynchronously.
  *
- * Takes the Shape of an expanded Program; gives vfy_check_port_puts, which reports
+ * Takes the Shape of an expanded Program; gives cclc_vfy_check_port_puts, which reports
  * every port-channel put the simulation (verify_simulate.c) could not place exactly at
  * its statement under the rules below, and counts the port puts for --explain. Assumes
  * what expand.c establishes: every Ref is in range.
@@ -32,7 +32,7 @@ static void ref_place(const Shape *sh, int inplace, const Ref *r, int *buf, int 
     *buf = r->buf;
     *chunk = r->chunk;
     if (inplace)
-        vfy_inplace_alias(sh, r->rank, buf, chunk);
+        cclc_vfy_inplace_alias(sh, r->rank, buf, chunk);
 }
 
 /* Whether Refs a and b share a chunk (in and out aliased when `inplace`); *first gets
@@ -69,7 +69,7 @@ static void flush_text(const Block *bl, const int *open, const char *pick, int n
                 continue;
             }
             nlisted++;
-            vfy_str_printf(out, "%s'flush %d'", nlisted == 1 ? "" : nlisted == npeers ? " and " : ", ", peer);
+            cclc_vfy_str_printf(out, "%s'flush %d'", nlisted == 1 ? "" : nlisted == npeers ? " and " : ", ", peer);
         }
 }
 
@@ -121,7 +121,7 @@ static int port_conflict(const Shape *sh, int inplace, const Step *st, const Ste
 
 /* Checks the rules above for every block; `inplace` aliases in and out (for the quiet
  * in-place proof). Returns the number of port puts. */
-long vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep)
+long cclc_vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep)
 {
     const Program *p = sh->p;
     Seen seen_sync = {0}, seen_data = {0}, seen_end = {0};
@@ -130,9 +130,9 @@ long vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep)
     char w[48], cell[96];
     for (int b = 0; b < sh->nb; b++) {
         const Block *bl = &p->blocks[b];
-        int *open = vfy_xcalloc((size_t)bl->nsteps, sizeof *open), nopen = 0;
-        char *pick = vfy_xcalloc((size_t)bl->nsteps, 1);
-        vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w);
+        int *open = cclc_vfy_xcalloc((size_t)bl->nsteps, sizeof *open), nopen = 0;
+        char *pick = cclc_vfy_xcalloc((size_t)bl->nsteps, 1);
+        cclc_vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w);
         for (int i = 0; i < bl->nsteps; i++) {
             const Step *st = &bl->steps[i];
             if (st->kind == STEP_PUT && st->chan == CHAN_PORT) {
@@ -150,15 +150,15 @@ long vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep)
                 continue;
             const Step *put = &bl->steps[open[0]];
             if (st->kind == STEP_SIGNAL || st->kind == STEP_WAIT || st->kind == STEP_BARRIER) {
-                if (!vfy_seen_before(&seen_sync, st->loc) && nreports++ < MAX_STEP_REPORTS) {
+                if (!cclc_vfy_seen_before(&seen_sync, st->loc) && nreports++ < MAX_STEP_REPORTS) {
                     Str fix = {0};
                     flush_text(bl, open, NULL, nopen, &fix);
-                    vfy_error(rep, st->loc, "port-channel put at line %d on %s to rank %d may still be in flight "
-                              "at this '%s': add %s before it (the copy engine completes a port put only by the "
-                              "block's next flush to its peer, so whoever this '%s' synchronizes with may see it "
-                              "unfinished)", put->loc.line, w, put->dst.rank, step_name(st->kind), vfy_str_get(&fix),
-                              step_name(st->kind));
-                    vfy_note(rep, put->loc, "the port-channel put to rank %d, not yet flushed there", put->dst.rank);
+                    cclc_vfy_error(rep, st->loc, "port-channel put at line %d on %s to rank %d may still be in flight "
+                                   "at this '%s': add %s before it (the copy engine completes a port put only by the "
+                                   "block's next flush to its peer, so whoever this '%s' synchronizes with may see it "
+                                   "unfinished)", put->loc.line, w, put->dst.rank, cclc_step_name(st->kind), cclc_vfy_str_get(&fix),
+                                   cclc_step_name(st->kind));
+                    cclc_vfy_note(rep, put->loc, "the port-channel put to rank %d, not yet flushed there", put->dst.rank);
                     free(fix.s);
                 }
                 nopen = 0; /* as if flushed, so one missing flush gives one error */
@@ -176,20 +176,20 @@ long vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep)
             if (first < 0)
                 continue;
             put = &bl->steps[open[first]];
-            if (!vfy_seen_before(&seen_data, st->loc) && nreports++ < MAX_STEP_REPORTS) {
+            if (!cclc_vfy_seen_before(&seen_data, st->loc) && nreports++ < MAX_STEP_REPORTS) {
                 const Ref *ref = what == 0 || what == 1 ? &st->dst : NULL;
                 for (int o = 0; !ref && o < st->nsrc; o++)
                     if (refs_overlap(sh, inplace, &st->src[o], &put->dst, &chunk))
                         ref = &st->src[o];
                 Str fix = {0};
                 flush_text(bl, open, pick, nopen, &fix);
-                vfy_error(rep, st->loc, "'%s' at line %d on %s %s %s, which the port-channel put at line %d to rank "
-                          "%d %s: the copy engine may be %s it until the put is flushed; add %s before this '%s'",
-                          step_name(st->kind), st->loc.line, w, what == 2 ? "reads" : "writes",
-                          vfy_cell_text(sh, ref->rank, ref->buf, chunk, cell, sizeof cell), put->loc.line,
-                          put->dst.rank, what == 0 ? "reads" : "writes", what == 0 ? "reading" : "writing",
-                          vfy_str_get(&fix), step_name(st->kind));
-                vfy_note(rep, put->loc, "the port-channel put to rank %d, not yet flushed there", put->dst.rank);
+                cclc_vfy_error(rep, st->loc, "'%s' at line %d on %s %s %s, which the port-channel put at line %d to rank "
+                               "%d %s: the copy engine may be %s it until the put is flushed; add %s before this '%s'",
+                               cclc_step_name(st->kind), st->loc.line, w, what == 2 ? "reads" : "writes",
+                               cclc_vfy_cell_text(sh, ref->rank, ref->buf, chunk, cell, sizeof cell), put->loc.line,
+                               put->dst.rank, what == 0 ? "reads" : "writes", what == 0 ? "reading" : "writing",
+                               cclc_vfy_str_get(&fix), cclc_step_name(st->kind));
+                cclc_vfy_note(rep, put->loc, "the port-channel put to rank %d, not yet flushed there", put->dst.rank);
                 free(fix.s);
             }
             nopen = close_port_puts(bl, open, pick, nopen);
@@ -201,10 +201,10 @@ long vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep)
             int later = 0;
             for (int x = j + 1; x < nopen && !later; x++)
                 later = bl->steps[open[x]].dst.rank == put->dst.rank;
-            if (!later && !vfy_seen_before(&seen_end, put->loc) && nreports++ < MAX_STEP_REPORTS)
-                vfy_error(rep, put->loc, "port-channel put at line %d on %s to rank %d is never flushed: add "
-                          "'flush %d' after it (the copy engine may still be writing when the call returns)",
-                          put->loc.line, w, put->dst.rank, put->dst.rank);
+            if (!later && !cclc_vfy_seen_before(&seen_end, put->loc) && nreports++ < MAX_STEP_REPORTS)
+                cclc_vfy_error(rep, put->loc, "port-channel put at line %d on %s to rank %d is never flushed: add "
+                               "'flush %d' after it (the copy engine may still be writing when the call returns)",
+                               put->loc.line, w, put->dst.rank, put->dst.rank);
         }
         free(open);
         free(pick);

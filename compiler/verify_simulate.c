@@ -1,13 +1,13 @@
 /* verify_simulate.c: the simulated run, with happens-before and races.
  *
  * Takes the Shape of an expanded Program and a SimMode (how many back-to-back calls,
- * in place or not, contents tracked or not); gives a Sim that vfy_sim_run executes, one
+ * in place or not, contents tracked or not); gives a Sim that cclc_vfy_sim_run executes, one
  * thread block at a time, until every block is done or none can move (s->stuck). On
  * the way it reports every data race (two accesses to a chunk, one a write, unordered
  * by program order, signal->wait pairs and barriers, decided with vector clocks), and,
  * with contents tracked, writes into the input and chunks stored at the wrong position;
  * it also models each rank's caller, who reads out after the call and writes the next
- * call's in. Assumes the counts were checked (vfy_check_sem_counts: a signal to a rank
+ * call's in. Assumes the counts were checked (cclc_vfy_check_sem_counts: a signal to a rank
  * without that thread block is skipped here) and that port puts may be placed at their
  * statement (verify_port.c). */
 #include <stdint.h>
@@ -18,16 +18,16 @@
 
 /* The cell of chunk `chunk` of `buf` on `rank`, in call `call`: in-place aliasing maps
  * in onto out (or out onto in); LL scratch alternates halves by call parity. */
-int vfy_sim_cell(const Sim *s, int rank, int buf, int chunk, int call)
+int cclc_vfy_sim_cell(const Sim *s, int rank, int buf, int chunk, int call)
 {
     const Shape *sh = s->sh;
     if (s->m.inplace)
-        vfy_inplace_alias(sh, rank, &buf, &chunk);
+        cclc_vfy_inplace_alias(sh, rank, &buf, &chunk);
     int par = s->nparity == 2 && buf >= BUF_SCRATCH0 ? call & 1 : 0;
     return (par * sh->n + rank) * sh->rank_cells + sh->buf_base[buf] + chunk;
 }
 
-int vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
+int cclc_vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
 {
     const Program *p = sh->p;
     memset(s, 0, sizeof *s);
@@ -48,23 +48,23 @@ int vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
         memset(s->vc, 0, sizeof *s->vc * nvc);
     } else {
         free(sh->vc_spare);
-        s->vc = vfy_xcalloc(nvc, sizeof *s->vc);
+        s->vc = cclc_vfy_xcalloc(nvc, sizeof *s->vc);
     }
     sh->vc_spare = NULL;
     for (int b = 0; b < nt; b++)
         s->vc[b * nt + b] = 1;
-    s->snap = vfy_xcalloc((size_t)nb, sizeof *s->snap);
-    s->pending = vfy_xcalloc((size_t)nb, 1);
-    s->pc = vfy_xcalloc((size_t)nb, sizeof *s->pc);
-    s->call = vfy_xcalloc((size_t)nb, sizeof *s->call);
-    s->state = vfy_xcalloc((size_t)nb, sizeof *s->state);
-    s->boundary = vfy_xcalloc((size_t)nb, 1);
-    s->sem = vfy_xcalloc((size_t)nb * (size_t)sh->n, sizeof *s->sem);
-    s->log = vfy_xcalloc((size_t)s->ncells, sizeof *s->log);
+    s->snap = cclc_vfy_xcalloc((size_t)nb, sizeof *s->snap);
+    s->pending = cclc_vfy_xcalloc((size_t)nb, 1);
+    s->pc = cclc_vfy_xcalloc((size_t)nb, sizeof *s->pc);
+    s->call = cclc_vfy_xcalloc((size_t)nb, sizeof *s->call);
+    s->state = cclc_vfy_xcalloc((size_t)nb, sizeof *s->state);
+    s->boundary = cclc_vfy_xcalloc((size_t)nb, 1);
+    s->sem = cclc_vfy_xcalloc((size_t)nb * (size_t)p->ntags * (size_t)sh->n, sizeof *s->sem);
+    s->log = cclc_vfy_xcalloc((size_t)s->ncells, sizeof *s->log);
     if (m.contents) {
-        s->content = vfy_xcalloc((size_t)s->ncells, sizeof *s->content);
-        s->wblock = vfy_xcalloc((size_t)s->ncells, sizeof *s->wblock);
-        s->wstep = vfy_xcalloc((size_t)s->ncells, sizeof *s->wstep);
+        s->content = cclc_vfy_xcalloc((size_t)s->ncells, sizeof *s->content);
+        s->wblock = cclc_vfy_xcalloc((size_t)s->ncells, sizeof *s->wblock);
+        s->wstep = cclc_vfy_xcalloc((size_t)s->ncells, sizeof *s->wstep);
         for (int i = 0; i < s->ncells; i++)
             s->content[i] = s->wblock[i] = s->wstep[i] = -1;
         s->nodes.k = sh->k;
@@ -72,7 +72,7 @@ int vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
          * in is aliased to. */
         for (int r = 0; r < sh->n; r++)
             for (int c = 0; c < p->buf_chunks[BUF_IN]; c++)
-                s->content[vfy_sim_cell(s, r, BUF_IN, c, 0)] = vfy_node_new(&s->nodes, NODE_IN, r, c, 0);
+                s->content[cclc_vfy_sim_cell(s, r, BUF_IN, c, 0)] = cclc_vfy_node_new(&s->nodes, NODE_IN, r, c, 0);
     }
     return 0;
 }
@@ -85,13 +85,16 @@ static void snap_unref(Sim *s, Snap *sn)
     }
 }
 
-void vfy_sim_fini(Sim *s)
+void cclc_vfy_sim_fini(Sim *s)
 {
+    for (int i = 0; i < s->layout_kept; i++)
+        free(s->layout_msg[i]);
+    s->layout_kept = 0;
     if (!s->sh)
         return;
     int nb = s->sh->nb;
     if (s->sem)
-        for (int i = 0; i < nb * s->sh->n; i++)
+        for (int i = 0; i < nb * s->sh->p->ntags * s->sh->n; i++)
             for (QItem *q = s->sem[i].head, *next; q; q = next) {
                 next = q->next;
                 snap_unref(s, q->snap);
@@ -126,7 +129,7 @@ void vfy_sim_fini(Sim *s)
     free(s->content);
     free(s->wblock);
     free(s->wstep);
-    vfy_nodes_fini(&s->nodes);
+    cclc_vfy_nodes_fini(&s->nodes);
 }
 
 /* dst = max(dst, src) elementwise: the join of two vector clocks, the verifier's inner
@@ -155,7 +158,7 @@ static void clock_changed(Sim *s, int b)
     s->snap[b] = NULL;
 }
 
-const Step *vfy_step_at(const Sim *s, int b, int i)
+const Step *cclc_vfy_step_at(const Sim *s, int b, int i)
 {
     return &s->sh->p->blocks[b].steps[i];
 }
@@ -168,7 +171,7 @@ static int access_rank(const Sim *s, Access x)
 
 static SrcLoc access_loc(const Sim *s, Access x)
 {
-    return x.step >= 0 ? vfy_step_at(s, x.block, x.step)->loc : s->sh->p->name_loc;
+    return x.step >= 0 ? cclc_vfy_step_at(s, x.block, x.step)->loc : s->sh->p->name_loc;
 }
 
 /* "'put' at line 9 on rank 1 (in call 2) writes it", or the caller's part. */
@@ -177,21 +180,21 @@ static void access_text(const Sim *s, Access x, int is_write, int cross, Str *ou
     const Shape *sh = s->sh;
     if (x.step < 0) {
         if (is_write)
-            vfy_str_printf(out, "the caller on rank %d writes the next call's input into it", access_rank(s, x));
+            cclc_vfy_str_printf(out, "the caller on rank %d writes the next call's input into it", access_rank(s, x));
         else if (cross)
-            vfy_str_printf(out, "the caller on rank %d reads call %d's result in it", access_rank(s, x), x.call + 1);
+            cclc_vfy_str_printf(out, "the caller on rank %d reads call %d's result in it", access_rank(s, x), x.call + 1);
         else
-            vfy_str_printf(out, "the caller on rank %d reads the result after the call", access_rank(s, x));
+            cclc_vfy_str_printf(out, "the caller on rank %d reads the result after the call", access_rank(s, x));
         return;
     }
     const Block *bl = &sh->p->blocks[x.block];
-    const Step *st = vfy_step_at(s, x.block, x.step);
+    const Step *st = cclc_vfy_step_at(s, x.block, x.step);
     char w[48];
-    vfy_str_printf(out, "'%s' at line %d on %s", step_name(st->kind), st->loc.line,
-                   vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w));
+    cclc_vfy_str_printf(out, "'%s' at line %d on %s", cclc_step_name(st->kind), st->loc.line,
+                   cclc_vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w));
     if (cross)
-        vfy_str_printf(out, " in call %d", x.call + 1);
-    vfy_str_printf(out, " %s it", is_write ? "writes" : "reads");
+        cclc_vfy_str_printf(out, " in call %d", x.call + 1);
+    cclc_vfy_str_printf(out, " %s it", is_write ? "writes" : "reads");
 }
 
 /* Reports a race between an earlier access `prev` and the current one `cur` on chunk
@@ -211,7 +214,7 @@ static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, 
     SrcLoc pl = access_loc(s, prev), cl = access_loc(s, cur);
     for (int i = 0; i < s->race_seen.n; i++) {
         SrcLoc x = s->race_seen.v[i], y = s->race_other[i];
-        if ((vfy_same_loc(x, cl) && vfy_same_loc(y, pl)) || (vfy_same_loc(x, pl) && vfy_same_loc(y, cl)))
+        if ((cclc_vfy_same_loc(x, cl) && cclc_vfy_same_loc(y, pl)) || (cclc_vfy_same_loc(x, pl) && cclc_vfy_same_loc(y, cl)))
             return;
     }
     if (s->race_seen.n < MAX_SEEN) {
@@ -224,53 +227,67 @@ static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, 
     }
     s->nraces++;
     char cell[96];
-    vfy_cell_text(sh, rank, buf, chunk, cell, sizeof cell);
+    cclc_vfy_cell_text(sh, rank, buf, chunk, cell, sizeof cell);
     const char *kind = buf >= BUF_SCRATCH0 ? "scratch " : "";
     int cross = prev.call != cur.call;
     Str msg = {0};
-    vfy_str_printf(&msg, "%s on %s%s: ", cross ? "cross-call race" : "data race", kind, cell);
+    cclc_vfy_str_printf(&msg, "%s on %s%s: ", cross ? "cross-call race" : "data race", kind, cell);
     access_text(s, prev, prev_w, cross, &msg);
-    vfy_str_printf(&msg, " while ");
+    cclc_vfy_str_printf(&msg, " while ");
     access_text(s, cur, cur_w, cross, &msg);
     int pr = access_rank(s, prev), cr = access_rank(s, cur);
     if (!cross && cur.step < 0) {
-        vfy_str_printf(&msg, "; nothing orders them (rank %d's call may end before the data arrives: make it wait for "
+        cclc_vfy_str_printf(&msg, "; nothing orders them (rank %d's call may end before the data arrives: make it wait for "
                        "rank %d after the write)", cr, pr);
     } else if (!cross) {
-        vfy_str_printf(&msg, "; nothing orders them (add %s)", pr == cr ? "a barrier or signal/wait" : "signal/wait");
+        cclc_vfy_str_printf(&msg, "; nothing orders them (add %s)", pr == cr ? "a barrier or signal/wait" : "signal/wait");
     } else if (prev.step < 0 || cur.step < 0) {
         /* The caller's side: the peer's next call may overwrite a result not yet
          * consumed, or the peer may still read an input the caller replaces. */
         int peer = prev.step < 0 ? cr : pr, owner = prev.step < 0 ? pr : cr;
-        if (cur_w && cur.step >= 0)
-            vfy_str_printf(&msg, "; nothing orders them (rank %d's next call may write it before rank %d's caller has "
-                           "read it: make rank %d wait for a signal that rank %d sends in the new call)", peer, owner,
-                           peer, owner);
+        char later[48];
+        if (cur.call - prev.call == 1)
+            snprintf(later, sizeof later, "next call");
         else
-            vfy_str_printf(&msg, "; nothing orders them (rank %d's call may end while rank %d still reads its buffer: "
+            snprintf(later, sizeof later, "call %d (%d calls on)", cur.call + 1, cur.call - prev.call);
+        if (cur_w && cur.step >= 0)
+            cclc_vfy_str_printf(&msg, "; nothing orders them (rank %d's %s may write it before rank %d's caller has "
+                           "read it: make rank %d wait for a signal that rank %d sends in the new call)", peer, later,
+                           owner, peer, owner);
+        else
+            cclc_vfy_str_printf(&msg, "; nothing orders them (rank %d's call may end while rank %d still reads its buffer: "
                            "make rank %d wait for rank %d before it ends)", owner, peer, owner, peer);
-    } else {
-        vfy_str_printf(&msg, "; nothing orders them (the next call may start on rank %d while rank %d is still in this "
+    } else if (cur.call - prev.call == 1) {
+        /* The hints fit the program: protocol ll is offered only to one not on it. */
+        cclc_vfy_str_printf(&msg, "; nothing orders them (the next call may start on rank %d while rank %d is still in this "
                        "one: make rank %d wait for rank %d before reusing the buffer%s)", cr, pr, cr, pr,
-                       buf >= BUF_SCRATCH0 ? ", or use protocol ll, whose scratch alternates between calls" : "");
+                       buf >= BUF_SCRATCH0 && sh->p->protocol != PROTO_LL
+                           ? ", or use protocol ll, whose scratch alternates between calls" : "");
+    } else {
+        /* Protocol ll: calls c and c + 2 share a scratch half. */
+        cclc_vfy_str_printf(&msg, "; nothing orders them (call %d may start on rank %d, %d calls after call %d, while rank "
+                       "%d is still in call %d%s: make rank %d wait for rank %d in every call before reusing the "
+                       "buffer)", cur.call + 1, cr, cur.call - prev.call, prev.call + 1, pr, prev.call + 1,
+                       sh->p->protocol == PROTO_LL && buf >= BUF_SCRATCH0 ? ", and protocol ll's alternating scratch "
+                       "halves give these two calls the same half" : "", cr, pr);
     }
     SrcLoc at = cur.step >= 0 ? cl : pl;
-    vfy_error(s->rep, at, "%s", vfy_str_get(&msg));
+    cclc_vfy_error(s->rep, at, "%s", cclc_vfy_str_get(&msg));
     free(msg.s);
     Access other = cur.step >= 0 ? prev : cur;
-    if (other.step >= 0 && !vfy_same_loc(pl, cl)) {
+    if (other.step >= 0 && !cclc_vfy_same_loc(pl, cl)) {
         char w[48];
         const Block *ob = &sh->p->blocks[other.block];
-        vfy_note(s->rep, access_loc(s, other), "the other access: '%s' on %s",
-                 step_name(vfy_step_at(s, other.block, other.step)->kind),
-                 vfy_where_text(sh, ob->rank, ob->tb, w, sizeof w));
+        cclc_vfy_note(s->rep, access_loc(s, other), "the other access: '%s' on %s",
+                 cclc_step_name(cclc_vfy_step_at(s, other.block, other.step)->kind),
+                 cclc_vfy_where_text(sh, ob->rank, ob->tb, w, sizeof w));
     }
 }
 
 /* Checks one access against the chunk's history, then records it. */
 static void sim_access(Sim *s, Access cur, int is_write, int rank, int buf, int chunk)
 {
-    int cell = vfy_sim_cell(s, rank, buf, chunk, cur.call);
+    int cell = cclc_vfy_sim_cell(s, rank, buf, chunk, cur.call);
     CellLog *L = &s->log[cell];
     const int *known = &s->vc[cur.block * s->nt];
     if (L->has_w && L->w.block != cur.block) {
@@ -298,7 +315,7 @@ static void sim_access(Sim *s, Access cur, int is_write, int rank, int buf, int 
         }
     if (L->nr == L->cap) {
         L->cap = L->cap ? 2 * L->cap : 2;
-        L->r = vfy_xrealloc(L->r, sizeof *L->r * (size_t)L->cap);
+        L->r = cclc_vfy_xrealloc(L->r, sizeof *L->r * (size_t)L->cap);
     }
     L->r[L->nr++] = cur;
 }
@@ -311,7 +328,7 @@ static int sim_read_content(Sim *s, int cell)
         int rank = (cell / per_rank) % s->sh->n, off = cell % per_rank, buf = 0;
         while (buf + 1 < s->sh->p->nbufs && s->sh->buf_base[buf + 1] <= off)
             buf++;
-        s->content[cell] = vfy_node_new(&s->nodes, NODE_GARBAGE, rank, buf, off - s->sh->buf_base[buf]);
+        s->content[cell] = cclc_vfy_node_new(&s->nodes, NODE_GARBAGE, rank, buf, off - s->sh->buf_base[buf]);
     }
     return s->content[cell];
 }
@@ -325,13 +342,13 @@ static void check_layout(Sim *s, int b, const Step *st, int rank, int chunk, int
     int want = chunk % sh->k;
     if (x->pos == -1 || x->pos == want)
         return;
-    if (vfy_seen_before(&s->layout_seen, st->loc))
+    if (cclc_vfy_seen_before(&s->layout_seen, st->loc))
         return;
     s->nlayout++;
     if (s->nlayout > MAX_STEP_REPORTS)
         return;
     Leaf *leaves;
-    int nl = vfy_node_leaves(&s->nodes, node, &leaves);
+    int nl = cclc_vfy_node_leaves(&s->nodes, node, &leaves);
     const Node *bad = NULL;
     for (int i = 0; i < nl && !bad; i++) {
         const Node *l = &s->nodes.v[leaves[i].node];
@@ -343,15 +360,29 @@ static void check_layout(Sim *s, int b, const Step *st, int rank, int chunk, int
         return;
     char cell[96], w[48];
     const Block *bl = &sh->p->blocks[b];
-    vfy_error(s->rep, st->loc, "layout violation: '%s' on %s stores in@%d[%d] (position %d) into %s (position %d); "
-              "an in/out chunk i may only receive content of position i %% K (K = %d), because chunk lengths "
-              "depend on the position", step_name(st->kind), vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w), bad->a,
-              bad->b, bad->b % sh->k, vfy_cell_text(sh, rank, st->dst.buf, chunk, cell, sizeof cell), want, sh->k);
+    if (s->layout_kept == MAX_STEP_REPORTS)
+        return;
+    Str msg = {0};
+    cclc_vfy_str_printf(&msg, "layout violation: '%s' on %s stores in@%d[%d] (position %d) into %s (position %d); "
+                   "an in/out chunk i may only receive content of position i %% K (K = %d), because chunk lengths "
+                   "depend on the position", cclc_step_name(st->kind), cclc_vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w),
+                   bad->a, bad->b, bad->b % sh->k, cclc_vfy_cell_text(sh, rank, st->dst.buf, chunk, cell, sizeof cell),
+                   want, sh->k);
+    s->layout_loc[s->layout_kept] = st->loc;
+    s->layout_msg[s->layout_kept++] = msg.s;
+}
+
+void cclc_vfy_sim_report_layout(Sim *s)
+{
+    if (s->nraces || s->races_hidden)
+        return;
+    for (int i = 0; i < s->layout_kept; i++)
+        cclc_vfy_error(s->rep, s->layout_loc[i], "%s", s->layout_msg[i] ? s->layout_msg[i] : "layout violation");
 }
 
 static void sim_data(Sim *s, int b, int i)
 {
-    const Step *st = vfy_step_at(s, b, i);
+    const Step *st = cclc_vfy_step_at(s, b, i);
     const Block *bl = &s->sh->p->blocks[b];
     if (s->pending[b]) {
         s->vc[b * s->nt + b]++;
@@ -363,36 +394,43 @@ static void sim_data(Sim *s, int b, int i)
     for (int o = 0; o < st->nsrc; o++)
         for (int j = 0; j < count && j < st->src[o].count; j++)
             sim_access(s, cur, 0, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j);
+    /* A copy onto itself (in place, an all-gather's `copy out[r] <- in[0]`) stores the
+     * values already there: a read, not a write, as for the port-put rules
+     * (verify_port.c). */
+    if (st->kind == STEP_COPY && st->nsrc == 1 && st->src[0].count == count &&
+        cclc_vfy_sim_cell(s, st->dst.rank, st->dst.buf, st->dst.chunk, cur.call) ==
+            cclc_vfy_sim_cell(s, st->src[0].rank, st->src[0].buf, st->src[0].chunk, cur.call))
+        return;
     for (int j = 0; j < count; j++)
         sim_access(s, cur, 1, st->dst.rank, st->dst.buf, st->dst.chunk + j);
     if (!s->m.contents)
         return;
-    if (st->dst.buf == BUF_IN && !s->m.inplace && !vfy_seen_before(&s->input_seen, st->loc) &&
+    if (st->dst.buf == BUF_IN && !s->m.inplace && !cclc_vfy_seen_before(&s->input_seen, st->loc) &&
         ++s->ninput <= MAX_STEP_REPORTS) {
         char cell[96], w[48];
-        vfy_error(s->rep, st->loc, "'%s' on %s writes to the input buffer (%s); inputs are read-only, so stage "
-                  "data in a scratch buffer", step_name(st->kind), vfy_where_text(s->sh, bl->rank, bl->tb, w, sizeof w),
-                  vfy_cell_text(s->sh, st->dst.rank, BUF_IN, st->dst.chunk, cell, sizeof cell));
+        cclc_vfy_error(s->rep, st->loc, "'%s' on %s writes to the input buffer (%s); inputs are read-only, so stage "
+                  "data in a scratch buffer", cclc_step_name(st->kind), cclc_vfy_where_text(s->sh, bl->rank, bl->tb, w, sizeof w),
+                  cclc_vfy_cell_text(s->sh, st->dst.rank, BUF_IN, st->dst.chunk, cell, sizeof cell));
     }
     /* Every chunk's new content is computed before any is stored: the chunks of one op
      * move in parallel. */
     int stackbuf[16];
-    int *val = count <= 16 ? stackbuf : vfy_xcalloc((size_t)count, sizeof *val);
+    int *val = count <= 16 ? stackbuf : cclc_vfy_xcalloc((size_t)count, sizeof *val);
     for (int j = 0; j < count; j++) {
         int acc = -1;
         for (int o = 0; o < st->nsrc; o++) {
             if (j >= st->src[o].count)
                 continue;
-            int cell = vfy_sim_cell(s, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j, cur.call);
+            int cell = cclc_vfy_sim_cell(s, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j, cur.call);
             int x = sim_read_content(s, cell);
-            acc = acc < 0 ? x : vfy_node_new(&s->nodes, NODE_SUM, acc, x, 0);
+            acc = acc < 0 ? x : cclc_vfy_node_new(&s->nodes, NODE_SUM, acc, x, 0);
         }
         val[j] = acc;
     }
     for (int j = 0; j < count; j++) {
         if (val[j] < 0)
             continue;
-        int cell = vfy_sim_cell(s, st->dst.rank, st->dst.buf, st->dst.chunk + j, cur.call);
+        int cell = cclc_vfy_sim_cell(s, st->dst.rank, st->dst.buf, st->dst.chunk + j, cur.call);
         s->content[cell] = val[j];
         s->wblock[cell] = b;
         s->wstep[cell] = i;
@@ -407,15 +445,15 @@ static void sim_signal(Sim *s, int b, const Step *st)
 {
     const Shape *sh = s->sh;
     const Block *bl = &sh->p->blocks[b];
-    int wb = vfy_block_of(sh, st->peer, bl->tb);
+    int wb = cclc_vfy_block_of(sh, st->peer, bl->tb);
     if (wb < 0)
-        return; /* reported by vfy_check_sem_counts */
+        return; /* reported by cclc_vfy_check_sem_counts */
     if (!s->snap[b]) {
         Snap *sn = s->spare;
         if (sn)
             s->spare = sn->next;
         else
-            sn = vfy_xcalloc(1, sizeof *sn + sizeof(int) * (size_t)s->nt);
+            sn = cclc_vfy_xcalloc(1, sizeof *sn + sizeof(int) * (size_t)s->nt);
         memcpy(sn->v, &s->vc[b * s->nt], sizeof(int) * (size_t)s->nt);
         sn->refs = 1;
         s->snap[b] = sn;
@@ -424,11 +462,11 @@ static void sim_signal(Sim *s, int b, const Step *st)
     if (q)
         s->spare_items = q->next;
     else
-        q = vfy_xcalloc(1, sizeof *q);
+        q = cclc_vfy_xcalloc(1, sizeof *q);
     q->next = NULL;
     q->snap = s->snap[b];
     q->snap->refs++;
-    Sem *sem = &s->sem[wb * sh->n + bl->rank];
+    Sem *sem = &s->sem[(wb * sh->p->ntags + st->tag) * sh->n + bl->rank];
     if (sem->tail)
         sem->tail->next = q;
     else
@@ -441,7 +479,7 @@ static void sim_signal(Sim *s, int b, const Step *st)
 static int sim_wait(Sim *s, int b, const Step *st)
 {
     const Shape *sh = s->sh;
-    Sem *sem = &s->sem[b * sh->n + st->peer];
+    Sem *sem = &s->sem[(b * sh->p->ntags + st->tag) * sh->n + st->peer];
     QItem *q = sem->head;
     if (!q)
         return 0;
@@ -513,9 +551,9 @@ static void sim_caller(Sim *s, int r, int call, int *join)
     memcpy(&s->vc[h * nt], join, sizeof *join * (size_t)nt);
     s->vc[h * nt + h]++;
     Access cur = {h, -1, call, s->vc[h * nt + h]};
-    int *er = vfy_xcalloc((size_t)sh->n, sizeof *er), *ec = vfy_xcalloc((size_t)sh->n, sizeof *ec), ne;
+    int *er = cclc_vfy_xcalloc((size_t)sh->n, sizeof *er), *ec = cclc_vfy_xcalloc((size_t)sh->n, sizeof *ec), ne;
     for (int i = 0; i < sh->p->buf_chunks[BUF_OUT]; i++)
-        if (vfy_expected(sh, r, i, er, ec, &ne))
+        if (cclc_vfy_expected(sh, r, i, er, ec, &ne))
             sim_access(s, cur, 0, r, BUF_OUT, i);
     cur.call = call + 1;
     if (call + 1 < s->m.ncalls)
@@ -532,11 +570,11 @@ static void sim_end(Sim *s)
 {
     const Shape *sh = s->sh;
     int nt = s->nt;
-    int *join = vfy_xcalloc((size_t)nt, sizeof *join);
+    int *join = cclc_vfy_xcalloc((size_t)nt, sizeof *join);
     for (int r = 0; r < sh->n; r++) {
         memset(join, 0, sizeof *join * (size_t)nt);
         for (int t = 0; t < sh->maxtb; t++) {
-            int b = vfy_block_of(sh, r, t);
+            int b = cclc_vfy_block_of(sh, r, t);
             if (b >= 0)
                 clock_join(join, &s->vc[b * nt], nt);
         }
@@ -549,8 +587,8 @@ static void sim_end(Sim *s)
 static int first_block(const Shape *sh, int rank)
 {
     for (int t = 0; t < sh->maxtb; t++)
-        if (vfy_block_of(sh, rank, t) >= 0)
-            return vfy_block_of(sh, rank, t);
+        if (cclc_vfy_block_of(sh, rank, t) >= 0)
+            return cclc_vfy_block_of(sh, rank, t);
     return -1;
 }
 
@@ -561,7 +599,7 @@ static int sim_barrier(Sim *s, int r)
     const Shape *sh = s->sh;
     int nt = s->nt, any = 0, all_boundary = 1;
     for (int t = 0; t < sh->maxtb; t++) {
-        int b = vfy_block_of(sh, r, t);
+        int b = cclc_vfy_block_of(sh, r, t);
         if (b >= 0 && s->state[b] != AT_BARRIER)
             return 0;
         if (b >= 0)
@@ -569,16 +607,16 @@ static int sim_barrier(Sim *s, int r)
     }
     if (!any)
         return 0;
-    int *join = vfy_xcalloc((size_t)nt, sizeof *join);
+    int *join = cclc_vfy_xcalloc((size_t)nt, sizeof *join);
     for (int t = 0; t < sh->maxtb; t++) {
-        int b = vfy_block_of(sh, r, t);
+        int b = cclc_vfy_block_of(sh, r, t);
         if (b >= 0)
             clock_join(join, &s->vc[b * nt], nt);
     }
     if (all_boundary)
-        sim_caller(s, r, s->call[vfy_block_of(sh, r, 0) >= 0 ? vfy_block_of(sh, r, 0) : first_block(sh, r)], join);
+        sim_caller(s, r, s->call[cclc_vfy_block_of(sh, r, 0) >= 0 ? cclc_vfy_block_of(sh, r, 0) : first_block(sh, r)], join);
     for (int t = 0; t < sh->maxtb; t++) {
-        int b = vfy_block_of(sh, r, t);
+        int b = cclc_vfy_block_of(sh, r, t);
         if (b < 0)
             continue;
         memcpy(&s->vc[b * nt], join, sizeof *join * (size_t)nt);
@@ -600,7 +638,7 @@ static int sim_barrier(Sim *s, int r)
 }
 
 /* Runs every block until all are done or none can move (a deadlock). */
-void vfy_sim_run(Sim *s)
+void cclc_vfy_sim_run(Sim *s)
 {
     for (;;) {
         int progress = 0;

@@ -1,8 +1,8 @@
 /* verify_slices.c: transfers cut into parts, by instances or by pipeline slices.
  *
- * Takes the Shape of an expanded Program; gives vfy_check_instances, which reports each
+ * Takes the Shape of an expanded Program; gives cclc_vfy_check_instances, which reports each
  * transfer that instances would split at other points than the transfer that stored its
- * data (an error), and vfy_check_pipeline_safe, which records, without failing the
+ * data (an error), and cclc_vfy_check_pipeline_safe, which records, without failing the
  * proof, whether a block's slices may interleave (schedule.c). Assumes what expand.c
  * establishes: every Ref is in range. */
 #include <stdlib.h>
@@ -41,7 +41,7 @@ static int scratch_only(const Step *st)
 }
 
 /* With instances, every scratch-only transfer is a race between instances. */
-void vfy_check_instances(const Shape *sh, Reporter *rep)
+void cclc_vfy_check_instances(const Shape *sh, Reporter *rep)
 {
     const Program *p = sh->p;
     Seen seen = {0};
@@ -50,19 +50,19 @@ void vfy_check_instances(const Shape *sh, Reporter *rep)
     for (int b = 0; b < sh->nb; b++)
         for (int i = 0; i < p->blocks[b].nsteps; i++) {
             const Step *st = &p->blocks[b].steps[i];
-            if (scratch_only(st) && !vfy_seen_before(&seen, st->loc) && seen.n <= MAX_STEP_REPORTS)
-                vfy_error(rep, st->loc, "with instances %d, '%s' moves data from scratch to scratch only: its length "
-                          "is a whole scratch chunk, not that of the in/out chunk position the data came from (tail "
-                          "chunks are shorter), so its instances split the data differently from the transfer that "
-                          "wrote it and read parts another instance writes; give it an in/out operand of the same "
-                          "position, or use instances 1", p->instances, step_name(st->kind));
+            if (scratch_only(st) && !cclc_vfy_seen_before(&seen, st->loc) && seen.n <= MAX_STEP_REPORTS)
+                cclc_vfy_error(rep, st->loc, "with instances %d, '%s' moves data from scratch to scratch only: its length "
+                               "is a whole scratch chunk, not that of the in/out chunk position the data came from (tail "
+                               "chunks are shorter), so its instances split the data differently from the transfer that "
+                               "wrote it and read parts another instance writes; give it an in/out operand of the same "
+                               "position, or use instances 1", p->instances, cclc_step_name(st->kind));
         }
 }
 
 /* Slices may interleave within a block only if its accesses to one buffer of one rank
  * use identical or disjoint chunk ranges (docs/internals.md), and no transfer is
  * scratch-only (see scratch_only). */
-int vfy_check_pipeline_safe(const Shape *sh, Str *detail)
+int cclc_vfy_check_pipeline_safe(const Shape *sh, Str *detail)
 {
     const Program *p = sh->p;
     int ok = 1;
@@ -71,9 +71,9 @@ int vfy_check_pipeline_safe(const Shape *sh, Str *detail)
             if (scratch_only(&p->blocks[b].steps[i])) {
                 ok = 0;
                 if (detail)
-                    vfy_str_printf(detail, "'%s' at line %d moves scratch to scratch only, so its slices would "
-                                   "not line up with those of the transfer that wrote the data",
-                                   step_name(p->blocks[b].steps[i].kind), p->blocks[b].steps[i].loc.line);
+                    cclc_vfy_str_printf(detail, "'%s' at line %d moves scratch to scratch only, so its slices would "
+                                        "not line up with those of the transfer that wrote the data",
+                                        cclc_step_name(p->blocks[b].steps[i].kind), p->blocks[b].steps[i].loc.line);
             }
     for (int b = 0; b < sh->nb && ok; b++) {
         const Block *bl = &p->blocks[b];
@@ -81,7 +81,7 @@ int vfy_check_pipeline_safe(const Shape *sh, Str *detail)
         for (int i = 0; i < bl->nsteps; i++)
             if (bl->steps[i].kind <= STEP_REDUCE)
                 n += 1 + bl->steps[i].nsrc;
-        Range *rg = vfy_xcalloc((size_t)n, sizeof *rg);
+        Range *rg = cclc_vfy_xcalloc((size_t)n, sizeof *rg);
         n = 0;
         for (int i = 0; i < bl->nsteps; i++) {
             const Step *st = &bl->steps[i];
@@ -106,8 +106,8 @@ int vfy_check_pipeline_safe(const Shape *sh, Str *detail)
             if (rg[i].lo < end) {
                 ok = 0;
                 if (detail)
-                    vfy_str_printf(detail, "rank %d tb %d uses %s@%d[%d..%d] and [%d..%d]", bl->rank, bl->tb,
-                                   p->buf_name[rg[i].buf], rg[i].rank, rg[last].lo, rg[last].hi, rg[i].lo, rg[i].hi);
+                    cclc_vfy_str_printf(detail, "rank %d tb %d uses %s@%d[%d..%d] and [%d..%d]", bl->rank, bl->tb,
+                                        p->buf_name[rg[i].buf], rg[i].rank, rg[last].lo, rg[last].hi, rg[i].lo, rg[i].hi);
             }
             if (rg[i].hi > end)
                 end = rg[i].hi, last = i;

@@ -8,7 +8,7 @@
  * On the first syntax error the parse stops: one precise message beats a cascade. */
 
 %define api.pure full
-%define api.prefix {ccl_yy}
+%define api.prefix {cclc_yy}
 %define parse.error custom
 %locations
 %param {yyscan_t scanner}
@@ -22,8 +22,8 @@ typedef void *yyscan_t;
 
 %code {
 #include <string.h>
-#define YYSTYPE CCL_YYSTYPE
-#define YYLTYPE CCL_YYLTYPE
+#define YYSTYPE CCLC_YYSTYPE
+#define YYLTYPE CCLC_YYLTYPE
 #include "lex.yy.h"
 
 /* Bison's stack bound doubles as the nesting limit: deep nesting fails with a clear
@@ -31,9 +31,9 @@ typedef void *yyscan_t;
 #define YYMAXDEPTH 1000
 #define YYINITDEPTH 200
 
-static void ccl_yyerror(CCL_YYLTYPE *loc, yyscan_t scanner, struct ParseCtx *ctx, const char *msg);
+static void cclc_yyerror(CCLC_YYLTYPE *loc, yyscan_t scanner, struct ParseCtx *ctx, const char *msg);
 
-static SrcLoc L(CCL_YYLTYPE l)
+static SrcLoc L(CCLC_YYLTYPE l)
 {
     SrcLoc s = {l.first_line, l.first_column, 1};
     if (l.last_line == l.first_line && l.last_column >= l.first_column)
@@ -41,9 +41,9 @@ static SrcLoc L(CCL_YYLTYPE l)
     return s;
 }
 
-static Expr *expr_new(struct ParseCtx *ctx, ExprKind kind, CCL_YYLTYPE loc)
+static Expr *expr_new(struct ParseCtx *ctx, ExprKind kind, CCLC_YYLTYPE loc)
 {
-    Expr *e = arena_alloc(ctx->arena, sizeof *e);
+    Expr *e = cclc_arena_alloc(ctx->arena, sizeof *e);
     e->kind = kind;
     e->loc = L(loc);
     e->depth = 1;
@@ -59,12 +59,12 @@ static Expr *deepen(struct ParseCtx *ctx, Expr *e)
     if (e->depth <= CCLC_MAX_EXPR_DEPTH)
         return e;
     if (!ctx->too_deep)
-        diag_error(ctx->diag, e->loc, "expression too deep: more than %d operators nest here; split it with `let`",
-                   CCLC_MAX_EXPR_DEPTH);
+        cclc_diag_error(ctx->diag, e->loc, "expression too deep: more than %d operators nest here; split it with `let`",
+                        CCLC_MAX_EXPR_DEPTH);
     ctx->too_deep = 1;
     return e->lhs && e->lhs->depth >= e->depth - 1 ? e->lhs : e->rhs;
 }
-static Expr *binary(struct ParseCtx *ctx, int op, Expr *lhs, Expr *rhs, CCL_YYLTYPE loc)
+static Expr *binary(struct ParseCtx *ctx, int op, Expr *lhs, Expr *rhs, CCLC_YYLTYPE loc)
 {
     if (ctx->too_deep) /* the program is refused: build no more (memory stays bounded) */
         return lhs;
@@ -75,24 +75,24 @@ static Expr *binary(struct ParseCtx *ctx, int op, Expr *lhs, Expr *rhs, CCL_YYLT
     return deepen(ctx, e);
 }
 
-static Stmt *stmt_new(struct ParseCtx *ctx, StmtKind kind, CCL_YYLTYPE loc)
+static Stmt *stmt_new(struct ParseCtx *ctx, StmtKind kind, CCLC_YYLTYPE loc)
 {
-    Stmt *s = arena_alloc(ctx->arena, sizeof *s);
+    Stmt *s = cclc_arena_alloc(ctx->arena, sizeof *s);
     s->kind = kind;
     s->loc = L(loc);
     return s;
 }
 
-static SetExpr *set_new(struct ParseCtx *ctx, SetKind kind, Expr *elem, CCL_YYLTYPE loc)
+static SetExpr *set_new(struct ParseCtx *ctx, SetKind kind, Expr *elem, CCLC_YYLTYPE loc)
 {
-    SetExpr *s = arena_alloc(ctx->arena, sizeof *s);
+    SetExpr *s = cclc_arena_alloc(ctx->arena, sizeof *s);
     s->kind = kind;
     s->elem = elem;
     s->loc = L(loc);
     return s;
 }
 
-static Stmt *step_new(struct ParseCtx *ctx, StepKind kind, CCL_YYLTYPE loc)
+static Stmt *step_new(struct ParseCtx *ctx, StepKind kind, CCLC_YYLTYPE loc)
 {
     Stmt *s = stmt_new(ctx, ST_STEP, loc);
     s->step = kind;
@@ -100,10 +100,10 @@ static Stmt *step_new(struct ParseCtx *ctx, StepKind kind, CCL_YYLTYPE loc)
 }
 
 /* Header items may each appear once. */
-static void header_once(struct ParseCtx *ctx, const void *already, const char *what, CCL_YYLTYPE loc)
+static void header_once(struct ParseCtx *ctx, const void *already, const char *what, CCLC_YYLTYPE loc)
 {
     if (already)
-        diag_error(ctx->diag, L(loc), "'%s' is given twice in the header", what);
+        cclc_diag_error(ctx->diag, L(loc), "'%s' is given twice in the header", what);
 }
 }
 
@@ -177,8 +177,8 @@ program
                   found = 1;
               }
           if (!found)
-              diag_error(ctx->diag, L(@4), "unknown collective '%s' (expected allreduce, "
-                         "allgather, reduce_scatter, alltoall, broadcast or reduce)", $4);
+              cclc_diag_error(ctx->diag, L(@4), "unknown collective '%s' (expected allreduce, "
+                              "allgather, reduce_scatter, alltoall, broadcast or reduce)", $4);
       }
       items
     ;
@@ -202,17 +202,25 @@ header_item
           vec_push(ctx->arena, &ctx->ast->where, $2);
       }
     | CHUNKS expr         { header_once(ctx, ctx->ast->chunks, "chunks", @1); ctx->ast->chunks = $2; }
+    | CHUNKS IDENT '=' expr {
+          /* chunks NAME = EXPR: the chunk count under a name of the program's choosing
+           * (without one it is K). */
+          header_once(ctx, ctx->ast->chunks, "chunks", @1);
+          ctx->ast->chunks = $4;
+          ctx->ast->chunks_name = $2;
+          ctx->ast->chunks_name_loc = L(@2);
+      }
     | INSTANCES expr      { header_once(ctx, ctx->ast->instances, "instances", @1); ctx->ast->instances = $2; }
     | PIPELINE expr       { header_once(ctx, ctx->ast->pipeline, "pipeline", @1); ctx->ast->pipeline = $2; }
     | PROTOCOL IDENT {
           if (!strcmp($2, "simple")) ctx->ast->protocol = PROTO_SIMPLE;
           else if (!strcmp($2, "ll")) ctx->ast->protocol = PROTO_LL;
           else if (!strcmp($2, "ll128")) ctx->ast->protocol = PROTO_LL128;
-          else diag_error(ctx->diag, L(@2), "unknown protocol '%s' (expected simple, ll or ll128)", $2);
+          else cclc_diag_error(ctx->diag, L(@2), "unknown protocol '%s' (expected simple, ll or ll128)", $2);
       }
     | SIZES INT DOTDOT INT {
           if ($2 <= 0 || $4 < $2)
-              diag_error(ctx->diag, L(@1), "'sizes' needs 0 < low <= high bytes");
+              cclc_diag_error(ctx->diag, L(@1), "'sizes' needs 0 < low <= high bytes");
           ctx->ast->size_lo = $2;
           ctx->ast->size_hi = $4;
       }
@@ -307,6 +315,10 @@ step
     | REDUCE ref ARROW ref_list { $$ = step_new(ctx, STEP_REDUCE, @1); $$->dst = $2; $$->srcs = $4; }
     | SIGNAL peers        { $$ = step_new(ctx, STEP_SIGNAL, @1); $$->peers = $2; }
     | WAIT peers          { $$ = step_new(ctx, STEP_WAIT, @1); $$->peers = $2; }
+    /* signal[NAME] P, wait[NAME] P: a named semaphore; waits pair with the signals of
+     * their own name only. */
+    | SIGNAL '[' IDENT ']' peers { $$ = step_new(ctx, STEP_SIGNAL, @1); $$->peers = $5; $$->tag = $3; }
+    | WAIT '[' IDENT ']' peers { $$ = step_new(ctx, STEP_WAIT, @1); $$->peers = $5; $$->tag = $3; }
     | FLUSH peers         { $$ = step_new(ctx, STEP_FLUSH, @1); $$->peers = $2; }
     | BARRIER             { $$ = step_new(ctx, STEP_BARRIER, @1); }
     ;
@@ -319,38 +331,38 @@ ref_list
 /* BUF, BUF[INDEX], BUF[LO..HI], BUF@PEER[...]: no index means the whole buffer. */
 ref
     : buf_name {
-          $$ = arena_alloc(ctx->arena, sizeof *$$);
+          $$ = cclc_arena_alloc(ctx->arena, sizeof *$$);
           $$->loc = L(@$);
           $$->buf = $1;
       }
     | buf_name '[' index_set ']' {
-          $$ = arena_alloc(ctx->arena, sizeof *$$);
+          $$ = cclc_arena_alloc(ctx->arena, sizeof *$$);
           $$->loc = L(@$);
           $$->buf = $1;
           $$->index = $3;
       }
     | buf_name '[' expr DOTDOT expr ']' {
-          $$ = arena_alloc(ctx->arena, sizeof *$$);
+          $$ = cclc_arena_alloc(ctx->arena, sizeof *$$);
           $$->loc = L(@$);
           $$->buf = $1;
           $$->lo = $3;
           $$->hi = $5;
       }
     | buf_name '@' peer {
-          $$ = arena_alloc(ctx->arena, sizeof *$$);
+          $$ = cclc_arena_alloc(ctx->arena, sizeof *$$);
           $$->loc = L(@$);
           $$->buf = $1;
           $$->peer = $3;
       }
     | buf_name '@' peer '[' index_set ']' {
-          $$ = arena_alloc(ctx->arena, sizeof *$$);
+          $$ = cclc_arena_alloc(ctx->arena, sizeof *$$);
           $$->loc = L(@$);
           $$->buf = $1;
           $$->peer = $3;
           $$->index = $5;
       }
     | buf_name '@' peer '[' expr DOTDOT expr ']' {
-          $$ = arena_alloc(ctx->arena, sizeof *$$);
+          $$ = cclc_arena_alloc(ctx->arena, sizeof *$$);
           $$->loc = L(@$);
           $$->buf = $1;
           $$->peer = $3;
@@ -424,6 +436,16 @@ expr
           $$->rhs = $5;
           $$ = deepen(ctx, $$);
       }
+    /* A bounded fold: sum, min or max of the body for VAR = LO .. HI-1 (half-open). */
+    | IDENT '(' IDENT IN expr DOTDOT expr ':' expr ')' {
+          $$ = expr_new(ctx, EX_FOLD, @1);
+          $$->name = $1;
+          $$->var = $3;
+          $$->cond = $5;
+          $$->rhs = $7;
+          $$->lhs = $9;
+          $$ = deepen(ctx, $$);
+      }
     | '(' expr ')'        { $$ = $2; }
     | '-' expr %prec UNARY { $$ = expr_new(ctx, EX_UNARY, @1); $$->op = '-'; $$->lhs = $2; $$ = deepen(ctx, $$); }
     | '!' expr %prec UNARY { $$ = expr_new(ctx, EX_UNARY, @1); $$->op = '!'; $$->lhs = $2; $$ = deepen(ctx, $$); }
@@ -460,28 +482,28 @@ expr
  * scanner's error tokens get messages of their own. */
 static int yyreport_syntax_error(const yypcontext_t *pctx, yyscan_t scanner, struct ParseCtx *ctx)
 {
-    CCL_YYLTYPE loc = *yypcontext_location(pctx);
+    CCLC_YYLTYPE loc = *yypcontext_location(pctx);
     yysymbol_kind_t got = yypcontext_token(pctx);
-    const char *text = ccl_yyget_text(scanner);
+    const char *text = cclc_yyget_text(scanner);
     if (got == YYSYMBOL_TOO_BIG) {
-        diag_error(ctx->diag, L(loc), "number '%s' is too large (integers are 64-bit)", text);
+        cclc_diag_error(ctx->diag, L(loc), "number '%s' is too large (integers are 64-bit)", text);
         return 0;
     }
     if (got == YYSYMBOL_BAD_NUMBER) {
-        diag_error(ctx->diag, L(loc), "malformed number '%s'", text);
+        cclc_diag_error(ctx->diag, L(loc), "malformed number '%s'", text);
         return 0;
     }
     if (got == YYSYMBOL_BAD_CHAR) {
         unsigned char c = (unsigned char)text[0];
         if (c >= 0x20 && c < 0x7f)
-            diag_error(ctx->diag, L(loc), "unexpected character '%c'", c);
+            cclc_diag_error(ctx->diag, L(loc), "unexpected character '%c'", c);
         else
-            diag_error(ctx->diag, L(loc), "unexpected byte 0x%02x (CCL source is ASCII)", c);
+            cclc_diag_error(ctx->diag, L(loc), "unexpected byte 0x%02x (CCL source is ASCII)", c);
         return 0;
     }
     if (got == YYSYMBOL_YYEOF && ctx->open_braces > 0) {
         int k = ctx->open_braces <= MAX_OPEN_BRACES ? ctx->open_braces - 1 : MAX_OPEN_BRACES - 1;
-        diag_error(ctx->diag, ctx->brace_loc[k], "this '{' is never closed (the file ends first)");
+        cclc_diag_error(ctx->diag, ctx->brace_loc[k], "this '{' is never closed (the file ends first)");
         return 0;
     }
     enum { MAX_EXPECTED = 6 };
@@ -498,35 +520,35 @@ static int yyreport_syntax_error(const yypcontext_t *pctx, yyscan_t scanner, str
                                 yysymbol_name(expected[i]));
     char msg[512];
     snprintf(msg, sizeof msg, "unexpected %s%s%s", got == YYSYMBOL_YYEOF ? "end of file" : yysymbol_name(got), token, expect);
-    diag_error(ctx->diag, L(loc), "%s", msg);
+    cclc_diag_error(ctx->diag, L(loc), "%s", msg);
     return 0;
 }
 
-static void ccl_yyerror(CCL_YYLTYPE *loc, yyscan_t scanner, struct ParseCtx *ctx, const char *msg)
+static void cclc_yyerror(CCLC_YYLTYPE *loc, yyscan_t scanner, struct ParseCtx *ctx, const char *msg)
 {
     (void)scanner;
     if (!strcmp(msg, "memory exhausted"))
-        diag_error(ctx->diag, L(*loc), "nesting too deep: blocks and parentheses may nest a few hundred levels (the parser keeps 1000 states)");
+        cclc_diag_error(ctx->diag, L(*loc), "nesting too deep: blocks and parentheses may nest a few hundred levels (the parser keeps 1000 states)");
     else
-        diag_error(ctx->diag, L(*loc), "%s", msg);
+        cclc_diag_error(ctx->diag, L(*loc), "%s", msg);
 }
 
-Ast *parse_source(Arena *a, const Source *src, Diag *d)
+Ast *cclc_parse_source(Arena *a, const Source *src, Diag *d)
 {
     struct ParseCtx ctx = {.arena = a, .diag = d, .line = 1, .col = 1};
-    ctx.ast = arena_alloc(a, sizeof *ctx.ast);
+    ctx.ast = cclc_arena_alloc(a, sizeof *ctx.ast);
     yyscan_t scanner;
-    if (ccl_yylex_init_extra(&ctx, &scanner))
+    if (cclc_yylex_init_extra(&ctx, &scanner))
         internal_error("cannot start the scanner");
-    YY_BUFFER_STATE buf = ccl_yy_scan_bytes(src->text, (int)src->size, scanner);
+    YY_BUFFER_STATE buf = cclc_yy_scan_bytes(src->text, (int)src->size, scanner);
     int errors_before = d->nerrors;
-    int rc = ccl_yyparse(scanner, &ctx);
-    ccl_yy_delete_buffer(buf, scanner);
-    ccl_yylex_destroy(scanner);
+    int rc = cclc_yyparse(scanner, &ctx);
+    cclc_yy_delete_buffer(buf, scanner);
+    cclc_yylex_destroy(scanner);
     if (rc != 0 || d->nerrors > errors_before)
         return NULL;
     if (!ctx.ast->nvar) {
-        diag_error(d, ctx.ast->name_loc, "algorithm '%s' has no 'ranks N in LO..HI' line", ctx.ast->name);
+        cclc_diag_error(d, ctx.ast->name_loc, "algorithm '%s' has no 'ranks N in LO..HI' line", ctx.ast->name);
         return NULL;
     }
     return ctx.ast;

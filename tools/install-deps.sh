@@ -7,8 +7,11 @@
 #   tools/install-deps.sh [FOR...]        FOR: build, demo, check, asan, fuzz (default: check)
 #
 #   build, demo   Flex and Bison (the front end)
-#   check, asan   the same, and Open MPI (mpicc, mpirun: the MPI example and the
-#                 process-mode tests)
+#   check, asan   the same, Open MPI (mpicc, mpirun: the MPI example and the
+#                 process-mode tests) and pkg-config (tests/install builds a program
+#                 against the installed ccl.pc); check also Python 3 with venv and pip
+#                 (the Python package's tests: tests/python/run.sh makes a venv with numpy
+#                 and pytest from PyPI)
 #   fuzz          Flex and Bison, and clang with its libFuzzer runtime (make fuzz)
 #
 # The CUDA toolkit (cuda.h, NVRTC) is never installed: it is expected under /usr/local/cuda
@@ -17,11 +20,12 @@
 set -eu
 
 [ $# -eq 0 ] && set -- check
-want_mpi=0 want_fuzz=0
+want_mpi=0 want_fuzz=0 want_python=0
 for w in "$@"; do
     case $w in
         build | demo | all) ;;
-        check | asan) want_mpi=1 ;;
+        check) want_mpi=1 want_python=1 ;;
+        asan) want_mpi=1 ;;
         fuzz) want_fuzz=1 ;;
         *) echo "install-deps.sh: unknown '$w' (build, demo, check, asan, fuzz)" >&2; exit 2 ;;
     esac
@@ -45,6 +49,12 @@ have bison || missing bison "the parser generator, for make"
 if [ $want_mpi = 1 ]; then
     have mpicc || missing libopenmpi-dev "mpicc, for examples/allreduce_mpi"
     have mpirun || missing openmpi-bin "mpirun, for the process-mode tests"
+    have pkg-config || missing pkg-config "for tests/install, which builds against the installed ccl.pc"
+fi
+if [ $want_python = 1 ]; then
+    have python3 || missing python3 "the Python package's tests"
+    # ensurepip is what `python3 -m venv` needs to put pip into the venv (Debian splits it off).
+    python3 -c 'import venv, ensurepip' 2>/dev/null || missing python3-venv "venvs with pip, for tests/python"
 fi
 if [ $want_fuzz = 1 ]; then
     have clang || missing clang "the compiler make fuzz uses"

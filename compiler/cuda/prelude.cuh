@@ -475,12 +475,54 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
 /* All ranks: every rank adds 1 to rank 0's heap-header barrier word (offset 8) and
  * waits for N more arrivals than its last barrier saw (gen: this rank's device
  * counter). Launched with one block around avg's division. */
+/* The all-rank barrier (the fence before a call, and around avg's division): this
+ * rank's k-th barrier stores k in the `arrived` word of its own heap header (offset 8,
+ * internal.h's CclHeapHeader) and waits until every rank's word reaches k; *gen (device
+ * memory) counts this rank's barriers. The warp reads the peers' words, 32 at a time.
+ * On timeout the error record names the first rank that did not arrive. */
 extern "C" __global__ void ccl_rank_barrier(char *const *peers, u64 *gen, struct ccl_err *err, u64 timeout_ns)
 {
-    if (threadIdx.x != 0) return;
-    u64 *ctr = (u64 *)(peers[0] + 8);
-    ccl_signal(ctr);
-    ccl_wait(ctr, gen, CCL_NRANKS, peers, err, timeout_ns, ~0ull, CCL_RANK, ~0ull, 0, 0, 0);
+    const unsigned lane = threadIdx.x;
+    const u64 k = *gen + 1;
+    __syncwarp();
+    if (lane == 0) {
+        __threadfence_system();
+#if __CUDA_ARCH__ >= 700
+        asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(peers[CCL_RANK] + 8), "l"(k) : "memory");
+#else
+        *(volatile u64 *)(peers[CCL_RANK] + 8) = k;
+#endif
+    }
+    const volatile u64 *abort_flag = (const volatile u64 *)peers[CCL_RANK];
+    u64 t0 = 0;
+    for (unsigned int it = 0;; it++) {
+        int missing = -1; /* the first rank of this lane's share not yet at k */
+        u64 seen = 0;
+        for (int p = (int)lane; p < CCL_NRANKS && missing < 0; p += 32) {
+            u64 v = ccl_ld_acquire((const u64 *)(peers[p] + 8));
+            if (v < k) missing = p, seen = v;
+        }
+        unsigned behind = __ballot_sync(0xffffffffu, missing >= 0);
+        if (!behind) break;
+        if ((it & 255) != 0) continue;
+        if (*abort_flag) return; /* a peer failed: give up at once */
+        u64 now = ccl_now();
+        if (t0 == 0) t0 = now;
+        if (t0 == now || now - t0 <= timeout_ns) continue;
+        /* The lowest lane that sees a rank behind reports it (and stops every rank). */
+        if ((int)lane == __ffs(behind) - 1 && atomicCAS(&err->flag, 0ull, 2ull) == 0ull) {
+            err->rank = CCL_RANK; err->tb = 0; err->inst = 0; err->line = 0; err->peer = (u64)missing;
+            err->slot = ~0ull; err->expected = k; err->seen = seen;
+            __threadfence_system();
+            *(volatile u64 *)&err->flag = 1;
+        }
+        if (lane == 0) {
+            for (int p = 0; p < CCL_NRANKS; p++) atomicCAS((u64 *)peers[p], 0ull, (u64)CCL_RANK + 1);
+            __threadfence_system();
+        }
+        return;
+    }
+    if (lane == 0) *gen = k;
 }
 
 /* op avg: the collective reduced as sum; every element of out is divided once. */

@@ -29,6 +29,10 @@ extern "C" {
 #define CCL_VERSION_MINOR 1
 #define CCL_VERSION_PATCH 0
 
+/* The version of the library a program runs with, "MAJOR.MINOR.PATCH" (the macros above
+ * are the version it was compiled against); never NULL. */
+const char *ccl_version(void);
+
 /* Results, with their strings, from one table. */
 #define CCL_RESULTS(X)                                                                       \
     X(CCL_OK, "success")                                                                     \
@@ -161,6 +165,19 @@ ccl_result_t ccl_algorithm_free(ccl_algorithm_t *alg);
 const char *ccl_algorithm_name(const ccl_algorithm_t *alg);
 const char *ccl_algorithm_collective(const ccl_algorithm_t *alg);
 
+/* Proves an algorithm for `nranks` ranks (and `root`, for broadcast and reduce) without a
+ * communicator, as `cclc check FILE --ranks N --explain` does; path_or_source as for
+ * ccl_algorithm_load. The report goes to buf (at most len bytes, NUL-terminated; buf may
+ * be NULL when len is 0) and *needed (may be NULL) gets its full size with the NUL, so a
+ * caller can ask again with a larger buffer. On CCL_OK the report says what was proved;
+ * on CCL_ERR_COMPILE (the program does not parse, expand or prove) and on
+ * CCL_ERR_INVALID_ARGUMENT for a program whose `ranks`/`where` lines do not admit
+ * nranks, it holds the compiler's `file:line:col: error:` diagnostics with carets. An
+ * unreadable file or nranks out of range also give CCL_ERR_INVALID_ARGUMENT. The
+ * message is in ccl_comm_last_error(NULL) too (possibly truncated). Thread-safe. */
+ccl_result_t ccl_algorithm_check(const char *path_or_source, int nranks, int root, char *buf,
+                                 size_t len, size_t *needed);
+
 /* Runs a loaded algorithm. count is in elements with the collective's meaning; op is
  * ignored by collectives that do not reduce. In place is NCCL's (send == recv; allgather:
  * send == recv + rank*count; reduce_scatter: recv == send + rank*count); where the
@@ -170,8 +187,8 @@ ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *
 
 /* Standard collectives, NCCL's argument order. They run the latest algorithm registered
  * with ccl_comm_use_algorithm() whose collective, root and byte range fit, else one from
- * the shipped library (algorithms/: $CCL_ALGORITHM_DIR, or found next to the executable
- * or the current folder), picked by its `sizes` hint; see docs/api.md. */
+ * the shipped library ($CCL_ALGORITHM_DIR, else the installed share/ccl/algorithms next
+ * to libccl, or the build tree's algorithms/; docs/api.md), picked by its `sizes` hint. */
 ccl_result_t ccl_all_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype,
                             ccl_op_t op, ccl_comm_t *comm, void *stream);
 ccl_result_t ccl_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,

@@ -1,6 +1,6 @@
 /* algorithm.c: loading an algorithm and resolving one call for the backend.
  *
- * Load: compile_source in-process for this comm's N (and root), keep the Compilation
+ * Load: cclc_compile_source in-process for this comm's N (and root), keep the Compilation
  * (the Plan lives in its arena; the ranks of one ccl_comm_init_all share it), pick this
  * rank's PlanBlocks, and give the algorithm its semaphores in the heap's semaphore
  * arena.
@@ -94,7 +94,7 @@ static int coll_reduces(Collective c) { return c == COLL_ALLREDUCE || c == COLL_
 static void compiled_free(CclCompiled *c)
 {
     if (c->comp.arena)
-        compilation_free(&c->comp);
+        cclc_compilation_free(&c->comp);
     free(c->source);
     free(c->file);
     free(c);
@@ -121,7 +121,7 @@ static void compiled_release(ccl_comm_t *comm, CclCompiled *c)
 
 /* The compilation of (source, N, root): the group's copy when a peer already made it,
  * else a new one (added to the group on success). Takes ownership of source and file.
- * Returns compile_source's result with *out holding the diagnostics on failure (the
+ * Returns cclc_compile_source's result with *out holding the diagnostics on failure (the
  * caller frees it with compiled_free), or COMPILE_OUT_OF_MEMORY with *out NULL when
  * not even that could be allocated. */
 static CompileResult compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len, int root, CclCompiled **out)
@@ -152,7 +152,7 @@ static CompileResult compile_shared(ccl_comm_t *comm, char *file, char *source, 
         c->nranks = N;
         c->root = root;
         c->refs = 1;
-        rc = compile_source(&c->comp, file, source, len, N, root);
+        rc = cclc_compile_source(&c->comp, file, source, len, N, root);
         if (rc == COMPILE_OK && g) {
             c->next = g->compiled;
             g->compiled = c;
@@ -257,7 +257,7 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     alg->prog = compiled->comp.prog;
     if (coll_rooted(alg->prog->coll) && !root_ok) {
         ccl_result_t r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'root' is %d, outside 0..%d (%s is a %s)",
-                                        fn, root, N - 1, alg->file, coll_name(alg->prog->coll));
+                                        fn, root, N - 1, alg->file, cclc_coll_name(alg->prog->coll));
         alg_free_memory(alg);
         return r;
     }
@@ -438,7 +438,7 @@ const char *ccl_algorithm_name(const ccl_algorithm_t *alg)
 
 const char *ccl_algorithm_collective(const ccl_algorithm_t *alg)
 {
-    return ccl__handle_live(alg) ? coll_name(alg->prog->coll) : "?";
+    return ccl__handle_live(alg) ? cclc_coll_name(alg->prog->coll) : "?";
 }
 
 /* ---- call identities ----
@@ -645,7 +645,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     Collective coll = prog->coll;
     int N = comm->nranks, K = prog->chunks;
     size_t es = ccl_dtype_size(dtype);
-    size_t in_units = (size_t)coll_in_chunks(coll, N, 1), out_units = (size_t)coll_out_chunks(coll, N, 1);
+    size_t in_units = (size_t)cclc_coll_in_chunks(coll, N, 1), out_units = (size_t)cclc_coll_out_chunks(coll, N, 1);
     size_t max_units = in_units > out_units ? in_units : out_units;
     /* Keep every byte offset (and scratch: chunks * CS) far from overflow. */
     size_t scratch_chunks = 0;
@@ -656,7 +656,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     if (count > limit)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
                               "%s: argument 'count' is %zu; a %s of %s with N=%d allows at most %zu elements", fn, count,
-                              coll_name(coll), ccl_dtype_name(dtype), N, limit);
+                              cclc_coll_name(coll), ccl_dtype_name(dtype), N, limit);
     if (count == 0)
         return CCL_OK;
     int me = comm->rank;
@@ -749,6 +749,9 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
         c.divide_here = !(coll == COLL_REDUCE && me != alg->root);
     }
     ident_fill(&c, &c.id);
+    CCL__TRACE(me, "call %llu of %s: %s %s, count %zu%s%s%s", (unsigned long long)c.call_index, alg->file,
+               ccl_dtype_name(dtype), ccl_op_name(op), count, c.fence ? ", fence first" : "",
+               c.stage_in ? ", staging in" : "", c.stage_out ? ", staging out" : "");
     r = comm->be->run(&c);
     if (r != CCL_OK)
         return r;
@@ -769,4 +772,94 @@ ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *
     if (ccl__check_alg(alg, "ccl_algorithm_run") != CCL_OK)
         return CCL_ERR_INVALID_ARGUMENT;
     return ccl__run(alg, sendbuf, recvbuf, count, dtype, op, stream, "ccl_algorithm_run");
+}
+
+/* ---- checking without a communicator ---- */
+
+/* Copies text into buf as snprintf would and reports the full size through needed. */
+static void put_report(const char *text, char *buf, size_t len, size_t *needed)
+{
+    size_t n = strlen(text);
+    if (needed)
+        *needed = n + 1;
+    if (buf && len > 0) {
+        size_t k = n < len - 1 ? n : len - 1;
+        memcpy(buf, text, k);
+        buf[k] = 0;
+    }
+}
+
+ccl_result_t ccl_algorithm_check(const char *path_or_source, int nranks, int root, char *buf, size_t len,
+                                 size_t *needed)
+{
+    const char *fn = "ccl_algorithm_check";
+    if (needed)
+        *needed = 1;
+    if (buf && len > 0)
+        buf[0] = 0;
+    if (!path_or_source)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'path_or_source' is NULL", fn);
+    if (!buf && len > 0)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'buf' is NULL with len %zu", fn, len);
+    if (nranks < 1 || nranks > CCLC_MAX_RANKS)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'nranks' (%d) is out of range 1..%d", fn,
+                              nranks, CCLC_MAX_RANKS);
+    const char *file = "<string>";
+    char *source;
+    size_t size = 0;
+    if (looks_like_source(path_or_source)) {
+        source = strdup(path_or_source);
+        size = source ? strlen(source) : 0;
+    } else {
+        char why[256] = "out of memory";
+        file = path_or_source;
+        source = read_file(path_or_source, &size, why, sizeof why);
+        if (!source) {
+            ccl_result_t r = ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT,
+                                            "%s: argument 'path_or_source': cannot read '%s': %s (source text must start "
+                                            "with 'algorithm')", fn, path_or_source, why);
+            put_report(ccl_comm_last_error(NULL), buf, len, needed);
+            return r;
+        }
+    }
+    if (!source)
+        return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+
+    /* What `cclc check --explain` prints: the proof on stdout, or the diagnostics (and
+     * their count) on stderr. */
+    Compilation c;
+    CompileResult rc = cclc_compile_source(&c, file, source, size, nranks, root);
+    char *text = NULL;
+    size_t textlen = 0;
+    FILE *out = open_memstream(&text, &textlen);
+    if (!out) {
+        cclc_compilation_free(&c);
+        free(source);
+        return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    ccl_result_t r = CCL_OK;
+    if (rc == COMPILE_OK) {
+        cclc_verify_explain(out, c.prog, &c.proof);
+    } else {
+        fputs(c.diag.out ? c.diag.out : "(no diagnostics)\n", out);
+        if (c.diag.nerrors > 1)
+            fprintf(out, "%d errors\n", c.diag.nerrors);
+        r = rc == COMPILE_NOT_ADMITTED ? CCL_ERR_INVALID_ARGUMENT
+            : rc == COMPILE_OUT_OF_MEMORY ? CCL_ERR_OUT_OF_MEMORY : CCL_ERR_COMPILE;
+    }
+    if (fclose(out) != 0 || !text) {
+        free(text);
+        cclc_compilation_free(&c);
+        free(source);
+        return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    cclc_compilation_free(&c);
+    free(source);
+    put_report(text, buf, len, needed);
+    if (r == CCL_ERR_INVALID_ARGUMENT)
+        ccl__set_error(NULL, r, "%s: argument 'nranks': %s does not admit N=%d:\n%s", fn, file, nranks, text);
+    else if (r != CCL_OK)
+        ccl__set_error(NULL, r, "%s: %s does not compile for N=%d:\n%s", fn, file, nranks, text);
+    free(text);
+    return r;
 }

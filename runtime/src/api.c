@@ -1,4 +1,4 @@
-/* api.c: names of results, dtypes and ops, and the standard collectives.
+/* api.c: the version, names of results, dtypes and ops, and the standard collectives.
  *
  * The standard collectives only check what dispatch needs (comm, dtype, root), pick an
  * algorithm (library.c) and hand over to ccl__run, which checks the rest; every message
@@ -7,6 +7,14 @@
 #include <string.h>
 
 #include "internal.h"
+
+#define CCL__STR(x) #x
+#define CCL__XSTR(x) CCL__STR(x)
+
+const char *ccl_version(void)
+{
+    return CCL__XSTR(CCL_VERSION_MAJOR) "." CCL__XSTR(CCL_VERSION_MINOR) "." CCL__XSTR(CCL_VERSION_PATCH);
+}
 
 const char *ccl_result_string(ccl_result_t r)
 {

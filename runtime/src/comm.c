@@ -61,6 +61,34 @@ double ccl__now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+int ccl__tracing;
+static double trace_t0;
+
+static void trace_read_env(void)
+{
+    const char *v = getenv("CCL_DEBUG");
+    trace_t0 = ccl__now_ms();
+    ccl__tracing = v && *v && strcmp(v, "0") != 0;
+}
+
+/* Reads CCL_DEBUG once per process; every communicator's creation calls it. */
+void ccl__trace_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, trace_read_env);
+}
+
+void ccl__trace(int rank, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    /* One write per line: the ranks' threads interleave whole lines. */
+    fprintf(stderr, "ccl %10.3f ms rank %d: %s\n", ccl__now_ms() - trace_t0, rank, line);
+}
+
 /* Waits run on few cores with many threads (ranks x blocks), so after a short spin a
  * waiter yields, and after a while sleeps, leaving the cores to whoever can progress. */
 void ccl__backoff(unsigned iter)
@@ -231,6 +259,7 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
                                 const ccl_config_t *config, const char *fn)
 {
     *out = NULL;
+    ccl__trace_init();
     ccl_config_t cfg = config ? *config : (ccl_config_t){0};
     if ((unsigned)cfg.backend > CCL_BACKEND_GPU)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': backend %d is not a ccl_backend_t", fn, (int)cfg.backend);

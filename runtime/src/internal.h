@@ -5,7 +5,7 @@
  *   comm.c     communicators: init (threads or processes), destroy, errors, waits,
  *              ccl_mem_alloc/free, the in-process bootstrap
  *   heap.c     the symmetric heap's allocator: identical offsets on every rank
- *   algorithm.c  load (compile_source in-process), then per call: checks, scratch,
+ *   algorithm.c  load (cclc_compile_source in-process), then per call: checks, scratch,
  *              staging, the CclCall handed to the backend
  *   library.c  the shipped algorithm library behind ccl_all_reduce and friends
  *   tuner.c    tuning tables: the algorithm and launch shape per (collective, size);
@@ -73,10 +73,11 @@ typedef struct {
      * failing rank sets it in its own and every peer's header, so blocks spinning
      * anywhere give up at once instead of each waiting out its own timeout. */
     _Atomic uint64_t abort;
-    /* All-rank barrier (around avg's division, and CclCall.fence): the k-th barrier of
-     * the comm adds 1 to rank 0's counter and waits until it reaches k * nranks.
+    /* All-rank barrier (around avg's division, and CclCall.fence): the number of
+     * barriers this rank has reached. The k-th barrier of the comm stores k here and
+     * waits until every rank's word reaches k; one that does not is named on timeout.
      * Monotonic, never reset. */
-    _Atomic uint64_t barrier;
+    _Atomic uint64_t arrived;
     /* Non-zero once this rank called ccl_comm_abort (CPU backend): peers stopped by its
      * abort word say so. */
     _Atomic uint64_t aborted;
@@ -263,6 +264,12 @@ enum { CCL__PROBE_MS = 100 };
 /* The shipped library's folder: 0 and its path in out, or -1 with the reason in out. */
 int ccl__library_dir(char *out, size_t len);
 
+/* ===== datadir.c ===== */
+
+/* Where `make install` put the shipped algorithms, for the libccl it installed; "" in
+ * the build folder's. */
+extern const char ccl__install_algorithm_dir[];
+
 /* ===== comm.c: communicators ===== */
 
 typedef struct CclBackend CclBackend;
@@ -369,6 +376,16 @@ ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn);
     } while (0)
 /* Monotonic milliseconds. */
 double ccl__now_ms(void);
+/* CCL_DEBUG=1: one line per step of a call on stderr ("ccl 12.345 ms rank 3: ..."),
+ * milliseconds since the first trace, for finding which rank stalls where. Off: one
+ * branch on a cached flag. */
+extern int ccl__tracing;
+void ccl__trace_init(void);
+void ccl__trace(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define CCL__TRACE(rank, ...)                   \
+    do {                                        \
+        if (ccl__tracing) ccl__trace(rank, __VA_ARGS__); \
+    } while (0)
 /* Spin-then-yield-then-sleep backoff for waits; `iter` counts calls from 0. */
 void ccl__backoff(unsigned iter);
 

@@ -91,7 +91,7 @@ static int parse_field(const char *s, int lo, int hi, int *out)
 static int coll_parse(const char *s)
 {
     for (int c = 0; c < CCL__TUNE_COLLS; c++)
-        if (!strcmp(s, coll_name((Collective)c)))
+        if (!strcmp(s, cclc_coll_name((Collective)c)))
             return c;
     return -1;
 }
@@ -248,7 +248,7 @@ void ccl__tune_write(FILE *f, const CclTuneTable *t)
             const CclTuneEntry *e = &t->e[c][b];
             if (e->file < 0)
                 continue;
-            fprintf(f, "%s %zu %s", coll_name((Collective)c), (size_t)1 << b, t->files[e->file]);
+            fprintf(f, "%s %zu %s", cclc_coll_name((Collective)c), (size_t)1 << b, t->files[e->file]);
             write_field(f, e->shape.instances);
             write_field(f, e->shape.threads);
             write_field(f, e->shape.slices);
@@ -551,7 +551,7 @@ static void describe(char *out, size_t len, Collective coll, size_t bytes, const
         snprintf(th, sizeof th, "%d", alg->shape.threads);
     else
         snprintf(th, sizeof th, "default");
-    CCL__FMT(out, len, "%s %zu B -> %s (instances %d, threads %s, slices %d, protocol %s)", coll_name(coll), bytes,
+    CCL__FMT(out, len, "%s %zu B -> %s (instances %d, threads %s, slices %d, protocol %s)", cclc_coll_name(coll), bytes,
              alg->file, alg->instances, th, alg->slices, tune_proto_name(alg));
 }
 
@@ -624,7 +624,7 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
     alg->origin = CCL__ORIGIN_TUNER;
     if (alg->prog->coll != coll) {
         CCL__FMT(v->why, sizeof v->why, "%s: %s is a %s algorithm, not %s", where, file,
-                 coll_name(alg->prog->coll), coll_name(coll));
+                 cclc_coll_name(alg->prog->coll), cclc_coll_name(coll));
         set_miss(t, v->why);
         return NULL;
     }
@@ -654,7 +654,7 @@ ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, siz
     int b = ccl__tune_bucket(bytes);
     const CclTuneEntry *e = b < CCL__TUNE_BUCKETS ? &t->table.e[coll][b] : NULL;
     if (!e || e->file < 0) {
-        CCL__FMT(t->miss, sizeof t->miss, "%s has no %s entry for bucket %zu", t->source, coll_name(coll),
+        CCL__FMT(t->miss, sizeof t->miss, "%s has no %s entry for bucket %zu", t->source, cclc_coll_name(coll),
                  b < 64 ? (size_t)1 << b : bytes);
         return NULL;
     }

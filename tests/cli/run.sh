@@ -21,21 +21,71 @@ check() {
 }
 check help 0 "usage: cclc COMMAND FILE --ranks N" --help
 check version 0 "cclc 0." --version
-check no_command 2 "cclc: no command given"
+check no_command 2 "cclc: error: no command given"
 check unknown_command 2 "unknown command 'prove'" prove $ring --ranks 4
-check unknown_flag 2 "unknown option '--rnks'" check $ring --rnks 4
-check missing_ranks 2 "'check' needs --ranks N" check $ring
-check missing_file 2 "cannot open 'no/such.ccl'" check no/such.ccl --ranks 4
+check unknown_flag 2 "cclc check: error: unknown option '--rnks' (see cclc --help)" check $ring --rnks 4
+check missing_ranks 2 "cclc check: error: --ranks N is required" check $ring
+check missing_file 2 "cannot read 'no/such.ccl'" check no/such.ccl --ranks 4
 check directory 2 "is a directory" check algorithms --ranks 4
-check ranks_zero 2 "--ranks 0 is out of range 1..1024" check $ring --ranks 0
-check ranks_huge 2 "--ranks 100000 is out of range 1..1024" check $ring --ranks 100000
-check ranks_not_int 2 "--ranks needs an integer, got 'four'" check $ring --ranks four
+check ranks_zero 2 "--ranks 0: expected an integer in 1..1024" check $ring --ranks 0
+check ranks_huge 2 "--ranks 100000: expected an integer in 1..1024" check $ring --ranks 100000
+check ranks_not_int 2 "--ranks four: expected an integer in 1..1024" check $ring --ranks four
 check not_admitted 2 "is for N in 2..64, not N = 1" check $ring --ranks 1
-check cuda_needs_rank 2 "'cuda' needs --rank R" cuda $ring --ranks 4
-check bad_dtype 2 "unknown dtype 'f8'" cuda $ring --ranks 4 --rank 0 --dtype f8
-check bad_op 2 "unknown op 'mean'" cuda $ring --ranks 4 --rank 0 --op mean
-check bad_protocol 2 "unknown protocol 'll64'" cuda $ring --ranks 4 --rank 0 --protocol ll64
+check cuda_needs_rank 2 "cclc cuda: error: --rank R is required" cuda $ring --ranks 4
+check bad_dtype 2 "cclc cuda: error: --dtype f8: unknown dtype (expected f32," cuda $ring --ranks 4 --rank 0 --dtype f8
+check bad_op 2 "cclc cuda: error: --op mean: unknown reduction op (expected sum," cuda $ring --ranks 4 --rank 0 --op mean
+check bad_protocol 2 "cclc cuda: error: --protocol ll64: expected simple or ll" cuda $ring --ranks 4 --rank 0 --protocol ll64
 check two_files 2 "unexpected argument" check $ring $ring --ranks 4
+check run_two_files 2 "cclc run: error: unexpected argument '$ring' (one FILE per run)" run $ring $ring --ranks 2
+
+# Every command reads its options with the tools' harness (tools/common/options.c):
+# one message per bad value, naming the option and the value as written, the same
+# number syntax (decimal, never octal; K, KB, KiB, M, G) and the same option forms
+# ("--ranks 4", "--ranks=4"), with the command's name and usage line.
+for cmd in check plan cuda run; do
+    rank=; [ $cmd = cuda ] && rank="--rank 0"
+    check "${cmd}_ranks_bad" 2 "cclc $cmd: error: --ranks 4x: expected an integer in 1..1024" $cmd $ring --ranks 4x $rank
+    check "${cmd}_ranks_negative" 2 "cclc $cmd: error: --ranks -2: expected an integer in 1..1024" $cmd $ring --ranks -2 $rank
+    check "${cmd}_ranks_missing_value" 2 "cclc $cmd: error: --ranks needs a value" $cmd $ring $rank --ranks
+    check "${cmd}_root_bad" 2 "cclc $cmd: error: --root r1: expected an integer in 0..1023" $cmd $ring --ranks 4 $rank --root r1
+    check "${cmd}_root_negative" 2 "cclc $cmd: error: --root -1: expected an integer in 0..1023" $cmd $ring --ranks 4 $rank --root -1
+    check "${cmd}_unknown_option" 2 "cclc $cmd: error: unknown option '--fast' (see cclc --help)" $cmd $ring --ranks 4 $rank --fast
+    check "${cmd}_usage_line" 2 "usage: cclc $cmd FILE --ranks N" $cmd $ring --ranks 4 $rank --fast
+    check "${cmd}_no_file" 2 "cclc $cmd: error: no algorithm FILE given" $cmd --ranks 4 $rank
+done
+check check_flag_with_value 2 "cclc check: error: unknown option '--explain=yes'" check $ring --ranks 4 --explain=yes
+check plan_json_with_value 2 "cclc plan: error: unknown option '--json=1'" plan $ring --ranks 4 --json=1
+check cuda_kernel_only_value 2 "cclc cuda: error: unknown option '--kernel-only=1'" cuda $ring --ranks 4 --rank 0 --kernel-only=1
+check cuda_rank_bad 2 "cclc cuda: error: --rank 0x1: expected an integer in 0..1023" cuda $ring --ranks 4 --rank 0x1
+check cuda_rank_above 2 "cclc cuda: error: --rank 4: expected an integer in 0..3 (--ranks 4)" cuda $ring --ranks 4 --rank 4
+check cuda_dtype_missing 2 "cclc cuda: error: --dtype needs a value" cuda $ring --ranks 4 --rank 0 --dtype
+check cuda_op_inline 2 "cclc cuda: error: --op avg2: unknown reduction op" cuda $ring --ranks 4 --rank 0 --op=avg2
+check cuda_protocol_missing 2 "cclc cuda: error: --protocol needs a value" cuda $ring --ranks 4 --rank 0 --protocol
+# Options of another command are not silently ignored.
+check check_no_dtype 2 "cclc check: error: unknown option '--dtype'" check $ring --ranks 4 --dtype f32
+check plan_no_explain 2 "cclc plan: error: unknown option '--explain'" plan $ring --ranks 4 --explain
+check check_no_json 2 "cclc check: error: unknown option '--json'" check $ring --ranks 4 --json
+check run_count_bad 2 "cclc run: error: --count 12q: not a count" run $ring --ranks 2 --count 12q
+check run_dtype_bad 2 "cclc run: error: --dtype f17: unknown dtype" run $ring --ranks 2 --dtype f17
+check run_op_bad 2 "cclc run: error: --op mean: unknown reduction op" run $ring --ranks 2 --op mean
+check run_backend_bad 2 "cclc run: error: --backend tpu: expected cpu, gpu or auto" run $ring --ranks 2 --backend tpu
+check run_iters_bad 2 "cclc run: error: --iters 0: expected an integer in 1..1000000" run $ring --ranks 2 --iters 0
+check run_timeout_bad 2 "cclc run: error: --timeout-ms 1.5: expected an integer" run $ring --ranks 2 --timeout-ms 1.5
+# Decimal, never octal, and the size suffixes: the same N whichever way it is written.
+same_plan() {
+    local name=$1 a=$2 b=$3
+    if [ "$("$build/cclc" plan $ring $a 2>&1)" = "$("$build/cclc" plan $ring $b 2>&1)" ] &&
+        "$build/cclc" plan $ring $a >/dev/null 2>&1; then
+        echo "ok cli/$name"
+    else
+        echo "FAIL cli/$name: plan $a differs from plan $b"
+    fi
+}
+same_plan ranks_decimal_not_octal "--ranks 010" "--ranks 10"
+same_plan ranks_inline_value "--ranks=8" "--ranks 8"
+check ranks_kib 2 "is for N in 2..64, not N = 1024" check $ring --ranks 1K
+check ranks_kb 2 "is for N in 2..64, not N = 1024" check $ring --ranks 1KB
+check cuda_rank_decimal 0 "" cuda $ring --ranks 12 --rank 011
 check proved 0 "" check $ring --ranks 4
 check explain 0 "postcondition:" check $ring --ranks 4 --explain
 check plan_json 0 '"algorithm": "ring"' plan $ring --ranks 4 --json
@@ -100,3 +150,77 @@ for nr in "2 0" "2 1" "3 0" "3 2" "5 0" "5 4"; do
     check "empty_sets_N${n}_root$root" 0 "" check tests/cli/programs/empty_sets.ccl --ranks "$n" --root "$root"
 done
 check empty_sets_runs 0 "N=5 threads backend=cpu" run tests/cli/programs/empty_sets.ccl --ranks 5 --root 4 --backend cpu --count 999
+
+# Header names (docs/language.md, "The header"): a top-level let feeds `chunks`, the
+# chunk count is named (K, or `chunks NAME = ...`) and later header items use it.
+for n in 2 3 5 8 16; do
+    check "header_names_proves_N$n" 0 "" check tests/cli/programs/header_names.ccl --ranks "$n"
+done
+check header_names_runs 0 "N=5 threads backend=cpu" run tests/cli/programs/header_names.ccl --ranks 5 --backend cpu --count 1001
+
+# Bounded folds (docs/language.md, "Expressions"): a binomial-tree broadcast whose rank
+# maps are sums, minima and maxima over ranges proves for every root at several N and
+# runs; an empty min, a fold past its term limit and an unknown fold are located errors.
+for nr in "2 0" "2 1" "5 0" "5 3" "8 7" "13 6" "16 0"; do
+    read -r n root <<<"$nr"
+    check "folds_N${n}_root$root" 0 "" check tests/cli/programs/folds.ccl --ranks "$n" --root "$root"
+done
+check folds_runs 0 "N=5 threads backend=cpu" run tests/cli/programs/folds.ccl --ranks 5 --root 3 --backend cpu --count 999
+tmp=$(mktemp -d)
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[min(i in 0..r: i)] }\n' >"$tmp/empty.ccl"
+check fold_empty_min 1 "min over the empty range 0..0 has no value (when r = 0)" check "$tmp/empty.ccl" --ranks 2
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[sum(i in 0..1G: i) * 0] }\n' >"$tmp/long.ccl"
+check fold_term_limit 1 "sum over 0..1073741824 has more than 1048576 terms" check "$tmp/long.ccl" --ranks 2
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[sum(i in 0..4: sum(j in 0..1G: j)) * 0] }\n' >"$tmp/nested.ccl"
+check fold_nested_limit 1 "more than 1048576 terms (when r = 0, i = 0)" check "$tmp/nested.ccl" --ranks 2
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[sum(i in 0..9K: sum(j in 0..9K: j)) * 0] }\n' >"$tmp/product.ccl"
+check fold_iteration_limit 1 "loop iterations" check "$tmp/product.ccl" --ranks 2
+printf 'algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[prod(i in 1..3: i) * 0] }\n' >"$tmp/prod.ccl"
+check fold_unknown 1 "unknown fold 'prod' (known: sum, min and max" check "$tmp/prod.ccl" --ranks 2
+# Folds nest as deep as any expression, and no deeper.
+python3 -c "print('algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[' + 'sum(i in 0..1: ' * 1200 + '0' + ')' * 1200 + '] }')" >"$tmp/deep.ccl"
+check fold_depth_limit 1 "too deep" check "$tmp/deep.ccl" --ranks 2
+python3 -c "print('algorithm a : allreduce\nranks N in 2..8\nfor r in 0..N on r { copy out[0] <- in[' + 'sum(i in 0..1: ' * 100 + '0' + ')' * 100 + '] }')" >"$tmp/nest100.ccl"
+check fold_nests_100 1 "postcondition fails" check "$tmp/nest100.ccl" --ranks 2
+rm -rf "$tmp"
+
+# Cause first (docs/language.md, "Running cclc"): a lost wait's race at its site comes
+# first, and the signal it leaves unmatched is an effect, shown after it only with
+# --all-errors; the library keeps both.
+f=tests/verify/missing_wait_cause_first.ccl
+check cause_first_hides_effects 1 "1 more error not shown" check $f --ranks 4
+out=$("$build/cclc" check $f --ranks 4 --all-errors 2>&1)
+if [ "$(grep -c ': error: ' <<<"$out")" = 2 ] && grep -m1 ': error: ' <<<"$out" | grep -q "data race" \
+   && grep ': error: ' <<<"$out" | tail -1 | grep -q "never waited for" && ! grep -q "not shown" <<<"$out"; then
+    echo "ok cli/all_errors_cause_first"
+else
+    echo "FAIL cli/all_errors_cause_first: $out"
+fi
+check run_keeps_all_errors 1 "never waited for" run $f --ranks 4 --backend cpu
+
+# --inplace where the program is not proved in place: cclc run says that the input is
+# copied aside first, and the run is right; a program proved in place gets no note.
+check inplace_note 0 "is not proved in place for N = 2" run tests/cli/programs/not_in_place.ccl --ranks 2 --backend cpu --inplace --count 999
+check inplace_note_run_ok 0 "in-place: ok" run tests/cli/programs/not_in_place.ccl --ranks 2 --backend cpu --inplace --count 999
+out=$("$build/cclc" run $ring --ranks 2 --backend cpu --inplace --count 99 2>&1)
+if grep -q "not proved in place" <<<"$out"; then echo "FAIL cli/inplace_no_note: $out"; else echo "ok cli/inplace_no_note"; fi
+# --help lists every option of run and check's --all-errors.
+for opt in --back-to-back --host-buffers --timeout-ms --all-errors --inplace; do
+    check "help_lists_${opt#--}" 0 "$opt" --help
+done
+
+# Named semaphores (docs/language.md, "Synchronization"): waits pair with signals of
+# their own name, so the program below waits for the high halves first; it proves at
+# several N and runs (also back to back); without the names it races; LL emission runs
+# it as Simple (LL pairs lines with signals by position).
+f=tests/cli/programs/named_semaphores.ccl
+for n in 2 3 5 8 16; do
+    check "named_semaphores_proves_N$n" 0 "" check $f --ranks "$n"
+done
+check named_semaphores_runs 0 "N=5 threads backend=cpu" run $f --ranks 5 --backend cpu --count 1001 --iters 5
+check named_semaphores_back_to_back 0 "back-to-back: ok" run $f --ranks 4 --backend cpu --count 1001 --iters 5 --back-to-back
+tmp=$(mktemp -d)
+sed 's/\[\(ready\|lo\|hi\)\] / /' $f >"$tmp/unnamed.ccl"
+check named_semaphores_needed 1 "data race on scratch" check "$tmp/unnamed.ccl" --ranks 3
+rm -rf "$tmp"
+check named_semaphores_ll_as_simple 0 "run as simple" cuda $f --ranks 2 --rank 0 --protocol ll

@@ -70,21 +70,21 @@ int main(int argc, char **argv)
         return 1;
     }
     Compilation c;
-    int rc = compile_source(&c, file, text, size, nranks, 0);
+    int rc = cclc_compile_source(&c, file, text, size, nranks, 0);
     if (rc == COMPILE_NOT_ADMITTED) {
         printf("skipped: %s does not admit N=%d\n", file, nranks);
-        compilation_free(&c);
+        cclc_compilation_free(&c);
         return 77;
     }
     if (rc != 0) {
         printf("FAIL %s N=%d: does not compile:\n%s", file, nranks, c.diag.out ? c.diag.out : "");
-        compilation_free(&c);
+        cclc_compilation_free(&c);
         return 1;
     }
     if ((int)eo.protocol < 0) eo.protocol = c.prog->protocol;
     if (emit_rank >= 0) {
-        emit_cuda(stdout, c.plan, emit_rank, &eo);
-        compilation_free(&c);
+        cclc_emit_cuda(stdout, c.plan, emit_rank, &eo);
+        cclc_compilation_free(&c);
         free(text);
         return 0;
     }
@@ -98,7 +98,7 @@ int main(int argc, char **argv)
         char *src = NULL;
         size_t len = 0;
         FILE *m = open_memstream(&src, &len);
-        emit_cuda(m, c.plan, r, &eo);
+        cclc_emit_cuda(m, c.plan, r, &eo);
         fclose(m);
         /* The runtime allocates the region the kernel will address. */
         long ll = emitted_ll_chunks(src);
@@ -120,7 +120,7 @@ int main(int argc, char **argv)
         }
         free(src);
     }
-    compilation_free(&c);
+    cclc_compilation_free(&c);
     free(text);
     return failed;
 }

@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size--;
     }
     Compilation c;
-    compile_source(&c, "fuzz.ccl", (const char *)data, size, nranks, root);
-    compilation_free(&c);
+    cclc_compile_source(&c, "fuzz.ccl", (const char *)data, size, nranks, root);
+    cclc_compilation_free(&c);
     return 0;
 }

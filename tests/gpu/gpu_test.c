@@ -22,13 +22,21 @@
  * case; the expected value comes from the runtime's host reduction (reduce.c).
  * Prints "ok gpu/MODE/N<n>/ALG/CASE" or "FAIL ...: rank R element E: got G want W"
  * (rank 0 prints, after all ranks agreed through the bootstrap). Exit 0 when all
- * passed, 1 otherwise, 77 when no GPU backend is available. */
+ * passed, 1 otherwise, 77 when no GPU backend is available.
+ *
+ * A case that runs past 5 s (threads mode) or a crash prints every rank thread's stack
+ * ("== stall: rank R:" and frames as FILE(+OFFSET); `addr2line -f -e gpu_test OFFSET`
+ * names them), so a hang or crash seen once on a GPU machine says where each rank was. */
+#include <execinfo.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ccl.h"
 #include "gpu/driver.h"
@@ -45,6 +53,73 @@ typedef struct {
     char **algs;
     int failures;
 } Rank;
+
+/* ---- where every rank thread is, when a case stalls or the process crashes ---- */
+
+static _Thread_local int stack_rank = -1;
+static pthread_t rank_threads[64];
+static int nrank_threads;
+static _Atomic long long case_started_ms[64]; /* 0: not in a case */
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void print_stack(const char *why)
+{
+    char head[64];
+    int n = snprintf(head, sizeof head, "== %s: rank %d:\n", why, stack_rank);
+    if (write(2, head, (size_t)n) < 0) return;
+    void *frames[48];
+    backtrace_symbols_fd(frames, backtrace(frames, 48), 2);
+}
+
+static void on_stall_signal(int sig)
+{
+    (void)sig;
+    print_stack("stall");
+}
+
+static void on_crash(int sig)
+{
+    print_stack(sig == SIGSEGV ? "crash (SIGSEGV)" : "crash");
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Once a case has run 5 s on some rank, every rank thread prints its stack, once. */
+static void *stall_watch(void *arg)
+{
+    (void)arg;
+    long long reported = 0;
+    for (;;) {
+        usleep(500 * 1000);
+        for (int r = 0; r < nrank_threads; r++) {
+            long long t = atomic_load(&case_started_ms[r]);
+            if (t && t != reported && now_ms() - t > 5000) {
+                reported = t;
+                for (int q = 0; q < nrank_threads; q++) pthread_kill(rank_threads[q], SIGUSR1);
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+static void stack_reports_init(void)
+{
+    void *warm[1];
+    backtrace(warm, 1); /* loads the unwinder now, not inside a signal handler */
+    signal(SIGUSR1, on_stall_signal);
+    signal(SIGSEGV, on_crash);
+    signal(SIGBUS, on_crash);
+    signal(SIGABRT, on_crash);
+    pthread_t w;
+    if (pthread_create(&w, NULL, stall_watch, NULL) == 0) pthread_detach(w);
+}
 
 /* Input element idx of rank r (seed picks one of two data sets). */
 static double value(int r, size_t idx, int seed, ccl_op_t op)
@@ -133,8 +208,9 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
     Collective coll = alg->prog->coll;
     int n = R->nranks;
     size_t es = ccl_dtype_size(c->t), U = c->count;
-    size_t in_elems = (size_t)coll_in_chunks(coll, n, 1) * U, out_elems = (size_t)coll_out_chunks(coll, n, 1) * U;
+    size_t in_elems = (size_t)cclc_coll_in_chunks(coll, n, 1) * U, out_elems = (size_t)cclc_coll_out_chunks(coll, n, 1) * U;
     int sets = c->alternate ? 2 : 1, rc = -1, barriers = 0;
+    if (!R->procs && R->rank < 64) atomic_store(&case_started_ms[R->rank], now_ms());
     void *in[2] = {0}, *outb[2] = {0}, *base[2] = {0};
     char *host = malloc((in_elems > out_elems ? in_elems : out_elems) * es), *want = malloc(16);
     CUgraph graph = NULL;
@@ -237,6 +313,7 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
         }
     }
 out:
+    if (!R->procs && R->rank < 64) atomic_store(&case_started_ms[R->rank], 0);
     /* Every rank passes the case's barriers, also one that failed before them. */
     for (; barriers < (c->graph ? 2 : 1); barriers++) R->boot->barrier(R->boot->ctx);
     if (exec) ccl__cu.GraphExecDestroy(exec);
@@ -265,6 +342,7 @@ static void *rank_main(void *arg)
 {
     Rank *R = arg;
     char why[1024], all_why[64][256];
+    stack_rank = R->rank;
     ccl__cu.CtxSetCurrent(R->ctx);
     if (ccl__cu.StreamCreate(&R->stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
         fprintf(stderr, "rank %d: cannot create a stream\n", R->rank);
@@ -649,6 +727,7 @@ int main(int argc, char **argv)
     ccl_comm_t *comms[64];
     int devices[64];
     for (int r = 0; r < nranks; r++) devices[r] = r % ngpu;
+    stack_reports_init();
     for (int a = first; a < argc; a++) {
         /* A fresh set of communicators per algorithm: a failure (a dead comm) stays local. */
         if (ccl_comm_init_all(comms, nranks, devices, &cfg) != CCL_OK) {
@@ -666,7 +745,9 @@ int main(int argc, char **argv)
             ccl__cu.DeviceGet(&dev, devices[r]);
             ccl__cu.DevicePrimaryCtxRetain(&ranks[r].ctx, dev);
             pthread_create(&tids[r], NULL, rank_main, &ranks[r]);
+            rank_threads[r] = tids[r];
         }
+        nrank_threads = nranks;
         for (int r = 0; r < nranks; r++) {
             pthread_join(tids[r], NULL);
             failures += ranks[r].failures;

@@ -42,7 +42,7 @@ int main(int argc, char **argv)
     fclose(f);
     double t0 = now_ms();
     Compilation c;
-    if (compile_source(&c, argv[1], text, size, n, 0) != 0) {
+    if (cclc_compile_source(&c, argv[1], text, size, n, 0) != 0) {
         printf("FAIL: %s\n", c.diag.out ? c.diag.out : "does not compile");
         return 1;
     }
@@ -50,7 +50,7 @@ int main(int argc, char **argv)
     size_t len = 0;
     FILE *m = open_memstream(&src, &len);
     EmitOptions eo = {.dtype = dtype, .op = "sum", .protocol = c.prog->protocol};
-    emit_cuda(m, c.plan, rank, &eo);
+    cclc_emit_cuda(m, c.plan, rank, &eo);
     fclose(m);
     double t1 = now_ms();
     printf("cclc (parse, expand, verify, schedule, emit) %s N=%d rank %d: %.2f ms, %zu bytes of CUDA\n", argv[1], n,
@@ -88,6 +88,6 @@ int main(int argc, char **argv)
         free(r.image);
     }
     free(src);
-    compilation_free(&c);
+    cclc_compilation_free(&c);
     return 0;
 }

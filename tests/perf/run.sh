@@ -244,11 +244,14 @@ else
     echo "skip perf stub-driver: no $stub"
 fi
 
-# The hand-written CUDA driver and NCCL prototypes match the real headers.
+# The hand-written CUDA driver (the harness's, tools/common/cuda.c) and NCCL (ccl-perf's)
+# prototypes match the real headers.
 cuda=${CUDA:-/usr/local/cuda}
 if [ -f "$cuda/include/cuda.h" ] && [ -f "$cuda/include/nccl.h" ]; then
-    if ${CC:-cc} -std=c11 -fsyntax-only -D_GNU_SOURCE -DCCL_PERF_CHECK_PROTOTYPES -Icompiler -Iruntime/include \
-        -Iruntime/src -Itools/common -I"$build" -I"$cuda/include" tools/perf/driver.c 2>"$tmp/proto.err"; then
+    if (for f in tools/common/cuda.c tools/perf/driver.c; do
+            ${CC:-cc} -std=c11 -fsyntax-only -D_GNU_SOURCE -DCCL_TOOLS_CHECK_PROTOTYPES -Icompiler -Iruntime/include \
+                -Iruntime/src -Itools/common -I"$build" -I"$cuda/include" "$f" || exit 1
+        done) 2>"$tmp/proto.err"; then
         ok prototypes
     else
         fail prototypes "$(grep -m3 error "$tmp/proto.err")"

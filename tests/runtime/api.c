@@ -521,6 +521,42 @@ static void test_timeout(void)
     ccl_comm_destroy(comms[1]);
 }
 
+/* A call that one rank never makes names that rank: here the first call after an
+ * algorithm was freed, which starts with an all-rank fence (its identity check, or the
+ * fence, whichever waits first, names rank 2). */
+static void test_barrier_names_absent_rank(void)
+{
+    enum { N = 3 };
+    ccl_comm_t *comms[N];
+    ccl_algorithm_t *a[N], *b[N];
+    ccl_config_t cfg = {.timeout_ms = 300};
+    if (ccl_comm_init_all(comms, N, NULL, &cfg) != CCL_OK) {
+        printf("FAIL api: init for the barrier test: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    int ok = 1;
+    for (int r = 0; r < N; r++)
+        ok &= ccl_algorithm_load(comms[r], RING, 0, &a[r]) == CCL_OK && ccl_algorithm_load(comms[r], RING, 0, &b[r]) == CCL_OK;
+    for (int r = 0; ok && r < N; r++)
+        ok &= ccl_algorithm_free(b[r]) == CCL_OK;
+    float in[2][16] = {{0}}, out[2][16];
+    for (int r = 0; ok && r < 2; r++)
+        ok &= ccl_algorithm_run(a[r], in[r], out[r], 16, CCL_F32, CCL_SUM, NULL) == CCL_OK;
+    if (!ok) {
+        printf("FAIL api: barrier test: setup: %s\n", ccl_comm_last_error(comms[0]));
+        failures++;
+    } else {
+        /* The first of ranks 0 and 1 to time out stops the other. */
+        ccl_result_t r0 = ccl_comm_synchronize(comms[0]), r1 = ccl_comm_synchronize(comms[1]);
+        int t = r0 == CCL_ERR_TIMEOUT ? 0 : 1;
+        expect("an absent rank is named", t ? r1 : r0, CCL_ERR_TIMEOUT, ccl_comm_last_error(comms[t]), "rank 2",
+               "did not", NULL);
+    }
+    for (int r = 0; r < N; r++)
+        ccl_comm_destroy(comms[r]);
+}
+
 /* Runs alg (one per rank) on count i32 elements and checks the all-reduce; 1 when right. */
 static int ring_once(ccl_algorithm_t **alg, ccl_comm_t **comms, int n, const char *what)
 {
@@ -641,9 +677,38 @@ static void test_dead_handles(void)
            "not a live algorithm");
 }
 
+/* ccl_algorithm_check: the proof or the compiler's located diagnostics, with no communicator. */
+static void test_check(void)
+{
+    char buf[8192] = "";
+    size_t needed = 0;
+    expect("check: ring source proves", ccl_algorithm_check(RING, 4, 0, buf, sizeof buf, &needed), CCL_OK, buf,
+           "tring: allreduce for N = 4", "postcondition:    proved", NULL);
+    expect("check: needed is the report's size", needed == strlen(buf) + 1 ? CCL_OK : CCL_ERR_INTERNAL, CCL_OK, buf, NULL);
+    char small[16];
+    size_t full = 0;
+    expect("check: a short buffer truncates", ccl_algorithm_check(RING, 4, 0, small, sizeof small, &full), CCL_OK, small, "tring", NULL);
+    expect("check: a short buffer reports the full size", full == needed && strlen(small) == 15 ? CCL_OK : CCL_ERR_INTERNAL,
+           CCL_OK, small, NULL);
+    expect("check: size only", ccl_algorithm_check(RING, 4, 0, NULL, 0, &full), CCL_OK, "", NULL);
+    expect("check: not admitted", ccl_algorithm_check(RING, 1, 0, buf, sizeof buf, NULL), CCL_ERR_INVALID_ARGUMENT, buf,
+           "<string>:2:", "error:", NULL);
+    expect("check: syntax error", ccl_algorithm_check("algorithm x : allreduce\nranks N in 2..4\nchunks N\nfor r in 0..N on r tb 0 {\n"
+           "  put out@r[0] in[0]\n}\n", 2, 0, buf, sizeof buf, NULL), CCL_ERR_COMPILE, buf, "<string>:5:", "error:", "^", NULL);
+    expect("check: the message is also the thread's error", ccl_algorithm_check("algorithm x : allreduce\n", 2, 0, NULL, 0, NULL),
+           CCL_ERR_COMPILE, ccl_comm_last_error(NULL), "ccl_algorithm_check", "does not compile for N=2", NULL);
+    expect("check: missing file", ccl_algorithm_check("/nonexistent.ccl", 2, 0, buf, sizeof buf, NULL), CCL_ERR_INVALID_ARGUMENT,
+           buf, "cannot read '/nonexistent.ccl'", NULL);
+    expect("check: nranks 0", ccl_algorithm_check(RING, 0, 0, buf, sizeof buf, NULL), CCL_ERR_INVALID_ARGUMENT, ccl_comm_last_error(NULL),
+           "ccl_algorithm_check", "'nranks'", NULL);
+    expect("check: NULL source", ccl_algorithm_check(NULL, 2, 0, buf, sizeof buf, NULL), CCL_ERR_INVALID_ARGUMENT, ccl_comm_last_error(NULL),
+           "'path_or_source'", NULL);
+}
+
 int main(void)
 {
     test_init();
+    test_check();
     enum { N = 3 };
     ccl_comm_t *comms[N];
     if (ccl_comm_init_all(comms, N, NULL, NULL) != CCL_OK) {
@@ -671,6 +736,7 @@ int main(void)
     test_varying_counts();
     test_free_quarantine();
     test_timeout();
+    test_barrier_names_absent_rank();
     test_dead_handles();
     return failures != 0;
 }

@@ -46,6 +46,17 @@ if [ -x "$build/ccl-tune" ]; then
     else
         echo "FAIL ccl-tune.usage: exit $rc: $(head -2 "$tmp/err" | tr '\n' '|')"
     fi
+    # Lists of integers are read by the harness (tool_int_list): each item as every tool
+    # reads a number, one message naming the option and the list as written.
+    for bad in "--instances 1,,2" "--instances 1,x" "--slices 65" "--threads 32,1K"; do
+        "$build/ccl-tune" $bad >"$tmp/err" 2>&1
+        rc=$?
+        if [ $rc -eq 2 ] && grep -qF "ccl-tune: error: $bad: not a list of at most 16 integers in" "$tmp/err"; then
+            echo "ok ccl-tune.list ${bad// /=}"
+        else
+            echo "FAIL ccl-tune.list $bad: exit $rc: $(head -2 "$tmp/err" | tr '\n' '|')"
+        fi
+    done
 else
     echo "FAIL ccl-tune: $build/ccl-tune not built"
 fi

@@ -185,7 +185,7 @@ static void test_builtin(void)
         const char *file = "";
         int inst = 0;
         char name[64];
-        snprintf(name, sizeof name, "tuner.builtin.%dxH200.%s.%zu", cases[i].n, coll_name(cases[i].coll),
+        snprintf(name, sizeof name, "tuner.builtin.%dxH200.%s.%zu", cases[i].n, cclc_coll_name(cases[i].coll),
                  cases[i].bytes);
         int rc = builtin_at("NVIDIA H200", cases[i].n, cases[i].coll, cases[i].bytes, &file, &inst);
         CHECK(name, rc == 0 && !strcmp(file, cases[i].file) && inst == cases[i].inst, "got %s with %d instances, want %s with %d",
@@ -222,7 +222,7 @@ static void table_diff(const CclTuneTable *a, const CclTuneTable *b, char *why, 
             const CclTuneEntry *x = &a->e[c][k], *y = &b->e[c][k];
             if (x->file != y->file || memcmp(&x->shape, &y->shape, sizeof x->shape) || x->time_us != y->time_us) {
                 snprintf(why, len, "%s bucket 2^%d: file %d/%d, instances %d/%d, threads %d/%d, slices %d/%d, "
-                         "protocol %d/%d, time %g/%g", coll_name((Collective)c), k, x->file, y->file,
+                         "protocol %d/%d, time %g/%g", cclc_coll_name((Collective)c), k, x->file, y->file,
                          x->shape.instances, y->shape.instances, x->shape.threads, y->shape.threads, x->shape.slices,
                          y->shape.slices, x->shape.protocol, y->shape.protocol, x->time_us, y->time_us);
                 return;
@@ -285,7 +285,7 @@ static void test_builtin_texts(void)
         for (int c = 0; c < CCL__TUNE_COLLS && !why[0]; c++)
             for (int k = 0; k < CCL__TUNE_BUCKETS && !why[0]; k++)
                 if (t.e[c][k].line != b.e[c][k].line)
-                    snprintf(why, sizeof why, "%s bucket 2^%d on line %d, the file's %d", coll_name((Collective)c), k,
+                    snprintf(why, sizeof why, "%s bucket 2^%d on line %d, the file's %d", cclc_coll_name((Collective)c), k,
                              b.e[c][k].line, t.e[c][k].line);
         CHECK(tname, !why[0], "%s", why);
     }

@@ -1,6 +1,6 @@
 /* main.c: cclc, the CCL compiler's command line.
  *
- *   cclc check FILE --ranks N [--root R] [--explain]
+ *   cclc check FILE --ranks N [--root R] [--explain] [--all-errors]
  *   cclc plan  FILE --ranks N [--root R] [--json]
  *   cclc cuda  FILE --ranks N --rank R [--root R] [--protocol P] [--dtype T] [--op O]
  *   cclc run   FILE --ranks N ...          (runs it; see tools/cclc/run.c)
@@ -9,16 +9,16 @@
  * 2 a usage error: unknown flag, unreadable file, N out of range or not admitted by the
  * algorithm's `ranks`/`where` lines.
  *
- * The pipeline itself is compile_source() in compile.c: every pass, in order, in one
+ * The pipeline itself is cclc_compile_source() in compile.c: every pass, in order, in one
  * function that libccl calls too. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "ccl.h"
 #include "cclc.h"
+#include "harness.h"
 #include "run.h"
 
 enum { EXIT_PROGRAM_ERROR = 1, EXIT_USAGE = 2 };
@@ -28,9 +28,12 @@ static const char usage[] =
     "usage: cclc COMMAND FILE --ranks N [options]\n"
     "\n"
     "commands:\n"
-    "  check FILE --ranks N [--root R] [--explain]\n"
+    "  check FILE --ranks N [--root R] [--explain] [--all-errors]\n"
     "        prove the algorithm for N ranks: postcondition, no data race, no deadlock,\n"
-    "        safe across back-to-back calls; --explain prints what was proved\n"
+    "        safe across back-to-back calls; --explain prints what was proved.\n"
+    "        Errors come cause first (a race or a missing wait at its site before its\n"
+    "        effects, such as a signal never waited for); the effects are left out\n"
+    "        unless --all-errors\n"
     "  plan FILE --ranks N [--root R] [--json]\n"
     "        print the scheduled plan: per rank and thread block, each op and its line\n"
     "  cuda FILE --ranks N --rank R [--root R] [--protocol simple|ll] [--dtype T] [--op O]\n"
@@ -38,8 +41,17 @@ static const char usage[] =
     "        print the CUDA C kernel for one rank (--kernel-only: without the prelude\n"
     "        every kernel shares, compiler/cuda/prelude.cuh)\n"
     "  run FILE --ranks N [--backend cpu|gpu] [--count C] [--dtype T] [--op O] [--iters K]\n"
-    "        [--inplace] [--seed S] [--root R]\n"
-    "        run the algorithm on real data and check every element\n"
+    "        [--inplace] [--back-to-back] [--seed S] [--root R] [--host-buffers]\n"
+    "        [--timeout-ms MS]\n"
+    "        run the algorithm on real data and check every element:\n"
+    "        --iters K         K calls in a row (default 3)\n"
+    "        --inplace         in and out as one buffer; where the verifier did not prove\n"
+    "                          the program in place, the runtime copies in first (and\n"
+    "                          says so)\n"
+    "        --back-to-back    the calls without waiting in between, each on its own\n"
+    "                          buffers, checked at the end\n"
+    "        --host-buffers    the user buffers in ordinary host memory, not the heap\n"
+    "        --timeout-ms MS   give up on a call that takes longer\n"
     "\n"
     "  cclc --help | --version\n"
     "\n"
@@ -54,161 +66,143 @@ typedef struct {
     int root;
     int explain;
     int json;
+    int all_errors;       /* check: print every error, not only the root causes */
     EmitOptions emit;
 } Options;
 
-__attribute__((format(printf, 1, 2))) static _Noreturn void usage_error(const char *fmt, ...)
+/* Each command's line, printed after its usage errors (as `cclc run` prints its own). */
+static const char *command_usage(const char *command)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "cclc: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n(run 'cclc --help' for usage)\n");
-    va_end(ap);
-    exit(EXIT_USAGE);
+    if (!strcmp(command, "check"))
+        return "usage: cclc check FILE --ranks N [--root R] [--explain] [--all-errors]\n";
+    if (!strcmp(command, "plan"))
+        return "usage: cclc plan FILE --ranks N [--root R] [--json]\n";
+    return "usage: cclc cuda FILE --ranks N --rank R [--root R] [--protocol simple|ll] [--dtype T] [--op O]\n"
+           "                 [--kernel-only]\n";
 }
 
-static int parse_int_arg(const char *flag, const char *s)
-{
-    char *end;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || end == s || *end || errno || v < -1000000000L || v > 1000000000L)
-        usage_error("%s needs an integer, got '%s'", flag, s ? s : "(nothing)");
-    return (int)v;
-}
-
+/* check, plan and cuda read their options with the harness (tools/common/options.c), as
+ * `cclc run`, ccl-perf and ccl-tune do: one spelling, one number syntax (decimal, K/M/G)
+ * and one message per bad value, naming the option and the value as written. */
 static Options parse_args(int argc, char **argv)
 {
     Options o = {.nranks = -1, .rank = -1, .emit = {.dtype = "f32", .op = "sum", .protocol = -1}};
     o.command = argv[1];
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--ranks")) {
-            o.nranks = parse_int_arg(a, val), i++;
-        } else if (!strcmp(a, "--rank")) {
-            o.rank = parse_int_arg(a, val), i++;
-        } else if (!strcmp(a, "--root")) {
-            o.root = parse_int_arg(a, val), i++;
-        } else if (!strcmp(a, "--explain")) {
+    static char name[16];   /* tool_init keeps the pointer */
+    snprintf(name, sizeof name, "cclc %s", o.command);
+    tool_init(name, "cclc --help", command_usage(o.command));
+    int cuda = !strcmp(o.command, "cuda");
+    ccl_dtype_t dtype = CCL_F32;
+    ccl_op_t op = CCL_SUM;
+    /* --dtype and --op only where they mean something: the kernel's element and op. */
+    const ToolShared shared = {.ranks = &o.nranks, .max_ranks = CCLC_MAX_RANKS, .dtype = cuda ? &dtype : NULL,
+                               .op = cuda ? &op : NULL};
+    ToolArgs args = tool_args(argc, argv, 2, &shared);
+    while (tool_next(&args)) {
+        const char *a = args.flag;
+        if (tool_operand(&args, &o.file))
+            continue;
+        if (tool_is(&args, "--root", NULL)) {
+            o.root = tool_int(a, tool_value(&args), 0, CCLC_MAX_RANKS - 1);
+        } else if (!strcmp(o.command, "check") && tool_flag(&args, "--explain")) {
             o.explain = 1;
-        } else if (!strcmp(a, "--json")) {
+        } else if (!strcmp(o.command, "check") && tool_flag(&args, "--all-errors")) {
+            o.all_errors = 1;
+        } else if (!strcmp(o.command, "plan") && tool_flag(&args, "--json")) {
             o.json = 1;
-        } else if (!strcmp(a, "--kernel-only")) {
+        } else if (cuda && tool_is(&args, "--rank", NULL)) {
+            o.rank = tool_int(a, tool_value(&args), 0, CCLC_MAX_RANKS - 1);
+        } else if (cuda && tool_flag(&args, "--kernel-only")) {
             o.emit.kernel_only = 1;
-        } else if (!strcmp(a, "--dtype") || !strcmp(a, "--op") || !strcmp(a, "--protocol")) {
-            if (!val)
-                usage_error("%s needs a value", a);
-            ccl_dtype_t dtype;
-            ccl_op_t op;
-            /* Canonical names for the emitter: "e4m3" and "fp8_e4m3" are one dtype. */
-            if (!strcmp(a, "--dtype") && ccl_dtype_parse(val, &dtype) == 0)
-                o.emit.dtype = ccl_dtype_name(dtype);
-            else if (!strcmp(a, "--dtype"))
-                usage_error("unknown dtype '%s' (f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3, fp8_e5m2)", val);
-            else if (!strcmp(a, "--op") && ccl_op_parse(val, &op) == 0)
-                o.emit.op = ccl_op_name(op);
-            else if (!strcmp(a, "--op"))
-                usage_error("unknown op '%s' (sum, prod, min, max, avg)", val);
-            else if (!strcmp(val, "simple"))
-                o.emit.protocol = PROTO_SIMPLE;
-            else if (!strcmp(val, "ll"))
-                o.emit.protocol = PROTO_LL;
-            else
-                usage_error("unknown protocol '%s' (expected simple or ll)", val);
-            i++;
-        } else if (a[0] == '-' && a[1]) {
-            usage_error("unknown option '%s'", a);
-        } else if (!o.file) {
-            o.file = a;
+        } else if (cuda && tool_is(&args, "--protocol", NULL)) {
+            static const char *const protocols[] = {[PROTO_SIMPLE] = "simple", [PROTO_LL] = "ll"};
+            o.emit.protocol = (Protocol)tool_choice(a, tool_value(&args), protocols, 2);
         } else {
-            usage_error("unexpected argument '%s' (one FILE per run)", a);
+            tool_unknown(&args);
         }
     }
+    /* Canonical names for the emitter: "e4m3" and "fp8_e4m3" are one dtype. */
+    o.emit.dtype = ccl_dtype_name(dtype);
+    o.emit.op = ccl_op_name(op);
     if (!o.file)
-        usage_error("'%s' needs a FILE", o.command);
+        tool_usage_error("no algorithm FILE given");
     if (o.nranks == -1)
-        usage_error("'%s' needs --ranks N", o.command);
-    if (o.nranks < 1 || o.nranks > CCLC_MAX_RANKS)
-        usage_error("--ranks %d is out of range 1..%d", o.nranks, CCLC_MAX_RANKS);
-    if (!strcmp(o.command, "cuda") && (o.rank < 0 || o.rank >= o.nranks))
-        usage_error("'cuda' needs --rank R with 0 <= R < %d", o.nranks);
+        tool_usage_error("--ranks N is required");
+    if (cuda && o.rank == -1)
+        tool_usage_error("--rank R is required (the rank whose kernel to print, 0..%d)", o.nranks - 1);
+    if (cuda && o.rank >= o.nranks)
+        tool_usage_error("--rank %d: expected an integer in 0..%d (--ranks %d)", o.rank, o.nranks - 1, o.nranks);
     return o;
 }
 
-/* Reads a whole file, NUL-terminated. Exits with a usage error when it cannot. */
-static char *read_file(const char *path, size_t *size)
+/* Reads the whole FILE (tool_read_file); a usage error when it cannot. */
+static char *read_source(const char *path, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        usage_error("cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
-        usage_error("'%s' is a directory, not a .ccl file", path);
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf)
-            usage_error("out of memory reading '%s'", path);
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (ferror(f))
-            usage_error("cannot read '%s': %s", path, strerror(errno));
-        if (feof(f))
-            break;
-        if (n > MAX_SOURCE_BYTES)
-            usage_error("'%s' is over %d MiB; CCL sources are small", path, MAX_SOURCE_BYTES >> 20);
-        cap *= 2;
-        buf = realloc(buf, cap);
-    }
-    fclose(f);
-    buf[n] = 0;
-    *size = n;
-    return buf;
+    char *text = tool_read_file(path, MAX_SOURCE_BYTES, size);
+    if (!text && errno == EISDIR)
+        tool_usage_error("'%s' is a directory, not a .ccl file", path);
+    if (!text && errno == EFBIG)
+        tool_usage_error("'%s' is over %d MiB; CCL sources are small", path, MAX_SOURCE_BYTES >> 20);
+    if (!text)
+        tool_usage_error("cannot read '%s': %s", path, strerror(errno));
+    return text;
 }
 
-static int exit_with_diagnostics(Compilation *c, int status)
+/* Prints the diagnostics, cause first (cclc_compile_source orders them so): without
+ * --all-errors only the root causes, and a note on how many effects were left out. */
+static int exit_with_diagnostics(Compilation *c, int status, int all_errors)
 {
-    fputs(c->diag.out ? c->diag.out : "", stderr);
-    if (c->diag.nerrors > 1)
-        fprintf(stderr, "%d errors\n", c->diag.nerrors);
-    compilation_free(c);
+    const Diag *d = &c->diag;
+    int shown = d->nerrors;
+    if (d->out && d->effects > 0 && !all_errors) {
+        fwrite(d->out, 1, d->causes_len, stderr);
+        shown = d->nerrors - d->effects;
+        fprintf(stderr, "%s: note: %d more error%s not shown, which may follow from %s (a signal never waited "
+                "for after a missing wait, ...): fix %s first, or see all with --all-errors\n", c->src.file,
+                d->effects, d->effects == 1 ? "" : "s", shown == 1 ? "this one" : "these", shown == 1 ? "it" : "them");
+    } else {
+        fputs(d->out ? d->out : "", stderr);
+    }
+    if (shown > 1)
+        fprintf(stderr, "%d errors\n", shown);
+    cclc_compilation_free(c);
     return status;
 }
 
-/* Compiles the file (compile_source: parse, admit N, expand, verify, schedule), then
+/* Compiles the file (cclc_compile_source: parse, admit N, expand, verify, schedule), then
  * prints what the command asks for. */
 static int compile_file(const Options *o, const char *text, size_t size)
 {
     Compilation c;
-    int rc = compile_source(&c, o->file, text, size, o->nranks, o->root);
+    int rc = cclc_compile_source(&c, o->file, text, size, o->nranks, o->root);
     if (rc == COMPILE_NOT_ADMITTED)
-        return exit_with_diagnostics(&c, EXIT_USAGE);
+        return exit_with_diagnostics(&c, EXIT_USAGE, o->all_errors);
     if (rc != 0)
-        return exit_with_diagnostics(&c, EXIT_PROGRAM_ERROR);
+        return exit_with_diagnostics(&c, EXIT_PROGRAM_ERROR, o->all_errors);
 
     if (!strcmp(o->command, "check")) {
         if (o->explain)
-            verify_explain(stdout, c.prog, &c.proof);
+            cclc_verify_explain(stdout, c.prog, &c.proof);
     } else if (!strcmp(o->command, "plan")) {
         if (o->json)
-            plan_print_json(stdout, c.plan);
+            cclc_plan_print_json(stdout, c.plan);
         else
-            plan_print_text(stdout, c.plan);
+            cclc_plan_print_text(stdout, c.plan);
     } else {
         EmitOptions emit = o->emit;
         if ((int)emit.protocol < 0)
             emit.protocol = c.prog->protocol;
-        emit_cuda(stdout, c.plan, o->rank, &emit);
+        cclc_emit_cuda(stdout, c.plan, o->rank, &emit);
     }
-    compilation_free(&c);
+    cclc_compilation_free(&c);
     return fflush(stdout) == 0 ? 0 : EXIT_USAGE;
 }
 
 int main(int argc, char **argv)
 {
+    tool_init("cclc", "cclc --help", "usage: cclc COMMAND FILE --ranks N [options] (see cclc --help)\n");
     if (argc < 2)
-        usage_error("no command given");
+        tool_usage_error("no command given");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage, stdout);
         return 0;
@@ -220,10 +214,10 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "run"))
         return cclc_run_command(argc - 2, argv + 2);
     if (strcmp(argv[1], "check") && strcmp(argv[1], "plan") && strcmp(argv[1], "cuda"))
-        usage_error("unknown command '%s' (expected check, plan, cuda or run)", argv[1]);
+        tool_usage_error("unknown command '%s' (expected check, plan, cuda or run)", argv[1]);
     Options o = parse_args(argc, argv);
     size_t size;
-    char *text = read_file(o.file, &size);
+    char *text = read_source(o.file, &size);
     int status = compile_file(&o, text, size);
     free(text);
     return status;

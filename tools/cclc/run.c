@@ -87,11 +87,9 @@ static void parse_opts(int argc, char **argv, RunOpts *o)
     ToolArgs args = tool_args(argc, argv, 0, &shared);
     while (tool_next(&args)) {
         const char *a = args.flag;
-        if (a[0] != '-' || !a[1]) {
-            if (o->file)
-                tool_usage_error("unexpected argument '%s' (one FILE per run)", a);
-            o->file = a;
-        } else if (tool_flag(&args, "--inplace")) {
+        if (tool_operand(&args, &o->file))
+            continue;
+        if (tool_flag(&args, "--inplace")) {
             o->inplace = 1;
         } else if (tool_flag(&args, "--host-buffers")) {
             o->host_buffers = 1;
@@ -257,8 +255,8 @@ typedef struct {
 static int alloc_bufs(ccl_comm_t *comm, const RunOpts *o, Collective coll, int N, int rank, Bufs *b, char *err, size_t len)
 {
     size_t es = ccl_dtype_size(o->dtype);
-    b->in_elems = (size_t)coll_in_chunks(coll, N, 1) * o->count;
-    b->out_elems = (size_t)coll_out_chunks(coll, N, 1) * o->count;
+    b->in_elems = (size_t)cclc_coll_in_chunks(coll, N, 1) * o->count;
+    b->out_elems = (size_t)cclc_coll_out_chunks(coll, N, 1) * o->count;
     size_t in_bytes = b->in_elems * es, out_bytes = b->out_elems * es;
     /* In place, NCCL's way: one buffer; allgather sends from its own slot of recv,
      * reduce_scatter receives into its own slot of send. */
@@ -363,15 +361,51 @@ static Collective collective_of(const ccl_algorithm_t *alg)
 {
     const char *name = ccl_algorithm_collective(alg);
     for (int c = COLL_ALLREDUCE; c <= COLL_REDUCE; c++)
-        if (!strcmp(name, coll_name((Collective)c)))
+        if (!strcmp(name, cclc_coll_name((Collective)c)))
             return (Collective)c;
     return COLL_ALLREDUCE;
 }
 
 /* Prints the summary line; returns the exit status. */
+/* With --inplace, says so when the program is not proved in place for this N: the
+ * runtime then copies `in` aside before each call (docs/api.md), so the run checks
+ * that path, not the program on one buffer. The proof is the compiler's; a file that
+ * cannot be read or compiled here says nothing (the run itself reports it). */
+static void inplace_note(const RunOpts *o, int N)
+{
+    FILE *f = fopen(o->file, "rb");
+    if (!f)
+        return;
+    size_t cap = 1 << 16, n = 0;
+    char *text = malloc(cap);
+    while (text) {
+        n += fread(text + n, 1, cap - n, f);
+        if (n < cap || cap >= (size_t)16 << 20)
+            break;
+        char *bigger = realloc(text, cap *= 2);
+        if (!bigger) {
+            free(text);
+            text = NULL;
+        }
+        text = bigger;
+    }
+    fclose(f);
+    if (!text)
+        return;
+    Compilation c;
+    if (cclc_compile_source(&c, o->file, text, n, N, o->root) == COMPILE_OK && c.proof.inplace_applicable &&
+        !c.proof.inplace_ok)
+        printf("cclc run: note: %s is not proved in place for N = %d (%s), so each in-place call copies its input "
+               "aside first\n", o->file, N, c.proof.inplace_reason ? c.proof.inplace_reason : "?");
+    cclc_compilation_free(&c);
+    free(text);
+}
+
 static int summarize(const RunOpts *o, const char *name, Collective coll, int N, const char *backend, const Verdict *v,
                      int nv, const char *mode)
 {
+    if (o->inplace)
+        inplace_note(o, N);
     uint64_t wrong = 0;
     double ms = 0;
     const char *first = "";
@@ -386,7 +420,7 @@ static int summarize(const RunOpts *o, const char *name, Collective coll, int N,
     }
     const char *result = failed ? "ERROR" : wrong ? "WRONG" : "ok";
     printf("cclc run: %s (%s) N=%d %s backend=%s dtype=%s op=%s count=%zu iters=%d %s%s%s: %s",
-           name, coll_name(coll), N, mode, backend, ccl_dtype_name(o->dtype),
+           name, cclc_coll_name(coll), N, mode, backend, ccl_dtype_name(o->dtype),
            (coll == COLL_ALLREDUCE || coll == COLL_REDUCE_SCATTER || coll == COLL_REDUCE) ? ccl_op_name(o->op) : "-",
            o->count, o->iters, o->inplace ? "in-place" : "out-of-place", o->host_buffers ? " host-buffers" : "",
            o->back_to_back ? " back-to-back" : "", result);

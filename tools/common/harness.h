@@ -1,14 +1,18 @@
-/* harness.h: what ccl-perf, ccl-tune and `cclc run` share to drive libccl from the
- * command line. One section per file of tools/common/:
+/* harness.h: what ccl-perf, ccl-tune and cclc (check, plan, cuda, run) share to drive
+ * libccl from the command line. One section per file of tools/common/:
  *
  *   options.c  the command line: one reader of options ("-b 1K", "-b1K", "--minbytes=1K"),
  *              one parser of sizes and counts (ccl__parse_size's syntax), and the values
  *              every tool takes (--ranks, --dtype, --op, --iters, --timeout-ms, --backend),
- *              each with one message.
+ *              each with one message; choices among words; reading a named file whole.
  *   launch.c   the ranks: one process per rank under a launcher (the environment
  *              bootstrap), else one process with a thread per rank (ccl_comm_init_all).
  *   agree.c    agreement among ranks: an allgather of any size over a rank's bootstrap.
- *   timing.c   the host clock and the median of samples.
+ *   cuda.c     the CUDA driver (dlopen, as the tools link nothing but libccl): a rank's
+ *              GPU (its device's primary context, a stream, event pairs) and copies to
+ *              and from device buffers. No tool calls the driver itself.
+ *   timing.c   the host clock, the median of samples, and the GPU's clock: events around
+ *              work on the rank's stream, and CUDA graphs captured from it and replayed.
  *   data.c     exactly verifiable data: which integers a dtype holds exactly, and
  *              storing one as an element.
  *
@@ -21,6 +25,12 @@
 #include <stdio.h>
 
 #include "ccl.h"
+
+#ifdef CCL_TOOLS_CHECK_PROTOTYPES
+/* tests/perf/run.sh compiles cuda.c once more with the real cuda.h, so the hand-written
+ * prototypes (ToolCudaApi, in cuda.c) are checked against it. */
+#include <cuda.h>
+#endif
 
 struct CclEnvBoot;
 struct CclThreadBoot;
@@ -70,6 +80,9 @@ const char *tool_value(ToolArgs *a);
 /* A flag that takes no value: an error when one is written into it ("--check=1"). */
 void tool_no_value(const ToolArgs *a);
 _Noreturn void tool_unknown(const ToolArgs *a);
+/* 1 when the word is an operand, not an option (a FILE: "-" counts as one), stored in
+ * *file; a second operand is an error ("unexpected argument ... (one FILE per run)"). */
+int tool_operand(const ToolArgs *a, const char **file);
 
 /* The options the tools share, with one spelling and one message each: --ranks N,
  * --backend cpu|gpu|auto, -d/--dtype T, --op O (and op_short, "-o" in ccl-perf),
@@ -95,9 +108,18 @@ int tool_shared_option(ToolArgs *a, const ToolShared *s);
 uint64_t tool_size(const char *flag, const char *val);          /* bytes, "64KB" */
 uint64_t tool_count(const char *flag, const char *val, uint64_t hi); /* elements, "1M" */
 int tool_int(const char *flag, const char *val, int lo, int hi);
+/* A comma-separated list of at most max integers in lo..hi ("1,2,4"; each as tool_int
+ * reads it) into out; its length (at least 1). */
+int tool_int_list(const char *flag, const char *val, int *out, int max, int lo, int hi);
 ccl_dtype_t tool_dtype(const char *flag, const char *val);
 ccl_op_t tool_op(const char *flag, const char *val);
 ccl_backend_t tool_backend(const char *flag, const char *val);
+/* The index of val in names[0..n), else "FLAG VAL: expected a, b or c". */
+int tool_choice(const char *flag, const char *val, const char *const *names, int n);
+
+/* The whole file, NUL-terminated, its length in *size; NULL with errno set when it
+ * cannot be read (EISDIR for a folder, EFBIG when over max bytes, ENOMEM). */
+char *tool_read_file(const char *path, size_t max, size_t *size);
 
 /* ===== launch.c ===== */
 
@@ -138,6 +160,71 @@ enum { TOOL_AGREE_PIECE = 2048 };
  * 0, or -1 when the bootstrap failed (a peer died or gave up). */
 int tool_allgather(const ccl_bootstrap_t *boot, int nranks, const void *in, void *out, size_t bytes, void *scratch);
 
+/* ===== cuda.c ===== */
+
+/* The driver's handles, opaque as in cuda.h (under CCL_TOOLS_CHECK_PROTOTYPES, cuda.h's
+ * own types). Results are the driver's CUresult numbers: 0 is success. */
+#ifdef CCL_TOOLS_CHECK_PROTOTYPES
+typedef CUresult CuResult;
+typedef CUdevice CuDevice;
+typedef CUcontext CuContext;
+typedef CUstream CuStream;
+typedef CUevent CuEvent;
+typedef CUgraph CuGraph;
+typedef CUgraphExec CuGraphExec;
+typedef CUdeviceptr CuDevicePtr;
+typedef CUstreamCaptureMode CuCaptureMode;
+#else
+typedef int CuResult;
+typedef int CuDevice;
+typedef struct CUctx_st *CuContext;
+typedef struct CUstream_st *CuStream;
+typedef struct CUevent_st *CuEvent;
+typedef struct CUgraph_st *CuGraph;
+typedef struct CUgraphExec_st *CuGraphExec;
+typedef unsigned long long CuDevicePtr;
+typedef int CuCaptureMode;
+#endif
+
+/* Loads libcuda and initializes the driver, once per process; 0 with the device count,
+ * or -1 with why (no driver, too old, cuInit failed, no device visible). */
+int tool_cuda_load(int *ndev, char *why, size_t len);
+/* The driver's text for e ("unknown CUDA error" before the driver is loaded). */
+const char *tool_cuda_error(CuResult e);
+
+/* One rank's GPU. Every call below returns the driver's result, and on failure leaves
+ * in `what` the driver call that failed ("cuEventRecord"), for the tool's message. */
+typedef struct {
+    int device;
+    CuContext ctx;              /* the device's primary context: libccl's, NCCL's */
+    CuStream stream;            /* non-blocking: the stream the tool times */
+    CuEvent *ev0, *ev1;         /* [nev] event pairs: sample i is ev0[i]..ev1[i] */
+    int nev;
+    CuGraph graph;              /* the captured graph (tool_gpu_capture_*) */
+    CuGraphExec exec;
+    const char *what;
+} ToolGpu;
+
+/* What failed, for a message: "cuEventRecord failed: TEXT (CUDA error N)". */
+void tool_gpu_why(const ToolGpu *g, CuResult e, char *buf, size_t len);
+
+/* Makes the device's primary context current on this thread and creates the stream and
+ * nev event pairs. tool_gpu_close releases what was made, also after a failure. */
+CuResult tool_gpu_open(ToolGpu *g, int device, int nev);
+void tool_gpu_close(ToolGpu *g);
+/* The rank's context, current on this thread (for a library that asks for it: NCCL). */
+CuResult tool_gpu_make_current(ToolGpu *g);
+/* The device's name ("NVIDIA H200"). */
+CuResult tool_gpu_name(ToolGpu *g, char *buf, int len);
+/* Waits for the rank's stream. */
+CuResult tool_gpu_sync(ToolGpu *g);
+/* Copies between host and device memory and fills device bytes. Uploads and fills run on
+ * the legacy stream, which does not order the rank's non-blocking stream, so they return
+ * once the context is idle: the next launch sees the new bytes. */
+CuResult tool_gpu_upload(ToolGpu *g, void *dst, const void *src, size_t bytes);
+CuResult tool_gpu_fill(ToolGpu *g, void *dst, unsigned char byte, size_t bytes);
+CuResult tool_gpu_download(ToolGpu *g, void *dst, const void *src, size_t bytes);
+
 /* ===== timing.c ===== */
 
 /* The host's monotonic clock, in microseconds. */
@@ -145,6 +232,19 @@ double tool_now_us(void);
 /* Sorts v[0..n) and returns its median (the mean of the middle two when n is even);
  * -1 when n is 0. */
 double tool_median(double *v, int n);
+
+/* The GPU's clock: sample i starts at tool_gpu_mark(g, i, 0) and ends at
+ * tool_gpu_mark(g, i, 1), both enqueued on the rank's stream; tool_gpu_elapsed_us waits
+ * for the end and gives the time between them divided by div (the calls in the sample). */
+CuResult tool_gpu_mark(ToolGpu *g, int i, int end);
+CuResult tool_gpu_elapsed_us(ToolGpu *g, int i, double div, double *us);
+/* A CUDA graph of the work enqueued on the stream between begin and end (thread-local
+ * capture), instantiated by end; replayed on the stream; freed by tool_gpu_graph_free
+ * (tool_gpu_close frees it too). end always ends the capture, also after failed work. */
+CuResult tool_gpu_capture_begin(ToolGpu *g);
+CuResult tool_gpu_capture_end(ToolGpu *g);
+CuResult tool_gpu_replay(ToolGpu *g);
+void tool_gpu_graph_free(ToolGpu *g);
 
 /* ===== data.c ===== */
 

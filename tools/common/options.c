@@ -1,12 +1,15 @@
-/* options.c: the command line of ccl-perf, ccl-tune and `cclc run` (see harness.h).
+/* options.c: the command line of ccl-perf, ccl-tune and every cclc command (see harness.h).
  *
  * Every number an option takes goes through ccl__parse_size, the syntax the tuning tables
  * use too: decimal only (never octal: "--count 010" is ten), with K, M, G or T as powers
  * of 1024, in any case and spelled K, KB or KiB. Errors exit 2 with one line naming the
- * option and the value as written; the tools print nothing else for them. */
+ * option and the value as written; the tools print nothing else for them. The files a
+ * command line names are read whole with tool_read_file. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "harness.h"
 #include "internal.h"
@@ -127,6 +130,16 @@ void tool_unknown(const ToolArgs *a)
     tool_usage_error("unknown option '%s'", a->arg);
 }
 
+int tool_operand(const ToolArgs *a, const char **file)
+{
+    if (a->flag[0] == '-' && a->flag[1])
+        return 0;
+    if (*file)
+        tool_usage_error("unexpected argument '%s' (one FILE per run)", a->arg);
+    *file = a->arg;
+    return 1;
+}
+
 uint64_t tool_size(const char *flag, const char *val)
 {
     uint64_t v;
@@ -153,6 +166,28 @@ int tool_int(const char *flag, const char *val, int lo, int hi)
     return (int)v;
 }
 
+int tool_int_list(const char *flag, const char *val, int *out, int max, int lo, int hi)
+{
+    int n = 0;
+    const char *p = val;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        char item[32];
+        uint64_t v;
+        if (len == 0 || len >= sizeof item || n == max)
+            break;
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (ccl__parse_size(item, &v) || v < (uint64_t)(lo < 0 ? 0 : lo) || v > (uint64_t)hi)
+            break;
+        out[n++] = (int)v;
+        if (!p[len])
+            return n;
+        p += len + 1;
+    }
+    tool_usage_error("%s %s: not a list of at most %d integers in %d..%d", flag, val, max, lo, hi);
+}
+
 ccl_dtype_t tool_dtype(const char *flag, const char *val)
 {
     ccl_dtype_t d;
@@ -172,13 +207,62 @@ ccl_op_t tool_op(const char *flag, const char *val)
 
 ccl_backend_t tool_backend(const char *flag, const char *val)
 {
-    if (!strcmp(val, "cpu"))
-        return CCL_BACKEND_CPU;
-    if (!strcmp(val, "gpu"))
-        return CCL_BACKEND_GPU;
-    if (!strcmp(val, "auto"))
-        return CCL_BACKEND_AUTO;
-    tool_usage_error("%s %s: expected cpu, gpu or auto", flag, val);
+    static const char *const names[] = {"cpu", "gpu", "auto"};
+    static const ccl_backend_t backends[] = {CCL_BACKEND_CPU, CCL_BACKEND_GPU, CCL_BACKEND_AUTO};
+    return backends[tool_choice(flag, val, names, 3)];
+}
+
+int tool_choice(const char *flag, const char *val, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(val, names[i]))
+            return i;
+    char list[256] = "";
+    size_t used = 0;
+    for (int i = 0; i < n && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+                                 names[i]);
+    tool_usage_error("%s %s: expected %s", flag, val, list);
+}
+
+char *tool_read_file(const char *path, size_t max, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        errno = EISDIR;
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (ferror(f) || feof(f))
+            break;
+        if (n > max) {
+            free(buf);
+            fclose(f);
+            errno = EFBIG;
+            return NULL;
+        }
+        char *nb = realloc(buf, cap *= 2);
+        if (!nb)
+            free(buf);
+        buf = nb;
+    }
+    int err = !buf ? ENOMEM : ferror(f) ? EIO : 0;
+    fclose(f);
+    if (err) {
+        free(buf);
+        errno = err;
+        return NULL;
+    }
+    buf[n] = 0;
+    *size = n;
+    return buf;
 }
 
 int tool_shared_option(ToolArgs *a, const ToolShared *s)

@@ -1,111 +1,8 @@
-/* driver.c: the CUDA driver API and NCCL for ccl-perf, loaded with dlopen so the tool
- * links nothing but libccl. tests/perf/run.sh compiles this file with
- * CCL_PERF_CHECK_PROTOTYPES and the real cuda.h and nccl.h, so the hand-written
- * prototypes (perf.h) are checked against them. */
+/* driver.c: NCCL for ccl-perf, loaded with dlopen so the tool links nothing but libccl
+ * (the CUDA driver is the harness's: tools/common/cuda.c). tests/perf/run.sh compiles
+ * this file with CCL_TOOLS_CHECK_PROTOTYPES and the real nccl.h, so the hand-written
+ * prototypes (perf.h) are checked against it. */
 #include "perf.h"
-
-/* Symbols, newest first where the driver versions them. */
-#define PERF_CU_SYMS(X)                                                                   \
-    X(Init, "cuInit", NULL) X(DeviceGetCount, "cuDeviceGetCount", NULL)                    \
-    X(DeviceGet, "cuDeviceGet", NULL) X(DeviceGetName, "cuDeviceGetName", NULL)            \
-    X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL)                            \
-    X(CtxSetCurrent, "cuCtxSetCurrent", NULL) X(StreamCreate, "cuStreamCreate", NULL)      \
-    X(CtxSynchronize, "cuCtxSynchronize", NULL)                                            \
-    X(StreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy")                              \
-    X(StreamSynchronize, "cuStreamSynchronize", NULL) X(EventCreate, "cuEventCreate", NULL) \
-    X(EventRecord, "cuEventRecord", NULL)                                                  \
-    X(EventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime")                     \
-    X(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy")                                 \
-    X(MemcpyHtoD, "cuMemcpyHtoD_v2", NULL) X(MemcpyDtoH, "cuMemcpyDtoH_v2", NULL)          \
-    X(MemsetD8, "cuMemsetD8_v2", NULL)                                                     \
-    X(StreamBeginCapture, "cuStreamBeginCapture_v2", NULL)                                 \
-    X(StreamEndCapture, "cuStreamEndCapture", NULL)                                        \
-    X(GraphInstantiate, "cuGraphInstantiateWithFlags", NULL)                               \
-    X(GraphLaunch, "cuGraphLaunch", NULL) X(GraphExecDestroy, "cuGraphExecDestroy", NULL)  \
-    X(GraphDestroy, "cuGraphDestroy", NULL) X(GetErrorString, "cuGetErrorString", NULL)
-
-#ifdef CCL_PERF_CHECK_PROTOTYPES
-#define PERF_SAME_TYPE(field, fn)                                                        \
-    _Static_assert(__builtin_types_compatible_p(__typeof__(((CudaApi *)0)->field), __typeof__(&fn)), \
-                   #fn " does not match cuda.h");
-PERF_SAME_TYPE(Init, cuInit) PERF_SAME_TYPE(DeviceGetCount, cuDeviceGetCount)
-PERF_SAME_TYPE(DeviceGet, cuDeviceGet) PERF_SAME_TYPE(DeviceGetName, cuDeviceGetName)
-PERF_SAME_TYPE(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)
-PERF_SAME_TYPE(CtxSetCurrent, cuCtxSetCurrent) PERF_SAME_TYPE(StreamCreate, cuStreamCreate)
-PERF_SAME_TYPE(CtxSynchronize, cuCtxSynchronize)
-PERF_SAME_TYPE(StreamDestroy, cuStreamDestroy_v2) PERF_SAME_TYPE(StreamSynchronize, cuStreamSynchronize)
-PERF_SAME_TYPE(EventCreate, cuEventCreate) PERF_SAME_TYPE(EventRecord, cuEventRecord)
-PERF_SAME_TYPE(EventElapsedTime, cuEventElapsedTime_v2) PERF_SAME_TYPE(EventDestroy, cuEventDestroy_v2)
-PERF_SAME_TYPE(MemcpyHtoD, cuMemcpyHtoD_v2) PERF_SAME_TYPE(MemcpyDtoH, cuMemcpyDtoH_v2)
-PERF_SAME_TYPE(MemsetD8, cuMemsetD8_v2) PERF_SAME_TYPE(StreamBeginCapture, cuStreamBeginCapture_v2)
-PERF_SAME_TYPE(StreamEndCapture, cuStreamEndCapture)
-PERF_SAME_TYPE(GraphInstantiate, cuGraphInstantiateWithFlags) PERF_SAME_TYPE(GraphLaunch, cuGraphLaunch)
-PERF_SAME_TYPE(GraphExecDestroy, cuGraphExecDestroy) PERF_SAME_TYPE(GraphDestroy, cuGraphDestroy)
-PERF_SAME_TYPE(GetErrorString, cuGetErrorString)
-_Static_assert((int)CU_STREAM_NON_BLOCKING == (int)PERF_CU_STREAM_NON_BLOCKING, "stream flag");
-_Static_assert((int)CU_STREAM_CAPTURE_MODE_THREAD_LOCAL == (int)PERF_CU_CAPTURE_THREAD_LOCAL, "capture mode");
-#undef PERF_SAME_TYPE
-#endif
-
-CudaApi perf_cu;
-static int cu_loaded;
-
-/* Loads libcuda and initializes the driver; 0 with the device count, or -1 with why. */
-int perf_cuda_load(int *ndev, char *why, size_t len)
-{
-    static int done, result = -1, count;
-    static char reason[256];
-    if (!done) {
-        done = 1;
-        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-        if (!lib) {
-            snprintf(reason, sizeof reason, "no CUDA driver (%s)", dlerror());
-            goto out;
-        }
-        struct { void **slot; const char *a, *b; } syms[] = {
-#define PERF_SYM(field, a, b) {(void **)&perf_cu.field, a, b},
-            PERF_CU_SYMS(PERF_SYM)
-#undef PERF_SYM
-        };
-        for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-            *syms[i].slot = dlsym(lib, syms[i].a);
-            if (!*syms[i].slot && syms[i].b)
-                *syms[i].slot = dlsym(lib, syms[i].b);
-            if (!*syms[i].slot) {
-                snprintf(reason, sizeof reason, "the CUDA driver lacks %s (too old?)", syms[i].a);
-                goto out;
-            }
-        }
-        CuResult e = perf_cu.Init(0);
-        if (e != 0) {
-            const char *s = NULL;
-            perf_cu.GetErrorString(e, &s);
-            snprintf(reason, sizeof reason, "cuInit failed: %s%sCUDA error %d%s", s ? s : "", s ? " (" : "", e, s ? ")" : "");
-            goto out;
-        }
-        if ((e = perf_cu.DeviceGetCount(&count)) != 0 || count == 0) {
-            snprintf(reason, sizeof reason, "no CUDA device is visible");
-            goto out;
-        }
-        cu_loaded = 1;
-        result = 0;
-    }
-out:
-    if (result != 0)
-        snprintf(why, len, "%s", reason);
-    *ndev = count;
-    return result;
-}
-
-const char *perf_cu_error(CuResult e)
-{
-    const char *s = NULL;
-    if (cu_loaded)
-        perf_cu.GetErrorString(e, &s);
-    return s ? s : "unknown CUDA error";
-}
-
-/* ===== NCCL, through dlopen ===== */
 
 #define PERF_NCCL_SYMS(X)                                                                 \
     X(GetVersion, "ncclGetVersion") X(GetUniqueId, "ncclGetUniqueId")                      \
@@ -116,7 +13,7 @@ const char *perf_cu_error(CuResult e)
     X(GroupStart, "ncclGroupStart") X(GroupEnd, "ncclGroupEnd")                            \
     X(GetErrorString, "ncclGetErrorString")
 
-#ifdef CCL_PERF_CHECK_PROTOTYPES
+#ifdef CCL_TOOLS_CHECK_PROTOTYPES
 #define PERF_SAME_TYPE(field, fn)                                                        \
     _Static_assert(__builtin_types_compatible_p(__typeof__(((NcclApi *)0)->field), __typeof__(&fn)), \
                    #fn " does not match nccl.h");

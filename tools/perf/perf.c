@@ -210,10 +210,15 @@ static void *agree_mem(Worker *w, int slot, size_t bytes)
     return w->agree_buf[slot];
 }
 
-static void cu_check(Worker *w, CuResult e, const char *what)
+/* A call of the harness's GPU (tools/common/cuda.c, timing.c): on failure, the driver
+ * call that failed and why. */
+static void cu_check(Worker *w, CuResult e)
 {
-    if (e != 0)
-        worker_fail(w, "%s failed: %s (CUDA error %d)", what, perf_cu_error(e), e);
+    char why[256];
+    if (e != 0) {
+        tool_gpu_why(&w->g, e, why, sizeof why);
+        worker_fail(w, "%s", why);
+    }
 }
 
 static void ccl_check(Worker *w, ccl_result_t r, const char *what)
@@ -268,19 +273,15 @@ static double agree_median_of_max(Worker *w, const double *samples, int ns)
 
 /* ===== buffers: host memory on the CPU backend, device memory on the GPU ===== */
 
-/* cuMemcpyHtoD from pageable memory returns once the data is staged, before the DMA
- * lands, and cuMemsetD8 is asynchronous; both run on the legacy stream, which does not
- * order our non-blocking op stream. So the context is synchronized after each: an op
- * launched next must see the new bytes (without this, in-place checks at 1 MB flagged
- * wrong elements for NCCL and for us alike). */
+/* Uploads and fills return once the context is idle (tool_gpu_upload): an op launched
+ * next on the op stream sees the new bytes. */
 static void buf_upload(Worker *w, void *dst, const void *src, size_t bytes)
 {
     if (!w->gpu) {
         memcpy(dst, src, bytes);
         return;
     }
-    cu_check(w, perf_cu.MemcpyHtoD((CuDevicePtr)(uintptr_t)dst, src, bytes), "cuMemcpyHtoD");
-    cu_check(w, perf_cu.CtxSynchronize(), "cuCtxSynchronize");
+    cu_check(w, tool_gpu_upload(&w->g, dst, src, bytes));
 }
 
 static void buf_poison(Worker *w, void *dst, size_t bytes)
@@ -289,8 +290,7 @@ static void buf_poison(Worker *w, void *dst, size_t bytes)
         memset(dst, 0xff, bytes);
         return;
     }
-    cu_check(w, perf_cu.MemsetD8((CuDevicePtr)(uintptr_t)dst, 0xff, bytes), "cuMemsetD8");
-    cu_check(w, perf_cu.CtxSynchronize(), "cuCtxSynchronize");
+    cu_check(w, tool_gpu_fill(&w->g, dst, 0xff, bytes));
 }
 
 /* The buffer's bytes, readable on the host (valid until the next call). */
@@ -298,7 +298,7 @@ static const unsigned char *buf_read(Worker *w, const void *src, size_t bytes)
 {
     if (!w->gpu)
         return src;
-    cu_check(w, perf_cu.MemcpyDtoH(w->host, (CuDevicePtr)(uintptr_t)src, bytes), "cuMemcpyDtoH");
+    cu_check(w, tool_gpu_download(&w->g, w->host, src, bytes));
     return w->host;
 }
 
@@ -410,7 +410,7 @@ static void issue(Worker *w, int impl, int inplace, size_t count)
         NcclDataType t = perf_nccl_dtype(o->dtype);
         NcclRedOp op = perf_nccl_op(o->op);
         NcclComm nc = w->ncomm;
-        CuStream s = w->stream;
+        CuStream s = w->g.stream;
         NcclResult r = 0;
         switch (w->sh->coll) {
         case COLL_ALLREDUCE: r = perf_nccl.AllReduce(send, recv, count, t, op, nc, s); break;
@@ -436,7 +436,7 @@ static void issue(Worker *w, int impl, int inplace, size_t count)
         return;
     }
     ccl_result_t r;
-    void *stream = w->gpu ? (void *)w->stream : NULL;
+    void *stream = w->gpu ? (void *)w->g.stream : NULL;
     if (w->alg) {
         r = ccl_algorithm_run(w->alg, send, recv, count, o->dtype, o->op, stream);
     } else {
@@ -456,16 +456,16 @@ static void issue(Worker *w, int impl, int inplace, size_t count)
 static void wait_idle(Worker *w, int impl)
 {
     if (w->gpu)
-        cu_check(w, perf_cu.StreamSynchronize(w->stream), "cuStreamSynchronize");
+        cu_check(w, tool_gpu_sync(&w->g));
     if (impl == IMPL_CCL)
         ccl_check(w, ccl_comm_synchronize(w->comm), "ccl_comm_synchronize");
 }
 
 static double event_us(Worker *w, int i, double div)
 {
-    float ms = 0;
-    cu_check(w, perf_cu.EventElapsedTime(&ms, w->ev0[i], w->ev1[i]), "cuEventElapsedTime");
-    return (double)ms * 1e3 / div;
+    double us;
+    cu_check(w, tool_gpu_elapsed_us(&w->g, i, div, &us));
+    return us;
 }
 
 /* Times one (implementation, placement, size) on this rank. Every rank calls it in the
@@ -505,17 +505,15 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
         agree_barrier(w);
         prepare(w, inplace, count);
         agree_barrier(w);
-        CuGraph g;
-        CuGraphExec ge;
-        cu_check(w, perf_cu.StreamBeginCapture(w->stream, (CuCaptureMode)PERF_CU_CAPTURE_THREAD_LOCAL), "cuStreamBeginCapture");
+        cu_check(w, tool_gpu_capture_begin(&w->g));
         for (int k = 0; k < ops; k++)
             issue(w, impl, inplace, count);
-        CuResult e = perf_cu.StreamEndCapture(w->stream, &g);
-        if (e != 0)
+        CuResult e = tool_gpu_capture_end(&w->g);
+        if (e != 0 && !strcmp(w->g.what, "cuStreamEndCapture"))
             worker_fail(w, "--graph: capturing %s ops failed: %s (CUDA error %d); the collective is not graph-capturable",
-                        impl == IMPL_CCL ? "ccl" : "NCCL", perf_cu_error(e), e);
-        cu_check(w, perf_cu.GraphInstantiate(&ge, g, 0), "cuGraphInstantiateWithFlags");
-        cu_check(w, perf_cu.GraphLaunch(ge, w->stream), "cuGraphLaunch");
+                        impl == IMPL_CCL ? "ccl" : "NCCL", tool_cuda_error(e), e);
+        cu_check(w, e);
+        cu_check(w, tool_gpu_replay(&w->g));
         wait_idle(w, impl);
         /* Replays back to back, so ranks' launch skew touches only the first; when
          * checking, one at a time with the output poisoned before each. */
@@ -529,9 +527,9 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
                 buf_poison(w, w->recvbuf, out_elems(w->sh->coll, w->nranks, count) * w->sh->pat.esize);
                 agree_barrier(w);
             }
-            cu_check(w, perf_cu.EventRecord(w->ev0[rep], w->stream), "cuEventRecord");
-            cu_check(w, perf_cu.GraphLaunch(ge, w->stream), "cuGraphLaunch");
-            cu_check(w, perf_cu.EventRecord(w->ev1[rep], w->stream), "cuEventRecord");
+            cu_check(w, tool_gpu_mark(&w->g, rep, 0));
+            cu_check(w, tool_gpu_replay(&w->g));
+            cu_check(w, tool_gpu_mark(&w->g, rep, 1));
             if (each) {
                 wait_idle(w, impl);
                 long long v = verify(w, impl, inplace, count);
@@ -541,16 +539,15 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
         wait_idle(w, impl);
         for (int rep = 0; rep < o->repeats; rep++)
             samples[ns++] = event_us(w, rep, ops);
-        perf_cu.GraphExecDestroy(ge);
-        perf_cu.GraphDestroy(g);
+        tool_gpu_graph_free(&w->g);
     } else if (w->gpu && !check) {
         /* Ops back to back, one event pair each: the host's launch cost shows where it
          * is slower than the GPU, as it would in an eager application. */
         agree_barrier(w);
         for (int i = 0; i < n; i++) {
-            cu_check(w, perf_cu.EventRecord(w->ev0[i], w->stream), "cuEventRecord");
+            cu_check(w, tool_gpu_mark(&w->g, i, 0));
             issue(w, impl, inplace, count);
-            cu_check(w, perf_cu.EventRecord(w->ev1[i], w->stream), "cuEventRecord");
+            cu_check(w, tool_gpu_mark(&w->g, i, 1));
         }
         wait_idle(w, impl);
         for (int i = 0; i < n; i++)
@@ -566,12 +563,12 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
             }
             double t0 = 0;
             if (w->gpu)
-                cu_check(w, perf_cu.EventRecord(w->ev0[i], w->stream), "cuEventRecord");
+                cu_check(w, tool_gpu_mark(&w->g, i, 0));
             else
                 t0 = tool_now_us();
             issue(w, impl, inplace, count);
             if (w->gpu)
-                cu_check(w, perf_cu.EventRecord(w->ev1[i], w->stream), "cuEventRecord");
+                cu_check(w, tool_gpu_mark(&w->g, i, 1));
             wait_idle(w, impl);
             samples[ns++] = w->gpu ? event_us(w, i, 1) : tool_now_us() - t0;
             if (check) {
@@ -588,25 +585,14 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
 
 /* ===== one rank ===== */
 
+/* The device's primary context (the one the CUDA runtime and NCCL use), the op stream
+ * and an event pair per sample (tools/common/cuda.c). */
 static void worker_setup_gpu(Worker *w)
 {
-    CuDevice dev;
-    cu_check(w, perf_cu.DeviceGet(&dev, w->device), "cuDeviceGet");
-    /* The primary context: the one the CUDA runtime (and NCCL) use on this device. */
-    cu_check(w, perf_cu.DevicePrimaryCtxRetain(&w->ctx, dev), "cuDevicePrimaryCtxRetain");
-    cu_check(w, perf_cu.CtxSetCurrent(w->ctx), "cuCtxSetCurrent");
-    cu_check(w, perf_cu.StreamCreate(&w->stream, PERF_CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    if (w->rank == 0 && perf_cu.DeviceGetName(w->sh->devname, sizeof w->sh->devname - 16, dev) == 0)
+    int nev = w->o->iters > w->o->repeats ? w->o->iters : w->o->repeats;
+    cu_check(w, tool_gpu_open(&w->g, w->device, nev));
+    if (w->rank == 0 && tool_gpu_name(&w->g, w->sh->devname, sizeof w->sh->devname - 16) == 0)
         snprintf(w->sh->devname + strlen(w->sh->devname), 16, " x%d", w->nranks);
-    w->nev = w->o->iters > w->o->repeats ? w->o->iters : w->o->repeats;
-    w->ev0 = calloc((size_t)w->nev, sizeof *w->ev0);
-    w->ev1 = calloc((size_t)w->nev, sizeof *w->ev1);
-    if (!w->ev0 || !w->ev1)
-        worker_fail(w, "out of memory");
-    for (int i = 0; i < w->nev; i++) {
-        cu_check(w, perf_cu.EventCreate(&w->ev0[i], 0), "cuEventCreate");
-        cu_check(w, perf_cu.EventCreate(&w->ev1[i], 0), "cuEventCreate");
-    }
 }
 
 static void worker_setup_nccl(Worker *w)
@@ -618,7 +604,7 @@ static void worker_setup_nccl(Worker *w)
     agree_gather(w, &id, all, sizeof id);
     if (r != 0)
         worker_fail(w, "ncclGetUniqueId failed: %s", perf_nccl.GetErrorString(r));
-    cu_check(w, perf_cu.CtxSetCurrent(w->ctx), "cuCtxSetCurrent");
+    cu_check(w, tool_gpu_make_current(&w->g));
     r = perf_nccl.CommInitRank(&w->ncomm, w->nranks, all[0], w->rank);
     long long failed = agree_sum(w, r != 0);
     if (r != 0)
@@ -722,18 +708,7 @@ static void *worker(void *arg)
         ccl_algorithm_free(w->alg);
     ccl_mem_free(w->comm, w->sendbuf);
     ccl_mem_free(w->comm, w->recvbuf);
-    if (w->gpu) {
-        for (int i = 0; i < w->nev; i++) {
-            if (w->ev0 && w->ev0[i])
-                perf_cu.EventDestroy(w->ev0[i]);
-            if (w->ev1 && w->ev1[i])
-                perf_cu.EventDestroy(w->ev1[i]);
-        }
-        if (w->stream)
-            perf_cu.StreamDestroy(w->stream);
-    }
-    free(w->ev0);
-    free(w->ev1);
+    tool_gpu_close(&w->g);
     free(w->host);
     for (int i = 0; i < 3; i++) {
         free(w->agree_buf[i]);
@@ -745,40 +720,17 @@ static void *worker(void *arg)
 
 /* ===== main: arguments, the algorithm's proof, communicators, ranks ===== */
 
-static char *read_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += got;
-        if (cap - n - 1 == 0) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = 0;
-    *size = n;
-    return buf;
-}
-
 /* Proves --algo for N ranks before anything starts, so a file that does not prove is a
  * bad argument (exit 2) and -c can default to the file's collective. */
 static void prove_algo(Shared *sh)
 {
     Opts *o = &sh->o;
     size_t size;
-    char *text = read_file(o->algo, &size);
+    char *text = tool_read_file(o->algo, (size_t)16 << 20, &size);
     if (!text)
         tool_usage_error("--algo %s: cannot read: %s", o->algo, strerror(errno));
     Compilation comp;
-    int r = compile_source(&comp, o->algo, text, size, sh->nranks, o->root);
+    int r = cclc_compile_source(&comp, o->algo, text, size, sh->nranks, o->root);
     if (r != 0) {
         const char *d = comp.diag.out ? comp.diag.out : "";
         const char *nl = strchr(d, '\n');
@@ -896,7 +848,7 @@ int main(int argc, char **argv)
     /* The backend, decided here so argument checks and the runtime agree. */
     int ndev = 0;
     char why[256] = "";
-    int have_gpu = o->backend != CCL_BACKEND_CPU && perf_cuda_load(&ndev, why, sizeof why) == 0;
+    int have_gpu = o->backend != CCL_BACKEND_CPU && tool_cuda_load(&ndev, why, sizeof why) == 0;
     if (o->backend == CCL_BACKEND_GPU && !have_gpu)
         tool_usage_error("--backend gpu: %s", why);
     sh->backend = have_gpu ? CCL_BACKEND_GPU : CCL_BACKEND_CPU;
@@ -945,7 +897,7 @@ int main(int argc, char **argv)
         size_t CS = ccl__chunk_stride(maxcount, prog->chunks, es);
         scratch = prog->protocol == PROTO_SIMPLE ? ccl__scratch_offset(prog, prog->nbufs, CS, es)
                                                  : ccl__ll_region_bytes(prog, CS, es);
-        compilation_free(&sh->algo_comp);
+        cclc_compilation_free(&sh->algo_comp);
         free(sh->algo_text);
     }
     size_t heap = 3 * (inb + outb) + 2 * scratch + (64u << 20);

@@ -2,7 +2,7 @@
  *
  *   perf.c     options, agreement among ranks, timing, one rank's loop, main
  *   data.c     exactly verifiable data (the pattern tables)
- *   driver.c   the CUDA driver API and NCCL, loaded with dlopen
+ *   driver.c   NCCL, loaded with dlopen (the CUDA driver is the harness's)
  *   report.c   the table on stdout, CSV, JSON and the SVG plot */
 #ifndef CCL_PERF_H
 #define CCL_PERF_H
@@ -27,10 +27,9 @@
 #include "internal.h"
 #include "harness.h"
 
-#ifdef CCL_PERF_CHECK_PROTOTYPES
-/* tests/perf/run.sh compiles driver.c once more with the real CUDA and NCCL headers so
- * the hand-written prototypes below are checked against them (see PERF_SAME_TYPE). */
-#include <cuda.h>
+#ifdef CCL_TOOLS_CHECK_PROTOTYPES
+/* tests/perf/run.sh compiles driver.c once more with the real NCCL header so the
+ * hand-written prototypes below are checked against it (see PERF_SAME_TYPE). */
 #include <nccl.h>
 #endif
 
@@ -102,62 +101,9 @@ typedef struct {
     unsigned char *tab_red;
 } Pattern;
 
-/* ===== the CUDA driver API and NCCL, loaded with dlopen (driver.c) ===== */
+/* ===== NCCL, loaded with dlopen (driver.c); the CUDA driver is the harness's (cuda.c) ===== */
 
-
-/* Only what ccl-perf needs: contexts, streams, events, graphs and copies. Opaque handles
- * as in cuda.h; under CCL_PERF_CHECK_PROTOTYPES they are cuda.h's own types. */
-#ifdef CCL_PERF_CHECK_PROTOTYPES
-typedef CUresult CuResult;
-typedef CUdevice CuDevice;
-typedef CUcontext CuContext;
-typedef CUstream CuStream;
-typedef CUevent CuEvent;
-typedef CUgraph CuGraph;
-typedef CUgraphExec CuGraphExec;
-typedef CUdeviceptr CuDevicePtr;
-typedef CUstreamCaptureMode CuCaptureMode;
-#else
-typedef int CuResult;
-typedef int CuDevice;
-typedef struct CUctx_st *CuContext;
-typedef struct CUstream_st *CuStream;
-typedef struct CUevent_st *CuEvent;
-typedef struct CUgraph_st *CuGraph;
-typedef struct CUgraphExec_st *CuGraphExec;
-typedef unsigned long long CuDevicePtr;
-typedef int CuCaptureMode;
-#endif
-enum { PERF_CU_STREAM_NON_BLOCKING = 1, PERF_CU_CAPTURE_THREAD_LOCAL = 1 };
-
-typedef struct {
-    CuResult (*Init)(unsigned int);
-    CuResult (*DeviceGetCount)(int *);
-    CuResult (*DeviceGet)(CuDevice *, int);
-    CuResult (*DeviceGetName)(char *, int, CuDevice);
-    CuResult (*DevicePrimaryCtxRetain)(CuContext *, CuDevice);
-    CuResult (*CtxSetCurrent)(CuContext);
-    CuResult (*CtxSynchronize)(void);
-    CuResult (*StreamCreate)(CuStream *, unsigned int);
-    CuResult (*StreamDestroy)(CuStream);
-    CuResult (*StreamSynchronize)(CuStream);
-    CuResult (*EventCreate)(CuEvent *, unsigned int);
-    CuResult (*EventRecord)(CuEvent, CuStream);
-    CuResult (*EventElapsedTime)(float *, CuEvent, CuEvent);
-    CuResult (*EventDestroy)(CuEvent);
-    CuResult (*MemcpyHtoD)(CuDevicePtr, const void *, size_t);
-    CuResult (*MemcpyDtoH)(void *, CuDevicePtr, size_t);
-    CuResult (*MemsetD8)(CuDevicePtr, unsigned char, size_t);
-    CuResult (*StreamBeginCapture)(CuStream, CuCaptureMode);
-    CuResult (*StreamEndCapture)(CuStream, CuGraph *);
-    CuResult (*GraphInstantiate)(CuGraphExec *, CuGraph, unsigned long long);
-    CuResult (*GraphLaunch)(CuGraphExec, CuStream);
-    CuResult (*GraphExecDestroy)(CuGraphExec);
-    CuResult (*GraphDestroy)(CuGraph);
-    CuResult (*GetErrorString)(CuResult, const char **);
-} CudaApi;
-
-#ifdef CCL_PERF_CHECK_PROTOTYPES
+#ifdef CCL_TOOLS_CHECK_PROTOTYPES
 typedef ncclResult_t NcclResult;
 typedef ncclComm_t NcclComm;
 typedef ncclUniqueId NcclUniqueId;
@@ -238,10 +184,7 @@ typedef struct {
     const ccl_bootstrap_t *boot;
     int rank, nranks, device;
     int gpu;
-    CuContext ctx;
-    CuStream stream;
-    CuEvent *ev0, *ev1;
-    int nev;
+    ToolGpu g;                   /* GPU backend: the rank's stream, events, graph */
     void *sendbuf, *recvbuf;
     size_t send_cap, recv_cap;   /* bytes */
     unsigned char *host;         /* host image of a device buffer (GPU backend) */
@@ -263,7 +206,6 @@ typedef struct {
     size_t agree_cap[3];
 } Worker;
 
-extern CudaApi perf_cu;
 extern NcclApi perf_nccl;
 
 /* data.c */
@@ -273,8 +215,6 @@ void perf_pattern_fill(unsigned char *dst, size_t pos0, size_t n, const unsigned
 long long perf_pattern_wrong(const unsigned char *buf, size_t pos0, size_t n, const unsigned char *tab, size_t es);
 
 /* driver.c */
-int perf_cuda_load(int *ndev, char *why, size_t len);
-const char *perf_cu_error(CuResult e);
 NcclDataType perf_nccl_dtype(ccl_dtype_t t);
 NcclRedOp perf_nccl_op(ccl_op_t op);
 void perf_nccl_load(NcclStatus *st);

@@ -39,9 +39,6 @@
 #include "ccl.h"
 #include "internal.h"
 #include "harness.h"
-#ifdef CCL_HAVE_GPU_BACKEND
-#include "gpu/gpu.h"
-#endif
 
 enum { MAX_LIST = 16, MAX_ALGOS = 32, MAX_CANDS = 4096, MAX_SIZES = 48, MAX_REPS = 1000 };
 
@@ -88,21 +85,6 @@ static const char *help =
     "  --model cpu|gpu  the model's parameters and shape space (default: the backend's; for --dry-run studies)\n"
     "  --timeout-ms MS  bound on every wait (60000)\n";
 
-static int parse_list(const char *s, int *out, int max, int lo, int hi)
-{
-    int n = 0;
-    char buf[256];
-    CCL__FMT(buf, sizeof buf, "%s", s);
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        uint64_t v;
-        if (ccl__parse_size(t, &v) || v < (uint64_t)lo || v > (uint64_t)hi || n == max)
-            return -1;
-        out[n++] = (int)v;
-    }
-    return n;
-}
-
 static void parse_args(int argc, char **argv, Opts *o)
 {
     *o = (Opts){.dtype = CCL_NUM_DTYPES, .op = CCL_SUM, .keep = 4, .slack = 3.0, .graph = -1,
@@ -126,7 +108,7 @@ static void parse_args(int argc, char **argv, Opts *o)
             for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 int found = 0;
                 for (int c = 0; c < CCL__TUNE_COLLS; c++)
-                    if (!strcmp(t, "all") || !strcmp(t, coll_name((Collective)c))) {
+                    if (!strcmp(t, "all") || !strcmp(t, cclc_coll_name((Collective)c))) {
                         o->colls[c] = 1;
                         found = 1;
                     }
@@ -142,20 +124,15 @@ static void parse_args(int argc, char **argv, Opts *o)
                 tool_usage_error("%s %s: not a power of two up to 2^47 (1024, 4K, 1M ...)", a, v);
             *(a[1] == 'b' ? &o->lo : &o->hi) = (size_t)s;
         } else if (tool_is(&args, "--instances", NULL)) {
-            v = tool_value(&args);
-            if ((o->ninst = parse_list(v, o->inst, MAX_LIST, 1, 64)) <= 0)
-                tool_usage_error("--instances %s: not a list of 1..64", v);
+            o->ninst = tool_int_list(a, tool_value(&args), o->inst, MAX_LIST, 1, 64);
         } else if (tool_is(&args, "--threads", NULL)) {
             v = tool_value(&args);
-            if ((o->nthreads = parse_list(v, o->threads, MAX_LIST, 32, 512)) <= 0)
-                tool_usage_error("--threads %s: not a list of 32..512", v);
+            o->nthreads = tool_int_list(a, v, o->threads, MAX_LIST, 32, 512);
             for (int k = 0; k < o->nthreads; k++)
                 if (o->threads[k] % 32)
                     tool_usage_error("--threads %s: %d is not a multiple of 32", v, o->threads[k]);
         } else if (tool_is(&args, "--slices", NULL)) {
-            v = tool_value(&args);
-            if ((o->nslices = parse_list(v, o->slices, MAX_LIST, 1, 64)) <= 0)
-                tool_usage_error("--slices %s: not a list of 1..64", v);
+            o->nslices = tool_int_list(a, tool_value(&args), o->slices, MAX_LIST, 1, 64);
         } else if (tool_is(&args, "--protocols", NULL)) {
             v = tool_value(&args);
             if (!strcmp(v, "simple"))
@@ -189,10 +166,8 @@ static void parse_args(int argc, char **argv, Opts *o)
         } else if (tool_is(&args, "-o", NULL)) {
             o->out = tool_value(&args);
         } else if (tool_is(&args, "--model", NULL)) {
-            v = tool_value(&args);
-            if (strcmp(v, "cpu") && strcmp(v, "gpu"))
-                tool_usage_error("--model %s: expected cpu or gpu", v);
-            o->model = v[0] == 'g';
+            static const char *const models[] = {"cpu", "gpu"};
+            o->model = tool_choice(a, tool_value(&args), models, 2);
         } else if (tool_flag(&args, "--dry-run")) {
             o->dry_run = 1;
         } else if (tool_is(&args, "-v", NULL)) {
@@ -318,7 +293,8 @@ typedef struct {
     ccl_bootstrap_t *boot;
     CclThreadBoot *tb;
     int gpu;
-    void *stream;
+    ToolGpu g;                       /* GPU: the stream timed, an event pair, the graph */
+    void *stream;                    /* g's stream (NULL on the CPU), for ccl_algorithm_run */
     void *in, *out;
     int code;                        /* exit status of this rank */
     char err[1024];
@@ -364,10 +340,6 @@ static size_t count_for(const Shared *sh, size_t bytes)
     return bytes / es;
 }
 
-#ifdef CCL_HAVE_GPU_BACKEND
-#define CU_OK(call) ((call) == CUDA_SUCCESS)
-#endif
-
 /* Times alg at `bytes`; the agreed median of per-sample maxima (us), or a negative
  * number when the call failed on some rank (-1: skip the candidate; -2: the
  * communicator is dead, stop). */
@@ -395,28 +367,25 @@ static double time_one(Worker *w, ccl_algorithm_t *alg, size_t bytes)
     }
     double samples[MAX_REPS];
     int n = 0;
-#ifdef CCL_HAVE_GPU_BACKEND
     if (w->gpu) {
-        CUstream st = (CUstream)w->stream;
-        CUevent e0 = NULL, e1 = NULL;
-        CUgraph g = NULL;
-        CUgraphExec ge = NULL;
-        int ok = CU_OK(ccl__cu.EventCreate(&e0, CU_EVENT_DEFAULT)) && CU_OK(ccl__cu.EventCreate(&e1, CU_EVENT_DEFAULT));
+        /* The harness's GPU clock (tools/common/timing.c): a graph of `iters` calls
+         * replayed between an event pair, or the calls themselves between it. */
+        ToolGpu *g = &w->g;
+        int ok = 1;
         int graph = o->graph != 0;
-        if (ok && graph) {
-            ok = CU_OK(ccl__cu.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-            for (int i = 0; ok && i < iters; i++)
-                ok = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, st) == CCL_OK;
-            CUgraph cg = NULL;
-            int ended = CU_OK(ccl__cu.StreamEndCapture(st, &cg));
-            g = cg;
-            ok = ok && ended && CU_OK(ccl__cu.GraphInstantiate(&ge, g, 0));
+        if (graph) {
+            int began = tool_gpu_capture_begin(g) == 0;
+            for (int i = 0; began && ok && i < iters; i++)
+                ok = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, w->stream) == CCL_OK;
+            /* The capture ends even after a failed call (the stream must leave it). */
+            int made = began && tool_gpu_capture_end(g) == 0;
+            ok = ok && made;
             /* Replay only where every rank has its graph: a lone replay would wait for
              * peers that never come (until the kernels' timeout kills the comm). */
             if (agree_max(w, ok ? 0 : 1) != 0)
                 ok = 0;
             else
-                ok = CU_OK(ccl__cu.GraphLaunch(ge, st)) && CU_OK(ccl__cu.StreamSynchronize(st));
+                ok = tool_gpu_replay(g) == 0 && tool_gpu_sync(g) == 0;
         }
         for (int rep = 0; rep < o->reps; rep++) {
             if (agree_max(w, ok ? 0 : 1) != 0) {
@@ -424,37 +393,27 @@ static double time_one(Worker *w, ccl_algorithm_t *alg, size_t bytes)
                 break;
             }
             w->boot->barrier(w->boot->ctx);
-            ok = CU_OK(ccl__cu.EventRecord(e0, st));
+            ok = tool_gpu_mark(g, 0, 0) == 0;
             if (graph)
-                ok = ok && CU_OK(ccl__cu.GraphLaunch(ge, st));
+                ok = ok && tool_gpu_replay(g) == 0;
             else
                 for (int i = 0; ok && i < iters; i++)
-                    ok = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, st) == CCL_OK;
-            float ms = 0;
-            ok = ok && CU_OK(ccl__cu.EventRecord(e1, st)) && CU_OK(ccl__cu.EventSynchronize(e1)) &&
-                 CU_OK(ccl__cu.EventElapsedTime(&ms, e0, e1));
-            double m = agree_max(w, ok ? ms * 1e3 / iters : INFINITY);
+                    ok = ccl_algorithm_run(alg, w->in, w->out, count, o->dtype, o->op, w->stream) == CCL_OK;
+            double us = 0;
+            ok = ok && tool_gpu_mark(g, 0, 1) == 0 && tool_gpu_elapsed_us(g, 0, iters, &us) == 0;
+            double m = agree_max(w, ok ? us : INFINITY);
             if (isnan(m) || isinf(m)) {
                 ok = 0;
                 break;
             }
             samples[n++] = m;
         }
-        if (ge)
-            ccl__cu.GraphExecDestroy(ge);
-        if (g)
-            ccl__cu.GraphDestroy(g);
-        if (e0)
-            ccl__cu.EventDestroy(e0);
-        if (e1)
-            ccl__cu.EventDestroy(e1);
+        tool_gpu_graph_free(g);
         if (ccl_comm_synchronize(w->comm) != CCL_OK)
             return -2;
         if (!ok)
             return -1;
-    } else
-#endif
-    {
+    } else {
         for (int rep = 0; rep < o->reps; rep++) {
             w->boot->barrier(w->boot->ctx);
             double t0 = tool_now_us();
@@ -601,7 +560,7 @@ static int tune_collective(Worker *w, Collective c)
         goto done;
     }
     if (na == 0) {
-        say(w, "%s: no library algorithm admits N=%d; skipped\n", coll_name(c), w->nranks);
+        say(w, "%s: no library algorithm admits N=%d; skipped\n", cclc_coll_name(c), w->nranks);
         goto done;
     }
     int nc = make_cands(sh, algos, na, cands, MAX_CANDS);
@@ -641,7 +600,7 @@ static int tune_collective(Worker *w, Collective c)
         }
         if (o->dry_run) {
             /* The kept set, best estimate first, with the estimates. */
-            say(w, "%s %zu:", coll_name(c), sh->sizes[s]);
+            say(w, "%s %zu:", cclc_coll_name(c), sh->sizes[s]);
             for (;;) {
                 int bk = -1;
                 for (int k = 0; k < nc; k++)
@@ -717,7 +676,7 @@ static int tune_collective(Worker *w, Collective c)
                 if (o->verbose && *tt > 0) {
                     char txt[512];
                     shape_text(x, a, txt, sizeof txt);
-                    say(w, "  %s %zu  %-48s %10.2f us\n", coll_name(c), sh->sizes[s], txt, *tt);
+                    say(w, "  %s %zu  %-48s %10.2f us\n", cclc_coll_name(c), sh->sizes[s], txt, *tt);
                 }
             }
         }
@@ -737,11 +696,11 @@ static int tune_collective(Worker *w, Collective c)
         }
         char txt[512];
         if (bk < 0) {
-            say(w, "%-14s %10zu  (no candidate ran)\n", coll_name(c), sh->sizes[s]);
+            say(w, "%-14s %10zu  (no candidate ran)\n", cclc_coll_name(c), sh->sizes[s]);
             continue;
         }
         shape_text(&cands[bk], &algos[cands[bk].algo], txt, sizeof txt);
-        say(w, "%-14s %10zu  %-48s %10.2f us\n", coll_name(c), sh->sizes[s], txt, t[(size_t)s * MAX_CANDS + bk]);
+        say(w, "%-14s %10zu  %-48s %10.2f us\n", cclc_coll_name(c), sh->sizes[s], txt, t[(size_t)s * MAX_CANDS + bk]);
         if (w->rank != 0)
             continue;
         int fi = ccl__tune_file_index(&sh->table, algos[cands[bk].algo].rel);
@@ -762,51 +721,41 @@ done:
     return rc;
 }
 
+/* This rank failed: its exit status, and peers waiting for it in an agreement wake. */
+static void rank_failed(Worker *w)
+{
+    w->code = 1;
+    if (w->tb)
+        ccl__thread_boot_fail(w->tb);
+}
+
 static void *worker(void *arg)
 {
     Worker *w = arg;
     Shared *sh = w->sh;
     const Opts *o = &sh->o;
-#ifdef CCL_HAVE_GPU_BACKEND
-    if (w->gpu) {
-        CUstream st = NULL;
-        ccl__gpu_make_current(w->comm);
-        if (ccl__cu.StreamCreate(&st, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
-            CCL__FMT(w->err, sizeof w->err, "cuStreamCreate failed");
-            w->code = 1;
-            if (w->tb)
-                ccl__thread_boot_fail(w->tb);
-            return NULL;
-        }
-        w->stream = st;
-    }
-#endif
     int wide = o->colls[COLL_ALLGATHER] || o->colls[COLL_REDUCE_SCATTER] || o->colls[COLL_ALLTOALL];
     size_t big = sh->sizes[sh->nsizes - 1] * (size_t)(wide ? w->nranks : 1);
-    if (ccl_mem_alloc(w->comm, &w->in, big) != CCL_OK || ccl_mem_alloc(w->comm, &w->out, big) != CCL_OK) {
+    /* GPU: the comm's device's primary context (libccl's), a stream and an event pair. */
+    CuResult e = w->gpu ? tool_gpu_open(&w->g, w->comm->device, 1) : 0;
+    if (e != 0) {
+        tool_gpu_why(&w->g, e, w->err, sizeof w->err);
+        rank_failed(w);
+    } else if (ccl_mem_alloc(w->comm, &w->in, big) != CCL_OK || ccl_mem_alloc(w->comm, &w->out, big) != CCL_OK) {
         CCL__FMT(w->err, sizeof w->err, "%s", ccl_comm_last_error(w->comm));
-        w->code = 1;
-        if (w->tb)
-            ccl__thread_boot_fail(w->tb);
-        return NULL;
+        rank_failed(w);
+    } else {
+        w->stream = w->gpu ? (void *)w->g.stream : NULL;
+        if (w->rank == 0)
+            ccl__tune_key(w->comm, sh->table.device, sizeof sh->table.device, sh->table.topology,
+                          sizeof sh->table.topology, sh->table.version, sizeof sh->table.version);
+        for (int c = 0; c < CCL__TUNE_COLLS; c++)
+            if (o->colls[c] && tune_collective(w, (Collective)c) != 0) {
+                rank_failed(w);
+                break;
+            }
     }
-    if (w->rank == 0)
-        ccl__tune_key(w->comm, sh->table.device, sizeof sh->table.device, sh->table.topology,
-                      sizeof sh->table.topology, sh->table.version, sizeof sh->table.version);
-    for (int c = 0; c < CCL__TUNE_COLLS; c++) {
-        if (!o->colls[c])
-            continue;
-        if (tune_collective(w, (Collective)c) != 0) {
-            w->code = 1;
-            if (w->tb)
-                ccl__thread_boot_fail(w->tb);
-            break;
-        }
-    }
-#ifdef CCL_HAVE_GPU_BACKEND
-    if (w->gpu && w->stream)
-        ccl__cu.StreamDestroy((CUstream)w->stream);
-#endif
+    tool_gpu_close(&w->g);
     return NULL;
 }
 
@@ -824,7 +773,7 @@ int main(int argc, char **argv)
     int ndev = 0;
 #ifdef CCL_HAVE_GPU_BACKEND
     char why[256] = "";
-    if (o->backend != CCL_BACKEND_CPU && ccl__cuda_load(why, sizeof why) == 0 && ccl__cu.DeviceGetCount(&ndev) != CUDA_SUCCESS)
+    if (o->backend != CCL_BACKEND_CPU && tool_cuda_load(&ndev, why, sizeof why) != 0)
         ndev = 0;
     if (o->backend == CCL_BACKEND_GPU && ndev == 0)
         tool_usage_error("--backend gpu: no usable GPU (%s)", why[0] ? why : "none visible");

@@ -500,16 +500,21 @@ static ccl_result_t cpu_poll(ccl_comm_t *comm)
 }
 
 /* The all-rank barrier on the heap headers; bounded by the timeout. 0 or -1 (timeout or
- * abort, message in err). Called by one thread per rank (the comm's worker), in the
- * same order on every rank. */
+ * abort, message in err, naming a rank that did not arrive). Called by one thread per
+ * rank (the comm's worker), in the same order on every rank. */
 static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
 {
-    _Atomic uint64_t *ctr = &header(comm, 0)->barrier;
     _Atomic uint64_t *abort_flag = &header(comm, comm->rank)->abort;
-    uint64_t want = ++comm->barriers * (uint64_t)comm->nranks;
-    atomic_fetch_add_explicit(ctr, 1, memory_order_acq_rel);
+    uint64_t k = ++comm->barriers;
+    atomic_store_explicit(&header(comm, comm->rank)->arrived, k, memory_order_release);
     SpinClock clock = {0};
-    for (unsigned it = 0; atomic_load_explicit(ctr, memory_order_acquire) < want; it++) {
+    int missing = 0;
+    for (unsigned it = 0;; it++) {
+        while (missing < comm->nranks &&
+               atomic_load_explicit(&header(comm, missing)->arrived, memory_order_acquire) >= k)
+            missing++;
+        if (missing == comm->nranks)
+            return 0;
         uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
         if (ab) {
             char who[96];
@@ -517,13 +522,14 @@ static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
             return -1;
         }
         if ((it & 63) == 63 && clock_turn(comm, &clock)) {
-            snprintf(err, errlen, "rank %d: all-rank barrier timed out after %d ms (%llu of %llu arrivals)", comm->rank,
-                     comm->timeout_ms, (unsigned long long)atomic_load(ctr), (unsigned long long)want);
+            snprintf(err, errlen,
+                     "rank %d: all-rank barrier timed out after %d ms: rank %d did not arrive (it reached %llu of this "
+                     "comm's barriers, this is barrier %llu)", comm->rank, comm->timeout_ms, missing,
+                     (unsigned long long)atomic_load(&header(comm, missing)->arrived), (unsigned long long)k);
             return -1;
         }
         ccl__backoff(it);
     }
-    return 0;
 }
 
 /* ---- call identities (CclIdent): published, then compared with every peer's ---- */

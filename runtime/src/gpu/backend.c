@@ -226,7 +226,7 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     alg->be_alg = ga;
     /* Any rank's: every rank opens queues (the kernels of ranks without port puts ignore
      * them), so all ranks start the same proxies. */
-    if (plan_has_port_puts(alg->plan, -1)) return ccl__gpu_port_open(comm, g, ga->grid, &ga->port);
+    if (cclc_plan_has_port_puts(alg->plan, -1)) return ccl__gpu_port_open(comm, g, ga->grid, &ga->port);
     return CCL_OK;
 }
 
@@ -270,8 +270,11 @@ static void *gpu_compile(void *arg)
     char name[256], cache[1024];
     snprintf(name, sizeof name, "%s.rank%d.%s.%s.cu", kl->alg->prog->name, kl->rank, kl->eo->dtype, kl->eo->op);
     const char *dir = ccl__cache_dir(comm->cache_dir, cache, sizeof cache);
+    double t0 = ccl__now_ms();
     kl->compiled = ccl__jit_compile(kl->m->source, name, gpu_comm(comm)->arch, dir, &kl->jr, kl->err,
                                     sizeof kl->err) == 0;
+    CCL__TRACE(comm->rank, "compiled rank %d's kernel %s in %.1f ms%s", kl->rank, name, ccl__now_ms() - t0,
+               kl->compiled ? "" : " (failed)");
     return NULL;
 }
 
@@ -285,6 +288,7 @@ static void gpu_load_module(GpuComm *g, KernelLoad *kl)
         return;
     }
     CUmodule mod = 0;
+    double t0 = ccl__now_ms();
     CUresult r = ccl__cu.ModuleLoadData(&mod, kl->jr.image);
     free(kl->jr.image);
     if (r == CUDA_SUCCESS && ((r = ccl__cu.ModuleGetFunction(&m->kernel, mod, "ccl_kernel")) != CUDA_SUCCESS ||
@@ -308,6 +312,7 @@ static void gpu_load_module(GpuComm *g, KernelLoad *kl)
     for (int i = 1; i <= 16; i++)
         if (ccl__cu.OccupancyMaxActiveBlocksPerMultiprocessor(&m->blocks_per_sm[i], m->kernel, 32 * i, 0) != CUDA_SUCCESS)
             m->blocks_per_sm[i] = 0;
+    CCL__TRACE(kl->alg->comm->rank, "loaded rank %d's kernel in %.1f ms", kl->rank, ccl__now_ms() - t0);
     ccl__gpu_module_publish(g->device, m, mod, NULL);
 }
 
@@ -319,7 +324,7 @@ static int gpu_claim_kernel(ccl_algorithm_t *alg, int rank, const EmitOptions *e
     size_t len = 0;
     FILE *f = open_memstream(&src, &len);
     if (!f) return -1;
-    int emitted = compile_emit_cuda(f, alg->plan, rank, eo);
+    int emitted = cclc_compile_emit_cuda(f, alg->plan, rank, eo);
     fclose(f);
     if (emitted != 0) {
         free(src);
@@ -431,6 +436,7 @@ static ccl_result_t gpu_rank_barrier(ccl_comm_t *comm, GpuKernel *k, GpuAlg *ga,
     void *params[] = {&g->peers, &g->bar_gen, &ga->err_dev, &timeout_ns};
     CU_CHECK(ccl__cu.LaunchKernel(k->module->barrier, 1, 1, 1, 32, 1, 1, 0, s, params, NULL),
              "cuLaunchKernel (barrier)");
+    CCL__TRACE(comm->rank, "launched the all-rank barrier on stream %p", (void *)s);
     return CCL_OK;
 }
 
@@ -678,6 +684,7 @@ static ccl_result_t gpu_run(const CclCall *call)
     CU_CHECK(ccl__cu.LaunchKernel(k->module->kernel, ga->grid > 0 ? (unsigned)ga->grid : 1, 1, 1, (unsigned)th, 1, 1, 0,
                                   s, params, NULL),
              "cuLaunchKernel (ccl_kernel)");
+    CCL__TRACE(comm->rank, "launched %d blocks x %d threads on stream %p", ga->grid, th, (void *)s);
     if (call->divide) {
         /* Peers may still read our out until every rank is past its plan. */
         if ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK) return res;
@@ -730,7 +737,9 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
 {
     GpuComm *g = gpu_comm(comm);
     ccl__cu.CtxSetCurrent(g->ctx);
+    double t0 = ccl__now_ms();
     CUresult r = gpu_wait_own_work(comm);
+    CCL__TRACE(comm->rank, "synchronize waited %.1f ms", ccl__now_ms() - t0);
     if (r != CUDA_SUCCESS) {
         ccl__set_async_error(comm, CCL_ERR_CUDA, "rank %d: a kernel failed: %s", comm->rank, ccl__cuda_error(r));
         return CCL_OK;
@@ -763,8 +772,10 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
         else if (e->slot == ~0ull)
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                                  "rank %d: timeout after %d ms at an all-rank barrier of %s (the fence before a call, "
-                                 "or around avg's division; %llu of %llu arrivals)", comm->rank, comm->timeout_ms, alg->file,
-                                 (unsigned long long)e->seen, (unsigned long long)e->expected);
+                                 "or around avg's division): rank %llu did not arrive (it reached barrier %llu, this "
+                                 "is barrier %llu)", comm->rank, comm->timeout_ms, alg->file,
+                                 (unsigned long long)e->peer, (unsigned long long)e->seen,
+                                 (unsigned long long)e->expected);
         else if (e->slot == (uint64_t)alg->plan->nsems * (uint64_t)alg->instances)
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                                  "rank %d: timeout after %d ms in %s:%llu: thread block %llu (instance %llu) waited at "

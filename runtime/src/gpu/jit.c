@@ -1,6 +1,6 @@
 /* gpu/jit.c: NVRTC compilation of generated kernels, with a disk cache.
  *
- * Takes CUDA C source (from emit_cuda) and a target arch; gives a cubin. libnvrtc is
+ * Takes CUDA C source (from cclc_emit_cuda) and a target arch; gives a cubin. libnvrtc is
  * dlopen'd once (CCL_NVRTC names a file to try first), so nothing here needs the CUDA
  * toolkit at link time. An entry's file name is a 128-bit hash of everything that
  * determines the cubin (source, options, NVRTC version, arch), and the entry holds that

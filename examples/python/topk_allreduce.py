@@ -1,0 +1,142 @@
+"""Top-k sparse all-reduce, ported from mpi4py to ccl (gradient compression as in Deep
+Gradient Compression): each rank keeps the k largest-magnitude entries of its gradient,
+the ranks exchange them with all_gather (values and indices), and every rank accumulates
+all of them into a dense result; the part left out stays in a local residual for the next
+step. A dense all_reduce of the same sparse vectors checks the result.
+
+    python examples/python/topk_allreduce.py [--ranks 4] [--n 100000] [--k 1000]
+                                                   # threads: every rank in this process
+    mpirun -np 4 python examples/python/topk_allreduce.py   # or torchrun --nproc-per-node 4
+                                                   # one process per rank
+
+With torch it runs on torch tensors (CUDA ones where the GPU backend runs, the top-k and
+the accumulation on the GPU); without torch, on numpy arrays on the CPU backend. The mpi4py
+original, for comparison:
+
+    comm.Allreduce(MPI.IN_PLACE, dense, op=MPI.SUM)
+    vals, idx = topk(grad, k)
+    all_vals = np.empty(k * size); comm.Allgather(vals, all_vals)
+    all_idx = np.empty(k * size, np.int64); comm.Allgather(idx, all_idx)
+    np.add.at(out, all_idx, all_vals)
+"""
+import argparse
+import os
+import sys
+import threading
+
+try:
+    import torch
+except ImportError:
+    torch = None
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "src"))
+import ccl  # noqa: E402
+
+
+class Arrays:
+    """The few array operations the algorithm needs, on torch (CPU or CUDA) or numpy."""
+
+    def __init__(self, comm):
+        self.torch = torch is not None
+        self.device = "cuda" if comm.backend == "gpu" else "cpu"
+
+    def randn(self, n, seed):
+        if self.torch:
+            g = torch.Generator().manual_seed(seed)
+            return torch.randn(n, generator=g).to(self.device)
+        return np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+
+    def topk(self, x, k):
+        if self.torch:
+            idx = torch.topk(x.abs(), k).indices
+            return x[idx].contiguous(), idx.to(torch.int64)
+        idx = np.argpartition(-np.abs(x), k - 1)[:k].astype(np.int64)
+        return x[idx].copy(), idx
+
+    def zeros_like(self, x):
+        return torch.zeros_like(x) if self.torch else np.zeros_like(x)
+
+    def scatter_add(self, out, idx, vals):
+        if self.torch:
+            out.index_add_(0, idx, vals)
+        else:
+            np.add.at(out, idx, vals)
+
+    def max_abs_diff(self, a, b):
+        return float((a - b).abs().max()) if self.torch else float(np.abs(a - b).max())
+
+
+def sparse_allreduce(comm, grad, k, arr):
+    """The top-k all-reduce of grad; returns (result, residual)."""
+    vals, idx = arr.topk(grad, k)
+    all_vals = comm.all_gather(None, vals)         # k * size values, rank order
+    all_idx = comm.all_gather(None, idx)           # and their indices
+    out = arr.zeros_like(grad)
+    arr.scatter_add(out, all_idx, all_vals)        # accumulation (on the GPU with CUDA tensors)
+    residual = grad.copy() if not arr.torch else grad.clone()
+    residual[idx] = 0
+    return out, residual
+
+
+def run_rank(comm, n, k, steps=3):
+    arr = Arrays(comm)
+    residual = arr.zeros_like(arr.randn(n, 0))
+    for step in range(steps):
+        grad = arr.randn(n, 1000 * step + comm.rank) + residual
+        out, residual = sparse_allreduce(comm, grad, k, arr)
+        # Check: the same sparse vectors, reduced densely.
+        dense = grad - residual
+        comm.all_reduce(dense)
+        if arr.torch and comm.backend == "gpu":
+            torch.cuda.synchronize()
+        err = arr.max_abs_diff(out, dense)
+        assert err < 1e-4, f"rank {comm.rank} step {step}: sparse and dense results differ by {err}"
+    return err
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--n", type=int, default=100000)
+    ap.add_argument("--k", type=int, default=1000)
+    ap.add_argument("--backend", default=None, help="cpu or gpu (default: CCL_BACKEND, else auto)")
+    a = ap.parse_args()
+    backend = a.backend or ("auto" if torch is not None else "cpu")
+    if ccl._bootstrap.launcher_env() is not None:  # mpirun / torchrun: one process per rank
+        local = int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
+        if torch is not None and torch.cuda.is_available() and backend != "cpu":
+            torch.cuda.set_device(local % torch.cuda.device_count())
+        comm = ccl.init_rank(backend=backend)
+        err = run_rank(comm, a.n, a.k)
+        if comm.rank == 0:
+            print(f"top-k all-reduce: {comm.size} processes, n={a.n}, k={a.k}, {comm.backend}: ok (max diff {err:g})")
+        comm.destroy()
+        return
+    comms = ccl.init_all(a.ranks, backend=backend)
+    errs = [None] * a.ranks
+
+    def body(r):
+        if comms[r].backend == "gpu":
+            torch.cuda.set_device(r % torch.cuda.device_count())
+            with torch.cuda.stream(torch.cuda.Stream()):  # ranks sharing a GPU need their own streams
+                errs[r] = run_rank(comms[r], a.n, a.k)
+        else:
+            errs[r] = run_rank(comms[r], a.n, a.k)
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(a.ranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if any(e is None for e in errs):
+        sys.exit("a rank failed (its traceback is above)")
+    lib = "torch" if torch is not None else "numpy"
+    print(f"top-k all-reduce: {a.ranks} ranks (threads), n={a.n}, k={a.k}, {comms[0].backend}, {lib}: ok "
+          f"(max diff {max(errs):g})")
+    for c in comms:
+        c.destroy()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Buffers: what a collective accepts, reduced to (pointer, element count, dtype, device).
+
+Accepted, in this order: torch tensors (CPU and CUDA), numpy arrays, anything with
+``__cuda_array_interface__`` (CuPy, Numba, ...) or ``__array_interface__``, anything with
+``__dlpack__``, and raw pointers (ints, or ctypes pointers) for which the caller gives
+``count`` and ``datatype``. Buffers must be contiguous: a collective moves bytes.
+"""
+from __future__ import annotations
+
+import ctypes
+import sys
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ._types import _DLPACK, _TYPESTR, DType, to_dtype
+
+
+@dataclass
+class Buf:
+    ptr: int
+    numel: int
+    dtype: Optional[DType]
+    cuda: bool              # device memory (the GPU backend's kind), as far as the object says
+    device: int = -1        # CUDA device index, -1 unknown / host
+    keep: Any = None        # what must stay alive while the pointer is used
+    torch_tensor: Any = None
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * (self.dtype.itemsize if self.dtype is not None else 1)
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def _is_torch_tensor(obj: Any) -> bool:
+    t = _torch()
+    return t is not None and isinstance(obj, t.Tensor)
+
+
+def _from_interface(obj: Any, iface: dict, cuda: bool, what: str) -> Buf:
+    shape = tuple(iface["shape"])
+    typestr = iface["typestr"]
+    dtype = _TYPESTR.get(typestr[1:]) if typestr[0] in "<|=" else None
+    if dtype is None:
+        try:
+            dtype = to_dtype(getattr(obj, "dtype", None))
+        except (ValueError, TypeError):
+            raise ValueError(f"{what}: element type '{typestr}' has no CCL equivalent") from None
+    numel = 1
+    for s in shape:
+        numel *= s
+    strides = iface.get("strides")
+    if strides is not None and numel > 1:
+        expect, ok = dtype.itemsize, True
+        for s, st in zip(reversed(shape), reversed(strides)):
+            if s != 1 and st != expect:
+                ok = False
+            expect *= s
+        if not ok:
+            raise ValueError(f"{what} is not contiguous (strides {tuple(strides)}); pass a contiguous copy")
+    ptr = iface["data"][0] or 0
+    if iface["data"][1] and what == "recvbuf":
+        raise ValueError(f"{what} is read-only")
+    return Buf(ptr, numel, dtype, cuda, keep=obj)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_ptr = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_ptr.restype, _capsule_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+
+
+def _from_dlpack(obj: Any, what: str) -> Buf:
+    # The capsule stays unconsumed (named "dltensor"), so its destructor releases the
+    # producer's tensor when our reference (Buf.keep) goes.
+    cap = obj.__dlpack__()
+    addr = _capsule_ptr(cap, b"dltensor")
+    t = _DLTensor.from_address(addr)  # DLManagedTensor starts with its DLTensor
+    key = (t.dtype.code, t.dtype.bits)
+    if t.dtype.lanes != 1 or key not in _DLPACK:
+        raise ValueError(f"{what}: DLPack type (code {key[0]}, {key[1]} bits, {t.dtype.lanes} lanes) has no CCL "
+                         "equivalent")
+    dtype = _DLPACK[key]
+    shape = [t.shape[i] for i in range(t.ndim)]
+    numel = 1
+    for s in shape:
+        numel *= s
+    if t.strides and numel > 1:
+        expect = 1
+        for i in reversed(range(t.ndim)):
+            if shape[i] != 1 and t.strides[i] != expect:
+                raise ValueError(f"{what} is not contiguous; pass a contiguous copy")
+            expect *= shape[i]
+    cuda = t.device.device_type in (2, 13)  # kDLCUDA, kDLCUDAManaged
+    return Buf((t.data or 0) + t.byte_offset, numel, dtype, cuda, t.device.device_id if cuda else -1, keep=(obj, cap))
+
+
+def as_buf(obj: Any, what: str) -> Buf:
+    """The buffer behind obj (see the module's docstring); raises TypeError/ValueError
+    naming the argument."""
+    t = sys.modules.get("torch")
+    if t is not None and isinstance(obj, t.Tensor):
+        if not obj.is_contiguous():
+            raise ValueError(f"{what} is not contiguous; pass tensor.contiguous() (and copy the result back)")
+        try:
+            dtype = to_dtype(obj.dtype)
+        except ValueError as e:
+            raise ValueError(f"{what}: {e}") from None
+        cuda = obj.is_cuda
+        return Buf(obj.data_ptr(), obj.numel(), dtype, cuda, obj.device.index if cuda else -1, keep=obj,
+                   torch_tensor=obj)
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.ndarray):
+        if not obj.flags.c_contiguous:
+            raise ValueError(f"{what} is not C-contiguous; pass np.ascontiguousarray(...)")
+        if what == "recvbuf" and not obj.flags.writeable:
+            raise ValueError(f"{what} is read-only")
+        try:
+            dtype = to_dtype(obj.dtype)
+        except ValueError as e:
+            raise ValueError(f"{what}: {e}") from None
+        return Buf(obj.ctypes.data, obj.size, dtype, False, keep=obj)
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        return _from_interface(obj, cai, True, what)
+    ai = getattr(obj, "__array_interface__", None)
+    if ai is not None:
+        return _from_interface(obj, ai, False, what)
+    if hasattr(obj, "__dlpack__"):
+        return _from_dlpack(obj, what)
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        return Buf(obj, -1, None, False)
+    if isinstance(obj, ctypes.c_void_p):
+        return Buf(obj.value or 0, -1, None, False)
+    if isinstance(obj, (ctypes._Pointer, ctypes.Array)):  # type: ignore[attr-defined]
+        return Buf(ctypes.cast(obj, ctypes.c_void_p).value or 0, -1, None, False, keep=obj)
+    if obj is None:
+        return Buf(0, -1, None, False)
+    raise TypeError(f"{what}: {type(obj).__name__} is not a buffer CCL can use (a torch tensor, numpy array, an "
+                    "object with __cuda_array_interface__, __array_interface__ or __dlpack__, or an int pointer "
+                    "with count= and datatype=)")

@@ -1,0 +1,684 @@
+"""Communicators, collectives, algorithms and symmetric memory over libccl.
+
+Threads mode: ``ccl.init_all(n)`` gives n communicators in this process (drive each from
+its own Python thread -- ctypes releases the GIL during every C call -- or issue every
+rank's call with ``async_op=True`` from one thread). Process mode: ``ccl.init_rank()``
+in each process of a torchrun/mpirun job (or with a store, a process group or an mpi4py
+communicator).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+import weakref
+from ctypes import byref, c_int, c_size_t, c_void_p
+from typing import Any, Optional, Sequence, Union
+
+from . import _lib
+from ._bootstrap import (Bootstrap, GroupBootstrap, JobFolderBootstrap, MPIBootstrap, StoreBootstrap,
+                         launcher_env)
+from ._buffers import Buf, as_buf
+from ._errors import CclError, CompileError, InvalidArgumentError, error_for
+from ._types import DType, DTypeLike, Op, OpLike, to_dtype, to_op
+
+DEVICE_AUTO = -1
+_BACKENDS = {"auto": 0, "cpu": 1, "gpu": 2, "cuda": 2}
+_BACKEND_NAMES = {0: "auto", 1: "cpu", 2: "gpu"}
+
+
+def _raise(r: int, handle: Optional[int]) -> None:
+    L = _lib.lib()
+    msg = L.ccl_comm_last_error(handle)
+    text = msg.decode(errors="replace") if msg else ""
+    if not text:
+        text = L.ccl_result_string(r).decode()
+    raise error_for(r, text)
+
+
+def _config(backend: Union[str, int, None], timeout_ms: Optional[int], heap_bytes: Optional[int],
+            cache_dir: Optional[str]) -> _lib.ccl_config_t:
+    cfg = _lib.ccl_config_t()
+    if backend is not None:
+        if isinstance(backend, str):
+            if backend.lower() not in _BACKENDS:
+                raise ValueError(f"backend '{backend}': expected 'cpu', 'gpu' or 'auto'")
+            cfg.backend = _BACKENDS[backend.lower()]
+        else:
+            cfg.backend = int(backend)
+    cfg.timeout_ms = int(timeout_ms or 0)
+    cfg.heap_bytes = int(heap_bytes or 0)
+    cfg.cache_dir = os.fsencode(cache_dir) if cache_dir else None
+    return cfg
+
+
+def _stream_handle(stream: Any, send: Buf, recv: Buf) -> Optional[int]:
+    """The CUstream to enqueue on: the given one, or torch's current stream for CUDA
+    tensors, else NULL."""
+    if stream is None:
+        t = send.torch_tensor if send.torch_tensor is not None else recv.torch_tensor
+        if t is not None and t.is_cuda:
+            import torch
+
+            return torch.cuda.current_stream(t.device).cuda_stream or None
+        return None
+    if isinstance(stream, int):
+        return stream or None
+    for attr in ("cuda_stream", "ptr", "handle"):  # torch.cuda.Stream, CuPy, others
+        v = getattr(stream, attr, None)
+        if isinstance(v, int):
+            return v or None
+    if isinstance(stream, c_void_p):
+        return stream.value
+    raise TypeError(f"stream: {type(stream).__name__} is not a CUDA stream (an int handle, a torch.cuda.Stream, "
+                    "or an object with .cuda_stream or .ptr)")
+
+
+class Work:
+    """What ``async_op=True`` returns: ``wait()`` waits for the communicator's enqueued work
+    (CPU backend) and raises its first asynchronous error. On the GPU backend the work is
+    ordered on its stream; ``wait()`` then synchronizes the communicator too."""
+
+    def __init__(self, comm: "Communicator", result: Any):
+        self.comm, self.result = comm, result
+
+    def wait(self) -> Any:
+        self.comm.synchronize()
+        return self.result
+
+
+def _empty_like(obj: Any, shape: tuple[int, ...]) -> Any:
+    """A new buffer of obj's kind (torch tensor or numpy array) with obj's dtype and device."""
+    t = sys.modules.get("torch")
+    if t is not None and isinstance(obj, t.Tensor):
+        return t.empty(shape, dtype=obj.dtype, device=obj.device)
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.ndarray):
+        return np.empty(shape, dtype=obj.dtype)
+    raise TypeError("give the output buffer (only torch tensors and numpy arrays can be allocated for you)")
+
+
+def _shape(obj: Any) -> tuple[int, ...]:
+    return tuple(obj.shape)
+
+
+class Algorithm:
+    """A loaded CCL program (``comm.load``). ``alg(...)`` / ``alg.run(...)`` take the same
+    arguments as the communicator's method for its collective (``all_reduce`` for an
+    allreduce program, ...) and run this program."""
+
+    _METHODS = {"allreduce": "all_reduce", "allgather": "all_gather", "reduce_scatter": "reduce_scatter",
+                "alltoall": "all_to_all", "broadcast": "broadcast", "reduce": "reduce"}
+
+    def __init__(self, comm: "Communicator", handle: int, root: int):
+        self.comm, self._handle, self.root = comm, handle, root
+        L = _lib.lib()
+        self.name: str = L.ccl_algorithm_name(handle).decode()
+        self.collective: str = L.ccl_algorithm_collective(handle).decode()
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        method = getattr(self.comm, self._METHODS[self.collective])
+        if self.collective in ("broadcast", "reduce"):
+            kwargs.setdefault("root", self.root)
+        return method(*args, algorithm=self, **kwargs)
+
+    __call__ = run
+
+    @property
+    def handle(self) -> int:
+        if not self._handle:
+            raise InvalidArgumentError(f"algorithm '{self.name}' was freed")
+        return self._handle
+
+    def free(self) -> None:
+        """Frees it (every rank, in the same order); the communicator's destroy frees the rest."""
+        if self._handle and self.comm._handle:
+            r = _lib.lib().ccl_algorithm_free(self._handle)
+            self._handle = 0
+            if r:
+                _raise(r, self.comm._handle)
+        self._handle = 0
+
+    def __repr__(self) -> str:
+        return f"<ccl.Algorithm {self.name}: {self.collective} on rank {self.comm.rank}/{self.comm.size}>"
+
+
+class Proof(str):
+    """What ``ccl.check`` proved: the text of ``cclc check --explain``."""
+
+
+class Communicator:
+    """One rank of a communicator. Collectives follow NCCL's semantics and
+    torch.distributed's argument order; each also takes mpi4py/NCCL-style keywords
+    (``sendbuf=, recvbuf=, count=, datatype=, op=, stream=``) with raw pointers.
+
+    On the CPU backend a collective returns when its result is in place (unless
+    ``async_op=True``: then it returns a :class:`Work`). On the GPU backend it is enqueued
+    on ``stream`` (default: torch's current stream for CUDA tensors) and returns at once,
+    as NCCL's do.
+    """
+
+    def __init__(self, handle: int, group: Optional[list] = None):
+        self._handle = handle
+        L = _lib.lib()
+        v = c_int()
+        if L.ccl_comm_rank(handle, byref(v)):
+            _raise(1, None)
+        self.rank: int = v.value
+        L.ccl_comm_size(handle, byref(v))
+        self.size: int = v.value
+        L.ccl_comm_backend(handle, byref(v))
+        self.backend: str = _BACKEND_NAMES.get(v.value, "?")
+        self._group = group  # threads mode: the comms created together (destroy order)
+        self._lock = threading.Lock()
+
+    # ---- lifetime ----
+
+    @property
+    def handle(self) -> int:
+        """The ccl_comm_t* as an int (for C code and the torch custom ops)."""
+        if not self._handle:
+            raise InvalidArgumentError("the communicator was destroyed")
+        return self._handle
+
+    def destroy(self) -> None:
+        """Waits for its work, then frees it with its algorithms and symmetric memory.
+        Symmetric tensors from ``empty`` must not be used afterwards."""
+        h, self._handle = self._handle, 0
+        if h:
+            _registry.pop(h, None)
+            r = _lib.lib().ccl_comm_destroy(h)
+            if r:
+                _raise(r, None)
+
+    close = destroy
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.destroy()
+
+    def __del__(self) -> None:
+        try:
+            if self._handle and not sys.is_finalizing():
+                self.destroy()
+        except Exception:  # noqa: BLE001 - nothing to report to from a finalizer
+            pass
+
+    def __repr__(self) -> str:
+        state = "" if self._handle else " (destroyed)"
+        return f"<ccl.Communicator rank {self.rank} of {self.size}, {self.backend}{state}>"
+
+    def synchronize(self) -> None:
+        """Waits for everything enqueued on this communicator; raises its first
+        asynchronous error (a timeout naming rank, block, statement and peer, ...)."""
+        r = _lib.lib().ccl_comm_synchronize(self.handle)
+        if r:
+            _raise(r, self._handle)
+
+    def last_error(self) -> str:
+        m = _lib.lib().ccl_comm_last_error(self._handle or None)
+        return m.decode(errors="replace") if m else ""
+
+    # ---- the collectives ----
+
+    def _go(self, kind: str, send: Buf, recv: Buf, count: int, dtype: DType, op: Op, root: int, stream: Any,
+            async_op: bool, algorithm: Optional[Algorithm], result: Any) -> Any:
+        L = _lib.lib()
+        h = self.handle
+        s = _stream_handle(stream, send, recv)
+        sp, rp = send.ptr or None, recv.ptr or None
+        if algorithm is not None:
+            if algorithm.comm is not self:
+                raise InvalidArgumentError(f"algorithm '{algorithm.name}' was loaded on another communicator")
+            if Algorithm._METHODS[algorithm.collective] != kind:
+                raise InvalidArgumentError(f"algorithm '{algorithm.name}' is a {algorithm.collective}, not a {kind}")
+            r = L.ccl_algorithm_run(algorithm.handle, sp, rp, count, dtype, op, s)
+        elif kind == "all_reduce":
+            r = L.ccl_all_reduce(sp, rp, count, dtype, op, h, s)
+        elif kind == "all_gather":
+            r = L.ccl_all_gather(sp, rp, count, dtype, h, s)
+        elif kind == "reduce_scatter":
+            r = L.ccl_reduce_scatter(sp, rp, count, dtype, op, h, s)
+        elif kind == "all_to_all":
+            r = L.ccl_all_to_all(sp, rp, count, dtype, h, s)
+        elif kind == "broadcast":
+            r = L.ccl_broadcast(sp, rp, count, dtype, root, h, s)
+        else:
+            r = L.ccl_reduce(sp, rp, count, dtype, op, root, h, s)
+        if r:
+            _raise(r, h)
+        if async_op:
+            return Work(self, result)
+        if self.backend == "cpu":
+            r = L.ccl_comm_synchronize(h)
+            if r:
+                _raise(r, h)
+        return result
+
+    def _resolve(self, kind: str, send_obj: Any, recv_obj: Any, count: Optional[int], datatype: Optional[DTypeLike],
+                 send_per: int, recv_per: int) -> tuple[Buf, Buf, int, DType]:
+        """Buffers, count and dtype for a collective whose send buffer holds send_per * count
+        elements and whose receive buffer holds recv_per * count."""
+        recv = as_buf(recv_obj, "recvbuf")
+        send = recv if send_obj is recv_obj else as_buf(send_obj, "sendbuf")
+        dtype = to_dtype(datatype) if datatype is not None else (send.dtype if send.dtype is not None else recv.dtype)
+        if dtype is None:
+            raise InvalidArgumentError(f"{kind}: datatype= is needed with raw pointers")
+        for b, name in ((send, "sendbuf"), (recv, "recvbuf")):
+            if b.dtype is not None and b.dtype != dtype and b.numel > 0:
+                raise InvalidArgumentError(f"{kind}: {name} holds {b.dtype.name.lower()}, not "
+                                           f"{dtype.name.lower()}")
+        if count is None:
+            if send.numel >= 0 and send_obj is not None:
+                if send.numel % send_per:
+                    raise InvalidArgumentError(f"{kind}: sendbuf's {send.numel} elements are not a multiple of "
+                                               f"{send_per} (the rank count)")
+                count = send.numel // send_per
+            elif recv.numel >= 0:
+                if recv.numel % recv_per:
+                    raise InvalidArgumentError(f"{kind}: recvbuf's {recv.numel} elements are not a multiple of "
+                                               f"{recv_per} (the rank count)")
+                count = recv.numel // recv_per
+            else:
+                raise InvalidArgumentError(f"{kind}: count= is needed with raw pointers")
+        count = int(count)
+        if count < 0:
+            raise InvalidArgumentError(f"{kind}: count {count} is negative")
+        for b, per, name in ((send, send_per, "sendbuf"), (recv, recv_per, "recvbuf")):
+            if b.numel >= 0 and b.ptr and b.numel < per * count:
+                raise InvalidArgumentError(f"{kind}: {name} has {b.numel} elements, fewer than the {per * count} "
+                                           f"it needs (count {count})")
+        return send, recv, count, dtype
+
+    def all_reduce(self, tensor: Any = None, op: OpLike = "sum", *, out: Any = None, sendbuf: Any = None,
+                   recvbuf: Any = None, count: Optional[int] = None, datatype: Optional[DTypeLike] = None,
+                   stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
+        """Reduces ``tensor`` over all ranks: in place, or into ``out``. Returns the result
+        buffer (a :class:`Work` with ``async_op=True``)."""
+        send_obj = sendbuf if sendbuf is not None else tensor
+        recv_obj = recvbuf if recvbuf is not None else (out if out is not None else send_obj)
+        send, recv, n, dt = self._resolve("all_reduce", send_obj, recv_obj, count, datatype, 1, 1)
+        return self._go("all_reduce", send, recv, n, dt, to_op(op), 0, stream, async_op, algorithm, recv_obj)
+
+    def all_gather(self, output: Any = None, input: Any = None, *, sendbuf: Any = None, recvbuf: Any = None,
+                   count: Optional[int] = None, datatype: Optional[DTypeLike] = None, stream: Any = None,
+                   async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
+        """Gathers every rank's ``input`` into ``output`` (rank order along the first
+        dimension, as ``torch.distributed.all_gather_into_tensor``). ``output=None``
+        allocates it; ``input=None`` is in place: this rank's part of ``output``."""
+        send_obj = sendbuf if sendbuf is not None else input
+        recv_obj = recvbuf if recvbuf is not None else output
+        N = self.size
+        if recv_obj is None:
+            if send_obj is None:
+                raise InvalidArgumentError("all_gather: give output, input or both")
+            shp = _shape(send_obj)
+            recv_obj = _empty_like(send_obj, ((shp[0] * N,) + shp[1:]) if shp else (N,))
+        if send_obj is None:  # in place: NCCL's sendbuf = recvbuf + rank * count
+            r = as_buf(recv_obj, "recvbuf")
+            dt = to_dtype(datatype) if datatype is not None else r.dtype
+            if count is None:
+                if r.numel < 0:
+                    raise InvalidArgumentError("all_gather: count= is needed with raw pointers")
+                count = r.numel // N
+            assert dt is not None
+            send_obj = r.ptr + self.rank * int(count) * dt.itemsize
+            send, recv, n, dt = self._resolve("all_gather", send_obj, recv_obj, count, dt, 1, N)
+        else:
+            send, recv, n, dt = self._resolve("all_gather", send_obj, recv_obj, count, datatype, 1, N)
+        return self._go("all_gather", send, recv, n, dt, Op.SUM, 0, stream, async_op, algorithm, recv_obj)
+
+    def reduce_scatter(self, output: Any = None, input: Any = None, op: OpLike = "sum", *, sendbuf: Any = None,
+                       recvbuf: Any = None, count: Optional[int] = None, datatype: Optional[DTypeLike] = None,
+                       stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
+        """Reduces ``input`` (N * count elements) over all ranks; rank r gets part r in
+        ``output`` (count elements; ``None`` allocates it). As
+        ``torch.distributed.reduce_scatter_tensor``; in place when ``output`` is this
+        rank's part of ``input``."""
+        send_obj = sendbuf if sendbuf is not None else input
+        recv_obj = recvbuf if recvbuf is not None else output
+        N = self.size
+        if send_obj is None:
+            raise InvalidArgumentError("reduce_scatter: input (sendbuf) is needed")
+        if recv_obj is None:
+            shp = _shape(send_obj)
+            if not shp or shp[0] % N:
+                raise InvalidArgumentError(f"reduce_scatter: input's first dimension {shp[:1]} is not a multiple "
+                                           f"of {N}")
+            recv_obj = _empty_like(send_obj, (shp[0] // N,) + shp[1:])
+        send, recv, n, dt = self._resolve("reduce_scatter", send_obj, recv_obj, count, datatype, N, 1)
+        return self._go("reduce_scatter", send, recv, n, dt, to_op(op), 0, stream, async_op, algorithm, recv_obj)
+
+    def all_to_all(self, output: Any = None, input: Any = None, *, sendbuf: Any = None, recvbuf: Any = None,
+                   count: Optional[int] = None, datatype: Optional[DTypeLike] = None, stream: Any = None,
+                   async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
+        """Part p of ``input`` (N equal parts) goes to rank p, which stores it as part r of
+        its ``output`` (``None`` allocates it); as ``torch.distributed.all_to_all_single``."""
+        send_obj = sendbuf if sendbuf is not None else input
+        recv_obj = recvbuf if recvbuf is not None else output
+        if send_obj is None:
+            raise InvalidArgumentError("all_to_all: input (sendbuf) is needed")
+        if recv_obj is None:
+            recv_obj = _empty_like(send_obj, _shape(send_obj))
+        N = self.size
+        send, recv, n, dt = self._resolve("all_to_all", send_obj, recv_obj, count, datatype, N, N)
+        return self._go("all_to_all", send, recv, n, dt, Op.SUM, 0, stream, async_op, algorithm, recv_obj)
+
+    def broadcast(self, tensor: Any = None, root: int = 0, *, out: Any = None, sendbuf: Any = None,
+                  recvbuf: Any = None, count: Optional[int] = None, datatype: Optional[DTypeLike] = None,
+                  stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
+        """Root's ``tensor`` to every rank: in place (``tensor`` is the input on the root and
+        the output elsewhere), or into ``out``."""
+        send_obj = sendbuf if sendbuf is not None else tensor
+        recv_obj = recvbuf if recvbuf is not None else (out if out is not None else send_obj)
+        send, recv, n, dt = self._resolve("broadcast", send_obj, recv_obj, count, datatype, 1, 1)
+        return self._go("broadcast", send, recv, n, dt, Op.SUM, int(root), stream, async_op, algorithm, recv_obj)
+
+    def reduce(self, tensor: Any = None, root: int = 0, op: OpLike = "sum", *, out: Any = None,
+               sendbuf: Any = None, recvbuf: Any = None, count: Optional[int] = None,
+               datatype: Optional[DTypeLike] = None, stream: Any = None, async_op: bool = False,
+               algorithm: Optional[Algorithm] = None) -> Any:
+        """Reduces ``tensor`` over all ranks into root's ``tensor`` (in place) or ``out``."""
+        send_obj = sendbuf if sendbuf is not None else tensor
+        recv_obj = recvbuf if recvbuf is not None else (out if out is not None else send_obj)
+        send, recv, n, dt = self._resolve("reduce", send_obj, recv_obj, count, datatype, 1, 1)
+        return self._go("reduce", send, recv, n, dt, to_op(op), int(root), stream, async_op, algorithm, recv_obj)
+
+    # mpi4py's spellings, for ported code.
+    Allreduce = all_reduce
+    Allgather = all_gather
+    Reduce_scatter_block = reduce_scatter
+    Alltoall = all_to_all
+    Bcast = broadcast
+    Reduce = reduce
+
+    # ---- algorithms ----
+
+    def load(self, path_or_source: Union[str, os.PathLike], root: int = 0) -> Algorithm:
+        """Compiles (and proves) a CCL program for this communicator: a file path, or source
+        text starting with ``algorithm``. Every rank loads the same programs in the same
+        order. Raises :class:`ccl.CompileError` with the compiler's located diagnostics."""
+        src = os.fspath(path_or_source)
+        out = c_void_p()
+        r = _lib.lib().ccl_algorithm_load(self.handle, src.encode(), int(root), byref(out))
+        if r:
+            _raise(r, self._handle)
+        return Algorithm(self, out.value or 0, int(root))
+
+    def use(self, algorithm: Algorithm, min_bytes: int = 0, max_bytes: int = 0) -> None:
+        """Makes the standard collective of the algorithm's kind run it for messages of
+        [min_bytes, max_bytes] bytes (0, 0: every size); later registrations win."""
+        r = _lib.lib().ccl_comm_use_algorithm(self.handle, algorithm.handle, int(min_bytes), int(max_bytes))
+        if r:
+            _raise(r, self._handle)
+
+    def explain_choice(self) -> str:
+        """What the last standard collective ran (algorithm file, launch shape) and why."""
+        buf = ctypes.create_string_buffer(4096)
+        r = _lib.lib().ccl_comm_explain_choice(self.handle, buf, len(buf))
+        if r:
+            _raise(r, self._handle)
+        return buf.value.decode(errors="replace")
+
+    # ---- symmetric memory ----
+
+    def empty(self, shape: Union[int, Sequence[int]], dtype: DTypeLike = "f32", *, like: Optional[str] = None) -> Any:
+        """A buffer in this rank's symmetric heap (zero-copy collectives), as an ordinary
+        tensor: a torch tensor when ``dtype`` is a torch dtype, ``like='torch'`` or on the
+        GPU backend; else a numpy array. Allocate (and drop) symmetric buffers in the same
+        order on every rank: the memory goes back to the heap when the tensor and all its
+        views are garbage-collected (``ccl_mem_free`` waits for the communicator's work)."""
+        shp = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        torch_dtype = dtype if type(dtype).__module__.startswith("torch") else None
+        dt = to_dtype(dtype)
+        numel = 1
+        for s in shp:
+            numel *= s
+        nbytes = max(numel * dt.itemsize, 1)
+        ptr = c_void_p()
+        L = _lib.lib()
+        r = L.ccl_mem_alloc(self.handle, byref(ptr), nbytes)
+        if r:
+            _raise(r, self._handle)
+        p = ptr.value or 0
+        want_torch = torch_dtype is not None or like == "torch" or self.backend == "gpu"
+        try:
+            if self.backend == "gpu":
+                return _cuda_tensor(self, p, shp, dt, torch_dtype)
+            holder = (ctypes.c_uint8 * nbytes).from_address(p)
+            weakref.finalize(holder, _mem_free, self, p)
+            if want_torch:
+                import torch
+
+                tdt = torch_dtype if torch_dtype is not None else _torch_dtype(dt)
+                t = torch.frombuffer(holder, dtype=torch.uint8)[: numel * dt.itemsize]
+                return t.view(tdt).reshape(shp)
+            import numpy as np
+
+            return np.frombuffer(holder, dtype=np.uint8)[: numel * dt.itemsize].view(_numpy_dtype(dt)).reshape(shp)
+        except BaseException:
+            L.ccl_mem_free(self._handle, p)
+            raise
+
+    def copy(self, dst: Any, src: Any, nbytes: Optional[int] = None) -> None:
+        """``ccl_mem_copy``: bytes between host memory and this backend's memory, after the
+        communicator's queued work."""
+        d, s = as_buf(dst, "dst"), as_buf(src, "src")
+        n = nbytes if nbytes is not None else min(x.nbytes for x in (d, s) if x.numel >= 0)
+        r = _lib.lib().ccl_mem_copy(self.handle, d.ptr, s.ptr, int(n))
+        if r:
+            _raise(r, self._handle)
+
+
+class _SymmetricCuda:
+    """Holds a symmetric device buffer for torch (``__cuda_array_interface__``); its
+    finalizer frees the buffer when the last tensor over it dies."""
+
+    def __init__(self, ptr: int, nbytes: int, device: int):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False),
+                                         "version": 2, "strides": None}
+        self.device = device
+
+
+def _cuda_tensor(comm: Communicator, ptr: int, shape: tuple[int, ...], dt: DType, torch_dtype: Any) -> Any:
+    import torch
+
+    nbytes = max(1, dt.itemsize * _prod(shape))
+    holder = _SymmetricCuda(ptr, nbytes, torch.cuda.current_device())
+    weakref.finalize(holder, _mem_free, comm, ptr)
+    raw = torch.as_tensor(holder, device="cuda")
+    tdt = torch_dtype if torch_dtype is not None else _torch_dtype(dt)
+    return raw[: _prod(shape) * dt.itemsize].view(tdt).reshape(shape)
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _mem_free(comm: Communicator, ptr: int) -> None:
+    if comm._handle and not sys.is_finalizing():
+        _lib.lib().ccl_mem_free(comm._handle, ptr)
+
+
+def _torch_dtype(dt: DType) -> Any:
+    import torch
+
+    return {DType.F32: torch.float32, DType.F64: torch.float64, DType.F16: torch.float16,
+            DType.BF16: torch.bfloat16, DType.I32: torch.int32, DType.I64: torch.int64, DType.U8: torch.uint8,
+            DType.FP8_E4M3: getattr(torch, "float8_e4m3fn", None),
+            DType.FP8_E5M2: getattr(torch, "float8_e5m2", None)}[dt]
+
+
+def _numpy_dtype(dt: DType) -> Any:
+    import numpy as np
+
+    simple = {DType.F32: np.float32, DType.F64: np.float64, DType.F16: np.float16, DType.I32: np.int32,
+              DType.I64: np.int64, DType.U8: np.uint8}
+    if dt in simple:
+        return simple[dt]
+    try:
+        import ml_dtypes  # type: ignore[import-not-found]
+
+        return {DType.BF16: ml_dtypes.bfloat16, DType.FP8_E4M3: ml_dtypes.float8_e4m3fn,
+                DType.FP8_E5M2: ml_dtypes.float8_e5m2}[dt]
+    except ImportError:
+        raise ValueError(f"numpy has no {dt.name.lower()} without the ml_dtypes package; use a torch dtype") from None
+
+
+# Live communicators by handle, for the torch custom ops (which take the handle as an int).
+_registry: "weakref.WeakValueDictionary[int, Communicator]" = weakref.WeakValueDictionary()
+
+
+def _register(c: Communicator) -> Communicator:
+    _registry[c._handle] = c
+    return c
+
+
+def communicator(handle: int) -> Communicator:
+    """The live Communicator with this handle."""
+    c = _registry.get(handle)
+    if c is None:
+        raise InvalidArgumentError(f"no live ccl communicator with handle {handle:#x}")
+    return c
+
+
+def init_all(nranks: int, *, backend: Union[str, int, None] = None, devices: Optional[Sequence[int]] = None,
+             timeout_ms: Optional[int] = None, heap_bytes: Optional[int] = None,
+             cache_dir: Optional[str] = None) -> list[Communicator]:
+    """``nranks`` communicators in this process (threads mode): element i is rank i, on GPU
+    ``devices[i]`` (default: rank i modulo the GPU count). ``backend``: 'cpu', 'gpu' or
+    'auto' (default: ``$CCL_BACKEND``, else the GPU when one is usable)."""
+    cfg = _config(backend, timeout_ms, heap_bytes, cache_dir)
+    L = _lib.lib()
+    handles = (c_void_p * nranks)()
+    devs = (c_int * nranks)(*devices) if devices is not None else None
+    if devices is not None and len(devices) != nranks:
+        raise InvalidArgumentError(f"init_all: {len(devices)} devices for {nranks} ranks")
+    r = L.ccl_comm_init_all(ctypes.cast(handles, ctypes.POINTER(c_void_p)), int(nranks), devs, byref(cfg))
+    if r:
+        _raise(r, None)
+    group: list = []
+    comms = [_register(Communicator(h, group)) for h in handles]
+    group.extend(weakref.ref(c) for c in comms)
+    return comms
+
+
+_store_rounds: dict[int, int] = {}
+
+
+def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store: Any = None,
+              process_group: Any = None, mpi_comm: Any = None, bootstrap: Optional[Bootstrap] = None,
+              device: Optional[int] = None, backend: Union[str, int, None] = None,
+              timeout_ms: Optional[int] = None, heap_bytes: Optional[int] = None,
+              cache_dir: Optional[str] = None) -> Communicator:
+    """This process's rank of a communicator of one process per rank; every process calls
+    it. The bootstrap (used only during this call) is, first match wins:
+
+    - ``bootstrap=``: a :class:`ccl.Bootstrap`;
+    - ``mpi_comm=``: an mpi4py communicator (its rank and size);
+    - ``process_group=``: a torch.distributed process group (or ``True``: the default one);
+    - ``store=`` with ``rank`` and ``nranks``: a torch.distributed Store or :class:`ccl.FileStore`;
+    - otherwise the launcher's environment: torch.distributed's default store when it is
+      initialized; under torchrun, its TCP store (MASTER_ADDR/MASTER_PORT); under mpirun
+      or Slurm, a folder store named after the job (``CCL_JOB_ID`` overrides the job id).
+
+    ``device``: the GPU (default CCL_DEVICE_AUTO: the rank's index among the ranks on its
+    host, which is the launcher's local rank, modulo the GPU count; processes that would
+    share a GPU are all refused, with a message)."""
+    env = launcher_env()
+    timeout_s = (timeout_ms or int(os.environ.get("CCL_TIMEOUT_MS", "0") or 0) or 60000) / 1000.0
+    if bootstrap is not None:
+        boot = bootstrap
+    elif mpi_comm is not None:
+        boot = MPIBootstrap(mpi_comm)
+    elif process_group is not None:
+        boot = GroupBootstrap(None if process_group is True else process_group)
+    elif store is not None:
+        if rank is None or nranks is None:
+            raise InvalidArgumentError("init_rank: store= needs rank and nranks")
+        k = _store_rounds.get(id(store), 0)
+        _store_rounds[id(store)] = k + 1
+        boot = StoreBootstrap(store, int(rank), int(nranks), prefix=f"ccl/{k}")
+    else:
+        if env is None and (rank is None or nranks is None):
+            raise InvalidArgumentError("init_rank: not under a launcher (no RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, "
+                                       "PMI_* or SLURM_* in the environment): give a store, process group, mpi4py "
+                                       "communicator or bootstrap, or use ccl.init_all for threads")
+        er, en, _, job = env if env is not None else (int(rank or 0), int(nranks or 1), -1, "")
+        rank = er if rank is None else rank
+        nranks = en if nranks is None else nranks
+        boot = _env_bootstrap(int(rank), int(nranks), job, timeout_s)
+    if device is None:
+        device = DEVICE_AUTO
+    cfg = _config(backend, timeout_ms, heap_bytes, cache_dir)
+    c_boot, errors, keep = boot.as_c()
+    out = c_void_p()
+    try:
+        r = _lib.lib().ccl_comm_init_rank(byref(out), byref(c_boot), int(device), byref(cfg))
+    finally:
+        boot.close()
+    del keep
+    if r:
+        try:
+            _raise(r, None)
+        except CclError as e:
+            if errors:
+                raise e from errors[0]
+            raise
+    return _register(Communicator(out.value or 0))
+
+
+def _env_bootstrap(rank: int, nranks: int, job: str, timeout_s: float) -> Bootstrap:
+    td = sys.modules.get("torch.distributed")
+    if td is not None and td.is_available() and td.is_initialized():
+        return GroupBootstrap(None)
+    e = os.environ
+    if "TORCHELASTIC_RUN_ID" in e and e.get("MASTER_ADDR") and e.get("MASTER_PORT"):
+        import datetime
+
+        import torch.distributed as dist
+
+        agent = e.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+        store = dist.TCPStore(e["MASTER_ADDR"], int(e["MASTER_PORT"]), nranks, is_master=(rank == 0 and not agent),
+                              timeout=datetime.timedelta(seconds=timeout_s))
+        k = _store_rounds.get(0, 0)
+        _store_rounds[0] = k + 1
+        restart = e.get("TORCHELASTIC_RESTART_COUNT", "0")
+        return StoreBootstrap(store, rank, nranks, prefix=f"ccl/{restart}/{k}")
+    if not job:
+        raise InvalidArgumentError("init_rank: cannot tell this job from others (no PMIX_NAMESPACE, "
+                                   "OMPI_MCA_ess_base_jobid, SLURM_JOB_ID or MASTER_PORT); set CCL_JOB_ID")
+    k = _store_rounds.get(1, 0)
+    _store_rounds[1] = k + 1
+    return JobFolderBootstrap(rank, nranks, f"{job}-{k}" if k else job, timeout_s)
+
+
+def check(path_or_source: Union[str, os.PathLike], ranks: int, root: int = 0) -> Proof:
+    """Proves a CCL program for ``ranks`` ranks (as ``cclc check --explain``) and returns
+    what was proved; raises :class:`ccl.CompileError` with the compiler's
+    ``file:line:col: error:`` diagnostics (carets included) when it does not parse,
+    expand or prove, or when its ``ranks``/``where`` lines do not admit ``ranks``."""
+    L = _lib.lib()
+    fn = getattr(L, "ccl_algorithm_check", None)
+    if fn is None:
+        raise CclError("this libccl has no ccl_algorithm_check (too old): rebuild it")
+    src = os.fspath(path_or_source).encode()
+    needed = c_size_t()
+    buf = ctypes.create_string_buffer(1 << 16)
+    r = fn(src, int(ranks), int(root), buf, len(buf), byref(needed))
+    if needed.value > len(buf):
+        buf = ctypes.create_string_buffer(needed.value)
+        r = fn(src, int(ranks), int(root), buf, len(buf), byref(needed))
+    text = buf.value.decode(errors="replace")
+    if r == 0:
+        return Proof(text)
+    if r in (1, 3) and text and not text.startswith("ccl_algorithm_check:"):
+        raise CompileError(text.rstrip("\n"), r)
+    _raise(r, None)
+    raise AssertionError("unreachable")

@@ -1,0 +1,299 @@
+"""CCL's collectives as torch custom ops (``torch.library.custom_op``, torch >= 2.4).
+
+They work in eager mode, under ``torch.compile`` (no graph break: each op has a fake
+implementation that gives the output's shape) and inside ``torch.cuda.graph`` capture
+(the collective is enqueued on the current stream, which capture records). ``comm`` is a
+:class:`ccl.Communicator` (or its ``handle``).
+
+Functional ops return a new tensor, in-place ones (trailing underscore) mutate their
+argument, as torch.distributed's functional collectives and ``dist.all_reduce`` do::
+
+    import ccl, ccl.torch as cclt
+    y = cclt.all_reduce(x, comm)          # out of place, like funcol.all_reduce(x, "sum", group)
+    cclt.all_reduce_(x, comm, "avg")      # in place, like dist.all_reduce(x, op=AVG)
+    g = cclt.all_gather(x, comm)          # (N * x.shape[0], *x.shape[1:])
+    s = cclt.reduce_scatter(g, comm)      # (g.shape[0] // N, ...)
+    a = cclt.all_to_all(x, comm)
+    cclt.broadcast_(x, comm, root=0); cclt.reduce_(x, comm, root=0, op="sum")
+
+The registered ops are ``torch.ops.ccl.<name>`` with ``comm`` as an int handle (and, for
+all_gather and reduce_scatter, the rank count after it). In eager mode on plain tensors
+the functions here skip torch's dispatcher and call the communicator directly (same work,
+same result, about 30 us less per call); under torch.compile, fake tensors or other
+dispatch modes they go through ``torch.ops.ccl``.
+"""
+from __future__ import annotations
+
+from typing import Any, Union
+
+import torch
+
+from ._comm import Communicator, communicator
+from ._types import to_op
+
+CommLike = Union[Communicator, int]
+
+
+def _h(comm: CommLike) -> int:
+    return comm.handle if isinstance(comm, Communicator) else int(comm)
+
+
+def _n(comm: CommLike) -> int:
+    return comm.size if isinstance(comm, Communicator) else communicator(int(comm)).size
+
+
+def _c(handle: int) -> Communicator:
+    return communicator(handle)
+
+
+# ---- the work, shared by the ops and the eager fast path ----
+
+def _do_all_reduce(c: Communicator, input: torch.Tensor, op: str) -> torch.Tensor:
+    out = torch.empty_like(input, memory_format=torch.contiguous_format)
+    c.all_reduce(input.contiguous(), op, out=out)
+    return out
+
+
+def _gathered(input: torch.Tensor, n: Any) -> tuple:
+    return (input.shape[0] * n,) + tuple(input.shape[1:]) if input.dim() else (n,)
+
+
+def _do_all_gather(c: Communicator, input: torch.Tensor) -> torch.Tensor:
+    out = input.new_empty(_gathered(input, c.size))
+    c.all_gather(out, input.contiguous())
+    return out
+
+
+def _do_reduce_scatter(c: Communicator, input: torch.Tensor, op: str) -> torch.Tensor:
+    out = input.new_empty((input.shape[0] // c.size,) + tuple(input.shape[1:]))
+    c.reduce_scatter(out, input.contiguous(), op)
+    return out
+
+
+def _do_all_to_all(c: Communicator, input: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(input, memory_format=torch.contiguous_format)
+    c.all_to_all(out, input.contiguous())
+    return out
+
+
+def _do_broadcast(c: Communicator, input: torch.Tensor, root: int) -> torch.Tensor:
+    out = torch.empty_like(input, memory_format=torch.contiguous_format)
+    c.broadcast(input.contiguous(), root, out=out)
+    return out
+
+
+def _do_reduce(c: Communicator, input: torch.Tensor, root: int, op: str) -> torch.Tensor:
+    out = torch.empty_like(input, memory_format=torch.contiguous_format)
+    c.reduce(input.contiguous(), root, op, out=out)
+    return out
+
+
+# ---- out of place (functional) ----
+
+@torch.library.custom_op("ccl::all_reduce", mutates_args=())
+def _all_reduce(input: torch.Tensor, comm: int, op: str) -> torch.Tensor:
+    return _do_all_reduce(_c(comm), input, op)
+
+
+@_all_reduce.register_fake
+def _(input: torch.Tensor, comm: int, op: str) -> torch.Tensor:
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+# all_gather and reduce_scatter take the rank count too: their fake implementations
+# compute the output's shape from it, and under torch.compile the handle may be a
+# symbolic int that cannot be looked up.
+@torch.library.custom_op("ccl::all_gather", mutates_args=())
+def _all_gather(input: torch.Tensor, comm: int, nranks: int) -> torch.Tensor:
+    return _do_all_gather(_c(comm), input)
+
+
+@_all_gather.register_fake
+def _(input: torch.Tensor, comm: int, nranks: int) -> torch.Tensor:
+    return input.new_empty(_gathered(input, nranks))
+
+
+@torch.library.custom_op("ccl::reduce_scatter", mutates_args=())
+def _reduce_scatter(input: torch.Tensor, comm: int, nranks: int, op: str) -> torch.Tensor:
+    return _do_reduce_scatter(_c(comm), input, op)
+
+
+@_reduce_scatter.register_fake
+def _(input: torch.Tensor, comm: int, nranks: int, op: str) -> torch.Tensor:
+    return input.new_empty((input.shape[0] // nranks,) + tuple(input.shape[1:]))
+
+
+@torch.library.custom_op("ccl::all_to_all", mutates_args=())
+def _all_to_all(input: torch.Tensor, comm: int) -> torch.Tensor:
+    return _do_all_to_all(_c(comm), input)
+
+
+@_all_to_all.register_fake
+def _(input: torch.Tensor, comm: int) -> torch.Tensor:
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("ccl::broadcast", mutates_args=())
+def _broadcast(input: torch.Tensor, comm: int, root: int) -> torch.Tensor:
+    return _do_broadcast(_c(comm), input, root)
+
+
+@_broadcast.register_fake
+def _(input: torch.Tensor, comm: int, root: int) -> torch.Tensor:
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("ccl::reduce", mutates_args=())
+def _reduce(input: torch.Tensor, comm: int, root: int, op: str) -> torch.Tensor:
+    return _do_reduce(_c(comm), input, root, op)
+
+
+@_reduce.register_fake
+def _(input: torch.Tensor, comm: int, root: int, op: str) -> torch.Tensor:
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+# ---- in place (the tensor must be contiguous) ----
+
+@torch.library.custom_op("ccl::all_reduce_", mutates_args=("tensor",))
+def _all_reduce_(tensor: torch.Tensor, comm: int, op: str) -> None:
+    _c(comm).all_reduce(tensor, op)
+
+
+@torch.library.custom_op("ccl::broadcast_", mutates_args=("tensor",))
+def _broadcast_(tensor: torch.Tensor, comm: int, root: int) -> None:
+    _c(comm).broadcast(tensor, root)
+
+
+@torch.library.custom_op("ccl::reduce_", mutates_args=("tensor",))
+def _reduce_(tensor: torch.Tensor, comm: int, root: int, op: str) -> None:
+    _c(comm).reduce(tensor, root, op)
+
+
+@torch.library.custom_op("ccl::all_gather_into_", mutates_args=("output",))
+def _all_gather_into_(output: torch.Tensor, input: torch.Tensor, comm: int) -> None:
+    _c(comm).all_gather(output, input.contiguous())
+
+
+@torch.library.custom_op("ccl::reduce_scatter_into_", mutates_args=("output",))
+def _reduce_scatter_into_(output: torch.Tensor, input: torch.Tensor, comm: int, op: str) -> None:
+    _c(comm).reduce_scatter(output, input.contiguous(), op)
+
+
+_OP_NAMES = frozenset(("sum", "prod", "min", "max", "avg"))
+
+
+def _op(op: Any) -> str:
+    if op in _OP_NAMES:
+        return op
+    return to_op(op).name.lower()
+
+
+_Plain = torch.Tensor
+try:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+except ImportError:  # pragma: no cover - older torch
+    def _get_current_dispatch_mode() -> Any:
+        return True
+
+
+def _eager(*tensors: torch.Tensor) -> bool:
+    """Whether the call can skip torch's dispatcher (about 30 us of Python per call): plain
+    tensors, no torch.compile tracing, no dispatch mode (fake tensors, proxies, ...). The
+    work and its result are the same either way; only torch.ops.ccl.* can be traced."""
+    if _force_ops or torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
+        return False
+    for t in tensors:
+        if type(t) is not _Plain:
+            return False
+    return True
+
+
+# Tests set this to route every call through torch.ops.ccl.*.
+_force_ops = False
+
+
+def _comm(comm: CommLike) -> Communicator:
+    return comm if isinstance(comm, Communicator) else communicator(int(comm))
+
+
+def all_reduce(input: torch.Tensor, comm: CommLike, op: Any = "sum") -> torch.Tensor:
+    """Out-of-place all-reduce: a new tensor with the reduction over all ranks."""
+    if _eager(input):
+        return _do_all_reduce(_comm(comm), input, _op(op))
+    return torch.ops.ccl.all_reduce(input, _h(comm), _op(op))
+
+
+def all_reduce_(tensor: torch.Tensor, comm: CommLike, op: Any = "sum") -> torch.Tensor:
+    """In-place all-reduce (as ``torch.distributed.all_reduce``); returns ``tensor``."""
+    if _eager(tensor):
+        _comm(comm).all_reduce(tensor, _op(op))
+    else:
+        torch.ops.ccl.all_reduce_(tensor, _h(comm), _op(op))
+    return tensor
+
+
+def all_gather(input: torch.Tensor, comm: CommLike) -> torch.Tensor:
+    """Every rank's ``input`` concatenated along dim 0 (``all_gather_into_tensor``)."""
+    if _eager(input):
+        return _do_all_gather(_comm(comm), input)
+    return torch.ops.ccl.all_gather(input, _h(comm), _n(comm))
+
+
+def all_gather_into_(output: torch.Tensor, input: torch.Tensor, comm: CommLike) -> torch.Tensor:
+    if _eager(output, input):
+        _comm(comm).all_gather(output, input.contiguous())
+    else:
+        torch.ops.ccl.all_gather_into_(output, input, _h(comm))
+    return output
+
+
+def reduce_scatter(input: torch.Tensor, comm: CommLike, op: Any = "sum") -> torch.Tensor:
+    """Reduce over ranks, then rank r keeps part r of dim 0 (``reduce_scatter_tensor``)."""
+    if _eager(input):
+        return _do_reduce_scatter(_comm(comm), input, _op(op))
+    return torch.ops.ccl.reduce_scatter(input, _h(comm), _n(comm), _op(op))
+
+
+def reduce_scatter_into_(output: torch.Tensor, input: torch.Tensor, comm: CommLike, op: Any = "sum") -> torch.Tensor:
+    if _eager(output, input):
+        _comm(comm).reduce_scatter(output, input.contiguous(), _op(op))
+    else:
+        torch.ops.ccl.reduce_scatter_into_(output, input, _h(comm), _op(op))
+    return output
+
+
+def all_to_all(input: torch.Tensor, comm: CommLike) -> torch.Tensor:
+    """Part p of dim 0 goes to rank p (``all_to_all_single`` with equal splits)."""
+    if _eager(input):
+        return _do_all_to_all(_comm(comm), input)
+    return torch.ops.ccl.all_to_all(input, _h(comm))
+
+
+def broadcast(input: torch.Tensor, comm: CommLike, root: int = 0) -> torch.Tensor:
+    if _eager(input):
+        return _do_broadcast(_comm(comm), input, int(root))
+    return torch.ops.ccl.broadcast(input, _h(comm), int(root))
+
+
+def broadcast_(tensor: torch.Tensor, comm: CommLike, root: int = 0) -> torch.Tensor:
+    if _eager(tensor):
+        _comm(comm).broadcast(tensor, int(root))
+    else:
+        torch.ops.ccl.broadcast_(tensor, _h(comm), int(root))
+    return tensor
+
+
+def reduce(input: torch.Tensor, comm: CommLike, root: int = 0, op: Any = "sum") -> torch.Tensor:
+    """Out of place; the result is meaningful on ``root`` only."""
+    if _eager(input):
+        return _do_reduce(_comm(comm), input, int(root), _op(op))
+    return torch.ops.ccl.reduce(input, _h(comm), int(root), _op(op))
+
+
+def reduce_(tensor: torch.Tensor, comm: CommLike, root: int = 0, op: Any = "sum") -> torch.Tensor:
+    if _eager(tensor):
+        _comm(comm).reduce(tensor, int(root), _op(op))
+    else:
+        torch.ops.ccl.reduce_(tensor, _h(comm), int(root), _op(op))
+    return tensor

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Python suite: the `ccl` package (python/) over BUILD's libccl.so, with pytest.
+#
+#   tests/python/run.sh BUILD          CPU tests (make check): numpy, threads and process
+#                                      mode, errors; the torch tests too where torch is
+#                                      importable; and `pip install ./python` followed by
+#                                      the README's Python example
+#   tests/python/run.sh BUILD gpu      the GPU tests only (tests/run-gpu.sh: make check-gpu)
+#
+# The interpreter: $CCL_PYTHON (one with torch, say), else a venv in BUILD/pyenv with
+# tests/python/requirements.txt (numpy, pytest) and, where it installs, mpi4py from PyPI,
+# made on first use. torch is not
+# installed here: PyPI serves it only with its CUDA libraries (about 5 GB, 3 minutes),
+# so CI tests numpy and the GPU machines, which have torch, test torch (docs/python.md).
+# Prints "ok NAME" / "FAIL NAME: why" per test, "skip NAME (why)" for skipped ones.
+set -u
+build=${1:?usage: tests/python/run.sh BUILD [gpu]}
+mode=${2:-cpu}
+cd "$(dirname "$0")/../.."
+root=$PWD
+case $build in /*) ;; *) build=$root/$build ;; esac
+so=$build/libccl.so
+[ -e "$so" ] || { echo "FAIL python: $so not built"; exit 0; }
+
+py=${CCL_PYTHON:-}
+if [ -z "$py" ]; then
+    py=$build/pyenv/bin/python
+    if ! "$py" -c 'import numpy, pytest' 2>/dev/null; then
+        rm -rf "$build/pyenv"
+        if ! out=$(python3 -m venv "$build/pyenv" 2>&1 &&
+                   "$py" -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt 2>&1); then
+            echo "FAIL python: cannot make the test venv $build/pyenv (python3-venv and PyPI: make deps): $(tail -3 <<<"$out" | tr '\n' ' ')"
+            exit 0
+        fi
+        # mpi4py only for its bootstrap's test (skipped without it): best effort.
+        "$py" -m pip install -q --disable-pip-version-check mpi4py >/dev/null 2>&1 || true
+    fi
+fi
+
+export CCL_LIBRARY=$so
+export CCL_ALGORITHM_DIR=$root/algorithms
+export PYTHONPATH=$root/python/src${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONDONTWRITEBYTECODE=1
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if [ "$mode" = gpu ]; then
+    export CCL_BACKEND=gpu
+    marks=gpu
+else
+    export CCL_BACKEND=cpu
+    marks="not gpu"
+fi
+# One line per test ("path::name PASSED"), turned into the suites' ok/FAIL lines.
+timeout 900 "$py" -m pytest tests/python -m "$marks" -p no:cacheprovider -v -rs --tb=short >"$log" 2>&1
+rc=$?
+sed -n -E 's#^tests/python/([^ ]+) PASSED.*#ok python/\1#p;
+           s#^tests/python/([^ ]+) (FAILED|ERROR).*#FAIL python/\1: see the pytest output above#p' "$log"
+if grep -qE ' (FAILED|ERROR)' "$log" || { [ $rc -ne 0 ] && [ $rc -ne 5 ]; }; then
+    sed -n '/= FAILURES =\|= ERRORS =/,$p' "$log" | head -150
+    grep -qE ' (FAILED|ERROR)' "$log" || echo "FAIL python: pytest exited $rc: $(tail -5 "$log" | tr '\n' ' ')"
+fi
+grep -E '^SKIPPED' "$log" | sed -E 's/^SKIPPED \[[0-9]+\] /skip python: /'
+tail -1 "$log"
+[ "$mode" = gpu ] && exit 0
+
+# pip install from the repository (reusing BUILD's make), then the README's example in a
+# folder outside the tree, with no CCL_* variable: the bundled library and algorithms.
+pkg=$build/pyenv-pkg
+out=$({ [ -x "$pkg/bin/python" ] || python3 -m venv "$pkg"; } 2>&1 &&
+      CCL_BUILD=$build "$pkg/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall \
+          --no-deps "$root/python" 2>&1 &&
+      "$pkg/bin/python" -m pip install -q --disable-pip-version-check numpy 2>&1 &&
+      cd / && env -u CCL_LIBRARY -u CCL_ALGORITHM_DIR -u PYTHONPATH \
+          "$pkg/bin/python" "$root/tests/python/readme_example.py" 2>&1)
+if [ $? -eq 0 ] && grep -q "^\[6\. 6\. 6\." <<<"$out"; then
+    echo "ok python/pip-install+readme-example"
+else
+    echo "FAIL python/pip-install+readme-example: $(tail -5 <<<"$out" | tr '\n' ' ' | cut -c1-800)"
+fi
+exit 0

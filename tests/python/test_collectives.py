@@ -1,0 +1,158 @@
+"""The six collectives on numpy arrays, CPU backend, threads mode: NCCL's semantics in
+and out of place, every dtype numpy has, every op, raw-pointer keywords, async calls
+from one thread."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import ccl
+from conftest import run_ranks
+
+N = 4
+
+
+def data(r, n, dtype, base=1):
+    return (np.arange(n) % 7 + r + base).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8])
+@pytest.mark.parametrize("op", ["sum", "prod", "min", "max", "avg"])
+def test_all_reduce_dtypes_ops(comms4, dtype, op):
+    n = 37
+    xs = [data(r, n, dtype) for r in range(N)]
+    stack = np.stack([x.astype(np.float64) for x in xs])
+    want = {"sum": stack.sum(0), "prod": stack.prod(0), "min": stack.min(0), "max": stack.max(0),
+            "avg": stack.sum(0) / N}[op]
+    if np.issubdtype(dtype, np.integer):
+        want = want.astype(np.int64)
+        if op == "avg":
+            want = stack.sum(0).astype(np.int64) // N
+    outs = run_ranks(comms4, lambda r, c: c.all_reduce(xs[r].copy(), op, out=np.empty_like(xs[r])))
+    for o in outs:
+        np.testing.assert_array_equal(o, want.astype(dtype))
+
+
+def test_all_reduce_in_place_returns_tensor(comms4):
+    xs = [np.full(1001, r + 1, np.float32) for r in range(N)]
+    outs = run_ranks(comms4, lambda r, c: c.all_reduce(xs[r]))
+    for x, o in zip(xs, outs):
+        assert o is x
+        np.testing.assert_array_equal(x, np.full(1001, 10, np.float32))
+
+
+def test_all_gather_out_of_place_allocates(comms4):
+    xs = [np.full((2, 3), r, np.int32) for r in range(N)]
+    outs = run_ranks(comms4, lambda r, c: c.all_gather(None, xs[r]))
+    want = np.concatenate(xs)
+    for o in outs:
+        assert o.shape == (8, 3)
+        np.testing.assert_array_equal(o, want)
+
+
+def test_all_gather_in_place(comms4):
+    bufs = [np.zeros(4 * 5, np.float64) for _ in range(N)]
+    for r, b in enumerate(bufs):
+        b[r * 5:(r + 1) * 5] = r + 0.5
+    run_ranks(comms4, lambda r, c: c.all_gather(bufs[r]))
+    want = np.repeat(np.arange(N) + 0.5, 5)
+    for b in bufs:
+        np.testing.assert_array_equal(b, want)
+
+
+def test_reduce_scatter_out_and_in_place(comms4):
+    xs = [np.arange(N * 6, dtype=np.float32) * (r + 1) for r in range(N)]
+    total = sum(xs)
+    outs = run_ranks(comms4, lambda r, c: c.reduce_scatter(None, xs[r]))
+    for r, o in enumerate(outs):
+        np.testing.assert_array_equal(o, total[r * 6:(r + 1) * 6])
+    # NCCL's in place: output is this rank's part of input.
+    ys = [x.copy() for x in xs]
+    run_ranks(comms4, lambda r, c: c.reduce_scatter(ys[r][r * 6:(r + 1) * 6], ys[r], "max"))
+    for r, y in enumerate(ys):
+        np.testing.assert_array_equal(y[r * 6:(r + 1) * 6], xs[-1][r * 6:(r + 1) * 6])
+
+
+def test_all_to_all(comms4):
+    xs = [np.arange(N * 3, dtype=np.int64) + 100 * r for r in range(N)]
+    outs = run_ranks(comms4, lambda r, c: c.all_to_all(None, xs[r]))
+    for r, o in enumerate(outs):
+        want = np.concatenate([xs[p][r * 3:(r + 1) * 3] for p in range(N)])
+        np.testing.assert_array_equal(o, want)
+
+
+@pytest.mark.parametrize("root", [0, 3])
+def test_broadcast_and_reduce(comms4, root):
+    xs = [np.full(50, r + 1, np.float32) for r in range(N)]
+    run_ranks(comms4, lambda r, c: c.broadcast(xs[r], root))
+    for x in xs:
+        np.testing.assert_array_equal(x, np.full(50, root + 1, np.float32))
+    ys = [np.full(50, r + 1, np.int32) for r in range(N)]
+    outs = [np.zeros(50, np.int32) for _ in range(N)]
+    run_ranks(comms4, lambda r, c: c.reduce(ys[r], root, "sum", out=outs[r]))
+    np.testing.assert_array_equal(outs[root], np.full(50, 10, np.int32))
+
+
+def test_mpi4py_style_keywords_with_raw_pointers(comms4):
+    n = 64
+    send = [np.full(n, r, np.float64) for r in range(N)]
+    recv = [np.zeros(n * N, np.float64) for _ in range(N)]
+    run_ranks(comms4, lambda r, c: c.Allgather(sendbuf=send[r].ctypes.data, recvbuf=recv[r].ctypes.data, count=n,
+                                               datatype="f64"))
+    for x in recv:
+        np.testing.assert_array_equal(x, np.repeat(np.arange(N, dtype=np.float64), n))
+    res = [np.zeros(n, np.float32) for _ in range(N)]
+    src = [np.ones(n, np.float32) for _ in range(N)]
+    run_ranks(comms4, lambda r, c: c.all_reduce(sendbuf=ctypes.c_void_p(src[r].ctypes.data), recvbuf=res[r].ctypes.data,
+                                                count=n, datatype=np.float32, op=ccl.Op.SUM, stream=None))
+    for x in res:
+        np.testing.assert_array_equal(x, np.full(n, N, np.float32))
+
+
+def test_async_from_one_thread(comms4):
+    xs = [np.full(1000, r, np.float32) for r in range(N)]
+    works = [c.all_reduce(x, async_op=True) for c, x in zip(comms4, xs)]
+    for w in works:
+        assert w.wait() is not None
+    for x in xs:
+        np.testing.assert_array_equal(x, np.full(1000, 6, np.float32))
+
+
+def test_count_zero_and_array_interface(comms4):
+    class Wrapped:
+        def __init__(self, a):
+            self.a = a
+            self.__array_interface__ = a.__array_interface__
+
+    xs = [np.full(9, 2, np.int32) for _ in range(N)]
+    run_ranks(comms4, lambda r, c: c.all_reduce(Wrapped(xs[r]), "prod"))
+    for x in xs:
+        np.testing.assert_array_equal(x, np.full(9, 16, np.int32))
+    run_ranks(comms4, lambda r, c: c.all_reduce(np.zeros(0, np.float32)))
+
+
+def test_dlpack(comms2):
+    class DL:
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, stream=None):
+            return self.a.__dlpack__()
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    xs = [np.full(5, r + 1, np.float32) for r in range(2)]
+    outs = [np.zeros(5, np.float32) for _ in range(2)]
+    run_ranks(comms2, lambda r, c: c.all_reduce(DL(xs[r]), out=DL(outs[r])))
+    for o in outs:
+        np.testing.assert_array_equal(o, np.full(5, 3, np.float32))
+
+
+def test_mixed_sizes_pick_and_explain(comms4):
+    for n in (1, 1000, 100003):
+        xs = [np.ones(n, np.float32) for _ in range(N)]
+        run_ranks(comms4, lambda r, c: c.all_reduce(xs[r]))
+        np.testing.assert_array_equal(xs[2], np.full(n, N, np.float32))
+    why = comms4[0].explain_choice()
+    assert why.startswith("allreduce 400012 B -> ") and ".ccl" in why
