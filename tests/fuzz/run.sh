@@ -13,6 +13,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 { printf 'algorithm a : allreduce\nranks N in 2..8\nlet '; head -c 1048576 /dev/zero | tr '\0' x; printf ' = 1\n'; } >"$tmp/long_line"
 { printf 'algorithm a : allreduce\nranks N in 2..8\n'; for i in $(seq 3000); do printf 'if 1 { '; done; } >"$tmp/deep_blocks"
+# 12000 steps that reach the verifier (puts, signals, waits and reduces on every rank).
+{
+    printf 'algorithm gen : allreduce\nranks N in 2..16\nchunks N\nscratch stage[N]\nfor r in 0..N on r tb 0 {\n'
+    printf '  let next = (r + 1) %% N\n  let prev = (r - 1) %% N\n'
+    for i in $(seq 3000); do
+        printf '  put stage@next[%d %% N] <- in[r]\n  signal next\n  wait prev\n' "$i"
+        printf '  reduce out[(r + %d) %% N] <- in[(r + %d) %% N], stage[%d %% N]\n' "$i" "$i" "$i"
+    done
+    printf '}\n'
+} >"$tmp/many_steps"
 for f in tests/fuzz/corpus/* tests/diag/*.ccl "$tmp"/*; do
     for ranks in 1 3 4; do
         n=$((n + 1))
