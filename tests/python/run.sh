@@ -66,7 +66,8 @@ tail -1 "$log"
 # pip install from the repository (reusing BUILD's make), then the README's example in a
 # folder outside the tree, with no CCL_* variable: the bundled library and algorithms.
 pkg=$build/pyenv-pkg
-out=$({ [ -x "$pkg/bin/python" ] || python3 -m venv "$pkg"; } 2>&1 &&
+rm -rf "$pkg"   # a fresh venv each time: nothing left from an earlier install
+out=$(python3 -m venv "$pkg" 2>&1 &&
       CCL_BUILD=$build "$pkg/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall \
           --no-deps "$root/python" 2>&1 &&
       "$pkg/bin/python" -m pip install -q --disable-pip-version-check numpy 2>&1 &&
