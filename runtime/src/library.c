@@ -11,9 +11,10 @@
  * (tuner.c); the algorithms it loads are not candidates of the hint search.
  *
  * The library folder: $CCL_ALGORITHM_DIR when set (and only it), else the first of
- *   1. next to the libccl.so in use (its real path, found with dladdr):
- *      LIB/../share/ccl/algorithms, where `make install` puts them (relocated installs
- *      too), then LIB/../algorithms, the source tree of a build folder's libccl.so;
+ *   1. next to the libccl.so in use, or the shared object that linked libccl.a in (its
+ *      real path, found with dladdr): LIB/../share/ccl/algorithms, where `make install`
+ *      puts them (relocated installs too), then LIB/../algorithms, the source tree of a
+ *      build folder's libccl.so;
  *   2. next to the executable: EXE/../share/ccl/algorithms (an installed cclc), then the
  *      `algorithms` folder of the build tree it came from (next to it or up to three
  *      levels above: build/, build/examples/, build/tests/SUITE/);
@@ -22,10 +23,10 @@
  * Never the current folder, which anyone's downloads may fill. Only folders and files
  * that this user (or root) owns and nobody else can write are read; others are skipped,
  * and the reason kept for messages. */
-#include <dlfcn.h>
-#include <link.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <limits.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,8 @@ static int is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* The folder of the file at path (resolved to its real path) in dir; -1 when there is none. */
+/* The folder of the file at path (resolved to its real path) in dir (PATH_MAX bytes);
+ * -1 when there is none. */
 static int folder_of(const char *path, char *dir)
 {
     if (!realpath(path, dir))
@@ -52,8 +54,9 @@ static int folder_of(const char *path, char *dir)
     return 0;
 }
 
-/* The folder of the shared libccl this code is in, in dir; -1 when libccl is linked into
- * the executable (the loader names the main program ""), or the loader's name for it is
+/* The folder of the shared object this code is in (libccl.so, or one that linked
+ * libccl.a in), in dir (PATH_MAX bytes); -1 when libccl is linked into the executable
+ * (the loader names the main program ""), or the loader's name for the object is
  * relative (dlopen'ed by a relative path: it would be read against today's current
  * folder). */
 static int shared_lib_folder(char *dir)

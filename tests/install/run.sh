@@ -8,8 +8,10 @@
 #     `cc prog.c $(pkg-config --cflags --libs ccl)`, and once statically with libccl.a
 #     and `pkg-config --static`, runs an all-reduce on 2-4 CPU ranks with no variable but
 #     LD_LIBRARY_PATH: libccl finds the installed algorithms by itself (next to
-#     libccl.so, or compiled into the installed libccl.a); the shared one again after
-#     the prefix was moved; and it refuses them once others can write their folder;
+#     libccl.so, or compiled into the installed libccl.a), also with libccl.a linked
+#     into a shared object the program uses (as a Python extension would); the shared
+#     one again after the prefix was moved; and it refuses them once others can write
+#     their folder;
 #   - make uninstall removes every file it installed;
 #   - the build folder's libccl.so, used by a program outside the tree, finds the
 #     algorithms of its source tree;
@@ -136,6 +138,17 @@ if make_in install install PREFIX="$prefix"; then
             echo "FAIL installed.static: prog_static links libccl.so, not libccl.a"
         else
             run_prog installed.static prog_static 3 "$algs"
+        fi
+    fi
+    # libccl.a linked into a shared object (as a Python extension would), used by a program.
+    if build_prog installed.in-shared-object libuser.so -shared -fPIC -Dmain=user_main \
+            $(pkg-config --static --cflags --libs ccl | sed 's/-lccl\b/-l:libccl.a/'); then
+        printf 'int user_main(int, char **);\nint main(int argc, char **argv) { return user_main(argc, argv); }\n' \
+            >"$user/main.c"
+        if (cd "$user" && cc -std=c11 -o prog_user main.c -L. -luser) >"$tmp/cc.log" 2>&1; then
+            run_prog installed.in-shared-object prog_user 2 "$algs" "$user"
+        else
+            echo "FAIL installed.in-shared-object: linking main.c with libuser.so failed:" $(head -c 2000 "$tmp/cc.log")
         fi
     fi
     unset PKG_CONFIG_PATH
