@@ -3,7 +3,9 @@
 ``pip install ./python`` (from the repository) runs ``make`` in the repository root for
 ``$(BUILD)/libccl.so``, ``cclc`` and ``ccl-tune`` (BUILD: ``$CCL_BUILD``, default
 ``build``; an up-to-date build is reused) and copies them, with ``algorithms/``, into
-``ccl/_native/``. Needs what ``make`` needs (a C compiler, Flex, Bison: ``make deps``).
+``ccl/_native/`` laid out as an installed prefix (``lib/libccl.so``, ``bin/cclc``,
+``bin/ccl-tune``, ``share/ccl/algorithms``), where libccl and the tools find the
+algorithms by themselves. Needs what ``make`` needs (a C compiler, Flex, Bison: ``make deps``).
 ``CCL_PIP_NO_BUILD=1`` skips the build: the package then finds an installed libccl
 (``$CCL_LIBRARY``, the loader path, pkg-config) at import. Outside the repository (an
 sdist) nothing is built either.
@@ -35,11 +37,13 @@ class BuildPyWithLibccl(build_py):
         native = Path(self.build_lib) / "ccl" / "_native"
         if native.exists():
             shutil.rmtree(native)
-        native.mkdir(parents=True)
-        shutil.copy2(os.path.realpath(bdir / "libccl.so"), native / "libccl.so")
+        (native / "lib").mkdir(parents=True)
+        (native / "bin").mkdir()
+        shutil.copy2(os.path.realpath(bdir / "libccl.so"), native / "lib" / "libccl.so")
         for tool in ("cclc", "ccl-tune"):
-            shutil.copy2(bdir / tool, native / tool)
-        shutil.copytree(ROOT / "algorithms", native / "algorithms")
+            shutil.copy2(bdir / tool, native / "bin" / tool)
+        (native / "share" / "ccl").mkdir(parents=True)
+        shutil.copytree(ROOT / "algorithms", native / "share" / "ccl" / "algorithms")
 
 
 class BinaryDistribution(Distribution):

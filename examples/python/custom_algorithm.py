@@ -16,7 +16,10 @@ try:
     import torch
 except ImportError:
     torch = None
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # torch alone is enough
+    np = None
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "python" / "src"))

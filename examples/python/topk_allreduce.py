@@ -28,7 +28,10 @@ try:
     import torch
 except ImportError:
     torch = None
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # torch alone is enough
+    np = None
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "src"))
 import ccl  # noqa: E402

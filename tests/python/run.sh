@@ -12,6 +12,7 @@
 # made on first use. torch is not
 # installed here: PyPI serves it only with its CUDA libraries (about 5 GB, 3 minutes),
 # so CI tests numpy and the GPU machines, which have torch, test torch (docs/python.md).
+# Without a network (the GPU machines), pytest may come from BUILD/pydeps (below).
 # Prints "ok NAME" / "FAIL NAME: why" per test, "skip NAME (why)" for skipped ones.
 set -u
 build=${1:?usage: tests/python/run.sh BUILD [gpu]}
@@ -37,21 +38,35 @@ if [ -z "$py" ]; then
     fi
 fi
 
+# A machine without a network (the GPU machines) whose interpreter lacks pytest: pytest
+# from BUILD/pydeps, made where there is one (python3 -m pip install --target
+# BUILD/pydeps pytest) and carried with the build folder.
+pydeps=""
+if ! "$py" -c 'import pytest' 2>/dev/null; then
+    [ -d "$build/pydeps" ] && pydeps=$build/pydeps
+    if ! PYTHONPATH=$pydeps "$py" -c 'import pytest' 2>/dev/null; then
+        echo "FAIL python: $py has no pytest: pip install pytest, or without a network make BUILD/pydeps elsewhere" \
+             "(python3 -m pip install --target $build/pydeps pytest) and carry it"
+        exit 0
+    fi
+fi
 export CCL_LIBRARY=$so
 export CCL_ALGORITHM_DIR=$root/algorithms
-export PYTHONPATH=$root/python/src${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$root/python/src${pydeps:+:$pydeps}${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONDONTWRITEBYTECODE=1
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 if [ "$mode" = gpu ]; then
     export CCL_BACKEND=gpu
     marks=gpu
+    files=tests/python/test_gpu.py   # needs torch only (the CPU tests import numpy)
 else
     export CCL_BACKEND=cpu
     marks="not gpu"
+    files=tests/python
 fi
 # One line per test ("path::name PASSED"), turned into the suites' ok/FAIL lines.
-timeout 900 "$py" -m pytest tests/python -m "$marks" -p no:cacheprovider -v -rs --tb=short >"$log" 2>&1
+timeout 900 "$py" -m pytest $files -m "$marks" -p no:cacheprovider -v -rs --tb=short >"$log" 2>&1
 rc=$?
 sed -n -E 's#^tests/python/([^ ]+) PASSED.*#ok python/\1#p;
            s#^tests/python/([^ ]+) (FAILED|ERROR).*#FAIL python/\1: see the pytest output above#p' "$log"
@@ -66,7 +81,8 @@ tail -1 "$log"
 # pip install from the repository (reusing BUILD's make), then the README's example in a
 # folder outside the tree, with no CCL_* variable: the bundled library and algorithms.
 pkg=$build/pyenv-pkg
-out=$({ [ -x "$pkg/bin/python" ] || python3 -m venv "$pkg"; } 2>&1 &&
+rm -rf "$pkg"   # a fresh venv each time: nothing left from an earlier install
+out=$(python3 -m venv "$pkg" 2>&1 &&
       CCL_BUILD=$build "$pkg/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall \
           --no-deps "$root/python" 2>&1 &&
       "$pkg/bin/python" -m pip install -q --disable-pip-version-check numpy 2>&1 &&

@@ -3,14 +3,15 @@
 Where the library comes from, first match wins:
 
 1. ``$CCL_LIBRARY``: a path to ``libccl.so`` (for a build tree: ``build/libccl.so``);
-2. the copy bundled in this package (``ccl/_native/libccl.so``, put there by
+2. the copy bundled in this package (``ccl/_native/lib/libccl.so``, put there by
    ``pip install`` from the repository, which runs ``make``);
 3. the system's loader: an installed ``libccl.so.0`` (``make install PREFIX=...`` with
    the prefix's ``lib`` on the loader path), else ``pkg-config --variable=libdir ccl``.
 
-The shipped algorithm library: libccl finds it by itself when installed; for a build
-tree or the bundled copy, ``$CCL_ALGORITHM_DIR`` is set (if unset) to the ``algorithms``
-folder found next to the library or up to two levels above it.
+The shipped algorithm library: libccl finds it by itself next to the library
+(``LIB/../share/ccl/algorithms``: an installed prefix, or the bundled copy, laid out the
+same way; ``LIB/../algorithms``: a build tree); for an older libccl that does not, the
+package sets ``$CCL_ALGORITHM_DIR`` (if unset) to the folder it finds in those places.
 """
 from __future__ import annotations
 
@@ -62,11 +63,9 @@ def _candidates() -> list[tuple[str, str]]:
     if env:
         out.append((env, "$CCL_LIBRARY"))
         return out
-    for name in ("libccl.so", "libccl.so.0"):
-        p = NATIVE_DIR / name
-        if p.exists():
-            out.append((str(p), "the package's bundled copy"))
-            break
+    p = NATIVE_DIR / "lib" / "libccl.so"
+    if p.exists():
+        out.append((str(p), "the package's bundled copy"))
     out.append(("libccl.so.0", "the system loader"))
     found = ctypes.util.find_library("ccl")
     if found:
@@ -164,8 +163,7 @@ def lib() -> ctypes.CDLL:
                 continue
             path = _loaded_path(loaded) or cand
             if "CCL_ALGORITHM_DIR" not in os.environ:
-                bundled = NATIVE_DIR / "algorithms"
-                alg = str(bundled) if bundled.is_dir() else _algorithm_dir_near(path)
+                alg = _algorithm_dir_near(path)
                 if alg:
                     os.environ["CCL_ALGORITHM_DIR"] = alg
             _lib, _path = loaded, path
@@ -202,10 +200,10 @@ def library_path() -> str:
 
 
 def tool_path(name: str) -> Optional[str]:
-    """A CCL tool (``ccl-tune``, ``cclc``): bundled, next to the library (a build tree), in
-    the installed prefix's bin, or on PATH."""
+    """A CCL tool (``ccl-tune``, ``cclc``): next to the library (a build tree), in the bin
+    folder beside its lib (an installed prefix, or the bundled copy), or on PATH."""
     libdir = Path(library_path()).resolve().parent
-    for cand in (NATIVE_DIR / name, libdir / name, libdir.parent / "bin" / name):
+    for cand in (libdir / name, libdir.parent / "bin" / name):
         if cand.is_file() and os.access(cand, os.X_OK):
             return str(cand)
     return shutil.which(name)
