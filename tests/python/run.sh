@@ -58,6 +58,9 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 if [ "$mode" = gpu ]; then
     export CCL_BACKEND=gpu
+    # Rank threads share a GPU here: a lazy module load (the first use of a torch kernel)
+    # would wait for a peer's running collective, which waits for this rank (docs/python.md).
+    export CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-EAGER}
     marks=gpu
     files=tests/python/test_gpu.py   # needs torch only (the CPU tests import numpy)
 else
