@@ -33,7 +33,7 @@
 /* Hard limits, each reported as a clear error when a program exceeds it. */
 enum {
     CCLC_MAX_RANKS = 1024,        /* the largest N any program may be expanded for */
-    CCLC_MAX_STEPS = 1 << 20,     /* steps of one expanded program, all ranks together */
+    CCLC_MAX_STEPS = 1 << 18,     /* steps of one expanded program, all ranks together (peak memory at the limit: about 200 MB) */
     CCLC_MAX_NESTING = 64,        /* nested blocks (for/if/on) in the source */
     CCLC_MAX_CHUNKS = 1 << 16,    /* chunks of any one buffer */
     CCLC_MAX_ERRORS = 20,         /* diagnostics kept per compilation */
