@@ -12,6 +12,7 @@ import ctypes
 import os
 import sys
 import threading
+import warnings
 import weakref
 from ctypes import byref, c_int, c_size_t, c_void_p
 from typing import Any, Optional, Sequence, Union
@@ -566,7 +567,28 @@ def init_all(nranks: int, *, backend: Union[str, int, None] = None, devices: Opt
     group: list = []
     comms = [_register(Communicator(h, group)) for h in handles]
     group.extend(weakref.ref(c) for c in comms)
+    if comms and comms[0].backend == "gpu":
+        _warn_if_lazy_on_shared_gpu(nranks, devices)
     return comms
+
+
+def _warn_if_lazy_on_shared_gpu(nranks: int, devices: Optional[Sequence[int]]) -> None:
+    """Rank threads sharing a GPU hang when one of them loads a CUDA module lazily (the
+    first use of a torch kernel) while a peer's collective runs: a module load waits for
+    every running kernel. Says so once, where torch is in use and loading is lazy."""
+    torch = sys.modules.get("torch")
+    if torch is None or os.environ.get("CUDA_MODULE_LOADING", "").upper() == "EAGER":
+        return
+    if devices is not None:
+        shared = len(set(devices)) < nranks
+    else:
+        shared = torch.cuda.is_available() and torch.cuda.device_count() < nranks
+    if shared:
+        warnings.warn(
+            "ccl.init_all: ranks share a GPU and CUDA loads modules lazily; the first use of a torch kernel "
+            "in a rank thread waits for a peer's running collective, which waits for that rank (a hang until "
+            "the timeout). Start Python with CUDA_MODULE_LOADING=EAGER, or run every torch op once before the "
+            "first collective (docs/python.md, threads mode)", RuntimeWarning, stacklevel=3)
 
 
 _store_rounds: dict[int, int] = {}
