@@ -492,20 +492,8 @@ void ccl__algorithm_destroy(ccl_algorithm_t *alg);
  * heap allocates: every rank calls it at the same point of the same API sequence. */
 void ccl__quarantine_release(ccl_comm_t *comm);
 
-/* After an algorithm's nsems counters (at sem_off + nsems * 8) each rank publishes, per
- * call, where its in and out are and its count, dtype and op, so that the CPU backend
- * can tell ranks that break the collective's contract (buffers not at the symmetric
- * offsets peers expect, see algorithm.c; different counts or types) instead of reading
- * the wrong memory. Zero when free, like the counters. */
-typedef struct {
-    _Atomic uint64_t call;           /* 1 + call_index of the fields below; 0: none yet,
-                                        or being rewritten (a seqlock: cpu/backend.c) */
-    _Atomic uint64_t in_off, out_off, in_stride, out_stride, staged; /* staged: bit 0 in, bit 1 out */
-    _Atomic uint64_t count;          /* the call's count, dtype and op: every rank must */
-    _Atomic uint64_t kind;           /* pass the same (dtype << 8 | op) */
-} CclCallDesc;
-/* Bytes of an algorithm's semaphore-arena block: counters, then its CclCallDesc. */
-static inline size_t ccl__sem_block_bytes(int nsems) { return (size_t)nsems * 8 + sizeof(CclCallDesc); }
+/* Bytes of an algorithm's semaphore-arena block: its counters. */
+static inline size_t ccl__sem_block_bytes(int nsems) { return (size_t)nsems * 8; }
 
 /* Layout arithmetic of docs/internals.md, shared by every backend. */
 static inline size_t ccl__align_elems(size_t esize) { return esize >= 16 ? 1 : 16 / esize; }

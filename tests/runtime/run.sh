@@ -180,10 +180,9 @@ for f in algorithms/allreduce/ring.ccl algorithms/allgather/ring.ccl algorithms/
     run_case "back-to-back $f N=4 in-place" "$cclc" run "$f" --ranks 4 --back-to-back --iters 16 --count 1001 --inplace
     run_case "back-to-back $f N=4 host buffers" "$cclc" run "$f" --ranks 4 "${b2b[@]}" --host-buffers
 done
-# Many calls back to back, sizes changing every call: a rank rewrites its call
-# descriptor (count, buffer offsets; CclCallDesc) for its next call while a peer still
-# checks it for the current one. The descriptor was once read torn, so that about one
-# run in two of these failed with a false "the ranks disagree on the call".
+# Many calls back to back, sizes changing every call: a rank publishes its next call's
+# identity while a peer still compares the current one's (a ring of entries, each
+# written sequence-last); an entry read torn would report a false "the ranks disagree".
 for f in algorithms/broadcast/direct.ccl algorithms/allgather/ring.ccl; do
     bad=
     for seed in 1 2 3 4 5 6 7 8 9 10 11 12; do

@@ -781,141 +781,6 @@ static SpinResult block_barrier(Exec *x)
     return SPIN_DONE;
 }
 
-static CclCallDesc *call_desc(const Exec *x, int rank)
-{
-    return (CclCallDesc *)(x->comm->heap_base[rank] + x->alg->sem_off + (size_t)x->alg->nsems * 8);
-}
-
-/* Publishes where this rank's in and out are for this call (before any block runs, so
- * before any signal that lets a peer reach them).
- *
- * The descriptor is a seqlock, `call` its sequence: a peer still in the previous call
- * (no host synchronization between calls) reads it while this rank rewrites it for the
- * next one. So `call` goes to 0 ("being written") before the fields change and to the
- * new call's number after; a reader takes fields only when it saw the same call number
- * before and after reading them (desc_read). Without the 0, a reader could pair the old
- * number with the next call's count or offsets and report ranks that disagree, or
- * buffers that are not symmetric, where none did. */
-static void publish_desc(const Exec *x)
-{
-    const CclCall *c = x->call;
-    CclCallDesc *d = call_desc(x, x->comm->rank);
-    atomic_store_explicit(&d->call, 0, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&d->in_off, c->in_off, memory_order_relaxed);
-    atomic_store_explicit(&d->out_off, c->out_off, memory_order_relaxed);
-    atomic_store_explicit(&d->in_stride, c->in_stride, memory_order_relaxed);
-    atomic_store_explicit(&d->out_stride, c->out_stride, memory_order_relaxed);
-    atomic_store_explicit(&d->staged, (uint64_t)(c->stage_in && c->in_off != SIZE_MAX) | (uint64_t)(c->stage_out && c->out_off != SIZE_MAX) << 1,
-                          memory_order_relaxed);
-    atomic_store_explicit(&d->count, c->count, memory_order_relaxed);
-    atomic_store_explicit(&d->kind, (uint64_t)c->dtype << 8 | (uint64_t)c->op, memory_order_relaxed);
-    atomic_store_explicit(&d->call, c->call_index + 1, memory_order_release);
-}
-
-/* A peer's CclCallDesc fields as one consistent snapshot. */
-typedef struct {
-    uint64_t in_off, out_off, staged, count, kind;
-} DescView;
-
-/* Peer p's descriptor for call number want (call_index + 1), read consistently (see
- * publish_desc): 1 and the fields in *out, or 0 when p's descriptor is not (or, while
- * read, stopped being) want's: p has not published it yet, or moved on. */
-
-static int desc_read(const Exec *x, int p, uint64_t want, DescView *out)
-{
-    CclCallDesc *d = call_desc(x, p);
-    if (atomic_load_explicit(&d->call, memory_order_acquire) != want)
-        return 0;
-    out->in_off = atomic_load_explicit(&d->in_off, memory_order_relaxed);
-    out->out_off = atomic_load_explicit(&d->out_off, memory_order_relaxed);
-    out->staged = atomic_load_explicit(&d->staged, memory_order_relaxed);
-    out->count = atomic_load_explicit(&d->count, memory_order_relaxed);
-    out->kind = atomic_load_explicit(&d->kind, memory_order_relaxed);
-    /* The field loads above happen before the second look at the sequence. */
-    atomic_thread_fence(memory_order_acquire);
-    return atomic_load_explicit(&d->call, memory_order_relaxed) == want;
-}
-
-/* After a wait on peer p (so p has started this call, or a later one): checks that p
- * called with the same count, dtype and op. Returns 0, or -1 after reporting. */
-static int check_same_call(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op, int p)
-{
-    const CclCall *c = x->call;
-    DescView got;
-    if (!desc_read(x, p, c->call_index + 1, &got))
-        return 0;
-    uint64_t count = got.count, kind = got.kind;
-    uint64_t mine = (uint64_t)c->dtype << 8 | (uint64_t)c->op;
-    int reduces = x->alg->prog->coll == COLL_ALLREDUCE || x->alg->prog->coll == COLL_REDUCE_SCATTER ||
-                  x->alg->prog->coll == COLL_REDUCE;
-    if (count == c->count && (kind >> 8) == (mine >> 8) && (!reduces || kind == mine))
-        return 0;
-    char where[256];
-    op_where(x, op, where, sizeof where);
-    ccl__set_async_error(x->comm, CCL_ERR_INVALID_ARGUMENT,
-                         "rank %d, thread block %d (instance %d), %s: the ranks disagree on the call: this rank passed "
-                         "count %zu, %s, %s; rank %d passed count %llu, %s, %s (every rank must pass the same count, "
-                         "dtype and op)", x->comm->rank, pb->tb, inst, where, c->count, ccl_dtype_name(c->dtype),
-                         ccl_op_name(c->op), p, (unsigned long long)count, ccl_dtype_name((ccl_dtype_t)(kind >> 8)),
-                         ccl_op_name((ccl_op_t)(kind & 0xff)));
-    abort_all(x->comm);
-    return -1;
-}
-
-/* Checks that peer p put its in (buf BUF_IN) or out where this rank is about to reach
- * it. A peer that has not yet started this call is waited for (bounded): every rank
- * must make the call, and its previous calls never depend on this one, so this adds no
- * deadlock; one that has moved on is not checked. Returns 0, or -1 after reporting. */
-static int check_symmetric(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op, int buf, int p)
-{
-    const CclCall *c = x->call;
-    CclCallDesc *d = call_desc(x, p);
-    uint64_t want_call = c->call_index + 1;
-    if (atomic_load_explicit(&d->call, memory_order_acquire) < want_call) {
-        SpinResult why = wait_ge(x, &d->call, want_call);
-        if (why != SPIN_DONE) {
-            char where[256];
-            op_where(x, op, where, sizeof where);
-            if (why == SPIN_ABORTED)
-                ccl__set_async_error(x->comm, CCL_ERR_PEER_FAILED,
-                                     "rank %d, thread block %d (instance %d), %s: stopped waiting for rank %d to start the "
-                                     "call because rank %d failed", x->comm->rank, pb->tb, inst, where, p,
-                                     (int)atomic_load(x->abort_flag) - 1);
-            else
-                ccl__set_async_error(x->comm, CCL_ERR_TIMEOUT,
-                                     "timeout: rank %d, thread block %d (instance %d), %s: peer rank %d did not start "
-                                     "this call within %d ms", x->comm->rank, pb->tb, inst, where, p, x->comm->timeout_ms);
-            abort_all(x->comm);
-            return -1;
-        }
-    }
-    DescView got;
-    if (!desc_read(x, p, want_call, &got))
-        return 0; /* it moved on (before or while we read) */
-    int in = buf == BUF_IN;
-    uint64_t off = in ? got.in_off : got.out_off;
-    uint64_t staged = got.staged >> (in ? 0 : 1) & 1;
-    size_t mine = in ? c->in_off : c->out_off, stride = in ? c->in_stride : c->out_stride;
-    uint64_t expect = (uint64_t)((ptrdiff_t)mine + (ptrdiff_t)(p - x->comm->rank) * (ptrdiff_t)stride);
-    if (off == expect)
-        return 0;
-    char where[256];
-    op_where(x, op, where, sizeof where);
-    int mine_staged = in ? c->stage_in : c->stage_out;
-    const char *arg = in ? "sendbuf" : "recvbuf";
-    ccl__set_async_error(x->comm, CCL_ERR_NOT_SYMMETRIC,
-                         "rank %d, thread block %d (instance %d), %s: %s is not symmetric: this rank's %s is %s at "
-                         "heap offset %llu, so rank %d's should be at %llu, but rank %d's is %s at %llu (pass "
-                         "ccl_mem_alloc buffers at the same offset on every rank, or ordinary buffers on every rank)",
-                         x->comm->rank, pb->tb, inst, where, arg, arg,
-                         mine_staged ? "an ordinary buffer staged" : "a ccl_mem_alloc buffer", (unsigned long long)mine, p,
-                         (unsigned long long)expect, p, staged ? "an ordinary buffer staged" : "a ccl_mem_alloc buffer",
-                         (unsigned long long)off);
-    abort_all(x->comm);
-    return -1;
-}
-
 static int do_xfer(Exec *x, const PlanBlock *pb, const PlanOp *op, int inst, int slice)
 {
     const CclCall *c = x->call;
@@ -929,14 +794,12 @@ static int do_xfer(Exec *x, const PlanBlock *pb, const PlanOp *op, int inst, int
     const void **srcs = op->nsrc <= MAXOPS ? srcbuf : malloc(sizeof *srcs * (size_t)op->nsrc);
     size_t *offs = nref <= 2 * MAXOPS ? offbuf : malloc(sizeof *offs * (size_t)nref);
     int rc = 0;
-    if (!srcs || !offs)
-        goto out; /* unreachable in practice: programs have few operands per op */
-    for (int k = 0; k < nref; k++) {
-        const Ref *r = k < op->ndst ? &op->dst[k] : &op->src[k - op->ndst];
-        if (r->rank != x->comm->rank && r->buf <= BUF_OUT && check_symmetric(x, pb, inst, op, r->buf, r->rank) != 0) {
-            rc = -1;
-            goto out;
-        }
+    if (!srcs || !offs) {
+        ccl__set_async_error(x->comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running %s (an op of %d operands)",
+                             x->comm->rank, x->alg->file, nref);
+        abort_all(x->comm);
+        rc = -1;
+        goto out;
     }
     int count = op->dst[0].count;
     for (int j = 0; j < count; j++) {
@@ -1003,8 +866,6 @@ static void run_block(Exec *x, int b, int inst)
                         block_fail(x, pb, inst, op, op->peer[k], why, atomic_load(&x->own_sems[slot]), want, slot);
                         return;
                     }
-                    if (check_same_call(x, pb, inst, op, op->peer[k]) != 0)
-                        return;
                 }
                 break;
             case OP_BARRIER: {
@@ -1164,7 +1025,6 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     atomic_init(&x.arrived, 0);
     atomic_init(&x.gen, 0);
 
-    publish_desc(&x);
     if (run_blocks(comm->be_comm, &x) != 0) {
         ccl__set_async_error(comm, CCL_ERR_SYSTEM, "rank %d: cannot start the %d threads that run %s's thread blocks", me,
                              x.nphys, alg->file);
