@@ -157,7 +157,9 @@ static void emit_base(Emit *e, const Ref *r)
         if (local) fprintf(o, "a.%s", which);
         else fprintf(o, "(p%d + a.%s_off + (%d) * (long long)a.%s_stride)", r->rank, which, r->rank - e->rank, which);
     } else {
-        fprintf(o, "(p%d + sbase + %ldull * a.cs * sizeof(ccl_t))", r->rank, e->scratch_prefix[r->buf]);
+        long chunks = e->scratch_prefix[r->buf]; /* chunks of the scratch buffers before this one */
+        if (chunks == 0) fprintf(o, "(p%d + sbase)", r->rank);
+        else fprintf(o, "(p%d + sbase + %ldull * a.cs * sizeof(ccl_t))", r->rank, chunks);
     }
 }
 
@@ -169,6 +171,10 @@ static void emit_span(Emit *e, const char *name, const Ref *r, int ci)
     if (r->buf == BUF_IN || r->buf == BUF_OUT)
         fprintf(o, "            const struct ccl_span %s = ccl_io(a, a.%s_ustride, %d, %d);\n", name,
                 r->buf == BUF_IN ? "in" : "out", ci / k, ci % k);
+    else if (ci == 0)
+        fprintf(o, "            const struct ccl_span %s = {0, a.cs};\n", name);
+    else if (ci == 1)
+        fprintf(o, "            const struct ccl_span %s = {a.cs, a.cs};\n", name);
     else
         fprintf(o, "            const struct ccl_span %s = {(u64)%d * a.cs, a.cs};\n", name, ci);
 }
@@ -467,7 +473,8 @@ static const LLDelivery *emit_delivery(Emit *e, int peer, int tb, int k)
  * instance `inst`: (t*I + inst)*N + peer. */
 static void emit_slot(FILE *o, int sem, int nranks)
 {
-    fprintf(o, "((u64)%d * a.ninst + inst) * %d + %d", sem / nranks, nranks, sem % nranks);
+    if (sem / nranks == 0) fprintf(o, "inst * %d + %d", nranks, sem % nranks);
+    else fprintf(o, "((u64)%d * a.ninst + inst) * %d + %d", sem / nranks, nranks, sem % nranks);
 }
 
 /* A port-channel put: thread 0 posts one request per chunk to the host proxy (after

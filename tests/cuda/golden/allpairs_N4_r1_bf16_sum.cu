@@ -36,9 +36,9 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         for (u64 sl = 0; sl < a.nslices; sl++) {
         /* op 0: xfer (line 30) */
         { /* LL: s@0[1], s@2[1], s@3[1] <- in[0] */
-            const struct ccl_span s0 = {(u64)1 * a.cs, a.cs};
-            const struct ccl_span s1 = {(u64)1 * a.cs, a.cs};
-            const struct ccl_span s2 = {(u64)1 * a.cs, a.cs};
+            const struct ccl_span s0 = {a.cs, a.cs};
+            const struct ccl_span s1 = {a.cs, a.cs};
+            const struct ccl_span s2 = {a.cs, a.cs};
             const struct ccl_span s3 = ccl_io(a, a.in_ustride, 0, 0);
             u64 len = s0.len;
             if (s1.len < len) len = s1.len;
@@ -61,9 +61,9 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         const u64 w = threadIdx.x / 32, g = w % G;
         const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
         { /* LL receive from rank 0: s[0] */
-            const struct ccl_span s0 = {(u64)0 * a.cs, a.cs};
-            const struct ccl_span s1 = {(u64)0 * a.cs, a.cs};
-            const struct ccl_span s2 = {(u64)0 * a.cs, a.cs};
+            const struct ccl_span s0 = {0, a.cs};
+            const struct ccl_span s1 = {0, a.cs};
+            const struct ccl_span s2 = {0, a.cs};
             const struct ccl_span s3 = ccl_io(a, a.in_ustride, 0, 0);
             u64 len = s0.len;
             if (s1.len < len) len = s1.len;
@@ -71,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             if (s3.len < len) len = s3.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s0.off + lo) * sizeof(ccl_t);
+            char *const dst = (p1 + sbase) + (s0.off + lo) * sizeof(ccl_t);
             const char *const lines = (p1 + a.scratch_off + (8ull + (ep & 1) * 12ull + 4ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
             if (hi > lo && g == (u64)0 % G &&
                 !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 0)) failed = 1;
@@ -87,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             if (s3.len < len) len = s3.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s1.off + lo) * sizeof(ccl_t);
+            char *const dst = (p1 + sbase) + (s1.off + lo) * sizeof(ccl_t);
             const char *const lines = (p1 + a.scratch_off + (8ull + (ep & 1) * 12ull + 8ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
             if (hi > lo && g == (u64)1 % G &&
                 !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 2)) failed = 1;
@@ -103,7 +103,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             if (s3.len < len) len = s3.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s1.off + lo) * sizeof(ccl_t);
+            char *const dst = (p1 + sbase) + (s1.off + lo) * sizeof(ccl_t);
             const char *const lines = (p1 + a.scratch_off + (8ull + (ep & 1) * 12ull + 10ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
             if (hi > lo && g == (u64)2 % G &&
                 !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 3)) failed = 1;
@@ -114,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         /* op 3: xfer (line 39) */
         { /* out[0] <- s[0], in[0], s[2], s[3] */
             const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
-            const struct ccl_span s1 = {(u64)0 * a.cs, a.cs};
+            const struct ccl_span s1 = {0, a.cs};
             const struct ccl_span s2 = ccl_io(a, a.in_ustride, 0, 0);
             const struct ccl_span s3 = {(u64)2 * a.cs, a.cs};
             const struct ccl_span s4 = {(u64)3 * a.cs, a.cs};
@@ -126,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[4] = {(p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s1.off + lo) * sizeof(ccl_t), a.in + (s2.off + lo) * sizeof(ccl_t), (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s3.off + lo) * sizeof(ccl_t), (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s4.off + lo) * sizeof(ccl_t)};
+            const char *const s[4] = {(p1 + sbase) + (s1.off + lo) * sizeof(ccl_t), a.in + (s2.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s3.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s4.off + lo) * sizeof(ccl_t)};
             if (hi > lo) ccl_xfer<1, 4>(d, s, hi - lo, threadIdx.x, blockDim.x);
         }
         }

@@ -41,7 +41,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
         /* op 0: xfer (line 24) */
         { /* LL: s@1[0] <- in[1] */
-            const struct ccl_span s0 = {(u64)0 * a.cs, a.cs};
+            const struct ccl_span s0 = {0, a.cs};
             const struct ccl_span s1 = ccl_io(a, a.in_ustride, 1, 0);
             u64 len = s0.len;
             if (s1.len < len) len = s1.len;
@@ -54,7 +54,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         }
         /* op 1: xfer (line 24) */
         { /* LL: s@2[0] <- in[2] */
-            const struct ccl_span s0 = {(u64)0 * a.cs, a.cs};
+            const struct ccl_span s0 = {0, a.cs};
             const struct ccl_span s1 = ccl_io(a, a.in_ustride, 2, 0);
             u64 len = s0.len;
             if (s1.len < len) len = s1.len;
@@ -67,7 +67,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         }
         /* op 2: xfer (line 24) */
         { /* LL: s@3[0] <- in[3] */
-            const struct ccl_span s0 = {(u64)0 * a.cs, a.cs};
+            const struct ccl_span s0 = {0, a.cs};
             const struct ccl_span s1 = ccl_io(a, a.in_ustride, 3, 0);
             u64 len = s0.len;
             if (s1.len < len) len = s1.len;
@@ -102,13 +102,13 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         const u64 w = threadIdx.x / 32, g = w % G;
         const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
         { /* LL receive from rank 1: s[1] */
-            const struct ccl_span s0 = {(u64)1 * a.cs, a.cs};
+            const struct ccl_span s0 = {a.cs, a.cs};
             const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
             u64 len = s0.len;
             if (s1.len < len) len = s1.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p0 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s0.off + lo) * sizeof(ccl_t);
+            char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
             const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 24ull + 18ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
             if (hi > lo && g == (u64)0 % G &&
                 !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 28, 1)) failed = 1;
@@ -120,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             if (s1.len < len) len = s1.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p0 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s0.off + lo) * sizeof(ccl_t);
+            char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
             const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 24ull + 20ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
             if (hi > lo && g == (u64)1 % G &&
                 !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 28, 2)) failed = 1;
@@ -132,7 +132,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             if (s1.len < len) len = s1.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p0 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s0.off + lo) * sizeof(ccl_t);
+            char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
             const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 24ull + 22ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
             if (hi > lo && g == (u64)2 % G &&
                 !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 28, 3)) failed = 1;
@@ -147,13 +147,13 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         /* op 6: xfer (line 29) */
         { /* out[1] <- s[1] */
             const struct ccl_span s0 = ccl_io(a, a.out_ustride, 1, 0);
-            const struct ccl_span s1 = {(u64)1 * a.cs, a.cs};
+            const struct ccl_span s1 = {a.cs, a.cs};
             u64 len = s0.len;
             if (s1.len < len) len = s1.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[1] = {(p0 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s1.off + lo) * sizeof(ccl_t)};
+            const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
             if (hi > lo && g == (u64)0 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
         }
         /* op 7: xfer (line 29) */
@@ -165,7 +165,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[1] = {(p0 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s1.off + lo) * sizeof(ccl_t)};
+            const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
             if (hi > lo && g == (u64)1 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
         }
         /* op 8: xfer (line 29) */
@@ -177,7 +177,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[1] = {(p0 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s1.off + lo) * sizeof(ccl_t)};
+            const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
             if (hi > lo && g == (u64)2 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
         }
         }

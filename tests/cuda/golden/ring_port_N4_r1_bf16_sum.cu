@@ -29,13 +29,13 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         /* op 0: xfer [port channel: the host proxy copies] (line 38) */
         __syncthreads();
         { /* port stage@2[0] <- in[1] */
-            const struct ccl_span s0 = {(u64)0 * a.cs, a.cs};
+            const struct ccl_span s0 = {0, a.cs};
             const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 1);
             u64 len = s0.len;
             if (s1.len < len) len = s1.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d = (p2 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s0.off + lo) * sizeof(ccl_t);
+            char *const d = (p2 + sbase) + (s0.off + lo) * sizeof(ccl_t);
             const char *const s = a.in + (s1.off + lo) * sizeof(ccl_t);
             if (threadIdx.x == 0 && hi > lo && !failed &&
                 !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 38, 2))
@@ -49,10 +49,10 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         if (failed) return;
         /* op 2: signal (line 40) */
         __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + ((u64)0 * a.ninst + inst) * 4 + 1);
+        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
         /* op 3: wait (line 41) */
         if (threadIdx.x == 0) {
-            const u64 slot = ((u64)0 * a.ninst + inst) * 4 + 0;
+            const u64 slot = inst * 4 + 0;
             if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 41, 0)) failed = 1;
         }
         __syncthreads();
@@ -61,14 +61,14 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         { /* out[0] <- in[0], stage[0] */
             const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
             const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-            const struct ccl_span s2 = {(u64)0 * a.cs, a.cs};
+            const struct ccl_span s2 = {0, a.cs};
             u64 len = s0.len;
             if (s1.len < len) len = s1.len;
             if (s2.len < len) len = s2.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s2.off + lo) * sizeof(ccl_t)};
+            const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s2.off + lo) * sizeof(ccl_t)};
             if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
         }
         /* op 5: sync (line 38) */
@@ -76,13 +76,13 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         /* op 6: xfer [port channel: the host proxy copies] (line 38) */
         __syncthreads();
         { /* port stage@2[1] <- out[0] */
-            const struct ccl_span s0 = {(u64)1 * a.cs, a.cs};
+            const struct ccl_span s0 = {a.cs, a.cs};
             const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 0);
             u64 len = s0.len;
             if (s1.len < len) len = s1.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d = (p2 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s0.off + lo) * sizeof(ccl_t);
+            char *const d = (p2 + sbase) + (s0.off + lo) * sizeof(ccl_t);
             const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
             if (threadIdx.x == 0 && hi > lo && !failed &&
                 !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 38, 2))
@@ -96,10 +96,10 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         if (failed) return;
         /* op 8: signal (line 40) */
         __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + ((u64)0 * a.ninst + inst) * 4 + 1);
+        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
         /* op 9: wait (line 41) */
         if (threadIdx.x == 0) {
-            const u64 slot = ((u64)0 * a.ninst + inst) * 4 + 0;
+            const u64 slot = inst * 4 + 0;
             if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 41, 0)) failed = 1;
         }
         __syncthreads();
@@ -108,14 +108,14 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         { /* out[3] <- in[3], stage[1] */
             const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 3);
             const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 3);
-            const struct ccl_span s2 = {(u64)1 * a.cs, a.cs};
+            const struct ccl_span s2 = {a.cs, a.cs};
             u64 len = s0.len;
             if (s1.len < len) len = s1.len;
             if (s2.len < len) len = s2.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s2.off + lo) * sizeof(ccl_t)};
+            const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s2.off + lo) * sizeof(ccl_t)};
             if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
         }
         /* op 11: sync (line 38) */
@@ -129,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             if (s1.len < len) len = s1.len;
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d = (p2 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s0.off + lo) * sizeof(ccl_t);
+            char *const d = (p2 + sbase) + (s0.off + lo) * sizeof(ccl_t);
             const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
             if (threadIdx.x == 0 && hi > lo && !failed &&
                 !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 38, 2))
@@ -143,10 +143,10 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         if (failed) return;
         /* op 14: signal (line 40) */
         __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + ((u64)0 * a.ninst + inst) * 4 + 1);
+        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
         /* op 15: wait (line 41) */
         if (threadIdx.x == 0) {
-            const u64 slot = ((u64)0 * a.ninst + inst) * 4 + 0;
+            const u64 slot = inst * 4 + 0;
             if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 41, 0)) failed = 1;
         }
         __syncthreads();
@@ -162,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             u64 lo, hi;
             ccl_part(a, inst, sl, len, &lo, &hi);
             char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase + 0ull * a.cs * sizeof(ccl_t)) + (s2.off + lo) * sizeof(ccl_t)};
+            const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s2.off + lo) * sizeof(ccl_t)};
             if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
         }
         /* op 17: sync (line 46) */
@@ -190,10 +190,10 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         if (failed) return;
         /* op 20: signal (line 48) */
         __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + ((u64)0 * a.ninst + inst) * 4 + 1);
+        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
         /* op 21: wait (line 49) */
         if (threadIdx.x == 0) {
-            const u64 slot = ((u64)0 * a.ninst + inst) * 4 + 0;
+            const u64 slot = inst * 4 + 0;
             if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 49, 0)) failed = 1;
         }
         __syncthreads();
@@ -221,10 +221,10 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         if (failed) return;
         /* op 24: signal (line 48) */
         __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + ((u64)0 * a.ninst + inst) * 4 + 1);
+        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
         /* op 25: wait (line 49) */
         if (threadIdx.x == 0) {
-            const u64 slot = ((u64)0 * a.ninst + inst) * 4 + 0;
+            const u64 slot = inst * 4 + 0;
             if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 49, 0)) failed = 1;
         }
         __syncthreads();
@@ -252,10 +252,10 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         if (failed) return;
         /* op 28: signal (line 48) */
         __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + ((u64)0 * a.ninst + inst) * 4 + 1);
+        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
         /* op 29: wait (line 49) */
         if (threadIdx.x == 0) {
-            const u64 slot = ((u64)0 * a.ninst + inst) * 4 + 0;
+            const u64 slot = inst * 4 + 0;
             if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 49, 0)) failed = 1;
         }
         __syncthreads();
