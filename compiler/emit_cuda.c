@@ -751,6 +751,12 @@ static void emit_block(Emit *e, const PlanBlock *b)
         memset(e->waits, 0, sizeof *e->waits * (size_t)n);
     }
     fprintf(o, "        for (u64 sl = 0; sl < a.nslices; sl++) {\n");
+    /* The ops print at the block's level; inside the slice loop they sit one deeper
+     * (printed to memory first; without memory for that, at the block's level). */
+    char *body = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&body, &len);
+    if (mem) e->out = mem;
     for (int i = 0; i < b->nops;) {
         int end = e->ll ? emit_xfer_run_end(b, i) : i;
         if (end > i) {
@@ -760,6 +766,18 @@ static void emit_block(Emit *e, const PlanBlock *b)
             emit_op(e, b, &b->ops[i], i);
             i++;
         }
+    }
+    if (mem) {
+        fclose(mem);
+        e->out = o;
+        for (const char *line = body; *line;) {
+            const char *nl = strchr(line, '\n');
+            size_t width = nl ? (size_t)(nl - line) + 1 : strlen(line);
+            if (width > 1) fputs("    ", o);
+            fwrite(line, 1, width, o);
+            line += width;
+        }
+        free(body);
     }
     fprintf(o, "        }\n");
     if (e->double_buffer) {

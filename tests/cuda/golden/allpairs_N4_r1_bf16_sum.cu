@@ -34,101 +34,101 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         unsigned int flag = (unsigned int)((ep + 1) ^ a.ll_salt);
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
-        /* op 0: xfer (line 30) */
-        { /* LL: s@0[1], s@2[1], s@3[1] <- in[0] */
-            const struct ccl_span s0 = {a.cs, a.cs};
-            const struct ccl_span s1 = {a.cs, a.cs};
-            const struct ccl_span s2 = {a.cs, a.cs};
-            const struct ccl_span s3 = ccl_io(a, a.in_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            if (s2.len < len) len = s2.len;
-            if (s3.len < len) len = s3.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dl[1] = {0};
-            char *const dr[3] = {(p0 + a.scratch_off + (8ull + (ep & 1) * 12ull + 6ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t)), (p2 + a.scratch_off + (8ull + (ep & 1) * 12ull + 6ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t)), (p3 + a.scratch_off + (8ull + (ep & 1) * 12ull + 6ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
-            const char *const s[1] = {a.in + (s3.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer_ll<0, 3, 1>(dl, dr, s, hi - lo, flag, threadIdx.x, blockDim.x);
-        }
-        /* op 1: signal (line 31) */
-        /* signal 0: carried by LL lines */
-        /* signal 2: carried by LL lines */
-        /* signal 3: carried by LL lines */
-        /* op 2: wait (line 32) */
-        { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
-        const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
-        const u64 w = threadIdx.x / 32, g = w % G;
-        const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-        { /* LL receive from rank 0: s[0] */
-            const struct ccl_span s0 = {0, a.cs};
-            const struct ccl_span s1 = {0, a.cs};
-            const struct ccl_span s2 = {0, a.cs};
-            const struct ccl_span s3 = ccl_io(a, a.in_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            if (s2.len < len) len = s2.len;
-            if (s3.len < len) len = s3.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p1 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const lines = (p1 + a.scratch_off + (8ull + (ep & 1) * 12ull + 4ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-            if (hi > lo && g == (u64)0 % G &&
-                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 0)) failed = 1;
-        }
-        { /* LL receive from rank 2: s[2] */
-            const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
-            const struct ccl_span s1 = {(u64)2 * a.cs, a.cs};
-            const struct ccl_span s2 = {(u64)2 * a.cs, a.cs};
-            const struct ccl_span s3 = ccl_io(a, a.in_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            if (s2.len < len) len = s2.len;
-            if (s3.len < len) len = s3.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p1 + sbase) + (s1.off + lo) * sizeof(ccl_t);
-            const char *const lines = (p1 + a.scratch_off + (8ull + (ep & 1) * 12ull + 8ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-            if (hi > lo && g == (u64)1 % G &&
-                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 2)) failed = 1;
-        }
-        { /* LL receive from rank 3: s[3] */
-            const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
-            const struct ccl_span s1 = {(u64)3 * a.cs, a.cs};
-            const struct ccl_span s2 = {(u64)3 * a.cs, a.cs};
-            const struct ccl_span s3 = ccl_io(a, a.in_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            if (s2.len < len) len = s2.len;
-            if (s3.len < len) len = s3.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p1 + sbase) + (s1.off + lo) * sizeof(ccl_t);
-            const char *const lines = (p1 + a.scratch_off + (8ull + (ep & 1) * 12ull + 10ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-            if (hi > lo && g == (u64)2 % G &&
-                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 3)) failed = 1;
-        }
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 3: xfer (line 39) */
-        { /* out[0] <- s[0], in[0], s[2], s[3] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
-            const struct ccl_span s1 = {0, a.cs};
-            const struct ccl_span s2 = ccl_io(a, a.in_ustride, 0, 0);
-            const struct ccl_span s3 = {(u64)2 * a.cs, a.cs};
-            const struct ccl_span s4 = {(u64)3 * a.cs, a.cs};
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            if (s2.len < len) len = s2.len;
-            if (s3.len < len) len = s3.len;
-            if (s4.len < len) len = s4.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[4] = {(p1 + sbase) + (s1.off + lo) * sizeof(ccl_t), a.in + (s2.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s3.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s4.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<1, 4>(d, s, hi - lo, threadIdx.x, blockDim.x);
-        }
+            /* op 0: xfer (line 30) */
+            { /* LL: s@0[1], s@2[1], s@3[1] <- in[0] */
+                const struct ccl_span s0 = {a.cs, a.cs};
+                const struct ccl_span s1 = {a.cs, a.cs};
+                const struct ccl_span s2 = {a.cs, a.cs};
+                const struct ccl_span s3 = ccl_io(a, a.in_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                if (s2.len < len) len = s2.len;
+                if (s3.len < len) len = s3.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dl[1] = {0};
+                char *const dr[3] = {(p0 + a.scratch_off + (8ull + (ep & 1) * 12ull + 6ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t)), (p2 + a.scratch_off + (8ull + (ep & 1) * 12ull + 6ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t)), (p3 + a.scratch_off + (8ull + (ep & 1) * 12ull + 6ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                const char *const s[1] = {a.in + (s3.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer_ll<0, 3, 1>(dl, dr, s, hi - lo, flag, threadIdx.x, blockDim.x);
+            }
+            /* op 1: signal (line 31) */
+            /* signal 0: carried by LL lines */
+            /* signal 2: carried by LL lines */
+            /* signal 3: carried by LL lines */
+            /* op 2: wait (line 32) */
+            { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
+            const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
+            const u64 w = threadIdx.x / 32, g = w % G;
+            const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
+            { /* LL receive from rank 0: s[0] */
+                const struct ccl_span s0 = {0, a.cs};
+                const struct ccl_span s1 = {0, a.cs};
+                const struct ccl_span s2 = {0, a.cs};
+                const struct ccl_span s3 = ccl_io(a, a.in_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                if (s2.len < len) len = s2.len;
+                if (s3.len < len) len = s3.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dst = (p1 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p1 + a.scratch_off + (8ull + (ep & 1) * 12ull + 4ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                if (hi > lo && g == (u64)0 % G &&
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 0)) failed = 1;
+            }
+            { /* LL receive from rank 2: s[2] */
+                const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
+                const struct ccl_span s1 = {(u64)2 * a.cs, a.cs};
+                const struct ccl_span s2 = {(u64)2 * a.cs, a.cs};
+                const struct ccl_span s3 = ccl_io(a, a.in_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                if (s2.len < len) len = s2.len;
+                if (s3.len < len) len = s3.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dst = (p1 + sbase) + (s1.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p1 + a.scratch_off + (8ull + (ep & 1) * 12ull + 8ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                if (hi > lo && g == (u64)1 % G &&
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 2)) failed = 1;
+            }
+            { /* LL receive from rank 3: s[3] */
+                const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
+                const struct ccl_span s1 = {(u64)3 * a.cs, a.cs};
+                const struct ccl_span s2 = {(u64)3 * a.cs, a.cs};
+                const struct ccl_span s3 = ccl_io(a, a.in_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                if (s2.len < len) len = s2.len;
+                if (s3.len < len) len = s3.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dst = (p1 + sbase) + (s1.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p1 + a.scratch_off + (8ull + (ep & 1) * 12ull + 10ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                if (hi > lo && g == (u64)2 % G &&
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 3)) failed = 1;
+            }
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 3: xfer (line 39) */
+            { /* out[0] <- s[0], in[0], s[2], s[3] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
+                const struct ccl_span s1 = {0, a.cs};
+                const struct ccl_span s2 = ccl_io(a, a.in_ustride, 0, 0);
+                const struct ccl_span s3 = {(u64)2 * a.cs, a.cs};
+                const struct ccl_span s4 = {(u64)3 * a.cs, a.cs};
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                if (s2.len < len) len = s2.len;
+                if (s3.len < len) len = s3.len;
+                if (s4.len < len) len = s4.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
+                const char *const s[4] = {(p1 + sbase) + (s1.off + lo) * sizeof(ccl_t), a.in + (s2.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s3.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s4.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer<1, 4>(d, s, hi - lo, threadIdx.x, blockDim.x);
+            }
         }
         __syncthreads();
         if (threadIdx.x == 0) *epoch = ep + 1;

@@ -34,154 +34,154 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         unsigned int flag = (unsigned int)((ep + 1) ^ a.ll_salt);
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
-        __syncthreads();
-        { /* 3 independent transfers at once: warp group g of G takes transfers g, g + G, ... */
-        const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
-        const u64 w = threadIdx.x / 32, g = w % G;
-        const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-        /* op 0: xfer (line 24) */
-        { /* LL: s@1[0] <- in[1] */
-            const struct ccl_span s0 = {0, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 1, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dl[1] = {0};
-            char *const dr[1] = {(p1 + a.scratch_off + (8ull + (ep & 1) * 24ull + 16ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
-            const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
-            if (hi > lo && g == (u64)0 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
-        }
-        /* op 1: xfer (line 24) */
-        { /* LL: s@2[0] <- in[2] */
-            const struct ccl_span s0 = {0, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 2, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dl[1] = {0};
-            char *const dr[1] = {(p2 + a.scratch_off + (8ull + (ep & 1) * 24ull + 16ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
-            const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
-            if (hi > lo && g == (u64)1 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
-        }
-        /* op 2: xfer (line 24) */
-        { /* LL: s@3[0] <- in[3] */
-            const struct ccl_span s0 = {0, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 3, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dl[1] = {0};
-            char *const dr[1] = {(p3 + a.scratch_off + (8ull + (ep & 1) * 24ull + 16ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
-            const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
-            if (hi > lo && g == (u64)2 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
-        }
-        }
-        __syncthreads();
-        /* op 3: signal (line 26) */
-        /* signal 1: carried by LL lines */
-        /* signal 2: carried by LL lines */
-        /* signal 3: carried by LL lines */
-        /* op 4: xfer (line 27) */
-        { /* out[0] <- in[0] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
-        }
-        /* op 5: wait (line 28) */
-        { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
-        const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
-        const u64 w = threadIdx.x / 32, g = w % G;
-        const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-        { /* LL receive from rank 1: s[1] */
-            const struct ccl_span s0 = {a.cs, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 24ull + 18ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-            if (hi > lo && g == (u64)0 % G &&
-                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 28, 1)) failed = 1;
-        }
-        { /* LL receive from rank 2: s[2] */
-            const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 24ull + 20ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-            if (hi > lo && g == (u64)1 % G &&
-                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 28, 2)) failed = 1;
-        }
-        { /* LL receive from rank 3: s[3] */
-            const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 24ull + 22ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-            if (hi > lo && g == (u64)2 % G &&
-                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 28, 3)) failed = 1;
-        }
-        }
-        __syncthreads();
-        if (failed) return;
-        { /* 3 independent transfers at once: warp group g of G takes transfers g, g + G, ... */
-        const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
-        const u64 w = threadIdx.x / 32, g = w % G;
-        const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-        /* op 6: xfer (line 29) */
-        { /* out[1] <- s[1] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 1, 0);
-            const struct ccl_span s1 = {a.cs, a.cs};
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
-            if (hi > lo && g == (u64)0 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
-        }
-        /* op 7: xfer (line 29) */
-        { /* out[2] <- s[2] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 2, 0);
-            const struct ccl_span s1 = {(u64)2 * a.cs, a.cs};
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
-            if (hi > lo && g == (u64)1 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
-        }
-        /* op 8: xfer (line 29) */
-        { /* out[3] <- s[3] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 3, 0);
-            const struct ccl_span s1 = {(u64)3 * a.cs, a.cs};
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
-            if (hi > lo && g == (u64)2 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
-        }
-        }
-        __syncthreads();
+            __syncthreads();
+            { /* 3 independent transfers at once: warp group g of G takes transfers g, g + G, ... */
+            const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
+            const u64 w = threadIdx.x / 32, g = w % G;
+            const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
+            /* op 0: xfer (line 24) */
+            { /* LL: s@1[0] <- in[1] */
+                const struct ccl_span s0 = {0, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 1, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dl[1] = {0};
+                char *const dr[1] = {(p1 + a.scratch_off + (8ull + (ep & 1) * 24ull + 16ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
+                if (hi > lo && g == (u64)0 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
+            }
+            /* op 1: xfer (line 24) */
+            { /* LL: s@2[0] <- in[2] */
+                const struct ccl_span s0 = {0, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 2, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dl[1] = {0};
+                char *const dr[1] = {(p2 + a.scratch_off + (8ull + (ep & 1) * 24ull + 16ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
+                if (hi > lo && g == (u64)1 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
+            }
+            /* op 2: xfer (line 24) */
+            { /* LL: s@3[0] <- in[3] */
+                const struct ccl_span s0 = {0, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 3, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dl[1] = {0};
+                char *const dr[1] = {(p3 + a.scratch_off + (8ull + (ep & 1) * 24ull + 16ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
+                if (hi > lo && g == (u64)2 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
+            }
+            }
+            __syncthreads();
+            /* op 3: signal (line 26) */
+            /* signal 1: carried by LL lines */
+            /* signal 2: carried by LL lines */
+            /* signal 3: carried by LL lines */
+            /* op 4: xfer (line 27) */
+            { /* out[0] <- in[0] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
+            }
+            /* op 5: wait (line 28) */
+            { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
+            const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
+            const u64 w = threadIdx.x / 32, g = w % G;
+            const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
+            { /* LL receive from rank 1: s[1] */
+                const struct ccl_span s0 = {a.cs, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 24ull + 18ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                if (hi > lo && g == (u64)0 % G &&
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 28, 1)) failed = 1;
+            }
+            { /* LL receive from rank 2: s[2] */
+                const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 24ull + 20ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                if (hi > lo && g == (u64)1 % G &&
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 28, 2)) failed = 1;
+            }
+            { /* LL receive from rank 3: s[3] */
+                const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 24ull + 22ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                if (hi > lo && g == (u64)2 % G &&
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 28, 3)) failed = 1;
+            }
+            }
+            __syncthreads();
+            if (failed) return;
+            { /* 3 independent transfers at once: warp group g of G takes transfers g, g + G, ... */
+            const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
+            const u64 w = threadIdx.x / 32, g = w % G;
+            const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
+            /* op 6: xfer (line 29) */
+            { /* out[1] <- s[1] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 1, 0);
+                const struct ccl_span s1 = {a.cs, a.cs};
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
+                if (hi > lo && g == (u64)0 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
+            }
+            /* op 7: xfer (line 29) */
+            { /* out[2] <- s[2] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 2, 0);
+                const struct ccl_span s1 = {(u64)2 * a.cs, a.cs};
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
+                if (hi > lo && g == (u64)1 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
+            }
+            /* op 8: xfer (line 29) */
+            { /* out[3] <- s[3] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 3, 0);
+                const struct ccl_span s1 = {(u64)3 * a.cs, a.cs};
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
+                if (hi > lo && g == (u64)2 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
+            }
+            }
+            __syncthreads();
         }
         __syncthreads();
         if (threadIdx.x == 0) *epoch = ep + 1;

@@ -34,73 +34,73 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         unsigned int flag = (unsigned int)((ep + 1) ^ a.ll_salt);
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
-        /* op 0: signal (line 23) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_notify((u64 *)(p1 + a.sem_off) + inst * 4 + 0);
-        if (threadIdx.x == 1) ccl_notify((u64 *)(p2 + a.sem_off) + inst * 4 + 0);
-        if (threadIdx.x == 2) ccl_notify((u64 *)(p3 + a.sem_off) + inst * 4 + 0);
-        /* op 1: wait (line 24) */
-        { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
-        const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
-        const u64 w = threadIdx.x / 32, g = w % G;
-        const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-        { /* LL receive from rank 1: s[1] */
-            const struct ccl_span s0 = {a.cs, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 12ull + 6ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-            if (hi > lo && g == (u64)0 % G &&
-                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 24, 1)) failed = 1;
-        }
-        { /* LL receive from rank 2: s[2] */
-            const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 12ull + 8ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-            if (hi > lo && g == (u64)1 % G &&
-                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 24, 2)) failed = 1;
-        }
-        { /* LL receive from rank 3: s[3] */
-            const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 12ull + 10ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-            if (hi > lo && g == (u64)2 % G &&
-                !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 24, 3)) failed = 1;
-        }
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 2: xfer (line 26) */
-        { /* out[0] <- in[0], s[1], s[2], s[3] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-            const struct ccl_span s2 = {a.cs, a.cs};
-            const struct ccl_span s3 = {(u64)2 * a.cs, a.cs};
-            const struct ccl_span s4 = {(u64)3 * a.cs, a.cs};
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            if (s2.len < len) len = s2.len;
-            if (s3.len < len) len = s3.len;
-            if (s4.len < len) len = s4.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[4] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p0 + sbase) + (s2.off + lo) * sizeof(ccl_t), (p0 + sbase) + (s3.off + lo) * sizeof(ccl_t), (p0 + sbase) + (s4.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<1, 4>(d, s, hi - lo, threadIdx.x, blockDim.x);
-        }
+            /* op 0: signal (line 23) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_notify((u64 *)(p1 + a.sem_off) + inst * 4 + 0);
+            if (threadIdx.x == 1) ccl_notify((u64 *)(p2 + a.sem_off) + inst * 4 + 0);
+            if (threadIdx.x == 2) ccl_notify((u64 *)(p3 + a.sem_off) + inst * 4 + 0);
+            /* op 1: wait (line 24) */
+            { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
+            const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
+            const u64 w = threadIdx.x / 32, g = w % G;
+            const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
+            { /* LL receive from rank 1: s[1] */
+                const struct ccl_span s0 = {a.cs, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 12ull + 6ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                if (hi > lo && g == (u64)0 % G &&
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 24, 1)) failed = 1;
+            }
+            { /* LL receive from rank 2: s[2] */
+                const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 12ull + 8ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                if (hi > lo && g == (u64)1 % G &&
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 24, 2)) failed = 1;
+            }
+            { /* LL receive from rank 3: s[3] */
+                const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 12ull + 10ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                if (hi > lo && g == (u64)2 % G &&
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 24, 3)) failed = 1;
+            }
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 2: xfer (line 26) */
+            { /* out[0] <- in[0], s[1], s[2], s[3] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
+                const struct ccl_span s2 = {a.cs, a.cs};
+                const struct ccl_span s3 = {(u64)2 * a.cs, a.cs};
+                const struct ccl_span s4 = {(u64)3 * a.cs, a.cs};
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                if (s2.len < len) len = s2.len;
+                if (s3.len < len) len = s3.len;
+                if (s4.len < len) len = s4.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
+                const char *const s[4] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p0 + sbase) + (s2.off + lo) * sizeof(ccl_t), (p0 + sbase) + (s3.off + lo) * sizeof(ccl_t), (p0 + sbase) + (s4.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer<1, 4>(d, s, hi - lo, threadIdx.x, blockDim.x);
+            }
         }
         __syncthreads();
         if (threadIdx.x == 0) *epoch = ep + 1;

@@ -25,150 +25,150 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         char *const p3 = a.peers[3];
         const u64 sbase = a.scratch_off;
         for (u64 sl = 0; sl < a.nslices; sl++) {
-        /* op 0: xfer (line 37) */
-        { /* stage@3[0] <- in[2] */
-            const struct ccl_span s0 = {0, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 2);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {(p3 + sbase) + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
-        }
-        /* op 1: signal (line 38) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p3 + a.sem_off) + inst * 4 + 2);
-        /* op 2: wait (line 39) */
-        if (threadIdx.x == 0) {
-            const u64 slot = inst * 4 + 1;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 39, 1)) failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 3: xfer (lines 37,40) */
-        { /* out[1], stage@3[1] <- in[1], stage[0] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 1);
-            const struct ccl_span s1 = {a.cs, a.cs};
-            const struct ccl_span s2 = ccl_io(a, a.in_ustride, 0, 1);
-            const struct ccl_span s3 = {0, a.cs};
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            if (s2.len < len) len = s2.len;
-            if (s3.len < len) len = s3.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
-            const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + sbase) + (s3.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<2, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
-        }
-        /* op 4: signal (line 38) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p3 + a.sem_off) + inst * 4 + 2);
-        /* op 5: wait (line 39) */
-        if (threadIdx.x == 0) {
-            const u64 slot = inst * 4 + 1;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 39, 1)) failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 6: xfer (lines 37,40) */
-        { /* out[0], stage@3[2] <- in[0], stage[1] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
-            const struct ccl_span s1 = {(u64)2 * a.cs, a.cs};
-            const struct ccl_span s2 = ccl_io(a, a.in_ustride, 0, 0);
-            const struct ccl_span s3 = {a.cs, a.cs};
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            if (s2.len < len) len = s2.len;
-            if (s3.len < len) len = s3.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
-            const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + sbase) + (s3.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<2, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
-        }
-        /* op 7: signal (line 38) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p3 + a.sem_off) + inst * 4 + 2);
-        /* op 8: wait (line 39) */
-        if (threadIdx.x == 0) {
-            const u64 slot = inst * 4 + 1;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 39, 1)) failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 9: xfer (lines 40,44) */
-        { /* out[3], out@3[3] <- in[3], stage[2] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 3);
-            const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 3);
-            const struct ccl_span s2 = ccl_io(a, a.in_ustride, 0, 3);
-            const struct ccl_span s3 = {(u64)2 * a.cs, a.cs};
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            if (s2.len < len) len = s2.len;
-            if (s3.len < len) len = s3.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + a.out_off + (1) * (long long)a.out_stride) + (s1.off + lo) * sizeof(ccl_t)};
-            const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + sbase) + (s3.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<2, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
-        }
-        /* op 10: signal (line 45) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p3 + a.sem_off) + inst * 4 + 2);
-        /* op 11: wait (line 46) */
-        if (threadIdx.x == 0) {
-            const u64 slot = inst * 4 + 1;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 46, 1)) failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 12: xfer (line 44) */
-        { /* out@3[2] <- out[2] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 2);
-            const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 2);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {(p3 + a.out_off + (1) * (long long)a.out_stride) + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[1] = {a.out + (s1.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
-        }
-        /* op 13: signal (line 45) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p3 + a.sem_off) + inst * 4 + 2);
-        /* op 14: wait (line 46) */
-        if (threadIdx.x == 0) {
-            const u64 slot = inst * 4 + 1;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 46, 1)) failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 15: xfer (line 44) */
-        { /* out@3[1] <- out[1] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 1);
-            const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 1);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {(p3 + a.out_off + (1) * (long long)a.out_stride) + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[1] = {a.out + (s1.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
-        }
-        /* op 16: signal (line 45) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p3 + a.sem_off) + inst * 4 + 2);
-        /* op 17: wait (line 46) */
-        if (threadIdx.x == 0) {
-            const u64 slot = inst * 4 + 1;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 46, 1)) failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
+            /* op 0: xfer (line 37) */
+            { /* stage@3[0] <- in[2] */
+                const struct ccl_span s0 = {0, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 2);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[1] = {(p3 + sbase) + (s0.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
+            }
+            /* op 1: signal (line 38) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_signal((u64 *)(p3 + a.sem_off) + inst * 4 + 2);
+            /* op 2: wait (line 39) */
+            if (threadIdx.x == 0) {
+                const u64 slot = inst * 4 + 1;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 39, 1)) failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 3: xfer (lines 37,40) */
+            { /* out[1], stage@3[1] <- in[1], stage[0] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 1);
+                const struct ccl_span s1 = {a.cs, a.cs};
+                const struct ccl_span s2 = ccl_io(a, a.in_ustride, 0, 1);
+                const struct ccl_span s3 = {0, a.cs};
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                if (s2.len < len) len = s2.len;
+                if (s3.len < len) len = s3.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
+                const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + sbase) + (s3.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer<2, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
+            }
+            /* op 4: signal (line 38) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_signal((u64 *)(p3 + a.sem_off) + inst * 4 + 2);
+            /* op 5: wait (line 39) */
+            if (threadIdx.x == 0) {
+                const u64 slot = inst * 4 + 1;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 39, 1)) failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 6: xfer (lines 37,40) */
+            { /* out[0], stage@3[2] <- in[0], stage[1] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
+                const struct ccl_span s1 = {(u64)2 * a.cs, a.cs};
+                const struct ccl_span s2 = ccl_io(a, a.in_ustride, 0, 0);
+                const struct ccl_span s3 = {a.cs, a.cs};
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                if (s2.len < len) len = s2.len;
+                if (s3.len < len) len = s3.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
+                const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + sbase) + (s3.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer<2, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
+            }
+            /* op 7: signal (line 38) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_signal((u64 *)(p3 + a.sem_off) + inst * 4 + 2);
+            /* op 8: wait (line 39) */
+            if (threadIdx.x == 0) {
+                const u64 slot = inst * 4 + 1;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 39, 1)) failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 9: xfer (lines 40,44) */
+            { /* out[3], out@3[3] <- in[3], stage[2] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 3);
+                const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 3);
+                const struct ccl_span s2 = ccl_io(a, a.in_ustride, 0, 3);
+                const struct ccl_span s3 = {(u64)2 * a.cs, a.cs};
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                if (s2.len < len) len = s2.len;
+                if (s3.len < len) len = s3.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + a.out_off + (1) * (long long)a.out_stride) + (s1.off + lo) * sizeof(ccl_t)};
+                const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + sbase) + (s3.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer<2, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
+            }
+            /* op 10: signal (line 45) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_signal((u64 *)(p3 + a.sem_off) + inst * 4 + 2);
+            /* op 11: wait (line 46) */
+            if (threadIdx.x == 0) {
+                const u64 slot = inst * 4 + 1;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 46, 1)) failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 12: xfer (line 44) */
+            { /* out@3[2] <- out[2] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 2);
+                const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 2);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[1] = {(p3 + a.out_off + (1) * (long long)a.out_stride) + (s0.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {a.out + (s1.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
+            }
+            /* op 13: signal (line 45) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_signal((u64 *)(p3 + a.sem_off) + inst * 4 + 2);
+            /* op 14: wait (line 46) */
+            if (threadIdx.x == 0) {
+                const u64 slot = inst * 4 + 1;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 46, 1)) failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 15: xfer (line 44) */
+            { /* out@3[1] <- out[1] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 1);
+                const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 1);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[1] = {(p3 + a.out_off + (1) * (long long)a.out_stride) + (s0.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {a.out + (s1.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
+            }
+            /* op 16: signal (line 45) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_signal((u64 *)(p3 + a.sem_off) + inst * 4 + 2);
+            /* op 17: wait (line 46) */
+            if (threadIdx.x == 0) {
+                const u64 slot = inst * 4 + 1;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 2, 0, inst, 46, 1)) failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
         }
         break;
     }

@@ -26,240 +26,240 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         char *const p2 = a.peers[2];
         const u64 sbase = a.scratch_off;
         for (u64 sl = 0; sl < a.nslices; sl++) {
-        /* op 0: xfer [port channel: the host proxy copies] (line 38) */
-        __syncthreads();
-        { /* port stage@2[0] <- in[1] */
-            const struct ccl_span s0 = {0, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 1);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d = (p2 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const s = a.in + (s1.off + lo) * sizeof(ccl_t);
-            if (threadIdx.x == 0 && hi > lo && !failed &&
-                !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 38, 2))
-                failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 1: flush (line 39) */
-        if (threadIdx.x == 0 && !ccl_port_flush(a, posted, 1, 0, inst, 39, 2)) failed = 1;
-        __syncthreads();
-        if (failed) return;
-        /* op 2: signal (line 40) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
-        /* op 3: wait (line 41) */
-        if (threadIdx.x == 0) {
-            const u64 slot = inst * 4 + 0;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 41, 0)) failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 4: xfer (line 42) */
-        { /* out[0] <- in[0], stage[0] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-            const struct ccl_span s2 = {0, a.cs};
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            if (s2.len < len) len = s2.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s2.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
-        }
-        /* op 5: sync (line 38) */
-        __syncthreads();
-        /* op 6: xfer [port channel: the host proxy copies] (line 38) */
-        __syncthreads();
-        { /* port stage@2[1] <- out[0] */
-            const struct ccl_span s0 = {a.cs, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d = (p2 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
-            if (threadIdx.x == 0 && hi > lo && !failed &&
-                !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 38, 2))
-                failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 7: flush (line 39) */
-        if (threadIdx.x == 0 && !ccl_port_flush(a, posted, 1, 0, inst, 39, 2)) failed = 1;
-        __syncthreads();
-        if (failed) return;
-        /* op 8: signal (line 40) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
-        /* op 9: wait (line 41) */
-        if (threadIdx.x == 0) {
-            const u64 slot = inst * 4 + 0;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 41, 0)) failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 10: xfer (line 42) */
-        { /* out[3] <- in[3], stage[1] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 3);
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 3);
-            const struct ccl_span s2 = {a.cs, a.cs};
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            if (s2.len < len) len = s2.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s2.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
-        }
-        /* op 11: sync (line 38) */
-        __syncthreads();
-        /* op 12: xfer [port channel: the host proxy copies] (line 38) */
-        __syncthreads();
-        { /* port stage@2[2] <- out[3] */
-            const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
-            const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 3);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d = (p2 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
-            if (threadIdx.x == 0 && hi > lo && !failed &&
-                !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 38, 2))
-                failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 13: flush (line 39) */
-        if (threadIdx.x == 0 && !ccl_port_flush(a, posted, 1, 0, inst, 39, 2)) failed = 1;
-        __syncthreads();
-        if (failed) return;
-        /* op 14: signal (line 40) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
-        /* op 15: wait (line 41) */
-        if (threadIdx.x == 0) {
-            const u64 slot = inst * 4 + 0;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 41, 0)) failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 16: xfer (line 42) */
-        { /* out[2] <- in[2], stage[2] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 2);
-            const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 2);
-            const struct ccl_span s2 = {(u64)2 * a.cs, a.cs};
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            if (s2.len < len) len = s2.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-            const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s2.off + lo) * sizeof(ccl_t)};
-            if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
-        }
-        /* op 17: sync (line 46) */
-        __syncthreads();
-        /* op 18: xfer [port channel: the host proxy copies] (line 46) */
-        __syncthreads();
-        { /* port out@2[2] <- out[2] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 2);
-            const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 2);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d = (p2 + a.out_off + (1) * (long long)a.out_stride) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
-            if (threadIdx.x == 0 && hi > lo && !failed &&
-                !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 46, 2))
-                failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 19: flush (line 47) */
-        if (threadIdx.x == 0 && !ccl_port_flush(a, posted, 1, 0, inst, 47, 2)) failed = 1;
-        __syncthreads();
-        if (failed) return;
-        /* op 20: signal (line 48) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
-        /* op 21: wait (line 49) */
-        if (threadIdx.x == 0) {
-            const u64 slot = inst * 4 + 0;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 49, 0)) failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 22: xfer [port channel: the host proxy copies] (line 46) */
-        __syncthreads();
-        { /* port out@2[1] <- out[1] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 1);
-            const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 1);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d = (p2 + a.out_off + (1) * (long long)a.out_stride) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
-            if (threadIdx.x == 0 && hi > lo && !failed &&
-                !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 46, 2))
-                failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 23: flush (line 47) */
-        if (threadIdx.x == 0 && !ccl_port_flush(a, posted, 1, 0, inst, 47, 2)) failed = 1;
-        __syncthreads();
-        if (failed) return;
-        /* op 24: signal (line 48) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
-        /* op 25: wait (line 49) */
-        if (threadIdx.x == 0) {
-            const u64 slot = inst * 4 + 0;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 49, 0)) failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 26: xfer [port channel: the host proxy copies] (line 46) */
-        __syncthreads();
-        { /* port out@2[0] <- out[0] */
-            const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
-            const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 0);
-            u64 len = s0.len;
-            if (s1.len < len) len = s1.len;
-            u64 lo, hi;
-            ccl_part(a, inst, sl, len, &lo, &hi);
-            char *const d = (p2 + a.out_off + (1) * (long long)a.out_stride) + (s0.off + lo) * sizeof(ccl_t);
-            const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
-            if (threadIdx.x == 0 && hi > lo && !failed &&
-                !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 46, 2))
-                failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
-        /* op 27: flush (line 47) */
-        if (threadIdx.x == 0 && !ccl_port_flush(a, posted, 1, 0, inst, 47, 2)) failed = 1;
-        __syncthreads();
-        if (failed) return;
-        /* op 28: signal (line 48) */
-        __syncthreads();
-        if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
-        /* op 29: wait (line 49) */
-        if (threadIdx.x == 0) {
-            const u64 slot = inst * 4 + 0;
-            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 49, 0)) failed = 1;
-        }
-        __syncthreads();
-        if (failed) return;
+            /* op 0: xfer [port channel: the host proxy copies] (line 38) */
+            __syncthreads();
+            { /* port stage@2[0] <- in[1] */
+                const struct ccl_span s0 = {0, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 1);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d = (p2 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const s = a.in + (s1.off + lo) * sizeof(ccl_t);
+                if (threadIdx.x == 0 && hi > lo && !failed &&
+                    !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 38, 2))
+                    failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 1: flush (line 39) */
+            if (threadIdx.x == 0 && !ccl_port_flush(a, posted, 1, 0, inst, 39, 2)) failed = 1;
+            __syncthreads();
+            if (failed) return;
+            /* op 2: signal (line 40) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
+            /* op 3: wait (line 41) */
+            if (threadIdx.x == 0) {
+                const u64 slot = inst * 4 + 0;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 41, 0)) failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 4: xfer (line 42) */
+            { /* out[0] <- in[0], stage[0] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
+                const struct ccl_span s2 = {0, a.cs};
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                if (s2.len < len) len = s2.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
+                const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s2.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
+            }
+            /* op 5: sync (line 38) */
+            __syncthreads();
+            /* op 6: xfer [port channel: the host proxy copies] (line 38) */
+            __syncthreads();
+            { /* port stage@2[1] <- out[0] */
+                const struct ccl_span s0 = {a.cs, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d = (p2 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
+                if (threadIdx.x == 0 && hi > lo && !failed &&
+                    !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 38, 2))
+                    failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 7: flush (line 39) */
+            if (threadIdx.x == 0 && !ccl_port_flush(a, posted, 1, 0, inst, 39, 2)) failed = 1;
+            __syncthreads();
+            if (failed) return;
+            /* op 8: signal (line 40) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
+            /* op 9: wait (line 41) */
+            if (threadIdx.x == 0) {
+                const u64 slot = inst * 4 + 0;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 41, 0)) failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 10: xfer (line 42) */
+            { /* out[3] <- in[3], stage[1] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 3);
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 3);
+                const struct ccl_span s2 = {a.cs, a.cs};
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                if (s2.len < len) len = s2.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
+                const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s2.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
+            }
+            /* op 11: sync (line 38) */
+            __syncthreads();
+            /* op 12: xfer [port channel: the host proxy copies] (line 38) */
+            __syncthreads();
+            { /* port stage@2[2] <- out[3] */
+                const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
+                const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 3);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d = (p2 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
+                if (threadIdx.x == 0 && hi > lo && !failed &&
+                    !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 38, 2))
+                    failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 13: flush (line 39) */
+            if (threadIdx.x == 0 && !ccl_port_flush(a, posted, 1, 0, inst, 39, 2)) failed = 1;
+            __syncthreads();
+            if (failed) return;
+            /* op 14: signal (line 40) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
+            /* op 15: wait (line 41) */
+            if (threadIdx.x == 0) {
+                const u64 slot = inst * 4 + 0;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 41, 0)) failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 16: xfer (line 42) */
+            { /* out[2] <- in[2], stage[2] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 2);
+                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 2);
+                const struct ccl_span s2 = {(u64)2 * a.cs, a.cs};
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                if (s2.len < len) len = s2.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
+                const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s2.off + lo) * sizeof(ccl_t)};
+                if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
+            }
+            /* op 17: sync (line 46) */
+            __syncthreads();
+            /* op 18: xfer [port channel: the host proxy copies] (line 46) */
+            __syncthreads();
+            { /* port out@2[2] <- out[2] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 2);
+                const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 2);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d = (p2 + a.out_off + (1) * (long long)a.out_stride) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
+                if (threadIdx.x == 0 && hi > lo && !failed &&
+                    !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 46, 2))
+                    failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 19: flush (line 47) */
+            if (threadIdx.x == 0 && !ccl_port_flush(a, posted, 1, 0, inst, 47, 2)) failed = 1;
+            __syncthreads();
+            if (failed) return;
+            /* op 20: signal (line 48) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
+            /* op 21: wait (line 49) */
+            if (threadIdx.x == 0) {
+                const u64 slot = inst * 4 + 0;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 49, 0)) failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 22: xfer [port channel: the host proxy copies] (line 46) */
+            __syncthreads();
+            { /* port out@2[1] <- out[1] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 1);
+                const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 1);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d = (p2 + a.out_off + (1) * (long long)a.out_stride) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
+                if (threadIdx.x == 0 && hi > lo && !failed &&
+                    !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 46, 2))
+                    failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 23: flush (line 47) */
+            if (threadIdx.x == 0 && !ccl_port_flush(a, posted, 1, 0, inst, 47, 2)) failed = 1;
+            __syncthreads();
+            if (failed) return;
+            /* op 24: signal (line 48) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
+            /* op 25: wait (line 49) */
+            if (threadIdx.x == 0) {
+                const u64 slot = inst * 4 + 0;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 49, 0)) failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 26: xfer [port channel: the host proxy copies] (line 46) */
+            __syncthreads();
+            { /* port out@2[0] <- out[0] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
+                const struct ccl_span s1 = ccl_io(a, a.out_ustride, 0, 0);
+                u64 len = s0.len;
+                if (s1.len < len) len = s1.len;
+                u64 lo, hi;
+                ccl_part(a, inst, sl, len, &lo, &hi);
+                char *const d = (p2 + a.out_off + (1) * (long long)a.out_stride) + (s0.off + lo) * sizeof(ccl_t);
+                const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
+                if (threadIdx.x == 0 && hi > lo && !failed &&
+                    !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 46, 2))
+                    failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
+            /* op 27: flush (line 47) */
+            if (threadIdx.x == 0 && !ccl_port_flush(a, posted, 1, 0, inst, 47, 2)) failed = 1;
+            __syncthreads();
+            if (failed) return;
+            /* op 28: signal (line 48) */
+            __syncthreads();
+            if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
+            /* op 29: wait (line 49) */
+            if (threadIdx.x == 0) {
+                const u64 slot = inst * 4 + 0;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 49, 0)) failed = 1;
+            }
+            __syncthreads();
+            if (failed) return;
         }
         break;
     }
