@@ -61,13 +61,6 @@ static pthread_t rank_threads[64];
 static int nrank_threads;
 static _Atomic long long case_started_ms[64]; /* 0: not in a case */
 
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void print_stack(const char *why)
 {
     char head[64];
@@ -99,7 +92,7 @@ static void *stall_watch(void *arg)
         usleep(500 * 1000);
         for (int r = 0; r < nrank_threads; r++) {
             long long t = atomic_load(&case_started_ms[r]);
-            if (t && t != reported && now_ms() - t > 5000) {
+            if (t && t != reported && ccl__now_ms() - (double)t > 5000) {
                 reported = t;
                 for (int q = 0; q < nrank_threads; q++) pthread_kill(rank_threads[q], SIGUSR1);
                 break;
@@ -210,7 +203,7 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
     size_t es = ccl_dtype_size(c->t), U = c->count;
     size_t in_elems = (size_t)cclc_coll_in_chunks(coll, n, 1) * U, out_elems = (size_t)cclc_coll_out_chunks(coll, n, 1) * U;
     int sets = c->alternate ? 2 : 1, rc = -1, barriers = 0;
-    if (!R->procs && R->rank < 64) atomic_store(&case_started_ms[R->rank], now_ms());
+    if (!R->procs && R->rank < 64) atomic_store(&case_started_ms[R->rank], (long long)ccl__now_ms());
     void *in[2] = {0}, *outb[2] = {0}, *base[2] = {0};
     char *host = malloc((in_elems > out_elems ? in_elems : out_elems) * es), *want = malloc(16);
     CUgraph graph = NULL;

@@ -405,15 +405,22 @@ static CclHeapHeader *header(ccl_comm_t *comm, int rank)
     return (CclHeapHeader *)comm->heap_base[rank];
 }
 
-/* Stops this rank and, through their heap headers, every peer (see CclHeapHeader). */
-static void abort_all(ccl_comm_t *comm)
+/* Stops every rank on behalf of rank d (a failure of its own, or its death), through
+ * their heap headers (see CclHeapHeader): the abort words say d + 1, d's own first. */
+static void abort_for(ccl_comm_t *comm, int d)
 {
-    uint64_t v = (uint64_t)comm->rank + 1, zero = 0;
-    atomic_compare_exchange_strong(&header(comm, comm->rank)->abort, &zero, v);
+    uint64_t zero = 0;
+    atomic_compare_exchange_strong(&header(comm, d)->abort, &zero, (uint64_t)d + 1);
     for (int p = 0; p < comm->nranks; p++) {
         zero = 0;
-        atomic_compare_exchange_strong(&header(comm, p)->abort, &zero, v);
+        atomic_compare_exchange_strong(&header(comm, p)->abort, &zero, (uint64_t)d + 1);
     }
+}
+
+/* Stops this rank and every peer. */
+static void abort_all(ccl_comm_t *comm)
+{
+    abort_for(comm, comm->rank);
 }
 
 /* The clock of one bounded wait: its deadline (set at the first reading), when it next
@@ -433,14 +440,6 @@ static int gone_peer(ccl_comm_t *comm)
     return -1;
 }
 
-/* Stops every rank on behalf of dead rank d: the abort words say d + 1. */
-static void abort_for(ccl_comm_t *comm, int d)
-{
-    for (int p = 0; p < comm->nranks; p++) {
-        uint64_t zero = 0;
-        atomic_compare_exchange_strong(&header(comm, p)->abort, &zero, (uint64_t)d + 1);
-    }
-}
 
 /* One clock reading of a wait (every 64 turns): 1 when the timeout has passed. Every
  * CCL__PROBE_MS it also looks for a dead peer; one found gone is acted on (abort_for)
