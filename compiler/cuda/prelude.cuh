@@ -1,6 +1,6 @@
 /* prelude.cuh: the device code every generated kernel starts with: element conversions,
  * loads and stores, the transfer templates (ccl_xfer, ccl_xfer_ll), semaphore waits and
- * signals, LL lines, port-channel puts, and the ccl_rank_barrier and ccl_avg kernels.
+ * signals, LL lines, port-channel puts, and the ccl_rank_barrier, ccl_avg and ccl_copy kernels.
  *
  * How it gets into a kernel: the Makefile (compiler/cuda/embed.sh) turns this file, with
  * abi.h inlined at its #include (NVRTC compiles with no include path) and both files'
@@ -534,3 +534,17 @@ extern "C" __global__ void ccl_avg(char *out, u64 count, u64 nranks)
     }
 }
 
+/* Staging copies (a user buffer to or from the heap or private staging). A kernel of
+ * ours, not cuMemcpyAsync: the driver's device-to-device copy may load code of its own
+ * on first use, which waits for every kernel running in the context, and on a shared
+ * GPU those are peers spinning for this rank's next kernel. */
+extern "C" __global__ void ccl_copy(char *dst, const char *src, u64 bytes)
+{
+    u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x, step = (u64)gridDim.x * blockDim.x, done = 0;
+    if ((((u64)dst | (u64)src) & 15) == 0) {
+        u64 n = bytes / 16;
+        for (u64 j = i; j < n; j += step) ((uint4 *)dst)[j] = ((const uint4 *)src)[j];
+        done = n * 16;
+    }
+    for (u64 j = done + i; j < bytes; j += step) dst[j] = src[j];
+}

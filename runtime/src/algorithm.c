@@ -12,8 +12,8 @@
  *  - send and recv that overlap are used as one buffer only when the Proof says the
  *    program is correct in place; otherwise `in` is staged first (a snapshot), which is
  *    always correct because out-of-place is what the verifier proved;
- *  - staging only this rank touches is private (malloc), so it cannot shift heap
- *    offsets. Heap allocations happen in the user's thread in call order, so they stay
+ *  - staging only this rank touches is private, the backend's own memory (host memory
+ *    on the CPU, device memory on a GPU), so it cannot shift heap offsets. Heap allocations happen in the user's thread in call order, so they stay
  *    symmetric whenever the ranks make the same calls with the same sizes.
  * Scratch grows the same way: the size follows from count and dtype, equal on all ranks. */
 #include <ctype.h>
@@ -582,27 +582,6 @@ static int grow_heap_region(ccl_comm_t *comm, size_t *off, size_t *bytes, size_t
     return 0;
 }
 
-static void *grow_private(ccl_comm_t *comm, int which, size_t need)
-{
-    if (comm->priv[which] && comm->priv_bytes[which] >= need)
-        return comm->priv[which];
-    void *p = malloc(need ? need : 1);
-    if (!p)
-        return NULL;
-    if (comm->priv[which]) {
-        void **nr = realloc(comm->priv_retired, sizeof *nr * (size_t)(comm->npriv_retired + 1));
-        if (!nr) {
-            free(p);
-            return NULL;
-        }
-        comm->priv_retired = nr;
-        comm->priv_retired[comm->npriv_retired++] = comm->priv[which];
-    }
-    comm->priv[which] = p;
-    comm->priv_bytes[which] = need;
-    return p;
-}
-
 /* Where a user buffer sits, for staging: peers reach it only in the heap. */
 typedef enum {
     BUF_PRIVATE,                     /* outside the heap: peers cannot reach it */
@@ -705,8 +684,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
                                   "ccl_config_t.heap_bytes / CCL_HEAP_BYTES", fn, c.in_bytes, comm->heap_bytes);
         c.in = base + comm->stage_off[0];
     } else if (c.stage_in) {
-        if (!(c.in = grow_private(comm, 0, c.in_bytes)))
-            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory staging %zu bytes of sendbuf", fn, c.in_bytes);
+        c.in = NULL;                 /* private staging: the backend's own memory */
     }
     if (c.stage_out && alg->out_remote) {
         if (grow_heap_region(comm, &comm->stage_off[1], &comm->stage_bytes[1], c.out_bytes) != 0)
@@ -716,8 +694,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
                                   "ccl_config_t.heap_bytes / CCL_HEAP_BYTES", fn, c.out_bytes, comm->heap_bytes);
         c.out = base + comm->stage_off[1];
     } else if (c.stage_out) {
-        if (!(c.out = grow_private(comm, 1, c.out_bytes)))
-            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory staging %zu bytes of recvbuf", fn, c.out_bytes);
+        c.out = NULL;
     }
     c.stage_in = c.stage_in && send;    /* a NULL send stages nothing: its content is unused */
     c.stage_out = c.stage_out && recv;

@@ -497,14 +497,6 @@ ccl_result_t ccl_comm_get_async_error(ccl_comm_t *comm, ccl_result_t *result)
     return CCL_OK;
 }
 
-/* The backend is idle: private staging retired by growth can go. */
-static void free_private_retired(ccl_comm_t *comm)
-{
-    for (int i = 0; i < comm->npriv_retired; i++)
-        free(comm->priv_retired[i]);
-    comm->npriv_retired = 0;
-}
-
 ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm)
 {
     if (ccl__check_comm(comm, "ccl_comm_synchronize") != CCL_OK)
@@ -518,7 +510,6 @@ ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm)
     if (comm->failed)
         return ccl__set_error(comm, comm->failed, "ccl_comm_synchronize: the communicator failed earlier (%s); destroy it",
                               ccl_result_string(comm->failed));
-    free_private_retired(comm);
     comm->last_error[0] = 0;
     return CCL_OK;
 }
@@ -537,10 +528,6 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
     free(comm->uses);
     free(comm->retired);
     free(comm->quarantine);
-    free_private_retired(comm);
-    free(comm->priv_retired);
-    free(comm->priv[0]);
-    free(comm->priv[1]);
     free(comm->lib_tried);
     CclGroup *g = comm->group;
     if (g) {

@@ -320,13 +320,6 @@ struct ccl_comm {
      * (algorithm.c, "quarantine"); fence_pending: the next call fences. */
     int nquarantine, fence_pending;
     CclQuarantine *quarantine;
-    /* Private staging (malloc) for buffers only this rank touches: an in-place call the
-     * plan is not proved for, a NULL buffer a rooted collective ignores. Retired blocks
-     * are freed at the next synchronize. */
-    void *priv[2];
-    size_t priv_bytes[2];
-    int npriv_retired;
-    void **priv_retired;
     CclTuner tune;                   /* the tuning table and its loaded variants */
     /* Standard collectives: which (collective, root) the shipped library was loaded
      * for, 6 * nranks flags (lazily allocated). */
@@ -545,9 +538,11 @@ typedef struct {
     void *stream;
     size_t esize, CS;
     size_t in_bytes, out_bytes;      /* units * U * esize */
-    /* What the plan's `in` and `out` are on this rank: the user's buffer, or a staging
-     * buffer in the heap. When stage_in, copy send -> in (in_bytes) before the plan runs;
-     * when stage_out, copy out -> recv (out_bytes) after it. */
+    /* What the plan's `in` and `out` are on this rank: the user's buffer, a staging
+     * buffer in the heap, or NULL: private staging that no peer reaches, which the
+     * backend supplies from its own memory (in_bytes, out_bytes; grow-only, replaced
+     * buffers kept until synchronize). When stage_in, copy send -> in (in_bytes) before
+     * the plan runs; when stage_out, copy out -> recv (out_bytes) after it. */
     void *in, *out;
     int stage_in, stage_out;
     /* Heap offsets of this rank's in/out when the plan lets peers reach them

@@ -59,6 +59,12 @@ typedef struct {
     struct Exec *pexec;         /* the call being run */
     int pactive;                /* pool threads not yet done with generation pgen */
     int pstop;
+    /* Private staging (CclCall's NULL in/out): [0] in, [1] out; grow-only, replaced
+     * blocks freed at the next synchronize (queued calls may still use them). */
+    void *priv[2];
+    size_t priv_bytes[2];
+    void **priv_retired;
+    int npriv_retired;
 } CpuComm;
 
 typedef struct PoolThread {
@@ -321,6 +327,13 @@ static ccl_result_t cpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
     return CCL_OK;
 }
 
+static void free_private_retired(CpuComm *cc)
+{
+    for (int i = 0; i < cc->npriv_retired; i++)
+        free(cc->priv_retired[i]);
+    cc->npriv_retired = 0;
+}
+
 static ccl_result_t cpu_synchronize(ccl_comm_t *comm)
 {
     CpuComm *cc = comm->be_comm;
@@ -328,6 +341,7 @@ static ccl_result_t cpu_synchronize(ccl_comm_t *comm)
     while (cc->head || cc->busy)
         pthread_cond_wait(&cc->idle_cv, &cc->mu);
     pthread_mutex_unlock(&cc->mu);
+    free_private_retired(cc);
     return CCL_OK;
 }
 
@@ -359,6 +373,10 @@ static void cpu_comm_fini(ccl_comm_t *comm)
     pthread_mutex_destroy(&cc->mu);
     pthread_cond_destroy(&cc->cv);
     pthread_cond_destroy(&cc->idle_cv);
+    free_private_retired(cc);
+    free(cc->priv_retired);
+    free(cc->priv[0]);
+    free(cc->priv[1]);
     free(cc->pids);
     free(cc);
     comm->be_comm = NULL;
@@ -633,15 +651,43 @@ out:
     return rc;
 }
 
+/* This rank's private staging buffer `which` ([0] in, [1] out) of at least `need` bytes. */
+static void *grow_private(CpuComm *cc, int which, size_t need)
+{
+    if (cc->priv[which] && cc->priv_bytes[which] >= need)
+        return cc->priv[which];
+    void *p = malloc(need ? need : 1);
+    if (!p)
+        return NULL;
+    if (cc->priv[which]) {
+        void **nr = realloc(cc->priv_retired, sizeof *nr * (size_t)(cc->npriv_retired + 1));
+        if (!nr) {
+            free(p);
+            return NULL;
+        }
+        cc->priv_retired = nr;
+        cc->priv_retired[cc->npriv_retired++] = cc->priv[which];
+    }
+    cc->priv[which] = p;
+    cc->priv_bytes[which] = need;
+    return p;
+}
+
 static ccl_result_t cpu_run(const CclCall *call)
 {
     ccl_comm_t *comm = call->alg->comm;
     CpuComm *cc = comm->be_comm;
+    void *in = call->in, *out = call->out;
+    if ((!in && !(in = grow_private(cc, 0, call->in_bytes))) || (!out && !(out = grow_private(cc, 1, call->out_bytes))))
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory staging %zu bytes of %s", comm->rank,
+                              in ? call->out_bytes : call->in_bytes, in ? "recvbuf" : "sendbuf");
     Task *t = malloc(sizeof *t);
     if (!t)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
     t->next = NULL;
     t->call = *call;
+    t->call.in = in;
+    t->call.out = out;
     pthread_mutex_lock(&cc->mu);
     if (cc->tail)
         cc->tail->next = t;

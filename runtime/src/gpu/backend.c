@@ -86,6 +86,12 @@ static ccl_result_t gpu_open_device(ccl_comm_t *comm, GpuComm *g)
     ccl__cu.DeviceGetAttribute(&g->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->dev);
     g->arch = major * 10 + minor;
     g->quiet = ccl__gpu_device_quiet_stream(g->device);
+    CUmemPoolProps pool = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                           .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = comm->device}};
+    CU_CHECK(ccl__cu.MemPoolCreate(&g->stage_pool, &pool), "cuMemPoolCreate (staging)");
+    /* Keep freed staging in the pool: growth after a synchronize reuses it. */
+    cuuint64_t keep = UINT64_MAX;
+    ccl__cu.MemPoolSetAttribute(g->stage_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
     return CCL_OK;
 }
 
@@ -95,6 +101,8 @@ static void gpu_close_device(GpuComm *g)
     for (int i = 0; i < g->marks_cap; i++)
         if (g->marks[i].done) ccl__cu.EventDestroy(g->marks[i].done);
     free(g->marks);
+    /* Outstanding frees finish first: the driver releases the pool after them. */
+    if (g->stage_pool) ccl__cu.MemPoolDestroy(g->stage_pool);
     if (g->order) ccl__cu.EventDestroy(g->order);
     if (g->own_stream) ccl__cu.StreamDestroy(g->own_stream);
     ccl__gpu_device_release(g->device);
@@ -120,10 +128,11 @@ static ccl_result_t gpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
     return res;
 }
 
-/* Releases staging buffers replaced since the last synchronize (parked on a shared GPU). */
+/* Releases staging buffers replaced since the last synchronize: this rank's work is
+ * done, so a free ordered on the quiet stream is safe at once. */
 static void gpu_free_retired(GpuComm *g)
 {
-    for (int i = 0; i < g->nretired; i++) ccl__gpu_free_device_mem(g->device, g->retired[i]);
+    for (int i = 0; i < g->nretired; i++) ccl__cu.MemFreeAsync(g->retired[i], g->quiet);
     g->nretired = 0;
 }
 
@@ -152,7 +161,8 @@ static void gpu_comm_fini(ccl_comm_t *comm)
     gpu_wait_own_work(comm);
     ccl__gpu_proxy_stop(g);
     gpu_free_retired(g);
-    for (int i = 0; i < 2; i++) ccl__gpu_free_device_mem(g->device, g->stage[i]);
+    for (int i = 0; i < 2; i++)
+        if (g->stage[i]) ccl__cu.MemFreeAsync(g->stage[i], g->quiet);
     ccl__gpu_heap_destroy(comm, g);
     gpu_close_device(g);
     comm->be_comm = NULL;
@@ -293,6 +303,7 @@ static void gpu_load_module(GpuComm *g, KernelLoad *kl)
     free(kl->jr.image);
     if (r == CUDA_SUCCESS && ((r = ccl__cu.ModuleGetFunction(&m->kernel, mod, "ccl_kernel")) != CUDA_SUCCESS ||
                               (r = ccl__cu.ModuleGetFunction(&m->avg, mod, "ccl_avg")) != CUDA_SUCCESS ||
+                              (r = ccl__cu.ModuleGetFunction(&m->copy, mod, "ccl_copy")) != CUDA_SUCCESS ||
                               (r = ccl__cu.ModuleGetFunction(&m->barrier, mod, "ccl_rank_barrier")) != CUDA_SUCCESS)) {
         ccl__cu.ModuleUnload(mod);
         mod = 0;
@@ -308,6 +319,7 @@ static void gpu_load_module(GpuComm *g, KernelLoad *kl)
     int attr;
     ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->kernel);
     ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->avg);
+    ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->copy);
     ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->barrier);
     for (int i = 1; i <= 16; i++)
         if (ccl__cu.OccupancyMaxActiveBlocksPerMultiprocessor(&m->blocks_per_sm[i], m->kernel, 32 * i, 0) != CUDA_SUCCESS)
@@ -384,9 +396,10 @@ static ccl_result_t gpu_kernel(ccl_algorithm_t *alg, ccl_dtype_t dtype, ccl_op_t
     return res;
 }
 
-/* A device buffer for staging that peers never reach; grow-only, old ones freed at the
- * next synchronize (a launch may still use them). */
-static ccl_result_t gpu_stage(ccl_comm_t *comm, int which, size_t bytes, void **out)
+/* Private staging `which` ([0] in, [1] out) of at least `bytes`, usable on stream s from
+ * here on; grow-only, replaced buffers freed at the next synchronize (a launch may
+ * still use them). */
+static ccl_result_t gpu_stage(ccl_comm_t *comm, int which, size_t bytes, CUstream s, void **out)
 {
     GpuComm *g = gpu_comm(comm);
     if (g->stage_bytes[which] < bytes) {
@@ -400,7 +413,7 @@ static ccl_result_t gpu_stage(ccl_comm_t *comm, int which, size_t bytes, void **
             g->stage_bytes[which] = 0;
         }
         size_t want = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes;
-        CU_CHECK(ccl__cu.MemAlloc(&g->stage[which], want), "cuMemAlloc (staging)");
+        CU_CHECK(ccl__cu.MemAllocFromPoolAsync(&g->stage[which], want, g->stage_pool, s), "cuMemAllocFromPoolAsync (staging)");
         g->stage_bytes[which] = want;
     }
     *out = (void *)(uintptr_t)g->stage[which];
@@ -560,7 +573,7 @@ static int gpu_capturing(ccl_comm_t *comm, void *stream)
 }
 
 /* Under CUDA stream capture a call may only enqueue: compiling its kernel (NVRTC, a
- * module load), allocating or growing a staging buffer (cuMemAlloc, and waiting for
+ * module load), allocating or growing a staging buffer (a pool allocation, and waiting for
  * earlier work to free the old one) would fail inside the capture and invalidate it.
  * So the first call of each (algorithm, dtype, op), and any call needing more staging
  * than the calls before it, is refused before anything is done, saying to warm up. */
@@ -579,9 +592,8 @@ static ccl_result_t gpu_check_capture(const CclCall *call)
         snprintf(buf, sizeof buf, "its kernel for %s %s is not compiled yet (NVRTC and a module load)",
                  ccl_dtype_name(call->dtype), ccl_op_name(call->op));
         what = buf;
-    } else if ((call->stage_in && !gpu_in_heap(comm, call->in) && g->stage_bytes[0] < call->in_bytes) ||
-               (call->stage_out && !gpu_in_heap(comm, call->out) && g->stage_bytes[1] < call->out_bytes)) {
-        snprintf(buf, sizeof buf, "it needs a larger staging buffer (cuMemAlloc) for count %zu", call->count);
+    } else if ((!call->in && g->stage_bytes[0] < call->in_bytes) || (!call->out && g->stage_bytes[1] < call->out_bytes)) {
+        snprintf(buf, sizeof buf, "it needs a larger staging buffer for count %zu", call->count);
         what = buf;
     }
     if (!what)
@@ -591,6 +603,21 @@ static ccl_result_t gpu_check_capture(const CclCall *call)
                           "Warm up before capture: run each algorithm once outside the capture with every dtype and op "
                           "and the largest count the graph will use (nothing was enqueued; the capture is intact)",
                           comm->rank, alg->file, what);
+}
+
+/* A staging copy on stream s, with the module's ccl_copy (the prelude says why). */
+static ccl_result_t gpu_stage_copy(ccl_comm_t *comm, const GpuKernel *k, void *dst, const void *src, size_t bytes,
+                                   CUstream s, const char *what)
+{
+    uint64_t d = (uint64_t)(uintptr_t)dst, sp = (uint64_t)(uintptr_t)src, n = bytes;
+    void *args[] = {&d, &sp, &n};
+    size_t blocks = (bytes / 16 + 511) / 512;
+    blocks = blocks < 1 ? 1 : blocks > 256 ? 256 : blocks;
+    CUresult r = ccl__cu.LaunchKernel(k->module->copy, (unsigned)blocks, 1, 1, 512, 1, 1, 0, s, args, NULL);
+    if (r == CUDA_SUCCESS) return CCL_OK;
+    char why[64];
+    snprintf(why, sizeof why, "cuLaunchKernel (ccl_copy, staging %s)", what);
+    return gpu_cu_fail(comm, r, why);
 }
 
 static ccl_result_t gpu_run(const CclCall *call)
@@ -636,18 +663,13 @@ static ccl_result_t gpu_run(const CclCall *call)
         scratch_off = ga->ll_off;
     }
     void *in = call->in, *out = call->out;
-    /* The common code stages buffers peers never reach in host memory (the CPU
-     * backend's view); on GPUs such staging is device memory of our own. */
-    if (call->stage_in && !gpu_in_heap(comm, in) && (res = gpu_stage(comm, 0, call->in_bytes, &in)) != CCL_OK)
-        return res;
-    if (call->stage_out && !gpu_in_heap(comm, out) && (res = gpu_stage(comm, 1, call->out_bytes, &out)) != CCL_OK)
-        return res;
+    if (!in && (res = gpu_stage(comm, 0, call->in_bytes, s, &in)) != CCL_OK) return res;
+    if (!out && (res = gpu_stage(comm, 1, call->out_bytes, s, &out)) != CCL_OK) return res;
     /* A changed scratch layout (or staging peers may still read): every rank finishes the
      * previous call before this one starts, staging copy included. */
     if (call->fence && (res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK) return res;
-    if (call->stage_in)
-        CU_CHECK(ccl__cu.MemcpyAsync((CUdeviceptr)(uintptr_t)in, (CUdeviceptr)(uintptr_t)call->send, call->in_bytes, s),
-                 "cuMemcpyAsync (staging sendbuf)");
+    if (call->stage_in && (res = gpu_stage_copy(comm, k, in, call->send, call->in_bytes, s, "sendbuf")) != CCL_OK)
+        return res;
     CclGpuArgs a = {
         .in = (uint64_t)(uintptr_t)in,
         .out = (uint64_t)(uintptr_t)out,
@@ -697,9 +719,8 @@ static ccl_result_t gpu_run(const CclCall *call)
         }
         if ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK) return res;
     }
-    if (call->stage_out)
-        CU_CHECK(ccl__cu.MemcpyAsync((CUdeviceptr)(uintptr_t)call->recv, (CUdeviceptr)(uintptr_t)out, call->out_bytes, s),
-                 "cuMemcpyAsync (staging recvbuf)");
+    if (call->stage_out && (res = gpu_stage_copy(comm, k, call->recv, out, call->out_bytes, s, "recvbuf")) != CCL_OK)
+        return res;
     return gpu_mark_stream(comm, s, capturing);
 }
 

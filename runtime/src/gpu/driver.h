@@ -26,6 +26,11 @@ typedef struct {
     CUresult (*CtxSynchronize)(void);
     CUresult (*MemAlloc)(CUdeviceptr *, size_t);
     CUresult (*MemFree)(CUdeviceptr);
+    CUresult (*MemPoolCreate)(CUmemoryPool *, const CUmemPoolProps *);
+    CUresult (*MemPoolDestroy)(CUmemoryPool);
+    CUresult (*MemPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
+    CUresult (*MemAllocFromPoolAsync)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+    CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
     CUresult (*MemHostAlloc)(void **, size_t, unsigned int);
     CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
     CUresult (*MemFreeHost)(void *);

@@ -37,7 +37,7 @@ typedef struct GpuModule {
     char *source;
     GpuModuleState state;
     CUmodule mod;             /* READY: loaded, functions resolved by the loader */
-    CUfunction kernel, avg, barrier;
+    CUfunction kernel, avg, barrier, copy;
     /* ccl_kernel's resident blocks per multiprocessor at 32 * i threads per block, read
      * at load time (a driver query at launch could wait behind a peer's kernel). */
     int blocks_per_sm[17];
@@ -79,8 +79,12 @@ typedef struct {
     CUdeviceptr *mapped;      /* per rank: where we mapped an imported heap, or 0 */
     CUdeviceptr peers;        /* device table: nranks heap bases (comm->heap_base) */
     CUdeviceptr bar_gen;      /* device counter: this rank's all-rank barrier generation */
-    /* Device staging for unreachable user buffers that need no peer access (grow-only;
-     * replaced buffers are freed at synchronize). */
+    /* Private staging (CclCall's NULL in/out), from a stream-ordered pool of our own:
+     * cuMemAlloc would be an implicit synchronization (work queued after it never runs
+     * beside work queued before), so a co-located peer's kernel, already spinning for
+     * this rank, would keep this rank's next kernel from starting. Grow-only; replaced
+     * buffers are freed at synchronize. */
+    CUmemoryPool stage_pool;
     CUdeviceptr stage[2];
     size_t stage_bytes[2];
     int nretired;
