@@ -472,9 +472,6 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
     return 1;
 }
 
-/* All ranks: every rank adds 1 to rank 0's heap-header barrier word (offset 8) and
- * waits for N more arrivals than its last barrier saw (gen: this rank's device
- * counter). Launched with one block around avg's division. */
 /* The all-rank barrier (the fence before a call, and around avg's division): this
  * rank's k-th barrier stores k in the `arrived` word of its own heap header (offset 8,
  * internal.h's CclHeapHeader) and waits until every rank's word reaches k; *gen (device
