@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ccl.h"
 #include "internal.h"
 
+#include "forked_ranks.h"
 #include "ring_source.h"
 
 enum { N = 4, COUNT = 1000 };
@@ -90,27 +90,15 @@ static void threads_case(const char *what, const char *const *srcs, const size_t
 }
 
 /* Processes: rank 0 ring, the others allpairs; exit 0 when this rank failed as it must. */
-static int proc_child(int rank)
+static int proc_child(int rank, int unused)
 {
-    char err[512];
     ccl_bootstrap_t boot;
     CclEnvBoot *eb;
-    if (ccl__env_boot_open(&eb, &boot, 10000, err, sizeof err) != 0) {
-        printf("FAIL mismatch: processes: rank %d: bootstrap: %s\n", rank, err);
-        return 1;
-    }
-    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 5000};
-    ccl_comm_t *comm;
-    if (ccl_comm_init_rank(&comm, &boot, 0, &cfg) != CCL_OK) {
-        printf("FAIL mismatch: processes: rank %d: init: %s\n", rank, ccl_comm_last_error(NULL));
-        return 1;
-    }
     ccl_algorithm_t *alg;
     const char *src = rank == 0 ? "algorithms/allreduce/ring.ccl" : "algorithms/allreduce/allpairs.ccl";
-    if (ccl_algorithm_load(comm, src, 0, &alg) != CCL_OK) {
-        printf("FAIL mismatch: processes: rank %d: load: %s\n", rank, ccl_comm_last_error(comm));
+    ccl_comm_t *comm = forked_rank_open("mismatch: processes", rank, 5000, src, &alg, &eb, &boot);
+    if (!comm)
         return 1;
-    }
     float *in, *out;
     ccl_mem_alloc(comm, (void **)&in, COUNT * sizeof(float));
     ccl_mem_alloc(comm, (void **)&out, COUNT * sizeof(float));
@@ -128,30 +116,10 @@ static int proc_child(int rank)
 
 static void procs_case(void)
 {
-    char job[64];
-    snprintf(job, sizeof job, "mismatch-test-%ld", (long)getpid());
-    pid_t pids[N];
-    fflush(stdout);
-    for (int r = 0; r < N; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            char rs[16], ns[16];
-            snprintf(rs, sizeof rs, "%d", r);
-            snprintf(ns, sizeof ns, "%d", N);
-            setenv("OMPI_COMM_WORLD_RANK", rs, 1);
-            setenv("OMPI_COMM_WORLD_SIZE", ns, 1);
-            setenv("CCL_JOB_ID", job, 1);
-            int rc = proc_child(r);
-            fflush(stdout);
-            _exit(rc);
-        }
-    }
-    int bad = 0;
-    for (int r = 0; r < N; r++) {
-        int st;
-        waitpid(pids[r], &st, 0);
-        bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-    }
+    int codes[N], bad = 0;
+    forked_ranks_run("mismatch-test", N, proc_child, 0, codes);
+    for (int r = 0; r < N; r++)
+        bad |= codes[r] != 0;
     if (!bad)
         printf("ok mismatch: processes, ring vs allpairs: every rank fails naming both sides\n");
     failures += bad;

@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ccl.h"
 #include "internal.h"
 
+#include "forked_ranks.h"
 #include "ring_source.h"
 
 enum { N = 3, COUNT = 1001 };
@@ -22,24 +22,12 @@ enum { N = 3, COUNT = 1001 };
 /* Exit codes of a child: 0 ok, 1 failed (and printed why), 3 died on purpose. */
 static int child(int rank, int scenario)
 {
-    char err[512];
     ccl_bootstrap_t boot;
     CclEnvBoot *eb;
-    if (ccl__env_boot_open(&eb, &boot, 10000, err, sizeof err) != 0) {
-        printf("FAIL procs: rank %d: bootstrap: %s\n", rank, err);
-        return 1;
-    }
-    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 400};
-    ccl_comm_t *comm;
-    if (ccl_comm_init_rank(&comm, &boot, 0, &cfg) != CCL_OK) {
-        printf("FAIL procs: rank %d: ccl_comm_init_rank: %s\n", rank, ccl_comm_last_error(NULL));
-        return 1;
-    }
     ccl_algorithm_t *alg;
-    if (ccl_algorithm_load(comm, RING, 0, &alg) != CCL_OK) {
-        printf("FAIL procs: rank %d: load: %s\n", rank, ccl_comm_last_error(comm));
+    ccl_comm_t *comm = forked_rank_open("procs", rank, 400, RING, &alg, &eb, &boot);
+    if (!comm)
         return 1;
-    }
     void *sym_in, *sym_out;
     ccl_mem_alloc(comm, &sym_in, COUNT * sizeof(double));
     ccl_mem_alloc(comm, &sym_out, COUNT * sizeof(double));
@@ -101,32 +89,10 @@ static int child(int rank, int scenario)
 
 static int run_scenario(int scenario, int *codes)
 {
-    char job[64];
-    snprintf(job, sizeof job, "procs-test-%ld-%d", (long)getpid(), scenario);
-    pid_t pids[N];
-    fflush(stdout);
-    for (int r = 0; r < N; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            char rs[16], ns[16];
-            snprintf(rs, sizeof rs, "%d", r);
-            snprintf(ns, sizeof ns, "%d", N);
-            setenv("OMPI_COMM_WORLD_RANK", rs, 1);
-            setenv("OMPI_COMM_WORLD_SIZE", ns, 1);
-            setenv("CCL_JOB_ID", job, 1);
-            int rc = child(r, scenario);
-            fflush(stdout);
-            _exit(rc);
-        }
-    }
+    forked_ranks_run("procs-test", N, child, scenario, codes);
     int bad = 0;
-    for (int r = 0; r < N; r++) {
-        int st;
-        waitpid(pids[r], &st, 0);
-        codes[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
-        if (codes[r] == 1 || codes[r] >= 100)
-            bad = 1;
-    }
+    for (int r = 0; r < N; r++)
+        bad |= codes[r] == 1 || codes[r] >= 100;
     return bad;
 }
 
