@@ -19,6 +19,7 @@
  * CCL_GPU_SLICES (slices when the program is pipeline-safe, the program's by default),
  * CCL_GPU_PROTOCOL=ll (run a Simple program with LL lines). A launch shape set by the
  * tuner (alg->shape, tuner.c) wins over these for its instances, protocol and threads. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,7 @@ static void gpu_close_device(GpuComm *g)
     if (g->order) ccl__cu.EventDestroy(g->order);
     if (g->own_stream) ccl__cu.StreamDestroy(g->own_stream);
     ccl__gpu_device_release(g->device);
+    ccl__gpu_launch_counts_release(g);
     free(g->colocated);
     free(g);
 }
@@ -442,6 +444,59 @@ static ccl_result_t gpu_check_buffer(ccl_comm_t *comm, const void *p, size_t byt
                           comm->rank, what, p);
 }
 
+/* Ranks sharing a GPU: after launching a kernel that waits for its peers, a rank waits
+ * until every rank on its GPU has launched its own. The GPU takes work from a few
+ * hardware queues that streams share, and a queue entry that waits for earlier work of
+ * its own stream (our next kernel or copy, the user's next work) holds the whole queue:
+ * a peer's kernel queued behind it would never start while ours spins for it
+ * (docs/gpu-backend.md, "Ranks and GPUs"). Every rank launches the same sequence of such
+ * kernels per call, so counts line up. A peer whose calls come from this same thread is
+ * not waited for (it launches after we return), nor one that has made no call yet;
+ * nothing is queued under capture. */
+static _Thread_local uint64_t this_thread_id;
+static _Atomic uint64_t thread_ids;
+
+static uint64_t gpu_thread_id(void)
+{
+    if (!this_thread_id) this_thread_id = atomic_fetch_add(&thread_ids, 1) + 1;
+    return this_thread_id;
+}
+
+/* Records which thread makes this rank's call (before its first launch). */
+static void gpu_note_caller(ccl_comm_t *comm)
+{
+    GpuComm *g = gpu_comm(comm);
+    if (g->launches) atomic_store(&g->launches->slot[comm->nranks + comm->rank], gpu_thread_id());
+}
+
+static ccl_result_t gpu_wait_colocated_launches(ccl_comm_t *comm, const char *what, int capturing)
+{
+    GpuComm *g = gpu_comm(comm);
+    if (!g->launches || capturing) return CCL_OK;
+    _Atomic uint64_t *launched = g->launches->slot, *caller = g->launches->slot + comm->nranks;
+    uint64_t mine = atomic_fetch_add_explicit(&launched[comm->rank], 1, memory_order_release) + 1;
+    uint64_t me = gpu_thread_id();
+    double t0 = 0;
+    for (int i = 0; i < g->ncolocated; i++) {
+        int p = g->colocated[i];
+        for (unsigned spin = 0; atomic_load_explicit(&launched[p], memory_order_acquire) < mine; spin++) {
+            uint64_t t = atomic_load(&caller[p]);
+            if (t == 0 || t == me) break;
+            if (spin < 128) continue;
+            sched_yield();
+            if (spin % 1024) continue;
+            double now = ccl__now_ms();
+            if (t0 == 0) t0 = now;
+            if (now - t0 > comm->timeout_ms)
+                return ccl__set_error(comm, CCL_ERR_TIMEOUT,
+                                      "rank %d: timeout after %d ms waiting for rank %d, which shares GPU %d, to "
+                                      "launch %s: ranks that share a GPU must make the same calls", comm->rank,
+                                      comm->timeout_ms, p, comm->device, what);
+        }
+    }
+    return CCL_OK;
+}
+
 static ccl_result_t gpu_rank_barrier(ccl_comm_t *comm, GpuKernel *k, GpuAlg *ga, CUstream s)
 {
     GpuComm *g = gpu_comm(comm);
@@ -632,6 +687,7 @@ static ccl_result_t gpu_run(const CclCall *call)
     int capturing;
     ccl_result_t res = gpu_check_capture(call);
     if (res != CCL_OK) return res;
+    gpu_note_caller(comm);
     res = gpu_kernel(alg, call->dtype, call->op, &k);
 
     if (res != CCL_OK || (res = gpu_check_buffer(comm, call->send, call->in_bytes, "sendbuf")) != CCL_OK ||
@@ -667,7 +723,9 @@ static ccl_result_t gpu_run(const CclCall *call)
     if (!out && (res = gpu_stage(comm, 1, call->out_bytes, s, &out)) != CCL_OK) return res;
     /* A changed scratch layout (or staging peers may still read): every rank finishes the
      * previous call before this one starts, staging copy included. */
-    if (call->fence && (res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK) return res;
+    if (call->fence && ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK ||
+                        (res = gpu_wait_colocated_launches(comm, "its fence before this call", capturing)) != CCL_OK))
+        return res;
     if (call->stage_in && (res = gpu_stage_copy(comm, k, in, call->send, call->in_bytes, s, "sendbuf")) != CCL_OK)
         return res;
     CclGpuArgs a = {
@@ -707,9 +765,12 @@ static ccl_result_t gpu_run(const CclCall *call)
                                   s, params, NULL),
              "cuLaunchKernel (ccl_kernel)");
     CCL__TRACE(comm->rank, "launched %d blocks x %d threads on stream %p", ga->grid, th, (void *)s);
+    if ((res = gpu_wait_colocated_launches(comm, "its kernel of this call", capturing)) != CCL_OK) return res;
     if (call->divide) {
         /* Peers may still read our out until every rank is past its plan. */
-        if ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK) return res;
+        if ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK ||
+            (res = gpu_wait_colocated_launches(comm, "its barrier before avg's division", capturing)) != CCL_OK)
+            return res;
         if (call->divide_here) {
             uint64_t outp = (uint64_t)(uintptr_t)out, cnt = call->out_bytes / call->esize, nr = (uint64_t)call->divide;
             void *ap[] = {&outp, &cnt, &nr};
@@ -717,7 +778,9 @@ static ccl_result_t gpu_run(const CclCall *call)
             CU_CHECK(ccl__cu.LaunchKernel(k->module->avg, blocks ? blocks : 1, 1, 1, 512, 1, 1, 0, s, ap, NULL),
                      "cuLaunchKernel (ccl_avg)");
         }
-        if ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK) return res;
+        if ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK ||
+            (res = gpu_wait_colocated_launches(comm, "its barrier after avg's division", capturing)) != CCL_OK)
+            return res;
     }
     if (call->stage_out && (res = gpu_stage_copy(comm, k, call->recv, out, call->out_bytes, s, "recvbuf")) != CCL_OK)
         return res;

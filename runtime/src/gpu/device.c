@@ -317,6 +317,12 @@ ccl_result_t ccl__gpu_check_places(const GpuRankPlace *all, int n, int me, int64
     return CCL_OK;
 }
 
+void ccl__gpu_launch_counts_release(GpuComm *g)
+{
+    if (g->launches && atomic_fetch_sub(&g->launches->refs, 1) == 1) free(g->launches);
+    g->launches = NULL;
+}
+
 ccl_result_t ccl__gpu_agree_device(ccl_comm_t *comm, GpuComm *g, const ccl_bootstrap_t *boot)
 {
     int n = comm->nranks, me = comm->rank, ngpus = 0;
@@ -350,6 +356,23 @@ ccl_result_t ccl__gpu_agree_device(ccl_comm_t *comm, GpuComm *g, const ccl_boots
     if (res != CCL_OK) {
         ccl__set_error(comm, res, "%s", err);
         goto out;
+    }
+    /* Round three, where ranks share this GPU (and so this process): the first of them
+     * makes their launch counts and every one takes its address from it. */
+    if (g->ncolocated > 1) {
+        GpuLaunchCounts *made = NULL, **addrs = calloc((size_t)n, sizeof *addrs);
+        if (addrs && me == g->colocated[0] &&
+            (made = calloc(1, sizeof *made + 2 * (size_t)n * sizeof made->slot[0])))
+            atomic_store(&made->refs, g->ncolocated);
+        if (!addrs || boot->allgather(boot->ctx, &made, addrs, sizeof made) != 0 || !addrs[g->colocated[0]]) {
+            free(addrs);
+            free(made);
+            res = ccl__set_error(comm, CCL_ERR_PEER_FAILED, "rank %d: sharing the launch counts of GPU %d's ranks "
+                                 "failed (out of memory or a bootstrap all-gather)", me, (int)mine.ordinal);
+            goto out;
+        }
+        g->launches = addrs[g->colocated[0]];
+        free(addrs);
     }
     comm->device = (int)mine.ordinal;
     CUresult r;

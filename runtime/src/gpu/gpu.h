@@ -11,6 +11,15 @@
 typedef struct GpuProxy GpuProxy;           /* gpu/proxy.c */
 typedef struct GpuPortQueues GpuPortQueues;
 typedef struct GpuDevice GpuDevice;         /* gpu/device.c */
+/* How many kernels that wait for peers each rank of a comm has launched, shared by the
+ * ranks of the comm that share a GPU (threads of one process): made by the first of
+ * them in ccl__gpu_agree_device, freed by the last in ccl__gpu_launch_counts_release. */
+typedef struct {
+    _Atomic int refs;
+    /* [rank]: kernels launched; [nranks + rank]: the thread of its latest call (an id
+     * from ccl__gpu_thread_id, 0 before the first). */
+    _Atomic uint64_t slot[];
+} GpuLaunchCounts;
 /* What a rank says about its GPU in ccl__gpu_agree_device's two bootstrap rounds. */
 typedef struct {
     int64_t pid;
@@ -60,6 +69,9 @@ typedef struct {
      * (one unless several ranks share the GPU: threads mode on fewer GPUs than ranks). */
     int ncolocated;
     int *colocated;
+    /* Shared GPU only: the co-located ranks' launch counts (gpu/backend.c,
+     * gpu_wait_colocated_launches), one block for all of them. */
+    GpuLaunchCounts *launches;
     /* Shared GPU only. `own_stream` runs calls made on the legacy or per-thread default stream
      * (those would serialize the ranks' kernels), after an event (`order`) recorded
      * there; `marks` are the streams queued on since the last synchronize, which waits
@@ -95,9 +107,10 @@ typedef struct {
 /* gpu/device.c */
 /* Collective: agrees on every rank's GPU (comm->device, or CCL_DEVICE_AUTO: the rank's
  * index among its host's ranks modulo the GPUs there), fails on every rank at once when
- * one has no GPU or two processes would share one, and sets comm->device, g->device and
- * g->colocated. */
+ * one has no GPU or two processes would share one, and sets comm->device, g->device,
+ * g->colocated and, where ranks share the GPU, g->launches. */
 ccl_result_t ccl__gpu_agree_device(ccl_comm_t *comm, GpuComm *g, const ccl_bootstrap_t *boot);
+void ccl__gpu_launch_counts_release(GpuComm *g);
 /* The entry of GPU `ordinal`, created on first use (retaining its primary context); one
  * reference per comm. NULL with the driver's error in *err. */
 GpuDevice *ccl__gpu_device_acquire(int ordinal, CUresult *err);
