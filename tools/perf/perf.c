@@ -38,17 +38,6 @@
 #include "gpu/layout.h"
 #include "perf.h"
 
-/* ===== the collectives ===== */
-
-const CollInfo perf_colls[COLL_REDUCE + 1] = {
-    [COLL_ALLREDUCE] = {"allreduce", "all_reduce", 1, 0, 1, 1},
-    [COLL_ALLGATHER] = {"allgather", "all_gather", 0, 0, 1, 0},
-    [COLL_REDUCE_SCATTER] = {"reduce_scatter", "reducescatter", 1, 0, 0, 1},
-    [COLL_ALLTOALL] = {"alltoall", "all_to_all", 0, 0, 0, 0},
-    [COLL_BROADCAST] = {"broadcast", "bcast", 0, 1, 1, 1},
-    [COLL_REDUCE] = {"reduce", "reduce", 1, 1, 1, 1},
-};
-
 static void usage(FILE *f)
 {
     fputs("usage: ccl-perf -c COLLECTIVE [options]\n"

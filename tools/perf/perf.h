@@ -1,7 +1,7 @@
 /* perf.h: what the files of ccl-perf share (see perf.c for the tool).
  *
  *   perf.c     options, agreement among ranks, timing, one rank's loop, main
- *   data.c     exactly verifiable data (the pattern tables)
+ *   data.c     the collectives' table; exactly verifiable data (the pattern tables)
  *   driver.c   NCCL, loaded with dlopen (the CUDA driver is the harness's)
  *   report.c   the table on stdout, CSV, JSON and the SVG plot */
 #ifndef CCL_PERF_H
