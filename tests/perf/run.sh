@@ -4,7 +4,9 @@
 # injected wrong result must be counted exactly and fail the run), --compare nccl
 # without a GPU (a clear note, no crash), and bad arguments (exact message, exit 2).
 # Also compiles ccl-perf once more against cuda.h and nccl.h, where present, so the
-# hand-written driver and NCCL prototypes are checked against the real ones.
+# hand-written driver and NCCL prototypes are checked against the real ones; and builds
+# tests/perf/unit/report_test.c, which checks what can be checked of NCCL's modes
+# without a GPU (on stand-in libnccl builds).
 #
 #   tests/perf/run.sh BUILD
 set -u
@@ -258,5 +260,33 @@ if [ -f "$cuda/include/cuda.h" ] && [ -f "$cuda/include/nccl.h" ]; then
     fi
 else
     echo "skip perf prototypes: no cuda.h/nccl.h under $cuda/include"
+fi
+
+# NCCL's modes without a GPU (tests/perf/unit/report_test.c), built here with the flags
+# the build's objects were made with, against report.c, driver.c and data.c and three
+# stand-in libnccl builds (tests/perf/unit/fake_nccl.c).
+unit=tests/perf/unit
+flags=$(sed 's/ (library objects: -fPIC)$//' "$build/cflags.txt" 2>/dev/null)
+mkdir -p "$tmp/fake" "$tmp/unit"
+fakes=("2.26 -DFAKE_VERSION=22605 -DFAKE_MEMALLOC" "nowin -DFAKE_VERSION=22809 -DFAKE_MEMALLOC"
+       "2.28 -DFAKE_VERSION=22809 -DFAKE_MEMALLOC -DFAKE_WINDOWS")
+if [ -z "$flags" ]; then
+    fail unit-build "no $build/cflags.txt (build first)"
+elif ! (for f in "${fakes[@]}"; do
+            read -r name defs <<<"$f"
+            # shellcheck disable=SC2086
+            ${CC:-cc} -shared -fPIC $defs -o "$tmp/fake/libnccl-$name.so" $unit/fake_nccl.c || exit 1
+        done
+        # shellcheck disable=SC2086
+        $flags -Itools/common -Itools/perf -o "$tmp/report_test" $unit/report_test.c tools/perf/report.c \
+            tools/perf/driver.c tools/perf/data.c "$build/libtools.a" "$build/libccl.a" -pthread -ldl -lm -lrt
+       ) >"$tmp/unit-build.err" 2>&1; then
+    fail unit-build "$(grep -m3 -e error -e undefined "$tmp/unit-build.err")"
+else
+    env -i NCCL_NVLS_ENABLE=0 "$tmp/report_test" "$tmp/unit" "$tmp/fake" >"$tmp/unit/report.txt" 2>"$tmp/unit.err"
+    rc=$?
+    grep -v '^ok \|^FAIL ' "$tmp/unit.err" | head -5 | sed 's/^/  /'
+    grep '^ok \|^FAIL ' "$tmp/unit.err"
+    [ $rc -eq 0 ] || grep -q '^FAIL ' "$tmp/unit.err" || fail unit "exit $rc: $(head -c 400 "$tmp/unit.err")"
 fi
 exit 0
