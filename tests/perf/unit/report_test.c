@@ -1,8 +1,11 @@
 /* tests/perf/unit/report_test.c: what ccl-perf decides about NCCL's two modes, tested
- * without a GPU: which modes run for --nccl-mode (perf_nccl_modes) and why the
- * symmetric mode is absent (perf_nccl_sym_check, and perf_nccl_load on stand-in
- * libraries built from fake_nccl.c). tests/perf/run.sh builds it against the build's
- * objects.
+ * without a GPU: which mode a ratio is taken against (perf_nccl_faster, perf_ratio),
+ * which modes run for --nccl-mode (perf_nccl_modes), why the symmetric mode is absent
+ * (perf_nccl_sym_check, and perf_nccl_load on stand-in libraries built from
+ * fake_nccl.c), and the report made from given timings: the tables on stdout, and the
+ * CSV, JSON and SVG of the first in OUTDIR. tests/perf/run.sh builds it against the
+ * build's objects, compares stdout and the CSV with goldens (report.golden,
+ * report.csv.golden) and checks the JSON and the SVG.
  *
  *   report_test OUTDIR FAKEDIR
  *
@@ -43,6 +46,58 @@ static void check_str(const char *what, const char *got, const char *want)
 {
     if (strcmp(got, want) != 0)
         fail(what, got, want);
+}
+
+static void check_dbl(const char *what, double got, double want)
+{
+    char g[32], w[32];
+    snprintf(g, sizeof g, "%.6f", got);
+    snprintf(w, sizeof w, "%.6f", want);
+    if (fabs(got - want) > 1e-9)
+        fail(what, g, w);
+}
+
+/* One placement of a row: our time and NCCL's in both modes (< 0: not timed). */
+static void set(Row *r, int p, double ccl, double plain, double sym)
+{
+    double us[NIMPL] = {ccl, plain, sym};
+    for (int i = 0; i < NIMPL; i++)
+        r->st[i][p] = (Stat){us[i], us[i] < 0 ? -1 : 0};
+}
+
+static void test_faster(void)
+{
+    group("faster");
+    static const struct {
+        double plain, sym;
+        int want;
+    } cases[] = {
+        {12, 6, IMPL_NCCL_SYM},   /* sym faster */
+        {6, 12, IMPL_NCCL},       /* plain faster */
+        {9, 9, IMPL_NCCL},        /* a tie: plain */
+        {9, -1, IMPL_NCCL},       /* sym not timed (no windows, or in-place alltoall) */
+        {-1, 9, IMPL_NCCL_SYM},   /* --nccl-mode sym */
+        {-1, -1, -1},             /* no NCCL */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Row r = {0};
+        set(&r, 1, 10, cases[i].plain, cases[i].sym);
+        char what[64];
+        snprintf(what, sizeof what, "plain %g, sym %g", cases[i].plain, cases[i].sym);
+        check_int(what, perf_nccl_faster(&r, 1), cases[i].want);
+        int m;
+        double ratio = perf_ratio(&r, 1, &m);
+        check_int(what, m, cases[i].want);
+        check_dbl(what, ratio, cases[i].want < 0 ? -1 : 10 / r.st[cases[i].want][1].us);
+    }
+    /* The placements are independent. */
+    Row r = {0};
+    set(&r, 0, 10, 20, 5);
+    set(&r, 1, 10, 5, 20);
+    check_int("out-of-place", perf_nccl_faster(&r, 0), IMPL_NCCL_SYM);
+    check_int("in-place", perf_nccl_faster(&r, 1), IMPL_NCCL);
+    check_str("names", perf_nccl_mode_name(IMPL_NCCL), "plain");
+    check_str("names", perf_nccl_mode_name(IMPL_NCCL_SYM), "sym");
 }
 
 static void test_sym_check(void)
@@ -136,15 +191,113 @@ static void test_modes(void)
     check_str("no NCCL", st.why, "libnccl.so.2 not found");
 }
 
+/* A 4-rank bf16 allreduce with made-up timings that exercise every way a ratio is taken. */
+static void fill_shared(Shared *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    sh->o = (Opts){.coll = COLL_ALLREDUCE, .dtype = CCL_BF16, .op = CCL_SUM, .graph = 1, .check = 1,
+                   .compare_nccl = 1, .iters = 20, .warmup = 5, .repeats = 10};
+    sh->coll = COLL_ALLREDUCE;
+    sh->nranks = 4;
+    sh->processes = 1;
+    sh->backend = CCL_BACKEND_GPU;
+    snprintf(sh->devname, sizeof sh->devname, "test device x4");
+    snprintf(sh->algo_name, sizeof sh->algo_name, "the library's choice per size (ccl_all_reduce)");
+    snprintf(sh->method, sizeof sh->method, "made-up timings (tests/perf/unit/report_test.c)");
+    sh->nc = (NcclStatus){.wanted = 1, .available = 1, .version = 22809, .sym_lib = 1, .plain = 1, .sym = 1};
+    snprintf(sh->nc.path, sizeof sh->nc.path, "/opt/nccl/lib/libnccl.so.2");
+    static const struct {
+        size_t bytes;
+        const char *algo;
+        double t[2][3];    /* [placement][ccl, plain, sym] */
+    } rows[] = {
+        {1024, "allpairs_ll", {{8, 12, 6}, {8.5, 12, 6.5}}},          /* sym wins; we are slower */
+        {65536, "allpairs_ll", {{10, 11, 10.5}, {10, 11, -1}}},       /* sym wins out, in-place plain only */
+        {1048576, "oneshot", {{20, 25, 30}, {21, 25, 30}}},           /* plain wins; we are faster */
+        {16777216, "ring", {{100, 90, 90}, {101, 90, 90}}},           /* a tie: plain */
+    };
+    sh->nsizes = (int)(sizeof rows / sizeof rows[0]);
+    for (int i = 0; i < sh->nsizes; i++) {
+        Row *r = &sh->rows[i];
+        sh->sizes[i] = rows[i].bytes;
+        r->bytes = rows[i].bytes;
+        r->count = rows[i].bytes / 2;
+        snprintf(r->algo, sizeof r->algo, "%s", rows[i].algo);
+        for (int p = 0; p < 2; p++)
+            set(r, p, rows[i].t[p][0], rows[i].t[p][1], rows[i].t[p][2]);
+    }
+}
+
+static void print_table(const Shared *sh)
+{
+    long long wrong;
+    perf_print_header(sh);
+    for (int i = 0; i < sh->nsizes; i++)
+        perf_print_row(sh, &sh->rows[i]);
+    perf_print_footer(sh, &wrong);
+    check_int("wrong", wrong, 0);
+}
+
+static void test_report(const char *outdir)
+{
+    static Shared sh;
+    char path[PATH_MAX];
+    group("report");
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+
+    printf("# ==== both modes (--nccl-mode best, NCCL 2.28.9)\n");
+    fill_shared(&sh);
+    print_table(&sh);
+    snprintf(path, sizeof path, "%s/report.csv", outdir);
+    check_int("csv", perf_write_csv(&sh, path), 0);
+    snprintf(path, sizeof path, "%s/report.json", outdir);
+    check_int("json", perf_write_json(&sh, path), 0);
+    snprintf(path, sizeof path, "%s/report.svg", outdir);
+    check_int("svg", perf_write_svg(&sh, path), 0);
+
+    printf("# ==== a library without windows (NCCL 2.26.5): plain only, the header says why\n");
+    fill_shared(&sh);
+    sh.nc.version = 22605;
+    sh.nc.sym_lib = perf_nccl_sym_check(sh.nc.version, sh.nc.path, NULL, sh.nc.sym_why, sizeof sh.nc.sym_why);
+    perf_nccl_modes(&sh.nc, PERF_NCCL_BEST);
+    for (int i = 0; i < sh.nsizes; i++)
+        for (int p = 0; p < 2; p++)
+            sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1};
+    print_table(&sh);
+
+    printf("# ==== --nccl-mode sym\n");
+    fill_shared(&sh);
+    sh.o.nccl_mode = PERF_NCCL_SYM;
+    perf_nccl_modes(&sh.nc, PERF_NCCL_SYM);
+    for (int i = 0; i < sh.nsizes; i++)
+        for (int p = 0; p < 2; p++)
+            sh.rows[i].st[IMPL_NCCL][p] = (Stat){-1, -1};
+    print_table(&sh);
+
+    printf("# ==== registration failed with --nccl-mode sym: no NCCL columns\n");
+    fill_shared(&sh);
+    sh.o.nccl_mode = PERF_NCCL_SYM;
+    perf_nccl_modes(&sh.nc, PERF_NCCL_SYM);
+    snprintf(sh.nc.why, sizeof sh.nc.why, "--nccl-mode sym, but ncclCommWindowRegister (send buffer, 33554432 bytes, "
+             "NCCL_WIN_COLL_SYMMETRIC) failed on 4 of 4 ranks (rank 0: invalid usage, NCCL error 5)");
+    sh.nc.available = 0;
+    for (int i = 0; i < sh.nsizes; i++)
+        for (int p = 0; p < 2; p++)
+            sh.rows[i].st[IMPL_NCCL][p] = sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1};
+    print_table(&sh);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
         fprintf(stderr, "usage: report_test OUTDIR FAKEDIR\n");
         return 2;
     }
+    test_faster();
     test_sym_check();
     test_load(argv[2]);
     test_modes();
+    test_report(argv[1]);
     group(NULL);
     fflush(stdout);
     return failures ? 1 : 0;
