@@ -2,7 +2,7 @@
  * without a GPU: which mode a ratio is taken against (perf_nccl_faster, perf_ratio),
  * which modes run for --nccl-mode (perf_nccl_modes), why the symmetric mode is absent
  * (perf_nccl_sym_check, and perf_nccl_load on stand-in libraries built from
- * fake_nccl.c), and the report made from given timings: the tables on stdout, and the
+ * fake_nccl.c, and on the real libnccl where REAL_NCCL names it), and the report made from given timings: the tables on stdout, and the
  * CSV, JSON and SVG of the first in OUTDIR. tests/perf/run.sh builds it against the
  * build's objects, compares stdout and the CSV with goldens (report.golden,
  * report.csv.golden) and checks the JSON and the SVG.
@@ -155,6 +155,33 @@ static void test_load(const char *dir)
     unsetenv("CCL_NCCL_LIB");
 }
 
+/* The real libnccl, where the machine has one (REAL_NCCL: its path; no GPU needed to
+ * load it): windows exactly from 2.27 on, and then all four window symbols. */
+static void test_real(void)
+{
+    const char *path = getenv("REAL_NCCL");
+    if (!path || !*path) {
+        fprintf(stderr, "skip perf unit-real-nccl: no libnccl.so.2 given (REAL_NCCL)\n");
+        return;
+    }
+    group("real-nccl");
+    NcclStatus st = {0};
+    setenv("CCL_NCCL_LIB", path, 1);
+    memset(&perf_nccl, 0, sizeof perf_nccl);
+    perf_nccl_load(&st);
+    unsetenv("CCL_NCCL_LIB");
+    check_int("available", st.available, 1);
+    check_str("path", st.path, path);
+    check_int("sym_lib", st.sym_lib, st.version >= 22700);
+    if (st.sym_lib)
+        check_int("window symbols", perf_nccl.MemAlloc && perf_nccl.MemFree && perf_nccl.CommWindowRegister &&
+                                        perf_nccl.CommWindowDeregister, 1);
+    else
+        check_int("sym_why given", st.sym_why[0] != 0, 1);
+    fprintf(stderr, "  (%s: NCCL version %d, symmetric windows: %s)\n", path, st.version,
+            st.sym_lib ? "yes" : st.sym_why);
+}
+
 static void test_modes(void)
 {
     group("modes");
@@ -296,6 +323,7 @@ int main(int argc, char **argv)
     test_faster();
     test_sym_check();
     test_load(argv[2]);
+    test_real();
     test_modes();
     test_report(argv[1]);
     group(NULL);
