@@ -6,8 +6,8 @@
 #   tests/perf/gpu_sweep.sh BUILD OUTDIR NP
 #
 # Writes OUTDIR/COLL-NAME-DTYPE.{txt,csv,json,svg} (NAME: "library" or the algorithm's
-# file name), OUTDIR/summary.txt (per run: at how many sizes we are faster than NCCL and
-# our worst ratio) and OUTDIR/README.md (the same as a table with links, and the
+# file name), OUTDIR/summary.txt (per run: at how many sizes we are faster than NCCL, in
+# the faster of its two modes, and our worst ratio) and OUTDIR/README.md (the same as a table with links, and the
 # commands). Algorithms that do not admit NP ranks (exit 2) are listed as
 # skipped. Knobs (environment): SIZES ("-b 1K -e 1G -f 2"), DTYPES ("bf16 f32"),
 # COLLS (all six), CHECK ("--check"; empty to skip), METHOD ("--graph"; empty: eager),
@@ -104,7 +104,8 @@ done
     echo
     echo "Made $(date -u +%Y-%m-%d) by \`tests/perf/gpu_sweep.sh $build $out $np\` (build of commit $commit):"
     echo "every run is \`${mpirun[*]} -np $np $build/ccl-perf -c COLL [--algo algorithms/COLL/NAME.ccl ${hint[*]}] ${sizes[*]} -d DTYPE ${method[*]} ${check[*]} --compare nccl ${extra[*]}\`."
-    echo "Faster = sizes where our time per op is below NCCL's; ratio = our time / NCCL's (below 1: faster); worst = the largest ratio."
+    echo "NCCL is timed on plain buffers and on symmetric windows (ncclMemAlloc + ncclCommWindowRegister, NCCL 2.27+; EXTRA=\"--nccl-mode plain\" for the first alone) and the faster of the two is the bar:"
+    echo "faster = sizes where our time per op is below NCCL's; ratio = our time / NCCL's in its faster mode (below 1: faster); worst = the largest ratio."
     echo
     echo "| collective | ours | dtype | faster, out-of-place | faster, in-place | worst ratio (out-of-place) | files |"
     echo "|---|---|---|---|---|---|---|"

@@ -4,7 +4,11 @@
 # injected wrong result must be counted exactly and fail the run), --compare nccl
 # without a GPU (a clear note, no crash), and bad arguments (exact message, exit 2).
 # Also compiles ccl-perf once more against cuda.h and nccl.h, where present, so the
-# hand-written driver and NCCL prototypes are checked against the real ones.
+# hand-written driver and NCCL prototypes are checked against the real ones; and builds
+# tests/perf/unit/report_test.c, which checks NCCL's two modes (plain and symmetric
+# windows) as far as that goes without a GPU: which mode a ratio is against, which modes
+# run, why the symmetric one is absent (on stand-in libnccl builds), and the table, CSV,
+# JSON and SVG made from given timings (goldens in tests/perf/unit; UPDATE_GOLDEN=1).
 #
 #   tests/perf/run.sh BUILD
 set -u
@@ -64,7 +68,7 @@ rc=$?
 if [ $rc -ne 0 ]; then
     fail outputs "exit $rc: $(tail -3 "$tmp/out.txt")"
 else
-    hdr='collective,dtype,op,root,nranks,backend,method,impl,algorithm,placement,bytes,count,time_us,algbw_GBs,busbw_GBs,wrong,ratio_vs_nccl'
+    hdr='collective,dtype,op,root,nranks,backend,method,impl,algorithm,placement,bytes,count,time_us,algbw_GBs,busbw_GBs,wrong,ratio_vs_nccl,ratio_vs_nccl_mode'
     if [ "$(head -1 "$tmp/r.csv")" != "$hdr" ]; then
         fail csv "header: $(head -1 "$tmp/r.csv")"
     elif [ "$(wc -l <"$tmp/r.csv")" -ne 11 ]; then
@@ -80,13 +84,15 @@ import json, sys, xml.etree.ElementTree as ET
 d = json.load(open(sys.argv[1]))
 assert d["collective"] == "allgather" and d["nranks"] == 4 and d["dtype"] == "bf16", d
 assert d["timing"]["method"] == "host-clock" and d["check"] is True
-assert d["nccl"]["compared"] is False
+assert d["nccl"]["compared"] is False and d["nccl"]["mode"] == "best", d["nccl"]
+assert d["nccl"]["plain"] is False and d["nccl"]["sym"] is False and d["nccl"]["sym_why_not"] == "not requested", d["nccl"]
 r = d["results"]
 assert len(r) == 10, len(r)
 assert [x["bytes"] for x in r[::2]] == [1024, 2048, 4096, 8192, 16384]
 for x in r:
     c = x["ccl"]
-    assert c["time_us"] > 0 and c["wrong"] == 0 and x["nccl"] is None, x
+    assert c["time_us"] > 0 and c["wrong"] == 0 and x["nccl"] is None and x["nccl_sym"] is None, x
+    assert x["ratio_vs_nccl"] is None and x["ratio_vs_nccl_mode"] is None, x
     assert x["algorithm"] in ("direct", "direct_ll", "ring", "ring_port"), x["algorithm"]
     assert abs(c["busbw_GBs"] - c["algbw_GBs"] * 3 / 4) < 1e-3, x
     assert x["count"] == x["bytes"] // 2 // 4
@@ -176,6 +182,17 @@ else
     fail compare-nccl-no-gpu "exit $rc: $(grep -i nccl "$tmp/nccl.out" | head -3)"
 fi
 
+# --nccl-mode is accepted with --compare nccl (and without a GPU changes nothing); --help
+# names it.
+"$perf" -c allreduce -b 1K -e 1K --ranks 2 --compare nccl --nccl-mode=sym "${quick[@]}" >"$tmp/mode.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q '^# nccl: not compared: NCCL needs the GPU backend' "$tmp/mode.out" &&
+    "$perf" --help | grep -q -- '--nccl-mode M *plain (NCCL on our buffers), sym (on its symmetric windows, 2.27+)'; then
+    ok nccl-mode
+else
+    fail nccl-mode "exit $rc: $(grep -i nccl "$tmp/mode.out" | head -3)"
+fi
+
 # Bad arguments: exactly this first line on stderr, exit 2.
 bad() {
     local name=$1 want=$2
@@ -217,6 +234,8 @@ fi
 bad unknown-option "ccl-perf: error: unknown option '--fast' (see ccl-perf --help)" -c allreduce --fast
 bad missing-value "ccl-perf: error: -b needs a value" -c allreduce -b
 bad compare "ccl-perf: error: --compare mpi: only 'nccl' can be compared" -c allreduce --compare mpi
+bad nccl-mode "ccl-perf: error: --nccl-mode fast: expected plain, sym or best" -c allreduce --compare nccl --nccl-mode fast
+bad nccl-mode-alone "ccl-perf: error: --nccl-mode sym needs --compare nccl" -c allreduce --nccl-mode sym
 bad plot-name "ccl-perf: error: --plot out.png: the plot is an SVG file; name it *.svg" -c allreduce --plot out.png
 bad backend "ccl-perf: error: --backend tpu: expected cpu, gpu or auto" -c allreduce --backend tpu
 bad algo-missing "ccl-perf: error: --algo $tmp/none.ccl: cannot read: No such file or directory" --algo "$tmp/none.ccl"
@@ -258,5 +277,83 @@ if [ -f "$cuda/include/cuda.h" ] && [ -f "$cuda/include/nccl.h" ]; then
     fi
 else
     echo "skip perf prototypes: no cuda.h/nccl.h under $cuda/include"
+fi
+
+# NCCL's two modes without a GPU (tests/perf/unit/report_test.c), built here with the
+# flags the build's objects were made with, against report.c, driver.c and data.c and
+# three stand-in libnccl builds (tests/perf/unit/fake_nccl.c).
+golden() {
+    local name=$1 got=$2 want=$3
+    if [ -n "${UPDATE_GOLDEN:-}" ]; then
+        cp "$got" "$want" && ok "$name (golden updated)"
+    elif diff -u "$want" "$got" >"$tmp/$name.diff"; then
+        ok "$name"
+    else
+        fail "$name" "differs from $want (UPDATE_GOLDEN=1 rewrites it): $(head -12 "$tmp/$name.diff")"
+    fi
+}
+unit=tests/perf/unit
+flags=$(sed 's/ (library objects: -fPIC)$//' "$build/cflags.txt" 2>/dev/null)
+mkdir -p "$tmp/fake" "$tmp/unit"
+fakes=("2.26 -DFAKE_VERSION=22605 -DFAKE_MEMALLOC" "nowin -DFAKE_VERSION=22809 -DFAKE_MEMALLOC"
+       "2.28 -DFAKE_VERSION=22809 -DFAKE_MEMALLOC -DFAKE_WINDOWS")
+if [ -z "$flags" ]; then
+    fail unit-build "no $build/cflags.txt (build first)"
+elif ! (for f in "${fakes[@]}"; do
+            read -r name defs <<<"$f"
+            # shellcheck disable=SC2086
+            ${CC:-cc} -shared -fPIC $defs -o "$tmp/fake/libnccl-$name.so" $unit/fake_nccl.c || exit 1
+        done
+        # shellcheck disable=SC2086
+        $flags -Itools/common -Itools/perf -o "$tmp/report_test" $unit/report_test.c tools/perf/report.c \
+            tools/perf/driver.c tools/perf/data.c "$build/libtools.a" "$build/libccl.a" -pthread -ldl -lm -lrt
+       ) >"$tmp/unit-build.err" 2>&1; then
+    fail unit-build "$(grep -m3 -e error -e undefined "$tmp/unit-build.err")"
+else
+    # The toolkit's real libnccl too, where there is one (it loads without a GPU).
+    real=${CUDA:-/usr/local/cuda}/lib64/libnccl.so.2
+    [ -f "$real" ] || real=
+    env -i NCCL_NVLS_ENABLE=0 REAL_NCCL="$real" "$tmp/report_test" "$tmp/unit" "$tmp/fake" \
+        >"$tmp/unit/report.txt" 2>"$tmp/unit.err"
+    rc=$?
+    grep -v '^ok \|^FAIL \|^skip ' "$tmp/unit.err" | head -5
+    grep '^ok \|^FAIL \|^skip ' "$tmp/unit.err"
+    [ $rc -eq 0 ] || grep -q '^FAIL ' "$tmp/unit.err" || fail unit "exit $rc: $(head -c 400 "$tmp/unit.err")"
+    golden unit-table "$tmp/unit/report.txt" $unit/report.golden
+    golden unit-csv "$tmp/unit/report.csv" $unit/report.csv.golden
+    if command -v python3 >/dev/null; then
+        msg=$(python3 - "$tmp/unit/report.json" "$tmp/unit/report.svg" <<'EOF'
+import json, sys, xml.etree.ElementTree as ET
+d = json.load(open(sys.argv[1]))
+n = d["nccl"]
+assert n["compared"] and n["mode"] == "best" and n["plain"] and n["sym"] and n["sym_why_not"] == "", n
+assert n["version"] == 22809, n
+r = d["results"]
+assert len(r) == 8, len(r)
+want = [  # bytes, placement, ratio, against
+    (1024, "out-of-place", 8 / 6, "sym"), (1024, "in-place", 8.5 / 6.5, "sym"),
+    (65536, "out-of-place", 10 / 10.5, "sym"), (65536, "in-place", 10 / 11, "plain"),
+    (1048576, "out-of-place", 20 / 25, "plain"), (1048576, "in-place", 21 / 25, "plain"),
+    (16777216, "out-of-place", 100 / 90, "plain"), (16777216, "in-place", 101 / 90, "plain")]
+for x, (b, p, ratio, m) in zip(r, want):
+    assert (x["bytes"], x["placement"], x["ratio_vs_nccl_mode"]) == (b, p, m), x
+    assert abs(x["ratio_vs_nccl"] - ratio) < 1e-4, x
+    assert x["nccl"]["time_us"] > 0, x
+    assert x["nccl_sym"] is None if (b, p) == (65536, "in-place") else x["nccl_sym"]["time_us"] > 0, x
+    best = min(s["time_us"] for s in (x["nccl"], x["nccl_sym"]) if s)
+    assert abs(x["ccl"]["time_us"] / best - x["ratio_vs_nccl"]) < 1e-4, x
+svg = ET.parse(sys.argv[2]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+texts = " ".join(t.text or "" for t in svg.iter(ns + "text"))
+for want_text in ("ccl out-of-place", "NCCL out-of-place", "NCCL sym out-of-place", "NCCL sym in-place"):
+    assert want_text in texts, want_text
+assert len(list(svg.iter(ns + "polyline"))) == 12  # 3 series x 2 placements x 2 panels
+print("ok")
+EOF
+)
+        [ "$msg" = ok ] && ok unit-json-svg || fail unit-json-svg "$msg"
+    else
+        echo "skip perf unit-json-svg: no python3"
+    fi
 fi
 exit 0

@@ -1,6 +1,18 @@
-/* data.c: ccl-perf's exactly verifiable data: per dtype and op, inputs whose reduction is
- * one exact bit pattern in any order (see perf.c, "Exactness"), as pattern tables. */
+/* data.c: ccl-perf's collectives (names and buffer shapes, which every other file uses)
+ * and its exactly verifiable data: per dtype and op, inputs whose reduction is one exact
+ * bit pattern in any order (see perf.c, "Exactness"), as pattern tables. */
 #include "perf.h"
+
+/* ===== the collectives ===== */
+
+const CollInfo perf_colls[COLL_REDUCE + 1] = {
+    [COLL_ALLREDUCE] = {"allreduce", "all_reduce", 1, 0, 1, 1},
+    [COLL_ALLGATHER] = {"allgather", "all_gather", 0, 0, 1, 0},
+    [COLL_REDUCE_SCATTER] = {"reduce_scatter", "reducescatter", 1, 0, 0, 1},
+    [COLL_ALLTOALL] = {"alltoall", "all_to_all", 0, 0, 0, 0},
+    [COLL_BROADCAST] = {"broadcast", "bcast", 0, 1, 1, 1},
+    [COLL_REDUCE] = {"reduce", "reduce", 1, 1, 1, 1},
+};
 
 /* ===== exactly verifiable data ===== */
 

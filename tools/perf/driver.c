@@ -1,7 +1,12 @@
 /* driver.c: NCCL for ccl-perf, loaded with dlopen so the tool links nothing but libccl
  * (the CUDA driver is the harness's: tools/common/cuda.c). tests/perf/run.sh compiles
  * this file with CCL_TOOLS_CHECK_PROTOTYPES and the real nccl.h, so the hand-written
- * prototypes (perf.h) are checked against it. */
+ * prototypes (perf.h) are checked against it.
+ *
+ * Every symbol of PERF_NCCL_SYMS is required. Those of PERF_NCCL_WINDOW_SYMS (NCCL
+ * 2.27+'s registered windows, for its symmetric kernels) are optional: a library without
+ * them, or older than 2.27, is compared in the plain mode only, and NcclStatus.sym_why
+ * says why. */
 #include "perf.h"
 
 #define PERF_NCCL_SYMS(X)                                                                 \
@@ -12,6 +17,11 @@
     X(Reduce, "ncclReduce") X(Send, "ncclSend") X(Recv, "ncclRecv")                        \
     X(GroupStart, "ncclGroupStart") X(GroupEnd, "ncclGroupEnd")                            \
     X(GetErrorString, "ncclGetErrorString")
+
+#define PERF_NCCL_WINDOW_SYMS(X)                                                          \
+    X(MemAlloc, "ncclMemAlloc") X(MemFree, "ncclMemFree")                                  \
+    X(CommWindowRegister, "ncclCommWindowRegister")                                       \
+    X(CommWindowDeregister, "ncclCommWindowDeregister")
 
 #ifdef CCL_TOOLS_CHECK_PROTOTYPES
 #define PERF_SAME_TYPE(field, fn)                                                        \
@@ -24,6 +34,10 @@ PERF_SAME_TYPE(ReduceScatter, ncclReduceScatter) PERF_SAME_TYPE(Broadcast, ncclB
 PERF_SAME_TYPE(Reduce, ncclReduce) PERF_SAME_TYPE(Send, ncclSend) PERF_SAME_TYPE(Recv, ncclRecv)
 PERF_SAME_TYPE(GroupStart, ncclGroupStart) PERF_SAME_TYPE(GroupEnd, ncclGroupEnd)
 PERF_SAME_TYPE(GetErrorString, ncclGetErrorString)
+PERF_SAME_TYPE(MemAlloc, ncclMemAlloc) PERF_SAME_TYPE(MemFree, ncclMemFree)
+PERF_SAME_TYPE(CommWindowRegister, ncclCommWindowRegister)
+PERF_SAME_TYPE(CommWindowDeregister, ncclCommWindowDeregister)
+_Static_assert(PERF_NCCL_WIN_COLL_SYMMETRIC == NCCL_WIN_COLL_SYMMETRIC, "window flags");
 _Static_assert(sizeof(NcclUniqueId) == 128, "unique id");
 _Static_assert(ncclSum == 0 && ncclProd == 1 && ncclMax == 2 && ncclMin == 3 && ncclAvg == 4, "ops");
 _Static_assert(ncclUint8 == 1 && ncclInt32 == 2 && ncclInt64 == 4 && ncclFloat16 == 6 && ncclFloat32 == 7 &&
@@ -116,4 +130,60 @@ void perf_nccl_load(NcclStatus *st)
         }
     perf_nccl.GetVersion(&st->version);
     st->available = 1;
+
+    /* The window symbols: all of them, or the plain mode only. */
+    struct { void **slot; const char *name; } wsyms[] = {
+#define PERF_SYM(field, name) {(void **)&perf_nccl.field, name},
+        PERF_NCCL_WINDOW_SYMS(PERF_SYM)
+#undef PERF_SYM
+    };
+    const char *missing = NULL;
+    for (size_t i = 0; i < sizeof wsyms / sizeof wsyms[0]; i++)
+        if (!(*wsyms[i].slot = dlsym(lib, wsyms[i].name)) && !missing)
+            missing = wsyms[i].name;
+    st->sym_lib = perf_nccl_sym_check(st->version, st->path, missing, st->sym_why, sizeof st->sym_why);
+    if (!st->sym_lib)
+        for (size_t i = 0; i < sizeof wsyms / sizeof wsyms[0]; i++)
+            *wsyms[i].slot = NULL;
+}
+
+/* Whether a library of this version (ncclGetVersion's code) whose first missing window
+ * symbol is `missing` (NULL: none) has symmetric windows; if not, why, in `why`. The
+ * version is checked first: a 2.26 library that happens to export ncclMemAlloc (2.19+)
+ * still has no windows, and saying so names the fix (a newer NCCL). */
+int perf_nccl_sym_check(int version, const char *path, const char *missing, char *why, size_t len)
+{
+    /* NCCL_VERSION_CODE: major*10000 + minor*100 + patch since 2.9, major*1000 + ... before. */
+    int major = version >= 10000 ? version / 10000 : version / 1000;
+    int minor = version >= 10000 ? version % 10000 / 100 : version % 1000 / 100;
+    int patch = version % 100;
+    if (version < PERF_NCCL_SYM_VERSION) {
+        snprintf(why, len, "NCCL %d.%d.%d has no symmetric windows (ncclCommWindowRegister came in 2.27)", major,
+                 minor, patch);
+        return 0;
+    }
+    if (missing) {
+        snprintf(why, len, "NCCL %d.%d.%d (%.300s) lacks %s", major, minor, patch, path, missing);
+        return 0;
+    }
+    why[0] = 0;
+    return 1;
+}
+
+/* The modes that will run, from what --nccl-mode asks for and what the library has:
+ * sets plain and sym, and sym_why when sym is off. With --nccl-mode sym and a library
+ * without windows nothing is left: available is cleared, and why says so. */
+void perf_nccl_modes(NcclStatus *st, int mode)
+{
+    st->plain = st->sym = 0;
+    if (!st->available)
+        return;
+    st->plain = mode != PERF_NCCL_SYM;
+    st->sym = mode != PERF_NCCL_PLAIN && st->sym_lib;
+    if (mode == PERF_NCCL_PLAIN)
+        snprintf(st->sym_why, sizeof st->sym_why, "not asked for (--nccl-mode plain)");
+    if (mode == PERF_NCCL_SYM && !st->sym_lib) {
+        snprintf(st->why, sizeof st->why, "--nccl-mode sym, but %.450s", st->sym_why);
+        st->available = 0;
+    }
 }

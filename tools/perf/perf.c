@@ -10,6 +10,13 @@
  * numbers for NCCL and the ratio of our time to NCCL's; as a table on stdout and
  * optionally as CSV, JSON and a hand-written SVG plot.
  *
+ * NCCL is timed two ways (--nccl-mode best, the default): "plain", on the very buffers
+ * ours use (CCL's heap, which NCCL sees as ordinary device memory), and "sym", on buffers
+ * from ncclMemAlloc registered with ncclCommWindowRegister(..., NCCL_WIN_COLL_SYMMETRIC),
+ * where NCCL 2.27+ runs its symmetric kernels (built for small and medium messages). The
+ * ratio is taken against the faster of the two (perf_nccl_faster), so the bar is the
+ * strongest NCCL. A library without windows is timed plain only, and the header says why.
+ *
  * Two ways to run, one code path per rank (worker()):
  *  - one process per rank under mpirun (or any launcher the runtime's environment
  *    bootstrap knows): ccl_comm_init_rank over that bootstrap, no MPI link;
@@ -38,17 +45,6 @@
 #include "gpu/layout.h"
 #include "perf.h"
 
-/* ===== the collectives ===== */
-
-const CollInfo perf_colls[COLL_REDUCE + 1] = {
-    [COLL_ALLREDUCE] = {"allreduce", "all_reduce", 1, 0, 1, 1},
-    [COLL_ALLGATHER] = {"allgather", "all_gather", 0, 0, 1, 0},
-    [COLL_REDUCE_SCATTER] = {"reduce_scatter", "reducescatter", 1, 0, 0, 1},
-    [COLL_ALLTOALL] = {"alltoall", "all_to_all", 0, 0, 0, 0},
-    [COLL_BROADCAST] = {"broadcast", "bcast", 0, 1, 1, 1},
-    [COLL_REDUCE] = {"reduce", "reduce", 1, 1, 1, 1},
-};
-
 static void usage(FILE *f)
 {
     fputs("usage: ccl-perf -c COLLECTIVE [options]\n"
@@ -66,6 +62,8 @@ static void usage(FILE *f)
           "      --graph          time a CUDA graph of many ops (GPU backend only)\n"
           "      --check          check every timed op against the exact expected result\n"
           "      --compare nccl   time NCCL in the same run (GPU backend; CCL_NCCL_LIB=path)\n"
+          "      --nccl-mode M    plain (NCCL on our buffers), sym (on its symmetric windows, 2.27+)\n"
+          "                       or best (both; ratios against the faster) [best]\n"
           "      --csv F, --json F, --plot F.svg   write the results\n"
           "      --backend B      cpu, gpu or auto [auto: gpu when one is present]\n"
           "  -n, --iters N        timed ops per size (ops per graph with --graph) [20]\n"
@@ -91,6 +89,7 @@ static void parse_args(int argc, char **argv, Opts *o)
                 .op = CCL_SUM, .iters = 20, .warmup = 5, .repeats = 10,
                 .size_arg = {"1K", "1M"}};
     int op_given = 0, root_given = 0;
+    const char *nccl_mode = NULL;
     tool_init("ccl-perf", "ccl-perf --help", NULL);
     /* Values are written "-b 1K", "--minbytes=1K" or "-b1K". */
     const ToolShared shared = {.ranks = &o->ranks, .max_ranks = CCLC_MAX_RANKS, .backend = &o->backend,
@@ -137,6 +136,16 @@ static void parse_args(int argc, char **argv, Opts *o)
             if (strcmp(val, "nccl") != 0)
                 tool_usage_error("--compare %s: only 'nccl' can be compared", val);
             o->compare_nccl = 1;
+        } else if (tool_is(&a, "--nccl-mode", NULL)) {
+            nccl_mode = tool_value(&a);
+            if (!strcmp(nccl_mode, "best"))
+                o->nccl_mode = PERF_NCCL_BEST;
+            else if (!strcmp(nccl_mode, "plain"))
+                o->nccl_mode = PERF_NCCL_PLAIN;
+            else if (!strcmp(nccl_mode, "sym"))
+                o->nccl_mode = PERF_NCCL_SYM;
+            else
+                tool_usage_error("--nccl-mode %s: expected plain, sym or best", nccl_mode);
         } else if (tool_is(&a, "--csv", NULL)) {
             o->csv = tool_value(&a);
         } else if (tool_is(&a, "--json", NULL)) {
@@ -149,6 +158,8 @@ static void parse_args(int argc, char **argv, Opts *o)
             tool_unknown(&a);
         }
     }
+    if (nccl_mode && !o->compare_nccl)
+        tool_usage_error("--nccl-mode %s needs --compare nccl", nccl_mode);
     if (o->minbytes > o->maxbytes)
         tool_usage_error("-b %s is larger than -e %s", o->size_arg[0], o->size_arg[1]);
     if (o->plot) {
@@ -312,42 +323,55 @@ static void buf_fill(Worker *w, void *dst, size_t pos0, size_t n, int r)
         buf_upload(w, dst, img, n * es);
 }
 
+/* An implementation's two buffers: CCL's heap for ours and for NCCL's plain mode (the
+ * same device pointers), NCCL's registered windows for its symmetric mode. Both pairs
+ * have send_cap and recv_cap bytes. */
+static void impl_buffers(const Worker *w, int impl, char **sendbuf, char **recvbuf)
+{
+    *sendbuf = impl == IMPL_NCCL_SYM ? w->sym_sendbuf : w->sendbuf;
+    *recvbuf = impl == IMPL_NCCL_SYM ? w->sym_recvbuf : w->recvbuf;
+}
+
 /* The send and receive pointers of one op (nccl-tests' in-place conventions). */
-static void op_buffers(const Worker *w, int inplace, size_t count, const void **send, void **recv)
+static void op_buffers(const Worker *w, int impl, int inplace, size_t count, const void **send, void **recv)
 {
     size_t es = w->sh->pat.esize;
     Collective c = w->sh->coll;
+    char *sb, *rb;
+    impl_buffers(w, impl, &sb, &rb);
     if (!inplace) {
-        *send = w->sendbuf, *recv = w->recvbuf;
+        *send = sb, *recv = rb;
     } else if (c == COLL_ALLGATHER) {
-        *recv = w->recvbuf;
-        *send = (char *)w->recvbuf + (size_t)w->rank * count * es;
+        *recv = rb;
+        *send = rb + (size_t)w->rank * count * es;
     } else if (c == COLL_REDUCE_SCATTER) {
-        *send = w->sendbuf;
-        *recv = (char *)w->sendbuf + (size_t)w->rank * count * es;
+        *send = sb;
+        *recv = sb + (size_t)w->rank * count * es;
     } else {
-        *send = *recv = w->recvbuf;
+        *send = *recv = rb;
     }
 }
 
 /* Writes the op's input and poisons its output (synchronously). */
-static void prepare(Worker *w, int inplace, size_t count)
+static void prepare(Worker *w, int impl, int inplace, size_t count)
 {
     Collective c = w->sh->coll;
     size_t es = w->sh->pat.esize, nin = in_elems(c, w->nranks, count), nout = out_elems(c, w->nranks, count);
     int root = w->o->root;
+    char *sb, *rb;
+    impl_buffers(w, impl, &sb, &rb);
     if (!inplace) {
-        buf_fill(w, w->sendbuf, 0, nin, w->rank);
-        buf_poison(w, w->recvbuf, nout * es);
+        buf_fill(w, sb, 0, nin, w->rank);
+        buf_poison(w, rb, nout * es);
     } else if (c == COLL_ALLGATHER) {
-        buf_poison(w, w->recvbuf, nout * es);
-        buf_fill(w, (char *)w->recvbuf + (size_t)w->rank * count * es, 0, count, w->rank);
+        buf_poison(w, rb, nout * es);
+        buf_fill(w, rb + (size_t)w->rank * count * es, 0, count, w->rank);
     } else if (c == COLL_REDUCE_SCATTER) {
-        buf_fill(w, w->sendbuf, 0, nin, w->rank);
+        buf_fill(w, sb, 0, nin, w->rank);
     } else if (c == COLL_BROADCAST && w->rank != root) {
-        buf_poison(w, w->recvbuf, nout * es);
+        buf_poison(w, rb, nout * es);
     } else {
-        buf_fill(w, w->recvbuf, 0, nin, w->rank);
+        buf_fill(w, rb, 0, nin, w->rank);
     }
 }
 
@@ -364,12 +388,12 @@ static long long verify(Worker *w, int impl, int inplace, size_t count)
     if (c == COLL_REDUCE && w->rank != root)
         return 0;                         /* non-root outputs are undefined */
     /* NCCL's avg multiplies by 1/N before summing: exact only for powers of two. */
-    if (impl == IMPL_NCCL && w->o->op == CCL_AVG && perf_colls[c].reduces && (n & (n - 1)) &&
+    if (impl != IMPL_CCL && w->o->op == CCL_AVG && perf_colls[c].reduces && (n & (n - 1)) &&
         w->o->dtype != CCL_I32 && w->o->dtype != CCL_I64 && w->o->dtype != CCL_U8)
         return -1;
     const void *send;
     void *recv;
-    op_buffers(w, inplace, count, &send, &recv);
+    op_buffers(w, impl, inplace, count, &send, &recv);
     size_t nout = out_elems(c, n, count);
     /* The checker's own test (tests/perf): spoil rank 0's first elements. */
     if (inject_wrong && w->rank == 0 && impl == IMPL_CCL)
@@ -405,8 +429,8 @@ static void issue(Worker *w, int impl, int inplace, size_t count)
     const Opts *o = w->o;
     const void *send;
     void *recv;
-    op_buffers(w, inplace, count, &send, &recv);
-    if (impl == IMPL_NCCL) {
+    op_buffers(w, impl, inplace, count, &send, &recv);
+    if (impl != IMPL_CCL) {
         NcclDataType t = perf_nccl_dtype(o->dtype);
         NcclRedOp op = perf_nccl_op(o->op);
         NcclComm nc = w->ncomm;
@@ -479,7 +503,7 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
     long long wrong = check ? 0 : -1;
 
     agree_barrier(w);
-    prepare(w, inplace, count);
+    prepare(w, impl, inplace, count);
     agree_barrier(w);
     /* At least one op before a capture: the first call of a size may compile, load or
      * allocate, none of which belongs in a graph. */
@@ -495,7 +519,7 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
         if (check && inplace) {
             /* In-place data changes with every op of a graph; check one eager op. */
             agree_barrier(w);
-            prepare(w, inplace, count);
+            prepare(w, impl, inplace, count);
             agree_barrier(w);
             issue(w, impl, inplace, count);
             wait_idle(w, impl);
@@ -503,7 +527,7 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
             wrong = v < 0 ? -1 : wrong + v;
         }
         agree_barrier(w);
-        prepare(w, inplace, count);
+        prepare(w, impl, inplace, count);
         agree_barrier(w);
         cu_check(w, tool_gpu_capture_begin(&w->g));
         for (int k = 0; k < ops; k++)
@@ -511,7 +535,8 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
         CuResult e = tool_gpu_capture_end(&w->g);
         if (e != 0 && !strcmp(w->g.what, "cuStreamEndCapture"))
             worker_fail(w, "--graph: capturing %s ops failed: %s (CUDA error %d); the collective is not graph-capturable",
-                        impl == IMPL_CCL ? "ccl" : "NCCL", tool_cuda_error(e), e);
+                        impl == IMPL_CCL ? "ccl" : impl == IMPL_NCCL ? "NCCL" : "NCCL (symmetric windows)",
+                        tool_cuda_error(e), e);
         cu_check(w, e);
         cu_check(w, tool_gpu_replay(&w->g));
         wait_idle(w, impl);
@@ -524,7 +549,9 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
             if (each) {
                 /* Every rank is done with the previous replay before anyone poisons. */
                 agree_barrier(w);
-                buf_poison(w, w->recvbuf, out_elems(w->sh->coll, w->nranks, count) * w->sh->pat.esize);
+                char *sb, *rb;
+                impl_buffers(w, impl, &sb, &rb);
+                buf_poison(w, rb, out_elems(w->sh->coll, w->nranks, count) * w->sh->pat.esize);
                 agree_barrier(w);
             }
             cu_check(w, tool_gpu_mark(&w->g, rep, 0));
@@ -558,7 +585,7 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
         for (int i = 0; i < n; i++) {
             agree_barrier(w);
             if (check) {
-                prepare(w, inplace, count);
+                prepare(w, impl, inplace, count);
                 agree_barrier(w);
             }
             double t0 = 0;
@@ -595,9 +622,69 @@ static void worker_setup_gpu(Worker *w)
         snprintf(w->sh->devname + strlen(w->sh->devname), 16, " x%d", w->nranks);
 }
 
+/* Whether the step `what` failed on any rank (agreed); if so, `why` says where and NCCL's
+ * words for the first failure, the same text on every rank. */
+static int agree_nccl_failure(Worker *w, NcclResult r, const char *what, char *why, size_t len)
+{
+    long long mine = r, *all = agree_mem(w, 1, sizeof mine * (size_t)w->nranks);
+    agree_gather(w, &mine, all, sizeof mine);
+    int failed = 0, first = -1;
+    for (int q = 0; q < w->nranks; q++)
+        if (all[q] != 0) {
+            failed++;
+            first = first < 0 ? q : first;
+        }
+    if (failed)
+        snprintf(why, len, "%s failed on %d of %d ranks (rank %d: %s, NCCL error %lld)", what, failed, w->nranks, first,
+                 perf_nccl.GetErrorString((NcclResult)all[first]), all[first]);
+    return failed != 0;
+}
+
+/* NCCL's symmetric mode: a send and a receive buffer from ncclMemAlloc, as large as ours,
+ * each registered once as a symmetric window before any timing, collectively and in the
+ * same order on every rank (as NCCL requires). A failure anywhere (agreed) turns the
+ * mode off on every rank and is reported once, in the header; the plain mode goes on.
+ * Windows registered on every rank are deregistered by worker(); one that failed on some
+ * rank is left to ncclCommDestroy, and the buffers are freed after it. */
+static void worker_setup_windows(Worker *w)
+{
+    Shared *sh = w->sh;
+    void **buf[2] = {&w->sym_sendbuf, &w->sym_recvbuf};
+    size_t cap[2] = {w->send_cap, w->recv_cap};
+    const char *name[2] = {"send", "receive"};
+    char why[sizeof sh->nc.sym_why] = "", what[128];
+    for (int i = 0; i < 2; i++) {
+        NcclResult r = perf_nccl.MemAlloc(buf[i], cap[i]);
+        if (r != 0)
+            *buf[i] = NULL;
+        snprintf(what, sizeof what, "ncclMemAlloc (%s buffer, %zu bytes)", name[i], cap[i]);
+        if (agree_nccl_failure(w, r, what, why, sizeof why))
+            break;
+        r = perf_nccl.CommWindowRegister(w->ncomm, *buf[i], cap[i], &w->sym_win[i], PERF_NCCL_WIN_COLL_SYMMETRIC);
+        snprintf(what, sizeof what, "ncclCommWindowRegister (%s buffer, %zu bytes, NCCL_WIN_COLL_SYMMETRIC)", name[i], cap[i]);
+        if (agree_nccl_failure(w, r, what, why, sizeof why)) {
+            w->sym_win[i] = NULL;    /* not on every rank: ncclCommDestroy's to release */
+            break;
+        }
+    }
+    w->nccl_sym = !why[0];
+    if (!why[0] || w->rank != 0)
+        return;
+    /* Only rank 0 reports, so only rank 0 writes (the threads share sh). */
+    snprintf(sh->nc.sym_why, sizeof sh->nc.sym_why, "%s", why);
+    sh->nc.sym = 0;
+    if (!sh->nc.plain) {
+        snprintf(sh->nc.why, sizeof sh->nc.why, "--nccl-mode sym, but %.450s", why);
+        sh->nc.available = 0;
+    }
+    fprintf(stderr, "ccl-perf: note: NCCL's symmetric mode is off: %s\n", why);
+}
+
 static void worker_setup_nccl(Worker *w)
 {
     Shared *sh = w->sh;
+    /* Read before the first agreement: rank 0 may rewrite sh->nc after it. */
+    int plain = sh->nc.plain, sym = sh->nc.sym;
     NcclUniqueId id, *all = agree_mem(w, 2, sizeof id * (size_t)w->nranks);
     memset(&id, 0, sizeof id);
     NcclResult r = w->rank == 0 ? perf_nccl.GetUniqueId(&id) : 0;
@@ -619,6 +706,9 @@ static void worker_setup_nccl(Worker *w)
         return;
     }
     w->nccl_on = 1;
+    w->nccl_plain = plain;
+    if (sym)
+        worker_setup_windows(w);
 }
 
 /* The algorithm our op of this size ran: the --algo file, or the one the standard
@@ -678,10 +768,14 @@ static void worker_run(Worker *w)
         Row row = {.bytes = bytes, .count = count};
         for (int p = 0; p < 2; p++) {
             row.st[IMPL_CCL][p] = measure(w, IMPL_CCL, p, count, bytes);
-            row.st[IMPL_NCCL][p] = (Stat){-1, -1};
-            /* NCCL has no in-place alltoall (its send/receive pairs would race). */
-            if (w->nccl_on && !(p == 1 && c == COLL_ALLTOALL))
-                row.st[IMPL_NCCL][p] = measure(w, IMPL_NCCL, p, count, bytes);
+            /* NCCL's modes, each where it runs; NCCL has no in-place alltoall (its
+             * send/receive pairs would race). */
+            for (int impl = IMPL_NCCL; impl <= IMPL_NCCL_SYM; impl++) {
+                int on = impl == IMPL_NCCL ? w->nccl_plain : w->nccl_sym;
+                row.st[impl][p] = (Stat){-1, -1};
+                if (w->nccl_on && on && !(p == 1 && c == COLL_ALLTOALL))
+                    row.st[impl][p] = measure(w, impl, p, count, bytes);
+            }
         }
         if (w->rank == 0) {
             op_algorithm(w, count, row.algo, sizeof row.algo);
@@ -702,8 +796,19 @@ static void *worker(void *arg)
     w->in_worker = 0;
     /* What the rank holds, after a normal run or a failure anywhere in it. The comm
      * itself (and its queued work) is destroyed by main() once every rank returned. */
-    if (w->nccl_on)
+    if (w->nccl_on) {
+        /* Collective, in the same order on every rank; a failed rank skips it (its peers
+         * may be anywhere) and leaves its windows to ncclCommDestroy. */
+        for (int i = 1; i >= 0 && !w->failed; i--)
+            if (w->sym_win[i])
+                perf_nccl.CommWindowDeregister(w->ncomm, w->sym_win[i]);
         perf_nccl.CommDestroy(w->ncomm);
+    }
+    /* After the communicator, which releases any window still registered on them. */
+    if (w->sym_sendbuf)
+        perf_nccl.MemFree(w->sym_sendbuf);
+    if (w->sym_recvbuf)
+        perf_nccl.MemFree(w->sym_recvbuf);
     if (w->alg)
         ccl_algorithm_free(w->alg);
     ccl_mem_free(w->comm, w->sendbuf);
@@ -877,6 +982,7 @@ int main(int argc, char **argv)
                  why[0] ? " (" : "", why, why[0] ? ")" : "");
     else if (o->compare_nccl)
         perf_nccl_load(&sh->nc);
+    perf_nccl_modes(&sh->nc, o->nccl_mode);
 
     perf_pattern_init(&sh->pat, sh->nranks, sh->coll, o->op, o->dtype);
 

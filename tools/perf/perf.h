@@ -1,9 +1,10 @@
 /* perf.h: what the files of ccl-perf share (see perf.c for the tool).
  *
  *   perf.c     options, agreement among ranks, timing, one rank's loop, main
- *   data.c     exactly verifiable data (the pattern tables)
+ *   data.c     the collectives' table; exactly verifiable data (the pattern tables)
  *   driver.c   NCCL, loaded with dlopen (the CUDA driver is the harness's)
- *   report.c   the table on stdout, CSV, JSON and the SVG plot */
+ *   report.c   the table on stdout, CSV, JSON and the SVG plot; which NCCL mode a ratio
+ *              is taken against */
 #ifndef CCL_PERF_H
 #define CCL_PERF_H
 
@@ -74,6 +75,12 @@ static inline double busbw_factor(Collective c, int n)
 
 /* ===== options ===== */
 
+/* --nccl-mode: which ways NCCL is timed. plain: on the same unregistered buffers as ours
+ * (CCL's heap); sym: on buffers from ncclMemAlloc registered as symmetric windows
+ * (NCCL 2.27+); best: both, where the library has windows, and ratios against the
+ * faster. */
+enum { PERF_NCCL_BEST, PERF_NCCL_PLAIN, PERF_NCCL_SYM };
+
 typedef struct {
     int coll;               /* Collective, or -1 until known */
     size_t minbytes, maxbytes;
@@ -85,6 +92,7 @@ typedef struct {
     int graph, check;
     int hint_range;         /* --hint-range: only sizes in the --algo file's `sizes` hint */
     int compare_nccl;
+    int nccl_mode;          /* PERF_NCCL_*: --nccl-mode */
     const char *csv, *json, *plot;
     ccl_backend_t backend;
     int iters, warmup, repeats;
@@ -116,6 +124,13 @@ typedef struct { char internal[128]; } NcclUniqueId;
 typedef int NcclDataType;
 typedef int NcclRedOp;
 #endif
+/* NCCL 2.27+'s window handle, and its flag for windows its symmetric kernels may use. */
+#ifdef CCL_TOOLS_CHECK_PROTOTYPES
+typedef ncclWindow_t NcclWindow;
+#else
+typedef struct ncclWindow_vidmem *NcclWindow;
+#endif
+enum { PERF_NCCL_WIN_COLL_SYMMETRIC = 0x01, PERF_NCCL_SYM_VERSION = 22700 };
 
 typedef struct {
     NcclResult (*GetVersion)(int *);
@@ -132,14 +147,24 @@ typedef struct {
     NcclResult (*GroupStart)(void);
     NcclResult (*GroupEnd)(void);
     const char *(*GetErrorString)(NcclResult);
+    /* Optional (NCCL 2.27+): NULL where the library lacks them. */
+    NcclResult (*MemAlloc)(void **, size_t);
+    NcclResult (*MemFree)(void *);
+    NcclResult (*CommWindowRegister)(NcclComm, void *, size_t, NcclWindow *, int);
+    NcclResult (*CommWindowDeregister)(NcclComm, NcclWindow);
 } NcclApi;
 
 
+/* What is known about NCCL: found or not, and which of its modes are timed. A mode
+ * that is not timed has its reason, which the report prints. */
 typedef struct {
-    int wanted, available;
+    int wanted, available;    /* available: NCCL runs, in at least one mode */
     char path[PATH_MAX];
     int version;
     char why[512];            /* when not available */
+    int sym_lib;              /* the library has symmetric windows (perf_nccl_load) */
+    int plain, sym;           /* the modes timed; sym is cleared when registration fails */
+    char sym_why[512];        /* why sym is not timed */
 } NcclStatus;
 
 /* ===== per-rank state ===== */
@@ -151,11 +176,12 @@ typedef struct {
     long long wrong;          /* summed over ranks and checked ops; -1: not checked */
 } Stat;
 
-enum { IMPL_CCL, IMPL_NCCL };
+/* What a Stat measured: ours, NCCL on plain buffers, NCCL on symmetric windows. */
+enum { IMPL_CCL, IMPL_NCCL, IMPL_NCCL_SYM, NIMPL };
 typedef struct {
     size_t bytes, count;
     char algo[40];            /* the algorithm our op ran */
-    Stat st[2][2];            /* [IMPL_*][0 out-of-place, 1 in-place] */
+    Stat st[NIMPL][2];        /* [IMPL_*][0 out-of-place, 1 in-place] */
 } Row;
 
 struct Shared {
@@ -191,6 +217,9 @@ typedef struct {
     ccl_algorithm_t *alg;
     NcclComm ncomm;
     int nccl_on;
+    int nccl_plain, nccl_sym;    /* the NCCL modes this rank times (agreed) */
+    void *sym_sendbuf, *sym_recvbuf;  /* ncclMemAlloc'd, send_cap and recv_cap bytes */
+    NcclWindow sym_win[2];       /* their windows; NULL: not registered */
     int exit_code;
     /* A failing rank never exit()s: other ranks' threads (and, on GPUs, the CUDA
      * driver's) still run, and exit() in a thread tears down libraries under them
@@ -218,9 +247,14 @@ long long perf_pattern_wrong(const unsigned char *buf, size_t pos0, size_t n, co
 NcclDataType perf_nccl_dtype(ccl_dtype_t t);
 NcclRedOp perf_nccl_op(ccl_op_t op);
 void perf_nccl_load(NcclStatus *st);
+int perf_nccl_sym_check(int version, const char *path, const char *missing, char *why, size_t len);
+void perf_nccl_modes(NcclStatus *st, int mode);
 
 /* report.c */
 void perf_fmt_size(char *buf, size_t len, size_t bytes);
+int perf_nccl_faster(const Row *row, int placement);
+double perf_ratio(const Row *row, int placement, int *against);
+const char *perf_nccl_mode_name(int impl);
 void perf_print_header(const Shared *sh);
 void perf_print_row(const Shared *sh, const Row *row);
 void perf_print_footer(const Shared *sh, long long *total_wrong);

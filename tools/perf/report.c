@@ -1,7 +1,39 @@
 /* report.c: ccl-perf's results: the table on stdout (header, rows, footer), CSV, JSON and
  * a hand-written SVG plot. Every rank holds the same results (they were agreed); rank 0
- * writes them. */
+ * writes them. Every ratio is ours over the faster NCCL mode's time (perf_nccl_faster),
+ * in the table, the footer, the CSV and the JSON alike. */
 #include "perf.h"
+
+/* ===== the bar: the faster NCCL mode ===== */
+
+/* The NCCL mode a row's ratio is taken against at one placement: IMPL_NCCL or
+ * IMPL_NCCL_SYM, whichever was timed and is faster (plain on a tie: the simpler setup
+ * wins when it costs nothing), or -1 when neither was timed. Wrong results do not
+ * disqualify a mode; they fail the run instead. */
+int perf_nccl_faster(const Row *row, int placement)
+{
+    const Stat *plain = &row->st[IMPL_NCCL][placement], *sym = &row->st[IMPL_NCCL_SYM][placement];
+    if (sym->us > 0 && !(plain->us > 0 && plain->us <= sym->us))
+        return IMPL_NCCL_SYM;
+    return plain->us > 0 ? IMPL_NCCL : -1;
+}
+
+/* Our time over the faster NCCL mode's, and that mode in *against; -1 (and -1) when
+ * there is nothing to compare. */
+double perf_ratio(const Row *row, int placement, int *against)
+{
+    int m = perf_nccl_faster(row, placement);
+    const Stat *ours = &row->st[IMPL_CCL][placement];
+    *against = m;
+    if (m < 0 || ours->us < 0) {
+        *against = -1;
+        return -1;
+    }
+    return ours->us / row->st[m][placement].us;
+}
+
+/* "plain" and "sym", as the table's vs column, the CSV and the JSON spell the modes. */
+const char *perf_nccl_mode_name(int impl) { return impl == IMPL_NCCL ? "plain" : impl == IMPL_NCCL_SYM ? "sym" : ""; }
 
 /* ===== output ===== */
 
@@ -34,11 +66,19 @@ void perf_print_header(const Shared *sh)
                                      : "off (#wrong: N/A; use --check)");
     if (!o->compare_nccl)
         printf("# nccl: not compared (use --compare nccl)\n");
-    else if (sh->nc.available)
-        printf("# nccl: %s (version %d), NCCL_NVLS_ENABLE=%s; ratio = our time / NCCL's (< 1: we are faster)\n",
-               sh->nc.path, sh->nc.version, getenv("NCCL_NVLS_ENABLE"));
-    else
+    else if (sh->nc.available) {
+        const char *nvls = getenv("NCCL_NVLS_ENABLE");
+        printf("# nccl: %s (version %d), NCCL_NVLS_ENABLE=%s\n", sh->nc.path, sh->nc.version, nvls ? nvls : "(unset)");
+        printf("# nccl modes: %s%s%s; ratio = our time / NCCL's in its faster mode (< 1: we are faster), vs = that mode\n",
+               sh->nc.plain ? "plain (the buffers ours use, unregistered)" : "", sh->nc.plain && sh->nc.sym ? ", " : "",
+               sh->nc.sym ? "sym (ncclMemAlloc buffers, ncclCommWindowRegister NCCL_WIN_COLL_SYMMETRIC)" : "");
+        if (!sh->nc.plain)
+            printf("# nccl plain: not timed (--nccl-mode sym)\n");
+        if (!sh->nc.sym)
+            printf("# nccl sym: not timed: %s\n", sh->nc.sym_why);
+    } else {
         printf("# nccl: not compared: %s\n", sh->nc.why);
+    }
     /* Settings that change what is measured, so a table says how it was made. */
     static const char *const env[] = {"CCL_GPU_THREADS", "CCL_GPU_INSTANCES", "CCL_GPU_SLICES", "CCL_TIMEOUT_MS",
         "CCL_ALGORITHM_DIR", "CUDA_VISIBLE_DEVICES", "NCCL_PROTO", "NCCL_ALGO", "NCCL_P2P_LEVEL", "NCCL_MAX_NCHANNELS",
@@ -52,20 +92,28 @@ void perf_print_header(const Shared *sh)
     printf("# sizes: bytes = the full buffer as in nccl-tests (%s); busbw = algbw x %s\n",
            c == COLL_ALLGATHER ? "the receive size" : c == COLL_REDUCE_SCATTER || c == COLL_ALLTOALL ? "the send size" : "the message",
            c == COLL_ALLREDUCE ? "2(n-1)/n" : c == COLL_BROADCAST || c == COLL_REDUCE ? "1" : "(n-1)/n");
-    int cmp = sh->nc.available;
-    printf("#\n# %*s %*s %5s %6s %4s %-18s  %-*s  %-*s\n", 10, "", 11, "", "", "", "", "",
-           cmp ? 60 : 31, "out-of-place", cmp ? 60 : 31, "in-place");
+    /* Per placement: ours (34 characters), each NCCL mode timed (25), ratio and vs (12). */
+    int cmp = sh->nc.available, plain = cmp && sh->nc.plain, sym = cmp && sh->nc.sym;
+    int width = 34 + 25 * (plain + sym) + (cmp ? 12 : 0) - 2;
+    printf("#\n# %*s %*s %5s %6s %4s %-18s  %-*s  %-*s\n", 10, "", 11, "", "", "", "", "", width, "out-of-place",
+           width, "in-place");
     printf("# %10s %11s %5s %6s %4s %-18s", "size", "count", "type", "redop", "root", "algorithm");
     for (int p = 0; p < 2; p++) {
         printf("  %9s %7s %7s %6s", "time", "algbw", "busbw", "#wrong");
+        if (plain)
+            printf(" %9s %7s %6s", "nccl", "busbw", "#wrong");
+        if (sym)
+            printf(" %9s %7s %6s", "nccl-sym", "busbw", "#wrong");
         if (cmp)
-            printf(" %9s %7s %6s %5s", "nccl", "busbw", "#wrong", "ratio");
+            printf(" %5s %5s", "ratio", "vs");
     }
     printf("\n# %10s %11s %5s %6s %4s %-18s", "(B)", "(elements)", "", "", "", "");
     for (int p = 0; p < 2; p++) {
         printf("  %9s %7s %7s %6s", "(us)", "(GB/s)", "(GB/s)", "");
+        for (int m = 0; m < plain + sym; m++)
+            printf(" %9s %7s %6s", "(us)", "(GB/s)", "");
         if (cmp)
-            printf(" %9s %7s %6s %5s", "(us)", "(GB/s)", "", "");
+            printf(" %5s %5s", "", "");
     }
     printf("\n");
 }
@@ -92,13 +140,23 @@ void perf_print_row(const Shared *sh, const Row *row)
         printf("  %9.2f %7.2f %7.2f %6s", s->us, algbw(row->bytes, s->us), algbw(row->bytes, s->us) * f, wb);
         if (!sh->nc.available)
             continue;
-        const Stat *t = &row->st[IMPL_NCCL][p];
-        if (t->us < 0) {
-            printf(" %9s %7s %6s %5s", "n/a", "n/a", "n/a", "n/a");
-            continue;
+        for (int impl = IMPL_NCCL; impl <= IMPL_NCCL_SYM; impl++) {
+            if (!(impl == IMPL_NCCL ? sh->nc.plain : sh->nc.sym))
+                continue;
+            const Stat *t = &row->st[impl][p];
+            if (t->us < 0) {
+                printf(" %9s %7s %6s", "n/a", "n/a", "n/a");
+                continue;
+            }
+            fmt_wrong(wb, sizeof wb, t->wrong);
+            printf(" %9.2f %7.2f %6s", t->us, algbw(row->bytes, t->us) * f, wb);
         }
-        fmt_wrong(wb, sizeof wb, t->wrong);
-        printf(" %9.2f %7.2f %6s %5.2f", t->us, algbw(row->bytes, t->us) * f, wb, s->us / t->us);
+        int m;
+        double ratio = perf_ratio(row, p, &m);
+        if (m < 0)
+            printf(" %5s %5s", "n/a", "n/a");
+        else
+            printf(" %5.2f %5s", ratio, perf_nccl_mode_name(m));
     }
     printf("\n");
     fflush(stdout);
@@ -106,12 +164,12 @@ void perf_print_row(const Shared *sh, const Row *row)
 
 void perf_print_footer(const Shared *sh, long long *total_wrong)
 {
-    double f = busbw_factor(sh->coll, sh->nranks), sum[2][2] = {{0}};
-    int cnt[2][2] = {{0}}, faster[2] = {0}, compared[2] = {0};
+    double f = busbw_factor(sh->coll, sh->nranks), sum[NIMPL][2] = {{0}};
+    int cnt[NIMPL][2] = {{0}}, faster[2] = {0}, compared[2] = {0}, won[NIMPL] = {0};
     *total_wrong = 0;
     for (int i = 0; i < sh->nsizes; i++) {
         const Row *row = &sh->rows[i];
-        for (int impl = 0; impl < 2; impl++)
+        for (int impl = 0; impl < NIMPL; impl++)
             for (int p = 0; p < 2; p++) {
                 const Stat *s = &row->st[impl][p];
                 if (s->us < 0)
@@ -121,24 +179,32 @@ void perf_print_footer(const Shared *sh, long long *total_wrong)
                 if (s->wrong > 0)
                     *total_wrong += s->wrong;
             }
-        for (int p = 0; p < 2 && sh->nc.available; p++)
-            if (row->st[IMPL_NCCL][p].us > 0) {
-                compared[p]++;
-                faster[p] += row->st[IMPL_CCL][p].us < row->st[IMPL_NCCL][p].us;
-            }
+        for (int p = 0; p < 2 && sh->nc.available; p++) {
+            int m;
+            double ratio = perf_ratio(row, p, &m);
+            if (m < 0)
+                continue;
+            compared[p]++;
+            faster[p] += ratio < 1;
+            won[m]++;
+        }
     }
     printf("# wrong elements: %lld%s\n", *total_wrong, sh->o.check ? "" : " (not checked)");
     printf("# average busbw: %.2f GB/s out-of-place, %.2f in-place", cnt[0][0] ? sum[0][0] / cnt[0][0] : 0,
            cnt[0][1] ? sum[0][1] / cnt[0][1] : 0);
-    if (sh->nc.available) {
-        printf("; NCCL ");
+    for (int impl = IMPL_NCCL; impl <= IMPL_NCCL_SYM && sh->nc.available; impl++) {
+        if (!(impl == IMPL_NCCL ? sh->nc.plain : sh->nc.sym))
+            continue;
+        printf("; NCCL %s ", perf_nccl_mode_name(impl));
         for (int p = 0; p < 2; p++)
-            printf(cnt[1][p] ? "%s%.2f" : "%sn/a", p ? ", " : "", cnt[1][p] ? sum[1][p] / cnt[1][p] : 0);
+            printf(cnt[impl][p] ? "%s%.2f" : "%sn/a", p ? ", " : "", cnt[impl][p] ? sum[impl][p] / cnt[impl][p] : 0);
     }
     printf("\n");
     if (sh->nc.available)
-        printf("# faster than NCCL at %d of %d sizes out-of-place, %d of %d in-place\n", faster[0], compared[0],
-               faster[1], compared[1]);
+        printf("# faster than NCCL (in its faster mode) at %d of %d sizes out-of-place, %d of %d in-place; "
+               "NCCL's faster mode: plain at %d, sym at %d of %d (size, placement) pairs\n",
+               faster[0], compared[0], faster[1], compared[1], won[IMPL_NCCL], won[IMPL_NCCL_SYM],
+               compared[0] + compared[1]);
     if (*total_wrong)
         printf("# FAILED: %lld wrong elements\n", *total_wrong);
 }
@@ -151,10 +217,11 @@ static FILE *open_out(const char *path)
     return f;
 }
 
-static const char *impl_name(int impl) { return impl == IMPL_CCL ? "ccl" : "nccl"; }
+static const char *impl_name(int impl) { return impl == IMPL_CCL ? "ccl" : impl == IMPL_NCCL ? "nccl" : "nccl_sym"; }
 static const char *place_name(int p) { return p ? "in-place" : "out-of-place"; }
 
-/* Long form: one line per size, placement and implementation. */
+/* Long form: one line per size, placement and implementation (ccl, nccl: the plain
+ * mode, nccl_sym); ccl lines carry the ratio and the mode it is against. */
 int perf_write_csv(const Shared *sh, const char *path)
 {
     FILE *f = open_out(path);
@@ -163,11 +230,11 @@ int perf_write_csv(const Shared *sh, const char *path)
     const Opts *o = &sh->o;
     double fac = busbw_factor(sh->coll, sh->nranks);
     fprintf(f, "collective,dtype,op,root,nranks,backend,method,impl,algorithm,placement,bytes,count,time_us,algbw_GBs,"
-               "busbw_GBs,wrong,ratio_vs_nccl\n");
+               "busbw_GBs,wrong,ratio_vs_nccl,ratio_vs_nccl_mode\n");
     for (int i = 0; i < sh->nsizes; i++) {
         const Row *row = &sh->rows[i];
         for (int p = 0; p < 2; p++)
-            for (int impl = 0; impl < 2; impl++) {
+            for (int impl = 0; impl < NIMPL; impl++) {
                 const Stat *s = &row->st[impl][p];
                 if (s->us < 0)
                     continue;
@@ -176,15 +243,18 @@ int perf_write_csv(const Shared *sh, const char *path)
                         perf_colls[sh->coll].rooted ? o->root : -1, sh->nranks,
                         sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu",
                         o->graph ? "cuda-graph" : sh->backend == CCL_BACKEND_GPU ? "cuda-events" : "host-clock",
-                        impl_name(impl), impl == IMPL_CCL ? row->algo : "nccl", place_name(p), row->bytes, row->count,
+                        impl_name(impl), impl == IMPL_CCL ? row->algo : impl_name(impl), place_name(p), row->bytes, row->count,
                         s->us, algbw(row->bytes, s->us),
                         algbw(row->bytes, s->us) * fac);
                 if (s->wrong >= 0)
                     fprintf(f, "%lld", s->wrong);
                 fputc(',', f);
-                const Stat *t = &row->st[IMPL_NCCL][p];
-                if (impl == IMPL_CCL && t->us > 0)
-                    fprintf(f, "%.4f", s->us / t->us);
+                int m;
+                double ratio = perf_ratio(row, p, &m);
+                if (impl == IMPL_CCL && m >= 0)
+                    fprintf(f, "%.4f,%s", ratio, perf_nccl_mode_name(m));
+                else
+                    fputc(',', f);
                 fputc('\n', f);
             }
     }
@@ -241,10 +311,15 @@ int perf_write_json(const Shared *sh, const char *path)
     json_str(f, sh->method);
     fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"repeats\": %d},\n", o->iters, o->warmup, o->repeats);
     fprintf(f, "  \"check\": %s, \"busbw_factor\": %.6f,\n", o->check ? "true" : "false", fac);
-    fprintf(f, "  \"nccl\": {\"compared\": %s, \"path\": ", sh->nc.available ? "true" : "false");
+    static const char *const mode[] = {[PERF_NCCL_BEST] = "best", [PERF_NCCL_PLAIN] = "plain", [PERF_NCCL_SYM] = "sym"};
+    fprintf(f, "  \"nccl\": {\"compared\": %s, \"mode\": \"%s\", \"path\": ", sh->nc.available ? "true" : "false",
+            mode[o->nccl_mode]);
     json_str(f, sh->nc.available ? sh->nc.path : "");
     fprintf(f, ", \"version\": %d, \"why_not\": ", sh->nc.version);
     json_str(f, !o->compare_nccl ? "not requested" : sh->nc.available ? "" : sh->nc.why);
+    fprintf(f, ",\n           \"plain\": %s, \"sym\": %s, \"sym_why_not\": ",
+            sh->nc.available && sh->nc.plain ? "true" : "false", sh->nc.available && sh->nc.sym ? "true" : "false");
+    json_str(f, !sh->nc.available ? (!o->compare_nccl ? "not requested" : sh->nc.why) : sh->nc.sym ? "" : sh->nc.sym_why);
     fputs("},\n  \"results\": [\n", f);
     for (int i = 0; i < sh->nsizes; i++) {
         const Row *row = &sh->rows[i];
@@ -256,11 +331,14 @@ int perf_write_json(const Shared *sh, const char *path)
             json_stat(f, &row->st[IMPL_CCL][p], row->bytes, fac);
             fputs(", \"nccl\": ", f);
             json_stat(f, &row->st[IMPL_NCCL][p], row->bytes, fac);
-            fputs(", \"ratio_vs_nccl\": ", f);
-            if (row->st[IMPL_NCCL][p].us > 0)
-                fprintf(f, "%.4f", row->st[IMPL_CCL][p].us / row->st[IMPL_NCCL][p].us);
+            fputs(", \"nccl_sym\": ", f);
+            json_stat(f, &row->st[IMPL_NCCL_SYM][p], row->bytes, fac);
+            int m;
+            double ratio = perf_ratio(row, p, &m);
+            if (m >= 0)
+                fprintf(f, ", \"ratio_vs_nccl\": %.4f, \"ratio_vs_nccl_mode\": \"%s\"", ratio, perf_nccl_mode_name(m));
             else
-                fputs("null", f);
+                fputs(", \"ratio_vs_nccl\": null, \"ratio_vs_nccl_mode\": null", f);
             fprintf(f, "}%s\n", i == sh->nsizes - 1 && p == 1 ? "" : ",");
         }
     }
@@ -335,10 +413,11 @@ static void svg_panel(FILE *f, const Shared *sh, const Panel *p, const char *yla
             p->x0 + p->w / 2, p->y0 + p->h + 34);
     fprintf(f, "<text transform=\"translate(%.1f,%.1f) rotate(-90)\" font-size=\"12\" text-anchor=\"middle\">%s</text>\n",
             p->x0 - 48, p->y0 + p->h / 2, ylabel);
-    /* The series: ours blue, NCCL orange; out-of-place solid, in-place dashed. */
-    static const char *color[2] = {"#1f77b4", "#ff7f0e"};
+    /* The series: ours blue, NCCL plain orange, NCCL sym green; out-of-place solid,
+     * in-place dashed. */
+    static const char *color[NIMPL] = {"#1f77b4", "#ff7f0e", "#2ca02c"};
     double fac = busbw_factor(sh->coll, sh->nranks);
-    for (int impl = 0; impl < 2; impl++)
+    for (int impl = 0; impl < NIMPL; impl++)
         for (int pl = 0; pl < 2; pl++) {
             char pts[PERF_MAX_SIZES * 32];
             size_t used = 0;
@@ -366,7 +445,7 @@ static void svg_panel(FILE *f, const Shared *sh, const Panel *p, const char *yla
                 perf_fmt_size(lab, sizeof lab, sh->rows[i].bytes);
                 fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s %s %s: %.2f %s (%s)</title></circle>\n",
                         px(p, (double)sh->rows[i].bytes), py(p, v), color[impl], impl_name(impl), place_name(pl), lab, v,
-                        latency ? "us" : "GB/s", impl == IMPL_CCL ? sh->rows[i].algo : "nccl");
+                        latency ? "us" : "GB/s", impl == IMPL_CCL ? sh->rows[i].algo : impl_name(impl));
             }
         }
 }
@@ -379,7 +458,7 @@ int perf_write_svg(const Shared *sh, const char *path)
     const Opts *o = &sh->o;
     double fac = busbw_factor(sh->coll, sh->nranks), bwmax = 0, tmin = INFINITY, tmax = 0;
     for (int i = 0; i < sh->nsizes; i++)
-        for (int impl = 0; impl < 2; impl++)
+        for (int impl = 0; impl < NIMPL; impl++)
             for (int pl = 0; pl < 2; pl++) {
                 const Stat *s = &sh->rows[i].st[impl][pl];
                 if (s->us <= 0)
@@ -422,11 +501,13 @@ int perf_write_svg(const Shared *sh, const char *path)
     svg_panel(f, sh, &bw, "busbw (GB/s)", 0);
     svg_panel(f, sh, &lat, "time (us, log scale)", 1);
     /* Legend. */
-    static const char *color[2] = {"#1f77b4", "#ff7f0e"};
-    const char *who[2] = {"ccl", "NCCL"};
-    double lx = 250, ly = 440;
-    for (int impl = 0; impl < (sh->nc.available ? 2 : 1); impl++)
-        for (int pl = 0; pl < 2; pl++) {
+    static const char *color[NIMPL] = {"#1f77b4", "#ff7f0e", "#2ca02c"};
+    const char *who[NIMPL] = {"ccl", "NCCL", "NCCL sym"};
+    int shown[NIMPL] = {1, sh->nc.available && sh->nc.plain, sh->nc.available && sh->nc.sym};
+    int nshown = shown[0] + shown[1] + shown[2];
+    double lx = 530 - nshown * 150, ly = 440;
+    for (int impl = 0; impl < NIMPL; impl++)
+        for (int pl = 0; pl < 2 && shown[impl]; pl++) {
             fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>\n", lx, ly,
                     lx + 30, ly, color[impl], pl ? " stroke-dasharray=\"6,4\"" : "");
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s %s</text>\n", lx + 36, ly + 4, who[impl], place_name(pl));

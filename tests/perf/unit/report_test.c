@@ -1,0 +1,332 @@
+/* tests/perf/unit/report_test.c: what ccl-perf decides about NCCL's two modes, tested
+ * without a GPU: which mode a ratio is taken against (perf_nccl_faster, perf_ratio),
+ * which modes run for --nccl-mode (perf_nccl_modes), why the symmetric mode is absent
+ * (perf_nccl_sym_check, and perf_nccl_load on stand-in libraries built from
+ * fake_nccl.c, and on the real libnccl where REAL_NCCL names it), and the report made from given timings: the tables on stdout, and the
+ * CSV, JSON and SVG of the first in OUTDIR. tests/perf/run.sh builds it against the
+ * build's objects, compares stdout and the CSV with goldens (report.golden,
+ * report.csv.golden) and checks the JSON and the SVG.
+ *
+ *   report_test OUTDIR FAKEDIR
+ *
+ * FAKEDIR holds libnccl-2.26.so (2.26.5 with ncclMemAlloc), libnccl-nowin.so (2.28.9
+ * with ncclMemAlloc, no windows) and libnccl-2.28.so (2.28.9, everything). One line per
+ * group of checks on stderr: "ok perf unit-NAME", or "FAIL perf unit-NAME: ..." with
+ * both sides; exit 1 when any failed. */
+#include "perf.h"
+
+static const char *group_name;
+static int group_failed, failures;
+
+static void group(const char *name)
+{
+    if (group_name && !group_failed)
+        fprintf(stderr, "ok perf unit-%s\n", group_name);
+    group_name = name;
+    group_failed = 0;
+}
+
+static void fail(const char *what, const char *got, const char *want)
+{
+    fprintf(stderr, "FAIL perf unit-%s: %s: got '%s', expected '%s'\n", group_name, what, got, want);
+    group_failed = 1;
+    failures++;
+}
+
+static void check_int(const char *what, long long got, long long want)
+{
+    char g[32], w[32];
+    snprintf(g, sizeof g, "%lld", got);
+    snprintf(w, sizeof w, "%lld", want);
+    if (got != want)
+        fail(what, g, w);
+}
+
+static void check_str(const char *what, const char *got, const char *want)
+{
+    if (strcmp(got, want) != 0)
+        fail(what, got, want);
+}
+
+static void check_dbl(const char *what, double got, double want)
+{
+    char g[32], w[32];
+    snprintf(g, sizeof g, "%.6f", got);
+    snprintf(w, sizeof w, "%.6f", want);
+    if (fabs(got - want) > 1e-9)
+        fail(what, g, w);
+}
+
+/* One placement of a row: our time and NCCL's in both modes (< 0: not timed). */
+static void set(Row *r, int p, double ccl, double plain, double sym)
+{
+    double us[NIMPL] = {ccl, plain, sym};
+    for (int i = 0; i < NIMPL; i++)
+        r->st[i][p] = (Stat){us[i], us[i] < 0 ? -1 : 0};
+}
+
+static void test_faster(void)
+{
+    group("faster");
+    static const struct {
+        double plain, sym;
+        int want;
+    } cases[] = {
+        {12, 6, IMPL_NCCL_SYM},   /* sym faster */
+        {6, 12, IMPL_NCCL},       /* plain faster */
+        {9, 9, IMPL_NCCL},        /* a tie: plain */
+        {9, -1, IMPL_NCCL},       /* sym not timed (no windows, or in-place alltoall) */
+        {-1, 9, IMPL_NCCL_SYM},   /* --nccl-mode sym */
+        {-1, -1, -1},             /* no NCCL */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Row r = {0};
+        set(&r, 1, 10, cases[i].plain, cases[i].sym);
+        char what[64];
+        snprintf(what, sizeof what, "plain %g, sym %g", cases[i].plain, cases[i].sym);
+        check_int(what, perf_nccl_faster(&r, 1), cases[i].want);
+        int m;
+        double ratio = perf_ratio(&r, 1, &m);
+        check_int(what, m, cases[i].want);
+        check_dbl(what, ratio, cases[i].want < 0 ? -1 : 10 / r.st[cases[i].want][1].us);
+    }
+    /* The placements are independent. */
+    Row r = {0};
+    set(&r, 0, 10, 20, 5);
+    set(&r, 1, 10, 5, 20);
+    check_int("out-of-place", perf_nccl_faster(&r, 0), IMPL_NCCL_SYM);
+    check_int("in-place", perf_nccl_faster(&r, 1), IMPL_NCCL);
+    check_str("names", perf_nccl_mode_name(IMPL_NCCL), "plain");
+    check_str("names", perf_nccl_mode_name(IMPL_NCCL_SYM), "sym");
+}
+
+static void test_sym_check(void)
+{
+    group("sym-check");
+    char why[512];
+    check_int("2.26.5", perf_nccl_sym_check(22605, "/x/libnccl.so.2", NULL, why, sizeof why), 0);
+    check_str("2.26.5", why, "NCCL 2.26.5 has no symmetric windows (ncclCommWindowRegister came in 2.27)");
+    /* A version too old wins over a missing symbol: it names the fix. */
+    check_int("2.8.4", perf_nccl_sym_check(2804, "/x/libnccl.so.2", "ncclMemAlloc", why, sizeof why), 0);
+    check_str("2.8.4", why, "NCCL 2.8.4 has no symmetric windows (ncclCommWindowRegister came in 2.27)");
+    check_int("lacks", perf_nccl_sym_check(22809, "/x/libnccl.so.2", "ncclCommWindowRegister", why, sizeof why), 0);
+    check_str("lacks", why, "NCCL 2.28.9 (/x/libnccl.so.2) lacks ncclCommWindowRegister");
+    check_int("2.27.0", perf_nccl_sym_check(22700, "/x/libnccl.so.2", NULL, why, sizeof why), 1);
+    check_str("2.27.0", why, "");
+}
+
+/* perf_nccl_load on a stand-in library: found, its version, and the symmetric mode. */
+static void load(const char *dir, const char *file, NcclStatus *st)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    setenv("CCL_NCCL_LIB", path, 1);
+    memset(st, 0, sizeof *st);
+    memset(&perf_nccl, 0, sizeof perf_nccl);
+    perf_nccl_load(st);
+    check_str("path", st->path, path);
+    check_int("available", st->available, 1);
+}
+
+static void test_load(const char *dir)
+{
+    group("load");
+    NcclStatus st;
+    char want[1024];
+    load(dir, "libnccl-2.26.so", &st);
+    check_int("2.26 version", st.version, 22605);
+    check_int("2.26 sym_lib", st.sym_lib, 0);
+    check_str("2.26 sym_why", st.sym_why, "NCCL 2.26.5 has no symmetric windows (ncclCommWindowRegister came in 2.27)");
+    /* ncclMemAlloc exists in 2.26, but without windows none of the four is used. */
+    check_int("2.26 MemAlloc unset", perf_nccl.MemAlloc == NULL, 1);
+
+    load(dir, "libnccl-nowin.so", &st);
+    check_int("nowin sym_lib", st.sym_lib, 0);
+    snprintf(want, sizeof want, "NCCL 2.28.9 (%s/libnccl-nowin.so) lacks ncclCommWindowRegister", dir);
+    check_str("nowin sym_why", st.sym_why, want);
+    check_int("nowin AllReduce set", perf_nccl.AllReduce != NULL, 1);
+
+    load(dir, "libnccl-2.28.so", &st);
+    check_int("2.28 version", st.version, 22809);
+    check_int("2.28 sym_lib", st.sym_lib, 1);
+    check_str("2.28 sym_why", st.sym_why, "");
+    check_int("2.28 window symbols", perf_nccl.MemAlloc && perf_nccl.MemFree && perf_nccl.CommWindowRegister &&
+                                         perf_nccl.CommWindowDeregister, 1);
+    unsetenv("CCL_NCCL_LIB");
+}
+
+/* The real libnccl, where the machine has one (REAL_NCCL: its path; no GPU needed to
+ * load it): windows exactly from 2.27 on, and then all four window symbols. */
+static void test_real(void)
+{
+    const char *path = getenv("REAL_NCCL");
+    if (!path || !*path) {
+        fprintf(stderr, "skip perf unit-real-nccl: no libnccl.so.2 given (REAL_NCCL)\n");
+        return;
+    }
+    group("real-nccl");
+    NcclStatus st = {0};
+    setenv("CCL_NCCL_LIB", path, 1);
+    memset(&perf_nccl, 0, sizeof perf_nccl);
+    perf_nccl_load(&st);
+    unsetenv("CCL_NCCL_LIB");
+    check_int("available", st.available, 1);
+    check_str("path", st.path, path);
+    check_int("sym_lib", st.sym_lib, st.version >= 22700);
+    if (st.sym_lib)
+        check_int("window symbols", perf_nccl.MemAlloc && perf_nccl.MemFree && perf_nccl.CommWindowRegister &&
+                                        perf_nccl.CommWindowDeregister, 1);
+    else
+        check_int("sym_why given", st.sym_why[0] != 0, 1);
+    fprintf(stderr, "  (%s: NCCL version %d, symmetric windows: %s)\n", path, st.version,
+            st.sym_lib ? "yes" : st.sym_why);
+}
+
+static void test_modes(void)
+{
+    group("modes");
+    static const struct {
+        int mode, sym_lib;
+        int available, plain, sym;
+        const char *why, *sym_why;
+    } cases[] = {
+        {PERF_NCCL_BEST, 1, 1, 1, 1, "", ""},
+        {PERF_NCCL_BEST, 0, 1, 1, 0, "", "NCCL 2.26.5 has no symmetric windows"},
+        {PERF_NCCL_PLAIN, 1, 1, 1, 0, "", "not asked for (--nccl-mode plain)"},
+        {PERF_NCCL_SYM, 1, 1, 0, 1, "", ""},
+        {PERF_NCCL_SYM, 0, 0, 0, 0, "--nccl-mode sym, but NCCL 2.26.5 has no symmetric windows",
+         "NCCL 2.26.5 has no symmetric windows"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        NcclStatus st = {.wanted = 1, .available = 1, .sym_lib = cases[i].sym_lib};
+        if (!cases[i].sym_lib)
+            snprintf(st.sym_why, sizeof st.sym_why, "NCCL 2.26.5 has no symmetric windows");
+        perf_nccl_modes(&st, cases[i].mode);
+        char what[64];
+        snprintf(what, sizeof what, "case %zu", i);
+        check_int(what, st.available, cases[i].available);
+        check_int(what, st.plain, cases[i].plain);
+        check_int(what, st.sym, cases[i].sym);
+        check_str(what, st.why, cases[i].why);
+        check_str(what, st.sym_why, cases[i].sym_why);
+    }
+    /* No NCCL: no mode, and the reason stays. */
+    NcclStatus st = {.wanted = 1};
+    snprintf(st.why, sizeof st.why, "libnccl.so.2 not found");
+    perf_nccl_modes(&st, PERF_NCCL_BEST);
+    check_int("no NCCL", st.plain + st.sym, 0);
+    check_str("no NCCL", st.why, "libnccl.so.2 not found");
+}
+
+/* A 4-rank bf16 allreduce with made-up timings that exercise every way a ratio is taken. */
+static void fill_shared(Shared *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    sh->o = (Opts){.coll = COLL_ALLREDUCE, .dtype = CCL_BF16, .op = CCL_SUM, .graph = 1, .check = 1,
+                   .compare_nccl = 1, .iters = 20, .warmup = 5, .repeats = 10};
+    sh->coll = COLL_ALLREDUCE;
+    sh->nranks = 4;
+    sh->processes = 1;
+    sh->backend = CCL_BACKEND_GPU;
+    snprintf(sh->devname, sizeof sh->devname, "test device x4");
+    snprintf(sh->algo_name, sizeof sh->algo_name, "the library's choice per size (ccl_all_reduce)");
+    snprintf(sh->method, sizeof sh->method, "made-up timings (tests/perf/unit/report_test.c)");
+    sh->nc = (NcclStatus){.wanted = 1, .available = 1, .version = 22809, .sym_lib = 1, .plain = 1, .sym = 1};
+    snprintf(sh->nc.path, sizeof sh->nc.path, "/opt/nccl/lib/libnccl.so.2");
+    static const struct {
+        size_t bytes;
+        const char *algo;
+        double t[2][3];    /* [placement][ccl, plain, sym] */
+    } rows[] = {
+        {1024, "allpairs_ll", {{8, 12, 6}, {8.5, 12, 6.5}}},          /* sym wins; we are slower */
+        {65536, "allpairs_ll", {{10, 11, 10.5}, {10, 11, -1}}},       /* sym wins out, in-place plain only */
+        {1048576, "oneshot", {{20, 25, 30}, {21, 25, 30}}},           /* plain wins; we are faster */
+        {16777216, "ring", {{100, 90, 90}, {101, 90, 90}}},           /* a tie: plain */
+    };
+    sh->nsizes = (int)(sizeof rows / sizeof rows[0]);
+    for (int i = 0; i < sh->nsizes; i++) {
+        Row *r = &sh->rows[i];
+        sh->sizes[i] = rows[i].bytes;
+        r->bytes = rows[i].bytes;
+        r->count = rows[i].bytes / 2;
+        snprintf(r->algo, sizeof r->algo, "%s", rows[i].algo);
+        for (int p = 0; p < 2; p++)
+            set(r, p, rows[i].t[p][0], rows[i].t[p][1], rows[i].t[p][2]);
+    }
+}
+
+static void print_table(const Shared *sh)
+{
+    long long wrong;
+    perf_print_header(sh);
+    for (int i = 0; i < sh->nsizes; i++)
+        perf_print_row(sh, &sh->rows[i]);
+    perf_print_footer(sh, &wrong);
+    check_int("wrong", wrong, 0);
+}
+
+static void test_report(const char *outdir)
+{
+    static Shared sh;
+    char path[PATH_MAX];
+    group("report");
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+
+    printf("# ==== both modes (--nccl-mode best, NCCL 2.28.9)\n");
+    fill_shared(&sh);
+    print_table(&sh);
+    snprintf(path, sizeof path, "%s/report.csv", outdir);
+    check_int("csv", perf_write_csv(&sh, path), 0);
+    snprintf(path, sizeof path, "%s/report.json", outdir);
+    check_int("json", perf_write_json(&sh, path), 0);
+    snprintf(path, sizeof path, "%s/report.svg", outdir);
+    check_int("svg", perf_write_svg(&sh, path), 0);
+
+    printf("# ==== a library without windows (NCCL 2.26.5): plain only, the header says why\n");
+    fill_shared(&sh);
+    sh.nc.version = 22605;
+    sh.nc.sym_lib = perf_nccl_sym_check(sh.nc.version, sh.nc.path, NULL, sh.nc.sym_why, sizeof sh.nc.sym_why);
+    perf_nccl_modes(&sh.nc, PERF_NCCL_BEST);
+    for (int i = 0; i < sh.nsizes; i++)
+        for (int p = 0; p < 2; p++)
+            sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1};
+    print_table(&sh);
+
+    printf("# ==== --nccl-mode sym\n");
+    fill_shared(&sh);
+    sh.o.nccl_mode = PERF_NCCL_SYM;
+    perf_nccl_modes(&sh.nc, PERF_NCCL_SYM);
+    for (int i = 0; i < sh.nsizes; i++)
+        for (int p = 0; p < 2; p++)
+            sh.rows[i].st[IMPL_NCCL][p] = (Stat){-1, -1};
+    print_table(&sh);
+
+    printf("# ==== registration failed with --nccl-mode sym: no NCCL columns\n");
+    fill_shared(&sh);
+    sh.o.nccl_mode = PERF_NCCL_SYM;
+    perf_nccl_modes(&sh.nc, PERF_NCCL_SYM);
+    snprintf(sh.nc.why, sizeof sh.nc.why, "--nccl-mode sym, but ncclCommWindowRegister (send buffer, 33554432 bytes, "
+             "NCCL_WIN_COLL_SYMMETRIC) failed on 4 of 4 ranks (rank 0: invalid usage, NCCL error 5)");
+    sh.nc.available = 0;
+    for (int i = 0; i < sh.nsizes; i++)
+        for (int p = 0; p < 2; p++)
+            sh.rows[i].st[IMPL_NCCL][p] = sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1};
+    print_table(&sh);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: report_test OUTDIR FAKEDIR\n");
+        return 2;
+    }
+    test_faster();
+    test_sym_check();
+    test_load(argv[2]);
+    test_real();
+    test_modes();
+    test_report(argv[1]);
+    group(NULL);
+    fflush(stdout);
+    return failures ? 1 : 0;
+}
