@@ -60,9 +60,9 @@ def scan(folder):
                     if r["placement"] != "out-of-place":
                         continue
                     b = int(r["bytes"])
-                    if r["impl"] == "nccl":
-                        nccl[b] = float(r["time_us"])
-                    else:
+                    if r["impl"] in ("nccl", "nccl_sym"):  # the bar: NCCL's faster mode
+                        nccl[b] = min(nccl.get(b, float("inf")), float(r["time_us"]))
+                    elif r["impl"] == "ccl":
                         ours.setdefault(b, {})[k] = (r["algorithm"], float(r["time_us"]))
         for b in sorted(ours):
             best = min(ours[b], key=lambda k: ours[b][k][1])
