@@ -56,8 +56,8 @@ def _config(backend: Union[str, int, None], timeout_ms: Optional[int], heap_byte
 
 def _torch_stream_getter() -> Callable[[int], int]:
     """torch's current CUDA stream of this thread on a device, as an int handle: the raw
-    getter torch's own generated code uses (no Stream object, no device switch), else the
-    public API."""
+    getter torch's own generated code uses (no torch.cuda.Stream built per call), else
+    the public API."""
     import torch
 
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)

@@ -91,10 +91,10 @@ def _do_reduce(c: Communicator, input: torch.Tensor, root: int, op: str) -> torc
 
 # ---- the registered ops ----
 #
-# torch.library.Library + define + impl, not torch.library.custom_op: custom_op puts
-# Python kernels on the Autograd and ADInplaceOrView keys as well as the backend's, three
-# trips from C++ into Python per call (measured on CPU: 9.9 us against 2.3 us for one,
-# with an empty kernel; docs/python.md). Here an op has one Python kernel, for every
+# torch.library.Library + define + impl, not torch.library.custom_op: custom_op puts a
+# Python kernel on the Autograd key (and, for an in-place op, on ADInplaceOrView) as well
+# as the backend's, three trips from C++ into Python per in-place call (measured on CPU:
+# 9.9 us against 2.3 us for one, with an empty kernel; docs/python.md). Here an op has one Python kernel, for every
 # device (CompositeExplicitAutograd), and a fake one for torch.compile and fake tensors.
 # What custom_op's extra kernels did that still matters, the in-place kernels do
 # themselves: they bump the mutated tensor's version counter, so autograd still refuses a
