@@ -200,3 +200,16 @@ def test_ops_have_one_python_kernel():
         assert torch._C._dispatch_has_kernel_for_dispatch_key(q, "CompositeExplicitAutograd")
         for key in ("Autograd", "ADInplaceOrView"):
             assert not torch._C._dispatch_has_kernel_for_dispatch_key(q, key), (q, key)
+
+
+def test_in_place_under_inference_mode(comms2, route):
+    # Inference tensors have no version counter: the in-place ops leave it alone there.
+    def body(r, c):
+        with torch.inference_mode():
+            x = torch.full((3,), float(r + 1))
+            cclt.all_reduce_(x, c)
+            cclt.broadcast_(x, c, root=1)
+        return x
+
+    for x in run_ranks(comms2, body):
+        assert torch.equal(x, torch.full((3,), 3.0))

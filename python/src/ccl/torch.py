@@ -107,6 +107,13 @@ _lib = torch.library.Library("ccl", "FRAGMENT")
 _increment_version = torch.autograd.graph.increment_version
 
 
+def _bump(t: torch.Tensor) -> None:
+    """A new version of t, as torch's in-place ops give. Tensors made under
+    torch.inference_mode have no version counter (older torch raises on them)."""
+    if not t.is_inference():
+        _increment_version(t)
+
+
 def _define(schema: str, kernel: Callable[..., Any], fake: Callable[..., Any]) -> None:
     name = schema.split("(", 1)[0]
     _lib.define(schema)
@@ -170,27 +177,27 @@ _define("reduce(Tensor input, SymInt comm, SymInt root, str op) -> Tensor", _red
 # In place (the mutated tensor must be contiguous).
 def _all_reduce_(tensor: torch.Tensor, comm: int, op: str) -> None:
     _c(comm).all_reduce(tensor, op)
-    _increment_version(tensor)
+    _bump(tensor)
 
 
 def _broadcast_(tensor: torch.Tensor, comm: int, root: int) -> None:
     _c(comm).broadcast(tensor, root)
-    _increment_version(tensor)
+    _bump(tensor)
 
 
 def _reduce_(tensor: torch.Tensor, comm: int, root: int, op: str) -> None:
     _c(comm).reduce(tensor, root, op)
-    _increment_version(tensor)
+    _bump(tensor)
 
 
 def _all_gather_into_(output: torch.Tensor, input: torch.Tensor, comm: int) -> None:
     _c(comm).all_gather(output, input.contiguous())
-    _increment_version(output)
+    _bump(output)
 
 
 def _reduce_scatter_into_(output: torch.Tensor, input: torch.Tensor, comm: int, op: str) -> None:
     _c(comm).reduce_scatter(output, input.contiguous(), op)
-    _increment_version(output)
+    _bump(output)
 
 
 _define("all_reduce_(Tensor(a0!) tensor, SymInt comm, str op) -> ()", _all_reduce_, _none)
@@ -253,7 +260,7 @@ def all_reduce_(tensor: torch.Tensor, comm: CommLike, op: Any = "sum") -> torch.
     """In-place all-reduce (as ``torch.distributed.all_reduce``); returns ``tensor``."""
     if _eager(tensor):
         _comm(comm).all_reduce(tensor, op)
-        _increment_version(tensor)
+        _bump(tensor)
     else:
         torch.ops.ccl.all_reduce_(tensor, _h(comm), _op(op))
     return tensor
@@ -269,7 +276,7 @@ def all_gather(input: torch.Tensor, comm: CommLike) -> torch.Tensor:
 def all_gather_into_(output: torch.Tensor, input: torch.Tensor, comm: CommLike) -> torch.Tensor:
     if _eager(output, input):
         _comm(comm).all_gather(output, input.contiguous())
-        _increment_version(output)
+        _bump(output)
     else:
         torch.ops.ccl.all_gather_into_(output, input, _h(comm))
     return output
@@ -285,7 +292,7 @@ def reduce_scatter(input: torch.Tensor, comm: CommLike, op: Any = "sum") -> torc
 def reduce_scatter_into_(output: torch.Tensor, input: torch.Tensor, comm: CommLike, op: Any = "sum") -> torch.Tensor:
     if _eager(output, input):
         _comm(comm).reduce_scatter(output, input.contiguous(), op)
-        _increment_version(output)
+        _bump(output)
     else:
         torch.ops.ccl.reduce_scatter_into_(output, input, _h(comm), _op(op))
     return output
@@ -307,7 +314,7 @@ def broadcast(input: torch.Tensor, comm: CommLike, root: int = 0) -> torch.Tenso
 def broadcast_(tensor: torch.Tensor, comm: CommLike, root: int = 0) -> torch.Tensor:
     if _eager(tensor):
         _comm(comm).broadcast(tensor, int(root))
-        _increment_version(tensor)
+        _bump(tensor)
     else:
         torch.ops.ccl.broadcast_(tensor, _h(comm), int(root))
     return tensor
@@ -323,7 +330,7 @@ def reduce(input: torch.Tensor, comm: CommLike, root: int = 0, op: Any = "sum") 
 def reduce_(tensor: torch.Tensor, comm: CommLike, root: int = 0, op: Any = "sum") -> torch.Tensor:
     if _eager(tensor):
         _comm(comm).reduce(tensor, int(root), op)
-        _increment_version(tensor)
+        _bump(tensor)
     else:
         torch.ops.ccl.reduce_(tensor, _h(comm), int(root), _op(op))
     return tensor
