@@ -29,7 +29,6 @@ isolates the Python cost. On the GPU backend calls are enqueued on the rank's st
 the stream is synchronized at the end of a sample.
 """
 import argparse
-import ctypes
 import os
 import statistics
 import sys
@@ -198,7 +197,8 @@ def main():
     base, base_min = rows[0][1]
     print(f"{'':48s} {'median':>9s}    {'min':>7s}")
     for name, (us, least) in rows:
-        print(f"{name:48s} {us:9.2f} us {least:7.2f} us   ({us - base:+.2f} / {least - base_min:+.2f} us vs the first row)")
+        print(f"{name:48s} {us:9.2f} us {least:7.2f} us   "
+              f"({us - base:+.2f} / {least - base_min:+.2f} us vs the first row)")
     for c in comms:
         c.destroy()
 
