@@ -2,16 +2,21 @@
 same communicators, same buffers.
 
     PYTHONPATH=python/src CCL_LIBRARY=build/libccl.so python3 bench/python_overhead.py [--backend cpu|gpu]
-        [--ranks 2] [--count 1] [--iters 2000]
+        [--ranks 2] [--count 1] [--iters 2000] [--samples 5] [--clock wall|thread]
 
 Threads mode, one Python thread per rank, an all-reduce of `count` f32 (tiny: the
-collective's own time is the floor). Each line is the time per call, the median of 5
-samples of `iters` calls, the max over ranks:
+collective's own time is the floor). Each line is the time per call, the median and the
+minimum of `samples` samples of `iters` calls, each the max over ranks (on a shared
+machine the minimum is the steadier figure). With --count 0 libccl checks the arguments
+and returns without moving anything, which leaves the Python path's own cost; with
+--clock thread each rank's thread counts its own CPU time (time.thread_time), not the
+time it waited for a core or for the GIL, which on a busy machine is the steadier
+measure of that cost (and, on the CPU backend, leaves out the backend's worker threads):
 
   C API (ctypes)        ccl_all_reduce through ctypes with prepared arguments (the C call
                         plus ctypes' ~0.3 us): the baseline
-  comm.all_reduce       the package's method on the array (buffer, dtype and count
-                        inference, stream lookup)
+  comm.all_reduce       the package's method on the array (its fast road: pointer, count,
+                        dtype and device of a plain tensor or array, the stream lookup)
   cclt.all_reduce_      ccl.torch's function, eager: it skips torch's dispatcher
   torch.ops.ccl...      the registered custom op through torch's dispatcher (what
                         torch.compile'd code calls), when torch is there
@@ -24,7 +29,6 @@ isolates the Python cost. On the GPU backend calls are enqueued on the rank's st
 the stream is synchronized at the end of a sample.
 """
 import argparse
-import ctypes
 import os
 import statistics
 import sys
@@ -41,9 +45,14 @@ except ImportError:
     torch = None
 
 
-def per_rank(comms, fn, iters, samples=5):
-    """fn(r, comm, iters) -> seconds for iters calls; median over samples of the max over
-    ranks, per call, in microseconds."""
+SAMPLES = 5
+clock = time.perf_counter  # --clock thread: time.thread_time
+
+
+def per_rank(comms, fn, iters, samples=None):
+    """fn(r, comm, iters) -> seconds for iters calls; (median, min) over samples of the max
+    over ranks, per call, in microseconds."""
+    samples = samples or SAMPLES
     n = len(comms)
     res = [[0.0] * samples for _ in range(n)]
     barrier = threading.Barrier(n)
@@ -59,7 +68,8 @@ def per_rank(comms, fn, iters, samples=5):
         t.start()
     for t in ts:
         t.join()
-    return statistics.median(max(res[r][s] for r in range(n)) for s in range(samples)) / iters * 1e6
+    per_sample = [max(res[r][s] for r in range(n)) / iters * 1e6 for s in range(samples)]
+    return statistics.median(per_sample), min(per_sample)
 
 
 def main():
@@ -68,7 +78,13 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--count", type=int, default=1)
     ap.add_argument("--iters", type=int, default=2000)
+    ap.add_argument("--samples", type=int, default=5)
+    ap.add_argument("--clock", choices=("wall", "thread"), default="wall")
     a = ap.parse_args()
+    global SAMPLES, clock
+    SAMPLES = a.samples
+    if a.clock == "thread":
+        clock = time.thread_time
     L = _lib.lib()
     comms = ccl.init_all(a.ranks, backend=a.backend)
     gpu = comms[0].backend == "gpu"
@@ -104,7 +120,7 @@ def main():
         h, p, n = c.handle, ptr(bufs[r]), a.count
         s = streams[r].cuda_stream if gpu else None
         f, syn = L.ccl_all_reduce, L.ccl_comm_synchronize
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(iters):
             if f(p, p, n, 0, 0, h, s):
                 raise RuntimeError(c.last_error())
@@ -113,18 +129,18 @@ def main():
         if not gpu and enqueue_only:
             syn(h)
         sync(r, c)
-        return time.perf_counter() - t0
+        return clock() - t0
 
     def py_method(r, c, iters, enqueue_only=False):
         setup(r)
         x = bufs[r]
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(iters):
             c.all_reduce(x, async_op=enqueue_only)
         if enqueue_only:
             c.synchronize()
         sync(r, c)
-        return time.perf_counter() - t0
+        return clock() - t0
 
     rows.append(("C API (ctypes), call + synchronize" if not gpu else "C API (ctypes), eager",
                  per_rank(comms, c_api, a.iters)))
@@ -139,22 +155,22 @@ def main():
         def op(r, c, iters):
             setup(r)
             x = bufs[r]
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(iters):
                 cclt.all_reduce_(x, c)
             sync(r, c)
-            return time.perf_counter() - t0
+            return clock() - t0
 
         rows.append(("cclt.all_reduce_ (eager: skips the dispatcher)", per_rank(comms, op, a.iters)))
 
         def dispatched(r, c, iters):
             setup(r)
             x, h, f = bufs[r], c.handle, torch.ops.ccl.all_reduce_
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(iters):
                 f(x, h, "sum")
             sync(r, c)
-            return time.perf_counter() - t0
+            return clock() - t0
 
         rows.append(("torch.ops.ccl.all_reduce_ (torch's dispatcher)", per_rank(comms, dispatched, a.iters)))
         if gpu:
@@ -170,17 +186,19 @@ def main():
                             cclt.all_reduce_(x, c)
                     graphs[r] = (g, iters)
                 streams[r].synchronize()
-                t0 = time.perf_counter()
+                t0 = clock()
                 graphs[r][0].replay()
                 streams[r].synchronize()
-                return time.perf_counter() - t0
+                return clock() - t0
 
             rows.append(("cclt.all_reduce_ in a CUDA graph (replay)", per_rank(comms, graph, a.iters)))
-    print(f"# all_reduce of {a.count} f32, {a.ranks} ranks (threads), {comms[0].backend} backend, "
-          f"{a.iters} calls x 5 samples; us per call (median of samples, max over ranks)")
-    base = rows[0][1]
-    for name, us in rows:
-        print(f"{name:48s} {us:9.2f} us   ({us - base:+.2f} us vs the first row)")
+    print(f"# all_reduce of {a.count} f32, {a.ranks} ranks (threads), {comms[0].backend} backend, {a.clock} clock, "
+          f"{a.iters} calls x {a.samples} samples; us per call (median and min of samples, max over ranks)")
+    base, base_min = rows[0][1]
+    print(f"{'':48s} {'median':>9s}    {'min':>7s}")
+    for name, (us, least) in rows:
+        print(f"{name:48s} {us:9.2f} us {least:7.2f} us   "
+              f"({us - base:+.2f} / {least - base_min:+.2f} us vs the first row)")
     for c in comms:
         c.destroy()
 

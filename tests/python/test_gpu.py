@@ -107,6 +107,21 @@ def test_given_stream_and_cuda_array_interface(gcomms):
         assert torch.equal(x, torch.full((1000,), 3.0))
 
 
+def test_fast_road_takes_torchs_current_stream(gcomms):
+    # The fast road reads the device and the current stream without a torch.cuda.Stream:
+    # torch._C._cuda_getCurrentRawStream, this thread's current stream of that device.
+    from ccl._buffers import array_info
+    from ccl._comm import _current_stream
+
+    dev = torch.cuda.device_count() - 1
+    x = torch.ones(4, device=f"cuda:{dev}")
+    assert array_info(x) == (x.data_ptr(), 4, ccl.DType.F32, dev)
+    s = torch.cuda.Stream(dev)
+    with torch.cuda.stream(s):
+        assert _current_stream(dev) == s.cuda_stream
+    assert _current_stream(dev) == (torch.cuda.current_stream(dev).cuda_stream or None)
+
+
 @pytest.fixture(params=["fast path", "torch.ops"])
 def route(request):
     cclt._force_ops = request.param == "torch.ops"

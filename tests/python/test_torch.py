@@ -132,3 +132,84 @@ def test_init_from_torch_store(tmp_path):
     assert torch.equal(xs[0], torch.full((5,), 3.0))
     for c in comms:
         c.destroy()
+
+
+def test_array_info_torch():
+    from ccl._buffers import array_info
+
+    x = torch.arange(6.0).reshape(2, 3)
+    assert array_info(x) == (x.data_ptr(), 6, ccl.DType.F32, -1)
+    p = torch.nn.Parameter(torch.ones(3, dtype=torch.bfloat16), requires_grad=False)
+    assert array_info(p) == (p.data_ptr(), 3, ccl.DType.BF16, -1)
+
+    class Sub(torch.Tensor):
+        pass
+
+    for other in (x.t(), torch.ones(2, dtype=torch.complex64), x.as_subclass(Sub)):
+        assert array_info(other) is None  # as_buf decides (and says what is wrong)
+
+
+def test_in_place_bumps_the_version_counter(comms2, route):
+    # As torch's own in-place ops do, on both routes: autograd then refuses a backward
+    # through a tensor saved before the collective overwrote it.
+    def body(r, c):
+        x, out = torch.ones(4), torch.zeros(4)
+        versions = [x._version]
+        cclt.all_reduce_(x, c)
+        cclt.broadcast_(x, c, root=0)
+        cclt.reduce_(x, c, root=0)
+        versions.append(x._version)
+        cclt.all_gather_into_(torch.zeros(8), torch.ones(4), c)
+        cclt.reduce_scatter_into_(out, torch.ones(8), c)
+        versions.append(out._version)
+        w = torch.ones(4, requires_grad=True)
+        y = torch.ones(4)
+        z = (y * w).sum()  # saves y
+        cclt.all_reduce_(y, c)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            z.backward()
+        return versions
+
+    for v in run_ranks(comms2, body):
+        assert v[1] >= v[0] + 3 and v[2] >= 1
+
+
+def test_custom_ops_full_opcheck():
+    # Every check of torch.library.opcheck (schema, autograd registration, fake tensor,
+    # AOT dispatch), each op on a communicator of one rank (opcheck runs an op many times).
+    if not hasattr(torch.library, "opcheck"):
+        pytest.skip("no torch.library.opcheck")
+    (c,) = ccl.init_all(1, backend="cpu")
+    h, x = c.handle, torch.arange(6.0).reshape(3, 2)
+    ops = torch.ops.ccl
+    for op, args in [(ops.all_reduce, (x, h, "sum")), (ops.all_gather, (x, h, 1)),
+                     (ops.reduce_scatter, (x, h, 1, "max")), (ops.all_to_all, (x, h)), (ops.broadcast, (x, h, 0)),
+                     (ops.reduce, (x, h, 0, "sum")), (ops.all_reduce_, (x.clone(), h, "sum")),
+                     (ops.broadcast_, (x.clone(), h, 0)), (ops.reduce_, (x.clone(), h, 0, "sum")),
+                     (ops.all_gather_into_, (torch.zeros(3, 2), x, h)),
+                     (ops.reduce_scatter_into_, (torch.zeros(3, 2), x, h, "sum"))]:
+        torch.library.opcheck(op.default, args)
+    c.destroy()
+
+
+def test_ops_have_one_python_kernel():
+    # The per-call cost of torch.ops.ccl.* (docs/python.md): one Python kernel for every
+    # device and none on the autograd keys, where torch.library.custom_op puts two more.
+    for name in ("all_reduce", "all_reduce_", "all_gather_into_", "reduce_scatter"):
+        q = f"ccl::{name}"
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(q, "CompositeExplicitAutograd")
+        for key in ("Autograd", "ADInplaceOrView"):
+            assert not torch._C._dispatch_has_kernel_for_dispatch_key(q, key), (q, key)
+
+
+def test_in_place_under_inference_mode(comms2, route):
+    # Inference tensors have no version counter: the in-place ops leave it alone there.
+    def body(r, c):
+        with torch.inference_mode():
+            x = torch.full((3,), float(r + 1))
+            cclt.all_reduce_(x, c)
+            cclt.broadcast_(x, c, root=1)
+        return x
+
+    for x in run_ranks(comms2, body):
+        assert torch.equal(x, torch.full((3,), 3.0))

@@ -4,15 +4,21 @@ Accepted, in this order: torch tensors (CPU and CUDA), numpy arrays, anything wi
 ``__cuda_array_interface__`` (CuPy, Numba, ...) or ``__array_interface__``, anything with
 ``__dlpack__``, and raw pointers (ints, or ctypes pointers) for which the caller gives
 ``count`` and ``datatype``. Buffers must be contiguous: a collective moves bytes.
+
+Two roads. ``array_info`` is the per-call fast one: for a plain torch tensor or numpy
+array that is contiguous, writable (numpy) and of a CCL dtype it gives (pointer, element
+count, dtype, CUDA device) as a tuple, without building an object; for anything else it
+gives None, and ``as_buf`` takes the object, accepts it or says what is wrong with it.
+Whatever ``array_info`` accepts, ``as_buf`` accepts with the same pointer, count and dtype.
 """
 from __future__ import annotations
 
 import ctypes
 import sys
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from ._types import _DLPACK, _TYPESTR, DType, to_dtype
+from ._types import _DLPACK, _TYPESTR, DType, known_dtype, to_dtype
 
 
 @dataclass
@@ -109,6 +115,66 @@ def _from_dlpack(obj: Any, what: str) -> Buf:
     return Buf((t.data or 0) + t.byte_offset, numel, dtype, cuda, t.device.device_id if cuda else -1, keep=(obj, cap))
 
 
+# (pointer, element count, dtype, CUDA device index or -1 for host memory).
+ArrayInfo = tuple[int, int, DType, int]
+
+_addressof = ctypes.addressof
+_from_buffer = ctypes.c_char.from_buffer
+
+
+def _torch_info(t: Any) -> Optional[ArrayInfo]:
+    if not t.is_contiguous():
+        return None
+    dt = known_dtype(t.dtype)
+    if dt is None:
+        return None
+    return t.data_ptr(), t.numel(), dt, t.get_device() if t.is_cuda else -1
+
+
+def _numpy_info(a: Any) -> Optional[ArrayInfo]:
+    # c_char.from_buffer takes a writable, contiguous, non-empty buffer: a third of the
+    # cost of a.ctypes.data. Read-only and empty arrays take as_buf's road.
+    flags = a.flags
+    if not (flags.c_contiguous and flags.writeable) or not a.size:
+        return None
+    dt = known_dtype(a.dtype)
+    if dt is None:
+        return None
+    return _addressof(_from_buffer(a)), a.size, dt, -1
+
+
+def _no_info(obj: Any) -> None:
+    return None
+
+
+# Per type: its array_info function. Exact types only: a subclass may override what the
+# fast road reads (torch's FakeTensor, numpy's matrix), so it goes through as_buf.
+_INFO: dict[type, Callable[[Any], Optional[ArrayInfo]]] = {}
+
+
+def _info_for(tp: type) -> Callable[[Any], Optional[ArrayInfo]]:
+    t, np = sys.modules.get("torch"), sys.modules.get("numpy")
+    if t is not None and (tp is t.Tensor or tp is t.nn.Parameter):
+        f: Callable[[Any], Optional[ArrayInfo]] = _torch_info
+    elif np is not None and tp is np.ndarray:
+        f = _numpy_info
+    else:
+        f = _no_info
+    if len(_INFO) < 64:
+        _INFO[tp] = f
+    return f
+
+
+def array_info(obj: Any) -> Optional[ArrayInfo]:
+    """(pointer, element count, dtype, CUDA device or -1) of a plain contiguous torch tensor
+    or writable C-contiguous numpy array of a CCL dtype; None for anything else (as_buf
+    then decides)."""
+    f = _INFO.get(type(obj))
+    if f is None:
+        f = _info_for(type(obj))
+    return f(obj)
+
+
 def as_buf(obj: Any, what: str) -> Buf:
     """The buffer behind obj (see the module's docstring); raises TypeError/ValueError
     naming the argument."""
@@ -121,7 +187,7 @@ def as_buf(obj: Any, what: str) -> Buf:
         except ValueError as e:
             raise ValueError(f"{what}: {e}") from None
         cuda = obj.is_cuda
-        return Buf(obj.data_ptr(), obj.numel(), dtype, cuda, obj.device.index if cuda else -1, keep=obj,
+        return Buf(obj.data_ptr(), obj.numel(), dtype, cuda, obj.get_device() if cuda else -1, keep=obj,
                    torch_tensor=obj)
     np = sys.modules.get("numpy")
     if np is not None and isinstance(obj, np.ndarray):

@@ -15,12 +15,12 @@ import threading
 import warnings
 import weakref
 from ctypes import byref, c_int, c_size_t, c_void_p
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from . import _lib
 from ._bootstrap import (Bootstrap, GroupBootstrap, JobFolderBootstrap, MPIBootstrap, StoreBootstrap,
                          launcher_env)
-from ._buffers import Buf, as_buf
+from ._buffers import Buf, array_info, as_buf
 from ._errors import CclError, CompileError, InvalidArgumentError, error_for
 from ._types import DType, DTypeLike, Op, OpLike, to_dtype, to_op
 
@@ -54,16 +54,43 @@ def _config(backend: Union[str, int, None], timeout_ms: Optional[int], heap_byte
     return cfg
 
 
-def _stream_handle(stream: Any, send: Buf, recv: Buf) -> Optional[int]:
-    """The CUstream to enqueue on: the given one, or torch's current stream for CUDA
-    tensors, else NULL."""
-    if stream is None:
-        t = send.torch_tensor if send.torch_tensor is not None else recv.torch_tensor
-        if t is not None and t.is_cuda:
-            import torch
+def _torch_stream_getter() -> Callable[[int], int]:
+    """torch's current CUDA stream of this thread on a device, as an int handle: the raw
+    getter torch's own generated code uses (no torch.cuda.Stream built per call), else
+    the public API."""
+    import torch
 
-            return torch.cuda.current_stream(t.device).cuda_stream or None
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+_current_raw_stream: Optional[Callable[[int], int]] = None
+
+
+def _current_stream(device: int) -> Optional[int]:
+    """The handle of torch's current stream on CUDA device ``device`` (None: the legacy
+    default stream)."""
+    global _current_raw_stream
+    f = _current_raw_stream
+    if f is None:
+        f = _current_raw_stream = _torch_stream_getter()
+    return f(device) or None
+
+
+def _stream_handle(stream: Any, send: Buf, recv: Buf) -> Optional[int]:
+    """The CUstream to enqueue on: the given one, else torch's current stream on the device
+    of the first CUDA torch tensor of (send, recv), else NULL."""
+    if stream is None:
+        for b in (send, recv):
+            if b.torch_tensor is not None and b.cuda:
+                return _current_stream(b.device)
         return None
+    return _given_stream(stream)
+
+
+def _given_stream(stream: Any) -> Optional[int]:
     if isinstance(stream, int):
         return stream or None
     for attr in ("cuda_stream", "ptr", "handle"):  # torch.cuda.Stream, CuPy, others
@@ -74,6 +101,10 @@ def _stream_handle(stream: Any, send: Buf, recv: Buf) -> Optional[int]:
         return stream.value
     raise TypeError(f"stream: {type(stream).__name__} is not a CUDA stream (an int handle, a torch.cuda.Stream, "
                     "or an object with .cuda_stream or .ptr)")
+
+
+# What Communicator._quick returns when the general road must decide.
+_MISS: Any = object()
 
 
 class Work:
@@ -173,6 +204,8 @@ class Communicator:
         self.backend: str = _BACKEND_NAMES.get(v.value, "?")
         self._group = group  # threads mode: the comms created together (destroy order)
         self._lock = threading.Lock()
+        self._sync_each = self.backend == "cpu"  # CPU backend: a call returns when its result is in place
+        self._L = L
 
     # ---- lifetime ----
 
@@ -259,6 +292,39 @@ class Communicator:
                 _raise(r, h)
         return result
 
+    def _quick(self, fn: Any, send_obj: Any, recv_obj: Any, send_per: int, recv_per: int, extra: tuple,
+               stream: Any, async_op: bool) -> Any:
+        """The per-call fast road for arrays (``array_info``) with nothing given but the
+        buffers, the op or root, the stream and async_op: ``fn(send, recv, count, dtype,
+        *extra, comm, stream)``. Returns _MISS, having called nothing, where the general
+        road (``_resolve``, ``_go``) must decide: other objects, dtypes that differ, sizes
+        that do not fit (it then raises with its message), a destroyed communicator."""
+        s = array_info(send_obj)
+        if s is None:
+            return _MISS
+        r = s if recv_obj is send_obj else array_info(recv_obj)
+        if r is None or r[2] is not s[2]:
+            return _MISS
+        n = s[1] // send_per
+        h = self._handle
+        if n * send_per != s[1] or r[1] < n * recv_per or not h:
+            return _MISS
+        if stream is None:
+            dev = s[3] if s[3] >= 0 else r[3]
+            st = _current_stream(dev) if dev >= 0 else None
+        else:
+            st = _given_stream(stream)
+        e = fn(s[0], r[0], n, s[2], *extra, h, st)
+        if e:
+            _raise(e, h)
+        if async_op:
+            return Work(self, recv_obj)
+        if self._sync_each:
+            e = self._L.ccl_comm_synchronize(h)
+            if e:
+                _raise(e, h)
+        return recv_obj
+
     def _resolve(self, kind: str, send_obj: Any, recv_obj: Any, count: Optional[int], datatype: Optional[DTypeLike],
                  send_per: int, recv_per: int) -> tuple[Buf, Buf, int, DType]:
         """Buffers, count and dtype for a collective whose send buffer holds send_per * count
@@ -299,6 +365,11 @@ class Communicator:
                    stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
         """Reduces ``tensor`` over all ranks: in place, or into ``out``. Returns the result
         buffer (a :class:`Work` with ``async_op=True``)."""
+        if sendbuf is None and recvbuf is None and count is None and datatype is None and algorithm is None:
+            res = self._quick(self._L.ccl_all_reduce, tensor, tensor if out is None else out, 1, 1, (to_op(op),),
+                              stream, async_op)
+            if res is not _MISS:
+                return res
         send_obj = sendbuf if sendbuf is not None else tensor
         recv_obj = recvbuf if recvbuf is not None else (out if out is not None else send_obj)
         send, recv, n, dt = self._resolve("all_reduce", send_obj, recv_obj, count, datatype, 1, 1)
@@ -310,9 +381,14 @@ class Communicator:
         """Gathers every rank's ``input`` into ``output`` (rank order along the first
         dimension, as ``torch.distributed.all_gather_into_tensor``). ``output=None``
         allocates it; ``input=None`` is in place: this rank's part of ``output``."""
+        N = self.size
+        if (output is not None and input is not None and sendbuf is None and recvbuf is None and count is None
+                and datatype is None and algorithm is None):
+            res = self._quick(self._L.ccl_all_gather, input, output, 1, N, (), stream, async_op)
+            if res is not _MISS:
+                return res
         send_obj = sendbuf if sendbuf is not None else input
         recv_obj = recvbuf if recvbuf is not None else output
-        N = self.size
         if recv_obj is None:
             if send_obj is None:
                 raise InvalidArgumentError("all_gather: give output, input or both")
@@ -339,9 +415,14 @@ class Communicator:
         ``output`` (count elements; ``None`` allocates it). As
         ``torch.distributed.reduce_scatter_tensor``; in place when ``output`` is this
         rank's part of ``input``."""
+        N = self.size
+        if (output is not None and sendbuf is None and recvbuf is None and count is None and datatype is None
+                and algorithm is None):
+            res = self._quick(self._L.ccl_reduce_scatter, input, output, N, 1, (to_op(op),), stream, async_op)
+            if res is not _MISS:
+                return res
         send_obj = sendbuf if sendbuf is not None else input
         recv_obj = recvbuf if recvbuf is not None else output
-        N = self.size
         if send_obj is None:
             raise InvalidArgumentError("reduce_scatter: input (sendbuf) is needed")
         if recv_obj is None:
@@ -358,13 +439,18 @@ class Communicator:
                    async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
         """Part p of ``input`` (N equal parts) goes to rank p, which stores it as part r of
         its ``output`` (``None`` allocates it); as ``torch.distributed.all_to_all_single``."""
+        N = self.size
+        if (output is not None and sendbuf is None and recvbuf is None and count is None and datatype is None
+                and algorithm is None):
+            res = self._quick(self._L.ccl_all_to_all, input, output, N, N, (), stream, async_op)
+            if res is not _MISS:
+                return res
         send_obj = sendbuf if sendbuf is not None else input
         recv_obj = recvbuf if recvbuf is not None else output
         if send_obj is None:
             raise InvalidArgumentError("all_to_all: input (sendbuf) is needed")
         if recv_obj is None:
             recv_obj = _empty_like(send_obj, _shape(send_obj))
-        N = self.size
         send, recv, n, dt = self._resolve("all_to_all", send_obj, recv_obj, count, datatype, N, N)
         return self._go("all_to_all", send, recv, n, dt, Op.SUM, 0, stream, async_op, algorithm, recv_obj)
 
@@ -373,6 +459,11 @@ class Communicator:
                   stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
         """Root's ``tensor`` to every rank: in place (``tensor`` is the input on the root and
         the output elsewhere), or into ``out``."""
+        if sendbuf is None and recvbuf is None and count is None and datatype is None and algorithm is None:
+            res = self._quick(self._L.ccl_broadcast, tensor, tensor if out is None else out, 1, 1, (int(root),),
+                              stream, async_op)
+            if res is not _MISS:
+                return res
         send_obj = sendbuf if sendbuf is not None else tensor
         recv_obj = recvbuf if recvbuf is not None else (out if out is not None else send_obj)
         send, recv, n, dt = self._resolve("broadcast", send_obj, recv_obj, count, datatype, 1, 1)
@@ -383,6 +474,11 @@ class Communicator:
                datatype: Optional[DTypeLike] = None, stream: Any = None, async_op: bool = False,
                algorithm: Optional[Algorithm] = None) -> Any:
         """Reduces ``tensor`` over all ranks into root's ``tensor`` (in place) or ``out``."""
+        if sendbuf is None and recvbuf is None and count is None and datatype is None and algorithm is None:
+            res = self._quick(self._L.ccl_reduce, tensor, tensor if out is None else out, 1, 1,
+                              (to_op(op), int(root)), stream, async_op)
+            if res is not _MISS:
+                return res
         send_obj = sendbuf if sendbuf is not None else tensor
         recv_obj = recvbuf if recvbuf is not None else (out if out is not None else send_obj)
         send, recv, n, dt = self._resolve("reduce", send_obj, recv_obj, count, datatype, 1, 1)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 
 class DType(enum.IntEnum):
@@ -82,6 +82,18 @@ def to_dtype(d: DTypeLike) -> DType:
 
 
 _CACHE: dict = {}
+
+
+def known_dtype(d: Any) -> Optional[DType]:
+    """to_dtype(d) for a hashable d (a numpy or torch dtype), or None where to_dtype would
+    raise: the fast road's lookup (a dict hit after the first call)."""
+    r = _CACHE.get(d)
+    if r is None:
+        try:
+            r = to_dtype(d)
+        except (ValueError, TypeError):
+            return None
+    return r
 
 
 def _to_dtype(d: DTypeLike) -> DType:
