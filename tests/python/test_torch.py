@@ -213,3 +213,39 @@ def test_in_place_under_inference_mode(comms2, route):
 
     for x in run_ranks(comms2, body):
         assert torch.equal(x, torch.full((3,), 3.0))
+
+
+class _ReduceFromTensorParallel(torch.autograd.Function):
+    """docs/python.md's recipe: the row-parallel layer's all-reduce, whose output every rank
+    holds whole, so its gradient passes through unchanged (Megatron's
+    reduce_from_tensor_model_parallel_region; dist.all_reduce in place acts the same)."""
+
+    @staticmethod
+    def forward(ctx, y, comm):
+        return cclt.all_reduce(y, comm)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+def test_tensor_parallel_recipe_trains(comms2):
+    """The recipe's row-parallel linear gives each rank the gradient of its weight shard
+    that the whole layer on one process gives that slice."""
+    torch.manual_seed(0)
+    x, w = torch.randn(5, 8), torch.randn(3, 8)
+    shards = [slice(0, 4), slice(4, 8)]
+
+    def body(r, c):
+        wr = w[:, shards[r]].clone().requires_grad_()
+        y = _ReduceFromTensorParallel.apply(x[:, shards[r]] @ wr.t(), c)
+        (y * y).sum().backward()
+        return y.detach(), wr.grad
+
+    (y0, g0), (y1, g1) = run_ranks(comms2, body)
+    wf = w.clone().requires_grad_()
+    yf = x @ wf.t()
+    (yf * yf).sum().backward()
+    assert torch.allclose(y0, yf.detach(), atol=1e-5) and torch.allclose(y1, yf.detach(), atol=1e-5)
+    assert torch.allclose(g0, wf.grad[:, shards[0]], atol=1e-4)
+    assert torch.allclose(g1, wf.grad[:, shards[1]], atol=1e-4)
