@@ -24,7 +24,7 @@
  * (rank 0 prints, after all ranks agreed through the bootstrap). Exit 0 when all
  * passed, 1 otherwise, 77 when no GPU backend is available.
  *
- * A case that runs past 5 s (threads mode) or a crash prints every rank thread's stack
+ * A case that runs past 15 s (threads mode; the --full cases compile several kernels) or a crash prints every rank thread's stack
  * ("== stall: rank R:" and frames as FILE(+OFFSET); `addr2line -f -e gpu_test OFFSET`
  * names them), so a hang or crash seen once on a GPU machine says where each rank was. */
 #include <execinfo.h>
@@ -83,7 +83,8 @@ static void on_crash(int sig)
     raise(sig);
 }
 
-/* Once a case has run 5 s on some rank, every rank thread prints its stack, once. */
+/* Once a case has run 15 s on some rank (a stall: the default timeout is 20 s), every
+ * rank thread prints its stack, once. */
 static void *stall_watch(void *arg)
 {
     (void)arg;
@@ -92,7 +93,7 @@ static void *stall_watch(void *arg)
         usleep(500 * 1000);
         for (int r = 0; r < nrank_threads; r++) {
             long long t = atomic_load(&case_started_ms[r]);
-            if (t && t != reported && ccl__now_ms() - (double)t > 5000) {
+            if (t && t != reported && ccl__now_ms() - (double)t > 15000) {
                 reported = t;
                 for (int q = 0; q < nrank_threads; q++) pthread_kill(rank_threads[q], SIGUSR1);
                 break;
