@@ -24,7 +24,7 @@
  * (rank 0 prints, after all ranks agreed through the bootstrap). Exit 0 when all
  * passed, 1 otherwise, 77 when no GPU backend is available.
  *
- * A case that runs past 15 s (threads mode; the --full cases compile several kernels) or a crash prints every rank thread's stack
+ * A case that runs past 15 s (threads mode) or a crash prints every rank thread's stack
  * ("== stall: rank R:" and frames as FILE(+OFFSET); `addr2line -f -e gpu_test OFFSET`
  * names them), so a hang or crash seen once on a GPU machine says where each rank was. */
 #include <execinfo.h>
