@@ -2,12 +2,16 @@
  * threads; cclc run covers processes): uneven, zero and large segments, displacements
  * with gaps (which must stay untouched), back-to-back calls whose counts change every
  * call, counts that disagree across ranks (every rank fails naming both ranks, the
- * segment and both counts, and no recvbuf is written), and argument errors. */
+ * segment and both counts, and no recvbuf is written; in threads and in processes), and
+ * argument errors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ccl.h"
+#include "internal.h"
 
 enum { N = 4, POISON = -7 };
 
@@ -232,6 +236,82 @@ static void mismatch(int alltoall, int bad, int seg, size_t want, const char *n1
     printf("ok vcoll %s mismatched counts: every rank names both sides\n", alltoall ? "alltoallv" : "allgatherv");
 }
 
+/* The alltoallv mismatch with every rank a process (shm heaps, the environment
+ * bootstrap): rank `rank`'s part; 0 when it failed as it must. */
+static int proc_child(int rank)
+{
+    char err[512];
+    ccl_bootstrap_t boot;
+    CclEnvBoot *eb;
+    if (ccl__env_boot_open(&eb, &boot, 10000, err, sizeof err) != 0) {
+        printf("FAIL vcoll: processes: rank %d: bootstrap: %s\n", rank, err);
+        return 1;
+    }
+    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 10000};
+    ccl_comm_t *comm;
+    if (ccl_comm_init_rank(&comm, &boot, 0, &cfg) != CCL_OK) {
+        printf("FAIL vcoll: processes: rank %d: init: %s\n", rank, ccl_comm_last_error(NULL));
+        ccl__env_boot_close(eb);
+        return 1;
+    }
+    size_t cnt[N][N];
+    counts(5, 1, 0, cnt);
+    Layout l;
+    layout(1, cnt, &l);
+    l.rc[3][0] = 4;
+    Bufs b;
+    bufs_make(&l, 5, 1, &b);
+    ccl_result_t r = call_v(1, comm, rank, &l, &b);
+    if (r == CCL_OK)
+        r = ccl_comm_synchronize(comm);
+    const char *msg = ccl_comm_last_error(comm);
+    int bad = r != CCL_ERR_INVALID_ARGUMENT || !strstr(msg, "rank 0 sends") ||
+              !strstr(msg, "rank 3 expects 4 (its recvcounts[0])");
+    if (bad)
+        printf("FAIL vcoll: processes: rank %d got %s, wanted invalid argument naming both ranks: %s\n", rank,
+               ccl_result_string(r), msg);
+    for (size_t e = 0; e <= l.out_ext[rank] && !bad; e++)
+        if (b.recv[rank][e] != POISON) {
+            printf("FAIL vcoll: processes: rank %d's recvbuf was written (element %zu)\n", rank, e);
+            bad = 1;
+        }
+    bufs_free(&b);
+    ccl_comm_destroy(comm);
+    ccl__env_boot_close(eb);
+    return bad;
+}
+
+static void procs_mismatch(void)
+{
+    char job[64];
+    snprintf(job, sizeof job, "vcoll-test-%ld", (long)getpid());
+    pid_t pids[N];
+    fflush(stdout);
+    for (int r = 0; r < N; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            char rs[16], ns[16];
+            snprintf(rs, sizeof rs, "%d", r);
+            snprintf(ns, sizeof ns, "%d", N);
+            setenv("OMPI_COMM_WORLD_RANK", rs, 1);
+            setenv("OMPI_COMM_WORLD_SIZE", ns, 1);
+            setenv("CCL_JOB_ID", job, 1);
+            int rc = proc_child(r);
+            fflush(stdout);
+            _exit(rc);
+        }
+    }
+    int bad = 0;
+    for (int r = 0; r < N; r++) {
+        int st;
+        waitpid(pids[r], &st, 0);
+        bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    }
+    if (!bad)
+        printf("ok vcoll alltoallv mismatched counts in processes: every rank names both sides\n");
+    failures += bad;
+}
+
 /* Errors a rank finds by itself, at once. */
 static void arguments(void)
 {
@@ -301,6 +381,7 @@ int main(void)
      * alltoallv block for it; neither is what the sender sends (counts(5, ...)). */
     mismatch(0, 2, 1, 5, "rank 1 sends", "rank 2 expects 5 (its recvcounts[1])");
     mismatch(1, 3, 0, 4, "rank 0 sends", "rank 3 expects 4 (its recvcounts[0])");
+    procs_mismatch();
     arguments();
     return failures ? 1 : 0;
 }

@@ -66,10 +66,7 @@ typedef struct {
     size_t priv_bytes[2];
     void **priv_retired;
     int npriv_retired;
-    /* The worker's last v call: its algorithm and layout (CpuSegs.hash). A v call with
-     * another layout fences first: the previous one's scratch and staging sat elsewhere. */
-    const void *last_v_alg;
-    uint64_t last_v_hash;
+    CpuSegsLast last_v;         /* the worker's last v call (cpu/segments.h) */
 } CpuComm;
 
 typedef struct PoolThread {
@@ -1063,17 +1060,18 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         char err[1024];
         ccl_result_t r = ccl__segs_load(comm, c, &segs, err, sizeof err);
         if (r != CCL_OK) {
+            /* The checks fail alike on every rank, each naming the cause itself; only
+             * running out of memory here is this rank's alone: stop the others. */
             ccl__set_async_error(comm, r, "%s", err);
+            if (!segs.tab)
+                abort_all(comm);
             ccl__segs_free(&segs);
             return;
         }
-        CpuComm *cc = comm->be_comm;
-        if (cc->last_v_alg != alg || cc->last_v_hash != segs.hash) {
+        if (ccl__segs_moved(&((CpuComm *)comm->be_comm)->last_v, alg, &segs)) {
             fence = 1;
             fence_why = "its segments differ from the previous v call's";
         }
-        cc->last_v_alg = alg;
-        cc->last_v_hash = segs.hash;
     }
     size_t CS = c->is_v ? segs.cs_max : c->CS;
     if (fence) {
@@ -1102,11 +1100,8 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         ptrdiff_t dp = p - me;
         x.bases[BUF_IN * N + p] = p == me ? c->in : c->in_off == SIZE_MAX ? NULL : hb + c->in_off + dp * (ptrdiff_t)c->in_stride;
         x.bases[BUF_OUT * N + p] = p == me ? c->out : c->out_off == SIZE_MAX ? NULL : hb + c->out_off + dp * (ptrdiff_t)c->out_stride;
-        if (c->is_v && p != me) {   /* a v call's peers publish where their in and out are */
-            const uint64_t *tail = segs.tab + (size_t)p * CCL__VT_WORDS(N) + (size_t)CCL__VT_ROWS * (size_t)N;
-            x.bases[BUF_IN * N + p] = tail[CCL__VT_IN_OFF] == ~0ull ? NULL : hb + tail[CCL__VT_IN_OFF];
-            x.bases[BUF_OUT * N + p] = tail[CCL__VT_OUT_OFF] == ~0ull ? NULL : hb + tail[CCL__VT_OUT_OFF];
-        }
+        if (c->is_v && p != me)     /* a v call's peers publish where their in and out are */
+            ccl__segs_peer_bases(&segs, comm, p, &x.bases[BUF_IN * N + p], &x.bases[BUF_OUT * N + p]);
         /* LL programs alternate scratch halves by call parity (docs/internals.md). */
         size_t half = c->call_index % (uint64_t)ccl__scratch_copies(prog);
         for (int b = BUF_SCRATCH0; b < prog->nbufs; b++)

@@ -165,3 +165,18 @@ void ccl__segs_stage_out(const CpuSegs *sg, int rank, void *recv, const void *ou
         memcpy((char *)recv + at, (const char *)out + at, (size_t)t[CCL__VT_OUT_COUNT * sg->N + u] * sg->es);
     }
 }
+
+int ccl__segs_moved(CpuSegsLast *last, const void *alg, const CpuSegs *sg)
+{
+    int moved = last->alg != alg || last->hash != sg->hash;
+    last->alg = alg;
+    last->hash = sg->hash;
+    return moved;
+}
+
+void ccl__segs_peer_bases(const CpuSegs *sg, ccl_comm_t *comm, int p, char **in, char **out)
+{
+    const uint64_t *tail = table_of(sg, p) + (size_t)CCL__VT_ROWS * (size_t)sg->N;
+    *in = tail[CCL__VT_IN_OFF] == ~0ull ? NULL : comm->heap_base[p] + tail[CCL__VT_IN_OFF];
+    *out = tail[CCL__VT_OUT_OFF] == ~0ull ? NULL : comm->heap_base[p] + tail[CCL__VT_OUT_OFF];
+}

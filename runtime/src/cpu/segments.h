@@ -17,6 +17,19 @@ typedef struct {
     uint64_t hash;                   /* of every table: equal hashes, equal layouts */
 } CpuSegs;
 
+/* The worker's last v call: a call whose algorithm or layout differs from it fences
+ * first (an all-rank barrier), since its scratch and staging sit elsewhere. */
+typedef struct {
+    const void *alg;
+    uint64_t hash;                   /* CpuSegs.hash */
+} CpuSegsLast;
+/* 1 when this call must fence; records it as the last. */
+int ccl__segs_moved(CpuSegsLast *last, const void *alg, const CpuSegs *sg);
+
+/* Peer p's in and out as this process maps them, from its table (NULL: the plan never
+ * reaches it). */
+void ccl__segs_peer_bases(const CpuSegs *sg, ccl_comm_t *comm, int p, char **in, char **out);
+
 /* The words of a v call's table that a Task keeps (the call's own are freed when
  * be->run returns). */
 static inline size_t ccl__segs_table_bytes(int N) { return CCL__VT_WORDS(N) * sizeof(uint64_t); }
