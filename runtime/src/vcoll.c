@@ -131,8 +131,8 @@ ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *se
     Collective coll = prog->coll;
     if (!cclc_coll_is_v(coll))
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
-                              "%s: argument 'alg': %s is an %s program; %s runs allgatherv and alltoallv programs (use "
-                              "ccl_algorithm_run)", fn, alg->file, cclc_coll_name(coll), fn);
+                              "%s: argument 'alg': %s is a program for %s; %s runs allgatherv and alltoallv programs "
+                              "(use ccl_algorithm_run)", fn, alg->file, cclc_coll_name(coll), fn);
     if ((unsigned)dtype >= CCL_NUM_DTYPES)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
     int N = comm->nranks, me = comm->rank, nin = coll == COLL_ALLTOALLV ? N : 1;
