@@ -362,6 +362,61 @@ out:
     destroy(comms);
 }
 
+/* Which algorithm the standard calls run: allgatherv by its total bytes (direct_ll up
+ * to 64 KiB, ring beyond), alltoallv pairwise (no size every rank agrees on), and a
+ * ccl_comm_use_algorithm registration before either. */
+static void choice(void)
+{
+    int failures0 = failures;
+    ccl_comm_t *comms[N];
+    if (init(comms) != 0)
+        return;
+    char why[1024];
+    for (int big = 0; big < 2; big++) {
+        size_t cnt[N][N];
+        for (int q = 0; q < N; q++)
+            for (int p = 0; p < N; p++)
+                cnt[q][p] = big ? 100000 : 10;
+        for (int alltoall = 0; alltoall < 2; alltoall++) {
+            Layout l;
+            layout(alltoall, cnt, &l);
+            Bufs b;
+            bufs_make(&l, 0, alltoall, &b);
+            for (int q = 0; q < N; q++)
+                EXPECT(call_v(alltoall, comms[q], q, &l, &b) == CCL_OK, "choice: %s", ccl_comm_last_error(comms[q]));
+            for (int q = 0; q < N; q++)
+                EXPECT(ccl_comm_synchronize(comms[q]) == CCL_OK, "choice: %s", ccl_comm_last_error(comms[q]));
+            verify("choice", &l, 0, alltoall, &b);
+            bufs_free(&b);
+            ccl_comm_explain_choice(comms[0], why, sizeof why);
+            const char *want = alltoall ? "alltoallv/pairwise.ccl" : big ? "allgatherv/ring.ccl" : "allgatherv/direct_ll.ccl";
+            EXPECT(strstr(why, want), "choice: %s of %s segments ran '%s', expected %s", alltoall ? "alltoallv" : "allgatherv",
+                   big ? "large" : "small", why, want);
+        }
+    }
+    ccl_algorithm_t *ll[N];
+    for (int q = 0; q < N; q++)
+        if (ccl_algorithm_load(comms[q], "algorithms/alltoallv/direct_ll.ccl", 0, &ll[q]) != CCL_OK ||
+            ccl_comm_use_algorithm(comms[q], ll[q], 0, 0) != CCL_OK)
+            EXPECT(0, "choice: registering direct_ll: %s", ccl_comm_last_error(comms[q]));
+    size_t cnt[N][N] = {{1, 2, 3, 4}, {0, 0, 7, 0}, {5, 0, 0, 1}, {2, 2, 2, 2}};
+    Layout l;
+    layout(1, cnt, &l);
+    Bufs b;
+    bufs_make(&l, 0, 1, &b);
+    for (int q = 0; q < N; q++)
+        EXPECT(call_v(1, comms[q], q, &l, &b) == CCL_OK, "choice: %s", ccl_comm_last_error(comms[q]));
+    for (int q = 0; q < N; q++)
+        EXPECT(ccl_comm_synchronize(comms[q]) == CCL_OK, "choice: %s", ccl_comm_last_error(comms[q]));
+    verify("choice, registered", &l, 0, 1, &b);
+    bufs_free(&b);
+    ccl_comm_explain_choice(comms[0], why, sizeof why);
+    EXPECT(strstr(why, "alltoallv/direct_ll.ccl") && strstr(why, "regist"), "choice: registered: '%s'", why);
+    destroy(comms);
+    if (failures == failures0)
+        printf("ok vcoll the standard calls' algorithms: the library's by size, a registration first\n");
+}
+
 /* Errors a rank finds by itself, at once. */
 static void arguments(void)
 {
@@ -437,6 +492,7 @@ int main(void)
     mismatch(1, 3, 0, 4, "rank 0 sends", "rank 3 expects 4 (its recvcounts[0])");
     procs_mismatch();
     arena_too_small();
+    choice();
     arguments();
     return failures ? 1 : 0;
 }
