@@ -137,6 +137,10 @@ void cclc_plan_print_json(FILE *out, const Plan *plan)
                 json_refs(out, p, "dst", op->dst, op->ndst);
                 json_refs(out, p, "src", op->src, op->nsrc);
                 fprintf(out, ", \"channel\": \"%s\"", op->chan == CHAN_PORT ? "port" : "memory");
+                /* v-collectives: per chunk, the in chunk (rank * in chunks + index) whose data it
+                 * moves, -1 for none (the text's "data of in@q[i]"). */
+                if (op->content)
+                    json_ints(out, "content", op->content, op->dst[0].count);
             }
             if (op->npeer) {
                 json_ints(out, "peers", op->peer, op->npeer);

@@ -93,6 +93,7 @@ check plan_json 0 '"algorithm": "ring"' plan $ring --ranks 4 --json
 # which sizes it at run time); the CUDA emitter refuses them, located at the header.
 check allgatherv_explain 0 "their own segment and position" check algorithms/allgatherv/ring.ccl --ranks 4 --explain
 check alltoallv_plan 0 "(data of in@1[0])" plan algorithms/alltoallv/pairwise.ccl --ranks 2
+check alltoallv_plan_json 0 '"content": [2]' plan algorithms/alltoallv/pairwise.ccl --ranks 2 --json
 check alltoallv_cuda_refused 1 "pairwise.ccl:21:22: error: CUDA emission of alltoallv programs is not supported yet" \
     cuda algorithms/alltoallv/pairwise.ccl --ranks 2 --rank 0
 check run_v_counts_length 2 "--counts: 3 values given, 4 expected (N = 4)" run algorithms/allgatherv/ring.ccl \
