@@ -362,6 +362,11 @@ if [ -x "$build/examples/allreduce_threads" ]; then
 else
     echo "FAIL example allreduce_threads: not built"
 fi
+if [ -x "$build/examples/alltoallv_threads" ]; then
+    example alltoallv_threads "$build/examples/alltoallv_threads" 4
+else
+    echo "FAIL example alltoallv_threads: not built"
+fi
 if [ -x "$build/examples/custom_algorithm" ]; then
     example custom_algorithm "$build/examples/custom_algorithm" examples/star.ccl 4
 else
