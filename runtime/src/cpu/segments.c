@@ -109,6 +109,26 @@ ccl_result_t ccl__segs_load(ccl_comm_t *comm, const CclCall *c, CpuSegs *sg, cha
     }
     sg->cs_max = ccl__chunk_stride((size_t)longest, sg->K, sg->es);
 
+    /* Where peers say their buffers are is used as given: it must lie in their heaps
+     * (every table was checked by its own rank's entry point; this catches a corrupt
+     * one before any access instead of writing past a heap). */
+    for (int p = 0; p < N; p++) {
+        const uint64_t *t = table_of(sg, p), *tail = t + (size_t)CCL__VT_ROWS * (size_t)N;
+        for (int side = 0; side < 2; side++) {
+            uint64_t off = tail[side ? CCL__VT_OUT_OFF : CCL__VT_IN_OFF], ext = 0;
+            int crow = side ? CCL__VT_OUT_COUNT : CCL__VT_IN_COUNT, drow = side ? CCL__VT_OUT_DISPL : CCL__VT_IN_DISPL;
+            for (int u = 0; u < N; u++)
+                if (t[crow * N + u] + t[drow * N + u] > ext)
+                    ext = t[crow * N + u] + t[drow * N + u];
+            if (off == ~0ull || (off <= comm->heap_bytes && ext <= (comm->heap_bytes - off) / sg->es))
+                continue;
+            snprintf(err, len, "rank %d, call %llu: rank %d's segment table puts its %s (%llu elements) at heap offset "
+                     "%llu, outside its %zu-byte heap (a bug in libccl)", me, (unsigned long long)c->id.seq, p,
+                     side ? "recvbuf" : "sendbuf", (unsigned long long)ext, (unsigned long long)off, comm->heap_bytes);
+            return CCL_ERR_INTERNAL;
+        }
+    }
+
     /* Scratch at the arena's start (the same offset on every rank), each rank's staging
      * at its end: they must not meet on any rank. */
     size_t scratch = ccl__scratch_offset(prog, prog->nbufs, sg->cs_max, sg->es);
