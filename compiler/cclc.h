@@ -143,7 +143,13 @@ typedef enum {
     COLL_ALLTOALL,
     COLL_BROADCAST,
     COLL_REDUCE,
+    /* Variable-size collectives: each rank's segment has its own element count, known
+     * only at run time. A program for one is written, and proved, exactly as for its
+     * fixed-size sibling (cclc_coll_base); sizes never change which chunk holds what. */
+    COLL_ALLGATHERV,
+    COLL_ALLTOALLV,
 } Collective;
+#define CCLC_NUM_COLLS 8
 
 typedef enum { PROTO_SIMPLE, PROTO_LL, PROTO_LL128 } Protocol;
 typedef enum { CHAN_NONE, CHAN_MEMORY, CHAN_PORT } ChannelKind;
@@ -256,6 +262,11 @@ typedef struct {
 } Ast;
 
 const char *cclc_coll_name(Collective c);
+/* The fixed-size collective whose chunk structure, pre- and postcondition c shares:
+ * allgather for allgatherv, alltoall for alltoallv, c itself otherwise. */
+Collective cclc_coll_base(Collective c);
+/* 1 for allgatherv and alltoallv. */
+int cclc_coll_is_v(Collective c);
 const char *cclc_proto_name(Protocol p);
 const char *cclc_step_name(StepKind k);
 
@@ -330,6 +341,11 @@ typedef struct {
 /* Chunk counts of `in` and `out` for a collective (units of K chunks each). */
 int cclc_coll_in_chunks(Collective c, int nranks, int k);
 int cclc_coll_out_chunks(Collective c, int nranks, int k);
+/* The in chunk (as q * in_chunks + i, for in@q[i]) whose data belongs in chunk `chunk`
+ * of buffer `buf` (BUF_IN or BUF_OUT) of rank `rank` of a collective that moves data
+ * without reducing it (allgather(v), alltoall(v), broadcast); -1 for the others. For a
+ * v-collective this names the segment (the in unit q, i / K) and so its run-time size. */
+int cclc_coll_home(Collective c, int nranks, int k, int root, int buf, int rank, int chunk);
 
 /* Checks that the Ast admits N ranks (its `ranks` range and `where` constraints) and
  * `root`; reports why not and returns 0 otherwise. Not admitting N is a usage matter
@@ -354,6 +370,11 @@ typedef struct {
     int deterministic;    /* every element reduced in the same order on every rank */
     int pipeline_safe;    /* slices of chunks may be interleaved (see schedule.c) */
     char *inplace_reason; /* why in-place fails, arena string; NULL when it holds */
+    /* v-collectives only (else NULL): content[b][i][j] is the in chunk (q * in_chunks +
+     * i, as cclc_coll_home) whose data chunk j of step i of block b moves, or -1 for
+     * data that never came from an input (uninitialized scratch). It fixes the segment,
+     * and so the run-time length, of every chunk a data op moves. */
+    int ***content;
 } Proof;
 
 /* Proves the program; returns 0 when every property holds, else reports each failure
@@ -383,6 +404,9 @@ typedef struct {
     int *sem;             /* per peer: semaphore slot index (see plan_sem_slot) */
     int nlines;
     int *lines;           /* source lines this op came from, ascending */
+    /* v-collectives, OP_XFER only (else NULL): per chunk j of the op, the in chunk whose
+     * data it moves (Proof.content); the backend sizes chunk j by that segment. */
+    int *content;
 } PlanOp;
 
 typedef struct {
@@ -426,7 +450,11 @@ typedef struct {
     int kernel_only;      /* leave out the prelude (compiler/cuda/prelude.cuh): for golden files */
 } EmitOptions;
 
-/* Writes the kernel source for `rank` to out. Deterministic: same plan, same bytes. */
+/* Why the emitter cannot write CUDA for this plan (the v-collectives, whose GPU
+ * execution is not written yet), or NULL when it can. Callers check it first. */
+const char *cclc_emit_cuda_refusal(const Plan *plan);
+/* Writes the kernel source for `rank` to out. Deterministic: same plan, same bytes.
+ * The plan must pass cclc_emit_cuda_refusal. */
 void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt);
 
 /* ===== compile.c: the whole pipeline as a library call (used by libccl) ===== */

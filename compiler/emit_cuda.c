@@ -788,6 +788,20 @@ static void emit_block(Emit *e, const PlanBlock *b)
     fprintf(o, "    }\n");
 }
 
+const char *cclc_emit_cuda_refusal(const Plan *plan)
+{
+    /* A v-collective sizes every chunk by its segment's run-time count, read from every
+     * rank's published count tables; the kernels and the GPU backend do not do that
+     * yet (the CPU backend does). */
+    if (cclc_coll_is_v(plan->prog->coll))
+        return plan->prog->coll == COLL_ALLGATHERV
+                   ? "CUDA emission of allgatherv programs is not supported yet (their segment sizes are run-time "
+                     "values the generated kernels do not read); run them on the CPU backend"
+                   : "CUDA emission of alltoallv programs is not supported yet (their segment sizes are run-time "
+                     "values the generated kernels do not read); run them on the CPU backend";
+    return NULL;
+}
+
 void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt)
 {
     const Program *prog = plan->prog;
@@ -797,6 +811,7 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     const char *opexpr = emit_find_op(opname);
     if (!ty) internal_error("cclc_emit_cuda: unknown dtype '%s'", dtype);
     if (!opexpr) internal_error("cclc_emit_cuda: unknown op '%s'", opname);
+    if (cclc_emit_cuda_refusal(plan)) internal_error("cclc_emit_cuda: %s", cclc_emit_cuda_refusal(plan));
     if (rank < 0 || rank >= plan->nranks) internal_error("cclc_emit_cuda: rank %d out of range", rank);
     Protocol proto = opt ? opt->protocol : prog->protocol;
 

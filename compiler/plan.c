@@ -27,6 +27,23 @@ static void print_lines(FILE *out, const PlanOp *op)
         fprintf(out, "%s%d", i ? "," : "", op->lines[i]);
 }
 
+/* v-collectives: whose data each chunk of the op moves (its segment sizes it). */
+static void print_content(FILE *out, const Program *p, const PlanOp *op)
+{
+    if (!op->content)
+        return;
+    int inch = p->buf_chunks[BUF_IN], count = op->dst[0].count;
+    fprintf(out, " (data of");
+    for (int j = 0; j < count; j++) {
+        int h = op->content[j];
+        if (h < 0)
+            fprintf(out, "%s none", j ? "," : "");
+        else
+            fprintf(out, "%s in@%d[%d]", j ? "," : "", h / inch, h % inch);
+    }
+    fprintf(out, ")");
+}
+
 void cclc_plan_print_text(FILE *out, const Plan *plan)
 {
     const Program *p = plan->prog;
@@ -56,6 +73,7 @@ void cclc_plan_print_text(FILE *out, const Plan *plan)
                     print_ref(out, p, op->src[s]);
                 }
                 fprintf(out, "%s%s", op->nsrc > 1 ? ")" : "", op->chan == CHAN_PORT ? " via port" : "");
+                print_content(out, p, op);
             } else if (op->npeer) {
                 fprintf(out, "peer%s", op->npeer == 1 ? "" : "s");
                 for (int j = 0; j < op->npeer; j++)
@@ -119,6 +137,10 @@ void cclc_plan_print_json(FILE *out, const Plan *plan)
                 json_refs(out, p, "dst", op->dst, op->ndst);
                 json_refs(out, p, "src", op->src, op->nsrc);
                 fprintf(out, ", \"channel\": \"%s\"", op->chan == CHAN_PORT ? "port" : "memory");
+                /* v-collectives: per chunk, the in chunk (rank * in chunks + index) whose data it
+                 * moves, -1 for none (the text's "data of in@q[i]"). */
+                if (op->content)
+                    json_ints(out, "content", op->content, op->dst[0].count);
             }
             if (op->npeer) {
                 json_ints(out, "peers", op->peer, op->npeer);

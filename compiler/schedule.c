@@ -109,7 +109,7 @@ static int fuse_sync(Arena *arena, PlanOp *a, const PlanOp *b)
     return 1;
 }
 
-static PlanOp op_from_step(Arena *arena, const Program *p, int ntb, const Block *b, const Step *s)
+static PlanOp op_from_step(Arena *arena, const Program *p, int ntb, const Block *b, const Step *s, int *content)
 {
     PlanOp op = {0};
     add_line(arena, &op, s->loc.line);
@@ -124,6 +124,7 @@ static PlanOp op_from_step(Arena *arena, const Program *p, int ntb, const Block 
         op.nsrc = s->nsrc;
         op.src = append_refs(arena, s->src, s->nsrc, NULL, 0);
         op.chan = s->chan;
+        op.content = content;
         return op;
     case STEP_SIGNAL:
     case STEP_WAIT:
@@ -169,12 +170,14 @@ static void record(Arena *arena, Pending *pend, const PlanOp *op)
         vec_push(arena, &pend->writes, op->dst[k]);
 }
 
-static void schedule_block(Arena *arena, const Program *p, int ntb, const Block *b, PlanBlock *out)
+/* content: Proof.content of this block (v-collectives), else NULL. Fused ops keep the
+ * first op's content: fusion only adds destinations of the same data. */
+static void schedule_block(Arena *arena, const Program *p, int ntb, const Block *b, int **content, PlanBlock *out)
 {
     OpVec ops = {0};
     Pending pend = {0};
     for (int i = 0; i < b->nsteps; i++) {
-        PlanOp op = op_from_step(arena, p, ntb, b, &b->steps[i]);
+        PlanOp op = op_from_step(arena, p, ntb, b, &b->steps[i], content ? content[i] : NULL);
         PlanOp *last = ops.n ? &ops.v[ops.n - 1] : NULL;
         if (op.kind != OP_XFER) {
             if (last && fuse_sync(arena, last, &op))
@@ -230,6 +233,6 @@ Plan *cclc_schedule_program(Arena *a, const Program *p, const Proof *proof)
     plan->nblocks = p->nblocks;
     plan->blocks = cclc_arena_alloc(a, sizeof *plan->blocks * (size_t)p->nblocks);
     for (int i = 0; i < p->nblocks; i++)
-        schedule_block(a, p, plan->ntb, &p->blocks[i], &plan->blocks[i]);
+        schedule_block(a, p, plan->ntb, &p->blocks[i], proof->content ? proof->content[i] : NULL, &plan->blocks[i]);
     return plan;
 }

@@ -206,7 +206,7 @@ const char *cclc_vfy_cell_text(const Shape *sh, int rank, int buf, int chunk, ch
  * chunks stay contiguous, so a range maps by its first chunk. */
 void cclc_vfy_inplace_alias(const Shape *sh, int rank, int *buf, int *chunk)
 {
-    switch (sh->p->coll) {
+    switch (cclc_coll_base(sh->p->coll)) {
     case COLL_ALLREDUCE:
     case COLL_BROADCAST:
     case COLL_REDUCE:
@@ -222,6 +222,8 @@ void cclc_vfy_inplace_alias(const Shape *sh, int rank, int *buf, int *chunk)
             *buf = BUF_IN, *chunk += rank * sh->k;
         break;
     case COLL_ALLTOALL:
+    case COLL_ALLGATHERV: /* never: v-collectives have no in-place form */
+    case COLL_ALLTOALLV:
         break;
     }
 }
@@ -237,9 +239,56 @@ typedef struct {
     Str det_detail, pipe_detail;
 } Facts;
 
+/* v-collectives have none: segment p of in and of out have different offsets on every
+ * rank (displacements are the caller's), so in place is not one aliasing of chunks. */
 static int inplace_applicable(Collective c)
 {
-    return c != COLL_ALLTOALL;
+    return c != COLL_ALLTOALL && !cclc_coll_is_v(c);
+}
+
+/* For a v-collective: a table with a slot per chunk of every data step, where the run
+ * records the home of the data the chunk moves (Proof.content); -1 until then. */
+static int ***record_table(Arena *a, const Program *p)
+{
+    int ***t = cclc_arena_alloc(a, sizeof *t * (size_t)p->nblocks);
+    for (int b = 0; b < p->nblocks; b++) {
+        const Block *bl = &p->blocks[b];
+        t[b] = cclc_arena_alloc(a, sizeof *t[b] * (size_t)(bl->nsteps ? bl->nsteps : 1));
+        for (int i = 0; i < bl->nsteps; i++) {
+            const Step *st = &bl->steps[i];
+            if (st->kind != STEP_PUT && st->kind != STEP_GET && st->kind != STEP_COPY && st->kind != STEP_REDUCE)
+                continue;
+            t[b][i] = cclc_arena_alloc(a, sizeof *t[b][i] * (size_t)st->dst.count);
+            for (int j = 0; j < st->dst.count; j++)
+                t[b][i][j] = -1;
+        }
+    }
+    return t;
+}
+
+/* A v-collective moves data without reducing it: a step whose chunk combines data of
+ * two segments (a reduce of different inputs) has no one run-time size. */
+static void check_unmixed(const Program *p, int ***content, Reporter *rep)
+{
+    SrcLoc seen[CCLC_MAX_ERRORS];
+    int nseen = 0;
+    for (int b = 0; b < p->nblocks; b++)
+        for (int i = 0; i < p->blocks[b].nsteps; i++)
+            for (int j = 0; content[b][i] && j < p->blocks[b].steps[i].dst.count; j++)
+                if (content[b][i][j] == -2) {
+                    const Step *st = &p->blocks[b].steps[i];
+                    int dup = 0; /* one error per statement, at its first rank */
+                    for (int k = 0; k < nseen; k++)
+                        dup |= seen[k].line == st->loc.line && seen[k].col == st->loc.col;
+                    if (dup || nseen == CCLC_MAX_ERRORS)
+                        break;
+                    seen[nseen++] = st->loc;
+                    cclc_vfy_error(rep, st->loc, "'%s' on rank %d tb %d combines data of several segments (chunk %d "
+                                   "of its destination); an %s moves each segment as it is, without reducing",
+                                   cclc_step_name(st->kind), p->blocks[b].rank, p->blocks[b].tb, st->dst.chunk + j,
+                                   cclc_coll_name(p->coll));
+                    break;
+                }
 }
 
 static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Facts *f)
@@ -278,8 +327,12 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
             cclc_diag_settle(rep->d, diag_errors0);
         return -1;
     }
+    if (cclc_coll_is_v(p->coll))
+        s.record = proof->content = record_table(a, p);
     cclc_vfy_sim_run(&s);
     cclc_vfy_sim_report_layout(&s);
+    if (proof->content)
+        check_unmixed(p, proof->content, rep);
     f->pairs = s.pairs;
     f->edges = s.edges;
     if (s.races_hidden)
@@ -293,6 +346,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     if (races || s.stuck || s.nlayout) {
         cclc_vfy_note(rep, (SrcLoc){0, 0, 0}, "the postcondition was not checked: %s",
                  s.stuck ? "the run does not complete" : races ? "with races the result depends on timing"
+                 : cclc_coll_is_v(p->coll) ? "chunks were stored at the wrong position or segment"
                  : "chunks were stored at the wrong position");
     } else {
         int bad = cclc_vfy_check_postcondition(&s, &f->out_checked);
@@ -375,6 +429,8 @@ static const char *post_text(const Program *p)
     case COLL_ALLTOALL: return "out@r[j*K+c] = in@j[r*K+c] on every rank";
     case COLL_BROADCAST: return "out@r[c] = in@root[c] on every rank";
     case COLL_REDUCE: return "out@root[c] = in@0[c] + ... + in@N-1[c], each contribution once";
+    case COLL_ALLGATHERV: return "out@r[j*K+c] = in@j[c] on every rank (segment j: rank j's count, any size)";
+    case COLL_ALLTOALLV: return "out@r[j*K+c] = in@j[r*K+c] on every rank (each segment its own count, any size)";
     }
     return "?";
 }
@@ -400,7 +456,10 @@ void cclc_verify_explain(FILE *out, const Program *p, const Proof *proof)
     fprintf(out, "  postcondition:    %s: %s", proof->postcondition ? yes : no, post_text(p));
     if (proof->postcondition)
         fprintf(out, " (%d out chunks checked)", f.out_checked);
-    fprintf(out, "; in/out chunks only receive content of their own position\n");
+    if (cclc_coll_is_v(p->coll))
+        fprintf(out, "; in/out chunks only receive content of their own segment and position\n");
+    else
+        fprintf(out, "; in/out chunks only receive content of their own position\n");
     fprintf(out, "  no data race:     %s: %ld access pairs from different thread blocks checked against "
             "happens-before (%ld signal->wait and barrier edges)", proof->race_free ? yes : no, f.pairs, f.edges);
     if (f.port_puts)

@@ -115,12 +115,15 @@ typedef struct {
     uint64_t shape;       /* the tree, children unordered */
     int64_t count;        /* number of leaves, saturating */
     int pos;              /* position (chunk % K) of every IN leaf; -1 none, -2 mixed */
+    int home;             /* the in chunk (rank * in_chunks + chunk) of every IN leaf, as
+                             cclc_coll_home names it; -1 none, -2 mixed */
 } Node;
 
 typedef struct {
     Node *v;
     int n, cap;
     int k;
+    int in_chunks;        /* chunks of `in` per rank, for Node.home */
 } Nodes;
 
 /* One leaf of a node's multiset with its multiplicity. */
@@ -216,6 +219,9 @@ struct Sim {
     SrcLoc layout_loc[MAX_STEP_REPORTS];
     char *layout_msg[MAX_STEP_REPORTS];
     int layout_kept;
+    /* v-collectives: where the run records, per block, step and chunk, the home of the
+     * data each data step moves (Proof.content); NULL: not recorded. */
+    int ***record;
 };
 
 /* The cell of a chunk in call `call`, as in-place aliasing and LL parity place it. */

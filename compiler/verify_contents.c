@@ -55,10 +55,12 @@ int cclc_vfy_node_new(Nodes *ns, int kind, int a, int b, int c)
         x.shape = mix64(mix64(lo ^ 0x2545f4914f6cdd1dull) + hi);
         x.count = l->count > INT64_MAX - r->count ? INT64_MAX : l->count + r->count;
         x.pos = l->pos == -1 ? r->pos : r->pos == -1 ? l->pos : l->pos == r->pos ? l->pos : -2;
+        x.home = l->home == -1 ? r->home : r->home == -1 ? l->home : l->home == r->home ? l->home : -2;
     } else {
         x.hash = x.shape = leaf_hash(kind, a, b, c);
         x.count = 1;
         x.pos = kind == NODE_IN ? b % ns->k : -1;
+        x.home = kind == NODE_IN ? a * ns->in_chunks + b : -1;
     }
     ns->v[ns->n] = x;
     return ns->n++;
@@ -162,7 +164,7 @@ int cclc_vfy_expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chu
     const Program *p = sh->p;
     int k = sh->k, n = sh->n, j = i / k, c = i % k;
     *nexp = 0;
-    switch (p->coll) {
+    switch (cclc_coll_base(p->coll)) {
     case COLL_ALLREDUCE:
         for (int q = 0; q < n; q++)
             exp_rank[q] = q, exp_chunk[q] = i;
@@ -192,6 +194,9 @@ int cclc_vfy_expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chu
         exp_rank[0] = p->root, exp_chunk[0] = i;
         *nexp = 1;
         return 1;
+    case COLL_ALLGATHERV: /* never: cclc_coll_base maps them to their siblings */
+    case COLL_ALLTOALLV:
+        break;
     }
     return 0;
 }

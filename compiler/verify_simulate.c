@@ -68,6 +68,7 @@ int cclc_vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
         for (int i = 0; i < s->ncells; i++)
             s->content[i] = s->wblock[i] = s->wstep[i] = -1;
         s->nodes.k = sh->k;
+        s->nodes.in_chunks = p->buf_chunks[BUF_IN];
         /* Inputs: in@r[c] holds the contribution (r, c); in place, that is the cell
          * in is aliased to. */
         for (int r = 0; r < sh->n; r++)
@@ -333,12 +334,51 @@ static int sim_read_content(Sim *s, int cell)
     return s->content[cell];
 }
 
+/* A v-collective's in/out chunk may only receive its own segment's data (the in chunk
+ * cclc_coll_home names): each segment has its own run-time size and displacement, so
+ * another segment's data would not fit, or land elsewhere. */
+static void check_segment(Sim *s, int b, const Step *st, int rank, int chunk, int node)
+{
+    const Shape *sh = s->sh;
+    const Program *p = sh->p;
+    const Node *x = &s->nodes.v[node];
+    int want = cclc_coll_home(p->coll, sh->n, sh->k, p->root, st->dst.buf, rank, chunk);
+    if (x->home == -1 || x->home == want)
+        return;
+    if (cclc_vfy_seen_before(&s->layout_seen, st->loc))
+        return;
+    s->nlayout++;
+    if (s->layout_kept == MAX_STEP_REPORTS)
+        return;
+    char cell[96], w[48];
+    const Block *bl = &p->blocks[b];
+    int inch = p->buf_chunks[BUF_IN];
+    Str msg = {0};
+    cclc_vfy_str_printf(&msg, "segment violation: '%s' on %s stores ", cclc_step_name(st->kind),
+                        cclc_vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w));
+    if (x->home == -2)
+        cclc_vfy_str_printf(&msg, "data of several segments");
+    else
+        cclc_vfy_str_printf(&msg, "in@%d[%d] (segment %d of rank %d)", x->home / inch, x->home % inch,
+                            x->home % inch / sh->k, x->home / inch);
+    cclc_vfy_str_printf(&msg, " into %s, the place of in@%d[%d] (segment %d of rank %d); in an %s every in/out "
+                        "chunk may only receive its own segment's data, because each segment has its own run-time "
+                        "size and place", cclc_vfy_cell_text(sh, rank, st->dst.buf, chunk, cell, sizeof cell),
+                        want / inch, want % inch, want % inch / sh->k, want / inch, cclc_coll_name(p->coll));
+    s->layout_loc[s->layout_kept] = st->loc;
+    s->layout_msg[s->layout_kept++] = msg.s;
+}
+
 /* In/out chunk i may only receive content of position i % K: shorter tail chunks
  * would otherwise be read or written past their length (docs/internals.md). */
 static void check_layout(Sim *s, int b, const Step *st, int rank, int chunk, int node)
 {
     const Shape *sh = s->sh;
     const Node *x = &s->nodes.v[node];
+    if (cclc_coll_is_v(sh->p->coll)) {
+        check_segment(s, b, st, rank, chunk, node);
+        return;
+    }
     int want = chunk % sh->k;
     if (x->pos == -1 || x->pos == want)
         return;
@@ -426,6 +466,8 @@ static void sim_data(Sim *s, int b, int i)
             acc = acc < 0 ? x : cclc_vfy_node_new(&s->nodes, NODE_SUM, acc, x, 0);
         }
         val[j] = acc;
+        if (s->record && s->record[b] && s->record[b][i] && !s->m.inplace)
+            s->record[b][i][j] = acc < 0 ? -1 : s->nodes.v[acc].home;
     }
     for (int j = 0; j < count; j++) {
         if (val[j] < 0)

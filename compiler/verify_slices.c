@@ -40,12 +40,15 @@ static int scratch_only(const Step *st)
     return 1;
 }
 
-/* With instances, every scratch-only transfer is a race between instances. */
+/* With instances, every scratch-only transfer is a race between instances. Not in a
+ * v-collective: there every transfer is sized by the segment of the data it moves
+ * (PlanOp.content), scratch-only ones included, so all transfers of one piece of data
+ * have one length and split it at the same points. */
 void cclc_vfy_check_instances(const Shape *sh, Reporter *rep)
 {
     const Program *p = sh->p;
     Seen seen = {0};
-    if (p->instances <= 1)
+    if (p->instances <= 1 || cclc_coll_is_v(p->coll))
         return;
     for (int b = 0; b < sh->nb; b++)
         for (int i = 0; i < p->blocks[b].nsteps; i++) {
@@ -68,7 +71,7 @@ int cclc_vfy_check_pipeline_safe(const Shape *sh, Str *detail)
     int ok = 1;
     for (int b = 0; b < sh->nb && ok; b++)
         for (int i = 0; i < p->blocks[b].nsteps && ok; i++)
-            if (scratch_only(&p->blocks[b].steps[i])) {
+            if (scratch_only(&p->blocks[b].steps[i]) && !cclc_coll_is_v(p->coll)) { /* see above */
                 ok = 0;
                 if (detail)
                     cclc_vfy_str_printf(detail, "'%s' at line %d moves scratch to scratch only, so its slices would "

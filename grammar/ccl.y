@@ -169,6 +169,7 @@ program
               {"allreduce", COLL_ALLREDUCE}, {"allgather", COLL_ALLGATHER},
               {"reduce_scatter", COLL_REDUCE_SCATTER}, {"alltoall", COLL_ALLTOALL},
               {"broadcast", COLL_BROADCAST}, {"reduce", COLL_REDUCE},
+              {"allgatherv", COLL_ALLGATHERV}, {"alltoallv", COLL_ALLTOALLV},
           };
           int found = 0;
           for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
@@ -178,7 +179,7 @@ program
               }
           if (!found)
               cclc_diag_error(ctx->diag, L(@4), "unknown collective '%s' (expected allreduce, "
-                              "allgather, reduce_scatter, alltoall, broadcast or reduce)", $4);
+                              "allgather, reduce_scatter, alltoall, broadcast, reduce, allgatherv or alltoallv)", $4);
       }
       items
     ;

@@ -202,6 +202,27 @@ ccl_result_t ccl_broadcast(const void *sendbuf, void *recvbuf, size_t count, ccl
 ccl_result_t ccl_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype,
                         ccl_op_t op, int root, ccl_comm_t *comm, void *stream);
 
+/* Variable-size collectives, MPI's argument meaning: counts and displacements in
+ * elements, one per rank; rank p's segment of recvbuf is recvcounts[p] elements at
+ * displs[p] (rdispls[p]); alltoallv sends sendcounts[p] elements at sdispls[p] to rank p.
+ * Displacements may be NULL: segments packed in rank order. Every count may be 0. Counts
+ * are checked across ranks: a rank whose recvcounts[q] differs from what rank q sends
+ * fails, on every rank, with an error naming both ranks, the segment and both counts
+ * (asynchronously, at ccl_comm_synchronize), before any data moves. No in-place form:
+ * overlapping buffers are staged. CPU backend only for now (the GPU backend returns
+ * CCL_ERR_UNSUPPORTED). */
+ccl_result_t ccl_all_gather_v(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t *recvcounts,
+                              const size_t *displs, ccl_dtype_t dtype, ccl_comm_t *comm, void *stream);
+ccl_result_t ccl_all_to_all_v(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+                              const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, ccl_comm_t *comm,
+                              void *stream);
+/* Runs a loaded allgatherv or alltoallv algorithm: sendcounts and sdispls have one entry
+ * per unit of the program's in (allgatherv: 1, alltoallv: N), recvcounts and rdispls N;
+ * the displacements may be NULL (packed). */
+ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, const size_t *sendcounts,
+                                 const size_t *sdispls, void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                                 ccl_dtype_t dtype, void *stream);
+
 /* Makes the standard collective of alg's kind use alg for messages of
  * [min_bytes, max_bytes] (0, 0: all sizes). Later registrations win on overlap. */
 ccl_result_t ccl_comm_use_algorithm(ccl_comm_t *comm, ccl_algorithm_t *alg, size_t min_bytes,

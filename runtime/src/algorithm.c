@@ -455,7 +455,7 @@ void ccl__ident_seal(CclIdent *id)
     id->hash = ccl__fnv1a(CCL__FNV_SEED, &id->plan, (size_t)((char *)(&id->allocs + 1) - (char *)&id->plan));
 }
 
-static void ident_fill(const CclCall *c, CclIdent *id)
+void ccl__ident_fill(const CclCall *c, CclIdent *id)
 {
     const ccl_algorithm_t *alg = c->alg;
     const ccl_comm_t *comm = alg->comm;
@@ -583,21 +583,14 @@ static int grow_heap_region(ccl_comm_t *comm, size_t *off, size_t *bytes, size_t
 }
 
 /* Where a user buffer sits, for staging: peers reach it only in the heap. */
-typedef enum {
-    BUF_PRIVATE,                     /* outside the heap: peers cannot reach it */
-    BUF_SYMMETRIC,                   /* inside one live ccl_mem_alloc buffer */
-    BUF_MISPLACED,                   /* in the heap but not inside one: an error */
-} BufPlace;
-
-/* Where ptr..ptr+bytes sits; BUF_MISPLACED with the message set, naming `arg`. */
-static BufPlace buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg)
+CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg)
 {
     const char *base = comm->heap_base[comm->rank], *p = ptr;
     if (!p || p < base || p >= base + comm->heap_bytes)
-        return BUF_PRIVATE;
+        return CCL__BUF_PRIVATE;
     size_t off = (size_t)(p - base), start, size;
     if (ccl__heap_find_user(&comm->data, off, bytes, &start, &size) == 0)
-        return BUF_SYMMETRIC;
+        return CCL__BUF_SYMMETRIC;
     if (size)
         ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
                        "%s: argument '%s' (%p) runs past the end of its ccl_mem_alloc buffer: %zu bytes from offset %zu "
@@ -606,7 +599,7 @@ static BufPlace buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, co
         ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
                        "%s: argument '%s' (%p) points into the symmetric heap but not into a live ccl_mem_alloc buffer",
                        fn, arg, ptr);
-    return BUF_MISPLACED;
+    return CCL__BUF_MISPLACED;
 }
 
 ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t count, ccl_dtype_t dtype,
@@ -622,6 +615,10 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'op' is %d, not a ccl_op_t", fn, (int)op);
     const Program *prog = alg->prog;
     Collective coll = prog->coll;
+    if (cclc_coll_is_v(coll))
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                              "%s: argument 'alg': %s is an %s program, whose segments have their own counts: run it "
+                              "with ccl_algorithm_run_v", fn, alg->file, cclc_coll_name(coll));
     int N = comm->nranks, K = prog->chunks;
     size_t es = ccl_dtype_size(dtype);
     size_t in_units = (size_t)cclc_coll_in_chunks(coll, N, 1), out_units = (size_t)cclc_coll_out_chunks(coll, N, 1);
@@ -656,11 +653,11 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
                  .esize = es, .CS = ccl__chunk_stride(count, K, es), .slices = alg->slices};
     c.in_bytes = in_units * count * es;
     c.out_bytes = out_units * count * es;
-    BufPlace send_at = buffer_place(comm, send, c.in_bytes, fn, "sendbuf");
-    if (send_at == BUF_MISPLACED)
+    CclBufPlace send_at = ccl__buffer_place(comm, send, c.in_bytes, fn, "sendbuf");
+    if (send_at == CCL__BUF_MISPLACED)
         return CCL_ERR_NOT_SYMMETRIC;
-    BufPlace recv_at = buffer_place(comm, recv, c.out_bytes, fn, "recvbuf");
-    if (recv_at == BUF_MISPLACED)
+    CclBufPlace recv_at = ccl__buffer_place(comm, recv, c.out_bytes, fn, "recvbuf");
+    if (recv_at == CCL__BUF_MISPLACED)
         return CCL_ERR_NOT_SYMMETRIC;
     const char *s = send, *rv = recv;
     int overlap = s && rv && s < rv + c.out_bytes && rv < s + c.in_bytes;
@@ -673,8 +670,8 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
 
     c.in = (void *)send;
     c.out = recv;
-    c.stage_in = !send || (overlap && !inplace_ok) || (alg->in_remote && send_at != BUF_SYMMETRIC);
-    c.stage_out = !recv || (alg->out_remote && recv_at != BUF_SYMMETRIC);
+    c.stage_in = !send || (overlap && !inplace_ok) || (alg->in_remote && send_at != CCL__BUF_SYMMETRIC);
+    c.stage_out = !recv || (alg->out_remote && recv_at != CCL__BUF_SYMMETRIC);
     c.in_off = c.out_off = SIZE_MAX;
     if (c.stage_in && alg->in_remote) {
         if (grow_heap_region(comm, &comm->stage_off[0], &comm->stage_bytes[0], c.in_bytes) != 0)
@@ -725,13 +722,20 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
         c.divide = N;
         c.divide_here = !(coll == COLL_REDUCE && me != alg->root);
     }
-    ident_fill(&c, &c.id);
+    ccl__ident_fill(&c, &c.id);
     CCL__TRACE(me, "call %llu of %s: %s %s, count %zu%s%s%s", (unsigned long long)c.call_index, alg->file,
                ccl_dtype_name(dtype), ccl_op_name(op), count, c.fence ? ", fence first" : "",
                c.stage_in ? ", staging in" : "", c.stage_out ? ", staging out" : "");
     r = comm->be->run(&c);
     if (r != CCL_OK)
         return r;
+    ccl__run_done(alg, &c);
+    return CCL_OK;
+}
+
+void ccl__run_done(ccl_algorithm_t *alg, const CclCall *c)
+{
+    ccl_comm_t *comm = alg->comm;
     comm->calls++;
     if (comm->fence_pending) {
         for (int i = 0; i < comm->nquarantine; i++)
@@ -739,8 +743,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
         comm->fence_pending = 0;
     }
     alg->ncalls++;
-    alg->last_layout = c.CS * es;
-    return CCL_OK;
+    alg->last_layout = c->CS * c->esize;
 }
 
 ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *recvbuf, size_t count,

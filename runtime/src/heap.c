@@ -93,3 +93,16 @@ int ccl__heap_find_user(const CclHeapAlloc *h, size_t off, size_t bytes, size_t 
     *size = h->used[i].bytes;
     return off + bytes <= h->used[i].off + h->used[i].bytes ? 0 : -1;
 }
+
+size_t ccl__heap_largest_free(const CclHeapAlloc *h)
+{
+    size_t start = h->lo, best = 0;
+    for (int i = 0; i < h->n; i++) {
+        if (h->used[i].off - start > best)
+            best = h->used[i].off - start;
+        start = h->used[i].off + h->used[i].size;
+    }
+    if (h->hi > start && h->hi - start > best)
+        best = h->hi - start;
+    return best / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
+}

@@ -102,6 +102,8 @@ int ccl__heap_free(CclHeapAlloc *h, size_t off);
 /* The live user allocation containing [off, off+bytes): 0 and its start; -1 when the
  * range is in no user allocation or runs past its end (*start then says which). */
 int ccl__heap_find_user(const CclHeapAlloc *h, size_t off, size_t bytes, size_t *start, size_t *size);
+/* The largest free gap, in bytes (a multiple of CCL__HEAP_ALIGN). */
+size_t ccl__heap_largest_free(const CclHeapAlloc *h);
 
 /* ===== tuner.c: tuning tables (docs/tuner.md) ===== */
 
@@ -116,7 +118,8 @@ typedef struct {
 } CclShape;
 
 enum {
-    CCL__TUNE_COLLS = 6,             /* Collective values */
+    CCL__TUNE_COLLS = 6,             /* Collective values with table entries: the fixed-size
+                                        ones (COLL_ALLREDUCE .. COLL_REDUCE) */
     CCL__TUNE_BUCKETS = 48,          /* size buckets 2^0 .. 2^47 bytes */
     CCL__TUNE_FILES = 32,            /* distinct algorithm files in one table */
     CCL__TUNE_VARIANTS = 64,         /* loaded (file, shape, root) per comm */
@@ -322,7 +325,7 @@ struct ccl_comm {
     CclQuarantine *quarantine;
     CclTuner tune;                   /* the tuning table and its loaded variants */
     /* Standard collectives: which (collective, root) the shipped library was loaded
-     * for, 6 * nranks flags (lazily allocated). */
+     * for, CCLC_NUM_COLLS * nranks flags (lazily allocated). */
     unsigned char *lib_tried;
     CclGroup *group;                 /* shared with the comms of one ccl_comm_init_all */
 
@@ -343,6 +346,12 @@ struct ccl_comm {
     /* Calls enqueued so far: every rank makes the same calls, so the k-th has the same
      * number everywhere (CclIdent.seq, algorithm.c). */
     uint64_t calls;
+    /* v-collectives (vcoll.c), both taken at the first v call, at the same point on
+     * every rank, so at the same heap offsets; SIZE_MAX before. vring: each rank's
+     * segment tables of its last CCL_IDENT_RING calls (CCL__VT_WORDS(N) words each),
+     * read by peers; varena: scratch and staging of v calls, laid out per call once
+     * every rank's sizes are known. */
+    size_t vring_off, varena_off, varena_bytes;
     /* A standard collective is picking its algorithm for a stream under CUDA graph
      * capture (api.c): loading one then is refused (capture_refused), not half done. */
     int capturing, capture_refused;
@@ -527,6 +536,27 @@ static inline int ccl__scratch_copies(const Program *p) { return p->protocol == 
  * b == nbufs it is the region's size. */
 size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize);
 
+/* A v-collective's segment table: for one rank and one call, the count and the
+ * displacement (elements) of every unit of in and of out, CCL__VT_ROWS rows of N words
+ * (allgatherv's in has one unit: its other words are 0), then the heap offsets of in
+ * and out where peers reach them (~0: nowhere) and the staging bytes this rank needs
+ * in its v arena. Published per call in the rank's vring entry (seq % CCL_IDENT_RING),
+ * before the call's identity, so a peer that sees the identity sees the table. */
+enum { CCL__VT_IN_COUNT, CCL__VT_IN_DISPL, CCL__VT_OUT_COUNT, CCL__VT_OUT_DISPL, CCL__VT_ROWS };
+enum { CCL__VT_IN_OFF, CCL__VT_OUT_OFF, CCL__VT_STAGE_BYTES, CCL__VT_TAIL };
+#define CCL__VT_WORDS(N) ((size_t)CCL__VT_ROWS * (size_t)(N) + CCL__VT_TAIL)
+
+/* What a CclCall of a v-collective adds (vcoll.c fills it). */
+typedef struct {
+    const uint64_t *table;           /* this rank's CCL__VT_ROWS x N words; valid only during
+                                        be->run, which copies it */
+    size_t in_extent, out_extent;    /* elements: the largest displacement + count */
+    /* in (out) is NULL and peers reach it: stage it in this rank's v arena (at its
+     * end), not in private memory. */
+    int in_heap, out_heap;
+    size_t ring_off, arena_off, arena_bytes; /* ccl_comm's vring and varena */
+} CclVCall;
+
 /* One call, resolved by algorithm.c before it reaches the backend. */
 typedef struct {
     ccl_algorithm_t *alg;
@@ -574,7 +604,39 @@ typedef struct {
      * differs from the common code's view (the GPU's protocol and threads) sets `shape`
      * in its copy and seals it again. */
     CclIdent id;
+    /* A v-collective (allgatherv, alltoallv): count is 0, and the segments' sizes and
+     * places are in v; in_bytes and out_bytes are the extents of the user's buffers.
+     * The backend sizes every chunk by its segment (PlanOp.content) from every rank's
+     * published table, checks that the ranks' counts agree, and fences (an all-rank
+     * barrier) when the layout differs from its previous v call's (vcoll.c). */
+    int is_v;
+    CclVCall v;
 } CclCall;
+
+/* ccl__run's argument checks and staging decisions, shared with vcoll.c. */
+typedef enum {
+    CCL__BUF_PRIVATE,                /* outside the heap: peers cannot reach it */
+    CCL__BUF_SYMMETRIC,              /* inside one live ccl_mem_alloc buffer */
+    CCL__BUF_MISPLACED,              /* in the heap but not inside one: an error */
+} CclBufPlace;
+/* Where ptr..ptr+bytes sits; CCL__BUF_MISPLACED with the message set, naming `arg`. */
+CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg);
+/* Fills and seals the call's identity from the call (algorithm.c). */
+void ccl__ident_fill(const CclCall *c, CclIdent *id);
+/* After the backend accepted a call: the comm's and the algorithm's bookkeeping. */
+void ccl__run_done(ccl_algorithm_t *alg, const CclCall *c);
+
+/* ===== vcoll.c: allgatherv and alltoallv ===== */
+
+/* One call of a v-collective: sendcounts/sdispls have the collective's in units (1 for
+ * allgatherv, N for alltoallv), recvcounts/rdispls N; NULL displacements: packed in
+ * unit order. Checks every argument, resolves buffers and staging, hands the call to
+ * the backend. */
+ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *sendcounts, const size_t *sdispls,
+                        void *recv, const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, void *stream,
+                        const char *fn);
+/* The unit of in that out unit u of rank `rank` receives: its rank and unit. */
+void ccl__v_home(Collective coll, int rank, int u, int *q, int *v);
 
 /* Sets id->hash from the fields after it. */
 void ccl__ident_seal(CclIdent *id);

@@ -137,7 +137,7 @@ static int header_collective(const char *path)
     char name[64], coll[64];
     if (sscanf(p, "algorithm %63[A-Za-z0-9_] : %63[A-Za-z0-9_]", name, coll) != 2)
         return -1;
-    for (int c = COLL_ALLREDUCE; c <= COLL_REDUCE; c++)
+    for (int c = COLL_ALLREDUCE; c < CCLC_NUM_COLLS; c++)
         if (!strcmp(coll, cclc_coll_name((Collective)c)))
             return c;
     return -1;
@@ -278,7 +278,7 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
         return CCL_OK;
     if (comm->capture_refused)
         return CCL_ERR_INVALID_USAGE;
-    if (!comm->lib_tried && !(comm->lib_tried = calloc(6 * (size_t)comm->nranks, 1)))
+    if (!comm->lib_tried && !(comm->lib_tried = calloc(CCLC_NUM_COLLS * (size_t)comm->nranks, 1)))
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     unsigned char *tried = &comm->lib_tried[(size_t)coll * (size_t)comm->nranks + (size_t)root];
     char why[CCL__ERR_LEN / 2] = "";

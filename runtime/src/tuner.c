@@ -651,6 +651,10 @@ ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, siz
         CCL__FMT(t->miss, sizeof t->miss, "no tuning table: %s", t->why);
         return NULL;
     }
+    if ((int)coll >= CCL__TUNE_COLLS) {
+        CCL__FMT(t->miss, sizeof t->miss, "tuning tables have no %s entries", cclc_coll_name(coll));
+        return NULL;
+    }
     int b = ccl__tune_bucket(bytes);
     const CclTuneEntry *e = b < CCL__TUNE_BUCKETS ? &t->table.e[coll][b] : NULL;
     if (!e || e->file < 0) {

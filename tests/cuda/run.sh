@@ -46,6 +46,9 @@ fi
 mkdir -p "$tmp/jit"
 "$build/tests/cuda/jit_cache" "$tmp/jit" 2>&1 | grep -E '^(ok|FAIL) ' || echo "FAIL cuda/jit-cache: no result"
 for f in algorithms/*/*.ccl; do
+    # allgatherv and alltoallv: the emitter refuses them (their segment sizes are
+    # run-time values no generated kernel reads yet; tests/cli checks the refusal).
+    case $f in */allgatherv/* | */alltoallv/*) continue ;; esac
     alg=${f#algorithms/}
     alg=${alg%.ccl}
     for n in 4 2; do run_bg "${alg//\//_}_N$n" "$f" "$n"; done

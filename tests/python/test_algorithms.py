@@ -40,6 +40,14 @@ def test_load_source_text_and_wrong_collective(comms2):
         comms2[0].all_gather(None, np.ones(3, np.float32), algorithm=algs[0])
 
 
+def test_v_collective_program_is_refused_clearly(comms2):
+    """allgatherv programs load (the proof is the same) but run from C only, so far."""
+    algs = run_ranks(comms2, lambda r, c: c.load(ROOT / "algorithms" / "allgatherv" / "ring.ccl"))
+    assert algs[0].collective == "allgatherv"
+    with pytest.raises(NotImplementedError, match="ccl_algorithm_run_v"):
+        algs[0](np.ones(3, np.float32))
+
+
 def test_load_compile_error_has_located_diagnostics(comms2):
     def load(r, c):
         with pytest.raises(ccl.CompileError) as e:

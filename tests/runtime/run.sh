@@ -20,6 +20,11 @@
 #      with no synchronization in between, each with its own data and size (cclc run
 #      --back-to-back), so a rank's next call overlaps its peers' current one and any
 #      cross-call race (scratch, staging, outputs overwritten too early) shows.
+#   V. allgatherv and alltoallv (algorithms/ and tests/runtime/v/): N in {2,3,4,5,8} x
+#      seeded counts (uneven, a quarter zero), explicit counts with zeros, all zero,
+#      large segments, host buffers, 48 calls back to back with counts changing every
+#      call, 4 instances, and under mpirun; the C test vcoll (section F) adds
+#      mismatched counts and argument errors.
 # Prints "ok NAME" or "FAIL NAME: why" per test.
 set -u
 build=${1:?usage: tests/runtime/run.sh BUILD}
@@ -35,7 +40,10 @@ fi
 
 dtypes=(f32 f64 f16 bf16 i32 i64 u8 fp8_e4m3 fp8_e5m2)
 ops=(sum prod min max avg)
-algs=(algorithms/*/*.ccl)
+# The fixed-size algorithms; allgatherv and alltoallv (no in-place form, counts per
+# rank) have section V of their own.
+algs=($(ls algorithms/*/*.ccl | grep -v -e /allgatherv/ -e /alltoallv/))
+valgs=(algorithms/allgatherv/*.ccl algorithms/alltoallv/*.ccl)
 declare -A ran            # algorithm -> how many runs were admitted
 
 # run_case NAME ARGS...: one `cclc run`; exit 2 with "does not admit" is not applicable
@@ -292,6 +300,40 @@ fault_run() {
 fault_run 4 2 kill 20000 3000 "rank 2 (pid [0-9]*) is gone"
 fault_run 3 1 absent 1500 4000 "rank 1 never joined"
 
+# V. allgatherv and alltoallv (see the header).
+i=0
+for f in "${valgs[@]}" tests/runtime/v/*.ccl; do
+    case $f in *allgatherv* | */ring_slices.ccl) kind=gather ;; *) kind=toall ;; esac
+    for n in 2 3 4 5 8; do
+        dt=${dtypes[$(( i % 9 ))]}
+        i=$((i + 1))
+        run_case "run $f N=$n seeded counts $dt" "$cclc" run "$f" --ranks $n --count 1001 --dtype $dt --iters 3 --seed $i
+        if [ $kind = gather ]; then flag=--counts; m=$n; else flag=--counts-matrix; m=$((n * n)); fi
+        zeros=$(printf '0,%.0s' $(seq $m))
+        run_case "run $f N=$n all-zero counts" "$cclc" run "$f" --ranks $n --iters 2 $flag "${zeros%,}"
+    done
+    if [ $kind = gather ]; then
+        run_case "run $f N=4 counts 3,0,7,1" "$cclc" run "$f" --ranks 4 --counts 3,0,7,1 --dtype bf16
+    else
+        run_case "run $f N=3 counts-matrix with zeros" "$cclc" run "$f" --ranks 3 --dtype bf16 \
+            --counts-matrix 3,0,7,0,0,0,1,1000,5
+    fi
+    run_case "run $f N=4 large segments" "$cclc" run "$f" --ranks 4 --count 1000003 --dtype f32 --iters 2
+    run_case "run $f N=3 host buffers" "$cclc" run "$f" --ranks 3 --count 777 --dtype i32 --iters 2 --host-buffers
+    run_case "back-to-back $f N=4" "$cclc" run "$f" --ranks 4 --count 1001 --dtype bf16 --back-to-back --iters 48
+    run_case "back-to-back $f N=3 host buffers" "$cclc" run "$f" --ranks 3 --count 1001 --back-to-back --iters 48 \
+        --host-buffers
+    i4=$(mktemp --suffix=.ccl)
+    sed -e '/^instances /d' -e 's/^ranks .*/&\ninstances 4/' "$f" >"$i4"
+    run_case "back-to-back $f instances 4 N=4" "$cclc" run "$i4" --ranks 4 --count 1001 --back-to-back --iters 48
+    rm -f "$i4"
+    if [ ${#mpirun_cmd[@]} -gt 0 ]; then
+        run_case "mpirun -np 4 $f" timeout 120 "${mpirun_cmd[@]}" "$cclc" run "$f" --count 10007 --iters 3
+        run_case "mpirun -np 4 $f host buffers back-to-back" timeout 120 "${mpirun_cmd[@]}" "$cclc" run "$f" \
+            --count 1001 --host-buffers --back-to-back --iters 16
+    fi
+done
+
 # F. C tests and examples.
 for t in "$build"/tests/runtime/*; do
     [ -x "$t" ] || continue
@@ -319,6 +361,11 @@ if [ -x "$build/examples/allreduce_threads" ]; then
     example allreduce_threads "$build/examples/allreduce_threads" 4
 else
     echo "FAIL example allreduce_threads: not built"
+fi
+if [ -x "$build/examples/alltoallv_threads" ]; then
+    example alltoallv_threads "$build/examples/alltoallv_threads" 4
+else
+    echo "FAIL example alltoallv_threads: not built"
 fi
 if [ -x "$build/examples/custom_algorithm" ]; then
     example custom_algorithm "$build/examples/custom_algorithm" examples/star.ccl 4

@@ -188,6 +188,9 @@ static int compile_file(const Options *o, const char *text, size_t size)
             cclc_plan_print_json(stdout, c.plan);
         else
             cclc_plan_print_text(stdout, c.plan);
+    } else if (cclc_emit_cuda_refusal(c.plan)) {
+        cclc_diag_error(&c.diag, c.ast->coll_loc, "%s", cclc_emit_cuda_refusal(c.plan));
+        return exit_with_diagnostics(&c, EXIT_PROGRAM_ERROR, o->all_errors);
     } else {
         EmitOptions emit = o->emit;
         if ((int)emit.protocol < 0)

@@ -42,40 +42,36 @@
 #include "harness.h"
 #include "run.h"
 
-typedef struct {
-    const char *file;
-    int nranks;              /* 0: not given */
-    ccl_backend_t backend;
-    size_t count;
-    ccl_dtype_t dtype;
-    ccl_op_t op;
-    int iters;
-    int inplace;
-    int host_buffers;        /* malloc'd buffers (staged) instead of ccl_mem_alloc */
-    uint64_t seed;
-    int root;
-    int timeout_ms;
-    int back_to_back;        /* no synchronization between the K calls */
-} RunOpts;
-
-/* Buffer sets of --back-to-back (see above): enough to separate consecutive calls of
- * every rank by many calls, few enough to stay small in the heap. */
-enum { B_SETS = 16 };
-
-/* What one rank found; exchanged between processes under mpirun. */
-typedef struct {
-    int32_t failed_call;     /* a call returned an error */
-    int32_t pad;
-    uint64_t wrong;          /* wrong elements */
-    double ms;               /* time spent in calls, all iterations */
-    char first[480];         /* the first problem, as text */
-} Verdict;
 _Static_assert(sizeof(Verdict) <= TOOL_AGREE_PIECE, "a verdict is agreed in one piece (no scratch)");
 
 static const char run_usage[] =
     "usage: cclc run FILE --ranks N [--backend cpu|gpu] [--count C] [--dtype T] [--op O]\n"
     "                [--iters K] [--inplace] [--seed S] [--root R] [--host-buffers]\n"
-    "                [--timeout-ms T] [--back-to-back]\n";
+    "                [--timeout-ms T] [--back-to-back]\n"
+    "                [--counts C0,C1,... | --counts-matrix C00,C01,...]   (allgatherv, alltoallv)\n";
+
+/* --counts and --counts-matrix: comma-separated element counts (K, M suffixes allowed). */
+static void parse_counts(const char *flag, const char *val, RunOpts *o)
+{
+    int cap = 1;
+    for (const char *p = val; *p; p++)
+        cap += *p == ',';
+    free(o->counts);
+    o->counts = tool_calloc((size_t)cap, sizeof *o->counts);
+    o->ncounts = 0;
+    char item[64];
+    for (const char *p = val;;) {
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n >= sizeof item)
+            tool_usage_error("%s %s: expected element counts separated by commas", flag, val);
+        memcpy(item, p, n);
+        item[n] = 0;
+        o->counts[o->ncounts++] = (size_t)tool_count(flag, item, (uint64_t)1 << 36);
+        if (!p[n])
+            break;
+        p += n + 1;
+    }
+}
 
 static void parse_opts(int argc, char **argv, RunOpts *o)
 {
@@ -103,6 +99,12 @@ static void parse_opts(int argc, char **argv, RunOpts *o)
                 tool_usage_error("--seed %s: not a number", v);
         } else if (tool_is(&args, "--root", NULL)) {
             o->root = tool_int(a, tool_value(&args), 0, CCLC_MAX_RANKS - 1);
+        } else if (tool_is(&args, "--counts", NULL)) {
+            parse_counts(a, tool_value(&args), o);
+            o->counts_matrix = 0;
+        } else if (tool_is(&args, "--counts-matrix", NULL)) {
+            parse_counts(a, tool_value(&args), o);
+            o->counts_matrix = 1;
         } else {
             tool_unknown(&args);
         }
@@ -116,13 +118,7 @@ static void parse_opts(int argc, char **argv, RunOpts *o)
 
 /* ---- data ---- */
 
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+#define mix cclc_run_mix
 
 typedef struct {
     const RunOpts *o;
@@ -233,6 +229,8 @@ static int expected(const Gen *g, int r, size_t j, size_t count, double *out)
     case COLL_ALLGATHER: *out = (double)gen_value(g, (int)(j / count), j % count); break;
     case COLL_ALLTOALL: *out = (double)gen_value(g, (int)(j / count), (size_t)r * count + j % count); break;
     case COLL_BROADCAST: *out = (double)gen_value(g, o->root, j); break;
+    case COLL_ALLGATHERV: /* run_v.c checks these */
+    case COLL_ALLTOALLV: return 0;
     }
     /* Copies: inputs are integers the dtype holds exactly (gen_setup's bound). */
     return 1;
@@ -360,7 +358,7 @@ static void check(const Gen *g, int rank, const Bufs *b, const double *ref, Verd
 static Collective collective_of(const ccl_algorithm_t *alg)
 {
     const char *name = ccl_algorithm_collective(alg);
-    for (int c = COLL_ALLREDUCE; c <= COLL_REDUCE; c++)
+    for (int c = COLL_ALLREDUCE; c < CCLC_NUM_COLLS; c++)
         if (!strcmp(name, cclc_coll_name((Collective)c)))
             return (Collective)c;
     return COLL_ALLREDUCE;
@@ -419,10 +417,15 @@ static int summarize(const RunOpts *o, const char *name, Collective coll, int N,
         failed |= v[r].failed_call;
     }
     const char *result = failed ? "ERROR" : wrong ? "WRONG" : "ok";
-    printf("cclc run: %s (%s) N=%d %s backend=%s dtype=%s op=%s count=%zu iters=%d %s%s%s: %s",
+    char count[160];
+    if (cclc_coll_is_v(coll))
+        cclc_run_v_describe(o, count, sizeof count);
+    else
+        snprintf(count, sizeof count, "count=%zu", o->count);
+    printf("cclc run: %s (%s) N=%d %s backend=%s dtype=%s op=%s %s iters=%d %s%s%s: %s",
            name, cclc_coll_name(coll), N, mode, backend, ccl_dtype_name(o->dtype),
            (coll == COLL_ALLREDUCE || coll == COLL_REDUCE_SCATTER || coll == COLL_REDUCE) ? ccl_op_name(o->op) : "-",
-           o->count, o->iters, o->inplace ? "in-place" : "out-of-place", o->host_buffers ? " host-buffers" : "",
+           count, o->iters, o->inplace ? "in-place" : "out-of-place", o->host_buffers ? " host-buffers" : "",
            o->back_to_back ? " back-to-back" : "", result);
     if (wrong)
         printf(" (%llu wrong elements; first: %s)", (unsigned long long)wrong, first);
@@ -554,6 +557,18 @@ static int run_threads(const RunOpts *o)
         }
     }
     Collective coll = collective_of(algs[0]);
+    if (cclc_coll_is_v(coll)) {
+        status = cclc_run_v(o, coll, N, N, 0, comms, algs, v);
+        if (status == 2)
+            fprintf(stderr, "cclc run: %s\n", v[0].first);
+        if (status == 0) {
+            ccl_backend_t vbe;
+            ccl_comm_backend(comms[0], &vbe);
+            status = summarize(o, ccl_algorithm_name(algs[0]), coll, N, vbe == CCL_BACKEND_GPU ? "gpu" : "cpu", v, N,
+                               "threads");
+        }
+        goto out;
+    }
     char err[512];
     for (int q = 0; q < N * sets; q++)
         if (alloc_bufs(comms[q / sets], &so[q % sets], coll, N, q / sets, &bufs[q], err, sizeof err) != 0) {
@@ -661,6 +676,10 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
     if (!status) {
         name = ccl_algorithm_name(alg);
         coll = collective_of(alg);
+    }
+    if (!status && cclc_coll_is_v(coll)) {
+        status = cclc_run_v(o, coll, N, 1, me, &comm, &alg, &mine);
+    } else if (!status) {
         char err[400];
         for (int s = 0; s < sets && !status; s++)
             if (alloc_bufs(comm, &so[s], coll, N, me, &bset[s], err, sizeof err) != 0) {
@@ -669,7 +688,9 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
                 status = 1;
             }
     }
-    if (!status && o->back_to_back) {
+    if (!status && cclc_coll_is_v(coll)) {
+        /* run_v did the calls */
+    } else if (!status && o->back_to_back) {
         Gen g;
         gen_setup(&g, o, coll, N);
         run_back_to_back(o, so, &g, 1, me, &comm, &alg, bset, sets, NULL, &mine, &mine.ms);

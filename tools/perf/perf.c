@@ -419,6 +419,9 @@ static long long verify(Worker *w, int impl, int inplace, size_t count)
         for (int q = 0; q < n; q++)
             wrong += perf_pattern_wrong(b + (size_t)q * count * es, (size_t)w->rank * count, count, p->tab_in[q], es);
         break;
+    case COLL_ALLGATHERV: /* refused with --algo (parse_algo); -c does not name them */
+    case COLL_ALLTOALLV:
+        break;
     }
     return wrong;
 }
@@ -455,6 +458,9 @@ static void issue(Worker *w, int impl, int inplace, size_t count)
             r = r ? r : e;
             break;
         }
+        case COLL_ALLGATHERV: /* refused with --algo (parse_algo); -c does not name them */
+        case COLL_ALLTOALLV:
+            break;
         }
         nccl_check(w, r, "NCCL collective");
         return;
@@ -853,6 +859,9 @@ static void prove_algo(Shared *sh)
         exit(2);
     }
     Collective c = comp.prog->coll;
+    if (cclc_coll_is_v(c))
+        tool_usage_error("--algo %s implements %s, which ccl-perf does not measure yet (use cclc run)", o->algo,
+                         cclc_coll_name(c));
     sh->hint_lo = comp.prog->size_lo;
     sh->hint_hi = comp.prog->size_hi;
     snprintf(sh->algo_name, sizeof sh->algo_name, "%s (%s)", comp.prog->name, o->algo);

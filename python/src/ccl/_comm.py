@@ -150,6 +150,9 @@ class Algorithm:
         self.collective: str = L.ccl_algorithm_collective(handle).decode()
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
+        if self.collective not in self._METHODS:  # allgatherv, alltoallv: C only so far
+            raise NotImplementedError(f"{self.name} is an {self.collective} program, which Python cannot run yet "
+                                      "(from C: ccl_algorithm_run_v)")
         method = getattr(self.comm, self._METHODS[self.collective])
         if self.collective in ("broadcast", "reduce"):
             kwargs.setdefault("root", self.root)

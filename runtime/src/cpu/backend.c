@@ -25,6 +25,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "cpu/segments.h"
 #include "internal.h"
 
 typedef struct LocalWorld {
@@ -65,6 +66,7 @@ typedef struct {
     size_t priv_bytes[2];
     void **priv_retired;
     int npriv_retired;
+    CpuSegsLast last_v;         /* the worker's last v call (cpu/segments.h) */
 } CpuComm;
 
 typedef struct PoolThread {
@@ -678,16 +680,26 @@ static ccl_result_t cpu_run(const CclCall *call)
     ccl_comm_t *comm = call->alg->comm;
     CpuComm *cc = comm->be_comm;
     void *in = call->in, *out = call->out;
-    if ((!in && !(in = grow_private(cc, 0, call->in_bytes))) || (!out && !(out = grow_private(cc, 1, call->out_bytes))))
-        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory staging %zu bytes of %s", comm->rank,
-                              in ? call->out_bytes : call->in_bytes, in ? "recvbuf" : "sendbuf");
-    Task *t = malloc(sizeof *t);
+    /* A v call's table is the caller's until we return: the Task keeps a copy. */
+    size_t vbytes = call->is_v ? ccl__segs_table_bytes(comm->nranks) : 0;
+    Task *t = malloc(sizeof *t + vbytes);
     if (!t)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
+    if (call->is_v) {
+        memcpy(t + 1, call->v.table, vbytes);
+        ccl__segs_place(comm, call, (uint64_t *)(t + 1), &in, &out);
+    }
+    if ((!in && !(in = grow_private(cc, 0, call->in_bytes))) || (!out && !(out = grow_private(cc, 1, call->out_bytes)))) {
+        free(t);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory staging %zu bytes of %s", comm->rank,
+                              in ? call->out_bytes : call->in_bytes, in ? "recvbuf" : "sendbuf");
+    }
     t->next = NULL;
     t->call = *call;
     t->call.in = in;
     t->call.out = out;
+    if (call->is_v)
+        t->call.v.table = (const uint64_t *)(t + 1);
     pthread_mutex_lock(&cc->mu);
     if (cc->tail)
         cc->tail->next = t;
@@ -711,6 +723,7 @@ typedef struct Exec {
     _Atomic uint64_t *abort_flag;
     int nphys;
     _Atomic unsigned arrived, gen; /* the rank's block barrier */
+    const CpuSegs *segs;        /* a v call: its segments size every chunk; else NULL */
 } Exec;
 
 /* `ring.ccl:12 "wait prev"` (or ring.ccl:12,14 for a fused op): where an op came from,
@@ -849,12 +862,14 @@ static int do_xfer(Exec *x, const PlanBlock *pb, const PlanOp *op, int inst, int
     int count = op->dst[0].count;
     for (int j = 0; j < count; j++) {
         size_t L = SIZE_MAX, len;
-        for (int k = 0; k < nref; k++) {
+        for (int k = 0; k < nref && !x->segs; k++) {
             const Ref *r = k < op->ndst ? &op->dst[k] : &op->src[k - op->ndst];
             ccl__chunk_range(r->buf, r->chunk + j, c->count, K, c->CS, &offs[k], &len);
             if (len < L)
                 L = len;
         }
+        if (x->segs)
+            ccl__segs_chunk(x->segs, op, j, offs, &L);
         if (L == 0)
             continue;
         size_t plo, phi, slo, shi;
@@ -1023,6 +1038,8 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     const Program *prog = alg->prog;
     int N = comm->nranks, me = comm->rank;
     CclHeapHeader *hdr = (CclHeapHeader *)comm->heap_base[me];
+    if (c->is_v)
+        ccl__segs_publish(comm, c);
     /* First, even after an abort: a rank stopped by a peer that found two calls
      * differing still compares, and names both sides itself. */
     if (check_idents(comm, c) != 0)
@@ -1034,19 +1051,43 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
                              culprit(comm, ab, who, sizeof who));
         return;
     }
-    if (c->fence) {
+    /* A v call: every rank's segments, checked alike on every rank (cpu/segments.c); a
+     * layout other than the previous v call's fences, as a count change does. */
+    CpuSegs segs = {0};
+    int fence = c->fence;
+    const char *fence_why = c->fence_why;
+    if (c->is_v) {
+        char err[1024];
+        ccl_result_t r = ccl__segs_load(comm, c, &segs, err, sizeof err);
+        if (r != CCL_OK) {
+            /* The checks fail alike on every rank, each naming the cause itself; only
+             * running out of memory here is this rank's alone: stop the others. */
+            ccl__set_async_error(comm, r, "%s", err);
+            if (!segs.tab)
+                abort_all(comm);
+            ccl__segs_free(&segs);
+            return;
+        }
+        if (ccl__segs_moved(&((CpuComm *)comm->be_comm)->last_v, alg, &segs)) {
+            fence = 1;
+            fence_why = "its segments differ from the previous v call's";
+        }
+    }
+    size_t CS = c->is_v ? segs.cs_max : c->CS;
+    if (fence) {
         char err[512];
         if (rank_barrier(comm, err, sizeof err) != 0) {
             ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED,
-                                 "%s (before %s: %s)", err, alg->file, c->fence_why);
+                                 "%s (before %s: %s)", err, alg->file, fence_why);
             abort_all(comm);
+            ccl__segs_free(&segs);
             return;
         }
     }
     if (c->stage_in)
         memcpy(c->in, c->send, c->in_bytes);
 
-    Exec x = {.call = c, .comm = comm, .alg = alg, .ca = alg->be_alg};
+    Exec x = {.call = c, .comm = comm, .alg = alg, .ca = alg->be_alg, .segs = c->is_v ? &segs : NULL};
     x.bases = calloc((size_t)prog->nbufs * (size_t)N, sizeof *x.bases);
     x.nphys = alg->nblocks * alg->instances;
     if (!x.bases) {
@@ -1059,11 +1100,13 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         ptrdiff_t dp = p - me;
         x.bases[BUF_IN * N + p] = p == me ? c->in : c->in_off == SIZE_MAX ? NULL : hb + c->in_off + dp * (ptrdiff_t)c->in_stride;
         x.bases[BUF_OUT * N + p] = p == me ? c->out : c->out_off == SIZE_MAX ? NULL : hb + c->out_off + dp * (ptrdiff_t)c->out_stride;
+        if (c->is_v && p != me)     /* a v call's peers publish where their in and out are */
+            ccl__segs_peer_bases(&segs, comm, p, &x.bases[BUF_IN * N + p], &x.bases[BUF_OUT * N + p]);
         /* LL programs alternate scratch halves by call parity (docs/internals.md). */
         size_t half = c->call_index % (uint64_t)ccl__scratch_copies(prog);
         for (int b = BUF_SCRATCH0; b < prog->nbufs; b++)
-            x.bases[b * N + p] = hb + c->scratch_off + ccl__scratch_offset(prog, b, c->CS, c->esize) +
-                                 half * (size_t)prog->buf_chunks[b] * c->CS * c->esize;
+            x.bases[b * N + p] = hb + c->scratch_off + ccl__scratch_offset(prog, b, CS, c->esize) +
+                                 half * (size_t)prog->buf_chunks[b] * CS * c->esize;
     }
     x.own_sems = (_Atomic uint64_t *)(comm->heap_base[me] + alg->sem_off);
     x.abort_flag = &hdr->abort;
@@ -1094,10 +1137,13 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
             goto out;
         }
     }
-    if (c->stage_out)
+    if (c->stage_out && c->is_v)
+        ccl__segs_stage_out(&segs, me, c->recv, c->out);
+    else if (c->stage_out)
         memcpy(c->recv, c->out, c->out_bytes);
 out:
     free(x.bases);
+    ccl__segs_free(&segs);
 }
 
 static void *worker_main(void *arg)

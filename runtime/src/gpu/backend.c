@@ -184,6 +184,12 @@ static ccl_result_t gpu_heap_zero(ccl_comm_t *comm, size_t off, size_t bytes)
 static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
 {
     ccl_comm_t *comm = alg->comm;
+    /* Refused at load, before any state exists: no kernel reads segment sizes yet. */
+    if (cclc_coll_is_v(alg->prog->coll))
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
+                              "ccl_algorithm_load: %s is an %s program, and the GPU backend does not run allgatherv or "
+                              "alltoallv yet; use the CPU backend (ccl_config_t.backend = CCL_BACKEND_CPU, or "
+                              "CCL_BACKEND=cpu)", alg->file, cclc_coll_name(alg->prog->coll));
     GpuComm *g = gpu_comm(comm);
     ccl__cu.CtxSetCurrent(g->ctx);
     /* More instances than the program's default need more semaphores: take a larger

@@ -1,0 +1,284 @@
+/* vcoll.c: allgatherv and alltoallv, the common code: their entry points, argument
+ * checks and staging decisions, and the heap regions every v call uses.
+ *
+ * A v-collective's program is its fixed-size sibling's (cclc_coll_base): the same
+ * chunks, proved the same way. What changes is the size of each unit ("segment"): a
+ * run-time count and displacement per unit of in and out, different on every rank and
+ * known to a rank only for its own buffers. So:
+ *  - each call carries this rank's segment table (CclVCall); the backend publishes it
+ *    in the rank's vring entry before the call's identity, reads every peer's once the
+ *    identities agree, and checks that every out segment's count equals its sender's
+ *    (rank q's sendcounts[p] == rank p's recvcounts[q]), failing every rank with a
+ *    message naming both ranks, the segment and both counts, before any data moves;
+ *  - a chunk's length is its segment's: the backend sizes chunk j of a data op by the
+ *    segment of the data it moves (PlanOp.content), split into K chunks, instances and
+ *    slices by the same rule as a fixed-size count (docs/internals.md);
+ *  - scratch chunks are as long as the longest segment's chunks, and staging follows
+ *    this rank's extents: both sizes depend on every rank's counts, which no rank knows
+ *    when it makes the call, while heap allocations must be the same on every rank. So
+ *    the first v call takes one region of the heap, the v arena (half the largest free
+ *    block, the same on every rank), and every call lays out its scratch (at the
+ *    arena's start, same offset everywhere) and this rank's staging (at its end,
+ *    published in the table) inside it once all counts are known. A call whose scratch
+ *    and staging do not fit fails on every rank, naming the sizes.
+ * The counts identify nothing in the call's identity (CclIdent.count is 0): they may
+ * differ per rank, and the table check names the disagreement precisely. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void ccl__v_home(Collective coll, int rank, int u, int *q, int *v)
+{
+    /* allgatherv: out unit u is rank u's only in unit; alltoallv: rank u's unit `rank`. */
+    *q = u;
+    *v = coll == COLL_ALLTOALLV ? rank : 0;
+}
+
+/* The vring and the v arena, taken at the first v call of the comm. Every rank makes
+ * the same calls in the same order, so they sit at the same offsets everywhere. */
+static ccl_result_t take_regions(ccl_comm_t *comm, const char *fn)
+{
+    if (comm->vring_off != SIZE_MAX)
+        return CCL_OK;
+    size_t ring = (size_t)CCL_IDENT_RING * CCL__VT_WORDS(comm->nranks) * sizeof(uint64_t);
+    if (ccl__heap_alloc(&comm->data, ring, 0, &comm->vring_off) != 0) {
+        comm->vring_off = SIZE_MAX;
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
+                              "%s: the heap has no room for the %zu bytes of segment tables a v-collective needs "
+                              "(heap_bytes %zu; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES)", fn, ring,
+                              comm->heap_bytes);
+    }
+    size_t arena = ccl__heap_largest_free(&comm->data) / 2 / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
+    if (arena == 0 || ccl__heap_alloc(&comm->data, arena, 0, &comm->varena_off) != 0) {
+        ccl__heap_free(&comm->data, comm->vring_off);
+        comm->vring_off = comm->varena_off = SIZE_MAX;
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
+                              "%s: the heap has no room left for the scratch and staging of v-collectives (heap_bytes "
+                              "%zu; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES)", fn, comm->heap_bytes);
+    }
+    comm->varena_bytes = arena;
+    return CCL_OK;
+}
+
+typedef struct {
+    size_t off, len;
+    int unit;
+} Span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const Span *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off ? 1 : x->unit - y->unit;
+}
+
+/* Fills one side (in or out) of the table from counts and displacements (NULL:
+ * packed in unit order) and its extent; checks the bounds, and for out (written) that
+ * no two segments overlap. Returns CCL_OK or the error, its message naming the
+ * argument and the units. */
+static ccl_result_t fill_side(ccl_comm_t *comm, const char *fn, int units, const size_t *counts, const size_t *displs,
+                              const char *cname, const char *dname, size_t limit, uint64_t *trow, uint64_t *drow,
+                              int written, size_t *extent)
+{
+    size_t packed = 0, ext = 0;
+    Span *spans = written ? malloc(sizeof *spans * (size_t)units) : NULL;
+    if (written && !spans)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    int nspans = 0;
+    for (int u = 0; u < units; u++) {
+        size_t n = counts[u], d = displs ? displs[u] : packed;
+        if (n > limit || d > limit) {
+            free(spans);
+            return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument '%s': %s[%d] is %zu; at most %zu elements "
+                                  "fit", fn, n > limit ? cname : dname, n > limit ? cname : dname, u,
+                                  n > limit ? n : d, limit);
+        }
+        trow[u] = n;
+        drow[u] = d;
+        packed = d + n;
+        if (d + n > ext)
+            ext = d + n;
+        if (written && n > 0)
+            spans[nspans++] = (Span){d, n, u};
+    }
+    if (written) {
+        qsort(spans, (size_t)nspans, sizeof *spans, span_cmp);
+        for (int i = 1; i < nspans; i++)
+            if (spans[i].off < spans[i - 1].off + spans[i - 1].len) {
+                ccl_result_t r = ccl__set_error(
+                    comm, CCL_ERR_INVALID_ARGUMENT,
+                    "%s: argument '%s': the segments of units %d ([%zu, %zu)) and %d ([%zu, %zu)) of recvbuf overlap; "
+                    "every segment needs its own elements", fn, dname, spans[i - 1].unit, spans[i - 1].off,
+                    spans[i - 1].off + spans[i - 1].len, spans[i].unit, spans[i].off, spans[i].off + spans[i].len);
+                free(spans);
+                return r;
+            }
+        free(spans);
+    }
+    *extent = ext;
+    return CCL_OK;
+}
+
+ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *sendcounts, const size_t *sdispls,
+                        void *recv, const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, void *stream,
+                        const char *fn)
+{
+    ccl_comm_t *comm = alg->comm;
+    ccl_result_t r = ccl__check_usable(comm, fn);
+    if (r != CCL_OK)
+        return r;
+    const Program *prog = alg->prog;
+    Collective coll = prog->coll;
+    if (!cclc_coll_is_v(coll))
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                              "%s: argument 'alg': %s is a program for %s; %s runs allgatherv and alltoallv programs "
+                              "(use ccl_algorithm_run)", fn, alg->file, cclc_coll_name(coll), fn);
+    if ((unsigned)dtype >= CCL_NUM_DTYPES)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
+    int N = comm->nranks, me = comm->rank, nin = coll == COLL_ALLTOALLV ? N : 1;
+    if (!sendcounts)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendcounts' is NULL", fn);
+    if (!recvcounts)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvcounts' is NULL", fn);
+    size_t es = ccl_dtype_size(dtype);
+    /* Far from overflow in any byte offset, as ccl__run keeps counts. */
+    size_t limit = ((size_t)1 << 46) / es;
+    uint64_t *t = calloc(CCL__VT_WORDS(N), sizeof *t);
+    if (!t)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    size_t in_ext = 0, out_ext = 0;
+    const char *sc = coll == COLL_ALLGATHERV ? "sendcount" : "sendcounts";
+    r = fill_side(comm, fn, nin, sendcounts, sdispls, sc, "sdispls", limit, &t[CCL__VT_IN_COUNT * N],
+                  &t[CCL__VT_IN_DISPL * N], 0, &in_ext);
+    if (r == CCL_OK)
+        r = fill_side(comm, fn, N, recvcounts, rdispls, "recvcounts", coll == COLL_ALLGATHERV ? "displs" : "rdispls",
+                      limit, &t[CCL__VT_OUT_COUNT * N], &t[CCL__VT_OUT_DISPL * N], 1, &out_ext);
+    /* This rank's own segment is known here in full: a disagreement is an argument error
+     * now, not only the backend's asynchronous one. */
+    int q, v;
+    ccl__v_home(coll, me, me, &q, &v);
+    if (r == CCL_OK && recvcounts[me] != sendcounts[v])
+        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                           "%s: argument 'recvcounts': recvcounts[%d] is %zu, but this rank (%d) sends itself %zu "
+                           "elements (%s%s)", fn, me, recvcounts[me], me, sendcounts[v], sc,
+                           coll == COLL_ALLTOALLV ? "[rank]" : "");
+    if (r == CCL_OK && in_ext > 0 && !send)
+        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendbuf' is NULL", fn);
+    if (r == CCL_OK && out_ext > 0 && !recv)
+        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvbuf' is NULL", fn);
+    if (r == CCL_OK && (uintptr_t)send % es)
+        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendbuf' (%p) is not aligned to the %zu-byte "
+                           "size of %s", fn, send, es, ccl_dtype_name(dtype));
+    if (r == CCL_OK && (uintptr_t)recv % es)
+        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvbuf' (%p) is not aligned to the %zu-byte "
+                           "size of %s", fn, recv, es, ccl_dtype_name(dtype));
+
+    CclCall c = {.alg = alg, .send = in_ext ? send : NULL, .recv = out_ext ? recv : NULL, .dtype = dtype, .op = CCL_SUM,
+                 .stream = stream, .esize = es, .slices = alg->slices, .is_v = 1};
+    c.in_bytes = in_ext * es;
+    c.out_bytes = out_ext * es;
+    CclBufPlace send_at = CCL__BUF_PRIVATE, recv_at = CCL__BUF_PRIVATE;
+    if (r == CCL_OK && c.send && (send_at = ccl__buffer_place(comm, send, c.in_bytes, fn, "sendbuf")) == CCL__BUF_MISPLACED)
+        r = CCL_ERR_NOT_SYMMETRIC;
+    if (r == CCL_OK && c.recv && (recv_at = ccl__buffer_place(comm, recv, c.out_bytes, fn, "recvbuf")) == CCL__BUF_MISPLACED)
+        r = CCL_ERR_NOT_SYMMETRIC;
+    if (r == CCL_OK)
+        r = take_regions(comm, fn);
+    if (r != CCL_OK) {
+        free(t);
+        return r;
+    }
+    const char *s = c.send, *rv = c.recv, *base = comm->heap_base[me];
+    /* No in-place form (the verifier proves none): overlapping buffers stage in. */
+    int overlap = s && rv && s < rv + c.out_bytes && rv < s + c.in_bytes;
+    int stage_in = !c.send || overlap || (alg->in_remote && send_at != CCL__BUF_SYMMETRIC);
+    int stage_out = !c.recv || (alg->out_remote && recv_at != CCL__BUF_SYMMETRIC);
+    c.in = stage_in ? NULL : (void *)send;
+    c.out = stage_out ? NULL : recv;
+    c.stage_in = stage_in && c.send;
+    c.stage_out = stage_out && c.recv;
+    c.in_off = c.out_off = SIZE_MAX; /* peers read them from the table, not the identity */
+    t[CCL__VT_ROWS * N + CCL__VT_IN_OFF] = alg->in_remote && !stage_in ? (uint64_t)(s - base) : ~0ull;
+    t[CCL__VT_ROWS * N + CCL__VT_OUT_OFF] = alg->out_remote && !stage_out ? (uint64_t)(rv - base) : ~0ull;
+    c.v = (CclVCall){.table = t, .in_extent = in_ext, .out_extent = out_ext, .in_heap = stage_in && alg->in_remote,
+                     .out_heap = stage_out && alg->out_remote, .ring_off = comm->vring_off,
+                     .arena_off = comm->varena_off, .arena_bytes = comm->varena_bytes};
+    c.scratch_off = comm->varena_off;
+    c.call_index = alg->ncalls;
+    if (comm->fence_pending) {
+        c.fence = 1;
+        c.fence_why = "the first call after an algorithm was freed";
+    }
+    ccl__ident_fill(&c, &c.id);
+    CCL__TRACE(me, "call %llu of %s: %s, extents %zu in, %zu out%s%s%s", (unsigned long long)c.call_index, alg->file,
+               ccl_dtype_name(dtype), in_ext, out_ext, c.fence ? ", fence first" : "", stage_in ? ", staging in" : "",
+               stage_out ? ", staging out" : "");
+    r = comm->be->run(&c);
+    free(t);
+    if (r != CCL_OK)
+        return r;
+    ccl__run_done(alg, &c);
+    return CCL_OK;
+}
+
+ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, const size_t *sendcounts,
+                                 const size_t *sdispls, void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                                 ccl_dtype_t dtype, void *stream)
+{
+    const char *fn = "ccl_algorithm_run_v";
+    if (ccl__check_alg(alg, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
+    return ccl__run_v(alg, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype, stream, fn);
+}
+
+/* The standard v-collectives: an algorithm as for the fixed-size ones (a registration,
+ * else the shipped library's `sizes` hint), chosen by a size every rank agrees on:
+ * allgatherv's total (recvcounts are the same on every rank), alltoallv's none (each
+ * rank knows only its own row and column), so it passes 0 bytes. */
+static ccl_result_t standard_v(Collective coll, const char *fn, const void *send, const size_t *sendcounts,
+                               const size_t *sdispls, void *recv, const size_t *recvcounts, const size_t *rdispls,
+                               ccl_dtype_t dtype, ccl_comm_t *comm, void *stream)
+{
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
+    ccl_result_t r = ccl__check_usable(comm, fn);
+    if (r != CCL_OK)
+        return r;
+    if (comm->backend_kind == CCL_BACKEND_GPU)
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
+                              "%s: the GPU backend does not run allgatherv or alltoallv yet; use the CPU backend "
+                              "(ccl_config_t.backend = CCL_BACKEND_CPU, or CCL_BACKEND=cpu)", fn);
+    if ((unsigned)dtype >= CCL_NUM_DTYPES)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
+    if (!recvcounts)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvcounts' is NULL", fn);
+    size_t elems = 0, es = ccl_dtype_size(dtype);
+    for (int p = 0; coll == COLL_ALLGATHERV && p < comm->nranks; p++)
+        elems = recvcounts[p] > SIZE_MAX - elems ? SIZE_MAX : elems + recvcounts[p];
+    size_t bytes = elems > SIZE_MAX / es ? SIZE_MAX : elems * es;
+    ccl_algorithm_t *alg;
+    comm->capturing = comm->be->capturing && comm->be->capturing(comm, stream);
+    comm->capture_refused = 0;
+    r = ccl__pick(comm, coll, 0, bytes, fn, &alg);
+    comm->capturing = 0;
+    if (comm->capture_refused)
+        return CCL_ERR_INVALID_USAGE;
+    if (r != CCL_OK)
+        return r;
+    return ccl__run_v(alg, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, stream, fn);
+}
+
+ccl_result_t ccl_all_gather_v(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t *recvcounts,
+                              const size_t *displs, ccl_dtype_t dtype, ccl_comm_t *comm, void *stream)
+{
+    return standard_v(COLL_ALLGATHERV, "ccl_all_gather_v", sendbuf, &sendcount, NULL, recvbuf, recvcounts, displs,
+                      dtype, comm, stream);
+}
+
+ccl_result_t ccl_all_to_all_v(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+                              const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, ccl_comm_t *comm,
+                              void *stream)
+{
+    return standard_v(COLL_ALLTOALLV, "ccl_all_to_all_v", sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
+                      dtype, comm, stream);
+}
