@@ -1,0 +1,260 @@
+/* cpu/heaps.c: the CPU backend's symmetric heaps.
+ *
+ * Ranks in one process (all pids equal) get anonymous mappings shared through a
+ * refcounted LocalWorld, unmapped when the last rank is destroyed (a peer's thread may
+ * still read a destroyed rank's heap); ranks in several processes each create a POSIX
+ * shm segment, exchange names through the bootstrap, map every peer's, then unlink
+ * their own (the kernel frees it when the last process unmaps it, even after a crash). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "cpu/heaps.h"
+
+struct LocalWorld {
+    _Atomic int refs;
+    int nranks;
+    size_t heap_bytes;
+    char **bases;
+};
+
+/* What a rank says in the bootstrap exchanges of ccl__cpu_heaps_create. */
+typedef struct {
+    int64_t pid;
+    uint64_t heap_bytes;
+    uint64_t shm_cap;           /* default heaps in processes: what /dev/shm holds per rank */
+    int32_t ok, heap_default;
+    uint64_t ptr, world;
+    char name[64];
+} Hello;
+
+static void *map_anonymous(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static ccl_result_t boot_fail(ccl_comm_t *comm, const char *step)
+{
+    return ccl__set_error(comm, CCL_ERR_PEER_FAILED, "bootstrap failed during %s (a peer gave up or the bootstrap's allgather failed)", step);
+}
+
+static ccl_result_t init_local(ccl_comm_t *comm, CpuHeaps *h, const ccl_bootstrap_t *boot, Hello *all)
+{
+    int n = comm->nranks;
+    Hello me = {0};
+    char *heap = map_anonymous(comm->heap_bytes);
+    LocalWorld *w = NULL;
+    if (comm->rank == 0) {
+        w = calloc(1, sizeof *w);
+        if (w && !(w->bases = calloc((size_t)n, sizeof *w->bases))) {
+            free(w);
+            w = NULL;
+        }
+        if (w) {
+            atomic_init(&w->refs, n);
+            w->nranks = n;
+            w->heap_bytes = comm->heap_bytes;
+        }
+    }
+    me.ok = heap && (comm->rank != 0 || w);
+    me.ptr = (uint64_t)(uintptr_t)heap;
+    me.world = (uint64_t)(uintptr_t)w;
+    if (boot->allgather(boot->ctx, &me, all, sizeof me) != 0) {
+        if (heap)
+            munmap(heap, comm->heap_bytes);
+        if (w)
+            free(w->bases), free(w);
+        return boot_fail(comm, "the heap exchange");
+    }
+    for (int p = 0; p < n; p++)
+        if (!all[p].ok) {
+            if (heap)
+                munmap(heap, comm->heap_bytes);
+            if (w)
+                free(w->bases), free(w);
+            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d could not map its %zu-byte heap", p, comm->heap_bytes);
+        }
+    h->world = (LocalWorld *)(uintptr_t)all[0].world;
+    h->world->bases[comm->rank] = heap;
+    for (int p = 0; p < n; p++)
+        comm->heap_base[p] = (char *)(uintptr_t)all[p].ptr;
+    return CCL_OK;
+}
+
+static void unmap_peers(ccl_comm_t *comm)
+{
+    for (int p = 0; p < comm->nranks; p++)
+        if (comm->heap_base[p]) {
+            munmap(comm->heap_base[p], comm->heap_bytes);
+            comm->heap_base[p] = NULL;
+        }
+}
+
+static ccl_result_t init_shm(ccl_comm_t *comm, CpuHeaps *h, const ccl_bootstrap_t *boot, Hello *all)
+{
+    static _Atomic unsigned counter;
+    int n = comm->nranks, me_rank = comm->rank;
+    Hello me = {0};
+    snprintf(me.name, sizeof me.name, "/ccl-heap-%ld-%d-%u", (long)getpid(), me_rank, atomic_fetch_add(&counter, 1));
+    char why[256] = "";
+    int fd = shm_open(me.name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0)
+        snprintf(why, sizeof why, "shm_open(%s): %s", me.name, strerror(errno));
+    else if (ftruncate(fd, (off_t)comm->heap_bytes) != 0)
+        snprintf(why, sizeof why, "ftruncate(%s, %zu): %s", me.name, comm->heap_bytes, strerror(errno));
+    else {
+        void *p = mmap(NULL, comm->heap_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        if (p == MAP_FAILED)
+            snprintf(why, sizeof why, "mmap(%s): %s", me.name, strerror(errno));
+        else
+            comm->heap_base[me_rank] = p;
+    }
+    if (fd >= 0)
+        close(fd);
+    me.ok = comm->heap_base[me_rank] != NULL;
+    if (boot->allgather(boot->ctx, &me, all, sizeof me) != 0) {
+        unmap_peers(comm);
+        shm_unlink(me.name);
+        return boot_fail(comm, "the heap exchange");
+    }
+    int bad = -1;
+    for (int p = 0; p < n && bad < 0; p++)
+        if (!all[p].ok)
+            bad = p;
+    /* Map every peer's segment; the ranks agree on success before anyone unlinks. */
+    for (int p = 0; p < n && bad < 0; p++) {
+        if (p == me_rank)
+            continue;
+        int pfd = shm_open(all[p].name, O_RDWR, 0);
+        struct stat st;
+        if (pfd < 0) {
+            snprintf(why, sizeof why, "cannot open rank %d's heap %s: %s (the CPU backend needs every rank on one host)",
+                     p, all[p].name, strerror(errno));
+        } else if (fstat(pfd, &st) != 0 || (size_t)st.st_size != comm->heap_bytes) {
+            snprintf(why, sizeof why, "rank %d's heap %s has the wrong size", p, all[p].name);
+        } else {
+            void *m = mmap(NULL, comm->heap_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, pfd, 0);
+            if (m == MAP_FAILED)
+                snprintf(why, sizeof why, "mmap of rank %d's heap %s: %s", p, all[p].name, strerror(errno));
+            else
+                comm->heap_base[p] = m;
+        }
+        if (pfd >= 0)
+            close(pfd);
+        if (!comm->heap_base[p])
+            break;
+    }
+    Hello agree = {.ok = why[0] == 0 && bad < 0};
+    Hello *votes = calloc((size_t)n, sizeof *votes);
+    int boot_ok = votes && boot->allgather(boot->ctx, &agree, votes, sizeof agree) == 0;
+    int all_ok = boot_ok;
+    for (int p = 0; p < n && all_ok; p++)
+        if (!votes[p].ok) {
+            all_ok = 0;
+            if (!why[0])
+                snprintf(why, sizeof why, "rank %d could not create or map the heaps", bad >= 0 ? bad : p);
+        }
+    free(votes);
+    shm_unlink(me.name);
+    if (!all_ok) {
+        unmap_peers(comm);
+        if (!boot_ok)
+            return boot_fail(comm, "the heap agreement");
+        return ccl__set_error(comm, CCL_ERR_SYSTEM, "%s", why);
+    }
+    h->shm = 1;
+    return CCL_OK;
+}
+
+/* Bytes of heap each of n processes may have in /dev/shm: its free space split n + 1
+ * ways (a margin for everything else there), in whole MiB; SIZE_MAX if unknown. */
+static uint64_t shm_cap(int n)
+{
+    struct statvfs st;
+    if (statvfs("/dev/shm", &st) != 0)
+        return UINT64_MAX;
+    uint64_t avail = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
+    return avail / (uint64_t)(n + 1) / (1u << 20) * (1u << 20);
+}
+
+ccl_result_t ccl__cpu_heaps_create(ccl_comm_t *comm, const ccl_bootstrap_t *boot, CpuHeaps *h)
+{
+    int n = comm->nranks;
+    Hello *all = calloc((size_t)n, sizeof *all);
+    if (!all)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
+    Hello me = {.pid = getpid(), .heap_bytes = comm->heap_bytes, .heap_default = comm->heap_default,
+                .shm_cap = shm_cap(n)};
+    if (boot->allgather(boot->ctx, &me, all, sizeof me) != 0) {
+        free(all);
+        return boot_fail(comm, "the first exchange");
+    }
+    int local = 1, all_default = 1;
+    for (int p = 0; p < n; p++) {
+        local &= all[p].pid == all[0].pid;
+        all_default &= all[p].heap_default;
+    }
+    /* Processes share /dev/shm: a default heap shrinks to what it holds (touching a
+     * page past that would fault), every rank taking the smallest. */
+    if (!local && all_default) {
+        size_t heap = comm->heap_bytes;
+        for (int p = 0; p < n; p++)
+            if (all[p].shm_cap < heap)
+                heap = all[p].shm_cap;
+        if (heap < 2 * (size_t)CCL__HEAP_DATA) {
+            free(all);
+            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
+                                  "/dev/shm has room for only %zu bytes of heap per rank (at least %zu needed); "
+                                  "enlarge it or set CCL_HEAP_BYTES", heap, 2 * (size_t)CCL__HEAP_DATA);
+        }
+        comm->heap_bytes = heap;
+        for (int p = 0; p < n; p++)
+            all[p].heap_bytes = heap;
+    }
+    for (int p = 0; p < n; p++) {
+        if (all[p].heap_bytes != comm->heap_bytes) {
+            ccl_result_t r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                                            "the ranks disagree on the heap size: rank 0 asks for %llu bytes, rank %d for %llu "
+                                            "(ccl_config_t.heap_bytes / CCL_HEAP_BYTES must be equal everywhere)",
+                                            (unsigned long long)all[0].heap_bytes, p, (unsigned long long)all[p].heap_bytes);
+            free(all);
+            return r;
+        }
+    }
+    /* Before init_shm, which reuses `all` for its own exchange. */
+    if (!local && (h->pids = malloc(sizeof *h->pids * (size_t)n)))
+        for (int p = 0; p < n; p++)
+            h->pids[p] = all[p].pid;
+    ccl_result_t r = local ? init_local(comm, h, boot, all) : init_shm(comm, h, boot, all);
+    free(all);
+    if (r != CCL_OK) {
+        free(h->pids);
+        h->pids = NULL;
+    }
+    return r;
+}
+
+void ccl__cpu_heaps_destroy(ccl_comm_t *comm, CpuHeaps *h)
+{
+    if (h->world) {
+        if (atomic_fetch_sub(&h->world->refs, 1) == 1) {
+            for (int p = 0; p < h->world->nranks; p++)
+                if (h->world->bases[p])
+                    munmap(h->world->bases[p], h->world->heap_bytes);
+            free(h->world->bases);
+            free(h->world);
+        }
+        h->world = NULL;
+    } else {
+        unmap_peers(comm);
+    }
+    free(h->pids);
+    h->pids = NULL;
+}
