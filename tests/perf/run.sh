@@ -212,7 +212,7 @@ bad() {
 bad unknown-collective "ccl-perf: error: -c foo: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)" -c foo
 bad no-collective "ccl-perf: error: -c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)" -b 1K
 bad min-over-max "ccl-perf: error: -b 64K is larger than -e 1K" -c allreduce -b 64K -e 1K
-bad v-collective "ccl-perf: error: --algo algorithms/alltoallv/pairwise.ccl implements alltoallv, which ccl-perf does not measure yet (use cclc run)" --algo algorithms/alltoallv/pairwise.ccl
+bad v-collective "ccl-perf: error: --algo algorithms/alltoallv/pairwise.ccl implements alltoallv, which ccl-perf does not measure yet (use cclc run)" --algo algorithms/alltoallv/pairwise.ccl --ranks 2
 bad not-a-size "ccl-perf: error: -e 1X: not a size (a number of bytes, optionally with K, M or G)" -c allreduce -e 1X
 bad zero-size "ccl-perf: error: -b 0: sizes must be at least one element" -c allreduce -b 0
 bad step "ccl-perf: error: -f 1: expected an integer in 2..1048576" -c allreduce -f 1
