@@ -457,6 +457,82 @@ class Communicator:
         send, recv, n, dt = self._resolve("all_to_all", send_obj, recv_obj, count, datatype, N, N)
         return self._go("all_to_all", send, recv, n, dt, Op.SUM, 0, stream, async_op, algorithm, recv_obj)
 
+    def _v_args(self, name: str, output: Any, input: Any, sendcounts: Sequence[int], recvcounts: Sequence[int],
+                sdispls: Optional[Sequence[int]], rdispls: Optional[Sequence[int]]) -> tuple:
+        """Checks a v-collective's buffers and tables against each other (this rank's view;
+        the library checks them across ranks) and returns (send, recv, dtype, the four
+        size_t arrays or None)."""
+        send, recv = as_buf(input, "input"), as_buf(output, "output")
+        if send.dtype is None or recv.dtype is None or send.dtype != recv.dtype:
+            raise InvalidArgumentError(f"{name}: input and output need one dtype, not {send.dtype} and {recv.dtype}")
+
+        def table(what: str, vals: Optional[Sequence[int]], n: int) -> Any:
+            if vals is None:
+                return None
+            vals = [int(v) for v in vals]
+            if len(vals) != n or any(v < 0 for v in vals):
+                raise InvalidArgumentError(f"{name}: {what} must be {n} counts >= 0, got {vals}")
+            return (c_size_t * n)(*vals)
+
+        def extent(counts: Sequence[int], displs: Optional[Sequence[int]]) -> int:
+            if displs is None:
+                return sum(int(c) for c in counts)
+            return max((int(d) + int(c) for c, d in zip(counts, displs)), default=0)
+
+        for what, buf, counts, displs in (("input", send, sendcounts, sdispls), ("output", recv, recvcounts, rdispls)):
+            need = extent(counts, displs)
+            if buf.numel >= 0 and buf.numel < need:
+                raise InvalidArgumentError(f"{name}: {what} has {buf.numel} elements, its counts and displacements "
+                                           f"reach element {need}")
+        N = self.size
+        return (send, recv, send.dtype, table("sendcounts", sendcounts, len(sendcounts)),
+                table("sdispls", sdispls, len(sendcounts)), table("recvcounts", recvcounts, N),
+                table("rdispls", rdispls, N))
+
+    def _v_done(self, r: int, stream: Any, async_op: bool, result: Any) -> Any:
+        if r:
+            _raise(r, self.handle)
+        if async_op:
+            return Work(self, result)
+        if self.backend == "cpu":
+            r = _lib.lib().ccl_comm_synchronize(self.handle)
+            if r:
+                _raise(r, self.handle)
+        return result
+
+    def all_gather_v(self, output: Any, input: Any, recvcounts: Sequence[int], displs: Optional[Sequence[int]] = None,
+                     *, stream: Any = None, async_op: bool = False) -> Any:
+        """MPI's Allgatherv: rank p's ``input`` (``recvcounts[p]`` elements, so this rank's
+        holds ``recvcounts[rank]``) lands in every rank's ``output`` at element
+        ``displs[p]`` (packed in rank order when ``displs`` is None). Every rank passes the
+        same ``recvcounts``; a rank that disagrees makes every rank raise, naming both.
+        The CPU backend runs it; the GPU backend refuses it for now."""
+        N = self.size
+        if len(recvcounts) != N:
+            raise InvalidArgumentError(f"all_gather_v: recvcounts must have {N} entries, got {len(recvcounts)}")
+        mine = int(recvcounts[self.rank])
+        send, recv, dt, _, _, rc, rd = self._v_args("all_gather_v", output, input, [mine], recvcounts, None, displs)
+        s = _stream_handle(stream, send, recv)
+        r = _lib.lib().ccl_all_gather_v(send.ptr or None, mine, recv.ptr or None, rc, rd, dt, self.handle, s)
+        return self._v_done(r, stream, async_op, output)
+
+    def all_to_all_v(self, output: Any, input: Any, sendcounts: Sequence[int], recvcounts: Sequence[int],
+                     sdispls: Optional[Sequence[int]] = None, rdispls: Optional[Sequence[int]] = None, *,
+                     stream: Any = None, async_op: bool = False) -> Any:
+        """MPI's Alltoallv: ``sendcounts[p]`` elements of ``input`` from ``sdispls[p]`` go to
+        rank p, which stores them in its ``output`` at ``rdispls[r]`` (``recvcounts[r]``
+        elements); displacements None mean packed in rank order. A rank whose
+        ``recvcounts[p]`` differs from rank p's ``sendcounts[r]`` makes every rank raise,
+        naming both. The CPU backend runs it; the GPU backend refuses it for now."""
+        N = self.size
+        if len(sendcounts) != N:
+            raise InvalidArgumentError(f"all_to_all_v: sendcounts must have {N} entries, got {len(sendcounts)}")
+        send, recv, dt, sc, sd, rc, rd = self._v_args("all_to_all_v", output, input, sendcounts, recvcounts,
+                                                      sdispls, rdispls)
+        s = _stream_handle(stream, send, recv)
+        r = _lib.lib().ccl_all_to_all_v(send.ptr or None, sc, sd, recv.ptr or None, rc, rd, dt, self.handle, s)
+        return self._v_done(r, stream, async_op, output)
+
     def broadcast(self, tensor: Any = None, root: int = 0, *, out: Any = None, sendbuf: Any = None,
                   recvbuf: Any = None, count: Optional[int] = None, datatype: Optional[DTypeLike] = None,
                   stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
