@@ -362,6 +362,11 @@ if [ -x "$build/examples/allreduce_threads" ]; then
 else
     echo "FAIL example allreduce_threads: not built"
 fi
+if [ -x "$build/examples/sparse_allreduce" ]; then
+    example sparse_allreduce "$build/examples/sparse_allreduce" 3
+else
+    echo "FAIL example sparse_allreduce: not built"
+fi
 if [ -x "$build/examples/alltoallv_threads" ]; then
     example alltoallv_threads "$build/examples/alltoallv_threads" 4
 else
