@@ -758,31 +758,42 @@ static int run_process(const RunOpts *o, CclEnvBoot *eb, ccl_bootstrap_t *boot)
     return exit_status;
 }
 
+static int run_command(RunOpts *o);
+
 int cclc_run_command(int argc, char **argv)
 {
-    RunOpts o;
+    /* Static: what it owns (--counts) stays reachable when a usage error exits. */
+    static RunOpts o;
     parse_opts(argc, argv, &o);
+    int rc = run_command(&o);
+    free(o.counts);
+    o.counts = NULL;
+    return rc;
+}
+
+static int run_command(RunOpts *o)
+{
     ToolLaunch launch;
     /* The bootstrap's waits (joining, the verdicts) are bounded by the same timeout as
      * the calls': a rank that never joins is named after it, one that dies (its pid) at
      * once. */
     const char *te = getenv("CCL_TIMEOUT_MS");
-    int boot_ms = o.timeout_ms ? o.timeout_ms : te && atoi(te) > 0 ? atoi(te) : 10000;
+    int boot_ms = o->timeout_ms ? o->timeout_ms : te && atoi(te) > 0 ? atoi(te) : 10000;
     if (tool_launch_open(&launch, boot_ms) != 0)
         return 1;
     if (launch.processes) {
-        o.nranks = tool_launch_ranks(&launch, o.nranks, 0, 0, 0);
-        if (o.root >= o.nranks) {
+        o->nranks = tool_launch_ranks(&launch, o->nranks, 0, 0, 0);
+        if (o->root >= o->nranks) {
             tool_launch_close(&launch);
-            tool_usage_error("--root %d is not below the %d processes", o.root, o.nranks);
+            tool_usage_error("--root %d is not below the %d processes", o->root, o->nranks);
         }
-        int rc = run_process(&o, launch.eb, &launch.pboot);
+        int rc = run_process(o, launch.eb, &launch.pboot);
         tool_launch_close(&launch);
         return rc;
     }
-    if (!o.nranks)
+    if (!o->nranks)
         tool_usage_error("--ranks N is required (outside mpirun)");
-    if (o.root >= o.nranks)
-        tool_usage_error("--root %d is not below --ranks %d", o.root, o.nranks);
-    return run_threads(&o);
+    if (o->root >= o->nranks)
+        tool_usage_error("--root %d is not below --ranks %d", o->root, o->nranks);
+    return run_threads(o);
 }
