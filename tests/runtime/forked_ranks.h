@@ -13,7 +13,7 @@
 
 /* Forks n ranks, runs child(rank, arg) in each and collects their exit codes: the
  * child's return value, or 100 + the signal that killed it. */
-static void forked_ranks_run(const char *job_name, int n, int (*child)(int rank, int arg), int arg, int *codes)
+static inline void forked_ranks_run(const char *job_name, int n, int (*child)(int rank, int arg), int arg, int *codes)
 {
     char job[96];
     snprintf(job, sizeof job, "%s-%ld-%d", job_name, (long)getpid(), arg);
@@ -42,8 +42,8 @@ static void forked_ranks_run(const char *job_name, int n, int (*child)(int rank,
 
 /* In a child: bootstrap, a CPU communicator with timeout_ms, and alg loaded from
  * `source` (a path or CCL source). NULL after printing "FAIL TEST: rank R: ...". */
-static ccl_comm_t *forked_rank_open(const char *test, int rank, int timeout_ms, const char *source,
-                                    ccl_algorithm_t **alg, CclEnvBoot **eb, ccl_bootstrap_t *boot)
+static inline ccl_comm_t *forked_rank_open(const char *test, int rank, int timeout_ms, const char *source,
+                                           ccl_algorithm_t **alg, CclEnvBoot **eb, ccl_bootstrap_t *boot)
 {
     char err[512];
     if (ccl__env_boot_open(eb, boot, 10000, err, sizeof err) != 0) {

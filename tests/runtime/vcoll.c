@@ -7,11 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ccl.h"
 #include "internal.h"
+#include "forked_ranks.h"
 
 enum { N = 4, POISON = -7 };
 
@@ -244,7 +244,7 @@ static void mismatch(int alltoall, int bad, int seg, size_t want, const char *n1
 
 /* The alltoallv mismatch with every rank a process (shm heaps, the environment
  * bootstrap): rank `rank`'s part; 0 when it failed as it must. */
-static int proc_child(int rank)
+static int proc_child(int rank, int unused)
 {
     char err[512];
     ccl_bootstrap_t boot;
@@ -289,30 +289,10 @@ static int proc_child(int rank)
 
 static void procs_mismatch(void)
 {
-    char job[64];
-    snprintf(job, sizeof job, "vcoll-test-%ld", (long)getpid());
-    pid_t pids[N];
-    fflush(stdout);
-    for (int r = 0; r < N; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            char rs[16], ns[16];
-            snprintf(rs, sizeof rs, "%d", r);
-            snprintf(ns, sizeof ns, "%d", N);
-            setenv("OMPI_COMM_WORLD_RANK", rs, 1);
-            setenv("OMPI_COMM_WORLD_SIZE", ns, 1);
-            setenv("CCL_JOB_ID", job, 1);
-            int rc = proc_child(r);
-            fflush(stdout);
-            _exit(rc);
-        }
-    }
-    int bad = 0;
-    for (int r = 0; r < N; r++) {
-        int st;
-        waitpid(pids[r], &st, 0);
-        bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-    }
+    int codes[N], bad = 0;
+    forked_ranks_run("vcoll-test", N, proc_child, 0, codes);
+    for (int r = 0; r < N; r++)
+        bad |= codes[r] != 0;
     if (!bad)
         printf("ok vcoll alltoallv mismatched counts in processes: every rank names both sides\n");
     failures += bad;
