@@ -450,15 +450,7 @@ static ccl_result_t gpu_check_buffer(ccl_comm_t *comm, const void *p, size_t byt
                           comm->rank, what, p);
 }
 
-/* Ranks sharing a GPU: after launching a kernel that waits for its peers, a rank waits
- * until every rank on its GPU has launched its own. The GPU takes work from a few
- * hardware queues that streams share, and a queue entry that waits for earlier work of
- * its own stream (our next kernel or copy, the user's next work) holds the whole queue:
- * a peer's kernel queued behind it would never start while ours spins for it
- * (docs/gpu-backend.md, "Ranks and GPUs"). Every rank launches the same sequence of such
- * kernels per call, so counts line up. A peer whose calls come from this same thread is
- * not waited for (it launches after we return), nor one that has made no call yet;
- * nothing is queued under capture. */
+/* A small number per host thread (from 1), to tell apart the threads that call. */
 static _Thread_local uint64_t this_thread_id;
 static _Atomic uint64_t thread_ids;
 
@@ -475,6 +467,15 @@ static void gpu_note_caller(ccl_comm_t *comm)
     if (g->launches) atomic_store(&g->launches->slot[comm->nranks + comm->rank], gpu_thread_id());
 }
 
+/* Ranks sharing a GPU: after launching a kernel that waits for its peers, a rank waits
+ * until every rank on its GPU has launched its own. The GPU takes work from a few
+ * hardware queues that streams share, and a queue entry that waits for earlier work of
+ * its own stream (our next kernel or copy, the user's next work) holds the whole queue:
+ * a peer's kernel queued behind it would never start while ours spins for it
+ * (docs/gpu-backend.md, "Ranks and GPUs"). Every rank launches the same sequence of such
+ * kernels per call, so counts line up. A peer whose calls come from this same thread is
+ * not waited for (it launches after we return), nor one that has made no call yet;
+ * nothing is queued under capture. */
 static ccl_result_t gpu_wait_colocated_launches(ccl_comm_t *comm, const char *what, int capturing)
 {
     GpuComm *g = gpu_comm(comm);

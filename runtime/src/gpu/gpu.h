@@ -17,7 +17,7 @@ typedef struct GpuDevice GpuDevice;         /* gpu/device.c */
 typedef struct {
     _Atomic int refs;
     /* [rank]: kernels launched; [nranks + rank]: the thread of its latest call (an id
-     * from ccl__gpu_thread_id, 0 before the first). */
+     * from gpu/backend.c's gpu_thread_id, 0 before the first). */
     _Atomic uint64_t slot[];
 } GpuLaunchCounts;
 /* What a rank says about its GPU in ccl__gpu_agree_device's two bootstrap rounds. */
