@@ -464,12 +464,22 @@ static void gen_set(Gen *g, const RunOpts *o, int sets, int s)
     g->shown = s + (o->iters - 1 - s) / sets * sets + 1;
 }
 
-static void fail_verdict(Verdict *v, const char *msg)
+void cclc_run_fail(Verdict *v, const char *msg)
 {
     if (!v->failed_call) {
         v->failed_call = 1;
         CCL__FMT(v->first, sizeof v->first, "%s", msg);
     }
+}
+
+int cclc_run_sync(ccl_comm_t **comms, int n, Verdict *v, int failed)
+{
+    for (int i = 0; i < n; i++)
+        if (ccl_comm_synchronize(comms[i]) != CCL_OK && !failed) {
+            cclc_run_fail(&v[i], ccl_comm_last_error(comms[i]));
+            failed = 1;
+        }
+    return failed;
 }
 
 /* --back-to-back for the ranks comms[0..n) (all ranks, or this process's one; rank of
@@ -485,7 +495,7 @@ static void run_back_to_back(const RunOpts *o, const RunOpts *so, Gen *g, int n,
         gen_set(g, o, sets, s);
         for (int i = 0; i < n; i++)
             if (fill(g, rank0 + i, comms[i], &bufs[i * sets + s], err, sizeof err) != 0) {
-                fail_verdict(&v[i], err);
+                cclc_run_fail(&v[i], err);
                 return;
             }
     }
@@ -496,15 +506,11 @@ static void run_back_to_back(const RunOpts *o, const RunOpts *so, Gen *g, int n,
             Bufs *b = &bufs[i * sets + k % sets];
             if (ccl_algorithm_run(algs[i], b->send, b->recv, so[k % sets].count, o->dtype, o->op, NULL) != CCL_OK) {
                 snprintf(err, sizeof err, "call %d: %s", k + 1, ccl_comm_last_error(comms[i]));
-                fail_verdict(&v[i], err);
+                cclc_run_fail(&v[i], err);
                 failed = 1;
             }
         }
-    for (int i = 0; i < n; i++)
-        if (ccl_comm_synchronize(comms[i]) != CCL_OK && !failed) {
-            fail_verdict(&v[i], ccl_comm_last_error(comms[i]));
-            failed = 1;
-        }
+    failed = cclc_run_sync(comms, n, v, failed);
     *ms = ccl__now_ms() - t0;
     if (failed)
         return;
@@ -516,7 +522,7 @@ static void run_back_to_back(const RunOpts *o, const RunOpts *so, Gen *g, int n,
         for (int i = 0; i < n; i++) {
             Bufs *b = &bufs[i * sets + s];
             if (fetch(comms[i], rank0 + i, b, ccl_dtype_size(o->dtype), err, sizeof err) != 0) {
-                fail_verdict(&v[i], err);
+                cclc_run_fail(&v[i], err);
                 return;
             }
             check(g, rank0 + i, b, ref, &v[i]);

@@ -55,6 +55,12 @@ static inline uint64_t cclc_run_mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* run.c: a rank's verdict takes its first failure (msg) only. */
+void cclc_run_fail(Verdict *v, const char *msg);
+/* run.c: synchronizes comms[0..n); the first that fails, when none failed before
+ * (`failed`), gives its verdict the library's message. Returns whether any failed. */
+int cclc_run_sync(ccl_comm_t **comms, int n, Verdict *v, int failed);
+
 /* run_v.c: runs an allgatherv or alltoallv program on ranks rank0 .. rank0+n-1 of N
  * (comms[i], algs[i]; all N in threads mode, one under mpirun), o->iters calls, each
  * with its own counts where they are seeded, every element of every rank's recvbuf

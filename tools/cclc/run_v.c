@@ -210,14 +210,6 @@ void cclc_run_v_describe(const RunOpts *o, char *buf, size_t len)
         snprintf(buf + n, len - n, ",...");
 }
 
-static void fail(Verdict *v, const char *fmt, const char *what)
-{
-    if (!v->failed_call) {
-        v->failed_call = 1;
-        snprintf(v->first, sizeof v->first, fmt, what);
-    }
-}
-
 int cclc_run_v(const RunOpts *o, Collective coll, int N, int n, int rank0, ccl_comm_t **comms, ccl_algorithm_t **algs,
                Verdict *v)
 {
@@ -254,7 +246,7 @@ int cclc_run_v(const RunOpts *o, Collective coll, int N, int n, int rank0, ccl_c
     int failed = 0;
     for (int i = 0; i < n * sets && !failed; i++)
         if (vbufs_alloc(o, comms[i / sets], max_in, max_out, &b[i], err, sizeof err) != 0) {
-            fail(&v[i / sets], "%s", err);
+            cclc_run_fail(&v[i / sets], err);
             failed = 1;
         }
     double ms = 0;
@@ -263,21 +255,17 @@ int cclc_run_v(const RunOpts *o, Collective coll, int N, int n, int rank0, ccl_c
          * place, its input never changes, so its last call's output is checked. */
         for (int k = 0; k < sets * n && !failed; k++)
             if (vfill(o, &lay[k % sets], k % sets, rank0 + k / sets, comms[k / sets], &b[k], err, sizeof err) != 0) {
-                fail(&v[k / sets], "%s", err);
+                cclc_run_fail(&v[k / sets], err);
                 failed = 1;
             }
         double t0 = ccl__now_ms();
         for (int k = 0; k < o->iters && !failed; k++)
             for (int i = 0; i < n && !failed; i++)
                 if (vrun(&lay[k % sets], coll, rank0 + i, algs[i], o->dtype, &b[i * sets + k % sets]) != 0) {
-                    fail(&v[i], "%s", ccl_comm_last_error(comms[i]));
+                    cclc_run_fail(&v[i], ccl_comm_last_error(comms[i]));
                     failed = 1;
                 }
-        for (int i = 0; i < n; i++)
-            if (ccl_comm_synchronize(comms[i]) != CCL_OK && !failed) {
-                fail(&v[i], "%s", ccl_comm_last_error(comms[i]));
-                failed = 1;
-            }
+        failed = cclc_run_sync(comms, n, v, failed);
         ms = ccl__now_ms() - t0;
         for (int s = 0; s < sets && !failed; s++)
             for (int i = 0; i < n; i++)
@@ -287,20 +275,16 @@ int cclc_run_v(const RunOpts *o, Collective coll, int N, int n, int rank0, ccl_c
     for (int k = 0; k < o->iters && !failed && !o->back_to_back; k++) {
         for (int i = 0; i < n && !failed; i++)
             if (vfill(o, &lay[k], k, rank0 + i, comms[i], &b[i], err, sizeof err) != 0) {
-                fail(&v[i], "%s", err);
+                cclc_run_fail(&v[i], err);
                 failed = 1;
             }
         double t0 = ccl__now_ms();
         for (int i = 0; i < n && !failed; i++)
             if (vrun(&lay[k], coll, rank0 + i, algs[i], o->dtype, &b[i]) != 0) {
-                fail(&v[i], "%s", ccl_comm_last_error(comms[i]));
+                cclc_run_fail(&v[i], ccl_comm_last_error(comms[i]));
                 failed = 1;
             }
-        for (int i = 0; i < n; i++)
-            if (ccl_comm_synchronize(comms[i]) != CCL_OK && !failed) {
-                fail(&v[i], "%s", ccl_comm_last_error(comms[i]));
-                failed = 1;
-            }
+        failed = cclc_run_sync(comms, n, v, failed);
         ms += ccl__now_ms() - t0;
         for (int i = 0; i < n && !failed; i++)
             vcheck(o, &lay[k], coll, k, k + 1, rank0 + i, comms[i], &b[i], &v[i]);
