@@ -223,6 +223,34 @@ ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, cons
                                  const size_t *sdispls, void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
                                  ccl_dtype_t dtype, void *stream);
 
+/* Point-to-point: count elements of buf to (from) rank `peer` of comm, on stream. The
+ * k-th ccl_send from rank a to rank b matches the k-th ccl_recv on b from a, whatever
+ * groups they are in; the two must name the same count and dtype (a disagreement fails
+ * both ranks, asynchronously, naming both calls, before any element is written). Only
+ * the two ranks take part: other ranks make no call. A send completes when its receiver
+ * has taken every element (rendezvous), so a send and a recv that wait for each other
+ * must be in one group; a call never matched fails when comm's timeout passes, naming
+ * it. buf may be any memory this rank can address (ccl_mem_alloc'd or not); it must stay
+ * valid and, for a send, unchanged until ccl_comm_synchronize. peer may be the rank
+ * itself (a send and a recv to self in one group copy locally). count may be 0. CPU
+ * backend only for now (the GPU backend returns CCL_ERR_UNSUPPORTED). */
+ccl_result_t ccl_send(const void *buf, size_t count, ccl_dtype_t dtype, int peer, ccl_comm_t *comm, void *stream);
+ccl_result_t ccl_recv(void *buf, size_t count, ccl_dtype_t dtype, int peer, ccl_comm_t *comm, void *stream);
+
+/* Groups, as NCCL's: ccl_send and ccl_recv calls between ccl_group_start and the
+ * matching ccl_group_end (groups nest; the outermost end counts) are held, then launched
+ * together at ccl_group_end, one launch per communicator, all of them progressing at
+ * once: so any exchange pattern inside one group completes (a ring's sends and recvs, an
+ * all-to-all), none waits for another. Every call of a group on one comm must use the
+ * same stream. A call that fails its argument checks inside a group returns its error at
+ * once and fails the whole group: ccl_group_end then launches nothing and returns
+ * CCL_ERR_INVALID_USAGE naming it (peers waiting for its messages time out, naming
+ * theirs). Groups are per thread, and one group may span several comms (one thread
+ * driving the ranks of a ccl_comm_init_all communicator). Outside a group a send or recv
+ * is a group of one. */
+ccl_result_t ccl_group_start(void);
+ccl_result_t ccl_group_end(void);
+
 /* Makes the standard collective of alg's kind use alg for messages of
  * [min_bytes, max_bytes] (0, 0: all sizes). Later registrations win on overlap. */
 ccl_result_t ccl_comm_use_algorithm(ccl_comm_t *comm, ccl_algorithm_t *alg, size_t min_bytes,

@@ -331,6 +331,9 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
     c->vring_off = c->varena_off = SIZE_MAX;
     ccl__heap_alloc_init(&c->sems, CCL__HEAP_HEADER, CCL__HEAP_DATA);
     ccl__heap_alloc_init(&c->data, CCL__HEAP_DATA, c->heap_bytes);
+    c->p2p_off = SIZE_MAX;
+    if (be->run_p2p)
+        ccl__p2p_reserve(c);
     *out = c;
     return CCL_OK;
 }
@@ -546,6 +549,7 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
     pthread_mutex_destroy(&comm->async_lock);
     free(comm->heap_base);
     free(comm->cache_dir);
+    free(comm->p2p_sent);               /* p2p_recvd is its second half */
     free(comm);
     return CCL_OK;
 }

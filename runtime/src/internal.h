@@ -11,10 +11,13 @@
  *   tuner.c    tuning tables: the algorithm and launch shape per (collective, size);
  *              the built-in ones are runtime/tune/NAME.tbl, compiled in
  *   bootstrap_env.c  a bootstrap from mpirun's environment (cclc run; no MPI link)
+ *   vcoll.c    allgatherv and alltoallv: argument checks, segment tables, the v arena
+ *   p2p.c      ccl_send, ccl_recv and groups: checks, held calls, message numbering
  *   reduce.c   element types and host reductions
  *   util.c     cache and library folders: where they are, whether to trust them
  *   handles.c  which communicator and algorithm handles are alive
- *   cpu/       the CPU backend (backend.c: host threads run the Plan)
+ *   cpu/       the CPU backend (backend.c: host threads run the Plan; heaps.c,
+ *              segments.c, p2p.c, waits.c beside it)
  *   gpu/       the GPU backend (NVRTC kernels), same interface: gpu.h (its shared
  *              state), driver.c/.h (the CUDA driver API, dlopen'd), device.c (what
  *              the ranks on one GPU share), mem.c (the symmetric heap), backend.c
@@ -352,6 +355,11 @@ struct ccl_comm {
      * read by peers; varena: scratch and staging of v calls, laid out per call once
      * every rank's sizes are known. */
     size_t vring_off, varena_off, varena_bytes;
+    /* Point-to-point (p2p.c): the channels' heap region (SIZE_MAX: none), slot size
+     * (bytes, CCL__P2P_HEADER of them the header) and semaphores; messages issued per
+     * peer so far: p2p_sent[p] to rank p, p2p_recvd[p] from rank p (N each, one block). */
+    size_t p2p_off, p2p_slot_bytes, p2p_sem_off;
+    uint64_t *p2p_sent, *p2p_recvd;
     /* A standard collective is picking its algorithm for a stream under CUDA graph
      * capture (api.c): loading one then is refused (capture_refused), not half done. */
     int capturing, capture_refused;
@@ -638,6 +646,59 @@ ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *se
 /* The unit of in that out unit u of rank `rank` receives: its rank and unit. */
 void ccl__v_home(Collective coll, int rank, int u, int *q, int *v);
 
+/* ===== p2p.c: point-to-point and groups ===== */
+
+/* Point-to-point channels (docs/internals.md, "Point-to-point"), reserved when a comm
+ * starts on a backend that runs them, at the same offsets on every rank. In rank d's
+ * heap, channel s carries what rank s sends to d: CCL__P2P_SLOTS slots of p2p_slot_bytes,
+ * each a CclP2pSlot header then payload. Semaphores (64-bit counters at p2p_sem_off):
+ * [s] counts the slots rank s has filled in this rank's channel s, [N + d] the slots
+ * rank d has emptied of what this rank sent it. Every count is since the comm began. */
+enum { CCL__P2P_SLOTS = 2, CCL__P2P_HEADER = 64 };
+
+/* The header of a filled slot: which message it belongs to and what the sender asked,
+ * so that the receiver checks the match before it takes a byte. */
+typedef struct {
+    uint64_t nth;                    /* the message's number on its channel, from 0 */
+    uint64_t count;                  /* the send's elements */
+    uint64_t dtype;
+    uint64_t index, group_calls;     /* the send's place in its group: call `index` (1-based)
+                                        of `group_calls` on this comm */
+} CclP2pSlot;
+
+typedef enum { CCL__P2P_SEND, CCL__P2P_RECV } CclP2pKind;
+
+/* One ccl_send or ccl_recv, as its group hands it to the backend. */
+typedef struct {
+    CclP2pKind kind;
+    int peer;
+    void *buf;                       /* a send's is const: only read */
+    size_t count;
+    ccl_dtype_t dtype;
+    uint64_t nth;                    /* messages on its channel (rank -> peer for a send,
+                                        peer -> rank for a recv) before this one */
+    int index;                       /* 1-based place among its group's calls on this comm */
+} CclP2pOp;
+
+/* One group's calls on one comm, in call order. ops is the caller's until
+ * be->run_p2p returns (which copies it). */
+typedef struct {
+    ccl_comm_t *comm;
+    void *stream;
+    int nops;
+    const CclP2pOp *ops;
+} CclP2pCall;
+
+/* At comm creation, on a backend with run_p2p: takes the channels and their semaphores
+ * (the same on every rank). Leaves p2p_off at SIZE_MAX when the heap has no room, which
+ * a send or recv then reports. */
+void ccl__p2p_reserve(ccl_comm_t *comm);
+/* Byte offset, in any rank's heap, of slot k of channel `sender`. */
+static inline size_t ccl__p2p_slot_off(const ccl_comm_t *comm, int sender, int k)
+{
+    return comm->p2p_off + ((size_t)sender * CCL__P2P_SLOTS + (size_t)k) * comm->p2p_slot_bytes;
+}
+
 /* Sets id->hash from the fields after it. */
 void ccl__ident_seal(CclIdent *id);
 /* Reports that peer `peer` runs `theirs` where this rank runs `mine` (same seq, other
@@ -706,6 +767,13 @@ struct CclBackend {
     /* 1 when `stream` is being captured into a CUDA graph (a call may then only enqueue:
      * no compiling, allocating or waiting). NULL: never. */
     int (*capturing)(ccl_comm_t *comm, void *stream);
+
+    /* Enqueues one group's sends and receives on one comm (p2p.c has checked them and
+     * numbered their messages), all of them to progress at once, after the comm's
+     * earlier work on call->stream; asynchronous like run, failures the same way: a
+     * mismatched pair names both calls, an unmatched call times out naming itself. NULL:
+     * the backend has no point-to-point (ccl_send and ccl_recv say so). */
+    ccl_result_t (*run_p2p)(const CclP2pCall *call);
 
     /* A synchronous copy of `bytes` between host memory and this rank's heap
      * (ccl_mem_alloc buffers), either way, after the comm's earlier work: ccl_mem_copy. */

@@ -21,16 +21,22 @@
 #include <unistd.h>
 
 #include "cpu/heaps.h"
+#include "cpu/p2p.h"
 #include "cpu/segments.h"
+#include "cpu/waits.h"
 #include "internal.h"
 
+/* A queued call: a collective (call), or a group of point-to-point calls (p2p, nops of
+ * them, after the Task; NULL otherwise). */
 typedef struct Task {
     struct Task *next;
     CclCall call;
+    CclP2pOp *p2p;
+    int nops;
 } Task;
 
 typedef struct {
-    CpuHeaps heaps;             /* cpu/heaps.c */
+    CpuHeaps heaps;             /* cpu/heaps.c; first: cpu/waits.c reads it */
     pthread_t worker;
     pthread_mutex_t mu;
     pthread_cond_t cv, idle_cv;
@@ -54,6 +60,7 @@ typedef struct {
     void **priv_retired;
     int npriv_retired;
     CpuSegsLast last_v;         /* the worker's last v call (cpu/segments.h) */
+    CpuP2p p2p;                 /* the worker's channel counts (cpu/p2p.h) */
 } CpuComm;
 
 typedef struct PoolThread {
@@ -136,6 +143,7 @@ static void cpu_comm_fini(ccl_comm_t *comm)
     free(cc->priv_retired);
     free(cc->priv[0]);
     free(cc->priv[1]);
+    ccl__cpu_p2p_free(&cc->p2p);
     free(cc);
     comm->be_comm = NULL;
 }
@@ -169,108 +177,19 @@ static void cpu_alg_release(ccl_algorithm_t *alg)
     alg->be_alg = NULL;
 }
 
-/* ---- the heap header: abort flags and the all-rank barrier ----
- *
- * These dereference heap_base[p] on the host, which only the CPU backend can: on GPUs
- * heap_base holds device addresses (the GPU backend keeps its own abort and barrier
- * state on the device). So they are this file's own, static: no other backend can
- * call them. */
-
-static CclHeapHeader *header(ccl_comm_t *comm, int rank)
-{
-    return (CclHeapHeader *)comm->heap_base[rank];
-}
-
-/* Stops every rank on behalf of rank d (a failure of its own, or its death), through
- * their heap headers (see CclHeapHeader): the abort words say d + 1, d's own first. */
-static void abort_for(ccl_comm_t *comm, int d)
-{
-    uint64_t zero = 0;
-    atomic_compare_exchange_strong(&header(comm, d)->abort, &zero, (uint64_t)d + 1);
-    for (int p = 0; p < comm->nranks; p++) {
-        zero = 0;
-        atomic_compare_exchange_strong(&header(comm, p)->abort, &zero, (uint64_t)d + 1);
-    }
-}
-
-/* Stops this rank and every peer. */
-static void abort_all(ccl_comm_t *comm)
-{
-    abort_for(comm, comm->rank);
-}
-
-/* The clock of one bounded wait: its deadline (set at the first reading), when it next
- * looks for dead peers, and a peer found gone at the last look (1 + rank). */
-typedef struct {
-    double deadline, probe;
-    int gone;
-} SpinClock;
-
-/* Processes: a peer whose process is gone (ccl__pid_dead), or -1. */
-static int gone_peer(ccl_comm_t *comm)
-{
-    CpuComm *cc = comm->be_comm;
-    for (int p = 0; cc->heaps.pids && p < comm->nranks; p++)
-        if (p != comm->rank && ccl__pid_dead((long)cc->heaps.pids[p]))
-            return p;
-    return -1;
-}
-
-
-/* One clock reading of a wait (every 64 turns): 1 when the timeout has passed. Every
- * CCL__PROBE_MS it also looks for a dead peer; one found gone is acted on (abort_for)
- * only at the next look, if the wait still has not completed: a peer that did its part
- * and then exited is no failure. The caller sees the abort word at its next turn. */
-static int clock_turn(ccl_comm_t *comm, SpinClock *c)
-{
-    double now = ccl__now_ms();
-    if (c->deadline == 0) {
-        c->deadline = now + comm->timeout_ms;
-        c->probe = now + CCL__PROBE_MS;
-        return 0;
-    }
-    if (now > c->deadline)
-        return 1;
-    if (now > c->probe) {
-        if (c->gone) {
-            abort_for(comm, c->gone - 1);
-            return 0;
-        }
-        int d = gone_peer(comm);
-        c->gone = d + 1;
-        c->probe = d >= 0 ? now : now + CCL__PROBE_MS;
-    }
-    return 0;
-}
-
-/* How a rank stopped by abort word `ab` names the culprit: "rank 2 failed", or "rank 2
- * aborted the communicator (ccl_comm_abort)". */
-static const char *culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t len)
-{
-    int r = (int)ab - 1;
-    CpuComm *cc = comm->be_comm;
-    if (r >= 0 && r < comm->nranks && r != comm->rank && cc->heaps.pids && ccl__pid_dead((long)cc->heaps.pids[r]))
-        snprintf(buf, len, "rank %d (pid %lld) is gone (it died or exited)", r, (long long)cc->heaps.pids[r]);
-    else if (r >= 0 && r < comm->nranks && atomic_load(&header(comm, r)->aborted))
-        snprintf(buf, len, "rank %d aborted the communicator (ccl_comm_abort)", r);
-    else
-        snprintf(buf, len, "rank %d failed", r);
-    return buf;
-}
-
 /* ccl_comm_abort: from any thread. The worker's blocks see the abort word at their next
  * turn and stop; queued calls are skipped; peers' waits give up naming this rank. */
 static void cpu_abort(ccl_comm_t *comm)
 {
-    atomic_store(&header(comm, comm->rank)->aborted, 1);
-    abort_all(comm);
+    atomic_store(&ccl__cpu_header(comm, comm->rank)->aborted, 1);
+    ccl__cpu_abort_all(comm);
 }
 
 /* ccl_comm_get_async_error: a peer's failure shows in this rank's abort word before the
  * worker reaches a wait and reports it. */
 static ccl_result_t cpu_poll(ccl_comm_t *comm)
 {
-    uint64_t ab = atomic_load(&header(comm, comm->rank)->abort);
+    uint64_t ab = atomic_load(&ccl__cpu_header(comm, comm->rank)->abort);
     return ab && (int)ab - 1 != comm->rank ? CCL_ERR_PEER_FAILED : CCL_OK;
 }
 
@@ -279,28 +198,28 @@ static ccl_result_t cpu_poll(ccl_comm_t *comm)
  * rank (the comm's worker), in the same order on every rank. */
 static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
 {
-    _Atomic uint64_t *abort_flag = &header(comm, comm->rank)->abort;
+    _Atomic uint64_t *abort_flag = &ccl__cpu_header(comm, comm->rank)->abort;
     uint64_t k = ++comm->barriers;
-    atomic_store_explicit(&header(comm, comm->rank)->arrived, k, memory_order_release);
-    SpinClock clock = {0};
+    atomic_store_explicit(&ccl__cpu_header(comm, comm->rank)->arrived, k, memory_order_release);
+    CpuSpinClock clock = {0};
     int missing = 0;
     for (unsigned it = 0;; it++) {
         while (missing < comm->nranks &&
-               atomic_load_explicit(&header(comm, missing)->arrived, memory_order_acquire) >= k)
+               atomic_load_explicit(&ccl__cpu_header(comm, missing)->arrived, memory_order_acquire) >= k)
             missing++;
         if (missing == comm->nranks)
             return 0;
         uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
         if (ab) {
             char who[96];
-            snprintf(err, errlen, "rank %d: all-rank barrier abandoned: %s", comm->rank, culprit(comm, ab, who, sizeof who));
+            snprintf(err, errlen, "rank %d: all-rank barrier abandoned: %s", comm->rank, ccl__cpu_culprit(comm, ab, who, sizeof who));
             return -1;
         }
-        if ((it & 63) == 63 && clock_turn(comm, &clock)) {
+        if ((it & 63) == 63 && ccl__cpu_clock_turn(comm, &clock)) {
             snprintf(err, errlen,
                      "rank %d: all-rank barrier timed out after %d ms: rank %d did not arrive (it reached %llu of this "
                      "comm's barriers, this is barrier %llu)", comm->rank, comm->timeout_ms, missing,
-                     (unsigned long long)atomic_load(&header(comm, missing)->arrived), (unsigned long long)k);
+                     (unsigned long long)atomic_load(&ccl__cpu_header(comm, missing)->arrived), (unsigned long long)k);
             return -1;
         }
         ccl__backoff(it);
@@ -358,13 +277,13 @@ static int check_idents(ccl_comm_t *comm, const CclCall *c)
     unsigned char seen_small[256], *seen = N <= 256 ? seen_small : malloc((size_t)N);
     if (!seen) {
         ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running %s", comm->rank, c->alg->file);
-        abort_all(comm);
+        ccl__cpu_abort_all(comm);
         return -1;
     }
     memset(seen, 0, (size_t)N);
     seen[comm->rank] = 1;
-    _Atomic uint64_t *abort_flag = &header(comm, comm->rank)->abort;
-    SpinClock clock = {0};
+    _Atomic uint64_t *abort_flag = &ccl__cpu_header(comm, comm->rank)->abort;
+    CpuSpinClock clock = {0};
     int rc = -1;
     char late[256];
     for (unsigned it = 0;; it++) {
@@ -376,7 +295,7 @@ static int check_idents(ccl_comm_t *comm, const CclCall *c)
             pending--;
             if (theirs.seq == seq && theirs.hash != c->id.hash) {
                 ccl__ident_report(comm, &c->id, &theirs, p);
-                abort_all(comm);
+                ccl__cpu_abort_all(comm);
                 goto out;
             }
         }
@@ -390,15 +309,15 @@ static int check_idents(ccl_comm_t *comm, const CclCall *c)
             ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
                                  "rank %d: %s (call %llu) stopped waiting for rank%s %s to start the call because %s",
                                  comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "",
-                                 unseen_ranks(seen, N, late, sizeof late), culprit(comm, ab, who, sizeof who));
+                                 unseen_ranks(seen, N, late, sizeof late), ccl__cpu_culprit(comm, ab, who, sizeof who));
             goto out;
         }
-        if ((it & 63) == 63 && clock_turn(comm, &clock)) {
+        if ((it & 63) == 63 && ccl__cpu_clock_turn(comm, &clock)) {
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                                  "timeout: rank %d: %s (call %llu): peer rank%s %s did not start this call within %d ms",
                                  comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "",
                                  unseen_ranks(seen, N, late, sizeof late), comm->timeout_ms);
-            abort_all(comm);
+            ccl__cpu_abort_all(comm);
             goto out;
         }
         ccl__backoff(it);
@@ -431,6 +350,18 @@ static void *grow_private(CpuComm *cc, int which, size_t need)
     return p;
 }
 
+static void enqueue(CpuComm *cc, Task *t)
+{
+    pthread_mutex_lock(&cc->mu);
+    if (cc->tail)
+        cc->tail->next = t;
+    else
+        cc->head = t;
+    cc->tail = t;
+    pthread_cond_signal(&cc->cv);
+    pthread_mutex_unlock(&cc->mu);
+}
+
 static ccl_result_t cpu_run(const CclCall *call)
 {
     ccl_comm_t *comm = call->alg->comm;
@@ -454,16 +385,25 @@ static ccl_result_t cpu_run(const CclCall *call)
     t->call = *call;
     t->call.in = in;
     t->call.out = out;
+    t->p2p = NULL;
     if (call->is_v)
         t->call.v.table = (const uint64_t *)(t + 1);
-    pthread_mutex_lock(&cc->mu);
-    if (cc->tail)
-        cc->tail->next = t;
-    else
-        cc->head = t;
-    cc->tail = t;
-    pthread_cond_signal(&cc->cv);
-    pthread_mutex_unlock(&cc->mu);
+    enqueue(cc, t);
+    return CCL_OK;
+}
+
+static ccl_result_t cpu_run_p2p(const CclP2pCall *call)
+{
+    ccl_comm_t *comm = call->comm;
+    size_t ops = sizeof *call->ops * (size_t)call->nops;
+    Task *t = malloc(sizeof *t + ops);
+    if (!t)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
+    memset(t, 0, sizeof *t);
+    t->p2p = (CclP2pOp *)(t + 1);
+    memcpy(t->p2p, call->ops, ops);
+    t->nops = call->nops;
+    enqueue(comm->be_comm, t);
     return CCL_OK;
 }
 
@@ -523,11 +463,11 @@ typedef enum {
 /* One turn of a bounded spin: SPIN_ABORTED on abort, SPIN_TIMEOUT once the timeout has
  * passed since the first clock reading (taken every 64 turns; clock_turn, which also
  * stops every rank when a peer's process is gone), else SPIN_DONE after backing off. */
-static SpinResult spin_turn(Exec *x, unsigned it, SpinClock *clock)
+static SpinResult spin_turn(Exec *x, unsigned it, CpuSpinClock *clock)
 {
     if (atomic_load_explicit(x->abort_flag, memory_order_relaxed))
         return SPIN_ABORTED;
-    if ((it & 63) == 63 && clock_turn(x->comm, clock))
+    if ((it & 63) == 63 && ccl__cpu_clock_turn(x->comm, clock))
         return SPIN_TIMEOUT;
     ccl__backoff(it);
     return SPIN_DONE;
@@ -536,7 +476,7 @@ static SpinResult spin_turn(Exec *x, unsigned it, SpinClock *clock)
 /* Waits until *p >= want, bounded by the timeout and cut short by an abort. */
 static SpinResult wait_ge(Exec *x, _Atomic uint64_t *p, uint64_t want)
 {
-    SpinClock clock = {0};
+    CpuSpinClock clock = {0};
     for (unsigned it = 0; atomic_load_explicit(p, memory_order_acquire) < want; it++) {
         SpinResult r = spin_turn(x, it, &clock);
         if (r != SPIN_DONE)
@@ -554,7 +494,7 @@ static void block_fail(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op,
     int r = comm->rank;
     if (why == SPIN_ABORTED) {
         char who[96];
-        culprit(comm, atomic_load(x->abort_flag), who, sizeof who);
+        ccl__cpu_culprit(comm, atomic_load(x->abort_flag), who, sizeof who);
         if (peer >= 0)
             ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
                                  "rank %d, thread block %d (instance %d), %s (%s): stopped waiting for rank %d because %s",
@@ -575,7 +515,7 @@ static void block_fail(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op,
                              "blocks did not arrive within %d ms",
                              r, pb->tb, inst, where, comm->timeout_ms);
     }
-    abort_all(comm);
+    ccl__cpu_abort_all(comm);
 }
 
 static SpinResult block_barrier(Exec *x)
@@ -586,7 +526,7 @@ static SpinResult block_barrier(Exec *x)
         atomic_fetch_add(&x->gen, 1);
         return SPIN_DONE;
     }
-    SpinClock clock = {0};
+    CpuSpinClock clock = {0};
     for (unsigned it = 0; atomic_load(&x->gen) == gen; it++) {
         SpinResult r = spin_turn(x, it, &clock);
         if (r != SPIN_DONE)
@@ -611,7 +551,7 @@ static int do_xfer(Exec *x, const PlanBlock *pb, const PlanOp *op, int inst, int
     if (!srcs || !offs) {
         ccl__set_async_error(x->comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running %s (an op of %d operands)",
                              x->comm->rank, x->alg->file, nref);
-        abort_all(x->comm);
+        ccl__cpu_abort_all(x->comm);
         rc = -1;
         goto out;
     }
@@ -804,7 +744,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     if (ab) {
         char who[96];
         ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: %s skipped: %s earlier", me, alg->file,
-                             culprit(comm, ab, who, sizeof who));
+                             ccl__cpu_culprit(comm, ab, who, sizeof who));
         return;
     }
     /* A v call: every rank's segments, checked alike on every rank (cpu/segments.c); a
@@ -820,7 +760,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
              * running out of memory here is this rank's alone: stop the others. */
             ccl__set_async_error(comm, r, "%s", err);
             if (!segs.tab)
-                abort_all(comm);
+                ccl__cpu_abort_all(comm);
             ccl__segs_free(&segs);
             return;
         }
@@ -835,7 +775,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         if (rank_barrier(comm, err, sizeof err) != 0) {
             ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED,
                                  "%s (before %s: %s)", err, alg->file, fence_why);
-            abort_all(comm);
+            ccl__cpu_abort_all(comm);
             ccl__segs_free(&segs);
             return;
         }
@@ -848,7 +788,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     x.nphys = alg->nblocks * alg->instances;
     if (!x.bases) {
         ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running %s", me, alg->file);
-        abort_all(comm);
+        ccl__cpu_abort_all(comm);
         goto out;
     }
     for (int p = 0; p < N; p++) {
@@ -872,7 +812,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     if (run_blocks(comm->be_comm, &x) != 0) {
         ccl__set_async_error(comm, CCL_ERR_SYSTEM, "rank %d: cannot start the %d threads that run %s's thread blocks", me,
                              x.nphys, alg->file);
-        abort_all(comm);
+        ccl__cpu_abort_all(comm);
         goto out;
     }
     if (atomic_load(&hdr->abort))
@@ -882,14 +822,14 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         char err[512];
         if (rank_barrier(comm, err, sizeof err) != 0) {
             ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED, "%s (before avg's division)", err);
-            abort_all(comm);
+            ccl__cpu_abort_all(comm);
             goto out;
         }
         if (c->divide_here)
             ccl__divide(c->out, c->out_bytes / c->esize, c->dtype, c->divide);
         if (rank_barrier(comm, err, sizeof err) != 0) {
             ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED, "%s (after avg's division)", err);
-            abort_all(comm);
+            ccl__cpu_abort_all(comm);
             goto out;
         }
     }
@@ -918,7 +858,10 @@ static void *worker_main(void *arg)
             cc->tail = NULL;
         cc->busy = 1;
         pthread_mutex_unlock(&cc->mu);
-        execute(comm, &t->call);
+        if (t->p2p)
+            ccl__cpu_p2p_run(comm, &cc->p2p, t->p2p, t->nops);
+        else
+            execute(comm, &t->call);
         free(t);
         pthread_mutex_lock(&cc->mu);
         cc->busy = 0;
@@ -958,6 +901,7 @@ const CclBackend ccl__cpu_backend = {
     .alg_prepare = cpu_alg_prepare,
     .alg_release = cpu_alg_release,
     .run = cpu_run,
+    .run_p2p = cpu_run_p2p,
     .synchronize = cpu_synchronize,
     .abort = cpu_abort,
     .poll = cpu_poll,

@@ -1,0 +1,75 @@
+/* cpu/waits.c: the CPU backend's abort words, wait clocks and culprits (waits.h).
+ *
+ * A dead peer is found by its pid: cpu/heaps.c records every rank's when ranks are
+ * processes. cpu/backend.c's CpuComm begins with its CpuHeaps, which is all of it this
+ * file reads. */
+#include <stdio.h>
+
+#include "cpu/heaps.h"
+#include "cpu/waits.h"
+
+static const CpuHeaps *heaps(ccl_comm_t *comm)
+{
+    return comm->be_comm;
+}
+
+void ccl__cpu_abort_for(ccl_comm_t *comm, int d)
+{
+    uint64_t zero = 0;
+    atomic_compare_exchange_strong(&ccl__cpu_header(comm, d)->abort, &zero, (uint64_t)d + 1);
+    for (int p = 0; p < comm->nranks; p++) {
+        zero = 0;
+        atomic_compare_exchange_strong(&ccl__cpu_header(comm, p)->abort, &zero, (uint64_t)d + 1);
+    }
+}
+
+void ccl__cpu_abort_all(ccl_comm_t *comm)
+{
+    ccl__cpu_abort_for(comm, comm->rank);
+}
+
+/* Processes: a peer whose process is gone (ccl__pid_dead), or -1. */
+static int gone_peer(ccl_comm_t *comm)
+{
+    const CpuHeaps *h = heaps(comm);
+    for (int p = 0; h->pids && p < comm->nranks; p++)
+        if (p != comm->rank && ccl__pid_dead((long)h->pids[p]))
+            return p;
+    return -1;
+}
+
+int ccl__cpu_clock_turn(ccl_comm_t *comm, CpuSpinClock *c)
+{
+    double now = ccl__now_ms();
+    if (c->deadline == 0) {
+        c->deadline = now + comm->timeout_ms;
+        c->probe = now + CCL__PROBE_MS;
+        return 0;
+    }
+    if (now > c->deadline)
+        return 1;
+    if (now > c->probe) {
+        if (c->gone) {
+            ccl__cpu_abort_for(comm, c->gone - 1);
+            return 0;
+        }
+        int d = gone_peer(comm);
+        c->gone = d + 1;
+        c->probe = d >= 0 ? now : now + CCL__PROBE_MS;
+    }
+    return 0;
+}
+
+const char *ccl__cpu_culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t len)
+{
+    int r = (int)ab - 1;
+    const CpuHeaps *h = heaps(comm);
+    if (r >= 0 && r < comm->nranks && r != comm->rank && h->pids && ccl__pid_dead((long)h->pids[r]))
+        snprintf(buf, len, "rank %d (pid %lld) is gone (it died or exited)", r, (long long)h->pids[r]);
+    else if (r >= 0 && r < comm->nranks && atomic_load(&ccl__cpu_header(comm, r)->aborted))
+        snprintf(buf, len, "rank %d aborted the communicator (ccl_comm_abort)", r);
+    else
+        snprintf(buf, len, "rank %d failed", r);
+    return buf;
+}
+

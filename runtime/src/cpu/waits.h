@@ -1,0 +1,42 @@
+/* cpu/waits.h: what every bounded wait of the CPU backend uses (waits.c): the heap
+ * headers' abort words, the clock that bounds a wait and notices dead peers, and how a
+ * stopped rank names the culprit. Shared by cpu/backend.c (plans) and cpu/p2p.c
+ * (point-to-point); no other backend may call them. */
+#ifndef CCL_CPU_WAITS_H
+#define CCL_CPU_WAITS_H
+
+#include "internal.h"
+
+/* Rank `rank`'s heap header, through this process's mapping of its heap. Host
+ * addresses: on GPUs heap_base holds device addresses (the GPU backend keeps its own
+ * abort and barrier state on the device). */
+static inline CclHeapHeader *ccl__cpu_header(ccl_comm_t *comm, int rank)
+{
+    return (CclHeapHeader *)comm->heap_base[rank];
+}
+
+/* Stops every rank on behalf of rank d (a failure of its own, or its death), through
+ * their heap headers (see CclHeapHeader): the abort words say d + 1, d's own first. */
+void ccl__cpu_abort_for(ccl_comm_t *comm, int d);
+/* Stops this rank and every peer. */
+void ccl__cpu_abort_all(ccl_comm_t *comm);
+
+/* The clock of one bounded wait: its deadline (set at the first reading), when it next
+ * looks for dead peers, and a peer found gone at the last look (1 + rank). Zeroed at
+ * the start of every wait. */
+typedef struct {
+    double deadline, probe;
+    int gone;
+} CpuSpinClock;
+
+/* One clock reading of a wait (every 64 turns): 1 when the timeout has passed. Every
+ * CCL__PROBE_MS it also looks for a dead peer; one found gone is acted on (abort_for)
+ * only at the next look, if the wait still has not completed: a peer that did its part
+ * and then exited is no failure. The caller sees the abort word at its next turn. */
+int ccl__cpu_clock_turn(ccl_comm_t *comm, CpuSpinClock *c);
+
+/* How a rank stopped by abort word `ab` names the culprit into buf: "rank 2 failed",
+ * "rank 2 aborted the communicator (ccl_comm_abort)" or "rank 2 (pid 4711) is gone". */
+const char *ccl__cpu_culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t len);
+
+#endif

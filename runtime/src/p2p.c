@@ -1,0 +1,255 @@
+/* p2p.c: ccl_send, ccl_recv and groups: argument checks, the calling thread's open
+ * group, message numbering, and the channels every comm reserves for them.
+ *
+ * Point-to-point is not a CCL program: only the two ranks of a message take part, so
+ * no program over all N ranks describes a group (a rank outside it makes no call, and
+ * the language's programs are run by every rank). What the verifier proves of a program
+ * holds here by construction instead (docs/internals.md, "Point-to-point"):
+ *  - matching: the k-th send from a to b meets the k-th recv on b from a (both count
+ *    messages per channel, p2p_sent / p2p_recvd), and the sender's slot header carries
+ *    its count, dtype and place in its group, which the receiver compares with its own
+ *    before it takes a byte: a mismatch fails both ranks naming both calls;
+ *  - no deadlock inside a group: the backend progresses every call of a group at once,
+ *    and each waits only for its own partner, so a group completes whenever every
+ *    call in it is matched; a call never matched times out naming itself;
+ *  - no race: a channel has one writer (its sender) and one reader, and a slot is
+ *    refilled only after the reader emptied it (its semaphores).
+ * Groups are per thread (NCCL's): calls between ccl_group_start and the outermost
+ * ccl_group_end are held here, then handed to the backend per comm, one launch each. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* A held call. */
+typedef struct {
+    ccl_comm_t *comm;
+    void *stream;
+    CclP2pOp op;
+    const char *fn;
+} HeldCall;
+
+/* The calling thread's group. */
+static _Thread_local struct {
+    int depth;                       /* open ccl_group_start calls */
+    int n, cap;
+    HeldCall *calls;
+    /* The first call of the group that failed its checks (1-based among the group's
+     * calls, 0: none), and its message: the group then launches nothing. */
+    int failed_at;
+    ccl_result_t failed;
+    char why[CCL__ERR_LEN];
+} group;
+
+void ccl__p2p_reserve(ccl_comm_t *comm)
+{
+    int N = comm->nranks;
+    comm->p2p_off = SIZE_MAX;
+    comm->p2p_sent = calloc(2 * (size_t)N, sizeof *comm->p2p_sent);
+    if (!comm->p2p_sent)
+        return;
+    comm->p2p_recvd = comm->p2p_sent + N;
+    /* A sixteenth of the heap at most, slots of up to 1 MiB: larger ones gain little
+     * (a slot is copied while the other one fills). */
+    size_t budget = (comm->heap_bytes - CCL__HEAP_DATA) / 16 / (size_t)N / CCL__P2P_SLOTS;
+    size_t slot = budget < ((size_t)1 << 20) ? budget : (size_t)1 << 20;
+    slot = slot / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
+    if (slot < 4 * CCL__P2P_HEADER)
+        return;
+    size_t off, sem_off;
+    if (ccl__heap_alloc(&comm->data, slot * CCL__P2P_SLOTS * (size_t)N, 0, &off) != 0)
+        return;
+    if (ccl__heap_alloc(&comm->sems, ccl__sem_block_bytes(2 * N), 0, &sem_off) != 0) {
+        ccl__heap_free(&comm->data, off);
+        return;
+    }
+    comm->p2p_off = off;
+    comm->p2p_sem_off = sem_off;
+    comm->p2p_slot_bytes = slot;
+}
+
+static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int n, const char *fn);
+
+/* The checks of one call; CCL_OK or the error, its message set on comm. */
+static ccl_result_t check_call(const char *fn, const void *buf, size_t count, ccl_dtype_t dtype, int peer,
+                               ccl_comm_t *comm)
+{
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
+    ccl_result_t r = ccl__check_usable(comm, fn);
+    if (r != CCL_OK)
+        return r;
+    if (!comm->be->run_p2p)
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
+                              "%s: the %s backend does not run point-to-point calls yet; use the CPU backend "
+                              "(ccl_config_t.backend = CCL_BACKEND_CPU, or CCL_BACKEND=cpu)", fn, comm->be->name);
+    if (comm->p2p_off == SIZE_MAX)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
+                              "%s: the heap (heap_bytes %zu) had no room for the point-to-point channels when the comm "
+                              "started (%d ranks x %d slots of at least %d bytes); raise ccl_config_t.heap_bytes / "
+                              "CCL_HEAP_BYTES", fn, comm->heap_bytes, comm->nranks, CCL__P2P_SLOTS, 4 * CCL__P2P_HEADER);
+    if ((unsigned)dtype >= CCL_NUM_DTYPES)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn,
+                              (int)dtype);
+    if (peer < 0 || peer >= comm->nranks)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'peer' is %d; the comm's ranks are 0..%d",
+                              fn, peer, comm->nranks - 1);
+    size_t es = ccl_dtype_size(dtype);
+    if (count > ((size_t)1 << 46) / es)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'count' is %zu; at most %zu elements of %s",
+                              fn, count, ((size_t)1 << 46) / es, ccl_dtype_name(dtype));
+    if (count > 0 && !buf)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'buf' is NULL (count %zu)", fn, count);
+    if ((uintptr_t)buf % es)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'buf' (%p) is not aligned to the %zu-byte "
+                              "size of %s", fn, buf, es, ccl_dtype_name(dtype));
+    return CCL_OK;
+}
+
+static ccl_result_t hold(HeldCall c)
+{
+    if (group.n == group.cap) {
+        int cap = group.cap ? 2 * group.cap : 16;
+        HeldCall *nc = realloc(group.calls, sizeof *nc * (size_t)cap);
+        if (!nc)
+            return ccl__set_error(c.comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory holding the group's calls", c.fn);
+        group.calls = nc;
+        group.cap = cap;
+    }
+    group.calls[group.n++] = c;
+    return CCL_OK;
+}
+
+static ccl_result_t p2p_call(const char *fn, CclP2pKind kind, void *buf, size_t count, ccl_dtype_t dtype, int peer,
+                             ccl_comm_t *comm, void *stream)
+{
+    ccl_result_t r = check_call(fn, buf, count, dtype, peer, comm);
+    HeldCall c = {comm, stream, {.kind = kind, .peer = peer, .buf = buf, .count = count, .dtype = dtype}, fn};
+    if (r == CCL_OK && group.depth == 0)
+        return launch(comm, stream, &c, 1, fn);
+    if (r == CCL_OK)
+        r = hold(c);
+    if (r != CCL_OK && group.depth > 0 && !group.failed_at) {
+        group.failed_at = group.n + 1;
+        group.failed = r;
+        CCL__FMT(group.why, sizeof group.why, "%s",
+                 ccl__handle_live(comm) ? comm->last_error : ccl_comm_last_error(NULL));
+    }
+    return r;
+}
+
+ccl_result_t ccl_send(const void *buf, size_t count, ccl_dtype_t dtype, int peer, ccl_comm_t *comm, void *stream)
+{
+    return p2p_call("ccl_send", CCL__P2P_SEND, (void *)buf, count, dtype, peer, comm, stream);
+}
+
+ccl_result_t ccl_recv(void *buf, size_t count, ccl_dtype_t dtype, int peer, ccl_comm_t *comm, void *stream)
+{
+    return p2p_call("ccl_recv", CCL__P2P_RECV, buf, count, dtype, peer, comm, stream);
+}
+
+ccl_result_t ccl_group_start(void)
+{
+    group.depth++;
+    return CCL_OK;
+}
+
+/* The held calls of one comm, in call order, moved to the front of calls[from..n):
+ * their number. Keeps the order of the others. */
+static int gather_comm(HeldCall *calls, int from, int n)
+{
+    ccl_comm_t *comm = calls[from].comm;
+    int k = from + 1;
+    for (int i = from + 1; i < n; i++)
+        if (calls[i].comm == comm) {
+            HeldCall c = calls[i];
+            memmove(&calls[k + 1], &calls[k], sizeof *calls * (size_t)(i - k));
+            calls[k++] = c;
+        }
+    return k - from;
+}
+
+/* Checks the group's calls on one comm: the comm still lives, one stream. */
+static ccl_result_t check_group(const HeldCall *calls, int n)
+{
+    if (ccl__check_comm(calls[0].comm, "ccl_group_end") != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
+    for (int i = 1; i < n; i++)
+        if (calls[i].stream != calls[0].stream)
+            return ccl__set_error(calls[0].comm, CCL_ERR_INVALID_ARGUMENT,
+                                  "ccl_group_end: call %d of the group on rank %d (%s to/from rank %d) uses stream %p, "
+                                  "call 1 (%s) stream %p: one group's calls on one comm share a stream",
+                                  i + 1, calls[0].comm->rank, calls[i].fn, calls[i].op.peer, calls[i].stream,
+                                  calls[0].fn, calls[0].stream);
+    return CCL_OK;
+}
+
+/* Numbers the calls' messages and hands them to the backend as one launch. */
+static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int n, const char *fn)
+{
+    CclP2pOp *ops = malloc(sizeof *ops * (size_t)n);
+    if (!ops)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    for (int i = 0; i < n; i++) {
+        ops[i] = calls[i].op;
+        ops[i].index = i + 1;
+        uint64_t *counter = ops[i].kind == CCL__P2P_SEND ? comm->p2p_sent : comm->p2p_recvd;
+        ops[i].nth = counter[ops[i].peer]++;
+    }
+    CclP2pCall call = {.comm = comm, .stream = stream, .nops = n, .ops = ops};
+    CCL__TRACE(comm->rank, "%s: a group of %d point-to-point call%s", fn, n, n > 1 ? "s" : "");
+    ccl_result_t r = comm->be->run_p2p(&call);
+    if (r != CCL_OK) /* nothing was enqueued: the messages were not sent */
+        for (int i = n - 1; i >= 0; i--)
+            (ops[i].kind == CCL__P2P_SEND ? comm->p2p_sent : comm->p2p_recvd)[ops[i].peer]--;
+    free(ops);
+    return r;
+}
+
+static void group_reset(void)
+{
+    free(group.calls);
+    group.calls = NULL;
+    group.n = group.cap = 0;
+    group.failed_at = 0;
+    group.failed = CCL_OK;
+}
+
+ccl_result_t ccl_group_end(void)
+{
+    const char *fn = "ccl_group_end";
+    if (group.depth == 0)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_USAGE, "%s: no group is open (call ccl_group_start first)", fn);
+    if (--group.depth > 0)
+        return CCL_OK;
+    if (group.failed_at) {
+        ccl_result_t r = ccl__set_error(NULL, CCL_ERR_INVALID_USAGE,
+                                        "%s: call %d of the group failed, so nothing in the group was launched: %s",
+                                        fn, group.failed_at, group.why);
+        for (int i = 0; i < group.n; i++)
+            if (ccl__handle_live(group.calls[i].comm))
+                CCL__FMT(group.calls[i].comm->last_error, sizeof group.calls[i].comm->last_error, "%s",
+                         ccl_comm_last_error(NULL));
+        group_reset();
+        return r;
+    }
+    /* Every comm's calls together, and all checked before any comm launches. */
+    ccl_result_t r = CCL_OK;
+    ccl_comm_t *failed = NULL;
+    for (int i = 0, k; i < group.n && r == CCL_OK; i += k) {
+        k = gather_comm(group.calls, i, group.n);
+        r = check_group(&group.calls[i], k);
+        failed = group.calls[i].comm;
+    }
+    for (int i = 0, k; i < group.n && r == CCL_OK; i += k) {
+        for (k = 1; i + k < group.n && group.calls[i + k].comm == group.calls[i].comm; k++)
+            ;
+        r = launch(group.calls[i].comm, group.calls[i].stream, &group.calls[i], k, fn);
+        failed = group.calls[i].comm;
+    }
+    /* No comm argument: the message is also the thread's (ccl_comm_last_error(NULL)). */
+    if (r != CCL_OK && ccl__handle_live(failed))
+        ccl__set_error(NULL, r, "%s", failed->last_error);
+    group_reset();
+    return r;
+}
