@@ -14,7 +14,7 @@ tensors (``comm.empty``) and the tuner (``ccl.tune``).
 from __future__ import annotations
 
 from ._bootstrap import (Bootstrap, FileStore, GroupBootstrap, MPIBootstrap, StoreBootstrap)
-from ._comm import (DEVICE_AUTO, Algorithm, Communicator, Proof, Work, check, communicator, init_all,
+from ._comm import (DEVICE_AUTO, Algorithm, Communicator, Proof, Work, check, communicator, group, init_all,
                     init_rank)
 from ._errors import (CclError, CompileError, CudaError, InternalError, InvalidArgumentError, InvalidUsageError,
                       NoAlgorithmError, NotSymmetricError, NvrtcError, OutOfMemoryError, PeerFailedError,
@@ -30,7 +30,7 @@ __all__ = [
     "FileStore", "GroupBootstrap", "InternalError", "InvalidArgumentError", "InvalidUsageError", "MPIBootstrap",
     "NoAlgorithmError", "NotSymmetricError", "NvrtcError", "Op", "OutOfMemoryError", "PeerFailedError", "Proof",
     "StoreBootstrap", "SystemError", "TimeoutError", "TuneTable", "UnsupportedError", "Work", "check",
-    "communicator", "init_all", "init_rank", "library_path", "library_version", "synchronize", "tune",
+    "communicator", "group", "init_all", "init_rank", "library_path", "library_version", "synchronize", "tune",
     "use_tune_table",
 ]
 

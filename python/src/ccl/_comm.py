@@ -8,6 +8,7 @@ communicator).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
@@ -15,7 +16,7 @@ import threading
 import warnings
 import weakref
 from ctypes import byref, c_int, c_size_t, c_void_p
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 from . import _lib
 from ._bootstrap import (Bootstrap, GroupBootstrap, JobFolderBootstrap, MPIBootstrap, StoreBootstrap,
@@ -101,6 +102,60 @@ def _given_stream(stream: Any) -> Optional[int]:
         return stream.value
     raise TypeError(f"stream: {type(stream).__name__} is not a CUDA stream (an int handle, a torch.cuda.Stream, "
                     "or an object with .cuda_stream or .ptr)")
+
+
+class _P2pCall:
+    """One held send or recv: what it needs to be issued, and what it keeps alive."""
+
+    def __init__(self, comm: "Communicator", kind: str, buf: Buf, peer: int, stream: Optional[int], obj: Any):
+        self.comm, self.kind, self.buf, self.peer, self.stream, self.obj = comm, kind, buf, peer, stream, obj
+
+    def issue(self) -> int:
+        L = _lib.lib()
+        fn = L.ccl_send if self.kind == "send" else L.ccl_recv
+        return fn(self.buf.ptr or None, self.buf.numel, int(self.buf.dtype), self.peer, self.comm.handle, self.stream)
+
+
+class _OpenGroup(threading.local):
+    """The calling thread's open :func:`group`: its held calls (None: no group is open)."""
+
+    calls: Optional[list] = None
+
+
+_open_group = _OpenGroup()
+
+
+@contextlib.contextmanager
+def group(*, async_op: bool = False) -> Iterator[None]:
+    """NCCL's ncclGroupStart/ncclGroupEnd as a ``with`` block: the ``send`` and ``recv``
+    calls made inside it (on any communicator, from this thread) are launched together
+    when the block ends, all progressing at once, so any exchange pattern completes (a
+    ring, an all-to-all). Nested blocks join the outermost. If the block raises, nothing
+    of it is launched. Unless ``async_op``, the CPU backend's communicators of the group
+    are synchronized at the end (their errors raised), as a single call is."""
+    if _open_group.calls is not None:
+        yield
+        return
+    _open_group.calls = []
+    try:
+        yield
+        calls = _open_group.calls
+    finally:
+        _open_group.calls = None
+    L = _lib.lib()
+    L.ccl_group_start()
+    for c in calls:
+        r = c.issue()
+        if r:
+            L.ccl_group_end()  # launches nothing: one of its calls failed
+            _raise(r, c.comm.handle)
+    r = L.ccl_group_end()
+    if r:
+        _raise(r, None)
+    if not async_op:
+        for comm in dict.fromkeys(c.comm for c in calls):
+            if comm.backend == "cpu":
+                comm.synchronize()
 
 
 # What Communicator._quick returns when the general road must decide.
@@ -532,6 +587,30 @@ class Communicator:
         s = _stream_handle(stream, send, recv)
         r = _lib.lib().ccl_all_to_all_v(send.ptr or None, sc, sd, recv.ptr or None, rc, rd, dt, self.handle, s)
         return self._v_done(r, stream, async_op, output)
+
+    def send(self, tensor: Any, peer: int, *, stream: Any = None, async_op: bool = False) -> Any:
+        """``tensor`` to rank ``peer`` (NCCL's ncclSend): the k-th send from this rank to
+        ``peer`` meets the k-th :meth:`recv` on ``peer`` from this rank, which must name the
+        same count and dtype. Inside :func:`ccl.group` the call is held and launched with
+        the group (returns None); outside it waits for the receiver (CPU backend) unless
+        ``async_op``. The CPU backend runs it; the GPU backend refuses it for now."""
+        return self._p2p("send", tensor, peer, stream, async_op)
+
+    def recv(self, tensor: Any, peer: int, *, stream: Any = None, async_op: bool = False) -> Any:
+        """Fills ``tensor`` with what rank ``peer`` sends this rank (NCCL's ncclRecv); see
+        :meth:`send`. Returns ``tensor`` (None inside a group)."""
+        return self._p2p("recv", tensor, peer, stream, async_op)
+
+    def _p2p(self, kind: str, obj: Any, peer: int, stream: Any, async_op: bool) -> Any:
+        buf = as_buf(obj, "tensor")
+        if buf.dtype is None:
+            raise InvalidArgumentError(f"{kind}: tensor has no dtype CCL knows")
+        call = _P2pCall(self, kind, buf, int(peer), _stream_handle(stream, buf, buf), obj)
+        if _open_group.calls is not None:
+            _open_group.calls.append(call)
+            return None
+        r = call.issue()
+        return self._v_done(r, stream, async_op, obj)
 
     def broadcast(self, tensor: Any = None, root: int = 0, *, out: Any = None, sendbuf: Any = None,
                   recvbuf: Any = None, count: Optional[int] = None, datatype: Optional[DTypeLike] = None,
