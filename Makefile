@@ -38,6 +38,8 @@ HAVE_GPU_BACKEND := $(and $(wildcard runtime/src/gpu/backend.c),$(wildcard $(CUD
 ifneq ($(HAVE_GPU_BACKEND),)
 CFLAGS   += -I$(CUDA)/include -DCCL_HAVE_GPU_BACKEND
 GPU_SRC      := $(wildcard runtime/src/gpu/*.c)
+# The point-to-point kernel's source (runtime/src/gpu/p2p.cu), as a C string.
+GPU_GEN_OBJ  := $(BUILD)/p2p_cu.o
 else
 GPU_SRC      := $(wildcard runtime/src/gpu/jit.c)
 endif
@@ -56,7 +58,7 @@ CCLC_SRC     := $(wildcard tools/cclc/*.c)
 COMPILER_OBJ := $(COMPILER_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:%.c=%.o) $(BUILD)/prelude_cuh.o
 # The built-in tuning tables (runtime/tune/*.tbl) are compiled in: $(BUILD)/tune_tables.c.
 TUNE_TABLES  := $(sort $(wildcard runtime/tune/*.tbl))
-RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tune_tables.o
+RUNTIME_OBJ  := $(RUNTIME_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tune_tables.o $(GPU_GEN_OBJ)
 # The library's objects are position-independent: they go into libccl.so as well as
 # libccl.a, and a program or a Python extension may link libccl.a into a shared object.
 # `private`: the flag stays with these objects and is not passed on to their prerequisites.
@@ -138,9 +140,14 @@ $(BUILD)/ccl.tab.o $(BUILD)/lex.yy.o: $(BUILD)/%.o: $(BUILD)/%.c $(BUILD)/ccl.ta
 # with abi.h inlined (NVRTC compiles with no include path).
 $(BUILD)/prelude_cuh.c: compiler/cuda/prelude.cuh compiler/cuda/abi.h compiler/cuda/embed.sh
 	@mkdir -p $(BUILD)
-	compiler/cuda/embed.sh compiler/cuda/prelude.cuh compiler/cuda/abi.h >$@.tmp && mv $@.tmp $@
+	compiler/cuda/embed.sh ccl__prelude_cuh compiler/cuda/prelude.cuh compiler/cuda/abi.h >$@.tmp && mv $@.tmp $@
 
-$(BUILD)/prelude_cuh.o: $(BUILD)/prelude_cuh.c $(BUILD)/cflags.txt
+# The GPU backend's point-to-point kernel, the same way, for gpu/p2p.c.
+$(BUILD)/p2p_cu.c: runtime/src/gpu/p2p.cu compiler/cuda/abi.h compiler/cuda/embed.sh
+	@mkdir -p $(BUILD)
+	compiler/cuda/embed.sh ccl__p2p_cu runtime/src/gpu/p2p.cu compiler/cuda/abi.h >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/prelude_cuh.o $(BUILD)/p2p_cu.o: %.o: %.c $(BUILD)/cflags.txt
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # The built-in tuning tables as C strings for tuner.c (ccl__tune_texts: {path, text}, the

@@ -11,9 +11,8 @@
  *   build/examples/sparse_allreduce [NRANKS]
  *
  * One thread drives every rank (calls return at once; ccl_comm_synchronize waits). The
- * CPU backend runs it: the GPU backend does not run the v-collectives or point-to-point
- * yet. Values are small integers held in doubles, so every sum is exact whatever its
- * order. */
+ * CPU backend runs it. Values are small integers held in doubles, so every sum is exact
+ * whatever its order. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -62,6 +62,8 @@ if command -v mpirun >/dev/null; then
 fi
 echo "== gpu: mismatched calls, ccl_comm_abort, first calls inside a stream capture"
 "$bin" --control-tests 2>&1 | tee -a "$log"
+echo "== gpu: point-to-point groups (tests/gpu/p2p_gpu.c)"
+for n in $ns; do "$build/tests/gpu/p2p_gpu" "$n" 2>&1 | tee -a "$log"; done
 echo "== gpu: a dead peer times out with a useful message"
 "$bin" --timeout-test algorithms/allreduce/ring.ccl algorithms/allreduce/allpairs.ccl 2>&1 | tee -a "$log"
 

@@ -6,7 +6,7 @@
 #ifndef CCL_ABI_H
 #define CCL_ABI_H
 
-#define CCL_ABI_VERSION 5
+#define CCL_ABI_VERSION 6
 
 #ifdef __CUDACC__
 typedef unsigned long long ccl_u64;
@@ -87,5 +87,46 @@ typedef struct ccl_port_fifo {
     ccl_u64 pad[7];
     struct ccl_port_req req[CCL_PORT_DEPTH];
 } CclPortFifo;
+
+/* Point-to-point (runtime/src/gpu/p2p.cu's ccl_p2p, one thread block per call of a
+ * group; docs/internals.md, "Point-to-point"). The channels and their semaphores are
+ * internal.h's (CCL__P2P_*): a slot is a header of these five words, then payload. */
+#define CCL_P2P_MAX_CALLS 128 /* calls of one group on one comm (kernel parameter space) */
+
+typedef struct ccl_p2p_call {
+    ccl_u64 kind;            /* 0: send, 1: recv */
+    ccl_u64 peer;
+    CCL_DEVPTR(char *) buf;
+    ccl_u64 count, dtype, bytes;
+    ccl_u64 nth;             /* the message's number on its channel */
+    ccl_u64 index;           /* 1-based place among the group's calls on this comm */
+    ccl_u64 first, slots;    /* its slots on its channel: [first, first + slots) */
+} CclP2pGpuCall;
+
+/* Written by the first call of a rank that fails (host-mapped pinned memory). */
+typedef struct ccl_p2p_err {
+    ccl_u64 flag;            /* 0: none; 2: being written; 1: complete */
+    ccl_u64 what;            /* CCL_P2P_TIMEOUT or CCL_P2P_MISMATCH */
+    ccl_u64 group;           /* the failing group's launch number on this comm */
+    ccl_u64 calls;           /* and its calls on this comm */
+    struct ccl_p2p_call call;
+    ccl_u64 header[5];       /* mismatch: the slot header found (nth, count, dtype, index, calls) */
+    ccl_u64 expected, seen;  /* timeout: the semaphore value waited for, and the last seen */
+} CclP2pGpuErr;
+#define CCL_P2P_TIMEOUT 1
+#define CCL_P2P_MISMATCH 2
+
+/* ccl_p2p's one parameter, passed by value (about 10 KB: CUDA 12.1's large kernel
+ * parameters). */
+typedef struct ccl_p2p_args {
+    CCL_DEVPTR(char *const *) peers; /* every rank's heap base, as mapped here */
+    CCL_DEVPTR(struct ccl_p2p_err *) err;
+    ccl_u64 rank, nranks;
+    ccl_u64 chan_off, slot_bytes, sem_off; /* internal.h's p2p_off, p2p_slot_bytes, p2p_sem_off */
+    ccl_u64 timeout_ns;
+    ccl_u64 group;           /* this launch's number on this comm (for the error record) */
+    ccl_u64 ncalls;
+    struct ccl_p2p_call call[CCL_P2P_MAX_CALLS];
+} CclP2pGpuArgs;
 
 #endif

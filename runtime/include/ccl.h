@@ -232,8 +232,10 @@ ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, cons
  * must be in one group; a call never matched fails when comm's timeout passes, naming
  * it. buf may be any memory this rank can address (ccl_mem_alloc'd or not); it must stay
  * valid and, for a send, unchanged until ccl_comm_synchronize. peer may be the rank
- * itself (a send and a recv to self in one group copy locally). count may be 0. CPU
- * backend only for now (the GPU backend returns CCL_ERR_UNSUPPORTED). */
+ * itself (a send and a recv to self in one group copy locally). count may be 0. Both
+ * backends run them; on the GPU backend buf is device memory (ccl_mem_alloc, cudaMalloc),
+ * a group holds at most 128 calls per comm, and groups cannot be captured into a CUDA
+ * graph (CCL_ERR_UNSUPPORTED, nothing enqueued). */
 ccl_result_t ccl_send(const void *buf, size_t count, ccl_dtype_t dtype, int peer, ccl_comm_t *comm, void *stream);
 ccl_result_t ccl_recv(void *buf, size_t count, ccl_dtype_t dtype, int peer, ccl_comm_t *comm, void *stream);
 

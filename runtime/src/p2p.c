@@ -59,7 +59,7 @@ void ccl__p2p_reserve(ccl_comm_t *comm)
     size_t off, sem_off;
     if (ccl__heap_alloc(&comm->data, slot * CCL__P2P_SLOTS * (size_t)N, 0, &off) != 0)
         return;
-    if (ccl__heap_alloc(&comm->sems, ccl__sem_block_bytes(2 * N), 0, &sem_off) != 0) {
+    if (ccl__heap_alloc(&comm->sems, ccl__sem_block_bytes(4 * N), 0, &sem_off) != 0) {
         ccl__heap_free(&comm->data, off);
         return;
     }
@@ -68,7 +68,8 @@ void ccl__p2p_reserve(ccl_comm_t *comm)
     comm->p2p_slot_bytes = slot;
 }
 
-static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int n, const char *fn);
+static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int n, ccl_comm_t *const *group_comms,
+                           int ngroup_comms, const char *fn);
 
 /* The checks of one call; CCL_OK or the error, its message set on comm. */
 static ccl_result_t check_call(const char *fn, const void *buf, size_t count, ccl_dtype_t dtype, int peer,
@@ -126,7 +127,7 @@ static ccl_result_t p2p_call(const char *fn, CclP2pKind kind, void *buf, size_t 
     ccl_result_t r = check_call(fn, buf, count, dtype, peer, comm);
     HeldCall c = {comm, stream, {.kind = kind, .peer = peer, .buf = buf, .count = count, .dtype = dtype}, fn};
     if (r == CCL_OK && group.depth == 0)
-        return launch(comm, stream, &c, 1, fn);
+        return launch(comm, stream, &c, 1, &comm, 1, fn);
     if (r == CCL_OK)
         r = hold(c);
     if (r != CCL_OK && group.depth > 0 && !group.failed_at) {
@@ -185,7 +186,8 @@ static ccl_result_t check_group(const HeldCall *calls, int n)
 }
 
 /* Numbers the calls' messages and hands them to the backend as one launch. */
-static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int n, const char *fn)
+static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int n, ccl_comm_t *const *group_comms,
+                           int ngroup_comms, const char *fn)
 {
     CclP2pOp *ops = malloc(sizeof *ops * (size_t)n);
     if (!ops)
@@ -196,7 +198,8 @@ static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int 
         uint64_t *counter = ops[i].kind == CCL__P2P_SEND ? comm->p2p_sent : comm->p2p_recvd;
         ops[i].nth = counter[ops[i].peer]++;
     }
-    CclP2pCall call = {.comm = comm, .stream = stream, .nops = n, .ops = ops};
+    CclP2pCall call = {.comm = comm, .stream = stream, .nops = n, .ops = ops, .group_comms = group_comms,
+                       .ngroup_comms = ngroup_comms};
     CCL__TRACE(comm->rank, "%s: a group of %d point-to-point call%s", fn, n, n > 1 ? "s" : "");
     ccl_result_t r = comm->be->run_p2p(&call);
     if (r != CCL_OK) /* nothing was enqueued: the messages were not sent */
@@ -235,18 +238,22 @@ ccl_result_t ccl_group_end(void)
     }
     /* Every comm's calls together, and all checked before any comm launches. */
     ccl_result_t r = CCL_OK;
-    ccl_comm_t *failed = NULL;
+    ccl_comm_t *failed = NULL, **comms = malloc(sizeof *comms * (size_t)group.n);
+    int ncomms = 0;
+    if (!comms)
+        r = ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     for (int i = 0, k; i < group.n && r == CCL_OK; i += k) {
         k = gather_comm(group.calls, i, group.n);
         r = check_group(&group.calls[i], k);
-        failed = group.calls[i].comm;
+        failed = comms[ncomms++] = group.calls[i].comm;
     }
     for (int i = 0, k; i < group.n && r == CCL_OK; i += k) {
         for (k = 1; i + k < group.n && group.calls[i + k].comm == group.calls[i].comm; k++)
             ;
-        r = launch(group.calls[i].comm, group.calls[i].stream, &group.calls[i], k, fn);
+        r = launch(group.calls[i].comm, group.calls[i].stream, &group.calls[i], k, comms, ncomms, fn);
         failed = group.calls[i].comm;
     }
+    free(comms);
     /* No comm argument: the message is also the thread's (ccl_comm_last_error(NULL)). */
     if (r != CCL_OK && ccl__handle_live(failed))
         ccl__set_error(NULL, r, "%s", failed->last_error);

@@ -7,7 +7,8 @@
 #    all-to-all with transfers at once, LL reduce's root with fence-free signals),
 #    without the prelude they all share (cclc cuda --kernel-only), matches
 #    tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them);
-#  - the prelude, compiler/cuda/prelude.cuh, compiles alone with nvcc (where installed);
+#  - the prelude, compiler/cuda/prelude.cuh, compiles alone with nvcc (where installed),
+#    and so does the GPU backend's point-to-point kernel (runtime/src/gpu/p2p.cu);
 #  - the kernel cache trusts only its own folder and its entries' full keys.
 # Prints "ok NAME" / "FAIL NAME: why"; skips (ok-less, says why) where NVRTC is missing.
 set -u
@@ -98,6 +99,16 @@ if [ -x "$nvcc" ]; then
         echo "FAIL cuda.prelude-lint: nvcc rejects compiler/cuda/prelude.cuh:"
         head -20 "$tmp/lint.log"
     fi
+    # The GPU backend's point-to-point kernel, for every arch it may meet.
+    for a in 75 90; do
+        if "$nvcc" -arch=sm_$a -c -x cu -Werror all-warnings -Icompiler/cuda -o "$tmp/p2p.o" runtime/src/gpu/p2p.cu \
+            >"$tmp/p2p.log" 2>&1; then
+            echo "ok cuda.p2p-kernel-sm$a"
+        else
+            echo "FAIL cuda.p2p-kernel-sm$a: nvcc rejects runtime/src/gpu/p2p.cu:"
+            head -20 "$tmp/p2p.log"
+        fi
+    done
 else
     echo "   cuda.prelude-lint: skipped, no $nvcc"
 fi

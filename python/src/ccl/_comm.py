@@ -593,7 +593,7 @@ class Communicator:
         ``peer`` meets the k-th :meth:`recv` on ``peer`` from this rank, which must name the
         same count and dtype. Inside :func:`ccl.group` the call is held and launched with
         the group (returns None); outside it waits for the receiver (CPU backend) unless
-        ``async_op``. The CPU backend runs it; the GPU backend refuses it for now."""
+        ``async_op``."""
         return self._p2p("send", tensor, peer, stream, async_op)
 
     def recv(self, tensor: Any, peer: int, *, stream: Any = None, async_op: bool = False) -> Any:

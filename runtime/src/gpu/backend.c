@@ -55,7 +55,7 @@ typedef struct {
 
 static GpuComm *gpu_comm(ccl_comm_t *comm) { return comm->be_comm; }
 
-static ccl_result_t gpu_cu_fail(ccl_comm_t *comm, CUresult r, const char *what)
+ccl_result_t ccl__gpu_cu_fail(ccl_comm_t *comm, CUresult r, const char *what)
 {
     return ccl__set_error(comm, CCL_ERR_CUDA, "rank %d: %s failed: %s", comm->rank, what, ccl__cuda_error(r));
 }
@@ -63,7 +63,7 @@ static ccl_result_t gpu_cu_fail(ccl_comm_t *comm, CUresult r, const char *what)
 #define CU_CHECK(call, what)                                                                            \
     do {                                                                                                \
         CUresult r_ = (call);                                                                           \
-        if (r_ != CUDA_SUCCESS) return gpu_cu_fail(comm, r_, what);                                     \
+        if (r_ != CUDA_SUCCESS) return ccl__gpu_cu_fail(comm, r_, what);                                \
     } while (0)
 
 static int gpu_env_int(const char *name, int lo, int hi, int dflt)
@@ -123,6 +123,7 @@ static ccl_result_t gpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
     ccl_result_t res = ccl__gpu_agree_device(comm, g, boot);
     if (res == CCL_OK) res = gpu_open_device(comm, g);
     if (res == CCL_OK) res = ccl__gpu_heap_create(comm, g, boot); /* releases its own part on failure */
+    if (res == CCL_OK) ccl__gpu_p2p_open(comm, g);
     if (res != CCL_OK) {
         gpu_close_device(g);
         comm->be_comm = NULL;
@@ -166,6 +167,7 @@ static void gpu_comm_fini(ccl_comm_t *comm)
     for (int i = 0; i < 2; i++)
         if (g->stage[i]) ccl__cu.MemFreeAsync(g->stage[i], g->quiet);
     ccl__gpu_heap_destroy(comm, g);
+    ccl__gpu_p2p_close(g);
     gpu_close_device(g);
     comm->be_comm = NULL;
 }
@@ -238,7 +240,7 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
         ccl__gpu_free_device_mem(g->device, ga->expected);
         ccl__gpu_free_host_mem(g->device, ga->err);
         free(ga);
-        return gpu_cu_fail(comm, r, "allocating the algorithm's device state");
+        return ccl__gpu_cu_fail(comm, r, "allocating the algorithm's device state");
     }
     memset(ga->err, 0, sizeof *ga->err);
     alg->be_alg = ga;
@@ -438,7 +440,7 @@ static int gpu_in_heap(ccl_comm_t *comm, const void *p)
  * pinned host memory mapped for it. Plain host memory would fault in a kernel, or make
  * the staging copy out wait on the host for this rank's kernel, which waits for peers
  * the same thread may be about to launch. */
-static ccl_result_t gpu_check_buffer(ccl_comm_t *comm, const void *p, size_t bytes, const char *what)
+ccl_result_t ccl__gpu_check_buffer(ccl_comm_t *comm, const void *p, size_t bytes, const char *what)
 {
     if (!bytes || gpu_in_heap(comm, p)) return CCL_OK;
     CUdeviceptr dp = 0;
@@ -454,17 +456,17 @@ static ccl_result_t gpu_check_buffer(ccl_comm_t *comm, const void *p, size_t byt
 static _Thread_local uint64_t this_thread_id;
 static _Atomic uint64_t thread_ids;
 
-static uint64_t gpu_thread_id(void)
+uint64_t ccl__gpu_thread_id(void)
 {
     if (!this_thread_id) this_thread_id = atomic_fetch_add(&thread_ids, 1) + 1;
     return this_thread_id;
 }
 
 /* Records which thread makes this rank's call (before its first launch). */
-static void gpu_note_caller(ccl_comm_t *comm)
+void ccl__gpu_note_caller(ccl_comm_t *comm)
 {
     GpuComm *g = gpu_comm(comm);
-    if (g->launches) atomic_store(&g->launches->slot[comm->nranks + comm->rank], gpu_thread_id());
+    if (g->launches) atomic_store(&g->launches->slot[comm->nranks + comm->rank], ccl__gpu_thread_id());
 }
 
 /* Ranks sharing a GPU: after launching a kernel that waits for its peers, a rank waits
@@ -482,7 +484,7 @@ static ccl_result_t gpu_wait_colocated_launches(ccl_comm_t *comm, const char *wh
     if (!g->launches || capturing) return CCL_OK;
     _Atomic uint64_t *launched = g->launches->slot, *caller = g->launches->slot + comm->nranks;
     uint64_t mine = atomic_fetch_add_explicit(&launched[comm->rank], 1, memory_order_release) + 1;
-    uint64_t me = gpu_thread_id();
+    uint64_t me = ccl__gpu_thread_id();
     double t0 = 0;
     for (int i = 0; i < g->ncolocated; i++) {
         int p = g->colocated[i];
@@ -530,7 +532,7 @@ static const char *gpu_colocated_list(const GpuComm *g, char *buf, size_t len)
  * of them) runs on the comm's own stream, after the work queued there so far; a user's
  * stream must be non-blocking (a blocking one waits for the legacy stream, and so
  * makes one rank's kernel wait for another's) and this rank's alone. */
-static ccl_result_t gpu_call_stream(ccl_comm_t *comm, void *user, CUstream *out, int *capturing)
+ccl_result_t ccl__gpu_call_stream(ccl_comm_t *comm, void *user, CUstream *out, int *capturing)
 {
     GpuComm *g = gpu_comm(comm);
     CUstream s = (CUstream)user;
@@ -575,7 +577,7 @@ static ccl_result_t gpu_call_stream(ccl_comm_t *comm, void *user, CUstream *out,
 
 /* Remembers that this comm queued work on s up to now (shared GPU; gpu_wait_own_work).
  * Captured work is not: a graph's launches are its launcher's to wait for. */
-static ccl_result_t gpu_mark_stream(ccl_comm_t *comm, CUstream s, int capturing)
+ccl_result_t ccl__gpu_mark_stream(ccl_comm_t *comm, CUstream s, int capturing)
 {
     GpuComm *g = gpu_comm(comm);
     if (g->ncolocated == 1 || capturing) return CCL_OK;
@@ -679,7 +681,7 @@ static ccl_result_t gpu_stage_copy(ccl_comm_t *comm, const GpuKernel *k, void *d
     if (r == CUDA_SUCCESS) return CCL_OK;
     char why[64];
     snprintf(why, sizeof why, "cuLaunchKernel (ccl_copy, staging %s)", what);
-    return gpu_cu_fail(comm, r, why);
+    return ccl__gpu_cu_fail(comm, r, why);
 }
 
 static ccl_result_t gpu_run(const CclCall *call)
@@ -694,12 +696,12 @@ static ccl_result_t gpu_run(const CclCall *call)
     int capturing;
     ccl_result_t res = gpu_check_capture(call);
     if (res != CCL_OK) return res;
-    gpu_note_caller(comm);
+    ccl__gpu_note_caller(comm);
     res = gpu_kernel(alg, call->dtype, call->op, &k);
 
-    if (res != CCL_OK || (res = gpu_check_buffer(comm, call->send, call->in_bytes, "sendbuf")) != CCL_OK ||
-        (res = gpu_check_buffer(comm, call->recv, call->out_bytes, "recvbuf")) != CCL_OK ||
-        (res = gpu_call_stream(comm, call->stream, &s, &capturing)) != CCL_OK)
+    if (res != CCL_OK || (res = ccl__gpu_check_buffer(comm, call->send, call->in_bytes, "sendbuf")) != CCL_OK ||
+        (res = ccl__gpu_check_buffer(comm, call->recv, call->out_bytes, "recvbuf")) != CCL_OK ||
+        (res = ccl__gpu_call_stream(comm, call->stream, &s, &capturing)) != CCL_OK)
         return res;
 
     uint64_t scratch_off = call->scratch_off;
@@ -791,7 +793,7 @@ static ccl_result_t gpu_run(const CclCall *call)
     }
     if (call->stage_out && (res = gpu_stage_copy(comm, k, call->recv, out, call->out_bytes, s, "recvbuf")) != CCL_OK)
         return res;
-    return gpu_mark_stream(comm, s, capturing);
+    return ccl__gpu_mark_stream(comm, s, capturing);
 }
 
 /* The kernel's prologue found a peer running another call (or none): both ranks' ring
@@ -884,6 +886,7 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
                                  (unsigned long long)e->seen);
         return CCL_OK;
     }
+    if (ccl__gpu_p2p_error(comm)) return CCL_OK;
     uint64_t ab = 0;
     if (ccl__cu.MemcpyDtoH(&ab, g->own_va, sizeof ab) == CUDA_SUCCESS && ab)
         ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: stopped because rank %d failed (see its error)",
@@ -912,7 +915,7 @@ static ccl_result_t gpu_poll(ccl_comm_t *comm)
         if (ga && ga->err->flag == 1)
             return ga->err->slot == CCL_SLOT_IDENT ? CCL_ERR_INVALID_ARGUMENT : CCL_ERR_TIMEOUT;
     }
-    return CCL_OK;
+    return ccl__gpu_p2p_poll(comm);
 }
 
 /* Synchronous host <-> heap copy for tools (cclc run): after the comm's earlier work. */
@@ -972,6 +975,7 @@ static const CclBackend gpu_backend = {
     .alg_prepare = gpu_alg_prepare,
     .alg_release = gpu_alg_release,
     .run = gpu_run,
+    .run_p2p = ccl__gpu_p2p_run,
     .synchronize = gpu_synchronize,
     .abort = gpu_abort,
     .poll = gpu_poll,

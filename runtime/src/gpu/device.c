@@ -362,7 +362,7 @@ ccl_result_t ccl__gpu_agree_device(ccl_comm_t *comm, GpuComm *g, const ccl_boots
     if (g->ncolocated > 1) {
         GpuLaunchCounts *made = NULL, **addrs = calloc((size_t)n, sizeof *addrs);
         if (addrs && me == g->colocated[0] &&
-            (made = calloc(1, sizeof *made + 2 * (size_t)n * sizeof made->slot[0])))
+            (made = calloc(1, sizeof *made + (2 * (size_t)n + 2 * (size_t)n * (size_t)n) * sizeof made->slot[0])))
             atomic_store(&made->refs, g->ncolocated);
         if (!addrs || boot->allgather(boot->ctx, &made, addrs, sizeof made) != 0 || !addrs[g->colocated[0]]) {
             free(addrs);

@@ -17,7 +17,9 @@ typedef struct GpuDevice GpuDevice;         /* gpu/device.c */
 typedef struct {
     _Atomic int refs;
     /* [rank]: kernels launched; [nranks + rank]: the thread of its latest call (an id
-     * from gpu/backend.c's gpu_thread_id, 0 before the first). */
+     * from gpu/backend.c's ccl__gpu_thread_id, 0 before the first); point-to-point (gpu/p2p.c):
+     * [2 nranks + a * nranks + b] messages from rank a to rank b whose send a has
+     * launched, [2 nranks + nranks^2 + a * nranks + b] those whose recv b has launched. */
     _Atomic uint64_t slot[];
 } GpuLaunchCounts;
 /* What a rank says about its GPU in ccl__gpu_agree_device's two bootstrap rounds. */
@@ -102,6 +104,7 @@ typedef struct {
     int nretired;
     CUdeviceptr retired[16];
     GpuProxy *proxy;          /* serves port-channel puts; NULL until the first needs it */
+    struct GpuP2p *p2p;       /* gpu/p2p.c's state */
 } GpuComm;
 
 /* gpu/device.c */
@@ -141,6 +144,26 @@ void ccl__gpu_stream_unclaim_all(GpuDevice *d, const void *owner);
 /* gpu/backend.c: makes comm's GPU context current on the calling thread (tools that
  * create their own streams, ccl-tune). */
 void ccl__gpu_make_current(const ccl_comm_t *comm);
+/* gpu/backend.c, shared with gpu/p2p.c (each says more where it is defined): a driver
+ * failure as comm's error; a user buffer the GPU can use in place; the calling thread's
+ * id and its note as this rank's caller (shared GPU); the stream a call runs on, and
+ * the note that this comm queued work there. */
+ccl_result_t ccl__gpu_cu_fail(ccl_comm_t *comm, CUresult r, const char *what);
+ccl_result_t ccl__gpu_check_buffer(ccl_comm_t *comm, const void *p, size_t bytes, const char *what);
+uint64_t ccl__gpu_thread_id(void);
+void ccl__gpu_note_caller(ccl_comm_t *comm);
+ccl_result_t ccl__gpu_call_stream(ccl_comm_t *comm, void *user, CUstream *out, int *capturing);
+ccl_result_t ccl__gpu_mark_stream(ccl_comm_t *comm, CUstream s, int capturing);
+
+/* gpu/p2p.c: point-to-point groups (CclBackend.run_p2p). Open, when a comm starts,
+ * compiles (disk cache) and loads the ccl_p2p kernel once per GPU; a failure there only
+ * makes later sends and receives fail, saying why. The error formats a kernel's failure
+ * record as comm's asynchronous error (1) when there is one. */
+void ccl__gpu_p2p_open(ccl_comm_t *comm, GpuComm *g);
+void ccl__gpu_p2p_close(GpuComm *g);
+ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call);
+int ccl__gpu_p2p_error(ccl_comm_t *comm);
+ccl_result_t ccl__gpu_p2p_poll(ccl_comm_t *comm);
 
 /* gpu/mem.c */
 ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootstrap_t *boot);
