@@ -1,10 +1,14 @@
 """Top-k sparse all-reduce, ported from mpi4py to ccl (gradient compression as in Deep
 Gradient Compression): each rank keeps the k largest-magnitude entries of its gradient,
-the ranks exchange them with all_gather (values and indices), and every rank accumulates
-all of them into a dense result; the part left out stays in a local residual for the next
-step. A dense all_reduce of the same sparse vectors checks the result.
+the ranks exchange them, and every rank accumulates all of them into a dense result; the
+part left out stays in a local residual for the next step. A dense all_reduce of the same
+sparse vectors checks the result. Two ways to exchange (--method):
+  gather: all_gather of the values and of the indices (every rank sends k of each);
+  tree:   a binary tree of grouped send/recv (comm.send, comm.recv in ccl.group()): each
+          rank passes the pairs it holds to its parent, the size first, then the root's
+          collection goes back down the same edges.
 
-    python examples/python/topk_allreduce.py [--ranks 4] [--n 100000] [--k 1000]
+    python examples/python/topk_allreduce.py [--ranks 4] [--n 100000] [--k 1000] [--method tree]
                                                    # threads: every rank in this process
     mpirun -np 4 python examples/python/topk_allreduce.py   # or torchrun --nproc-per-node 4
                                                    # one process per rank
@@ -60,6 +64,12 @@ class Arrays:
     def zeros_like(self, x):
         return torch.zeros_like(x) if self.torch else np.zeros_like(x)
 
+    def empty_like(self, x, n):
+        return torch.empty(n, dtype=x.dtype, device=x.device) if self.torch else np.empty(n, dtype=x.dtype)
+
+    def cat(self, a, b):
+        return torch.cat([a, b]) if self.torch else np.concatenate([a, b])
+
     def scatter_add(self, out, idx, vals):
         if self.torch:
             out.index_add_(0, idx, vals)
@@ -82,12 +92,65 @@ def sparse_allreduce(comm, grad, k, arr):
     return out, residual
 
 
-def run_rank(comm, n, k, steps=3):
+def tree_exchange(comm, vals, idx, arr):
+    """Every rank's (vals, idx) pairs, on every rank, through a binary tree of grouped
+    send/recv: up, a rank at distance s (r % 2s == s) sends its pairs to r - s, which
+    appends them to its own; down, the root's collection goes back the same edges."""
+    r, n = comm.rank, comm.size
+    size = arr.empty_like(idx, 1)
+
+    def send_pairs(to):
+        size[0] = vals.shape[0]
+        with ccl.group():
+            comm.send(size, to)
+        with ccl.group():
+            comm.send(vals, to)
+            comm.send(idx, to)
+
+    def recv_pairs(frm):
+        with ccl.group():
+            comm.recv(size, frm)
+        got_vals, got_idx = arr.empty_like(vals, int(size[0])), arr.empty_like(idx, int(size[0]))
+        with ccl.group():
+            comm.recv(got_vals, frm)
+            comm.recv(got_idx, frm)
+        return got_vals, got_idx
+
+    s = 1
+    while s < n:
+        if r % (2 * s) == s:
+            send_pairs(r - s)
+        elif r % (2 * s) == 0 and r + s < n:
+            got_vals, got_idx = recv_pairs(r + s)
+            vals, idx = arr.cat(vals, got_vals), arr.cat(idx, got_idx)
+        s *= 2
+    while s > 1:
+        s //= 2
+        if r % (2 * s) == 0 and r + s < n:
+            send_pairs(r + s)
+        elif r % (2 * s) == s:
+            vals, idx = recv_pairs(r - s)
+    return vals, idx
+
+
+def sparse_allreduce_tree(comm, grad, k, arr):
+    """The top-k all-reduce of grad through tree_exchange; returns (result, residual)."""
+    vals, idx = arr.topk(grad, k)
+    all_vals, all_idx = tree_exchange(comm, vals, idx, arr)
+    out = arr.zeros_like(grad)
+    arr.scatter_add(out, all_idx, all_vals)
+    residual = grad.copy() if not arr.torch else grad.clone()
+    residual[idx] = 0
+    return out, residual
+
+
+def run_rank(comm, n, k, method="gather", steps=3):
     arr = Arrays(comm)
     residual = arr.zeros_like(arr.randn(n, 0))
+    exchange = sparse_allreduce_tree if method == "tree" else sparse_allreduce
     for step in range(steps):
         grad = arr.randn(n, 1000 * step + comm.rank) + residual
-        out, residual = sparse_allreduce(comm, grad, k, arr)
+        out, residual = exchange(comm, grad, k, arr)
         # Check: the same sparse vectors, reduced densely.
         dense = grad - residual
         comm.all_reduce(dense)
@@ -104,6 +167,8 @@ def main():
     ap.add_argument("--n", type=int, default=100000)
     ap.add_argument("--k", type=int, default=1000)
     ap.add_argument("--backend", default=None, help="cpu or gpu (default: CCL_BACKEND, else auto)")
+    ap.add_argument("--method", choices=("gather", "tree"), default="gather",
+                    help="all_gather of the pairs, or a tree of grouped send/recv")
     a = ap.parse_args()
     backend = a.backend or ("auto" if torch is not None else "cpu")
     if ccl._bootstrap.launcher_env() is not None:  # mpirun / torchrun: one process per rank
@@ -111,9 +176,9 @@ def main():
         if torch is not None and torch.cuda.is_available() and backend != "cpu":
             torch.cuda.set_device(local % torch.cuda.device_count())
         comm = ccl.init_rank(backend=backend)
-        err = run_rank(comm, a.n, a.k)
+        err = run_rank(comm, a.n, a.k, a.method)
         if comm.rank == 0:
-            print(f"top-k all-reduce: {comm.size} processes, n={a.n}, k={a.k}, {comm.backend}: ok (max diff {err:g})")
+            print(f"top-k all-reduce ({a.method}): {comm.size} processes, n={a.n}, k={a.k}, {comm.backend}: ok (max diff {err:g})")
         comm.destroy()
         return
     comms = ccl.init_all(a.ranks, backend=backend)
@@ -123,9 +188,9 @@ def main():
         if comms[r].backend == "gpu":
             torch.cuda.set_device(r % torch.cuda.device_count())
             with torch.cuda.stream(torch.cuda.Stream()):  # ranks sharing a GPU need their own streams
-                errs[r] = run_rank(comms[r], a.n, a.k)
+                errs[r] = run_rank(comms[r], a.n, a.k, a.method)
         else:
-            errs[r] = run_rank(comms[r], a.n, a.k)
+            errs[r] = run_rank(comms[r], a.n, a.k, a.method)
 
     threads = [threading.Thread(target=body, args=(r,)) for r in range(a.ranks)]
     for t in threads:
@@ -135,7 +200,7 @@ def main():
     if any(e is None for e in errs):
         sys.exit("a rank failed (its traceback is above)")
     lib = "torch" if torch is not None else "numpy"
-    print(f"top-k all-reduce: {a.ranks} ranks (threads), n={a.n}, k={a.k}, {comms[0].backend}, {lib}: ok "
+    print(f"top-k all-reduce ({a.method}): {a.ranks} ranks (threads), n={a.n}, k={a.k}, {comms[0].backend}, {lib}: ok "
           f"(max diff {max(errs):g})")
     for c in comms:
         c.destroy()

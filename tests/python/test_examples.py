@@ -20,6 +20,12 @@ def test_topk_threads():
     assert p.returncode == 0 and ": ok" in p.stdout, p.stdout + p.stderr
 
 
+def test_topk_tree_threads():
+    p = run([EX / "topk_allreduce.py", "--ranks", "5", "--n", "20000", "--k", "200", "--backend", "cpu",
+             "--method", "tree"])
+    assert p.returncode == 0 and "(tree)" in p.stdout and ": ok" in p.stdout, p.stdout + p.stderr
+
+
 def test_topk_processes():
     job = uuid.uuid4().hex
     procs = [subprocess.Popen([sys.executable, str(EX / "topk_allreduce.py"), "--n", "5000", "--k", "50",
