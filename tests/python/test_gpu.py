@@ -179,6 +179,20 @@ def test_symmetric_tensor(gcomms):
         assert torch.equal(t, torch.full((256, 4), 3.0))
 
 
+def test_send_recv_cuda(gcomms):
+    # A ring of CUDA tensors in one group per rank, then a round trip outside groups.
+    def fn(r, c):
+        x = torch.arange(100000, device="cuda", dtype=torch.float32) + 1000 * r
+        y = torch.empty(100000, device="cuda", dtype=torch.float32)
+        with ccl.group():
+            c.send(x, (r + 1) % N)
+            c.recv(y, (r - 1) % N)
+        return y.cpu()
+
+    for r, y in enumerate(run_ranks(gcomms, on_stream(fn))):
+        assert torch.equal(y, torch.arange(100000, dtype=torch.float32) + 1000 * ((r - 1) % N))
+
+
 def test_torch_compile_cuda(gcomms):
     def fn(r, c):
         @torch.compile(fullgraph=True)
@@ -215,12 +229,13 @@ def test_torchrun_process_mode(tmp_path):
         assert "refused:" in out and "ok rank" not in out, out
 
 
-@pytest.mark.parametrize("example", ["topk_allreduce.py", "custom_algorithm.py"])
+@pytest.mark.parametrize("example", ["topk_allreduce.py", "topk_allreduce.py --method tree", "custom_algorithm.py"])
 def test_examples_gpu(example):
     from conftest import ROOT
 
-    p = subprocess.run([sys.executable, str(ROOT / "examples" / "python" / example), "--ranks", "2", "--backend",
-                        "gpu"], capture_output=True, text=True, timeout=300)
+    script, *more = example.split()
+    p = subprocess.run([sys.executable, str(ROOT / "examples" / "python" / script), "--ranks", "2", "--backend",
+                        "gpu"] + more, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and (": ok" in p.stdout or "every element right" in p.stdout), p.stdout + p.stderr
     assert "gpu" in p.stdout
 
