@@ -100,7 +100,7 @@ typedef struct ccl_p2p_call {
     ccl_u64 count, dtype, bytes;
     ccl_u64 nth;             /* the message's number on its channel */
     ccl_u64 index;           /* 1-based place among the group's calls on this comm */
-    ccl_u64 first, slots;    /* its slots on its channel: [first, first + slots) */
+    ccl_u64 before, slots;   /* slots of earlier calls of the launch on its channel, its own */
 } CclP2pGpuCall;
 
 /* Written by the first call of a rank that fails (host-mapped pinned memory). */
@@ -111,6 +111,7 @@ typedef struct ccl_p2p_err {
     ccl_u64 calls;           /* and its calls on this comm */
     struct ccl_p2p_call call;
     ccl_u64 header[5];       /* mismatch: the slot header found (nth, count, dtype, index, calls) */
+    ccl_u64 first;           /* the call's first slot on its channel */
     ccl_u64 expected, seen;  /* timeout: the semaphore value waited for, and the last seen */
 } CclP2pGpuErr;
 #define CCL_P2P_TIMEOUT 1

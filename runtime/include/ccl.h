@@ -234,8 +234,9 @@ ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, cons
  * valid and, for a send, unchanged until ccl_comm_synchronize. peer may be the rank
  * itself (a send and a recv to self in one group copy locally). count may be 0. Both
  * backends run them; on the GPU backend buf is device memory (ccl_mem_alloc, cudaMalloc),
- * a group holds at most 128 calls per comm, and groups cannot be captured into a CUDA
- * graph (CCL_ERR_UNSUPPORTED, nothing enqueued). */
+ * a group holds at most 128 calls per comm, a group may be captured into a CUDA graph,
+ * and a comm's point-to-point launches must run in the order they were made (one
+ * stream, or streams ordered by events). */
 ccl_result_t ccl_send(const void *buf, size_t count, ccl_dtype_t dtype, int peer, ccl_comm_t *comm, void *stream);
 ccl_result_t ccl_recv(void *buf, size_t count, ccl_dtype_t dtype, int peer, ccl_comm_t *comm, void *stream);
 

@@ -653,9 +653,9 @@ void ccl__v_home(Collective coll, int rank, int u, int *q, int *v);
  * heap, channel s carries what rank s sends to d: CCL__P2P_SLOTS slots of p2p_slot_bytes,
  * each a CclP2pSlot header then payload. Semaphores (64-bit counters at p2p_sem_off):
  * [s] counts the slots rank s has filled in this rank's channel s, [N + d] the slots
- * rank d has emptied of what this rank sent it; [2N + d] and [3N + s] are this rank's
- * own counts of the slots it filled toward d and emptied from s (the GPU kernel keeps
- * them there; the CPU backend on the host). Every count is since the comm began. */
+ * rank d has emptied of what this rank sent it; [2N, 6N] are the GPU kernel's own
+ * (runtime/src/gpu/p2p.cu; the CPU backend keeps its own counts on the host). Every
+ * count is since the comm began. */
 enum { CCL__P2P_SLOTS = 2, CCL__P2P_HEADER = 64 };
 
 /* The header of a filled slot: which message it belongs to and what the sender asked,

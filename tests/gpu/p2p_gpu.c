@@ -7,6 +7,8 @@
  *    sizes many slots long, 5 groups back to back without synchronization;
  *  - all-to-all: one thread, one group spanning every rank's comm, self included, a
  *    quarter of the messages empty, two messages per channel;
+ *  - a ring group captured into a CUDA graph on each rank's stream, replayed 3 times with
+ *    new data each time;
  *  - a count mismatch: the receiver fails naming both calls, the sender fails too;
  *  - an unmatched send: a timeout naming it.
  * Buffers are ccl_mem_alloc'd (device memory), filled and read with ccl_mem_copy.
@@ -18,6 +20,9 @@
 #include <string.h>
 
 #include "ccl.h"
+#include "gpu/driver.h"
+#include "gpu/gpu.h"
+#include "internal.h"
 
 enum { MAXN = 8, ROUNDS = 5 };
 
@@ -169,6 +174,69 @@ static void all_to_all(void)
         printf("ok p2p-gpu/all-to-all N=%d (one thread, one group over every comm, self and empty messages)\n", N);
 }
 
+static size_t graph_count(int r)
+{
+    return 50000 + 30011 * (size_t)r;
+}
+
+static void *graph_rank(void *arg)
+{
+    int r = (int)(intptr_t)arg, to = (r + 1) % N, from = (r + N - 1) % N;
+    ccl__gpu_make_current(comms[r]);
+    CUstream s;
+    CUgraph graph;
+    CUgraphExec exec;
+    Msg send, recv;
+    if (msg_make(comms[r], &send, graph_count(r), 0, r, to, 1) != 0 ||
+        msg_make(comms[r], &recv, graph_count(from), 0, from, r, 0) != 0 ||
+        ccl__cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        FAIL("graph: rank %d: setup", r);
+        return NULL;
+    }
+    ccl__cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    ccl_group_start();
+    ccl_send(send.dev, send.n, CCL_I32, to, comms[r], s);
+    ccl_recv(recv.dev, recv.n, CCL_I32, from, comms[r], s);
+    ccl_result_t res = ccl_group_end();
+    CUresult end = ccl__cu.StreamEndCapture(s, &graph);
+    if (res != CCL_OK || end != CUDA_SUCCESS || ccl__cu.GraphInstantiate(&exec, graph, 0) != CUDA_SUCCESS) {
+        FAIL("graph: rank %d: capture: %s (%s)", r, ccl_comm_last_error(NULL), ccl__cuda_error(end));
+        return NULL;
+    }
+    for (int k = 1; k <= 3; k++) {
+        for (size_t i = 0; i < send.n; i++)
+            send.host[i] = val(k, r, to, i);
+        if (ccl_mem_copy(comms[r], send.dev, send.host, sizeof(int32_t) * send.n) != CCL_OK ||
+            ccl__cu.GraphLaunch(exec, s) != CUDA_SUCCESS || ccl__cu.StreamSynchronize(s) != CUDA_SUCCESS) {
+            FAIL("graph: rank %d: replay %d: %s", r, k, ccl_comm_last_error(comms[r]));
+            break;
+        }
+        if (msg_check(comms[r], &recv, "graph", k, from, r) != 0)
+            break;
+    }
+    ccl__cu.GraphExecDestroy(exec);
+    ccl__cu.GraphDestroy(graph);
+    ccl__cu.StreamDestroy(s);
+    msg_free(comms[r], &send);
+    msg_free(comms[r], &recv);
+    return NULL;
+}
+
+static void graph_ring(void)
+{
+    int f0 = failures;
+    pthread_t t[MAXN];
+    for (int r = 0; r < N; r++)
+        pthread_create(&t[r], NULL, graph_rank, (void *)(intptr_t)r);
+    for (int r = 0; r < N; r++)
+        pthread_join(t[r], NULL);
+    for (int r = 0; r < N; r++)
+        if (ccl_comm_synchronize(comms[r]) != CCL_OK)
+            FAIL("graph: rank %d: %s", r, ccl_comm_last_error(comms[r]));
+    if (failures == f0)
+        printf("ok p2p-gpu/graph N=%d (a ring group captured on each rank's stream, replayed 3 times)\n", N);
+}
+
 /* Rank 1 receives 12 where rank 0 sends 10 (outside groups). */
 static void mismatch(void)
 {
@@ -235,6 +303,7 @@ int main(int argc, char **argv)
     }
     ring();
     all_to_all();
+    graph_ring();
     mismatch();
     for (int r = 0; r < N; r++)
         ccl_comm_destroy(comms[r]);

@@ -2,9 +2,10 @@
  * one thread block per call), loaded once per GPU, one launch per group, and its
  * failure record turned into messages like the CPU backend's (cpu/p2p.c).
  *
- * The host assigns every call its slots on its channel (first, slots) in enqueue order,
- * which is the order the kernels run in on one stream: so groups may not be captured
- * into CUDA graphs (a replay would reuse the slot numbers), which is refused.
+ * Where each call's slots start on its channel is the kernel's to read from the heap
+ * (gpu/p2p.cu), so a launch is the same every time it runs and may be captured into a
+ * CUDA graph. A comm's point-to-point launches must run in the order they were made
+ * (one stream, or streams ordered by events), as the message numbers assume.
  *
  * Ranks sharing a GPU: a rank's kernel spins until its partners' kernels run, so, as for
  * collectives (gpu/backend.c, gpu_wait_colocated_launches), after launching a group a
@@ -29,7 +30,6 @@ typedef struct GpuP2p {
     char why[512];              /* why not */
     CclP2pGpuErr *err;          /* host-mapped */
     CUdeviceptr err_dev;
-    uint64_t *filled, *emptied; /* per peer: slots assigned so far to calls toward / from it */
     uint64_t groups;            /* launches so far */
 } GpuP2p;
 
@@ -82,12 +82,6 @@ void ccl__gpu_p2p_open(ccl_comm_t *comm, GpuComm *g)
     if (!p)
         return;
     g->p2p = p;
-    p->filled = calloc(2 * (size_t)comm->nranks, sizeof *p->filled);
-    if (!p->filled) {
-        snprintf(p->why, sizeof p->why, "out of memory");
-        return;
-    }
-    p->emptied = p->filled + comm->nranks;
     CUresult r = ccl__cu.MemHostAlloc((void **)&p->err, sizeof *p->err, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
     if (r == CUDA_SUCCESS)
         r = ccl__cu.MemHostGetDevicePointer(&p->err_dev, p->err, 0);
@@ -108,7 +102,6 @@ void ccl__gpu_p2p_close(GpuComm *g)
         return;
     if (p->err)
         ccl__gpu_free_host_mem(g->device, p->err);
-    free(p->filled);
     free(p);
     g->p2p = NULL;
 }
@@ -137,11 +130,11 @@ static int in_group(const CclP2pCall *call, const GpuComm *g, int p)
  * co-located partner has launched the kernel with the other end of each (a partner
  * driven by this same thread launches after we return: one in this group, or one whose
  * latest call came from this thread; one that has made no call yet is not waited for). */
-static ccl_result_t wait_partners(ccl_comm_t *comm, GpuComm *g, const CclP2pCall *call)
+static ccl_result_t wait_partners(ccl_comm_t *comm, GpuComm *g, const CclP2pCall *call, int capturing)
 {
     const CclP2pOp *ops = call->ops;
     int n = call->nops;
-    if (!g->launches)
+    if (!g->launches || capturing) /* nothing runs until the graph is launched */
         return CCL_OK;
     int N = comm->nranks, me = comm->rank;
     _Atomic uint64_t *caller = g->launches->slot + N, *sends = g->launches->slot + 2 * N, *recvs = sends + N * N;
@@ -208,11 +201,6 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
     ccl_result_t res = ccl__gpu_call_stream(comm, call->stream, &s, &capturing);
     if (res != CCL_OK)
         return res;
-    if (capturing)
-        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
-                              "rank %d: ccl_send and ccl_recv cannot be captured into a CUDA graph yet: each launch "
-                              "takes the next slots of its channels, which a replay would take again (nothing was "
-                              "enqueued; the capture is intact)", comm->rank);
     /* Every rank's blocks must be able to run at once where ranks share the GPU. */
     long fit = (long)p->module->blocks_per_sm[P2P_THREADS / 32] * g->sms;
     if (g->ncolocated > 1 && fit < (long)(n + 1) * g->ncolocated)
@@ -232,6 +220,10 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
     for (int i = 0; i < n; i++) {
         const CclP2pOp *op = &call->ops[i];
         CclP2pGpuCall *c = &a->call[i];
+        /* Slots of the launch's earlier calls on the same channel come first. */
+        for (int j = 0; j < i; j++)
+            if (a->call[j].kind == (op->kind == CCL__P2P_SEND ? 0u : 1u) && a->call[j].peer == (uint64_t)op->peer)
+                c->before += a->call[j].slots;
         c->kind = op->kind == CCL__P2P_SEND ? 0 : 1;
         c->peer = (uint64_t)op->peer;
         c->buf = (uint64_t)(uintptr_t)op->buf;
@@ -241,25 +233,15 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
         c->nth = op->nth;
         c->index = (uint64_t)op->index;
         c->slots = c->bytes ? (c->bytes + payload - 1) / payload : 1;
-        uint64_t *at = op->kind == CCL__P2P_SEND ? &p->filled[op->peer] : &p->emptied[op->peer];
-        c->first = *at;
-        *at += c->slots;
     }
     ccl__gpu_note_caller(comm);
     void *params[] = {a};
     CUresult r = ccl__cu.LaunchKernel(p->module->kernel, (unsigned)n, 1, 1, P2P_THREADS, 1, 1, 0, s, params, NULL);
     free(a);
-    if (r != CUDA_SUCCESS) {
-        /* Nothing runs: the channels stand where they were. */
-        for (int i = n - 1; i >= 0; i--) {
-            size_t bytes = call->ops[i].count * ccl_dtype_size(call->ops[i].dtype);
-            uint64_t slots = bytes ? (bytes + payload - 1) / payload : 1;
-            (call->ops[i].kind == CCL__P2P_SEND ? p->filled : p->emptied)[call->ops[i].peer] -= slots;
-        }
+    if (r != CUDA_SUCCESS)
         return ccl__gpu_cu_fail(comm, r, "cuLaunchKernel (ccl_p2p)");
-    }
     CCL__TRACE(comm->rank, "launched a group of %d point-to-point calls on stream %p", n, (void *)s);
-    if ((res = wait_partners(comm, g, call)) != CCL_OK)
+    if ((res = wait_partners(comm, g, call, capturing)) != CCL_OK)
         return res;
     return ccl__gpu_mark_stream(comm, s, capturing);
 }
@@ -300,14 +282,14 @@ int ccl__gpu_p2p_error(ccl_comm_t *comm)
                              "ms: rank %llu has made no matching ccl_recv (it emptied %llu of this channel's slots; "
                              "this message ends at slot %llu)", me, mine, nth, me, (unsigned long long)c->peer,
                              comm->timeout_ms, (unsigned long long)c->peer, (unsigned long long)e->seen,
-                             (unsigned long long)(c->first + c->slots));
+                             (unsigned long long)(e->first + c->slots));
     } else {
         ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                              "timeout: rank %d: %s (message %llu from rank %llu to rank %d) received nothing within %d "
                              "ms: rank %llu has made no matching ccl_send (it filled %llu of this channel's slots; "
                              "this message starts at slot %llu)", me, mine, nth, (unsigned long long)c->peer, me,
                              comm->timeout_ms, (unsigned long long)c->peer, (unsigned long long)e->seen,
-                             (unsigned long long)c->first + 1);
+                             (unsigned long long)e->first + 1);
     }
     return 1;
 }

@@ -11,10 +11,17 @@
  *   recv: once the sender's count says slot g is full, check its header against the
  *         call before copying a byte (a mismatch is recorded, every rank stopped), copy
  *         the payload out, then raise the emptied counts.
- * Semaphores (64-bit, at sem_off in every heap): [s] slots rank s filled of this rank's
- * channel s, [N + d] slots rank d emptied of this rank's channel to d, [2N + d] this
- * rank's own count of slots filled toward d, [3N + s] of slots emptied from s (the
- * latter two only this rank reads: they order the calls of one channel).
+ * Semaphores (64-bit, at sem_off in every heap, N ranks): [s] slots rank s filled of
+ * this rank's channel s, [N + d] slots rank d emptied of this rank's channel to d;
+ * this rank's own: [2N + d] slots it filled toward d, [3N + s] slots it emptied from s
+ * (they order the calls of one channel), [4N + d] and [5N + s] the same counts as they
+ * stood when this launch began, [6N] blocks of this launch done.
+ *
+ * Where a call's slots start is read here, not given by the host: [4N + d] (or [5N +
+ * s]) plus the slots of the launch's earlier calls on that channel (`before`, fixed per
+ * group). The last block to finish moves [4N..6N) up to the counts it leaves, so the
+ * next launch on the stream starts there. A launch is then the same every time it runs,
+ * which lets a CUDA graph capture and replay it.
  *
  * Built by the Makefile into libccl as a C string (ccl__p2p_cu, compiler/cuda/embed.sh,
  * abi.h inlined); the GPU backend compiles it with NVRTC once per GPU model (disk cache)
@@ -50,8 +57,8 @@ __device__ void p2p_abort_all(const struct ccl_p2p_args &a)
 }
 
 /* Records this block's failure, first one only. */
-__device__ void p2p_fail(const struct ccl_p2p_args &a, const struct ccl_p2p_call &c, u64 what, const u64 *header,
-                         u64 expected, u64 seen)
+__device__ void p2p_fail(const struct ccl_p2p_args &a, const struct ccl_p2p_call &c, u64 first, u64 what,
+                         const u64 *header, u64 expected, u64 seen)
 {
     struct ccl_p2p_err *e = a.err;
     if (atomicCAS(&e->flag, 0ull, 2ull) == 0ull) {
@@ -60,6 +67,7 @@ __device__ void p2p_fail(const struct ccl_p2p_args &a, const struct ccl_p2p_call
         e->calls = a.ncalls;
         e->call = c;
         for (int k = 0; k < 5; k++) e->header[k] = header ? header[k] : 0;
+        e->first = first;
         e->expected = expected;
         e->seen = seen;
         __threadfence_system();
@@ -70,8 +78,8 @@ __device__ void p2p_fail(const struct ccl_p2p_args &a, const struct ccl_p2p_call
 
 /* Thread 0: waits until *x >= xwant and (y NULL or) *y > ylimit; 1, or 0 after an
  * abort or a timeout (recorded as c's, with the value of the one still short). */
-__device__ int p2p_wait(const struct ccl_p2p_args &a, const struct ccl_p2p_call &c, const u64 *x, u64 xwant,
-                        const u64 *y, u64 ylimit)
+__device__ int p2p_wait(const struct ccl_p2p_args &a, const struct ccl_p2p_call &c, u64 first, const u64 *x,
+                        u64 xwant, const u64 *y, u64 ylimit)
 {
     const volatile u64 *abort_flag = (const volatile u64 *)a.peers[a.rank];
     u64 t0 = 0, vx = 0, vy = 0;
@@ -84,7 +92,7 @@ __device__ int p2p_wait(const struct ccl_p2p_args &a, const struct ccl_p2p_call 
         u64 now = p2p_now();
         if (t0 == 0) t0 = now;
         else if (now - t0 > a.timeout_ns) {
-            p2p_fail(a, c, CCL_P2P_TIMEOUT, 0, vx < xwant ? xwant : ylimit + 1, vx < xwant ? vx : vy);
+            p2p_fail(a, c, first, CCL_P2P_TIMEOUT, 0, vx < xwant ? xwant : ylimit + 1, vx < xwant ? vx : vy);
             return 0;
         }
     }
@@ -106,13 +114,14 @@ extern "C" __global__ void ccl_p2p(const struct ccl_p2p_args a)
     const struct ccl_p2p_call &c = a.call[blockIdx.x];
     const u64 N = a.nranks, me = a.rank, p = c.peer, payload = a.slot_bytes - 64;
     u64 *own = (u64 *)(a.peers[me] + a.sem_off), *theirs = (u64 *)(a.peers[p] + a.sem_off);
+    const u64 first = own[(c.kind == 0 ? 4 : 5) * N + p] + c.before;
     __shared__ int go;
     for (u64 k = 0; k < c.slots; k++) {
-        const u64 g = c.first + k, at = k * payload, len = c.bytes - at < payload ? c.bytes - at : payload;
+        const u64 g = first + k, at = k * payload, len = c.bytes - at < payload ? c.bytes - at : payload;
         if (c.kind == 0) {
             /* send: the channel's earlier slots filled, this slot emptied of its last use */
             char *slot = a.peers[p] + a.chan_off + (me * 2 + g % 2) * a.slot_bytes;
-            if (threadIdx.x == 0) go = p2p_wait(a, c, &own[2 * N + p], g, g < 2 ? 0 : &own[N + p], g - 2);
+            if (threadIdx.x == 0) go = p2p_wait(a, c, first, &own[2 * N + p], g, g < 2 ? 0 : &own[N + p], g - 2);
             __syncthreads();
             if (!go) return;
             if (threadIdx.x == 0) {
@@ -130,11 +139,11 @@ extern "C" __global__ void ccl_p2p(const struct ccl_p2p_args a)
             /* recv: the channel's earlier slots emptied, this one filled */
             const char *slot = a.peers[me] + a.chan_off + (p * 2 + g % 2) * a.slot_bytes;
             if (threadIdx.x == 0) {
-                go = p2p_wait(a, c, &own[3 * N + p], g, &own[p], g);
+                go = p2p_wait(a, c, first, &own[3 * N + p], g, &own[p], g);
                 const u64 *h = (const u64 *)slot;
                 u64 hdr[5] = {h[0], h[1], h[2], h[3], h[4]};
                 if (go && (hdr[0] != c.nth || hdr[1] != c.count || hdr[2] != c.dtype)) {
-                    p2p_fail(a, c, CCL_P2P_MISMATCH, hdr, 0, 0);
+                    p2p_fail(a, c, first, CCL_P2P_MISMATCH, hdr, 0, 0);
                     go = 0;
                 }
             }
@@ -149,6 +158,15 @@ extern "C" __global__ void ccl_p2p(const struct ccl_p2p_args a)
             }
         }
     }
+    if (threadIdx.x != 0) return;
     /* A send is done when its receiver has emptied every slot of it. */
-    if (c.kind == 0 && threadIdx.x == 0) p2p_wait(a, c, &own[N + p], c.first + c.slots, 0, 0);
+    if (c.kind == 0 && !p2p_wait(a, c, first, &own[N + p], first + c.slots, 0, 0)) return;
+    /* The launch's last block moves the starting counts up for the next launch. */
+    __threadfence();
+    if (atomicAdd(&own[6 * N], 1ull) + 1 == gridDim.x) {
+        __threadfence();
+        for (u64 q = 0; q < 2 * N; q++) own[4 * N + q] = *(volatile u64 *)&own[2 * N + q];
+        own[6 * N] = 0;
+        __threadfence();
+    }
 }
