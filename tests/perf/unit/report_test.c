@@ -222,9 +222,9 @@ static void test_modes(void)
 static void fill_shared(Shared *sh)
 {
     memset(sh, 0, sizeof *sh);
-    sh->o = (Opts){.coll = COLL_ALLREDUCE, .dtype = CCL_BF16, .op = CCL_SUM, .graph = 1, .check = 1,
+    sh->o = (Opts){.coll = PERF_ALLREDUCE, .dtype = CCL_BF16, .op = CCL_SUM, .graph = 1, .check = 1,
                    .compare_nccl = 1, .iters = 20, .warmup = 5, .repeats = 10};
-    sh->coll = COLL_ALLREDUCE;
+    sh->coll = PERF_ALLREDUCE;
     sh->nranks = 4;
     sh->processes = 1;
     sh->backend = CCL_BACKEND_GPU;
