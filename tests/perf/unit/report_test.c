@@ -3,7 +3,8 @@
  * which modes run for --nccl-mode (perf_nccl_modes), why the symmetric mode is absent
  * (perf_nccl_sym_check, and perf_nccl_load on stand-in libraries built from
  * fake_nccl.c, and on the real libnccl where REAL_NCCL names it), and the report made from given timings: the tables on stdout, and the
- * CSV, JSON and SVG of the first in OUTDIR. tests/perf/run.sh builds it against the
+ * CSV, JSON and SVG of the first in OUTDIR; and, in data.c, alltoallv's count matrix
+ * (perf_v_counts) as --help describes it. tests/perf/run.sh builds it against the
  * build's objects, compares stdout and the CSV with goldens (report.golden,
  * report.csv.golden) and checks the JSON and the SVG.
  *
@@ -62,7 +63,7 @@ static void set(Row *r, int p, double ccl, double plain, double sym)
 {
     double us[NIMPL] = {ccl, plain, sym};
     for (int i = 0; i < NIMPL; i++)
-        r->st[i][p] = (Stat){us[i], us[i] < 0 ? -1 : 0};
+        r->st[i][p] = (Stat){us[i], us[i] < 0 ? -1 : 0, 0};
 }
 
 static void test_faster(void)
@@ -289,7 +290,7 @@ static void test_report(const char *outdir)
     perf_nccl_modes(&sh.nc, PERF_NCCL_BEST);
     for (int i = 0; i < sh.nsizes; i++)
         for (int p = 0; p < 2; p++)
-            sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1};
+            sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1, 0};
     print_table(&sh);
 
     printf("# ==== --nccl-mode sym\n");
@@ -298,7 +299,7 @@ static void test_report(const char *outdir)
     perf_nccl_modes(&sh.nc, PERF_NCCL_SYM);
     for (int i = 0; i < sh.nsizes; i++)
         for (int p = 0; p < 2; p++)
-            sh.rows[i].st[IMPL_NCCL][p] = (Stat){-1, -1};
+            sh.rows[i].st[IMPL_NCCL][p] = (Stat){-1, -1, 0};
     print_table(&sh);
 
     printf("# ==== registration failed with --nccl-mode sym: no NCCL columns\n");
@@ -310,8 +311,49 @@ static void test_report(const char *outdir)
     sh.nc.available = 0;
     for (int i = 0; i < sh.nsizes; i++)
         for (int p = 0; p < 2; p++)
-            sh.rows[i].st[IMPL_NCCL][p] = sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1};
+            sh.rows[i].st[IMPL_NCCL][p] = sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1, 0};
     print_table(&sh);
+}
+
+/* alltoallv's matrix: each row sums to the total exactly, follows the weights
+ * 1 + ((q + 2p) mod (n+1)) with the remainder to the first peers, and is uneven for
+ * every n >= 2 (a matrix whose rows were all even would measure alltoall). */
+static void test_v_counts(void)
+{
+    group("v-counts");
+    size_t c[16];
+    char what[64];
+    perf_v_counts(2, 400, 0, c);    /* weights 1, 3 */
+    check_int("n=2 q=0 p=0", (long long)c[0], 100);
+    check_int("n=2 q=0 p=1", (long long)c[1], 300);
+    perf_v_counts(2, 400, 1, c);    /* weights 2, 1: 266.67 and 133.33, one left over */
+    check_int("n=2 q=1 p=0", (long long)c[0], 267);
+    check_int("n=2 q=1 p=1", (long long)c[1], 133);
+    perf_v_counts(4, 13, 3, c);     /* weights 4, 1, 3, 5 */
+    check_int("n=4 q=3 p=0", (long long)c[0], 4);
+    check_int("n=4 q=3 p=1", (long long)c[1], 1);
+    check_int("n=4 q=3 p=2", (long long)c[2], 3);
+    check_int("n=4 q=3 p=3", (long long)c[3], 5);
+    for (int n = 1; n <= 16; n++)
+        for (size_t total = 0; total < 200; total += n < 4 ? 1 : 7) {
+            int uneven = 0;
+            for (int q = 0; q < n; q++) {
+                perf_v_counts(n, total, q, c);
+                size_t sum = 0;
+                for (int p = 0; p < n; p++) {
+                    sum += c[p];
+                    uneven |= c[p] != c[0];
+                }
+                snprintf(what, sizeof what, "n=%d total=%zu q=%d: row sum", n, total, q);
+                check_int(what, (long long)sum, (long long)total);
+            }
+            if (n >= 2 && total >= 100) {
+                snprintf(what, sizeof what, "n=%d total=%zu: uneven", n, total);
+                check_int(what, uneven, 1);
+            }
+        }
+    perf_v_counts(3, SIZE_MAX, 2, c);    /* no overflow on the way */
+    check_int("huge total", (long long)(c[0] + c[1] + c[2] == SIZE_MAX), 1);
 }
 
 int main(int argc, char **argv)
@@ -326,6 +368,7 @@ int main(int argc, char **argv)
     test_real();
     test_modes();
     test_report(argv[1]);
+    test_v_counts();
     group(NULL);
     fflush(stdout);
     return failures ? 1 : 0;
