@@ -15,8 +15,9 @@
  * none, as grouped ncclSend/ncclRecv of the same segments) and sendrecv (a ring of
  * ccl_send/ccl_recv in one group, as nccl-tests' sendrecv_perf). Both are out-of-place
  * only, and ours is never captured in a CUDA graph: the GPU backend cannot capture
- * point-to-point groups, so under --graph ours runs eagerly and NCCL's in the graph (the
- * header's timing line says so). A backend that refuses either (CCL_ERR_UNSUPPORTED, at
+ * point-to-point groups (and alltoallv, which it does not run yet, is treated alike), so
+ * under --graph ours runs eagerly and NCCL's in the graph (the header's timing line says
+ * so). A backend that refuses either (CCL_ERR_UNSUPPORTED, at
  * the call) is not a failure of the run: the size's row reads "refused", NCCL is still
  * timed, the footer quotes the library, and the exit status is 1.
  *
@@ -309,9 +310,12 @@ static double agree_median_of_max(Worker *w, const double *samples, int ns)
 /* ===== buffers: host memory on the CPU backend, device memory on the GPU ===== */
 
 /* Uploads and fills return once the context is idle (tool_gpu_upload): an op launched
- * next on the op stream sees the new bytes. */
+ * next on the op stream sees the new bytes. Empty ranges (alltoallv's: a rank may
+ * receive nothing at small sizes) ask nothing of the driver. */
 static void buf_upload(Worker *w, void *dst, const void *src, size_t bytes)
 {
+    if (bytes == 0)
+        return;
     if (!w->gpu) {
         memcpy(dst, src, bytes);
         return;
@@ -321,6 +325,8 @@ static void buf_upload(Worker *w, void *dst, const void *src, size_t bytes)
 
 static void buf_poison(Worker *w, void *dst, size_t bytes)
 {
+    if (bytes == 0)
+        return;
     if (!w->gpu) {
         memset(dst, 0xff, bytes);
         return;
@@ -331,8 +337,8 @@ static void buf_poison(Worker *w, void *dst, size_t bytes)
 /* The buffer's bytes, readable on the host (valid until the next call). */
 static const unsigned char *buf_read(Worker *w, const void *src, size_t bytes)
 {
-    if (!w->gpu)
-        return src;
+    if (!w->gpu || bytes == 0)
+        return w->gpu ? w->host : src;
     cu_check(w, tool_gpu_download(&w->g, w->host, src, bytes));
     return w->host;
 }
@@ -657,9 +663,9 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
     double samples[PERF_MAX_ITERS];
     int ns = 0;
     long long wrong = check ? 0 : -1;
-    /* Our point-to-point groups cannot be captured (the GPU backend refuses to), so
-     * under --graph ours of sendrecv and alltoallv runs eagerly (describe_method says
-     * so); NCCL's is captured as asked. */
+    /* Our point-to-point groups cannot be captured (the GPU backend refuses to; alltoallv,
+     * which it does not run yet, is treated alike), so under --graph ours of sendrecv and
+     * alltoallv runs eagerly (describe_method says so); NCCL's is captured as asked. */
     int graph = o->graph && !(impl == IMPL_CCL && perf_colls[w->sh->coll].p2p);
 
     agree_barrier(w);

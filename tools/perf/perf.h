@@ -66,8 +66,8 @@ typedef struct {
     int reduces, rooted;
     int in_n, out_n;        /* buffer sizes: 1 = count elements, 0 = N * count */
     int lib;                /* the library's Collective (dispatch, --algo); -1: none */
-    int p2p;                /* runs grouped point-to-point calls, which neither CUDA graph
-                               capture nor an in-place form applies to (see perf.c) */
+    int p2p;                /* sendrecv and alltoallv: out-of-place only, and ours is never
+                               captured in a CUDA graph (perf.c says why) */
 } CollInfo;
 
 extern const CollInfo perf_colls[PERF_NCOLLS];
