@@ -313,6 +313,46 @@ static void test_report(const char *outdir)
         for (int p = 0; p < 2; p++)
             sh.rows[i].st[IMPL_NCCL][p] = sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1, 0};
     print_table(&sh);
+
+    /* What only a GPU shows: sendrecv under --graph (ours eager, NCCL's graphed), with
+     * the library refusing ours at the two largest sizes (as the GPU backend does). */
+    printf("# ==== sendrecv under --graph, ours refused at 1M and 16M: out-of-place only\n");
+    fill_shared(&sh);
+    sh.o.coll = PERF_SENDRECV;
+    sh.coll = PERF_SENDRECV;
+    snprintf(sh.algo_name, sizeof sh.algo_name, "none: ccl_send to rank r+1 and ccl_recv from rank r-1 in one group (a ring)");
+    snprintf(sh.refused_why, sizeof sh.refused_why, "ccl_send/ccl_recv group: ccl_send: the gpu backend does not run "
+             "point-to-point calls yet; use the CPU backend");
+    for (int i = 0; i < sh.nsizes; i++) {
+        snprintf(sh.rows[i].algo, sizeof sh.rows[i].algo, "send/recv");
+        for (int impl = 0; impl < NIMPL; impl++)
+            sh.rows[i].st[impl][1] = (Stat){-1, -1, 0};
+        if (i >= 2)
+            sh.rows[i].st[IMPL_CCL][0] = (Stat){-1, -1, 1};
+    }
+    long long wrong;
+    perf_print_header(&sh);
+    for (int i = 0; i < sh.nsizes; i++)
+        perf_print_row(&sh, &sh.rows[i]);
+    perf_print_footer(&sh, &wrong);
+    check_int("sendrecv: refused sizes", perf_refused_sizes(&sh), 2);
+    /* The CSV: ours at the two sizes it ran, eager; NCCL's at all four, graphed. */
+    snprintf(path, sizeof path, "%s/sendrecv.csv", outdir);
+    check_int("sendrecv csv", perf_write_csv(&sh, path), 0);
+    FILE *f = fopen(path, "r");
+    char line[512];
+    int ccl_eager = 0, nccl_graph = 0, lines = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        lines++;
+        ccl_eager += strstr(line, ",cuda-events,ccl,send/recv,out-of-place,") != NULL;
+        nccl_graph += strstr(line, ",cuda-graph,nccl,nccl,out-of-place,") != NULL ||
+                      strstr(line, ",cuda-graph,nccl_sym,nccl_sym,out-of-place,") != NULL;
+    }
+    if (f)
+        fclose(f);
+    check_int("sendrecv csv: lines", lines, 1 + 2 + 8);
+    check_int("sendrecv csv: ours, eager", ccl_eager, 2);
+    check_int("sendrecv csv: NCCL's, graphed", nccl_graph, 8);
 }
 
 /* alltoallv's matrix: each row sums to the total exactly, follows the weights
