@@ -10,7 +10,8 @@
 # the faster of its two modes, and our worst ratio) and OUTDIR/README.md (the same as a table with links, and the
 # commands). Algorithms that do not admit NP ranks (exit 2) are listed as
 # skipped. Knobs (environment): SIZES ("-b 1K -e 1G -f 2"), DTYPES ("bf16 f32"),
-# COLLS (all six), CHECK ("--check"; empty to skip), METHOD ("--graph"; empty: eager),
+# COLLS (the six collectives; alltoallv and sendrecv too, with ALGOS=library: ccl-perf
+# runs no alltoallv file and sendrecv has none), CHECK ("--check"; empty to skip), METHOD ("--graph"; empty: eager),
 # ALGOS ("library" plus every algorithms/COLL/*.ccl; "library" alone for a quick pass;
 # "files" for the files alone),
 # HINT ("--hint-range": an algorithm file is timed only at the sizes its `sizes` hint
@@ -72,7 +73,7 @@ for c in "${colls[@]}"; do
             cat "$base.txt"
             [ -s "$base.err" ] || rm -f "$base.err"
             if [ $rc -ne 0 ]; then
-                echo "$c $name $d: FAILED (exit $rc): $(head -c 300 "$base.err" 2>/dev/null; grep '^# FAILED' "$base.txt")" | tee -a "$summary"
+                echo "$c $name $d: FAILED (exit $rc): $(head -c 300 "$base.err" 2>/dev/null; grep '^# \(FAILED\|REFUSED\)' "$base.txt")" | tee -a "$summary"
                 continue
             fi
             # From the CSV's ccl lines: sizes faster than NCCL per placement, the worst ratio.

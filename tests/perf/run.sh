@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# ccl-perf on the CPU backend: small sweeps of every collective with --check, the CSV,
+# ccl-perf on the CPU backend: small sweeps of every collective with --check (sendrecv
+# and alltoallv too: uneven and zero-size segments, one rank, every dtype), the CSV,
 # JSON and SVG outputs, one process per rank under mpirun, the checker's own test (an
-# injected wrong result must be counted exactly and fail the run), --compare nccl
+# injected wrong result must be counted exactly and fail the run), a refusal by the
+# library (simulated: the row says so, the run goes on and exits 1), --compare nccl
 # without a GPU (a clear note, no crash), and bad arguments (exact message, exit 2).
 # Also compiles ccl-perf once more against cuda.h and nccl.h, where present, so the
 # hand-written driver and NCCL prototypes are checked against the real ones; and builds
@@ -44,10 +46,30 @@ sweep() {
     fi
 }
 
-for c in allreduce allgather reduce_scatter alltoall broadcast reduce; do
+for c in allreduce allgather reduce_scatter alltoall broadcast reduce alltoallv sendrecv; do
     sweep "sweep-$c-4" 7 -c "$c" -b 1K -e 64K --ranks 4 -d bf16 --check "${quick[@]}"
     sweep "sweep-$c-3" 3 -c "$c" -b 3K -e 48K -f 4 --ranks 3 -d f32 --check "${quick[@]}"
 done
+# alltoallv from one element per rank (most segments empty) to 256K, on 5 and 2 ranks;
+# sendrecv to itself on one rank; both in every dtype (data movement: every bit checked).
+sweep "alltoallv-tiny-5" 7 -c alltoallv -b 2 -e 512K -f 8 --ranks 5 -d bf16 --check "${quick[@]}"
+sweep "alltoallv-2" 3 -c alltoallv -b 4 -e 64K -f 128 --ranks 2 --check "${quick[@]}"
+sweep "sendrecv-1" 2 -c sendrecv -b 1K -e 2K --ranks 1 --check "${quick[@]}"
+for d in f16 fp8_e4m3 u8 i64 f64; do
+    sweep "alltoallv-$d" 2 -c alltoallv -b 1K -e 8K -f 8 --ranks 3 -d "$d" --check "${quick[@]}"
+    sweep "sendrecv-$d" 2 -c sendrecv -b 1K -e 8K -f 8 --ranks 3 -d "$d" --check "${quick[@]}"
+done
+# Out-of-place only: the in-place cells read n/a, the header says why, and the footer
+# averages nothing in-place.
+out=$tmp/sweep-sendrecv-4.out
+if grep -q '^# in-place: not run (sendrecv has no in-place form)$' "$out" &&
+    grep -q '^# average busbw: [0-9.]* GB/s out-of-place, n/a in-place$' "$out" &&
+    [ "$(grep -v '^#' "$out" | grep -c ' send/recv  *[0-9.]*  *[0-9.]*  *[0-9.]*  *0  *n/a  *n/a  *n/a  *n/a$')" -eq 7 ] &&
+    grep -q '^# sizes: bytes = the message each rank sends (to rank r+1) and receives (from rank r-1); busbw = algbw$' "$out"; then
+    ok sendrecv-table
+else
+    fail sendrecv-table "$(grep -v '^#  ' "$out" | head -20)"
+fi
 for d in f16 fp8_e4m3 fp8_e5m2 u8 i32 i64 f64; do
     for op in sum prod min max avg; do
         sweep "dtype-$d-$op" 2 -c allreduce -b 1K -e 2K --ranks 3 -d "$d" -o "$op" --check "${quick[@]}"
@@ -127,6 +149,21 @@ if command -v mpirun >/dev/null; then
     else
         ok mpirun
     fi
+    # The new exchanges across processes: alltoallv's counts and sendrecv's ring.
+    mpi3=("${mpi[@]}")
+    mpi3[2]=3
+    for c in alltoallv sendrecv; do
+        "${mpi3[@]}" "$perf" -c "$c" -b 1K -e 8K --check "${quick[@]}" >"$tmp/mpi-$c.out" 2>"$tmp/mpi-$c.err"
+        rc=$?
+        if [ $rc -ne 0 ]; then
+            fail "mpirun-$c" "exit $rc: $(head -c 400 "$tmp/mpi-$c.err")"
+        elif ! grep -q "^# ccl-perf .*: $c, f32, 3 ranks (one process per rank), backend cpu" "$tmp/mpi-$c.out" ||
+            [ "$(grep -cv '^#' "$tmp/mpi-$c.out")" -ne 4 ] || ! grep -q '^# wrong elements: 0$' "$tmp/mpi-$c.out"; then
+            fail "mpirun-$c" "$(cat "$tmp/mpi-$c.out")"
+        else
+            ok "mpirun-$c"
+        fi
+    done
 else
     echo "skip perf mpirun: no mpirun"
 fi
@@ -173,6 +210,55 @@ else
     fail check-catches-wrong "exit $rc: $(grep -E '^#.*(wrong|FAILED)' "$tmp/inj.out")"
 fi
 
+# The same for alltoallv's segments and sendrecv's message: 2 sizes x out-of-place only x
+# 4 ops x 3 = 24.
+for c in alltoallv sendrecv; do
+    CCL_PERF_INJECT_WRONG=3 "$perf" -c $c -b 1K -e 2K --ranks 4 --check -n 4 -w 1 --backend cpu >"$tmp/inj-$c.out" 2>&1
+    rc=$?
+    if [ $rc -eq 1 ] && grep -q '^# FAILED: 24 wrong elements$' "$tmp/inj-$c.out"; then
+        ok "check-catches-wrong-$c"
+    else
+        fail "check-catches-wrong-$c" "exit $rc: $(grep -E '^#.*(wrong|FAILED)' "$tmp/inj-$c.out")"
+    fi
+done
+
+# A size the library refuses (CCL_ERR_UNSUPPORTED: the GPU backend, for now, for both),
+# simulated with CCL_PERF_INJECT_UNSUPPORTED=4096 (ours at 4K and up acts refused): the
+# sizes below are timed and checked, the refused ones read "refused" and are left out of
+# the CSV and null in the JSON, the footer quotes the refusal, and the run exits 1 with
+# nothing on stderr.
+for c in sendrecv alltoallv; do
+    CCL_PERF_INJECT_UNSUPPORTED=4096 "$perf" -c $c -b 1K -e 16K --ranks 3 --check "${quick[@]}" \
+        --csv "$tmp/refused-$c.csv" --json "$tmp/refused-$c.json" >"$tmp/refused-$c.out" 2>"$tmp/refused-$c.err"
+    rc=$?
+    name=$([ $c = sendrecv ] && echo 'ccl_send/ccl_recv group' || echo ccl_all_to_all_v)
+    want="# REFUSED: the library refused ours at 3 of 5 sizes (not timed): $name: CCL_PERF_INJECT_UNSUPPORTED=4096: ccl-perf refuses ops of this size itself (a test)"
+    if [ $rc -ne 1 ] || [ -s "$tmp/refused-$c.err" ]; then
+        fail "refused-$c" "exit $rc, expected 1: $(head -c 400 "$tmp/refused-$c.err")"
+    elif [ "$(grep -v '^#' "$tmp/refused-$c.out" | grep -c '  refused  *-  *-  *-  *n/a')" -ne 3 ] ||
+        [ "$(grep -v '^#' "$tmp/refused-$c.out" | grep -c ' 0  *n/a  *n/a  *n/a  *n/a$')" -ne 2 ] ||
+        [ "$(grep -cx "$want" "$tmp/refused-$c.out")" -ne 1 ] || ! grep -q '^# wrong elements: 0$' "$tmp/refused-$c.out"; then
+        fail "refused-$c" "$(grep -v '^#  ' "$tmp/refused-$c.out" | tail -8)"
+    elif [ "$(wc -l <"$tmp/refused-$c.csv")" -ne 3 ]; then
+        fail "refused-$c" "CSV: $(wc -l <"$tmp/refused-$c.csv") lines, expected 3 (header + 2 timed sizes)"
+    elif command -v python3 >/dev/null && ! python3 - "$tmp/refused-$c.json" "$c" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["collective"] == sys.argv[2], d["collective"]
+assert "CCL_PERF_INJECT_UNSUPPORTED=4096" in d["ccl_refused"], d["ccl_refused"]
+r = d["results"]
+assert len(r) == 10, len(r)
+for x in r:
+    timed = x["placement"] == "out-of-place" and x["bytes"] < 4096
+    assert (x["ccl"] is not None) == timed, x
+EOF
+    then
+        fail "refused-$c" "JSON: see above"
+    else
+        ok "refused-$c"
+    fi
+done
+
 # --compare nccl where there is no GPU: a note in the header, a normal run.
 "$perf" -c allreduce -b 1K -e 1K --ranks 2 --compare nccl "${quick[@]}" >"$tmp/nccl.out" 2>&1
 rc=$?
@@ -193,6 +279,18 @@ else
     fail nccl-mode "exit $rc: $(grep -i nccl "$tmp/mode.out" | head -3)"
 fi
 
+# --help describes the two exchanges, alltoallv's count matrix and what --graph does to them.
+help=$("$perf" --help)
+if grep -q -- '-c, --collective C   allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce,$' <<<"$help" &&
+    grep -q '^ *alltoallv or sendrecv (below)$' <<<"$help" &&
+    grep -q '^sendrecv: every rank r sends S bytes (each size of the sweep) to rank (r+1)%N and$' <<<"$help" &&
+    grep -q '^  to 1 + ((q + 2p) mod (N+1)), rounded down, the remainder one element each to the first$' <<<"$help" &&
+    grep -q '^  is timed eagerly with CUDA events (the GPU backend cannot capture point-to-point$' <<<"$help"; then
+    ok help-p2p
+else
+    fail help-p2p "$(grep -A14 '^sendrecv' <<<"$help" | head -14)"
+fi
+
 # Bad arguments: exactly this first line on stderr, exit 2.
 bad() {
     local name=$1 want=$2
@@ -209,10 +307,11 @@ bad() {
         ok "bad-$name"
     fi
 }
-bad unknown-collective "ccl-perf: error: -c foo: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)" -c foo
-bad no-collective "ccl-perf: error: -c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)" -b 1K
+bad unknown-collective "ccl-perf: error: -c foo: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, alltoallv or sendrecv)" -c foo
+bad no-collective "ccl-perf: error: -c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, alltoallv or sendrecv)" -b 1K
 bad min-over-max "ccl-perf: error: -b 64K is larger than -e 1K" -c allreduce -b 64K -e 1K
-bad v-collective "ccl-perf: error: --algo algorithms/alltoallv/pairwise.ccl implements alltoallv, which ccl-perf does not measure yet (use cclc run)" --algo algorithms/alltoallv/pairwise.ccl --ranks 2
+bad v-collective "ccl-perf: error: --algo algorithms/alltoallv/pairwise.ccl implements alltoallv, which ccl-perf does not run from a file yet (use cclc run, or -c alltoallv for the library's)" --algo algorithms/alltoallv/pairwise.ccl --ranks 2
+bad v-collective-allgatherv "ccl-perf: error: --algo algorithms/allgatherv/ring.ccl implements allgatherv, which ccl-perf does not run from a file yet (use cclc run)" --algo algorithms/allgatherv/ring.ccl --ranks 2
 bad not-a-size "ccl-perf: error: -e 1X: not a size (a number of bytes, optionally with K, M or G)" -c allreduce -e 1X
 bad zero-size "ccl-perf: error: -b 0: sizes must be at least one element" -c allreduce -b 0
 bad step "ccl-perf: error: -f 1: expected an integer in 2..1048576" -c allreduce -f 1
@@ -220,6 +319,11 @@ bad dtype "ccl-perf: error: -d f33: unknown dtype (expected f32, f64, f16, bf16,
 bad op "ccl-perf: error: -o mean: unknown reduction op (expected sum, prod, min, max or avg)" -c allreduce -o mean
 bad op-no-reduce "ccl-perf: error: -o max: allgather does not reduce" -c allgather -o max
 bad root-no-root "ccl-perf: error: -r 1: allreduce has no root" -c allreduce -r 1
+bad op-sendrecv "ccl-perf: error: -o sum: sendrecv does not reduce" -c sendrecv -o sum
+bad root-alltoallv "ccl-perf: error: -r 0: alltoallv has no root" -c alltoallv -r 0
+bad algo-sendrecv "ccl-perf: error: --algo algorithms/allreduce/ring.ccl implements allreduce, but -c says sendrecv" -c sendrecv --algo algorithms/allreduce/ring.ccl --ranks 4 --backend cpu
+bad element-size-alltoallv "ccl-perf: error: size 6 (6 bytes) is not a whole number of f32 elements (4 bytes each)" -c alltoallv -b 6 -e 6 --backend cpu
+bad graph-cpu-sendrecv "ccl-perf: error: --graph needs the GPU backend (CUDA graphs); this run uses the CPU backend" -c sendrecv --graph --backend cpu
 bad root-range "ccl-perf: error: -r 4: the root must be a rank, 0..3" -c broadcast -r 4 --ranks 4 --backend cpu
 bad element-size "ccl-perf: error: size 1022 (1022 bytes) is not a whole number of f32 elements (4 bytes each)" -c allreduce -b 1022 -e 1022 --backend cpu
 bad divisible "ccl-perf: error: size 1K (1024 bytes): allgather on 3 ranks needs sizes divisible by 6 bytes (ranks x bf16 size)" -c allgather -d bf16 -b 1K -e 4K --ranks 3 --backend cpu

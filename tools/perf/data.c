@@ -1,18 +1,44 @@
 /* data.c: ccl-perf's collectives (names and buffer shapes, which every other file uses)
  * and its exactly verifiable data: per dtype and op, inputs whose reduction is one exact
- * bit pattern in any order (see perf.c, "Exactness"), as pattern tables. */
+ * bit pattern in any order (see perf.c, "Exactness"), as pattern tables; and alltoallv's
+ * count matrix. */
 #include "perf.h"
 
 /* ===== the collectives ===== */
 
-const CollInfo perf_colls[COLL_REDUCE + 1] = {
-    [COLL_ALLREDUCE] = {"allreduce", "all_reduce", 1, 0, 1, 1},
-    [COLL_ALLGATHER] = {"allgather", "all_gather", 0, 0, 1, 0},
-    [COLL_REDUCE_SCATTER] = {"reduce_scatter", "reducescatter", 1, 0, 0, 1},
-    [COLL_ALLTOALL] = {"alltoall", "all_to_all", 0, 0, 0, 0},
-    [COLL_BROADCAST] = {"broadcast", "bcast", 0, 1, 1, 1},
-    [COLL_REDUCE] = {"reduce", "reduce", 1, 1, 1, 1},
+const CollInfo perf_colls[PERF_NCOLLS] = {
+    [PERF_ALLREDUCE] = {"allreduce", "all_reduce", 1, 0, 1, 1, COLL_ALLREDUCE, 0},
+    [PERF_ALLGATHER] = {"allgather", "all_gather", 0, 0, 1, 0, COLL_ALLGATHER, 0},
+    [PERF_REDUCE_SCATTER] = {"reduce_scatter", "reducescatter", 1, 0, 0, 1, COLL_REDUCE_SCATTER, 0},
+    [PERF_ALLTOALL] = {"alltoall", "all_to_all", 0, 0, 0, 0, COLL_ALLTOALL, 0},
+    [PERF_BROADCAST] = {"broadcast", "bcast", 0, 1, 1, 1, COLL_BROADCAST, 0},
+    [PERF_REDUCE] = {"reduce", "reduce", 1, 1, 1, 1, COLL_REDUCE, 0},
+    /* in_n and out_n: the count is what a rank sends in all; what it receives differs
+     * per rank (perf_v_counts), and perf.c sizes the receive buffer from the matrix. */
+    [PERF_ALLTOALLV] = {"alltoallv", "all_to_all_v", 0, 0, 1, 1, COLL_ALLTOALLV, 1},
+    [PERF_SENDRECV] = {"sendrecv", "send_recv", 0, 0, 1, 1, -1, 1},
 };
+
+/* Row q of alltoallv's count matrix: counts[p] is what rank q sends rank p, in
+ * elements, proportional to the weight 1 + ((q + 2p) mod (n + 1)), and summing to
+ * exactly `total` (the floors' remainder goes one element each to the first peers).
+ * Uneven for every n >= 2 (mod n would make every weight of a row equal at n = 2), the
+ * same on every rank, and small totals give zero-size segments, which the call must
+ * handle too. The help text (perf.c) describes it; keep the two alike. */
+void perf_v_counts(int n, size_t total, int q, size_t *counts)
+{
+    size_t wsum = 0, given = 0;
+    for (int p = 0; p < n; p++)
+        wsum += 1 + (size_t)(q + 2 * p) % (size_t)(n + 1);
+    for (int p = 0; p < n; p++) {
+        size_t w = 1 + (size_t)(q + 2 * p) % (size_t)(n + 1);
+        /* total * w / wsum without overflowing for any total. */
+        counts[p] = total / wsum * w + total % wsum * w / wsum;
+        given += counts[p];
+    }
+    for (int p = 0; given < total; p++, given++)
+        counts[p]++;
+}
 
 /* ===== exactly verifiable data ===== */
 
@@ -69,7 +95,7 @@ static uint64_t reduced_value(int j, int n, ccl_op_t op, ccl_dtype_t t)
     return acc;
 }
 
-void perf_pattern_init(Pattern *p, int n, Collective c, ccl_op_t op, ccl_dtype_t t)
+void perf_pattern_init(Pattern *p, int n, PerfColl c, ccl_op_t op, ccl_dtype_t t)
 {
     p->esize = ccl_dtype_size(t);
     p->tab_in = calloc((size_t)n, sizeof *p->tab_in);

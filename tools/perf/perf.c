@@ -10,6 +10,17 @@
  * numbers for NCCL and the ratio of our time to NCCL's; as a table on stdout and
  * optionally as CSV, JSON and a hand-written SVG plot.
  *
+ * Besides the six collectives, two exchanges of the variable-size and point-to-point
+ * API: alltoallv (ccl_all_to_all_v on perf_v_counts' uneven count matrix; NCCL, which has
+ * none, as grouped ncclSend/ncclRecv of the same segments) and sendrecv (a ring of
+ * ccl_send/ccl_recv in one group, as nccl-tests' sendrecv_perf). Both are out-of-place
+ * only, and ours is never captured in a CUDA graph: the GPU backend cannot capture
+ * point-to-point groups (and alltoallv, which it does not run yet, is treated alike), so
+ * under --graph ours runs eagerly and NCCL's in the graph (the header's timing line says
+ * so). A backend that refuses either (CCL_ERR_UNSUPPORTED, at
+ * the call) is not a failure of the run: the size's row reads "refused", NCCL is still
+ * timed, the footer quotes the library, and the exit status is 1.
+ *
  * NCCL is timed two ways (--nccl-mode best, the default): "plain", on the very buffers
  * ours use (CCL's heap, which NCCL sees as ordinary device memory), and "sym", on buffers
  * from ncclMemAlloc registered with ncclCommWindowRegister(..., NCCL_WIN_COLL_SYMMETRIC),
@@ -39,8 +50,8 @@
  * bits. Outputs are poisoned (0xff bytes: NaN or -1, never an expected value) before
  * every checked op, so an op that writes nothing is caught.
  *
- * Exit status: 0; 1 when a run failed or --check found wrong elements; 2 for bad
- * arguments (one line on stderr saying which and why).
+ * Exit status: 0; 1 when a run failed, the library refused ours at some size, or --check
+ * found wrong elements; 2 for bad arguments (one line on stderr saying which and why).
  */
 #include "gpu/layout.h"
 #include "perf.h"
@@ -50,7 +61,8 @@ static void usage(FILE *f)
     fputs("usage: ccl-perf -c COLLECTIVE [options]\n"
           "       mpirun -np N ccl-perf -c COLLECTIVE [options]   (one process per rank)\n"
           "\n"
-          "  -c, --collective C   allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce\n"
+          "  -c, --collective C   allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce,\n"
+          "                       alltoallv or sendrecv (below)\n"
           "  -b, --minbytes S     smallest size (bytes; K, M, G suffixes are powers of 1024) [1K]\n"
           "  -e, --maxbytes S     largest size [1M]\n"
           "  -f, --stepfactor F   multiply the size by F (an integer >= 2) [2]\n"
@@ -59,7 +71,7 @@ static void usage(FILE *f)
           "  -r, --root R         root of broadcast and reduce [0]\n"
           "      --algo FILE      run this algorithm (proved first) instead of the library's choice\n"
           "      --hint-range     only the sizes inside the --algo file's `sizes` hint\n"
-          "      --graph          time a CUDA graph of many ops (GPU backend only)\n"
+          "      --graph          time a CUDA graph of many ops (GPU backend only; see below)\n"
           "      --check          check every timed op against the exact expected result\n"
           "      --compare nccl   time NCCL in the same run (GPU backend; CCL_NCCL_LIB=path)\n"
           "      --nccl-mode M    plain (NCCL on our buffers), sym (on its symmetric windows, 2.27+)\n"
@@ -67,17 +79,29 @@ static void usage(FILE *f)
           "      --csv F, --json F, --plot F.svg   write the results\n"
           "      --backend B      cpu, gpu or auto [auto: gpu when one is present]\n"
           "  -n, --iters N        timed ops per size (ops per graph with --graph) [20]\n"
-          "  -w, --warmup N       untimed ops first [5]\n"
+          "  -w, --warmup N       untimed ops first (ours: at least 1) [5]\n"
           "      --repeats N      graph replays per size (--graph) [10]\n"
           "      --ranks N        ranks in one process (default: 4 on the CPU, every GPU)\n"
           "      --timeout-ms MS  bound on every wait in the runtime [10000]\n"
-          "  -h, --help, --version\n",
+          "  -h, --help, --version\n"
+          "\n"
+          "sendrecv: every rank r sends S bytes (each size of the sweep) to rank (r+1)%N and\n"
+          "  receives S from (r-1)%N, in one group (ccl_group_start, ccl_send, ccl_recv,\n"
+          "  ccl_group_end; NCCL: the same with ncclSend and ncclRecv); busbw = algbw.\n"
+          "alltoallv: ccl_all_to_all_v; rank q sends rank p a share of its S bytes proportional\n"
+          "  to 1 + ((q + 2p) mod (N+1)), rounded down, the remainder one element each to the first\n"
+          "  peers (NCCL, which has no alltoallv: the same exchange as grouped ncclSend/ncclRecv);\n"
+          "  busbw = algbw x (N-1)/N.\n"
+          "Both: out-of-place only, and never in a CUDA graph on our side: under --graph our op\n"
+          "  is timed eagerly with CUDA events (the GPU backend cannot capture point-to-point\n"
+          "  groups), NCCL's in a graph; the header says so. A size the library refuses\n"
+          "  (CCL_ERR_UNSUPPORTED) shows 'refused' and the run goes on, then exits 1.\n",
           f);
 }
 
 static int parse_collective(const char *s)
 {
-    for (int c = 0; c < NCOLLS; c++)
+    for (int c = 0; c < PERF_NCOLLS; c++)
         if (!strcmp(s, perf_colls[c].name) || !strcmp(s, perf_colls[c].alias))
             return c;
     return -1;
@@ -115,7 +139,8 @@ static void parse_args(int argc, char **argv, Opts *o)
             const char *val = tool_value(&a);
             o->coll = parse_collective(val);
             if (o->coll < 0)
-                tool_usage_error("%s %s: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)", flag, val);
+                tool_usage_error("%s %s: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast, "
+                                 "reduce, alltoallv or sendrecv)", flag, val);
         } else if (tool_is(&a, "-b", "--minbytes") || tool_is(&a, "-e", "--maxbytes")) {
             int which = tool_is(&a, "-e", "--maxbytes");
             const char *val = tool_value(&a);
@@ -285,9 +310,12 @@ static double agree_median_of_max(Worker *w, const double *samples, int ns)
 /* ===== buffers: host memory on the CPU backend, device memory on the GPU ===== */
 
 /* Uploads and fills return once the context is idle (tool_gpu_upload): an op launched
- * next on the op stream sees the new bytes. */
+ * next on the op stream sees the new bytes. Empty ranges (alltoallv's: a rank may
+ * receive nothing at small sizes) ask nothing of the driver. */
 static void buf_upload(Worker *w, void *dst, const void *src, size_t bytes)
 {
+    if (bytes == 0)
+        return;
     if (!w->gpu) {
         memcpy(dst, src, bytes);
         return;
@@ -297,6 +325,8 @@ static void buf_upload(Worker *w, void *dst, const void *src, size_t bytes)
 
 static void buf_poison(Worker *w, void *dst, size_t bytes)
 {
+    if (bytes == 0)
+        return;
     if (!w->gpu) {
         memset(dst, 0xff, bytes);
         return;
@@ -307,8 +337,8 @@ static void buf_poison(Worker *w, void *dst, size_t bytes)
 /* The buffer's bytes, readable on the host (valid until the next call). */
 static const unsigned char *buf_read(Worker *w, const void *src, size_t bytes)
 {
-    if (!w->gpu)
-        return src;
+    if (!w->gpu || bytes == 0)
+        return w->gpu ? w->host : src;
     cu_check(w, tool_gpu_download(&w->g, w->host, src, bytes));
     return w->host;
 }
@@ -336,15 +366,15 @@ static void impl_buffers(const Worker *w, int impl, char **sendbuf, char **recvb
 static void op_buffers(const Worker *w, int impl, int inplace, size_t count, const void **send, void **recv)
 {
     size_t es = w->sh->pat.esize;
-    Collective c = w->sh->coll;
+    PerfColl c = w->sh->coll;
     char *sb, *rb;
     impl_buffers(w, impl, &sb, &rb);
     if (!inplace) {
         *send = sb, *recv = rb;
-    } else if (c == COLL_ALLGATHER) {
+    } else if (c == PERF_ALLGATHER) {
         *recv = rb;
         *send = rb + (size_t)w->rank * count * es;
-    } else if (c == COLL_REDUCE_SCATTER) {
+    } else if (c == PERF_REDUCE_SCATTER) {
         *send = sb;
         *recv = sb + (size_t)w->rank * count * es;
     } else {
@@ -352,23 +382,29 @@ static void op_buffers(const Worker *w, int impl, int inplace, size_t count, con
     }
 }
 
+/* Elements of the op's output on this rank: alltoallv's differ per rank (v_setup). */
+static size_t recv_elems(const Worker *w, size_t count)
+{
+    return w->sh->coll == PERF_ALLTOALLV ? w->v_recv_total : out_elems(w->sh->coll, w->nranks, count);
+}
+
 /* Writes the op's input and poisons its output (synchronously). */
 static void prepare(Worker *w, int impl, int inplace, size_t count)
 {
-    Collective c = w->sh->coll;
-    size_t es = w->sh->pat.esize, nin = in_elems(c, w->nranks, count), nout = out_elems(c, w->nranks, count);
+    PerfColl c = w->sh->coll;
+    size_t es = w->sh->pat.esize, nin = in_elems(c, w->nranks, count), nout = recv_elems(w, count);
     int root = w->o->root;
     char *sb, *rb;
     impl_buffers(w, impl, &sb, &rb);
     if (!inplace) {
         buf_fill(w, sb, 0, nin, w->rank);
         buf_poison(w, rb, nout * es);
-    } else if (c == COLL_ALLGATHER) {
+    } else if (c == PERF_ALLGATHER) {
         buf_poison(w, rb, nout * es);
         buf_fill(w, rb + (size_t)w->rank * count * es, 0, count, w->rank);
-    } else if (c == COLL_REDUCE_SCATTER) {
+    } else if (c == PERF_REDUCE_SCATTER) {
         buf_fill(w, sb, 0, nin, w->rank);
-    } else if (c == COLL_BROADCAST && w->rank != root) {
+    } else if (c == PERF_BROADCAST && w->rank != root) {
         buf_poison(w, rb, nout * es);
     } else {
         buf_fill(w, rb, 0, nin, w->rank);
@@ -381,11 +417,11 @@ static size_t inject_wrong;
 /* Wrong elements of this rank's output; -1 when this op's result is not checkable. */
 static long long verify(Worker *w, int impl, int inplace, size_t count)
 {
-    Collective c = w->sh->coll;
+    PerfColl c = w->sh->coll;
     const Pattern *p = &w->sh->pat;
     size_t es = p->esize;
     int n = w->nranks, root = w->o->root;
-    if (c == COLL_REDUCE && w->rank != root)
+    if (c == PERF_REDUCE && w->rank != root)
         return 0;                         /* non-root outputs are undefined */
     /* NCCL's avg multiplies by 1/N before summing: exact only for powers of two. */
     if (impl != IMPL_CCL && w->o->op == CCL_AVG && perf_colls[c].reduces && (n & (n - 1)) &&
@@ -394,92 +430,186 @@ static long long verify(Worker *w, int impl, int inplace, size_t count)
     const void *send;
     void *recv;
     op_buffers(w, impl, inplace, count, &send, &recv);
-    size_t nout = out_elems(c, n, count);
+    size_t nout = recv_elems(w, count);
     /* The checker's own test (tests/perf): spoil rank 0's first elements. */
     if (inject_wrong && w->rank == 0 && impl == IMPL_CCL)
         buf_poison(w, recv, (inject_wrong < nout ? inject_wrong : nout) * es);
     const unsigned char *b = buf_read(w, recv, nout * es);
     long long wrong = 0;
     switch (c) {
-    case COLL_ALLREDUCE:
-    case COLL_REDUCE:
+    case PERF_ALLREDUCE:
+    case PERF_REDUCE:
         wrong = perf_pattern_wrong(b, 0, count, p->tab_red, es);
         break;
-    case COLL_REDUCE_SCATTER:
+    case PERF_REDUCE_SCATTER:
         wrong = perf_pattern_wrong(b, (size_t)w->rank * count, count, p->tab_red, es);
         break;
-    case COLL_BROADCAST:
+    case PERF_BROADCAST:
         wrong = perf_pattern_wrong(b, 0, count, p->tab_in[root], es);
         break;
-    case COLL_ALLGATHER:
+    case PERF_ALLGATHER:
         for (int q = 0; q < n; q++)
             wrong += perf_pattern_wrong(b + (size_t)q * count * es, 0, count, p->tab_in[q], es);
         break;
-    case COLL_ALLTOALL:
+    case PERF_ALLTOALL:
         for (int q = 0; q < n; q++)
             wrong += perf_pattern_wrong(b + (size_t)q * count * es, (size_t)w->rank * count, count, p->tab_in[q], es);
         break;
-    case COLL_ALLGATHERV: /* refused with --algo (parse_algo); -c does not name them */
-    case COLL_ALLTOALLV:
+    case PERF_ALLTOALLV:
+        /* Segment q: the part of rank q's input that q sends this rank. */
+        for (int q = 0; q < n; q++)
+            wrong += perf_pattern_wrong(b + w->v_rdispl[q] * es, w->v_src_pos[q], w->v_recv[q], p->tab_in[q], es);
+        break;
+    case PERF_SENDRECV:
+        wrong = perf_pattern_wrong(b, 0, count, p->tab_in[(w->rank + n - 1) % n], es);
+        break;
+    case PERF_NCOLLS:
         break;
     }
     return wrong;
 }
 
-/* Enqueues one op of the given implementation. */
-static void issue(Worker *w, int impl, int inplace, size_t count)
+/* CCL_PERF_INJECT_UNSUPPORTED=B: every op of ours of B bytes or more acts as if the
+ * library had refused it (tests/perf: the refusal's report, where no backend refuses). */
+static size_t inject_unsupported;
+
+/* Enqueues one op of NCCL's (either mode); fails the rank on an error. */
+static void issue_nccl(Worker *w, int impl, int inplace, size_t count)
 {
     const Opts *o = w->o;
     const void *send;
     void *recv;
     op_buffers(w, impl, inplace, count, &send, &recv);
-    if (impl != IMPL_CCL) {
-        NcclDataType t = perf_nccl_dtype(o->dtype);
-        NcclRedOp op = perf_nccl_op(o->op);
-        NcclComm nc = w->ncomm;
-        CuStream s = w->g.stream;
-        NcclResult r = 0;
-        switch (w->sh->coll) {
-        case COLL_ALLREDUCE: r = perf_nccl.AllReduce(send, recv, count, t, op, nc, s); break;
-        case COLL_ALLGATHER: r = perf_nccl.AllGather(send, recv, count, t, nc, s); break;
-        case COLL_REDUCE_SCATTER: r = perf_nccl.ReduceScatter(send, recv, count, t, op, nc, s); break;
-        case COLL_BROADCAST: r = perf_nccl.Broadcast(send, recv, count, t, o->root, nc, s); break;
-        case COLL_REDUCE: r = perf_nccl.Reduce(send, recv, count, t, op, o->root, nc, s); break;
-        case COLL_ALLTOALL: {
-            /* As nccl-tests does: one send and one receive per peer in a group. */
-            size_t blk = count * w->sh->pat.esize;
-            nccl_check(w, perf_nccl.GroupStart(), "ncclGroupStart");
-            for (int p = 0; p < w->nranks && r == 0; p++) {
-                r = perf_nccl.Send((const char *)send + (size_t)p * blk, count, t, p, nc, s);
-                if (r == 0)
-                    r = perf_nccl.Recv((char *)recv + (size_t)p * blk, count, t, p, nc, s);
-            }
-            NcclResult e = perf_nccl.GroupEnd();
-            r = r ? r : e;
-            break;
+    NcclDataType t = perf_nccl_dtype(o->dtype);
+    NcclRedOp op = perf_nccl_op(o->op);
+    NcclComm nc = w->ncomm;
+    CuStream s = w->g.stream;
+    size_t es = w->sh->pat.esize;
+    int n = w->nranks;
+    NcclResult r = 0;
+    switch (w->sh->coll) {
+    case PERF_ALLREDUCE: r = perf_nccl.AllReduce(send, recv, count, t, op, nc, s); break;
+    case PERF_ALLGATHER: r = perf_nccl.AllGather(send, recv, count, t, nc, s); break;
+    case PERF_REDUCE_SCATTER: r = perf_nccl.ReduceScatter(send, recv, count, t, op, nc, s); break;
+    case PERF_BROADCAST: r = perf_nccl.Broadcast(send, recv, count, t, o->root, nc, s); break;
+    case PERF_REDUCE: r = perf_nccl.Reduce(send, recv, count, t, op, o->root, nc, s); break;
+    case PERF_ALLTOALL:
+    case PERF_ALLTOALLV:
+    case PERF_SENDRECV: {
+        /* As nccl-tests does: the sends and receives of one op in a group (alltoall:
+         * one of each per peer; alltoallv: the same with the count matrix's segments;
+         * sendrecv: one send right and one receive from the left). */
+        nccl_check(w, perf_nccl.GroupStart(), "ncclGroupStart");
+        if (w->sh->coll == PERF_SENDRECV) {
+            r = perf_nccl.Send(send, count, t, (w->rank + 1) % n, nc, s);
+            if (r == 0)
+                r = perf_nccl.Recv(recv, count, t, (w->rank + n - 1) % n, nc, s);
         }
-        case COLL_ALLGATHERV: /* refused with --algo (parse_algo); -c does not name them */
-        case COLL_ALLTOALLV:
-            break;
+        for (int p = 0; w->sh->coll != PERF_SENDRECV && p < n && r == 0; p++) {
+            int v = w->sh->coll == PERF_ALLTOALLV;
+            r = perf_nccl.Send((const char *)send + (v ? w->v_sdispl[p] : (size_t)p * count) * es,
+                               v ? w->v_send[p] : count, t, p, nc, s);
+            if (r == 0)
+                r = perf_nccl.Recv((char *)recv + (v ? w->v_rdispl[p] : (size_t)p * count) * es,
+                                   v ? w->v_recv[p] : count, t, p, nc, s);
         }
-        nccl_check(w, r, "NCCL collective");
-        return;
+        NcclResult e = perf_nccl.GroupEnd();
+        r = r ? r : e;
+        break;
     }
-    ccl_result_t r;
+    case PERF_NCOLLS:
+        break;
+    }
+    nccl_check(w, r, "NCCL collective");
+}
+
+/* sendrecv's group: a send to the right and a receive from the left. ccl_group_end runs
+ * even after a call inside failed, so this thread's group is closed; the first failure
+ * is the one returned, its message in why (ccl_group_end's own would only say that the
+ * group was dropped). */
+static ccl_result_t issue_sendrecv(Worker *w, const void *send, void *recv, size_t count, void *stream, char *why,
+                                   size_t len)
+{
+    int n = w->nranks;
+    ccl_dtype_t t = w->o->dtype;
+    ccl_result_t r = ccl_group_start();
+    if (r != CCL_OK) {
+        snprintf(why, len, "%s", ccl_comm_last_error(NULL));
+        return r;
+    }
+    ccl_result_t calls[2] = {ccl_send(send, count, t, (w->rank + 1) % n, w->comm, stream), CCL_OK};
+    if (calls[0] != CCL_OK)
+        snprintf(why, len, "%s", ccl_comm_last_error(w->comm));
+    calls[1] = ccl_recv(recv, count, t, (w->rank + n - 1) % n, w->comm, stream);
+    if (calls[1] != CCL_OK && calls[0] == CCL_OK)
+        snprintf(why, len, "%s", ccl_comm_last_error(w->comm));
+    ccl_result_t end = ccl_group_end();
+    if (calls[0] != CCL_OK || calls[1] != CCL_OK)
+        return calls[0] != CCL_OK ? calls[0] : calls[1];
+    if (end != CCL_OK)
+        snprintf(why, len, "%s", ccl_comm_last_error(NULL));
+    return end;
+}
+
+/* Enqueues one op of ours. Returns the library's result; on failure, its message is in
+ * why. */
+static ccl_result_t issue_ccl(Worker *w, int inplace, size_t count, char *why, size_t len)
+{
+    const Opts *o = w->o;
+    const void *send;
+    void *recv;
+    op_buffers(w, IMPL_CCL, inplace, count, &send, &recv);
+    if (inject_unsupported && count * w->sh->pat.esize >= inject_unsupported) {
+        snprintf(why, len, "CCL_PERF_INJECT_UNSUPPORTED=%zu: ccl-perf refuses ops of this size itself (a test)",
+                 inject_unsupported);
+        return CCL_ERR_UNSUPPORTED;
+    }
+    ccl_result_t r = CCL_ERR_INTERNAL;
     void *stream = w->gpu ? (void *)w->g.stream : NULL;
     if (w->alg) {
         r = ccl_algorithm_run(w->alg, send, recv, count, o->dtype, o->op, stream);
     } else {
         switch (w->sh->coll) {
-        case COLL_ALLREDUCE: r = ccl_all_reduce(send, recv, count, o->dtype, o->op, w->comm, stream); break;
-        case COLL_ALLGATHER: r = ccl_all_gather(send, recv, count, o->dtype, w->comm, stream); break;
-        case COLL_REDUCE_SCATTER: r = ccl_reduce_scatter(send, recv, count, o->dtype, o->op, w->comm, stream); break;
-        case COLL_ALLTOALL: r = ccl_all_to_all(send, recv, count, o->dtype, w->comm, stream); break;
-        case COLL_BROADCAST: r = ccl_broadcast(send, recv, count, o->dtype, o->root, w->comm, stream); break;
-        default: r = ccl_reduce(send, recv, count, o->dtype, o->op, o->root, w->comm, stream); break;
+        case PERF_ALLREDUCE: r = ccl_all_reduce(send, recv, count, o->dtype, o->op, w->comm, stream); break;
+        case PERF_ALLGATHER: r = ccl_all_gather(send, recv, count, o->dtype, w->comm, stream); break;
+        case PERF_REDUCE_SCATTER: r = ccl_reduce_scatter(send, recv, count, o->dtype, o->op, w->comm, stream); break;
+        case PERF_ALLTOALL: r = ccl_all_to_all(send, recv, count, o->dtype, w->comm, stream); break;
+        case PERF_BROADCAST: r = ccl_broadcast(send, recv, count, o->dtype, o->root, w->comm, stream); break;
+        case PERF_REDUCE: r = ccl_reduce(send, recv, count, o->dtype, o->op, o->root, w->comm, stream); break;
+        case PERF_ALLTOALLV:
+            r = ccl_all_to_all_v(send, w->v_send, w->v_sdispl, recv, w->v_recv, w->v_rdispl, o->dtype, w->comm, stream);
+            break;
+        case PERF_SENDRECV: return issue_sendrecv(w, send, recv, count, stream, why, len);
+        case PERF_NCOLLS: snprintf(why, len, "no such collective"); return CCL_ERR_INTERNAL;
         }
     }
-    ccl_check(w, r, w->alg ? "ccl_algorithm_run" : "the ccl collective");
+    if (r != CCL_OK)
+        snprintf(why, len, "%s", ccl_comm_last_error(w->comm));
+    return r;
+}
+
+/* The name of ours as the messages give it: the library's entry point, or --algo's. */
+static const char *ccl_call_name(const Worker *w)
+{
+    static const char *const name[PERF_NCOLLS] = {
+        [PERF_ALLREDUCE] = "ccl_all_reduce", [PERF_ALLGATHER] = "ccl_all_gather",
+        [PERF_REDUCE_SCATTER] = "ccl_reduce_scatter", [PERF_ALLTOALL] = "ccl_all_to_all",
+        [PERF_BROADCAST] = "ccl_broadcast", [PERF_REDUCE] = "ccl_reduce", [PERF_ALLTOALLV] = "ccl_all_to_all_v",
+        [PERF_SENDRECV] = "ccl_send/ccl_recv group"};
+    return w->alg ? "ccl_algorithm_run" : name[w->sh->coll];
+}
+
+/* Enqueues one op of the given implementation; fails the rank on any error. */
+static void issue(Worker *w, int impl, int inplace, size_t count)
+{
+    if (impl != IMPL_CCL) {
+        issue_nccl(w, impl, inplace, count);
+        return;
+    }
+    char why[1024];
+    ccl_result_t r = issue_ccl(w, inplace, count, why, sizeof why);
+    if (r != CCL_OK)
+        worker_fail(w, "%s failed: %s: %s", ccl_call_name(w), ccl_result_string(r), why);
 }
 
 /* Waits for everything this rank enqueued; for CCL also collects asynchronous errors. */
@@ -498,6 +628,32 @@ static double event_us(Worker *w, int i, double div)
     return us;
 }
 
+/* The first op of ours at a size, which is where the library refuses what it does not
+ * run (CCL_ERR_UNSUPPORTED: a backend without point-to-point or alltoallv). Refusal is
+ * agreed: if any rank's call was refused, every rank gets 1 and skips the size (a rank
+ * whose call went through then fails at its wait, naming the peer that never came),
+ * and rank 0 keeps the first message for the report. Any other error fails the rank. */
+static int first_op_refused(Worker *w, int inplace, size_t count)
+{
+    char why[1024] = "";
+    ccl_result_t r = issue_ccl(w, inplace, count, why, sizeof why);
+    int refused = r == CCL_ERR_UNSUPPORTED;
+    if (agree_sum(w, refused) == 0) {
+        if (r != CCL_OK)
+            worker_fail(w, "%s failed: %s: %s", ccl_call_name(w), ccl_result_string(r), why);
+        return 0;
+    }
+    if (r != CCL_OK && !refused)
+        worker_fail(w, "%s failed: %s: %s", ccl_call_name(w), ccl_result_string(r), why);
+    if (!refused)
+        wait_idle(w, IMPL_CCL);
+    /* Only rank 0 reports, so only rank 0 writes (the threads share sh). */
+    if (w->rank == 0 && !w->sh->refused_why[0])
+        snprintf(w->sh->refused_why, sizeof w->sh->refused_why, "%s: %.400s", ccl_call_name(w),
+                 refused ? why : "refused on other ranks, not on rank 0");
+    return 1;
+}
+
 /* Times one (implementation, placement, size) on this rank. Every rank calls it in the
  * same order; the result is agreed (identical on every rank). */
 static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes)
@@ -507,18 +663,25 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
     double samples[PERF_MAX_ITERS];
     int ns = 0;
     long long wrong = check ? 0 : -1;
+    /* Our point-to-point groups cannot be captured (the GPU backend refuses to; alltoallv,
+     * which it does not run yet, is treated alike), so under --graph ours of sendrecv and
+     * alltoallv runs eagerly (describe_method says so); NCCL's is captured as asked. */
+    int graph = o->graph && !(impl == IMPL_CCL && perf_colls[w->sh->coll].p2p);
 
     agree_barrier(w);
     prepare(w, impl, inplace, count);
     agree_barrier(w);
     /* At least one op before a capture: the first call of a size may compile, load or
-     * allocate, none of which belongs in a graph. */
-    int warm = o->graph && o->warmup < 1 ? 1 : o->warmup;
-    for (int i = 0; i < warm; i++)
+     * allocate, none of which belongs in a graph. Ours gets at least one everywhere, as
+     * the probe for a refusal. */
+    int warm = (graph || impl == IMPL_CCL) && o->warmup < 1 ? 1 : o->warmup;
+    if (impl == IMPL_CCL && first_op_refused(w, inplace, count))
+        return (Stat){-1, -1, 1};
+    for (int i = impl == IMPL_CCL; i < warm; i++)
         issue(w, impl, inplace, count);
     wait_idle(w, impl);
 
-    if (o->graph) {
+    if (graph) {
         /* Like the NCCL baselines: n ops per graph (a fifth of them from 16 MiB on),
          * replayed --repeats times after one untimed replay. */
         int ops = bytes >= (16u << 20) && n >= 5 ? n / 5 : n;
@@ -557,7 +720,7 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
                 agree_barrier(w);
                 char *sb, *rb;
                 impl_buffers(w, impl, &sb, &rb);
-                buf_poison(w, rb, out_elems(w->sh->coll, w->nranks, count) * w->sh->pat.esize);
+                buf_poison(w, rb, recv_elems(w, count) * w->sh->pat.esize);
                 agree_barrier(w);
             }
             cu_check(w, tool_gpu_mark(&w->g, rep, 0));
@@ -610,7 +773,7 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
             }
         }
     }
-    Stat st;
+    Stat st = {0};
     st.us = agree_median_of_max(w, samples, ns);
     st.wrong = agree_sum(w, wrong);
     return st;
@@ -719,13 +882,41 @@ static void worker_setup_nccl(Worker *w)
 
 /* The algorithm our op of this size ran: the --algo file, or the one the standard
  * collective's dispatch picks (ccl__pick with the byte count api.c gives it: the API
- * count times the element size; every rank picks the same). */
+ * count times the element size, and 0 for alltoallv, whose ranks know only their own
+ * counts; every rank picks the same). sendrecv runs no algorithm. */
 static void op_algorithm(Worker *w, size_t count, char *name, size_t len)
 {
+    int lib = perf_colls[w->sh->coll].lib;
+    if (lib < 0) {
+        snprintf(name, len, "send/recv");
+        return;
+    }
+    size_t bytes = w->sh->coll == PERF_ALLTOALLV ? 0 : count * w->sh->pat.esize;
     ccl_algorithm_t *alg = w->alg;
-    if (!alg && ccl__pick(w->comm, w->sh->coll, w->o->root, count * w->sh->pat.esize, "ccl-perf", &alg) != CCL_OK)
+    if (!alg && ccl__pick(w->comm, (Collective)lib, w->o->root, bytes, "ccl-perf", &alg) != CCL_OK)
         alg = NULL;
     snprintf(name, len, "%s", alg ? ccl_algorithm_name(alg) : "?");
+}
+
+/* alltoallv's segments at `count` elements per rank: this rank's row of perf_v_counts'
+ * matrix as its sendcounts, its column as its recvcounts, both packed in rank order. */
+static void v_setup(Worker *w, size_t count)
+{
+    int n = w->nranks, me = w->rank;
+    size_t *row = w->v_src_pos + n;   /* scratch: the sixth array of worker_run's block */
+    perf_v_counts(n, count, me, w->v_send);
+    w->v_recv_total = 0;
+    for (int p = 0; p < n; p++)
+        w->v_sdispl[p] = p ? w->v_sdispl[p - 1] + w->v_send[p - 1] : 0;
+    for (int q = 0; q < n; q++) {
+        perf_v_counts(n, count, q, row);
+        w->v_recv[q] = row[me];
+        w->v_rdispl[q] = w->v_recv_total;
+        w->v_recv_total += row[me];
+        w->v_src_pos[q] = 0;
+        for (int p = 0; p < me; p++)
+            w->v_src_pos[q] += row[p];
+    }
 }
 
 /* The rank's whole run; returns normally, or by worker_fail's longjmp to worker(). */
@@ -733,7 +924,7 @@ static void worker_run(Worker *w)
 {
     Shared *sh = w->sh;
     const Opts *o = &sh->o;
-    Collective c = sh->coll;
+    PerfColl c = sh->coll;
     size_t es = sh->pat.esize, maxb = sh->sizes[sh->nsizes - 1], units = units_per_size(c, w->nranks);
     size_t maxcount = maxb / es / units;
 
@@ -753,9 +944,16 @@ static void worker_run(Worker *w)
         }
     }
 
+    if (c == PERF_ALLTOALLV) {
+        w->v_send = tool_calloc(6 * (size_t)w->nranks, sizeof *w->v_send);
+        w->v_sdispl = w->v_send + w->nranks;
+        w->v_recv = w->v_sdispl + w->nranks;
+        w->v_rdispl = w->v_recv + w->nranks;
+        w->v_src_pos = w->v_rdispl + w->nranks;
+    }
     w->send_cap = in_elems(c, w->nranks, maxcount) * es;
-    w->recv_cap = out_elems(c, w->nranks, maxcount) * es;
-    if (w->recv_cap < w->send_cap && c != COLL_REDUCE_SCATTER)
+    w->recv_cap = (c == PERF_ALLTOALLV ? sh->v_recv_max : out_elems(c, w->nranks, maxcount)) * es;
+    if (w->recv_cap < w->send_cap && c != PERF_REDUCE_SCATTER)
         w->recv_cap = w->send_cap;
     ccl_check(w, ccl_mem_alloc(w->comm, &w->sendbuf, w->send_cap), "ccl_mem_alloc (send buffer)");
     ccl_check(w, ccl_mem_alloc(w->comm, &w->recvbuf, w->recv_cap), "ccl_mem_alloc (receive buffer)");
@@ -772,14 +970,20 @@ static void worker_run(Worker *w)
     for (int i = 0; i < sh->nsizes; i++) {
         size_t bytes = sh->sizes[i], count = bytes / es / units;
         Row row = {.bytes = bytes, .count = count};
+        if (c == PERF_ALLTOALLV)
+            v_setup(w, count);
         for (int p = 0; p < 2; p++) {
-            row.st[IMPL_CCL][p] = measure(w, IMPL_CCL, p, count, bytes);
+            /* sendrecv and alltoallv have no in-place form: a send buffer must stay
+             * unchanged until the op completes, and overlapping v buffers are staged. */
+            row.st[IMPL_CCL][p] = (Stat){-1, -1, 0};
+            if (!(p == 1 && perf_colls[c].p2p))
+                row.st[IMPL_CCL][p] = measure(w, IMPL_CCL, p, count, bytes);
             /* NCCL's modes, each where it runs; NCCL has no in-place alltoall (its
              * send/receive pairs would race). */
             for (int impl = IMPL_NCCL; impl <= IMPL_NCCL_SYM; impl++) {
                 int on = impl == IMPL_NCCL ? w->nccl_plain : w->nccl_sym;
-                row.st[impl][p] = (Stat){-1, -1};
-                if (w->nccl_on && on && !(p == 1 && c == COLL_ALLTOALL))
+                row.st[impl][p] = (Stat){-1, -1, 0};
+                if (w->nccl_on && on && !(p == 1 && (c == PERF_ALLTOALL || perf_colls[c].p2p)))
                     row.st[impl][p] = measure(w, impl, p, count, bytes);
             }
         }
@@ -821,6 +1025,7 @@ static void *worker(void *arg)
     ccl_mem_free(w->comm, w->recvbuf);
     tool_gpu_close(&w->g);
     free(w->host);
+    free(w->v_send);
     for (int i = 0; i < 3; i++) {
         free(w->agree_buf[i]);
         w->agree_buf[i] = NULL;
@@ -858,17 +1063,20 @@ static void prove_algo(Shared *sh)
         }
         exit(2);
     }
-    Collective c = comp.prog->coll;
-    if (cclc_coll_is_v(c))
-        tool_usage_error("--algo %s implements %s, which ccl-perf does not measure yet (use cclc run)", o->algo,
-                         cclc_coll_name(c));
+    Collective lib = comp.prog->coll;
+    if (cclc_coll_is_v(lib))
+        tool_usage_error("--algo %s implements %s, which ccl-perf does not run from a file yet (use cclc run%s)",
+                         o->algo, cclc_coll_name(lib), lib == COLL_ALLTOALLV ? ", or -c alltoallv for the library's" : "");
+    PerfColl c = PERF_ALLREDUCE;
+    while (perf_colls[c].lib != (int)lib)
+        c++;
     sh->hint_lo = comp.prog->size_lo;
     sh->hint_hi = comp.prog->size_hi;
     snprintf(sh->algo_name, sizeof sh->algo_name, "%s (%s)", comp.prog->name, o->algo);
     /* Kept for the heap size, which needs the sweep (see main). */
     sh->algo_comp = comp;
     sh->algo_text = text;
-    if (o->coll >= 0 && (Collective)o->coll != c)
+    if (o->coll >= 0 && (PerfColl)o->coll != c)
         tool_usage_error("--algo %s implements %s, but -c says %s", o->algo, perf_colls[c].name, perf_colls[o->coll].name);
     o->coll = (int)c;
 }
@@ -899,7 +1107,7 @@ static void hint_filter(Shared *sh)
 static void validate(Shared *sh)
 {
     const Opts *o = &sh->o;
-    Collective c = sh->coll;
+    PerfColl c = sh->coll;
     size_t es = ccl_dtype_size(o->dtype), unit = es * units_per_size(c, sh->nranks);
     for (int i = 0; i < sh->nsizes; i++) {
         if (sh->sizes[i] % unit == 0)
@@ -916,10 +1124,37 @@ static void validate(Shared *sh)
         tool_usage_error("--graph needs the GPU backend (CUDA graphs); this run uses the CPU backend");
 }
 
+/* alltoallv: the most elements any rank receives at any size of the sweep (a column sum
+ * of perf_v_counts' matrix), which sizes every rank's receive buffer. */
+static size_t v_max_recv(const Shared *sh)
+{
+    int n = sh->nranks;
+    size_t *row = tool_calloc((size_t)n, sizeof *row), *col = tool_calloc((size_t)n, sizeof *col), most = 0;
+    for (int i = 0; i < sh->nsizes; i++) {
+        memset(col, 0, sizeof *col * (size_t)n);
+        for (int q = 0; q < n; q++) {
+            perf_v_counts(n, sh->sizes[i] / sh->pat.esize, q, row);
+            for (int p = 0; p < n; p++)
+                col[p] += row[p];
+        }
+        for (int p = 0; p < n; p++)
+            most = col[p] > most ? col[p] : most;
+    }
+    free(row);
+    free(col);
+    return most;
+}
+
 static void describe_method(Shared *sh)
 {
     const Opts *o = &sh->o;
-    if (o->graph)
+    if (o->graph && perf_colls[sh->coll].p2p)
+        snprintf(sh->method, sizeof sh->method,
+                 "NCCL: CUDA graph of %d ops (%d from 16M), %d timed replays after 1 warm-up replay, time per op = "
+                 "replay / ops; ccl: not in a graph (the GPU backend cannot capture point-to-point groups): CUDA "
+                 "events around each op, eager, %d ops after %d warm-up; median of the max across ranks",
+                 o->iters, o->iters >= 5 ? o->iters / 5 : o->iters, o->repeats, o->iters, o->warmup);
+    else if (o->graph)
         snprintf(sh->method, sizeof sh->method,
                  "CUDA graph of %d ops (%d from 16M), %d timed replays after 1 warm-up replay; CUDA events; "
                  "time per op = replay / ops; median of replays of the max across ranks",
@@ -943,7 +1178,8 @@ int main(int argc, char **argv)
     Opts *o = &sh->o;
     parse_args(argc, argv, o);
     if (o->coll < 0 && !o->algo)
-        tool_usage_error("-c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast or reduce)");
+        tool_usage_error("-c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, "
+                         "alltoallv or sendrecv)");
 
     /* NVLink multicast (NVLS) stays off on these machines, for NCCL as for us. */
     const char *nvls = getenv("NCCL_NVLS_ENABLE");
@@ -952,6 +1188,8 @@ int main(int argc, char **argv)
     setenv("NCCL_NVLS_ENABLE", "0", 1);
     const char *inj = getenv("CCL_PERF_INJECT_WRONG");
     inject_wrong = inj ? (size_t)strtoull(inj, NULL, 10) : 0;
+    inj = getenv("CCL_PERF_INJECT_UNSUPPORTED");
+    inject_unsupported = inj ? (size_t)strtoull(inj, NULL, 10) : 0;
 
     /* One process per rank when a launcher started us, else one process for all. */
     ToolLaunch launch;
@@ -972,11 +1210,15 @@ int main(int argc, char **argv)
         tool_usage_error("-r %d: the root must be a rank, 0..%d", o->root, sh->nranks - 1);
     if (o->algo)
         prove_algo(sh);
+    else if (o->coll == PERF_SENDRECV)
+        snprintf(sh->algo_name, sizeof sh->algo_name,
+                 "none: ccl_send to rank r+1 and ccl_recv from rank r-1 in one group (a ring)");
     else
         snprintf(sh->algo_name, sizeof sh->algo_name, "the library's choice per size (ccl_%s)",
-                 o->coll == COLL_ALLREDUCE ? "all_reduce" : o->coll == COLL_ALLGATHER ? "all_gather"
-                 : o->coll == COLL_ALLTOALL ? "all_to_all" : perf_colls[o->coll].name);
-    sh->coll = (Collective)o->coll;
+                 o->coll == PERF_ALLREDUCE ? "all_reduce" : o->coll == PERF_ALLGATHER ? "all_gather"
+                 : o->coll == PERF_ALLTOALL ? "all_to_all" : o->coll == PERF_ALLTOALLV ? "all_to_all_v"
+                 : perf_colls[o->coll].name);
+    sh->coll = (PerfColl)o->coll;
     if (perf_colls[sh->coll].rooted == 0)
         o->root = 0;
     sh->nsizes = sweep_sizes(o, sh->sizes);
@@ -1005,7 +1247,11 @@ int main(int argc, char **argv)
      * CCL_HEAP_BYTES, when set, decides instead. */
     size_t maxb = sh->sizes[sh->nsizes - 1], es = sh->pat.esize, units = units_per_size(sh->coll, sh->nranks);
     size_t maxcount = maxb / es / units;
+    if (sh->coll == PERF_ALLTOALLV)
+        sh->v_recv_max = v_max_recv(sh);
     size_t inb = in_elems(sh->coll, sh->nranks, maxcount) * es, outb = out_elems(sh->coll, sh->nranks, maxcount) * es;
+    if (sh->coll == PERF_ALLTOALLV)
+        outb = sh->v_recv_max * es;
     size_t big = inb > outb ? inb : outb, scratch = 4 * big;
     if (o->algo) {
         const Program *prog = sh->algo_comp.prog;
@@ -1041,7 +1287,7 @@ int main(int argc, char **argv)
     if (code == 0 && ws[0].rank == 0) {
         long long wrong;
         perf_print_footer(sh, &wrong);
-        if (wrong)
+        if (wrong || perf_refused_sizes(sh))
             code = 1;
         if (o->csv && perf_write_csv(sh, o->csv) != 0)
             code = 1;

@@ -44,31 +44,55 @@ enum {
 
 /* ===== the collectives, with nccl-tests' accounting ===== */
 
+/* What -c names: the language's fixed-size collectives (in the compiler's order, so
+ * perf_colls[c].lib converts), alltoallv (ccl_all_to_all_v on a count matrix of
+ * perf_v_counts), and sendrecv, which is no collective of the language: a ring of
+ * grouped ccl_send/ccl_recv, as nccl-tests' sendrecv_perf. */
+typedef enum {
+    PERF_ALLREDUCE,
+    PERF_ALLGATHER,
+    PERF_REDUCE_SCATTER,
+    PERF_ALLTOALL,
+    PERF_BROADCAST,
+    PERF_REDUCE,
+    PERF_ALLTOALLV,
+    PERF_SENDRECV,
+    PERF_NCOLLS
+} PerfColl;
+
 typedef struct {
     const char *name;       /* CCL's name, as in algorithm headers */
     const char *alias;      /* NCCL's spelling, accepted too */
     int reduces, rooted;
     int in_n, out_n;        /* buffer sizes: 1 = count elements, 0 = N * count */
+    int lib;                /* the library's Collective (dispatch, --algo); -1: none */
+    int p2p;                /* sendrecv and alltoallv: out-of-place only, and ours is never
+                               captured in a CUDA graph (perf.c says why) */
 } CollInfo;
 
-extern const CollInfo perf_colls[COLL_REDUCE + 1];
-enum { NCOLLS = COLL_REDUCE + 1 };
+extern const CollInfo perf_colls[PERF_NCOLLS];
 
-static inline size_t in_elems(Collective c, int n, size_t count) { return perf_colls[c].in_n ? count : (size_t)n * count; }
-static inline size_t out_elems(Collective c, int n, size_t count) { return perf_colls[c].out_n ? count : (size_t)n * count; }
+static inline size_t in_elems(PerfColl c, int n, size_t count) { return perf_colls[c].in_n ? count : (size_t)n * count; }
+static inline size_t out_elems(PerfColl c, int n, size_t count) { return perf_colls[c].out_n ? count : (size_t)n * count; }
 
 /* nccl-tests: "bytes" is the full buffer (allgather: the receive size; reduce_scatter
- * and alltoall: the send size), and count is what the API takes for it. */
-static inline size_t units_per_size(Collective c, int n) { return c == COLL_ALLREDUCE || c == COLL_BROADCAST || c == COLL_REDUCE ? 1 : (size_t)n; }
+ * and alltoall: the send size), and count is what the API takes for it. alltoallv's
+ * bytes and count are what each rank sends in all (its sendcounts' sum), sendrecv's
+ * the one message each rank sends. */
+static inline size_t units_per_size(PerfColl c, int n)
+{
+    return c == PERF_ALLGATHER || c == PERF_REDUCE_SCATTER || c == PERF_ALLTOALL ? (size_t)n : 1;
+}
 
-/* busbw = algbw * factor (nccl-tests' PERFORMANCE.md). */
-static inline double busbw_factor(Collective c, int n)
+/* busbw = algbw * factor (nccl-tests' PERFORMANCE.md; sendrecv as its sendrecv_perf). */
+static inline double busbw_factor(PerfColl c, int n)
 {
     switch (c) {
-    case COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
-    case COLL_ALLGATHER:
-    case COLL_REDUCE_SCATTER:
-    case COLL_ALLTOALL: return (double)(n - 1) / n;
+    case PERF_ALLREDUCE: return 2.0 * (n - 1) / n;
+    case PERF_ALLGATHER:
+    case PERF_REDUCE_SCATTER:
+    case PERF_ALLTOALL:
+    case PERF_ALLTOALLV: return (double)(n - 1) / n;
     default: return 1.0;
     }
 }
@@ -82,7 +106,7 @@ static inline double busbw_factor(Collective c, int n)
 enum { PERF_NCCL_BEST, PERF_NCCL_PLAIN, PERF_NCCL_SYM };
 
 typedef struct {
-    int coll;               /* Collective, or -1 until known */
+    int coll;               /* PerfColl, or -1 until known */
     size_t minbytes, maxbytes;
     unsigned long step;     /* -f */
     ccl_dtype_t dtype;
@@ -174,6 +198,7 @@ typedef struct Shared Shared;
 typedef struct {
     double us;                /* median over samples of the max across ranks; <0: not run */
     long long wrong;          /* summed over ranks and checked ops; -1: not checked */
+    int refused;              /* not run: the library returned CCL_ERR_UNSUPPORTED (ours only) */
 } Stat;
 
 /* What a Stat measured: ours, NCCL on plain buffers, NCCL on symmetric windows. */
@@ -186,7 +211,7 @@ typedef struct {
 
 struct Shared {
     Opts o;
-    Collective coll;
+    PerfColl coll;
     int nranks;
     int processes;            /* one process per rank (else threads) */
     ccl_backend_t backend;    /* CPU or GPU, decided before init */
@@ -198,8 +223,10 @@ struct Shared {
     Compilation algo_comp;    /* --algo, proved for N (its Program sizes the scratch) */
     char *algo_text;
     int64_t hint_lo, hint_hi; /* --algo's `sizes` hint (bytes of the API count); 0, 0: none */
-    char method[256];         /* the timing method, for the header and outputs */
+    char method[512];         /* the timing method, for the header and outputs */
     char devname[128];
+    char refused_why[512];
+    size_t v_recv_max;        /* alltoallv: the most elements a rank receives (v_max_recv) */    /* the library's message for the first op it refused; "": none */
     Row rows[PERF_MAX_SIZES];
 };
 
@@ -213,6 +240,11 @@ typedef struct {
     ToolGpu g;                   /* GPU backend: the rank's stream, events, graph */
     void *sendbuf, *recvbuf;
     size_t send_cap, recv_cap;   /* bytes */
+    /* alltoallv at the current size (v_setup), in elements, segments packed in rank
+     * order: what this rank sends each peer and where, what it receives from each and
+     * where, and where that segment starts in the sender's input (for --check). */
+    size_t *v_send, *v_sdispl, *v_recv, *v_rdispl, *v_src_pos;
+    size_t v_recv_total;
     unsigned char *host;         /* host image of a device buffer (GPU backend) */
     ccl_algorithm_t *alg;
     NcclComm ncomm;
@@ -238,7 +270,8 @@ typedef struct {
 extern NcclApi perf_nccl;
 
 /* data.c */
-void perf_pattern_init(Pattern *p, int n, Collective c, ccl_op_t op, ccl_dtype_t t);
+void perf_pattern_init(Pattern *p, int n, PerfColl c, ccl_op_t op, ccl_dtype_t t);
+void perf_v_counts(int n, size_t total, int q, size_t *counts);
 void perf_pattern_fini(Pattern *p, int n);
 void perf_pattern_fill(unsigned char *dst, size_t pos0, size_t n, const unsigned char *tab, size_t es);
 long long perf_pattern_wrong(const unsigned char *buf, size_t pos0, size_t n, const unsigned char *tab, size_t es);
@@ -258,6 +291,7 @@ const char *perf_nccl_mode_name(int impl);
 void perf_print_header(const Shared *sh);
 void perf_print_row(const Shared *sh, const Row *row);
 void perf_print_footer(const Shared *sh, long long *total_wrong);
+int perf_refused_sizes(const Shared *sh);
 int perf_write_csv(const Shared *sh, const char *path);
 int perf_write_json(const Shared *sh, const char *path);
 int perf_write_svg(const Shared *sh, const char *path);

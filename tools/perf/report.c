@@ -51,7 +51,7 @@ static double algbw(size_t bytes, double us) { return us > 0 ? (double)bytes / u
 void perf_print_header(const Shared *sh)
 {
     const Opts *o = &sh->o;
-    Collective c = sh->coll;
+    PerfColl c = sh->coll;
     printf("# ccl-perf %s: %s, %s", PERF_VERSION, perf_colls[c].name, ccl_dtype_name(o->dtype));
     if (perf_colls[c].reduces)
         printf(", op %s", ccl_op_name(o->op));
@@ -89,9 +89,18 @@ void perf_print_header(const Shared *sh)
             printf("%s%s=%s", nenv++ ? " " : "# env: ", env[i], getenv(env[i]));
     if (nenv)
         printf("\n");
-    printf("# sizes: bytes = the full buffer as in nccl-tests (%s); busbw = algbw x %s\n",
-           c == COLL_ALLGATHER ? "the receive size" : c == COLL_REDUCE_SCATTER || c == COLL_ALLTOALL ? "the send size" : "the message",
-           c == COLL_ALLREDUCE ? "2(n-1)/n" : c == COLL_BROADCAST || c == COLL_REDUCE ? "1" : "(n-1)/n");
+    if (c == PERF_ALLTOALLV)
+        printf("# sizes: bytes = what each rank sends in all, rank q to rank p a share proportional to "
+               "1 + ((q + 2p) mod (n+1)) (see --help); busbw = algbw x (n-1)/n\n");
+    else if (c == PERF_SENDRECV)
+        printf("# sizes: bytes = the message each rank sends (to rank r+1) and receives (from rank r-1); "
+               "busbw = algbw\n");
+    else
+        printf("# sizes: bytes = the full buffer as in nccl-tests (%s); busbw = algbw x %s\n",
+               c == PERF_ALLGATHER ? "the receive size" : c == PERF_REDUCE_SCATTER || c == PERF_ALLTOALL ? "the send size" : "the message",
+               c == PERF_ALLREDUCE ? "2(n-1)/n" : c == PERF_BROADCAST || c == PERF_REDUCE ? "1" : "(n-1)/n");
+    if (perf_colls[c].p2p)
+        printf("# in-place: not run (%s has no in-place form)\n", perf_colls[c].name);
     /* Per placement: ours (34 characters), each NCCL mode timed (25), ratio and vs (12). */
     int cmp = sh->nc.available, plain = cmp && sh->nc.plain, sym = cmp && sh->nc.sym;
     int width = 34 + 25 * (plain + sym) + (cmp ? 12 : 0) - 2;
@@ -129,7 +138,7 @@ static void fmt_wrong(char *buf, size_t len, long long w)
 void perf_print_row(const Shared *sh, const Row *row)
 {
     const Opts *o = &sh->o;
-    Collective c = sh->coll;
+    PerfColl c = sh->coll;
     double f = busbw_factor(c, sh->nranks);
     printf("  %10zu %11zu %5s %6s %4d %-18s", row->bytes, row->count, ccl_dtype_name(o->dtype),
            perf_colls[c].reduces ? ccl_op_name(o->op) : "none", perf_colls[c].rooted ? o->root : -1, row->algo);
@@ -137,7 +146,13 @@ void perf_print_row(const Shared *sh, const Row *row)
         const Stat *s = &row->st[IMPL_CCL][p];
         char wb[32];
         fmt_wrong(wb, sizeof wb, s->wrong);
-        printf("  %9.2f %7.2f %7.2f %6s", s->us, algbw(row->bytes, s->us), algbw(row->bytes, s->us) * f, wb);
+        if (s->us < 0 && s->refused) {
+            printf("  %9s %7s %7s %6s", "refused", "-", "-", "-");
+        } else if (s->us < 0) {
+            printf("  %9s %7s %7s %6s", "n/a", "n/a", "n/a", "n/a");
+        } else {
+            printf("  %9.2f %7.2f %7.2f %6s", s->us, algbw(row->bytes, s->us), algbw(row->bytes, s->us) * f, wb);
+        }
         if (!sh->nc.available)
             continue;
         for (int impl = IMPL_NCCL; impl <= IMPL_NCCL_SYM; impl++) {
@@ -165,10 +180,11 @@ void perf_print_row(const Shared *sh, const Row *row)
 void perf_print_footer(const Shared *sh, long long *total_wrong)
 {
     double f = busbw_factor(sh->coll, sh->nranks), sum[NIMPL][2] = {{0}};
-    int cnt[NIMPL][2] = {{0}}, faster[2] = {0}, compared[2] = {0}, won[NIMPL] = {0};
+    int cnt[NIMPL][2] = {{0}}, faster[2] = {0}, compared[2] = {0}, won[NIMPL] = {0}, refused = 0;
     *total_wrong = 0;
     for (int i = 0; i < sh->nsizes; i++) {
         const Row *row = &sh->rows[i];
+        refused += row->st[IMPL_CCL][0].refused || row->st[IMPL_CCL][1].refused;
         for (int impl = 0; impl < NIMPL; impl++)
             for (int p = 0; p < 2; p++) {
                 const Stat *s = &row->st[impl][p];
@@ -190,8 +206,8 @@ void perf_print_footer(const Shared *sh, long long *total_wrong)
         }
     }
     printf("# wrong elements: %lld%s\n", *total_wrong, sh->o.check ? "" : " (not checked)");
-    printf("# average busbw: %.2f GB/s out-of-place, %.2f in-place", cnt[0][0] ? sum[0][0] / cnt[0][0] : 0,
-           cnt[0][1] ? sum[0][1] / cnt[0][1] : 0);
+    printf("# average busbw: %.2f GB/s out-of-place, ", cnt[0][0] ? sum[0][0] / cnt[0][0] : 0);
+    printf(cnt[0][1] ? "%.2f in-place" : "n/a in-place", cnt[0][1] ? sum[0][1] / cnt[0][1] : 0);
     for (int impl = IMPL_NCCL; impl <= IMPL_NCCL_SYM && sh->nc.available; impl++) {
         if (!(impl == IMPL_NCCL ? sh->nc.plain : sh->nc.sym))
             continue;
@@ -205,8 +221,20 @@ void perf_print_footer(const Shared *sh, long long *total_wrong)
                "NCCL's faster mode: plain at %d, sym at %d of %d (size, placement) pairs\n",
                faster[0], compared[0], faster[1], compared[1], won[IMPL_NCCL], won[IMPL_NCCL_SYM],
                compared[0] + compared[1]);
+    if (refused)
+        printf("# REFUSED: the library refused ours at %d of %d sizes (not timed): %s\n", refused, sh->nsizes,
+               sh->refused_why);
     if (*total_wrong)
         printf("# FAILED: %lld wrong elements\n", *total_wrong);
+}
+
+/* Sizes at which the library refused ours (perf.c exits 1 when there are any). */
+int perf_refused_sizes(const Shared *sh)
+{
+    int refused = 0;
+    for (int i = 0; i < sh->nsizes; i++)
+        refused += sh->rows[i].st[IMPL_CCL][0].refused || sh->rows[i].st[IMPL_CCL][1].refused;
+    return refused;
 }
 
 static FILE *open_out(const char *path)
@@ -215,6 +243,15 @@ static FILE *open_out(const char *path)
     if (!f)
         fprintf(stderr, "ccl-perf: error: cannot write %s: %s\n", path, strerror(errno));
     return f;
+}
+
+/* How an implementation was timed, as the CSV and JSON spell it: ours of sendrecv and
+ * alltoallv is never in a graph (perf.c's measure), so under --graph it is eager. */
+static const char *method_name(const Shared *sh, int impl)
+{
+    if (sh->o.graph && !(impl == IMPL_CCL && perf_colls[sh->coll].p2p))
+        return "cuda-graph";
+    return sh->backend == CCL_BACKEND_GPU ? "cuda-events" : "host-clock";
 }
 
 static const char *impl_name(int impl) { return impl == IMPL_CCL ? "ccl" : impl == IMPL_NCCL ? "nccl" : "nccl_sym"; }
@@ -242,7 +279,7 @@ int perf_write_csv(const Shared *sh, const char *path)
                         ccl_dtype_name(o->dtype), perf_colls[sh->coll].reduces ? ccl_op_name(o->op) : "none",
                         perf_colls[sh->coll].rooted ? o->root : -1, sh->nranks,
                         sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu",
-                        o->graph ? "cuda-graph" : sh->backend == CCL_BACKEND_GPU ? "cuda-events" : "host-clock",
+                        method_name(sh, impl),
                         impl_name(impl), impl == IMPL_CCL ? row->algo : impl_name(impl), place_name(p), row->bytes, row->count,
                         s->us, algbw(row->bytes, s->us),
                         algbw(row->bytes, s->us) * fac);
@@ -306,8 +343,10 @@ int perf_write_json(const Shared *sh, const char *path)
     json_str(f, sh->devname);
     fputs(",\n  \"algorithm\": ", f);
     json_str(f, sh->algo_name);
-    fprintf(f, ",\n  \"timing\": {\"method\": \"%s\", \"description\": ",
-            o->graph ? "cuda-graph" : sh->backend == CCL_BACKEND_GPU ? "cuda-events" : "host-clock");
+    /* method: the run's (NCCL's); ccl_method: ours, eager under --graph for sendrecv and
+     * alltoallv. */
+    fprintf(f, ",\n  \"timing\": {\"method\": \"%s\", \"ccl_method\": \"%s\", \"description\": ",
+            method_name(sh, IMPL_NCCL), method_name(sh, IMPL_CCL));
     json_str(f, sh->method);
     fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"repeats\": %d},\n", o->iters, o->warmup, o->repeats);
     fprintf(f, "  \"check\": %s, \"busbw_factor\": %.6f,\n", o->check ? "true" : "false", fac);
@@ -320,7 +359,10 @@ int perf_write_json(const Shared *sh, const char *path)
     fprintf(f, ",\n           \"plain\": %s, \"sym\": %s, \"sym_why_not\": ",
             sh->nc.available && sh->nc.plain ? "true" : "false", sh->nc.available && sh->nc.sym ? "true" : "false");
     json_str(f, !sh->nc.available ? (!o->compare_nccl ? "not requested" : sh->nc.why) : sh->nc.sym ? "" : sh->nc.sym_why);
-    fputs("},\n  \"results\": [\n", f);
+    /* Sizes where ours is null because the library refused it, and its words. */
+    fputs("},\n  \"ccl_refused\": ", f);
+    json_str(f, sh->refused_why);
+    fputs(",\n  \"results\": [\n", f);
     for (int i = 0; i < sh->nsizes; i++) {
         const Row *row = &sh->rows[i];
         for (int p = 0; p < 2; p++) {

@@ -3,7 +3,8 @@
  * which modes run for --nccl-mode (perf_nccl_modes), why the symmetric mode is absent
  * (perf_nccl_sym_check, and perf_nccl_load on stand-in libraries built from
  * fake_nccl.c, and on the real libnccl where REAL_NCCL names it), and the report made from given timings: the tables on stdout, and the
- * CSV, JSON and SVG of the first in OUTDIR. tests/perf/run.sh builds it against the
+ * CSV, JSON and SVG of the first in OUTDIR; and, in data.c, alltoallv's count matrix
+ * (perf_v_counts) as --help describes it. tests/perf/run.sh builds it against the
  * build's objects, compares stdout and the CSV with goldens (report.golden,
  * report.csv.golden) and checks the JSON and the SVG.
  *
@@ -62,7 +63,7 @@ static void set(Row *r, int p, double ccl, double plain, double sym)
 {
     double us[NIMPL] = {ccl, plain, sym};
     for (int i = 0; i < NIMPL; i++)
-        r->st[i][p] = (Stat){us[i], us[i] < 0 ? -1 : 0};
+        r->st[i][p] = (Stat){us[i], us[i] < 0 ? -1 : 0, 0};
 }
 
 static void test_faster(void)
@@ -222,9 +223,9 @@ static void test_modes(void)
 static void fill_shared(Shared *sh)
 {
     memset(sh, 0, sizeof *sh);
-    sh->o = (Opts){.coll = COLL_ALLREDUCE, .dtype = CCL_BF16, .op = CCL_SUM, .graph = 1, .check = 1,
+    sh->o = (Opts){.coll = PERF_ALLREDUCE, .dtype = CCL_BF16, .op = CCL_SUM, .graph = 1, .check = 1,
                    .compare_nccl = 1, .iters = 20, .warmup = 5, .repeats = 10};
-    sh->coll = COLL_ALLREDUCE;
+    sh->coll = PERF_ALLREDUCE;
     sh->nranks = 4;
     sh->processes = 1;
     sh->backend = CCL_BACKEND_GPU;
@@ -289,7 +290,7 @@ static void test_report(const char *outdir)
     perf_nccl_modes(&sh.nc, PERF_NCCL_BEST);
     for (int i = 0; i < sh.nsizes; i++)
         for (int p = 0; p < 2; p++)
-            sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1};
+            sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1, 0};
     print_table(&sh);
 
     printf("# ==== --nccl-mode sym\n");
@@ -298,7 +299,7 @@ static void test_report(const char *outdir)
     perf_nccl_modes(&sh.nc, PERF_NCCL_SYM);
     for (int i = 0; i < sh.nsizes; i++)
         for (int p = 0; p < 2; p++)
-            sh.rows[i].st[IMPL_NCCL][p] = (Stat){-1, -1};
+            sh.rows[i].st[IMPL_NCCL][p] = (Stat){-1, -1, 0};
     print_table(&sh);
 
     printf("# ==== registration failed with --nccl-mode sym: no NCCL columns\n");
@@ -310,8 +311,89 @@ static void test_report(const char *outdir)
     sh.nc.available = 0;
     for (int i = 0; i < sh.nsizes; i++)
         for (int p = 0; p < 2; p++)
-            sh.rows[i].st[IMPL_NCCL][p] = sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1};
+            sh.rows[i].st[IMPL_NCCL][p] = sh.rows[i].st[IMPL_NCCL_SYM][p] = (Stat){-1, -1, 0};
     print_table(&sh);
+
+    /* What only a GPU shows: sendrecv under --graph (ours eager, NCCL's graphed), with
+     * the library refusing ours at the two largest sizes (as the GPU backend does). */
+    printf("# ==== sendrecv under --graph, ours refused at 1M and 16M: out-of-place only\n");
+    fill_shared(&sh);
+    sh.o.coll = PERF_SENDRECV;
+    sh.coll = PERF_SENDRECV;
+    snprintf(sh.algo_name, sizeof sh.algo_name, "none: ccl_send to rank r+1 and ccl_recv from rank r-1 in one group (a ring)");
+    snprintf(sh.refused_why, sizeof sh.refused_why, "ccl_send/ccl_recv group: ccl_send: the gpu backend does not run "
+             "point-to-point calls yet; use the CPU backend");
+    for (int i = 0; i < sh.nsizes; i++) {
+        snprintf(sh.rows[i].algo, sizeof sh.rows[i].algo, "send/recv");
+        for (int impl = 0; impl < NIMPL; impl++)
+            sh.rows[i].st[impl][1] = (Stat){-1, -1, 0};
+        if (i >= 2)
+            sh.rows[i].st[IMPL_CCL][0] = (Stat){-1, -1, 1};
+    }
+    long long wrong;
+    perf_print_header(&sh);
+    for (int i = 0; i < sh.nsizes; i++)
+        perf_print_row(&sh, &sh.rows[i]);
+    perf_print_footer(&sh, &wrong);
+    check_int("sendrecv: refused sizes", perf_refused_sizes(&sh), 2);
+    /* The CSV: ours at the two sizes it ran, eager; NCCL's at all four, graphed. */
+    snprintf(path, sizeof path, "%s/sendrecv.csv", outdir);
+    check_int("sendrecv csv", perf_write_csv(&sh, path), 0);
+    FILE *f = fopen(path, "r");
+    char line[512];
+    int ccl_eager = 0, nccl_graph = 0, lines = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        lines++;
+        ccl_eager += strstr(line, ",cuda-events,ccl,send/recv,out-of-place,") != NULL;
+        nccl_graph += strstr(line, ",cuda-graph,nccl,nccl,out-of-place,") != NULL ||
+                      strstr(line, ",cuda-graph,nccl_sym,nccl_sym,out-of-place,") != NULL;
+    }
+    if (f)
+        fclose(f);
+    check_int("sendrecv csv: lines", lines, 1 + 2 + 8);
+    check_int("sendrecv csv: ours, eager", ccl_eager, 2);
+    check_int("sendrecv csv: NCCL's, graphed", nccl_graph, 8);
+}
+
+/* alltoallv's matrix: each row sums to the total exactly, follows the weights
+ * 1 + ((q + 2p) mod (n+1)) with the remainder to the first peers, and is uneven for
+ * every n >= 2 (a matrix whose rows were all even would measure alltoall). */
+static void test_v_counts(void)
+{
+    group("v-counts");
+    size_t c[16];
+    char what[64];
+    perf_v_counts(2, 400, 0, c);    /* weights 1, 3 */
+    check_int("n=2 q=0 p=0", (long long)c[0], 100);
+    check_int("n=2 q=0 p=1", (long long)c[1], 300);
+    perf_v_counts(2, 400, 1, c);    /* weights 2, 1: 266.67 and 133.33, one left over */
+    check_int("n=2 q=1 p=0", (long long)c[0], 267);
+    check_int("n=2 q=1 p=1", (long long)c[1], 133);
+    perf_v_counts(4, 13, 3, c);     /* weights 4, 1, 3, 5 */
+    check_int("n=4 q=3 p=0", (long long)c[0], 4);
+    check_int("n=4 q=3 p=1", (long long)c[1], 1);
+    check_int("n=4 q=3 p=2", (long long)c[2], 3);
+    check_int("n=4 q=3 p=3", (long long)c[3], 5);
+    for (int n = 1; n <= 16; n++)
+        for (size_t total = 0; total < 200; total += n < 4 ? 1 : 7) {
+            int uneven = 0;
+            for (int q = 0; q < n; q++) {
+                perf_v_counts(n, total, q, c);
+                size_t sum = 0;
+                for (int p = 0; p < n; p++) {
+                    sum += c[p];
+                    uneven |= c[p] != c[0];
+                }
+                snprintf(what, sizeof what, "n=%d total=%zu q=%d: row sum", n, total, q);
+                check_int(what, (long long)sum, (long long)total);
+            }
+            if (n >= 2 && total >= 100) {
+                snprintf(what, sizeof what, "n=%d total=%zu: uneven", n, total);
+                check_int(what, uneven, 1);
+            }
+        }
+    perf_v_counts(3, SIZE_MAX, 2, c);    /* no overflow on the way */
+    check_int("huge total", (long long)(c[0] + c[1] + c[2] == SIZE_MAX), 1);
 }
 
 int main(int argc, char **argv)
@@ -326,6 +408,7 @@ int main(int argc, char **argv)
     test_real();
     test_modes();
     test_report(argv[1]);
+    test_v_counts();
     group(NULL);
     fflush(stdout);
     return failures ? 1 : 0;
