@@ -637,6 +637,22 @@ ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *se
                         const char *fn);
 /* The unit of in that out unit u of rank `rank` receives: its rank and unit. */
 void ccl__v_home(Collective coll, int rank, int u, int *q, int *v);
+/* For a backend's run hook, on the user's thread: places in and out that peers reach
+ * but the user's buffers cannot be (CclVCall.in_heap, out_heap) at the end of the v
+ * arena, setting *in and *out and recording in `table` (the backend's copy of
+ * CclVCall.table) the heap offsets peers use and the staging bytes the arena must hold.
+ * When they do not fit it places nothing: the backend's check of every rank's table
+ * (scratch plus each rank's staging within the arena) fails the call on every rank. */
+void ccl__v_place(ccl_comm_t *comm, const CclCall *c, uint64_t *table, void **in, void **out);
+/* The messages of the backends' checks of every rank's table, the same on every rank
+ * and backend: out segment u of rank p expects `want` elements, its sender sends `sent`;
+ * or the scratch (for a longest segment of `longest` elements) and rank p's staging do
+ * not fit the v arena. */
+void ccl__v_count_message(char *err, size_t len, Collective coll, int me, uint64_t seq, int p, int u,
+                          unsigned long long sent, unsigned long long want, const char *file);
+void ccl__v_space_message(char *err, size_t len, int me, uint64_t seq, const char *file, size_t scratch,
+                          unsigned long long longest, ccl_dtype_t dtype, int p, unsigned long long stage,
+                          size_t arena_bytes);
 
 /* Sets id->hash from the fields after it. */
 void ccl__ident_seal(CclIdent *id);
