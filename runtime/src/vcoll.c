@@ -297,10 +297,6 @@ static ccl_result_t standard_v(Collective coll, const char *fn, const void *send
     ccl_result_t r = ccl__check_usable(comm, fn);
     if (r != CCL_OK)
         return r;
-    if (comm->backend_kind == CCL_BACKEND_GPU)
-        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
-                              "%s: the GPU backend does not run allgatherv or alltoallv yet; use the CPU backend "
-                              "(ccl_config_t.backend = CCL_BACKEND_CPU, or CCL_BACKEND=cpu)", fn);
     if ((unsigned)dtype >= CCL_NUM_DTYPES)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
     if (!recvcounts)
