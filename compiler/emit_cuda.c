@@ -855,7 +855,7 @@ static void emit_block(Emit *e, const PlanBlock *b)
 const char *cclc_emit_cuda_refusal(const Plan *plan)
 {
     /* A v-collective's kernel keeps every rank's segment table in each block's shared
-     * memory, N * (4N + 3) words: at N = 32, 33.5 KB of the 48 KB a block may declare. */
+     * memory, N * (4N + 4) words: at N = 32, 33 KB of the 48 KB a block may declare. */
     if (cclc_coll_is_v(plan->prog->coll) && plan->nranks > CCLC_EMIT_V_MAX_RANKS)
         return plan->prog->coll == COLL_ALLGATHERV
                    ? "CUDA emission of allgatherv programs is limited to N <= 32 ranks (every thread block keeps "

@@ -52,10 +52,11 @@ typedef struct ccl_ident {
 /* A v-collective's segment table (runtime/src/vcoll.c fills it, internal.h says more):
  * for one rank and one call, CCL_VT_ROWS rows of N words (the count and displacement,
  * in elements, of every unit of in and of out), then CCL_VT_TAIL words: the heap offsets
- * where peers reach this rank's in and out (~0: nowhere) and the staging bytes it keeps
- * at the end of its v arena. Each rank publishes its table in its vring entry (seq %
- * CCL_IDENT_RING, at heap offset ccl_args.vring_off) before the call's identity; the
- * kernel gets its own as its second parameter (struct ccl_vtable, emitted per N). */
+ * where peers reach this rank's in and out (~0: nowhere), the staging bytes it keeps at
+ * the end of its v arena, and the fence count. Each rank publishes its table in its
+ * vring entry (seq % CCL_IDENT_RING, at heap offset ccl_args.vring_off) before the
+ * call's identity; the kernel gets its own as its second parameter (struct ccl_vtable,
+ * emitted per N). */
 #define CCL_VT_IN_COUNT 0
 #define CCL_VT_IN_DISPL 1
 #define CCL_VT_OUT_COUNT 2
@@ -64,7 +65,11 @@ typedef struct ccl_ident {
 #define CCL_VT_IN_OFF 0
 #define CCL_VT_OUT_OFF 1
 #define CCL_VT_STAGE_BYTES 2
-#define CCL_VT_TAIL 3
+#define CCL_VT_FENCE 3       /* GPU: the rank's barrier count after the call's fence, which the
+                                kernel writes last; a peer reads the table once it matches its
+                                own (a replayed graph's seq repeats, so the identity cannot say
+                                the entry is this call's). 0 from the host, unused on the CPU. */
+#define CCL_VT_TAIL 4
 #define CCL_VT_WORDS(N) (CCL_VT_ROWS * (N) + CCL_VT_TAIL)
 /* The error record of a v call whose tables fail the kernel's checks (every rank finds
  * the same, so none stops its peers). CCL_SLOT_VCOUNT: segment `inst` of rank `tb`'s
@@ -95,6 +100,8 @@ typedef struct ccl_args {
     ccl_u64 port;            /* host-mapped struct ccl_port_fifo per block (0: no port puts) */
     ccl_u64 vring_off;       /* v-collectives: heap offset of the vring (segment tables) */
     ccl_u64 varena_bytes;    /* ... and bytes of the v arena, at scratch_off (0 otherwise) */
+    CCL_DEVPTR(const ccl_u64 *) vfence; /* ... and this rank's all-rank barrier count (device
+                                memory), which the fence before every v call advances */
     struct ccl_ident id;     /* this call's identity (checked in the kernel's prologue) */
 } CclGpuArgs;
 

@@ -317,13 +317,18 @@ __device__ __noinline__ int ccl_check_ident(const struct ccl_args &a)
 
 /* Before ccl_check_ident, whose thread 0 publishes the identity after this: thread 0
  * writes this rank's table (the kernel's second parameter) into its vring entry of this
- * call, so a peer that sees the identity sees the table. Every block writes the same. */
+ * call, and last its fence count (CCL_VT_FENCE: the all-rank barrier just before this
+ * kernel made it the same on every rank), so a peer that sees the count sees the
+ * table. Every block writes the same. */
 __device__ __forceinline__ void ccl_vpublish(const struct ccl_args &a, const u64 *table)
 {
     if (threadIdx.x == 0) {
-        const u64 W = CCL_VT_WORDS(CCL_NRANKS);
+        const u64 W = CCL_VT_WORDS(CCL_NRANKS), at = CCL_VT_ROWS * CCL_NRANKS + CCL_VT_FENCE;
         volatile u64 *e = (volatile u64 *)(a.peers[CCL_RANK] + a.vring_off) + (a.id.seq % CCL_IDENT_RING) * W;
-        for (u64 k = 0; k < W; k++) e[k] = table[k];
+        for (u64 k = 0; k < W; k++)
+            if (k != at) e[k] = table[k];
+        __threadfence_system();
+        e[at] = *(const volatile u64 *)a.vfence;
         __threadfence_system();
     }
 }
@@ -339,8 +344,10 @@ __device__ __forceinline__ u64 ccl_vchunk(u64 n, u64 K, u64 c, u64 *cs)
     return start >= n ? 0 : (n - start < *cs ? n - start : *cs);
 }
 
-/* After ccl_check_ident (every peer has published this call's table): copies every
- * rank's table into vt (shared memory, CCL_NRANKS tables of CCL_VT_WORDS words), checks
+/* After ccl_check_ident: waits until every peer has published this call's table (its
+ * fence count is ours; a peer that does not in time is reported as one that did not
+ * start the call), copies every rank's table into vt (shared memory, CCL_NRANKS tables
+ * of CCL_VT_WORDS words), checks
  * that every out segment's count equals what its sender sends (out unit u of rank p
  * comes from rank u's in unit p for alltoallv, its only in unit for allgatherv), and
  * that the region the kernel lays out in the v arena (region_chunks chunks of the
@@ -355,6 +362,16 @@ __device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 *vt, u64 K, 
 {
     const u64 N = CCL_NRANKS, W = CCL_VT_WORDS(CCL_NRANKS), at = (a.id.seq % CCL_IDENT_RING) * W;
     __shared__ u64 bad, longest;
+    /* Thread p waits (bounded, abort-aware) until peer p's entry is this call's. */
+    int late = 0;
+    for (u64 p = threadIdx.x; p < N; p += blockDim.x) {
+        u64 before = *(const volatile u64 *)a.vfence - 1;
+        const u64 *fence = (const u64 *)(a.peers[p] + a.vring_off) + at + CCL_VT_ROWS * N + CCL_VT_FENCE;
+        if (!ccl_wait(fence, &before, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_IDENT_WAIT, CCL_RANK,
+                      blockIdx.x / a.ninst, blockIdx.x % a.ninst, a.id.seq, p))
+            late = 1;
+    }
+    if (__syncthreads_or(late)) return 0;
     for (u64 k = threadIdx.x; k < N * W; k += blockDim.x)
         vt[k] = ((const volatile u64 *)(a.peers[k / W] + a.vring_off))[at + k % W];
     if (threadIdx.x == 0) {

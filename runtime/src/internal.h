@@ -539,17 +539,18 @@ size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize);
 /* A v-collective's segment table: for one rank and one call, the count and the
  * displacement (elements) of every unit of in and of out, CCL__VT_ROWS rows of N words
  * (allgatherv's in has one unit: its other words are 0), then the heap offsets of in
- * and out where peers reach them (~0: nowhere) and the staging bytes this rank needs
- * in its v arena. Published per call in the rank's vring entry (seq % CCL_IDENT_RING),
- * before the call's identity, so a peer that sees the identity sees the table. */
-/* The layout is the kernel ABI's (cuda/abi.h, CCL_VT_*): GPU kernels read the tables. */
+ * and out where peers reach them (~0: nowhere), the staging bytes this rank needs in
+ * its v arena, and a word the GPU kernel fills (CCL_VT_FENCE). Published per call in the
+ * rank's vring entry (seq % CCL_IDENT_RING), before the call's identity, so a peer that
+ * sees the identity sees the table. The layout is the kernel ABI's (cuda/abi.h,
+ * CCL_VT_*): GPU kernels read the tables. */
 enum {
     CCL__VT_IN_COUNT = CCL_VT_IN_COUNT, CCL__VT_IN_DISPL = CCL_VT_IN_DISPL, CCL__VT_OUT_COUNT = CCL_VT_OUT_COUNT,
     CCL__VT_OUT_DISPL = CCL_VT_OUT_DISPL, CCL__VT_ROWS = CCL_VT_ROWS
 };
 enum {
     CCL__VT_IN_OFF = CCL_VT_IN_OFF, CCL__VT_OUT_OFF = CCL_VT_OUT_OFF, CCL__VT_STAGE_BYTES = CCL_VT_STAGE_BYTES,
-    CCL__VT_TAIL = CCL_VT_TAIL
+    CCL__VT_FENCE = CCL_VT_FENCE, CCL__VT_TAIL = CCL_VT_TAIL
 };
 #define CCL__VT_WORDS(N) ((size_t)CCL__VT_ROWS * (size_t)(N) + CCL__VT_TAIL)
 

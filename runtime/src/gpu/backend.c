@@ -793,6 +793,7 @@ static ccl_result_t gpu_run(const CclCall *call)
         .port = ccl__gpu_port_address(ga->port),
         .vring_off = call->is_v ? call->v.ring_off : 0,
         .varena_bytes = call->is_v ? call->v.arena_bytes : 0,
+        .vfence = call->is_v ? g->bar_gen : 0,
         .id = call->id,
     };
     /* A fixed-size kernel has one parameter and ignores the second. */

@@ -13,12 +13,12 @@ typedef float ccl_acc;
 #define CCL_OP(a, b) ((a) + (b))
 #define CCL_NRANKS 4
 #define CCL_RANK 1
-struct ccl_vtable { u64 w[19]; }; /* this rank's segment table (abi.h's CCL_VT_*) */
+struct ccl_vtable { u64 w[20]; }; /* this rank's segment table (abi.h's CCL_VT_*) */
 extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a, const struct ccl_vtable t)
 {
     ccl_vpublish(a, t.w); /* before the identity: a peer that sees it sees the table */
     if (!ccl_check_ident(a)) return; /* a rank runs another call: the error names it */
-    __shared__ u64 vt[76];
+    __shared__ u64 vt[80];
     u64 vcs;
     (void)vcs; /* unused without scratch */
     if (!ccl_vload(a, vt, 1, 0, 0, &vcs)) return; /* the counts disagree or do not fit: the error says how */
@@ -48,14 +48,14 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             /* op 2: xfer (lines 31,32) */
             { /* out[1], out@2[1] <- in[0] */
                 u64 scs; /* the data of in@1[0]: chunk 0 of rank 1's in segment 0 */
-                const u64 len = ccl_vchunk(vt[19], 1, 0, &scs);
-                const struct ccl_span s0 = {vt[32] + 0 * scs, len};
-                const struct ccl_span s1 = {vt[51] + 0 * scs, len};
-                const struct ccl_span s2 = {vt[23] + 0 * scs, len};
+                const u64 len = ccl_vchunk(vt[20], 1, 0, &scs);
+                const struct ccl_span s0 = {vt[33] + 0 * scs, len};
+                const struct ccl_span s1 = {vt[53] + 0 * scs, len};
+                const struct ccl_span s2 = {vt[24] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p2 + vt[55]) + (s1.off + lo) * sizeof(ccl_t)};
+                char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p2 + vt[57]) + (s1.off + lo) * sizeof(ccl_t)};
                 const char *const s[1] = {a.in + (s2.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<2, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
@@ -73,12 +73,12 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             { /* out@2[0] <- out[0] */
                 u64 scs; /* the data of in@0[0]: chunk 0 of rank 0's in segment 0 */
                 const u64 len = ccl_vchunk(vt[0], 1, 0, &scs);
-                const struct ccl_span s0 = {vt[50] + 0 * scs, len};
-                const struct ccl_span s1 = {vt[31] + 0 * scs, len};
+                const struct ccl_span s0 = {vt[52] + 0 * scs, len};
+                const struct ccl_span s1 = {vt[32] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d[1] = {(p2 + vt[55]) + (s0.off + lo) * sizeof(ccl_t)};
+                char *const d[1] = {(p2 + vt[57]) + (s0.off + lo) * sizeof(ccl_t)};
                 const char *const s[1] = {a.out + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
@@ -95,13 +95,13 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             /* op 8: xfer (line 36) */
             { /* out@2[3] <- out[3] */
                 u64 scs; /* the data of in@3[0]: chunk 0 of rank 3's in segment 0 */
-                const u64 len = ccl_vchunk(vt[57], 1, 0, &scs);
-                const struct ccl_span s0 = {vt[53] + 0 * scs, len};
-                const struct ccl_span s1 = {vt[34] + 0 * scs, len};
+                const u64 len = ccl_vchunk(vt[60], 1, 0, &scs);
+                const struct ccl_span s0 = {vt[55] + 0 * scs, len};
+                const struct ccl_span s1 = {vt[35] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d[1] = {(p2 + vt[55]) + (s0.off + lo) * sizeof(ccl_t)};
+                char *const d[1] = {(p2 + vt[57]) + (s0.off + lo) * sizeof(ccl_t)};
                 const char *const s[1] = {a.out + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }

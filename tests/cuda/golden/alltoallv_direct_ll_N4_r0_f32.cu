@@ -16,12 +16,12 @@ typedef float ccl_acc;
 #define CCL_OP(a, b) ((a) + (b))
 #define CCL_NRANKS 4
 #define CCL_RANK 0
-struct ccl_vtable { u64 w[19]; }; /* this rank's segment table (abi.h's CCL_VT_*) */
+struct ccl_vtable { u64 w[20]; }; /* this rank's segment table (abi.h's CCL_VT_*) */
 extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a, const struct ccl_vtable t)
 {
     ccl_vpublish(a, t.w); /* before the identity: a peer that sees it sees the table */
     if (!ccl_check_ident(a)) return; /* a rank runs another call: the error names it */
-    __shared__ u64 vt[76];
+    __shared__ u64 vt[80];
     u64 vcs;
     (void)vcs; /* unused without scratch */
     if (!ccl_vload(a, vt, 1, 1, 56, &vcs)) return; /* the counts disagree or do not fit: the error says how */
@@ -116,9 +116,9 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
             { /* LL receive from rank 1: s[1] */
                 u64 scs; /* the data of in@1[0]: chunk 0 of rank 1's in segment 0 */
-                const u64 len = ccl_vchunk(vt[19], 1, 0, &scs);
+                const u64 len = ccl_vchunk(vt[20], 1, 0, &scs);
                 const struct ccl_span s0 = {(u64)1 * vcs, len};
-                const struct ccl_span s1 = {vt[23] + 0 * scs, len};
+                const struct ccl_span s1 = {vt[24] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
@@ -129,9 +129,9 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             }
             { /* LL receive from rank 2: s[2] */
                 u64 scs; /* the data of in@2[0]: chunk 0 of rank 2's in segment 0 */
-                const u64 len = ccl_vchunk(vt[38], 1, 0, &scs);
+                const u64 len = ccl_vchunk(vt[40], 1, 0, &scs);
                 const struct ccl_span s0 = {(u64)2 * vcs, len};
-                const struct ccl_span s1 = {vt[42] + 0 * scs, len};
+                const struct ccl_span s1 = {vt[44] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
@@ -142,9 +142,9 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             }
             { /* LL receive from rank 3: s[3] */
                 u64 scs; /* the data of in@3[0]: chunk 0 of rank 3's in segment 0 */
-                const u64 len = ccl_vchunk(vt[57], 1, 0, &scs);
+                const u64 len = ccl_vchunk(vt[60], 1, 0, &scs);
                 const struct ccl_span s0 = {(u64)3 * vcs, len};
-                const struct ccl_span s1 = {vt[61] + 0 * scs, len};
+                const struct ccl_span s1 = {vt[64] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
@@ -163,7 +163,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             /* op 6: xfer (line 33) */
             { /* out[1] <- s[1] */
                 u64 scs; /* the data of in@1[0]: chunk 0 of rank 1's in segment 0 */
-                const u64 len = ccl_vchunk(vt[19], 1, 0, &scs);
+                const u64 len = ccl_vchunk(vt[20], 1, 0, &scs);
                 const struct ccl_span s0 = {vt[13] + 0 * scs, len};
                 const struct ccl_span s1 = {(u64)1 * vcs, len};
                 (void)scs;
@@ -176,7 +176,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             /* op 7: xfer (line 33) */
             { /* out[2] <- s[2] */
                 u64 scs; /* the data of in@2[0]: chunk 0 of rank 2's in segment 0 */
-                const u64 len = ccl_vchunk(vt[38], 1, 0, &scs);
+                const u64 len = ccl_vchunk(vt[40], 1, 0, &scs);
                 const struct ccl_span s0 = {vt[14] + 0 * scs, len};
                 const struct ccl_span s1 = {(u64)2 * vcs, len};
                 (void)scs;
@@ -189,7 +189,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             /* op 8: xfer (line 33) */
             { /* out[3] <- s[3] */
                 u64 scs; /* the data of in@3[0]: chunk 0 of rank 3's in segment 0 */
-                const u64 len = ccl_vchunk(vt[57], 1, 0, &scs);
+                const u64 len = ccl_vchunk(vt[60], 1, 0, &scs);
                 const struct ccl_span s0 = {vt[15] + 0 * scs, len};
                 const struct ccl_span s1 = {(u64)3 * vcs, len};
                 (void)scs;
