@@ -936,10 +936,10 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         fprintf(out, "    ccl_vpublish(a, t.w); /* before the identity: a peer that sees it sees the table */\n");
         fprintf(out, "    if (!ccl_check_ident(a)) return; /* a rank runs another call: the error names it */\n");
         fprintf(out, "    __shared__ u64 vt[%d];\n", prog->nranks * (int)CCL_VT_WORDS(prog->nranks));
-        fprintf(out, "    u64 vcs;\n");
-        fprintf(out, "    (void)vcs; /* unused without scratch */\n");
+        fprintf(out, "    u64 vcs; /* scratch's chunk stride: the longest segment's */\n");
         fprintf(out, "    if (!ccl_vload(a, vt, %d, %d, %ld, &vcs)) return; /* the counts disagree or do not fit: the "
                      "error says how */\n", prog->chunks, prog->coll == COLL_ALLTOALLV, region);
+        fprintf(out, "    (void)vcs; /* unused without scratch */\n");
     } else {
         fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a)\n{\n");
         fprintf(out, "    if (!ccl_check_ident(a)) return; /* a rank runs another call: the error names it */\n");

@@ -43,7 +43,8 @@ for n in $ns; do
     [ ${#full[@]} -gt 0 ] && "$bin" --ranks "$n" --full "${full[@]}" 2>&1 | tee -a "$log"
     # Simple programs forced onto LL lines (a tuning choice the runtime offers).
     CCL_GPU_PROTOCOL=ll "$bin" --ranks "$n" algorithms/allreduce/ring.ccl algorithms/allreduce/twoshot.ccl \
-        algorithms/allgather/ring.ccl algorithms/reduce_scatter/ring.ccl 2>&1 | tee -a "$log"
+        algorithms/allgather/ring.ccl algorithms/reduce_scatter/ring.ccl algorithms/allgatherv/ring.ccl \
+        algorithms/alltoallv/pairwise.ccl 2>&1 | tee -a "$log"
     echo "   ($(( $(date +%s) - start ))s)"
     if [ "$n" -gt "$ngpu" ]; then
         echo "   (process mode: N=$n needs $n GPUs, this machine has $ngpu)"

@@ -22,9 +22,9 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
     ccl_vpublish(a, t.w); /* before the identity: a peer that sees it sees the table */
     if (!ccl_check_ident(a)) return; /* a rank runs another call: the error names it */
     __shared__ u64 vt[80];
-    u64 vcs;
-    (void)vcs; /* unused without scratch */
+    u64 vcs; /* scratch's chunk stride: the longest segment's */
     if (!ccl_vload(a, vt, 1, 1, 56, &vcs)) return; /* the counts disagree or do not fit: the error says how */
+    (void)vcs; /* unused without scratch */
     const u64 inst = blockIdx.x % a.ninst;
     u64 *const sem = (u64 *)(a.peers[0] + a.sem_off);
     (void)sem; /* unused when LL lines carry every signal */
