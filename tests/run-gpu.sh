@@ -41,6 +41,8 @@ for n in $ns; do
     start=$(date +%s)
     "$bin" --ranks "$n" "${algs[@]}" 2>&1 | tee -a "$log"
     [ ${#full[@]} -gt 0 ] && "$bin" --ranks "$n" --full "${full[@]}" 2>&1 | tee -a "$log"
+    # Two chunks per segment (the shipped v programs have one).
+    "$bin" --ranks "$n" tests/cuda/alltoallv_k2.ccl 2>&1 | tee -a "$log"
     # Simple programs forced onto LL lines (a tuning choice the runtime offers).
     CCL_GPU_PROTOCOL=ll "$bin" --ranks "$n" algorithms/allreduce/ring.ccl algorithms/allreduce/twoshot.ccl \
         algorithms/allgather/ring.ccl algorithms/reduce_scatter/ring.ccl algorithms/allgatherv/ring.ccl \

@@ -105,6 +105,8 @@ check run_v_counts_kind 2 "--counts: an alltoallv takes --counts-matrix (N*N val
 check run_v_inplace 2 "--inplace: allgatherv and alltoallv have no in-place form" run algorithms/allgatherv/ring.ccl \
     --ranks 2 --inplace
 check run_v_matrix 0 "counts=3,0,0,5 iters=3 out-of-place: ok" run algorithms/alltoallv/pairwise.ccl --ranks 2 --counts-matrix 3,0,0,5
+check run_v_two_chunks 0 "iters=3 out-of-place: ok" run tests/cuda/alltoallv_k2.ccl --ranks 3 \
+    --counts-matrix 1,0,7,100,3,0,17,2,9
 # The JSON plan of every shipped algorithm parses as JSON.
 bad=0
 for f in algorithms/*/*.ccl; do

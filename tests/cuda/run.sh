@@ -60,11 +60,13 @@ for o in prod min max avg; do
 done
 for a in 75 80 89; do run_bg "ring_N2_sm$a" algorithms/allreduce/ring.ccl 2 --arch "$a"; done
 # v-collectives: several dtypes (the chunk stride's alignment is per element size), a
-# Simple program forced onto LL lines, N = 8 (larger tables in shared memory), sm_75.
+# Simple program forced onto LL lines, N = 8 (larger tables in shared memory), sm_75, and
+# two chunks per segment (tests/cuda/alltoallv_k2.ccl).
 for t in f32 f64 u8; do run_bg "allgatherv_ring_N2_$t" algorithms/allgatherv/ring.ccl 2 --dtype "$t"; done
 run_bg alltoallv_pairwise_N4_ll algorithms/alltoallv/pairwise.ccl 4 --protocol ll
 run_bg allgatherv_direct_ll_N8 algorithms/allgatherv/direct_ll.ccl 8
 run_bg alltoallv_direct_ll_N2_sm75 algorithms/alltoallv/direct_ll.ccl 2 --arch 75
+run_bg alltoallv_k2_N4 tests/cuda/alltoallv_k2.ccl 4
 wait
 for name in "${names[@]}"; do report "$name"; done
 
