@@ -450,8 +450,11 @@ typedef struct {
     int kernel_only;      /* leave out the prelude (compiler/cuda/prelude.cuh): for golden files */
 } EmitOptions;
 
-/* Why the emitter cannot write CUDA for this plan (the v-collectives, whose GPU
- * execution is not written yet), or NULL when it can. Callers check it first. */
+/* The most ranks a v-collective's kernel serves (its blocks keep every rank's segment
+ * table in shared memory). */
+enum { CCLC_EMIT_V_MAX_RANKS = 32 };
+/* Why the emitter cannot write CUDA for this plan (a v-collective for more than
+ * CCLC_EMIT_V_MAX_RANKS ranks), or NULL when it can. Callers check it first. */
 const char *cclc_emit_cuda_refusal(const Plan *plan);
 /* Writes the kernel source for `rank` to out. Deterministic: same plan, same bytes.
  * The plan must pass cclc_emit_cuda_refusal. */

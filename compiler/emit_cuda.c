@@ -42,6 +42,17 @@
  * LL program assumes. An LL program that reads peers' memory or uses port channels runs
  * as double-buffered Simple. LL128 runs as Simple.
  *
+ * v-collectives (allgatherv, alltoallv): the kernel takes this rank's segment table as
+ * a second parameter (struct ccl_vtable) and publishes it before the call's identity;
+ * after the identity check every block copies every rank's table into shared memory
+ * (`vt`) and checks it (the prelude's ccl_vload: counts that disagree, or a layout that
+ * does not fit the v arena, fail every rank before any data moves). Each data op's
+ * chunk is then sized by the segment of the data it moves (PlanOp.content, a constant
+ * here), exactly as the CPU backend's ccl__segs_chunk: offsets and lengths come from
+ * `vt`, peers' in and out from their tables' heap offsets, scratch and LL lines from
+ * the kernel's vcs (the longest segment's chunk stride) instead of a.cs. Up to N =
+ * CCLC_EMIT_V_MAX_RANKS (the tables' shared memory).
+ *
  * Port channels: a put is posted by thread 0 as a request {dst, src, bytes} to the
  * block's queue in host-mapped memory (a.port); the runtime's proxy thread copies it
  * with the copy engine, and `flush` waits until the proxy reports it landed. Signals
@@ -143,7 +154,19 @@ typedef struct {
     /* Who runs the transfer being emitted: the whole block (item < 0), or warp group
      * item % G of a run of independent transfers (emit_xfer_run). */
     int item;
+    /* A v-collective: chunks sized by their segments, from the tables in `vt` (see
+     * emit_op_part_v); scratch's chunk stride is then the kernel's vcs, else a.cs. */
+    int v;
+    const char *cs;
 } Emit;
+
+/* The index in the kernel's `vt` (every rank's segment table, rank-major) of word
+ * `unit` of row `row` of rank `rank`'s table; row CCL_VT_ROWS is the tail. */
+static int emit_vt_index(const Emit *e, int rank, int row, int unit)
+{
+    int n = e->prog->nranks;
+    return rank * (int)CCL_VT_WORDS(n) + row * n + unit;
+}
 
 /* Writes a C expression for the base pointer (char *) of operand r's buffer. */
 static void emit_base(Emit *e, const Ref *r)
@@ -155,11 +178,14 @@ static void emit_base(Emit *e, const Ref *r)
         /* NCCL-style in-place calls place in inside out (or out inside in) at the rank's
          * slot, so a peer's buffer sits (peer - rank) strides from ours. */
         if (local) fprintf(o, "a.%s", which);
+        else if (e->v) /* where the peer's table says it is */
+            fprintf(o, "(p%d + vt[%d])", r->rank, emit_vt_index(e, r->rank, CCL_VT_ROWS,
+                                                                r->buf == BUF_IN ? CCL_VT_IN_OFF : CCL_VT_OUT_OFF));
         else fprintf(o, "(p%d + a.%s_off + (%d) * (long long)a.%s_stride)", r->rank, which, r->rank - e->rank, which);
     } else {
         long chunks = e->scratch_prefix[r->buf]; /* chunks of the scratch buffers before this one */
         if (chunks == 0) fprintf(o, "(p%d + sbase)", r->rank);
-        else fprintf(o, "(p%d + sbase + %ldull * a.cs * sizeof(ccl_t))", r->rank, chunks);
+        else fprintf(o, "(p%d + sbase + %ldull * %s * sizeof(ccl_t))", r->rank, chunks, e->cs);
     }
 }
 
@@ -364,14 +390,52 @@ static long emit_global_chunk(Emit *e, int buf, int chunk)
  * halves in the algorithm's region: 2 halves of total_chunks chunks of 2*CS*esize bytes. */
 static void emit_ll_lines(Emit *e, int rank, int buf, int chunk)
 {
-    fprintf(e->out, "(p%d + a.scratch_off + (%ldull + (ep & 1) * %ldull + %ldull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))",
-            rank, 2 * e->scratch_chunks, 2 * e->total_chunks, 2 * emit_global_chunk(e, buf, chunk));
+    fprintf(e->out, "(p%d + a.scratch_off + (%ldull + (ep & 1) * %ldull + %ldull) * %s * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))",
+            rank, 2 * e->scratch_chunks, 2 * e->total_chunks, 2 * emit_global_chunk(e, buf, chunk), e->cs);
+}
+
+/* emit_op_part for a v-collective, as the CPU backend's ccl__segs_chunk: the length of
+ * chunk j is that of the segment whose data it moves (op->content[j], the in chunk
+ * q * in_chunks + i: rank q's unit i / K, its chunk i % K), cut into K chunks of the
+ * segment's stride scs; an in/out operand's chunk c of unit u sits at its rank's
+ * displacement of u plus c * scs, a scratch chunk at its index times vcs. Chunks that
+ * carry no input's data (content -1) move nothing. */
+static void emit_op_part_v(Emit *e, const PlanOp *op, int j)
+{
+    FILE *o = e->out;
+    const Program *p = e->prog;
+    int k = p->chunks, h = op->content ? op->content[j] : -1;
+    if (h < 0) {
+        fprintf(o, "            const u64 scs = 0, len = 0; /* no input's data */\n");
+    } else {
+        int q = h / p->buf_chunks[BUF_IN], i = h % p->buf_chunks[BUF_IN];
+        fprintf(o, "            u64 scs; /* the data of in@%d[%d]: chunk %d of rank %d's in segment %d */\n", q, i,
+                i % k, q, i / k);
+        fprintf(o, "            const u64 len = ccl_vchunk(vt[%d], %d, %d, &scs);\n",
+                emit_vt_index(e, q, CCL_VT_IN_COUNT, i / k), k, i % k);
+    }
+    for (int x = 0; x < op->ndst + op->nsrc; x++) {
+        const Ref *r = x < op->ndst ? &op->dst[x] : &op->src[x - op->ndst];
+        int idx = r->chunk + j;
+        if (r->buf >= BUF_SCRATCH0)
+            fprintf(o, "            const struct ccl_span s%d = {(u64)%d * vcs, len};\n", x, idx);
+        else
+            fprintf(o, "            const struct ccl_span s%d = {vt[%d] + %d * scs, len};\n", x,
+                    emit_vt_index(e, r->rank, r->buf == BUF_IN ? CCL_VT_IN_DISPL : CCL_VT_OUT_DISPL, idx / k), idx % k);
+    }
+    fprintf(o, "            (void)scs;\n");
+    fprintf(o, "            u64 lo, hi;\n");
+    fprintf(o, "            ccl_part(a, inst, sl, len, &lo, &hi);\n");
 }
 
 /* Declares s0.. for every operand of op at chunk j, len (the shortest) and this
  * instance's and slice's part [lo, hi). */
 static void emit_op_part(Emit *e, const PlanOp *op, int j)
 {
+    if (e->v) {
+        emit_op_part_v(e, op, j);
+        return;
+    }
     FILE *o = e->out;
     int nops = op->ndst + op->nsrc;
     char name[32];
@@ -738,8 +802,8 @@ static void emit_block(Emit *e, const PlanBlock *b)
         fprintf(o, "        u64 *const epoch = a.expected + %d * a.ninst + 1 + 2 * gridDim.x + blockIdx.x;\n",
                 e->nslots);
         fprintf(o, "        const u64 ep = *epoch;\n");
-        fprintf(o, "        const u64 sbase = a.scratch_off + (ep & 1) * %ldull * a.cs * sizeof(ccl_t);\n",
-                e->scratch_chunks);
+        fprintf(o, "        const u64 sbase = a.scratch_off + (ep & 1) * %ldull * %s * sizeof(ccl_t);\n",
+                e->scratch_chunks, e->cs);
     } else {
         fprintf(o, "        const u64 sbase = a.scratch_off;\n");
     }
@@ -790,15 +854,14 @@ static void emit_block(Emit *e, const PlanBlock *b)
 
 const char *cclc_emit_cuda_refusal(const Plan *plan)
 {
-    /* A v-collective sizes every chunk by its segment's run-time count, read from every
-     * rank's published count tables; the kernels and the GPU backend do not do that
-     * yet (the CPU backend does). */
-    if (cclc_coll_is_v(plan->prog->coll))
+    /* A v-collective's kernel keeps every rank's segment table in each block's shared
+     * memory, N * (4N + 4) words: at N = 32, 33 KB of the 48 KB a block may declare. */
+    if (cclc_coll_is_v(plan->prog->coll) && plan->nranks > CCLC_EMIT_V_MAX_RANKS)
         return plan->prog->coll == COLL_ALLGATHERV
-                   ? "CUDA emission of allgatherv programs is not supported yet (their segment sizes are run-time "
-                     "values the generated kernels do not read); run them on the CPU backend"
-                   : "CUDA emission of alltoallv programs is not supported yet (their segment sizes are run-time "
-                     "values the generated kernels do not read); run them on the CPU backend";
+                   ? "CUDA emission of allgatherv programs is limited to N <= 32 ranks (every thread block keeps "
+                     "every rank's segment table in shared memory); run larger ones on the CPU backend"
+                   : "CUDA emission of alltoallv programs is limited to N <= 32 ranks (every thread block keeps "
+                     "every rank's segment table in shared memory); run larger ones on the CPU backend";
     return NULL;
 }
 
@@ -815,7 +878,9 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     if (rank < 0 || rank >= plan->nranks) internal_error("cclc_emit_cuda: rank %d out of range", rank);
     Protocol proto = opt ? opt->protocol : prog->protocol;
 
-    Emit e = {.out = out, .plan = plan, .prog = prog, .rank = rank, .nslots = plan->nsems, .item = -1};
+    Emit e = {.out = out, .plan = plan, .prog = prog, .rank = rank, .nslots = plan->nsems, .item = -1,
+              .v = cclc_coll_is_v(prog->coll)};
+    e.cs = e.v ? "vcs" : "a.cs";
     e.scratch_prefix = cclc_calloc((size_t)prog->nbufs, sizeof(long));
     long acc = 0;
     for (int b = BUF_SCRATCH0; b < prog->nbufs; b++) {
@@ -843,6 +908,10 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         fprintf(out, " (run as simple: the program reads peers' memory, uses port channels or named\n"
                      " * semaphores, which LL lines cannot carry; scratch double-buffered by call parity, as the\n"
                      " * verifier's cross-call proof of an LL program assumes: 2 x %ld chunks)", acc);
+    if (e.v)
+        fprintf(out, "\n * %s: every chunk is as long as its segment's chunks (segment tables in vt, every rank's;\n"
+                     " * in/out chunk c of a segment at its displacement + c * its stride, scratch chunks at\n"
+                     " * their index * vcs, the longest segment's stride)", cclc_coll_name(prog->coll));
     fprintf(out, "\n * logical thread blocks %d, semaphore slots per instance %d, scratch chunks %ld\n",
             plan->ntb, plan->nsems, acc);
     fprintf(out, " * Launch: grid = %d * ninst blocks; one heap of every rank mapped (a.peers). */\n",
@@ -856,8 +925,25 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     fprintf(out, "#define CCL_RANK %d\n", rank);
     if (!(opt && opt->kernel_only)) fputs(ccl__prelude_cuh, out);
 
-    fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a)\n{\n");
-    fprintf(out, "    if (!ccl_check_ident(a)) return; /* a rank runs another call: the error names it */\n");
+    if (e.v) {
+        /* Its own table comes by value (graph-capturable); the chunks of the region it
+         * lays out from the v arena's start, for ccl_vload's check that it fits. */
+        long region = e.ll ? 2 * acc + 4 * e.total_chunks : e.double_buffer ? 2 * acc : acc;
+        fprintf(out, "struct ccl_vtable { u64 w[%d]; }; /* this rank's segment table (abi.h's CCL_VT_*) */\n",
+                (int)CCL_VT_WORDS(prog->nranks));
+        fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a, "
+                     "const struct ccl_vtable t)\n{\n");
+        fprintf(out, "    ccl_vpublish(a, t.w); /* before the identity: a peer that sees it sees the table */\n");
+        fprintf(out, "    if (!ccl_check_ident(a)) return; /* a rank runs another call: the error names it */\n");
+        fprintf(out, "    __shared__ u64 vt[%d];\n", prog->nranks * (int)CCL_VT_WORDS(prog->nranks));
+        fprintf(out, "    u64 vcs; /* scratch's chunk stride: the longest segment's */\n");
+        fprintf(out, "    if (!ccl_vload(a, vt, %d, %d, %ld, &vcs)) return; /* the counts disagree or do not fit: the "
+                     "error says how */\n", prog->chunks, prog->coll == COLL_ALLTOALLV, region);
+        fprintf(out, "    (void)vcs; /* unused without scratch */\n");
+    } else {
+        fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a)\n{\n");
+        fprintf(out, "    if (!ccl_check_ident(a)) return; /* a rank runs another call: the error names it */\n");
+    }
     fprintf(out, "    const u64 inst = blockIdx.x %% a.ninst;\n");
     fprintf(out, "    u64 *const sem = (u64 *)(a.peers[%d] + a.sem_off);\n", rank);
     fprintf(out, "    (void)sem; /* unused when LL lines carry every signal */\n");

@@ -5,8 +5,8 @@
  *
  * Rank q sends (q + p) % 3 * 1000 elements to rank p, some of them none; every rank's
  * recvcounts must say the same (the library checks it across ranks and names both sides
- * when they disagree). The CPU backend runs it (the GPU backend does not run the
- * v-collectives yet), with ordinary malloc'd buffers: the library stages them. */
+ * when they disagree). It runs on the CPU backend, with ordinary malloc'd buffers: the
+ * library stages them (the GPU backend runs the v-collectives too, on device memory). */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -10,8 +10,9 @@
  *
  *   build/examples/sparse_allreduce [NRANKS]
  *
- * One thread drives every rank (calls return at once; ccl_comm_synchronize waits). The
- * CPU backend runs it. Values are small integers held in doubles, so every sum is exact
+ * One thread drives every rank (calls return at once; ccl_comm_synchronize waits), on
+ * the CPU backend, with malloc'd buffers (the GPU backend runs the same calls on device
+ * memory). Values are small integers held in doubles, so every sum is exact
  * whatever its order. */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU tests (make check-gpu): every shipped algorithm on N = 2 and 4 ranks, every output
-# element checked (tests/gpu/gpu_test.c). One process drives all ranks (threads mode),
+# element checked (tests/gpu/gpu_test.c; allgatherv and alltoallv with uneven, zero and
+# disagreeing counts, every gap between segments checked too). One process drives all ranks (threads mode),
 # on however many GPUs the machine has: ranks beyond the GPU count share GPUs, so one GPU
 # is enough. One process per GPU (mpirun) where the machine has N GPUs; two processes on
 # one GPU must be refused at once. Reducing algorithms of allreduce also run every op and
@@ -21,8 +22,7 @@ ns=${GPU_TEST_NS:-2 4}
 bin=$build/tests/gpu/gpu_test
 [ -x "$bin" ] || { echo "FAIL gpu: $bin not built"; exit 1; }
 algs=("$@")
-# Not allgatherv and alltoallv: the GPU backend refuses them (CPU backend only, so far).
-[ ${#algs[@]} -eq 0 ] && algs=($(ls algorithms/*/*.ccl | grep -v -e /allgatherv/ -e /alltoallv/))
+[ ${#algs[@]} -eq 0 ] && algs=(algorithms/*/*.ccl)
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 if [ "${ngpu:-0}" -eq 0 ]; then
     echo "skipped: no GPU"
@@ -41,9 +41,12 @@ for n in $ns; do
     start=$(date +%s)
     "$bin" --ranks "$n" "${algs[@]}" 2>&1 | tee -a "$log"
     [ ${#full[@]} -gt 0 ] && "$bin" --ranks "$n" --full "${full[@]}" 2>&1 | tee -a "$log"
+    # Two chunks per segment (the shipped v programs have one).
+    "$bin" --ranks "$n" tests/cuda/alltoallv_k2.ccl 2>&1 | tee -a "$log"
     # Simple programs forced onto LL lines (a tuning choice the runtime offers).
     CCL_GPU_PROTOCOL=ll "$bin" --ranks "$n" algorithms/allreduce/ring.ccl algorithms/allreduce/twoshot.ccl \
-        algorithms/allgather/ring.ccl algorithms/reduce_scatter/ring.ccl 2>&1 | tee -a "$log"
+        algorithms/allgather/ring.ccl algorithms/reduce_scatter/ring.ccl algorithms/allgatherv/ring.ccl \
+        algorithms/alltoallv/pairwise.ccl 2>&1 | tee -a "$log"
     echo "   ($(( $(date +%s) - start ))s)"
     if [ "$n" -gt "$ngpu" ]; then
         echo "   (process mode: N=$n needs $n GPUs, this machine has $ngpu)"
@@ -85,8 +88,17 @@ echo "== gpu: the examples and cclc run on the GPU backend"
             --backend gpu --count 1000003 --dtype bf16 --iters 3
         expect "cclc-run/alltoall-direct_ll/N$n/back-to-back" ": ok" "$build/cclc" run \
             algorithms/alltoall/direct_ll.ccl --ranks "$n" --backend gpu --count 4099 --back-to-back
+        # v-collectives: counts from the seed, new every call (a quarter of them 0).
+        for a in allgatherv/ring allgatherv/direct_ll alltoallv/pairwise alltoallv/direct_ll; do
+            expect "cclc-run/${a/\//-}/N$n" ": ok" "$build/cclc" run "algorithms/$a.ccl" --ranks "$n" --backend gpu \
+                --count 100000 --dtype bf16 --iters 5
+        done
     done
     expect example/custom_algorithm/N4 "every element right" "$build/examples/custom_algorithm" examples/star.ccl 4
+    expect "cclc-run/allgatherv-ring/N4/counts" "counts=3,0,100001,1 iters=3 out-of-place: ok" "$build/cclc" run \
+        algorithms/allgatherv/ring.ccl --ranks 4 --backend gpu --counts 3,0,100001,1 --iters 3
+    expect "cclc-run/alltoallv-pairwise/N2/matrix" ": ok" "$build/cclc" run algorithms/alltoallv/pairwise.ccl \
+        --ranks 2 --backend gpu --counts-matrix 3,0,0,5 --back-to-back
     if [ -x "$build/examples/allreduce_mpi" ] && command -v mpirun >/dev/null; then
         expect "example/allreduce_mpi/N$ngpu" "every element right" "${mpi[@]}" "$ngpu" "${mpiflags[@]}" \
             "$build/examples/allreduce_mpi"

@@ -49,6 +49,37 @@ typedef struct ccl_ident {
                                   (line: seq, peer, expected: our hash, seen: the peer's) */
 #define CCL_SLOT_IDENT_WAIT (~4ull) /* ... for a peer that did not start the call in time */
 
+/* A v-collective's segment table (runtime/src/vcoll.c fills it, internal.h says more):
+ * for one rank and one call, CCL_VT_ROWS rows of N words (the count and displacement,
+ * in elements, of every unit of in and of out), then CCL_VT_TAIL words: the heap offsets
+ * where peers reach this rank's in and out (~0: nowhere), the staging bytes it keeps at
+ * the end of its v arena, and the fence count. Each rank publishes its table in its
+ * vring entry (seq % CCL_IDENT_RING, at heap offset ccl_args.vring_off) before the
+ * call's identity; the kernel gets its own as its second parameter (struct ccl_vtable,
+ * emitted per N). */
+#define CCL_VT_IN_COUNT 0
+#define CCL_VT_IN_DISPL 1
+#define CCL_VT_OUT_COUNT 2
+#define CCL_VT_OUT_DISPL 3
+#define CCL_VT_ROWS 4
+#define CCL_VT_IN_OFF 0
+#define CCL_VT_OUT_OFF 1
+#define CCL_VT_STAGE_BYTES 2
+#define CCL_VT_FENCE 3       /* GPU: the rank's barrier count after the call's fence, which the
+                                kernel writes last; a peer reads the table once it matches its
+                                own (a replayed graph's seq repeats, so the identity cannot say
+                                the entry is this call's). 0 from the host, unused on the CPU. */
+#define CCL_VT_TAIL 4
+#define CCL_VT_WORDS(N) (CCL_VT_ROWS * (N) + CCL_VT_TAIL)
+/* The error record of a v call whose tables fail the kernel's checks (every rank finds
+ * the same, so none stops its peers). CCL_SLOT_VCOUNT: segment `inst` of rank `tb`'s
+ * recvbuf, which rank `peer` sends: `seen` elements sent, `expected` expected.
+ * CCL_SLOT_VSPACE: `expected` bytes of scratch (for a longest segment of `inst`
+ * elements of dtype `tb`) and rank `peer`'s `seen` bytes of staging exceed the v
+ * arena. `line`: the call's seq. */
+#define CCL_SLOT_VCOUNT (~5ull)
+#define CCL_SLOT_VSPACE (~6ull)
+
 /* ccl_kernel's one parameter, passed by value. */
 typedef struct ccl_args {
     CCL_DEVPTR(char *) in;   /* this rank's in and out for this launch */
@@ -67,6 +98,10 @@ typedef struct ccl_args {
     ccl_u64 ll_salt;         /* mixed into LL flags: stale lines of other uses never match */
     ccl_u64 in_stride, out_stride; /* peer p's in is at its heap + in_off + (p - rank) * in_stride */
     ccl_u64 port;            /* host-mapped struct ccl_port_fifo per block (0: no port puts) */
+    ccl_u64 vring_off;       /* v-collectives: heap offset of the vring (segment tables) */
+    ccl_u64 varena_bytes;    /* ... and bytes of the v arena, at scratch_off (0 otherwise) */
+    CCL_DEVPTR(const ccl_u64 *) vfence; /* ... and this rank's all-rank barrier count (device
+                                memory), which the fence before every v call advances */
     struct ccl_ident id;     /* this call's identity (checked in the kernel's prologue) */
 } CclGpuArgs;
 

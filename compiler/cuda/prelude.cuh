@@ -309,6 +309,114 @@ __device__ __noinline__ int ccl_check_ident(const struct ccl_args &a)
     return !__syncthreads_or(bad);
 }
 
+/* ---- v-collectives (allgatherv, alltoallv): every chunk is sized by its segment, a
+ * run-time count in the segment table of the rank that sends it (abi.h's CCL_VT_*).
+ * Each rank publishes its table before the call's identity; once the identities agree,
+ * every block copies every rank's table into shared memory and checks them, and the
+ * kernel's data ops read sizes and displacements from there (emit_cuda.c). ---- */
+
+/* Before ccl_check_ident, whose thread 0 publishes the identity after this: thread 0
+ * writes this rank's table (the kernel's second parameter) into its vring entry of this
+ * call, and last its fence count (CCL_VT_FENCE: the all-rank barrier just before this
+ * kernel made it the same on every rank), so a peer that sees the count sees the
+ * table. Every block writes the same. */
+__device__ __forceinline__ void ccl_vpublish(const struct ccl_args &a, const u64 *table)
+{
+    if (threadIdx.x == 0) {
+        const u64 W = CCL_VT_WORDS(CCL_NRANKS), at = CCL_VT_ROWS * CCL_NRANKS + CCL_VT_FENCE;
+        volatile u64 *e = (volatile u64 *)(a.peers[CCL_RANK] + a.vring_off) + (a.id.seq % CCL_IDENT_RING) * W;
+        for (u64 k = 0; k < W; k++)
+            if (k != at) e[k] = table[k];
+        __threadfence_system();
+        e[at] = *(const volatile u64 *)a.vfence;
+        __threadfence_system();
+    }
+}
+
+/* The chunk stride of a segment of n elements cut into K chunks, round_up(ceil(n/K), A)
+ * (0 for n = 0), as *cs; returns the length of its chunk c (0 past the segment's end).
+ * The same arithmetic as the runtime's ccl__chunk_stride and ccl__segs_chunk. */
+__device__ __forceinline__ u64 ccl_vchunk(u64 n, u64 K, u64 c, u64 *cs)
+{
+    const u64 A = CCL_VE;
+    *cs = n == 0 ? 0 : ((n + K - 1) / K + A - 1) / A * A;
+    const u64 start = c * *cs;
+    return start >= n ? 0 : (n - start < *cs ? n - start : *cs);
+}
+
+/* After ccl_check_ident: waits until every peer has published this call's table (its
+ * fence count is ours; a peer that does not in time is reported as one that did not
+ * start the call), copies every rank's table into vt (shared memory, CCL_NRANKS tables
+ * of CCL_VT_WORDS words), checks
+ * that every out segment's count equals what its sender sends (out unit u of rank p
+ * comes from rank u's in unit p for alltoallv, its only in unit for allgatherv), and
+ * that the region the kernel lays out in the v arena (region_chunks chunks of the
+ * longest segment's stride, at a.scratch_off) leaves room for every rank's staging (at
+ * the arena's end). Sets *cs_max (scratch's chunk stride) and returns 1; or records the
+ * first failure in the error record (CCL_SLOT_VCOUNT, CCL_SLOT_VSPACE; the first pair
+ * (p, u) in order, as the CPU backend names it) and returns 0, in every thread. Every
+ * rank reads the same tables and fails alike before any data moves, so none stops its
+ * peers (an abort would hide their own messages). */
+__device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 *vt, u64 K, int alltoallv, u64 region_chunks,
+                                      u64 *cs_max)
+{
+    const u64 N = CCL_NRANKS, W = CCL_VT_WORDS(CCL_NRANKS), at = (a.id.seq % CCL_IDENT_RING) * W;
+    __shared__ u64 bad, longest;
+    /* Thread p waits (bounded, abort-aware) until peer p's entry is this call's. */
+    int late = 0;
+    for (u64 p = threadIdx.x; p < N; p += blockDim.x) {
+        u64 before = *(const volatile u64 *)a.vfence - 1;
+        const u64 *fence = (const u64 *)(a.peers[p] + a.vring_off) + at + CCL_VT_ROWS * N + CCL_VT_FENCE;
+        if (!ccl_wait(fence, &before, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_IDENT_WAIT, CCL_RANK,
+                      blockIdx.x / a.ninst, blockIdx.x % a.ninst, a.id.seq, p))
+            late = 1;
+    }
+    if (__syncthreads_or(late)) return 0;
+    for (u64 k = threadIdx.x; k < N * W; k += blockDim.x)
+        vt[k] = ((const volatile u64 *)(a.peers[k / W] + a.vring_off))[at + k % W];
+    if (threadIdx.x == 0) {
+        bad = ~0ull;
+        longest = 0;
+    }
+    __syncthreads();
+    for (u64 k = threadIdx.x; k < N * N; k += blockDim.x) {
+        const u64 p = k / N, u = k % N, want = vt[p * W + CCL_VT_OUT_COUNT * N + u];
+        const u64 sent = vt[u * W + CCL_VT_IN_COUNT * N + (alltoallv ? p : 0)];
+        if (want != sent) atomicMin(&bad, k);
+        const u64 n = vt[p * W + CCL_VT_IN_COUNT * N + u]; /* allgatherv's unused units are 0 */
+        if (n > longest) atomicMax(&longest, n);
+    }
+    __syncthreads();
+    u64 cs, over = N;
+    ccl_vchunk(longest, K, 0, &cs);
+    const u64 need = region_chunks * cs * sizeof(ccl_t);
+    for (u64 p = 0; p < N && over == N; p++) {
+        const u64 stage = vt[p * W + CCL_VT_ROWS * N + CCL_VT_STAGE_BYTES];
+        if (need > a.varena_bytes || stage > a.varena_bytes - need) over = p;
+    }
+    if (bad == ~0ull && over == N) {
+        *cs_max = cs;
+        return 1;
+    }
+    if (threadIdx.x == 0 && atomicCAS(&a.err->flag, 0ull, 2ull) == 0ull) {
+        a.err->rank = CCL_RANK;
+        a.err->line = a.id.seq;
+        if (bad != ~0ull) {
+            const u64 p = bad / N, u = bad % N;
+            a.err->slot = CCL_SLOT_VCOUNT; a.err->tb = p; a.err->inst = u; a.err->peer = u;
+            a.err->expected = vt[p * W + CCL_VT_OUT_COUNT * N + u];
+            a.err->seen = vt[u * W + CCL_VT_IN_COUNT * N + (alltoallv ? p : 0)];
+        } else {
+            a.err->slot = CCL_SLOT_VSPACE; a.err->tb = a.id.kind >> 8; a.err->inst = longest; a.err->peer = over;
+            a.err->expected = need;
+            a.err->seen = vt[over * W + CCL_VT_ROWS * N + CCL_VT_STAGE_BYTES];
+        }
+        __threadfence_system();
+        *(volatile u64 *)&a.err->flag = 1;
+    }
+    return 0;
+}
+
 /* ---- Port channels: a put is a request in this block's queue in host-mapped memory
  * (abi.h's struct ccl_port_fifo); the host proxy (runtime/src/gpu_proxy.c) serves the
  * requests in order with the copy engine and publishes how many have landed in `done`.
@@ -534,9 +642,12 @@ extern "C" __global__ void ccl_avg(char *out, u64 count, u64 nranks)
 /* Staging copies (a user buffer to or from the heap or private staging). A kernel of
  * ours, not cuMemcpyAsync: the driver's device-to-device copy may load code of its own
  * on first use, which waits for every kernel running in the context, and on a shared
- * GPU those are peers spinning for this rank's next kernel. */
-extern "C" __global__ void ccl_copy(char *dst, const char *src, u64 bytes)
+ * GPU those are peers spinning for this rank's next kernel. Once the algorithm's error
+ * record is set (a failed call: a timeout, or a v call whose counts disagree) it copies
+ * nothing, so a failed call never writes what it did not compute into recvbuf. */
+extern "C" __global__ void ccl_copy(char *dst, const char *src, u64 bytes, const struct ccl_err *err)
 {
+    if (*(const volatile u64 *)&err->flag) return;
     u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x, step = (u64)gridDim.x * blockDim.x, done = 0;
     if ((((u64)dst | (u64)src) & 15) == 0) {
         u64 n = bytes / 16;

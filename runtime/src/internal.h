@@ -547,11 +547,19 @@ size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize);
 /* A v-collective's segment table: for one rank and one call, the count and the
  * displacement (elements) of every unit of in and of out, CCL__VT_ROWS rows of N words
  * (allgatherv's in has one unit: its other words are 0), then the heap offsets of in
- * and out where peers reach them (~0: nowhere) and the staging bytes this rank needs
- * in its v arena. Published per call in the rank's vring entry (seq % CCL_IDENT_RING),
- * before the call's identity, so a peer that sees the identity sees the table. */
-enum { CCL__VT_IN_COUNT, CCL__VT_IN_DISPL, CCL__VT_OUT_COUNT, CCL__VT_OUT_DISPL, CCL__VT_ROWS };
-enum { CCL__VT_IN_OFF, CCL__VT_OUT_OFF, CCL__VT_STAGE_BYTES, CCL__VT_TAIL };
+ * and out where peers reach them (~0: nowhere), the staging bytes this rank needs in
+ * its v arena, and a word the GPU kernel fills (CCL_VT_FENCE). Published per call in the
+ * rank's vring entry (seq % CCL_IDENT_RING), before the call's identity, so a peer that
+ * sees the identity sees the table. The layout is the kernel ABI's (cuda/abi.h,
+ * CCL_VT_*): GPU kernels read the tables. */
+enum {
+    CCL__VT_IN_COUNT = CCL_VT_IN_COUNT, CCL__VT_IN_DISPL = CCL_VT_IN_DISPL, CCL__VT_OUT_COUNT = CCL_VT_OUT_COUNT,
+    CCL__VT_OUT_DISPL = CCL_VT_OUT_DISPL, CCL__VT_ROWS = CCL_VT_ROWS
+};
+enum {
+    CCL__VT_IN_OFF = CCL_VT_IN_OFF, CCL__VT_OUT_OFF = CCL_VT_OUT_OFF, CCL__VT_STAGE_BYTES = CCL_VT_STAGE_BYTES,
+    CCL__VT_FENCE = CCL_VT_FENCE, CCL__VT_TAIL = CCL_VT_TAIL
+};
 #define CCL__VT_WORDS(N) ((size_t)CCL__VT_ROWS * (size_t)(N) + CCL__VT_TAIL)
 
 /* What a CclCall of a v-collective adds (vcoll.c fills it). */
@@ -645,6 +653,22 @@ ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *se
                         const char *fn);
 /* The unit of in that out unit u of rank `rank` receives: its rank and unit. */
 void ccl__v_home(Collective coll, int rank, int u, int *q, int *v);
+/* For a backend's run hook, on the user's thread: places in and out that peers reach
+ * but the user's buffers cannot be (CclVCall.in_heap, out_heap) at the end of the v
+ * arena, setting *in and *out and recording in `table` (the backend's copy of
+ * CclVCall.table) the heap offsets peers use and the staging bytes the arena must hold.
+ * When they do not fit it places nothing: the backend's check of every rank's table
+ * (scratch plus each rank's staging within the arena) fails the call on every rank. */
+void ccl__v_place(ccl_comm_t *comm, const CclCall *c, uint64_t *table, void **in, void **out);
+/* The messages of the backends' checks of every rank's table, the same on every rank
+ * and backend: out segment u of rank p expects `want` elements, its sender sends `sent`;
+ * or the scratch (for a longest segment of `longest` elements) and rank p's staging do
+ * not fit the v arena. */
+void ccl__v_count_message(char *err, size_t len, Collective coll, int me, uint64_t seq, int p, int u,
+                          unsigned long long sent, unsigned long long want, const char *file);
+void ccl__v_space_message(char *err, size_t len, int me, uint64_t seq, const char *file, size_t scratch,
+                          unsigned long long longest, ccl_dtype_t dtype, int p, unsigned long long stage,
+                          size_t arena_bytes);
 
 /* ===== p2p.c: point-to-point and groups ===== */
 

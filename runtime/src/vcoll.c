@@ -35,6 +35,59 @@ void ccl__v_home(Collective coll, int rank, int u, int *q, int *v)
     *v = coll == COLL_ALLTOALLV ? rank : 0;
 }
 
+void ccl__v_place(ccl_comm_t *comm, const CclCall *c, uint64_t *table, void **in, void **out)
+{
+    int N = comm->nranks;
+    char *arena = comm->heap_base[comm->rank] + c->v.arena_off;
+    size_t in_b = (c->in_bytes + CCL__HEAP_ALIGN - 1) / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
+    size_t out_b = (c->out_bytes + CCL__HEAP_ALIGN - 1) / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
+    size_t need = (c->v.in_heap ? in_b : 0) + (c->v.out_heap ? out_b : 0), end = c->v.arena_bytes;
+    uint64_t *tail = table + (size_t)CCL__VT_ROWS * (size_t)N;
+    tail[CCL__VT_STAGE_BYTES] = need;
+    if (need > end)
+        return; /* the backend's check of every table fails the call on every rank before anything is touched */
+    /* Staging at the arena's end, out last; scratch grows from its start. */
+    if (c->v.out_heap) {
+        end -= out_b;
+        *out = arena + end;
+        tail[CCL__VT_OUT_OFF] = c->v.arena_off + end;
+    }
+    if (c->v.in_heap) {
+        end -= in_b;
+        *in = arena + end;
+        tail[CCL__VT_IN_OFF] = c->v.arena_off + end;
+    }
+}
+
+void ccl__v_count_message(char *err, size_t len, Collective coll, int me, uint64_t seq, int p, int u,
+                          unsigned long long sent, unsigned long long want, const char *file)
+{
+    int q, v;
+    ccl__v_home(coll, p, u, &q, &v);
+    char what[48];
+    if (coll == COLL_ALLGATHERV)
+        snprintf(what, sizeof what, "its sendcount");
+    else
+        snprintf(what, sizeof what, "its sendcounts[%d]", v);
+    snprintf(err, len,
+             "rank %d, call %llu: the ranks disagree on the size of segment %d of rank %d's recvbuf (the data from "
+             "rank %d): rank %d sends %llu elements (%s), rank %d expects %llu (its recvcounts[%d]); every rank's "
+             "recvcounts[q] must equal what rank q sends it (%s)", me, (unsigned long long)seq, u, p, q, q, sent, what,
+             p, want, u, file);
+}
+
+void ccl__v_space_message(char *err, size_t len, int me, uint64_t seq, const char *file, size_t scratch,
+                          unsigned long long longest, ccl_dtype_t dtype, int p, unsigned long long stage,
+                          size_t arena_bytes)
+{
+    snprintf(err, len,
+             "rank %d, call %llu: %s needs %zu bytes of scratch (its longest segment is %llu elements of %s) and rank "
+             "%d %llu bytes of staging, more than the %zu bytes of the heap that v-collectives use (half of what was "
+             "free at the first v call; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES, or pass ccl_mem_alloc "
+             "buffers, which need no staging)", me, (unsigned long long)seq, file, scratch, longest,
+             ccl_dtype_name(dtype), p, stage, arena_bytes);
+}
+
 /* The vring and the v arena, taken at the first v call of the comm. Every rank makes
  * the same calls in the same order, so they sit at the same offsets everywhere. */
 static ccl_result_t take_regions(ccl_comm_t *comm, const char *fn)
@@ -244,10 +297,6 @@ static ccl_result_t standard_v(Collective coll, const char *fn, const void *send
     ccl_result_t r = ccl__check_usable(comm, fn);
     if (r != CCL_OK)
         return r;
-    if (comm->backend_kind == CCL_BACKEND_GPU)
-        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
-                              "%s: the GPU backend does not run allgatherv or alltoallv yet; use the CPU backend "
-                              "(ccl_config_t.backend = CCL_BACKEND_CPU, or CCL_BACKEND=cpu)", fn);
     if ((unsigned)dtype >= CCL_NUM_DTYPES)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
     if (!recvcounts)

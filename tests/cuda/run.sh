@@ -2,9 +2,11 @@
 # CUDA emission suite (CPU only, no GPU needed):
 #  - every shipped algorithm, at N=4 and N=2, every rank's generated kernel compiles
 #    through NVRTC for sm_90 (bf16/sum, the default protocol);
-#  - one algorithm compiles for every dtype and every op, and for older archs;
-#  - golden files: the generated CUDA of five kernels (one-shot, ring, port ring; LL
-#    all-to-all with transfers at once, LL reduce's root with fence-free signals),
+#  - one algorithm compiles for every dtype and every op, and for older archs; the
+#    v-collectives for several dtypes, as LL, and at N = 8;
+#  - golden files: the generated CUDA of seven kernels (one-shot, ring, port ring; LL
+#    all-to-all with transfers at once, LL reduce's root with fence-free signals; a
+#    Simple allgatherv ring and an LL alltoallv, chunks sized by segment tables),
 #    without the prelude they all share (cclc cuda --kernel-only), matches
 #    tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them);
 #  - the prelude, compiler/cuda/prelude.cuh, compiles alone with nvcc (where installed),
@@ -47,9 +49,6 @@ fi
 mkdir -p "$tmp/jit"
 "$build/tests/cuda/jit_cache" "$tmp/jit" 2>&1 | grep -E '^(ok|FAIL) ' || echo "FAIL cuda/jit-cache: no result"
 for f in algorithms/*/*.ccl; do
-    # allgatherv and alltoallv: the emitter refuses them (their segment sizes are
-    # run-time values no generated kernel reads yet; tests/cli checks the refusal).
-    case $f in */allgatherv/* | */alltoallv/*) continue ;; esac
     alg=${f#algorithms/}
     alg=${alg%.ccl}
     for n in 4 2; do run_bg "${alg//\//_}_N$n" "$f" "$n"; done
@@ -61,6 +60,14 @@ for o in prod min max avg; do
     run_bg "allpairs_N2_bf16_$o" algorithms/allreduce/allpairs.ccl 2 --dtype bf16 --op "$o"
 done
 for a in 75 80 89; do run_bg "ring_N2_sm$a" algorithms/allreduce/ring.ccl 2 --arch "$a"; done
+# v-collectives: several dtypes (the chunk stride's alignment is per element size), a
+# Simple program forced onto LL lines, N = 8 (larger tables in shared memory), sm_75, and
+# two chunks per segment (tests/cuda/alltoallv_k2.ccl).
+for t in f32 f64 u8; do run_bg "allgatherv_ring_N2_$t" algorithms/allgatherv/ring.ccl 2 --dtype "$t"; done
+run_bg alltoallv_pairwise_N4_ll algorithms/alltoallv/pairwise.ccl 4 --protocol ll
+run_bg allgatherv_direct_ll_N8 algorithms/allgatherv/direct_ll.ccl 8
+run_bg alltoallv_direct_ll_N2_sm75 algorithms/alltoallv/direct_ll.ccl 2 --arch 75
+run_bg alltoallv_k2_N4 tests/cuda/alltoallv_k2.ccl 4
 wait
 for name in "${names[@]}"; do report "$name"; done
 
@@ -84,6 +91,8 @@ golden ring_N4_r2_f32_max algorithms/allreduce/ring.ccl 4 2 --dtype f32 --op max
 golden ring_port_N4_r1_bf16_sum algorithms/allreduce/ring_port.ccl 4 1 --dtype bf16 --op sum
 golden alltoall_direct_ll_N4_r0_bf16 algorithms/alltoall/direct_ll.ccl 4 0 --dtype bf16
 golden reduce_direct_ll_N4_r0_bf16_sum algorithms/reduce/direct_ll.ccl 4 0 --dtype bf16 --op sum
+golden allgatherv_ring_N4_r1_bf16 algorithms/allgatherv/ring.ccl 4 1 --dtype bf16
+golden alltoallv_direct_ll_N4_r0_f32 algorithms/alltoallv/direct_ll.ccl 4 0 --dtype f32
 
 # The prelude alone, as CUDA: nvcc compiles compiler/cuda/prelude.cuh after the
 # definitions emit_cuda.c puts before it (bf16, sum), where nvcc is installed.

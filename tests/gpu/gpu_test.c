@@ -9,6 +9,11 @@
  * (cuMemAlloc) buffers (staging); in-place where the collective allows it; 100
  * back-to-back calls alternating two buffer sets; a CUDA-graph-captured loop replayed
  * three times. With --full, instead: every op and every dtype (reducing collectives).
+ * allgatherv and alltoallv (run_v_case): uneven counts with zeros, in several dtypes,
+ * on symmetric and ordinary buffers, one large, all zero; back-to-back calls whose
+ * layout changes every call; a captured loop; segments with poisoned gaps between
+ * them (every gap element must stay poison); and last, counts that disagree across
+ * ranks: every rank fails naming both, and recvbuf stays poison.
  * More ranks than GPUs (--ranks) put several ranks on one GPU (smoke tests on one GPU).
  *   gpu_test --timeout-test ALG.ccl...  a dead peer: the wait times out with a message
  *                                        naming rank, thread block, file:line and peer
@@ -151,7 +156,7 @@ static int expected(Collective coll, int me, int n, size_t U, size_t e, int seed
     case COLL_BROADCAST: fill(want, 1, e, 0, seed, t, op); return 1;
     case COLL_ALLGATHER: fill(want, 1, i, (int)unit, seed, t, op); return 1;
     case COLL_ALLTOALL: fill(want, 1, (size_t)me * U + i, (int)unit, seed, t, op); return 1;
-    case COLL_ALLGATHERV: /* the GPU backend refuses these (CCL_ERR_UNSUPPORTED) */
+    case COLL_ALLGATHERV: /* run_v_case checks these */
     case COLL_ALLTOALLV: return 0;
     case COLL_REDUCE:
         if (me != 0) return 0;
@@ -328,6 +333,222 @@ out:
     return rc;
 }
 
+/* ---- allgatherv and alltoallv ---- */
+
+/* A v case. Counts come from (seed, buffer set, sender, receiver): uneven, a quarter of
+ * them 0, at most `max`; `zeros`: every count 0. Segments lie with VGAP poisoned
+ * elements between them, recvbuf's in reverse rank order. `bad`: rank 1 expects one
+ * element more from rank 0 than rank 0 sends, so every rank's call must fail naming
+ * both, and no recvbuf element may change. */
+typedef struct {
+    const char *name;
+    ccl_dtype_t t;
+    size_t max;
+    int seed, sym, reps, graph, alternate, zeros, bad;
+} VCase;
+
+enum { VGAP = 3 };
+
+/* Elements rank q sends rank p (allgatherv: its one sendcount, p unused). */
+static size_t vcount(const VCase *c, int alltoall, int q, int p, int set)
+{
+    if (c->zeros) return 0;
+    unsigned h = (unsigned)q * 7919u + (unsigned)(alltoall ? p : 0) * 104729u + (unsigned)(c->seed + set) * 1299709u;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    return h % 4 == 0 ? 0 : 1 + (h >> 4) % c->max;
+}
+
+/* Element i of what rank q sends rank p: a small integer, exact in every dtype. */
+static double vvalue(int q, int p, size_t i, int set)
+{
+    return (double)(1 + ((size_t)q * 37 + (size_t)p * 11 + i * 7 + (size_t)set * 5) % 200);
+}
+
+/* Rank me's counts and displacements in one buffer set (N <= 64). */
+typedef struct {
+    size_t sc[64], sd[64], rc[64], rd[64], in_ext, out_ext;
+} VLayout;
+
+static void vlayout(const VCase *c, int alltoall, int n, int me, int set, VLayout *l)
+{
+    memset(l, 0, sizeof *l);
+    int nin = alltoall ? n : 1;
+    size_t d = 0;
+    for (int v = 0; v < nin; v++) {
+        l->sc[v] = vcount(c, alltoall, me, v, set);
+        l->sd[v] = d;
+        d += l->sc[v] + VGAP;
+        l->in_ext = l->sd[v] + l->sc[v];
+    }
+    d = 0;
+    for (int u = n - 1; u >= 0; u--) {
+        l->rc[u] = vcount(c, alltoall, u, me, set) + (c->bad && me == 1 && u == 0);
+        l->rd[u] = d;
+        d += l->rc[u] + VGAP;
+        if (l->rd[u] + l->rc[u] > l->out_ext) l->out_ext = l->rd[u] + l->rc[u];
+    }
+}
+
+/* Runs one v case on this rank; 0 when every segment holds its sender's data and every
+ * gap is still poison (for `bad`: when the call failed as it must and recvbuf is all
+ * poison), else -1 with why. Buffers are as large as any rank's extents (ccl_mem_alloc
+ * sizes must agree). */
+static int run_v_case(Rank *R, ccl_algorithm_t *alg, const VCase *c, char *why, size_t whylen)
+{
+    int n = R->nranks, alltoall = alg->prog->coll == COLL_ALLTOALLV, sets = c->alternate ? 2 : 1, rc = -1;
+    int barriers = 0;
+    size_t es = ccl_dtype_size(c->t), in_max = 1, out_max = 1;
+    VLayout mine[2], other;
+    for (int s = 0; s < sets; s++)
+        for (int r = 0; r < n; r++) {
+            vlayout(c, alltoall, n, r, s, r == R->rank ? &mine[s] : &other);
+            const VLayout *l = r == R->rank ? &mine[s] : &other;
+            if (l->in_ext > in_max) in_max = l->in_ext;
+            if (l->out_ext > out_max) out_max = l->out_ext;
+        }
+    if (!R->procs && R->rank < 64) atomic_store(&case_started_ms[R->rank], (long long)ccl__now_ms());
+    void *in[2] = {0}, *out[2] = {0};
+    char *host = malloc((in_max > out_max ? in_max : out_max) * es);
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    why[0] = 0;
+    if (!host) {
+        snprintf(why, whylen, "out of host memory");
+        goto out;
+    }
+    for (int s = 0; s < sets; s++) {
+        if (c->sym) {
+            if (ccl_mem_alloc(R->comm, &in[s], in_max * es) != CCL_OK ||
+                ccl_mem_alloc(R->comm, &out[s], out_max * es) != CCL_OK) {
+                snprintf(why, whylen, "ccl_mem_alloc: %s", ccl_comm_last_error(R->comm));
+                goto out;
+            }
+        } else {
+            CUdeviceptr p;
+            CU(ccl__cu.MemAlloc(&p, in_max * es));
+            in[s] = (void *)(uintptr_t)p;
+            CU(ccl__cu.MemAlloc(&p, out_max * es));
+            out[s] = (void *)(uintptr_t)p;
+        }
+        memset(host, 0xee, in_max * es);
+        for (int v = 0; v < (alltoall ? n : 1); v++)
+            for (size_t i = 0; i < mine[s].sc[v]; i++)
+                ccl__from_float(host + (mine[s].sd[v] + i) * es, (float)vvalue(R->rank, v, i, s), c->t);
+        CU(ccl__cu.MemcpyHtoD((CUdeviceptr)(uintptr_t)in[s], host, in_max * es));
+        CU(ccl__cu.MemsetD8((CUdeviceptr)(uintptr_t)out[s], 0xff, out_max * es));
+    }
+    /* Ranks sharing a GPU: nobody launches while a peer still allocates or copies. */
+    R->boot->barrier(R->boot->ctx);
+    barriers++;
+#define RUN_V(s) ccl_algorithm_run_v(alg, in[s], mine[s].sc, mine[s].sd, out[s], mine[s].rc, mine[s].rd, c->t, R->stream)
+    if (c->graph) {
+        /* Compile and stage before capture; then capture reps calls, replay 3 times. */
+        if (RUN_V(0) != CCL_OK || ccl_comm_synchronize(R->comm) != CCL_OK) {
+            snprintf(why, whylen, "warm-up: %s", ccl_comm_last_error(R->comm));
+            goto out;
+        }
+        CU(ccl__cu.MemsetD8((CUdeviceptr)(uintptr_t)out[0], 0xff, out_max * es));
+        CU(ccl__cu.StreamBeginCapture(R->stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+        for (int k = 0; k < c->reps; k++)
+            if (RUN_V(0) != CCL_OK) {
+                snprintf(why, whylen, "captured call %d: %s", k, ccl_comm_last_error(R->comm));
+                ccl__cu.StreamEndCapture(R->stream, &graph);
+                goto out;
+            }
+        CU(ccl__cu.StreamEndCapture(R->stream, &graph));
+        CU(ccl__cu.GraphInstantiate(&exec, graph, 0));
+        R->boot->barrier(R->boot->ctx);
+        barriers++;
+        for (int k = 0; k < 3; k++) CU(ccl__cu.GraphLaunch(exec, R->stream));
+        CU(ccl__cu.StreamSynchronize(R->stream));
+    } else {
+        for (int k = 0; k < c->reps; k++)
+            if (RUN_V(k % sets) != CCL_OK) {
+                snprintf(why, whylen, "call %d: %s", k, ccl_comm_last_error(R->comm));
+                goto out;
+            }
+    }
+#undef RUN_V
+    ccl_result_t sr = ccl_comm_synchronize(R->comm);
+    if (c->bad) {
+        /* Every rank fails, naming the segment, both ranks and both counts. */
+        const char *e = ccl_comm_last_error(R->comm);
+        char seg[64];
+        snprintf(seg, sizeof seg, "segment 0 of rank 1's recvbuf");
+        if (sr != CCL_ERR_INVALID_ARGUMENT || !strstr(e, seg) || !strstr(e, "rank 0 sends") ||
+            !strstr(e, "rank 1 expects")) {
+            snprintf(why, whylen, "rank %d: want CCL_ERR_INVALID_ARGUMENT naming %s, rank 0 sends, rank 1 expects; "
+                     "got %s: %.300s", R->rank, seg, ccl_result_string(sr), e);
+            goto out;
+        }
+    } else if (sr != CCL_OK) {
+        snprintf(why, whylen, "%s", ccl_comm_last_error(R->comm));
+        goto out;
+    }
+    rc = 0;
+    for (int s = 0; s < sets && rc == 0; s++) {
+        const VLayout *l = &mine[s];
+        CU(ccl__cu.MemcpyDtoH(host, (CUdeviceptr)(uintptr_t)out[s], out_max * es));
+        for (size_t e = 0; e < out_max && rc == 0; e++) {
+            int u = -1;
+            for (int x = 0; x < n && !c->bad; x++)
+                if (e >= l->rd[x] && e < l->rd[x] + l->rc[x]) u = x;
+            const char *at = host + e * es;
+            if (u < 0) {
+                for (size_t b = 0; b < es; b++)
+                    if ((unsigned char)at[b] != 0xff) {
+                        snprintf(why, whylen, "rank %d set %d element %zu of %zu: outside every segment%s, but "
+                                 "written (byte %zu is 0x%02x, not the poison 0xff)", R->rank, s, e, out_max,
+                                 c->bad ? " (the call failed)" : "", b, (unsigned char)at[b]);
+                        rc = -1;
+                        break;
+                    }
+                continue;
+            }
+            /* Out segment u of this rank is what rank u sends it (allgatherv: its only one). */
+            double want = vvalue(u, alltoall ? R->rank : 0, e - l->rd[u], s), got = ccl__load_double(at, c->t);
+            if (got != want) {
+                snprintf(why, whylen, "rank %d set %d element %zu of segment %d (%zu elements at %zu): got %g want %g",
+                         R->rank, s, e - l->rd[u], u, l->rc[u], l->rd[u], got, want);
+                rc = -1;
+            }
+        }
+    }
+out:
+    if (!R->procs && R->rank < 64) atomic_store(&case_started_ms[R->rank], 0);
+    for (; barriers < (c->graph ? 2 : 1); barriers++) R->boot->barrier(R->boot->ctx);
+    if (exec) ccl__cu.GraphExecDestroy(exec);
+    if (graph) ccl__cu.GraphDestroy(graph);
+    for (int s = 0; s < sets; s++) {
+        if (c->sym) {
+            if (in[s]) ccl_mem_free(R->comm, in[s]);
+            if (out[s]) ccl_mem_free(R->comm, out[s]);
+        } else {
+            if (in[s]) ccl__cu.MemFree((CUdeviceptr)(uintptr_t)in[s]);
+            if (out[s]) ccl__cu.MemFree((CUdeviceptr)(uintptr_t)out[s]);
+        }
+    }
+    free(host);
+    return rc;
+}
+
+/* The v cases, every one of an allgatherv or alltoallv program; the count mismatch last
+ * (it leaves the communicator failed). */
+static const VCase vcases[] = {
+    {"i32_uneven", CCL_I32, 5000, 1, 1, 1, 0, 0, 0, 0},
+    {"bf16_uneven_plain", CCL_BF16, 3001, 2, 0, 1, 0, 0, 0, 0},
+    {"u8_uneven", CCL_U8, 777, 3, 1, 1, 0, 0, 0, 0},
+    {"f64_large", CCL_F64, 300000, 4, 1, 1, 0, 0, 0, 0},
+    {"i32_count1", CCL_I32, 1, 5, 1, 1, 0, 0, 0, 0},
+    {"i32_all_zero", CCL_I32, 1, 6, 1, 1, 0, 0, 1, 0},
+    {"i32_50_calls_layouts_alternate", CCL_I32, 20000, 7, 1, 50, 0, 1, 0, 0},
+    {"bf16_20_calls_plain_alternate", CCL_BF16, 4099, 8, 0, 20, 0, 1, 0, 0},
+    {"i32_graph", CCL_I32, 10000, 9, 1, 5, 1, 0, 0, 0},
+    {"i32_counts_disagree", CCL_I32, 1000, 10, 0, 1, 0, 0, 0, 1},
+};
+
 static int reducing(Collective c)
 {
     return c == COLL_ALLREDUCE || c == COLL_REDUCE_SCATTER || c == COLL_REDUCE;
@@ -392,8 +613,12 @@ static void *rank_main(void *arg)
             cases[nc++] = (Case){"bf16_avg", CCL_BF16, CCL_AVG, 3001, 1, 0, 1, 0, 0};
             cases[nc++] = (Case){"i32_max_plain", CCL_I32, CCL_MAX, 3001, 0, 0, 1, 0, 0};
         }
+        /* v programs run their own cases (not with --full: no ops or dtypes to sweep). */
+        if (cclc_coll_is_v(coll)) nc = R->full ? 0 : (int)(sizeof vcases / sizeof vcases[0]);
         for (int i = 0; i < nc; i++) {
-            int rc = run_case(R, alg, &cases[i], why, sizeof why);
+            int rc = cclc_coll_is_v(coll) ? run_v_case(R, alg, &vcases[i], why, sizeof why)
+                                           : run_case(R, alg, &cases[i], why, sizeof why);
+            const char *cname = cclc_coll_is_v(coll) ? vcases[i].name : cases[i].name;
             char mine[256];
             snprintf(mine, sizeof mine, "%.255s", rc == 0 ? "" : why); /* the first 255 bytes say enough */
             R->boot->allgather(R->boot->ctx, mine, all_why, sizeof mine);
@@ -401,12 +626,12 @@ static void *rank_main(void *arg)
                 int nbad = 0;
                 for (int r = 0; r < R->nranks; r++) nbad += all_why[r][0] != 0;
                 if (nbad) {
-                    printf("FAIL gpu/%s/N%d/%s/%s:", mode, R->nranks, file, cases[i].name);
+                    printf("FAIL gpu/%s/N%d/%s/%s:", mode, R->nranks, file, cname);
                     for (int r = 0; r < R->nranks; r++)
                         if (all_why[r][0]) printf(" [%s]", all_why[r]);
                     printf("\n");
                 } else {
-                    printf("ok gpu/%s/N%d/%s/%s\n", mode, R->nranks, file, cases[i].name);
+                    printf("ok gpu/%s/N%d/%s/%s\n", mode, R->nranks, file, cname);
                 }
                 fflush(stdout);
             }

@@ -560,8 +560,8 @@ class Communicator:
         """MPI's Allgatherv: rank p's ``input`` (``recvcounts[p]`` elements, so this rank's
         holds ``recvcounts[rank]``) lands in every rank's ``output`` at element
         ``displs[p]`` (packed in rank order when ``displs`` is None). Every rank passes the
-        same ``recvcounts``; a rank that disagrees makes every rank raise, naming both.
-        The CPU backend runs it; the GPU backend refuses it for now."""
+        same ``recvcounts``; a rank that disagrees makes every rank raise, naming both (on
+        the GPU backend at the next synchronize, like any failure there)."""
         N = self.size
         if len(recvcounts) != N:
             raise InvalidArgumentError(f"all_gather_v: recvcounts must have {N} entries, got {len(recvcounts)}")
@@ -578,7 +578,7 @@ class Communicator:
         rank p, which stores them in its ``output`` at ``rdispls[r]`` (``recvcounts[r]``
         elements); displacements None mean packed in rank order. A rank whose
         ``recvcounts[p]`` differs from rank p's ``sendcounts[r]`` makes every rank raise,
-        naming both. The CPU backend runs it; the GPU backend refuses it for now."""
+        naming both (on the GPU backend at the next synchronize, like any failure there)."""
         N = self.size
         if len(sendcounts) != N:
             raise InvalidArgumentError(f"all_to_all_v: sendcounts must have {N} entries, got {len(sendcounts)}")

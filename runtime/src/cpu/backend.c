@@ -374,7 +374,7 @@ static ccl_result_t cpu_run(const CclCall *call)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
     if (call->is_v) {
         memcpy(t + 1, call->v.table, vbytes);
-        ccl__segs_place(comm, call, (uint64_t *)(t + 1), &in, &out);
+        ccl__v_place(comm, call, (uint64_t *)(t + 1), &in, &out);
     }
     if ((!in && !(in = grow_private(cc, 0, call->in_bytes))) || (!out && !(out = grow_private(cc, 1, call->out_bytes)))) {
         free(t);

@@ -29,30 +29,6 @@ static const uint64_t *table_of(const CpuSegs *sg, int rank)
     return sg->tab + (size_t)rank * CCL__VT_WORDS(sg->N);
 }
 
-void ccl__segs_place(ccl_comm_t *comm, const CclCall *c, uint64_t *table, void **in, void **out)
-{
-    int N = comm->nranks;
-    char *arena = comm->heap_base[comm->rank] + c->v.arena_off;
-    size_t in_b = (c->in_bytes + CCL__HEAP_ALIGN - 1) / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
-    size_t out_b = (c->out_bytes + CCL__HEAP_ALIGN - 1) / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
-    size_t need = (c->v.in_heap ? in_b : 0) + (c->v.out_heap ? out_b : 0), end = c->v.arena_bytes;
-    uint64_t *tail = table + (size_t)CCL__VT_ROWS * (size_t)N;
-    tail[CCL__VT_STAGE_BYTES] = need;
-    if (need > end)
-        return; /* ccl__segs_load fails the call on every rank before anything is touched */
-    /* Staging at the arena's end, out last; scratch grows from its start. */
-    if (c->v.out_heap) {
-        end -= out_b;
-        *out = arena + end;
-        tail[CCL__VT_OUT_OFF] = c->v.arena_off + end;
-    }
-    if (c->v.in_heap) {
-        end -= in_b;
-        *in = arena + end;
-        tail[CCL__VT_IN_OFF] = c->v.arena_off + end;
-    }
-}
-
 void ccl__segs_publish(ccl_comm_t *comm, const CclCall *c)
 {
     /* Peers read it only after the identity (written after it, with release). */
@@ -90,17 +66,8 @@ ccl_result_t ccl__segs_load(ccl_comm_t *comm, const CclCall *c, CpuSegs *sg, cha
             uint64_t want = table_of(sg, p)[CCL__VT_OUT_COUNT * N + u], sent = table_of(sg, q)[CCL__VT_IN_COUNT * N + v];
             if (want == sent)
                 continue;
-            char what[48];
-            if (sg->coll == COLL_ALLGATHERV)
-                snprintf(what, sizeof what, "its sendcount");
-            else
-                snprintf(what, sizeof what, "its sendcounts[%d]", v);
-            snprintf(err, len,
-                     "rank %d, call %llu: the ranks disagree on the size of segment %d of rank %d's recvbuf (the "
-                     "data from rank %d): rank %d sends %llu elements (%s), rank %d expects %llu (its recvcounts[%d]); "
-                     "every rank's recvcounts[q] must equal what rank q sends it (%s)", me,
-                     (unsigned long long)c->id.seq, u, p, q, q, (unsigned long long)sent, what, p,
-                     (unsigned long long)want, u, c->alg->file);
+            ccl__v_count_message(err, len, sg->coll, me, c->id.seq, p, u, (unsigned long long)sent,
+                                 (unsigned long long)want, c->alg->file);
             return CCL_ERR_INVALID_ARGUMENT;
         }
         for (int v = 0; v < (sg->coll == COLL_ALLTOALLV ? N : 1); v++)
@@ -136,13 +103,8 @@ ccl_result_t ccl__segs_load(ccl_comm_t *comm, const CclCall *c, CpuSegs *sg, cha
         uint64_t stage = table_of(sg, p)[CCL__VT_ROWS * N + CCL__VT_STAGE_BYTES];
         if (scratch <= c->v.arena_bytes && stage <= c->v.arena_bytes - scratch)
             continue;
-        snprintf(err, len,
-                 "rank %d, call %llu: %s needs %zu bytes of scratch (its longest segment is %llu elements of %s) "
-                 "and rank %d %llu bytes of staging, more than the %zu bytes of the heap that v-collectives use "
-                 "(half of what was free at the first v call; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES, or "
-                 "pass ccl_mem_alloc buffers, which need no staging)", me, (unsigned long long)c->id.seq,
-                 c->alg->file, scratch, (unsigned long long)longest, ccl_dtype_name(c->dtype), p,
-                 (unsigned long long)stage, c->v.arena_bytes);
+        ccl__v_space_message(err, len, me, c->id.seq, c->alg->file, scratch, (unsigned long long)longest, c->dtype, p,
+                             (unsigned long long)stage, c->v.arena_bytes);
         return CCL_ERR_OUT_OF_MEMORY;
     }
     return CCL_OK;

@@ -34,13 +34,6 @@ void ccl__segs_peer_bases(const CpuSegs *sg, ccl_comm_t *comm, int p, char **in,
  * be->run returns). */
 static inline size_t ccl__segs_table_bytes(int N) { return CCL__VT_WORDS(N) * sizeof(uint64_t); }
 
-/* For cpu_run, on the user's thread: places in and out that peers reach but the user's
- * buffers cannot be (CclVCall.in_heap, out_heap) at the end of the v arena, setting *in
- * and *out and recording in `table` (the Task's copy) the heap offsets peers use and
- * the staging bytes the arena must hold. The rest of the staging is private memory, as
- * for any call. */
-void ccl__segs_place(ccl_comm_t *comm, const CclCall *c, uint64_t *table, void **in, void **out);
-
 /* Publishes this rank's table in its vring entry of call seq, before the identity. */
 void ccl__segs_publish(ccl_comm_t *comm, const CclCall *c);
 

@@ -8,6 +8,12 @@
  * staging copy out. Nothing waits on the host, so calls are CUDA-graph capturable
  * (compile and allocate before capture: the first call of each dtype/op compiles).
  *
+ * allgatherv and alltoallv: the kernel gets this rank's segment table by value (staging
+ * that peers reach placed in the v arena first, ccl__v_place), publishes it, checks
+ * every rank's and sizes every chunk from them (emit_cuda.c); every v call starts with
+ * an all-rank barrier (the layout follows counts no host knows all of), and only the
+ * segments of a staged recvbuf are copied out.
+ *
  * Invariants: semaphores (heap) and expected values (device memory, GpuAlg.expected)
  * start at zero and are only ever increased by kernels, so any number of launches and
  * graph replays pair the k-th wait with the k-th signal. A failed wait stops the rank
@@ -183,15 +189,27 @@ static ccl_result_t gpu_heap_zero(ccl_comm_t *comm, size_t off, size_t bytes)
     return CCL_OK;
 }
 
+/* The salt mixed into an LL region's line flags (CclGpuArgs.ll_salt): the same on every
+ * rank for the same (offset, generation), different otherwise, so lines left in the
+ * memory by earlier users never match. */
+static uint64_t gpu_ll_salt(uint64_t off, uint64_t gen)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (off * 0xff51afd7ed558ccdull) ^ (gen << 40);
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 29);
+}
+
 static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
 {
     ccl_comm_t *comm = alg->comm;
-    /* Refused at load, before any state exists: no kernel reads segment sizes yet. */
-    if (cclc_coll_is_v(alg->prog->coll))
+    /* Refused at load, before any state exists (a v-collective for more ranks than its
+     * kernel's shared memory holds tables of). */
+    const char *refusal = cclc_emit_cuda_refusal(alg->plan);
+    if (refusal)
         return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
-                              "ccl_algorithm_load: %s is an %s program, and the GPU backend does not run allgatherv or "
-                              "alltoallv yet; use the CPU backend (ccl_config_t.backend = CCL_BACKEND_CPU, or "
-                              "CCL_BACKEND=cpu)", alg->file, cclc_coll_name(alg->prog->coll));
+                              "ccl_algorithm_load: %s for N = %d: %s (ccl_config_t.backend = CCL_BACKEND_CPU, or "
+                              "CCL_BACKEND=cpu)", alg->file, comm->nranks, refusal);
     GpuComm *g = gpu_comm(comm);
     ccl__cu.CtxSetCurrent(g->ctx);
     /* More instances than the program's default need more semaphores: take a larger
@@ -243,6 +261,10 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
         return ccl__gpu_cu_fail(comm, r, "allocating the algorithm's device state");
     }
     memset(ga->err, 0, sizeof *ga->err);
+    /* A v-collective's LL lines live in the v arena, which every v algorithm shares: its
+     * salt tells its lines from theirs (sem_off: unique among live algorithms; calls:
+     * different from a freed one's that had the same sem_off and ran). */
+    if (cclc_coll_is_v(alg->prog->coll)) ga->ll_salt = gpu_ll_salt(alg->sem_off, comm->calls + 1);
     alg->be_alg = ga;
     /* Any rank's: every rank opens queues (the kernels of ranks without port puts ignore
      * them), so all ranks start the same proxies. */
@@ -656,8 +678,11 @@ static ccl_result_t gpu_check_capture(const CclCall *call)
         snprintf(buf, sizeof buf, "its kernel for %s %s is not compiled yet (NVRTC and a module load)",
                  ccl_dtype_name(call->dtype), ccl_op_name(call->op));
         what = buf;
-    } else if ((!call->in && g->stage_bytes[0] < call->in_bytes) || (!call->out && g->stage_bytes[1] < call->out_bytes)) {
-        snprintf(buf, sizeof buf, "it needs a larger staging buffer for count %zu", call->count);
+    } else if ((!call->in && !call->v.in_heap && g->stage_bytes[0] < call->in_bytes) ||
+               (!call->out && !call->v.out_heap && g->stage_bytes[1] < call->out_bytes)) {
+        /* (A v call's staging that peers reach is in the v arena: nothing to allocate.) */
+        snprintf(buf, sizeof buf, "it needs a larger staging buffer (%zu bytes of sendbuf, %zu of recvbuf)",
+                 call->in_bytes, call->out_bytes);
         what = buf;
     }
     if (!what)
@@ -669,12 +694,13 @@ static ccl_result_t gpu_check_capture(const CclCall *call)
                           comm->rank, alg->file, what);
 }
 
-/* A staging copy on stream s, with the module's ccl_copy (the prelude says why). */
-static ccl_result_t gpu_stage_copy(ccl_comm_t *comm, const GpuKernel *k, void *dst, const void *src, size_t bytes,
-                                   CUstream s, const char *what)
+/* A staging copy on stream s, with the module's ccl_copy (the prelude says why), which
+ * copies nothing once ga's error record is set. */
+static ccl_result_t gpu_stage_copy(ccl_comm_t *comm, const GpuKernel *k, const GpuAlg *ga, void *dst, const void *src,
+                                   size_t bytes, CUstream s, const char *what)
 {
-    uint64_t d = (uint64_t)(uintptr_t)dst, sp = (uint64_t)(uintptr_t)src, n = bytes;
-    void *args[] = {&d, &sp, &n};
+    uint64_t d = (uint64_t)(uintptr_t)dst, sp = (uint64_t)(uintptr_t)src, n = bytes, err = ga->err_dev;
+    void *args[] = {&d, &sp, &n, &err};
     size_t blocks = (bytes / 16 + 511) / 512;
     blocks = blocks < 1 ? 1 : blocks > 256 ? 256 : blocks;
     CUresult r = ccl__cu.LaunchKernel(k->module->copy, (unsigned)blocks, 1, 1, 512, 1, 1, 0, s, args, NULL);
@@ -705,7 +731,9 @@ static ccl_result_t gpu_run(const CclCall *call)
         return res;
 
     uint64_t scratch_off = call->scratch_off;
-    if (ga->protocol != PROTO_SIMPLE) {
+    /* A v call's scratch (and LL lines) are laid out by the kernel in the v arena, at
+     * scratch_off, once it knows every rank's counts. */
+    if (ga->protocol != PROTO_SIMPLE && !call->is_v) {
         size_t need = ccl__ll_region_bytes(alg->prog, call->CS, call->esize);
         if (need > ga->ll_bytes) {
             size_t off;
@@ -720,22 +748,29 @@ static ccl_result_t gpu_run(const CclCall *call)
             ga->ll_bytes = need;
             /* Lines left in this memory by earlier users must never match a flag: the
              * salt differs per region (same on every rank: same offsets, same order). */
-            uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)off * 0xff51afd7ed558ccdull) ^ ((uint64_t)++ga->ll_gen << 40);
-            h ^= h >> 33;
-            h *= 0xc4ceb9fe1a85ec53ull;
-            ga->ll_salt = h ^ (h >> 29);
+            ga->ll_salt = gpu_ll_salt(off, ++ga->ll_gen);
         }
         scratch_off = ga->ll_off;
     }
     void *in = call->in, *out = call->out;
+    /* A v call's table, which the kernel publishes for its peers (its second parameter,
+     * by value: a graph replays it as captured), with the staging peers reach placed. */
+    uint64_t vtable[CCL_VT_WORDS(CCLC_EMIT_V_MAX_RANKS)] = {0};
+    if (call->is_v) {
+        memcpy(vtable, call->v.table, CCL__VT_WORDS(comm->nranks) * sizeof *vtable);
+        ccl__v_place(comm, call, vtable, &in, &out);
+    }
     if (!in && (res = gpu_stage(comm, 0, call->in_bytes, s, &in)) != CCL_OK) return res;
     if (!out && (res = gpu_stage(comm, 1, call->out_bytes, s, &out)) != CCL_OK) return res;
     /* A changed scratch layout (or staging peers may still read): every rank finishes the
-     * previous call before this one starts, staging copy included. */
-    if (call->fence && ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK ||
-                        (res = gpu_wait_colocated_launches(comm, "its fence before this call", capturing)) != CCL_OK))
+     * previous call before this one starts, staging copy included. A v call always
+     * fences: its layout follows every rank's counts, which no rank's host knows, and
+     * the v arena is every v algorithm's (docs/gpu-backend.md). */
+    if ((call->fence || call->is_v) &&
+        ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK ||
+         (res = gpu_wait_colocated_launches(comm, "its fence before this call", capturing)) != CCL_OK))
         return res;
-    if (call->stage_in && (res = gpu_stage_copy(comm, k, in, call->send, call->in_bytes, s, "sendbuf")) != CCL_OK)
+    if (call->stage_in && (res = gpu_stage_copy(comm, k, ga, in, call->send, call->in_bytes, s, "sendbuf")) != CCL_OK)
         return res;
     CclGpuArgs a = {
         .in = (uint64_t)(uintptr_t)in,
@@ -758,9 +793,13 @@ static ccl_result_t gpu_run(const CclCall *call)
         .in_stride = call->in_stride,
         .out_stride = call->out_stride,
         .port = ccl__gpu_port_address(ga->port),
+        .vring_off = call->is_v ? call->v.ring_off : 0,
+        .varena_bytes = call->is_v ? call->v.arena_bytes : 0,
+        .vfence = call->is_v ? g->bar_gen : 0,
         .id = call->id,
     };
-    void *params[] = {&a};
+    /* A fixed-size kernel has one parameter and ignores the second. */
+    void *params[] = {&a, vtable};
     /* Threads per block may change per call (the tuner's shape; the kernel reads
      * blockDim); the environment's or 512 otherwise. */
     int th = alg->shape.threads >= 32 && alg->shape.threads <= 512 ? alg->shape.threads / 32 * 32 : ga->threads;
@@ -791,8 +830,17 @@ static ccl_result_t gpu_run(const CclCall *call)
             (res = gpu_wait_colocated_launches(comm, "its barrier after avg's division", capturing)) != CCL_OK)
             return res;
     }
-    if (call->stage_out && (res = gpu_stage_copy(comm, k, call->recv, out, call->out_bytes, s, "recvbuf")) != CCL_OK)
+    if (call->stage_out && !call->is_v &&
+        (res = gpu_stage_copy(comm, k, ga, call->recv, out, call->out_bytes, s, "recvbuf")) != CCL_OK)
         return res;
+    /* A v call's recvbuf gets its segments only: the gaps between them are the user's. */
+    for (int u = 0; call->stage_out && call->is_v && u < comm->nranks; u++) {
+        size_t at = (size_t)vtable[CCL__VT_OUT_DISPL * comm->nranks + u] * call->esize;
+        size_t bytes = (size_t)vtable[CCL__VT_OUT_COUNT * comm->nranks + u] * call->esize;
+        if (bytes && (res = gpu_stage_copy(comm, k, ga, (char *)call->recv + at, (const char *)out + at, bytes, s,
+                                           "recvbuf")) != CCL_OK)
+            return res;
+    }
     return ccl__gpu_mark_stream(comm, s, capturing);
 }
 
@@ -826,6 +874,25 @@ static void gpu_ident_error(ccl_comm_t *comm, const ccl_algorithm_t *alg, const 
                          (unsigned long long)e->seen);
 }
 
+/* The kernel's check of every rank's segment table failed (ccl_vload in the prelude;
+ * abi.h's CCL_SLOT_VCOUNT and CCL_SLOT_VSPACE say what the record holds): the CPU
+ * backend's message for the same failure. */
+static void gpu_v_error(ccl_comm_t *comm, const ccl_algorithm_t *alg, const CclGpuErr *e)
+{
+    char msg[1024];
+    if (e->slot == CCL_SLOT_VCOUNT) {
+        ccl__v_count_message(msg, sizeof msg, alg->prog->coll, comm->rank, e->line, (int)e->tb, (int)e->inst,
+                             (unsigned long long)e->seen, (unsigned long long)e->expected, alg->file);
+        ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s", msg);
+        return;
+    }
+    ccl_dtype_t dtype = e->tb < CCL_NUM_DTYPES ? (ccl_dtype_t)e->tb : CCL_F32;
+    ccl__v_space_message(msg, sizeof msg, comm->rank, e->line, alg->file, (size_t)e->expected,
+                         (unsigned long long)e->inst, dtype, (int)e->peer, (unsigned long long)e->seen,
+                         comm->varena_bytes);
+    ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s", msg);
+}
+
 static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
 {
     GpuComm *g = gpu_comm(comm);
@@ -846,6 +913,8 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
         char why[256];
         if (e->slot == CCL_SLOT_IDENT || e->slot == CCL_SLOT_IDENT_WAIT) {
             gpu_ident_error(comm, alg, e);
+        } else if (e->slot == CCL_SLOT_VCOUNT || e->slot == CCL_SLOT_VSPACE) {
+            gpu_v_error(comm, alg, e);
         } else if (e->slot == CCL_SLOT_PORT) {
             int broken = ccl__gpu_proxy_error(g, why, sizeof why);
             ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
@@ -913,7 +982,9 @@ static ccl_result_t gpu_poll(ccl_comm_t *comm)
     for (int i = 0; i < comm->nalgs; i++) {
         const GpuAlg *ga = comm->algs[i]->be_alg;
         if (ga && ga->err->flag == 1)
-            return ga->err->slot == CCL_SLOT_IDENT ? CCL_ERR_INVALID_ARGUMENT : CCL_ERR_TIMEOUT;
+            return ga->err->slot == CCL_SLOT_IDENT || ga->err->slot == CCL_SLOT_VCOUNT ? CCL_ERR_INVALID_ARGUMENT
+                   : ga->err->slot == CCL_SLOT_VSPACE                                  ? CCL_ERR_OUT_OF_MEMORY
+                                                                                       : CCL_ERR_TIMEOUT;
     }
     return ccl__gpu_p2p_poll(comm);
 }
