@@ -229,7 +229,8 @@ def test_torchrun_process_mode(tmp_path):
         assert "refused:" in out and "ok rank" not in out, out
 
 
-@pytest.mark.parametrize("example", ["topk_allreduce.py", "topk_allreduce.py --method tree", "custom_algorithm.py"])
+@pytest.mark.parametrize("example", ["topk_allreduce.py", "topk_allreduce.py --method tree", "custom_algorithm.py"],
+                         ids=["topk_gather", "topk_tree", "custom_algorithm"])
 def test_examples_gpu(example):
     from conftest import ROOT
 
