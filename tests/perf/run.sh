@@ -279,13 +279,13 @@ else
     fail nccl-mode "exit $rc: $(grep -i nccl "$tmp/mode.out" | head -3)"
 fi
 
-# --help describes the two exchanges, alltoallv's count matrix and what --graph does to them.
+# --help describes the two exchanges, alltoallv's count matrix and their refusals.
 help=$("$perf" --help)
 if grep -q -- '-c, --collective C   allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce,$' <<<"$help" &&
     grep -q '^ *alltoallv or sendrecv (below)$' <<<"$help" &&
     grep -q '^sendrecv: every rank r sends S bytes (each size of the sweep) to rank (r+1)%N and$' <<<"$help" &&
     grep -q '^  to 1 + ((q + 2p) mod (N+1)), rounded down, the remainder one element each to the first$' <<<"$help" &&
-    grep -q '^  is timed eagerly with CUDA events (the GPU backend cannot capture point-to-point$' <<<"$help"; then
+    grep -q '^Both: out-of-place only. A size the library refuses (CCL_ERR_UNSUPPORTED) shows$' <<<"$help"; then
     ok help-p2p
 else
     fail help-p2p "$(grep -A14 '^sendrecv' <<<"$help" | head -14)"

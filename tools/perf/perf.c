@@ -14,10 +14,7 @@
  * API: alltoallv (ccl_all_to_all_v on perf_v_counts' uneven count matrix; NCCL, which has
  * none, as grouped ncclSend/ncclRecv of the same segments) and sendrecv (a ring of
  * ccl_send/ccl_recv in one group, as nccl-tests' sendrecv_perf). Both are out-of-place
- * only, and ours is never captured in a CUDA graph: the GPU backend cannot capture
- * point-to-point groups (and alltoallv, which it does not run yet, is treated alike), so
- * under --graph ours runs eagerly and NCCL's in the graph (the header's timing line says
- * so). A backend that refuses either (CCL_ERR_UNSUPPORTED, at
+ * only. A backend that refuses either (CCL_ERR_UNSUPPORTED, at
  * the call) is not a failure of the run: the size's row reads "refused", NCCL is still
  * timed, the footer quotes the library, and the exit status is 1.
  *
@@ -92,10 +89,8 @@ static void usage(FILE *f)
           "  to 1 + ((q + 2p) mod (N+1)), rounded down, the remainder one element each to the first\n"
           "  peers (NCCL, which has no alltoallv: the same exchange as grouped ncclSend/ncclRecv);\n"
           "  busbw = algbw x (N-1)/N.\n"
-          "Both: out-of-place only, and never in a CUDA graph on our side: under --graph our op\n"
-          "  is timed eagerly with CUDA events (the GPU backend cannot capture point-to-point\n"
-          "  groups), NCCL's in a graph; the header says so. A size the library refuses\n"
-          "  (CCL_ERR_UNSUPPORTED) shows 'refused' and the run goes on, then exits 1.\n",
+          "Both: out-of-place only. A size the library refuses (CCL_ERR_UNSUPPORTED) shows\n"
+          "  'refused' and the run goes on, then exits 1.\n",
           f);
 }
 
@@ -663,10 +658,7 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
     double samples[PERF_MAX_ITERS];
     int ns = 0;
     long long wrong = check ? 0 : -1;
-    /* Our point-to-point groups cannot be captured (the GPU backend refuses to; alltoallv,
-     * which it does not run yet, is treated alike), so under --graph ours of sendrecv and
-     * alltoallv runs eagerly (describe_method says so); NCCL's is captured as asked. */
-    int graph = o->graph && !(impl == IMPL_CCL && perf_colls[w->sh->coll].p2p);
+    int graph = o->graph;
 
     agree_barrier(w);
     prepare(w, impl, inplace, count);
@@ -1148,13 +1140,7 @@ static size_t v_max_recv(const Shared *sh)
 static void describe_method(Shared *sh)
 {
     const Opts *o = &sh->o;
-    if (o->graph && perf_colls[sh->coll].p2p)
-        snprintf(sh->method, sizeof sh->method,
-                 "NCCL: CUDA graph of %d ops (%d from 16M), %d timed replays after 1 warm-up replay, time per op = "
-                 "replay / ops; ccl: not in a graph (the GPU backend cannot capture point-to-point groups): CUDA "
-                 "events around each op, eager, %d ops after %d warm-up; median of the max across ranks",
-                 o->iters, o->iters >= 5 ? o->iters / 5 : o->iters, o->repeats, o->iters, o->warmup);
-    else if (o->graph)
+    if (o->graph)
         snprintf(sh->method, sizeof sh->method,
                  "CUDA graph of %d ops (%d from 16M), %d timed replays after 1 warm-up replay; CUDA events; "
                  "time per op = replay / ops; median of replays of the max across ranks",

@@ -66,8 +66,7 @@ typedef struct {
     int reduces, rooted;
     int in_n, out_n;        /* buffer sizes: 1 = count elements, 0 = N * count */
     int lib;                /* the library's Collective (dispatch, --algo); -1: none */
-    int p2p;                /* sendrecv and alltoallv: out-of-place only, and ours is never
-                               captured in a CUDA graph (perf.c says why) */
+    int p2p;                /* sendrecv and alltoallv: out-of-place only */
 } CollInfo;
 
 extern const CollInfo perf_colls[PERF_NCOLLS];

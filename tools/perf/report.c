@@ -245,11 +245,10 @@ static FILE *open_out(const char *path)
     return f;
 }
 
-/* How an implementation was timed, as the CSV and JSON spell it: ours of sendrecv and
- * alltoallv is never in a graph (perf.c's measure), so under --graph it is eager. */
-static const char *method_name(const Shared *sh, int impl)
+/* How the run was timed, as the CSV and JSON spell it. */
+static const char *method_name(const Shared *sh)
 {
-    if (sh->o.graph && !(impl == IMPL_CCL && perf_colls[sh->coll].p2p))
+    if (sh->o.graph)
         return "cuda-graph";
     return sh->backend == CCL_BACKEND_GPU ? "cuda-events" : "host-clock";
 }
@@ -279,7 +278,7 @@ int perf_write_csv(const Shared *sh, const char *path)
                         ccl_dtype_name(o->dtype), perf_colls[sh->coll].reduces ? ccl_op_name(o->op) : "none",
                         perf_colls[sh->coll].rooted ? o->root : -1, sh->nranks,
                         sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu",
-                        method_name(sh, impl),
+                        method_name(sh),
                         impl_name(impl), impl == IMPL_CCL ? row->algo : impl_name(impl), place_name(p), row->bytes, row->count,
                         s->us, algbw(row->bytes, s->us),
                         algbw(row->bytes, s->us) * fac);
@@ -343,10 +342,7 @@ int perf_write_json(const Shared *sh, const char *path)
     json_str(f, sh->devname);
     fputs(",\n  \"algorithm\": ", f);
     json_str(f, sh->algo_name);
-    /* method: the run's (NCCL's); ccl_method: ours, eager under --graph for sendrecv and
-     * alltoallv. */
-    fprintf(f, ",\n  \"timing\": {\"method\": \"%s\", \"ccl_method\": \"%s\", \"description\": ",
-            method_name(sh, IMPL_NCCL), method_name(sh, IMPL_CCL));
+    fprintf(f, ",\n  \"timing\": {\"method\": \"%s\", \"description\": ", method_name(sh));
     json_str(f, sh->method);
     fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"repeats\": %d},\n", o->iters, o->warmup, o->repeats);
     fprintf(f, "  \"check\": %s, \"busbw_factor\": %.6f,\n", o->check ? "true" : "false", fac);
