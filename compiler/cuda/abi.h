@@ -123,9 +123,10 @@ typedef struct ccl_port_fifo {
     struct ccl_port_req req[CCL_PORT_DEPTH];
 } CclPortFifo;
 
-/* Point-to-point (runtime/src/gpu/p2p.cu's ccl_p2p, one thread block per call of a
- * group; docs/internals.md, "Point-to-point"). The channels and their semaphores are
- * internal.h's (CCL__P2P_*): a slot is a header of these five words, then payload. */
+/* Point-to-point (runtime/src/gpu/p2p.cu's ccl_p2p, blocks_per_call thread blocks per
+ * call of a group; docs/internals.md, "Point-to-point"). The channels and their
+ * semaphores are internal.h's (CCL__P2P_*): a slot is a header of these five words, then
+ * payload. */
 #define CCL_P2P_MAX_CALLS 128 /* calls of one group on one comm (kernel parameter space) */
 
 typedef struct ccl_p2p_call {
@@ -162,6 +163,7 @@ typedef struct ccl_p2p_args {
     ccl_u64 timeout_ns;
     ccl_u64 group;           /* this launch's number on this comm (for the error record) */
     ccl_u64 ncalls;
+    ccl_u64 blocks_per_call; /* thread blocks sharing each call's copies */
     struct ccl_p2p_call call[CCL_P2P_MAX_CALLS];
 } CclP2pGpuArgs;
 

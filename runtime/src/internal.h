@@ -677,7 +677,7 @@ void ccl__v_space_message(char *err, size_t len, int me, uint64_t seq, const cha
  * heap, channel s carries what rank s sends to d: CCL__P2P_SLOTS slots of p2p_slot_bytes,
  * each a CclP2pSlot header then payload. Semaphores (64-bit counters at p2p_sem_off):
  * [s] counts the slots rank s has filled in this rank's channel s, [N + d] the slots
- * rank d has emptied of what this rank sent it; [2N, 6N] are the GPU kernel's own
+ * rank d has emptied of what this rank sent it; [2N, 10N] are the GPU kernel's own
  * (runtime/src/gpu/p2p.cu; the CPU backend keeps its own counts on the host). Every
  * count is since the comm began. */
 enum { CCL__P2P_SLOTS = 2, CCL__P2P_HEADER = 64 };

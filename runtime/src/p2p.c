@@ -59,7 +59,7 @@ void ccl__p2p_reserve(ccl_comm_t *comm)
     size_t off, sem_off;
     if (ccl__heap_alloc(&comm->data, slot * CCL__P2P_SLOTS * (size_t)N, 0, &off) != 0)
         return;
-    if (ccl__heap_alloc(&comm->sems, ccl__sem_block_bytes(6 * N + 1), 0, &sem_off) != 0) {
+    if (ccl__heap_alloc(&comm->sems, ccl__sem_block_bytes(10 * N + 1), 0, &sem_off) != 0) {
         ccl__heap_free(&comm->data, off);
         return;
     }

@@ -23,7 +23,9 @@
 /* ccl_p2p's source (gpu/p2p.cu with abi.h inlined), made by the Makefile. */
 extern const char ccl__p2p_cu[];
 
-enum { P2P_THREADS = 256 };
+/* Threads per block, and at most how many blocks share one call's copies (a block
+ * alone moves about 15 GB/s: docs/gpu-backend.md). */
+enum { P2P_THREADS = 256, P2P_MAX_BLOCKS_PER_CALL = 16 };
 
 typedef struct GpuP2p {
     GpuModule *module;          /* the GPU's cache entry; NULL when the kernel is not usable */
@@ -201,13 +203,18 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
     ccl_result_t res = ccl__gpu_call_stream(comm, call->stream, &s, &capturing);
     if (res != CCL_OK)
         return res;
-    /* Every rank's blocks must be able to run at once where ranks share the GPU. */
+    /* Every rank's blocks must be able to run at once where ranks share the GPU (a
+     * block each spare for a collective's barrier); the GPU's SMs are shared among the
+     * calls otherwise. */
     long fit = (long)p->module->blocks_per_sm[P2P_THREADS / 32] * g->sms;
-    if (g->ncolocated > 1 && fit < (long)(n + 1) * g->ncolocated)
+    long per_rank = g->ncolocated > 1 ? fit / g->ncolocated - 1 : g->sms;
+    if (per_rank < n)
         return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
                               "rank %d: a group of %d calls needs %d thread blocks on each of the %d ranks sharing GPU "
                               "%d, and only %ld fit at once, which the waits between them need: use smaller groups",
                               comm->rank, n, n, g->ncolocated, comm->device, fit);
+    long blocks = per_rank / n;
+    blocks = blocks < 1 ? 1 : blocks > P2P_MAX_BLOCKS_PER_CALL ? P2P_MAX_BLOCKS_PER_CALL : blocks;
     CclP2pGpuArgs *a = calloc(1, sizeof *a);
     if (!a)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
@@ -215,7 +222,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
                          .nranks = (uint64_t)comm->nranks, .chan_off = comm->p2p_off,
                          .slot_bytes = comm->p2p_slot_bytes, .sem_off = comm->p2p_sem_off,
                          .timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull, .group = ++p->groups,
-                         .ncalls = (uint64_t)n};
+                         .ncalls = (uint64_t)n, .blocks_per_call = (uint64_t)blocks};
     size_t payload = comm->p2p_slot_bytes - CCL__P2P_HEADER;
     for (int i = 0; i < n; i++) {
         const CclP2pOp *op = &call->ops[i];
@@ -236,7 +243,8 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
     }
     ccl__gpu_note_caller(comm);
     void *params[] = {a};
-    CUresult r = ccl__cu.LaunchKernel(p->module->kernel, (unsigned)n, 1, 1, P2P_THREADS, 1, 1, 0, s, params, NULL);
+    CUresult r = ccl__cu.LaunchKernel(p->module->kernel, (unsigned)(n * blocks), 1, 1, P2P_THREADS, 1, 1, 0, s, params,
+                                      NULL);
     free(a);
     if (r != CUDA_SUCCESS)
         return ccl__gpu_cu_fail(comm, r, "cuLaunchKernel (ccl_p2p)");

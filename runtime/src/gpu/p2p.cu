@@ -1,7 +1,8 @@
 /* p2p.cu: ccl_p2p, the kernel that runs one group of ccl_send and ccl_recv calls on the
- * GPU backend: one thread block per call, all of them at once, so no call of a group
- * waits for another, only for its partner on the other rank (runtime/src/p2p.c says
- * why a group cannot deadlock). The protocol is the CPU backend's (cpu/p2p.c,
+ * GPU backend: blocks_per_call thread blocks per call, all of them at once, so no call of
+ * a group waits for another, only for its partner on the other rank (runtime/src/p2p.c
+ * says why a group cannot deadlock). The blocks of a call copy a slot's parts side by
+ * side; the one that completes a slot publishes it, in slot order. The protocol is the CPU backend's (cpu/p2p.c,
  * docs/internals.md "Point-to-point"): a message takes max(1, ceil(bytes / payload))
  * consecutive slots of its channel, two slots per channel;
  *   send: fill slot g once the receiver emptied its previous use (g - emptied < 2) and
@@ -15,7 +16,9 @@
  * this rank's channel s, [N + d] slots rank d emptied of this rank's channel to d;
  * this rank's own: [2N + d] slots it filled toward d, [3N + s] slots it emptied from s
  * (they order the calls of one channel), [4N + d] and [5N + s] the same counts as they
- * stood when this launch began, [6N] blocks of this launch done.
+ * stood when this launch began, [6N] blocks of this launch done, then per peer and slot
+ * parity the parts of the slot in hand done: [6N + 1 + 2d + parity] sending to d,
+ * [8N + 1 + 2s + parity] receiving from s.
  *
  * Where a call's slots start is read here, not given by the host: [4N + d] (or [5N +
  * s]) plus the slots of the launch's earlier calls on that channel (`before`, fixed per
@@ -109,37 +112,61 @@ __device__ void p2p_copy(char *dst, const char *src, u64 bytes)
     for (u64 j = done + threadIdx.x; j < bytes; j += blockDim.x) dst[j] = src[j];
 }
 
+/* Bytes [lo, hi) of a slot's len that part b of B copies: 16-byte aligned cuts. */
+__device__ __forceinline__ void p2p_part(u64 len, u64 b, u64 B, u64 *lo, u64 *hi)
+{
+    *lo = b * len / B / 16 * 16;
+    *hi = b + 1 == B ? len : (b + 1) * len / B / 16 * 16;
+}
+
+/* Thread 0 of every block of a call, once its part of slot g is done: the block that
+ * completes the slot (parts[g % 2] reaches B; it resets the count, which no block of
+ * slot g + 2 can touch before slot g is published) publishes it, after slot g - 1:
+ * *count (this rank's own) and *peer_count become g + 1. 0 after an abort or a timeout. */
+__device__ int p2p_part_done(const struct ccl_p2p_args &a, const struct ccl_p2p_call &c, u64 first, u64 *parts,
+                             u64 g, u64 *count, u64 *peer_count)
+{
+    __threadfence_system();
+    if (atomicAdd(&parts[g % 2], 1ull) + 1 != a.blocks_per_call) return 1;
+    parts[g % 2] = 0;
+    if (!p2p_wait(a, c, first, count, g, 0, 0)) return 0;
+    __threadfence_system();
+    p2p_store(count, g + 1);
+    p2p_store(peer_count, g + 1);
+    return 1;
+}
+
 extern "C" __global__ void ccl_p2p(const struct ccl_p2p_args a)
 {
-    const struct ccl_p2p_call &c = a.call[blockIdx.x];
+    const u64 B = a.blocks_per_call, b = blockIdx.x % B;
+    const struct ccl_p2p_call &c = a.call[blockIdx.x / B];
     const u64 N = a.nranks, me = a.rank, p = c.peer, payload = a.slot_bytes - 64;
     u64 *own = (u64 *)(a.peers[me] + a.sem_off), *theirs = (u64 *)(a.peers[p] + a.sem_off);
+    u64 *parts = own + 6 * N + 1 + (c.kind == 0 ? 0 : 2 * N) + 2 * p;
     const u64 first = own[(c.kind == 0 ? 4 : 5) * N + p] + c.before;
     __shared__ int go;
     for (u64 k = 0; k < c.slots; k++) {
         const u64 g = first + k, at = k * payload, len = c.bytes - at < payload ? c.bytes - at : payload;
+        u64 lo, hi;
+        p2p_part(len, b, B, &lo, &hi);
         if (c.kind == 0) {
-            /* send: the channel's earlier slots filled, this slot emptied of its last use */
+            /* send: this slot emptied of its last use, then every block its part */
             char *slot = a.peers[p] + a.chan_off + (me * 2 + g % 2) * a.slot_bytes;
-            if (threadIdx.x == 0) go = p2p_wait(a, c, first, &own[2 * N + p], g, g < 2 ? 0 : &own[N + p], g - 2);
+            if (threadIdx.x == 0) go = g < 2 || p2p_wait(a, c, first, &own[N + p], g - 1, 0, 0);
             __syncthreads();
             if (!go) return;
-            if (threadIdx.x == 0) {
+            if (threadIdx.x == 0 && b == 0) {
                 u64 *h = (u64 *)slot;
                 h[0] = c.nth, h[1] = c.count, h[2] = c.dtype, h[3] = c.index, h[4] = a.ncalls;
             }
-            p2p_copy(slot + 64, c.buf + at, len);
+            p2p_copy(slot + 64 + lo, c.buf + at + lo, hi - lo);
             __syncthreads();
-            if (threadIdx.x == 0) {
-                __threadfence_system();
-                p2p_store(&own[2 * N + p], g + 1);
-                p2p_store(&theirs[me], g + 1);
-            }
+            if (threadIdx.x == 0) go = p2p_part_done(a, c, first, parts, g, &own[2 * N + p], &theirs[me]);
         } else {
-            /* recv: the channel's earlier slots emptied, this one filled */
+            /* recv: this slot filled and its header the call's, then every block its part */
             const char *slot = a.peers[me] + a.chan_off + (p * 2 + g % 2) * a.slot_bytes;
             if (threadIdx.x == 0) {
-                go = p2p_wait(a, c, first, &own[3 * N + p], g, &own[p], g);
+                go = p2p_wait(a, c, first, &own[p], g + 1, 0, 0);
                 const u64 *h = (const u64 *)slot;
                 u64 hdr[5] = {h[0], h[1], h[2], h[3], h[4]};
                 if (go && (hdr[0] != c.nth || hdr[1] != c.count || hdr[2] != c.dtype)) {
@@ -149,18 +176,16 @@ extern "C" __global__ void ccl_p2p(const struct ccl_p2p_args a)
             }
             __syncthreads();
             if (!go) return;
-            p2p_copy(c.buf + at, slot + 64, len);
+            p2p_copy(c.buf + at + lo, slot + 64 + lo, hi - lo);
             __syncthreads();
-            if (threadIdx.x == 0) {
-                __threadfence_system();
-                p2p_store(&own[3 * N + p], g + 1);
-                p2p_store(&theirs[N + me], g + 1);
-            }
+            if (threadIdx.x == 0) go = p2p_part_done(a, c, first, parts, g, &own[3 * N + p], &theirs[N + me]);
         }
+        __syncthreads();
+        if (!go) return;
     }
     if (threadIdx.x != 0) return;
     /* A send is done when its receiver has emptied every slot of it. */
-    if (c.kind == 0 && !p2p_wait(a, c, first, &own[N + p], first + c.slots, 0, 0)) return;
+    if (c.kind == 0 && b == 0 && !p2p_wait(a, c, first, &own[N + p], first + c.slots, 0, 0)) return;
     /* The launch's last block moves the starting counts up for the next launch. */
     __threadfence();
     if (atomicAdd(&own[6 * N], 1ull) + 1 == gridDim.x) {
