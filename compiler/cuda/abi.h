@@ -123,8 +123,8 @@ typedef struct ccl_port_fifo {
     struct ccl_port_req req[CCL_PORT_DEPTH];
 } CclPortFifo;
 
-/* Point-to-point (runtime/src/gpu/p2p.cu's ccl_p2p, blocks_per_call thread blocks per
- * call of a group; docs/internals.md, "Point-to-point"). The channels and their
+/* Point-to-point (runtime/src/gpu/p2p.cu's ccl_p2p, a few thread blocks per call of a
+ * group; docs/internals.md, "Point-to-point"). The channels and their
  * semaphores are internal.h's (CCL__P2P_*): a slot is a header of these five words, then
  * payload. */
 #define CCL_P2P_MAX_CALLS 128 /* calls of one group on one comm (kernel parameter space) */
@@ -137,6 +137,7 @@ typedef struct ccl_p2p_call {
     ccl_u64 nth;             /* the message's number on its channel */
     ccl_u64 index;           /* 1-based place among the group's calls on this comm */
     ccl_u64 before, slots;   /* slots of earlier calls of the launch on its channel, its own */
+    ccl_u64 first_block, blocks; /* the launch's blocks that share its copies */
 } CclP2pGpuCall;
 
 /* Written by the first call of a rank that fails (host-mapped pinned memory). */
@@ -163,7 +164,6 @@ typedef struct ccl_p2p_args {
     ccl_u64 timeout_ns;
     ccl_u64 group;           /* this launch's number on this comm (for the error record) */
     ccl_u64 ncalls;
-    ccl_u64 blocks_per_call; /* thread blocks sharing each call's copies */
     struct ccl_p2p_call call[CCL_P2P_MAX_CALLS];
 } CclP2pGpuArgs;
 

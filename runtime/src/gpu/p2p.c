@@ -23,9 +23,10 @@
 /* ccl_p2p's source (gpu/p2p.cu with abi.h inlined), made by the Makefile. */
 extern const char ccl__p2p_cu[];
 
-/* Threads per block, and at most how many blocks share one call's copies (a block
- * alone moves about 15 GB/s: docs/gpu-backend.md). */
-enum { P2P_THREADS = 256, P2P_MAX_BLOCKS_PER_CALL = 16 };
+/* Threads per block; at most how many blocks share one call's copies (a block alone
+ * moves about 15 GB/s: docs/gpu-backend.md), and the bytes that earn a call one more
+ * (a short message gains nothing from more blocks, and pays their handshakes). */
+enum { P2P_THREADS = 256, P2P_MAX_BLOCKS_PER_CALL = 16, P2P_BYTES_PER_BLOCK = 8 << 10 };
 
 typedef struct GpuP2p {
     GpuModule *module;          /* the GPU's cache entry; NULL when the kernel is not usable */
@@ -213,8 +214,8 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
                               "rank %d: a group of %d calls needs %d thread blocks on each of the %d ranks sharing GPU "
                               "%d, and only %ld fit at once, which the waits between them need: use smaller groups",
                               comm->rank, n, n, g->ncolocated, comm->device, fit);
-    long blocks = per_rank / n;
-    blocks = blocks < 1 ? 1 : blocks > P2P_MAX_BLOCKS_PER_CALL ? P2P_MAX_BLOCKS_PER_CALL : blocks;
+    long most = per_rank / n;
+    most = most < 1 ? 1 : most > P2P_MAX_BLOCKS_PER_CALL ? P2P_MAX_BLOCKS_PER_CALL : most;
     CclP2pGpuArgs *a = calloc(1, sizeof *a);
     if (!a)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
@@ -222,7 +223,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
                          .nranks = (uint64_t)comm->nranks, .chan_off = comm->p2p_off,
                          .slot_bytes = comm->p2p_slot_bytes, .sem_off = comm->p2p_sem_off,
                          .timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull, .group = ++p->groups,
-                         .ncalls = (uint64_t)n, .blocks_per_call = (uint64_t)blocks};
+                         .ncalls = (uint64_t)n};
     size_t payload = comm->p2p_slot_bytes - CCL__P2P_HEADER;
     for (int i = 0; i < n; i++) {
         const CclP2pOp *op = &call->ops[i];
@@ -240,11 +241,14 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
         c->nth = op->nth;
         c->index = (uint64_t)op->index;
         c->slots = c->bytes ? (c->bytes + payload - 1) / payload : 1;
+        uint64_t want = (c->bytes + P2P_BYTES_PER_BLOCK - 1) / P2P_BYTES_PER_BLOCK;
+        c->blocks = want < 1 ? 1 : want > (uint64_t)most ? (uint64_t)most : want;
+        c->first_block = i ? a->call[i - 1].first_block + a->call[i - 1].blocks : 0;
     }
+    unsigned grid = (unsigned)(a->call[n - 1].first_block + a->call[n - 1].blocks);
     ccl__gpu_note_caller(comm);
     void *params[] = {a};
-    CUresult r = ccl__cu.LaunchKernel(p->module->kernel, (unsigned)(n * blocks), 1, 1, P2P_THREADS, 1, 1, 0, s, params,
-                                      NULL);
+    CUresult r = ccl__cu.LaunchKernel(p->module->kernel, grid, 1, 1, P2P_THREADS, 1, 1, 0, s, params, NULL);
     free(a);
     if (r != CUDA_SUCCESS)
         return ccl__gpu_cu_fail(comm, r, "cuLaunchKernel (ccl_p2p)");

@@ -1,6 +1,6 @@
 /* p2p.cu: ccl_p2p, the kernel that runs one group of ccl_send and ccl_recv calls on the
- * GPU backend: blocks_per_call thread blocks per call, all of them at once, so no call of
- * a group waits for another, only for its partner on the other rank (runtime/src/p2p.c
+ * GPU backend: a few thread blocks per call (more for longer messages), all of them at
+ * once, so no call of a group waits for another, only for its partner on the other rank (runtime/src/p2p.c
  * says why a group cannot deadlock). The blocks of a call copy a slot's parts side by
  * side; the one that completes a slot publishes it, in slot order. The protocol is the CPU backend's (cpu/p2p.c,
  * docs/internals.md "Point-to-point"): a message takes max(1, ceil(bytes / payload))
@@ -127,7 +127,7 @@ __device__ int p2p_part_done(const struct ccl_p2p_args &a, const struct ccl_p2p_
                              u64 g, u64 *count, u64 *peer_count)
 {
     __threadfence_system();
-    if (atomicAdd(&parts[g % 2], 1ull) + 1 != a.blocks_per_call) return 1;
+    if (atomicAdd(&parts[g % 2], 1ull) + 1 != c.blocks) return 1;
     parts[g % 2] = 0;
     if (!p2p_wait(a, c, first, count, g, 0, 0)) return 0;
     __threadfence_system();
@@ -138,8 +138,10 @@ __device__ int p2p_part_done(const struct ccl_p2p_args &a, const struct ccl_p2p_
 
 extern "C" __global__ void ccl_p2p(const struct ccl_p2p_args a)
 {
-    const u64 B = a.blocks_per_call, b = blockIdx.x % B;
-    const struct ccl_p2p_call &c = a.call[blockIdx.x / B];
+    u64 i = 0;
+    while (i + 1 < a.ncalls && a.call[i + 1].first_block <= blockIdx.x) i++;
+    const struct ccl_p2p_call &c = a.call[i];
+    const u64 B = c.blocks, b = blockIdx.x - c.first_block;
     const u64 N = a.nranks, me = a.rank, p = c.peer, payload = a.slot_bytes - 64;
     u64 *own = (u64 *)(a.peers[me] + a.sem_off), *theirs = (u64 *)(a.peers[p] + a.sem_off);
     u64 *parts = own + 6 * N + 1 + (c.kind == 0 ? 0 : 2 * N) + 2 * p;
