@@ -236,6 +236,8 @@ ccl_result_t ccl_group_end(void)
         group_reset();
         return r;
     }
+    if (group.n == 0) /* an empty group launches nothing */
+        return CCL_OK;
     /* Every comm's calls together, and all checked before any comm launches. */
     ccl_result_t r = CCL_OK;
     ccl_comm_t *failed = NULL, **comms = malloc(sizeof *comms * (size_t)group.n);

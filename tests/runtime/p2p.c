@@ -296,6 +296,7 @@ static void argument_errors(void)
            "zero-size calls with NULL buffers: %s", ccl_comm_last_error(comms[0]));
     EXPECT(ccl_group_end() == CCL_ERR_INVALID_USAGE && strstr(ccl_comm_last_error(NULL), "no group is open"),
            "group_end without start: %s", ccl_comm_last_error(NULL));
+    EXPECT(ccl_group_start() == CCL_OK && ccl_group_end() == CCL_OK, "an empty group: %s", ccl_comm_last_error(NULL));
     /* A call failing inside a group: nothing launches, group_end names it. */
     ccl_group_start();
     ccl_group_start(); /* nested: only the outermost end launches */
