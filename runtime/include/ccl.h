@@ -209,8 +209,8 @@ ccl_result_t ccl_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dt
  * are checked across ranks: a rank whose recvcounts[q] differs from what rank q sends
  * fails, on every rank, with an error naming both ranks, the segment and both counts
  * (asynchronously, at ccl_comm_synchronize), before any data moves. No in-place form:
- * overlapping buffers are staged. CPU backend only for now (the GPU backend returns
- * CCL_ERR_UNSUPPORTED). */
+ * overlapping buffers are staged. Both backends run them (the GPU backend for programs
+ * of at most 32 ranks). */
 ccl_result_t ccl_all_gather_v(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t *recvcounts,
                               const size_t *displs, ccl_dtype_t dtype, ccl_comm_t *comm, void *stream);
 ccl_result_t ccl_all_to_all_v(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
