@@ -87,8 +87,7 @@ int ccl_op_parse(const char *name, ccl_op_t *out)
     return -1;
 }
 
-static ccl_result_t collective(Collective coll, const char *fn, const void *send, void *recv, size_t count,
-                               ccl_dtype_t dtype, ccl_op_t op, int root, ccl_comm_t *comm, void *stream)
+ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn)
 {
     if (ccl__check_comm(comm, fn) != CCL_OK)
         return CCL_ERR_INVALID_ARGUMENT;
@@ -97,6 +96,15 @@ static ccl_result_t collective(Collective coll, const char *fn, const void *send
         return r;
     if ((unsigned)dtype >= CCL_NUM_DTYPES)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
+    return CCL_OK;
+}
+
+static ccl_result_t collective(Collective coll, const char *fn, const void *send, void *recv, size_t count,
+                               ccl_dtype_t dtype, ccl_op_t op, int root, ccl_comm_t *comm, void *stream)
+{
+    ccl_result_t r = ccl__check_call(comm, dtype, fn);
+    if (r != CCL_OK)
+        return r;
     if ((unsigned)op >= CCL_NUM_OPS)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'op' is %d, not a ccl_op_t", fn, (int)op);
     if ((coll == COLL_BROADCAST || coll == COLL_REDUCE) && (root < 0 || root >= comm->nranks))

@@ -377,6 +377,9 @@ void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...
 /* For entry points that start work: CCL_OK, or the failure that made comm unusable
  * (reported once as it happened, then as "failed earlier"), with the message set. */
 ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn);
+/* The checks every call that names a comm and a dtype starts with (api.c): a live comm
+ * (ccl__check_comm), a usable one (ccl__check_usable), a dtype of ccl_dtype_t. */
+ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
 /* snprintf that may truncate on purpose (messages, paths); using the result keeps
  * -Wformat-truncation quiet about the intended truncation. */
 #define CCL__FMT(buf, len, ...)                         \
@@ -720,6 +723,15 @@ typedef struct {
     int ngroup_comms;
 } CclP2pCall;
 
+/* What every backend says when a call fails, so that both say it alike (rank: comm's):
+ * "ccl_send (call 2 of 3 of its group) to rank 1, 100 f32" into buf; the receiver's
+ * error for a slot header `found` that does not match its call `op` (of `calls` in its
+ * group); the timeout of a call whose partner `seen` is the partner's count of the
+ * channel's slots (a send: emptied; a recv: filled) and `slot` the message's last
+ * (send) or first (recv) slot, counted from 1. */
+const char *ccl__p2p_describe(const CclP2pOp *op, uint64_t calls, char *buf, size_t len);
+void ccl__p2p_mismatch_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t calls, const CclP2pSlot *found);
+void ccl__p2p_timeout_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t calls, uint64_t seen, uint64_t slot);
 /* At comm creation, on a backend with run_p2p: takes the channels and their semaphores
  * (the same on every rank). Leaves p2p_off at SIZE_MAX when the heap has no room, which
  * a send or recv then reports. */

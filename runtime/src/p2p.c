@@ -68,6 +68,43 @@ void ccl__p2p_reserve(ccl_comm_t *comm)
     comm->p2p_slot_bytes = slot;
 }
 
+const char *ccl__p2p_describe(const CclP2pOp *op, uint64_t calls, char *buf, size_t len)
+{
+    int send = op->kind == CCL__P2P_SEND;
+    CCL__FMT(buf, len, "%s (call %d of %llu of its group) %s rank %d, %zu %s", send ? "ccl_send" : "ccl_recv",
+             op->index, (unsigned long long)calls, send ? "to" : "from", op->peer, op->count,
+             ccl_dtype_name(op->dtype));
+    return buf;
+}
+
+void ccl__p2p_mismatch_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t calls, const CclP2pSlot *found)
+{
+    char mine[160], theirs[160];
+    CclP2pOp sent = {.kind = CCL__P2P_SEND, .peer = comm->rank, .count = (size_t)found->count,
+                     .dtype = found->dtype < CCL_NUM_DTYPES ? (ccl_dtype_t)found->dtype : CCL_NUM_DTYPES,
+                     .index = (int)found->index};
+    ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                         "rank %d: %s meets rank %d's %s (message %llu from rank %d to rank %d): a matched send and "
+                         "recv must have the same count and dtype; nothing was received", comm->rank,
+                         ccl__p2p_describe(op, calls, mine, sizeof mine), op->peer,
+                         ccl__p2p_describe(&sent, found->group_calls, theirs, sizeof theirs),
+                         (unsigned long long)found->nth + 1, op->peer, comm->rank);
+}
+
+void ccl__p2p_timeout_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t calls, uint64_t seen, uint64_t slot)
+{
+    char what[160];
+    int me = comm->rank, p = op->peer, send = op->kind == CCL__P2P_SEND;
+    ccl__p2p_describe(op, calls, what, sizeof what);
+    ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
+                         "timeout: rank %d: %s (message %llu from rank %d to rank %d) %s within %d ms: rank %d has "
+                         "made no matching %s (it %s %llu of this channel's slots; this message %s at slot %llu)", me,
+                         what, (unsigned long long)op->nth + 1, send ? me : p, send ? p : me,
+                         send ? "was not received" : "received nothing", comm->timeout_ms, p,
+                         send ? "ccl_recv" : "ccl_send", send ? "emptied" : "filled", (unsigned long long)seen,
+                         send ? "ends" : "starts", (unsigned long long)slot);
+}
+
 static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int n, ccl_comm_t *const *group_comms,
                            int ngroup_comms, const char *fn);
 
@@ -75,9 +112,7 @@ static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int 
 static ccl_result_t check_call(const char *fn, const void *buf, size_t count, ccl_dtype_t dtype, int peer,
                                ccl_comm_t *comm)
 {
-    if (ccl__check_comm(comm, fn) != CCL_OK)
-        return CCL_ERR_INVALID_ARGUMENT;
-    ccl_result_t r = ccl__check_usable(comm, fn);
+    ccl_result_t r = ccl__check_call(comm, dtype, fn);
     if (r != CCL_OK)
         return r;
     if (!comm->be->run_p2p)
@@ -89,9 +124,6 @@ static ccl_result_t check_call(const char *fn, const void *buf, size_t count, cc
                               "%s: the heap (heap_bytes %zu) had no room for the point-to-point channels when the comm "
                               "started (%d ranks x %d slots of at least %d bytes); raise ccl_config_t.heap_bytes / "
                               "CCL_HEAP_BYTES", fn, comm->heap_bytes, comm->nranks, CCL__P2P_SLOTS, 4 * CCL__P2P_HEADER);
-    if ((unsigned)dtype >= CCL_NUM_DTYPES)
-        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn,
-                              (int)dtype);
     if (peer < 0 || peer >= comm->nranks)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'peer' is %d; the comm's ranks are 0..%d",
                               fn, peer, comm->nranks - 1);

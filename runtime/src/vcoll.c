@@ -292,13 +292,9 @@ static ccl_result_t standard_v(Collective coll, const char *fn, const void *send
                                const size_t *sdispls, void *recv, const size_t *recvcounts, const size_t *rdispls,
                                ccl_dtype_t dtype, ccl_comm_t *comm, void *stream)
 {
-    if (ccl__check_comm(comm, fn) != CCL_OK)
-        return CCL_ERR_INVALID_ARGUMENT;
-    ccl_result_t r = ccl__check_usable(comm, fn);
+    ccl_result_t r = ccl__check_call(comm, dtype, fn);
     if (r != CCL_OK)
         return r;
-    if ((unsigned)dtype >= CCL_NUM_DTYPES)
-        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
     if (!recvcounts)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvcounts' is NULL", fn);
     size_t elems = 0, es = ccl_dtype_size(dtype);

@@ -38,17 +38,6 @@ static char *slot_at(ccl_comm_t *comm, int holder, int sender, uint64_t g)
     return comm->heap_base[holder] + ccl__p2p_slot_off(comm, sender, (int)(g % CCL__P2P_SLOTS));
 }
 
-/* "ccl_send (call 2 of 3 of its group) to rank 1, 100 f32": a call, for messages. */
-static const char *describe(const CclP2pOp *op, uint64_t index, uint64_t calls, uint64_t count, ccl_dtype_t dtype,
-                            char *buf, size_t len)
-{
-    CCL__FMT(buf, len, "%s (call %llu of %llu of its group) %s rank %d, %llu %s",
-             op->kind == CCL__P2P_SEND ? "ccl_send" : "ccl_recv", (unsigned long long)index,
-             (unsigned long long)calls, op->kind == CCL__P2P_SEND ? "to" : "from", op->peer,
-             (unsigned long long)count, ccl_dtype_name(dtype));
-    return buf;
-}
-
 /* One step of a send: 1 when it filled a slot or completed. */
 static int send_step(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls, int *done)
 {
@@ -88,17 +77,7 @@ static int recv_step(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls, int *don
     CclP2pSlot h;
     memcpy(&h, slot, sizeof h);
     if (h.nth != c->op->nth || h.count != c->op->count || h.dtype != (uint64_t)c->op->dtype) {
-        char mine[160], theirs[160];
-        CclP2pOp sent = {.kind = CCL__P2P_SEND, .peer = me};
-        ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
-                             "rank %d: %s meets rank %d's %s (message %llu from rank %d to rank %d): a matched send "
-                             "and recv must have the same count and dtype; nothing was received",
-                             me, describe(c->op, (uint64_t)c->op->index, (uint64_t)ncalls, c->op->count,
-                                          c->op->dtype, mine, sizeof mine),
-                             p, describe(&sent, h.index, h.group_calls, h.count,
-                                         h.dtype < CCL_NUM_DTYPES ? (ccl_dtype_t)h.dtype : CCL_NUM_DTYPES, theirs,
-                                         sizeof theirs),
-                             (unsigned long long)h.nth + 1, p, me);
+        ccl__p2p_mismatch_error(comm, c->op, (uint64_t)ncalls, &h);
         ccl__cpu_abort_all(comm);
         return -1;
     }
@@ -115,23 +94,9 @@ static int recv_step(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls, int *don
 /* Why call c is still waiting, for the timeout's message. */
 static void report_stuck(ccl_comm_t *comm, const Call *c, int ncalls)
 {
-    int me = comm->rank, p = c->op->peer, N = comm->nranks;
-    char what[160];
-    describe(c->op, (uint64_t)c->op->index, (uint64_t)ncalls, c->op->count, c->op->dtype, what, sizeof what);
-    unsigned long long nth = (unsigned long long)c->op->nth + 1;
-    if (c->op->kind == CCL__P2P_SEND)
-        ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
-                             "timeout: rank %d: %s (message %llu from rank %d to rank %d) was not received within %d "
-                             "ms: rank %d has made no matching ccl_recv (it emptied %llu of this channel's slots; "
-                             "this message ends at slot %llu)", me, what, nth, me, p, comm->timeout_ms, p,
-                             (unsigned long long)atomic_load(sem(comm, me, N + p)),
-                             (unsigned long long)(c->first + c->slots));
-    else
-        ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
-                             "timeout: rank %d: %s (message %llu from rank %d to rank %d) received nothing within %d "
-                             "ms: rank %d has made no matching ccl_send (it filled %llu of this channel's slots; "
-                             "this message starts at slot %llu)", me, what, nth, p, me, comm->timeout_ms, p,
-                             (unsigned long long)atomic_load(sem(comm, me, p)), (unsigned long long)c->first + 1);
+    int me = comm->rank, p = c->op->peer, N = comm->nranks, send = c->op->kind == CCL__P2P_SEND;
+    ccl__p2p_timeout_error(comm, c->op, (uint64_t)ncalls, atomic_load(sem(comm, me, send ? N + p : p)),
+                           send ? c->first + c->slots : c->first + 1);
 }
 
 static int state_init(ccl_comm_t *comm, CpuP2p *st)
@@ -217,8 +182,7 @@ void ccl__cpu_p2p_run(ccl_comm_t *comm, CpuP2p *st, const CclP2pOp *ops, int n)
         ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
         if (ab) {
             ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: %s stopped: %s", me,
-                                 describe(calls[first].op, (uint64_t)calls[first].op->index, (uint64_t)n,
-                                          calls[first].op->count, calls[first].op->dtype, what, sizeof what),
+                                 ccl__p2p_describe(calls[first].op, (uint64_t)n, what, sizeof what),
                                  ccl__cpu_culprit(comm, ab, who, sizeof who));
             goto out;
         }

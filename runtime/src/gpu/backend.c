@@ -500,30 +500,38 @@ void ccl__gpu_note_caller(ccl_comm_t *comm)
  * kernels per call, so counts line up. A peer whose calls come from this same thread is
  * not waited for (it launches after we return), nor one that has made no call yet;
  * nothing is queued under capture. */
+int ccl__gpu_wait_launched(ccl_comm_t *comm, int p, _Atomic uint64_t *count, uint64_t want, double *t0)
+{
+    GpuComm *g = gpu_comm(comm);
+    _Atomic uint64_t *caller = g->launches->slot + comm->nranks;
+    uint64_t me = ccl__gpu_thread_id();
+    for (unsigned spin = 0; atomic_load_explicit(count, memory_order_acquire) < want; spin++) {
+        uint64_t t = atomic_load(&caller[p]);
+        if (t == 0 || t == me) break;
+        if (spin < 128) continue;
+        sched_yield();
+        if (spin % 1024) continue;
+        double now = ccl__now_ms();
+        if (*t0 == 0) *t0 = now;
+        if (now - *t0 > comm->timeout_ms) return -1;
+    }
+    return 0;
+}
+
 static ccl_result_t gpu_wait_colocated_launches(ccl_comm_t *comm, const char *what, int capturing)
 {
     GpuComm *g = gpu_comm(comm);
     if (!g->launches || capturing) return CCL_OK;
-    _Atomic uint64_t *launched = g->launches->slot, *caller = g->launches->slot + comm->nranks;
+    _Atomic uint64_t *launched = g->launches->slot;
     uint64_t mine = atomic_fetch_add_explicit(&launched[comm->rank], 1, memory_order_release) + 1;
-    uint64_t me = ccl__gpu_thread_id();
     double t0 = 0;
     for (int i = 0; i < g->ncolocated; i++) {
         int p = g->colocated[i];
-        for (unsigned spin = 0; atomic_load_explicit(&launched[p], memory_order_acquire) < mine; spin++) {
-            uint64_t t = atomic_load(&caller[p]);
-            if (t == 0 || t == me) break;
-            if (spin < 128) continue;
-            sched_yield();
-            if (spin % 1024) continue;
-            double now = ccl__now_ms();
-            if (t0 == 0) t0 = now;
-            if (now - t0 > comm->timeout_ms)
-                return ccl__set_error(comm, CCL_ERR_TIMEOUT,
-                                      "rank %d: timeout after %d ms waiting for rank %d, which shares GPU %d, to "
-                                      "launch %s: ranks that share a GPU must make the same calls", comm->rank,
-                                      comm->timeout_ms, p, comm->device, what);
-        }
+        if (ccl__gpu_wait_launched(comm, p, &launched[p], mine, &t0) != 0)
+            return ccl__set_error(comm, CCL_ERR_TIMEOUT,
+                                  "rank %d: timeout after %d ms waiting for rank %d, which shares GPU %d, to launch "
+                                  "%s: ranks that share a GPU must make the same calls", comm->rank, comm->timeout_ms,
+                                  p, comm->device, what);
     }
     return CCL_OK;
 }

@@ -153,6 +153,11 @@ ccl_result_t ccl__gpu_check_buffer(ccl_comm_t *comm, const void *p, size_t bytes
 uint64_t ccl__gpu_thread_id(void);
 void ccl__gpu_note_caller(ccl_comm_t *comm);
 ccl_result_t ccl__gpu_call_stream(ccl_comm_t *comm, void *user, CUstream *out, int *capturing);
+/* Shared GPU, after a launch whose kernel waits for co-located rank p: waits until p's
+ * launch count *count reaches want, unless p is driven by this thread (it launches after
+ * we return) or has made no call yet. 0, or -1 once comm's timeout has passed since *t0
+ * (0: not yet started; one clock for all the waits of a launch). */
+int ccl__gpu_wait_launched(ccl_comm_t *comm, int p, _Atomic uint64_t *count, uint64_t want, double *t0);
 ccl_result_t ccl__gpu_mark_stream(ccl_comm_t *comm, CUstream s, int capturing);
 
 /* gpu/p2p.c: point-to-point groups (CclBackend.run_p2p). Open, when a comm starts,

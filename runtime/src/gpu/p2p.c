@@ -12,7 +12,6 @@
  * rank waits on the host until each co-located partner has launched the kernel holding
  * the matching call. The counts are per channel and direction, since only the two ranks
  * of a message take part. */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +33,9 @@ typedef struct GpuP2p {
     CclP2pGpuErr *err;          /* host-mapped */
     CUdeviceptr err_dev;
     uint64_t groups;            /* launches so far */
+    /* The kernel's parameter (about 10 KB), filled per launch: a comm's hooks never run
+     * at once, and the driver copies it at the launch. */
+    CclP2pGpuArgs args;
 } GpuP2p;
 
 static ccl_result_t load_module(ccl_comm_t *comm, GpuComm *g, GpuP2p *p)
@@ -140,39 +142,25 @@ static ccl_result_t wait_partners(ccl_comm_t *comm, GpuComm *g, const CclP2pCall
     if (!g->launches || capturing) /* nothing runs until the graph is launched */
         return CCL_OK;
     int N = comm->nranks, me = comm->rank;
-    _Atomic uint64_t *caller = g->launches->slot + N, *sends = g->launches->slot + 2 * N, *recvs = sends + N * N;
+    _Atomic uint64_t *sends = g->launches->slot + 2 * N, *recvs = sends + N * N;
     for (int i = 0; i < n; i++) {
         _Atomic uint64_t *mine = ops[i].kind == CCL__P2P_SEND ? &sends[me * N + ops[i].peer] : &recvs[ops[i].peer * N + me];
         atomic_store_explicit(mine, ops[i].nth + 1, memory_order_release);
     }
-    uint64_t self = ccl__gpu_thread_id();
     for (int i = 0; i < n; i++) {
         int p = ops[i].peer;
         if (p == me || !colocated(g, p) || in_group(call, g, p))
             continue;
         _Atomic uint64_t *theirs = ops[i].kind == CCL__P2P_SEND ? &recvs[me * N + p] : &sends[p * N + me];
         double t0 = 0;
-        for (unsigned spin = 0; atomic_load_explicit(theirs, memory_order_acquire) <= ops[i].nth; spin++) {
-            uint64_t t = atomic_load(&caller[p]);
-            if (t == 0 || t == self)
-                break;
-            if (spin < 128)
-                continue;
-            sched_yield();
-            if (spin % 1024)
-                continue;
-            double now = ccl__now_ms();
-            if (t0 == 0)
-                t0 = now;
-            if (now - t0 > comm->timeout_ms)
-                return ccl__set_error(comm, CCL_ERR_TIMEOUT,
-                                      "rank %d: timeout after %d ms waiting for rank %d, which shares GPU %d, to launch "
-                                      "its %s of message %llu (this rank's %s, call %d of its group): rank %d made no "
-                                      "matching call", me, comm->timeout_ms, p, comm->device,
-                                      ops[i].kind == CCL__P2P_SEND ? "ccl_recv" : "ccl_send",
-                                      (unsigned long long)ops[i].nth + 1,
-                                      ops[i].kind == CCL__P2P_SEND ? "ccl_send" : "ccl_recv", ops[i].index, p);
-        }
+        if (ccl__gpu_wait_launched(comm, p, theirs, ops[i].nth + 1, &t0) != 0)
+            return ccl__set_error(comm, CCL_ERR_TIMEOUT,
+                                  "rank %d: timeout after %d ms waiting for rank %d, which shares GPU %d, to launch its "
+                                  "%s of message %llu (this rank's %s, call %d of its group): rank %d made no matching "
+                                  "call", me, comm->timeout_ms, p, comm->device,
+                                  ops[i].kind == CCL__P2P_SEND ? "ccl_recv" : "ccl_send",
+                                  (unsigned long long)ops[i].nth + 1,
+                                  ops[i].kind == CCL__P2P_SEND ? "ccl_send" : "ccl_recv", ops[i].index, p);
     }
     return CCL_OK;
 }
@@ -216,9 +204,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
                               comm->rank, n, n, g->ncolocated, comm->device, fit);
     long most = per_rank / n;
     most = most < 1 ? 1 : most > P2P_MAX_BLOCKS_PER_CALL ? P2P_MAX_BLOCKS_PER_CALL : most;
-    CclP2pGpuArgs *a = calloc(1, sizeof *a);
-    if (!a)
-        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", comm->rank);
+    CclP2pGpuArgs *a = &p->args;
     *a = (CclP2pGpuArgs){.peers = g->peers, .err = p->err_dev, .rank = (uint64_t)comm->rank,
                          .nranks = (uint64_t)comm->nranks, .chan_off = comm->p2p_off,
                          .slot_bytes = comm->p2p_slot_bytes, .sem_off = comm->p2p_sem_off,
@@ -249,24 +235,12 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
     ccl__gpu_note_caller(comm);
     void *params[] = {a};
     CUresult r = ccl__cu.LaunchKernel(p->module->kernel, grid, 1, 1, P2P_THREADS, 1, 1, 0, s, params, NULL);
-    free(a);
     if (r != CUDA_SUCCESS)
         return ccl__gpu_cu_fail(comm, r, "cuLaunchKernel (ccl_p2p)");
     CCL__TRACE(comm->rank, "launched a group of %d point-to-point calls on stream %p", n, (void *)s);
     if ((res = wait_partners(comm, g, call, capturing)) != CCL_OK)
         return res;
     return ccl__gpu_mark_stream(comm, s, capturing);
-}
-
-/* "ccl_send (call 2 of 3 of its group) to rank 1, 100 f32", as cpu/p2p.c writes it. */
-static const char *describe(uint64_t kind, uint64_t index, uint64_t calls, uint64_t peer, uint64_t count,
-                            uint64_t dtype, char *buf, size_t len)
-{
-    CCL__FMT(buf, len, "%s (call %llu of %llu of its group) %s rank %llu, %llu %s", kind == 0 ? "ccl_send" : "ccl_recv",
-             (unsigned long long)index, (unsigned long long)calls, kind == 0 ? "to" : "from",
-             (unsigned long long)peer, (unsigned long long)count,
-             ccl_dtype_name(dtype < CCL_NUM_DTYPES ? (ccl_dtype_t)dtype : CCL_NUM_DTYPES));
-    return buf;
 }
 
 int ccl__gpu_p2p_error(ccl_comm_t *comm)
@@ -277,31 +251,16 @@ int ccl__gpu_p2p_error(ccl_comm_t *comm)
         return 0;
     const CclP2pGpuErr *e = p->err;
     const CclP2pGpuCall *c = &e->call;
-    int me = comm->rank;
-    char mine[160], theirs[160];
-    describe(c->kind, c->index, e->calls, c->peer, c->count, c->dtype, mine, sizeof mine);
-    unsigned long long nth = (unsigned long long)c->nth + 1;
+    CclP2pOp op = {.kind = c->kind == 0 ? CCL__P2P_SEND : CCL__P2P_RECV, .peer = (int)c->peer,
+                   .count = (size_t)c->count, .dtype = c->dtype < CCL_NUM_DTYPES ? (ccl_dtype_t)c->dtype : CCL_NUM_DTYPES,
+                   .nth = c->nth, .index = (int)c->index};
     if (e->what == CCL_P2P_MISMATCH) {
-        describe(0, e->header[3], e->header[4], (uint64_t)me, e->header[1], e->header[2], theirs, sizeof theirs);
-        ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
-                             "rank %d: %s meets rank %llu's %s (message %llu from rank %llu to rank %d): a matched "
-                             "send and recv must have the same count and dtype; nothing was received", me, mine,
-                             (unsigned long long)c->peer, theirs, (unsigned long long)e->header[0] + 1,
-                             (unsigned long long)c->peer, me);
-    } else if (c->kind == 0) {
-        ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
-                             "timeout: rank %d: %s (message %llu from rank %d to rank %llu) was not received within %d "
-                             "ms: rank %llu has made no matching ccl_recv (it emptied %llu of this channel's slots; "
-                             "this message ends at slot %llu)", me, mine, nth, me, (unsigned long long)c->peer,
-                             comm->timeout_ms, (unsigned long long)c->peer, (unsigned long long)e->seen,
-                             (unsigned long long)(e->first + c->slots));
+        CclP2pSlot found; /* the header's five words, in CclP2pSlot's order */
+        _Static_assert(sizeof found == sizeof e->header, "a slot header is five words");
+        memcpy(&found, e->header, sizeof found);
+        ccl__p2p_mismatch_error(comm, &op, e->calls, &found);
     } else {
-        ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
-                             "timeout: rank %d: %s (message %llu from rank %llu to rank %d) received nothing within %d "
-                             "ms: rank %llu has made no matching ccl_send (it filled %llu of this channel's slots; "
-                             "this message starts at slot %llu)", me, mine, nth, (unsigned long long)c->peer, me,
-                             comm->timeout_ms, (unsigned long long)c->peer, (unsigned long long)e->seen,
-                             (unsigned long long)e->first + 1);
+        ccl__p2p_timeout_error(comm, &op, e->calls, e->seen, c->kind == 0 ? e->first + c->slots : e->first + 1);
     }
     return 1;
 }
