@@ -3,7 +3,7 @@
 # timings, the instance scan, make check-gpu, then the ccl-perf sweep of COLLS (ALGOS=
 # library for the library rows only) for at most SECONDS_FOR_SWEEP. Ranks = the GPUs.
 # Everything lands in $OUT/results.tgz (the device tool returns few files).
-#   bench/gpu-session.sh BUILD "COLLS" SECONDS_FOR_SWEEP [port] [portscale] [scan] [chain] [probe] [check]
+#   bench/gpu-session.sh BUILD "COLLS" SECONDS_FOR_SWEEP [port] [portscale] [scan] [ll128] [chain] [probe] [check]
 # docs/perf/x2-sweep/ and x4-sweep/ were made with it (x4-sweep/README.md lists the calls), e.g.
 #   bench/gpu-session.sh build-gpu "allreduce allgather reduce_scatter alltoall broadcast reduce" 400 scan check
 set -u
@@ -17,11 +17,13 @@ np=$(nvidia-smi -L | grep -c '^GPU ')
 mpi=(mpirun -np "$np" --allow-run-as-root -x CCL_GPU_INSTANCES -x CCL_NCCL_LIB -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR)
 # perf INSTANCES OUT CCL-PERF-ARGS...: one timed ccl-perf run (CUDA graphs of 10 ops, 5
 # replays) with INSTANCES per program, into OUT.txt and OUT.csv. mpirun reads stdin, so
-# it gets none (it once ate the rest of a probe list). CCL_TUNE_FILE, when set, travels.
+# it gets none (it once ate the rest of a probe list). CCL_TUNE_FILE and
+# CCL_GPU_PROTOCOL, when set, travel.
 perf() {
     local inst=$1 out=$2 fwd=()
     shift 2
     [ -n "${CCL_TUNE_FILE+set}" ] && fwd=(-x CCL_TUNE_FILE)
+    [ -n "${CCL_GPU_PROTOCOL+set}" ] && fwd+=(-x CCL_GPU_PROTOCOL)
     CCL_GPU_INSTANCES=$inst timeout 60 "${mpi[@]}" "${fwd[@]}" "$build/ccl-perf" "$@" --graph -n 10 --repeats 5 \
         --csv "$out.csv" >"$out.txt" 2>&1 </dev/null
 }
@@ -69,6 +71,24 @@ for step in "$@"; do
             perf "$inst" "$res/probe/$name" -c "$coll" --algo "$file" -d bf16 --check --compare nccl "${more[@]}"
             echo "probe $name rc=$?"
         done <"${PROBES:?probe: set PROBES to a file of runs, e.g. bench/probes/x4-1.txt}" ;;
+    ll128)
+        # The three protocols on the programs that may run all of them, 4 KB-64 MB (LL128's
+        # range and either side), against both NCCL modes; the data for the tables'
+        # protocol column.
+        mkdir -p "$res/ll128"
+        for pair in allreduce:allpairs allreduce:twoshot allreduce:ring allgather:direct_ll alltoall:direct_ll \
+            reduce_scatter:direct_ll broadcast:direct_ll reduce:direct_ll; do
+            IFS=: read -r coll name <<<"$pair"
+            protos="simple ll ll128"
+            [ "${name%_ll}" != "$name" ] && protos="ll ll128"   # never Simple: see gpu_pick_protocol
+            for proto in $protos; do
+                for inst in 1 8; do
+                    CCL_GPU_PROTOCOL=$proto perf "$inst" "$res/ll128/$coll-$name-$proto-i$inst" -c "$coll" \
+                        --algo "algorithms/$coll/$name.ccl" -d bf16 -b 4K -e 64M -f 4 --check --compare nccl
+                    echo "ll128 $coll $name $proto i$inst rc=$?"
+                done
+            done
+        done ;;
     chain)
         # The streaming chains against NCCL at the sizes where the tree programs lose, at
         # the instance counts the table would use.

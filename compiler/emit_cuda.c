@@ -39,8 +39,13 @@
  * `expected`, equal on every rank) mixed with a salt the runtime picks per LL region,
  * so stale lines never match and nothing is cleared between calls; LL regions and
  * scratch are double-buffered by call parity, as the verifier's cross-call proof of an
- * LL program assumes. An LL program that reads peers' memory or uses port channels runs
- * as double-buffered Simple. LL128 runs as Simple.
+ * LL program assumes. LL128 (protocol ll128) is the same with 128-byte lines of 15 data
+ * words and one flag word, written and read by eight lanes of a warp in one instruction
+ * (the prelude's ccl_xfer_ll128): 6% of the bytes go to flags instead of LL's 50%, so it
+ * carries medium messages at near Simple's bandwidth and LL's latency; its parts start
+ * on a line (CCL_PART_BYTES 240). A v-collective asked for LL128 gets LL's lines. An
+ * LL or LL128 program that reads peers' memory or uses port channels runs as
+ * double-buffered Simple.
  *
  * v-collectives (allgatherv, alltoallv): the kernel takes this rank's segment table as
  * a second parameter (struct ccl_vtable) and publishes it before the call's identity;
@@ -146,6 +151,7 @@ typedef struct {
     /* LL packets (see emit_ll_analyze). Chunks of every buffer have an LL shadow on each
      * rank: global chunk index in, then out, then scratch. */
     int ll;
+    int ll128;            /* the lines are LL128's (128 bytes, 15 data words and a flag) */
     long total_chunks;
     LLDeliveries *deliv;  /* per plan block (a sender): its deliveries to this rank, in order */
     int *pend;            /* per peer: remote writes of the current block since its last signal */
@@ -387,11 +393,18 @@ static long emit_global_chunk(Emit *e, int buf, int chunk)
 
 /* A char * expression for rank `rank`'s LL lines of chunk (buf, chunk) in this call's
  * half, advanced to element `lo` of the chunk. The LL region follows the two scratch
- * halves in the algorithm's region: 2 halves of total_chunks chunks of 2*CS*esize bytes. */
+ * halves in the algorithm's region: 2 halves of total_chunks chunks of lines, each
+ * 2*CS*esize bytes (LL) or ccl_ll128_lines_bytes(CS) (LL128, whose parts start on a line,
+ * and whose lines start on 128 bytes: ccl_ll128_align). */
 static void emit_ll_lines(Emit *e, int rank, int buf, int chunk)
 {
-    fprintf(e->out, "(p%d + a.scratch_off + (%ldull + (ep & 1) * %ldull + %ldull) * %s * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))",
-            rank, 2 * e->scratch_chunks, 2 * e->total_chunks, 2 * emit_global_chunk(e, buf, chunk), e->cs);
+    if (e->ll128)
+        fprintf(e->out, "(p%d + a.scratch_off + ccl_ll128_align(%ldull * %s * sizeof(ccl_t)) + ((ep & 1) * %ldull + %ldull) * "
+                        "ccl_ll128_lines_bytes(%s) + lo * sizeof(ccl_t) / 120 * 128)",
+                rank, 2 * e->scratch_chunks, e->cs, e->total_chunks, emit_global_chunk(e, buf, chunk), e->cs);
+    else
+        fprintf(e->out, "(p%d + a.scratch_off + (%ldull + (ep & 1) * %ldull + %ldull) * %s * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))",
+                rank, 2 * e->scratch_chunks, 2 * e->total_chunks, 2 * emit_global_chunk(e, buf, chunk), e->cs);
 }
 
 /* emit_op_part for a v-collective, as the CPU backend's ccl__segs_chunk: the length of
@@ -483,7 +496,8 @@ static void emit_xfer_chunk_ll(Emit *e, const PlanOp *op, int j)
     }
     fprintf(o, "};\n");
     emit_sources_and_guard(e, op);
-    fprintf(o, ") ccl_xfer_ll<%d, %d, %d>(dl, dr, s, hi - lo, flag, %s);\n", nl, nr, op->nsrc, emit_share(e));
+    fprintf(o, ") ccl_xfer_ll%s<%d, %d, %d>(dl, dr, s, hi - lo, flag, %s);\n", e->ll128 ? "128" : "", nl, nr, op->nsrc,
+            emit_share(e));
     fprintf(o, "        }\n");
 }
 
@@ -510,8 +524,8 @@ static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int l
         fprintf(o, ";\n");
         fprintf(o, "            if (hi > lo");
         emit_share_guard(e);
-        fprintf(o, " &&\n                !ccl_ll_recv(dst, lines, hi - lo, flag, %s, a.peers, a.err, a.timeout_ns, %d, %d, "
-                   "inst, %d, %d)) failed = 1;\n", emit_share(e), e->rank, tb, line, peer);
+        fprintf(o, " &&\n                !ccl_ll%s_recv(dst, lines, hi - lo, flag, %s, a.peers, a.err, a.timeout_ns, %d, %d, "
+                   "inst, %d, %d)) failed = 1;\n", e->ll128 ? "128" : "", emit_share(e), e->rank, tb, line, peer);
         fprintf(o, "        }\n");
     }
 }
@@ -890,7 +904,8 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     e.scratch_chunks = acc;
     e.total_chunks = (long)prog->buf_chunks[BUF_IN] + prog->buf_chunks[BUF_OUT] + acc;
     e.double_buffer = proto != PROTO_SIMPLE;
-    e.ll = proto == PROTO_LL && emit_ll_analyze(&e);
+    e.ll = proto != PROTO_SIMPLE && emit_ll_analyze(&e);
+    e.ll128 = e.ll && proto == PROTO_LL128 && !e.v;
     e.port = cclc_plan_has_port_puts(plan, rank);
     e.pend = cclc_calloc((size_t)prog->nranks, sizeof *e.pend);
     e.waits = cclc_calloc((size_t)prog->nranks, sizeof *e.waits);
@@ -899,14 +914,20 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     fprintf(out, " * algorithm %s : %s, N = %d, rank %d, K = %d\n", prog->name ? prog->name : "?",
             cclc_coll_name(prog->coll), prog->nranks, rank, prog->chunks);
     fprintf(out, " * dtype %s, op %s, protocol %s", dtype, opname, cclc_proto_name(proto));
-    if (e.ll)
-        fprintf(out, "\n * LL: remote writes are 16-byte lines {data, flag, data, flag} into the peer's LL region\n"
+    if (e.ll128)
+        fprintf(out, "\n * LL128: remote writes are 128-byte lines of 15 data words and a flag word into the peer's\n"
+                     " * LL region (after 2 x %ld scratch chunks: 2 halves by call parity x %ld chunks x\n"
+                     " * ccl_ll128_lines_bytes(CS), from the next multiple of 128 bytes); the signals they publish and the waits that receive them are\n"
+                     " * the lines' flags",
+                acc, e.total_chunks);
+    else if (e.ll)
+        fprintf(out, "%s\n * LL: remote writes are 16-byte lines {data, flag, data, flag} into the peer's LL region\n"
                      " * (after 2 x %ld scratch chunks: 2 halves by call parity x %ld chunks x 2*CS*esize bytes);\n"
                      " * the signals they publish and the waits that receive them are the lines' flags",
-                acc, e.total_chunks);
+                proto == PROTO_LL128 ? " (run as ll: a v-collective's lines are LL's)" : "", acc, e.total_chunks);
     else if (proto != PROTO_SIMPLE)
         fprintf(out, " (run as simple: the program reads peers' memory, uses port channels or named\n"
-                     " * semaphores, which LL lines cannot carry; scratch double-buffered by call parity, as the\n"
+                     " * semaphores, which lines cannot carry; scratch double-buffered by call parity, as the\n"
                      " * verifier's cross-call proof of an LL program assumes: 2 x %ld chunks)", acc);
     if (e.v)
         fprintf(out, "\n * %s: every chunk is as long as its segment's chunks (segment tables in vt, every rank's;\n"
@@ -923,6 +944,7 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     fprintf(out, "#define CCL_OP(a, b) %s\n", opexpr);
     fprintf(out, "#define CCL_NRANKS %d\n", prog->nranks);
     fprintf(out, "#define CCL_RANK %d\n", rank);
+    if (e.ll128) fprintf(out, "#define CCL_PART_BYTES 240 /* parts start on an LL128 line */\n");
     if (!(opt && opt->kernel_only)) fputs(ccl__prelude_cuh, out);
 
     if (e.v) {

@@ -25,7 +25,7 @@
  *  - safety across calls: back-to-back calls, the next starting on a rank once all
  *    blocks of that rank finished the previous one (a kernel boundary), and between
  *    them the caller reading out and writing the next in, are race-free; under
- *    protocol LL scratch is double-buffered by call parity, so three calls are
+ *    protocols LL and LL128 scratch is double-buffered by call parity, so three calls are
  *    simulated and calls 1 and 3 are the ones that share scratch;
  *  - and records, without failing the proof: in-place validity (in and out aliased as
  *    the collective's shapes allow), deterministic reduction order (verify_contents.c),
@@ -360,8 +360,8 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     int main_ok = rep->nerrors == errors0;
     if (main_ok) {
         Sim s2;
-        /* LL alternates scratch halves, so calls 1 and 3 are the ones that share. */
-        int ncalls = p->protocol == PROTO_LL ? 3 : 2;
+        /* LL and LL128 alternate scratch halves, so calls 1 and 3 are the ones that share. */
+        int ncalls = p->protocol != PROTO_SIMPLE ? 3 : 2;
         if (cclc_vfy_sim_init(&s2, &sh, (SimMode){.ncalls = ncalls, .cross_only = 1}, rep) == 0) {
             cclc_vfy_sim_run(&s2);
             f->cross_pairs = s2.pairs;
@@ -470,10 +470,10 @@ void cclc_verify_explain(FILE *out, const Program *p, const Proof *proof)
             "the simulated run completes\n", proof->deadlock_free ? yes : no, f.sync.nsignals, f.sync.nbarriers);
     fprintf(out, "  across calls:     %s: %s back-to-back calls (each starting on a rank when that rank's previous "
             "call ends; between them the caller reads out and rewrites in) are race-free, %ld access pairs "
-            "checked", proof->cross_call_safe ? yes : no, p->protocol == PROTO_LL ? "three" : "two", f.cross_pairs);
-    if (p->protocol == PROTO_LL)
-        fprintf(out, "; protocol ll double-buffers scratch by call parity, so consecutive calls never share scratch "
-                "and calls 1 and 3 are checked instead");
+            "checked", proof->cross_call_safe ? yes : no, p->protocol != PROTO_SIMPLE ? "three" : "two", f.cross_pairs);
+    if (p->protocol != PROTO_SIMPLE)
+        fprintf(out, "; protocol %s double-buffers scratch by call parity, so consecutive calls never share scratch "
+                "and calls 1 and 3 are checked instead", cclc_proto_name(p->protocol));
     fprintf(out, "\n");
     if (!proof->inplace_applicable)
         fprintf(out, "  in-place:         not applicable: %s\n", proof->inplace_reason ? proof->inplace_reason : "");

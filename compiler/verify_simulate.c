@@ -34,7 +34,7 @@ int cclc_vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
     s->sh = sh;
     s->m = m;
     s->rep = rep;
-    s->nparity = m.ncalls > 1 && p->protocol == PROTO_LL ? 2 : 1;
+    s->nparity = m.ncalls > 1 && p->protocol != PROTO_SIMPLE ? 2 : 1;
 
     int64_t cells = (int64_t)s->nparity * sh->n * sh->rank_cells;
     int nb = sh->nb, nt = nb + sh->n;
@@ -259,18 +259,20 @@ static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, 
             cclc_vfy_str_printf(&msg, "; nothing orders them (rank %d's call may end while rank %d still reads its buffer: "
                            "make rank %d wait for rank %d before it ends)", owner, peer, owner, peer);
     } else if (cur.call - prev.call == 1) {
-        /* The hints fit the program: protocol ll is offered only to one not on it. */
+        /* The hints fit the program: protocol ll is offered only to a Simple one. */
         cclc_vfy_str_printf(&msg, "; nothing orders them (the next call may start on rank %d while rank %d is still in this "
                        "one: make rank %d wait for rank %d before reusing the buffer%s)", cr, pr, cr, pr,
-                       buf >= BUF_SCRATCH0 && sh->p->protocol != PROTO_LL
+                       buf >= BUF_SCRATCH0 && sh->p->protocol == PROTO_SIMPLE
                            ? ", or use protocol ll, whose scratch alternates between calls" : "");
     } else {
-        /* Protocol ll: calls c and c + 2 share a scratch half. */
+        /* Protocols ll and ll128: calls c and c + 2 share a scratch half. */
+        char halves[96] = "";
+        if (sh->p->protocol != PROTO_SIMPLE && buf >= BUF_SCRATCH0)
+            snprintf(halves, sizeof halves, ", and protocol %s's alternating scratch halves give these two calls the same half",
+                     cclc_proto_name(sh->p->protocol));
         cclc_vfy_str_printf(&msg, "; nothing orders them (call %d may start on rank %d, %d calls after call %d, while rank "
                        "%d is still in call %d%s: make rank %d wait for rank %d in every call before reusing the "
-                       "buffer)", cur.call + 1, cr, cur.call - prev.call, prev.call + 1, pr, prev.call + 1,
-                       sh->p->protocol == PROTO_LL && buf >= BUF_SCRATCH0 ? ", and protocol ll's alternating scratch "
-                       "halves give these two calls the same half" : "", cr, pr);
+                       "buffer)", cur.call + 1, cr, cur.call - prev.call, prev.call + 1, pr, prev.call + 1, halves, cr, pr);
     }
     SrcLoc at = cur.step >= 0 ? cl : pl;
     cclc_vfy_error(s->rep, at, "%s", cclc_vfy_str_get(&msg));

@@ -43,10 +43,16 @@ for n in $ns; do
     [ ${#full[@]} -gt 0 ] && "$bin" --ranks "$n" --full "${full[@]}" 2>&1 | tee -a "$log"
     # Two chunks per segment (the shipped v programs have one).
     "$bin" --ranks "$n" tests/cuda/alltoallv_k2.ccl 2>&1 | tee -a "$log"
-    # Simple programs forced onto LL lines (a tuning choice the runtime offers).
+    # Simple programs forced onto LL lines, and Simple and LL ones onto LL128 lines
+    # (tuning choices the runtime offers).
     CCL_GPU_PROTOCOL=ll "$bin" --ranks "$n" algorithms/allreduce/ring.ccl algorithms/allreduce/twoshot.ccl \
         algorithms/allgather/ring.ccl algorithms/reduce_scatter/ring.ccl algorithms/allgatherv/ring.ccl \
         algorithms/alltoallv/pairwise.ccl 2>&1 | tee -a "$log"
+    CCL_GPU_PROTOCOL=ll128 "$bin" --ranks "$n" algorithms/allreduce/ring.ccl algorithms/allreduce/twoshot.ccl \
+        algorithms/allreduce/allpairs.ccl algorithms/allgather/direct_ll.ccl algorithms/reduce_scatter/ring.ccl \
+        algorithms/alltoall/direct_ll.ccl algorithms/broadcast/direct_ll.ccl algorithms/reduce/direct_ll.ccl \
+        algorithms/allgatherv/direct_ll.ccl 2>&1 | tee -a "$log"
+    CCL_GPU_PROTOCOL=ll128 "$bin" --ranks "$n" --full algorithms/allreduce/allpairs.ccl 2>&1 | tee -a "$log"
     echo "   ($(( $(date +%s) - start ))s)"
     if [ "$n" -gt "$ngpu" ]; then
         echo "   (process mode: N=$n needs $n GPUs, this machine has $ngpu)"
@@ -94,6 +100,19 @@ echo "== gpu: the examples and cclc run on the GPU backend"
                 --count 100000 --dtype bf16 --iters 5
         done
     done
+    # LL128 lines: counts around a line's 60 bf16 elements and a part's 120, split
+    # between instances; back-to-back calls, whose lines alternate halves.
+    for inst in 1 3; do
+        for count in 1 59 61 121 4099 1000003; do
+            for a in allreduce/allpairs allreduce/ring alltoall/direct_ll; do
+                expect "cclc-run/${a/\//-}/N4/ll128/i$inst/count$count" ": ok" env CCL_GPU_PROTOCOL=ll128 \
+                    CCL_GPU_INSTANCES=$inst "$build/cclc" run "algorithms/$a.ccl" --ranks 4 --backend gpu \
+                    --count "$count" --dtype bf16 --back-to-back
+            done
+        done
+    done
+    expect "cclc-run/unknown-protocol" "CCL_GPU_PROTOCOL=ll129: expected simple, ll or ll128" \
+        sh -c "CCL_GPU_PROTOCOL=ll129 '$build/cclc' run algorithms/allreduce/allpairs.ccl --ranks 2 --backend gpu; true"
     expect example/custom_algorithm/N4 "every element right" "$build/examples/custom_algorithm" examples/star.ccl 4
     expect "cclc-run/allgatherv-ring/N4/counts" "counts=3,0,100001,1 iters=3 out-of-place: ok" "$build/cclc" run \
         algorithms/allgatherv/ring.ccl --ranks 4 --backend gpu --counts 3,0,100001,1 --iters 3

@@ -1,6 +1,6 @@
 /* prelude.cuh: the device code every generated kernel starts with: element conversions,
- * loads and stores, the transfer templates (ccl_xfer, ccl_xfer_ll), semaphore waits and
- * signals, LL lines, port-channel puts, and the ccl_rank_barrier, ccl_avg and ccl_copy kernels.
+ * loads and stores, the transfer templates (ccl_xfer, ccl_xfer_ll, ccl_xfer_ll128), semaphore
+ * waits and signals, LL and LL128 lines, port-channel puts, and the ccl_rank_barrier, ccl_avg and ccl_copy kernels.
  *
  * How it gets into a kernel: the Makefile (compiler/cuda/embed.sh) turns this file, with
  * abi.h inlined at its #include (NVRTC compiles with no include path) and both files'
@@ -171,10 +171,14 @@ __device__ __forceinline__ struct ccl_span ccl_io(const struct ccl_args &a, u64 
     return s;
 }
 /* This instance's and slice's part [lo, hi) of a transfer of len elements: the cut
- * points are round_down(q*len/P, A), the last part ending at len. */
+ * points are round_down(q*len/P, A), A = CCL_PART_BYTES of elements, the last part
+ * ending at len. */
+#ifndef CCL_PART_BYTES
+#define CCL_PART_BYTES 16 /* an LL128 kernel defines 240: its parts start on a line (ccl_xfer_ll128) */
+#endif
 __device__ __forceinline__ void ccl_part(const struct ccl_args &a, u64 inst, u64 sl, u64 len, u64 *lo, u64 *hi)
 {
-    const u64 A = CCL_VE;
+    const u64 A = CCL_PART_BYTES / sizeof(ccl_t);
     u64 ilo = inst * len / a.ninst / A * A;
     u64 ihi = inst + 1 == a.ninst ? len : (inst + 1) * len / a.ninst / A * A;
     u64 il = ihi - ilo;
@@ -574,6 +578,164 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
                     __threadfence_system();
                     return 0;
                 }
+            }
+        }
+    }
+    return 1;
+}
+
+/* ---- LL128: 128-byte lines of 15 data words and a flag word (the last). Eight
+ * consecutive lanes of a warp carry a line, 16 bytes each, in one warp-wide 16-byte
+ * store or load: lane k of the eight holds data words 2k and 2k + 1, lane 7 word 14
+ * and the flag. NVLink and the L2 move a warp's aligned 128-byte access as one
+ * transaction, so a reader whose load returns the flag got the whole line with it (the
+ * property NCCL's LL128 rests on). Nothing else orders data and flag, so both sides
+ * keep every access to a line in one warp instruction: the loops below are uniform
+ * across the warp and lines are never split between instructions. A part of a transfer
+ * starts on a line (CCL_PART_BYTES = 240: two lines' data, 16-byte aligned), at line
+ * lo * esize / 120 of its chunk's lines; a chunk of cs elements has ccl_ll128_lines_bytes
+ * of lines. ---- */
+#define CCL_LL128_DATA 15 /* data words per line */
+/* Lines start on 128 bytes (one transaction each): the region's offset past its scratch
+ * rounded up (the region itself starts on the heap's 256-byte alignment). */
+__device__ __forceinline__ u64 ccl_ll128_align(u64 off)
+{
+    return (off + 127) / 128 * 128;
+}
+__device__ __forceinline__ u64 ccl_ll128_lines_bytes(u64 cs)
+{
+    return (cs * sizeof(ccl_t) + 8 * CCL_LL128_DATA - 1) / (8 * CCL_LL128_DATA) * 128;
+}
+/* Elements of data word j of a transfer of n elements (0 past its end). */
+__device__ __forceinline__ int ccl_word_elems(u64 j, u64 n)
+{
+    return j * CCL_WE >= n ? 0 : n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
+}
+/* Words j and j + 1 at p (m0, m1 elements): one 16-byte access when whole and aligned. */
+__device__ __forceinline__ void ccl_ld_pair(const char *p, int m0, int m1, u64 *w0, u64 *w1)
+{
+    if (m0 == CCL_WE && m1 == CCL_WE && ((u64)p & 15) == 0) {
+        asm volatile("ld.global.cg.v2.u64 {%0,%1}, [%2];" : "=l"(*w0), "=l"(*w1) : "l"(p) : "memory");
+    } else {
+        *w0 = m0 ? ccl_ld_word(p, m0) : 0;
+        *w1 = m1 ? ccl_ld_word(p + 8, m1) : 0;
+    }
+}
+__device__ __forceinline__ void ccl_st_pair(char *p, u64 w0, u64 w1, int m0, int m1)
+{
+    if (m0 == CCL_WE && m1 == CCL_WE && ((u64)p & 15) == 0) {
+        asm volatile("st.global.v2.u64 [%0], {%1,%2};" :: "l"(p), "l"(w0), "l"(w1) : "memory");
+    } else {
+        if (m0) ccl_st_word(p, w0, m0);
+        if (m1) ccl_st_word(p + 8, w1, m1);
+    }
+}
+/* The reduction of NS source words, element by element (one source: its bits). */
+template <int NS>
+__device__ __forceinline__ u64 ccl_reduce_word(const union ccl_word (&x)[NS])
+{
+    if (NS == 1) return x[0].w;
+    union ccl_word r;
+#pragma unroll
+    for (int k = 0; k < CCL_WE; k++) {
+        ccl_acc v = CCL_LOAD(x[0].e[k]);
+#pragma unroll
+        for (int s = 1; s < NS; s++) v = CCL_OP(v, CCL_LOAD(x[s].e[k]));
+        r.e[k] = CCL_STORE(v);
+    }
+    return r.w;
+}
+/* Like ccl_xfer_ll with LL128 lines: NL local destinations get plain stores, NR remote
+ * ones (dr: the peer's lines for this part) LL128 lines. tid and nt: whole warps. */
+template <int NL, int NR, int NS>
+__device__ __forceinline__ void ccl_xfer_ll128(char *const *dl, char *const (&dr)[NR], const char *const (&src)[NS],
+                                               u64 n, u64 flag, u64 tid, u64 nt)
+{
+    enum { U = NS <= 2 ? 2 : 1 }; /* lines per lane group in flight */
+    const u64 nw = (n + CCL_WE - 1) / CCL_WE, nl = (nw + CCL_LL128_DATA - 1) / CCL_LL128_DATA;
+    const u64 k = tid % 8, grp = tid % 32 / 8;
+    for (u64 base = tid / 32 * 4 * U; base < nl; base += nt / 32 * 4 * U) {
+        union ccl_word x[U][2][NS];
+        int m[U][2];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const u64 j = (base + 4 * u + grp) * CCL_LL128_DATA + 2 * k; /* this lane's first word */
+            m[u][0] = ccl_word_elems(j, n);
+            m[u][1] = k == 7 ? 0 : ccl_word_elems(j + 1, n);
+#pragma unroll
+            for (int s = 0; s < NS; s++) ccl_ld_pair(src[s] + j * 8, m[u][0], m[u][1], &x[u][0][s].w, &x[u][1][s].w);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const u64 line = base + 4 * u + grp;
+            if (line >= nl) break;
+            const u64 j = line * CCL_LL128_DATA + 2 * k;
+            const u64 w0 = ccl_reduce_word<NS>(x[u][0]), w1 = k == 7 ? flag : ccl_reduce_word<NS>(x[u][1]);
+#pragma unroll
+            for (int d = 0; d < NL; d++) ccl_st_pair(dl[d] + j * 8, w0, w1, m[u][0], m[u][1]);
+#pragma unroll
+            for (int d = 0; d < NR; d++)
+                asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" :: "l"(dr[d] + line * 128 + k * 16),
+                             "l"(w0), "l"(w1) : "memory");
+        }
+    }
+}
+/* Receives n elements from this rank's LL128 lines into dst (tid and nt: whole warps,
+ * as the sender's), U lines per lane group in flight; spins (bounded, abort-aware like
+ * ccl_ll_recv) until each line's flag word is this call's. Lane 0 of each warp decides
+ * about the abort and the timeout for its warp, which leaves and returns as one. */
+__device__ __noinline__ int ccl_ll128_recv(char *dst, const char *lines, u64 n, u64 flag, u64 tid, u64 nt,
+                                           char *const *peers, struct ccl_err *err, u64 timeout_ns, u64 rank,
+                                           u64 tb, u64 inst, u64 line, u64 peer)
+{
+    enum { U = 4 };
+    const u64 nw = (n + CCL_WE - 1) / CCL_WE, nl = (nw + CCL_LL128_DATA - 1) / CCL_LL128_DATA;
+    const u64 k = tid % 8, grp = tid % 32 / 8;
+    const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];
+    for (u64 base = tid / 32 * 4 * U; base < nl; base += nt / 32 * 4 * U) {
+        unsigned int todo = 0;
+#pragma unroll
+        for (int u = 0; u < U; u++) if (base + 4 * u + grp < nl) todo |= 1u << u;
+        u64 v[U][2] = {}, t0 = 0, f0 = 0;
+        for (unsigned int it = 0; __any_sync(0xffffffffu, todo); it++) {
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (todo & (1u << u))
+                    asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(v[u][0]), "=l"(v[u][1])
+                                 : "l"(lines + (base + 4 * u + grp) * 128 + k * 16) : "memory");
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                /* Lane 7 of the eight holds the flag; the eight agree on their line. */
+                const u64 f = __shfl_sync(0xffffffffu, v[u][1], (tid % 32) | 7);
+                if (!(todo & (1u << u))) continue;
+                if (f != flag) {
+                    f0 = f;
+                    continue;
+                }
+                const u64 j = (base + 4 * u + grp) * CCL_LL128_DATA + 2 * k;
+                ccl_st_pair(dst + j * 8, v[u][0], v[u][1], ccl_word_elems(j, n), k == 7 ? 0 : ccl_word_elems(j + 1, n));
+                todo &= ~(1u << u);
+            }
+            if ((it & 255) == 255) {
+                int give_up = 0;
+                if (tid % 32 == 0) {
+                    const u64 now = ccl_now();
+                    if (t0 == 0) t0 = now;
+                    give_up = *abort_flag ? 1 : now - t0 > timeout_ns ? 2 : 0;
+                }
+                give_up = __shfl_sync(0xffffffffu, give_up, 0);
+                const u64 seen = __shfl_sync(0xffffffffu, f0, 0);
+                if (give_up == 2 && tid % 32 == 0) {
+                    if (atomicCAS(&err->flag, 0ull, 2ull) == 0ull) {
+                        err->rank = rank; err->tb = tb; err->inst = inst; err->line = line; err->peer = peer;
+                        err->slot = ~1ull; err->expected = flag; err->seen = seen;
+                        __threadfence_system();
+                        *(volatile u64 *)&err->flag = 1;
+                    }
+                    for (int p = 0; p < CCL_NRANKS; p++) atomicCAS((u64 *)peers[p], 0ull, rank + 1);
+                    __threadfence_system();
+                }
+                if (give_up) return 0;
             }
         }
     }

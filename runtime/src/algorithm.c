@@ -492,7 +492,8 @@ static void ident_describe(const CclIdent *id, char *buf, size_t len)
     unsigned prot = (unsigned)(id->shape >> 32 & 0xff), threads = (unsigned)(id->shape >> 40 & 0xffff);
     char shape[96] = "";
     if (prot || threads)
-        snprintf(shape, sizeof shape, ", protocol %s, %u threads", prot == 1 + PROTO_LL ? "ll" : "simple", threads);
+        snprintf(shape, sizeof shape, ", protocol %s, %u threads",
+                 prot >= 1 && prot <= 1 + PROTO_LL128 ? cclc_proto_name((Protocol)(prot - 1)) : "?", threads);
     char in[48] = "not reached by peers", out[48] = "not reached by peers";
     if (id->in_off != ~0ull)
         snprintf(in, sizeof in, "at heap offset %llu", (unsigned long long)id->in_off);

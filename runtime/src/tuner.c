@@ -208,12 +208,11 @@ int ccl__tune_parse(const char *text, const char *name, CclTuneTable *t, char *e
             PARSE_FAIL("threads '%s' is not '-' or a multiple of 32 in 32..512", f[4]);
         if (parse_field(f[5], 1, 1024, &sh.slices))
             PARSE_FAIL("slices '%s' is not '-' or 1..1024", f[5]);
-        if (!strcmp(f[6], "simple"))
-            sh.protocol = 1 + PROTO_SIMPLE;
-        else if (!strcmp(f[6], "ll"))
-            sh.protocol = 1 + PROTO_LL;
-        else if (strcmp(f[6], "-"))
-            PARSE_FAIL("protocol '%s' is not '-', 'simple' or 'll'", f[6]);
+        for (int pr = PROTO_SIMPLE; pr <= PROTO_LL128; pr++)
+            if (!strcmp(f[6], cclc_proto_name((Protocol)pr)))
+                sh.protocol = 1 + pr;
+        if (!sh.protocol && strcmp(f[6], "-"))
+            PARSE_FAIL("protocol '%s' is not '-', 'simple', 'll' or 'll128'", f[6]);
         if (t->e[c][b].file >= 0)
             PARSE_FAIL("a second %s entry for bucket %s (the first is on line %d)", f[0], f[1], t->e[c][b].line);
         int fi = ccl__tune_file_index(t, f[2]);
@@ -252,7 +251,7 @@ void ccl__tune_write(FILE *f, const CclTuneTable *t)
             write_field(f, e->shape.instances);
             write_field(f, e->shape.threads);
             write_field(f, e->shape.slices);
-            fputs(e->shape.protocol == 1 + PROTO_LL ? " ll" : e->shape.protocol == 1 + PROTO_SIMPLE ? " simple" : " -", f);
+            fprintf(f, " %s", e->shape.protocol ? cclc_proto_name((Protocol)(e->shape.protocol - 1)) : "-");
             if (e->time_us > 0)
                 fprintf(f, "  # %.2f us", e->time_us);
             fputc('\n', f);
@@ -537,11 +536,13 @@ void ccl__tune_apply_run(ccl_algorithm_t *alg, const CclShape *shape, int slices
         alg->slices = shape->slices > 0 ? shape->slices : slices0;
 }
 
+/* The protocol alg runs with: its shape's lines, else its program's (Simple never
+ * replaces a program's lines). */
 static const char *tune_proto_name(const ccl_algorithm_t *alg)
 {
-    if (alg->shape.protocol == 1 + PROTO_LL || alg->prog->protocol == PROTO_LL)
-        return "ll";
-    return "simple";
+    if (alg->shape.protocol > 1 + PROTO_SIMPLE)
+        return cclc_proto_name((Protocol)(alg->shape.protocol - 1));
+    return cclc_proto_name(alg->prog->protocol);
 }
 
 static void describe(char *out, size_t len, Collective coll, size_t bytes, const ccl_algorithm_t *alg)

@@ -34,7 +34,9 @@ check not_admitted 2 "is for N in 2..64, not N = 1" check $ring --ranks 1
 check cuda_needs_rank 2 "cclc cuda: error: --rank R is required" cuda $ring --ranks 4
 check bad_dtype 2 "cclc cuda: error: --dtype f8: unknown dtype (expected f32," cuda $ring --ranks 4 --rank 0 --dtype f8
 check bad_op 2 "cclc cuda: error: --op mean: unknown reduction op (expected sum," cuda $ring --ranks 4 --rank 0 --op mean
-check bad_protocol 2 "cclc cuda: error: --protocol ll64: expected simple or ll" cuda $ring --ranks 4 --rank 0 --protocol ll64
+check bad_protocol 2 "cclc cuda: error: --protocol ll64: expected simple, ll or ll128" cuda $ring --ranks 4 --rank 0 --protocol ll64
+check cuda_ll128 0 "LL128: remote writes are 128-byte lines" cuda algorithms/allreduce/allpairs.ccl --ranks 4 --rank 0 --protocol ll128
+check cuda_ll128_v_as_ll 0 "(run as ll: a v-collective's lines are LL's)" cuda algorithms/allgatherv/direct_ll.ccl --ranks 4 --rank 0 --protocol ll128
 check two_files 2 "unexpected argument" check $ring $ring --ranks 4
 check run_two_files 2 "cclc run: error: unexpected argument '$ring' (one FILE per run)" run $ring $ring --ranks 2
 

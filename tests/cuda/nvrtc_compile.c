@@ -18,13 +18,17 @@
 /* The LL region the generated source lays out (its header comment: "after 2 x S scratch
  * chunks: 2 halves by call parity x T chunks x 2*CS*esize bytes"), in chunks of CS
  * elements of one byte, or -1 when the source has no LL lines. */
-static long emitted_ll_chunks(const char *src)
+/* The bytes of line region the emitted kernel addresses for chunks of CS elements of
+ * esize bytes (its header states the layout), or -1 when it has no lines. */
+static long emitted_ll_region(const char *src, long CS, long esize)
 {
     const char *at = strstr(src, "(after 2 x ");
     long s, t;
     if (!at || sscanf(at, "(after 2 x %ld scratch chunks: 2 halves by call parity x %ld chunks", &s, &t) != 2)
         return -1;
-    return 2 * s + 2 * 2 * t;
+    if (strstr(src, " * LL128: ")) /* 128-byte lines of 120 data bytes, from a multiple of 128 bytes */
+        return (2 * s * CS * esize + 127) / 128 * 128 + 2 * t * ((CS * esize + 119) / 120 * 128);
+    return 2 * s * CS * esize + 2 * t * 2 * CS * esize;
 }
 
 static char *read_all(const char *path, size_t *size)
@@ -57,7 +61,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--dtype")) eo.dtype = argv[i + 1];
         else if (!strcmp(argv[i], "--op")) eo.op = argv[i + 1];
         else if (!strcmp(argv[i], "--emit")) emit_rank = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--protocol")) eo.protocol = !strcmp(argv[i + 1], "ll") ? PROTO_LL : PROTO_SIMPLE;
+        else if (!strcmp(argv[i], "--protocol"))
+            eo.protocol = !strcmp(argv[i + 1], "ll128") ? PROTO_LL128 : !strcmp(argv[i + 1], "ll") ? PROTO_LL : PROTO_SIMPLE;
         else {
             fprintf(stderr, "nvrtc_compile: unknown option '%s'\n", argv[i]);
             return 2;
@@ -100,11 +105,14 @@ int main(int argc, char **argv)
         FILE *m = open_memstream(&src, &len);
         cclc_emit_cuda(m, c.plan, r, &eo);
         fclose(m);
-        /* The runtime allocates the region the kernel will address. */
-        long ll = emitted_ll_chunks(src);
-        if (ll >= 0 && (size_t)ll != ccl__ll_region_bytes(c.prog, 1, 1)) {
-            printf("FAIL %s N=%d rank %d: the kernel lays out %ld chunks of LL region, the runtime allocates %zu\n",
-                   file, nranks, r, ll, ccl__ll_region_bytes(c.prog, 1, 1));
+        /* The runtime allocates the region the kernel will address (at a chunk stride
+         * that is no multiple of a line's data). */
+        const long CS = 1000, esize = 2;
+        long ll = emitted_ll_region(src, CS, esize);
+        size_t want = ccl__ll_region_bytes(c.prog, eo.protocol, CS, esize);
+        if (ll >= 0 && (size_t)ll != want) {
+            printf("FAIL %s N=%d rank %d: the kernel addresses %ld bytes of line region, the runtime allocates %zu\n",
+                   file, nranks, r, ll, want);
             failed = 1;
         }
         char name[64];

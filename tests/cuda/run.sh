@@ -4,9 +4,11 @@
 #    through NVRTC for sm_90 (bf16/sum, the default protocol);
 #  - one algorithm compiles for every dtype and every op, and for older archs; the
 #    v-collectives for several dtypes, as LL, and at N = 8;
-#  - golden files: the generated CUDA of seven kernels (one-shot, ring, port ring; LL
+#  - LL128 lines for every element size, Simple and LL programs forced onto them;
+#  - golden files: the generated CUDA of eight kernels (one-shot, ring, port ring; LL
 #    all-to-all with transfers at once, LL reduce's root with fence-free signals; a
-#    Simple allgatherv ring and an LL alltoallv, chunks sized by segment tables),
+#    Simple allgatherv ring and an LL alltoallv, chunks sized by segment tables; the
+#    one-shot on LL128 lines),
 #    without the prelude they all share (cclc cuda --kernel-only), matches
 #    tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them);
 #  - the prelude, compiler/cuda/prelude.cuh, compiles alone with nvcc (where installed),
@@ -68,6 +70,13 @@ run_bg alltoallv_pairwise_N4_ll algorithms/alltoallv/pairwise.ccl 4 --protocol l
 run_bg allgatherv_direct_ll_N8 algorithms/allgatherv/direct_ll.ccl 8
 run_bg alltoallv_direct_ll_N2_sm75 algorithms/alltoallv/direct_ll.ccl 2 --arch 75
 run_bg alltoallv_k2_N4 tests/cuda/alltoallv_k2.ccl 4
+# LL128 lines: LL programs and Simple ones forced onto them, every element size (the
+# line's 15 data words hold 120, 60, 30 or 15 elements), an older arch, and a
+# v-collective (which gets LL's lines).
+for t in f32 f64 u8; do run_bg "allpairs_N4_ll128_$t" algorithms/allreduce/allpairs.ccl 4 --protocol ll128 --dtype "$t"; done
+run_bg ring_N4_ll128 algorithms/allreduce/ring.ccl 4 --protocol ll128
+run_bg alltoall_direct_ll_N2_ll128_sm75 algorithms/alltoall/direct_ll.ccl 2 --protocol ll128 --arch 75
+run_bg allgatherv_direct_ll_N4_ll128 algorithms/allgatherv/direct_ll.ccl 4 --protocol ll128
 wait
 for name in "${names[@]}"; do report "$name"; done
 
@@ -93,6 +102,7 @@ golden alltoall_direct_ll_N4_r0_bf16 algorithms/alltoall/direct_ll.ccl 4 0 --dty
 golden reduce_direct_ll_N4_r0_bf16_sum algorithms/reduce/direct_ll.ccl 4 0 --dtype bf16 --op sum
 golden allgatherv_ring_N4_r1_bf16 algorithms/allgatherv/ring.ccl 4 1 --dtype bf16
 golden alltoallv_direct_ll_N4_r0_f32 algorithms/alltoallv/direct_ll.ccl 4 0 --dtype f32
+golden allpairs_ll128_N4_r1_bf16_sum algorithms/allreduce/allpairs.ccl 4 1 --dtype bf16 --op sum --protocol ll128
 
 # The prelude alone, as CUDA: nvcc compiles compiler/cuda/prelude.cuh after the
 # definitions emit_cuda.c puts before it (bf16, sum), where nvcc is installed.

@@ -567,8 +567,8 @@ static void *rank_main(void *arg)
         return NULL;
     }
     const char *pe = getenv("CCL_GPU_PROTOCOL");
-    const char *mode = R->procs ? (pe && !strcmp(pe, "ll") ? "procs+ll" : "procs")
-                                : (pe && !strcmp(pe, "ll") ? "threads+ll" : "threads");
+    char mode[48];
+    snprintf(mode, sizeof mode, "%s%s%s", R->procs ? "procs" : "threads", pe && *pe ? "+" : "", pe && *pe ? pe : "");
     for (int a = 0; a < R->nalgs; a++) {
         const char *file = R->algs[a];
         ccl_algorithm_t *alg = NULL;

@@ -59,7 +59,8 @@ static void test_parse(void)
     const char *good = "ccl-tune-table 1\n# a comment\ndevice NVIDIA H200\nranks 4\ntopology p2p-all\nversion 0.1.0\n"
                        "allreduce 1024 allreduce/allpairs.ccl 1 - - -   # 6.25 us\n"
                        "allreduce 1M allreduce/twoshot.ccl 32 256 2 ll\n"
-                       "allgather 4096 allgather/ring.ccl - - - simple\n";
+                       "allgather 4096 allgather/ring.ccl - - - simple\n"
+                       "alltoall 64K alltoall/direct_ll.ccl 4 - - ll128\n";
     int rc = ccl__tune_parse(good, "good.tbl", &t, err, sizeof err);
     CHECK("tuner.parse.good", rc == 0, "%s", err);
     const CclTuneEntry *a = &t.e[COLL_ALLREDUCE][10], *b = &t.e[COLL_ALLREDUCE][20], *c = &t.e[COLL_ALLGATHER][12];
@@ -71,7 +72,7 @@ static void test_parse(void)
           a->shape.threads == 0 && a->time_us > 6.2 && a->time_us < 6.3 && b->file >= 0 &&
           !strcmp(t.files[b->file], "allreduce/twoshot.ccl") && b->shape.instances == 32 && b->shape.threads == 256 &&
           b->shape.slices == 2 && b->shape.protocol == 1 + PROTO_LL && c->file >= 0 && c->shape.protocol == 1 + PROTO_SIMPLE &&
-          t.e[COLL_ALLREDUCE][11].file == -1,
+          t.e[COLL_ALLREDUCE][11].file == -1 && t.e[COLL_ALLTOALL][16].shape.protocol == 1 + PROTO_LL128,
           "entries not as written");
 
     /* The writer's output parses back to the same table. */
@@ -106,8 +107,8 @@ static void test_parse(void)
          "bad.tbl:6: instances '65' is not '-' or 1..64"},
         {"threads", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 4096 a.ccl 1 100 - -\n",
          "bad.tbl:6: threads '100' is not '-' or a multiple of 32"},
-        {"protocol", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 4096 a.ccl 1 - - ll128\n",
-         "bad.tbl:6: protocol 'll128' is not '-', 'simple' or 'll'"},
+        {"protocol", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 4096 a.ccl 1 - - ll64\n",
+         "bad.tbl:6: protocol 'll64' is not '-', 'simple', 'll' or 'll128'"},
         {"dup", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 4K a.ccl 1 - - -\n"
                 "allreduce 4096 b.ccl 1 - - -\n", "bad.tbl:7: a second allreduce entry for bucket 4096 (the first is on line 6)"},
         /* Sizes as every tool option writes them (ccl__parse_size): 4KiB and 4kb are one

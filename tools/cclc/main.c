@@ -36,7 +36,7 @@ static const char usage[] =
     "        unless --all-errors\n"
     "  plan FILE --ranks N [--root R] [--json]\n"
     "        print the scheduled plan: per rank and thread block, each op and its line\n"
-    "  cuda FILE --ranks N --rank R [--root R] [--protocol simple|ll] [--dtype T] [--op O]\n"
+    "  cuda FILE --ranks N --rank R [--root R] [--protocol simple|ll|ll128] [--dtype T] [--op O]\n"
     "        [--kernel-only]\n"
     "        print the CUDA C kernel for one rank (--kernel-only: without the prelude\n"
     "        every kernel shares, compiler/cuda/prelude.cuh)\n"
@@ -77,7 +77,7 @@ static const char *command_usage(const char *command)
         return "usage: cclc check FILE --ranks N [--root R] [--explain] [--all-errors]\n";
     if (!strcmp(command, "plan"))
         return "usage: cclc plan FILE --ranks N [--root R] [--json]\n";
-    return "usage: cclc cuda FILE --ranks N --rank R [--root R] [--protocol simple|ll] [--dtype T] [--op O]\n"
+    return "usage: cclc cuda FILE --ranks N --rank R [--root R] [--protocol simple|ll|ll128] [--dtype T] [--op O]\n"
            "                 [--kernel-only]\n";
 }
 
@@ -115,8 +115,8 @@ static Options parse_args(int argc, char **argv)
         } else if (cuda && tool_flag(&args, "--kernel-only")) {
             o.emit.kernel_only = 1;
         } else if (cuda && tool_is(&args, "--protocol", NULL)) {
-            static const char *const protocols[] = {[PROTO_SIMPLE] = "simple", [PROTO_LL] = "ll"};
-            o.emit.protocol = (Protocol)tool_choice(a, tool_value(&args), protocols, 2);
+            static const char *const protocols[] = {[PROTO_SIMPLE] = "simple", [PROTO_LL] = "ll", [PROTO_LL128] = "ll128"};
+            o.emit.protocol = (Protocol)tool_choice(a, tool_value(&args), protocols, 3);
         } else {
             tool_unknown(&args);
         }

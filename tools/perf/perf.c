@@ -1243,7 +1243,7 @@ int main(int argc, char **argv)
         const Program *prog = sh->algo_comp.prog;
         size_t CS = ccl__chunk_stride(maxcount, prog->chunks, es);
         scratch = prog->protocol == PROTO_SIMPLE ? ccl__scratch_offset(prog, prog->nbufs, CS, es)
-                                                 : ccl__ll_region_bytes(prog, CS, es);
+                                                 : ccl__ll_region_bytes(prog, prog->protocol, CS, es);
         cclc_compilation_free(&sh->algo_comp);
         free(sh->algo_text);
     }

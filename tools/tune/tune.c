@@ -53,7 +53,7 @@ typedef struct {
     int inst[MAX_LIST], ninst;
     int threads[MAX_LIST], nthreads; /* 0 in the list: the backend's default */
     int slices[MAX_LIST], nslices;   /* 0 in the list: the program's */
-    int protos;                      /* bit 0: simple, bit 1: ll; 0: the program's and LL (GPU) */
+    int protos;                      /* bit p: Protocol p; 0: the program's and lines (GPU) */
     int keep, per_algo;
     double slack;
     int iters, reps, warmup, iters_given;
@@ -74,7 +74,8 @@ static const char *help =
     "  --backend cpu|gpu  (default: GPU when one is present)\n"
     "  --instances LIST instances per logical block (1,2,4,8,16,32,64 on GPUs; 1,2,4 on the CPU)\n"
     "  --threads LIST   threads per block, GPU (512); --slices LIST (1, and the program's default)\n"
-    "  --protocols LIST simple,ll (GPU: the program's, and LL for Simple programs)\n"
+    "  --protocols LIST of simple, ll, ll128 (GPU; default all: a Simple program runs any,\n"
+    "                   an LL or LL128 one either line protocol)\n"
     "  --keep K         candidates timed per size, the model's best (4); and per algorithm its --per-algo P\n"
     "                   best shapes (GPU 3, CPU 2) where the model puts them within --slack X of the best (3.0)\n"
     "  --iters I --reps R --warmup W   calls per sample, samples, warm-up calls (20, 5, 2; CPU: 5, 3, 1)\n"
@@ -84,6 +85,25 @@ static const char *help =
     "  --dry-run        print the candidates the model keeps, time nothing; -v: every timing\n"
     "  --model cpu|gpu  the model's parameters and shape space (default: the backend's; for --dry-run studies)\n"
     "  --timeout-ms MS  bound on every wait (60000)\n";
+
+/* --protocols' comma-separated list as bits (1 << Protocol). */
+static int parse_protocols(const char *list)
+{
+    int bits = 0;
+    char buf[64];
+    CCL__FMT(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *name = strtok_r(buf, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        int p = PROTO_SIMPLE;
+        while (p <= PROTO_LL128 && strcmp(name, cclc_proto_name((Protocol)p)))
+            p++;
+        if (p > PROTO_LL128)
+            tool_usage_error("--protocols %s: '%s' is not simple, ll or ll128", list, name);
+        bits |= 1 << p;
+    }
+    if (!bits)
+        tool_usage_error("--protocols '%s': expected a list of simple, ll, ll128", list);
+    return bits;
+}
 
 static void parse_args(int argc, char **argv, Opts *o)
 {
@@ -134,15 +154,7 @@ static void parse_args(int argc, char **argv, Opts *o)
         } else if (tool_is(&args, "--slices", NULL)) {
             o->nslices = tool_int_list(a, tool_value(&args), o->slices, MAX_LIST, 1, 64);
         } else if (tool_is(&args, "--protocols", NULL)) {
-            v = tool_value(&args);
-            if (!strcmp(v, "simple"))
-                o->protos = 1;
-            else if (!strcmp(v, "ll"))
-                o->protos = 2;
-            else if (!strcmp(v, "simple,ll") || !strcmp(v, "ll,simple"))
-                o->protos = 3;
-            else
-                tool_usage_error("--protocols %s: expected simple, ll or simple,ll", v);
+            o->protos = parse_protocols(tool_value(&args));
         } else if (tool_is(&args, "--keep", NULL)) {
             o->keep = tool_int(a, tool_value(&args), 1, 64);
         } else if (tool_is(&args, "--per-algo", NULL)) {
@@ -224,17 +236,20 @@ static Model model_for(const Opts *o, int gpu)
  * cost per physical block. */
 static double model_us(const Model *m, const Algo *a, const CclShape *s, size_t bytes)
 {
-    int ll = s->protocol == 1 + PROTO_LL || a->proto == PROTO_LL;
+    /* LL: LL's latency and block bandwidth, twice the bytes; LL128: LL's latency,
+     * Simple's block bandwidth, 128/120 of the bytes. */
+    Protocol proto = s->protocol > 1 + PROTO_SIMPLE ? (Protocol)(s->protocol - 1) : a->proto;
+    int ll = proto == PROTO_LL, lines = proto != PROTO_SIMPLE;
     double P = (double)a->ntb * (s->instances ? s->instances : 1);
     double tf = s->threads ? s->threads / 512.0 : 1.0;
     double bw = (ll ? m->block_ll : m->block) * P * tf;
     if (bw > m->peak)
         bw = m->peak;
     double S = s->slices ? s->slices : 1, steps = a->steps;
-    double remote = a->remote * (double)bytes * (ll ? 2 : 1) / 1e3;  /* KB -> us at GB/s */
+    double remote = a->remote * (double)bytes * (ll ? 2 : lines ? 128.0 / 120 : 1) / 1e3;  /* KB -> us at GB/s */
     double local = a->local * (double)bytes / 1e3;
     double lbw = m->local_block * P * tf;
-    return m->launch + (steps + S - 1) * ((ll ? m->alpha_ll : m->alpha) + remote / (steps * S * bw)) + local / lbw +
+    return m->launch + (steps + S - 1) * ((lines ? m->alpha_ll : m->alpha) + remote / (steps * S * bw)) + local / lbw +
            m->gamma * P;
 }
 
@@ -490,17 +505,14 @@ static int make_cands(const Shared *sh, const Algo *algos, int na, Cand *cands, 
     const Opts *o = &sh->o;
     int n = 0;
     for (int a = 0; a < na; a++) {
-        int protos[2], np = 0;
+        /* Lines (ll, ll128) may replace Simple or each other; Simple never replaces lines. */
+        int protos[3], np = 0;
         if (!model_gpu(sh)) {
             protos[np++] = 0;        /* the CPU runs the program's protocol */
-        } else if (algos[a].proto == PROTO_LL) {
-            if (!o->protos || (o->protos & 2))
-                protos[np++] = 1 + PROTO_LL;
         } else {
-            if (!o->protos || (o->protos & 1))
-                protos[np++] = 1 + PROTO_SIMPLE;
-            if (!o->protos || (o->protos & 2))
-                protos[np++] = 1 + PROTO_LL;
+            for (int p = PROTO_SIMPLE; p <= PROTO_LL128; p++)
+                if ((!o->protos || (o->protos & 1 << p)) && (p != PROTO_SIMPLE || algos[a].proto == PROTO_SIMPLE))
+                    protos[np++] = 1 + p;
         }
         int sl[MAX_LIST + 1], nsl = 0;
         if (!algos[a].pipeline_safe) {
@@ -533,8 +545,8 @@ static void shape_text(const Cand *c, const Algo *a, char *buf, size_t len)
         CCL__FMT(th, sizeof th, "%d", c->shape.threads);
     else
         CCL__FMT(th, sizeof th, "-");
-    CCL__FMT(buf, len, "%s I=%d T=%s S=%d %s", a->rel, c->shape.instances, th, c->shape.slices,
-             c->shape.protocol == 1 + PROTO_LL || a->proto == PROTO_LL ? "ll" : "simple");
+    Protocol proto = c->shape.protocol > 1 + PROTO_SIMPLE ? (Protocol)(c->shape.protocol - 1) : a->proto;
+    CCL__FMT(buf, len, "%s I=%d T=%s S=%d %s", a->rel, c->shape.instances, th, c->shape.slices, cclc_proto_name(proto));
 }
 
 /* Tunes collective c: fills sh->table's entries (rank 0 writes them; every rank

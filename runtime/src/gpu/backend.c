@@ -23,7 +23,7 @@
  * Environment (for tuning and benchmarks): CCL_GPU_THREADS (threads per block, 512),
  * CCL_GPU_INSTANCES (instances per logical block, the program's by default),
  * CCL_GPU_SLICES (slices when the program is pipeline-safe, the program's by default),
- * CCL_GPU_PROTOCOL=ll (run a Simple program with LL lines). A launch shape set by the
+ * CCL_GPU_PROTOCOL=ll or ll128 (run with those lines; see gpu_pick_protocol). A launch shape set by the
  * tuner (alg->shape, tuner.c) wins over these for its instances, protocol and threads. */
 #include <sched.h>
 #include <stdio.h>
@@ -48,7 +48,7 @@ typedef struct {
     CUdeviceptr err_dev;
     int threads;
     int grid;                 /* this rank's logical blocks * instances */
-    Protocol protocol;        /* the program's, or LL where CCL_GPU_PROTOCOL=ll asks */
+    Protocol protocol;        /* what it runs with: gpu_pick_protocol */
     /* LL programs run as Simple need their scratch twice (by call parity): our own
      * grow-only heap region, taken in the same call on every rank; old ones are freed
      * with the algorithm. */
@@ -200,6 +200,25 @@ static uint64_t gpu_ll_salt(uint64_t off, uint64_t gen)
     return h ^ (h >> 29);
 }
 
+/* The protocol alg runs with: the tuner's shape's, else CCL_GPU_PROTOCOL's, else the
+ * program's. Lines (ll, ll128) may stand in for each other or for Simple (they only add
+ * double-buffering and flags); Simple never stands in for lines, whose cross-call proof
+ * it lacks, so asking for it leaves a program on its own protocol. */
+static ccl_result_t gpu_pick_protocol(ccl_algorithm_t *alg, Protocol *proto)
+{
+    int want = alg->shape.protocol ? alg->shape.protocol - 1 : -1;
+    const char *env = getenv("CCL_GPU_PROTOCOL");
+    if (want < 0 && env && *env) {
+        for (int p = PROTO_SIMPLE; p <= PROTO_LL128; p++)
+            if (!strcmp(env, cclc_proto_name((Protocol)p))) want = p;
+        if (want < 0)
+            return ccl__set_error(alg->comm, CCL_ERR_INVALID_ARGUMENT,
+                                  "CCL_GPU_PROTOCOL=%s: expected simple, ll or ll128 (or unset: the program's)", env);
+    }
+    *proto = want <= PROTO_SIMPLE ? alg->prog->protocol : (Protocol)want;
+    return CCL_OK;
+}
+
 static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
 {
     ccl_comm_t *comm = alg->comm;
@@ -210,6 +229,9 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
         return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
                               "ccl_algorithm_load: %s for N = %d: %s (ccl_config_t.backend = CCL_BACKEND_CPU, or "
                               "CCL_BACKEND=cpu)", alg->file, comm->nranks, refusal);
+    Protocol proto = PROTO_SIMPLE;
+    ccl_result_t res = gpu_pick_protocol(alg, &proto);
+    if (res != CCL_OK) return res;
     GpuComm *g = gpu_comm(comm);
     ccl__cu.CtxSetCurrent(g->ctx);
     /* More instances than the program's default need more semaphores: take a larger
@@ -237,11 +259,7 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
         if (alg->blocks[i]->tb + 1 > ntb) ntb = alg->blocks[i]->tb + 1;
     ga->grid = ntb * alg->instances;
     ga->threads = gpu_env_int("CCL_GPU_THREADS", 32, 512, 512) / 32 * 32;
-    /* A Simple program may run as LL (a tuning choice: LL only adds double-buffering and
-     * flags); an LL program never runs as Simple, whose cross-call safety it lacks. */
-    const char *pe = getenv("CCL_GPU_PROTOCOL");
-    ga->protocol = pe && !strcmp(pe, "ll") ? PROTO_LL : alg->prog->protocol;
-    if (alg->shape.protocol) ga->protocol = alg->shape.protocol == 1 + PROTO_LL ? PROTO_LL : alg->prog->protocol;
+    ga->protocol = proto;
     /* Expected values of the slots, the block barrier's counter and generations, the
      * per-block call counters that pick an LL program's scratch half, and the per-block
      * counts of posted port puts (emit_cuda.c). */
@@ -742,7 +760,7 @@ static ccl_result_t gpu_run(const CclCall *call)
     /* A v call's scratch (and LL lines) are laid out by the kernel in the v arena, at
      * scratch_off, once it knows every rank's counts. */
     if (ga->protocol != PROTO_SIMPLE && !call->is_v) {
-        size_t need = ccl__ll_region_bytes(alg->prog, call->CS, call->esize);
+        size_t need = ccl__ll_region_bytes(alg->prog, ga->protocol, call->CS, call->esize);
         if (need > ga->ll_bytes) {
             size_t off;
             if (ga->nll_old == (int)(sizeof ga->ll_old / sizeof ga->ll_old[0]) ||

@@ -6,17 +6,30 @@
 
 #include "internal.h"
 
-/* The region an LL run of p needs (emit_cuda.c's layout, checked against the emitter by
- * tests/cuda/nvrtc_compile): the scratch buffers in two halves by call parity, then two
- * halves of LL lines (2 bytes of line per data byte) for every chunk of in, out and one
- * scratch half. */
-static inline size_t ccl__ll_region_bytes(const Program *p, size_t CS, size_t esize)
+/* Bytes of lines that carry a chunk of CS elements: LL's 16-byte lines carry 8 data
+ * bytes, LL128's 128-byte lines 120 (emit_cuda.c's emit_ll_lines, the prelude's
+ * ccl_ll128_lines_bytes). A v-collective runs LL128 with LL's lines. */
+static inline size_t ccl__lines_bytes(const Program *p, Protocol proto, size_t CS, size_t esize)
+{
+    if (proto == PROTO_LL128 && !cclc_coll_is_v(p->coll))
+        return (CS * esize + 119) / 120 * 128;
+    return 2 * CS * esize;
+}
+
+/* The region a run of p with lines (protocol ll or ll128) needs (emit_cuda.c's layout,
+ * checked against the emitter by tests/cuda/nvrtc_compile): the scratch buffers in two
+ * halves by call parity, then (LL128: from the next multiple of 128 bytes) two halves of
+ * lines for every chunk of in, out and one scratch half. */
+static inline size_t ccl__ll_region_bytes(const Program *p, Protocol proto, size_t CS, size_t esize)
 {
     size_t scratch = 0; /* chunks of one copy of the scratch buffers, whatever p's protocol */
     for (int b = BUF_SCRATCH0; b < p->nbufs; b++)
         scratch += (size_t)p->buf_chunks[b];
     size_t all = (size_t)p->buf_chunks[BUF_IN] + (size_t)p->buf_chunks[BUF_OUT] + scratch;
-    return (2 * scratch + 2 * 2 * all) * CS * esize;
+    size_t lines_at = 2 * scratch * CS * esize;
+    if (proto == PROTO_LL128 && !cclc_coll_is_v(p->coll)) /* lines start on 128 bytes */
+        lines_at = (lines_at + 127) / 128 * 128;
+    return lines_at + 2 * all * ccl__lines_bytes(p, proto, CS, esize);
 }
 
 #endif
