@@ -53,7 +53,7 @@ typedef struct {
      * grow-only heap region, taken in the same call on every rank; old ones are freed
      * with the algorithm. */
     size_t ll_off, ll_bytes;
-    uint64_t ll_salt, ll_gen;
+    uint64_t ll_salt;
     int nll_old;
     size_t ll_old[8];
     GpuPortQueues *port;      /* the proxy's request queues, when the plan has port puts */
@@ -189,9 +189,13 @@ static ccl_result_t gpu_heap_zero(ccl_comm_t *comm, size_t off, size_t bytes)
     return CCL_OK;
 }
 
-/* The salt mixed into an LL region's line flags (CclGpuArgs.ll_salt): the same on every
- * rank for the same (offset, generation), different otherwise, so lines left in the
- * memory by earlier users never match. */
+/* The salt mixed into a line region's flags (CclGpuArgs.ll_salt): the same on every rank
+ * for the same (offset, generation), different otherwise, so lines left in the memory by
+ * earlier users never match. The generation counts the comm's line regions (GpuComm's
+ * line_regions: every rank hands them out in the same calls), not the algorithm's: two
+ * algorithms whose regions land at one offset count their calls alike, so with equal
+ * salts a reader could take the previous algorithm's line of the same call number,
+ * left where the new sender has not yet written, for this call's. */
 static uint64_t gpu_ll_salt(uint64_t off, uint64_t gen)
 {
     uint64_t h = 0x9e3779b97f4a7c15ull ^ (off * 0xff51afd7ed558ccdull) ^ (gen << 40);
@@ -280,9 +284,8 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     }
     memset(ga->err, 0, sizeof *ga->err);
     /* A v-collective's LL lines live in the v arena, which every v algorithm shares: its
-     * salt tells its lines from theirs (sem_off: unique among live algorithms; calls:
-     * different from a freed one's that had the same sem_off and ran). */
-    if (cclc_coll_is_v(alg->prog->coll)) ga->ll_salt = gpu_ll_salt(alg->sem_off, comm->calls + 1);
+     * salt, its own generation, tells its lines from theirs. */
+    if (cclc_coll_is_v(alg->prog->coll)) ga->ll_salt = gpu_ll_salt(alg->sem_off, ++g->line_regions);
     alg->be_alg = ga;
     /* Any rank's: every rank opens queues (the kernels of ranks without port puts ignore
      * them), so all ranks start the same proxies. */
@@ -774,7 +777,7 @@ static ccl_result_t gpu_run(const CclCall *call)
             ga->ll_bytes = need;
             /* Lines left in this memory by earlier users must never match a flag: the
              * salt differs per region (same on every rank: same offsets, same order). */
-            ga->ll_salt = gpu_ll_salt(off, ++ga->ll_gen);
+            ga->ll_salt = gpu_ll_salt(off, ++gpu_comm(comm)->line_regions);
         }
         scratch_off = ga->ll_off;
     }
