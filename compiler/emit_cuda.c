@@ -822,8 +822,10 @@ static void emit_block(Emit *e, const PlanBlock *b)
         fprintf(o, "        const u64 sbase = a.scratch_off;\n");
     }
     if (e->ll) {
-        /* The same on every rank for the same call; never 0 (fresh memory). */
-        fprintf(o, "        unsigned int flag = (unsigned int)((ep + 1) ^ a.ll_salt);\n");
+        /* The same on every rank for the same call; never 0 (fresh memory). LL128's flag
+         * is a whole word: all 64 bits of the salt. */
+        fprintf(o, "        %s flag = (%s)((ep + 1) ^ a.ll_salt);\n", e->ll128 ? "u64" : "unsigned int",
+                e->ll128 ? "u64" : "unsigned int");
         fprintf(o, "        if (flag == 0) flag = 1;\n");
         memset(e->pend, 0, sizeof *e->pend * (size_t)n);
         memset(e->waits, 0, sizeof *e->waits * (size_t)n);

@@ -71,6 +71,16 @@ if command -v mpirun >/dev/null; then
 fi
 echo "== gpu: mismatched calls, ccl_comm_abort, first calls inside a stream capture"
 "$bin" --control-tests 2>&1 | tee -a "$log"
+echo "== gpu: LL128 lines alone (tests/cuda/ll128_lines.cu: aligned and misaligned, 32 and 512 threads)"
+nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+if [ ! -x "$nvcc" ]; then
+    echo "   (skipped: no nvcc to build it)"
+elif "$nvcc" -arch=sm_90 -Icompiler/cuda -o "$log.ll128" tests/cuda/ll128_lines.cu >"$log.nvcc" 2>&1; then
+    "$log.ll128" 2>&1 | tee -a "$log"
+else
+    echo "FAIL gpu/ll128-lines: $nvcc could not build tests/cuda/ll128_lines.cu: $(head -5 "$log.nvcc")" | tee -a "$log"
+fi
+rm -f "$log.ll128" "$log.nvcc"
 echo "== gpu: point-to-point groups (tests/gpu/p2p_gpu.c)"
 for n in $ns; do "$build/tests/gpu/p2p_gpu" "$n" 2>&1 | tee -a "$log"; done
 echo "== gpu: a dead peer times out with a useful message"

@@ -591,7 +591,11 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
  * transaction, so a reader whose load returns the flag got the whole line with it (the
  * property NCCL's LL128 rests on). Nothing else orders data and flag, so both sides
  * keep every access to a line in one warp instruction: the loops below are uniform
- * across the warp and lines are never split between instructions. A part of a transfer
+ * across the warp, the warp is made whole (__syncwarp) before it touches lines, and a
+ * line's accesses are single predicated instructions (ccl_ll128_put, ccl_ll128_get),
+ * never branches that a diverged warp could run lane group by lane group: a sender
+ * whose lanes diverged while loading (misaligned sources go element by element) once
+ * stored a line's flag ahead of its data. A part of a transfer
  * starts on a line (CCL_PART_BYTES = 240: two lines' data, 16-byte aligned), at line
  * lo * esize / 120 of its chunk's lines; a chunk of cs elements has ccl_ll128_lines_bytes
  * of lines. ---- */
@@ -605,6 +609,18 @@ __device__ __forceinline__ u64 ccl_ll128_align(u64 off)
 __device__ __forceinline__ u64 ccl_ll128_lines_bytes(u64 cs)
 {
     return (cs * sizeof(ccl_t) + 8 * CCL_LL128_DATA - 1) / (8 * CCL_LL128_DATA) * 128;
+}
+/* One lane's 16 bytes of a line, stored or loaded only where `on`, as one instruction
+ * for the whole warp. */
+__device__ __forceinline__ void ccl_ll128_put(char *p, u64 w0, u64 w1, unsigned int on)
+{
+    asm volatile("{\n\t.reg .pred on;\n\tsetp.ne.u32 on, %3, 0;\n\t@on st.volatile.global.v2.u64 [%0], {%1,%2};\n\t}"
+                 :: "l"(p), "l"(w0), "l"(w1), "r"(on) : "memory");
+}
+__device__ __forceinline__ void ccl_ll128_get(const char *p, u64 *w0, u64 *w1, unsigned int on)
+{
+    asm volatile("{\n\t.reg .pred on;\n\tsetp.ne.u32 on, %2, 0;\n\t@on ld.volatile.global.v2.u64 {%0,%1}, [%3];\n\t}"
+                 : "+l"(*w0), "+l"(*w1) : "r"(on), "l"(p) : "memory");
 }
 /* Elements of data word j of a transfer of n elements (0 past its end). */
 __device__ __forceinline__ int ccl_word_elems(u64 j, u64 n)
@@ -634,14 +650,15 @@ __device__ __forceinline__ void ccl_st_pair(char *p, u64 w0, u64 w1, int m0, int
 template <int NS>
 __device__ __forceinline__ u64 ccl_reduce_word(const union ccl_word (&x)[NS])
 {
-    if (NS == 1) return x[0].w;
-    union ccl_word r;
+    union ccl_word r = x[0];
+    if (NS > 1) {
 #pragma unroll
-    for (int k = 0; k < CCL_WE; k++) {
-        ccl_acc v = CCL_LOAD(x[0].e[k]);
+        for (int k = 0; k < CCL_WE; k++) {
+            ccl_acc v = CCL_LOAD(x[0].e[k]);
 #pragma unroll
-        for (int s = 1; s < NS; s++) v = CCL_OP(v, CCL_LOAD(x[s].e[k]));
-        r.e[k] = CCL_STORE(v);
+            for (int s = 1; s < NS; s++) v = CCL_OP(v, CCL_LOAD(x[s].e[k]));
+            r.e[k] = CCL_STORE(v);
+        }
     }
     return r.w;
 }
@@ -665,18 +682,25 @@ __device__ __forceinline__ void ccl_xfer_ll128(char *const *dl, char *const (&dr
 #pragma unroll
             for (int s = 0; s < NS; s++) ccl_ld_pair(src[s] + j * 8, m[u][0], m[u][1], &x[u][0][s].w, &x[u][1][s].w);
         }
+        u64 w[U][2];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            w[u][0] = ccl_reduce_word<NS>(x[u][0]);
+            w[u][1] = k == 7 ? flag : ccl_reduce_word<NS>(x[u][1]);
+        }
+        __syncwarp();
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const u64 line = base + 4 * u + grp;
-            if (line >= nl) break;
-            const u64 j = line * CCL_LL128_DATA + 2 * k;
-            const u64 w0 = ccl_reduce_word<NS>(x[u][0]), w1 = k == 7 ? flag : ccl_reduce_word<NS>(x[u][1]);
 #pragma unroll
-            for (int d = 0; d < NL; d++) ccl_st_pair(dl[d] + j * 8, w0, w1, m[u][0], m[u][1]);
+            for (int d = 0; d < NR; d++) ccl_ll128_put(dr[d] + line * 128 + k * 16, w[u][0], w[u][1], line < nl);
+        }
 #pragma unroll
-            for (int d = 0; d < NR; d++)
-                asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" :: "l"(dr[d] + line * 128 + k * 16),
-                             "l"(w0), "l"(w1) : "memory");
+        for (int u = 0; u < U; u++) {
+            const u64 line = base + 4 * u + grp, j = line * CCL_LL128_DATA + 2 * k;
+#pragma unroll
+            for (int d = 0; d < NL; d++)
+                if (line < nl) ccl_st_pair(dl[d] + j * 8, w[u][0], w[u][1], m[u][0], m[u][1]);
         }
     }
 }
@@ -698,11 +722,10 @@ __device__ __noinline__ int ccl_ll128_recv(char *dst, const char *lines, u64 n, 
         for (int u = 0; u < U; u++) if (base + 4 * u + grp < nl) todo |= 1u << u;
         u64 v[U][2] = {}, t0 = 0, f0 = 0;
         for (unsigned int it = 0; __any_sync(0xffffffffu, todo); it++) {
+            __syncwarp();
 #pragma unroll
             for (int u = 0; u < U; u++)
-                if (todo & (1u << u))
-                    asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(v[u][0]), "=l"(v[u][1])
-                                 : "l"(lines + (base + 4 * u + grp) * 128 + k * 16) : "memory");
+                ccl_ll128_get(lines + (base + 4 * u + grp) * 128 + k * 16, &v[u][0], &v[u][1], todo >> u & 1);
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 /* Lane 7 of the eight holds the flag; the eight agree on their line. */

@@ -301,16 +301,24 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
         goto out;
     }
     rc = 0;
+    /* The first wrong element, how many there are and where the last one is: a pattern
+     * (one line, one part, a tail) says more than one element. */
     for (int s = 0; s < sets && rc == 0; s++) {
         CU(ccl__cu.MemcpyDtoH(host, (CUdeviceptr)(uintptr_t)outb[s], out_elems * es));
+        size_t wrong = 0, last = 0, zeros = 0;
         for (size_t e = 0; e < out_elems; e++) {
             if (!expected(coll, R->rank, n, U, e, s, c->t, c->op, want)) continue;
-            if (!same(host + e * es, want, c->t)) {
+            if (same(host + e * es, want, c->t)) continue;
+            if (!wrong++)
                 snprintf(why, whylen, "rank %d set %d element %zu of %zu: got %g want %g", R->rank, s, e, out_elems,
                          ccl__load_double(host + e * es, c->t), ccl__load_double(want, c->t));
-                rc = -1;
-                break;
-            }
+            zeros += ccl__load_double(host + e * es, c->t) == 0;
+            last = e;
+            rc = -1;
+        }
+        if (wrong > 1) {
+            size_t used = strlen(why);
+            snprintf(why + used, whylen - used, " (%zu elements wrong, %zu of them 0, the last %zu)", wrong, zeros, last);
         }
     }
 out:

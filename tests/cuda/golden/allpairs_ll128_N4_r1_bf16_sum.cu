@@ -33,7 +33,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         u64 *const epoch = a.expected + 4 * a.ninst + 1 + 2 * gridDim.x + blockIdx.x;
         const u64 ep = *epoch;
         const u64 sbase = a.scratch_off + (ep & 1) * 4ull * a.cs * sizeof(ccl_t);
-        unsigned int flag = (unsigned int)((ep + 1) ^ a.ll_salt);
+        u64 flag = (u64)((ep + 1) ^ a.ll_salt);
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
             /* op 0: xfer (line 30) */
