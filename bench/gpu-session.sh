@@ -32,7 +32,8 @@ for step in "$@"; do
         # The hybrids (copy engine and SMs at once) at more instances: their SM blocks
         # need them, as `direct` does.
         for spec in allreduce:ring_port:1,4 allgather:ring_port:1,4 alltoall:pairwise_port:1,4 \
-                    allreduce:hybrid:4,16 allgather:hybrid:4,16 alltoall:hybrid:4,16; do
+                    allreduce:hybrid:4,16 allgather:hybrid:4,16 alltoall:hybrid:4,16 \
+                    reduce_scatter:hybrid:4,16; do
             IFS=: read -r coll name insts <<<"$spec"
             for inst in ${insts//,/ }; do
                 echo "== $coll $name, $inst instance(s)"

@@ -76,7 +76,7 @@ port)
     export CCL_NCCL_LIB=${CCL_NCCL_LIB:-$nccl/lib/libnccl.so.2}
     np=$(nvidia-smi -L | grep -c '^GPU ')
     for pair in allreduce:ring_port:ring allgather:ring_port:ring alltoall:pairwise_port:pairwise \
-        allreduce:hybrid:twoshot allgather:hybrid:direct alltoall:hybrid:direct; do
+        allreduce:hybrid:twoshot allgather:hybrid:direct alltoall:hybrid:direct reduce_scatter:hybrid:direct; do
         IFS=: read -r coll port twin <<<"$pair"
         for run in "$port 1" "$port 4" "$twin 1" "$twin 32"; do
             read -r name inst <<<"$run"

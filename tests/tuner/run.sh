@@ -65,10 +65,10 @@ fi
 # Without a table the library picks by `sizes` hints (the narrowest that holds the size).
 # The hybrids (algorithms/*/hybrid.ccl) are untimed on several GPUs, so no hint choice
 # may name them: their hints are wider than every sibling's. 4 KB .. 256 MB reaches
-# the port programs' hint ranges (64 MB and up) for all three, allreduce at N = 3 (at 4,
-# halving_doubling's narrower hint holds 256 MB).
+# the port programs' hint ranges (64 MB and up), allreduce at N = 3 (at 4,
+# halving_doubling's narrower hint holds 256 MB); reduce_scatter has no port program.
 if [ -x "$build/ccl-perf" ]; then
-    for run in "allreduce 3" "allgather 4" "alltoall 4"; do
+    for run in "allreduce 3" "allgather 4" "alltoall 4" "reduce_scatter 4"; do
         read -r coll n <<<"$run"
         picks=$("$build/ccl-perf" --backend cpu --ranks "$n" -c "$coll" -d u8 -b 4K -e 256M -f 16 -n 1 -w 1 2>&1 |
                 awk '/^ +[0-9]/ { printf "%s:%s ", $1, $6 }')
