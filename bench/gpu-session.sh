@@ -31,9 +31,13 @@ for step in "$@"; do
     case $step in
     port)
         mkdir -p "$res/port"
-        for pair in allreduce:ring_port allgather:ring_port alltoall:pairwise_port; do
-            IFS=: read -r coll name <<<"$pair"
-            for inst in 1 4; do
+        # The hybrids (copy engine and SMs at once) at more instances: their SM blocks
+        # need them, as `direct` does.
+        for spec in allreduce:ring_port:1,4 allgather:ring_port:1,4 alltoall:pairwise_port:1,4 \
+                    allreduce:hybrid:4,16 allgather:hybrid:4,16 alltoall:hybrid:4,16 \
+                    reduce_scatter:hybrid:4,16; do
+            IFS=: read -r coll name insts <<<"$spec"
+            for inst in ${insts//,/ }; do
                 echo "== $coll $name, $inst instance(s)"
                 perf "$inst" "$res/port/$coll-$name-i$inst" -c "$coll" --algo "algorithms/$coll/$name.ccl" \
                     -d bf16 -b 16M -e 1G -f 4 --check --compare nccl

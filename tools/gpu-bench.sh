@@ -75,7 +75,8 @@ port)
     nccl=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
     export CCL_NCCL_LIB=${CCL_NCCL_LIB:-$nccl/lib/libnccl.so.2}
     np=$(nvidia-smi -L | grep -c '^GPU ')
-    for pair in allreduce:ring_port:ring allgather:ring_port:ring alltoall:pairwise_port:pairwise; do
+    for pair in allreduce:ring_port:ring allgather:ring_port:ring alltoall:pairwise_port:pairwise \
+        allreduce:hybrid:twoshot allgather:hybrid:direct alltoall:hybrid:direct reduce_scatter:hybrid:direct; do
         IFS=: read -r coll port twin <<<"$pair"
         for run in "$port 1" "$port 4" "$twin 1" "$twin 32"; do
             read -r name inst <<<"$run"

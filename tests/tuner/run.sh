@@ -2,7 +2,8 @@
 # Tuner suite (seconds): the table format, the built-in H200 tables (runtime/tune/*.tbl) and dispatch through
 # a table on the CPU backend (tests/tuner/tuner.c); then ccl-tune on 4 ranks (threads)
 # over a few small sizes, whose table the runtime then loads and follows
-# (tuner --use). Prints "ok NAME" or "FAIL NAME: why" per test.
+# (tuner --use); last, that the library's choice by `sizes` hints never names a hybrid
+# (ccl-perf on the CPU, 4 KB .. 256 MB). Prints "ok NAME" or "FAIL NAME: why" per test.
 #
 #   tests/tuner/run.sh BUILD
 set -u
@@ -59,5 +60,27 @@ if [ -x "$build/ccl-tune" ]; then
     done
 else
     echo "FAIL ccl-tune: $build/ccl-tune not built"
+fi
+
+# Without a table the library picks by `sizes` hints (the narrowest that holds the size).
+# The hybrids (algorithms/*/hybrid.ccl) are untimed on several GPUs, so no hint choice
+# may name them: their hints are wider than every sibling's. 4 KB .. 256 MB reaches
+# the port programs' hint ranges (64 MB and up), allreduce at N = 3 (at 4,
+# halving_doubling's narrower hint holds 256 MB); reduce_scatter has no port program.
+if [ -x "$build/ccl-perf" ]; then
+    for run in "allreduce 3" "allgather 4" "alltoall 4" "reduce_scatter 4"; do
+        read -r coll n <<<"$run"
+        picks=$("$build/ccl-perf" --backend cpu --ranks "$n" -c "$coll" -d u8 -b 4K -e 256M -f 16 -n 1 -w 1 2>&1 |
+                awk '/^ +[0-9]/ { printf "%s:%s ", $1, $6 }')
+        if [ -z "$picks" ]; then
+            echo "FAIL library.hints.no-hybrid.$coll: ccl-perf printed no results"
+        elif grep -q hybrid <<<"$picks"; then
+            echo "FAIL library.hints.no-hybrid.$coll: the library picked a hybrid by its hint (size:algorithm): $picks"
+        else
+            echo "ok library.hints.no-hybrid.$coll"
+        fi
+    done
+else
+    echo "FAIL library.hints: $build/ccl-perf not built"
 fi
 exit 0
