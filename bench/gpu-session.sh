@@ -80,6 +80,8 @@ for step in "$@"; do
         # range and either side), against both NCCL modes; the data for the tables'
         # protocol column.
         mkdir -p "$res/ll128"
+        # Whether a warp's 128-byte line crosses NVLink whole (writer on GPU 0, reader on 1).
+        nvcc -arch=sm_90 -O2 -o /tmp/ll128_probe bench/ll128_probe.cu && /tmp/ll128_probe 2000 1 | tee "$res/ll128/probe.txt"
         for pair in allreduce:allpairs allreduce:twoshot allreduce:ring allgather:direct_ll alltoall:direct_ll \
             reduce_scatter:direct_ll broadcast:direct_ll reduce:direct_ll; do
             IFS=: read -r coll name <<<"$pair"
