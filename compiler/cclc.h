@@ -153,6 +153,7 @@ typedef enum {
 
 typedef enum { PROTO_SIMPLE, PROTO_LL, PROTO_LL128 } Protocol;
 typedef enum { CHAN_NONE, CHAN_MEMORY, CHAN_PORT } ChannelKind;
+#define CHAN_BIT(c) (1u << (c))
 
 typedef enum {
     STEP_PUT,     /* dst on a peer, src local */
@@ -236,7 +237,8 @@ struct Stmt {
     RefList srcs;
     SetExpr *peers;       /* signal, wait, flush */
     const char *tag;      /* signal[tag], wait[tag]: a named semaphore; NULL: the unnamed one */
-    /* ST_CONNECT: connect KIND all | connect KIND a <-> b */
+    /* ST_CONNECT: connect KIND all | connect KIND a <-> b. ST_STEP (put, get, reduce): the
+     * channel the step names, CHAN_NONE when it names none. */
     ChannelKind chan;
     Expr *end_a, *end_b;  /* both NULL for `all` */
     /* ST_SCRATCH: scratch var[value] */
@@ -330,7 +332,8 @@ typedef struct {
     const char **buf_name;
     int *buf_chunks;      /* chunk count of each buffer (same on every rank) */
     SrcLoc *buf_loc;      /* declaration of each scratch buffer (in/out: the header) */
-    ChannelKind *chan;    /* nranks*nranks: chan[a*nranks+b], the channel a uses to reach b */
+    unsigned char *chans; /* nranks*nranks: chans[a*nranks+b], the channels connecting a and b,
+                           * as bits CHAN_BIT(CHAN_MEMORY) | CHAN_BIT(CHAN_PORT); 0: none */
     int ntags;            /* semaphore names: 1 (the unnamed one) + those signal[NAME] uses */
     const char **tag_name;/* [ntags]: tag_name[0] is NULL */
     int nblocks;

@@ -648,7 +648,7 @@ static void expand_data_step(Expander *x, const Stmt *s)
         }
     }
     for (int d = 0; d < dsts.n; d++) {
-        Step st = {.kind = s->step, .loc = s->loc, .dst = dsts.v[d]};
+        Step st = {.kind = s->step, .loc = s->loc, .dst = dsts.v[d], .chan = s->chan};
         VEC(Ref) ops = {0};
         for (int i = 0; i < nsrc_lists; i++) {
             if (per_dst)
@@ -832,13 +832,16 @@ static void expand_stmt(Expander *x, const Stmt *s)
             expand_sync_step(x, s);
         return;
     case ST_CONNECT: {
+        /* A connect adds its channel to the pair's set: a pair may have a memory and a
+         * port channel at once, and its steps say which they take (resolve_channels). */
         int n = x->prog->nranks;
+        unsigned bit = CHAN_BIT(s->chan);
         x->any_connect = 1;
         if (!s->end_a) {
             for (int a = 0; a < n; a++)
                 for (int b = 0; b < n; b++)
                     if (a != b)
-                        x->prog->chan[a * n + b] = s->chan;
+                        x->prog->chans[a * n + b] |= bit;
             return;
         }
         int64_t a, b;
@@ -848,7 +851,8 @@ static void expand_stmt(Expander *x, const Stmt *s)
             error(x, s->loc, "a channel connects two different ranks, but both ends are rank %lld", (long long)a);
             return;
         }
-        x->prog->chan[a * n + b] = x->prog->chan[b * n + a] = s->chan;
+        x->prog->chans[a * n + b] |= bit;
+        x->prog->chans[b * n + a] |= bit;
         return;
     }
     case ST_SCRATCH: {
@@ -939,6 +943,105 @@ static void expander_init(Expander *x, Arena *a, const Ast *ast, int nranks, Dia
     }
 }
 
+/* ---- channels ---- */
+
+static const char *chan_name(ChannelKind c)
+{
+    return c == CHAN_PORT ? "port" : "memory";
+}
+
+/* Gives data step s on rank r the channel its remote operands go through, and checks
+ * that signal, wait and flush reach their peer. Declared channels must carry every
+ * remote operand; with no `connect` at all, memory channels are inferred. A pair has a
+ * set of channels (memory, port or both). A step that names one (`put port ...`) takes
+ * it, and the pair must have it; one that names none takes the pair's only channel
+ * that can carry it, and where both could (a put between ranks with both) it must name
+ * one. Port channels carry puts only (the host proxy copies local data into the
+ * peer's buffer). A step that stays on its rank goes through no channel, named or not
+ * (s->chan becomes CHAN_NONE). */
+static void resolve_channels(Expander *x, int r, Step *s)
+{
+    Program *p = x->prog;
+    int n = p->nranks;
+    if (s->kind > STEP_REDUCE && s->kind != STEP_SIGNAL && s->kind != STEP_WAIT && s->kind != STEP_FLUSH)
+        return;
+    ChannelKind named = s->kind <= STEP_REDUCE ? s->chan : CHAN_NONE;
+    const char *step = cclc_step_name(s->kind);
+    int peers[64], np = 0;
+    if (s->kind <= STEP_REDUCE) {
+        s->chan = CHAN_NONE;
+        if (s->dst.rank != r)
+            peers[np++] = s->dst.rank;
+        for (int j = 0; j < s->nsrc && np < 64; j++)
+            if (s->src[j].rank != r)
+                peers[np++] = s->src[j].rank;
+    } else {
+        peers[np++] = s->peer;
+    }
+    if (named == CHAN_PORT && s->kind != STEP_PUT && np) {
+        error(x, s->loc, "'%s port': a port channel carries puts only; '%s' goes through a memory channel "
+              "(write '%s memory' or name no channel)", step, step, step);
+        return;
+    }
+    for (int j = 0; j < np; j++) {
+        int q = peers[j];
+        unsigned char *c = &p->chans[r * n + q];
+        if (*c == 0 && !x->any_connect)
+            *c = p->chans[q * n + r] = CHAN_BIT(CHAN_MEMORY);
+        if (*c == 0 && named != CHAN_NONE) {
+            error(x, s->loc, "'%s %s' on rank %d reaches rank %d, but no channel connects them (add 'connect %s "
+                  "%d <-> %d')", step, chan_name(named), r, q, chan_name(named), r, q);
+            return;
+        }
+        if (*c == 0) {
+            error(x, s->loc, "rank %d reaches rank %d here, but no channel connects them (add "
+                  "'connect memory %d <-> %d' or 'connect memory all')", r, q, r, q);
+            return;
+        }
+        if (s->kind > STEP_REDUCE) {
+            if (s->kind == STEP_FLUSH && !(*c & CHAN_BIT(CHAN_PORT))) {
+                error(x, s->loc, "'flush %d' on rank %d: flush waits for port-channel puts, but rank %d is "
+                      "reached through a memory channel", q, r, q);
+                return;
+            }
+            continue;
+        }
+        ChannelKind chan;
+        if (named != CHAN_NONE) {
+            if (!(*c & CHAN_BIT(named))) {
+                if (x->any_connect)
+                    error(x, s->loc, "'%s %s' on rank %d reaches rank %d, but only a %s channel connects them "
+                          "(add 'connect %s %d <-> %d')", step, chan_name(named), r, q,
+                          chan_name(named == CHAN_PORT ? CHAN_MEMORY : CHAN_PORT), chan_name(named), r, q);
+                else
+                    error(x, s->loc, "'%s %s' on rank %d reaches rank %d, but no port channel connects them (add "
+                          "'connect port %d <-> %d'; with a 'connect', memory channels are no longer inferred, so "
+                          "declare those the program uses too, e.g. 'connect memory all')", step, chan_name(named), r, q, r, q);
+                return;
+            }
+            chan = named;
+        } else if (*c == (CHAN_BIT(CHAN_MEMORY) | CHAN_BIT(CHAN_PORT))) {
+            if (s->kind == STEP_PUT) {
+                error(x, s->loc, "rank %d and rank %d are connected by both a memory and a port channel, so "
+                      "this 'put' must name one: 'put memory ...' (SM stores) or 'put port ...' (the copy "
+                      "engine)", r, q);
+                return;
+            }
+            chan = CHAN_MEMORY; /* the one of the two that can carry a get or a reduce */
+        } else {
+            chan = *c == CHAN_BIT(CHAN_PORT) ? CHAN_PORT : CHAN_MEMORY;
+        }
+        if (chan == CHAN_PORT && s->kind != STEP_PUT) {
+            error(x, s->loc, "rank %d reaches rank %d through a port channel, which carries puts only; "
+                  "'%s' needs a memory channel", r, q, step);
+            return;
+        }
+        s->chan = chan;
+    }
+}
+
+/* ---- the pass ---- */
+
 int cclc_expand_admits(const Ast *ast, int nranks, int root, Diag *d)
 {
     if (nranks < 1 || nranks > CCLC_MAX_RANKS) {
@@ -1002,7 +1105,7 @@ Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int root, Dia
         return NULL;
     p->pipeline = (int)v;
     x.header = 0;
-    p->chan = cclc_arena_alloc(a, sizeof *p->chan * (size_t)nranks * (size_t)nranks);
+    p->chans = cclc_arena_alloc(a, sizeof *p->chans * (size_t)nranks * (size_t)nranks);
     x.blocks = cclc_calloc((size_t)nranks * 2 * MAX_TB, sizeof *x.blocks);
 
     expand_stmts(&x, &ast->body);
@@ -1040,49 +1143,11 @@ Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int root, Dia
         for (int k = 0; k < x.auto_on.n; k++)
             x.blocks[r * 2 * MAX_TB + first_auto + k] = x.blocks[r * 2 * MAX_TB + MAX_TB + k];
 
-    /* Channels: declared ones must carry every remote operand; with no `connect` at all,
-     * memory channels are inferred. Port channels carry puts only (the host proxy
-     * copies local data into the peer's buffer). */
     for (int r = 0; r < nranks && !x.failed; r++)
         for (int t = 0; t < MAX_TB; t++) {
             StepVec *b = &x.blocks[r * 2 * MAX_TB + t];
-            for (int i = 0; i < b->n; i++) {
-                Step *s = &b->v[i];
-                if (s->kind > STEP_REDUCE && s->kind != STEP_SIGNAL && s->kind != STEP_WAIT && s->kind != STEP_FLUSH)
-                    continue;
-                int peers[64], np = 0;
-                if (s->kind <= STEP_REDUCE) {
-                    if (s->dst.rank != r)
-                        peers[np++] = s->dst.rank;
-                    for (int j = 0; j < s->nsrc && np < 64; j++)
-                        if (s->src[j].rank != r)
-                            peers[np++] = s->src[j].rank;
-                } else {
-                    peers[np++] = s->peer;
-                }
-                for (int j = 0; j < np; j++) {
-                    ChannelKind *c = &p->chan[r * nranks + peers[j]];
-                    if (*c == CHAN_NONE && !x.any_connect)
-                        *c = p->chan[peers[j] * nranks + r] = CHAN_MEMORY;
-                    if (*c == CHAN_NONE) {
-                        error(&x, s->loc, "rank %d reaches rank %d here, but no channel connects them (add "
-                              "'connect memory %d <-> %d' or 'connect memory all')", r, peers[j], r, peers[j]);
-                        break;
-                    }
-                    if (*c == CHAN_PORT && s->kind <= STEP_REDUCE && s->kind != STEP_PUT) {
-                        error(&x, s->loc, "rank %d reaches rank %d through a port channel, which carries puts only; "
-                              "'%s' needs a memory channel", r, peers[j], cclc_step_name(s->kind));
-                        break;
-                    }
-                    if (s->kind == STEP_FLUSH && *c != CHAN_PORT) {
-                        error(&x, s->loc, "'flush %d' on rank %d: flush waits for port-channel puts, but rank %d is "
-                              "reached through a memory channel", peers[j], r, peers[j]);
-                        break;
-                    }
-                    if (s->kind <= STEP_REDUCE)
-                        s->chan = *c;
-                }
-            }
+            for (int i = 0; i < b->n; i++)
+                resolve_channels(&x, r, &b->v[i]);
         }
 
     if (x.failed || d->nerrors) {

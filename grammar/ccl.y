@@ -138,7 +138,7 @@ static void header_once(struct ParseCtx *ctx, const void *already, const char *w
 %type <stmt> stmt step for_stmt on_stmt if_stmt
 %type <stmts> stmts block else_part loop_body
 %type <str> buf_name coll_word
-%type <chan> channel
+%type <chan> channel opt_channel
 
 %right '?' ':'
 %left OROR
@@ -262,6 +262,13 @@ channel
     | PORT                { $$ = CHAN_PORT; }
     ;
 
+/* The channel a put, get or reduce names (`put port out@p[0] <- in[0]`), where a pair of
+ * ranks has both; CHAN_NONE: the pair's one channel (expand.c decides). */
+opt_channel
+    : %empty              { $$ = CHAN_NONE; }
+    | channel
+    ;
+
 /* for VAR in LO..HI BODY: half-open; the body is a block or a single for/on statement,
  * so `for r in 0..N on r tb 0 { ... }` reads as one line. */
 for_stmt
@@ -310,10 +317,25 @@ opt_tb
     ;
 
 step
-    : PUT ref ARROW ref   { $$ = step_new(ctx, STEP_PUT, @1); $$->dst = $2; vec_push(ctx->arena, &$$->srcs, $4); }
-    | GET ref ARROW ref   { $$ = step_new(ctx, STEP_GET, @1); $$->dst = $2; vec_push(ctx->arena, &$$->srcs, $4); }
+    : PUT opt_channel ref ARROW ref {
+          $$ = step_new(ctx, STEP_PUT, @1);
+          $$->chan = $2;
+          $$->dst = $3;
+          vec_push(ctx->arena, &$$->srcs, $5);
+      }
+    | GET opt_channel ref ARROW ref {
+          $$ = step_new(ctx, STEP_GET, @1);
+          $$->chan = $2;
+          $$->dst = $3;
+          vec_push(ctx->arena, &$$->srcs, $5);
+      }
     | COPY ref ARROW ref  { $$ = step_new(ctx, STEP_COPY, @1); $$->dst = $2; vec_push(ctx->arena, &$$->srcs, $4); }
-    | REDUCE ref ARROW ref_list { $$ = step_new(ctx, STEP_REDUCE, @1); $$->dst = $2; $$->srcs = $4; }
+    | REDUCE opt_channel ref ARROW ref_list {
+          $$ = step_new(ctx, STEP_REDUCE, @1);
+          $$->chan = $2;
+          $$->dst = $3;
+          $$->srcs = $5;
+      }
     | SIGNAL peers        { $$ = step_new(ctx, STEP_SIGNAL, @1); $$->peers = $2; }
     | WAIT peers          { $$ = step_new(ctx, STEP_WAIT, @1); $$->peers = $2; }
     /* signal[NAME] P, wait[NAME] P: a named semaphore; waits pair with the signals of
