@@ -967,24 +967,23 @@ static void resolve_channels(Expander *x, int r, Step *s)
         return;
     ChannelKind named = s->kind <= STEP_REDUCE ? s->chan : CHAN_NONE;
     const char *step = cclc_step_name(s->kind);
-    int peers[64], np = 0;
-    if (s->kind <= STEP_REDUCE) {
+    /* The ranks it reaches: a data step's remote operands (destination, then sources),
+     * or the peer of a signal, wait or flush. */
+    int data = s->kind <= STEP_REDUCE, nops = data ? 1 + s->nsrc : 1, remote = !data;
+    if (data) {
         s->chan = CHAN_NONE;
-        if (s->dst.rank != r)
-            peers[np++] = s->dst.rank;
-        for (int j = 0; j < s->nsrc && np < 64; j++)
-            if (s->src[j].rank != r)
-                peers[np++] = s->src[j].rank;
-    } else {
-        peers[np++] = s->peer;
+        for (int k = 0; k < nops; k++)
+            remote |= (k ? s->src[k - 1].rank : s->dst.rank) != r;
     }
-    if (named == CHAN_PORT && s->kind != STEP_PUT && np) {
+    if (named == CHAN_PORT && s->kind != STEP_PUT && remote) {
         error(x, s->loc, "'%s port': a port channel carries puts only; '%s' goes through a memory channel "
               "(write '%s memory' or name no channel)", step, step, step);
         return;
     }
-    for (int j = 0; j < np; j++) {
-        int q = peers[j];
+    for (int k = 0; k < nops; k++) {
+        int q = !data ? s->peer : k ? s->src[k - 1].rank : s->dst.rank;
+        if (data && q == r)
+            continue;
         unsigned char *c = &p->chans[r * n + q];
         if (*c == 0 && !x->any_connect)
             *c = p->chans[q * n + r] = CHAN_BIT(CHAN_MEMORY);
