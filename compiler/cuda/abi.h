@@ -26,14 +26,14 @@ typedef struct ccl_err {
 /* What one call runs, so that ranks running different calls fail instead of mixing
  * data. The common code (runtime/src/algorithm.c) fills it per call; each rank
  * publishes it in its own heap header (ring entry seq % CCL_IDENT_RING at offset
- * CCL_IDENT_OFF, seq written last) before it touches a peer, and compares its hash with
- * every peer's entry of the same seq (the GPU kernel's prologue, the CPU backend's
- * worker). A peer is never more than one call ahead of a rank that waits for it there,
+ * CCL_IDENT_OFF; seq and hash written last, together: one 16-byte store on GPUs) before
+ * it touches a peer, and compares its hash with every peer's entry of the same seq (the
+ * GPU kernel's prologue, the CPU backend's worker). A peer is never more than one call ahead of a rank that waits for it there,
  * so the ring never overwrites an entry still read. */
 #define CCL_IDENT_OFF 256
 #define CCL_IDENT_RING 4
 typedef struct ccl_ident {
-    ccl_u64 seq;             /* 1 + the comm's calls before this one; written last */
+    ccl_u64 seq;             /* 1 + the comm's calls before this one; written last, with hash */
     ccl_u64 hash;            /* of the fields from plan to allocs: the one word compared */
     ccl_u64 plan;            /* the algorithm: FNV of its source, N and root */
     ccl_u64 shape;           /* instances | slices << 16 | protocol << 32 | threads << 40 */

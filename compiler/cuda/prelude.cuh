@@ -281,24 +281,32 @@ __device__ __noinline__ int ccl_check_ident(const struct ccl_args &a)
     if (threadIdx.x == 0) {
         u64 *e = (u64 *)(a.peers[CCL_RANK] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(struct ccl_ident));
         const u64 *src = (const u64 *)&a.id;
-        for (int k = 1; k < (int)(sizeof(struct ccl_ident) / 8); k++) ((volatile u64 *)e)[k] = src[k];
+        for (int k = 2; k < (int)(sizeof(struct ccl_ident) / 8); k++) ((volatile u64 *)e)[k] = src[k];
         __threadfence_system();
-        *(volatile u64 *)e = seq;
-        __threadfence_system();
+        /* seq and hash in one 16-byte store, so that a peer's one load of the pair sees
+         * both or neither: one trip over the link per poll, none after it. */
+        asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" :: "l"(e), "l"(seq), "l"(a.id.hash) : "memory");
     }
     __syncthreads();
     int bad = 0;
     for (u64 p = threadIdx.x; p < CCL_NRANKS; p += blockDim.x) {
         if (p == CCL_RANK) continue;
         const u64 *e = (const u64 *)(a.peers[p] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(struct ccl_ident));
-        u64 before = seq - 1;
-        if (!ccl_wait(e, &before, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_IDENT_WAIT, CCL_RANK, blockIdx.x / a.ninst,
-                      blockIdx.x % a.ninst, seq, p)) {
-            bad = 1;
-            continue;
+        u64 theirs_seq = 0, theirs = 0;
+        /* A peer starts its call about when we do: poll the pair a while, then wait the
+         * bounded, abort-aware way and read it once more. */
+        for (int i = 0; i < 4096 && theirs_seq < seq; i++)
+            asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(theirs_seq), "=l"(theirs) : "l"(e) : "memory");
+        if (theirs_seq < seq) {
+            u64 before = seq - 1;
+            if (!ccl_wait(e, &before, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_IDENT_WAIT, CCL_RANK,
+                          blockIdx.x / a.ninst, blockIdx.x % a.ninst, seq, p)) {
+                bad = 1;
+                continue;
+            }
+            asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(theirs_seq), "=l"(theirs) : "l"(e) : "memory");
         }
-        const u64 theirs = *(const volatile u64 *)(e + 1);
-        if (ccl_ld_acquire(e) != seq || theirs == a.id.hash) continue;
+        if (theirs_seq != seq || theirs == a.id.hash) continue;
         if (atomicCAS(&a.err->flag, 0ull, 2ull) == 0ull) {
             a.err->rank = CCL_RANK; a.err->tb = blockIdx.x / a.ninst; a.err->inst = blockIdx.x % a.ninst;
             a.err->line = seq; a.err->peer = p; a.err->slot = CCL_SLOT_IDENT;
