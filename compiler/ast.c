@@ -1,4 +1,6 @@
 /* ast.c: names of the language's enumerations, for messages and plans. */
+#include <string.h>
+
 #include "cclc.h"
 
 const char *cclc_coll_name(Collective c)
@@ -12,6 +14,14 @@ const char *cclc_proto_name(Protocol p)
 {
     static const char *names[] = {"simple", "ll", "ll128"};
     return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
+}
+
+int cclc_proto_parse(const char *name)
+{
+    for (int p = PROTO_SIMPLE; p <= PROTO_LL128; p++)
+        if (!strcmp(name, cclc_proto_name((Protocol)p)))
+            return p;
+    return -1;
 }
 
 const char *cclc_step_name(StepKind k)

@@ -270,6 +270,7 @@ Collective cclc_coll_base(Collective c);
 /* 1 for allgatherv and alltoallv. */
 int cclc_coll_is_v(Collective c);
 const char *cclc_proto_name(Protocol p);
+int cclc_proto_parse(const char *name); /* the Protocol spelt `name`, or -1 */
 const char *cclc_step_name(StepKind k);
 
 /* ===== grammar/ccl.y (with ccl.l): the reentrant Flex/Bison front end ===== */

@@ -214,9 +214,8 @@ header_item
     | INSTANCES expr      { header_once(ctx, ctx->ast->instances, "instances", @1); ctx->ast->instances = $2; }
     | PIPELINE expr       { header_once(ctx, ctx->ast->pipeline, "pipeline", @1); ctx->ast->pipeline = $2; }
     | PROTOCOL IDENT {
-          if (!strcmp($2, "simple")) ctx->ast->protocol = PROTO_SIMPLE;
-          else if (!strcmp($2, "ll")) ctx->ast->protocol = PROTO_LL;
-          else if (!strcmp($2, "ll128")) ctx->ast->protocol = PROTO_LL128;
+          int p = cclc_proto_parse($2);
+          if (p >= 0) ctx->ast->protocol = (Protocol)p;
           else cclc_diag_error(ctx->diag, L(@2), "unknown protocol '%s' (expected simple, ll or ll128)", $2);
       }
     | SIZES INT DOTDOT INT {

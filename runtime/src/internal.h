@@ -116,9 +116,16 @@ typedef struct {
     int instances;                   /* I: physical blocks per logical block (1..64) */
     int threads;                     /* threads per block (GPU; 32..512, multiple of 32) */
     int slices;                      /* S, where the program is pipeline-safe */
-    int protocol;                    /* 1 + Protocol; only PROTO_LL changes anything: a
-                                        Simple program run with LL lines (GPU) */
+    int protocol;                    /* 1 + Protocol, 0: the program's (ccl__shape_protocol) */
 } CclShape;
+/* The protocol a program of protocol `own` runs with under a shape's protocol field
+ * (1 + Protocol, 0: none): the shape's lines (ll, ll128), which may stand in for each
+ * other or for Simple; else `own`. Simple never stands in for lines, whose cross-call
+ * proof it lacks. */
+static inline Protocol ccl__shape_protocol(int field, Protocol own)
+{
+    return field > 1 + PROTO_SIMPLE ? (Protocol)(field - 1) : own;
+}
 
 enum {
     CCL__TUNE_COLLS = 6,             /* Collective values with table entries: the fixed-size

@@ -208,9 +208,7 @@ int ccl__tune_parse(const char *text, const char *name, CclTuneTable *t, char *e
             PARSE_FAIL("threads '%s' is not '-' or a multiple of 32 in 32..512", f[4]);
         if (parse_field(f[5], 1, 1024, &sh.slices))
             PARSE_FAIL("slices '%s' is not '-' or 1..1024", f[5]);
-        for (int pr = PROTO_SIMPLE; pr <= PROTO_LL128; pr++)
-            if (!strcmp(f[6], cclc_proto_name((Protocol)pr)))
-                sh.protocol = 1 + pr;
+        sh.protocol = 1 + cclc_proto_parse(f[6]); /* 0 for '-' and for anything else */
         if (!sh.protocol && strcmp(f[6], "-"))
             PARSE_FAIL("protocol '%s' is not '-', 'simple', 'll' or 'll128'", f[6]);
         if (t->e[c][b].file >= 0)
@@ -536,13 +534,9 @@ void ccl__tune_apply_run(ccl_algorithm_t *alg, const CclShape *shape, int slices
         alg->slices = shape->slices > 0 ? shape->slices : slices0;
 }
 
-/* The protocol alg runs with: its shape's lines, else its program's (Simple never
- * replaces a program's lines). */
 static const char *tune_proto_name(const ccl_algorithm_t *alg)
 {
-    if (alg->shape.protocol > 1 + PROTO_SIMPLE)
-        return cclc_proto_name((Protocol)(alg->shape.protocol - 1));
-    return cclc_proto_name(alg->prog->protocol);
+    return cclc_proto_name(ccl__shape_protocol(alg->shape.protocol, alg->prog->protocol));
 }
 
 static void describe(char *out, size_t len, Collective coll, size_t bytes, const ccl_algorithm_t *alg)

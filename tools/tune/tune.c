@@ -93,10 +93,8 @@ static int parse_protocols(const char *list)
     char buf[64];
     CCL__FMT(buf, sizeof buf, "%s", list);
     for (char *save = NULL, *name = strtok_r(buf, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        int p = PROTO_SIMPLE;
-        while (p <= PROTO_LL128 && strcmp(name, cclc_proto_name((Protocol)p)))
-            p++;
-        if (p > PROTO_LL128)
+        int p = cclc_proto_parse(name);
+        if (p < 0)
             tool_usage_error("--protocols %s: '%s' is not simple, ll or ll128", list, name);
         bits |= 1 << p;
     }
@@ -238,7 +236,7 @@ static double model_us(const Model *m, const Algo *a, const CclShape *s, size_t 
 {
     /* LL: LL's latency and block bandwidth, twice the bytes; LL128: LL's latency,
      * Simple's block bandwidth, 128/120 of the bytes. */
-    Protocol proto = s->protocol > 1 + PROTO_SIMPLE ? (Protocol)(s->protocol - 1) : a->proto;
+    Protocol proto = ccl__shape_protocol(s->protocol, a->proto);
     int ll = proto == PROTO_LL, lines = proto != PROTO_SIMPLE;
     double P = (double)a->ntb * (s->instances ? s->instances : 1);
     double tf = s->threads ? s->threads / 512.0 : 1.0;
@@ -545,7 +543,7 @@ static void shape_text(const Cand *c, const Algo *a, char *buf, size_t len)
         CCL__FMT(th, sizeof th, "%d", c->shape.threads);
     else
         CCL__FMT(th, sizeof th, "-");
-    Protocol proto = c->shape.protocol > 1 + PROTO_SIMPLE ? (Protocol)(c->shape.protocol - 1) : a->proto;
+    Protocol proto = ccl__shape_protocol(c->shape.protocol, a->proto);
     CCL__FMT(buf, len, "%s I=%d T=%s S=%d %s", a->rel, c->shape.instances, th, c->shape.slices, cclc_proto_name(proto));
 }
 

@@ -204,22 +204,19 @@ static uint64_t gpu_ll_salt(uint64_t off, uint64_t gen)
     return h ^ (h >> 29);
 }
 
-/* The protocol alg runs with: the tuner's shape's, else CCL_GPU_PROTOCOL's, else the
- * program's. Lines (ll, ll128) may stand in for each other or for Simple (they only add
- * double-buffering and flags); Simple never stands in for lines, whose cross-call proof
- * it lacks, so asking for it leaves a program on its own protocol. */
+/* The protocol alg runs with: as the tuner's shape asks, else as CCL_GPU_PROTOCOL asks,
+ * by ccl__shape_protocol's rule (asking for simple leaves a program on its own). */
 static ccl_result_t gpu_pick_protocol(ccl_algorithm_t *alg, Protocol *proto)
 {
-    int want = alg->shape.protocol ? alg->shape.protocol - 1 : -1;
+    int field = alg->shape.protocol;
     const char *env = getenv("CCL_GPU_PROTOCOL");
-    if (want < 0 && env && *env) {
-        for (int p = PROTO_SIMPLE; p <= PROTO_LL128; p++)
-            if (!strcmp(env, cclc_proto_name((Protocol)p))) want = p;
-        if (want < 0)
+    if (!field && env && *env) {
+        field = 1 + cclc_proto_parse(env);
+        if (!field)
             return ccl__set_error(alg->comm, CCL_ERR_INVALID_ARGUMENT,
                                   "CCL_GPU_PROTOCOL=%s: expected simple, ll or ll128 (or unset: the program's)", env);
     }
-    *proto = want <= PROTO_SIMPLE ? alg->prog->protocol : (Protocol)want;
+    *proto = ccl__shape_protocol(field, alg->prog->protocol);
     return CCL_OK;
 }
 
