@@ -228,6 +228,22 @@ __device__ __forceinline__ void ccl_notify(u64 *sem)
     atomicAdd(sem, 1ull);
 #endif
 }
+
+/* Records a failure in the error record (the first one only: the host reads it after
+ * the kernel) and stops every rank through the abort word at offset 0 of each heap. */
+__device__ __noinline__ void ccl_fail(struct ccl_err *err, char *const *peers, u64 rank, u64 tb, u64 inst, u64 line,
+                                      u64 peer, u64 slot, u64 expected, u64 seen)
+{
+    if (atomicCAS(&err->flag, 0ull, 2ull) == 0ull) {
+        err->rank = rank; err->tb = tb; err->inst = inst; err->line = line; err->peer = peer;
+        err->slot = slot; err->expected = expected; err->seen = seen;
+        __threadfence_system();
+        *(volatile u64 *)&err->flag = 1;
+    }
+    for (int p = 0; p < CCL_NRANKS; p++) atomicCAS((u64 *)peers[p], 0ull, rank + 1);
+    __threadfence_system();
+}
+
 /* Waits until *sem reaches *expected + step, then advances *expected (kept in device
  * memory, so it persists across launches and graph replays). On timeout records who
  * waited for whom in the host-visible error record, sets the abort word (offset 0 of
@@ -250,16 +266,7 @@ __device__ __noinline__ int ccl_wait(const u64 *sem, u64 *expected, u64 step, ch
             u64 now = ccl_now();
             if (t0 == 0) t0 = now;
             else if (now - t0 > timeout_ns) {
-                if (atomicCAS(&err->flag, 0ull, 2ull) == 0ull) {
-                    err->rank = rank; err->tb = tb; err->inst = inst; err->line = line; err->peer = peer;
-                    err->slot = slot; err->expected = want; err->seen = v;
-                    __threadfence_system();
-                    *(volatile u64 *)&err->flag = 1;
-                }
-                /* Stop every rank: the abort word at offset 0 of each heap. */
-                for (int p = 0; p < CCL_NRANKS; p++)
-                    atomicCAS((u64 *)peers[p], 0ull, rank + 1);
-                __threadfence_system();
+                ccl_fail(err, peers, rank, tb, inst, line, peer, slot, want, v);
                 return 0;
             }
         }
@@ -307,15 +314,8 @@ __device__ __noinline__ int ccl_check_ident(const struct ccl_args &a)
             asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(theirs_seq), "=l"(theirs) : "l"(e) : "memory");
         }
         if (theirs_seq != seq || theirs == a.id.hash) continue;
-        if (atomicCAS(&a.err->flag, 0ull, 2ull) == 0ull) {
-            a.err->rank = CCL_RANK; a.err->tb = blockIdx.x / a.ninst; a.err->inst = blockIdx.x % a.ninst;
-            a.err->line = seq; a.err->peer = p; a.err->slot = CCL_SLOT_IDENT;
-            a.err->expected = a.id.hash; a.err->seen = theirs;
-            __threadfence_system();
-            *(volatile u64 *)&a.err->flag = 1;
-        }
-        for (int q = 0; q < CCL_NRANKS; q++) atomicCAS((u64 *)a.peers[q], 0ull, (u64)CCL_RANK + 1);
-        __threadfence_system();
+        ccl_fail(a.err, a.peers, CCL_RANK, blockIdx.x / a.ninst, blockIdx.x % a.ninst, seq, p, CCL_SLOT_IDENT,
+                 a.id.hash, theirs);
         bad = 1;
     }
     return !__syncthreads_or(bad);
@@ -495,6 +495,27 @@ __device__ __forceinline__ void ccl_st_word(char *p, u64 w, int m)
     if (m == CCL_WE && ((u64)p & 7) == 0) *(u64 *)p = w;
     else for (int k = 0; k < m; k++) *(ccl_t *)(p + k * sizeof(ccl_t)) = x.e[k];
 }
+/* Elements of data word j of a transfer of n elements (0 past its end). */
+__device__ __forceinline__ int ccl_word_elems(u64 j, u64 n)
+{
+    return j * CCL_WE >= n ? 0 : n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
+}
+/* The reduction of NS source words, element by element (one source: its bits). */
+template <int NS>
+__device__ __forceinline__ u64 ccl_reduce_word(const union ccl_word (&x)[NS])
+{
+    union ccl_word r = x[0];
+    if (NS > 1) {
+#pragma unroll
+        for (int k = 0; k < CCL_WE; k++) {
+            ccl_acc v = CCL_LOAD(x[0].e[k]);
+#pragma unroll
+            for (int s = 1; s < NS; s++) v = CCL_OP(v, CCL_LOAD(x[s].e[k]));
+            r.e[k] = CCL_STORE(v);
+        }
+    }
+    return r.w;
+}
 /* Like ccl_xfer, word by word: NL local destinations get plain stores, NR remote ones
  * (dr: the peer's LL lines for this part) get LL lines. */
 template <int NL, int NR, int NS>
@@ -508,7 +529,7 @@ __device__ __forceinline__ void ccl_xfer_ll(char *const *dl, char *const (&dr)[N
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const u64 j = base + u * nt;
-            const int m = j >= nw ? 0 : n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
+            const int m = ccl_word_elems(j, n);
 #pragma unroll
             for (int s = 0; s < NS; s++) x[u][s].w = m ? ccl_ld_word(src[s] + j * 8, m) : 0;
         }
@@ -516,21 +537,12 @@ __device__ __forceinline__ void ccl_xfer_ll(char *const *dl, char *const (&dr)[N
         for (int u = 0; u < U; u++) {
             const u64 j = base + u * nt;
             if (j >= nw) break;
-            const int m = n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
-            union ccl_word r = x[u][0];
-            if (NS > 1) {
+            const int m = ccl_word_elems(j, n);
+            const u64 r = ccl_reduce_word<NS>(x[u]);
 #pragma unroll
-                for (int k = 0; k < CCL_WE; k++) {
-                    ccl_acc v = CCL_LOAD(x[u][0].e[k]);
+            for (int d = 0; d < NL; d++) ccl_st_word(dl[d] + j * 8, r, m);
 #pragma unroll
-                    for (int s = 1; s < NS; s++) v = CCL_OP(v, CCL_LOAD(x[u][s].e[k]));
-                    r.e[k] = CCL_STORE(v);
-                }
-            }
-#pragma unroll
-            for (int d = 0; d < NL; d++) ccl_st_word(dl[d] + j * 8, r.w, m);
-#pragma unroll
-            for (int d = 0; d < NR; d++) ccl_ll_put(dr[d] + j * 16, r.w, flag);
+            for (int d = 0; d < NR; d++) ccl_ll_put(dr[d] + j * 16, r, flag);
         }
     }
 }
@@ -567,8 +579,7 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
                     continue;
                 }
                 const u64 j = base + u * nt;
-                const int m = n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
-                ccl_st_word(dst + j * 8, (u64)d[u][0] | ((u64)d[u][2] << 32), m);
+                ccl_st_word(dst + j * 8, (u64)d[u][0] | ((u64)d[u][2] << 32), ccl_word_elems(j, n));
                 todo &= ~(1u << u);
             }
             if (todo && (it & 255) == 255) {
@@ -576,14 +587,7 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
                 u64 now = ccl_now();
                 if (t0 == 0) t0 = now;
                 else if (now - t0 > timeout_ns) {
-                    if (atomicCAS(&err->flag, 0ull, 2ull) == 0ull) {
-                        err->rank = rank; err->tb = tb; err->inst = inst; err->line = line; err->peer = peer;
-                        err->slot = ~1ull; err->expected = flag; err->seen = f0;
-                        __threadfence_system();
-                        *(volatile u64 *)&err->flag = 1;
-                    }
-                    for (int p = 0; p < CCL_NRANKS; p++) atomicCAS((u64 *)peers[p], 0ull, rank + 1);
-                    __threadfence_system();
+                    ccl_fail(err, peers, rank, tb, inst, line, peer, ~1ull, flag, f0);
                     return 0;
                 }
             }
@@ -630,11 +634,6 @@ __device__ __forceinline__ void ccl_ll128_get(const char *p, u64 *w0, u64 *w1, u
     asm volatile("{\n\t.reg .pred on;\n\tsetp.ne.u32 on, %2, 0;\n\t@on ld.volatile.global.v2.u64 {%0,%1}, [%3];\n\t}"
                  : "+l"(*w0), "+l"(*w1) : "r"(on), "l"(p) : "memory");
 }
-/* Elements of data word j of a transfer of n elements (0 past its end). */
-__device__ __forceinline__ int ccl_word_elems(u64 j, u64 n)
-{
-    return j * CCL_WE >= n ? 0 : n - j * CCL_WE < (u64)CCL_WE ? (int)(n - j * CCL_WE) : CCL_WE;
-}
 /* Words j and j + 1 at p (m0, m1 elements): one 16-byte access when whole and aligned. */
 __device__ __forceinline__ void ccl_ld_pair(const char *p, int m0, int m1, u64 *w0, u64 *w1)
 {
@@ -653,22 +652,6 @@ __device__ __forceinline__ void ccl_st_pair(char *p, u64 w0, u64 w1, int m0, int
         if (m0) ccl_st_word(p, w0, m0);
         if (m1) ccl_st_word(p + 8, w1, m1);
     }
-}
-/* The reduction of NS source words, element by element (one source: its bits). */
-template <int NS>
-__device__ __forceinline__ u64 ccl_reduce_word(const union ccl_word (&x)[NS])
-{
-    union ccl_word r = x[0];
-    if (NS > 1) {
-#pragma unroll
-        for (int k = 0; k < CCL_WE; k++) {
-            ccl_acc v = CCL_LOAD(x[0].e[k]);
-#pragma unroll
-            for (int s = 1; s < NS; s++) v = CCL_OP(v, CCL_LOAD(x[s].e[k]));
-            r.e[k] = CCL_STORE(v);
-        }
-    }
-    return r.w;
 }
 /* Like ccl_xfer_ll with LL128 lines: NL local destinations get plain stores, NR remote
  * ones (dr: the peer's lines for this part) LL128 lines. tid and nt: whole warps. */
@@ -756,16 +739,7 @@ __device__ __noinline__ int ccl_ll128_recv(char *dst, const char *lines, u64 n, 
                 }
                 give_up = __shfl_sync(0xffffffffu, give_up, 0);
                 const u64 seen = __shfl_sync(0xffffffffu, f0, 0);
-                if (give_up == 2 && tid % 32 == 0) {
-                    if (atomicCAS(&err->flag, 0ull, 2ull) == 0ull) {
-                        err->rank = rank; err->tb = tb; err->inst = inst; err->line = line; err->peer = peer;
-                        err->slot = ~1ull; err->expected = flag; err->seen = seen;
-                        __threadfence_system();
-                        *(volatile u64 *)&err->flag = 1;
-                    }
-                    for (int p = 0; p < CCL_NRANKS; p++) atomicCAS((u64 *)peers[p], 0ull, rank + 1);
-                    __threadfence_system();
-                }
+                if (give_up == 2 && tid % 32 == 0) ccl_fail(err, peers, rank, tb, inst, line, peer, ~1ull, flag, seen);
                 if (give_up) return 0;
             }
         }
