@@ -6,7 +6,7 @@
 #ifndef CCL_ABI_H
 #define CCL_ABI_H
 
-#define CCL_ABI_VERSION 6
+#define CCL_ABI_VERSION 7
 
 #ifdef __CUDACC__
 typedef unsigned long long ccl_u64;
@@ -26,12 +26,21 @@ typedef struct ccl_err {
 /* What one call runs, so that ranks running different calls fail instead of mixing
  * data. The common code (runtime/src/algorithm.c) fills it per call; each rank
  * publishes it in its own heap header (ring entry seq % CCL_IDENT_RING at offset
- * CCL_IDENT_OFF; seq and hash written last, together: one 16-byte store on GPUs) before
- * it touches a peer, and compares its hash with every peer's entry of the same seq (the
- * GPU kernel's prologue, the CPU backend's worker). A peer is never more than one call ahead of a rank that waits for it there,
- * so the ring never overwrites an entry still read. */
+ * CCL_IDENT_OFF) before it touches a peer, and compares its hash with every peer's of
+ * the same seq: the CPU backend's worker reads the peers' entries; a GPU kernel's
+ * prologue also pushes {seq, hash} (one 16-byte store) into every peer's inbox and polls
+ * its own, so that it waits on local memory, not on a round trip over the link. A peer
+ * is never more than one call ahead of a rank that waits for it there, so neither ring
+ * overwrites an entry still read. The host reads the entries to name both sides of a
+ * difference. */
 #define CCL_IDENT_OFF 256
 #define CCL_IDENT_RING 4
+/* The inbox: the 16-byte pair {seq, hash} rank `from` pushed for call seq, in rank
+ * `to`'s heap at CCL_INBOX_OFF + ((seq % CCL_INBOX_RING) * CCL_INBOX_RANKS + from) * 16. */
+#define CCL_INBOX_OFF 4096
+#define CCL_INBOX_RING 2
+#define CCL_INBOX_RANKS 1024 /* cclc.h's CCLC_MAX_RANKS */
+#define CCL_INBOX_END (CCL_INBOX_OFF + CCL_INBOX_RING * CCL_INBOX_RANKS * 16)
 typedef struct ccl_ident {
     ccl_u64 seq;             /* 1 + the comm's calls before this one; written last, with hash */
     ccl_u64 hash;            /* of the fields from plan to allocs: the one word compared */

@@ -275,44 +275,46 @@ __device__ __noinline__ int ccl_wait(const u64 *sem, u64 *expected, u64 step, ch
     return 1;
 }
 
+/* Rank `to`'s inbox entry (abi.h) that rank `from` pushes for call seq. */
+__device__ __forceinline__ u64 *ccl_inbox(char *const *peers, u64 to, u64 from, u64 seq)
+{
+    return (u64 *)(peers[to] + CCL_INBOX_OFF + ((seq % CCL_INBOX_RING) * CCL_INBOX_RANKS + from) * 16);
+}
+
 /* The kernel's prologue, run by every thread of every block before any of them touches
- * a peer: publishes this call's identity (abi.h's struct ccl_ident) in this rank's heap
- * header, waits (bounded, abort-aware) until every peer has published the same call,
- * and compares one 64-bit hash per peer. On a difference it records both hashes (slot
- * CCL_SLOT_IDENT; the host reads both entries to name the two sides) and stops every
- * rank. Returns 1 to go on, 0 (in every thread of the block) to stop. An entry newer
- * than this call (a graph replayed after later calls) is not compared. */
+ * a peer: writes this call's identity (abi.h's struct ccl_ident) into this rank's ring
+ * entry, pushes {seq, hash} into every peer's inbox, waits (bounded, abort-aware) until
+ * every peer's pair has reached this rank's inbox, and compares the hashes. On a
+ * difference it records both hashes (slot CCL_SLOT_IDENT; the host reads both ring
+ * entries to name the two sides) and stops every rank. Returns 1 to go on, 0 (in every
+ * thread of the block) to stop. A pair newer than this call (a graph replayed after
+ * later calls) is not compared. */
 __device__ __noinline__ int ccl_check_ident(const struct ccl_args &a)
 {
     const u64 seq = a.id.seq;
+    /* Only the host reads the ring entry, after the kernel: no fence orders it. */
     if (threadIdx.x == 0) {
-        u64 *e = (u64 *)(a.peers[CCL_RANK] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(struct ccl_ident));
+        volatile u64 *e = (volatile u64 *)(a.peers[CCL_RANK] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(struct ccl_ident));
         const u64 *src = (const u64 *)&a.id;
-        for (int k = 2; k < (int)(sizeof(struct ccl_ident) / 8); k++) ((volatile u64 *)e)[k] = src[k];
-        __threadfence_system();
-        /* seq and hash in one 16-byte store, so that a peer's one load of the pair sees
-         * both or neither: one trip over the link per poll, none after it. */
-        asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" :: "l"(e), "l"(seq), "l"(a.id.hash) : "memory");
+        for (int k = 0; k < (int)(sizeof(struct ccl_ident) / 8); k++) e[k] = src[k];
     }
-    __syncthreads();
+    /* One 16-byte store per peer, so that a load of the pair sees both words or neither.
+     * Every push comes before any wait: a rank's wait depends only on peers' pushes. */
+    for (u64 p = threadIdx.x; p < CCL_NRANKS; p += blockDim.x)
+        if (p != CCL_RANK)
+            asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" :: "l"(ccl_inbox(a.peers, p, CCL_RANK, seq)),
+                         "l"(seq), "l"(a.id.hash) : "memory");
     int bad = 0;
     for (u64 p = threadIdx.x; p < CCL_NRANKS; p += blockDim.x) {
         if (p == CCL_RANK) continue;
-        const u64 *e = (const u64 *)(a.peers[p] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(struct ccl_ident));
-        u64 theirs_seq = 0, theirs = 0;
-        /* A peer starts its call about when we do: poll the pair a while, then wait the
-         * bounded, abort-aware way and read it once more. */
-        for (int i = 0; i < 4096 && theirs_seq < seq; i++)
-            asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(theirs_seq), "=l"(theirs) : "l"(e) : "memory");
-        if (theirs_seq < seq) {
-            u64 before = seq - 1;
-            if (!ccl_wait(e, &before, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_IDENT_WAIT, CCL_RANK,
-                          blockIdx.x / a.ninst, blockIdx.x % a.ninst, seq, p)) {
-                bad = 1;
-                continue;
-            }
-            asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(theirs_seq), "=l"(theirs) : "l"(e) : "memory");
+        const u64 *e = ccl_inbox(a.peers, CCL_RANK, p, seq);
+        u64 before = seq - 1, theirs_seq, theirs;
+        if (!ccl_wait(e, &before, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_IDENT_WAIT, CCL_RANK,
+                      blockIdx.x / a.ninst, blockIdx.x % a.ninst, seq, p)) {
+            bad = 1;
+            continue;
         }
+        asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(theirs_seq), "=l"(theirs) : "l"(e) : "memory");
         if (theirs_seq != seq || theirs == a.id.hash) continue;
         ccl_fail(a.err, a.peers, CCL_RANK, blockIdx.x / a.ninst, blockIdx.x % a.ninst, seq, p, CCL_SLOT_IDENT,
                  a.id.hash, theirs);

@@ -59,7 +59,7 @@
 /* ===== heap.c: the symmetric heap ===== */
 
 enum {
-    CCL__HEAP_HEADER = 4096,
+    CCL__HEAP_HEADER = 64 << 10,                       /* CclHeapHeader, the identity ring, the inbox */
     CCL__SEM_BYTES = 1 << 20,                          /* 131072 counters per rank */
     CCL__HEAP_DATA = CCL__HEAP_HEADER + CCL__SEM_BYTES,
     CCL__HEAP_ALIGN = 256,                             /* every allocation's alignment */
@@ -85,8 +85,13 @@ typedef struct {
      * abort word say so. */
     _Atomic uint64_t aborted;
     /* At CCL_IDENT_OFF (cuda/abi.h): the identities of this rank's last CCL_IDENT_RING
-     * calls (CclIdent), which peers compare with theirs before they touch this rank. */
+     * calls (CclIdent), which peers compare with theirs before they touch this rank;
+     * at CCL_INBOX_OFF, the {seq, hash} pairs GPU peers push here for this rank's
+     * kernels to compare. */
 } CclHeapHeader;
+_Static_assert(sizeof(CclHeapHeader) <= CCL_IDENT_OFF && CCL_IDENT_OFF + CCL_IDENT_RING * sizeof(CclIdent) <= CCL_INBOX_OFF &&
+                   CCL_INBOX_END <= CCL__HEAP_HEADER && CCL_INBOX_RANKS >= CCLC_MAX_RANKS,
+               "the heap header holds the header, the identity ring and the inbox");
 
 /* A deterministic first-fit offset allocator over [lo, hi). */
 typedef struct {
