@@ -40,6 +40,11 @@ int cclc_coll_is_v(Collective c)
     return c == COLL_ALLGATHERV || c == COLL_ALLTOALLV;
 }
 
+int cclc_lines_ll128(Collective c, Protocol p)
+{
+    return p == PROTO_LL128 && !cclc_coll_is_v(c);
+}
+
 int cclc_coll_in_chunks(Collective c, int nranks, int k)
 {
     c = cclc_coll_base(c);

@@ -269,6 +269,10 @@ const char *cclc_coll_name(Collective c);
 Collective cclc_coll_base(Collective c);
 /* 1 for allgatherv and alltoallv. */
 int cclc_coll_is_v(Collective c);
+/* 1 where a run of c with protocol p uses LL128's lines: ll128 on a fixed-size collective
+ * (a v-collective asked for ll128 gets LL's lines; the emitter and the GPU backend's
+ * layout both ask here). */
+int cclc_lines_ll128(Collective c, Protocol p);
 const char *cclc_proto_name(Protocol p);
 int cclc_proto_parse(const char *name); /* the Protocol spelt `name`, or -1 */
 const char *cclc_step_name(StepKind k);

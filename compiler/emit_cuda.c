@@ -907,7 +907,7 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     e.total_chunks = (long)prog->buf_chunks[BUF_IN] + prog->buf_chunks[BUF_OUT] + acc;
     e.double_buffer = proto != PROTO_SIMPLE;
     e.ll = proto != PROTO_SIMPLE && emit_ll_analyze(&e);
-    e.ll128 = e.ll && proto == PROTO_LL128 && !e.v;
+    e.ll128 = e.ll && cclc_lines_ll128(prog->coll, proto);
     e.port = cclc_plan_has_port_puts(plan, rank);
     e.pend = cclc_calloc((size_t)prog->nranks, sizeof *e.pend);
     e.waits = cclc_calloc((size_t)prog->nranks, sizeof *e.waits);

@@ -8,10 +8,10 @@
 
 /* Bytes of lines that carry a chunk of CS elements: LL's 16-byte lines carry 8 data
  * bytes, LL128's 128-byte lines 120 (emit_cuda.c's emit_ll_lines, the prelude's
- * ccl_ll128_lines_bytes). A v-collective runs LL128 with LL's lines. */
+ * ccl_ll128_lines_bytes); cclc_lines_ll128 says which. */
 static inline size_t ccl__lines_bytes(const Program *p, Protocol proto, size_t CS, size_t esize)
 {
-    if (proto == PROTO_LL128 && !cclc_coll_is_v(p->coll))
+    if (cclc_lines_ll128(p->coll, proto))
         return (CS * esize + 119) / 120 * 128;
     return 2 * CS * esize;
 }
@@ -27,7 +27,7 @@ static inline size_t ccl__ll_region_bytes(const Program *p, Protocol proto, size
         scratch += (size_t)p->buf_chunks[b];
     size_t all = (size_t)p->buf_chunks[BUF_IN] + (size_t)p->buf_chunks[BUF_OUT] + scratch;
     size_t lines_at = 2 * scratch * CS * esize;
-    if (proto == PROTO_LL128 && !cclc_coll_is_v(p->coll)) /* lines start on 128 bytes */
+    if (cclc_lines_ll128(p->coll, proto)) /* lines start on 128 bytes */
         lines_at = (lines_at + 127) / 128 * 128;
     return lines_at + 2 * all * ccl__lines_bytes(p, proto, CS, esize);
 }
