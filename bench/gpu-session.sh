@@ -3,7 +3,7 @@
 # timings, the instance scan, make check-gpu, then the ccl-perf sweep of COLLS (ALGOS=
 # library for the library rows only) for at most SECONDS_FOR_SWEEP. Ranks = the GPUs.
 # Everything lands in $OUT/results.tgz (the device tool returns few files).
-#   bench/gpu-session.sh BUILD "COLLS" SECONDS_FOR_SWEEP [port] [portscale] [scan] [ll128] [chain] [probe] [check]
+#   bench/gpu-session.sh BUILD "COLLS" SECONDS_FOR_SWEEP [port] [portscale] [scan] [ll128] [chain] [probe] [check] [tune]
 # docs/perf/x2-sweep/ and x4-sweep/ were made with it (x4-sweep/README.md lists the calls), e.g.
 #   bench/gpu-session.sh build-gpu "allreduce allgather reduce_scatter alltoall broadcast reduce" 400 scan check
 set -u
@@ -105,6 +105,19 @@ for step in "$@"; do
                     -d bf16 -b 1M -e 1G -f 4 --check --compare nccl
                 echo "chain $coll i$inst rc=$?"
             done
+        done ;;
+    tune)
+        # ccl-tune, one process per GPU, one collective at a time (a run that times out
+        # loses only its own table): tune-COLL.tbl, at most TUNE_SECONDS each (90 by
+        # default); TUNE_COLLS picks them (all six), TUNE_ARGS adds options ("-b 1K -e 64M").
+        mkdir -p "$res/tune"
+        read -r -a more <<<"${TUNE_ARGS:-}"
+        for coll in ${TUNE_COLLS:-allreduce allgather reduce_scatter alltoall broadcast reduce}; do
+            S=$(date +%s)
+            timeout "${TUNE_SECONDS:-90}" "${mpi[@]}" -x CCL_ALGORITHM_DIR="$PWD/algorithms" "$build/ccl-tune" \
+                -c "$coll" --iters 10 --reps 3 "${more[@]}" -o "$res/tune/tune-$coll.tbl" \
+                >"$res/tune/tune-$coll.log" 2>&1 </dev/null
+            echo "tune $coll rc=$? $(( $(date +%s) - S ))s"
         done ;;
     check)
         S=$(date +%s)
