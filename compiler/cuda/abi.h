@@ -6,7 +6,7 @@
 #ifndef CCL_ABI_H
 #define CCL_ABI_H
 
-#define CCL_ABI_VERSION 7
+#define CCL_ABI_VERSION 8
 
 #ifdef __CUDACC__
 typedef unsigned long long ccl_u64;
@@ -27,16 +27,21 @@ typedef struct ccl_err {
  * data. The common code (runtime/src/algorithm.c) fills it per call; each rank
  * publishes it in its own heap header (ring entry seq % CCL_IDENT_RING at offset
  * CCL_IDENT_OFF) before it touches a peer, and compares its hash with every peer's of
- * the same seq: the CPU backend's worker reads the peers' entries; a GPU kernel's
- * prologue also pushes {seq, hash} (one 16-byte store) into every peer's inbox and polls
- * its own, so that it waits on local memory, not on a round trip over the link. A peer
- * is never more than one call ahead of a rank that waits for it there, so neither ring
- * overwrites an entry still read. The host reads the entries to name both sides of a
- * difference. */
+ * the same call: the CPU backend's worker reads the peers' entries; a GPU kernel's
+ * prologue also pushes {launch, hash} (one 16-byte store) into every peer's inbox and
+ * polls its own, so that it waits on local memory, not on a round trip over the link.
+ * A peer is never more than one call ahead of a rank that waits for it there, so
+ * neither ring overwrites an entry still read. The host reads the entries to name both
+ * sides of a difference. */
 #define CCL_IDENT_OFF 256
 #define CCL_IDENT_RING 4
-/* The inbox: the 16-byte pair {seq, hash} rank `from` pushed for call seq, in rank
- * `to`'s heap at CCL_INBOX_OFF + ((seq % CCL_INBOX_RING) * CCL_INBOX_RANKS + from) * 16. */
+/* GPU kernels number their launches, per rank (the word at CCL_LAUNCH_OFF: launches
+ * << 32 | blocks of the current launch that arrived), because a replayed CUDA graph
+ * repeats its calls' seq: the launch number is new at every launch and the same on
+ * every rank for the same call. The inbox holds the 16-byte pair {launch, hash} that
+ * rank `from` pushed for its launch L, in rank `to`'s heap at
+ * CCL_INBOX_OFF + ((L % CCL_INBOX_RING) * CCL_INBOX_RANKS + from) * 16. */
+#define CCL_LAUNCH_OFF 64
 #define CCL_INBOX_OFF 4096
 #define CCL_INBOX_RING 2
 #define CCL_INBOX_RANKS 1024 /* cclc.h's CCLC_MAX_RANKS */

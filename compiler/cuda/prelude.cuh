@@ -275,47 +275,65 @@ __device__ __noinline__ int ccl_wait(const u64 *sem, u64 *expected, u64 step, ch
     return 1;
 }
 
-/* Rank `to`'s inbox entry (abi.h) that rank `from` pushes for call seq. */
-__device__ __forceinline__ u64 *ccl_inbox(char *const *peers, u64 to, u64 from, u64 seq)
+/* Rank `to`'s inbox entry (abi.h) that rank `from` pushes for its launch L. */
+__device__ __forceinline__ u64 *ccl_inbox(char *const *peers, u64 to, u64 from, u64 L)
 {
-    return (u64 *)(peers[to] + CCL_INBOX_OFF + ((seq % CCL_INBOX_RING) * CCL_INBOX_RANKS + from) * 16);
+    return (u64 *)(peers[to] + CCL_INBOX_OFF + ((L % CCL_INBOX_RING) * CCL_INBOX_RANKS + from) * 16);
+}
+
+/* This launch's number on this rank (abi.h's CCL_LAUNCH_OFF), for thread 0 of every
+ * block: every block adds one arrival, and the grid's last arrival moves the count on
+ * and clears the arrivals, after every block of this launch has read the count; the
+ * next launch starts only once this one has ended. */
+__device__ __forceinline__ u64 ccl_launch_number(const struct ccl_args &a)
+{
+    unsigned long long *w = (unsigned long long *)(a.peers[CCL_RANK] + CCL_LAUNCH_OFF);
+    const unsigned long long before = atomicAdd(w, 1ull);
+    if ((before & 0xffffffffull) == gridDim.x - 1ull) atomicAdd(w, (1ull << 32) - gridDim.x);
+    return (before >> 32) + 1;
 }
 
 /* The kernel's prologue, run by every thread of every block before any of them touches
  * a peer: writes this call's identity (abi.h's struct ccl_ident) into this rank's ring
- * entry, pushes {seq, hash} into every peer's inbox, waits (bounded, abort-aware) until
- * every peer's pair has reached this rank's inbox, and compares the hashes. On a
- * difference it records both hashes (slot CCL_SLOT_IDENT; the host reads both ring
- * entries to name the two sides) and stops every rank. Returns 1 to go on, 0 (in every
- * thread of the block) to stop. A pair newer than this call (a graph replayed after
- * later calls) is not compared. */
+ * entry, pushes {launch, hash} into every peer's inbox, waits (bounded, abort-aware)
+ * until every peer's pair for this launch has reached this rank's inbox, and compares
+ * the hashes. On a difference it records both hashes (slot CCL_SLOT_IDENT; the host
+ * reads both ring entries to name the two sides) and stops every rank. Returns 1 to go
+ * on, 0 (in every thread of the block) to stop. So once it returns 1, every peer has
+ * started this call: its previous call has ended, graph replays included. */
 __device__ __noinline__ int ccl_check_ident(const struct ccl_args &a)
 {
     const u64 seq = a.id.seq;
+    __shared__ u64 launch;
     /* Only the host reads the ring entry, after the kernel: no fence orders it. */
     if (threadIdx.x == 0) {
+        launch = ccl_launch_number(a);
         volatile u64 *e = (volatile u64 *)(a.peers[CCL_RANK] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(struct ccl_ident));
         const u64 *src = (const u64 *)&a.id;
         for (int k = 0; k < (int)(sizeof(struct ccl_ident) / 8); k++) e[k] = src[k];
     }
+    __syncthreads();
+    const u64 L = launch;
     /* One 16-byte store per peer, so that a load of the pair sees both words or neither.
      * Every push comes before any wait: a rank's wait depends only on peers' pushes. */
     for (u64 p = threadIdx.x; p < CCL_NRANKS; p += blockDim.x)
         if (p != CCL_RANK)
-            asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" :: "l"(ccl_inbox(a.peers, p, CCL_RANK, seq)),
-                         "l"(seq), "l"(a.id.hash) : "memory");
+            asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" :: "l"(ccl_inbox(a.peers, p, CCL_RANK, L)),
+                         "l"(L), "l"(a.id.hash) : "memory");
     int bad = 0;
     for (u64 p = threadIdx.x; p < CCL_NRANKS; p += blockDim.x) {
         if (p == CCL_RANK) continue;
-        const u64 *e = ccl_inbox(a.peers, CCL_RANK, p, seq);
-        u64 before = seq - 1, theirs_seq, theirs;
+        const u64 *e = ccl_inbox(a.peers, CCL_RANK, p, L);
+        u64 before = L - 1, theirs_launch, theirs;
         if (!ccl_wait(e, &before, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_IDENT_WAIT, CCL_RANK,
                       blockIdx.x / a.ninst, blockIdx.x % a.ninst, seq, p)) {
             bad = 1;
             continue;
         }
-        asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(theirs_seq), "=l"(theirs) : "l"(e) : "memory");
-        if (theirs_seq != seq || theirs == a.id.hash) continue;
+        asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(theirs_launch), "=l"(theirs) : "l"(e) : "memory");
+        /* A later launch in this slot means the peer launched more kernels than this
+         * rank did: another call sequence, reported like another call. */
+        if (theirs_launch == L && theirs == a.id.hash) continue;
         ccl_fail(a.err, a.peers, CCL_RANK, blockIdx.x / a.ninst, blockIdx.x % a.ninst, seq, p, CCL_SLOT_IDENT,
                  a.id.hash, theirs);
         bad = 1;

@@ -7,8 +7,8 @@
  *
  * Per algorithm: bf16/sum on symmetric buffers with an odd count; f32/sum on ordinary
  * (cuMemAlloc) buffers (staging); in-place where the collective allows it; 100
- * back-to-back calls alternating two buffer sets; a CUDA-graph-captured loop replayed
- * three times. With --full, instead: every op and every dtype (reducing collectives).
+ * back-to-back calls alternating two buffer sets; a CUDA-graph-captured loop of 9 calls
+ * replayed five times. With --full, instead: every op and every dtype (reducing collectives).
  * allgatherv and alltoallv (run_v_case): uneven counts with zeros, in several dtypes,
  * on symmetric and ordinary buffers, one large, all zero; back-to-back calls whose
  * layout changes every call; a captured loop; segments with poisoned gaps between
@@ -260,7 +260,7 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
     R->boot->barrier(R->boot->ctx);
     barriers++;
     if (c->graph) {
-        /* Compile and stage before capture; then capture reps calls, replay 3 times. */
+        /* Compile and stage before capture; then capture reps calls, replay 5 times. */
         if (ccl_algorithm_run(alg, in[0], outb[0], U, c->t, c->op, R->stream) != CCL_OK) {
             snprintf(why, whylen, "warm-up: %s", ccl_comm_last_error(R->comm));
             goto out;
@@ -283,7 +283,7 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
          * instantiates (it may wait for the GPU), since it waits for this rank's. */
         R->boot->barrier(R->boot->ctx);
         barriers++;
-        for (int k = 0; k < 3; k++) CU(ccl__cu.GraphLaunch(exec, R->stream));
+        for (int k = 0; k < 5; k++) CU(ccl__cu.GraphLaunch(exec, R->stream));
         /* The replays are ours to wait for: on a GPU several ranks share,
          * ccl_comm_synchronize waits for the communicator's own calls only. */
         CU(ccl__cu.StreamSynchronize(R->stream));
@@ -609,7 +609,9 @@ static void *rank_main(void *arg)
             if (can_inplace) cases[nc++] = (Case){"bf16_sum_inplace_plain", CCL_BF16, CCL_SUM, 4099, 0, 1, 1, 0, 0};
             if (can_inplace) cases[nc++] = (Case){"bf16_sum_inplace_512K", CCL_BF16, CCL_SUM, 524288, 1, 1, 1, 0, 0};
             cases[nc++] = (Case){"bf16_sum_100_calls", CCL_BF16, CCL_SUM, 65537, 1, 0, 100, 0, 1};
-            cases[nc++] = (Case){"bf16_sum_graph", CCL_BF16, CCL_SUM, 65536, 1, 0, 10, 1, 0};
+            /* An odd number of captured calls: a replay's first call and the previous
+             * replay's last then have seqs of the same parity. */
+            cases[nc++] = (Case){"bf16_sum_graph", CCL_BF16, CCL_SUM, 65536, 1, 0, 9, 1, 0};
         }
         if (R->full && reducing(coll)) {
             const ccl_op_t ops[] = {CCL_PROD, CCL_MIN, CCL_MAX, CCL_AVG};
