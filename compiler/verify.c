@@ -22,11 +22,11 @@
  *  - no deadlock (verify_deadlock.c): signal and wait counts balance per semaphore,
  *    barriers are reached by every block of the rank, and the simulated run completes
  *    (else the cycle of blocked blocks is reported);
- *  - safety across calls: back-to-back calls, the next starting on a rank once all
- *    blocks of that rank finished the previous one (a kernel boundary), and between
- *    them the caller reading out and writing the next in, are race-free; under
- *    protocols LL and LL128 scratch is double-buffered by call parity, so three calls are
- *    simulated and calls 1 and 3 are the ones that share scratch;
+ *  - safety across calls: two back-to-back calls, with between them each rank's caller
+ *    reading out and writing the next in, are race-free. A rank ends a call when all
+ *    its blocks did (a kernel boundary), and no block of the next call runs before
+ *    every rank has entered it (the runtime's identity check: docs/language.md,
+ *    "Across calls"), so what can race is a caller with a peer still in the call;
  *  - and records, without failing the proof: in-place validity (in and out aliased as
  *    the collective's shapes allow), deterministic reduction order (verify_contents.c),
  *    pipeline safety (verify_slices.c); instances that would split a transfer apart
@@ -360,9 +360,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     int main_ok = rep->nerrors == errors0;
     if (main_ok) {
         Sim s2;
-        /* LL and LL128 alternate scratch halves, so calls 1 and 3 are the ones that share. */
-        int ncalls = p->protocol != PROTO_SIMPLE ? 3 : 2;
-        if (cclc_vfy_sim_init(&s2, &sh, (SimMode){.ncalls = ncalls, .cross_only = 1}, rep) == 0) {
+        if (cclc_vfy_sim_init(&s2, &sh, (SimMode){.ncalls = 2, .cross_only = 1}, rep) == 0) {
             cclc_vfy_sim_run(&s2);
             f->cross_pairs = s2.pairs;
             if (s2.races_hidden)
@@ -468,13 +466,9 @@ void cclc_verify_explain(FILE *out, const Program *p, const Proof *proof)
     fprintf(out, "\n");
     fprintf(out, "  no deadlock:      %s: %ld signals, each matched by a wait on the same semaphore; %ld barriers; "
             "the simulated run completes\n", proof->deadlock_free ? yes : no, f.sync.nsignals, f.sync.nbarriers);
-    fprintf(out, "  across calls:     %s: %s back-to-back calls (each starting on a rank when that rank's previous "
-            "call ends; between them the caller reads out and rewrites in) are race-free, %ld access pairs "
-            "checked", proof->cross_call_safe ? yes : no, p->protocol != PROTO_SIMPLE ? "three" : "two", f.cross_pairs);
-    if (p->protocol != PROTO_SIMPLE)
-        fprintf(out, "; protocol %s double-buffers scratch by call parity, so consecutive calls never share scratch "
-                "and calls 1 and 3 are checked instead", cclc_proto_name(p->protocol));
-    fprintf(out, "\n");
+    fprintf(out, "  across calls:     %s: two back-to-back calls (each rank entering the next call once every rank "
+            "ended this one and its caller read out and rewrote in) are race-free, %ld access pairs checked\n",
+            proof->cross_call_safe ? yes : no, f.cross_pairs);
     if (!proof->inplace_applicable)
         fprintf(out, "  in-place:         not applicable: %s\n", proof->inplace_reason ? proof->inplace_reason : "");
     else if (proof->inplace_ok)

@@ -201,6 +201,8 @@ struct Sim {
     char *pending;        /* per block: a signal was sent; advance before the next access */
     int *pc, *call, *state;
     char *boundary;       /* per block: at the end of a call, waiting for its rank */
+    char *entered;        /* per rank: its blocks ended the call and its caller acted; it waits
+                             at the next call's entry for every rank */
     Sem *sem;             /* [(waiter block * ntags + tag) * n + signaler rank] */
     CellLog *log;
     int *content;         /* per cell: node, or -1 for the cell's initial garbage */

@@ -59,6 +59,7 @@ int cclc_vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
     s->call = cclc_vfy_xcalloc((size_t)nb, sizeof *s->call);
     s->state = cclc_vfy_xcalloc((size_t)nb, sizeof *s->state);
     s->boundary = cclc_vfy_xcalloc((size_t)nb, 1);
+    s->entered = cclc_vfy_xcalloc((size_t)sh->n, 1);
     s->sem = cclc_vfy_xcalloc((size_t)nb * (size_t)p->ntags * (size_t)sh->n, sizeof *s->sem);
     s->log = cclc_vfy_xcalloc((size_t)s->ncells, sizeof *s->log);
     if (m.contents) {
@@ -125,6 +126,7 @@ void cclc_vfy_sim_fini(Sim *s)
     free(s->call);
     free(s->state);
     free(s->boundary);
+    free(s->entered);
     free(s->sem);
     free(s->log);
     free(s->content);
@@ -242,37 +244,14 @@ static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, 
                        "rank %d after the write)", cr, pr);
     } else if (!cross) {
         cclc_vfy_str_printf(&msg, "; nothing orders them (add %s)", pr == cr ? "a barrier or signal/wait" : "signal/wait");
-    } else if (prev.step < 0 || cur.step < 0) {
-        /* The caller's side: the peer's next call may overwrite a result not yet
-         * consumed, or the peer may still read an input the caller replaces. */
-        int peer = prev.step < 0 ? cr : pr, owner = prev.step < 0 ? pr : cr;
-        char later[48];
-        if (cur.call - prev.call == 1)
-            snprintf(later, sizeof later, "next call");
-        else
-            snprintf(later, sizeof later, "call %d (%d calls on)", cur.call + 1, cur.call - prev.call);
-        if (cur_w && cur.step >= 0)
-            cclc_vfy_str_printf(&msg, "; nothing orders them (rank %d's %s may write it before rank %d's caller has "
-                           "read it: make rank %d wait for a signal that rank %d sends in the new call)", peer, later,
-                           owner, peer, owner);
-        else
-            cclc_vfy_str_printf(&msg, "; nothing orders them (rank %d's call may end while rank %d still reads its buffer: "
-                           "make rank %d wait for rank %d before it ends)", owner, peer, owner, peer);
-    } else if (cur.call - prev.call == 1) {
-        /* The hints fit the program: protocol ll is offered only to a Simple one. */
-        cclc_vfy_str_printf(&msg, "; nothing orders them (the next call may start on rank %d while rank %d is still in this "
-                       "one: make rank %d wait for rank %d before reusing the buffer%s)", cr, pr, cr, pr,
-                       buf >= BUF_SCRATCH0 && sh->p->protocol == PROTO_SIMPLE
-                           ? ", or use protocol ll, whose scratch alternates between calls" : "");
     } else {
-        /* Protocols ll and ll128: calls c and c + 2 share a scratch half. */
-        char halves[96] = "";
-        if (sh->p->protocol != PROTO_SIMPLE && buf >= BUF_SCRATCH0)
-            snprintf(halves, sizeof halves, ", and protocol %s's alternating scratch halves give these two calls the same half",
-                     cclc_proto_name(sh->p->protocol));
-        cclc_vfy_str_printf(&msg, "; nothing orders them (call %d may start on rank %d, %d calls after call %d, while rank "
-                       "%d is still in call %d%s: make rank %d wait for rank %d in every call before reusing the "
-                       "buffer)", cur.call + 1, cr, cur.call - prev.call, prev.call + 1, pr, prev.call + 1, halves, cr, pr);
+        /* Across calls only a caller's access can race (every rank enters a call once
+         * all of them ended the previous one: sim_entry): the caller replaces an input
+         * (or, in place, a result) that a peer still reads or writes in this call. */
+        int peer = prev.step < 0 ? cr : pr, owner = prev.step < 0 ? pr : cr;
+        cclc_vfy_str_printf(&msg, "; nothing orders them (rank %d's call may end while rank %d still %s its buffer: "
+                       "make rank %d wait for rank %d before it ends)", owner, peer,
+                       (prev.step < 0 ? cur_w : prev_w) ? "writes" : "reads", owner, peer);
     }
     SrcLoc at = cur.step >= 0 ? cl : pl;
     cclc_vfy_error(s->rep, at, "%s", cclc_vfy_str_get(&msg));
@@ -636,12 +615,15 @@ static int first_block(const Shape *sh, int rank)
     return -1;
 }
 
-/* Releases rank r's blocks when all of them stand at a barrier (or at the end of a
- * call: the next call's kernel starts once the whole previous one ended). */
+/* Releases rank r's blocks when all of them stand at a barrier. At the end of a call
+ * (every block at its boundary) the rank's caller acts instead and the rank waits at the
+ * next call's entry (sim_entry). */
 static int sim_barrier(Sim *s, int r)
 {
     const Shape *sh = s->sh;
     int nt = s->nt, any = 0, all_boundary = 1;
+    if (s->entered[r])
+        return 0;
     for (int t = 0; t < sh->maxtb; t++) {
         int b = cclc_vfy_block_of(sh, r, t);
         if (b >= 0 && s->state[b] != AT_BARRIER)
@@ -657,8 +639,12 @@ static int sim_barrier(Sim *s, int r)
         if (b >= 0)
             clock_join(join, &s->vc[b * nt], nt);
     }
-    if (all_boundary)
-        sim_caller(s, r, s->call[cclc_vfy_block_of(sh, r, 0) >= 0 ? cclc_vfy_block_of(sh, r, 0) : first_block(sh, r)], join);
+    if (all_boundary) {
+        sim_caller(s, r, s->call[first_block(sh, r)], join);
+        s->entered[r] = 1;
+        free(join);
+        return 1;
+    }
     for (int t = 0; t < sh->maxtb; t++) {
         int b = cclc_vfy_block_of(sh, r, t);
         if (b < 0)
@@ -667,18 +653,44 @@ static int sim_barrier(Sim *s, int r)
         s->vc[b * nt + b]++;
         s->pending[b] = 0;
         clock_changed(s, b);
-        if (s->boundary[b]) {
-            s->call[b]++;
-            s->pc[b] = 0;
-        } else {
-            s->pc[b]++;
-        }
-        s->boundary[b] = 0;
+        s->pc[b]++;
         s->state[b] = RUN;
         s->edges++;
     }
     free(join);
     return 1;
+}
+
+/* The entry of the next call: the runtime's identity check lets no block of a call
+ * touch anything before every rank has started that call (docs/language.md, "Across
+ * calls"), and a rank starts it once its previous call ended and its caller acted. So
+ * once every rank with blocks waits at the entry, every block starts the call knowing
+ * all the ranks' callers' clocks, and through them the whole previous call. */
+static int sim_entry(Sim *s)
+{
+    const Shape *sh = s->sh;
+    int nt = s->nt;
+    for (int r = 0; r < sh->n; r++)
+        if (!s->entered[r] && first_block(sh, r) >= 0)
+            return 0;
+    int *join = cclc_vfy_xcalloc((size_t)nt, sizeof *join), any = 0;
+    for (int r = 0; r < sh->n; r++)
+        if (s->entered[r])
+            clock_join(join, &s->vc[(sh->nb + r) * nt], nt), any = 1;
+    for (int b = 0; any && b < sh->nb; b++) {
+        memcpy(&s->vc[b * nt], join, sizeof *join * (size_t)nt);
+        s->vc[b * nt + b]++;
+        s->pending[b] = 0;
+        clock_changed(s, b);
+        s->call[b]++;
+        s->pc[b] = 0;
+        s->boundary[b] = 0;
+        s->state[b] = RUN;
+        s->edges++;
+    }
+    memset(s->entered, 0, (size_t)sh->n);
+    free(join);
+    return any;
 }
 
 /* Runs every block until all are done or none can move (a deadlock). */
@@ -690,6 +702,7 @@ void cclc_vfy_sim_run(Sim *s)
             progress |= sim_block(s, b);
         for (int r = 0; r < s->sh->n; r++)
             progress |= sim_barrier(s, r);
+        progress |= sim_entry(s);
         if (!progress)
             break;
     }
