@@ -734,6 +734,11 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     const Program *prog = alg->prog;
     int N = comm->nranks, me = comm->rank;
     CclHeapHeader *hdr = (CclHeapHeader *)comm->heap_base[me];
+    /* Before the identity: once it is published, peers may write into `out`, which in
+     * place is the user's input this copies (as on GPUs, where the copy is queued before
+     * the kernel). */
+    if (c->stage_in)
+        memcpy(c->in, c->send, c->in_bytes);
     if (c->is_v)
         ccl__segs_publish(comm, c);
     /* First, even after an abort: a rank stopped by a peer that found two calls
@@ -780,8 +785,6 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
             return;
         }
     }
-    if (c->stage_in)
-        memcpy(c->in, c->send, c->in_bytes);
 
     Exec x = {.call = c, .comm = comm, .alg = alg, .ca = alg->be_alg, .segs = c->is_v ? &segs : NULL};
     x.bases = calloc((size_t)prog->nbufs * (size_t)N, sizeof *x.bases);

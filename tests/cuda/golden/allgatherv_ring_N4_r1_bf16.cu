@@ -30,22 +30,11 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
     __syncthreads();
     switch (blockIdx.x / a.ninst) {
     case 0: {
-        char *const p0 = a.peers[0];
         char *const p1 = a.peers[1];
         char *const p2 = a.peers[2];
         const u64 sbase = a.scratch_off;
         for (u64 sl = 0; sl < a.nslices; sl++) {
-            /* op 0: signal (line 29) */
-            __syncthreads();
-            if (threadIdx.x == 0) ccl_signal((u64 *)(p0 + a.sem_off) + inst * 4 + 1);
-            /* op 1: wait (line 30) */
-            if (threadIdx.x == 0) {
-                const u64 slot = inst * 4 + 2;
-                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 30, 2)) failed = 1;
-            }
-            __syncthreads();
-            if (failed) return;
-            /* op 2: xfer (lines 31,32) */
+            /* op 0: xfer (lines 28,29) */
             { /* out[1], out@2[1] <- in[0] */
                 u64 scs; /* the data of in@1[0]: chunk 0 of rank 1's in segment 0 */
                 const u64 len = ccl_vchunk(vt[20], 1, 0, &scs);
@@ -59,17 +48,17 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {a.in + (s2.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<2, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
-            /* op 3: signal (line 33) */
+            /* op 1: signal (line 30) */
             __syncthreads();
             if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
-            /* op 4: wait (line 35) */
+            /* op 2: wait (line 32) */
             if (threadIdx.x == 0) {
                 const u64 slot = inst * 4 + 0;
-                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 35, 0)) failed = 1;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 32, 0)) failed = 1;
             }
             __syncthreads();
             if (failed) return;
-            /* op 5: xfer (line 36) */
+            /* op 3: xfer (line 33) */
             { /* out@2[0] <- out[0] */
                 u64 scs; /* the data of in@0[0]: chunk 0 of rank 0's in segment 0 */
                 const u64 len = ccl_vchunk(vt[0], 1, 0, &scs);
@@ -82,17 +71,17 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {a.out + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
-            /* op 6: signal (line 37) */
+            /* op 4: signal (line 34) */
             __syncthreads();
             if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
-            /* op 7: wait (line 35) */
+            /* op 5: wait (line 32) */
             if (threadIdx.x == 0) {
                 const u64 slot = inst * 4 + 0;
-                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 35, 0)) failed = 1;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 32, 0)) failed = 1;
             }
             __syncthreads();
             if (failed) return;
-            /* op 8: xfer (line 36) */
+            /* op 6: xfer (line 33) */
             { /* out@2[3] <- out[3] */
                 u64 scs; /* the data of in@3[0]: chunk 0 of rank 3's in segment 0 */
                 const u64 len = ccl_vchunk(vt[60], 1, 0, &scs);
@@ -105,13 +94,13 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {a.out + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
-            /* op 9: signal (line 37) */
+            /* op 7: signal (line 34) */
             __syncthreads();
             if (threadIdx.x == 0) ccl_signal((u64 *)(p2 + a.sem_off) + inst * 4 + 1);
-            /* op 10: wait (line 39) */
+            /* op 8: wait (line 36) */
             if (threadIdx.x == 0) {
                 const u64 slot = inst * 4 + 0;
-                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 39, 0)) failed = 1;
+                if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, 1, 0, inst, 36, 0)) failed = 1;
             }
             __syncthreads();
             if (failed) return;
