@@ -25,21 +25,13 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
     switch (blockIdx.x / a.ninst) {
     case 0: {
         char *const p0 = a.peers[0];
-        char *const p1 = a.peers[1];
-        char *const p2 = a.peers[2];
-        char *const p3 = a.peers[3];
         u64 *const epoch = a.expected + 4 * a.ninst + 1 + 2 * gridDim.x + blockIdx.x;
         const u64 ep = *epoch;
         const u64 sbase = a.scratch_off + (ep & 1) * 4ull * a.cs * sizeof(ccl_t);
         unsigned int flag = (unsigned int)((ep + 1) ^ a.ll_salt);
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
-            /* op 0: signal (line 23) */
-            __syncthreads();
-            if (threadIdx.x == 0) ccl_notify((u64 *)(p1 + a.sem_off) + inst * 4 + 0);
-            if (threadIdx.x == 1) ccl_notify((u64 *)(p2 + a.sem_off) + inst * 4 + 0);
-            if (threadIdx.x == 2) ccl_notify((u64 *)(p3 + a.sem_off) + inst * 4 + 0);
-            /* op 1: wait (line 24) */
+            /* op 0: wait (line 21) */
             { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
             const u64 w = threadIdx.x / 32, g = w % G;
@@ -54,7 +46,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 12ull + 6ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 24, 1)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 21, 1)) failed = 1;
             }
             { /* LL receive from rank 2: s[2] */
                 const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
@@ -66,7 +58,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 12ull + 8ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 24, 2)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 21, 2)) failed = 1;
             }
             { /* LL receive from rank 3: s[3] */
                 const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
@@ -78,12 +70,12 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + (8ull + (ep & 1) * 12ull + 10ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 24, 3)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 21, 3)) failed = 1;
             }
             }
             __syncthreads();
             if (failed) return;
-            /* op 2: xfer (line 26) */
+            /* op 1: xfer (line 23) */
             { /* out[0] <- in[0], s[1], s[2], s[3] */
                 const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
