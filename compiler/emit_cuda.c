@@ -314,9 +314,10 @@ static void emit_xfer_chunk(Emit *e, const PlanOp *op, int j)
 static int emit_ll_analyze(Emit *e)
 {
     const Plan *plan = e->plan;
-    /* LL pairs each wait with the lines of the signal at the same position; named
-     * semaphores pair by name, so such a program runs as (double-buffered) Simple. */
-    int ok = e->prog->ntags <= 1;
+    /* Named semaphores, gets and port puts rule lines out for every rank
+     * (cclc_plan_can_run_lines); then every remote write into this rank must be followed
+     * by a signal to it that its lines can travel with. */
+    int ok = cclc_plan_can_run_lines(plan);
     e->deliv = cclc_calloc((size_t)plan->nblocks, sizeof *e->deliv);
     for (int bi = 0; bi < plan->nblocks && ok; bi++) {
         const PlanBlock *b = &plan->blocks[bi];
@@ -325,9 +326,6 @@ static int emit_ll_analyze(Emit *e)
         for (int i = 0; i < b->nops && ok; i++) {
             const PlanOp *op = &b->ops[i];
             if (op->kind == OP_XFER) {
-                if (op->chan == CHAN_PORT) ok = 0;
-                for (int k = 0; k < op->nsrc; k++)
-                    if (op->src[k].rank != b->rank) ok = 0;
                 for (int d = 0; d < op->ndst; d++) {
                     if (op->dst[d].rank == b->rank || op->dst[d].rank != e->rank) continue;
                     if (npend == cap) {
@@ -359,15 +357,6 @@ static int emit_ll_analyze(Emit *e)
         if (npend) ok = 0;
         free(pend);
     }
-    /* Any remote read anywhere (a get): this rank's data might be read without a wait
-     * that LL could carry. */
-    for (int bi = 0; bi < plan->nblocks && ok; bi++)
-        for (int i = 0; i < plan->blocks[bi].nops && ok; i++) {
-            const PlanOp *op = &plan->blocks[bi].ops[i];
-            for (int k = 0; k < op->nsrc; k++)
-                if (op->kind == OP_XFER && op->src[k].rank != plan->blocks[bi].rank) ok = 0;
-            if (op->kind == OP_XFER && op->chan == CHAN_PORT) ok = 0;
-        }
     return ok;
 }
 

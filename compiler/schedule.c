@@ -220,6 +220,26 @@ int cclc_plan_has_port_puts(const Plan *plan, int rank)
     return 0;
 }
 
+int cclc_plan_can_run_lines(const Plan *plan)
+{
+    if (plan->prog->ntags > 1)
+        return 0;
+    for (int i = 0; i < plan->nblocks; i++) {
+        const PlanBlock *b = &plan->blocks[i];
+        for (int j = 0; j < b->nops; j++) {
+            const PlanOp *op = &b->ops[j];
+            if (op->kind != OP_XFER)
+                continue;
+            if (op->chan == CHAN_PORT)
+                return 0;
+            for (int k = 0; k < op->nsrc; k++)
+                if (op->src[k].rank != b->rank)
+                    return 0;
+        }
+    }
+    return 1;
+}
+
 Plan *cclc_schedule_program(Arena *a, const Program *p, const Proof *proof)
 {
     Plan *plan = cclc_arena_alloc(a, sizeof *plan);

@@ -198,6 +198,7 @@ typedef struct {
     char path[PATH_MAX], rel[CCL__TUNE_PATH];
     Collective coll;
     Protocol proto;
+    int lines;                       /* a line protocol can carry it (cclc_plan_can_run_lines) */
     int pipeline_safe, slices0, ntb;
     double steps;                    /* waits in the longest block: dependent hops */
     double remote, local;            /* chunks moved over links / locally, per unit of K */
@@ -236,7 +237,7 @@ static double model_us(const Model *m, const Algo *a, const CclShape *s, size_t 
 {
     /* LL: LL's latency and block bandwidth, twice the bytes; LL128: LL's latency,
      * Simple's block bandwidth, 128/120 of the bytes. */
-    Protocol proto = ccl__shape_protocol(s->protocol, a->proto);
+    Protocol proto = a->lines ? ccl__shape_protocol(s->protocol, a->proto) : PROTO_SIMPLE;
     int ll = proto == PROTO_LL, lines = proto != PROTO_SIMPLE;
     double P = (double)a->ntb * (s->instances ? s->instances : 1);
     double tf = s->threads ? s->threads / 512.0 : 1.0;
@@ -291,6 +292,7 @@ static void algo_features(Algo *a, const ccl_algorithm_t *alg)
     free(loc);
     a->ntb = pl->ntb > 0 ? pl->ntb : 1;
     a->proto = pg->protocol;
+    a->lines = cclc_plan_can_run_lines(pl);
     a->pipeline_safe = pl->proof.pipeline_safe;
     a->slices0 = alg->slices;
 }
@@ -503,10 +505,12 @@ static int make_cands(const Shared *sh, const Algo *algos, int na, Cand *cands, 
     const Opts *o = &sh->o;
     int n = 0;
     for (int a = 0; a < na; a++) {
-        /* Lines (ll, ll128) may replace Simple or each other; Simple never replaces lines. */
+        /* Lines (ll, ll128) may replace Simple or each other; Simple never replaces lines.
+         * A program no line protocol can carry runs as Simple whatever is asked: only its
+         * own protocol is timed. */
         int protos[3], np = 0;
-        if (!model_gpu(sh)) {
-            protos[np++] = 0;        /* the CPU runs the program's protocol */
+        if (!model_gpu(sh) || !algos[a].lines) {
+            protos[np++] = 0;        /* the program's protocol */
         } else {
             for (int p = PROTO_SIMPLE; p <= PROTO_LL128; p++)
                 if ((!o->protos || (o->protos & 1 << p)) && (p != PROTO_SIMPLE || algos[a].proto == PROTO_SIMPLE))
