@@ -35,11 +35,10 @@
  * place. Signal/wait pairs that publish no data stay semaphores, without the system
  * fence (nothing to publish: no peer reads an LL kernel's memory). Several receives of
  * one wait, and consecutive transfers that share no memory, run at once, one warp group
- * each (emit_warp_groups). Flags are the call number (a per-block counter in
- * `expected`, equal on every rank) mixed with a salt the runtime picks per LL region,
- * so stale lines never match and nothing is cleared between calls; LL regions and
- * scratch are double-buffered by call parity, as the verifier's cross-call proof of an
- * LL program assumes. LL128 (protocol ll128) is the same with 128-byte lines of 15 data
+ * each (emit_warp_groups). Flags are the launch number (ccl_check_ident's: equal on
+ * every rank, new at every launch of the comm), so stale lines never match and nothing
+ * is cleared between calls; LL regions and scratch are double-buffered by its parity
+ * (docs/internals.md). LL128 (protocol ll128) is the same with 128-byte lines of 15 data
  * words and one flag word, written and read by eight lanes of a warp in one instruction
  * (the prelude's ccl_xfer_ll128): 6% of the bytes go to flags instead of LL's 50%, so it
  * carries medium messages at near Simple's bandwidth and LL's latency; its parts start
@@ -147,7 +146,7 @@ typedef struct {
     int port;             /* this rank posts port-channel puts to the host proxy */
     long *scratch_prefix; /* per buffer: chunks of the scratch buffers before it */
     long scratch_chunks;  /* all scratch buffers together */
-    int double_buffer;    /* LL program: scratch alternates by call parity, blocks count calls */
+    int double_buffer;    /* LL program: scratch alternates by the launch number's parity */
     /* LL packets (see emit_ll_analyze). Chunks of every buffer have an LL shadow on each
      * rank: global chunk index in, then out, then scratch. */
     int ll;
@@ -388,11 +387,11 @@ static long emit_global_chunk(Emit *e, int buf, int chunk)
 static void emit_ll_lines(Emit *e, int rank, int buf, int chunk)
 {
     if (e->ll128)
-        fprintf(e->out, "(p%d + a.scratch_off + ccl_ll128_align(%ldull * %s * sizeof(ccl_t)) + ((ep & 1) * %ldull + %ldull) * "
+        fprintf(e->out, "(p%d + a.scratch_off + ccl_ll128_align(%ldull * %s * sizeof(ccl_t)) + ((launch & 1) * %ldull + %ldull) * "
                         "ccl_ll128_lines_bytes(%s) + lo * sizeof(ccl_t) / 120 * 128)",
                 rank, 2 * e->scratch_chunks, e->cs, e->total_chunks, emit_global_chunk(e, buf, chunk), e->cs);
     else
-        fprintf(e->out, "(p%d + a.scratch_off + (%ldull + (ep & 1) * %ldull + %ldull) * %s * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))",
+        fprintf(e->out, "(p%d + a.scratch_off + (%ldull + (launch & 1) * %ldull + %ldull) * %s * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))",
                 rank, 2 * e->scratch_chunks, 2 * e->total_chunks, 2 * emit_global_chunk(e, buf, chunk), e->cs);
 }
 
@@ -800,20 +799,17 @@ static void emit_block(Emit *e, const PlanBlock *b)
         if (used[p]) fprintf(o, "        char *const p%d = a.peers[%d];\n", p, p);
     free(used);
     if (e->double_buffer) {
-        /* This block's call count (after the expected values, the barrier counter and
-         * the barrier generations) picks the scratch half; every rank counts the same. */
-        fprintf(o, "        u64 *const epoch = a.expected + %d * a.ninst + 1 + 2 * gridDim.x + blockIdx.x;\n",
-                e->nslots);
-        fprintf(o, "        const u64 ep = *epoch;\n");
-        fprintf(o, "        const u64 sbase = a.scratch_off + (ep & 1) * %ldull * %s * sizeof(ccl_t);\n",
+        /* The launch number's parity picks the scratch half: the same on every rank. */
+        fprintf(o, "        const u64 sbase = a.scratch_off + (launch & 1) * %ldull * %s * sizeof(ccl_t);\n",
                 e->scratch_chunks, e->cs);
     } else {
         fprintf(o, "        const u64 sbase = a.scratch_off;\n");
     }
     if (e->ll) {
-        /* The same on every rank for the same call; never 0 (fresh memory). LL128's flag
-         * is a whole word: all 64 bits of the salt. */
-        fprintf(o, "        %s flag = (%s)((ep + 1) ^ a.ll_salt);\n", e->ll128 ? "u64" : "unsigned int",
+        /* The launch number: the same on every rank for the same call, new at every launch
+         * of the comm, so no line left by an earlier launch, of any algorithm, matches;
+         * never 0 (fresh memory). LL's is its low 32 bits, LL128's the whole word. */
+        fprintf(o, "        %s flag = (%s)launch;\n", e->ll128 ? "u64" : "unsigned int",
                 e->ll128 ? "u64" : "unsigned int");
         fprintf(o, "        if (flag == 0) flag = 1;\n");
         memset(e->pend, 0, sizeof *e->pend * (size_t)n);
@@ -849,10 +845,6 @@ static void emit_block(Emit *e, const PlanBlock *b)
         free(body);
     }
     fprintf(o, "        }\n");
-    if (e->double_buffer) {
-        fprintf(o, "        __syncthreads();\n");
-        fprintf(o, "        if (threadIdx.x == 0) *epoch = ep + 1;\n");
-    }
     fprintf(o, "        break;\n");
     fprintf(o, "    }\n");
 }
@@ -907,19 +899,19 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     fprintf(out, " * dtype %s, op %s, protocol %s", dtype, opname, cclc_proto_name(proto));
     if (e.ll128)
         fprintf(out, "\n * LL128: remote writes are 128-byte lines of 15 data words and a flag word into the peer's\n"
-                     " * LL region (after 2 x %ld scratch chunks: 2 halves by call parity x %ld chunks x\n"
+                     " * LL region (after 2 x %ld scratch chunks: 2 halves by launch parity x %ld chunks x\n"
                      " * ccl_ll128_lines_bytes(CS), from the next multiple of 128 bytes); the signals they publish and the waits that receive them are\n"
                      " * the lines' flags",
                 acc, e.total_chunks);
     else if (e.ll)
         fprintf(out, "%s\n * LL: remote writes are 16-byte lines {data, flag, data, flag} into the peer's LL region\n"
-                     " * (after 2 x %ld scratch chunks: 2 halves by call parity x %ld chunks x 2*CS*esize bytes);\n"
+                     " * (after 2 x %ld scratch chunks: 2 halves by launch parity x %ld chunks x 2*CS*esize bytes);\n"
                      " * the signals they publish and the waits that receive them are the lines' flags",
                 proto == PROTO_LL128 ? " (run as ll: a v-collective's lines are LL's)" : "", acc, e.total_chunks);
     else if (proto != PROTO_SIMPLE)
         fprintf(out, " (run as simple: the program reads peers' memory, uses port channels or named\n"
-                     " * semaphores, which lines cannot carry; scratch double-buffered by call parity, as the\n"
-                     " * verifier's cross-call proof of an LL program assumes: 2 x %ld chunks)", acc);
+                     " * semaphores, which lines cannot carry; scratch double-buffered by launch parity:\n"
+                     " * 2 x %ld chunks)", acc);
     if (e.v)
         fprintf(out, "\n * %s: every chunk is as long as its segment's chunks (segment tables in vt, every rank's;\n"
                      " * in/out chunk c of a segment at its displacement + c * its stride, scratch chunks at\n"
@@ -947,7 +939,8 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a, "
                      "const struct ccl_vtable t)\n{\n");
         fprintf(out, "    ccl_vpublish(a, t.w); /* before the identity: a peer that sees it sees the table */\n");
-        fprintf(out, "    if (!ccl_check_ident(a)) return; /* a rank runs another call: the error names it */\n");
+        fprintf(out, "    const u64 launch = ccl_check_ident(a); /* 0: a rank runs another call: the error names it */\n");
+        fprintf(out, "    if (!launch) return;\n");
         fprintf(out, "    __shared__ u64 vt[%d];\n", prog->nranks * (int)CCL_VT_WORDS(prog->nranks));
         fprintf(out, "    u64 vcs; /* scratch's chunk stride: the longest segment's */\n");
         fprintf(out, "    if (!ccl_vload(a, vt, %d, %d, %ld, &vcs)) return; /* the counts disagree or do not fit: the "
@@ -955,13 +948,14 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         fprintf(out, "    (void)vcs; /* unused without scratch */\n");
     } else {
         fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a)\n{\n");
-        fprintf(out, "    if (!ccl_check_ident(a)) return; /* a rank runs another call: the error names it */\n");
+        fprintf(out, "    const u64 launch = ccl_check_ident(a); /* 0: a rank runs another call: the error names it */\n");
+        fprintf(out, "    if (!launch) return;\n");
     }
     fprintf(out, "    const u64 inst = blockIdx.x %% a.ninst;\n");
     fprintf(out, "    u64 *const sem = (u64 *)(a.peers[%d] + a.sem_off);\n", rank);
     fprintf(out, "    (void)sem; /* unused when LL lines carry every signal */\n");
     if (e.port)
-        fprintf(out, "    u64 *const posted = a.expected + %d * a.ninst + 1 + 3 * gridDim.x + blockIdx.x; /* port puts */\n",
+        fprintf(out, "    u64 *const posted = a.expected + %d * a.ninst + 1 + gridDim.x + blockIdx.x; /* port puts */\n",
                 plan->nsems);
     fprintf(out, "    __shared__ int failed;\n");
     fprintf(out, "    if (threadIdx.x == 0) failed = 0;\n");

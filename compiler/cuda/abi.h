@@ -6,7 +6,7 @@
 #ifndef CCL_ABI_H
 #define CCL_ABI_H
 
-#define CCL_ABI_VERSION 8
+#define CCL_ABI_VERSION 9
 
 #ifdef __CUDACC__
 typedef unsigned long long ccl_u64;
@@ -109,7 +109,6 @@ typedef struct ccl_args {
     ccl_u64 cs;              /* chunk stride in elements */
     ccl_u64 ninst, nslices;  /* instances per logical block, slices per chunk */
     ccl_u64 timeout_ns;      /* bound on every wait */
-    ccl_u64 ll_salt;         /* mixed into LL flags: stale lines of other uses never match */
     ccl_u64 in_stride, out_stride; /* peer p's in is at its heap + in_off + (p - rank) * in_stride */
     ccl_u64 port;            /* host-mapped struct ccl_port_fifo per block (0: no port puts) */
     ccl_u64 vring_off;       /* v-collectives: heap offset of the vring (segment tables) */

@@ -298,10 +298,11 @@ __device__ __forceinline__ u64 ccl_launch_number(const struct ccl_args &a)
  * entry, pushes {launch, hash} into every peer's inbox, waits (bounded, abort-aware)
  * until every peer's pair for this launch has reached this rank's inbox, and compares
  * the hashes. On a difference it records both hashes (slot CCL_SLOT_IDENT; the host
- * reads both ring entries to name the two sides) and stops every rank. Returns 1 to go
- * on, 0 (in every thread of the block) to stop. So once it returns 1, every peer has
- * started this call: its previous call has ended, graph replays included. */
-__device__ __noinline__ int ccl_check_ident(const struct ccl_args &a)
+ * reads both ring entries to name the two sides) and stops every rank. Returns the
+ * launch number to go on, 0 (in every thread of the block) to stop. So once it returns,
+ * every peer has started this launch: its previous call has ended, graph replays
+ * included. The number also flags the call's LL lines and picks its scratch half. */
+__device__ __noinline__ u64 ccl_check_ident(const struct ccl_args &a)
 {
     const u64 seq = a.id.seq;
     __shared__ u64 launch;
@@ -338,7 +339,7 @@ __device__ __noinline__ int ccl_check_ident(const struct ccl_args &a)
                  a.id.hash, theirs);
         bad = 1;
     }
-    return !__syncthreads_or(bad);
+    return __syncthreads_or(bad) ? 0 : L;
 }
 
 /* ---- v-collectives (allgatherv, alltoallv): every chunk is sized by its segment, a

@@ -49,11 +49,10 @@ typedef struct {
     int threads;
     int grid;                 /* this rank's logical blocks * instances */
     Protocol protocol;        /* what it runs with: gpu_pick_protocol */
-    /* LL programs run as Simple need their scratch twice (by call parity): our own
+    /* LL programs run as Simple need their scratch twice (by launch parity): our own
      * grow-only heap region, taken in the same call on every rank; old ones are freed
      * with the algorithm. */
     size_t ll_off, ll_bytes;
-    uint64_t ll_salt;
     int nll_old;
     size_t ll_old[8];
     GpuPortQueues *port;      /* the proxy's request queues, when the plan has port puts */
@@ -189,21 +188,6 @@ static ccl_result_t gpu_heap_zero(ccl_comm_t *comm, size_t off, size_t bytes)
     return CCL_OK;
 }
 
-/* The salt mixed into a line region's flags (CclGpuArgs.ll_salt): the same on every rank
- * for the same (offset, generation), different otherwise, so lines left in the memory by
- * earlier users never match. The generation counts the comm's line regions (GpuComm's
- * line_regions: every rank hands them out in the same calls), not the algorithm's: two
- * algorithms whose regions land at one offset count their calls alike, so with equal
- * salts a reader could take the previous algorithm's line of the same call number,
- * left where the new sender has not yet written, for this call's. */
-static uint64_t gpu_ll_salt(uint64_t off, uint64_t gen)
-{
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ (off * 0xff51afd7ed558ccdull) ^ (gen << 40);
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 29);
-}
-
 /* The protocol alg runs with: as the tuner's shape asks, else as CCL_GPU_PROTOCOL asks,
  * by ccl__shape_protocol's rule (asking for simple leaves a program on its own). */
 static ccl_result_t gpu_pick_protocol(ccl_algorithm_t *alg, Protocol *proto)
@@ -261,10 +245,9 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     ga->grid = ntb * alg->instances;
     ga->threads = gpu_env_int("CCL_GPU_THREADS", 32, 512, 512) / 32 * 32;
     ga->protocol = proto;
-    /* Expected values of the slots, the block barrier's counter and generations, the
-     * per-block call counters that pick an LL program's scratch half, and the per-block
-     * counts of posted port puts (emit_cuda.c). */
-    ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + 4 * (size_t)ga->grid;
+    /* Expected values of the slots, the block barrier's counter and generations, and the
+     * per-block counts of posted port puts (emit_cuda.c). */
+    ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + 2 * (size_t)ga->grid;
     CUresult r;
     if ((r = ccl__cu.MemAlloc(&ga->expected, ga->nexpected * 8)) != CUDA_SUCCESS ||
         (r = ccl__cu.MemsetD8Async(ga->expected, 0, ga->nexpected * 8, g->quiet)) != CUDA_SUCCESS ||
@@ -280,9 +263,6 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
         return ccl__gpu_cu_fail(comm, r, "allocating the algorithm's device state");
     }
     memset(ga->err, 0, sizeof *ga->err);
-    /* A v-collective's LL lines live in the v arena, which every v algorithm shares: its
-     * salt, its own generation, tells its lines from theirs. */
-    if (cclc_coll_is_v(alg->prog->coll)) ga->ll_salt = gpu_ll_salt(alg->sem_off, ++g->line_regions);
     alg->be_alg = ga;
     /* Any rank's: every rank opens queues (the kernels of ranks without port puts ignore
      * them), so all ranks start the same proxies. */
@@ -772,9 +752,6 @@ static ccl_result_t gpu_run(const CclCall *call)
             if (ga->ll_bytes) ga->ll_old[ga->nll_old++] = ga->ll_off;
             ga->ll_off = off;
             ga->ll_bytes = need;
-            /* Lines left in this memory by earlier users must never match a flag: the
-             * salt differs per region (same on every rank: same offsets, same order). */
-            ga->ll_salt = gpu_ll_salt(off, ++gpu_comm(comm)->line_regions);
         }
         scratch_off = ga->ll_off;
     }
@@ -815,7 +792,6 @@ static ccl_result_t gpu_run(const CclCall *call)
         .ninst = (uint64_t)alg->instances,
         .nslices = (uint64_t)(call->slices > 0 ? call->slices : 1),
         .timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull,
-        .ll_salt = ga->ll_salt,
         .in_stride = call->in_stride,
         .out_stride = call->out_stride,
         .port = ccl__gpu_port_address(ga->port),

@@ -71,9 +71,6 @@ typedef struct {
      * (one unless several ranks share the GPU: threads mode on fewer GPUs than ranks). */
     int ncolocated;
     int *colocated;
-    /* Line regions (LL, LL128) handed out so far: each one's flags get their own salt
-     * (gpu/backend.c, gpu_ll_salt). */
-    uint64_t line_regions;
     /* Shared GPU only: the co-located ranks' launch counts (gpu/backend.c,
      * gpu_wait_colocated_launches), one block for all of them. */
     GpuLaunchCounts *launches;
