@@ -47,7 +47,7 @@ typedef struct ccl_err {
 #define CCL_INBOX_RANKS 1024 /* cclc.h's CCLC_MAX_RANKS */
 #define CCL_INBOX_END (CCL_INBOX_OFF + CCL_INBOX_RING * CCL_INBOX_RANKS * 16)
 typedef struct ccl_ident {
-    ccl_u64 seq;             /* 1 + the comm's calls before this one; written last, with hash */
+    ccl_u64 seq;             /* 1 + the comm's calls before this one (the CPU backend writes it last) */
     ccl_u64 hash;            /* of the fields from plan to allocs: the one word compared */
     ccl_u64 plan;            /* the algorithm: FNV of its source, N and root */
     ccl_u64 shape;           /* instances | slices << 16 | protocol << 32 | threads << 40 */

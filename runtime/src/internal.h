@@ -89,7 +89,8 @@ typedef struct {
      * at CCL_LAUNCH_OFF, GPU kernels' launch count; at CCL_INBOX_OFF, the
      * {launch, hash} pairs GPU peers push here for this rank's kernels to compare. */
 } CclHeapHeader;
-_Static_assert(sizeof(CclHeapHeader) <= CCL_LAUNCH_OFF && CCL_LAUNCH_OFF + 8 <= CCL_IDENT_OFF && CCL_IDENT_OFF + CCL_IDENT_RING * sizeof(CclIdent) <= CCL_INBOX_OFF &&
+_Static_assert(sizeof(CclHeapHeader) <= CCL_LAUNCH_OFF && CCL_LAUNCH_OFF + 8 <= CCL_IDENT_OFF &&
+                   CCL_IDENT_OFF + CCL_IDENT_RING * sizeof(CclIdent) <= CCL_INBOX_OFF &&
                    CCL_INBOX_END <= CCL__HEAP_HEADER && CCL_INBOX_RANKS >= CCLC_MAX_RANKS,
                "the heap header holds the header, the identity ring and the inbox");
 
