@@ -446,7 +446,7 @@ int cclc_plan_has_port_puts(const Plan *plan, int rank);
 /* Whether a line protocol (ll, ll128) can carry the program's data at all: not where it
  * uses named semaphores (lines pair a wait with the signal at the same position), reads
  * a peer's memory or puts by port channel. Where it cannot, a GPU runs the program as
- * double-buffered Simple whatever protocol is asked for. */
+ * Simple whatever protocol is asked for. */
 int cclc_plan_can_run_lines(const Plan *plan);
 
 /* ===== plan.c: printing the plan ===== */

@@ -37,14 +37,13 @@
  * one wait, and consecutive transfers that share no memory, run at once, one warp group
  * each (emit_warp_groups). Flags are the launch number (ccl_check_ident's: equal on
  * every rank, new at every launch of the comm), so stale lines never match and nothing
- * is cleared between calls; LL regions and scratch are double-buffered by its parity
- * (docs/internals.md). LL128 (protocol ll128) is the same with 128-byte lines of 15 data
+ * is cleared between calls; every call uses the same lines and scratch, since no block
+ * runs before every rank has ended its previous call (docs/internals.md). LL128 (protocol ll128) is the same with 128-byte lines of 15 data
  * words and one flag word, written and read by eight lanes of a warp in one instruction
  * (the prelude's ccl_xfer_ll128): 6% of the bytes go to flags instead of LL's 50%, so it
  * carries medium messages at near Simple's bandwidth and LL's latency; its parts start
  * on a line (CCL_PART_BYTES 240). A v-collective asked for LL128 gets LL's lines. An
- * LL or LL128 program that reads peers' memory or uses port channels runs as
- * double-buffered Simple.
+ * LL or LL128 program that reads peers' memory or uses port channels runs as Simple.
  *
  * v-collectives (allgatherv, alltoallv): the kernel takes this rank's segment table as
  * a second parameter (struct ccl_vtable) and publishes it before the call's identity;
@@ -146,7 +145,6 @@ typedef struct {
     int port;             /* this rank posts port-channel puts to the host proxy */
     long *scratch_prefix; /* per buffer: chunks of the scratch buffers before it */
     long scratch_chunks;  /* all scratch buffers together */
-    int double_buffer;    /* LL program: scratch alternates by the launch number's parity */
     /* LL packets (see emit_ll_analyze). Chunks of every buffer have an LL shadow on each
      * rank: global chunk index in, then out, then scratch. */
     int ll;
@@ -308,8 +306,8 @@ static void emit_xfer_chunk(Emit *e, const PlanOp *op, int j)
 /* Decides whether rank `rank`'s kernel can use LL packets and collects, per sender
  * block, its deliveries to `rank`. LL needs every data movement between ranks to be a
  * remote write published by a later signal of the same block (no remote reads, no port
- * channels, no write left unsignalled); otherwise the program runs as double-buffered
- * Simple, which is equally correct. Returns 1 when LL applies. */
+ * channels, no write left unsignalled); otherwise the program runs as Simple, which
+ * is equally correct. Returns 1 when LL applies. */
 static int emit_ll_analyze(Emit *e)
 {
     const Plan *plan = e->plan;
@@ -379,20 +377,20 @@ static long emit_global_chunk(Emit *e, int buf, int chunk)
     return (long)p->buf_chunks[BUF_IN] + p->buf_chunks[BUF_OUT] + e->scratch_prefix[buf] + chunk;
 }
 
-/* A char * expression for rank `rank`'s LL lines of chunk (buf, chunk) in this call's
- * half, advanced to element `lo` of the chunk. The LL region follows the two scratch
- * halves in the algorithm's region: 2 halves of total_chunks chunks of lines, each
- * 2*CS*esize bytes (LL) or ccl_ll128_lines_bytes(CS) (LL128, whose parts start on a line,
- * and whose lines start on 128 bytes: ccl_ll128_align). */
+/* A char * expression for rank `rank`'s LL lines of chunk (buf, chunk), advanced to
+ * element `lo` of the chunk. The LL region follows the scratch buffers in the
+ * algorithm's region: total_chunks chunks of lines, each 2*CS*esize bytes (LL) or
+ * ccl_ll128_lines_bytes(CS) (LL128, whose parts start on a line, and whose lines start
+ * on 128 bytes: ccl_ll128_align). */
 static void emit_ll_lines(Emit *e, int rank, int buf, int chunk)
 {
     if (e->ll128)
-        fprintf(e->out, "(p%d + a.scratch_off + ccl_ll128_align(%ldull * %s * sizeof(ccl_t)) + ((launch & 1) * %ldull + %ldull) * "
+        fprintf(e->out, "(p%d + a.scratch_off + ccl_ll128_align(%ldull * %s * sizeof(ccl_t)) + %ldull * "
                         "ccl_ll128_lines_bytes(%s) + lo * sizeof(ccl_t) / 120 * 128)",
-                rank, 2 * e->scratch_chunks, e->cs, e->total_chunks, emit_global_chunk(e, buf, chunk), e->cs);
+                rank, e->scratch_chunks, e->cs, emit_global_chunk(e, buf, chunk), e->cs);
     else
-        fprintf(e->out, "(p%d + a.scratch_off + (%ldull + (launch & 1) * %ldull + %ldull) * %s * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))",
-                rank, 2 * e->scratch_chunks, 2 * e->total_chunks, 2 * emit_global_chunk(e, buf, chunk), e->cs);
+        fprintf(e->out, "(p%d + a.scratch_off + %ldull * %s * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))",
+                rank, e->scratch_chunks + 2 * emit_global_chunk(e, buf, chunk), e->cs);
 }
 
 /* emit_op_part for a v-collective, as the CPU backend's ccl__segs_chunk: the length of
@@ -798,13 +796,7 @@ static void emit_block(Emit *e, const PlanBlock *b)
     for (int p = 0; p < n; p++)
         if (used[p]) fprintf(o, "        char *const p%d = a.peers[%d];\n", p, p);
     free(used);
-    if (e->double_buffer) {
-        /* The launch number's parity picks the scratch half: the same on every rank. */
-        fprintf(o, "        const u64 sbase = a.scratch_off + (launch & 1) * %ldull * %s * sizeof(ccl_t);\n",
-                e->scratch_chunks, e->cs);
-    } else {
-        fprintf(o, "        const u64 sbase = a.scratch_off;\n");
-    }
+    fprintf(o, "        const u64 sbase = a.scratch_off;\n");
     if (e->ll) {
         /* The launch number: the same on every rank for the same call, new at every launch
          * of the comm, so no line left by an earlier launch, of any algorithm, matches;
@@ -886,7 +878,6 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     }
     e.scratch_chunks = acc;
     e.total_chunks = (long)prog->buf_chunks[BUF_IN] + prog->buf_chunks[BUF_OUT] + acc;
-    e.double_buffer = proto != PROTO_SIMPLE;
     e.ll = proto != PROTO_SIMPLE && emit_ll_analyze(&e);
     e.ll128 = e.ll && cclc_lines_ll128(prog->coll, proto);
     e.port = cclc_plan_has_port_puts(plan, rank);
@@ -899,19 +890,18 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     fprintf(out, " * dtype %s, op %s, protocol %s", dtype, opname, cclc_proto_name(proto));
     if (e.ll128)
         fprintf(out, "\n * LL128: remote writes are 128-byte lines of 15 data words and a flag word into the peer's\n"
-                     " * LL region (after 2 x %ld scratch chunks: 2 halves by launch parity x %ld chunks x\n"
-                     " * ccl_ll128_lines_bytes(CS), from the next multiple of 128 bytes); the signals they publish and the waits that receive them are\n"
-                     " * the lines' flags",
+                     " * LL region (after %ld scratch chunks: %ld chunks x ccl_ll128_lines_bytes(CS), from the\n"
+                     " * next multiple of 128 bytes); the signals they publish and the waits that receive them\n"
+                     " * are the lines' flags",
                 acc, e.total_chunks);
     else if (e.ll)
         fprintf(out, "%s\n * LL: remote writes are 16-byte lines {data, flag, data, flag} into the peer's LL region\n"
-                     " * (after 2 x %ld scratch chunks: 2 halves by launch parity x %ld chunks x 2*CS*esize bytes);\n"
+                     " * (after %ld scratch chunks: %ld chunks x 2*CS*esize bytes);\n"
                      " * the signals they publish and the waits that receive them are the lines' flags",
                 proto == PROTO_LL128 ? " (run as ll: a v-collective's lines are LL's)" : "", acc, e.total_chunks);
     else if (proto != PROTO_SIMPLE)
         fprintf(out, " (run as simple: the program reads peers' memory, uses port channels or named\n"
-                     " * semaphores, which lines cannot carry; scratch double-buffered by launch parity:\n"
-                     " * 2 x %ld chunks)", acc);
+                     " * semaphores, which lines cannot carry)");
     if (e.v)
         fprintf(out, "\n * %s: every chunk is as long as its segment's chunks (segment tables in vt, every rank's;\n"
                      " * in/out chunk c of a segment at its displacement + c * its stride, scratch chunks at\n"
@@ -933,7 +923,7 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     if (e.v) {
         /* Its own table comes by value (graph-capturable); the chunks of the region it
          * lays out from the v arena's start, for ccl_vload's check that it fits. */
-        long region = e.ll ? 2 * acc + 4 * e.total_chunks : e.double_buffer ? 2 * acc : acc;
+        long region = e.ll ? acc + 2 * e.total_chunks : acc;
         fprintf(out, "struct ccl_vtable { u64 w[%d]; }; /* this rank's segment table (abi.h's CCL_VT_*) */\n",
                 (int)CCL_VT_WORDS(prog->nranks));
         fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a, "

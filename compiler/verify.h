@@ -192,7 +192,7 @@ struct Sim {
     Shape *sh;
     SimMode m;
     Reporter *rep;
-    int nparity, ncells;
+    int ncells;
     int nt;               /* clock threads: the blocks, then one caller per rank */
     int *vc;              /* nt x nt: vc[b * nt + x] = what thread b knows of thread x */
     Snap **snap;          /* per block: its current clock as sent, or NULL */
@@ -226,8 +226,8 @@ struct Sim {
     int ***record;
 };
 
-/* The cell of a chunk in call `call`, as in-place aliasing and LL parity place it. */
-int cclc_vfy_sim_cell(const Sim *s, int rank, int buf, int chunk, int call);
+/* The cell of a chunk, as in-place aliasing places it. */
+int cclc_vfy_sim_cell(const Sim *s, int rank, int buf, int chunk);
 const Step *cclc_vfy_step_at(const Sim *s, int b, int i);
 /* Prepares a run; -1 when the program is too large to simulate (then cclc_vfy_sim_fini). */
 int cclc_vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep);

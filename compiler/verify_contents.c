@@ -335,7 +335,7 @@ int cclc_vfy_check_postcondition(const Sim *s, int *checked)
             if (!cclc_vfy_expected(sh, r, i, er, ec, &ne))
                 continue;
             ++*checked;
-            int cell = cclc_vfy_sim_cell(s, r, BUF_OUT, i, 0);
+            int cell = cclc_vfy_sim_cell(s, r, BUF_OUT, i);
             int node = s->content[cell];
             if (node >= 0) {
                 const Node *x = &s->nodes.v[node];
@@ -412,9 +412,9 @@ int cclc_vfy_check_deterministic(const Sim *s, Str *detail)
     if (sh->p->coll != COLL_ALLREDUCE)
         return 1;
     for (int i = 0; i < sh->p->buf_chunks[BUF_OUT]; i++) {
-        int n0 = s->content[cclc_vfy_sim_cell(s, 0, BUF_OUT, i, 0)];
+        int n0 = s->content[cclc_vfy_sim_cell(s, 0, BUF_OUT, i)];
         for (int r = 1; r < sh->n; r++) {
-            int nr = s->content[cclc_vfy_sim_cell(s, r, BUF_OUT, i, 0)];
+            int nr = s->content[cclc_vfy_sim_cell(s, r, BUF_OUT, i)];
             if (nr == n0 || (nr >= 0 && n0 >= 0 && s->nodes.v[nr].shape == s->nodes.v[n0].shape))
                 continue;
             if (detail && n0 >= 0 && nr >= 0) {

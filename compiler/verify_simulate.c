@@ -16,15 +16,14 @@
 
 #include "verify.h"
 
-/* The cell of chunk `chunk` of `buf` on `rank`, in call `call`: in-place aliasing maps
- * in onto out (or out onto in); LL scratch alternates halves by call parity. */
-int cclc_vfy_sim_cell(const Sim *s, int rank, int buf, int chunk, int call)
+/* The cell of chunk `chunk` of `buf` on `rank`: in-place aliasing maps in onto out (or
+ * out onto in). Every call uses the same cells, scratch included (docs/internals.md). */
+int cclc_vfy_sim_cell(const Sim *s, int rank, int buf, int chunk)
 {
     const Shape *sh = s->sh;
     if (s->m.inplace)
         cclc_vfy_inplace_alias(sh, rank, &buf, &chunk);
-    int par = s->nparity == 2 && buf >= BUF_SCRATCH0 ? call & 1 : 0;
-    return (par * sh->n + rank) * sh->rank_cells + sh->buf_base[buf] + chunk;
+    return rank * sh->rank_cells + sh->buf_base[buf] + chunk;
 }
 
 int cclc_vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
@@ -34,9 +33,8 @@ int cclc_vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
     s->sh = sh;
     s->m = m;
     s->rep = rep;
-    s->nparity = m.ncalls > 1 && p->protocol != PROTO_SIMPLE ? 2 : 1;
 
-    int64_t cells = (int64_t)s->nparity * sh->n * sh->rank_cells;
+    int64_t cells = (int64_t)sh->n * sh->rank_cells;
     int nb = sh->nb, nt = nb + sh->n;
     if (cells > MAX_CELLS || (int64_t)nt * nt > MAX_SYNC_SLOTS || (int64_t)nb * sh->n > MAX_SYNC_SLOTS)
         return -1;
@@ -74,7 +72,7 @@ int cclc_vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
          * in is aliased to. */
         for (int r = 0; r < sh->n; r++)
             for (int c = 0; c < p->buf_chunks[BUF_IN]; c++)
-                s->content[cclc_vfy_sim_cell(s, r, BUF_IN, c, 0)] = cclc_vfy_node_new(&s->nodes, NODE_IN, r, c, 0);
+                s->content[cclc_vfy_sim_cell(s, r, BUF_IN, c)] = cclc_vfy_node_new(&s->nodes, NODE_IN, r, c, 0);
     }
     return 0;
 }
@@ -269,7 +267,7 @@ static void report_race(Sim *s, Access prev, int prev_w, Access cur, int cur_w, 
 /* Checks one access against the chunk's history, then records it. */
 static void sim_access(Sim *s, Access cur, int is_write, int rank, int buf, int chunk)
 {
-    int cell = cclc_vfy_sim_cell(s, rank, buf, chunk, cur.call);
+    int cell = cclc_vfy_sim_cell(s, rank, buf, chunk);
     CellLog *L = &s->log[cell];
     const int *known = &s->vc[cur.block * s->nt];
     if (L->has_w && L->w.block != cur.block) {
@@ -307,7 +305,7 @@ static int sim_read_content(Sim *s, int cell)
 {
     if (s->content[cell] < 0) {
         int per_rank = s->sh->rank_cells;
-        int rank = (cell / per_rank) % s->sh->n, off = cell % per_rank, buf = 0;
+        int rank = cell / per_rank, off = cell % per_rank, buf = 0;
         while (buf + 1 < s->sh->p->nbufs && s->sh->buf_base[buf + 1] <= off)
             buf++;
         s->content[cell] = cclc_vfy_node_new(&s->nodes, NODE_GARBAGE, rank, buf, off - s->sh->buf_base[buf]);
@@ -419,8 +417,8 @@ static void sim_data(Sim *s, int b, int i)
      * values already there: a read, not a write, as for the port-put rules
      * (verify_port.c). */
     if (st->kind == STEP_COPY && st->nsrc == 1 && st->src[0].count == count &&
-        cclc_vfy_sim_cell(s, st->dst.rank, st->dst.buf, st->dst.chunk, cur.call) ==
-            cclc_vfy_sim_cell(s, st->src[0].rank, st->src[0].buf, st->src[0].chunk, cur.call))
+        cclc_vfy_sim_cell(s, st->dst.rank, st->dst.buf, st->dst.chunk) ==
+            cclc_vfy_sim_cell(s, st->src[0].rank, st->src[0].buf, st->src[0].chunk))
         return;
     for (int j = 0; j < count; j++)
         sim_access(s, cur, 1, st->dst.rank, st->dst.buf, st->dst.chunk + j);
@@ -442,7 +440,7 @@ static void sim_data(Sim *s, int b, int i)
         for (int o = 0; o < st->nsrc; o++) {
             if (j >= st->src[o].count)
                 continue;
-            int cell = cclc_vfy_sim_cell(s, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j, cur.call);
+            int cell = cclc_vfy_sim_cell(s, st->src[o].rank, st->src[o].buf, st->src[o].chunk + j);
             int x = sim_read_content(s, cell);
             acc = acc < 0 ? x : cclc_vfy_node_new(&s->nodes, NODE_SUM, acc, x, 0);
         }
@@ -453,7 +451,7 @@ static void sim_data(Sim *s, int b, int i)
     for (int j = 0; j < count; j++) {
         if (val[j] < 0)
             continue;
-        int cell = cclc_vfy_sim_cell(s, st->dst.rank, st->dst.buf, st->dst.chunk + j, cur.call);
+        int cell = cclc_vfy_sim_cell(s, st->dst.rank, st->dst.buf, st->dst.chunk + j);
         s->content[cell] = val[j];
         s->wblock[cell] = b;
         s->wstep[cell] = i;

@@ -301,7 +301,7 @@ __device__ __forceinline__ u64 ccl_launch_number(const struct ccl_args &a)
  * reads both ring entries to name the two sides) and stops every rank. Returns the
  * launch number to go on, 0 (in every thread of the block) to stop. So once it returns,
  * every peer has started this launch: its previous call has ended, graph replays
- * included. The number also flags the call's LL lines and picks its scratch half. */
+ * included. The number also flags the call's LL lines. */
 __device__ __noinline__ u64 ccl_check_ident(const struct ccl_args &a)
 {
     const u64 seq = a.id.seq;

@@ -28,7 +28,7 @@ size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize)
 {
     size_t off = 0;
     for (int i = BUF_SCRATCH0; i < b && i < p->nbufs; i++)
-        off += (size_t)ccl__scratch_copies(p) * (size_t)p->buf_chunks[i] * CS * esize;
+        off += (size_t)p->buf_chunks[i] * CS * esize;
     return off;
 }
 
@@ -628,7 +628,6 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     size_t scratch_chunks = 0;
     for (int b = BUF_SCRATCH0; b < prog->nbufs; b++)
         scratch_chunks += (size_t)prog->buf_chunks[b];
-    scratch_chunks *= (size_t)ccl__scratch_copies(prog);
     size_t limit = ((size_t)1 << 50) / es / (max_units + scratch_chunks / (size_t)K + 1);
     if (count > limit)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
@@ -706,11 +705,12 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
         c.out_stride = count * es;
 
     size_t scratch = ccl__scratch_offset(prog, prog->nbufs, c.CS, es);
-    if (scratch > 0 && grow_heap_region(comm, &alg->scratch_off, &alg->scratch_bytes, scratch) != 0)
+    size_t region = comm->be->scratch_bytes ? comm->be->scratch_bytes(alg, c.CS, es) : scratch;
+    if (region > 0 && grow_heap_region(comm, &alg->scratch_off, &alg->scratch_bytes, region) != 0)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
-                              "%s: %s needs %zu bytes of scratch for count %zu of %s, more than the heap has left "
-                              "(heap_bytes %zu; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES)", fn, alg->file, scratch,
-                              count, ccl_dtype_name(dtype), comm->heap_bytes);
+                              "%s: %s needs %zu bytes of scratch%s for count %zu of %s, more than the heap has left "
+                              "(heap_bytes %zu; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES)", fn, alg->file, region,
+                              region > scratch ? " and lines" : "", count, ccl_dtype_name(dtype), comm->heap_bytes);
     c.scratch_off = alg->scratch_off == SIZE_MAX ? 0 : alg->scratch_off;
     c.call_index = alg->ncalls;
     c.fence = alg->ncalls > 0 && scratch > 0 && c.CS * es != alg->last_layout;

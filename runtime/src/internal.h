@@ -551,13 +551,9 @@ static inline void ccl__part(size_t L, int P, int q, size_t A, size_t *lo, size_
     *lo = L * (size_t)q / (size_t)P / A * A;
     *hi = q + 1 == P ? L : L * (size_t)(q + 1) / (size_t)P / A * A;
 }
-/* Copies of each scratch buffer: LL programs (any protocol but simple) alternate
- * between two halves by call parity (docs/internals.md), simple ones use one. */
-static inline int ccl__scratch_copies(const Program *p) { return p->protocol == PROTO_SIMPLE ? 1 : 2; }
 /* Byte offset of scratch buffer b (>= BUF_SCRATCH0) inside the algorithm's scratch
- * region: the scratch buffers back to back, each copies * buf_chunks[b] * CS elements;
- * call k uses copy k % copies, at + (k % copies) * buf_chunks[b] * CS * esize. With
- * b == nbufs it is the region's size. */
+ * region: the scratch buffers back to back, each buf_chunks[b] * CS elements, the same
+ * for every call (docs/internals.md). With b == nbufs it is their size. */
 size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize);
 
 /* A v-collective's segment table: for one rank and one call, the count and the
@@ -616,7 +612,7 @@ typedef struct {
     size_t in_off, out_off;
     size_t in_stride, out_stride;
     size_t scratch_off;              /* heap offset of the algorithm's scratch region */
-    uint64_t call_index;             /* calls of this algorithm before this one (LL parity) */
+    uint64_t call_index;             /* calls of this algorithm before this one (for traces) */
     /* Every rank must finish its previous calls before any rank starts this one: an
      * all-rank barrier first. Set when the scratch layout (CS * esize) differs from the
      * previous call's, so chunks of the two calls overlap differently than the
@@ -797,6 +793,11 @@ struct CclBackend {
     ccl_result_t (*alg_prepare)(ccl_algorithm_t *alg);
     /* Releases alg->be_alg; alg is idle (the comm was synchronized). */
     void (*alg_release)(ccl_algorithm_t *alg);
+    /* Bytes of alg's scratch region for a call at chunk stride CS (elements of esize
+     * bytes), the same on every rank, where its kernels lay out more there than the
+     * scratch buffers (the GPU's LL lines: gpu/layout.h). NULL: the scratch buffers,
+     * ccl__scratch_offset(prog, prog->nbufs, CS, esize). */
+    size_t (*scratch_bytes)(const ccl_algorithm_t *alg, size_t CS, size_t esize);
 
     /* Enqueues one call (asynchronous: returns before it ran, must not wait for peers).
      * In order: stage_in copy, the plan (every block x instance x slice of this rank,

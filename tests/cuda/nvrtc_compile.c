@@ -15,20 +15,21 @@
 #include "gpu/jit.h"
 #include "gpu/layout.h"
 
-/* The LL region the generated source lays out (its header comment: "after 2 x S scratch
- * chunks: 2 halves by call parity x T chunks x 2*CS*esize bytes"), in chunks of CS
- * elements of one byte, or -1 when the source has no LL lines. */
 /* The bytes of line region the emitted kernel addresses for chunks of CS elements of
- * esize bytes (its header states the layout), or -1 when it has no lines. */
+ * esize bytes, from its header ("after S scratch chunks: T chunks x ..."): 0 when it has
+ * no lines, -1 when it has lines but its header does not say where. */
 static long emitted_ll_region(const char *src, long CS, long esize)
 {
-    const char *at = strstr(src, "(after 2 x ");
+    int ll128 = strstr(src, " * LL128: ") != NULL;
+    if (!ll128 && !strstr(src, " * LL: "))
+        return 0;
+    const char *at = strstr(src, "(after ");
     long s, t;
-    if (!at || sscanf(at, "(after 2 x %ld scratch chunks: 2 halves by call parity x %ld chunks", &s, &t) != 2)
+    if (!at || sscanf(at, "(after %ld scratch chunks: %ld chunks x", &s, &t) != 2)
         return -1;
-    if (strstr(src, " * LL128: ")) /* 128-byte lines of 120 data bytes, from a multiple of 128 bytes */
-        return (2 * s * CS * esize + 127) / 128 * 128 + 2 * t * ((CS * esize + 119) / 120 * 128);
-    return 2 * s * CS * esize + 2 * t * 2 * CS * esize;
+    if (ll128) /* 128-byte lines of 120 data bytes, from a multiple of 128 bytes */
+        return (s * CS * esize + 127) / 128 * 128 + t * ((CS * esize + 119) / 120 * 128);
+    return s * CS * esize + t * 2 * CS * esize;
 }
 
 static char *read_all(const char *path, size_t *size)
@@ -110,7 +111,11 @@ int main(int argc, char **argv)
         const long CS = 1000, esize = 2;
         long ll = emitted_ll_region(src, CS, esize);
         size_t want = ccl__ll_region_bytes(c.prog, eo.protocol, CS, esize);
-        if (ll >= 0 && (size_t)ll != want) {
+        if (ll < 0) {
+            printf("FAIL %s N=%d rank %d: the kernel has lines, but its header does not say where they are\n", file,
+                   nranks, r);
+            failed = 1;
+        } else if (ll > 0 && (size_t)ll != want) {
             printf("FAIL %s N=%d rank %d: the kernel addresses %ld bytes of line region, the runtime allocates %zu\n",
                    file, nranks, r, ll, want);
             failed = 1;

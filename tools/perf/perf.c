@@ -1225,9 +1225,9 @@ int main(int argc, char **argv)
 
     /* The symmetric heap (physical memory on each GPU) holds both buffers, staging copies
      * of them where a program is not valid in place, and the algorithms' scratch: the
-     * --algo file's exactly (docs/internals.md's layout; an LL program's lines and
-     * halves too), or for the library at most 4x the larger buffer (the shipped
-     * algorithms within their `sizes` hints, LL double-buffering included). Staging and
+     * --algo file's exactly (docs/internals.md's layout; an LL program's lines too), or
+     * for the library at most 4x the larger buffer (the shipped algorithms within their
+     * `sizes` hints, LL lines included). Staging and
      * scratch grow with the sweep and the runtime keeps the smaller regions until the
      * communicator is destroyed, so each counts twice (the sum of a doubling sweep).
      * CCL_HEAP_BYTES, when set, decides instead. */
@@ -1249,7 +1249,7 @@ int main(int argc, char **argv)
     }
     size_t heap = 3 * (inb + outb) + 2 * scratch + (64u << 20);
     /* The library's table may pick LL programs beyond their hints, whose lines take
-     * tens of times the buffer (allpairs at 512 KB on 4 GPUs: 16 MB), so on a GPU the
+     * many times the buffer (allpairs at 512 KB on 4 GPUs: 8 MB), so on a GPU the
      * library runs with at least the heap its users get by default. */
     if (!o->algo && sh->backend == CCL_BACKEND_GPU && heap < CCL__HEAP_DEFAULT)
         heap = CCL__HEAP_DEFAULT;

@@ -839,9 +839,9 @@ int main(int argc, char **argv)
 
     ccl__tune_table_init(&sh->table);
     /* Both buffers (N x the largest size where a collective's in or out has N units),
-     * and scratch for the one variant being timed: up to ~20x the size for the shipped
-     * LL programs run double-buffered (gpu/backend.c's LL region). CCL_HEAP_BYTES
-     * decides instead when set. */
+     * and scratch for the one variant being timed, with room for the shipped LL
+     * programs' lines (gpu/layout.h's region). CCL_HEAP_BYTES decides instead when
+     * set. */
     int wide = o->colls[COLL_ALLGATHER] || o->colls[COLL_REDUCE_SCATTER] || o->colls[COLL_ALLTOALL];
     size_t maxb = o->hi * (size_t)(wide ? sh->nranks : 1);
     ccl_config_t cfg = {.backend = sh->gpu ? CCL_BACKEND_GPU : CCL_BACKEND_CPU, .timeout_ms = o->timeout_ms,

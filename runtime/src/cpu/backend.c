@@ -801,11 +801,8 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         x.bases[BUF_OUT * N + p] = p == me ? c->out : c->out_off == SIZE_MAX ? NULL : hb + c->out_off + dp * (ptrdiff_t)c->out_stride;
         if (c->is_v && p != me)     /* a v call's peers publish where their in and out are */
             ccl__segs_peer_bases(&segs, comm, p, &x.bases[BUF_IN * N + p], &x.bases[BUF_OUT * N + p]);
-        /* LL programs alternate scratch halves by call parity (docs/internals.md). */
-        size_t half = c->call_index % (uint64_t)ccl__scratch_copies(prog);
         for (int b = BUF_SCRATCH0; b < prog->nbufs; b++)
-            x.bases[b * N + p] = hb + c->scratch_off + ccl__scratch_offset(prog, b, CS, c->esize) +
-                                 half * (size_t)prog->buf_chunks[b] * CS * c->esize;
+            x.bases[b * N + p] = hb + c->scratch_off + ccl__scratch_offset(prog, b, CS, c->esize);
     }
     x.own_sems = (_Atomic uint64_t *)(comm->heap_base[me] + alg->sem_off);
     x.abort_flag = &hdr->abort;

@@ -49,12 +49,6 @@ typedef struct {
     int threads;
     int grid;                 /* this rank's logical blocks * instances */
     Protocol protocol;        /* what it runs with: gpu_pick_protocol */
-    /* LL programs run as Simple need their scratch twice (by launch parity): our own
-     * grow-only heap region, taken in the same call on every rank; old ones are freed
-     * with the algorithm. */
-    size_t ll_off, ll_bytes;
-    int nll_old;
-    size_t ll_old[8];
     GpuPortQueues *port;      /* the proxy's request queues, when the plan has port puts */
 } GpuAlg;
 
@@ -280,10 +274,18 @@ static void gpu_alg_release(ccl_algorithm_t *alg)
     ccl__gpu_port_close(g, ga->port);
     ccl__gpu_free_device_mem(g->device, ga->expected);
     ccl__gpu_free_host_mem(g->device, ga->err);
-    if (ga->ll_bytes) ccl__heap_free(&alg->comm->data, ga->ll_off);
-    for (int i = 0; i < ga->nll_old; i++) ccl__heap_free(&alg->comm->data, ga->ll_old[i]);
     free(ga);
     alg->be_alg = NULL;
+}
+
+/* The scratch region of a run with lines holds the lines after the scratch buffers
+ * (gpu/layout.h; a v call's kernel lays out both in the v arena instead). */
+static size_t gpu_scratch_bytes(const ccl_algorithm_t *alg, size_t CS, size_t esize)
+{
+    const GpuAlg *ga = alg->be_alg;
+    if (ga->protocol == PROTO_SIMPLE)
+        return ccl__scratch_offset(alg->prog, alg->prog->nbufs, CS, esize);
+    return ccl__ll_region_bytes(alg->prog, ga->protocol, CS, esize);
 }
 
 /* One kernel to load: rank `rank`'s code for one (dtype, op), its module claimed by
@@ -736,25 +738,6 @@ static ccl_result_t gpu_run(const CclCall *call)
         (res = ccl__gpu_call_stream(comm, call->stream, &s, &capturing)) != CCL_OK)
         return res;
 
-    uint64_t scratch_off = call->scratch_off;
-    /* A v call's scratch (and LL lines) are laid out by the kernel in the v arena, at
-     * scratch_off, once it knows every rank's counts. */
-    if (ga->protocol != PROTO_SIMPLE && !call->is_v) {
-        size_t need = ccl__ll_region_bytes(alg->prog, ga->protocol, call->CS, call->esize);
-        if (need > ga->ll_bytes) {
-            size_t off;
-            if (ga->nll_old == (int)(sizeof ga->ll_old / sizeof ga->ll_old[0]) ||
-                ccl__heap_alloc(&comm->data, need, 0, &off) != 0)
-                return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
-                                      "rank %d: %s (an LL program, run double-buffered) needs %zu bytes of scratch "
-                                      "the heap does not have (raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES)",
-                                      comm->rank, alg->file, need);
-            if (ga->ll_bytes) ga->ll_old[ga->nll_old++] = ga->ll_off;
-            ga->ll_off = off;
-            ga->ll_bytes = need;
-        }
-        scratch_off = ga->ll_off;
-    }
     void *in = call->in, *out = call->out;
     /* A v call's table, which the kernel publishes for its peers (its second parameter,
      * by value: a graph replays it as captured), with the staging peers reach placed. */
@@ -781,7 +764,7 @@ static ccl_result_t gpu_run(const CclCall *call)
         .peers = g->peers,
         .in_off = call->in_off,
         .out_off = call->out_off,
-        .scratch_off = scratch_off,
+        .scratch_off = call->scratch_off,
         .sem_off = alg->sem_off,
         .expected = ga->expected,
         .err = ga->err_dev,
@@ -1047,6 +1030,7 @@ static const CclBackend gpu_backend = {
     .heap_zero = gpu_heap_zero,
     .alg_prepare = gpu_alg_prepare,
     .alg_release = gpu_alg_release,
+    .scratch_bytes = gpu_scratch_bytes,
     .run = gpu_run,
     .run_p2p = ccl__gpu_p2p_run,
     .synchronize = gpu_synchronize,

@@ -17,19 +17,19 @@ static inline size_t ccl__lines_bytes(const Program *p, Protocol proto, size_t C
 }
 
 /* The region a run of p with lines (protocol ll or ll128) needs (emit_cuda.c's layout,
- * checked against the emitter by tests/cuda/nvrtc_compile): the scratch buffers in two
- * halves by call parity, then (LL128: from the next multiple of 128 bytes) two halves of
- * lines for every chunk of in, out and one scratch half. */
+ * checked against the emitter by tests/cuda/nvrtc_compile): the scratch buffers, then
+ * (LL128: from the next multiple of 128 bytes) lines for every chunk of in, out and
+ * scratch. */
 static inline size_t ccl__ll_region_bytes(const Program *p, Protocol proto, size_t CS, size_t esize)
 {
-    size_t scratch = 0; /* chunks of one copy of the scratch buffers, whatever p's protocol */
+    size_t scratch = 0; /* chunks of the scratch buffers */
     for (int b = BUF_SCRATCH0; b < p->nbufs; b++)
         scratch += (size_t)p->buf_chunks[b];
     size_t all = (size_t)p->buf_chunks[BUF_IN] + (size_t)p->buf_chunks[BUF_OUT] + scratch;
-    size_t lines_at = 2 * scratch * CS * esize;
+    size_t lines_at = scratch * CS * esize;
     if (cclc_lines_ll128(p->coll, proto)) /* lines start on 128 bytes */
         lines_at = (lines_at + 127) / 128 * 128;
-    return lines_at + 2 * all * ccl__lines_bytes(p, proto, CS, esize);
+    return lines_at + all * ccl__lines_bytes(p, proto, CS, esize);
 }
 
 #endif

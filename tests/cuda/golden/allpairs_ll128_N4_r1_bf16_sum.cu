@@ -2,9 +2,9 @@
  * algorithm allpairs : allreduce, N = 4, rank 1, K = 1
  * dtype bf16, op sum, protocol ll128
  * LL128: remote writes are 128-byte lines of 15 data words and a flag word into the peer's
- * LL region (after 2 x 4 scratch chunks: 2 halves by launch parity x 6 chunks x
- * ccl_ll128_lines_bytes(CS), from the next multiple of 128 bytes); the signals they publish and the waits that receive them are
- * the lines' flags
+ * LL region (after 4 scratch chunks: 6 chunks x ccl_ll128_lines_bytes(CS), from the
+ * next multiple of 128 bytes); the signals they publish and the waits that receive them
+ * are the lines' flags
  * logical thread blocks 1, semaphore slots per instance 4, scratch chunks 4
  * Launch: grid = 1 * ninst blocks; one heap of every rank mapped (a.peers). */
 typedef unsigned short ccl_t;
@@ -31,7 +31,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         char *const p1 = a.peers[1];
         char *const p2 = a.peers[2];
         char *const p3 = a.peers[3];
-        const u64 sbase = a.scratch_off + (launch & 1) * 4ull * a.cs * sizeof(ccl_t);
+        const u64 sbase = a.scratch_off;
         u64 flag = (u64)launch;
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
@@ -48,7 +48,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[3] = {(p0 + a.scratch_off + ccl_ll128_align(8ull * a.cs * sizeof(ccl_t)) + ((launch & 1) * 6ull + 3ull) * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128), (p2 + a.scratch_off + ccl_ll128_align(8ull * a.cs * sizeof(ccl_t)) + ((launch & 1) * 6ull + 3ull) * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128), (p3 + a.scratch_off + ccl_ll128_align(8ull * a.cs * sizeof(ccl_t)) + ((launch & 1) * 6ull + 3ull) * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128)};
+                char *const dr[3] = {(p0 + a.scratch_off + ccl_ll128_align(4ull * a.cs * sizeof(ccl_t)) + 3ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128), (p2 + a.scratch_off + ccl_ll128_align(4ull * a.cs * sizeof(ccl_t)) + 3ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128), (p3 + a.scratch_off + ccl_ll128_align(4ull * a.cs * sizeof(ccl_t)) + 3ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128)};
                 const char *const s[1] = {a.in + (s3.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer_ll128<0, 3, 1>(dl, dr, s, hi - lo, flag, threadIdx.x, blockDim.x);
             }
@@ -73,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p1 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p1 + a.scratch_off + ccl_ll128_align(8ull * a.cs * sizeof(ccl_t)) + ((launch & 1) * 6ull + 2ull) * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
+                const char *const lines = (p1 + a.scratch_off + ccl_ll128_align(4ull * a.cs * sizeof(ccl_t)) + 2ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll128_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 0)) failed = 1;
             }
@@ -89,7 +89,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p1 + sbase) + (s1.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p1 + a.scratch_off + ccl_ll128_align(8ull * a.cs * sizeof(ccl_t)) + ((launch & 1) * 6ull + 4ull) * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
+                const char *const lines = (p1 + a.scratch_off + ccl_ll128_align(4ull * a.cs * sizeof(ccl_t)) + 4ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll128_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 2)) failed = 1;
             }
@@ -105,7 +105,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p1 + sbase) + (s1.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p1 + a.scratch_off + ccl_ll128_align(8ull * a.cs * sizeof(ccl_t)) + ((launch & 1) * 6ull + 5ull) * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
+                const char *const lines = (p1 + a.scratch_off + ccl_ll128_align(4ull * a.cs * sizeof(ccl_t)) + 5ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll128_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 3)) failed = 1;
             }

@@ -2,7 +2,7 @@
  * algorithm direct_ll : alltoallv, N = 4, rank 0, K = 1
  * dtype f32, op sum, protocol ll
  * LL: remote writes are 16-byte lines {data, flag, data, flag} into the peer's LL region
- * (after 2 x 4 scratch chunks: 2 halves by launch parity x 12 chunks x 2*CS*esize bytes);
+ * (after 4 scratch chunks: 12 chunks x 2*CS*esize bytes);
  * the signals they publish and the waits that receive them are the lines' flags
  * alltoallv: every chunk is as long as its segment's chunks (segment tables in vt, every rank's;
  * in/out chunk c of a segment at its displacement + c * its stride, scratch chunks at
@@ -24,7 +24,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
     if (!launch) return;
     __shared__ u64 vt[80];
     u64 vcs; /* scratch's chunk stride: the longest segment's */
-    if (!ccl_vload(a, vt, 1, 1, 56, &vcs)) return; /* the counts disagree or do not fit: the error says how */
+    if (!ccl_vload(a, vt, 1, 1, 28, &vcs)) return; /* the counts disagree or do not fit: the error says how */
     (void)vcs; /* unused without scratch */
     const u64 inst = blockIdx.x % a.ninst;
     u64 *const sem = (u64 *)(a.peers[0] + a.sem_off);
@@ -38,7 +38,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         char *const p1 = a.peers[1];
         char *const p2 = a.peers[2];
         char *const p3 = a.peers[3];
-        const u64 sbase = a.scratch_off + (launch & 1) * 4ull * vcs * sizeof(ccl_t);
+        const u64 sbase = a.scratch_off;
         unsigned int flag = (unsigned int)launch;
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
@@ -57,7 +57,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[1] = {(p1 + a.scratch_off + (8ull + (launch & 1) * 24ull + 16ull) * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                char *const dr[1] = {(p1 + a.scratch_off + 20ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)0 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
@@ -71,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[1] = {(p2 + a.scratch_off + (8ull + (launch & 1) * 24ull + 16ull) * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                char *const dr[1] = {(p2 + a.scratch_off + 20ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)1 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
@@ -85,7 +85,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[1] = {(p3 + a.scratch_off + (8ull + (launch & 1) * 24ull + 16ull) * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                char *const dr[1] = {(p3 + a.scratch_off + 20ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)2 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
@@ -122,7 +122,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + (8ull + (launch & 1) * 24ull + 18ull) * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                const char *const lines = (p0 + a.scratch_off + 22ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 32, 1)) failed = 1;
             }
@@ -135,7 +135,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + (8ull + (launch & 1) * 24ull + 20ull) * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                const char *const lines = (p0 + a.scratch_off + 24ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 32, 2)) failed = 1;
             }
@@ -148,7 +148,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + (8ull + (launch & 1) * 24ull + 22ull) * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                const char *const lines = (p0 + a.scratch_off + 26ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 32, 3)) failed = 1;
             }

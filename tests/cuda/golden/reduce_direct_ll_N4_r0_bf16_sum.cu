@@ -2,7 +2,7 @@
  * algorithm direct_ll : reduce, N = 4, rank 0, K = 1
  * dtype bf16, op sum, protocol ll
  * LL: remote writes are 16-byte lines {data, flag, data, flag} into the peer's LL region
- * (after 2 x 4 scratch chunks: 2 halves by launch parity x 6 chunks x 2*CS*esize bytes);
+ * (after 4 scratch chunks: 6 chunks x 2*CS*esize bytes);
  * the signals they publish and the waits that receive them are the lines' flags
  * logical thread blocks 1, semaphore slots per instance 4, scratch chunks 4
  * Launch: grid = 1 * ninst blocks; one heap of every rank mapped (a.peers). */
@@ -26,7 +26,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
     switch (blockIdx.x / a.ninst) {
     case 0: {
         char *const p0 = a.peers[0];
-        const u64 sbase = a.scratch_off + (launch & 1) * 4ull * a.cs * sizeof(ccl_t);
+        const u64 sbase = a.scratch_off;
         unsigned int flag = (unsigned int)launch;
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
@@ -43,7 +43,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + (8ull + (launch & 1) * 12ull + 6ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                const char *const lines = (p0 + a.scratch_off + 10ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 21, 1)) failed = 1;
             }
@@ -55,7 +55,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + (8ull + (launch & 1) * 12ull + 8ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                const char *const lines = (p0 + a.scratch_off + 12ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 21, 2)) failed = 1;
             }
@@ -67,7 +67,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + (8ull + (launch & 1) * 12ull + 10ull) * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                const char *const lines = (p0 + a.scratch_off + 14ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 21, 3)) failed = 1;
             }
