@@ -39,6 +39,19 @@ if [ -x "$build/ccl-tune" ]; then
     else
         echo "FAIL ccl-tune.cpu.run: $(echo "$out" | tail -5 | tr '\n' '|')"
     fi
+    # A program no line protocol can carry (pull reads peers' memory), though it asks
+    # for ll, is timed and labelled as the Simple it runs as.
+    mkdir -p "$tmp/lib/allreduce"
+    sed 's/^algorithm pull : allreduce/algorithm pull_ll : allreduce/; s/^protocol simple/protocol ll/' \
+        algorithms/allreduce/pull.ccl >"$tmp/lib/allreduce/pull_ll.ccl"
+    out=$(CCL_ALGORITHM_DIR="$tmp/lib" "$build/ccl-tune" --backend cpu --model gpu --ranks 4 -c allreduce -b 1M -e 1M \
+              --protocols ll --dry-run 2>&1)
+    if echo "$out" | grep -q 'allreduce/pull_ll.ccl I=[0-9]* T=- S=1 simple' &&
+       ! echo "$out" | grep -q 'allreduce/pull_ll.ccl I=[0-9]* T=- S=1 ll'; then
+        echo "ok ccl-tune.non-line-label"
+    else
+        echo "FAIL ccl-tune.non-line-label: $(echo "$out" | tail -3 | tr '\n' '|' | cut -c1-400)"
+    fi
     # Bad arguments are usage errors (exit 2) with one line saying which.
     "$build/ccl-tune" --instances 0 >"$tmp/err" 2>&1
     rc=$?

@@ -547,7 +547,8 @@ static void shape_text(const Cand *c, const Algo *a, char *buf, size_t len)
         CCL__FMT(th, sizeof th, "%d", c->shape.threads);
     else
         CCL__FMT(th, sizeof th, "-");
-    Protocol proto = ccl__shape_protocol(c->shape.protocol, a->proto);
+    /* A program no line protocol can carry runs as Simple, whatever it or the shape asks. */
+    Protocol proto = a->lines ? ccl__shape_protocol(c->shape.protocol, a->proto) : PROTO_SIMPLE;
     CCL__FMT(buf, len, "%s I=%d T=%s S=%d %s", a->rel, c->shape.instances, th, c->shape.slices, cclc_proto_name(proto));
 }
 
