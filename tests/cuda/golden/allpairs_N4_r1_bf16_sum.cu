@@ -33,7 +33,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         unsigned int flag = (unsigned int)launch;
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
-            /* op 0: xfer (line 30) */
+            /* op 0: xfer (line 29) */
             { /* LL: s@0[1], s@2[1], s@3[1] <- in[0] */
                 const struct ccl_span s0 = {a.cs, a.cs};
                 const struct ccl_span s1 = {a.cs, a.cs};
@@ -50,11 +50,11 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {a.in + (s3.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer_ll<0, 3, 1>(dl, dr, s, hi - lo, flag, threadIdx.x, blockDim.x);
             }
-            /* op 1: signal (line 31) */
+            /* op 1: signal (line 30) */
             /* signal 0: carried by LL lines */
             /* signal 2: carried by LL lines */
             /* signal 3: carried by LL lines */
-            /* op 2: wait (line 32) */
+            /* op 2: wait (line 31) */
             { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
             const u64 w = threadIdx.x / 32, g = w % G;
@@ -73,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 char *const dst = (p1 + sbase) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p1 + a.scratch_off + 8ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 0)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 31, 0)) failed = 1;
             }
             { /* LL receive from rank 2: s[2] */
                 const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
@@ -89,7 +89,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 char *const dst = (p1 + sbase) + (s1.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p1 + a.scratch_off + 12ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 2)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 31, 2)) failed = 1;
             }
             { /* LL receive from rank 3: s[3] */
                 const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
@@ -105,12 +105,12 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 char *const dst = (p1 + sbase) + (s1.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p1 + a.scratch_off + 14ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 32, 3)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 31, 3)) failed = 1;
             }
             }
             __syncthreads();
             if (failed) return;
-            /* op 3: xfer (line 39) */
+            /* op 3: xfer (line 38) */
             { /* out[0] <- s[0], in[0], s[2], s[3] */
                 const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
                 const struct ccl_span s1 = {0, a.cs};

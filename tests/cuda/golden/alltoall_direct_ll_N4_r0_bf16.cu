@@ -38,7 +38,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
             const u64 w = threadIdx.x / 32, g = w % G;
             const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-            /* op 0: xfer (line 24) */
+            /* op 0: xfer (line 26) */
             { /* LL: s@1[0] <- in[1] */
                 const struct ccl_span s0 = {0, a.cs};
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 1, 0);
@@ -51,7 +51,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)0 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
-            /* op 1: xfer (line 24) */
+            /* op 1: xfer (line 26) */
             { /* LL: s@2[0] <- in[2] */
                 const struct ccl_span s0 = {0, a.cs};
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 2, 0);
@@ -64,7 +64,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)1 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
-            /* op 2: xfer (line 24) */
+            /* op 2: xfer (line 26) */
             { /* LL: s@3[0] <- in[3] */
                 const struct ccl_span s0 = {0, a.cs};
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 3, 0);
@@ -79,11 +79,11 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             }
             }
             __syncthreads();
-            /* op 3: signal (line 26) */
+            /* op 3: signal (line 28) */
             /* signal 1: carried by LL lines */
             /* signal 2: carried by LL lines */
             /* signal 3: carried by LL lines */
-            /* op 4: xfer (line 27) */
+            /* op 4: xfer (line 29) */
             { /* out[0] <- in[0] */
                 const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
@@ -95,7 +95,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
-            /* op 5: wait (line 28) */
+            /* op 5: wait (line 30) */
             { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
             const u64 w = threadIdx.x / 32, g = w % G;
@@ -110,7 +110,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 22ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 28, 1)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 30, 1)) failed = 1;
             }
             { /* LL receive from rank 2: s[2] */
                 const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
@@ -122,7 +122,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 24ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 28, 2)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 30, 2)) failed = 1;
             }
             { /* LL receive from rank 3: s[3] */
                 const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
@@ -134,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 26ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 28, 3)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 30, 3)) failed = 1;
             }
             }
             __syncthreads();
@@ -143,7 +143,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
             const u64 w = threadIdx.x / 32, g = w % G;
             const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-            /* op 6: xfer (line 29) */
+            /* op 6: xfer (line 31) */
             { /* out[1] <- s[1] */
                 const struct ccl_span s0 = ccl_io(a, a.out_ustride, 1, 0);
                 const struct ccl_span s1 = {a.cs, a.cs};
@@ -155,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)0 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
             }
-            /* op 7: xfer (line 29) */
+            /* op 7: xfer (line 31) */
             { /* out[2] <- s[2] */
                 const struct ccl_span s0 = ccl_io(a, a.out_ustride, 2, 0);
                 const struct ccl_span s1 = {(u64)2 * a.cs, a.cs};
@@ -167,7 +167,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)1 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
             }
-            /* op 8: xfer (line 29) */
+            /* op 8: xfer (line 31) */
             { /* out[3] <- s[3] */
                 const struct ccl_span s0 = ccl_io(a, a.out_ustride, 3, 0);
                 const struct ccl_span s1 = {(u64)3 * a.cs, a.cs};

@@ -47,7 +47,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
             const u64 w = threadIdx.x / 32, g = w % G;
             const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-            /* op 0: xfer (line 28) */
+            /* op 0: xfer (line 30) */
             { /* LL: s@1[0] <- in[1] */
                 u64 scs; /* the data of in@0[1]: chunk 0 of rank 0's in segment 1 */
                 const u64 len = ccl_vchunk(vt[1], 1, 0, &scs);
@@ -61,7 +61,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)0 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
-            /* op 1: xfer (line 28) */
+            /* op 1: xfer (line 30) */
             { /* LL: s@2[0] <- in[2] */
                 u64 scs; /* the data of in@0[2]: chunk 0 of rank 0's in segment 2 */
                 const u64 len = ccl_vchunk(vt[2], 1, 0, &scs);
@@ -75,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)1 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
-            /* op 2: xfer (line 28) */
+            /* op 2: xfer (line 30) */
             { /* LL: s@3[0] <- in[3] */
                 u64 scs; /* the data of in@0[3]: chunk 0 of rank 0's in segment 3 */
                 const u64 len = ccl_vchunk(vt[3], 1, 0, &scs);
@@ -91,11 +91,11 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             }
             }
             __syncthreads();
-            /* op 3: signal (line 30) */
+            /* op 3: signal (line 32) */
             /* signal 1: carried by LL lines */
             /* signal 2: carried by LL lines */
             /* signal 3: carried by LL lines */
-            /* op 4: xfer (line 31) */
+            /* op 4: xfer (line 33) */
             { /* out[0] <- in[0] */
                 u64 scs; /* the data of in@0[0]: chunk 0 of rank 0's in segment 0 */
                 const u64 len = ccl_vchunk(vt[0], 1, 0, &scs);
@@ -108,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
-            /* op 5: wait (line 32) */
+            /* op 5: wait (line 34) */
             { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
             const u64 w = threadIdx.x / 32, g = w % G;
@@ -124,7 +124,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 22ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 32, 1)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 34, 1)) failed = 1;
             }
             { /* LL receive from rank 2: s[2] */
                 u64 scs; /* the data of in@2[0]: chunk 0 of rank 2's in segment 0 */
@@ -137,7 +137,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 24ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 32, 2)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 34, 2)) failed = 1;
             }
             { /* LL receive from rank 3: s[3] */
                 u64 scs; /* the data of in@3[0]: chunk 0 of rank 3's in segment 0 */
@@ -150,7 +150,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 26ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 32, 3)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 34, 3)) failed = 1;
             }
             }
             __syncthreads();
@@ -159,7 +159,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
             const u64 w = threadIdx.x / 32, g = w % G;
             const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-            /* op 6: xfer (line 33) */
+            /* op 6: xfer (line 35) */
             { /* out[1] <- s[1] */
                 u64 scs; /* the data of in@1[0]: chunk 0 of rank 1's in segment 0 */
                 const u64 len = ccl_vchunk(vt[20], 1, 0, &scs);
@@ -172,7 +172,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)0 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
             }
-            /* op 7: xfer (line 33) */
+            /* op 7: xfer (line 35) */
             { /* out[2] <- s[2] */
                 u64 scs; /* the data of in@2[0]: chunk 0 of rank 2's in segment 0 */
                 const u64 len = ccl_vchunk(vt[40], 1, 0, &scs);
@@ -185,7 +185,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)1 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
             }
-            /* op 8: xfer (line 33) */
+            /* op 8: xfer (line 35) */
             { /* out[3] <- s[3] */
                 u64 scs; /* the data of in@3[0]: chunk 0 of rank 3's in segment 0 */
                 const u64 len = ccl_vchunk(vt[60], 1, 0, &scs);
