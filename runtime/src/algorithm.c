@@ -713,8 +713,8 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
                               region > scratch ? " and lines" : "", count, ccl_dtype_name(dtype), comm->heap_bytes);
     c.scratch_off = alg->scratch_off == SIZE_MAX ? 0 : alg->scratch_off;
     c.call_index = alg->ncalls;
-    c.fence = alg->ncalls > 0 && scratch > 0 && c.CS * es != alg->last_layout;
-    c.fence_why = "its scratch layout changed with the count";
+    /* A count that changes the scratch layout needs no fence: no block of this call runs
+     * before every rank has ended its previous one (docs/internals.md). */
     if (comm->fence_pending) {
         c.fence = 1;
         c.fence_why = "the first call after an algorithm was freed";
@@ -744,7 +744,6 @@ void ccl__run_done(ccl_algorithm_t *alg, const CclCall *c)
         comm->fence_pending = 0;
     }
     alg->ncalls++;
-    alg->last_layout = c->CS * c->esize;
 }
 
 ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *recvbuf, size_t count,

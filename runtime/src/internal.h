@@ -487,7 +487,6 @@ struct ccl_algorithm {
     /* Scratch (grow-only, like staging): scratch_bytes at heap offset scratch_off. */
     size_t scratch_off, scratch_bytes;
     uint64_t ncalls;                 /* runs enqueued */
-    size_t last_layout;              /* CS * esize of the last run (see CclCall.fence) */
     CclAlgOrigin origin;             /* who loaded it: the user, the library's `sizes`
                                         search or the tuner (a variant) */
     /* The launch shape the tuner asked for (tuner.c); all zero otherwise. Non-zero
@@ -613,12 +612,13 @@ typedef struct {
     size_t in_stride, out_stride;
     size_t scratch_off;              /* heap offset of the algorithm's scratch region */
     uint64_t call_index;             /* calls of this algorithm before this one (for traces) */
-    /* Every rank must finish its previous calls before any rank starts this one: an
-     * all-rank barrier first. Set when the scratch layout (CS * esize) differs from the
-     * previous call's, so chunks of the two calls overlap differently than the
-     * verifier's cross-call proof assumed, and on the first call after an algorithm was
-     * freed (algorithm.c, "quarantine"). Same value on every rank; fence_why says which,
-     * for error messages ("its scratch layout changed with the count"). */
+    /* Every rank must finish its previous calls before any rank starts this one, staging
+     * copies included: an all-rank barrier first. Set on the first call after an
+     * algorithm was freed (algorithm.c, "quarantine"): its memory may already be a
+     * user's buffer. A changed count needs none: the kernel's entry keeps every block
+     * off the call until every rank has ended the previous one. Same value on every
+     * rank; fence_why says why, for error messages. (Backends fence v calls on their
+     * own: a v call's staging moves with every rank's counts.) */
     int fence;
     const char *fence_why;
     /* avg on a reducing collective: divide = N on every rank, which then, after the

@@ -353,7 +353,7 @@ static void test_library(void)
 }
 
 /* Back-to-back calls with changing counts, all issued before one synchronize: the
- * scratch layout changes between calls (CclCall.fence) and must stay race-free. */
+ * scratch layout changes between calls, with no fence, and must stay race-free. */
 static void test_varying_counts(void)
 {
     enum { N = 4, CALLS = 8 };

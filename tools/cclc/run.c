@@ -22,7 +22,8 @@
  * the last call of each set is checked. In place the output overwrites the input, so
  * a set can serve only one call: K is then at most B_SETS. Set s also has its own
  * count, C - (s % 4) * (C / 5), so consecutive calls differ in count and scratch layout
- * too (CclCall.fence), as in an application that never waits between sizes.
+ * too, with no fence between them, as in an application that never waits between
+ * sizes.
  *
  * Modes: by default one process drives all N ranks as threads (ccl_comm_init_all).
  * Under mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE set) every process is one rank

@@ -753,7 +753,8 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         return;
     }
     /* A v call: every rank's segments, checked alike on every rank (cpu/segments.c); a
-     * layout other than the previous v call's fences, as a count change does. */
+     * layout other than the previous v call's fences: its staging moves with every
+     * rank's counts, into memory a peer still in the previous call may use. */
     CpuSegs segs = {0};
     int fence = c->fence;
     const char *fence_why = c->fence_why;

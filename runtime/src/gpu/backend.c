@@ -748,8 +748,9 @@ static ccl_result_t gpu_run(const CclCall *call)
     }
     if (!in && (res = gpu_stage(comm, 0, call->in_bytes, s, &in)) != CCL_OK) return res;
     if (!out && (res = gpu_stage(comm, 1, call->out_bytes, s, &out)) != CCL_OK) return res;
-    /* A changed scratch layout (or staging peers may still read): every rank finishes the
-     * previous call before this one starts, staging copy included. A v call always
+    /* The first call after an algorithm was freed (or staging peers may still read):
+     * every rank finishes the previous call before this one starts, staging copy
+     * included. A v call always
      * fences: its layout follows every rank's counts, which no rank's host knows, and
      * the v arena is every v algorithm's (docs/gpu-backend.md). */
     if ((call->fence || call->is_v) &&
