@@ -284,20 +284,22 @@ __device__ __forceinline__ u64 *ccl_inbox(char *const *peers, u64 to, u64 from, 
 /* This launch's number on this rank (abi.h's CCL_LAUNCH_OFF), for thread 0 of every
  * block: every block adds one arrival, and the grid's last arrival moves the count on
  * and clears the arrivals, after every block of this launch has read the count; the
- * next launch starts only once this one has ended. */
-__device__ __forceinline__ u64 ccl_launch_number(const struct ccl_args &a)
+ * next launch starts only once this one has ended. *first: this block arrived first. */
+__device__ __forceinline__ u64 ccl_launch_number(const struct ccl_args &a, int *first)
 {
     unsigned long long *w = (unsigned long long *)(a.peers[CCL_RANK] + CCL_LAUNCH_OFF);
     const unsigned long long before = atomicAdd(w, 1ull);
     if ((before & 0xffffffffull) == gridDim.x - 1ull) atomicAdd(w, (1ull << 32) - gridDim.x);
+    *first = (before & 0xffffffffull) == 0;
     return (before >> 32) + 1;
 }
 
 /* The kernel's prologue, run by every thread of every block before any of them touches
- * a peer: writes this call's identity (abi.h's struct ccl_ident) into this rank's ring
- * entry, pushes {launch, hash} into every peer's inbox, waits (bounded, abort-aware)
- * until every peer's pair for this launch has reached this rank's inbox, and compares
- * the hashes. On a difference it records both hashes (slot CCL_SLOT_IDENT; the host
+ * a peer: the block that arrives first writes this call's identity (abi.h's struct
+ * ccl_ident) into this rank's ring entry and pushes {launch, hash} into every peer's
+ * inbox (one push per peer and launch: the first block is the one that runs soonest);
+ * every block waits (bounded, abort-aware) until every peer's pair for this launch has
+ * reached this rank's inbox, and compares the hashes. On a difference it records both hashes (slot CCL_SLOT_IDENT; the host
  * reads both ring entries to name the two sides) and stops every rank. Returns the
  * launch number to go on, 0 (in every thread of the block) to stop. So once it returns,
  * every peer has started this launch: its previous call has ended, graph replays
@@ -306,18 +308,20 @@ __device__ __noinline__ u64 ccl_check_ident(const struct ccl_args &a)
 {
     const u64 seq = a.id.seq;
     __shared__ u64 launch;
+    __shared__ int first;
+    if (threadIdx.x == 0) launch = ccl_launch_number(a, &first);
+    __syncthreads();
+    const u64 L = launch;
     /* Only the host reads the ring entry, after the kernel: no fence orders it. */
-    if (threadIdx.x == 0) {
-        launch = ccl_launch_number(a);
+    if (first && threadIdx.x == 0) {
         volatile u64 *e = (volatile u64 *)(a.peers[CCL_RANK] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(struct ccl_ident));
         const u64 *src = (const u64 *)&a.id;
         for (int k = 0; k < (int)(sizeof(struct ccl_ident) / 8); k++) e[k] = src[k];
     }
-    __syncthreads();
-    const u64 L = launch;
     /* One 16-byte store per peer, so that a load of the pair sees both words or neither.
-     * Every push comes before any wait: a rank's wait depends only on peers' pushes. */
-    for (u64 p = threadIdx.x; p < CCL_NRANKS; p += blockDim.x)
+     * The pushes come before this block's waits, and a rank's waits depend only on
+     * peers' pushes, which their first blocks make before waiting. */
+    for (u64 p = threadIdx.x; first && p < CCL_NRANKS; p += blockDim.x)
         if (p != CCL_RANK)
             asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" :: "l"(ccl_inbox(a.peers, p, CCL_RANK, L)),
                          "l"(L), "l"(a.id.hash) : "memory");
