@@ -448,6 +448,10 @@ int cclc_plan_has_port_puts(const Plan *plan, int rank);
  * a peer's memory or puts by port channel. Where it cannot, a GPU runs the program as
  * Simple whatever protocol is asked for. */
 int cclc_plan_can_run_lines(const Plan *plan);
+/* Whether the plan is one copy of the whole of in into out on a single rank, chunk i to
+ * chunk i (every fixed-size collective at N = 1): a backend may run it as a plain copy,
+ * and in place as nothing. */
+int cclc_plan_is_copy(const Plan *plan);
 
 /* ===== plan.c: printing the plan ===== */
 

@@ -240,6 +240,18 @@ int cclc_plan_can_run_lines(const Plan *plan)
     return 1;
 }
 
+int cclc_plan_is_copy(const Plan *plan)
+{
+    const Program *p = plan->prog;
+    if (plan->nranks != 1 || cclc_coll_is_v(p->coll) || plan->nblocks != 1 || plan->blocks[0].nops != 1)
+        return 0;
+    const PlanOp *op = &plan->blocks[0].ops[0];
+    int k = p->buf_chunks[BUF_IN];
+    return op->kind == OP_XFER && op->ndst == 1 && op->nsrc == 1 && p->buf_chunks[BUF_OUT] == k &&
+           op->src[0].buf == BUF_IN && op->src[0].chunk == 0 && op->src[0].count == k &&
+           op->dst[0].buf == BUF_OUT && op->dst[0].chunk == 0 && op->dst[0].count == k;
+}
+
 Plan *cclc_schedule_program(Arena *a, const Program *p, const Proof *proof)
 {
     Plan *plan = cclc_arena_alloc(a, sizeof *plan);

@@ -719,7 +719,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
         c.fence = 1;
         c.fence_why = "the first call after an algorithm was freed";
     }
-    if (op == CCL_AVG && coll_reduces(coll)) {
+    if (op == CCL_AVG && coll_reduces(coll) && N > 1) { /* on one rank, x / 1 is x */
         c.divide = N;
         c.divide_here = !(coll == COLL_REDUCE && me != alg->root);
     }

@@ -479,6 +479,32 @@ static void test_one_rank(void)
         printf("FAIL api: one-rank communicator: %s\n", ccl_comm_last_error(c));
         failures++;
     }
+    /* The built-in one-rank program is a plain copy, which a GPU runs as the driver's
+     * copy (cclc_plan_is_copy); a program that copies chunk by chunk is not one. */
+    static const char *const copies[2] = {
+        "algorithm self : allreduce\nranks N in 1..1\nfor r in 0..N on r tb 0 { copy out[0] <- in[0] }\n",
+        "algorithm halves : allreduce\nranks N in 1..1\nchunks 2\n"
+        "for r in 0..N on r tb 0 { copy out[0] <- in[0]\n copy out[1] <- in[1] }\n"};
+    for (int i = 0; i < 2; i++) {
+        ccl_algorithm_t *a = NULL;
+        int is_copy = -1;
+        if (ccl_algorithm_load(c, copies[i], 0, &a) == CCL_OK)
+            is_copy = cclc_plan_is_copy(a->plan);
+        if (is_copy == !i) {
+            printf("ok api: one rank: %s is %sa plain copy\n", i ? "a copy by halves" : "the built-in copy", i ? "not " : "");
+        } else {
+            printf("FAIL api: one rank: program %d: is_copy %d (%s)\n", i, is_copy, ccl_comm_last_error(c));
+            failures++;
+        }
+        if (a) ccl_algorithm_free(a);
+    }
+    double io[5] = {1, 2, 3, 4, 5};
+    if (ccl_all_reduce(io, io, 5, CCL_F64, CCL_SUM, c, NULL) != CCL_OK || ccl_comm_synchronize(c) != CCL_OK || io[3] != 4) {
+        printf("FAIL api: one rank in place: %s, io[3] = %g\n", ccl_comm_last_error(c), io[3]);
+        failures++;
+    } else {
+        printf("ok api: one rank in place\n");
+    }
     ccl_comm_destroy(c);
 }
 

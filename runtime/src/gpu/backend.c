@@ -49,6 +49,7 @@ typedef struct {
     int threads;
     int grid;                 /* this rank's logical blocks * instances */
     Protocol protocol;        /* what it runs with: gpu_pick_protocol */
+    int copy;                 /* the plan is one copy of in into out (cclc_plan_is_copy): gpu_run_copy */
     GpuPortQueues *port;      /* the proxy's request queues, when the plan has port puts */
 } GpuAlg;
 
@@ -239,6 +240,7 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     ga->grid = ntb * alg->instances;
     ga->threads = gpu_env_int("CCL_GPU_THREADS", 32, 512, 512) / 32 * 32;
     ga->protocol = proto;
+    ga->copy = cclc_plan_is_copy(alg->plan);
     /* Expected values of the slots, the block barrier's counter and generations, and the
      * per-block counts of posted port puts (emit_cuda.c). */
     ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + 2 * (size_t)ga->grid;
@@ -718,6 +720,26 @@ static ccl_result_t gpu_stage_copy(ccl_comm_t *comm, const GpuKernel *k, const G
     return ccl__gpu_cu_fail(comm, r, why);
 }
 
+/* A plan that is one copy of the whole of in into out (every collective on one rank):
+ * the driver's copy on the stream, and in place nothing at all. No kernel to compile and
+ * no identity to check: there is no peer. */
+static ccl_result_t gpu_run_copy(const CclCall *call)
+{
+    ccl_comm_t *comm = call->alg->comm;
+    CUstream s;
+    int capturing;
+    ccl__gpu_note_caller(comm);
+    ccl_result_t res;
+    if ((res = ccl__gpu_check_buffer(comm, call->send, call->in_bytes, "sendbuf")) != CCL_OK ||
+        (res = ccl__gpu_check_buffer(comm, call->recv, call->out_bytes, "recvbuf")) != CCL_OK ||
+        (res = ccl__gpu_call_stream(comm, call->stream, &s, &capturing)) != CCL_OK)
+        return res;
+    if (call->in != call->out)
+        CU_CHECK(ccl__cu.MemcpyAsync((CUdeviceptr)(uintptr_t)call->out, (CUdeviceptr)(uintptr_t)call->in, call->out_bytes, s),
+                 "cuMemcpyAsync (one rank's collective)");
+    return ccl__gpu_mark_stream(comm, s, capturing);
+}
+
 static ccl_result_t gpu_run(const CclCall *call)
 {
     ccl_algorithm_t *alg = call->alg;
@@ -725,6 +747,9 @@ static ccl_result_t gpu_run(const CclCall *call)
     GpuComm *g = gpu_comm(comm);
     GpuAlg *ga = alg->be_alg;
     ccl__cu.CtxSetCurrent(g->ctx);
+    /* Staged or divided calls take the general path (one rank stages nothing and divides
+     * by nothing: algorithm.c). */
+    if (ga->copy && !call->stage_in && !call->stage_out && !call->divide && !call->is_v) return gpu_run_copy(call);
     GpuKernel *k;
     CUstream s;
     int capturing;
