@@ -184,6 +184,31 @@ typedef enum {
     CCL__TUNE_NONE,                  /* none matched (why says so) */
 } CclTuneState;
 
+/* Why a dispatch did not use the table: ccl_comm_explain_choice writes it out. */
+typedef enum {
+    CCL__MISS_NONE,
+    CCL__MISS_NO_TABLE,              /* CclTuner.why says why */
+    CCL__MISS_NO_COLL,               /* the tables have no entries for the collective */
+    CCL__MISS_NO_ENTRY,              /* the table has no entry for the bucket */
+    CCL__MISS_TEXT,                  /* CclTuner.miss_text */
+} CclTuneMiss;
+
+/* The last dispatch, kept as data and written out only when ccl_comm_explain_choice asks:
+ * formatting it at every call cost more than the rest of a call's host path. */
+typedef struct {
+    Collective coll;
+    size_t bytes;
+    char file[CCL__TUNE_PATH];       /* the algorithm chosen (a copy: it may be freed since) */
+    int instances, threads, slices;
+    const char *protocol;            /* static */
+    const char *how;                 /* static; NULL: the table's entry at `line`, `bucket` */
+    int line;
+    size_t bucket;
+    CclTuneMiss miss;
+    size_t miss_bucket;
+    char miss_text[512];             /* for CCL__MISS_TEXT (rare: copied then) */
+} CclTuneChoice;
+
 /* Per communicator (inside ccl_comm_t, so nothing to free: variants are in comm->algs). */
 typedef struct {
     CclTuneState state;
@@ -194,8 +219,10 @@ typedef struct {
     CclTuneTable table;
     int nvar;
     CclTuneVariant var[CCL__TUNE_VARIANTS];
-    char miss[512];                  /* why the last dispatch did not use the table */
-    char last[1024];                 /* ccl_comm_explain_choice's text */
+    CclTuneMiss miss;                /* why the current dispatch did not use the table */
+    size_t miss_bucket;
+    char miss_text[512];             /* for CCL__MISS_TEXT */
+    CclTuneChoice last;              /* ccl_comm_explain_choice's */
 } CclTuner;
 
 /* Clears t and sets every entry to "none". */

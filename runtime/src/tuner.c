@@ -539,24 +539,42 @@ static const char *tune_proto_name(const ccl_algorithm_t *alg)
     return cclc_proto_name(ccl__shape_protocol(alg->shape.protocol, alg->prog->protocol));
 }
 
-static void describe(char *out, size_t len, Collective coll, size_t bytes, const ccl_algorithm_t *alg)
+/* Records the dispatch of (coll, bytes) to alg as t->last: how it was chosen (NULL:
+ * the table's entry at line, bucket) and why the table was not used (t->miss). Copies
+ * only: the text is written when asked for (ccl_comm_explain_choice). */
+static void note_choice(CclTuner *t, Collective coll, size_t bytes, const ccl_algorithm_t *alg, const char *how,
+                        int line, size_t bucket)
 {
-    char th[16];
-    if (alg->shape.threads)
-        snprintf(th, sizeof th, "%d", alg->shape.threads);
-    else
-        snprintf(th, sizeof th, "default");
-    CCL__FMT(out, len, "%s %zu B -> %s (instances %d, threads %s, slices %d, protocol %s)", cclc_coll_name(coll), bytes,
-             alg->file, alg->instances, th, alg->slices, tune_proto_name(alg));
+    CclTuneChoice *c = &t->last;
+    c->coll = coll;
+    c->bytes = bytes;
+    size_t n = strlen(alg->file);
+    if (n >= sizeof c->file)
+        n = sizeof c->file - 1;
+    memcpy(c->file, alg->file, n);
+    c->file[n] = 0;
+    c->instances = alg->instances;
+    c->threads = alg->shape.threads;
+    c->slices = alg->slices;
+    c->protocol = tune_proto_name(alg);
+    c->how = how;
+    c->line = line;
+    c->bucket = bucket;
+    c->miss = t->miss;
+    c->miss_bucket = t->miss_bucket;
+    if (t->miss == CCL__MISS_TEXT)
+        memcpy(c->miss_text, t->miss_text, sizeof c->miss_text);
+    t->miss = CCL__MISS_NONE;
 }
 
 static void set_miss(CclTuner *t, const char *why)
 {
     size_t n = strlen(why);
-    if (n >= sizeof t->miss)
-        n = sizeof t->miss - 1;
-    memmove(t->miss, why, n);
-    t->miss[n] = 0;
+    if (n >= sizeof t->miss_text)
+        n = sizeof t->miss_text - 1;
+    memmove(t->miss_text, why, n);
+    t->miss_text[n] = 0;
+    t->miss = CCL__MISS_TEXT;
 }
 
 /* The variant for entry e (loaded now if new); NULL when it cannot be (why in miss). */
@@ -580,7 +598,8 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
         }
     }
     if (t->nvar == CCL__TUNE_VARIANTS) {
-        CCL__FMT(t->miss, sizeof t->miss, "more than %d algorithm variants in use", CCL__TUNE_VARIANTS);
+        CCL__FMT(t->miss_text, sizeof t->miss_text, "more than %d algorithm variants in use", CCL__TUNE_VARIANTS);
+        t->miss = CCL__MISS_TEXT;
         return NULL;
     }
     CclTuneVariant *v = &t->var[t->nvar++];
@@ -639,22 +658,22 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
 ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, const char *fn)
 {
     CclTuner *t = &comm->tune;
-    t->miss[0] = 0;
+    t->miss = CCL__MISS_NONE;
     if (t->state == CCL__TUNE_NOT_LOOKED)
         tune_load(comm);
     if (t->state != CCL__TUNE_IN_USE) {
-        CCL__FMT(t->miss, sizeof t->miss, "no tuning table: %s", t->why);
+        t->miss = CCL__MISS_NO_TABLE;
         return NULL;
     }
     if ((int)coll >= CCL__TUNE_COLLS) {
-        CCL__FMT(t->miss, sizeof t->miss, "tuning tables have no %s entries", cclc_coll_name(coll));
+        t->miss = CCL__MISS_NO_COLL;
         return NULL;
     }
     int b = ccl__tune_bucket(bytes);
     const CclTuneEntry *e = b < CCL__TUNE_BUCKETS ? &t->table.e[coll][b] : NULL;
     if (!e || e->file < 0) {
-        CCL__FMT(t->miss, sizeof t->miss, "%s has no %s entry for bucket %zu", t->source, cclc_coll_name(coll),
-                 b < 64 ? (size_t)1 << b : bytes);
+        t->miss = CCL__MISS_NO_ENTRY;
+        t->miss_bucket = b < 64 ? (size_t)1 << b : bytes;
         return NULL;
     }
     int slices0 = 1;
@@ -662,22 +681,44 @@ ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, siz
     if (!alg)
         return NULL;
     ccl__tune_apply_run(alg, &e->shape, slices0);
-    char what[512];
-    describe(what, sizeof what, coll, bytes, alg);
-    CCL__FMT(t->last, sizeof t->last, "%s from %s:%d (bucket %zu)", what, t->source, e->line, (size_t)1 << b);
+    note_choice(t, coll, bytes, alg, NULL, e->line, (size_t)1 << b);
     return alg;
 }
 
 void ccl__tune_note(ccl_comm_t *comm, Collective coll, size_t bytes, const ccl_algorithm_t *alg, const char *how)
 {
-    CclTuner *t = &comm->tune;
-    char what[512];
-    describe(what, sizeof what, coll, bytes, alg);
-    if (t->miss[0])
-        CCL__FMT(t->last, sizeof t->last, "%s %s; %s", what, how, t->miss);
+    note_choice(&comm->tune, coll, bytes, alg, how, 0, 0);
+}
+
+/* t->last as ccl_comm_explain_choice's text. */
+static void explain(const CclTuner *t, char *buf, size_t len)
+{
+    const CclTuneChoice *c = &t->last;
+    if (!c->file[0]) { /* no dispatch yet */
+        buf[0] = 0;
+        return;
+    }
+    char th[16], miss[1200] = "";
+    if (c->threads)
+        snprintf(th, sizeof th, "%d", c->threads);
     else
-        CCL__FMT(t->last, sizeof t->last, "%s %s", what, how);
-    t->miss[0] = 0;
+        snprintf(th, sizeof th, "default");
+    switch (c->miss) {
+    case CCL__MISS_NONE: break;
+    case CCL__MISS_NO_TABLE: snprintf(miss, sizeof miss, "; no tuning table: %s", t->why); break;
+    case CCL__MISS_NO_COLL: snprintf(miss, sizeof miss, "; tuning tables have no %s entries", cclc_coll_name(c->coll)); break;
+    case CCL__MISS_NO_ENTRY:
+        snprintf(miss, sizeof miss, "; %s has no %s entry for bucket %zu", t->source, cclc_coll_name(c->coll), c->miss_bucket);
+        break;
+    case CCL__MISS_TEXT: snprintf(miss, sizeof miss, "; %s", c->miss_text); break;
+    }
+    if (c->how)
+        snprintf(buf, len, "%s %zu B -> %s (instances %d, threads %s, slices %d, protocol %s) %s%s", cclc_coll_name(c->coll),
+                 c->bytes, c->file, c->instances, th, c->slices, c->protocol, c->how, miss);
+    else
+        snprintf(buf, len, "%s %zu B -> %s (instances %d, threads %s, slices %d, protocol %s) from %s:%d (bucket %zu)",
+                 cclc_coll_name(c->coll), c->bytes, c->file, c->instances, th, c->slices, c->protocol, t->source, c->line,
+                 c->bucket);
 }
 
 ccl_result_t ccl_comm_explain_choice(const ccl_comm_t *comm, char *buf, size_t len)
@@ -688,6 +729,6 @@ ccl_result_t ccl_comm_explain_choice(const ccl_comm_t *comm, char *buf, size_t l
     if (!buf || !len)
         return ccl__set_error((ccl_comm_t *)comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument '%s' is %s", fn,
                               !buf ? "buf" : "len", !buf ? "NULL" : "0");
-    snprintf(buf, len, "%s", comm->tune.last);
+    explain(&comm->tune, buf, len);
     return CCL_OK;
 }
