@@ -679,8 +679,8 @@ static ccl_result_t gpu_check_capture(const CclCall *call)
     ccl_comm_t *comm = alg->comm;
     GpuComm *g = gpu_comm(comm);
     GpuAlg *ga = alg->be_alg;
-    if (!gpu_capturing(comm, call->stream))
-        return CCL_OK;
+    /* What a capture would refuse first, then whether there is a capture: the common
+     * call needs no driver query. */
     const char *what = NULL;
     char buf[160];
     ccl_op_t op = call->op == CCL_AVG ? CCL_SUM : call->op;
@@ -695,7 +695,7 @@ static ccl_result_t gpu_check_capture(const CclCall *call)
                  call->in_bytes, call->out_bytes);
         what = buf;
     }
-    if (!what)
+    if (!what || !gpu_capturing(comm, call->stream))
         return CCL_OK;
     return ccl__set_error(comm, CCL_ERR_INVALID_USAGE,
                           "rank %d: %s is called inside a CUDA stream capture, but %s, which a capture does not allow. "
