@@ -775,9 +775,8 @@ static ccl_result_t gpu_run(const CclCall *call)
     if (!out && (res = gpu_stage(comm, 1, call->out_bytes, s, &out)) != CCL_OK) return res;
     /* The first call after an algorithm was freed (or staging peers may still read):
      * every rank finishes the previous call before this one starts, staging copy
-     * included. A v call always
-     * fences: its layout follows every rank's counts, which no rank's host knows, and
-     * the v arena is every v algorithm's (docs/gpu-backend.md). */
+     * included. A v call always fences: its layout follows every rank's counts, which
+     * no rank's host knows, and the v arena is every v algorithm's (docs/gpu-backend.md). */
     if ((call->fence || call->is_v) &&
         ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK ||
          (res = gpu_wait_colocated_launches(comm, "its fence before this call", capturing)) != CCL_OK))
