@@ -110,8 +110,16 @@ echo "== gpu: the examples and cclc run on the GPU backend"
                 --count 100000 --dtype bf16 --iters 5
         done
     done
+    # One rank: every collective is the driver's copy (nothing in place), eager and
+    # captured in a graph, every output element checked.
+    for c in allreduce allgather reduce_scatter alltoall broadcast reduce; do
+        for g in "" --graph; do
+            expect "one-rank/$c${g:+/graph}" "# wrong elements: 0" "$build/ccl-perf" --ranks 1 -c "$c" -d bf16 \
+                -b 1K -e 4M -f 64 -n 3 -w 1 --check $g
+        done
+    done
     # LL128 lines: counts around a line's 60 bf16 elements and a part's 120, split
-    # between instances; back-to-back calls, whose lines alternate halves.
+    # between instances; back-to-back calls, which reuse the same lines.
     for inst in 1 3; do
         for count in 1 59 61 121 4099 1000003; do
             for a in allreduce/allpairs allreduce/ring alltoall/direct_ll; do
