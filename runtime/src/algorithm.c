@@ -469,15 +469,9 @@ void ccl__ident_fill(const CclCall *c, CclIdent *id)
     id->in_off = c->in_off == SIZE_MAX ? ~0ull : (uint64_t)c->in_off - (uint64_t)comm->rank * c->in_stride;
     id->out_off = c->out_off == SIZE_MAX ? ~0ull : (uint64_t)c->out_off - (uint64_t)comm->rank * c->out_stride;
     /* The layout, not the history: a buffer allocated and freed again changes nothing. */
-    uint64_t h = CCL__FNV_SEED;
-    for (int i = 0; i < comm->data.n; i++)
-        if (comm->data.used[i].user) {
-            uint64_t rec[2] = {comm->data.used[i].off, comm->data.used[i].bytes};
-            h = ccl__fnv1a(h, rec, sizeof rec);
-            id->allocs++;
-        }
-    uint64_t lay[2] = {alg->sem_off, c->scratch_off};
-    id->heap = ccl__fnv1a(h, lay, sizeof lay);
+    id->allocs = (uint64_t)comm->data.nuser;
+    uint64_t lay[4] = {comm->data.user_sum, id->allocs, alg->sem_off, c->scratch_off};
+    id->heap = ccl__fnv1a(CCL__FNV_SEED, lay, sizeof lay);
     const char *base = strrchr(alg->file, '/');
     base = base ? base + 1 : alg->file;
     memcpy(id->name, base, strlen(base) < sizeof id->name ? strlen(base) : sizeof id->name - 1);

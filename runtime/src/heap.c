@@ -23,6 +23,15 @@ void ccl__heap_alloc_fini(CclHeapAlloc *h)
     memset(h, 0, sizeof *h);
 }
 
+/* One user allocation's word in CclHeapAlloc.user_sum (splitmix64's finalizer). */
+static uint64_t range_word(const struct CclRange *r)
+{
+    uint64_t x = (uint64_t)r->off * 0x9e3779b97f4a7c15ull ^ (uint64_t)r->bytes;
+    x = (x ^ x >> 30) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ x >> 27) * 0x94d049bb133111ebull;
+    return x ^ x >> 31;
+}
+
 int ccl__heap_alloc(CclHeapAlloc *h, size_t bytes, int user, size_t *off)
 {
     if (bytes == 0)
@@ -53,6 +62,10 @@ int ccl__heap_alloc(CclHeapAlloc *h, size_t bytes, int user, size_t *off)
     memmove(&h->used[at + 1], &h->used[at], sizeof *h->used * (size_t)(h->n - at));
     h->used[at] = (struct CclRange){start, size, bytes, user};
     h->n++;
+    if (user) {
+        h->nuser++;
+        h->user_sum += range_word(&h->used[at]);
+    }
     *off = start;
     return 0;
 }
@@ -77,6 +90,10 @@ int ccl__heap_free(CclHeapAlloc *h, size_t off)
     int i = find(h, off);
     if (i < 0 || h->used[i].off != off)
         return -1;
+    if (h->used[i].user) {
+        h->nuser--;
+        h->user_sum -= range_word(&h->used[i]);
+    }
     memmove(&h->used[i], &h->used[i + 1], sizeof *h->used * (size_t)(h->n - i - 1));
     h->n--;
     return 0;

@@ -100,6 +100,11 @@ typedef struct {
     int n, cap;
     struct CclRange { size_t off, size, bytes; int user; } *used; /* sorted by offset;
                                      size: rounded up, bytes: as asked */
+    /* The live user allocations, kept as they come and go for the call identity
+     * (CclIdent.heap, .allocs), so a call does not walk them: how many, and the sum of
+     * one mixed word per (offset, bytes), which no order of allocation changes. */
+    int nuser;
+    uint64_t user_sum;
 } CclHeapAlloc;
 
 void ccl__heap_alloc_init(CclHeapAlloc *h, size_t lo, size_t hi);

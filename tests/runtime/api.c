@@ -401,6 +401,49 @@ static void test_varying_counts(void)
         ccl_comm_destroy(comms[r]);
 }
 
+/* The call identity compares heap layouts, not histories: a rank that allocated and
+ * freed a buffer first runs with ranks that did not, and a rank whose live buffers
+ * differ still fails (tests/runtime/mismatch.c names the sides). */
+static void test_alloc_history(void)
+{
+    enum { N = 3, COUNT = 1000 };
+    ccl_comm_t *comms[N];
+    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 5000};
+    if (ccl_comm_init_all(comms, N, NULL, &cfg) != CCL_OK) {
+        printf("FAIL api: alloc history: init: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    ccl_algorithm_t *alg[N];
+    float *in[N], *out[N];
+    int ok = 1;
+    for (int r = 0; r < N; r++) {
+        void *pad[3];
+        for (int k = 0; r == 1 && k < 3; k++) /* rank 1: three buffers, freed out of order */
+            ok &= ccl_mem_alloc(comms[r], &pad[k], 4096u << k) == CCL_OK;
+        if (r == 1)
+            ok &= ccl_mem_free(comms[r], pad[1]) == CCL_OK && ccl_mem_free(comms[r], pad[0]) == CCL_OK &&
+                  ccl_mem_free(comms[r], pad[2]) == CCL_OK;
+        ok &= ccl_algorithm_load(comms[r], RING, 0, &alg[r]) == CCL_OK &&
+              ccl_mem_alloc(comms[r], (void **)&in[r], COUNT * sizeof(float)) == CCL_OK &&
+              ccl_mem_alloc(comms[r], (void **)&out[r], COUNT * sizeof(float)) == CCL_OK;
+        for (int i = 0; ok && i < COUNT; i++)
+            in[r][i] = (float)r;
+    }
+    for (int r = 0; ok && r < N; r++)
+        ok &= ccl_algorithm_run(alg[r], in[r], out[r], COUNT, CCL_F32, CCL_SUM, NULL) == CCL_OK;
+    for (int r = 0; ok && r < N; r++)
+        ok &= ccl_comm_synchronize(comms[r]) == CCL_OK && out[r][COUNT - 1] == (float)(N * (N - 1) / 2);
+    if (ok) {
+        printf("ok api: alloc history: a buffer allocated and freed again changes no call's identity\n");
+    } else {
+        printf("FAIL api: alloc history: %s | %s\n", ccl_comm_last_error(comms[0]), ccl_comm_last_error(comms[1]));
+        failures++;
+    }
+    for (int r = 0; r < N; r++)
+        ccl_comm_destroy(comms[r]);
+}
+
 /* A small heap: staging an ordinary buffer that does not fit is refused, naming the
  * buffer and the way out; so is scratch that does not fit. */
 static void test_small_heap(void)
@@ -760,6 +803,7 @@ int main(void)
     test_small_heap();
     test_disagreement();
     test_varying_counts();
+    test_alloc_history();
     test_free_quarantine();
     test_timeout();
     test_barrier_names_absent_rank();
