@@ -720,6 +720,17 @@ static ccl_result_t gpu_stage_copy(ccl_comm_t *comm, const GpuKernel *k, const G
     return ccl__gpu_cu_fail(comm, r, why);
 }
 
+/* The user's buffers are device memory, and the stream the call goes on (*s). */
+static ccl_result_t gpu_call_buffers_and_stream(const CclCall *call, CUstream *s, int *capturing)
+{
+    ccl_comm_t *comm = call->alg->comm;
+    ccl_result_t res;
+    if ((res = ccl__gpu_check_buffer(comm, call->send, call->in_bytes, "sendbuf")) != CCL_OK ||
+        (res = ccl__gpu_check_buffer(comm, call->recv, call->out_bytes, "recvbuf")) != CCL_OK)
+        return res;
+    return ccl__gpu_call_stream(comm, call->stream, s, capturing);
+}
+
 /* A plan that is one copy of the whole of in into out (every collective on one rank):
  * the driver's copy on the stream, and in place nothing at all. No kernel to compile and
  * no identity to check: there is no peer. */
@@ -729,13 +740,11 @@ static ccl_result_t gpu_run_copy(const CclCall *call)
     CUstream s;
     int capturing;
     ccl__gpu_note_caller(comm);
-    ccl_result_t res;
-    if ((res = ccl__gpu_check_buffer(comm, call->send, call->in_bytes, "sendbuf")) != CCL_OK ||
-        (res = ccl__gpu_check_buffer(comm, call->recv, call->out_bytes, "recvbuf")) != CCL_OK ||
-        (res = ccl__gpu_call_stream(comm, call->stream, &s, &capturing)) != CCL_OK)
-        return res;
+    ccl_result_t res = gpu_call_buffers_and_stream(call, &s, &capturing);
+    if (res != CCL_OK) return res;
     if (call->in != call->out)
-        CU_CHECK(ccl__cu.MemcpyAsync((CUdeviceptr)(uintptr_t)call->out, (CUdeviceptr)(uintptr_t)call->in, call->out_bytes, s),
+        CU_CHECK(ccl__cu.MemcpyAsync((CUdeviceptr)(uintptr_t)call->out, (CUdeviceptr)(uintptr_t)call->in,
+                                     call->out_bytes, s),
                  "cuMemcpyAsync (one rank's collective)");
     return ccl__gpu_mark_stream(comm, s, capturing);
 }
@@ -757,11 +766,7 @@ static ccl_result_t gpu_run(const CclCall *call)
     if (res != CCL_OK) return res;
     ccl__gpu_note_caller(comm);
     res = gpu_kernel(alg, call->dtype, call->op, &k);
-
-    if (res != CCL_OK || (res = ccl__gpu_check_buffer(comm, call->send, call->in_bytes, "sendbuf")) != CCL_OK ||
-        (res = ccl__gpu_check_buffer(comm, call->recv, call->out_bytes, "recvbuf")) != CCL_OK ||
-        (res = ccl__gpu_call_stream(comm, call->stream, &s, &capturing)) != CCL_OK)
-        return res;
+    if (res != CCL_OK || (res = gpu_call_buffers_and_stream(call, &s, &capturing)) != CCL_OK) return res;
 
     void *in = call->in, *out = call->out;
     /* A v call's table, which the kernel publishes for its peers (its second parameter,
