@@ -706,19 +706,22 @@ static void explain(const CclTuner *t, char *buf, size_t len)
     switch (c->miss) {
     case CCL__MISS_NONE: break;
     case CCL__MISS_NO_TABLE: snprintf(miss, sizeof miss, "; no tuning table: %s", t->why); break;
-    case CCL__MISS_NO_COLL: snprintf(miss, sizeof miss, "; tuning tables have no %s entries", cclc_coll_name(c->coll)); break;
+    case CCL__MISS_NO_COLL:
+        snprintf(miss, sizeof miss, "; tuning tables have no %s entries", cclc_coll_name(c->coll));
+        break;
     case CCL__MISS_NO_ENTRY:
-        snprintf(miss, sizeof miss, "; %s has no %s entry for bucket %zu", t->source, cclc_coll_name(c->coll), c->miss_bucket);
+        snprintf(miss, sizeof miss, "; %s has no %s entry for bucket %zu", t->source, cclc_coll_name(c->coll),
+                 c->miss_bucket);
         break;
     case CCL__MISS_TEXT: snprintf(miss, sizeof miss, "; %s", c->miss_text); break;
     }
+    char how[sizeof miss + sizeof t->source + 64]; /* either line below fits */
     if (c->how)
-        snprintf(buf, len, "%s %zu B -> %s (instances %d, threads %s, slices %d, protocol %s) %s%s", cclc_coll_name(c->coll),
-                 c->bytes, c->file, c->instances, th, c->slices, c->protocol, c->how, miss);
+        snprintf(how, sizeof how, "%s%s", c->how, miss);
     else
-        snprintf(buf, len, "%s %zu B -> %s (instances %d, threads %s, slices %d, protocol %s) from %s:%d (bucket %zu)",
-                 cclc_coll_name(c->coll), c->bytes, c->file, c->instances, th, c->slices, c->protocol, t->source, c->line,
-                 c->bucket);
+        snprintf(how, sizeof how, "from %s:%d (bucket %zu)", t->source, c->line, c->bucket);
+    snprintf(buf, len, "%s %zu B -> %s (instances %d, threads %s, slices %d, protocol %s) %s", cclc_coll_name(c->coll),
+             c->bytes, c->file, c->instances, th, c->slices, c->protocol, how);
 }
 
 ccl_result_t ccl_comm_explain_choice(const ccl_comm_t *comm, char *buf, size_t len)
