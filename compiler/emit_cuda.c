@@ -38,9 +38,10 @@
  * each (emit_warp_groups). Flags are the launch number (ccl_check_ident's: equal on
  * every rank, new at every launch of the comm), so stale lines never match and nothing
  * is cleared between calls; every call uses the same lines and scratch, since no block
- * runs before every rank has ended its previous call (docs/internals.md). LL128 (protocol ll128) is the same with 128-byte lines of 15 data
- * words and one flag word, written and read by eight lanes of a warp in one instruction
- * (the prelude's ccl_xfer_ll128): 6% of the bytes go to flags instead of LL's 50%, so it
+ * runs before every rank has ended its previous call (docs/internals.md). LL128
+ * (protocol ll128) is the same with 128-byte lines of 15 data words and one flag word,
+ * written and read by eight lanes of a warp in one instruction (the prelude's
+ * ccl_xfer_ll128): 6% of the bytes go to flags instead of LL's 50%, so it
  * carries medium messages at near Simple's bandwidth and LL's latency; its parts start
  * on a line (CCL_PART_BYTES 240). A v-collective asked for LL128 gets LL's lines. An
  * LL or LL128 program that reads peers' memory or uses port channels runs as Simple.
@@ -187,8 +188,8 @@ static void emit_base(Emit *e, const Ref *r)
         else fprintf(o, "(p%d + a.%s_off + (%d) * (long long)a.%s_stride)", r->rank, which, r->rank - e->rank, which);
     } else {
         long chunks = e->scratch_prefix[r->buf]; /* chunks of the scratch buffers before this one */
-        if (chunks == 0) fprintf(o, "(p%d + sbase)", r->rank);
-        else fprintf(o, "(p%d + sbase + %ldull * %s * sizeof(ccl_t))", r->rank, chunks, e->cs);
+        if (chunks == 0) fprintf(o, "(p%d + a.scratch_off)", r->rank);
+        else fprintf(o, "(p%d + a.scratch_off + %ldull * %s * sizeof(ccl_t))", r->rank, chunks, e->cs);
     }
 }
 
@@ -796,7 +797,6 @@ static void emit_block(Emit *e, const PlanBlock *b)
     for (int p = 0; p < n; p++)
         if (used[p]) fprintf(o, "        char *const p%d = a.peers[%d];\n", p, p);
     free(used);
-    fprintf(o, "        const u64 sbase = a.scratch_off;\n");
     if (e->ll) {
         /* The launch number: the same on every rank for the same call, new at every launch
          * of the comm, so no line left by an earlier launch, of any algorithm, matches;
@@ -920,6 +920,9 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     if (e.ll128) fprintf(out, "#define CCL_PART_BYTES 240 /* parts start on an LL128 line */\n");
     if (!(opt && opt->kernel_only)) fputs(ccl__prelude_cuh, out);
 
+    /* The prologue: the launch number, once every rank runs this call. */
+    static const char check_ident[] = "    const u64 launch = ccl_check_ident(a); /* 0: a rank runs another call: the "
+                                      "error names it */\n    if (!launch) return;\n";
     if (e.v) {
         /* Its own table comes by value (graph-capturable); the chunks of the region it
          * lays out from the v arena's start, for ccl_vload's check that it fits. */
@@ -929,8 +932,7 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a, "
                      "const struct ccl_vtable t)\n{\n");
         fprintf(out, "    ccl_vpublish(a, t.w); /* before the identity: a peer that sees it sees the table */\n");
-        fprintf(out, "    const u64 launch = ccl_check_ident(a); /* 0: a rank runs another call: the error names it */\n");
-        fprintf(out, "    if (!launch) return;\n");
+        fputs(check_ident, out);
         fprintf(out, "    __shared__ u64 vt[%d];\n", prog->nranks * (int)CCL_VT_WORDS(prog->nranks));
         fprintf(out, "    u64 vcs; /* scratch's chunk stride: the longest segment's */\n");
         fprintf(out, "    if (!ccl_vload(a, vt, %d, %d, %ld, &vcs)) return; /* the counts disagree or do not fit: the "
@@ -938,8 +940,7 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         fprintf(out, "    (void)vcs; /* unused without scratch */\n");
     } else {
         fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a)\n{\n");
-        fprintf(out, "    const u64 launch = ccl_check_ident(a); /* 0: a rank runs another call: the error names it */\n");
-        fprintf(out, "    if (!launch) return;\n");
+        fputs(check_ident, out);
     }
     fprintf(out, "    const u64 inst = blockIdx.x %% a.ninst;\n");
     fprintf(out, "    u64 *const sem = (u64 *)(a.peers[%d] + a.sem_off);\n", rank);

@@ -33,7 +33,6 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
     case 0: {
         char *const p1 = a.peers[1];
         char *const p2 = a.peers[2];
-        const u64 sbase = a.scratch_off;
         for (u64 sl = 0; sl < a.nslices; sl++) {
             /* op 0: xfer (lines 28,29) */
             { /* out[1], out@2[1] <- in[0] */

@@ -29,7 +29,6 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         char *const p1 = a.peers[1];
         char *const p2 = a.peers[2];
         char *const p3 = a.peers[3];
-        const u64 sbase = a.scratch_off;
         unsigned int flag = (unsigned int)launch;
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
@@ -70,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s3.len < len) len = s3.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p1 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const dst = (p1 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p1 + a.scratch_off + 8ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 31, 0)) failed = 1;
@@ -86,7 +85,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s3.len < len) len = s3.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p1 + sbase) + (s1.off + lo) * sizeof(ccl_t);
+                char *const dst = (p1 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p1 + a.scratch_off + 12ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 31, 2)) failed = 1;
@@ -102,7 +101,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s3.len < len) len = s3.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p1 + sbase) + (s1.off + lo) * sizeof(ccl_t);
+                char *const dst = (p1 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p1 + a.scratch_off + 14ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 1, 0, inst, 31, 3)) failed = 1;
@@ -125,7 +124,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[4] = {(p1 + sbase) + (s1.off + lo) * sizeof(ccl_t), a.in + (s2.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s3.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s4.off + lo) * sizeof(ccl_t)};
+                const char *const s[4] = {(p1 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t), a.in + (s2.off + lo) * sizeof(ccl_t), (p1 + a.scratch_off) + (s3.off + lo) * sizeof(ccl_t), (p1 + a.scratch_off) + (s4.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 4>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
         }

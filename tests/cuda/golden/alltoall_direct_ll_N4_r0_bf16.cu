@@ -29,7 +29,6 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         char *const p1 = a.peers[1];
         char *const p2 = a.peers[2];
         char *const p3 = a.peers[3];
-        const u64 sbase = a.scratch_off;
         unsigned int flag = (unsigned int)launch;
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
@@ -107,7 +106,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 22ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 30, 1)) failed = 1;
@@ -119,7 +118,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 24ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 30, 2)) failed = 1;
@@ -131,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 26ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 30, 3)) failed = 1;
@@ -152,7 +151,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {(p0 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)0 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
             }
             /* op 7: xfer (line 31) */
@@ -164,7 +163,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {(p0 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)1 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
             }
             /* op 8: xfer (line 31) */
@@ -176,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {(p0 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)2 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
             }
             }

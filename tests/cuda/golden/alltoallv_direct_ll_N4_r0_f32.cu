@@ -38,7 +38,6 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
         char *const p1 = a.peers[1];
         char *const p2 = a.peers[2];
         char *const p3 = a.peers[3];
-        const u64 sbase = a.scratch_off;
         unsigned int flag = (unsigned int)launch;
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
@@ -121,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 22ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 34, 1)) failed = 1;
@@ -134,7 +133,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 24ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 34, 2)) failed = 1;
@@ -147,7 +146,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 26ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 34, 3)) failed = 1;
@@ -169,7 +168,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {(p0 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)0 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
             }
             /* op 7: xfer (line 35) */
@@ -182,7 +181,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {(p0 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)1 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
             }
             /* op 8: xfer (line 35) */
@@ -195,7 +194,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[1] = {(p0 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
+                const char *const s[1] = {(p0 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)2 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
             }
             }

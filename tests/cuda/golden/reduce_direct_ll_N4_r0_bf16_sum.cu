@@ -26,7 +26,6 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
     switch (blockIdx.x / a.ninst) {
     case 0: {
         char *const p0 = a.peers[0];
-        const u64 sbase = a.scratch_off;
         unsigned int flag = (unsigned int)launch;
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
@@ -42,7 +41,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 10ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 21, 1)) failed = 1;
@@ -54,7 +53,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 12ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 21, 2)) failed = 1;
@@ -66,7 +65,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const lines = (p0 + a.scratch_off + 14ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a.peers, a.err, a.timeout_ns, 0, 0, inst, 21, 3)) failed = 1;
@@ -89,7 +88,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[4] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p0 + sbase) + (s2.off + lo) * sizeof(ccl_t), (p0 + sbase) + (s3.off + lo) * sizeof(ccl_t), (p0 + sbase) + (s4.off + lo) * sizeof(ccl_t)};
+                const char *const s[4] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p0 + a.scratch_off) + (s2.off + lo) * sizeof(ccl_t), (p0 + a.scratch_off) + (s3.off + lo) * sizeof(ccl_t), (p0 + a.scratch_off) + (s4.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 4>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
         }

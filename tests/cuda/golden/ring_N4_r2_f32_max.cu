@@ -24,7 +24,6 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
     case 0: {
         char *const p2 = a.peers[2];
         char *const p3 = a.peers[3];
-        const u64 sbase = a.scratch_off;
         for (u64 sl = 0; sl < a.nslices; sl++) {
             /* op 0: xfer (line 37) */
             { /* stage@3[0] <- in[2] */
@@ -34,7 +33,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d[1] = {(p3 + sbase) + (s0.off + lo) * sizeof(ccl_t)};
+                char *const d[1] = {(p3 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t)};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
@@ -60,8 +59,8 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s3.len < len) len = s3.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
-                const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + sbase) + (s3.off + lo) * sizeof(ccl_t)};
+                char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
+                const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + a.scratch_off) + (s3.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<2, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
             /* op 4: signal (line 38) */
@@ -86,8 +85,8 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s3.len < len) len = s3.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + sbase) + (s1.off + lo) * sizeof(ccl_t)};
-                const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + sbase) + (s3.off + lo) * sizeof(ccl_t)};
+                char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
+                const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + a.scratch_off) + (s3.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<2, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
             /* op 7: signal (line 38) */
@@ -113,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p3 + a.out_off + (1) * (long long)a.out_stride) + (s1.off + lo) * sizeof(ccl_t)};
-                const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + sbase) + (s3.off + lo) * sizeof(ccl_t)};
+                const char *const s[2] = {a.in + (s2.off + lo) * sizeof(ccl_t), (p2 + a.scratch_off) + (s3.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<2, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
             /* op 10: signal (line 45) */

@@ -25,7 +25,6 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
     case 0: {
         char *const p1 = a.peers[1];
         char *const p2 = a.peers[2];
-        const u64 sbase = a.scratch_off;
         for (u64 sl = 0; sl < a.nslices; sl++) {
             /* op 0: xfer [port channel: the host proxy copies] (line 38) */
             __syncthreads();
@@ -36,7 +35,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d = (p2 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const d = (p2 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const s = a.in + (s1.off + lo) * sizeof(ccl_t);
                 if (threadIdx.x == 0 && hi > lo && !failed &&
                     !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 38, 2))
@@ -69,7 +68,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s2.off + lo) * sizeof(ccl_t)};
+                const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + a.scratch_off) + (s2.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
             /* op 5: sync (line 38) */
@@ -83,7 +82,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d = (p2 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const d = (p2 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
                 if (threadIdx.x == 0 && hi > lo && !failed &&
                     !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 38, 2))
@@ -116,7 +115,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s2.off + lo) * sizeof(ccl_t)};
+                const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + a.scratch_off) + (s2.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
             /* op 11: sync (line 38) */
@@ -130,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d = (p2 + sbase) + (s0.off + lo) * sizeof(ccl_t);
+                char *const d = (p2 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
                 const char *const s = a.out + (s1.off + lo) * sizeof(ccl_t);
                 if (threadIdx.x == 0 && hi > lo && !failed &&
                     !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), 1, 0, inst, 38, 2))
@@ -163,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_ar
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + sbase) + (s2.off + lo) * sizeof(ccl_t)};
+                const char *const s[2] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p1 + a.scratch_off) + (s2.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 2>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
             /* op 17: sync (line 46) */
