@@ -299,11 +299,11 @@ __device__ __forceinline__ u64 ccl_launch_number(const struct ccl_args &a, int *
  * ccl_ident) into this rank's ring entry and pushes {launch, hash} into every peer's
  * inbox (one push per peer and launch: the first block is the one that runs soonest);
  * every block waits (bounded, abort-aware) until every peer's pair for this launch has
- * reached this rank's inbox, and compares the hashes. On a difference it records both hashes (slot CCL_SLOT_IDENT; the host
- * reads both ring entries to name the two sides) and stops every rank. Returns the
- * launch number to go on, 0 (in every thread of the block) to stop. So once it returns,
- * every peer has started this launch: its previous call has ended, graph replays
- * included. The number also flags the call's LL lines. */
+ * reached this rank's inbox, and compares the hashes. On a difference it records both
+ * hashes (slot CCL_SLOT_IDENT; the host reads both ring entries to name the two sides)
+ * and stops every rank. Returns the launch number to go on, 0 (in every thread of the
+ * block) to stop. So once it returns, every peer has started this launch: its previous
+ * call has ended, graph replays included. The number also flags the call's LL lines. */
 __device__ __noinline__ u64 ccl_check_ident(const struct ccl_args &a)
 {
     const u64 seq = a.id.seq;

@@ -534,7 +534,8 @@ static void test_one_rank(void)
         if (ccl_algorithm_load(c, copies[i], 0, &a) == CCL_OK)
             is_copy = cclc_plan_is_copy(a->plan);
         if (is_copy == !i) {
-            printf("ok api: one rank: %s is %sa plain copy\n", i ? "a copy by halves" : "the built-in copy", i ? "not " : "");
+            printf("ok api: one rank: %s is %sa plain copy\n", i ? "a copy by halves" : "the built-in copy",
+                   i ? "not " : "");
         } else {
             printf("FAIL api: one rank: program %d: is_copy %d (%s)\n", i, is_copy, ccl_comm_last_error(c));
             failures++;
@@ -542,7 +543,8 @@ static void test_one_rank(void)
         if (a) ccl_algorithm_free(a);
     }
     double io[5] = {1, 2, 3, 4, 5};
-    if (ccl_all_reduce(io, io, 5, CCL_F64, CCL_SUM, c, NULL) != CCL_OK || ccl_comm_synchronize(c) != CCL_OK || io[3] != 4) {
+    if (ccl_all_reduce(io, io, 5, CCL_F64, CCL_SUM, c, NULL) != CCL_OK || ccl_comm_synchronize(c) != CCL_OK ||
+        io[3] != 4) {
         printf("FAIL api: one rank in place: %s, io[3] = %g\n", ccl_comm_last_error(c), io[3]);
         failures++;
     } else {
