@@ -35,10 +35,13 @@
  * place. Signal/wait pairs that publish no data stay semaphores, without the system
  * fence (nothing to publish: no peer reads an LL kernel's memory). Several receives of
  * one wait, and consecutive transfers that share no memory, run at once, one warp group
- * each (emit_warp_groups). Flags are the launch number (ccl_check_ident's: equal on
- * every rank, new at every launch of the comm), so stale lines never match and nothing
- * is cleared between calls; every call uses the same lines and scratch, since no block
- * runs before every rank has ended its previous call (docs/internals.md). LL128
+ * each (emit_warp_groups). Flags are the launch number (ccl_announce's: equal on every
+ * rank, new at every launch of the comm), so stale lines never match and nothing is
+ * cleared between calls. An LL kernel does not wait for its peers at its entry: it
+ * sends at once, into the set of lines of its launch's parity (two sets), and its
+ * first block checks the peers' announcements at its exit, so no rank starts launch
+ * L + 1 before every peer has started L, and no line of a set is rewritten while a
+ * peer may still read it (docs/internals.md, "The call entry"). LL128
  * (protocol ll128) is the same with 128-byte lines of 15 data words and one flag word,
  * written and read by eight lanes of a warp in one instruction (the prelude's
  * ccl_xfer_ll128): 6% of the bytes go to flags instead of LL's 50%, so it
@@ -382,16 +385,18 @@ static long emit_global_chunk(Emit *e, int buf, int chunk)
  * element `lo` of the chunk. The LL region follows the scratch buffers in the
  * algorithm's region: total_chunks chunks of lines, each 2*CS*esize bytes (LL) or
  * ccl_ll128_lines_bytes(CS) (LL128, whose parts start on a line, and whose lines start
- * on 128 bytes: ccl_ll128_align). */
+ * on 128 bytes: ccl_ll128_align). A fixed-size kernel has two such sets and uses the
+ * one of its launch's parity (lhalf: the kernel's prologue); a v kernel one. */
 static void emit_ll_lines(Emit *e, int rank, int buf, int chunk)
 {
+    const char *half = e->v ? "" : " + lhalf";
     if (e->ll128)
-        fprintf(e->out, "(p%d + a.scratch_off + ccl_ll128_align(%ldull * %s * sizeof(ccl_t)) + %ldull * "
+        fprintf(e->out, "(p%d + a.scratch_off + ccl_ll128_align(%ldull * %s * sizeof(ccl_t))%s + %ldull * "
                         "ccl_ll128_lines_bytes(%s) + lo * sizeof(ccl_t) / 120 * 128)",
-                rank, e->scratch_chunks, e->cs, emit_global_chunk(e, buf, chunk), e->cs);
+                rank, e->scratch_chunks, e->cs, half, emit_global_chunk(e, buf, chunk), e->cs);
     else
-        fprintf(e->out, "(p%d + a.scratch_off + %ldull * %s * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))",
-                rank, e->scratch_chunks + 2 * emit_global_chunk(e, buf, chunk), e->cs);
+        fprintf(e->out, "(p%d + a.scratch_off + %ldull * %s * sizeof(ccl_t)%s + lo * 2 * sizeof(ccl_t))",
+                rank, e->scratch_chunks + 2 * emit_global_chunk(e, buf, chunk), e->cs, half);
 }
 
 /* emit_op_part for a v-collective, as the CPU backend's ccl__segs_chunk: the length of
@@ -511,8 +516,8 @@ static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int l
         fprintf(o, ";\n");
         fprintf(o, "            if (hi > lo");
         emit_share_guard(e);
-        fprintf(o, " &&\n                !ccl_ll%s_recv(dst, lines, hi - lo, flag, %s, a.peers, a.err, a.timeout_ns, %d, %d, "
-                   "inst, %d, %d)) failed = 1;\n", e->ll128 ? "128" : "", emit_share(e), e->rank, tb, line, peer);
+        fprintf(o, " &&\n                !ccl_ll%s_recv(dst, lines, hi - lo, flag, %s, a, launch, %d, inst, %d, %d)) "
+                   "failed = 1;\n", e->ll128 ? "128" : "", emit_share(e), tb, line, peer);
         fprintf(o, "        }\n");
     }
 }
@@ -533,6 +538,11 @@ static const LLDelivery *emit_delivery(Emit *e, int peer, int tb, int k)
     if (bi < 0 || k >= e->deliv[bi].n || e->deliv[bi].v[k].n == 0) return NULL;
     return &e->deliv[bi].v[k];
 }
+
+/* Whether the kernel checks its peers' announcements at its exit instead of its entry:
+ * a fixed-size kernel whose remote writes are all lines (the prelude's
+ * ccl_await_peers). Its waits then also give up on a peer found running another call. */
+static int emit_exit_checked(const Emit *e) { return e->ll && !e->v; }
 
 /* The semaphore slot of logical slot `sem` (t*N + peer, for one instance) for
  * instance `inst`: (t*I + inst)*N + peer. */
@@ -559,8 +569,8 @@ static void emit_port_put(Emit *e, const PlanBlock *b, const PlanOp *op, int cou
         emit_base(e, &op->src[0]);
         fprintf(o, " + (s1.off + lo) * sizeof(ccl_t);\n");
         fprintf(o, "            if (threadIdx.x == 0 && hi > lo && !failed &&\n"
-                   "                !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), %d, %d, inst, %d, %d))\n"
-                   "                failed = 1;\n", e->rank, b->tb, emit_first_line(op), op->dst[0].rank);
+                   "                !ccl_port_put(a, posted, d, s, (hi - lo) * sizeof(ccl_t), %d, inst, %d, %d))\n"
+                   "                failed = 1;\n", b->tb, emit_first_line(op), op->dst[0].rank);
         fprintf(o, "        }\n");
     }
     fprintf(o, "        __syncthreads();\n");
@@ -632,8 +642,8 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
             fprintf(o, "            const u64 slot = ");
             emit_slot(o, op->sem[k], n);
             fprintf(o, ";\n");
-            fprintf(o, "            if (!ccl_wait(sem + slot, a.expected + slot, 1, a.peers, a.err, a.timeout_ns, slot, %d, %d, "
-                       "inst, %d, %d)) failed = 1;\n", e->rank, b->tb, emit_first_line(op), op->peer[k]);
+            fprintf(o, "            if (!ccl_wait(a, sem + slot, a.expected + slot, 1, %s, slot, %d, inst, %d, %d)) "
+                       "failed = 1;\n", emit_exit_checked(e) ? "launch" : "0", b->tb, emit_first_line(op), op->peer[k]);
             fprintf(o, "        }\n");
         }
         if (e->ll) {
@@ -671,9 +681,8 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
         fprintf(o, "            u64 *const ctr = a.expected + %d * a.ninst;\n", e->nslots);
         fprintf(o, "            __threadfence();\n");
         fprintf(o, "            atomicAdd(ctr, 1ull);\n");
-        fprintf(o, "            if (!ccl_wait(ctr, ctr + 1 + blockIdx.x, gridDim.x, a.peers, a.err, a.timeout_ns, "
-                   "%d * a.ninst, %d, %d, inst, %d, %d)) failed = 1;\n", e->nslots, e->rank, b->tb,
-                emit_first_line(op), e->rank);
+        fprintf(o, "            if (!ccl_wait(a, ctr, ctr + 1 + blockIdx.x, gridDim.x, 0, %d * a.ninst, %d, inst, %d, "
+                   "%d)) failed = 1;\n", e->nslots, b->tb, emit_first_line(op), e->rank);
         fprintf(o, "        }\n");
         fprintf(o, "        __syncthreads();\n");
         fprintf(o, "        if (failed) return;\n");
@@ -682,8 +691,8 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
         /* Waits for all of the block's puts (not only those to these peers): the proxy
          * serves one queue per block in order, so that costs nothing extra. */
         if (e->port)
-            fprintf(o, "        if (threadIdx.x == 0 && !ccl_port_flush(a, posted, %d, %d, inst, %d, %d)) failed = 1;\n",
-                    e->rank, b->tb, emit_first_line(op), op->npeer ? op->peer[0] : e->rank);
+            fprintf(o, "        if (threadIdx.x == 0 && !ccl_port_flush(a, posted, %d, inst, %d, %d)) failed = 1;\n",
+                    b->tb, emit_first_line(op), op->npeer ? op->peer[0] : e->rank);
         fprintf(o, "        __syncthreads();\n");
         fprintf(o, "        if (failed) return;\n");
         break;
@@ -888,17 +897,20 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     fprintf(out, " * algorithm %s : %s, N = %d, rank %d, K = %d\n", prog->name ? prog->name : "?",
             cclc_coll_name(prog->coll), prog->nranks, rank, prog->chunks);
     fprintf(out, " * dtype %s, op %s, protocol %s", dtype, opname, cclc_proto_name(proto));
+    /* The line region, in words tests/cuda/nvrtc_compile parses. */
+    const char *sets = e.v ? "" : ", two sets: one per launch parity";
     if (e.ll128)
         fprintf(out, "\n * LL128: remote writes are 128-byte lines of 15 data words and a flag word into the peer's\n"
-                     " * LL region (after %ld scratch chunks: %ld chunks x ccl_ll128_lines_bytes(CS), from the\n"
+                     " * LL region (after %ld scratch chunks: %ld chunks x ccl_ll128_lines_bytes(CS)%s, from the\n"
                      " * next multiple of 128 bytes); the signals they publish and the waits that receive them\n"
                      " * are the lines' flags",
-                acc, e.total_chunks);
+                acc, e.total_chunks, sets);
     else if (e.ll)
         fprintf(out, "%s\n * LL: remote writes are 16-byte lines {data, flag, data, flag} into the peer's LL region\n"
-                     " * (after %ld scratch chunks: %ld chunks x 2*CS*esize bytes);\n"
+                     " * (after %ld scratch chunks: %ld chunks x 2*CS*esize bytes%s);\n"
                      " * the signals they publish and the waits that receive them are the lines' flags",
-                proto == PROTO_LL128 ? " (run as ll: a v-collective's lines are LL's)" : "", acc, e.total_chunks);
+                proto == PROTO_LL128 ? " (run as ll: a v-collective's lines are LL's)" : "", acc, e.total_chunks,
+                sets);
     else if (proto != PROTO_SIMPLE)
         fprintf(out, " (run as simple: the program reads peers' memory, uses port channels or named\n"
                      " * semaphores, which lines cannot carry)");
@@ -920,27 +932,41 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     if (e.ll128) fprintf(out, "#define CCL_PART_BYTES 240 /* parts start on an LL128 line */\n");
     if (!(opt && opt->kernel_only)) fputs(ccl__prelude_cuh, out);
 
-    /* The prologue: the launch number, once every rank runs this call. */
-    static const char check_ident[] = "    const u64 launch = ccl_check_ident(a); /* 0: a rank runs another call: the "
-                                      "error names it */\n    if (!launch) return;\n";
+    /* The prologue: the call's announcement and launch number, then (but in a kernel
+     * checked at its exit) the wait until every peer has announced the same call. */
+    static const char announce[] = "    int first;\n    const u64 launch = ccl_announce(a, &first);\n";
+    static const char await_entry[] = "    if (!ccl_await_peers(a, launch)) return; /* a peer runs another call, or "
+                                      "none: the error says which */\n";
     if (e.v) {
         /* Its own table comes by value (graph-capturable); the chunks of the region it
          * lays out from the v arena's start, for ccl_vload's check that it fits. */
         long region = e.ll ? acc + 2 * e.total_chunks : acc;
         fprintf(out, "struct ccl_vtable { u64 w[%d]; }; /* this rank's segment table (abi.h's CCL_VT_*) */\n",
                 (int)CCL_VT_WORDS(prog->nranks));
-        fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a, "
-                     "const struct ccl_vtable t)\n{\n");
+        fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_CONSTANT struct "
+                     "ccl_args a, const CCL_GRID_CONSTANT struct ccl_vtable t)\n{\n");
         fprintf(out, "    ccl_vpublish(a, t.w); /* before the identity: a peer that sees it sees the table */\n");
-        fputs(check_ident, out);
+        fputs(announce, out);
+        fputs(await_entry, out);
         fprintf(out, "    __shared__ u64 vt[%d];\n", prog->nranks * (int)CCL_VT_WORDS(prog->nranks));
-        fprintf(out, "    u64 vcs; /* scratch's chunk stride: the longest segment's */\n");
-        fprintf(out, "    if (!ccl_vload(a, vt, %d, %d, %ld, &vcs)) return; /* the counts disagree or do not fit: the "
-                     "error says how */\n", prog->chunks, prog->coll == COLL_ALLTOALLV, region);
+        fprintf(out, "    __shared__ u64 vload_cs;\n");
+        fprintf(out, "    if (!ccl_vload(a, vt, %d, %d, %ld, &vload_cs)) return; /* the counts disagree or do not fit: "
+                     "the error says how */\n", prog->chunks, prog->coll == COLL_ALLTOALLV, region);
+        fprintf(out, "    const u64 vcs = vload_cs; /* scratch's chunk stride: the longest segment's */\n");
         fprintf(out, "    (void)vcs; /* unused without scratch */\n");
     } else {
-        fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512) ccl_kernel(const struct ccl_args a)\n{\n");
-        fputs(check_ident, out);
+        fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_CONSTANT struct "
+                     "ccl_args a)\n{\n");
+        fputs(announce, out);
+        if (!emit_exit_checked(&e)) {
+            fputs(await_entry, out);
+        } else if (e.ll128) {
+            fprintf(out, "    /* This launch's set of lines (two sets, by launch parity). */\n");
+            fprintf(out, "    const u64 lhalf = (launch & 1) * %ldull * ccl_ll128_lines_bytes(a.cs);\n", e.total_chunks);
+        } else {
+            fprintf(out, "    /* This launch's set of lines (two sets, by launch parity). */\n");
+            fprintf(out, "    const u64 lhalf = (launch & 1) * %ldull * 2 * a.cs * sizeof(ccl_t);\n", e.total_chunks);
+        }
     }
     fprintf(out, "    const u64 inst = blockIdx.x %% a.ninst;\n");
     fprintf(out, "    u64 *const sem = (u64 *)(a.peers[%d] + a.sem_off);\n", rank);
@@ -954,7 +980,13 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     fprintf(out, "    switch (blockIdx.x / a.ninst) {\n");
     for (int i = 0; i < plan->nblocks; i++)
         if (plan->blocks[i].rank == rank) emit_block(&e, &plan->blocks[i]);
-    fprintf(out, "    default:\n        break;\n    }\n}\n");
+    fprintf(out, "    default:\n        break;\n    }\n");
+    if (emit_exit_checked(&e))
+        fprintf(out, "    /* No rank ends this launch before every peer has announced it, and the same call. */\n"
+                     "    if (first) ccl_await_peers(a, launch);\n");
+    else
+        fprintf(out, "    (void)first;\n");
+    fprintf(out, "}\n");
     emit_ll_free(&e);
     free(e.pend);
     free(e.waits);

@@ -6,7 +6,7 @@
 #ifndef CCL_ABI_H
 #define CCL_ABI_H
 
-#define CCL_ABI_VERSION 9
+#define CCL_ABI_VERSION 10
 
 #ifdef __CUDACC__
 typedef unsigned long long ccl_u64;

@@ -15,6 +15,15 @@
 
 typedef ccl_u64 u64;
 
+/* ccl_kernel's arguments stay in parameter memory, read where they are used: without
+ * it, the helpers that take them by reference made every thread copy the whole struct
+ * into a stack frame (and spill in the data loops). sm_70 and later. */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
+#define CCL_GRID_CONSTANT __grid_constant__
+#else
+#define CCL_GRID_CONSTANT
+#endif
+
 #define CCL_VE (16 / (int)sizeof(ccl_t)) /* elements per 16-byte vector */
 
 __device__ __forceinline__ float ccl_bf2f(unsigned short x)
@@ -244,41 +253,66 @@ __device__ __noinline__ void ccl_fail(struct ccl_err *err, char *const *peers, u
     __threadfence_system();
 }
 
-/* Waits until *sem reaches *expected + step, then advances *expected (kept in device
- * memory, so it persists across launches and graph replays). On timeout records who
- * waited for whom in the host-visible error record, sets the abort word (offset 0 of
- * every rank's heap, internal.h's CclHeapHeader) and returns 0; a set abort word makes
- * every wait give up within microseconds. A barrier of all
- * blocks of the rank is the same wait on a counter every block adds 1 to (step =
- * gridDim.x; all blocks must be resident). */
-__device__ __noinline__ int ccl_wait(const u64 *sem, u64 *expected, u64 step, char *const *peers,
-                                     struct ccl_err *err, u64 timeout_ns, u64 slot, u64 rank, u64 tb,
-                                     u64 inst, u64 line, u64 peer)
-{
-    const u64 want = *expected + step;
-    const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];
-    u64 t0 = 0, v = 0;
-    for (unsigned int it = 0;; it++) {
-        v = ccl_ld_acquire(sem);
-        if (v >= want) break;
-        if ((it & 255) == 0) {
-            if (*abort_flag) return 0; /* a peer failed: give up at once */
-            u64 now = ccl_now();
-            if (t0 == 0) t0 = now;
-            else if (now - t0 > timeout_ns) {
-                ccl_fail(err, peers, rank, tb, inst, line, peer, slot, want, v);
-                return 0;
-            }
-        }
-    }
-    *expected = want;
-    return 1;
-}
-
 /* Rank `to`'s inbox entry (abi.h) that rank `from` pushes for its launch L. */
 __device__ __forceinline__ u64 *ccl_inbox(char *const *peers, u64 to, u64 from, u64 L)
 {
     return (u64 *)(peers[to] + CCL_INBOX_OFF + ((L % CCL_INBOX_RING) * CCL_INBOX_RANKS + from) * 16);
+}
+
+/* Whether peer p runs this rank's call as its launch L, from the pair {launch, hash} it
+ * pushed into this rank's inbox (one 16-byte load sees both words or neither): 1 when
+ * it does, 0 when its pair for L is not there yet, -1 when it runs another call (its
+ * hash differs) or another call sequence (a later launch in L's slot: it launched more
+ * kernels than this rank did), which is recorded (CCL_SLOT_IDENT; the host reads both
+ * ring entries to name the two sides) and stops every rank. */
+__device__ __forceinline__ int ccl_peer_agrees(const struct ccl_args &a, u64 L, u64 p, u64 tb, u64 inst)
+{
+    u64 theirs_launch, theirs;
+    asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];"
+                 : "=l"(theirs_launch), "=l"(theirs) : "l"(ccl_inbox(a.peers, CCL_RANK, p, L)) : "memory");
+    if (theirs_launch < L) return 0;
+    if (theirs_launch == L && theirs == a.id.hash) return 1;
+    ccl_fail(a.err, a.peers, CCL_RANK, tb, inst, a.id.seq, p, CCL_SLOT_IDENT, a.id.hash, theirs);
+    return -1;
+}
+
+/* Waits until *sem reaches want. On timeout records who waited for whom in the
+ * host-visible error record, sets the abort word (offset 0 of every rank's heap,
+ * internal.h's CclHeapHeader) and returns 0; a set abort word makes every wait give up
+ * within microseconds. L != 0 (a kernel that did not wait for its peers at its entry:
+ * an LL one) also gives up, recorded, once `peer` turns out to run another call
+ * (ccl_peer_agrees). */
+__device__ __forceinline__ int ccl_wait_for(const struct ccl_args &a, const u64 *sem, u64 want, u64 L, u64 slot, u64 tb,
+                                         u64 inst, u64 line, u64 peer)
+{
+    const volatile u64 *abort_flag = (const volatile u64 *)a.peers[CCL_RANK];
+    u64 t0 = 0, v = 0;
+    for (unsigned int it = 0;; it++) {
+        v = ccl_ld_acquire(sem);
+        if (v >= want) return 1;
+        if ((it & 255) == 0) {
+            if (*abort_flag) return 0; /* a peer failed: give up at once */
+            if (L && peer != CCL_RANK && ccl_peer_agrees(a, L, peer, tb, inst) < 0) return 0;
+            u64 now = ccl_now();
+            if (t0 == 0) t0 = now;
+            else if (now - t0 > a.timeout_ns) {
+                ccl_fail(a.err, a.peers, CCL_RANK, tb, inst, line, peer, slot, want, v);
+                return 0;
+            }
+        }
+    }
+}
+/* ccl_wait_for(*expected + step), then advances *expected (kept in device memory, so it
+ * persists across launches and graph replays). A barrier of all blocks of the rank is
+ * the same wait on a counter every block adds 1 to (step = gridDim.x; all blocks must
+ * be resident). */
+__device__ __forceinline__ int ccl_wait(const struct ccl_args &a, const u64 *sem, u64 *expected, u64 step, u64 L,
+                                        u64 slot, u64 tb, u64 inst, u64 line, u64 peer)
+{
+    const u64 want = *expected + step;
+    if (!ccl_wait_for(a, sem, want, L, slot, tb, inst, line, peer)) return 0;
+    *expected = want;
+    return 1;
 }
 
 /* This launch's number on this rank (abi.h's CCL_LAUNCH_OFF), for thread 0 of every
@@ -294,56 +328,74 @@ __device__ __forceinline__ u64 ccl_launch_number(const struct ccl_args &a, int *
     return (before >> 32) + 1;
 }
 
-/* The kernel's prologue, run by every thread of every block before any of them touches
- * a peer: the block that arrives first writes this call's identity (abi.h's struct
- * ccl_ident) into this rank's ring entry and pushes {launch, hash} into every peer's
- * inbox (one push per peer and launch: the first block is the one that runs soonest);
- * every block waits (bounded, abort-aware) until every peer's pair for this launch has
- * reached this rank's inbox, and compares the hashes. On a difference it records both
- * hashes (slot CCL_SLOT_IDENT; the host reads both ring entries to name the two sides)
- * and stops every rank. Returns the launch number to go on, 0 (in every thread of the
- * block) to stop. So once it returns, every peer has started this launch: its previous
- * call has ended, graph replays included. The number also flags the call's LL lines. */
-__device__ __noinline__ u64 ccl_check_ident(const struct ccl_args &a)
+/* The call's announcement, every kernel's first step: returns the launch number in
+ * every thread (the same on every rank for the same call, new at every launch: it also
+ * flags the call's LL lines) and whether this block arrived first. The first block
+ * pushes {launch, hash} into every peer's inbox (one 16-byte store per peer: a load of
+ * the pair sees both words or neither), then writes this call's identity (abi.h's
+ * struct ccl_ident) into this rank's ring entry, which only the host reads, after the
+ * kernel, to name the sides of a difference. Nothing here waits for a peer. */
+__device__ __forceinline__ u64 ccl_announce(const struct ccl_args &a, int *first)
 {
-    const u64 seq = a.id.seq;
     __shared__ u64 launch;
-    __shared__ int first;
-    if (threadIdx.x == 0) launch = ccl_launch_number(a, &first);
+    __shared__ int arrived_first;
+    if (threadIdx.x == 0) launch = ccl_launch_number(a, &arrived_first);
     __syncthreads();
     const u64 L = launch;
-    /* Only the host reads the ring entry, after the kernel: no fence orders it. */
-    if (first && threadIdx.x == 0) {
-        volatile u64 *e = (volatile u64 *)(a.peers[CCL_RANK] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(struct ccl_ident));
-        const u64 *src = (const u64 *)&a.id;
-        for (int k = 0; k < (int)(sizeof(struct ccl_ident) / 8); k++) e[k] = src[k];
+    *first = arrived_first;
+    if (arrived_first) {
+        for (u64 p = threadIdx.x; p < CCL_NRANKS; p += blockDim.x)
+            if (p != CCL_RANK)
+                asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" :: "l"(ccl_inbox(a.peers, p, CCL_RANK, L)),
+                             "l"(L), "l"(a.id.hash) : "memory");
+        if (threadIdx.x == 0) {
+            volatile u64 *e = (volatile u64 *)(a.peers[CCL_RANK] + CCL_IDENT_OFF +
+                                               (a.id.seq % CCL_IDENT_RING) * sizeof(struct ccl_ident));
+            const u64 *src = (const u64 *)&a.id;
+            for (int k = 0; k < (int)(sizeof(struct ccl_ident) / 8); k++) e[k] = src[k];
+        }
     }
-    /* One 16-byte store per peer, so that a load of the pair sees both words or neither.
-     * The pushes come before this block's waits, and a rank's waits depend only on
-     * peers' pushes, which their first blocks make before waiting. */
-    for (u64 p = threadIdx.x; first && p < CCL_NRANKS; p += blockDim.x)
-        if (p != CCL_RANK)
-            asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" :: "l"(ccl_inbox(a.peers, p, CCL_RANK, L)),
-                         "l"(L), "l"(a.id.hash) : "memory");
+    return L;
+}
+
+/* Waits (bounded, abort-aware; thread p for peer p) until every peer has announced
+ * launch L and checks that it runs the same call (ccl_peer_agrees). 1 in every thread
+ * of the block when all do; else 0 in every thread, the failure recorded (a peer that
+ * did not announce in time: CCL_SLOT_IDENT_WAIT) and every rank stopped. Once a peer
+ * announced L, its previous launch has ended (a rank's launches run in order). A Simple
+ * or v kernel calls it at its entry, before any block touches a peer (docs/internals.md,
+ * "The call entry"); an LL kernel's first block at its exit (its lines alternate
+ * between two sets by launch parity, and no rank ends launch L before every peer has
+ * started it, so ranks are never more than one launch apart). */
+__device__ __forceinline__ int ccl_await_peers(const struct ccl_args &a, u64 L)
+{
+    const u64 tb = blockIdx.x / a.ninst, inst = blockIdx.x % a.ninst;
+    const volatile u64 *abort_flag = (const volatile u64 *)a.peers[CCL_RANK];
     int bad = 0;
     for (u64 p = threadIdx.x; p < CCL_NRANKS; p += blockDim.x) {
         if (p == CCL_RANK) continue;
-        const u64 *e = ccl_inbox(a.peers, CCL_RANK, p, L);
-        u64 before = L - 1, theirs_launch, theirs;
-        if (!ccl_wait(e, &before, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_IDENT_WAIT, CCL_RANK,
-                      blockIdx.x / a.ninst, blockIdx.x % a.ninst, seq, p)) {
-            bad = 1;
-            continue;
+        u64 t0 = 0;
+        for (unsigned int it = 0;; it++) {
+            const int agrees = ccl_peer_agrees(a, L, p, tb, inst);
+            if (agrees) {
+                bad |= agrees < 0;
+                break;
+            }
+            if ((it & 255) != 255) continue;
+            if (*abort_flag) { /* a peer failed: give up at once */
+                bad = 1;
+                break;
+            }
+            const u64 now = ccl_now();
+            if (t0 == 0) t0 = now;
+            else if (now - t0 > a.timeout_ns) {
+                ccl_fail(a.err, a.peers, CCL_RANK, tb, inst, a.id.seq, p, CCL_SLOT_IDENT_WAIT, L, 0);
+                bad = 1;
+                break;
+            }
         }
-        asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(theirs_launch), "=l"(theirs) : "l"(e) : "memory");
-        /* A later launch in this slot means the peer launched more kernels than this
-         * rank did: another call sequence, reported like another call. */
-        if (theirs_launch == L && theirs == a.id.hash) continue;
-        ccl_fail(a.err, a.peers, CCL_RANK, blockIdx.x / a.ninst, blockIdx.x % a.ninst, seq, p, CCL_SLOT_IDENT,
-                 a.id.hash, theirs);
-        bad = 1;
     }
-    return __syncthreads_or(bad) ? 0 : L;
+    return !__syncthreads_or(bad);
 }
 
 /* ---- v-collectives (allgatherv, alltoallv): every chunk is sized by its segment, a
@@ -352,7 +404,7 @@ __device__ __noinline__ u64 ccl_check_ident(const struct ccl_args &a)
  * every block copies every rank's table into shared memory and checks them, and the
  * kernel's data ops read sizes and displacements from there (emit_cuda.c). ---- */
 
-/* Before ccl_check_ident, whose thread 0 publishes the identity after this: thread 0
+/* Before ccl_announce, whose first block publishes the identity after this: thread 0
  * writes this rank's table (the kernel's second parameter) into its vring entry of this
  * call, and last its fence count (CCL_VT_FENCE: the all-rank barrier just before this
  * kernel made it the same on every rank), so a peer that sees the count sees the
@@ -381,7 +433,7 @@ __device__ __forceinline__ u64 ccl_vchunk(u64 n, u64 K, u64 c, u64 *cs)
     return start >= n ? 0 : (n - start < *cs ? n - start : *cs);
 }
 
-/* After ccl_check_ident: waits until every peer has published this call's table (its
+/* After ccl_await_peers: waits until every peer has published this call's table (its
  * fence count is ours; a peer that does not in time is reported as one that did not
  * start the call), copies every rank's table into vt (shared memory, CCL_NRANKS tables
  * of CCL_VT_WORDS words), checks
@@ -389,11 +441,11 @@ __device__ __forceinline__ u64 ccl_vchunk(u64 n, u64 K, u64 c, u64 *cs)
  * comes from rank u's in unit p for alltoallv, its only in unit for allgatherv), and
  * that the region the kernel lays out in the v arena (region_chunks chunks of the
  * longest segment's stride, at a.scratch_off) leaves room for every rank's staging (at
- * the arena's end). Sets *cs_max (scratch's chunk stride) and returns 1; or records the
+ * the arena's end). Sets *cs_max (scratch's chunk stride; shared memory) and returns 1; or records the
  * first failure in the error record (CCL_SLOT_VCOUNT, CCL_SLOT_VSPACE; the first pair
  * (p, u) in order, as the CPU backend names it) and returns 0, in every thread. Every
  * rank reads the same tables and fails alike before any data moves, so none stops its
- * peers (an abort would hide their own messages). */
+ * peers (an abort would hide their own messages); it sets only its own abort word. */
 __device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 *vt, u64 K, int alltoallv, u64 region_chunks,
                                       u64 *cs_max)
 {
@@ -402,10 +454,9 @@ __device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 *vt, u64 K, 
     /* Thread p waits (bounded, abort-aware) until peer p's entry is this call's. */
     int late = 0;
     for (u64 p = threadIdx.x; p < N; p += blockDim.x) {
-        u64 before = *(const volatile u64 *)a.vfence - 1;
         const u64 *fence = (const u64 *)(a.peers[p] + a.vring_off) + at + CCL_VT_ROWS * N + CCL_VT_FENCE;
-        if (!ccl_wait(fence, &before, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_IDENT_WAIT, CCL_RANK,
-                      blockIdx.x / a.ninst, blockIdx.x % a.ninst, a.id.seq, p))
+        if (!ccl_wait_for(a, fence, *(const volatile u64 *)a.vfence, 0, CCL_SLOT_IDENT_WAIT, blockIdx.x / a.ninst,
+                          blockIdx.x % a.ninst, a.id.seq, p))
             late = 1;
     }
     if (__syncthreads_or(late)) return 0;
@@ -435,6 +486,8 @@ __device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 *vt, u64 K, 
         *cs_max = cs;
         return 1;
     }
+    /* This rank's own abort word only (its staging copies out then copy nothing). */
+    if (threadIdx.x == 0) atomicCAS((u64 *)a.peers[CCL_RANK], 0ull, CCL_RANK + 1ull);
     if (threadIdx.x == 0 && atomicCAS(&a.err->flag, 0ull, 2ull) == 0ull) {
         a.err->rank = CCL_RANK;
         a.err->line = a.id.seq;
@@ -462,15 +515,13 @@ __device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 *vt, u64 K, 
 /* Called by thread 0 after a __syncthreads() that ordered the block's stores: the
  * system fence makes them, and the request, visible to the proxy before seq is. */
 __device__ __noinline__ int ccl_port_put(const struct ccl_args &a, u64 *posted, char *dst, const char *src,
-                                         u64 bytes, u64 rank, u64 tb, u64 inst, u64 line, u64 peer)
+                                         u64 bytes, u64 tb, u64 inst, u64 line, u64 peer)
 {
     struct ccl_port_fifo *f = (struct ccl_port_fifo *)a.port + blockIdx.x;
     const u64 k = *posted;
-    if (k >= CCL_PORT_DEPTH) { /* full: wait until request k - DEPTH has landed */
-        u64 room = k - CCL_PORT_DEPTH;
-        if (!ccl_wait(&f->done, &room, 1, a.peers, a.err, a.timeout_ns, CCL_SLOT_PORT, rank, tb, inst, line, peer))
-            return 0;
-    }
+    /* Full: wait until request k - DEPTH has landed. */
+    if (k >= CCL_PORT_DEPTH && !ccl_wait_for(a, &f->done, k - CCL_PORT_DEPTH + 1, 0, CCL_SLOT_PORT, tb, inst, line, peer))
+        return 0;
     volatile struct ccl_port_req *q = &f->req[k % CCL_PORT_DEPTH];
     q->dst = (u64)dst;
     q->src = (u64)src;
@@ -481,12 +532,11 @@ __device__ __noinline__ int ccl_port_put(const struct ccl_args &a, u64 *posted, 
     return 1;
 }
 /* Waits until every put this block posted has landed. */
-__device__ __noinline__ int ccl_port_flush(const struct ccl_args &a, const u64 *posted, u64 rank, u64 tb,
-                                           u64 inst, u64 line, u64 peer)
+__device__ __noinline__ int ccl_port_flush(const struct ccl_args &a, const u64 *posted, u64 tb, u64 inst,
+                                           u64 line, u64 peer)
 {
     struct ccl_port_fifo *f = (struct ccl_port_fifo *)a.port + blockIdx.x;
-    u64 want = *posted;
-    return ccl_wait(&f->done, &want, 0, a.peers, a.err, a.timeout_ns, CCL_SLOT_PORT, rank, tb, inst, line, peer);
+    return ccl_wait_for(a, &f->done, *posted, 0, CCL_SLOT_PORT, tb, inst, line, peer);
 }
 
 /* ---- LL: 16-byte lines {data0, flag, data1, flag} carry 8 data bytes each; a line is
@@ -501,24 +551,37 @@ __device__ __forceinline__ void ccl_ll_put(char *line, u64 w, unsigned int flag)
     asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(line), "r"((unsigned int)w),
                  "r"(flag), "r"((unsigned int)(w >> 32)), "r"(flag) : "memory");
 }
+/* One element's bits at p, and storing the low bits of w as one element: by shifts, so
+ * that a part of a word never takes a local array (a stack frame) to assemble. */
+__device__ __forceinline__ u64 ccl_ld_bits(const char *p)
+{
+    if (sizeof(ccl_t) == 8) return *(const volatile unsigned long long *)p;
+    if (sizeof(ccl_t) == 4) return *(const volatile unsigned int *)p;
+    if (sizeof(ccl_t) == 2) return *(const volatile unsigned short *)p;
+    return *(const volatile unsigned char *)p;
+}
+__device__ __forceinline__ void ccl_st_bits(char *p, u64 w)
+{
+    if (sizeof(ccl_t) == 8) *(unsigned long long *)p = w;
+    else if (sizeof(ccl_t) == 4) *(unsigned int *)p = (unsigned int)w;
+    else if (sizeof(ccl_t) == 2) *(unsigned short *)p = (unsigned short)w;
+    else *(unsigned char *)p = (unsigned char)w;
+}
 /* The m (<= CCL_WE) elements at p as one word: one 8-byte access when whole and aligned. */
 __device__ __forceinline__ u64 ccl_ld_word(const char *p, int m)
 {
-    union ccl_word x;
-    x.w = 0;
+    u64 w = 0;
     if (m == CCL_WE && ((u64)p & 7) == 0) {
-        asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(x.w) : "l"(p) : "memory");
+        asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
     } else {
-        for (int k = 0; k < m; k++) x.e[k] = ccl_ld1(p + k * sizeof(ccl_t));
+        for (int k = 0; k < m; k++) w |= ccl_ld_bits(p + k * sizeof(ccl_t)) << (8 * sizeof(ccl_t) * k);
     }
-    return x.w;
+    return w;
 }
 __device__ __forceinline__ void ccl_st_word(char *p, u64 w, int m)
 {
-    union ccl_word x;
-    x.w = w;
     if (m == CCL_WE && ((u64)p & 7) == 0) *(u64 *)p = w;
-    else for (int k = 0; k < m; k++) *(ccl_t *)(p + k * sizeof(ccl_t)) = x.e[k];
+    else for (int k = 0; k < m; k++) ccl_st_bits(p + k * sizeof(ccl_t), w >> (8 * sizeof(ccl_t) * k));
 }
 /* Elements of data word j of a transfer of n elements (0 past its end). */
 __device__ __forceinline__ int ccl_word_elems(u64 j, u64 n)
@@ -573,15 +636,14 @@ __device__ __forceinline__ void ccl_xfer_ll(char *const *dl, char *const (&dr)[N
 }
 /* Receives n elements from this rank's LL lines into dst, thread tid of the nt taking
  * part (the block, or its share when several sources are received at once), four
- * lines in flight per thread; spins (bounded, abort-aware like ccl_wait) until each
- * line carries this call's flag. */
+ * lines in flight per thread; spins (bounded, abort-aware and identity-aware like
+ * ccl_wait with launch L) until each line carries this call's flag. */
 __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, unsigned int flag, u64 tid, u64 nt,
-                                        char *const *peers, struct ccl_err *err, u64 timeout_ns, u64 rank,
-                                        u64 tb, u64 inst, u64 line, u64 peer)
+                                        const struct ccl_args &a, u64 L, u64 tb, u64 inst, u64 line, u64 peer)
 {
     enum { U = 4 };
     const u64 nw = (n + CCL_WE - 1) / CCL_WE;
-    const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];
+    const volatile u64 *abort_flag = (const volatile u64 *)a.peers[CCL_RANK];
     for (u64 base = tid; base < nw; base += U * nt) {
         unsigned int todo = 0;
 #pragma unroll
@@ -608,11 +670,11 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
                 todo &= ~(1u << u);
             }
             if (todo && (it & 255) == 255) {
-                if (*abort_flag) return 0;
+                if (*abort_flag || ccl_peer_agrees(a, L, peer, tb, inst) < 0) return 0;
                 u64 now = ccl_now();
                 if (t0 == 0) t0 = now;
-                else if (now - t0 > timeout_ns) {
-                    ccl_fail(err, peers, rank, tb, inst, line, peer, ~1ull, flag, f0);
+                else if (now - t0 > a.timeout_ns) {
+                    ccl_fail(a.err, a.peers, CCL_RANK, tb, inst, line, peer, ~1ull, flag, f0);
                     return 0;
                 }
             }
@@ -725,13 +787,12 @@ __device__ __forceinline__ void ccl_xfer_ll128(char *const *dl, char *const (&dr
  * ccl_ll_recv) until each line's flag word is this call's. Lane 0 of each warp decides
  * about the abort and the timeout for its warp, which leaves and returns as one. */
 __device__ __noinline__ int ccl_ll128_recv(char *dst, const char *lines, u64 n, u64 flag, u64 tid, u64 nt,
-                                           char *const *peers, struct ccl_err *err, u64 timeout_ns, u64 rank,
-                                           u64 tb, u64 inst, u64 line, u64 peer)
+                                           const struct ccl_args &a, u64 L, u64 tb, u64 inst, u64 line, u64 peer)
 {
     enum { U = 4 };
     const u64 nw = (n + CCL_WE - 1) / CCL_WE, nl = (nw + CCL_LL128_DATA - 1) / CCL_LL128_DATA;
     const u64 k = tid % 8, grp = tid % 32 / 8;
-    const volatile u64 *abort_flag = (const volatile u64 *)peers[rank];
+    const volatile u64 *abort_flag = (const volatile u64 *)a.peers[CCL_RANK];
     for (u64 base = tid / 32 * 4 * U; base < nl; base += nt / 32 * 4 * U) {
         unsigned int todo = 0;
 #pragma unroll
@@ -760,11 +821,14 @@ __device__ __noinline__ int ccl_ll128_recv(char *dst, const char *lines, u64 n, 
                 if (tid % 32 == 0) {
                     const u64 now = ccl_now();
                     if (t0 == 0) t0 = now;
-                    give_up = *abort_flag ? 1 : now - t0 > timeout_ns ? 2 : 0;
+                    give_up = *abort_flag || ccl_peer_agrees(a, L, peer, tb, inst) < 0 ? 1
+                              : now - t0 > a.timeout_ns                                   ? 2
+                                                                                          : 0;
                 }
                 give_up = __shfl_sync(0xffffffffu, give_up, 0);
                 const u64 seen = __shfl_sync(0xffffffffu, f0, 0);
-                if (give_up == 2 && tid % 32 == 0) ccl_fail(err, peers, rank, tb, inst, line, peer, ~1ull, flag, seen);
+                if (give_up == 2 && tid % 32 == 0)
+                    ccl_fail(a.err, a.peers, CCL_RANK, tb, inst, line, peer, ~1ull, flag, seen);
                 if (give_up) return 0;
             }
         }
@@ -834,16 +898,27 @@ extern "C" __global__ void ccl_avg(char *out, u64 count, u64 nranks)
 /* Staging copies (a user buffer to or from the heap or private staging). A kernel of
  * ours, not cuMemcpyAsync: the driver's device-to-device copy may load code of its own
  * on first use, which waits for every kernel running in the context, and on a shared
- * GPU those are peers spinning for this rank's next kernel. Once the algorithm's error
- * record is set (a failed call: a timeout, or a v call whose counts disagree) it copies
- * nothing, so a failed call never writes what it did not compute into recvbuf. */
-extern "C" __global__ void ccl_copy(char *dst, const char *src, u64 bytes, const struct ccl_err *err)
+ * GPU those are peers spinning for this rank's next kernel. Once this rank's abort word
+ * (offset 0 of its heap, device memory) is set, by any failure of this rank's kernels
+ * or a peer's, it copies nothing, so a failed call never writes what it did not compute
+ * into recvbuf. The word is read once per thread from device memory (an L2 hit, not a
+ * trip to the host); the loop then moves 16-byte vectors, four in flight per thread. */
+extern "C" __global__ void ccl_copy(char *dst, const char *src, u64 bytes, const u64 *abort_word)
 {
-    if (*(const volatile u64 *)&err->flag) return;
-    u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x, step = (u64)gridDim.x * blockDim.x, done = 0;
+    if (*(const volatile u64 *)abort_word) return;
+    const u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x, step = (u64)gridDim.x * blockDim.x;
+    u64 done = 0;
     if ((((u64)dst | (u64)src) & 15) == 0) {
-        u64 n = bytes / 16;
-        for (u64 j = i; j < n; j += step) ((uint4 *)dst)[j] = ((const uint4 *)src)[j];
+        const u64 n = bytes / 16;
+        u64 j = i;
+        for (; j + 3 * step < n; j += 4 * step) {
+            uint4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) v[u] = ((const uint4 *)src)[j + u * step];
+#pragma unroll
+            for (int u = 0; u < 4; u++) ((uint4 *)dst)[j + u * step] = v[u];
+        }
+        for (; j < n; j += step) ((uint4 *)dst)[j] = ((const uint4 *)src)[j];
         done = n * 16;
     }
     for (u64 j = done + i; j < bytes; j += step) dst[j] = src[j];

@@ -16,8 +16,8 @@
 #include "gpu/layout.h"
 
 /* The bytes of line region the emitted kernel addresses for chunks of CS elements of
- * esize bytes, from its header ("after S scratch chunks: T chunks x ..."): 0 when it has
- * no lines, -1 when it has lines but its header does not say where. */
+ * esize bytes, from its header ("after S scratch chunks: T chunks x ..., two sets: ..."):
+ * 0 when it has no lines, -1 when it has lines but its header does not say where. */
 static long emitted_ll_region(const char *src, long CS, long esize)
 {
     int ll128 = strstr(src, " * LL128: ") != NULL;
@@ -27,9 +27,10 @@ static long emitted_ll_region(const char *src, long CS, long esize)
     long s, t;
     if (!at || sscanf(at, "(after %ld scratch chunks: %ld chunks x", &s, &t) != 2)
         return -1;
+    long sets = strstr(at, ", two sets: one per launch parity") ? 2 : 1;
     if (ll128) /* 128-byte lines of 120 data bytes, from a multiple of 128 bytes */
-        return (s * CS * esize + 127) / 128 * 128 + t * ((CS * esize + 119) / 120 * 128);
-    return s * CS * esize + t * 2 * CS * esize;
+        return (s * CS * esize + 127) / 128 * 128 + sets * t * ((CS * esize + 119) / 120 * 128);
+    return s * CS * esize + sets * t * 2 * CS * esize;
 }
 
 static char *read_all(const char *path, size_t *size)
@@ -111,6 +112,8 @@ int main(int argc, char **argv)
         const long CS = 1000, esize = 2;
         long ll = emitted_ll_region(src, CS, esize);
         size_t want = ccl__ll_region_bytes(c.prog, eo.protocol, CS, esize);
+        if (cclc_coll_is_v(c.prog->coll)) /* its kernel lays its region out in the v arena and checks the fit */
+            ll = 0;
         if (ll < 0) {
             printf("FAIL %s N=%d rank %d: the kernel has lines, but its header does not say where they are\n", file,
                    nranks, r);

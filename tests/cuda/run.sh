@@ -13,7 +13,8 @@
 #    tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them);
 #  - the prelude, compiler/cuda/prelude.cuh, compiles alone with nvcc (where installed),
 #    and so does the GPU backend's point-to-point kernel (runtime/src/gpu/p2p.cu);
-#  - the kernel cache trusts only its own folder and its entries' full keys.
+#  - the kernel cache trusts only its own folder and its entries' full keys;
+#  - every shipped kernel compiles with no stack frame or spill (tests/cuda/spills.sh).
 # Prints "ok NAME" / "FAIL NAME: why"; skips (ok-less, says why) where NVRTC is missing.
 set -u
 build=${1:?usage: tests/cuda/run.sh BUILD}
@@ -140,4 +141,6 @@ if [ "$runs" = "3 independent transfers at once: " ]; then
 else
     echo "FAIL cuda/ll_runs: want one run of 3 transfers, got: ${runs:-none} (tests/cuda/ll_runs.ccl)"
 fi
+# Stack frames and spills of every shipped kernel (tests/cuda/spills.sh says how).
+tests/cuda/spills.sh "$build"
 exit 0

@@ -705,14 +705,16 @@ static ccl_result_t gpu_check_capture(const CclCall *call)
 }
 
 /* A staging copy on stream s, with the module's ccl_copy (the prelude says why), which
- * copies nothing once ga's error record is set. */
-static ccl_result_t gpu_stage_copy(ccl_comm_t *comm, const GpuKernel *k, const GpuAlg *ga, void *dst, const void *src,
-                                   size_t bytes, CUstream s, const char *what)
+ * copies nothing once this rank's abort word (offset 0 of its heap) is set. Up to four
+ * vectors per thread in flight, so blocks to cover the bytes in one pass, up to 4 per SM. */
+static ccl_result_t gpu_stage_copy(ccl_comm_t *comm, const GpuKernel *k, void *dst, const void *src, size_t bytes,
+                                   CUstream s, const char *what)
 {
-    uint64_t d = (uint64_t)(uintptr_t)dst, sp = (uint64_t)(uintptr_t)src, n = bytes, err = ga->err_dev;
-    void *args[] = {&d, &sp, &n, &err};
-    size_t blocks = (bytes / 16 + 511) / 512;
-    blocks = blocks < 1 ? 1 : blocks > 256 ? 256 : blocks;
+    GpuComm *g = gpu_comm(comm);
+    uint64_t d = (uint64_t)(uintptr_t)dst, sp = (uint64_t)(uintptr_t)src, n = bytes, abort_word = g->own_va;
+    void *args[] = {&d, &sp, &n, &abort_word};
+    size_t blocks = (bytes / 64 + 511) / 512, most = 4 * (size_t)(g->sms > 0 ? g->sms : 32);
+    blocks = blocks < 1 ? 1 : blocks > most ? most : blocks;
     CUresult r = ccl__cu.LaunchKernel(k->module->copy, (unsigned)blocks, 1, 1, 512, 1, 1, 0, s, args, NULL);
     if (r == CUDA_SUCCESS) return CCL_OK;
     char why[64];
@@ -786,7 +788,7 @@ static ccl_result_t gpu_run(const CclCall *call)
         ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK ||
          (res = gpu_wait_colocated_launches(comm, "its fence before this call", capturing)) != CCL_OK))
         return res;
-    if (call->stage_in && (res = gpu_stage_copy(comm, k, ga, in, call->send, call->in_bytes, s, "sendbuf")) != CCL_OK)
+    if (call->stage_in && (res = gpu_stage_copy(comm, k, in, call->send, call->in_bytes, s, "sendbuf")) != CCL_OK)
         return res;
     CclGpuArgs a = {
         .in = (uint64_t)(uintptr_t)in,
@@ -846,13 +848,13 @@ static ccl_result_t gpu_run(const CclCall *call)
             return res;
     }
     if (call->stage_out && !call->is_v &&
-        (res = gpu_stage_copy(comm, k, ga, call->recv, out, call->out_bytes, s, "recvbuf")) != CCL_OK)
+        (res = gpu_stage_copy(comm, k, call->recv, out, call->out_bytes, s, "recvbuf")) != CCL_OK)
         return res;
     /* A v call's recvbuf gets its segments only: the gaps between them are the user's. */
     for (int u = 0; call->stage_out && call->is_v && u < comm->nranks; u++) {
         size_t at = (size_t)vtable[CCL__VT_OUT_DISPL * comm->nranks + u] * call->esize;
         size_t bytes = (size_t)vtable[CCL__VT_OUT_COUNT * comm->nranks + u] * call->esize;
-        if (bytes && (res = gpu_stage_copy(comm, k, ga, (char *)call->recv + at, (const char *)out + at, bytes, s,
+        if (bytes && (res = gpu_stage_copy(comm, k, (char *)call->recv + at, (const char *)out + at, bytes, s,
                                            "recvbuf")) != CCL_OK)
             return res;
     }

@@ -18,8 +18,9 @@ static inline size_t ccl__lines_bytes(const Program *p, Protocol proto, size_t C
 
 /* The region a run of p with lines (protocol ll or ll128) needs (emit_cuda.c's layout,
  * checked against the emitter by tests/cuda/nvrtc_compile): the scratch buffers, then
- * (LL128: from the next multiple of 128 bytes) lines for every chunk of in, out and
- * scratch. */
+ * (LL128: from the next multiple of 128 bytes) two sets of lines for every chunk of in,
+ * out and scratch, one per launch parity (a rank may start its next launch while a
+ * peer still reads this one's lines: docs/internals.md, "The call entry"). */
 static inline size_t ccl__ll_region_bytes(const Program *p, Protocol proto, size_t CS, size_t esize)
 {
     size_t scratch = 0; /* chunks of the scratch buffers */
@@ -29,7 +30,7 @@ static inline size_t ccl__ll_region_bytes(const Program *p, Protocol proto, size
     size_t lines_at = scratch * CS * esize;
     if (cclc_lines_ll128(p->coll, proto)) /* lines start on 128 bytes */
         lines_at = (lines_at + 127) / 128 * 128;
-    return lines_at + all * ccl__lines_bytes(p, proto, CS, esize);
+    return lines_at + 2 * all * ccl__lines_bytes(p, proto, CS, esize);
 }
 
 #endif
