@@ -23,6 +23,7 @@ from ._bootstrap import (Bootstrap, GroupBootstrap, JobFolderBootstrap, MPIBoots
                          launcher_env)
 from ._buffers import Buf, array_info, as_buf
 from ._errors import CclError, CompileError, InvalidArgumentError, error_for
+from ._mpistyle import MpiStyle
 from ._types import DType, DTypeLike, Op, OpLike, to_dtype, to_op
 
 DEVICE_AUTO = -1
@@ -238,10 +239,12 @@ class Proof(str):
     """What ``ccl.check`` proved: the text of ``cclc check --explain``."""
 
 
-class Communicator:
+class Communicator(MpiStyle):
     """One rank of a communicator. Collectives follow NCCL's semantics and
-    torch.distributed's argument order; each also takes mpi4py/NCCL-style keywords
-    (``sendbuf=, recvbuf=, count=, datatype=, op=, stream=``) with raw pointers.
+    torch.distributed's argument order; each also takes NCCL-style keywords
+    (``sendbuf=, recvbuf=, count=, datatype=, op=, stream=``) with raw pointers. The
+    capitalized methods (``Allreduce(sendbuf, recvbuf, op)``, ...) are mpi4py's, in its
+    argument order (ccl/_mpistyle.py).
 
     On the CPU backend a collective returns when its result is in place (unless
     ``async_op=True``: then it returns a :class:`Work`). On the GPU backend it is enqueued
@@ -384,9 +387,11 @@ class Communicator:
         return recv_obj
 
     def _resolve(self, kind: str, send_obj: Any, recv_obj: Any, count: Optional[int], datatype: Optional[DTypeLike],
-                 send_per: int, recv_per: int) -> tuple[Buf, Buf, int, DType]:
+                 send_per: int, recv_per: int, method: Optional[str] = None) -> tuple[Buf, Buf, int, DType]:
         """Buffers, count and dtype for a collective whose send buffer holds send_per * count
-        elements and whose receive buffer holds recv_per * count."""
+        elements and whose receive buffer holds recv_per * count. Messages name ``method``
+        (the caller's name for the call), by default ``kind``."""
+        kind = method or kind
         recv = as_buf(recv_obj, "recvbuf")
         send = recv if send_obj is recv_obj else as_buf(send_obj, "sendbuf")
         dtype = to_dtype(datatype) if datatype is not None else (send.dtype if send.dtype is not None else recv.dtype)
@@ -513,11 +518,20 @@ class Communicator:
         return self._go("all_to_all", send, recv, n, dt, Op.SUM, 0, stream, async_op, algorithm, recv_obj)
 
     def _v_args(self, name: str, output: Any, input: Any, sendcounts: Sequence[int], recvcounts: Sequence[int],
-                sdispls: Optional[Sequence[int]], rdispls: Optional[Sequence[int]]) -> tuple:
+                sdispls: Optional[Sequence[int]], rdispls: Optional[Sequence[int]],
+                datatype: Optional[DTypeLike] = None) -> tuple:
         """Checks a v-collective's buffers and tables against each other (this rank's view;
         the library checks them across ranks) and returns (send, recv, dtype, the four
         size_t arrays or None)."""
         send, recv = as_buf(input, "input"), as_buf(output, "output")
+        dt = to_dtype(datatype) if datatype is not None else None
+        if dt is not None:
+            for b, what in ((send, "input"), (recv, "output")):
+                if b.dtype is not None and b.dtype != dt:
+                    raise InvalidArgumentError(f"{name}: {what} holds {b.dtype.name.lower()}, not "
+                                               f"{dt.name.lower()}")
+            send.dtype = send.dtype or dt
+            recv.dtype = recv.dtype or dt
         if send.dtype is None or recv.dtype is None or send.dtype != recv.dtype:
             raise InvalidArgumentError(f"{name}: input and output need one dtype, not {send.dtype} and {recv.dtype}")
 
@@ -556,7 +570,8 @@ class Communicator:
         return result
 
     def all_gather_v(self, output: Any, input: Any, recvcounts: Sequence[int], displs: Optional[Sequence[int]] = None,
-                     *, stream: Any = None, async_op: bool = False) -> Any:
+                     *, datatype: Optional[DTypeLike] = None, stream: Any = None, async_op: bool = False,
+                     method: str = "all_gather_v") -> Any:
         """MPI's Allgatherv: rank p's ``input`` (``recvcounts[p]`` elements, so this rank's
         holds ``recvcounts[rank]``) lands in every rank's ``output`` at element
         ``displs[p]`` (packed in rank order when ``displs`` is None). Every rank passes the
@@ -564,16 +579,17 @@ class Communicator:
         the GPU backend at the next synchronize, like any failure there)."""
         N = self.size
         if len(recvcounts) != N:
-            raise InvalidArgumentError(f"all_gather_v: recvcounts must have {N} entries, got {len(recvcounts)}")
+            raise InvalidArgumentError(f"{method}: recvcounts must have {N} entries, got {len(recvcounts)}")
         mine = int(recvcounts[self.rank])
-        send, recv, dt, _, _, rc, rd = self._v_args("all_gather_v", output, input, [mine], recvcounts, None, displs)
+        send, recv, dt, _, _, rc, rd = self._v_args(method, output, input, [mine], recvcounts, None, displs, datatype)
         s = _stream_handle(stream, send, recv)
         r = _lib.lib().ccl_all_gather_v(send.ptr or None, mine, recv.ptr or None, rc, rd, dt, self.handle, s)
         return self._v_done(r, stream, async_op, output)
 
     def all_to_all_v(self, output: Any, input: Any, sendcounts: Sequence[int], recvcounts: Sequence[int],
                      sdispls: Optional[Sequence[int]] = None, rdispls: Optional[Sequence[int]] = None, *,
-                     stream: Any = None, async_op: bool = False) -> Any:
+                     datatype: Optional[DTypeLike] = None, stream: Any = None, async_op: bool = False,
+                     method: str = "all_to_all_v") -> Any:
         """MPI's Alltoallv: ``sendcounts[p]`` elements of ``input`` from ``sdispls[p]`` go to
         rank p, which stores them in its ``output`` at ``rdispls[r]`` (``recvcounts[r]``
         elements); displacements None mean packed in rank order. A rank whose
@@ -581,9 +597,9 @@ class Communicator:
         naming both (on the GPU backend at the next synchronize, like any failure there)."""
         N = self.size
         if len(sendcounts) != N:
-            raise InvalidArgumentError(f"all_to_all_v: sendcounts must have {N} entries, got {len(sendcounts)}")
-        send, recv, dt, sc, sd, rc, rd = self._v_args("all_to_all_v", output, input, sendcounts, recvcounts,
-                                                      sdispls, rdispls)
+            raise InvalidArgumentError(f"{method}: sendcounts must have {N} entries, got {len(sendcounts)}")
+        send, recv, dt, sc, sd, rc, rd = self._v_args(method, output, input, sendcounts, recvcounts,
+                                                      sdispls, rdispls, datatype)
         s = _stream_handle(stream, send, recv)
         r = _lib.lib().ccl_all_to_all_v(send.ptr or None, sc, sd, recv.ptr or None, rc, rd, dt, self.handle, s)
         return self._v_done(r, stream, async_op, output)
@@ -601,10 +617,26 @@ class Communicator:
         :meth:`send`. Returns ``tensor`` (None inside a group)."""
         return self._p2p("recv", tensor, peer, stream, async_op)
 
-    def _p2p(self, kind: str, obj: Any, peer: int, stream: Any, async_op: bool) -> Any:
-        buf = as_buf(obj, "tensor")
+    def _p2p(self, kind: str, obj: Any, peer: int, stream: Any, async_op: bool, count: Optional[int] = None,
+             datatype: Optional[DTypeLike] = None, method: Optional[str] = None) -> Any:
+        """send or recv of ``obj`` (``count`` elements of ``datatype`` when given: the
+        mpi4py methods' [buf, count, datatype])."""
+        name = method or kind
+        what = "buf" if method else "tensor"
+        buf = as_buf(obj, what)
+        if datatype is not None:
+            dt = to_dtype(datatype)
+            if buf.dtype is not None and buf.dtype != dt:
+                raise InvalidArgumentError(f"{name}: {what} holds {buf.dtype.name.lower()}, not {dt.name.lower()}")
+            buf.dtype = dt
         if buf.dtype is None:
-            raise InvalidArgumentError(f"{kind}: tensor has no dtype CCL knows")
+            raise InvalidArgumentError(f"{name}: {what} has no dtype CCL knows (give a datatype)")
+        if count is not None:
+            if buf.numel >= 0 and count > buf.numel:
+                raise InvalidArgumentError(f"{name}: count {count} is more than {what}'s {buf.numel} elements")
+            buf.numel = count
+        if buf.numel < 0:
+            raise InvalidArgumentError(f"{name}: a raw pointer needs [buf, count, datatype]")
         call = _P2pCall(self, kind, buf, int(peer), _stream_handle(stream, buf, buf), obj)
         if _open_group.calls is not None:
             _open_group.calls.append(call)
@@ -641,14 +673,6 @@ class Communicator:
         recv_obj = recvbuf if recvbuf is not None else (out if out is not None else send_obj)
         send, recv, n, dt = self._resolve("reduce", send_obj, recv_obj, count, datatype, 1, 1)
         return self._go("reduce", send, recv, n, dt, to_op(op), int(root), stream, async_op, algorithm, recv_obj)
-
-    # mpi4py's spellings, for ported code.
-    Allreduce = all_reduce
-    Allgather = all_gather
-    Reduce_scatter_block = reduce_scatter
-    Alltoall = all_to_all
-    Bcast = broadcast
-    Reduce = reduce
 
     # ---- algorithms ----
 
