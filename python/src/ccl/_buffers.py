@@ -3,7 +3,11 @@
 Accepted, in this order: torch tensors (CPU and CUDA), numpy arrays, anything with
 ``__cuda_array_interface__`` (CuPy, Numba, ...) or ``__array_interface__``, anything with
 ``__dlpack__``, and raw pointers (ints, or ctypes pointers) for which the caller gives
-``count`` and ``datatype``. Buffers must be contiguous: a collective moves bytes.
+``count`` and ``datatype``. Buffers must be contiguous: a collective moves bytes. A
+buffer that the call writes (``as_buf(..., writes=True)``) must be writable: a read-only
+numpy array (``np.frombuffer`` over bytes, a ``mode='r'`` memmap), an interface that says
+read-only, or a DLPack tensor flagged read-only is refused, naming the argument, before
+any C call (writing there rewrites immutable data, or faults on a read-only mapping).
 
 Two roads. ``array_info`` is the per-call fast one: for a plain torch tensor or numpy
 array that is contiguous, writable (numpy) and of a CCL dtype it gives (pointer, element
@@ -18,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from ._errors import InvalidArgumentError
 from ._types import _DLPACK, _TYPESTR, DType, known_dtype, to_dtype
 
 
@@ -45,7 +50,12 @@ def _is_torch_tensor(obj: Any) -> bool:
     return t is not None and isinstance(obj, t.Tensor)
 
 
-def _from_interface(obj: Any, iface: dict, cuda: bool, what: str) -> Buf:
+def _read_only(what: str, why: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{what} is read-only ({why}), and this call writes its result there: pass a "
+                                "writable buffer (a copy: np.array(x), bytearray(b))")
+
+
+def _from_interface(obj: Any, iface: dict, cuda: bool, what: str, writes: bool) -> Buf:
     shape = tuple(iface["shape"])
     typestr = iface["typestr"]
     dtype = _TYPESTR.get(typestr[1:]) if typestr[0] in "<|=" else None
@@ -67,8 +77,8 @@ def _from_interface(obj: Any, iface: dict, cuda: bool, what: str) -> Buf:
         if not ok:
             raise ValueError(f"{what} is not contiguous (strides {tuple(strides)}); pass a contiguous copy")
     ptr = iface["data"][0] or 0
-    if iface["data"][1] and what == "recvbuf":
-        raise ValueError(f"{what} is read-only")
+    if iface["data"][1] and writes:
+        raise _read_only(what, "its array interface says so")
     return Buf(ptr, numel, dtype, cuda, keep=obj)
 
 
@@ -88,14 +98,36 @@ class _DLTensor(ctypes.Structure):
 
 _capsule_ptr = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_ptr.restype, _capsule_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_valid.restype, _capsule_valid.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
 
 
-def _from_dlpack(obj: Any, what: str) -> Buf:
-    # The capsule stays unconsumed (named "dltensor"), so its destructor releases the
-    # producer's tensor when our reference (Buf.keep) goes.
-    cap = obj.__dlpack__()
-    addr = _capsule_ptr(cap, b"dltensor")
-    t = _DLTensor.from_address(addr)  # DLManagedTensor starts with its DLTensor
+class _DLManagedVersioned(ctypes.Structure):
+    """DLPack 1.0's DLManagedTensorVersioned, up to its tensor."""
+
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+_DLPACK_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+
+
+def _from_dlpack(obj: Any, what: str, writes: bool) -> Buf:
+    # DLPack 1.0's versioned capsule where the producer gives one: it says whether the
+    # tensor is read-only. An older producer's capsule cannot say; its tensor is taken as
+    # writable. The capsule stays unconsumed, so its destructor releases the producer's
+    # tensor when our reference (Buf.keep) goes.
+    try:
+        cap = obj.__dlpack__(max_version=(1, 0))
+    except TypeError:  # a producer older than DLPack 1.0: no max_version
+        cap = obj.__dlpack__()
+    if _capsule_valid(cap, b"dltensor_versioned"):
+        m = _DLManagedVersioned.from_address(_capsule_ptr(cap, b"dltensor_versioned"))
+        if writes and m.flags & _DLPACK_READ_ONLY:
+            raise _read_only(what, "its DLPack capsule is flagged read-only")
+        t = m.dl_tensor
+    else:
+        t = _DLTensor.from_address(_capsule_ptr(cap, b"dltensor"))  # DLManagedTensor starts with its DLTensor
     key = (t.dtype.code, t.dtype.bits)
     if t.dtype.lanes != 1 or key not in _DLPACK:
         raise ValueError(f"{what}: DLPack type (code {key[0]}, {key[1]} bits, {t.dtype.lanes} lanes) has no CCL "
@@ -175,9 +207,9 @@ def array_info(obj: Any) -> Optional[ArrayInfo]:
     return f(obj)
 
 
-def as_buf(obj: Any, what: str) -> Buf:
+def as_buf(obj: Any, what: str, writes: bool = False) -> Buf:
     """The buffer behind obj (see the module's docstring); raises TypeError/ValueError
-    naming the argument."""
+    naming the argument. ``writes``: the call writes into it, so it must be writable."""
     t = sys.modules.get("torch")
     if t is not None and isinstance(obj, t.Tensor):
         if not obj.is_contiguous():
@@ -193,8 +225,8 @@ def as_buf(obj: Any, what: str) -> Buf:
     if np is not None and isinstance(obj, np.ndarray):
         if not obj.flags.c_contiguous:
             raise ValueError(f"{what} is not C-contiguous; pass np.ascontiguousarray(...)")
-        if what == "recvbuf" and not obj.flags.writeable:
-            raise ValueError(f"{what} is read-only")
+        if writes and not obj.flags.writeable:
+            raise _read_only(what, "numpy's flags.writeable is False")
         try:
             dtype = to_dtype(obj.dtype)
         except ValueError as e:
@@ -202,12 +234,12 @@ def as_buf(obj: Any, what: str) -> Buf:
         return Buf(obj.ctypes.data, obj.size, dtype, False, keep=obj)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
-        return _from_interface(obj, cai, True, what)
+        return _from_interface(obj, cai, True, what, writes)
     ai = getattr(obj, "__array_interface__", None)
     if ai is not None:
-        return _from_interface(obj, ai, False, what)
+        return _from_interface(obj, ai, False, what, writes)
     if hasattr(obj, "__dlpack__"):
-        return _from_dlpack(obj, what)
+        return _from_dlpack(obj, what, writes)
     if isinstance(obj, int) and not isinstance(obj, bool):
         return Buf(obj, -1, None, False)
     if isinstance(obj, ctypes.c_void_p):

@@ -387,12 +387,14 @@ class Communicator(MpiStyle):
         return recv_obj
 
     def _resolve(self, kind: str, send_obj: Any, recv_obj: Any, count: Optional[int], datatype: Optional[DTypeLike],
-                 send_per: int, recv_per: int, method: Optional[str] = None) -> tuple[Buf, Buf, int, DType]:
+                 send_per: int, recv_per: int, method: Optional[str] = None,
+                 recv_writes: bool = True) -> tuple[Buf, Buf, int, DType]:
         """Buffers, count and dtype for a collective whose send buffer holds send_per * count
         elements and whose receive buffer holds recv_per * count. Messages name ``method``
-        (the caller's name for the call), by default ``kind``."""
+        (the caller's name for the call), by default ``kind``. ``recv_writes``: the call
+        writes the receive buffer (all but the root's in-place broadcast)."""
         kind = method or kind
-        recv = as_buf(recv_obj, "recvbuf")
+        recv = as_buf(recv_obj, "recvbuf", writes=recv_writes)
         send = recv if send_obj is recv_obj else as_buf(send_obj, "sendbuf")
         dtype = to_dtype(datatype) if datatype is not None else (send.dtype if send.dtype is not None else recv.dtype)
         if dtype is None:
@@ -458,7 +460,7 @@ class Communicator(MpiStyle):
             shp = _shape(send_obj)
             recv_obj = _empty_like(send_obj, ((shp[0] * N,) + shp[1:]) if shp else (N,))
         if send_obj is None:  # in place: NCCL's sendbuf = recvbuf + rank * count
-            r = as_buf(recv_obj, "recvbuf")
+            r = as_buf(recv_obj, "recvbuf", writes=True)
             dt = to_dtype(datatype) if datatype is not None else r.dtype
             if count is None:
                 if r.numel < 0:
@@ -523,7 +525,7 @@ class Communicator(MpiStyle):
         """Checks a v-collective's buffers and tables against each other (this rank's view;
         the library checks them across ranks) and returns (send, recv, dtype, the four
         size_t arrays or None)."""
-        send, recv = as_buf(input, "input"), as_buf(output, "output")
+        send, recv = as_buf(input, "input"), as_buf(output, "output", writes=True)
         dt = to_dtype(datatype) if datatype is not None else None
         if dt is not None:
             for b, what in ((send, "input"), (recv, "output")):
@@ -623,7 +625,7 @@ class Communicator(MpiStyle):
         mpi4py methods' [buf, count, datatype])."""
         name = method or kind
         what = "buf" if method else "tensor"
-        buf = as_buf(obj, what)
+        buf = as_buf(obj, what, writes=kind == "recv")
         if datatype is not None:
             dt = to_dtype(datatype)
             if buf.dtype is not None and buf.dtype != dt:
@@ -656,7 +658,10 @@ class Communicator(MpiStyle):
                 return res
         send_obj = sendbuf if sendbuf is not None else tensor
         recv_obj = recvbuf if recvbuf is not None else (out if out is not None else send_obj)
-        send, recv, n, dt = self._resolve("broadcast", send_obj, recv_obj, count, datatype, 1, 1)
+        # The root's in-place broadcast reads its buffer only: it may be read-only.
+        ro_ok = send_obj is recv_obj and root == self.rank
+        send, recv, n, dt = self._resolve("broadcast", send_obj, recv_obj, count, datatype, 1, 1,
+                                          recv_writes=not ro_ok)
         return self._go("broadcast", send, recv, n, dt, Op.SUM, int(root), stream, async_op, algorithm, recv_obj)
 
     def reduce(self, tensor: Any = None, root: int = 0, op: OpLike = "sum", *, out: Any = None,
@@ -745,7 +750,7 @@ class Communicator(MpiStyle):
     def copy(self, dst: Any, src: Any, nbytes: Optional[int] = None) -> None:
         """``ccl_mem_copy``: bytes between host memory and this backend's memory, after the
         communicator's queued work."""
-        d, s = as_buf(dst, "dst"), as_buf(src, "src")
+        d, s = as_buf(dst, "dst", writes=True), as_buf(src, "src")
         n = nbytes if nbytes is not None else min(x.nbytes for x in (d, s) if x.numel >= 0)
         r = _lib.lib().ccl_mem_copy(self.handle, d.ptr, s.ptr, int(n))
         if r:

@@ -120,8 +120,10 @@ class MpiStyle:
             if recv_obj is None:
                 raise InvalidArgumentError(f"{method}: sendbuf is IN_PLACE, so recvbuf must hold the data")
             send_obj = recv_obj
+        # The root's broadcast reads its buffer only: it may be read-only.
+        writes = not (kind == "broadcast" and root == self.rank)
         send, recv, n, dt = self._resolve(kind, send_obj, recv_obj, count, datatype, send_per,  # type: ignore
-                                          recv_per, method=method)
+                                          recv_per, method=method, recv_writes=writes)
         self._go(kind, send, recv, n, dt, opv, root, stream, False, None, None)  # type: ignore[attr-defined]
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = None, *, count: Optional[int] = None,
@@ -150,7 +152,7 @@ class MpiStyle:
         (``sendbuf=IN_PLACE``: this rank's part is already in ``recvbuf``)."""
         if is_in_place(sendbuf):
             recv_obj, rcount, rdt = _spec(recvbuf, "recvbuf", "Allgather")
-            r = as_buf(recv_obj, "recvbuf")
+            r = as_buf(recv_obj, "recvbuf", writes=True)
             datatype = datatype if datatype is not None else rdt
             dt = to_dtype(datatype) if datatype is not None else r.dtype
             count = count if count is not None else rcount
@@ -186,7 +188,7 @@ class MpiStyle:
                          datatype)
             return
         recv_obj, rcount, rdt = _spec(recvbuf, "recvbuf", "Reduce_scatter_block")
-        r = as_buf(recv_obj, "recvbuf")
+        r = as_buf(recv_obj, "recvbuf", writes=True)
         datatype = datatype if datatype is not None else rdt
         dt = to_dtype(datatype) if datatype is not None else r.dtype
         count = count if count is not None else rcount
@@ -217,7 +219,7 @@ class MpiStyle:
         already in place."""
         buf, counts, displs, dt = _vspec(recvbuf, "recvbuf", "Allgatherv")
         if is_in_place(sendbuf):
-            r = as_buf(buf, "recvbuf")
+            r = as_buf(buf, "recvbuf", writes=True)
             d = to_dtype(dt) if dt is not None else r.dtype
             if d is None or len(counts) != self.size:
                 raise InvalidArgumentError(f"Allgatherv: with IN_PLACE, recvbuf must be an array and counts must "
