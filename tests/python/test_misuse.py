@@ -104,3 +104,91 @@ def test_read_only_input_still_read(comms2):
     for out, b in run_ranks(comms2, body):
         np.testing.assert_array_equal(out, [3, 3, 3])
         np.testing.assert_array_equal(b, [5, 5, 5])
+
+
+# ---- byte order and layout: never misread ----
+
+def test_byte_swapped_refused(comms2):
+    c = comms2[0]
+    big = np.array([1, 2, 3], ">f4")
+    keep = big.copy()
+    msg = r"dtype >f4 is byte-swapped \(not this machine's little-endian order\)"
+    with pytest.raises(ccl.InvalidArgumentError, match="recvbuf: " + msg):
+        c.all_reduce(big)                                            # the fast road's array
+    with pytest.raises(ccl.InvalidArgumentError, match="sendbuf: " + msg):
+        c.all_reduce(big, out=np.zeros(3, np.float32))
+    with pytest.raises(ccl.InvalidArgumentError, match="recvbuf: " + msg):
+        c.Allreduce(np.zeros(3, np.float32), big)
+    with pytest.raises(ccl.InvalidArgumentError, match="tensor: " + msg):
+        c.send(big, 1)
+    with pytest.raises(ValueError, match=msg):
+        c.all_reduce(sendbuf=big.ctypes.data, recvbuf=big.ctypes.data, count=3, datatype=big.dtype)
+    iface = ReadOnlyInterface(big)
+    iface.__array_interface__["data"] = (big.ctypes.data, False)
+    with pytest.raises(ccl.InvalidArgumentError, match="recvbuf: dtype >f4 is byte-swapped"):
+        c.all_reduce(np.zeros(3, np.float32), out=iface)
+    np.testing.assert_array_equal(big, keep)
+    assert big.tobytes() == keep.tobytes()
+
+
+def test_byte_swapped_three_ranks_never_gives_wrong_numbers():
+    # The report: a 3-rank all_reduce of '>f4' ones..threes gave -1.5 instead of 6.0.
+    cs = ccl.init_all(3, backend="cpu")
+    try:
+        def body(r, c):
+            x = np.full(4, r + 1, ">f4")
+            with pytest.raises(ccl.InvalidArgumentError, match="byte-swapped"):
+                c.all_reduce(x)
+            c.all_reduce(y := x.astype("=f4"))
+            return y
+
+        for y in run_ranks(cs, body):
+            np.testing.assert_array_equal(y, [6, 6, 6, 6])
+    finally:
+        for c in cs:
+            c.destroy()
+
+
+def layouts():
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    return {"column": a[:, 1], "fortran": np.asfortranarray(a), "reversed": a.ravel()[::-1],
+            "every other": a.ravel()[::2], "broadcast": np.broadcast_to(np.float32(1), (8,))}
+
+
+@pytest.mark.parametrize("name", sorted(layouts()))
+def test_non_contiguous_refused(comms2, name):
+    c = comms2[0]
+    x = layouts()[name]
+    before = x.copy()
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        c.all_reduce(x, out=np.zeros(x.size, np.float32))
+    if x.flags.writeable:
+        with pytest.raises(ValueError, match="recvbuf is not C-contiguous"):
+            c.all_reduce(np.zeros(x.size, np.float32), out=x)
+        with pytest.raises(ValueError, match="tensor is not C-contiguous"):
+            c.recv(x, 1)
+    np.testing.assert_array_equal(x, before)
+
+
+def test_strided_interface_refused(comms2):
+    a = np.arange(8, dtype=np.float32)
+
+    class Strided:
+        __array_interface__ = dict(a[::2].__array_interface__)
+
+    with pytest.raises(ValueError, match=r"recvbuf is not contiguous \(strides \(8,\)\)"):
+        comms2[0].all_reduce(np.zeros(4, np.float32), out=Strided())
+    np.testing.assert_array_equal(a, np.arange(8))
+
+
+def test_torch_layouts_refused(comms2):
+    torch = pytest.importorskip("torch")
+    c = comms2[0]
+    t = torch.arange(16, dtype=torch.float32).reshape(4, 4)
+    with pytest.raises(ValueError, match="recvbuf is not contiguous"):
+        c.all_reduce(t.t())
+    neg = torch._neg_view(torch.ones(4)) if hasattr(torch, "_neg_view") else None
+    if neg is not None and neg.is_neg():
+        with pytest.raises(ValueError, match="lazy negated or conjugated view"):
+            c.all_reduce(neg)
+    assert torch.equal(t, torch.arange(16, dtype=torch.float32).reshape(4, 4))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ._errors import InvalidArgumentError
-from ._types import _DLPACK, _TYPESTR, DType, known_dtype, to_dtype
+from ._types import _DLPACK, _TYPESTR, DType, byte_order_message, known_dtype, to_dtype
 
 
 @dataclass
@@ -55,10 +55,15 @@ def _read_only(what: str, why: str) -> InvalidArgumentError:
                                 "writable buffer (a copy: np.array(x), bytearray(b))")
 
 
+_NATIVE = "<" if sys.byteorder == "little" else ">"
+
+
 def _from_interface(obj: Any, iface: dict, cuda: bool, what: str, writes: bool) -> Buf:
     shape = tuple(iface["shape"])
     typestr = iface["typestr"]
-    dtype = _TYPESTR.get(typestr[1:]) if typestr[0] in "<|=" else None
+    if typestr[0] not in ("|", "=", _NATIVE):
+        raise InvalidArgumentError(f"{what}: {byte_order_message(typestr)}")
+    dtype = _TYPESTR.get(typestr[1:])
     if dtype is None:
         try:
             dtype = to_dtype(getattr(obj, "dtype", None))
@@ -155,7 +160,7 @@ _from_buffer = ctypes.c_char.from_buffer
 
 
 def _torch_info(t: Any) -> Optional[ArrayInfo]:
-    if not t.is_contiguous():
+    if not t.is_contiguous() or t.is_neg():
         return None
     dt = known_dtype(t.dtype)
     if dt is None:
@@ -214,6 +219,9 @@ def as_buf(obj: Any, what: str, writes: bool = False) -> Buf:
     if t is not None and isinstance(obj, t.Tensor):
         if not obj.is_contiguous():
             raise ValueError(f"{what} is not contiguous; pass tensor.contiguous() (and copy the result back)")
+        if obj.is_neg() or obj.is_conj():  # lazy views: the memory holds other numbers
+            raise ValueError(f"{what} is a lazy negated or conjugated view; pass tensor.resolve_neg() / "
+                             "resolve_conj()")
         try:
             dtype = to_dtype(obj.dtype)
         except ValueError as e:
@@ -224,7 +232,10 @@ def as_buf(obj: Any, what: str, writes: bool = False) -> Buf:
     np = sys.modules.get("numpy")
     if np is not None and isinstance(obj, np.ndarray):
         if not obj.flags.c_contiguous:
-            raise ValueError(f"{what} is not C-contiguous; pass np.ascontiguousarray(...)")
+            raise ValueError(f"{what} is not C-contiguous (strides {obj.strides} for shape {obj.shape}); pass "
+                             "np.ascontiguousarray(...) (and copy the result back)")
+        if not obj.dtype.isnative:
+            raise InvalidArgumentError(f"{what}: {byte_order_message(str(obj.dtype))}")
         if writes and not obj.flags.writeable:
             raise _read_only(what, "numpy's flags.writeable is False")
         try:

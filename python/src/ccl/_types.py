@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import sys
 from typing import Any, Optional, Union
 
 
@@ -112,12 +113,19 @@ def _to_dtype(d: DTypeLike) -> DType:
         return to_dtype(str(d))
     if mod.startswith("mpi4py"):
         return _from_mpi(d)
+    if getattr(d, "isnative", True) is False:  # a numpy dtype in the other byte order: '>f4' here
+        raise ValueError(byte_order_message(str(d)))
     name = getattr(d, "name", None)  # numpy dtype (and ml_dtypes' extension dtypes)
     if name is None and isinstance(d, type):
         name = d.__name__  # numpy scalar type: np.float32
     if isinstance(name, str) and name in _NAMES:
         return _NAMES[name]
     raise ValueError(f"dtype {d!r} has no CCL equivalent (f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3, fp8_e5m2)")
+
+
+def byte_order_message(dtype: str) -> str:
+    return (f"dtype {dtype} is byte-swapped (not this machine's {sys.byteorder}-endian order): CCL would read "
+            f"its bytes as native numbers; pass x.astype(x.dtype.newbyteorder('=')) and swap the result back")
 
 
 def _from_mpi(d: Any) -> DType:
