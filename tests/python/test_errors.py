@@ -18,7 +18,7 @@ def test_exception_classes():
 
 
 def test_init_errors():
-    with pytest.raises(ccl.InvalidArgumentError, match="ccl_comm_init_all.*'nranks'"):
+    with pytest.raises(ccl.InvalidArgumentError, match="init_all: nranks is 0, out of range: expected 1"):
         ccl.init_all(0, backend="cpu")
     with pytest.raises(ccl.InvalidArgumentError, match="heap_bytes"):
         ccl.init_all(2, backend="cpu", heap_bytes=4096)
@@ -42,7 +42,8 @@ def test_argument_errors(comms2):
         c.all_reduce(np.ones(4, np.float32), "xor")
     with pytest.raises(TypeError, match="not a buffer"):
         c.all_reduce([1.0, 2.0])
-    with pytest.raises(ccl.InvalidArgumentError, match="ccl_broadcast: argument 'root'"):
+    with pytest.raises(ccl.InvalidArgumentError, match=r"broadcast: root is 7, out of range: expected 0..1 "
+                                                       r"\(a rank of this communicator of 2\)"):
         c.broadcast(np.ones(4, np.float32), root=7)
 
 

@@ -192,3 +192,85 @@ def test_torch_layouts_refused(comms2):
         with pytest.raises(ValueError, match="lazy negated or conjugated view"):
             c.all_reduce(neg)
     assert torch.equal(t, torch.arange(16, dtype=torch.float32).reshape(4, 4))
+
+
+# ---- integers: checked before ctypes, which would wrap or truncate them ----
+
+def test_huge_count_is_not_wrapped(comms2):
+    c = comms2[0]
+    x = np.arange(4, dtype=np.float32)
+    out = np.full(4, -1, np.float32)
+    with pytest.raises(ccl.InvalidArgumentError, match=r"all_reduce: count is 18446744073709551619, out of range: "
+                                                        r"expected 0..18446744073709551615 \(elements\)"):
+        c.all_reduce(sendbuf=x.ctypes.data, recvbuf=out.ctypes.data, count=2**64 + 3, datatype="f32")
+    with pytest.raises(ccl.InvalidArgumentError, match="count is -1, out of range"):
+        c.all_reduce(x, out=out, count=-1)
+    with pytest.raises(ccl.InvalidArgumentError, match=r"all_gather_v: recvcounts\[1\] is 18446744073709551617"):
+        c.all_gather_v(out, x[:1], [1, 2**64 + 1])
+    with pytest.raises(ccl.InvalidArgumentError, match=r"all_to_all_v: rdispls\[0\] is -2"):
+        c.all_to_all_v(out, x, [1, 1], [1, 1], rdispls=[-2, 0])
+    with pytest.raises(ccl.InvalidArgumentError, match="copy: nbytes 17 is more than dst's 16 bytes"):
+        c.copy(out, np.zeros(8, np.float32), 17)
+    with pytest.raises(ccl.InvalidArgumentError, match="copy: nbytes is 18446744073709551632, out of range"):
+        c.copy(out, x, 2**64 + 16)
+    np.testing.assert_array_equal(out, [-1, -1, -1, -1])
+
+
+@pytest.mark.parametrize("call, msg", [
+    (lambda c, x: c.send(x, 2**32 + 1), r"send: peer is 4294967297, out of range: expected 0..1 "
+                                        r"\(a rank of this communicator of 2\)"),
+    (lambda c, x: c.recv(x, -1), "recv: peer is -1, out of range"),
+    (lambda c, x: c.broadcast(x, root=2**32), "broadcast: root is 4294967296, out of range"),
+    (lambda c, x: c.reduce(x, root=2**32), "reduce: root is 4294967296, out of range"),
+    (lambda c, x: c.Bcast(x, root=2), "Bcast: root is 2, out of range"),
+    (lambda c, x: c.Reduce(x, None, root=-1), "Reduce: root is -1, out of range"),
+    (lambda c, x: c.Send(x, dest=3), "Send: dest is 3, out of range"),
+    (lambda c, x: c.Recv(x, source=2**31), "Recv: source is 2147483648, out of range"),
+])
+def test_huge_ranks_are_not_wrapped(comms2, call, msg):
+    x = np.full(4, 7, np.float32)
+    with pytest.raises(ccl.InvalidArgumentError, match=msg):
+        call(comms2[0], x)
+    np.testing.assert_array_equal(x, [7, 7, 7, 7])
+
+
+@pytest.mark.parametrize("call, msg", [
+    (lambda c, x: c.all_reduce(x, count=1.9), "all_reduce: count must be an integer, not float 1.9"),
+    (lambda c, x: c.all_reduce(x, count=True), "all_reduce: count must be an integer, not bool True"),
+    (lambda c, x: c.broadcast(x, root=1.0), "broadcast: root must be an integer, not float 1.0"),
+    (lambda c, x: c.reduce(x, root=np.float64(0)), "reduce: root must be an integer, not float64 0.0"),
+    (lambda c, x: c.send(x, 1.9), "send: peer must be an integer, not float 1.9"),
+    (lambda c, x: c.all_gather_v(x, x[:1], [1, 1.5]), r"all_gather_v: recvcounts\[1\] must be an integer"),
+    (lambda c, x: c.empty(2.5), r"empty: shape\[0\] must be an integer, not float 2.5"),
+    (lambda c, x: c.copy(x, x, nbytes=4.0), "copy: nbytes must be an integer"),
+    (lambda c, x: c.use(None, 1.5), "use: min_bytes must be an integer"),
+    (lambda c, x: c.load("allreduce/ring.ccl", root=0.5), "load: root must be an integer"),
+])
+def test_fractional_and_bool_integers_refused(comms2, call, msg):
+    x = np.full(4, 7, np.float32)
+    with pytest.raises(TypeError, match=msg):
+        call(comms2[0], x)
+    np.testing.assert_array_equal(x, [7, 7, 7, 7])
+
+
+def test_numpy_integers_are_integers(comms2):
+    def body(r, c):
+        x = np.full(3, r + 1.0)
+        c.broadcast(x, root=np.int64(1))
+        return x
+
+    for x in run_ranks(comms2, body):
+        np.testing.assert_array_equal(x, [2, 2, 2])
+
+
+def test_init_integers():
+    with pytest.raises(TypeError, match="init_all: nranks must be an integer, not float 2.0"):
+        ccl.init_all(2.0, backend="cpu")
+    with pytest.raises(ccl.InvalidArgumentError, match="config: timeout_ms is 4294967296, out of range"):
+        ccl.init_all(1, backend="cpu", timeout_ms=2**32)
+    with pytest.raises(TypeError, match="config: heap_bytes must be an integer, not float"):
+        ccl.init_all(1, backend="cpu", heap_bytes=1e9)
+    with pytest.raises(ccl.InvalidArgumentError, match=r"init_all: devices\[0\] is -2, out of range"):
+        ccl.init_all(1, backend="cpu", devices=[-2])
+    with pytest.raises(TypeError, match="check: ranks must be an integer, not float 4.0"):
+        ccl.check("allreduce/ring.ccl", ranks=4.0)

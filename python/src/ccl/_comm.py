@@ -24,7 +24,7 @@ from ._bootstrap import (Bootstrap, GroupBootstrap, JobFolderBootstrap, MPIBoots
 from ._buffers import Buf, array_info, as_buf
 from ._errors import CclError, CompileError, InvalidArgumentError, error_for
 from ._mpistyle import MpiStyle
-from ._types import DType, DTypeLike, Op, OpLike, to_dtype, to_op
+from ._types import INT_MAX, INT_MIN, SIZE_MAX, DType, DTypeLike, Op, OpLike, int_arg, to_dtype, to_op
 
 DEVICE_AUTO = -1
 _BACKENDS = {"auto": 0, "cpu": 1, "gpu": 2, "cuda": 2}
@@ -49,9 +49,9 @@ def _config(backend: Union[str, int, None], timeout_ms: Optional[int], heap_byte
                 raise ValueError(f"backend '{backend}': expected 'cpu', 'gpu' or 'auto'")
             cfg.backend = _BACKENDS[backend.lower()]
         else:
-            cfg.backend = int(backend)
-    cfg.timeout_ms = int(timeout_ms or 0)
-    cfg.heap_bytes = int(heap_bytes or 0)
+            cfg.backend = int_arg("config", "backend", backend, 0, 2, "0 auto, 1 cpu, 2 gpu")
+    cfg.timeout_ms = int_arg("config", "timeout_ms", timeout_ms or 0, 0, INT_MAX, "milliseconds")
+    cfg.heap_bytes = int_arg("config", "heap_bytes", heap_bytes or 0, 0, SIZE_MAX, "bytes")
     cfg.cache_dir = os.fsencode(cache_dir) if cache_dir else None
     return cfg
 
@@ -313,6 +313,10 @@ class Communicator(MpiStyle):
         if r:
             _raise(r, self._handle)
 
+    def _rank_arg(self, fn: str, name: str, value: Any) -> int:
+        """value checked as a rank of this communicator (a root, a peer)."""
+        return int_arg(fn, name, value, 0, self.size - 1, f"a rank of this communicator of {self.size}")
+
     def last_error(self) -> str:
         m = _lib.lib().ccl_comm_last_error(self._handle or None)
         return m.decode(errors="replace") if m else ""
@@ -416,9 +420,7 @@ class Communicator(MpiStyle):
                 count = recv.numel // recv_per
             else:
                 raise InvalidArgumentError(f"{kind}: count= is needed with raw pointers")
-        count = int(count)
-        if count < 0:
-            raise InvalidArgumentError(f"{kind}: count {count} is negative")
+        count = int_arg(kind, "count", count, 0, SIZE_MAX, "elements")
         for b, per, name in ((send, send_per, "sendbuf"), (recv, recv_per, "recvbuf")):
             if b.numel >= 0 and b.ptr and b.numel < per * count:
                 raise InvalidArgumentError(f"{kind}: {name} has {b.numel} elements, fewer than the {per * count} "
@@ -467,7 +469,8 @@ class Communicator(MpiStyle):
                     raise InvalidArgumentError("all_gather: count= is needed with raw pointers")
                 count = r.numel // N
             assert dt is not None
-            send_obj = r.ptr + self.rank * int(count) * dt.itemsize
+            count = int_arg("all_gather", "count", count, 0, SIZE_MAX, "elements")
+            send_obj = r.ptr + self.rank * count * dt.itemsize
             send, recv, n, dt = self._resolve("all_gather", send_obj, recv_obj, count, dt, 1, N)
         else:
             send, recv, n, dt = self._resolve("all_gather", send_obj, recv_obj, count, datatype, 1, N)
@@ -537,28 +540,32 @@ class Communicator(MpiStyle):
         if send.dtype is None or recv.dtype is None or send.dtype != recv.dtype:
             raise InvalidArgumentError(f"{name}: input and output need one dtype, not {send.dtype} and {recv.dtype}")
 
-        def table(what: str, vals: Optional[Sequence[int]], n: int) -> Any:
+        def ints(what: str, vals: Optional[Sequence[int]], n: int) -> Optional[list[int]]:
             if vals is None:
                 return None
-            vals = [int(v) for v in vals]
-            if len(vals) != n or any(v < 0 for v in vals):
-                raise InvalidArgumentError(f"{name}: {what} must be {n} counts >= 0, got {vals}")
-            return (c_size_t * n)(*vals)
+            if len(vals) != n:
+                raise InvalidArgumentError(f"{name}: {what} must have {n} entries, got {len(vals)}")
+            return [int_arg(name, f"{what}[{i}]", v, 0, SIZE_MAX, "elements") for i, v in enumerate(vals)]
+
+        sendcounts, recvcounts = ints("sendcounts", sendcounts, len(sendcounts)), ints("recvcounts", recvcounts,
+                                                                                        self.size)
+        sdispls, rdispls = ints("sdispls", sdispls, len(sendcounts or ())), ints("rdispls", rdispls, self.size)
+
+        def table(vals: Optional[list[int]]) -> Any:
+            return None if vals is None else (c_size_t * len(vals))(*vals)
 
         def extent(counts: Sequence[int], displs: Optional[Sequence[int]]) -> int:
             if displs is None:
-                return sum(int(c) for c in counts)
-            return max((int(d) + int(c) for c, d in zip(counts, displs)), default=0)
+                return sum(counts)
+            return max((d + c for c, d in zip(counts, displs)), default=0)
 
         for what, buf, counts, displs in (("input", send, sendcounts, sdispls), ("output", recv, recvcounts, rdispls)):
+            assert counts is not None
             need = extent(counts, displs)
             if buf.numel >= 0 and buf.numel < need:
                 raise InvalidArgumentError(f"{name}: {what} has {buf.numel} elements, its counts and displacements "
                                            f"reach element {need}")
-        N = self.size
-        return (send, recv, send.dtype, table("sendcounts", sendcounts, len(sendcounts)),
-                table("sdispls", sdispls, len(sendcounts)), table("recvcounts", recvcounts, N),
-                table("rdispls", rdispls, N))
+        return (send, recv, send.dtype, table(sendcounts), table(sdispls), table(recvcounts), table(rdispls))
 
     def _v_done(self, r: int, stream: Any, async_op: bool, result: Any) -> Any:
         if r:
@@ -582,7 +589,7 @@ class Communicator(MpiStyle):
         N = self.size
         if len(recvcounts) != N:
             raise InvalidArgumentError(f"{method}: recvcounts must have {N} entries, got {len(recvcounts)}")
-        mine = int(recvcounts[self.rank])
+        mine = int_arg(method, f"recvcounts[{self.rank}]", recvcounts[self.rank], 0, SIZE_MAX, "elements")
         send, recv, dt, _, _, rc, rd = self._v_args(method, output, input, [mine], recvcounts, None, displs, datatype)
         s = _stream_handle(stream, send, recv)
         r = _lib.lib().ccl_all_gather_v(send.ptr or None, mine, recv.ptr or None, rc, rd, dt, self.handle, s)
@@ -634,12 +641,14 @@ class Communicator(MpiStyle):
         if buf.dtype is None:
             raise InvalidArgumentError(f"{name}: {what} has no dtype CCL knows (give a datatype)")
         if count is not None:
+            count = int_arg(name, "count", count, 0, SIZE_MAX, "elements")
             if buf.numel >= 0 and count > buf.numel:
                 raise InvalidArgumentError(f"{name}: count {count} is more than {what}'s {buf.numel} elements")
             buf.numel = count
         if buf.numel < 0:
             raise InvalidArgumentError(f"{name}: a raw pointer needs [buf, count, datatype]")
-        call = _P2pCall(self, kind, buf, int(peer), _stream_handle(stream, buf, buf), obj)
+        peer = self._rank_arg(name, "dest" if method == "Send" else "source" if method else "peer", peer)
+        call = _P2pCall(self, kind, buf, peer, _stream_handle(stream, buf, buf), obj)
         if _open_group.calls is not None:
             _open_group.calls.append(call)
             return None
@@ -651,8 +660,10 @@ class Communicator(MpiStyle):
                   stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
         """Root's ``tensor`` to every rank: in place (``tensor`` is the input on the root and
         the output elsewhere), or into ``out``."""
+        if type(root) is not int or not 0 <= root < self.size:
+            root = self._rank_arg("broadcast", "root", root)
         if sendbuf is None and recvbuf is None and count is None and datatype is None and algorithm is None:
-            res = self._quick(self._L.ccl_broadcast, tensor, tensor if out is None else out, 1, 1, (int(root),),
+            res = self._quick(self._L.ccl_broadcast, tensor, tensor if out is None else out, 1, 1, (root,),
                               stream, async_op)
             if res is not _MISS:
                 return res
@@ -662,22 +673,24 @@ class Communicator(MpiStyle):
         ro_ok = send_obj is recv_obj and root == self.rank
         send, recv, n, dt = self._resolve("broadcast", send_obj, recv_obj, count, datatype, 1, 1,
                                           recv_writes=not ro_ok)
-        return self._go("broadcast", send, recv, n, dt, Op.SUM, int(root), stream, async_op, algorithm, recv_obj)
+        return self._go("broadcast", send, recv, n, dt, Op.SUM, root, stream, async_op, algorithm, recv_obj)
 
     def reduce(self, tensor: Any = None, root: int = 0, op: OpLike = "sum", *, out: Any = None,
                sendbuf: Any = None, recvbuf: Any = None, count: Optional[int] = None,
                datatype: Optional[DTypeLike] = None, stream: Any = None, async_op: bool = False,
                algorithm: Optional[Algorithm] = None) -> Any:
         """Reduces ``tensor`` over all ranks into root's ``tensor`` (in place) or ``out``."""
+        if type(root) is not int or not 0 <= root < self.size:
+            root = self._rank_arg("reduce", "root", root)
         if sendbuf is None and recvbuf is None and count is None and datatype is None and algorithm is None:
             res = self._quick(self._L.ccl_reduce, tensor, tensor if out is None else out, 1, 1,
-                              (to_op(op), int(root)), stream, async_op)
+                              (to_op(op), root), stream, async_op)
             if res is not _MISS:
                 return res
         send_obj = sendbuf if sendbuf is not None else tensor
         recv_obj = recvbuf if recvbuf is not None else (out if out is not None else send_obj)
         send, recv, n, dt = self._resolve("reduce", send_obj, recv_obj, count, datatype, 1, 1)
-        return self._go("reduce", send, recv, n, dt, to_op(op), int(root), stream, async_op, algorithm, recv_obj)
+        return self._go("reduce", send, recv, n, dt, to_op(op), root, stream, async_op, algorithm, recv_obj)
 
     # ---- algorithms ----
 
@@ -686,16 +699,19 @@ class Communicator(MpiStyle):
         text starting with ``algorithm``. Every rank loads the same programs in the same
         order. Raises :class:`ccl.CompileError` with the compiler's located diagnostics."""
         src = os.fspath(path_or_source)
+        root = self._rank_arg("load", "root", root)
         out = c_void_p()
-        r = _lib.lib().ccl_algorithm_load(self.handle, src.encode(), int(root), byref(out))
+        r = _lib.lib().ccl_algorithm_load(self.handle, src.encode(), root, byref(out))
         if r:
             _raise(r, self._handle)
-        return Algorithm(self, out.value or 0, int(root))
+        return Algorithm(self, out.value or 0, root)
 
     def use(self, algorithm: Algorithm, min_bytes: int = 0, max_bytes: int = 0) -> None:
         """Makes the standard collective of the algorithm's kind run it for messages of
         [min_bytes, max_bytes] bytes (0, 0: every size); later registrations win."""
-        r = _lib.lib().ccl_comm_use_algorithm(self.handle, algorithm.handle, int(min_bytes), int(max_bytes))
+        lo = int_arg("use", "min_bytes", min_bytes, 0, SIZE_MAX, "bytes")
+        hi = int_arg("use", "max_bytes", max_bytes, 0, SIZE_MAX, "bytes")
+        r = _lib.lib().ccl_comm_use_algorithm(self.handle, algorithm.handle, lo, hi)
         if r:
             _raise(r, self._handle)
 
@@ -715,12 +731,14 @@ class Communicator(MpiStyle):
         GPU backend; else a numpy array. Allocate (and drop) symmetric buffers in the same
         order on every rank: the memory goes back to the heap when the tensor and all its
         views are garbage-collected (``ccl_mem_free`` waits for the communicator's work)."""
-        shp = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        dims = list(shape) if isinstance(shape, (list, tuple)) else [shape]
+        shp = tuple(int_arg("empty", f"shape[{i}]", s, 0, SIZE_MAX, "elements") for i, s in enumerate(dims))
         torch_dtype = dtype if type(dtype).__module__.startswith("torch") else None
         dt = to_dtype(dtype)
         numel = 1
         for s in shp:
             numel *= s
+        int_arg("empty", "the size", numel * dt.itemsize, 0, SIZE_MAX, "bytes")
         nbytes = max(numel * dt.itemsize, 1)
         ptr = c_void_p()
         L = _lib.lib()
@@ -751,8 +769,17 @@ class Communicator(MpiStyle):
         """``ccl_mem_copy``: bytes between host memory and this backend's memory, after the
         communicator's queued work."""
         d, s = as_buf(dst, "dst", writes=True), as_buf(src, "src")
-        n = nbytes if nbytes is not None else min(x.nbytes for x in (d, s) if x.numel >= 0)
-        r = _lib.lib().ccl_mem_copy(self.handle, d.ptr, s.ptr, int(n))
+        known = [(x.nbytes, what) for x, what in ((d, "dst"), (s, "src")) if x.numel >= 0]
+        if nbytes is None:
+            if not known:
+                raise InvalidArgumentError("copy: nbytes= is needed with two raw pointers")
+            n = min(k[0] for k in known)
+        else:
+            n = int_arg("copy", "nbytes", nbytes, 0, SIZE_MAX, "bytes")
+            for size, what in known:
+                if n > size:
+                    raise InvalidArgumentError(f"copy: nbytes {n} is more than {what}'s {size} bytes")
+        r = _lib.lib().ccl_mem_copy(self.handle, d.ptr, s.ptr, n)
         if r:
             _raise(r, self._handle)
 
@@ -838,13 +865,15 @@ def init_all(nranks: int, *, backend: Union[str, int, None] = None, devices: Opt
     """``nranks`` communicators in this process (threads mode): element i is rank i, on GPU
     ``devices[i]`` (default: rank i modulo the GPU count). ``backend``: 'cpu', 'gpu' or
     'auto' (default: ``$CCL_BACKEND``, else the GPU when one is usable)."""
+    nranks = int_arg("init_all", "nranks", nranks, 1, INT_MAX, "ranks")
     cfg = _config(backend, timeout_ms, heap_bytes, cache_dir)
     L = _lib.lib()
     handles = (c_void_p * nranks)()
-    devs = (c_int * nranks)(*devices) if devices is not None else None
     if devices is not None and len(devices) != nranks:
         raise InvalidArgumentError(f"init_all: {len(devices)} devices for {nranks} ranks")
-    r = L.ccl_comm_init_all(ctypes.cast(handles, ctypes.POINTER(c_void_p)), int(nranks), devs, byref(cfg))
+    devs = (c_int * nranks)(*(int_arg("init_all", f"devices[{i}]", d, DEVICE_AUTO, INT_MAX, "a GPU index or "
+                                      "DEVICE_AUTO") for i, d in enumerate(devices))) if devices is not None else None
+    r = L.ccl_comm_init_all(ctypes.cast(handles, ctypes.POINTER(c_void_p)), nranks, devs, byref(cfg))
     if r:
         _raise(r, None)
     group: list = []
@@ -909,23 +938,25 @@ def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store
             raise InvalidArgumentError("init_rank: store= needs rank and nranks")
         k = _store_rounds.get(id(store), 0)
         _store_rounds[id(store)] = k + 1
-        boot = StoreBootstrap(store, int(rank), int(nranks), prefix=f"ccl/{k}")
+        nranks = int_arg("init_rank", "nranks", nranks, 1, INT_MAX, "ranks")
+        rank = int_arg("init_rank", "rank", rank, 0, nranks - 1, "a rank of the job")
+        boot = StoreBootstrap(store, rank, nranks, prefix=f"ccl/{k}")
     else:
         if env is None and (rank is None or nranks is None):
             raise InvalidArgumentError("init_rank: not under a launcher (no RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, "
                                        "PMI_* or SLURM_* in the environment): give a store, process group, mpi4py "
                                        "communicator or bootstrap, or use ccl.init_all for threads")
-        er, en, _, job = env if env is not None else (int(rank or 0), int(nranks or 1), -1, "")
-        rank = er if rank is None else rank
-        nranks = en if nranks is None else nranks
-        boot = _env_bootstrap(int(rank), int(nranks), job, timeout_s)
-    if device is None:
-        device = DEVICE_AUTO
+        er, en, _, job = env if env is not None else (rank, nranks, -1, "")
+        nranks = int_arg("init_rank", "nranks", en if nranks is None else nranks, 1, INT_MAX, "ranks")
+        rank = int_arg("init_rank", "rank", er if rank is None else rank, 0, nranks - 1, "a rank of the job")
+        boot = _env_bootstrap(rank, nranks, job, timeout_s)
+    device = int_arg("init_rank", "device", DEVICE_AUTO if device is None else device, DEVICE_AUTO, INT_MAX,
+                     "a GPU index or DEVICE_AUTO")
     cfg = _config(backend, timeout_ms, heap_bytes, cache_dir)
     c_boot, errors, keep = boot.as_c()
     out = c_void_p()
     try:
-        r = _lib.lib().ccl_comm_init_rank(byref(out), byref(c_boot), int(device), byref(cfg))
+        r = _lib.lib().ccl_comm_init_rank(byref(out), byref(c_boot), device, byref(cfg))
     finally:
         boot.close()
     del keep
@@ -974,12 +1005,15 @@ def check(path_or_source: Union[str, os.PathLike], ranks: int, root: int = 0) ->
     if fn is None:
         raise CclError("this libccl has no ccl_algorithm_check (too old): rebuild it")
     src = os.fspath(path_or_source).encode()
+    # libccl checks the ranges (its message names them); here only what a C int holds.
+    ranks = int_arg("check", "ranks", ranks, INT_MIN, INT_MAX, "a C int")
+    root = int_arg("check", "root", root, INT_MIN, INT_MAX, "a C int")
     needed = c_size_t()
     buf = ctypes.create_string_buffer(1 << 16)
-    r = fn(src, int(ranks), int(root), buf, len(buf), byref(needed))
+    r = fn(src, ranks, root, buf, len(buf), byref(needed))
     if needed.value > len(buf):
         buf = ctypes.create_string_buffer(needed.value)
-        r = fn(src, int(ranks), int(root), buf, len(buf), byref(needed))
+        r = fn(src, ranks, root, buf, len(buf), byref(needed))
     text = buf.value.decode(errors="replace")
     if r == 0:
         return Proof(text)

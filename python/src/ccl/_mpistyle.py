@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from ._buffers import as_buf
 from ._errors import InvalidArgumentError, UnsupportedError
-from ._types import Op, to_dtype, to_op
+from ._types import SIZE_MAX, Op, int_arg, to_dtype, to_op
 
 
 class _InPlace:
@@ -136,6 +136,7 @@ class MpiStyle:
             datatype: Any = None, stream: Any = None) -> None:
         """mpi4py's Reduce: the reduction into the root's ``recvbuf`` (ignored elsewhere; may be
         None); ``sendbuf=IN_PLACE`` at the root: its ``recvbuf`` holds its input."""
+        root = self._rank_arg("Reduce", "root", root)  # type: ignore[attr-defined]
         if is_in_place(sendbuf) and self.rank != root:
             raise InvalidArgumentError(f"Reduce: sendbuf is IN_PLACE on rank {self.rank}, which is not the root "
                                        f"({root}); only the root may pass IN_PLACE")
@@ -144,6 +145,7 @@ class MpiStyle:
     def Bcast(self, buf: Any, root: int = 0, *, count: Optional[int] = None,
             datatype: Any = None, stream: Any = None) -> None:
         """mpi4py's Bcast: the root's ``buf`` into every rank's ``buf``."""
+        root = self._rank_arg("Bcast", "root", root)  # type: ignore[attr-defined]
         self._mpi_run("broadcast", "Bcast", buf, buf, None, root, stream, 1, 1, count, datatype)
 
     def Allgather(self, sendbuf: Any, recvbuf: Any, *, count: Optional[int] = None,
@@ -224,7 +226,10 @@ class MpiStyle:
             if d is None or len(counts) != self.size:
                 raise InvalidArgumentError(f"Allgatherv: with IN_PLACE, recvbuf must be an array and counts must "
                                            f"have {self.size} entries")
-            off = int(displs[self.rank]) if displs is not None else sum(int(c) for c in counts[:self.rank])
+            table = displs if displs is not None else counts
+            part = [int_arg("Allgatherv", "displs" if displs is not None else "counts", v, 0, SIZE_MAX, "elements")
+                    for v in (table[self.rank:self.rank + 1] if displs is not None else table[:self.rank])]
+            off = sum(part)
             sendbuf = r.ptr + off * d.itemsize
             dt = d
         else:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import operator
 import sys
 from typing import Any, Optional, Union
 
@@ -168,3 +169,26 @@ def to_op(op: OpLike) -> Op:
     if name in _OPS:
         return _OPS[name]
     raise ValueError(f"op {op!r} has no CCL equivalent (sum, prod, min, max, avg)")
+
+
+# The C types' ranges, for int_arg.
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+SIZE_MAX = (1 << 64) - 1
+
+
+def int_arg(fn: str, name: str, value: Any, lo: int, hi: int, what: str = "") -> int:
+    """value as a Python int, checked before it reaches ctypes, which would wrap it
+    silently (2**64 + 3 as a size_t is 3, 2**32 + 1 as an int is 1) or truncate it (1.9
+    is 1). Integers only: int, numpy's, anything with __index__; not bool (True is a
+    count of 1 by accident) nor float. ``what`` says what the range is ("a rank of this
+    communicator"); raises TypeError or InvalidArgumentError naming fn and the argument."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        shown = repr(value) if isinstance(value, str) else str(value)
+        raise TypeError(f"{fn}: {name} must be an integer, not {type(value).__name__} {shown}")
+    v = operator.index(value)
+    if not lo <= v <= hi:
+        from ._errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"{fn}: {name} is {v}, out of range: expected {lo}..{hi}" +
+                                   (f" ({what})" if what else ""))
+    return v

@@ -30,7 +30,7 @@ from typing import Any, Callable, Union
 import torch
 
 from ._comm import Communicator, communicator
-from ._types import to_op
+from ._types import INT_MAX, INT_MIN, int_arg, to_op
 
 CommLike = Union[Communicator, int]
 
@@ -245,6 +245,12 @@ def _eager(*tensors: torch.Tensor) -> bool:
 _force_ops = False
 
 
+def _root(fn: str, root: Any) -> int:
+    """A root for torch.ops.ccl: an integer a C int holds (no float, no bool); the kernel's
+    communicator checks that it is one of its ranks."""
+    return int_arg(f"ccl.torch.{fn}", "root", root, INT_MIN, INT_MAX, "a C int")
+
+
 def _comm(comm: CommLike) -> Communicator:
     return comm if isinstance(comm, Communicator) else communicator(int(comm))
 
@@ -307,30 +313,30 @@ def all_to_all(input: torch.Tensor, comm: CommLike) -> torch.Tensor:
 
 def broadcast(input: torch.Tensor, comm: CommLike, root: int = 0) -> torch.Tensor:
     if _eager(input):
-        return _do_broadcast(_comm(comm), input, int(root))
-    return torch.ops.ccl.broadcast(input, _h(comm), int(root))
+        return _do_broadcast(_comm(comm), input, root)
+    return torch.ops.ccl.broadcast(input, _h(comm), _root("broadcast", root))
 
 
 def broadcast_(tensor: torch.Tensor, comm: CommLike, root: int = 0) -> torch.Tensor:
     if _eager(tensor):
-        _comm(comm).broadcast(tensor, int(root))
+        _comm(comm).broadcast(tensor, root)
         _bump(tensor)
     else:
-        torch.ops.ccl.broadcast_(tensor, _h(comm), int(root))
+        torch.ops.ccl.broadcast_(tensor, _h(comm), _root("broadcast_", root))
     return tensor
 
 
 def reduce(input: torch.Tensor, comm: CommLike, root: int = 0, op: Any = "sum") -> torch.Tensor:
     """Out of place; the result is meaningful on ``root`` only."""
     if _eager(input):
-        return _do_reduce(_comm(comm), input, int(root), _op(op))
-    return torch.ops.ccl.reduce(input, _h(comm), int(root), _op(op))
+        return _do_reduce(_comm(comm), input, root, _op(op))
+    return torch.ops.ccl.reduce(input, _h(comm), _root("reduce", root), _op(op))
 
 
 def reduce_(tensor: torch.Tensor, comm: CommLike, root: int = 0, op: Any = "sum") -> torch.Tensor:
     if _eager(tensor):
-        _comm(comm).reduce(tensor, int(root), op)
+        _comm(comm).reduce(tensor, root, op)
         _bump(tensor)
     else:
-        torch.ops.ccl.reduce_(tensor, _h(comm), int(root), _op(op))
+        torch.ops.ccl.reduce_(tensor, _h(comm), _root("reduce_", root), _op(op))
     return tensor
