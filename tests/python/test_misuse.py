@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ccl
-from conftest import run_ranks
+from conftest import ROOT, run_ranks
 
 
 def frozen(values, dtype=np.float32):
@@ -274,3 +274,123 @@ def test_init_integers():
         ccl.init_all(1, backend="cpu", devices=[-2])
     with pytest.raises(TypeError, match="check: ranks must be an integer, not float 4.0"):
         ccl.check("allreduce/ring.ccl", ranks=4.0)
+
+
+# ---- use after close ----
+
+@pytest.mark.parametrize("call", [
+    lambda c, x: c.all_reduce(x), lambda c, x: c.all_reduce(x, out=np.zeros(4, np.float32)),
+    lambda c, x: c.Allreduce(np.ones(4, np.float32), x), lambda c, x: c.all_gather_v(x, x[:2], [2, 2]),
+    lambda c, x: c.send(x, 1), lambda c, x: c.recv(x, 1), lambda c, x: c.copy(x, np.ones(4, np.float32)),
+    lambda c, x: c.synchronize(), lambda c, x: c.explain_choice(), lambda c, x: c.empty(4),
+    lambda c, x: c.load("allreduce/ring.ccl"),
+])
+def test_calls_on_a_closed_comm_raise(call):
+    cs = ccl.init_all(2, backend="cpu")
+    for c in cs:
+        c.close()
+    x = np.full(4, 7, np.float32)
+    with pytest.raises(ccl.InvalidArgumentError, match="rank 0's communicator was destroyed"):
+        call(cs[0], x)
+    np.testing.assert_array_equal(x, [7, 7, 7, 7])
+
+
+def test_algorithm_and_op_handle_after_close():
+    cs = ccl.init_all(2, backend="cpu")
+    alg = run_ranks(cs, lambda r, c: c.load(str(ROOT / "algorithms/allreduce/ring.ccl")))[0]
+    h = cs[0].handle
+    for c in cs:
+        c.destroy()
+    x = np.ones(4, np.float32)
+    with pytest.raises(ccl.InvalidArgumentError, match="communicator was destroyed"):
+        alg(x)
+    with pytest.raises(ccl.InvalidArgumentError, match="was destroyed, and the algorithm with it"):
+        alg.handle
+    alg.free()                                                       # nothing left to free: no error
+    with pytest.raises(ccl.InvalidArgumentError, match="no live ccl communicator with handle .*destroyed"):
+        ccl.communicator(h)
+
+
+def test_use_refuses_another_comms_algorithm(comms2):
+    algs = run_ranks(comms2, lambda r, c: c.load(str(ROOT / "algorithms/allreduce/ring.ccl")))
+    with pytest.raises(ccl.InvalidArgumentError, match="use: the algorithm must be one this communicator loaded"):
+        comms2[0].use(algs[1])
+    comms2[0].use(algs[0], 1 << 40, 1 << 41)     # its own is fine (for sizes no test uses)
+    for a in algs:
+        a.free()
+
+
+EMPTY_AFTER_CLOSE = """
+import gc, numpy as np, ccl
+c = ccl.init_all(1, backend="cpu")[0]
+a = c.empty(1000, "f32")
+v = a[10:20]
+c.destroy()
+a[:] = 3.0                       # was a SIGSEGV: the heap was unmapped
+v += 1
+assert a.sum() == 3010.0 and c._pending
+try:
+    c.all_reduce(a)
+except ccl.InvalidArgumentError as e:
+    assert "destroyed" in str(e)
+else:
+    raise AssertionError("a call on a destroyed comm worked")
+del a
+gc.collect()
+assert c._pending                # the view still holds the memory
+del v
+gc.collect()
+assert not c._pending and c._live == 0
+print("ok")
+"""
+
+
+def test_empty_array_outlives_its_comm():
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    r = subprocess.run([sys.executable, "-c", EMPTY_AFTER_CLOSE], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stdout, r.stderr[-2000:])
+
+
+# ---- one thread at a time per communicator ----
+
+def test_second_thread_on_a_busy_comm_raises():
+    import threading
+
+    cs = ccl.init_all(2, backend="cpu", timeout_ms=20000)
+    try:
+        first = np.full(4, 1, np.float32)
+        started, done = threading.Event(), []
+
+        def rank0():
+            started.set()
+            done.append(cs[0].all_reduce(first))                  # waits for rank 1
+
+        t = threading.Thread(target=rank0, name="rank0-caller")
+        t.start()
+        started.wait()
+        for _ in range(200):                                          # until rank 0's call holds the comm
+            if cs[0]._busy_thread == "rank0-caller":
+                break
+            threading.Event().wait(0.01)
+        other = np.full(4, 5, np.float32)
+        with pytest.raises(ccl.InvalidUsageError, match="all_reduce: rank 0's communicator is in a call from "
+                                                        "thread 'rank0-caller'; a communicator is used by one"):
+            cs[0].all_reduce(other)
+        with pytest.raises(ccl.InvalidUsageError, match="destroy: rank 0's communicator is in a call"):
+            cs[0].destroy()
+        with pytest.raises(ccl.InvalidUsageError, match="send: rank 0's communicator is in a call"):
+            with ccl.group():
+                cs[0].send(other, 1)
+        np.testing.assert_array_equal(other, [5, 5, 5, 5])           # not written
+        second = np.full(4, 2, np.float32)
+        cs[1].all_reduce(second)                                     # rank 1 joins: rank 0's call ends
+        t.join(30)
+        np.testing.assert_array_equal(first, [3, 3, 3, 3])
+        np.testing.assert_array_equal(second, [3, 3, 3, 3])
+    finally:
+        for c in cs:
+            c.destroy()

@@ -22,8 +22,8 @@ from . import _lib
 from ._bootstrap import (Bootstrap, GroupBootstrap, JobFolderBootstrap, MPIBootstrap, StoreBootstrap,
                          launcher_env)
 from ._buffers import Buf, array_info, as_buf
-from ._errors import CclError, CompileError, InvalidArgumentError, error_for
-from ._mpistyle import MpiStyle
+from ._errors import CclError, CompileError, InvalidArgumentError, InvalidUsageError, error_for
+from ._mpistyle import MpiStyle, exclusive
 from ._types import INT_MAX, INT_MIN, SIZE_MAX, DType, DTypeLike, Op, OpLike, int_arg, to_dtype, to_op
 
 DEVICE_AUTO = -1
@@ -144,17 +144,26 @@ def group(*, async_op: bool = False) -> Iterator[None]:
     finally:
         _open_group.calls = None
     L = _lib.lib()
-    L.ccl_group_start()
-    for c in calls:
-        r = c.issue()
-        if r:
-            L.ccl_group_end()  # launches nothing: one of its calls failed
-            _raise(r, c.comm.handle)
-    r = L.ccl_group_end()
+    comms = list(dict.fromkeys(c.comm for c in calls))
+    held: list = []
+    try:
+        for comm in comms:  # every comm of the group, held for its launch (Communicator._enter)
+            comm._enter("group")
+            held.append(comm)
+        L.ccl_group_start()
+        for c in calls:
+            r = c.issue()
+            if r:
+                L.ccl_group_end()  # launches nothing: one of its calls failed
+                _raise(r, c.comm.handle)
+        r = L.ccl_group_end()
+    finally:
+        for comm in held:
+            comm._busy.release()
     if r:
         _raise(r, None)
     if not async_op:
-        for comm in dict.fromkeys(c.comm for c in calls):
+        for comm in comms:
             if comm.backend == "cpu":
                 comm.synchronize()
 
@@ -220,6 +229,9 @@ class Algorithm:
     def handle(self) -> int:
         if not self._handle:
             raise InvalidArgumentError(f"algorithm '{self.name}' was freed")
+        if not self.comm._handle:  # its destroy freed it
+            raise InvalidArgumentError(f"algorithm '{self.name}': rank {self.comm.rank}'s communicator was "
+                                       "destroyed, and the algorithm with it")
         return self._handle
 
     def free(self) -> None:
@@ -264,7 +276,15 @@ class Communicator(MpiStyle):
         L.ccl_comm_backend(handle, byref(v))
         self.backend: str = _BACKEND_NAMES.get(v.value, "?")
         self._group = group  # threads mode: the comms created together (destroy order)
-        self._lock = threading.Lock()
+        # One thread at a time in a call (libccl's rule): a second thread's call raises.
+        # Reentrant: a call may call another (the mpi4py methods do).
+        self._busy = threading.RLock()
+        self._busy_thread = ""
+        # Arrays from empty() still alive, and the handle a destroy left to the last of
+        # them (their memory is the communicator's heap); both under _mem_lock.
+        self._mem_lock = threading.Lock()
+        self._live = 0
+        self._pending = 0
         self._sync_each = self.backend == "cpu"  # CPU backend: a call returns when its result is in place
         self._L = L
 
@@ -274,18 +294,52 @@ class Communicator(MpiStyle):
     def handle(self) -> int:
         """The ccl_comm_t* as an int (for C code and the torch custom ops)."""
         if not self._handle:
-            raise InvalidArgumentError("the communicator was destroyed")
+            raise InvalidArgumentError(f"rank {self.rank}'s communicator was destroyed (destroy() or close()); "
+                                       "make a new one")
         return self._handle
 
+    def _enter(self, fn: str) -> None:
+        """Takes the communicator for a call of this thread, or raises when another thread
+        is in a call on it (libccl's rule: one host thread at a time; two at once would
+        interleave their calls differently on different ranks)."""
+        if not self._busy.acquire(False):
+            raise InvalidUsageError(f"{fn}: rank {self.rank}'s communicator is in a call from thread "
+                                    f"'{self._busy_thread}'; a communicator is used by one thread at a time "
+                                    "(give each thread its own communicator, or wait for that call)")
+        self._busy_thread = threading.current_thread().name
+
     def destroy(self) -> None:
-        """Waits for its work, then frees it with its algorithms and symmetric memory.
-        Symmetric tensors from ``empty`` must not be used afterwards."""
-        h, self._handle = self._handle, 0
-        if h:
+        """Waits for its work, then frees it with its algorithms; every later call raises.
+        Arrays from :meth:`empty` stay valid: while any of them is alive the communicator's
+        memory is kept (it is freed with the last of them), as a numpy view keeps its base."""
+        if not self._handle:
+            return
+        self._enter("destroy")
+        try:
+            with self._mem_lock:
+                h, self._handle = self._handle, 0
+                keep = self._live > 0
+                if keep:
+                    self._pending = h
+            if not h:
+                return
             _registry.pop(h, None)
-            r = _lib.lib().ccl_comm_destroy(h)
+            if keep:
+                # Its work done now, as a destroy's; the handle is freed by the last array.
+                self._L.ccl_comm_synchronize(h)
+                return
+            r = self._L.ccl_comm_destroy(h)
             if r:
                 _raise(r, None)
+        finally:
+            self._busy.release()
+
+    def _adopt(self, holder: Any, ptr: int) -> Any:
+        """Frees ptr (a ccl_mem_alloc buffer) when holder is collected; counts it as live
+        until then. Returns the finalizer."""
+        with self._mem_lock:
+            self._live += 1
+        return weakref.finalize(holder, _mem_free, self, ptr)
 
     close = destroy
 
@@ -306,6 +360,7 @@ class Communicator(MpiStyle):
         state = "" if self._handle else " (destroyed)"
         return f"<ccl.Communicator rank {self.rank} of {self.size}, {self.backend}{state}>"
 
+    @exclusive
     def synchronize(self) -> None:
         """Waits for everything enqueued on this communicator; raises its first
         asynchronous error (a timeout naming rank, block, statement and peer, ...)."""
@@ -427,6 +482,7 @@ class Communicator(MpiStyle):
                                            f"it needs (count {count})")
         return send, recv, count, dtype
 
+    @exclusive
     def all_reduce(self, tensor: Any = None, op: OpLike = "sum", *, out: Any = None, sendbuf: Any = None,
                    recvbuf: Any = None, count: Optional[int] = None, datatype: Optional[DTypeLike] = None,
                    stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
@@ -442,6 +498,7 @@ class Communicator(MpiStyle):
         send, recv, n, dt = self._resolve("all_reduce", send_obj, recv_obj, count, datatype, 1, 1)
         return self._go("all_reduce", send, recv, n, dt, to_op(op), 0, stream, async_op, algorithm, recv_obj)
 
+    @exclusive
     def all_gather(self, output: Any = None, input: Any = None, *, sendbuf: Any = None, recvbuf: Any = None,
                    count: Optional[int] = None, datatype: Optional[DTypeLike] = None, stream: Any = None,
                    async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
@@ -476,6 +533,7 @@ class Communicator(MpiStyle):
             send, recv, n, dt = self._resolve("all_gather", send_obj, recv_obj, count, datatype, 1, N)
         return self._go("all_gather", send, recv, n, dt, Op.SUM, 0, stream, async_op, algorithm, recv_obj)
 
+    @exclusive
     def reduce_scatter(self, output: Any = None, input: Any = None, op: OpLike = "sum", *, sendbuf: Any = None,
                        recvbuf: Any = None, count: Optional[int] = None, datatype: Optional[DTypeLike] = None,
                        stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
@@ -502,6 +560,7 @@ class Communicator(MpiStyle):
         send, recv, n, dt = self._resolve("reduce_scatter", send_obj, recv_obj, count, datatype, N, 1)
         return self._go("reduce_scatter", send, recv, n, dt, to_op(op), 0, stream, async_op, algorithm, recv_obj)
 
+    @exclusive
     def all_to_all(self, output: Any = None, input: Any = None, *, sendbuf: Any = None, recvbuf: Any = None,
                    count: Optional[int] = None, datatype: Optional[DTypeLike] = None, stream: Any = None,
                    async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
@@ -578,6 +637,7 @@ class Communicator(MpiStyle):
                 _raise(r, self.handle)
         return result
 
+    @exclusive
     def all_gather_v(self, output: Any, input: Any, recvcounts: Sequence[int], displs: Optional[Sequence[int]] = None,
                      *, datatype: Optional[DTypeLike] = None, stream: Any = None, async_op: bool = False,
                      method: str = "all_gather_v") -> Any:
@@ -595,6 +655,7 @@ class Communicator(MpiStyle):
         r = _lib.lib().ccl_all_gather_v(send.ptr or None, mine, recv.ptr or None, rc, rd, dt, self.handle, s)
         return self._v_done(r, stream, async_op, output)
 
+    @exclusive
     def all_to_all_v(self, output: Any, input: Any, sendcounts: Sequence[int], recvcounts: Sequence[int],
                      sdispls: Optional[Sequence[int]] = None, rdispls: Optional[Sequence[int]] = None, *,
                      datatype: Optional[DTypeLike] = None, stream: Any = None, async_op: bool = False,
@@ -613,6 +674,7 @@ class Communicator(MpiStyle):
         r = _lib.lib().ccl_all_to_all_v(send.ptr or None, sc, sd, recv.ptr or None, rc, rd, dt, self.handle, s)
         return self._v_done(r, stream, async_op, output)
 
+    @exclusive
     def send(self, tensor: Any, peer: int, *, stream: Any = None, async_op: bool = False) -> Any:
         """``tensor`` to rank ``peer`` (NCCL's ncclSend): the k-th send from this rank to
         ``peer`` meets the k-th :meth:`recv` on ``peer`` from this rank, which must name the
@@ -621,6 +683,7 @@ class Communicator(MpiStyle):
         ``async_op``."""
         return self._p2p("send", tensor, peer, stream, async_op)
 
+    @exclusive
     def recv(self, tensor: Any, peer: int, *, stream: Any = None, async_op: bool = False) -> Any:
         """Fills ``tensor`` with what rank ``peer`` sends this rank (NCCL's ncclRecv); see
         :meth:`send`. Returns ``tensor`` (None inside a group)."""
@@ -655,6 +718,7 @@ class Communicator(MpiStyle):
         r = call.issue()
         return self._v_done(r, stream, async_op, obj)
 
+    @exclusive
     def broadcast(self, tensor: Any = None, root: int = 0, *, out: Any = None, sendbuf: Any = None,
                   recvbuf: Any = None, count: Optional[int] = None, datatype: Optional[DTypeLike] = None,
                   stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
@@ -675,6 +739,7 @@ class Communicator(MpiStyle):
                                           recv_writes=not ro_ok)
         return self._go("broadcast", send, recv, n, dt, Op.SUM, root, stream, async_op, algorithm, recv_obj)
 
+    @exclusive
     def reduce(self, tensor: Any = None, root: int = 0, op: OpLike = "sum", *, out: Any = None,
                sendbuf: Any = None, recvbuf: Any = None, count: Optional[int] = None,
                datatype: Optional[DTypeLike] = None, stream: Any = None, async_op: bool = False,
@@ -694,6 +759,7 @@ class Communicator(MpiStyle):
 
     # ---- algorithms ----
 
+    @exclusive
     def load(self, path_or_source: Union[str, os.PathLike], root: int = 0) -> Algorithm:
         """Compiles (and proves) a CCL program for this communicator: a file path, or source
         text starting with ``algorithm``. Every rank loads the same programs in the same
@@ -706,15 +772,20 @@ class Communicator(MpiStyle):
             _raise(r, self._handle)
         return Algorithm(self, out.value or 0, root)
 
+    @exclusive
     def use(self, algorithm: Algorithm, min_bytes: int = 0, max_bytes: int = 0) -> None:
         """Makes the standard collective of the algorithm's kind run it for messages of
         [min_bytes, max_bytes] bytes (0, 0: every size); later registrations win."""
         lo = int_arg("use", "min_bytes", min_bytes, 0, SIZE_MAX, "bytes")
         hi = int_arg("use", "max_bytes", max_bytes, 0, SIZE_MAX, "bytes")
+        if not isinstance(algorithm, Algorithm) or algorithm.comm is not self:
+            raise InvalidArgumentError(f"use: the algorithm must be one this communicator loaded (comm.load), "
+                                       f"not {algorithm!r}")
         r = _lib.lib().ccl_comm_use_algorithm(self.handle, algorithm.handle, lo, hi)
         if r:
             _raise(r, self._handle)
 
+    @exclusive
     def explain_choice(self) -> str:
         """What the last standard collective ran (algorithm file, launch shape) and why."""
         buf = ctypes.create_string_buffer(4096)
@@ -725,12 +796,15 @@ class Communicator(MpiStyle):
 
     # ---- symmetric memory ----
 
+    @exclusive
     def empty(self, shape: Union[int, Sequence[int]], dtype: DTypeLike = "f32", *, like: Optional[str] = None) -> Any:
         """A buffer in this rank's symmetric heap (zero-copy collectives), as an ordinary
         tensor: a torch tensor when ``dtype`` is a torch dtype, ``like='torch'`` or on the
         GPU backend; else a numpy array. Allocate (and drop) symmetric buffers in the same
         order on every rank: the memory goes back to the heap when the tensor and all its
-        views are garbage-collected (``ccl_mem_free`` waits for the communicator's work)."""
+        views are garbage-collected (``ccl_mem_free`` waits for the communicator's work).
+        The array keeps the communicator's memory alive: after :meth:`destroy` it is still
+        an ordinary array, and the communicator is freed with the last such array."""
         dims = list(shape) if isinstance(shape, (list, tuple)) else [shape]
         shp = tuple(int_arg("empty", f"shape[{i}]", s, 0, SIZE_MAX, "elements") for i, s in enumerate(dims))
         torch_dtype = dtype if type(dtype).__module__.startswith("torch") else None
@@ -740,31 +814,33 @@ class Communicator(MpiStyle):
             numel *= s
         int_arg("empty", "the size", numel * dt.itemsize, 0, SIZE_MAX, "bytes")
         nbytes = max(numel * dt.itemsize, 1)
+        want_torch = torch_dtype is not None or like == "torch" or self.backend == "gpu"
+        if want_torch:  # imported before the allocation: nothing to undo if it fails
+            import torch
+        else:
+            import numpy as np
+
+            np_dtype = _numpy_dtype(dt)
         ptr = c_void_p()
-        L = _lib.lib()
-        r = L.ccl_mem_alloc(self.handle, byref(ptr), nbytes)
+        r = self._L.ccl_mem_alloc(self.handle, byref(ptr), nbytes)
         if r:
             _raise(r, self._handle)
         p = ptr.value or 0
-        want_torch = torch_dtype is not None or like == "torch" or self.backend == "gpu"
-        try:
-            if self.backend == "gpu":
-                return _cuda_tensor(self, p, shp, dt, torch_dtype)
-            holder = (ctypes.c_uint8 * nbytes).from_address(p)
-            weakref.finalize(holder, _mem_free, self, p)
-            if want_torch:
-                import torch
+        # From here the holder's finalizer owns the buffer: an error below drops the
+        # holder, which frees it.
+        if self.backend == "gpu":
+            holder: Any = _SymmetricCuda(p, nbytes, torch.cuda.current_device())
+            self._adopt(holder, p)
+            return _cuda_tensor(holder, shp, dt, torch_dtype)
+        holder = (ctypes.c_uint8 * nbytes).from_address(p)
+        self._adopt(holder, p)
+        if want_torch:
+            tdt = torch_dtype if torch_dtype is not None else _torch_dtype(dt)
+            t = torch.frombuffer(holder, dtype=torch.uint8)[: numel * dt.itemsize]
+            return t.view(tdt).reshape(shp)
+        return np.frombuffer(holder, dtype=np.uint8)[: numel * dt.itemsize].view(np_dtype).reshape(shp)
 
-                tdt = torch_dtype if torch_dtype is not None else _torch_dtype(dt)
-                t = torch.frombuffer(holder, dtype=torch.uint8)[: numel * dt.itemsize]
-                return t.view(tdt).reshape(shp)
-            import numpy as np
-
-            return np.frombuffer(holder, dtype=np.uint8)[: numel * dt.itemsize].view(_numpy_dtype(dt)).reshape(shp)
-        except BaseException:
-            L.ccl_mem_free(self._handle, p)
-            raise
-
+    @exclusive
     def copy(self, dst: Any, src: Any, nbytes: Optional[int] = None) -> None:
         """``ccl_mem_copy``: bytes between host memory and this backend's memory, after the
         communicator's queued work."""
@@ -794,12 +870,9 @@ class _SymmetricCuda:
         self.device = device
 
 
-def _cuda_tensor(comm: Communicator, ptr: int, shape: tuple[int, ...], dt: DType, torch_dtype: Any) -> Any:
+def _cuda_tensor(holder: _SymmetricCuda, shape: tuple[int, ...], dt: DType, torch_dtype: Any) -> Any:
     import torch
 
-    nbytes = max(1, dt.itemsize * _prod(shape))
-    holder = _SymmetricCuda(ptr, nbytes, torch.cuda.current_device())
-    weakref.finalize(holder, _mem_free, comm, ptr)
     raw = torch.as_tensor(holder, device="cuda")
     tdt = torch_dtype if torch_dtype is not None else _torch_dtype(dt)
     return raw[: _prod(shape) * dt.itemsize].view(tdt).reshape(shape)
@@ -813,8 +886,19 @@ def _prod(shape: tuple[int, ...]) -> int:
 
 
 def _mem_free(comm: Communicator, ptr: int) -> None:
-    if comm._handle and not sys.is_finalizing():
-        _lib.lib().ccl_mem_free(comm._handle, ptr)
+    """The finalizer of an array from empty(): frees its buffer, or, on a destroyed
+    communicator, destroys it once the last array is gone."""
+    with comm._mem_lock:
+        comm._live -= 1
+        h, pending = comm._handle, comm._pending if comm._live == 0 else 0
+        if pending:
+            comm._pending = 0
+    if sys.is_finalizing():
+        return
+    if h:
+        comm._L.ccl_mem_free(h, ptr)
+    elif pending:
+        comm._L.ccl_comm_destroy(pending)
 
 
 def _torch_dtype(dt: DType) -> Any:
@@ -855,7 +939,8 @@ def communicator(handle: int) -> Communicator:
     """The live Communicator with this handle."""
     c = _registry.get(handle)
     if c is None:
-        raise InvalidArgumentError(f"no live ccl communicator with handle {handle:#x}")
+        raise InvalidArgumentError(f"no live ccl communicator with handle {handle:#x} (destroyed, or not a "
+                                   "communicator's handle)")
     return c
 
 

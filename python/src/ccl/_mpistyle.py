@@ -19,12 +19,32 @@ result at its start, as MPI has it; host memory only), Reduce (at the root) and 
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from ._buffers import as_buf
 from ._errors import InvalidArgumentError, UnsupportedError
 from ._types import SIZE_MAX, Op, int_arg, to_dtype, to_op
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def exclusive(fn: F) -> F:
+    """Makes a Communicator method hold the communicator for its call: a call from a
+    second thread meanwhile raises (Communicator._enter)."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self._enter(name)
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            self._busy.release()
+
+    return call  # type: ignore[return-value]
 
 
 class _InPlace:
@@ -126,12 +146,14 @@ class MpiStyle:
                                           recv_per, method=method, recv_writes=writes)
         self._go(kind, send, recv, n, dt, opv, root, stream, False, None, None)  # type: ignore[attr-defined]
 
+    @exclusive
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = None, *, count: Optional[int] = None,
             datatype: Any = None, stream: Any = None) -> None:
         """mpi4py's Allreduce: the reduction of every rank's ``sendbuf`` into ``recvbuf``
         (``sendbuf=IN_PLACE``: ``recvbuf`` holds the input); ``op`` defaults to SUM."""
         self._mpi_run("all_reduce", "Allreduce", sendbuf, recvbuf, op, 0, stream, 1, 1, count, datatype)
 
+    @exclusive
     def Reduce(self, sendbuf: Any, recvbuf: Any = None, op: Any = None, root: int = 0, *, count: Optional[int] = None,
             datatype: Any = None, stream: Any = None) -> None:
         """mpi4py's Reduce: the reduction into the root's ``recvbuf`` (ignored elsewhere; may be
@@ -142,12 +164,14 @@ class MpiStyle:
                                        f"({root}); only the root may pass IN_PLACE")
         self._mpi_run("reduce", "Reduce", sendbuf, recvbuf, op, root, stream, 1, 1, count, datatype)
 
+    @exclusive
     def Bcast(self, buf: Any, root: int = 0, *, count: Optional[int] = None,
             datatype: Any = None, stream: Any = None) -> None:
         """mpi4py's Bcast: the root's ``buf`` into every rank's ``buf``."""
         root = self._rank_arg("Bcast", "root", root)  # type: ignore[attr-defined]
         self._mpi_run("broadcast", "Bcast", buf, buf, None, root, stream, 1, 1, count, datatype)
 
+    @exclusive
     def Allgather(self, sendbuf: Any, recvbuf: Any, *, count: Optional[int] = None,
             datatype: Any = None, stream: Any = None) -> None:
         """mpi4py's Allgather: every rank's ``sendbuf`` into ``recvbuf``, in rank order
@@ -172,6 +196,7 @@ class MpiStyle:
             return
         self._mpi_run("all_gather", "Allgather", sendbuf, recvbuf, None, 0, stream, 1, self.size, count, datatype)
 
+    @exclusive
     def Alltoall(self, sendbuf: Any, recvbuf: Any, *, count: Optional[int] = None,
             datatype: Any = None, stream: Any = None) -> None:
         """mpi4py's Alltoall: part p of ``sendbuf`` to rank p, which stores it as part r of its
@@ -179,6 +204,7 @@ class MpiStyle:
         self._mpi_run("all_to_all", "Alltoall", sendbuf, recvbuf, None, 0, stream, self.size, self.size, count,
                       datatype)
 
+    @exclusive
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = None, *, count: Optional[int] = None,
             datatype: Any = None, stream: Any = None) -> None:
         """mpi4py's Reduce_scatter_block: ``sendbuf`` (N blocks) reduced over every rank; rank r
@@ -214,6 +240,7 @@ class MpiStyle:
         if self.rank:
             ctypes.memmove(r.ptr, part, count * dt.itemsize)
 
+    @exclusive
     def Allgatherv(self, sendbuf: Any, recvbuf: Any, *, stream: Any = None) -> None:
         """mpi4py's Allgatherv: ``recvbuf`` is ``[buf, counts]``, ``[buf, counts, displs]`` or
         ``[buf, (counts, displs)]`` (optionally with a datatype last); rank p's ``sendbuf``
@@ -238,6 +265,7 @@ class MpiStyle:
         self.all_gather_v(buf, sendbuf, counts, displs, stream=stream, datatype=dt,  # type: ignore[attr-defined]
                           method="Allgatherv")
 
+    @exclusive
     def Alltoallv(self, sendbuf: Any, recvbuf: Any, *, stream: Any = None) -> None:
         """mpi4py's Alltoallv: both buffers are v-specs (``[buf, counts(, displs)]``)."""
         if is_in_place(sendbuf):
@@ -247,6 +275,7 @@ class MpiStyle:
         self.all_to_all_v(rb, sb, sc, rc, sd, rd, stream=stream,  # type: ignore[attr-defined]
                           datatype=sdt if sdt is not None else rdt, method="Alltoallv")
 
+    @exclusive
     def Send(self, buf: Any, dest: int, tag: int = 0, *, stream: Any = None) -> None:
         """mpi4py's Send (NCCL's matching: the k-th send to a rank meets its k-th receive from
         this rank; there are no tags, so ``tag`` must be 0)."""
@@ -254,6 +283,7 @@ class MpiStyle:
         obj, count, dt = _spec(buf, "buf", "Send")
         self._p2p("send", obj, dest, stream, False, count=count, datatype=dt, method="Send")  # type: ignore
 
+    @exclusive
     def Recv(self, buf: Any, source: int, tag: int = -1, status: Any = None, *, stream: Any = None) -> None:
         """mpi4py's Recv from rank ``source`` (required: no ANY_SOURCE); ``tag`` must be 0 or
         ANY_TAG, ``status`` None."""
