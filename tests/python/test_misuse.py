@@ -1,6 +1,5 @@
 """Misuse from Python: every case must raise a clear error (its message checked) before
 anything is written that the caller did not offer for writing. Read-only buffers."""
-import mmap
 import os
 
 import numpy as np

@@ -2,8 +2,9 @@
 
 Accepted, in this order: torch tensors (CPU and CUDA), numpy arrays, anything with
 ``__cuda_array_interface__`` (CuPy, Numba, ...) or ``__array_interface__``, anything with
-``__dlpack__``, and raw pointers (ints, or ctypes pointers) for which the caller gives
-``count`` and ``datatype``. Buffers must be contiguous: a collective moves bytes. A
+``__dlpack__``, raw pointers (ints, or ctypes pointers and arrays) for which the caller
+gives ``count`` and ``datatype``, and anything with the buffer protocol (PEP 3118:
+bytearray, bytes, array.array, memoryview, mmap), whose format gives the dtype. Buffers must be contiguous: a collective moves bytes. A
 buffer that the call writes (``as_buf(..., writes=True)``) must be writable: a read-only
 numpy array (``np.frombuffer`` over bytes, a ``mode='r'`` memmap), an interface that says
 read-only, or a DLPack tensor flagged read-only is refused, naming the argument, before
@@ -259,6 +260,69 @@ def as_buf(obj: Any, what: str, writes: bool = False) -> Buf:
         return Buf(ctypes.cast(obj, ctypes.c_void_p).value or 0, -1, None, False, keep=obj)
     if obj is None:
         return Buf(0, -1, None, False)
-    raise TypeError(f"{what}: {type(obj).__name__} is not a buffer CCL can use (a torch tensor, numpy array, an "
-                    "object with __cuda_array_interface__, __array_interface__ or __dlpack__, or an int pointer "
-                    "with count= and datatype=)")
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        raise TypeError(f"{what}: {type(obj).__name__} is not a buffer CCL can use (a torch tensor, numpy array, "
+                        "an object with __cuda_array_interface__, __array_interface__, __dlpack__ or the buffer "
+                        "protocol, or an int pointer with count= and datatype=)") from None
+    return _from_buffer_protocol(obj, view, what, writes)
+
+
+# PEP 3118 formats (struct module codes) with a CCL dtype; signed integers by size.
+_FORMATS = {"f": DType.F32, "d": DType.F64, "e": DType.F16, "B": DType.U8, "c": DType.U8}
+_SIGNED = {"i", "l", "q", "n"}
+
+
+class _PyBuffer(ctypes.Structure):
+    """CPython's Py_buffer: a buffer export, held while the pointer is used."""
+
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
+
+
+_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+_get_buffer.restype, _get_buffer.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
+_release_buffer = ctypes.pythonapi.PyBuffer_Release
+_release_buffer.restype, _release_buffer.argtypes = None, [ctypes.POINTER(_PyBuffer)]
+
+
+class _Export:
+    """A buffer export of a contiguous object (PyBUF_SIMPLE): its address, released when
+    this goes. While it lives the exporter cannot move or resize the memory (a bytearray
+    refuses to grow)."""
+
+    def __init__(self, view: memoryview):
+        self._b = _PyBuffer()
+        _get_buffer(view, ctypes.byref(self._b), 0)
+        self.ptr = self._b.buf or 0
+
+    def __del__(self) -> None:
+        _release_buffer(ctypes.byref(self._b))
+
+
+def _buffer_dtype(fmt: str, itemsize: int, what: str) -> DType:
+    order, code = (fmt[0], fmt[1:]) if fmt[:1] in "@=<>!" else ("@", fmt)
+    swapped = order in ">!" if sys.byteorder == "little" else order == "<"
+    if swapped:
+        raise InvalidArgumentError(f"{what}: {byte_order_message(fmt)}")
+    if code in _FORMATS and itemsize == _FORMATS[code].itemsize:
+        return _FORMATS[code]
+    if code in _SIGNED and itemsize in (4, 8):
+        return DType.I32 if itemsize == 4 else DType.I64
+    raise ValueError(f"{what}: buffer format '{fmt}' ({itemsize}-byte items) has no CCL equivalent (f32 'f', "
+                     "f64 'd', f16 'e', i32/i64 'i' 'l' 'q', u8 'B')")
+
+
+def _from_buffer_protocol(obj: Any, view: memoryview, what: str, writes: bool) -> Buf:
+    if not view.c_contiguous:
+        raise ValueError(f"{what} is not C-contiguous (a strided memoryview); pass a contiguous copy "
+                         "(bytearray(view), view.tobytes())")
+    if writes and view.readonly:
+        raise _read_only(what, f"a {type(obj).__name__} buffer")
+    dtype = _buffer_dtype(view.format, view.itemsize, what)
+    numel = view.nbytes // dtype.itemsize
+    exp = _Export(view) if view.nbytes else None
+    return Buf(exp.ptr if exp else 0, numel, dtype, False, keep=(obj, view, exp))

@@ -197,7 +197,11 @@ def _empty_like(obj: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _shape(obj: Any) -> tuple[int, ...]:
-    return tuple(obj.shape)
+    shape = getattr(obj, "shape", None)
+    if shape is None:
+        raise TypeError(f"give the output buffer (only torch tensors and numpy arrays can be allocated for you, "
+                        f"not {type(obj).__name__})")
+    return tuple(shape)
 
 
 class Algorithm:
