@@ -20,6 +20,7 @@ from ._errors import (CclError, CompileError, CudaError, InternalError, InvalidA
                       NoAlgorithmError, NotSymmetricError, NvrtcError, OutOfMemoryError, PeerFailedError,
                       SystemError, TimeoutError, UnsupportedError)
 from ._lib import library_path
+from ._library import algorithm_dir, algorithms
 from ._mpistyle import IN_PLACE
 from ._tune import TuneTable, tune, use_tune_table
 from ._types import DType, Op
@@ -27,7 +28,7 @@ from ._types import DType, Op
 __version__ = "0.1.0"
 
 __all__ = [
-    "Algorithm", "Bootstrap", "CclError", "Communicator", "CompileError", "CudaError", "DEVICE_AUTO", "DType",
+    "algorithm_dir", "algorithms", "Algorithm", "Bootstrap", "CclError", "Communicator", "CompileError", "CudaError", "DEVICE_AUTO", "DType",
     "FileStore", "GroupBootstrap", "IN_PLACE", "InternalError", "InvalidArgumentError", "InvalidUsageError", "MPIBootstrap",
     "NoAlgorithmError", "NotSymmetricError", "NvrtcError", "Op", "OutOfMemoryError", "PeerFailedError", "Proof",
     "StoreBootstrap", "SystemError", "TimeoutError", "TuneTable", "UnsupportedError", "Work", "check",

@@ -18,7 +18,7 @@ import weakref
 from ctypes import byref, c_int, c_size_t, c_void_p
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
-from . import _lib
+from . import _lib, _library
 from ._bootstrap import (Bootstrap, GroupBootstrap, JobFolderBootstrap, MPIBootstrap, StoreBootstrap,
                          launcher_env)
 from ._buffers import Buf, array_info, as_buf
@@ -765,13 +765,15 @@ class Communicator(MpiStyle):
 
     @exclusive
     def load(self, path_or_source: Union[str, os.PathLike], root: int = 0) -> Algorithm:
-        """Compiles (and proves) a CCL program for this communicator: a file path, or source
-        text starting with ``algorithm``. Every rank loads the same programs in the same
+        """Compiles (and proves) a CCL program for this communicator: a file path, source
+        text starting with ``algorithm``, or a shipped algorithm's name (``"allreduce/ring"``:
+        :func:`ccl.algorithms` lists them). Every rank loads the same programs in the same
         order. Raises :class:`ccl.CompileError` with the compiler's located diagnostics."""
-        src = os.fspath(path_or_source)
+        h = self.handle
         root = self._rank_arg("load", "root", root)
+        src = _library.resolve("load", os.fspath(path_or_source))
         out = c_void_p()
-        r = _lib.lib().ccl_algorithm_load(self.handle, src.encode(), root, byref(out))
+        r = _lib.lib().ccl_algorithm_load(h, src.encode(), root, byref(out))
         if r:
             _raise(r, self._handle)
         return Algorithm(self, out.value or 0, root)
@@ -1085,7 +1087,8 @@ def _env_bootstrap(rank: int, nranks: int, job: str, timeout_s: float) -> Bootst
 
 
 def check(path_or_source: Union[str, os.PathLike], ranks: int, root: int = 0) -> Proof:
-    """Proves a CCL program for ``ranks`` ranks (as ``cclc check --explain``) and returns
+    """Proves a CCL program (a path, source text or a shipped algorithm's name, as for
+    ``comm.load``) for ``ranks`` ranks (as ``cclc check --explain``) and returns
     what was proved; raises :class:`ccl.CompileError` with the compiler's
     ``file:line:col: error:`` diagnostics (carets included) when it does not parse,
     expand or prove, or when its ``ranks``/``where`` lines do not admit ``ranks``."""
@@ -1093,7 +1096,7 @@ def check(path_or_source: Union[str, os.PathLike], ranks: int, root: int = 0) ->
     fn = getattr(L, "ccl_algorithm_check", None)
     if fn is None:
         raise CclError("this libccl has no ccl_algorithm_check (too old): rebuild it")
-    src = os.fspath(path_or_source).encode()
+    src = _library.resolve("check", os.fspath(path_or_source)).encode()
     # libccl checks the ranges (its message names them); here only what a C int holds.
     ranks = int_arg("check", "ranks", ranks, INT_MIN, INT_MAX, "a C int")
     root = int_arg("check", "root", root, INT_MIN, INT_MAX, "a C int")
