@@ -112,4 +112,11 @@ if [ $? -eq 0 ] && grep -q "^\[6\. 6\. 6\." <<<"$out"; then
 else
     echo "FAIL python/pip-install+readme-example: $(tail -5 <<<"$out" | tr '\n' ' ' | cut -c1-800)"
 fi
+# The wheel pip built is tagged for any Python 3 on this platform (ctypes, no extension
+# module): py3-none-linux_x86_64, not cp311-cp311-... (python/setup.py, PlatformWheel).
+tag=$(sed -n 's/^Tag: //p' "$pkg"/lib/python3*/site-packages/ccl-*.dist-info/WHEEL 2>/dev/null)
+case $tag in
+    py3-none-linux_*) echo "ok python/wheel-tag" ;;
+    *) echo "FAIL python/wheel-tag: the installed wheel is tagged '$tag', not py3-none-linux_*" ;;
+esac
 exit 0
