@@ -970,9 +970,32 @@ def init_all(nranks: int, *, backend: Union[str, int, None] = None, devices: Opt
     group: list = []
     comms = [_register(Communicator(h, group)) for h in handles]
     group.extend(weakref.ref(c) for c in comms)
+    if comms:
+        _warn_if_auto_fell_back(cfg.backend, comms[0].backend, "init_all")
     if comms and comms[0].backend == "gpu":
         _warn_if_lazy_on_shared_gpu(nranks, devices)
     return comms
+
+
+_fell_back_warned = False
+
+
+def _warn_if_auto_fell_back(asked: int, got: str, fn: str) -> None:
+    """Says once per process that backend 'auto' (asked, or the default with $CCL_BACKEND
+    unset) gave the CPU backend: code written for GPUs would otherwise run on the host
+    without a word. libccl keeps the reason to itself; backend='gpu' makes it an error
+    that gives it."""
+    global _fell_back_warned
+    env = os.environ.get("CCL_BACKEND", "")
+    if _fell_back_warned or asked != _BACKENDS["auto"] or env in ("cpu", "gpu") or got != "cpu":
+        return
+    _fell_back_warned = True
+    where = "no NVIDIA GPU device here (/dev/nvidia0)" if not os.path.exists("/dev/nvidia0") else \
+        "the GPU backend is missing from this libccl or cannot use the GPU"
+    warnings.warn(f"ccl.{fn}: backend 'auto' fell back to the CPU backend ({where}); collectives run on host "
+                  "memory. Pass backend='cpu' (or set CCL_BACKEND=cpu) to choose it and silence this warning, or "
+                  "backend='gpu' for an error that says why the GPU backend is unusable", RuntimeWarning,
+                  stacklevel=3)
 
 
 def _warn_if_lazy_on_shared_gpu(nranks: int, devices: Optional[Sequence[int]]) -> None:
@@ -1058,7 +1081,9 @@ def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store
             if errors:
                 raise e from errors[0]
             raise
-    return _register(Communicator(out.value or 0))
+    comm = _register(Communicator(out.value or 0))
+    _warn_if_auto_fell_back(cfg.backend, comm.backend, "init_rank")
+    return comm
 
 
 def _env_bootstrap(rank: int, nranks: int, job: str, timeout_s: float) -> Bootstrap:
