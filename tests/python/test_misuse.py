@@ -1,5 +1,9 @@
-"""Misuse from Python: every case must raise a clear error (its message checked) before
-anything is written that the caller did not offer for writing. Read-only buffers."""
+"""Misuse from Python (issue 29): every case must raise a clear error, its message
+checked, before anything is written that the caller did not offer for writing.
+Sections: read-only buffers; byte order and layout; integers (huge, negative,
+fractional, bool); use after close; one thread at a time per communicator; GPU memory
+on a CPU communicator; wrong sizes. make check runs it (tests/python/run.sh); the torch
+cases skip where torch (or its CUDA) is missing."""
 import os
 
 import numpy as np
@@ -393,3 +397,66 @@ def test_second_thread_on_a_busy_comm_raises():
     finally:
         for c in cs:
             c.destroy()
+
+
+# ---- wrong device: GPU memory on a CPU communicator ----
+
+class FakeCudaArray:
+    """An object that says it is CUDA memory (__cuda_array_interface__), over host memory
+    here, so a call that took it would "work" without a crash: the test sees a refusal."""
+
+    def __init__(self, a):
+        self._a = a
+        self.__cuda_array_interface__ = {"shape": a.shape, "typestr": a.dtype.str, "data": (a.ctypes.data, False),
+                                         "version": 2, "strides": None}
+
+
+@pytest.mark.parametrize("call, what", [
+    (lambda c, g, h: c.all_reduce(g), "all_reduce: recvbuf"),
+    (lambda c, g, h: c.all_reduce(h, out=g), "all_reduce: recvbuf"),
+    (lambda c, g, h: c.all_reduce(g, out=h), "all_reduce: sendbuf"),
+    (lambda c, g, h: c.Allreduce(g, h), "Allreduce: sendbuf"),
+    (lambda c, g, h: c.all_gather_v(h, g, [2, 2]), "all_gather_v: input"),
+    (lambda c, g, h: c.send(g, 1), "send: tensor"),
+    (lambda c, g, h: c.copy(h, g), "copy: src"),
+])
+def test_gpu_memory_on_a_cpu_comm_refused(comms2, call, what):
+    base = np.full(4, 7, np.float32)
+    host = np.full(4, -1, np.float32)
+    with pytest.raises(ccl.InvalidArgumentError, match=what + " is GPU memory, but rank 0's communicator runs the "
+                                                              "CPU backend: pass host memory"):
+        call(comms2[0], FakeCudaArray(base), host)
+    np.testing.assert_array_equal(base, [7, 7, 7, 7])
+    np.testing.assert_array_equal(host, [-1] * 4)
+
+
+def test_cuda_tensor_on_a_cpu_comm_refused(comms2):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device here (the __cuda_array_interface__ case is tested above)")
+    t = torch.ones(4, device="cuda")
+    with pytest.raises(ccl.InvalidArgumentError, match=r"all_reduce: recvbuf is GPU memory \(CUDA device 0\)"):
+        comms2[0].all_reduce(t)
+    assert bool((t == 1).all())
+
+
+# ---- wrong sizes: refused before anything moves ----
+
+@pytest.mark.parametrize("call, msg", [
+    (lambda c, x, o: c.all_reduce(x, out=o[:3]), "all_reduce: recvbuf has 3 elements, fewer than the 4"),
+    (lambda c, x, o: c.all_gather(o[:7], x), "all_gather: recvbuf has 7 elements, fewer than the 8"),
+    (lambda c, x, o: c.reduce_scatter(o, x[:3]), "reduce_scatter: sendbuf's 3 elements are not a multiple of 2"),
+    (lambda c, x, o: c.all_to_all(o[:2], x), "all_to_all: recvbuf has 2 elements, fewer than the 4"),
+    (lambda c, x, o: c.Allreduce(x, o[:2]), "Allreduce: recvbuf has 2 elements, fewer than the 4"),
+    (lambda c, x, o: c.Allreduce([x, 5, "f32"], o), "Allreduce: sendbuf has 4 elements, fewer than the 5"),
+    (lambda c, x, o: c.Recv([o, 9, "f32"], 1), "Recv: count 9 is more than buf's 8 elements"),
+    (lambda c, x, o: c.all_gather_v(o[:5], x[:2], [2, 4]), "all_gather_v: output has 5 elements, its counts"),
+    (lambda c, x, o: c.all_to_all_v(o, x, [3, 3], [1, 1]), "all_to_all_v: input has 4 elements, its counts"),
+])
+def test_wrong_sizes_refused(comms2, call, msg):
+    x = np.arange(4, dtype=np.float32)
+    o = np.full(8, -1, np.float32)
+    with pytest.raises(ccl.InvalidArgumentError, match=msg):
+        call(comms2[0], x, o)
+    np.testing.assert_array_equal(o, [-1] * 8)
+    np.testing.assert_array_equal(x, np.arange(4))

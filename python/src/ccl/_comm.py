@@ -372,6 +372,18 @@ class Communicator(MpiStyle):
         if r:
             _raise(r, self._handle)
 
+    def _host_only(self, fn: str, *bufs: tuple[Buf, str]) -> None:
+        """On the CPU backend every buffer must be host memory: a device pointer read from
+        the host is a crash or garbage."""
+        if self.backend != "cpu":
+            return
+        for b, what in bufs:
+            if b.cuda:
+                dev = f" (CUDA device {b.device})" if b.device >= 0 else ""
+                raise InvalidArgumentError(f"{fn}: {what} is GPU memory{dev}, but rank {self.rank}'s communicator "
+                                           "runs the CPU backend: pass host memory (tensor.cpu()) or make the "
+                                           "communicator with backend='gpu'")
+
     def _rank_arg(self, fn: str, name: str, value: Any) -> int:
         """value checked as a rank of this communicator (a root, a peer)."""
         return int_arg(fn, name, value, 0, self.size - 1, f"a rank of this communicator of {self.size}")
@@ -435,8 +447,12 @@ class Communicator(MpiStyle):
             return _MISS
         if stream is None:
             dev = s[3] if s[3] >= 0 else r[3]
+            if dev >= 0 and self._sync_each:  # device memory on the CPU backend: as_buf's road says so
+                return _MISS
             st = _current_stream(dev) if dev >= 0 else None
         else:
+            if (s[3] >= 0 or r[3] >= 0) and self._sync_each:
+                return _MISS
             st = _given_stream(stream)
         e = fn(s[0], r[0], n, s[2], *extra, h, st)
         if e:
@@ -484,6 +500,7 @@ class Communicator(MpiStyle):
             if b.numel >= 0 and b.ptr and b.numel < per * count:
                 raise InvalidArgumentError(f"{kind}: {name} has {b.numel} elements, fewer than the {per * count} "
                                            f"it needs (count {count})")
+        self._host_only(kind, (recv, "recvbuf"), (send, "sendbuf"))
         return send, recv, count, dtype
 
     @exclusive
@@ -592,6 +609,7 @@ class Communicator(MpiStyle):
         the library checks them across ranks) and returns (send, recv, dtype, the four
         size_t arrays or None)."""
         send, recv = as_buf(input, "input"), as_buf(output, "output", writes=True)
+        self._host_only(name, (send, "input"), (recv, "output"))
         dt = to_dtype(datatype) if datatype is not None else None
         if dt is not None:
             for b, what in ((send, "input"), (recv, "output")):
@@ -700,6 +718,7 @@ class Communicator(MpiStyle):
         name = method or kind
         what = "buf" if method else "tensor"
         buf = as_buf(obj, what, writes=kind == "recv")
+        self._host_only(name, (buf, what))
         if datatype is not None:
             dt = to_dtype(datatype)
             if buf.dtype is not None and buf.dtype != dt:
@@ -851,6 +870,7 @@ class Communicator(MpiStyle):
         """``ccl_mem_copy``: bytes between host memory and this backend's memory, after the
         communicator's queued work."""
         d, s = as_buf(dst, "dst", writes=True), as_buf(src, "src")
+        self._host_only("copy", (d, "dst"), (s, "src"))
         known = [(x.nbytes, what) for x, what in ((d, "dst"), (s, "src")) if x.numel >= 0]
         if nbytes is None:
             if not known:
