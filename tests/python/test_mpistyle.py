@@ -1,7 +1,5 @@
 """mpi4py's buffer methods take mpi4py's argument order (send buffer first) and write the
 receive buffer, never the send buffer; IN_PLACE where MPI has it; mpi4py's buffer specs."""
-import array
-
 import numpy as np
 import pytest
 

@@ -4,8 +4,9 @@ Accepted, in this order: torch tensors (CPU and CUDA), numpy arrays, anything wi
 ``__cuda_array_interface__`` (CuPy, Numba, ...) or ``__array_interface__``, anything with
 ``__dlpack__``, raw pointers (ints, or ctypes pointers and arrays) for which the caller
 gives ``count`` and ``datatype``, and anything with the buffer protocol (PEP 3118:
-bytearray, bytes, array.array, memoryview, mmap), whose format gives the dtype. Buffers must be contiguous: a collective moves bytes. A
-buffer that the call writes (``as_buf(..., writes=True)``) must be writable: a read-only
+bytearray, bytes, array.array, memoryview, mmap), whose format gives the dtype. Buffers
+must be contiguous and in this machine's byte order: a collective moves bytes. A buffer
+that the call writes (``as_buf(..., writes=True)``) must be writable: a read-only
 numpy array (``np.frombuffer`` over bytes, a ``mode='r'`` memmap), an interface that says
 read-only, or a DLPack tensor flagged read-only is refused, naming the argument, before
 any C call (writing there rewrites immutable data, or faults on a read-only mapping).
