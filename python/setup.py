@@ -53,4 +53,26 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": BuildPyWithLibccl}, distclass=BinaryDistribution)
+try:  # setuptools >= 70.1 has its own; before that, the wheel package's
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:
+    from wheel.bdist_wheel import bdist_wheel
+
+
+class PlatformWheel(bdist_wheel):
+    """Tags the wheel py3-none-PLATFORM: it holds native code (libccl, cclc) for one
+    platform, but no extension module, so any Python 3 on that platform can use it (the
+    package reaches libccl through ctypes). setuptools' default for a wheel with native
+    code is cpXY-cpXY-PLATFORM, which pip refuses on every other Python version. The
+    platform is the build machine's (linux_x86_64); a manylinux tag would need
+    auditwheel to check the bundled binaries against the manylinux policy first."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.root_is_pure = False
+
+    def get_tag(self):
+        return ("py3", "none") + tuple(super().get_tag()[2:])
+
+
+setup(cmdclass={"build_py": BuildPyWithLibccl, "bdist_wheel": PlatformWheel}, distclass=BinaryDistribution)

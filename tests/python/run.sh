@@ -112,4 +112,22 @@ if [ $? -eq 0 ] && grep -q "^\[6\. 6\. 6\." <<<"$out"; then
 else
     echo "FAIL python/pip-install+readme-example: $(tail -5 <<<"$out" | tr '\n' ' ' | cut -c1-800)"
 fi
+# The bundled programs as console scripts in the venv's bin (python/pyproject.toml):
+# cclc proves a shipped algorithm from the bundled library, ccl-tune answers --help.
+out=$(cd / && env -u CCL_LIBRARY -u CCL_ALGORITHM_DIR -u PYTHONPATH PATH="$pkg/bin:$PATH" bash -c \
+      'cclc --version && cclc check "$(python -c "import ccl; print(ccl.algorithm_dir())")/allreduce/ring.ccl" \
+       --ranks 4 && ccl-tune --help | head -1' 2>&1)
+if [ $? -eq 0 ] && grep -q "^cclc " <<<"$out" && grep -q "^usage: ccl-tune" <<<"$out" && \
+        [ "$(command -v "$pkg/bin/cclc")" = "$pkg/bin/cclc" ]; then
+    echo "ok python/console-scripts"
+else
+    echo "FAIL python/console-scripts: $(tail -5 <<<"$out" | tr '\n' ' ' | cut -c1-800)"
+fi
+# The wheel pip built is tagged for any Python 3 on this platform (ctypes, no extension
+# module): py3-none-linux_x86_64, not cp311-cp311-... (python/setup.py, PlatformWheel).
+tag=$(sed -n 's/^Tag: //p' "$pkg"/lib/python3*/site-packages/ccl-*.dist-info/WHEEL 2>/dev/null)
+case $tag in
+    py3-none-linux_*) echo "ok python/wheel-tag" ;;
+    *) echo "FAIL python/wheel-tag: the installed wheel is tagged '$tag', not py3-none-linux_*" ;;
+esac
 exit 0

@@ -249,3 +249,77 @@ def test_tensor_parallel_recipe_trains(comms2):
     assert torch.allclose(y0, yf.detach(), atol=1e-5) and torch.allclose(y1, yf.detach(), atol=1e-5)
     assert torch.allclose(g0, wf.grad[:, shards[0]], atol=1e-4)
     assert torch.allclose(g1, wf.grad[:, shards[1]], atol=1e-4)
+
+
+def test_v_collectives_and_p2p_ops(comms2, route):
+    counts = [1, 3]
+
+    def body(r, c):
+        x = torch.full((counts[r], 2), float(r + 1))
+        g = cclt.all_gather_v(x, c, counts)
+        splits = [2, 1] if r == 0 else [1, 2]                 # here symmetric: out splits = in splits
+        a = cclt.all_to_all_v(torch.arange(3.0) + 10 * r, c, splits, splits)
+        got = torch.zeros(3, dtype=torch.int64)
+        with ccl.group():
+            cclt.send(torch.arange(3) + 100 * r, c, 1 - r)
+            cclt.recv_(got, c, 1 - r)
+        if r == 0:
+            cclt.send(torch.ones(2), c, peer=1)
+            back = None
+        else:
+            back = cclt.recv_(torch.zeros(2), c, peer=0)
+        return g, a, got, back
+
+    (g0, a0, p0, _), (g1, a1, p1, back) = run_ranks(comms2, body)
+    want = torch.tensor([[1.0, 1.0], [2.0, 2.0], [2.0, 2.0], [2.0, 2.0]])
+    assert torch.equal(g0, want) and torch.equal(g1, want)
+    assert torch.equal(a0, torch.tensor([0.0, 1.0, 10.0]))
+    assert torch.equal(a1, torch.tensor([2.0, 11.0, 12.0]))
+    assert torch.equal(p0, torch.arange(3) + 100) and torch.equal(p1, torch.arange(3))
+    assert torch.equal(back, torch.ones(2))
+
+
+def test_v_ops_checks(comms2):
+    with pytest.raises(ccl.InvalidArgumentError, match="all_gather_v: rank 0's input has 2 rows, but recvcounts"):
+        cclt.all_gather_v(torch.ones(2), comms2[0], [1, 1])
+    with pytest.raises(ccl.InvalidArgumentError, match="input_split_sizes add up to 3 rows, but the input has 2"):
+        cclt.all_to_all_v(torch.ones(2), comms2[0], [1, 1], [1, 2])
+    with pytest.raises(TypeError, match="recvcounts.1. must be an integer, not float"):
+        cclt.all_gather_v(torch.ones(1), comms2[0], [1, 1.5])
+
+
+def test_v_ops_opcheck(comms2):
+    if not hasattr(torch.library, "opcheck"):
+        pytest.skip("no torch.library.opcheck")
+    tests = ("test_schema", "test_faketensor")
+
+    def body(r, c):
+        torch.library.opcheck(torch.ops.ccl.all_gather_v.default, (torch.ones(r + 1, 2), c.handle, [1, 2]),
+                              test_utils=tests)
+        torch.library.opcheck(torch.ops.ccl.all_to_all_v.default, (torch.ones(2, 3), c.handle, [1, 1], [1, 1]),
+                              test_utils=tests)
+        return True
+
+    assert all(run_ranks(comms2, body))
+
+
+def test_v_and_p2p_ops_compile(comms2):
+    def body(r, c):
+        @torch.compile(fullgraph=True, backend="eager")
+        def step(x):
+            g = cclt.all_gather_v(x, c, [2, 2])
+            a = cclt.all_to_all_v(g, c, [2, 2], [2, 2])
+            buf = torch.zeros(4)
+            if r == 0:
+                cclt.send(a, c, 1)
+                cclt.recv_(buf, c, 1)
+            else:
+                cclt.recv_(buf, c, 0)
+                cclt.send(a * 10, c, 0)
+            return a, buf
+
+        return step(torch.full((2,), float(r + 1)))
+
+    (a0, b0), (a1, b1) = run_ranks(comms2, body, timeout=300)
+    assert torch.equal(a0, torch.tensor([1.0, 1.0, 1.0, 1.0])) and torch.equal(a1, torch.tensor([2.0, 2.0, 2.0, 2.0]))
+    assert torch.equal(b1, a0) and torch.equal(b0, a1 * 10)

@@ -9,7 +9,8 @@
 
 docs/python.md has the whole story: process mode (torchrun, mpirun, mpi4py), torch
 custom ops (``ccl.torch``), custom algorithms (``comm.load``, ``ccl.check``), symmetric
-tensors (``comm.empty``) and the tuner (``ccl.tune``).
+tensors (``comm.empty``), the tuner (``ccl.tune``), mpi4py's methods (``comm.Allreduce``,
+``ccl.IN_PLACE``) and the shipped algorithms (``ccl.algorithms()``).
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from ._errors import (CclError, CompileError, CudaError, InternalError, InvalidA
                       NoAlgorithmError, NotSymmetricError, NvrtcError, OutOfMemoryError, PeerFailedError,
                       SystemError, TimeoutError, UnsupportedError)
 from ._lib import library_path
+from ._library import algorithm_dir, algorithms
+from ._mpistyle import IN_PLACE
 from ._tune import TuneTable, tune, use_tune_table
 from ._types import DType, Op
 
@@ -27,11 +30,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Algorithm", "Bootstrap", "CclError", "Communicator", "CompileError", "CudaError", "DEVICE_AUTO", "DType",
-    "FileStore", "GroupBootstrap", "InternalError", "InvalidArgumentError", "InvalidUsageError", "MPIBootstrap",
-    "NoAlgorithmError", "NotSymmetricError", "NvrtcError", "Op", "OutOfMemoryError", "PeerFailedError", "Proof",
-    "StoreBootstrap", "SystemError", "TimeoutError", "TuneTable", "UnsupportedError", "Work", "check",
-    "communicator", "group", "init_all", "init_rank", "library_path", "library_version", "synchronize", "tune",
-    "use_tune_table",
+    "FileStore", "GroupBootstrap", "IN_PLACE", "InternalError", "InvalidArgumentError", "InvalidUsageError",
+    "MPIBootstrap", "NoAlgorithmError", "NotSymmetricError", "NvrtcError", "Op", "OutOfMemoryError",
+    "PeerFailedError", "Proof", "StoreBootstrap", "SystemError", "TimeoutError", "TuneTable", "UnsupportedError",
+    "Work", "algorithm_dir", "algorithms", "check", "communicator", "group", "init_all", "init_rank",
+    "library_path", "library_version", "synchronize", "tune", "use_tune_table",
 ]
 
 

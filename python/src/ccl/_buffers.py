@@ -2,8 +2,14 @@
 
 Accepted, in this order: torch tensors (CPU and CUDA), numpy arrays, anything with
 ``__cuda_array_interface__`` (CuPy, Numba, ...) or ``__array_interface__``, anything with
-``__dlpack__``, and raw pointers (ints, or ctypes pointers) for which the caller gives
-``count`` and ``datatype``. Buffers must be contiguous: a collective moves bytes.
+``__dlpack__``, raw pointers (ints, or ctypes pointers and arrays) for which the caller
+gives ``count`` and ``datatype``, and anything with the buffer protocol (PEP 3118:
+bytearray, bytes, array.array, memoryview, mmap), whose format gives the dtype. Buffers
+must be contiguous and in this machine's byte order: a collective moves bytes. A buffer
+that the call writes (``as_buf(..., writes=True)``) must be writable: a read-only
+numpy array (``np.frombuffer`` over bytes, a ``mode='r'`` memmap), an interface that says
+read-only, or a DLPack tensor flagged read-only is refused, naming the argument, before
+any C call (writing there rewrites immutable data, or faults on a read-only mapping).
 
 Two roads. ``array_info`` is the per-call fast one: for a plain torch tensor or numpy
 array that is contiguous, writable (numpy) and of a CCL dtype it gives (pointer, element
@@ -18,7 +24,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from ._types import _DLPACK, _TYPESTR, DType, known_dtype, to_dtype
+from ._errors import InvalidArgumentError
+from ._types import _DLPACK, _TYPESTR, DType, byte_order_message, known_dtype, to_dtype
 
 
 @dataclass
@@ -45,10 +52,20 @@ def _is_torch_tensor(obj: Any) -> bool:
     return t is not None and isinstance(obj, t.Tensor)
 
 
-def _from_interface(obj: Any, iface: dict, cuda: bool, what: str) -> Buf:
+def _read_only(what: str, why: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{what} is read-only ({why}), and this call writes its result there: pass a "
+                                "writable buffer (a copy: np.array(x), bytearray(b))")
+
+
+_NATIVE = "<" if sys.byteorder == "little" else ">"
+
+
+def _from_interface(obj: Any, iface: dict, cuda: bool, what: str, writes: bool) -> Buf:
     shape = tuple(iface["shape"])
     typestr = iface["typestr"]
-    dtype = _TYPESTR.get(typestr[1:]) if typestr[0] in "<|=" else None
+    if typestr[0] not in ("|", "=", _NATIVE):
+        raise InvalidArgumentError(f"{what}: {byte_order_message(typestr)}")
+    dtype = _TYPESTR.get(typestr[1:])
     if dtype is None:
         try:
             dtype = to_dtype(getattr(obj, "dtype", None))
@@ -67,8 +84,8 @@ def _from_interface(obj: Any, iface: dict, cuda: bool, what: str) -> Buf:
         if not ok:
             raise ValueError(f"{what} is not contiguous (strides {tuple(strides)}); pass a contiguous copy")
     ptr = iface["data"][0] or 0
-    if iface["data"][1] and what == "recvbuf":
-        raise ValueError(f"{what} is read-only")
+    if iface["data"][1] and writes:
+        raise _read_only(what, "its array interface says so")
     return Buf(ptr, numel, dtype, cuda, keep=obj)
 
 
@@ -88,14 +105,36 @@ class _DLTensor(ctypes.Structure):
 
 _capsule_ptr = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_ptr.restype, _capsule_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_valid.restype, _capsule_valid.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
 
 
-def _from_dlpack(obj: Any, what: str) -> Buf:
-    # The capsule stays unconsumed (named "dltensor"), so its destructor releases the
-    # producer's tensor when our reference (Buf.keep) goes.
-    cap = obj.__dlpack__()
-    addr = _capsule_ptr(cap, b"dltensor")
-    t = _DLTensor.from_address(addr)  # DLManagedTensor starts with its DLTensor
+class _DLManagedVersioned(ctypes.Structure):
+    """DLPack 1.0's DLManagedTensorVersioned, up to its tensor."""
+
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+_DLPACK_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+
+
+def _from_dlpack(obj: Any, what: str, writes: bool) -> Buf:
+    # DLPack 1.0's versioned capsule where the producer gives one: it says whether the
+    # tensor is read-only. An older producer's capsule cannot say; its tensor is taken as
+    # writable. The capsule stays unconsumed, so its destructor releases the producer's
+    # tensor when our reference (Buf.keep) goes.
+    try:
+        cap = obj.__dlpack__(max_version=(1, 0))
+    except TypeError:  # a producer older than DLPack 1.0: no max_version
+        cap = obj.__dlpack__()
+    if _capsule_valid(cap, b"dltensor_versioned"):
+        m = _DLManagedVersioned.from_address(_capsule_ptr(cap, b"dltensor_versioned"))
+        if writes and m.flags & _DLPACK_READ_ONLY:
+            raise _read_only(what, "its DLPack capsule is flagged read-only")
+        t = m.dl_tensor
+    else:
+        t = _DLTensor.from_address(_capsule_ptr(cap, b"dltensor"))  # DLManagedTensor starts with its DLTensor
     key = (t.dtype.code, t.dtype.bits)
     if t.dtype.lanes != 1 or key not in _DLPACK:
         raise ValueError(f"{what}: DLPack type (code {key[0]}, {key[1]} bits, {t.dtype.lanes} lanes) has no CCL "
@@ -123,7 +162,7 @@ _from_buffer = ctypes.c_char.from_buffer
 
 
 def _torch_info(t: Any) -> Optional[ArrayInfo]:
-    if not t.is_contiguous():
+    if not t.is_contiguous() or t.is_neg():
         return None
     dt = known_dtype(t.dtype)
     if dt is None:
@@ -175,13 +214,16 @@ def array_info(obj: Any) -> Optional[ArrayInfo]:
     return f(obj)
 
 
-def as_buf(obj: Any, what: str) -> Buf:
+def as_buf(obj: Any, what: str, writes: bool = False) -> Buf:
     """The buffer behind obj (see the module's docstring); raises TypeError/ValueError
-    naming the argument."""
+    naming the argument. ``writes``: the call writes into it, so it must be writable."""
     t = sys.modules.get("torch")
     if t is not None and isinstance(obj, t.Tensor):
         if not obj.is_contiguous():
             raise ValueError(f"{what} is not contiguous; pass tensor.contiguous() (and copy the result back)")
+        if obj.is_neg() or obj.is_conj():  # lazy views: the memory holds other numbers
+            raise ValueError(f"{what} is a lazy negated or conjugated view; pass tensor.resolve_neg() / "
+                             "resolve_conj()")
         try:
             dtype = to_dtype(obj.dtype)
         except ValueError as e:
@@ -192,9 +234,12 @@ def as_buf(obj: Any, what: str) -> Buf:
     np = sys.modules.get("numpy")
     if np is not None and isinstance(obj, np.ndarray):
         if not obj.flags.c_contiguous:
-            raise ValueError(f"{what} is not C-contiguous; pass np.ascontiguousarray(...)")
-        if what == "recvbuf" and not obj.flags.writeable:
-            raise ValueError(f"{what} is read-only")
+            raise ValueError(f"{what} is not C-contiguous (strides {obj.strides} for shape {obj.shape}); pass "
+                             "np.ascontiguousarray(...) (and copy the result back)")
+        if not obj.dtype.isnative:
+            raise InvalidArgumentError(f"{what}: {byte_order_message(str(obj.dtype))}")
+        if writes and not obj.flags.writeable:
+            raise _read_only(what, "numpy's flags.writeable is False")
         try:
             dtype = to_dtype(obj.dtype)
         except ValueError as e:
@@ -202,12 +247,12 @@ def as_buf(obj: Any, what: str) -> Buf:
         return Buf(obj.ctypes.data, obj.size, dtype, False, keep=obj)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
-        return _from_interface(obj, cai, True, what)
+        return _from_interface(obj, cai, True, what, writes)
     ai = getattr(obj, "__array_interface__", None)
     if ai is not None:
-        return _from_interface(obj, ai, False, what)
+        return _from_interface(obj, ai, False, what, writes)
     if hasattr(obj, "__dlpack__"):
-        return _from_dlpack(obj, what)
+        return _from_dlpack(obj, what, writes)
     if isinstance(obj, int) and not isinstance(obj, bool):
         return Buf(obj, -1, None, False)
     if isinstance(obj, ctypes.c_void_p):
@@ -216,6 +261,69 @@ def as_buf(obj: Any, what: str) -> Buf:
         return Buf(ctypes.cast(obj, ctypes.c_void_p).value or 0, -1, None, False, keep=obj)
     if obj is None:
         return Buf(0, -1, None, False)
-    raise TypeError(f"{what}: {type(obj).__name__} is not a buffer CCL can use (a torch tensor, numpy array, an "
-                    "object with __cuda_array_interface__, __array_interface__ or __dlpack__, or an int pointer "
-                    "with count= and datatype=)")
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        raise TypeError(f"{what}: {type(obj).__name__} is not a buffer CCL can use (a torch tensor, numpy array, "
+                        "an object with __cuda_array_interface__, __array_interface__, __dlpack__ or the buffer "
+                        "protocol, or an int pointer with count= and datatype=)") from None
+    return _from_buffer_protocol(obj, view, what, writes)
+
+
+# PEP 3118 formats (struct module codes) with a CCL dtype; signed integers by size.
+_FORMATS = {"f": DType.F32, "d": DType.F64, "e": DType.F16, "B": DType.U8, "c": DType.U8}
+_SIGNED = {"i", "l", "q", "n"}
+
+
+class _PyBuffer(ctypes.Structure):
+    """CPython's Py_buffer: a buffer export, held while the pointer is used."""
+
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
+
+
+_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+_get_buffer.restype, _get_buffer.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
+_release_buffer = ctypes.pythonapi.PyBuffer_Release
+_release_buffer.restype, _release_buffer.argtypes = None, [ctypes.POINTER(_PyBuffer)]
+
+
+class _Export:
+    """A buffer export of a contiguous object (PyBUF_SIMPLE): its address, released when
+    this goes. While it lives the exporter cannot move or resize the memory (a bytearray
+    refuses to grow)."""
+
+    def __init__(self, view: memoryview):
+        self._b = _PyBuffer()
+        _get_buffer(view, ctypes.byref(self._b), 0)
+        self.ptr = self._b.buf or 0
+
+    def __del__(self) -> None:
+        _release_buffer(ctypes.byref(self._b))
+
+
+def _buffer_dtype(fmt: str, itemsize: int, what: str) -> DType:
+    order, code = (fmt[0], fmt[1:]) if fmt[:1] in "@=<>!" else ("@", fmt)
+    swapped = order in ">!" if sys.byteorder == "little" else order == "<"
+    if swapped:
+        raise InvalidArgumentError(f"{what}: {byte_order_message(fmt)}")
+    if code in _FORMATS and itemsize == _FORMATS[code].itemsize:
+        return _FORMATS[code]
+    if code in _SIGNED and itemsize in (4, 8):
+        return DType.I32 if itemsize == 4 else DType.I64
+    raise ValueError(f"{what}: buffer format '{fmt}' ({itemsize}-byte items) has no CCL equivalent (f32 'f', "
+                     "f64 'd', f16 'e', i32/i64 'i' 'l' 'q', u8 'B')")
+
+
+def _from_buffer_protocol(obj: Any, view: memoryview, what: str, writes: bool) -> Buf:
+    if not view.c_contiguous:
+        raise ValueError(f"{what} is not C-contiguous (a strided memoryview); pass a contiguous copy "
+                         "(bytearray(view), view.tobytes())")
+    if writes and view.readonly:
+        raise _read_only(what, f"a {type(obj).__name__} buffer")
+    dtype = _buffer_dtype(view.format, view.itemsize, what)
+    numel = view.nbytes // dtype.itemsize
+    exp = _Export(view) if view.nbytes else None
+    return Buf(exp.ptr if exp else 0, numel, dtype, False, keep=(obj, view, exp))

@@ -18,12 +18,13 @@ import weakref
 from ctypes import byref, c_int, c_size_t, c_void_p
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
-from . import _lib
+from . import _lib, _library
 from ._bootstrap import (Bootstrap, GroupBootstrap, JobFolderBootstrap, MPIBootstrap, StoreBootstrap,
                          launcher_env)
 from ._buffers import Buf, array_info, as_buf
-from ._errors import CclError, CompileError, InvalidArgumentError, error_for
-from ._types import DType, DTypeLike, Op, OpLike, to_dtype, to_op
+from ._errors import CclError, CompileError, InvalidArgumentError, InvalidUsageError, error_for
+from ._mpistyle import MpiStyle, exclusive
+from ._types import INT_MAX, INT_MIN, SIZE_MAX, DType, DTypeLike, Op, OpLike, int_arg, to_dtype, to_op
 
 DEVICE_AUTO = -1
 _BACKENDS = {"auto": 0, "cpu": 1, "gpu": 2, "cuda": 2}
@@ -48,9 +49,9 @@ def _config(backend: Union[str, int, None], timeout_ms: Optional[int], heap_byte
                 raise ValueError(f"backend '{backend}': expected 'cpu', 'gpu' or 'auto'")
             cfg.backend = _BACKENDS[backend.lower()]
         else:
-            cfg.backend = int(backend)
-    cfg.timeout_ms = int(timeout_ms or 0)
-    cfg.heap_bytes = int(heap_bytes or 0)
+            cfg.backend = int_arg("config", "backend", backend, 0, 2, "0 auto, 1 cpu, 2 gpu")
+    cfg.timeout_ms = int_arg("config", "timeout_ms", timeout_ms or 0, 0, INT_MAX, "milliseconds")
+    cfg.heap_bytes = int_arg("config", "heap_bytes", heap_bytes or 0, 0, SIZE_MAX, "bytes")
     cfg.cache_dir = os.fsencode(cache_dir) if cache_dir else None
     return cfg
 
@@ -143,17 +144,26 @@ def group(*, async_op: bool = False) -> Iterator[None]:
     finally:
         _open_group.calls = None
     L = _lib.lib()
-    L.ccl_group_start()
-    for c in calls:
-        r = c.issue()
-        if r:
-            L.ccl_group_end()  # launches nothing: one of its calls failed
-            _raise(r, c.comm.handle)
-    r = L.ccl_group_end()
+    comms = list(dict.fromkeys(c.comm for c in calls))
+    held: list = []
+    try:
+        for comm in comms:  # every comm of the group, held for its launch (Communicator._enter)
+            comm._enter("group")
+            held.append(comm)
+        L.ccl_group_start()
+        for c in calls:
+            r = c.issue()
+            if r:
+                L.ccl_group_end()  # launches nothing: one of its calls failed
+                _raise(r, c.comm.handle)
+        r = L.ccl_group_end()
+    finally:
+        for comm in held:
+            comm._busy.release()
     if r:
         _raise(r, None)
     if not async_op:
-        for comm in dict.fromkeys(c.comm for c in calls):
+        for comm in comms:
             if comm.backend == "cpu":
                 comm.synchronize()
 
@@ -187,7 +197,11 @@ def _empty_like(obj: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _shape(obj: Any) -> tuple[int, ...]:
-    return tuple(obj.shape)
+    shape = getattr(obj, "shape", None)
+    if shape is None:
+        raise TypeError(f"give the output buffer (only torch tensors and numpy arrays can be allocated for you, "
+                        f"not {type(obj).__name__})")
+    return tuple(shape)
 
 
 class Algorithm:
@@ -219,6 +233,9 @@ class Algorithm:
     def handle(self) -> int:
         if not self._handle:
             raise InvalidArgumentError(f"algorithm '{self.name}' was freed")
+        if not self.comm._handle:  # its destroy freed it
+            raise InvalidArgumentError(f"algorithm '{self.name}': rank {self.comm.rank}'s communicator was "
+                                       "destroyed, and the algorithm with it")
         return self._handle
 
     def free(self) -> None:
@@ -238,10 +255,12 @@ class Proof(str):
     """What ``ccl.check`` proved: the text of ``cclc check --explain``."""
 
 
-class Communicator:
+class Communicator(MpiStyle):
     """One rank of a communicator. Collectives follow NCCL's semantics and
-    torch.distributed's argument order; each also takes mpi4py/NCCL-style keywords
-    (``sendbuf=, recvbuf=, count=, datatype=, op=, stream=``) with raw pointers.
+    torch.distributed's argument order; each also takes NCCL-style keywords
+    (``sendbuf=, recvbuf=, count=, datatype=, op=, stream=``) with raw pointers. The
+    capitalized methods (``Allreduce(sendbuf, recvbuf, op)``, ...) are mpi4py's, in its
+    argument order (ccl/_mpistyle.py).
 
     On the CPU backend a collective returns when its result is in place (unless
     ``async_op=True``: then it returns a :class:`Work`). On the GPU backend it is enqueued
@@ -261,7 +280,15 @@ class Communicator:
         L.ccl_comm_backend(handle, byref(v))
         self.backend: str = _BACKEND_NAMES.get(v.value, "?")
         self._group = group  # threads mode: the comms created together (destroy order)
-        self._lock = threading.Lock()
+        # One thread at a time in a call (libccl's rule): a second thread's call raises.
+        # Reentrant: a call may call another (the mpi4py methods do).
+        self._busy = threading.RLock()
+        self._busy_thread = ""
+        # Arrays from empty() still alive, and the handle a destroy left to the last of
+        # them (their memory is the communicator's heap); both under _mem_lock.
+        self._mem_lock = threading.Lock()
+        self._live = 0
+        self._pending = 0
         self._sync_each = self.backend == "cpu"  # CPU backend: a call returns when its result is in place
         self._L = L
 
@@ -271,18 +298,52 @@ class Communicator:
     def handle(self) -> int:
         """The ccl_comm_t* as an int (for C code and the torch custom ops)."""
         if not self._handle:
-            raise InvalidArgumentError("the communicator was destroyed")
+            raise InvalidArgumentError(f"rank {self.rank}'s communicator was destroyed (destroy() or close()); "
+                                       "make a new one")
         return self._handle
 
+    def _enter(self, fn: str) -> None:
+        """Takes the communicator for a call of this thread, or raises when another thread
+        is in a call on it (libccl's rule: one host thread at a time; two at once would
+        interleave their calls differently on different ranks)."""
+        if not self._busy.acquire(False):
+            raise InvalidUsageError(f"{fn}: rank {self.rank}'s communicator is in a call from thread "
+                                    f"'{self._busy_thread}'; a communicator is used by one thread at a time "
+                                    "(give each thread its own communicator, or wait for that call)")
+        self._busy_thread = threading.current_thread().name
+
     def destroy(self) -> None:
-        """Waits for its work, then frees it with its algorithms and symmetric memory.
-        Symmetric tensors from ``empty`` must not be used afterwards."""
-        h, self._handle = self._handle, 0
-        if h:
+        """Waits for its work, then frees it with its algorithms; every later call raises.
+        Arrays from :meth:`empty` stay valid: while any of them is alive the communicator's
+        memory is kept (it is freed with the last of them), as a numpy view keeps its base."""
+        if not self._handle:
+            return
+        self._enter("destroy")
+        try:
+            with self._mem_lock:
+                h, self._handle = self._handle, 0
+                keep = self._live > 0
+                if keep:
+                    self._pending = h
+            if not h:
+                return
             _registry.pop(h, None)
-            r = _lib.lib().ccl_comm_destroy(h)
+            if keep:
+                # Its work done now, as a destroy's; the handle is freed by the last array.
+                self._L.ccl_comm_synchronize(h)
+                return
+            r = self._L.ccl_comm_destroy(h)
             if r:
                 _raise(r, None)
+        finally:
+            self._busy.release()
+
+    def _adopt(self, holder: Any, ptr: int) -> Any:
+        """Frees ptr (a ccl_mem_alloc buffer) when holder is collected; counts it as live
+        until then. Returns the finalizer."""
+        with self._mem_lock:
+            self._live += 1
+        return weakref.finalize(holder, _mem_free, self, ptr)
 
     close = destroy
 
@@ -303,12 +364,29 @@ class Communicator:
         state = "" if self._handle else " (destroyed)"
         return f"<ccl.Communicator rank {self.rank} of {self.size}, {self.backend}{state}>"
 
+    @exclusive
     def synchronize(self) -> None:
         """Waits for everything enqueued on this communicator; raises its first
         asynchronous error (a timeout naming rank, block, statement and peer, ...)."""
         r = _lib.lib().ccl_comm_synchronize(self.handle)
         if r:
             _raise(r, self._handle)
+
+    def _host_only(self, fn: str, *bufs: tuple[Buf, str]) -> None:
+        """On the CPU backend every buffer must be host memory: a device pointer read from
+        the host is a crash or garbage."""
+        if self.backend != "cpu":
+            return
+        for b, what in bufs:
+            if b.cuda:
+                dev = f" (CUDA device {b.device})" if b.device >= 0 else ""
+                raise InvalidArgumentError(f"{fn}: {what} is GPU memory{dev}, but rank {self.rank}'s communicator "
+                                           "runs the CPU backend: pass host memory (tensor.cpu()) or make the "
+                                           "communicator with backend='gpu'")
+
+    def _rank_arg(self, fn: str, name: str, value: Any) -> int:
+        """value checked as a rank of this communicator (a root, a peer)."""
+        return int_arg(fn, name, value, 0, self.size - 1, f"a rank of this communicator of {self.size}")
 
     def last_error(self) -> str:
         m = _lib.lib().ccl_comm_last_error(self._handle or None)
@@ -369,8 +447,12 @@ class Communicator:
             return _MISS
         if stream is None:
             dev = s[3] if s[3] >= 0 else r[3]
+            if dev >= 0 and self._sync_each:  # device memory on the CPU backend: as_buf's road says so
+                return _MISS
             st = _current_stream(dev) if dev >= 0 else None
         else:
+            if (s[3] >= 0 or r[3] >= 0) and self._sync_each:
+                return _MISS
             st = _given_stream(stream)
         e = fn(s[0], r[0], n, s[2], *extra, h, st)
         if e:
@@ -384,10 +466,14 @@ class Communicator:
         return recv_obj
 
     def _resolve(self, kind: str, send_obj: Any, recv_obj: Any, count: Optional[int], datatype: Optional[DTypeLike],
-                 send_per: int, recv_per: int) -> tuple[Buf, Buf, int, DType]:
+                 send_per: int, recv_per: int, method: Optional[str] = None,
+                 recv_writes: bool = True) -> tuple[Buf, Buf, int, DType]:
         """Buffers, count and dtype for a collective whose send buffer holds send_per * count
-        elements and whose receive buffer holds recv_per * count."""
-        recv = as_buf(recv_obj, "recvbuf")
+        elements and whose receive buffer holds recv_per * count. Messages name ``method``
+        (the caller's name for the call), by default ``kind``. ``recv_writes``: the call
+        writes the receive buffer (all but the root's in-place broadcast)."""
+        kind = method or kind
+        recv = as_buf(recv_obj, "recvbuf", writes=recv_writes)
         send = recv if send_obj is recv_obj else as_buf(send_obj, "sendbuf")
         dtype = to_dtype(datatype) if datatype is not None else (send.dtype if send.dtype is not None else recv.dtype)
         if dtype is None:
@@ -409,15 +495,15 @@ class Communicator:
                 count = recv.numel // recv_per
             else:
                 raise InvalidArgumentError(f"{kind}: count= is needed with raw pointers")
-        count = int(count)
-        if count < 0:
-            raise InvalidArgumentError(f"{kind}: count {count} is negative")
+        count = int_arg(kind, "count", count, 0, SIZE_MAX, "elements")
         for b, per, name in ((send, send_per, "sendbuf"), (recv, recv_per, "recvbuf")):
             if b.numel >= 0 and b.ptr and b.numel < per * count:
                 raise InvalidArgumentError(f"{kind}: {name} has {b.numel} elements, fewer than the {per * count} "
                                            f"it needs (count {count})")
+        self._host_only(kind, (recv, "recvbuf"), (send, "sendbuf"))
         return send, recv, count, dtype
 
+    @exclusive
     def all_reduce(self, tensor: Any = None, op: OpLike = "sum", *, out: Any = None, sendbuf: Any = None,
                    recvbuf: Any = None, count: Optional[int] = None, datatype: Optional[DTypeLike] = None,
                    stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
@@ -433,6 +519,7 @@ class Communicator:
         send, recv, n, dt = self._resolve("all_reduce", send_obj, recv_obj, count, datatype, 1, 1)
         return self._go("all_reduce", send, recv, n, dt, to_op(op), 0, stream, async_op, algorithm, recv_obj)
 
+    @exclusive
     def all_gather(self, output: Any = None, input: Any = None, *, sendbuf: Any = None, recvbuf: Any = None,
                    count: Optional[int] = None, datatype: Optional[DTypeLike] = None, stream: Any = None,
                    async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
@@ -453,19 +540,21 @@ class Communicator:
             shp = _shape(send_obj)
             recv_obj = _empty_like(send_obj, ((shp[0] * N,) + shp[1:]) if shp else (N,))
         if send_obj is None:  # in place: NCCL's sendbuf = recvbuf + rank * count
-            r = as_buf(recv_obj, "recvbuf")
+            r = as_buf(recv_obj, "recvbuf", writes=True)
             dt = to_dtype(datatype) if datatype is not None else r.dtype
             if count is None:
                 if r.numel < 0:
                     raise InvalidArgumentError("all_gather: count= is needed with raw pointers")
                 count = r.numel // N
             assert dt is not None
-            send_obj = r.ptr + self.rank * int(count) * dt.itemsize
+            count = int_arg("all_gather", "count", count, 0, SIZE_MAX, "elements")
+            send_obj = r.ptr + self.rank * count * dt.itemsize
             send, recv, n, dt = self._resolve("all_gather", send_obj, recv_obj, count, dt, 1, N)
         else:
             send, recv, n, dt = self._resolve("all_gather", send_obj, recv_obj, count, datatype, 1, N)
         return self._go("all_gather", send, recv, n, dt, Op.SUM, 0, stream, async_op, algorithm, recv_obj)
 
+    @exclusive
     def reduce_scatter(self, output: Any = None, input: Any = None, op: OpLike = "sum", *, sendbuf: Any = None,
                        recvbuf: Any = None, count: Optional[int] = None, datatype: Optional[DTypeLike] = None,
                        stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
@@ -492,6 +581,7 @@ class Communicator:
         send, recv, n, dt = self._resolve("reduce_scatter", send_obj, recv_obj, count, datatype, N, 1)
         return self._go("reduce_scatter", send, recv, n, dt, to_op(op), 0, stream, async_op, algorithm, recv_obj)
 
+    @exclusive
     def all_to_all(self, output: Any = None, input: Any = None, *, sendbuf: Any = None, recvbuf: Any = None,
                    count: Optional[int] = None, datatype: Optional[DTypeLike] = None, stream: Any = None,
                    async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
@@ -513,36 +603,50 @@ class Communicator:
         return self._go("all_to_all", send, recv, n, dt, Op.SUM, 0, stream, async_op, algorithm, recv_obj)
 
     def _v_args(self, name: str, output: Any, input: Any, sendcounts: Sequence[int], recvcounts: Sequence[int],
-                sdispls: Optional[Sequence[int]], rdispls: Optional[Sequence[int]]) -> tuple:
+                sdispls: Optional[Sequence[int]], rdispls: Optional[Sequence[int]],
+                datatype: Optional[DTypeLike] = None) -> tuple:
         """Checks a v-collective's buffers and tables against each other (this rank's view;
         the library checks them across ranks) and returns (send, recv, dtype, the four
         size_t arrays or None)."""
-        send, recv = as_buf(input, "input"), as_buf(output, "output")
+        send, recv = as_buf(input, "input"), as_buf(output, "output", writes=True)
+        self._host_only(name, (send, "input"), (recv, "output"))
+        dt = to_dtype(datatype) if datatype is not None else None
+        if dt is not None:
+            for b, what in ((send, "input"), (recv, "output")):
+                if b.dtype is not None and b.dtype != dt:
+                    raise InvalidArgumentError(f"{name}: {what} holds {b.dtype.name.lower()}, not "
+                                               f"{dt.name.lower()}")
+            send.dtype = send.dtype or dt
+            recv.dtype = recv.dtype or dt
         if send.dtype is None or recv.dtype is None or send.dtype != recv.dtype:
             raise InvalidArgumentError(f"{name}: input and output need one dtype, not {send.dtype} and {recv.dtype}")
 
-        def table(what: str, vals: Optional[Sequence[int]], n: int) -> Any:
+        def ints(what: str, vals: Optional[Sequence[int]], n: int) -> Optional[list[int]]:
             if vals is None:
                 return None
-            vals = [int(v) for v in vals]
-            if len(vals) != n or any(v < 0 for v in vals):
-                raise InvalidArgumentError(f"{name}: {what} must be {n} counts >= 0, got {vals}")
-            return (c_size_t * n)(*vals)
+            if len(vals) != n:
+                raise InvalidArgumentError(f"{name}: {what} must have {n} entries, got {len(vals)}")
+            return [int_arg(name, f"{what}[{i}]", v, 0, SIZE_MAX, "elements") for i, v in enumerate(vals)]
+
+        sendcounts, recvcounts = ints("sendcounts", sendcounts, len(sendcounts)), ints("recvcounts", recvcounts,
+                                                                                        self.size)
+        sdispls, rdispls = ints("sdispls", sdispls, len(sendcounts or ())), ints("rdispls", rdispls, self.size)
+
+        def table(vals: Optional[list[int]]) -> Any:
+            return None if vals is None else (c_size_t * len(vals))(*vals)
 
         def extent(counts: Sequence[int], displs: Optional[Sequence[int]]) -> int:
             if displs is None:
-                return sum(int(c) for c in counts)
-            return max((int(d) + int(c) for c, d in zip(counts, displs)), default=0)
+                return sum(counts)
+            return max((d + c for c, d in zip(counts, displs)), default=0)
 
         for what, buf, counts, displs in (("input", send, sendcounts, sdispls), ("output", recv, recvcounts, rdispls)):
+            assert counts is not None
             need = extent(counts, displs)
             if buf.numel >= 0 and buf.numel < need:
                 raise InvalidArgumentError(f"{name}: {what} has {buf.numel} elements, its counts and displacements "
                                            f"reach element {need}")
-        N = self.size
-        return (send, recv, send.dtype, table("sendcounts", sendcounts, len(sendcounts)),
-                table("sdispls", sdispls, len(sendcounts)), table("recvcounts", recvcounts, N),
-                table("rdispls", rdispls, N))
+        return (send, recv, send.dtype, table(sendcounts), table(sdispls), table(recvcounts), table(rdispls))
 
     def _v_done(self, r: int, stream: Any, async_op: bool, result: Any) -> Any:
         if r:
@@ -555,8 +659,10 @@ class Communicator:
                 _raise(r, self.handle)
         return result
 
+    @exclusive
     def all_gather_v(self, output: Any, input: Any, recvcounts: Sequence[int], displs: Optional[Sequence[int]] = None,
-                     *, stream: Any = None, async_op: bool = False) -> Any:
+                     *, datatype: Optional[DTypeLike] = None, stream: Any = None, async_op: bool = False,
+                     method: str = "all_gather_v") -> Any:
         """MPI's Allgatherv: rank p's ``input`` (``recvcounts[p]`` elements, so this rank's
         holds ``recvcounts[rank]``) lands in every rank's ``output`` at element
         ``displs[p]`` (packed in rank order when ``displs`` is None). Every rank passes the
@@ -564,16 +670,18 @@ class Communicator:
         the GPU backend at the next synchronize, like any failure there)."""
         N = self.size
         if len(recvcounts) != N:
-            raise InvalidArgumentError(f"all_gather_v: recvcounts must have {N} entries, got {len(recvcounts)}")
-        mine = int(recvcounts[self.rank])
-        send, recv, dt, _, _, rc, rd = self._v_args("all_gather_v", output, input, [mine], recvcounts, None, displs)
+            raise InvalidArgumentError(f"{method}: recvcounts must have {N} entries, got {len(recvcounts)}")
+        mine = int_arg(method, f"recvcounts[{self.rank}]", recvcounts[self.rank], 0, SIZE_MAX, "elements")
+        send, recv, dt, _, _, rc, rd = self._v_args(method, output, input, [mine], recvcounts, None, displs, datatype)
         s = _stream_handle(stream, send, recv)
         r = _lib.lib().ccl_all_gather_v(send.ptr or None, mine, recv.ptr or None, rc, rd, dt, self.handle, s)
         return self._v_done(r, stream, async_op, output)
 
+    @exclusive
     def all_to_all_v(self, output: Any, input: Any, sendcounts: Sequence[int], recvcounts: Sequence[int],
                      sdispls: Optional[Sequence[int]] = None, rdispls: Optional[Sequence[int]] = None, *,
-                     stream: Any = None, async_op: bool = False) -> Any:
+                     datatype: Optional[DTypeLike] = None, stream: Any = None, async_op: bool = False,
+                     method: str = "all_to_all_v") -> Any:
         """MPI's Alltoallv: ``sendcounts[p]`` elements of ``input`` from ``sdispls[p]`` go to
         rank p, which stores them in its ``output`` at ``rdispls[r]`` (``recvcounts[r]``
         elements); displacements None mean packed in rank order. A rank whose
@@ -581,13 +689,14 @@ class Communicator:
         naming both (on the GPU backend at the next synchronize, like any failure there)."""
         N = self.size
         if len(sendcounts) != N:
-            raise InvalidArgumentError(f"all_to_all_v: sendcounts must have {N} entries, got {len(sendcounts)}")
-        send, recv, dt, sc, sd, rc, rd = self._v_args("all_to_all_v", output, input, sendcounts, recvcounts,
-                                                      sdispls, rdispls)
+            raise InvalidArgumentError(f"{method}: sendcounts must have {N} entries, got {len(sendcounts)}")
+        send, recv, dt, sc, sd, rc, rd = self._v_args(method, output, input, sendcounts, recvcounts,
+                                                      sdispls, rdispls, datatype)
         s = _stream_handle(stream, send, recv)
         r = _lib.lib().ccl_all_to_all_v(send.ptr or None, sc, sd, recv.ptr or None, rc, rd, dt, self.handle, s)
         return self._v_done(r, stream, async_op, output)
 
+    @exclusive
     def send(self, tensor: Any, peer: int, *, stream: Any = None, async_op: bool = False) -> Any:
         """``tensor`` to rank ``peer`` (NCCL's ncclSend): the k-th send from this rank to
         ``peer`` meets the k-th :meth:`recv` on ``peer`` from this rank, which must name the
@@ -596,80 +705,112 @@ class Communicator:
         ``async_op``."""
         return self._p2p("send", tensor, peer, stream, async_op)
 
+    @exclusive
     def recv(self, tensor: Any, peer: int, *, stream: Any = None, async_op: bool = False) -> Any:
         """Fills ``tensor`` with what rank ``peer`` sends this rank (NCCL's ncclRecv); see
         :meth:`send`. Returns ``tensor`` (None inside a group)."""
         return self._p2p("recv", tensor, peer, stream, async_op)
 
-    def _p2p(self, kind: str, obj: Any, peer: int, stream: Any, async_op: bool) -> Any:
-        buf = as_buf(obj, "tensor")
+    def _p2p(self, kind: str, obj: Any, peer: int, stream: Any, async_op: bool, count: Optional[int] = None,
+             datatype: Optional[DTypeLike] = None, method: Optional[str] = None) -> Any:
+        """send or recv of ``obj`` (``count`` elements of ``datatype`` when given: the
+        mpi4py methods' [buf, count, datatype])."""
+        name = method or kind
+        what = "buf" if method else "tensor"
+        buf = as_buf(obj, what, writes=kind == "recv")
+        self._host_only(name, (buf, what))
+        if datatype is not None:
+            dt = to_dtype(datatype)
+            if buf.dtype is not None and buf.dtype != dt:
+                raise InvalidArgumentError(f"{name}: {what} holds {buf.dtype.name.lower()}, not {dt.name.lower()}")
+            buf.dtype = dt
         if buf.dtype is None:
-            raise InvalidArgumentError(f"{kind}: tensor has no dtype CCL knows")
-        call = _P2pCall(self, kind, buf, int(peer), _stream_handle(stream, buf, buf), obj)
+            raise InvalidArgumentError(f"{name}: {what} has no dtype CCL knows (give a datatype)")
+        if count is not None:
+            count = int_arg(name, "count", count, 0, SIZE_MAX, "elements")
+            if buf.numel >= 0 and count > buf.numel:
+                raise InvalidArgumentError(f"{name}: count {count} is more than {what}'s {buf.numel} elements")
+            buf.numel = count
+        if buf.numel < 0:
+            raise InvalidArgumentError(f"{name}: a raw pointer needs [buf, count, datatype]")
+        peer = self._rank_arg(name, "dest" if method == "Send" else "source" if method else "peer", peer)
+        call = _P2pCall(self, kind, buf, peer, _stream_handle(stream, buf, buf), obj)
         if _open_group.calls is not None:
             _open_group.calls.append(call)
             return None
         r = call.issue()
         return self._v_done(r, stream, async_op, obj)
 
+    @exclusive
     def broadcast(self, tensor: Any = None, root: int = 0, *, out: Any = None, sendbuf: Any = None,
                   recvbuf: Any = None, count: Optional[int] = None, datatype: Optional[DTypeLike] = None,
                   stream: Any = None, async_op: bool = False, algorithm: Optional[Algorithm] = None) -> Any:
         """Root's ``tensor`` to every rank: in place (``tensor`` is the input on the root and
         the output elsewhere), or into ``out``."""
+        if type(root) is not int or not 0 <= root < self.size:
+            root = self._rank_arg("broadcast", "root", root)
         if sendbuf is None and recvbuf is None and count is None and datatype is None and algorithm is None:
-            res = self._quick(self._L.ccl_broadcast, tensor, tensor if out is None else out, 1, 1, (int(root),),
+            res = self._quick(self._L.ccl_broadcast, tensor, tensor if out is None else out, 1, 1, (root,),
                               stream, async_op)
             if res is not _MISS:
                 return res
         send_obj = sendbuf if sendbuf is not None else tensor
         recv_obj = recvbuf if recvbuf is not None else (out if out is not None else send_obj)
-        send, recv, n, dt = self._resolve("broadcast", send_obj, recv_obj, count, datatype, 1, 1)
-        return self._go("broadcast", send, recv, n, dt, Op.SUM, int(root), stream, async_op, algorithm, recv_obj)
+        # The root's in-place broadcast reads its buffer only: it may be read-only.
+        ro_ok = send_obj is recv_obj and root == self.rank
+        send, recv, n, dt = self._resolve("broadcast", send_obj, recv_obj, count, datatype, 1, 1,
+                                          recv_writes=not ro_ok)
+        return self._go("broadcast", send, recv, n, dt, Op.SUM, root, stream, async_op, algorithm, recv_obj)
 
+    @exclusive
     def reduce(self, tensor: Any = None, root: int = 0, op: OpLike = "sum", *, out: Any = None,
                sendbuf: Any = None, recvbuf: Any = None, count: Optional[int] = None,
                datatype: Optional[DTypeLike] = None, stream: Any = None, async_op: bool = False,
                algorithm: Optional[Algorithm] = None) -> Any:
         """Reduces ``tensor`` over all ranks into root's ``tensor`` (in place) or ``out``."""
+        if type(root) is not int or not 0 <= root < self.size:
+            root = self._rank_arg("reduce", "root", root)
         if sendbuf is None and recvbuf is None and count is None and datatype is None and algorithm is None:
             res = self._quick(self._L.ccl_reduce, tensor, tensor if out is None else out, 1, 1,
-                              (to_op(op), int(root)), stream, async_op)
+                              (to_op(op), root), stream, async_op)
             if res is not _MISS:
                 return res
         send_obj = sendbuf if sendbuf is not None else tensor
         recv_obj = recvbuf if recvbuf is not None else (out if out is not None else send_obj)
         send, recv, n, dt = self._resolve("reduce", send_obj, recv_obj, count, datatype, 1, 1)
-        return self._go("reduce", send, recv, n, dt, to_op(op), int(root), stream, async_op, algorithm, recv_obj)
-
-    # mpi4py's spellings, for ported code.
-    Allreduce = all_reduce
-    Allgather = all_gather
-    Reduce_scatter_block = reduce_scatter
-    Alltoall = all_to_all
-    Bcast = broadcast
-    Reduce = reduce
+        return self._go("reduce", send, recv, n, dt, to_op(op), root, stream, async_op, algorithm, recv_obj)
 
     # ---- algorithms ----
 
+    @exclusive
     def load(self, path_or_source: Union[str, os.PathLike], root: int = 0) -> Algorithm:
-        """Compiles (and proves) a CCL program for this communicator: a file path, or source
-        text starting with ``algorithm``. Every rank loads the same programs in the same
+        """Compiles (and proves) a CCL program for this communicator: a file path, source
+        text starting with ``algorithm``, or a shipped algorithm's name (``"allreduce/ring"``:
+        :func:`ccl.algorithms` lists them). Every rank loads the same programs in the same
         order. Raises :class:`ccl.CompileError` with the compiler's located diagnostics."""
-        src = os.fspath(path_or_source)
+        h = self.handle
+        root = self._rank_arg("load", "root", root)
+        src = _library.resolve("load", os.fspath(path_or_source))
         out = c_void_p()
-        r = _lib.lib().ccl_algorithm_load(self.handle, src.encode(), int(root), byref(out))
+        r = _lib.lib().ccl_algorithm_load(h, src.encode(), root, byref(out))
         if r:
             _raise(r, self._handle)
-        return Algorithm(self, out.value or 0, int(root))
+        return Algorithm(self, out.value or 0, root)
 
+    @exclusive
     def use(self, algorithm: Algorithm, min_bytes: int = 0, max_bytes: int = 0) -> None:
         """Makes the standard collective of the algorithm's kind run it for messages of
         [min_bytes, max_bytes] bytes (0, 0: every size); later registrations win."""
-        r = _lib.lib().ccl_comm_use_algorithm(self.handle, algorithm.handle, int(min_bytes), int(max_bytes))
+        lo = int_arg("use", "min_bytes", min_bytes, 0, SIZE_MAX, "bytes")
+        hi = int_arg("use", "max_bytes", max_bytes, 0, SIZE_MAX, "bytes")
+        if not isinstance(algorithm, Algorithm) or algorithm.comm is not self:
+            raise InvalidArgumentError(f"use: the algorithm must be one this communicator loaded (comm.load), "
+                                       f"not {algorithm!r}")
+        r = _lib.lib().ccl_comm_use_algorithm(self.handle, algorithm.handle, lo, hi)
         if r:
             _raise(r, self._handle)
 
+    @exclusive
     def explain_choice(self) -> str:
         """What the last standard collective ran (algorithm file, launch shape) and why."""
         buf = ctypes.create_string_buffer(4096)
@@ -680,50 +821,67 @@ class Communicator:
 
     # ---- symmetric memory ----
 
+    @exclusive
     def empty(self, shape: Union[int, Sequence[int]], dtype: DTypeLike = "f32", *, like: Optional[str] = None) -> Any:
         """A buffer in this rank's symmetric heap (zero-copy collectives), as an ordinary
         tensor: a torch tensor when ``dtype`` is a torch dtype, ``like='torch'`` or on the
         GPU backend; else a numpy array. Allocate (and drop) symmetric buffers in the same
         order on every rank: the memory goes back to the heap when the tensor and all its
-        views are garbage-collected (``ccl_mem_free`` waits for the communicator's work)."""
-        shp = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        views are garbage-collected (``ccl_mem_free`` waits for the communicator's work).
+        The array keeps the communicator's memory alive: after :meth:`destroy` it is still
+        an ordinary array, and the communicator is freed with the last such array."""
+        dims = list(shape) if isinstance(shape, (list, tuple)) else [shape]
+        shp = tuple(int_arg("empty", f"shape[{i}]", s, 0, SIZE_MAX, "elements") for i, s in enumerate(dims))
         torch_dtype = dtype if type(dtype).__module__.startswith("torch") else None
         dt = to_dtype(dtype)
         numel = 1
         for s in shp:
             numel *= s
+        int_arg("empty", "the size", numel * dt.itemsize, 0, SIZE_MAX, "bytes")
         nbytes = max(numel * dt.itemsize, 1)
+        want_torch = torch_dtype is not None or like == "torch" or self.backend == "gpu"
+        if want_torch:  # imported before the allocation: nothing to undo if it fails
+            import torch
+        else:
+            import numpy as np
+
+            np_dtype = _numpy_dtype(dt)
         ptr = c_void_p()
-        L = _lib.lib()
-        r = L.ccl_mem_alloc(self.handle, byref(ptr), nbytes)
+        r = self._L.ccl_mem_alloc(self.handle, byref(ptr), nbytes)
         if r:
             _raise(r, self._handle)
         p = ptr.value or 0
-        want_torch = torch_dtype is not None or like == "torch" or self.backend == "gpu"
-        try:
-            if self.backend == "gpu":
-                return _cuda_tensor(self, p, shp, dt, torch_dtype)
-            holder = (ctypes.c_uint8 * nbytes).from_address(p)
-            weakref.finalize(holder, _mem_free, self, p)
-            if want_torch:
-                import torch
+        # From here the holder's finalizer owns the buffer: an error below drops the
+        # holder, which frees it.
+        if self.backend == "gpu":
+            holder: Any = _SymmetricCuda(p, nbytes, torch.cuda.current_device())
+            self._adopt(holder, p)
+            return _cuda_tensor(holder, shp, dt, torch_dtype)
+        holder = (ctypes.c_uint8 * nbytes).from_address(p)
+        self._adopt(holder, p)
+        if want_torch:
+            tdt = torch_dtype if torch_dtype is not None else _torch_dtype(dt)
+            t = torch.frombuffer(holder, dtype=torch.uint8)[: numel * dt.itemsize]
+            return t.view(tdt).reshape(shp)
+        return np.frombuffer(holder, dtype=np.uint8)[: numel * dt.itemsize].view(np_dtype).reshape(shp)
 
-                tdt = torch_dtype if torch_dtype is not None else _torch_dtype(dt)
-                t = torch.frombuffer(holder, dtype=torch.uint8)[: numel * dt.itemsize]
-                return t.view(tdt).reshape(shp)
-            import numpy as np
-
-            return np.frombuffer(holder, dtype=np.uint8)[: numel * dt.itemsize].view(_numpy_dtype(dt)).reshape(shp)
-        except BaseException:
-            L.ccl_mem_free(self._handle, p)
-            raise
-
+    @exclusive
     def copy(self, dst: Any, src: Any, nbytes: Optional[int] = None) -> None:
         """``ccl_mem_copy``: bytes between host memory and this backend's memory, after the
         communicator's queued work."""
-        d, s = as_buf(dst, "dst"), as_buf(src, "src")
-        n = nbytes if nbytes is not None else min(x.nbytes for x in (d, s) if x.numel >= 0)
-        r = _lib.lib().ccl_mem_copy(self.handle, d.ptr, s.ptr, int(n))
+        d, s = as_buf(dst, "dst", writes=True), as_buf(src, "src")
+        self._host_only("copy", (d, "dst"), (s, "src"))
+        known = [(x.nbytes, what) for x, what in ((d, "dst"), (s, "src")) if x.numel >= 0]
+        if nbytes is None:
+            if not known:
+                raise InvalidArgumentError("copy: nbytes= is needed with two raw pointers")
+            n = min(k[0] for k in known)
+        else:
+            n = int_arg("copy", "nbytes", nbytes, 0, SIZE_MAX, "bytes")
+            for size, what in known:
+                if n > size:
+                    raise InvalidArgumentError(f"copy: nbytes {n} is more than {what}'s {size} bytes")
+        r = _lib.lib().ccl_mem_copy(self.handle, d.ptr, s.ptr, n)
         if r:
             _raise(r, self._handle)
 
@@ -738,12 +896,9 @@ class _SymmetricCuda:
         self.device = device
 
 
-def _cuda_tensor(comm: Communicator, ptr: int, shape: tuple[int, ...], dt: DType, torch_dtype: Any) -> Any:
+def _cuda_tensor(holder: _SymmetricCuda, shape: tuple[int, ...], dt: DType, torch_dtype: Any) -> Any:
     import torch
 
-    nbytes = max(1, dt.itemsize * _prod(shape))
-    holder = _SymmetricCuda(ptr, nbytes, torch.cuda.current_device())
-    weakref.finalize(holder, _mem_free, comm, ptr)
     raw = torch.as_tensor(holder, device="cuda")
     tdt = torch_dtype if torch_dtype is not None else _torch_dtype(dt)
     return raw[: _prod(shape) * dt.itemsize].view(tdt).reshape(shape)
@@ -757,8 +912,19 @@ def _prod(shape: tuple[int, ...]) -> int:
 
 
 def _mem_free(comm: Communicator, ptr: int) -> None:
-    if comm._handle and not sys.is_finalizing():
-        _lib.lib().ccl_mem_free(comm._handle, ptr)
+    """The finalizer of an array from empty(): frees its buffer, or, on a destroyed
+    communicator, destroys it once the last array is gone."""
+    with comm._mem_lock:
+        comm._live -= 1
+        h, pending = comm._handle, comm._pending if comm._live == 0 else 0
+        if pending:
+            comm._pending = 0
+    if sys.is_finalizing():
+        return
+    if h:
+        comm._L.ccl_mem_free(h, ptr)
+    elif pending:
+        comm._L.ccl_comm_destroy(pending)
 
 
 def _torch_dtype(dt: DType) -> Any:
@@ -799,7 +965,8 @@ def communicator(handle: int) -> Communicator:
     """The live Communicator with this handle."""
     c = _registry.get(handle)
     if c is None:
-        raise InvalidArgumentError(f"no live ccl communicator with handle {handle:#x}")
+        raise InvalidArgumentError(f"no live ccl communicator with handle {handle:#x} (destroyed, or not a "
+                                   "communicator's handle)")
     return c
 
 
@@ -809,21 +976,46 @@ def init_all(nranks: int, *, backend: Union[str, int, None] = None, devices: Opt
     """``nranks`` communicators in this process (threads mode): element i is rank i, on GPU
     ``devices[i]`` (default: rank i modulo the GPU count). ``backend``: 'cpu', 'gpu' or
     'auto' (default: ``$CCL_BACKEND``, else the GPU when one is usable)."""
+    nranks = int_arg("init_all", "nranks", nranks, 1, INT_MAX, "ranks")
     cfg = _config(backend, timeout_ms, heap_bytes, cache_dir)
     L = _lib.lib()
     handles = (c_void_p * nranks)()
-    devs = (c_int * nranks)(*devices) if devices is not None else None
     if devices is not None and len(devices) != nranks:
         raise InvalidArgumentError(f"init_all: {len(devices)} devices for {nranks} ranks")
-    r = L.ccl_comm_init_all(ctypes.cast(handles, ctypes.POINTER(c_void_p)), int(nranks), devs, byref(cfg))
+    devs = (c_int * nranks)(*(int_arg("init_all", f"devices[{i}]", d, DEVICE_AUTO, INT_MAX, "a GPU index or "
+                                      "DEVICE_AUTO") for i, d in enumerate(devices))) if devices is not None else None
+    r = L.ccl_comm_init_all(ctypes.cast(handles, ctypes.POINTER(c_void_p)), nranks, devs, byref(cfg))
     if r:
         _raise(r, None)
     group: list = []
     comms = [_register(Communicator(h, group)) for h in handles]
     group.extend(weakref.ref(c) for c in comms)
+    if comms:
+        _warn_if_auto_fell_back(cfg.backend, comms[0].backend, "init_all")
     if comms and comms[0].backend == "gpu":
         _warn_if_lazy_on_shared_gpu(nranks, devices)
     return comms
+
+
+_fell_back_warned = False
+
+
+def _warn_if_auto_fell_back(asked: int, got: str, fn: str) -> None:
+    """Says once per process that backend 'auto' (asked, or the default with $CCL_BACKEND
+    unset) gave the CPU backend: code written for GPUs would otherwise run on the host
+    without a word. libccl keeps the reason to itself; backend='gpu' makes it an error
+    that gives it."""
+    global _fell_back_warned
+    env = os.environ.get("CCL_BACKEND", "")
+    if _fell_back_warned or asked != _BACKENDS["auto"] or env in ("cpu", "gpu") or got != "cpu":
+        return
+    _fell_back_warned = True
+    where = "no NVIDIA GPU device here (/dev/nvidia0)" if not os.path.exists("/dev/nvidia0") else \
+        "the GPU backend is missing from this libccl or cannot use the GPU"
+    warnings.warn(f"ccl.{fn}: backend 'auto' fell back to the CPU backend ({where}); collectives run on host "
+                  "memory. Pass backend='cpu' (or set CCL_BACKEND=cpu) to choose it and silence this warning, or "
+                  "backend='gpu' for an error that says why the GPU backend is unusable", RuntimeWarning,
+                  stacklevel=3)
 
 
 def _warn_if_lazy_on_shared_gpu(nranks: int, devices: Optional[Sequence[int]]) -> None:
@@ -880,23 +1072,25 @@ def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store
             raise InvalidArgumentError("init_rank: store= needs rank and nranks")
         k = _store_rounds.get(id(store), 0)
         _store_rounds[id(store)] = k + 1
-        boot = StoreBootstrap(store, int(rank), int(nranks), prefix=f"ccl/{k}")
+        nranks = int_arg("init_rank", "nranks", nranks, 1, INT_MAX, "ranks")
+        rank = int_arg("init_rank", "rank", rank, 0, nranks - 1, "a rank of the job")
+        boot = StoreBootstrap(store, rank, nranks, prefix=f"ccl/{k}")
     else:
         if env is None and (rank is None or nranks is None):
             raise InvalidArgumentError("init_rank: not under a launcher (no RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, "
                                        "PMI_* or SLURM_* in the environment): give a store, process group, mpi4py "
                                        "communicator or bootstrap, or use ccl.init_all for threads")
-        er, en, _, job = env if env is not None else (int(rank or 0), int(nranks or 1), -1, "")
-        rank = er if rank is None else rank
-        nranks = en if nranks is None else nranks
-        boot = _env_bootstrap(int(rank), int(nranks), job, timeout_s)
-    if device is None:
-        device = DEVICE_AUTO
+        er, en, _, job = env if env is not None else (rank, nranks, -1, "")
+        nranks = int_arg("init_rank", "nranks", en if nranks is None else nranks, 1, INT_MAX, "ranks")
+        rank = int_arg("init_rank", "rank", er if rank is None else rank, 0, nranks - 1, "a rank of the job")
+        boot = _env_bootstrap(rank, nranks, job, timeout_s)
+    device = int_arg("init_rank", "device", DEVICE_AUTO if device is None else device, DEVICE_AUTO, INT_MAX,
+                     "a GPU index or DEVICE_AUTO")
     cfg = _config(backend, timeout_ms, heap_bytes, cache_dir)
     c_boot, errors, keep = boot.as_c()
     out = c_void_p()
     try:
-        r = _lib.lib().ccl_comm_init_rank(byref(out), byref(c_boot), int(device), byref(cfg))
+        r = _lib.lib().ccl_comm_init_rank(byref(out), byref(c_boot), device, byref(cfg))
     finally:
         boot.close()
     del keep
@@ -907,7 +1101,9 @@ def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store
             if errors:
                 raise e from errors[0]
             raise
-    return _register(Communicator(out.value or 0))
+    comm = _register(Communicator(out.value or 0))
+    _warn_if_auto_fell_back(cfg.backend, comm.backend, "init_rank")
+    return comm
 
 
 def _env_bootstrap(rank: int, nranks: int, job: str, timeout_s: float) -> Bootstrap:
@@ -936,7 +1132,8 @@ def _env_bootstrap(rank: int, nranks: int, job: str, timeout_s: float) -> Bootst
 
 
 def check(path_or_source: Union[str, os.PathLike], ranks: int, root: int = 0) -> Proof:
-    """Proves a CCL program for ``ranks`` ranks (as ``cclc check --explain``) and returns
+    """Proves a CCL program (a path, source text or a shipped algorithm's name, as for
+    ``comm.load``) for ``ranks`` ranks (as ``cclc check --explain``) and returns
     what was proved; raises :class:`ccl.CompileError` with the compiler's
     ``file:line:col: error:`` diagnostics (carets included) when it does not parse,
     expand or prove, or when its ``ranks``/``where`` lines do not admit ``ranks``."""
@@ -944,13 +1141,16 @@ def check(path_or_source: Union[str, os.PathLike], ranks: int, root: int = 0) ->
     fn = getattr(L, "ccl_algorithm_check", None)
     if fn is None:
         raise CclError("this libccl has no ccl_algorithm_check (too old): rebuild it")
-    src = os.fspath(path_or_source).encode()
+    src = _library.resolve("check", os.fspath(path_or_source)).encode()
+    # libccl checks the ranges (its message names them); here only what a C int holds.
+    ranks = int_arg("check", "ranks", ranks, INT_MIN, INT_MAX, "a C int")
+    root = int_arg("check", "root", root, INT_MIN, INT_MAX, "a C int")
     needed = c_size_t()
     buf = ctypes.create_string_buffer(1 << 16)
-    r = fn(src, int(ranks), int(root), buf, len(buf), byref(needed))
+    r = fn(src, ranks, root, buf, len(buf), byref(needed))
     if needed.value > len(buf):
         buf = ctypes.create_string_buffer(needed.value)
-        r = fn(src, int(ranks), int(root), buf, len(buf), byref(needed))
+        r = fn(src, ranks, root, buf, len(buf), byref(needed))
     text = buf.value.decode(errors="replace")
     if r == 0:
         return Proof(text)

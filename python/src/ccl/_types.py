@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import enum
+import operator
+import sys
 from typing import Any, Optional, Union
 
 
@@ -112,12 +114,19 @@ def _to_dtype(d: DTypeLike) -> DType:
         return to_dtype(str(d))
     if mod.startswith("mpi4py"):
         return _from_mpi(d)
+    if getattr(d, "isnative", True) is False:  # a numpy dtype in the other byte order: '>f4' here
+        raise ValueError(byte_order_message(str(d)))
     name = getattr(d, "name", None)  # numpy dtype (and ml_dtypes' extension dtypes)
     if name is None and isinstance(d, type):
         name = d.__name__  # numpy scalar type: np.float32
     if isinstance(name, str) and name in _NAMES:
         return _NAMES[name]
     raise ValueError(f"dtype {d!r} has no CCL equivalent (f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3, fp8_e5m2)")
+
+
+def byte_order_message(dtype: str) -> str:
+    return (f"dtype {dtype} is byte-swapped (not this machine's {sys.byteorder}-endian order): CCL would read "
+            f"its bytes as native numbers; pass x.astype(x.dtype.newbyteorder('=')) and swap the result back")
 
 
 def _from_mpi(d: Any) -> DType:
@@ -160,3 +169,26 @@ def to_op(op: OpLike) -> Op:
     if name in _OPS:
         return _OPS[name]
     raise ValueError(f"op {op!r} has no CCL equivalent (sum, prod, min, max, avg)")
+
+
+# The C types' ranges, for int_arg.
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+SIZE_MAX = (1 << 64) - 1
+
+
+def int_arg(fn: str, name: str, value: Any, lo: int, hi: int, what: str = "") -> int:
+    """value as a Python int, checked before it reaches ctypes, which would wrap it
+    silently (2**64 + 3 as a size_t is 3, 2**32 + 1 as an int is 1) or truncate it (1.9
+    is 1). Integers only: int, numpy's, anything with __index__; not bool (True is a
+    count of 1 by accident) nor float. ``what`` says what the range is ("a rank of this
+    communicator"); raises TypeError or InvalidArgumentError naming fn and the argument."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        shown = repr(value) if isinstance(value, str) else str(value)
+        raise TypeError(f"{fn}: {name} must be an integer, not {type(value).__name__} {shown}")
+    v = operator.index(value)
+    if not lo <= v <= hi:
+        from ._errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"{fn}: {name} is {v}, out of range: expected {lo}..{hi}" +
+                                   (f" ({what})" if what else ""))
+    return v

@@ -15,6 +15,9 @@ argument, as torch.distributed's functional collectives and ``dist.all_reduce`` 
     s = cclt.reduce_scatter(g, comm)      # (g.shape[0] // N, ...)
     a = cclt.all_to_all(x, comm)
     cclt.broadcast_(x, comm, root=0); cclt.reduce_(x, comm, root=0, op="sum")
+    v = cclt.all_gather_v(x, comm, [2, 5])          # rank p gives rows [p]: (7, *x.shape[1:])
+    w = cclt.all_to_all_v(x, comm, out_splits, in_splits)   # as all_to_all_single's splits
+    cclt.send(x, comm, peer=1); cclt.recv_(y, comm, peer=0)
 
 The registered ops are ``torch.ops.ccl.<name>`` with ``comm`` as an int handle (and, for
 all_gather and reduce_scatter, the rank count after it). In eager mode on plain tensors
@@ -30,7 +33,8 @@ from typing import Any, Callable, Union
 import torch
 
 from ._comm import Communicator, communicator
-from ._types import to_op
+from ._errors import InvalidArgumentError
+from ._types import INT_MAX, INT_MIN, SIZE_MAX, int_arg, to_op
 
 CommLike = Union[Communicator, int]
 
@@ -86,6 +90,46 @@ def _do_broadcast(c: Communicator, input: torch.Tensor, root: int) -> torch.Tens
 def _do_reduce(c: Communicator, input: torch.Tensor, root: int, op: str) -> torch.Tensor:
     out = torch.empty_like(input, memory_format=torch.contiguous_format)
     c.reduce(input.contiguous(), root, op, out=out)
+    return out
+
+
+def _row(input: torch.Tensor) -> int:
+    """Elements per row of dim 0 (the v-collectives count rows, as torch's splits do)."""
+    return _prod(input.shape[1:]) if input.dim() else 1
+
+
+def _prod(shape: Any) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _rows(input: torch.Tensor) -> int:
+    return input.shape[0] if input.dim() else 1
+
+
+def _do_all_gather_v(c: Communicator, input: torch.Tensor, recvcounts: Any) -> torch.Tensor:
+    counts = [int_arg("all_gather_v", f"recvcounts[{i}]", n, 0, SIZE_MAX, "rows") for i, n in enumerate(recvcounts)]
+    if len(counts) == c.size and _rows(input) != counts[c.rank]:
+        raise InvalidArgumentError(f"all_gather_v: rank {c.rank}'s input has {_rows(input)} rows, but "
+                                   f"recvcounts[{c.rank}] is {counts[c.rank]}")
+    out = input.new_empty((sum(counts),) + tuple(input.shape[1:]))
+    row = _row(input)
+    c.all_gather_v(out, input.contiguous(), [n * row for n in counts])
+    return out
+
+
+def _do_all_to_all_v(c: Communicator, input: torch.Tensor, out_splits: Any, in_splits: Any) -> torch.Tensor:
+    outs = [int_arg("all_to_all_v", f"output_split_sizes[{i}]", n, 0, SIZE_MAX, "rows")
+            for i, n in enumerate(out_splits)]
+    ins = [int_arg("all_to_all_v", f"input_split_sizes[{i}]", n, 0, SIZE_MAX, "rows") for i, n in enumerate(in_splits)]
+    if sum(ins) != _rows(input):
+        raise InvalidArgumentError(f"all_to_all_v: input_split_sizes add up to {sum(ins)} rows, but the input has "
+                                   f"{_rows(input)}")
+    out = input.new_empty((sum(outs),) + tuple(input.shape[1:]))
+    row = _row(input)
+    c.all_to_all_v(out, input.contiguous(), [n * row for n in ins], [n * row for n in outs])
     return out
 
 
@@ -165,12 +209,32 @@ def _reduce(input: torch.Tensor, comm: int, root: int, op: str) -> torch.Tensor:
     return _do_reduce(_c(comm), input, root, op)
 
 
+def _all_gather_v(input: torch.Tensor, comm: int, recvcounts: list[int]) -> torch.Tensor:
+    return _do_all_gather_v(_c(comm), input, recvcounts)
+
+
+def _all_gather_v_fake(input: torch.Tensor, comm: int, recvcounts: list[int]) -> torch.Tensor:
+    return input.new_empty((sum(recvcounts),) + tuple(input.shape[1:]))
+
+
+def _all_to_all_v(input: torch.Tensor, comm: int, out_splits: list[int], in_splits: list[int]) -> torch.Tensor:
+    return _do_all_to_all_v(_c(comm), input, out_splits, in_splits)
+
+
+def _all_to_all_v_fake(input: torch.Tensor, comm: int, out_splits: list[int], in_splits: list[int]) -> torch.Tensor:
+    return input.new_empty((sum(out_splits),) + tuple(input.shape[1:]))
+
+
 _define("all_reduce(Tensor input, SymInt comm, str op) -> Tensor", _all_reduce, _like)
 _define("all_gather(Tensor input, SymInt comm, SymInt nranks) -> Tensor", _all_gather, _all_gather_fake)
 _define("reduce_scatter(Tensor input, SymInt comm, SymInt nranks, str op) -> Tensor", _reduce_scatter,
         _reduce_scatter_fake)
 _define("all_to_all(Tensor input, SymInt comm) -> Tensor", _all_to_all, _like)
 _define("broadcast(Tensor input, SymInt comm, SymInt root) -> Tensor", _broadcast, _like)
+_define("all_gather_v(Tensor input, SymInt comm, SymInt[] recvcounts) -> Tensor", _all_gather_v,
+        _all_gather_v_fake)
+_define("all_to_all_v(Tensor input, SymInt comm, SymInt[] output_split_sizes, SymInt[] input_split_sizes) -> Tensor",
+        _all_to_all_v, _all_to_all_v_fake)
 _define("reduce(Tensor input, SymInt comm, SymInt root, str op) -> Tensor", _reduce, _like)
 
 
@@ -200,7 +264,20 @@ def _reduce_scatter_into_(output: torch.Tensor, input: torch.Tensor, comm: int, 
     _bump(output)
 
 
+def _send(tensor: torch.Tensor, comm: int, peer: int) -> None:
+    _c(comm).send(tensor.contiguous(), peer)
+
+
+def _recv_(tensor: torch.Tensor, comm: int, peer: int) -> None:
+    _c(comm).recv(tensor, peer)
+    _bump(tensor)
+
+
 _define("all_reduce_(Tensor(a0!) tensor, SymInt comm, str op) -> ()", _all_reduce_, _none)
+# send declares its tensor mutated though it only reads it: an op with no output and no
+# mutation is one torch.compile may drop as dead code or move; this keeps it in place.
+_define("send(Tensor(a0!) tensor, SymInt comm, SymInt peer) -> ()", _send, _none)
+_define("recv_(Tensor(a0!) tensor, SymInt comm, SymInt peer) -> ()", _recv_, _none)
 _define("broadcast_(Tensor(a0!) tensor, SymInt comm, SymInt root) -> ()", _broadcast_, _none)
 _define("reduce_(Tensor(a0!) tensor, SymInt comm, SymInt root, str op) -> ()", _reduce_, _none)
 _define("all_gather_into_(Tensor(a0!) output, Tensor input, SymInt comm) -> ()", _all_gather_into_, _none)
@@ -243,6 +320,12 @@ def _eager(*tensors: torch.Tensor) -> bool:
 
 # Tests set this to route every call through torch.ops.ccl.*.
 _force_ops = False
+
+
+def _root(fn: str, root: Any) -> int:
+    """A root for torch.ops.ccl: an integer a C int holds (no float, no bool); the kernel's
+    communicator checks that it is one of its ranks."""
+    return int_arg(f"ccl.torch.{fn}", "root", root, INT_MIN, INT_MAX, "a C int")
 
 
 def _comm(comm: CommLike) -> Communicator:
@@ -307,30 +390,73 @@ def all_to_all(input: torch.Tensor, comm: CommLike) -> torch.Tensor:
 
 def broadcast(input: torch.Tensor, comm: CommLike, root: int = 0) -> torch.Tensor:
     if _eager(input):
-        return _do_broadcast(_comm(comm), input, int(root))
-    return torch.ops.ccl.broadcast(input, _h(comm), int(root))
+        return _do_broadcast(_comm(comm), input, root)
+    return torch.ops.ccl.broadcast(input, _h(comm), _root("broadcast", root))
 
 
 def broadcast_(tensor: torch.Tensor, comm: CommLike, root: int = 0) -> torch.Tensor:
     if _eager(tensor):
-        _comm(comm).broadcast(tensor, int(root))
+        _comm(comm).broadcast(tensor, root)
         _bump(tensor)
     else:
-        torch.ops.ccl.broadcast_(tensor, _h(comm), int(root))
+        torch.ops.ccl.broadcast_(tensor, _h(comm), _root("broadcast_", root))
     return tensor
 
 
 def reduce(input: torch.Tensor, comm: CommLike, root: int = 0, op: Any = "sum") -> torch.Tensor:
     """Out of place; the result is meaningful on ``root`` only."""
     if _eager(input):
-        return _do_reduce(_comm(comm), input, int(root), _op(op))
-    return torch.ops.ccl.reduce(input, _h(comm), int(root), _op(op))
+        return _do_reduce(_comm(comm), input, root, _op(op))
+    return torch.ops.ccl.reduce(input, _h(comm), _root("reduce", root), _op(op))
 
 
 def reduce_(tensor: torch.Tensor, comm: CommLike, root: int = 0, op: Any = "sum") -> torch.Tensor:
     if _eager(tensor):
-        _comm(comm).reduce(tensor, int(root), op)
+        _comm(comm).reduce(tensor, root, op)
         _bump(tensor)
     else:
-        torch.ops.ccl.reduce_(tensor, _h(comm), int(root), _op(op))
+        torch.ops.ccl.reduce_(tensor, _h(comm), _root("reduce_", root), _op(op))
     return tensor
+
+
+def all_gather_v(input: torch.Tensor, comm: CommLike, recvcounts: Any) -> torch.Tensor:
+    """Every rank's ``input`` concatenated along dim 0, rank p giving ``recvcounts[p]`` rows
+    (its ``input.shape[0]``; every rank passes the same ``recvcounts``): MPI's Allgatherv
+    by rows. Returns a new tensor of ``sum(recvcounts)`` rows."""
+    counts = list(recvcounts)
+    if _eager(input):
+        return _do_all_gather_v(_comm(comm), input, counts)
+    return torch.ops.ccl.all_gather_v(input, _h(comm), counts)
+
+
+def all_to_all_v(input: torch.Tensor, comm: CommLike, output_split_sizes: Any,
+                 input_split_sizes: Any) -> torch.Tensor:
+    """``all_to_all_single`` with uneven splits: ``input_split_sizes[p]`` rows of ``input``
+    (in order) go to rank p, which keeps them as its part r, of
+    ``output_split_sizes[r]`` rows, of a new tensor."""
+    outs, ins = list(output_split_sizes), list(input_split_sizes)
+    if _eager(input):
+        return _do_all_to_all_v(_comm(comm), input, outs, ins)
+    return torch.ops.ccl.all_to_all_v(input, _h(comm), outs, ins)
+
+
+def send(tensor: torch.Tensor, comm: CommLike, peer: int) -> None:
+    """``tensor`` to rank ``peer`` (NCCL's ncclSend; Communicator.send)."""
+    if _eager(tensor):
+        _comm(comm).send(tensor.contiguous(), peer)
+    else:
+        torch.ops.ccl.send(tensor, _h(comm), _peer("send", peer))
+
+
+def recv_(tensor: torch.Tensor, comm: CommLike, peer: int) -> torch.Tensor:
+    """Fills ``tensor`` (contiguous) with what rank ``peer`` sends; returns it."""
+    if _eager(tensor):
+        _comm(comm).recv(tensor, peer)
+        _bump(tensor)
+    else:
+        torch.ops.ccl.recv_(tensor, _h(comm), _peer("recv_", peer))
+    return tensor
+
+
+def _peer(fn: str, peer: Any) -> int:
+    return int_arg(f"ccl.torch.{fn}", "peer", peer, INT_MIN, INT_MAX, "a C int")
