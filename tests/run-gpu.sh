@@ -71,6 +71,10 @@ if command -v mpirun >/dev/null; then
 fi
 echo "== gpu: mismatched calls, ccl_comm_abort, first calls inside a stream capture"
 "$bin" --control-tests 2>&1 | tee -a "$log"
+if command -v mpirun >/dev/null && [ "$ngpu" -ge 2 ]; then
+    echo "== gpu: every class of mismatched call, one process per GPU (2 GPUs)"
+    "${mpi[@]}" 2 "${mpiflags[@]}" -x CCL_CACHE_DIR "$bin" --mismatch-procs 2>&1 | tee -a "$log"
+fi
 echo "== gpu: LL128 lines alone (tests/cuda/ll128_lines.cu: aligned and misaligned, 32 and 512 threads)"
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 if [ ! -x "$nvcc" ]; then

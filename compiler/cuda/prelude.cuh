@@ -291,8 +291,10 @@ __device__ __forceinline__ int ccl_wait_for(const struct ccl_args &a, const u64 
         v = ccl_ld_acquire(sem);
         if (v >= want) return 1;
         if ((it & 255) == 0) {
-            if (*abort_flag) return 0; /* a peer failed: give up at once */
+            /* A peer that runs another call first (so that every rank names both sides,
+             * not only the first to see it), then one that failed: give up at once. */
             if (L && peer != CCL_RANK && ccl_peer_agrees(a, L, peer, tb, inst) < 0) return 0;
+            if (*abort_flag) return 0;
             u64 now = ccl_now();
             if (t0 == 0) t0 = now;
             else if (now - t0 > a.timeout_ns) {
@@ -670,7 +672,7 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
                 todo &= ~(1u << u);
             }
             if (todo && (it & 255) == 255) {
-                if (*abort_flag || ccl_peer_agrees(a, L, peer, tb, inst) < 0) return 0;
+                if (ccl_peer_agrees(a, L, peer, tb, inst) < 0 || *abort_flag) return 0; /* as ccl_wait_for */
                 u64 now = ccl_now();
                 if (t0 == 0) t0 = now;
                 else if (now - t0 > a.timeout_ns) {
@@ -821,7 +823,7 @@ __device__ __noinline__ int ccl_ll128_recv(char *dst, const char *lines, u64 n, 
                 if (tid % 32 == 0) {
                     const u64 now = ccl_now();
                     if (t0 == 0) t0 = now;
-                    give_up = *abort_flag || ccl_peer_agrees(a, L, peer, tb, inst) < 0 ? 1
+                    give_up = ccl_peer_agrees(a, L, peer, tb, inst) < 0 || *abort_flag ? 1
                               : now - t0 > a.timeout_ns                                   ? 2
                                                                                           : 0;
                 }

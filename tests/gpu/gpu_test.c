@@ -20,6 +20,10 @@
  *                                        naming rank, thread block, file:line and peer
  *   mpirun -np 2 gpu_test --shared-procs   two processes asking for one GPU: every rank's
  *                                        ccl_comm_init_rank fails at once, saying what to do
+ *   mpirun -np 2 gpu_test --mismatch-procs  one process per GPU, every class of call the ranks
+ *                                        disagree on (algorithm, count, dtype, op, a shifted
+ *                                        call sequence; Simple and LL kernels): every rank
+ *                                        fails naming what differs and both sides
  *   gpu_test --control-tests             ranks running different algorithms both fail naming
  *                                        both; ccl_comm_abort from another thread ends a
  *                                        peer's wait; first calls inside a stream capture
@@ -896,6 +900,100 @@ static int capture_test(int ngpu)
     return bad;
 }
 
+/* One class of mismatched calls, in process mode (mpirun -np 2): rank r runs
+ * `before[r]` extra calls of (alg, count before_count) first, then (file[r], count[r],
+ * dtype[r], op[r]); every rank must fail with CCL_ERR_INVALID_ARGUMENT naming `differs`
+ * and both algorithms. */
+typedef struct {
+    const char *name, *differs;
+    const char *file[2];
+    size_t count[2];
+    ccl_dtype_t dtype[2];
+    ccl_op_t op[2];
+    int before[2];
+} MismatchCase;
+
+static int mismatch_procs_case(const MismatchCase *mc, ccl_bootstrap_t *boot, int ngpu)
+{
+    const int me = boot->rank;
+    ccl_config_t cfg = {.backend = CCL_BACKEND_GPU, .timeout_ms = 20000};
+    ccl_comm_t *comm = NULL;
+    if (ccl_comm_init_rank(&comm, boot, me % ngpu, &cfg) != CCL_OK) {
+        printf("FAIL gpu/mismatch-procs/%s: rank %d: ccl_comm_init_rank: %s\n", mc->name, me, ccl_comm_last_error(NULL));
+        return 1;
+    }
+    ccl_algorithm_t *alg[2] = {NULL, NULL};
+    void *in = NULL, *out = NULL;
+    int bad = 0;
+    for (int k = 0; k < 2 && !bad; k++)
+        bad = ccl_algorithm_load(comm, mc->file[k], 0, &alg[k]) != CCL_OK;
+    if (!bad) bad = ccl_mem_alloc(comm, &in, 8192) != CCL_OK || ccl_mem_alloc(comm, &out, 8192) != CCL_OK;
+    /* Matched warm-ups first: every kernel either rank runs below is compiled and loaded. */
+    for (int k = 0; k < 2 && !bad; k++) {
+        bad = ccl_algorithm_run(alg[k], in, out, mc->count[k], mc->dtype[k], mc->op[k], NULL) != CCL_OK ||
+              ccl_comm_synchronize(comm) != CCL_OK;
+        boot->barrier(boot->ctx);
+    }
+    if (bad) {
+        printf("FAIL gpu/mismatch-procs/%s: rank %d: setup: %s\n", mc->name, me, ccl_comm_last_error(comm));
+        ccl_comm_destroy(comm);
+        return 1;
+    }
+    ccl_result_t r = CCL_OK;
+    for (int i = 0; i < mc->before[me] && r == CCL_OK; i++)
+        r = ccl_algorithm_run(alg[0], in, out, mc->count[0] / 2, mc->dtype[0], mc->op[0], NULL);
+    if (r == CCL_OK) r = ccl_algorithm_run(alg[me], in, out, mc->count[me], mc->dtype[me], mc->op[me], NULL);
+    ccl_result_t s = r == CCL_OK ? ccl_comm_synchronize(comm) : r;
+    const char *e = ccl_comm_last_error(comm);
+    char want[64];
+    snprintf(want, sizeof want, "(%s differ", mc->differs);
+    const char *b0 = strrchr(mc->file[0], '/') + 1, *b1 = strrchr(mc->file[1], '/') + 1;
+    if (s != CCL_ERR_INVALID_ARGUMENT || !strstr(e, want) || !strstr(e, b0) || !strstr(e, b1)) {
+        printf("FAIL gpu/mismatch-procs/%s: rank %d: want CCL_ERR_INVALID_ARGUMENT saying '%s' and naming %s and %s, "
+               "got %s: %s\n", mc->name, me, want, b0, b1, ccl_result_string(s), e);
+        bad = 1;
+    } else {
+        printf("ok gpu/mismatch-procs/%s: rank %d fails naming both sides\n", mc->name, me);
+    }
+    ccl_comm_destroy(comm);
+    return bad;
+}
+
+static int mismatch_procs_test(void)
+{
+    CclEnvBoot *eb = NULL;
+    ccl_bootstrap_t boot;
+    char err[512];
+    if (ccl__env_boot_open(&eb, &boot, 60000, err, sizeof err) != 0) {
+        printf("FAIL gpu/mismatch-procs: bootstrap: %s\n", err);
+        return 1;
+    }
+    if (boot.nranks != 2) {
+        printf("FAIL gpu/mismatch-procs: run it with 2 processes (mpirun -np 2), not %d\n", boot.nranks);
+        ccl__env_boot_close(eb);
+        return 1;
+    }
+    int ngpu = 0;
+    ccl__cu.DeviceGetCount(&ngpu);
+    const char *ring = "algorithms/allreduce/ring.ccl", *ap = "algorithms/allreduce/allpairs.ccl";
+    const MismatchCase cases[] = {
+        {"algorithm", "algorithm", {ring, ap}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
+        {"count-simple", "count", {ring, ring}, {1024, 1000}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
+        {"count-ll", "count", {ap, ap}, {1024, 1000}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
+        {"dtype-ll", "dtype", {ap, ap}, {1024, 1024}, {CCL_F32, CCL_BF16}, {CCL_SUM, CCL_SUM}, {0, 0}},
+        {"op-simple", "op", {ring, ring}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_MAX}, {0, 0}},
+        /* Rank 0 runs one call more first (count 512): its next call meets rank 1's first. */
+        {"shifted-ll", "count", {ap, ap}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {1, 0}},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bad |= mismatch_procs_case(&cases[i], &boot, ngpu);
+        boot.barrier(boot.ctx);
+    }
+    ccl__env_boot_close(eb);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     int full = 0, procs = 0, nranks = 0, first = 1;
@@ -906,6 +1004,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[first], "--timeout-test")) nranks = -1;
         else if (!strcmp(argv[first], "--shared-procs")) nranks = -2;
         else if (!strcmp(argv[first], "--control-tests")) nranks = -3;
+        else if (!strcmp(argv[first], "--mismatch-procs")) nranks = -4;
         else {
             fprintf(stderr, "gpu_test: unknown option %s\n", argv[first]);
             return 2;
@@ -920,6 +1019,7 @@ int main(int argc, char **argv)
     ccl__cu.DeviceGetCount(&ngpu);
     if (nranks == -2) return shared_procs_test();
     if (nranks == -3) return mismatch_test(ngpu) | abort_test(ngpu) | capture_test(ngpu);
+    if (nranks == -4) return mismatch_procs_test();
     if (nranks == -1) {
         int bad = 0;
         for (int a = first; a < argc; a++) bad |= timeout_test(ngpu, argv[a]);
