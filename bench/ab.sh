@@ -22,9 +22,14 @@ cd "$(dirname "$0")/.."
 base=${1:?usage: bench/ab.sh BASE [HEAD]}
 head=${2:-WORKTREE}
 
-# The folder name of a side: the commit's short hash, or "worktree".
+# The folder name of a side: the commit's short hash, or "worktree". Without git (the
+# device machine gets the work tree only) the one folder of .ab whose name starts so.
 side_name() {
-    if [ "$1" = WORKTREE ]; then echo worktree; else git rev-parse --short=10 "$1^{commit}" 2>/dev/null || echo "$1"; fi
+    local found
+    if [ "$1" = WORKTREE ]; then echo worktree; return; fi
+    git rev-parse --short=10 "$1^{commit}" 2>/dev/null && return
+    found=$(cd .ab 2>/dev/null && ls -d "$1"* 2>/dev/null | head -1)
+    echo "${found:-$1}"
 }
 A=$(side_name "$base")
 B=$(side_name "$head")

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# What a device call needs from a build, copied into .carry/BUILD (ignored by git; name it
+# in the device tool's carry): the tools, libccl.so, the GPU tests and the examples. The
+# device machines have no Flex or Bison, so everything is built here first.
+#
+#   bench/carry.sh [BUILD]     (default build; make first)
+set -eu
+cd "$(dirname "$0")/.."
+build=${1:-build}
+dest=.carry/$build
+rm -rf "$dest"
+mkdir -p "$dest/tests/gpu" "$dest/examples"
+cp -P "$build"/cclc "$build"/ccl-perf "$build"/ccl-tune "$build"/libccl.so* "$dest/"
+cp "$build"/tests/gpu/gpu_test "$build"/tests/gpu/p2p_gpu "$dest/tests/gpu/"
+find "$build/examples" -maxdepth 1 -type f -perm -u+x -exec cp {} "$dest/examples/" \;
+du -sh "$dest"

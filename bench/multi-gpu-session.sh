@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One device call on a multi-GPU machine, in steps; everything lands in $OUT/res.tgz (the
+# device tool returns few files), each step's log also in $OUT/res/ as it goes.
+#
+#   bench/multi-gpu-session.sh BUILD STEP...
+#
+# BUILD holds what was built on the CPU machine and carried: cclc, ccl-perf, libccl.so,
+# tests/gpu/*, examples/*; .ab holds bench/ab.sh's two sides. Steps:
+#   check       make check-gpu's runs at N = the GPU count (GPU_TEST_NS to change), with
+#               the mismatch classes in process mode
+#   ab          bench/ab.sh AB_BASE AB_HEAD (its COLLS, SIZES, ROUNDS from the environment)
+#   torch       bench/torch_bench.py under torchrun, one process per GPU (TORCH_SIZES,
+#               TORCH_COLLS)
+#   sweep       tests/perf/gpu_sweep.sh BUILD (BUFFERS, SWEEP_COLLS), where it exists
+set -u
+build=${1:?usage: bench/multi-gpu-session.sh BUILD STEP...}
+shift
+cd "$(dirname "$0")/.."
+res=${OUT:-/tmp}/res
+mkdir -p "$res"
+np=$(nvidia-smi -L | grep -c '^GPU ')
+export NCCL_NVLS_ENABLE=0 CCL_CACHE_DIR=/tmp/ccl-cache PYTHONUNBUFFERED=1
+nccl=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+[ -n "$nccl" ] && export CCL_NCCL_LIB=$nccl/lib/libnccl.so.2
+nvidia-smi -L >"$res/gpus.txt"
+nvidia-smi topo -m >>"$res/gpus.txt" 2>&1
+pack() { tar -C "$res/.." -czf "${OUT:-/tmp}/res.tgz" res; }
+for step in "$@"; do
+    start=$(date +%s)
+    echo "== $step ($np GPUs)"
+    case $step in
+    check)
+        GPU_TEST_NS=${GPU_TEST_NS:-$np} timeout 420 tests/run-gpu.sh "$build" >"$res/check-gpu.log" 2>&1
+        grep -E '^FAIL|passed|failed' "$res/check-gpu.log" | tail -15 ;;
+    ab)
+        AB_OUT=$res/ab timeout 540 bench/ab.sh "${AB_BASE:?set AB_BASE}" "${AB_HEAD:-WORKTREE}" >"$res/ab.log" 2>&1
+        tail -60 "$res/ab.log" ;;
+    torch)
+        CCL_LIBRARY=$build/libccl.so PYTHONPATH=python/src CCL_HEAP_BYTES=${CCL_HEAP_BYTES:-4294967296} \
+            timeout 300 torchrun --nproc_per_node="$np" bench/torch_bench.py --sizes "${TORCH_SIZES:-1K,64K,1M,16M,128M}" \
+            --colls "${TORCH_COLLS:-all_reduce,all_gather,reduce_scatter,all_to_all,broadcast,reduce}" \
+            --csv "$res/torch.csv" --md "$res/torch.md" >"$res/torch.log" 2>&1
+        tail -40 "$res/torch.log" ;;
+    sweep)
+        if [ -x tests/perf/gpu_sweep.sh ]; then
+            timeout 560 tests/perf/gpu_sweep.sh "$build" "$res/sweep" ${SWEEP_COLLS:-} >"$res/sweep.log" 2>&1
+            tail -40 "$res/sweep.log"
+        else
+            echo "   (no tests/perf/gpu_sweep.sh)"
+        fi ;;
+    *) echo "unknown step $step" ;;
+    esac
+    echo "   ($step: $(( $(date +%s) - start ))s)"
+    pack
+done
