@@ -89,7 +89,8 @@ for c in $colls; do
         order=("$A" "$B")
         (( r % 2 == 0 )) && order=("$B" "$A")
         for s in "${order[@]}"; do
-            timeout "${AB_TIMEOUT:-120}" mpirun -np "$np" --allow-run-as-root -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR \
+            CCL_ALGORITHM_DIR=$PWD/.ab/$s/algorithms timeout "${AB_TIMEOUT:-120}" mpirun -np "$np" --allow-run-as-root \
+                -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR -x CCL_ALGORITHM_DIR \
                 ".ab/$s/ccl-perf" -c "$c" -d bf16 "${sizes[@]}" --graph -n 10 --repeats 5 "${bufs[@]}" "${extra[@]}" \
                 --csv "$out/$c-$s-r$r.csv" >"$out/$c-$s-r$r.txt" 2>&1 </dev/null
             echo "ab: $c $s round $r: rc=$?"

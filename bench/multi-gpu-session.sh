@@ -19,7 +19,8 @@ cd "$(dirname "$0")/.."
 res=${OUT:-/tmp}/res
 mkdir -p "$res"
 np=$(nvidia-smi -L | grep -c '^GPU ')
-export NCCL_NVLS_ENABLE=0 CCL_CACHE_DIR=/tmp/ccl-cache PYTHONUNBUFFERED=1
+# The shipped algorithms: a carried build's binaries do not sit where libccl looks.
+export NCCL_NVLS_ENABLE=0 CCL_CACHE_DIR=/tmp/ccl-cache PYTHONUNBUFFERED=1 CCL_ALGORITHM_DIR=$PWD/algorithms
 nccl=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
 [ -n "$nccl" ] && export CCL_NCCL_LIB=$nccl/lib/libnccl.so.2
 nvidia-smi -L >"$res/gpus.txt"

@@ -382,21 +382,28 @@ static long emit_global_chunk(Emit *e, int buf, int chunk)
 }
 
 /* A char * expression for rank `rank`'s LL lines of chunk (buf, chunk), advanced to
- * element `lo` of the chunk. The LL region follows the scratch buffers in the
- * algorithm's region: total_chunks chunks of lines, each 2*CS*esize bytes (LL) or
- * ccl_ll128_lines_bytes(CS) (LL128, whose parts start on a line, and whose lines start
- * on 128 bytes: ccl_ll128_align). A fixed-size kernel has two such sets and uses the
- * one of its launch's parity (lhalf: the kernel's prologue); a v kernel one. */
+ * element `lo` of the chunk: from the line set's start, total_chunks chunks of lines,
+ * each 2*CS*esize bytes (LL) or ccl_ll128_lines_bytes(CS) (LL128, whose parts start on
+ * a line). A v kernel's one set follows its scratch buffers (lines on 128 bytes for
+ * LL128: ccl_ll128_align). A fixed-size kernel has two sets, laid out for chunks of
+ * a.lines_chunk bytes whatever the call's count, and uses the one of its launch's
+ * parity (line_set: the kernel's prologue). */
 static void emit_ll_lines(Emit *e, int rank, int buf, int chunk)
 {
-    const char *half = e->v ? "" : " + lhalf";
-    if (e->ll128)
-        fprintf(e->out, "(p%d + a.scratch_off + ccl_ll128_align(%ldull * %s * sizeof(ccl_t))%s + %ldull * "
+    long g = emit_global_chunk(e, buf, chunk);
+    if (!e->v && e->ll128)
+        fprintf(e->out, "(p%d + a.scratch_off + line_set + %ldull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / "
+                        "120 * 128)", rank, g);
+    else if (!e->v)
+        fprintf(e->out, "(p%d + a.scratch_off + line_set + %ldull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))",
+                rank, 2 * g);
+    else if (e->ll128)
+        fprintf(e->out, "(p%d + a.scratch_off + ccl_ll128_align(%ldull * %s * sizeof(ccl_t)) + %ldull * "
                         "ccl_ll128_lines_bytes(%s) + lo * sizeof(ccl_t) / 120 * 128)",
-                rank, e->scratch_chunks, e->cs, half, emit_global_chunk(e, buf, chunk), e->cs);
+                rank, e->scratch_chunks, e->cs, g, e->cs);
     else
-        fprintf(e->out, "(p%d + a.scratch_off + %ldull * %s * sizeof(ccl_t)%s + lo * 2 * sizeof(ccl_t))",
-                rank, e->scratch_chunks + 2 * emit_global_chunk(e, buf, chunk), e->cs, half);
+        fprintf(e->out, "(p%d + a.scratch_off + %ldull * %s * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))",
+                rank, e->scratch_chunks + 2 * g, e->cs);
 }
 
 /* emit_op_part for a v-collective, as the CPU backend's ccl__segs_chunk: the length of
@@ -898,7 +905,7 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
             cclc_coll_name(prog->coll), prog->nranks, rank, prog->chunks);
     fprintf(out, " * dtype %s, op %s, protocol %s", dtype, opname, cclc_proto_name(proto));
     /* The line region, in words tests/cuda/nvrtc_compile parses. */
-    const char *sets = e.v ? "" : ", two sets: one per launch parity";
+    const char *sets = e.v ? "" : ", two sets: one per launch parity, for chunks of a.lines_chunk bytes";
     if (e.ll128)
         fprintf(out, "\n * LL128: remote writes are 128-byte lines of 15 data words and a flag word into the peer's\n"
                      " * LL region (after %ld scratch chunks: %ld chunks x ccl_ll128_lines_bytes(CS)%s, from the\n"
@@ -961,11 +968,15 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         if (!emit_exit_checked(&e)) {
             fputs(await_entry, out);
         } else if (e.ll128) {
-            fprintf(out, "    /* This launch's set of lines (two sets, by launch parity). */\n");
-            fprintf(out, "    const u64 lhalf = (launch & 1) * %ldull * ccl_ll128_lines_bytes(a.cs);\n", e.total_chunks);
+            fprintf(out, "    /* This launch's set of lines: two sets by launch parity, after the scratch buffers,\n"
+                         "     * laid out for chunks of a.lines_chunk bytes. */\n");
+            fprintf(out, "    const u64 line_set = ccl_ll128_align(%ldull * a.lines_chunk) + (launch & 1) * %ldull * "
+                         "ccl_ll128_bytes_lines(a.lines_chunk);\n", acc, e.total_chunks);
         } else {
-            fprintf(out, "    /* This launch's set of lines (two sets, by launch parity). */\n");
-            fprintf(out, "    const u64 lhalf = (launch & 1) * %ldull * 2 * a.cs * sizeof(ccl_t);\n", e.total_chunks);
+            fprintf(out, "    /* This launch's set of lines: two sets by launch parity, after the scratch buffers,\n"
+                         "     * laid out for chunks of a.lines_chunk bytes. */\n");
+            fprintf(out, "    const u64 line_set = (%ldull + (launch & 1) * %ldull) * a.lines_chunk;\n", acc,
+                    2 * e.total_chunks);
         }
     }
     fprintf(out, "    const u64 inst = blockIdx.x %% a.ninst;\n");

@@ -115,6 +115,11 @@ typedef struct ccl_args {
     ccl_u64 varena_bytes;    /* ... and bytes of the v arena, at scratch_off (0 otherwise) */
     CCL_DEVPTR(const ccl_u64 *) vfence; /* ... and this rank's all-rank barrier count (device
                                 memory), which the fence before every v call advances */
+    ccl_u64 lines_chunk;     /* a fixed-size run with lines: the bytes of a chunk its region is
+                                laid out for (runtime/src/gpu/layout.h); its two sets of lines
+                                sit where chunks of that size put them, whatever this call's
+                                count, so a peer's next launch never writes lines this rank
+                                still reads */
     struct ccl_ident id;     /* this call's identity (checked in the kernel's prologue) */
 } CclGpuArgs;
 

@@ -672,7 +672,7 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
                 todo &= ~(1u << u);
             }
             if (todo && (it & 255) == 255) {
-                if (ccl_peer_agrees(a, L, peer, tb, inst) < 0 || *abort_flag) return 0; /* as ccl_wait_for */
+                if ((L && ccl_peer_agrees(a, L, peer, tb, inst) < 0) || *abort_flag) return 0; /* as ccl_wait_for */
                 u64 now = ccl_now();
                 if (t0 == 0) t0 = now;
                 else if (now - t0 > a.timeout_ns) {
@@ -707,9 +707,13 @@ __device__ __forceinline__ u64 ccl_ll128_align(u64 off)
 {
     return (off + 127) / 128 * 128;
 }
+__device__ __forceinline__ u64 ccl_ll128_bytes_lines(u64 bytes)
+{
+    return (bytes + 8 * CCL_LL128_DATA - 1) / (8 * CCL_LL128_DATA) * 128;
+}
 __device__ __forceinline__ u64 ccl_ll128_lines_bytes(u64 cs)
 {
-    return (cs * sizeof(ccl_t) + 8 * CCL_LL128_DATA - 1) / (8 * CCL_LL128_DATA) * 128;
+    return ccl_ll128_bytes_lines(cs * sizeof(ccl_t));
 }
 /* One lane's 16 bytes of a line, stored or loaded only where `on`, as one instruction
  * for the whole warp. */
@@ -823,7 +827,7 @@ __device__ __noinline__ int ccl_ll128_recv(char *dst, const char *lines, u64 n, 
                 if (tid % 32 == 0) {
                     const u64 now = ccl_now();
                     if (t0 == 0) t0 = now;
-                    give_up = ccl_peer_agrees(a, L, peer, tb, inst) < 0 || *abort_flag ? 1
+                    give_up = (L && ccl_peer_agrees(a, L, peer, tb, inst) < 0) || *abort_flag ? 1
                               : now - t0 > a.timeout_ns                                   ? 2
                                                                                           : 0;
                 }

@@ -19,15 +19,15 @@ typedef float ccl_acc;
 #define CCL_PART_BYTES 240
 #include "prelude.cuh"
 
-__global__ void pair(const char *src, char *lines, char *dst, u64 n, u64 flag, char *const *peers, struct ccl_err *err,
-                     int *failed)
+// a: the fields a receive reads (peers, err, timeout); launch 0: no peer to check.
+__global__ void pair(const char *src, char *lines, char *dst, u64 n, u64 flag, const struct ccl_args a, int *failed)
 {
     if (blockIdx.x == 0) {
         char *const dl[1] = {0};
         char *const dr[1] = {lines};
         const char *const s[1] = {src};
         ccl_xfer_ll128<0, 1, 1>(dl, dr, s, n, flag, threadIdx.x, blockDim.x);
-    } else if (!ccl_ll128_recv(dst, lines, n, flag, threadIdx.x, blockDim.x, peers, err, 2000000000ull, 0, 0, 0, 0, 0)) {
+    } else if (!ccl_ll128_recv(dst, lines, n, flag, threadIdx.x, blockDim.x, a, 0, 0, 0, 0, 0)) {
         *failed = 1;
     }
 }
@@ -66,7 +66,11 @@ int main()
                 CK(cudaMemcpy(s_at, h, n * 2, cudaMemcpyHostToDevice));
                 CK(cudaMemset(d_at, 0xff, n * 2));
                 *failed = 0;
-                pair<<<2, threads>>>(s_at, lines, d_at, n, ++flag, peers, err, failed);
+                struct ccl_args a = {};
+                a.peers = peers;
+                a.err = err;
+                a.timeout_ns = 2000000000ull;
+                pair<<<2, threads>>>(s_at, lines, d_at, n, ++flag, a, failed);
                 CK(cudaDeviceSynchronize());
                 CK(cudaMemcpy(back, d_at, n * 2, cudaMemcpyDeviceToHost));
                 size_t wrong = 0, first = 0;

@@ -122,6 +122,12 @@ int main(int argc, char **argv)
             printf("FAIL %s N=%d rank %d: the kernel addresses %ld bytes of line region, the runtime allocates %zu\n",
                    file, nranks, r, ll, want);
             failed = 1;
+        } else if (ll > 0 && (ccl__lines_chunk_capacity(c.prog, eo.protocol, want) < (size_t)(CS * esize) ||
+                              ccl__lines_chunk_capacity(c.prog, eo.protocol, want) > (size_t)(CS * esize) + 120)) {
+            /* At least the call's chunk (LL128: up to a line more fits the same lines). */
+            printf("FAIL %s N=%d rank %d: a region of %zu bytes is laid out for chunks of %zu bytes, want %ld\n", file,
+                   nranks, r, want, ccl__lines_chunk_capacity(c.prog, eo.protocol, want), CS * esize);
+            failed = 1;
         }
         char name[64];
         snprintf(name, sizeof name, "rank%d.cu", r);

@@ -34,6 +34,7 @@
 #include "cuda/abi.h"
 #include "gpu/proxy.h"
 #include "gpu/jit.h"
+#include "gpu/layout.h"
 
 typedef struct {
     GpuModule *module;        /* NULL until loaded; the GPU's kernel cache owns it */
@@ -813,6 +814,9 @@ static ccl_result_t gpu_run(const CclCall *call)
         .vring_off = call->is_v ? call->v.ring_off : 0,
         .varena_bytes = call->is_v ? call->v.arena_bytes : 0,
         .vfence = call->is_v ? g->bar_gen : 0,
+        .lines_chunk = ga->protocol == PROTO_SIMPLE || call->is_v
+                           ? 0
+                           : ccl__lines_chunk_capacity(alg->prog, ga->protocol, alg->scratch_bytes),
         .id = call->id,
     };
     /* A fixed-size kernel has one parameter and ignores the second. */

@@ -33,4 +33,26 @@ static inline size_t ccl__ll_region_bytes(const Program *p, Protocol proto, size
     return lines_at + 2 * all * ccl__lines_bytes(p, proto, CS, esize);
 }
 
+/* The chunk bytes a region of `bytes` is laid out for (ccl_args.lines_chunk): the most C
+ * with ccl__ll_region_bytes(p, proto, C, 1) <= bytes. The region only ever grows into a
+ * new allocation, so C is the same for every call that uses it, and a set of lines stays
+ * where it is when the count changes: a call's own chunks (CS * esize <= C) use the first
+ * bytes of each chunk's lines. */
+static inline size_t ccl__lines_chunk_capacity(const Program *p, Protocol proto, size_t bytes)
+{
+    size_t scratch = 0;
+    for (int b = BUF_SCRATCH0; b < p->nbufs; b++)
+        scratch += (size_t)p->buf_chunks[b];
+    size_t all = (size_t)p->buf_chunks[BUF_IN] + (size_t)p->buf_chunks[BUF_OUT] + scratch;
+    /* Bytes of region per chunk byte, times 120 (LL128's lines carry 120 of 128 bytes):
+     * the estimate is exact for LL and within a line of it for LL128. */
+    size_t per120 = 120 * scratch + 2 * all * (cclc_lines_ll128(p->coll, proto) ? 128 : 240);
+    size_t c = bytes / per120 * 120 + bytes % per120 * 120 / per120;
+    while (c > 0 && ccl__ll_region_bytes(p, proto, c, 1) > bytes)
+        c--;
+    while (ccl__ll_region_bytes(p, proto, c + 1, 1) <= bytes)
+        c++;
+    return c;
+}
+
 #endif

@@ -2,7 +2,7 @@
  * algorithm allpairs : allreduce, N = 4, rank 1, K = 1
  * dtype bf16, op sum, protocol ll
  * LL: remote writes are 16-byte lines {data, flag, data, flag} into the peer's LL region
- * (after 4 scratch chunks: 6 chunks x 2*CS*esize bytes, two sets: one per launch parity);
+ * (after 4 scratch chunks: 6 chunks x 2*CS*esize bytes, two sets: one per launch parity, for chunks of a.lines_chunk bytes);
  * the signals they publish and the waits that receive them are the lines' flags
  * logical thread blocks 1, semaphore slots per instance 4, scratch chunks 4
  * Launch: grid = 1 * ninst blocks; one heap of every rank mapped (a.peers). */
@@ -17,8 +17,9 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
 {
     int first;
     const u64 launch = ccl_announce(a, &first);
-    /* This launch's set of lines (two sets, by launch parity). */
-    const u64 lhalf = (launch & 1) * 6ull * 2 * a.cs * sizeof(ccl_t);
+    /* This launch's set of lines: two sets by launch parity, after the scratch buffers,
+     * laid out for chunks of a.lines_chunk bytes. */
+    const u64 line_set = (4ull + (launch & 1) * 12ull) * a.lines_chunk;
     const u64 inst = blockIdx.x % a.ninst;
     u64 *const sem = (u64 *)(a.peers[1] + a.sem_off);
     (void)sem; /* unused when LL lines carry every signal */
@@ -47,7 +48,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[3] = {(p0 + a.scratch_off + 10ull * a.cs * sizeof(ccl_t) + lhalf + lo * 2 * sizeof(ccl_t)), (p2 + a.scratch_off + 10ull * a.cs * sizeof(ccl_t) + lhalf + lo * 2 * sizeof(ccl_t)), (p3 + a.scratch_off + 10ull * a.cs * sizeof(ccl_t) + lhalf + lo * 2 * sizeof(ccl_t))};
+                char *const dr[3] = {(p0 + a.scratch_off + line_set + 6ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t)), (p2 + a.scratch_off + line_set + 6ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t)), (p3 + a.scratch_off + line_set + 6ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s3.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer_ll<0, 3, 1>(dl, dr, s, hi - lo, flag, threadIdx.x, blockDim.x);
             }
@@ -72,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p1 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p1 + a.scratch_off + 8ull * a.cs * sizeof(ccl_t) + lhalf + lo * 2 * sizeof(ccl_t));
+                const char *const lines = (p1 + a.scratch_off + line_set + 4ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 31, 0)) failed = 1;
             }
@@ -88,7 +89,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p1 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p1 + a.scratch_off + 12ull * a.cs * sizeof(ccl_t) + lhalf + lo * 2 * sizeof(ccl_t));
+                const char *const lines = (p1 + a.scratch_off + line_set + 8ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 31, 2)) failed = 1;
             }
@@ -104,7 +105,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p1 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p1 + a.scratch_off + 14ull * a.cs * sizeof(ccl_t) + lhalf + lo * 2 * sizeof(ccl_t));
+                const char *const lines = (p1 + a.scratch_off + line_set + 10ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 31, 3)) failed = 1;
             }

@@ -2,7 +2,7 @@
  * algorithm allpairs : allreduce, N = 4, rank 1, K = 1
  * dtype bf16, op sum, protocol ll128
  * LL128: remote writes are 128-byte lines of 15 data words and a flag word into the peer's
- * LL region (after 4 scratch chunks: 6 chunks x ccl_ll128_lines_bytes(CS), two sets: one per launch parity, from the
+ * LL region (after 4 scratch chunks: 6 chunks x ccl_ll128_lines_bytes(CS), two sets: one per launch parity, for chunks of a.lines_chunk bytes, from the
  * next multiple of 128 bytes); the signals they publish and the waits that receive them
  * are the lines' flags
  * logical thread blocks 1, semaphore slots per instance 4, scratch chunks 4
@@ -19,8 +19,9 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
 {
     int first;
     const u64 launch = ccl_announce(a, &first);
-    /* This launch's set of lines (two sets, by launch parity). */
-    const u64 lhalf = (launch & 1) * 6ull * ccl_ll128_lines_bytes(a.cs);
+    /* This launch's set of lines: two sets by launch parity, after the scratch buffers,
+     * laid out for chunks of a.lines_chunk bytes. */
+    const u64 line_set = ccl_ll128_align(4ull * a.lines_chunk) + (launch & 1) * 6ull * ccl_ll128_bytes_lines(a.lines_chunk);
     const u64 inst = blockIdx.x % a.ninst;
     u64 *const sem = (u64 *)(a.peers[1] + a.sem_off);
     (void)sem; /* unused when LL lines carry every signal */
@@ -49,7 +50,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[3] = {(p0 + a.scratch_off + ccl_ll128_align(4ull * a.cs * sizeof(ccl_t)) + lhalf + 3ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128), (p2 + a.scratch_off + ccl_ll128_align(4ull * a.cs * sizeof(ccl_t)) + lhalf + 3ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128), (p3 + a.scratch_off + ccl_ll128_align(4ull * a.cs * sizeof(ccl_t)) + lhalf + 3ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128)};
+                char *const dr[3] = {(p0 + a.scratch_off + line_set + 3ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128), (p2 + a.scratch_off + line_set + 3ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128), (p3 + a.scratch_off + line_set + 3ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128)};
                 const char *const s[1] = {a.in + (s3.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer_ll128<0, 3, 1>(dl, dr, s, hi - lo, flag, threadIdx.x, blockDim.x);
             }
@@ -74,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p1 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p1 + a.scratch_off + ccl_ll128_align(4ull * a.cs * sizeof(ccl_t)) + lhalf + 2ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
+                const char *const lines = (p1 + a.scratch_off + line_set + 2ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll128_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 31, 0)) failed = 1;
             }
@@ -90,7 +91,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p1 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p1 + a.scratch_off + ccl_ll128_align(4ull * a.cs * sizeof(ccl_t)) + lhalf + 4ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
+                const char *const lines = (p1 + a.scratch_off + line_set + 4ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll128_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 31, 2)) failed = 1;
             }
@@ -106,7 +107,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p1 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p1 + a.scratch_off + ccl_ll128_align(4ull * a.cs * sizeof(ccl_t)) + lhalf + 5ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
+                const char *const lines = (p1 + a.scratch_off + line_set + 5ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll128_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 31, 3)) failed = 1;
             }

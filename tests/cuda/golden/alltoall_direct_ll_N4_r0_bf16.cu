@@ -2,7 +2,7 @@
  * algorithm direct_ll : alltoall, N = 4, rank 0, K = 1
  * dtype bf16, op sum, protocol ll
  * LL: remote writes are 16-byte lines {data, flag, data, flag} into the peer's LL region
- * (after 4 scratch chunks: 12 chunks x 2*CS*esize bytes, two sets: one per launch parity);
+ * (after 4 scratch chunks: 12 chunks x 2*CS*esize bytes, two sets: one per launch parity, for chunks of a.lines_chunk bytes);
  * the signals they publish and the waits that receive them are the lines' flags
  * logical thread blocks 1, semaphore slots per instance 4, scratch chunks 4
  * Launch: grid = 1 * ninst blocks; one heap of every rank mapped (a.peers). */
@@ -17,8 +17,9 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
 {
     int first;
     const u64 launch = ccl_announce(a, &first);
-    /* This launch's set of lines (two sets, by launch parity). */
-    const u64 lhalf = (launch & 1) * 12ull * 2 * a.cs * sizeof(ccl_t);
+    /* This launch's set of lines: two sets by launch parity, after the scratch buffers,
+     * laid out for chunks of a.lines_chunk bytes. */
+    const u64 line_set = (4ull + (launch & 1) * 24ull) * a.lines_chunk;
     const u64 inst = blockIdx.x % a.ninst;
     u64 *const sem = (u64 *)(a.peers[0] + a.sem_off);
     (void)sem; /* unused when LL lines carry every signal */
@@ -48,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[1] = {(p1 + a.scratch_off + 20ull * a.cs * sizeof(ccl_t) + lhalf + lo * 2 * sizeof(ccl_t))};
+                char *const dr[1] = {(p1 + a.scratch_off + line_set + 16ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)0 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
@@ -61,7 +62,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[1] = {(p2 + a.scratch_off + 20ull * a.cs * sizeof(ccl_t) + lhalf + lo * 2 * sizeof(ccl_t))};
+                char *const dr[1] = {(p2 + a.scratch_off + line_set + 16ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)1 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
@@ -74,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[1] = {(p3 + a.scratch_off + 20ull * a.cs * sizeof(ccl_t) + lhalf + lo * 2 * sizeof(ccl_t))};
+                char *const dr[1] = {(p3 + a.scratch_off + line_set + 16ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)2 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
@@ -109,7 +110,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + 22ull * a.cs * sizeof(ccl_t) + lhalf + lo * 2 * sizeof(ccl_t));
+                const char *const lines = (p0 + a.scratch_off + line_set + 18ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 30, 1)) failed = 1;
             }
@@ -121,7 +122,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + 24ull * a.cs * sizeof(ccl_t) + lhalf + lo * 2 * sizeof(ccl_t));
+                const char *const lines = (p0 + a.scratch_off + line_set + 20ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 30, 2)) failed = 1;
             }
@@ -133,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + 26ull * a.cs * sizeof(ccl_t) + lhalf + lo * 2 * sizeof(ccl_t));
+                const char *const lines = (p0 + a.scratch_off + line_set + 22ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 30, 3)) failed = 1;
             }
