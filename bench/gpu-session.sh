@@ -2,7 +2,8 @@
 # One device call (made for nvidia-h200-x2 on 2026-11-22; any GPU count): port-channel
 # timings, the instance scan, make check-gpu, then the ccl-perf sweep of COLLS (ALGOS=
 # library for the library rows only) for at most SECONDS_FOR_SWEEP. Ranks = the GPUs.
-# Everything lands in $OUT/results.tgz (the device tool returns few files).
+# Everything lands in $OUT/results.tgz (the device tool returns few files). BUFFERS
+# ("symmetric plain" by default) reaches the sweep: each run once per kind of buffers.
 #   bench/gpu-session.sh BUILD "COLLS" SECONDS_FOR_SWEEP [port] [portscale] [scan] [ll128] [chain] [probe] [check] [tune]
 # docs/perf/x2-sweep/ and x4-sweep/ were made with it (x4-sweep/README.md lists the calls), e.g.
 #   bench/gpu-session.sh build-gpu "allreduce allgather reduce_scatter alltoall broadcast reduce" 400 scan check

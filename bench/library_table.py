@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The tables of docs/perf/*-sweep/README.md, from ccl-perf's CSVs.
 
-    bench/library_table.py docs/perf/x4-sweep/library bf16
+    bench/library_table.py docs/perf/x4-sweep/library bf16 [BUFFERS]
         "library choice": the CSVs of tests/perf/gpu_sweep.sh (ALGOS=library); one row
         per size: our time per op (us, out-of-place), the algorithm where it changes,
         and the ratio to NCCL's time in the same run, bold where NCCL is faster.
+        BUFFERS: ccl-perf's --buffers, symmetric (the default) or plain; the sweep names
+        its files COLL-library-DTYPE-BUFFERS.csv, and sweeps from before --buffers
+        (COLL-library-DTYPE.csv, no buffers column) were symmetric.
     bench/library_table.py --scan docs/perf/x4-sweep/scan
         the instance scan of bench/gpu-session.sh (COLL-iK.csv): one row per collective
         and size, the time at each instance count, the best in bold, and NCCL's."""
@@ -22,12 +25,23 @@ def size(b):
     return str(b)
 
 
-def main(folder, dtype):
-    colls = [c for c in COLLS if os.path.exists(f"{folder}/{c}-library-{dtype}.csv")]
+def library_csv(folder, c, dtype, buffers):
+    """The sweep's CSV of collective c, or None."""
+    names = [f"{folder}/{c}-library-{dtype}-{buffers}.csv"]
+    if buffers == "symmetric":
+        names.append(f"{folder}/{c}-library-{dtype}.csv")
+    return next((n for n in names if os.path.exists(n)), None)
+
+
+def main(folder, dtype, buffers="symmetric"):
+    files = {c: library_csv(folder, c, dtype, buffers) for c in COLLS}
+    colls = [c for c in COLLS if files[c]]
     rows = {}
     for c in colls:
-        with open(f"{folder}/{c}-library-{dtype}.csv") as f:
+        with open(files[c]) as f:
             for r in csv.DictReader(f):
+                if r.get("buffers", "symmetric") != buffers:
+                    continue
                 if r["impl"] == "ccl" and r["placement"] == "out-of-place":
                     rows.setdefault(int(r["bytes"]), {})[c] = r
     print("| bytes | " + " | ".join(f"{c} | ratio" for c in colls) + " |")
@@ -73,7 +87,9 @@ def scan(folder):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--scan":
         scan(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[3] in ("symmetric", "plain"):
+        main(sys.argv[1], sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3:
         main(sys.argv[1], sys.argv[2])
     else:
-        sys.exit("usage: bench/library_table.py FOLDER DTYPE | --scan FOLDER")
+        sys.exit("usage: bench/library_table.py FOLDER DTYPE [symmetric|plain] | --scan FOLDER")

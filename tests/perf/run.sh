@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ccl-perf on the CPU backend: small sweeps of every collective with --check (sendrecv
 # and alltoallv too: uneven and zero-size segments, one rank, every dtype), the CSV,
-# JSON and SVG outputs, one process per rank under mpirun, the checker's own test (an
+# JSON and SVG outputs, both kinds of buffers (--buffers symmetric and plain: every
+# collective checked, in place and out of place, threads and processes), one process
+# per rank under mpirun, the checker's own test (an
 # injected wrong result must be counted exactly and fail the run), a refusal by the
 # library (simulated: the row says so, the run goes on and exits 1), --compare nccl
 # without a GPU (a clear note, no crash), and bad arguments (exact message, exit 2).
@@ -90,13 +92,16 @@ rc=$?
 if [ $rc -ne 0 ]; then
     fail outputs "exit $rc: $(tail -3 "$tmp/out.txt")"
 else
-    hdr='collective,dtype,op,root,nranks,backend,method,impl,algorithm,placement,bytes,count,time_us,algbw_GBs,busbw_GBs,wrong,ratio_vs_nccl,ratio_vs_nccl_mode'
+    # The older columns keep their places; buffers came last.
+    hdr='collective,dtype,op,root,nranks,backend,method,impl,algorithm,placement,bytes,count,time_us,algbw_GBs,busbw_GBs,wrong,ratio_vs_nccl,ratio_vs_nccl_mode,buffers'
     if [ "$(head -1 "$tmp/r.csv")" != "$hdr" ]; then
         fail csv "header: $(head -1 "$tmp/r.csv")"
     elif [ "$(wc -l <"$tmp/r.csv")" -ne 11 ]; then
         fail csv "$(wc -l <"$tmp/r.csv") lines, expected 11 (header + 5 sizes x 2 placements)"
     elif ! grep -Eq '^allgather,bf16,none,-1,4,cpu,host-clock,ccl,[a-z_]+,in-place,16384,2048,' "$tmp/r.csv"; then
         fail csv "no in-place 16K line: $(tail -1 "$tmp/r.csv")"
+    elif [ "$(grep -c ',,,symmetric$' "$tmp/r.csv")" -ne 10 ]; then
+        fail csv "not every line ends in ',,,symmetric' (no NCCL: empty ratio columns): $(tail -1 "$tmp/r.csv")"
     else
         ok csv
     fi
@@ -105,7 +110,7 @@ else
 import json, sys, xml.etree.ElementTree as ET
 d = json.load(open(sys.argv[1]))
 assert d["collective"] == "allgather" and d["nranks"] == 4 and d["dtype"] == "bf16", d
-assert d["timing"]["method"] == "host-clock" and d["check"] is True
+assert d["timing"]["method"] == "host-clock" and d["check"] is True and d["buffers"] == "symmetric", d
 assert d["nccl"]["compared"] is False and d["nccl"]["mode"] == "best", d["nccl"]
 assert d["nccl"]["plain"] is False and d["nccl"]["sym"] is False and d["nccl"]["sym_why_not"] == "not requested", d["nccl"]
 r = d["results"]
@@ -131,6 +136,60 @@ EOF
     else
         echo "skip perf json-svg: no python3"
     fi
+fi
+
+# --buffers: every collective on both kinds, checked, in place and out of place (the
+# exchanges: out of place only). plain buffers are malloc'd, outside CCL's heap, so CCL
+# stages them where its algorithm reaches them from a peer: CCL_DEBUG's trace shows it
+# does at the larger sizes ("staging out": allgather's, alltoall's and alltoallv's
+# programs there write into peers' outputs; on symmetric buffers none of them does).
+for b in symmetric plain; do
+    for c in allreduce allgather reduce_scatter alltoall broadcast reduce alltoallv sendrecv; do
+        CCL_DEBUG=1 sweep "buffers-$b-$c" 6 -c "$c" -b 1K -e 1M -f 4 --ranks 4 -d bf16 --check --buffers "$b" \
+            "${quick[@]}"
+        out=$tmp/buffers-$b-$c.out
+        if ! grep -q "^# buffers: $b (" "$out"; then
+            fail "buffers-$b-$c-header" "$(grep '^# buffers' "$out" || echo 'no # buffers line')"
+        fi
+        if [ $b = symmetric ] || [ $c = sendrecv ]; then
+            continue
+        fi
+        # Which ones stage depends on the library's choice; these three do here.
+        case $c in allgather | alltoall | alltoallv)
+            grep -q ', staging out$' "$tmp/buffers-$b-$c.err" ||
+                fail "buffers-$b-$c-staged" "no staging in CCL_DEBUG's trace" ;;
+        esac
+    done
+done
+# An --algo file (ccl_algorithm_run) stages the same way.
+sweep buffers-plain-algo 3 --algo algorithms/allgather/direct.ccl -b 3K -e 12K --ranks 3 --check --buffers plain \
+    "${quick[@]}"
+out=$tmp/buffers-plain-allreduce.out
+if [ "$(grep -cx '# buffers: plain (malloc, not in CCL.s heap; CCL stages them where its algorithm needs symmetric memory)' "$out")" -eq 1 ] &&
+    [ "$(grep -cx '# buffers: symmetric (ccl_mem_alloc, CCL.s heap, used in place)' "$tmp/buffers-symmetric-allreduce.out")" -eq 1 ]; then
+    ok buffers-header
+else
+    fail buffers-header "$(grep '^# buffers' "$out" "$tmp/buffers-symmetric-allreduce.out")"
+fi
+# The CSV's buffers column and the JSON's field.
+"$perf" -c alltoallv -b 1K -e 4K --ranks 3 --check --buffers plain "${quick[@]}" --csv "$tmp/plain.csv" \
+    --json "$tmp/plain.json" >"$tmp/plain.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then
+    fail buffers-outputs "exit $rc: $(tail -3 "$tmp/plain.out")"
+elif [ "$(head -1 "$tmp/plain.csv" | awk -F, '{ print $NF }')" != buffers ] ||
+    [ "$(tail -n +2 "$tmp/plain.csv" | awk -F, '$NF == "plain"' | wc -l)" -ne 3 ] ||
+    [ "$(wc -l <"$tmp/plain.csv")" -ne 4 ]; then
+    fail buffers-outputs "CSV: $(cat "$tmp/plain.csv")"
+elif ! grep -q '"buffers": "plain"' "$tmp/plain.json"; then
+    fail buffers-outputs "JSON: $(grep -m1 check "$tmp/plain.json")"
+else
+    ok buffers-outputs
+fi
+if "$perf" --help | grep -q -- '^      --buffers B      symmetric (ccl_mem_alloc: CCL.s heap) or plain (ordinary memory, as$'; then
+    ok help-buffers
+else
+    fail help-buffers "$("$perf" --help | grep -A2 -- --buffers)"
 fi
 
 # One process per rank under mpirun: the same table as the threads.
@@ -162,6 +221,20 @@ if command -v mpirun >/dev/null; then
             fail "mpirun-$c" "$(cat "$tmp/mpi-$c.out")"
         else
             ok "mpirun-$c"
+        fi
+    done
+    # Plain buffers across processes: private memory of each, staged into the shared heap.
+    for c in allgather alltoallv; do
+        "${mpi3[@]}" "$perf" -c "$c" -b 3K -e 768K -f 16 -d bf16 --check --buffers plain "${quick[@]}" \
+            >"$tmp/mpi-plain-$c.out" 2>"$tmp/mpi-plain-$c.err"
+        rc=$?
+        if [ $rc -ne 0 ]; then
+            fail "mpirun-plain-$c" "exit $rc: $(head -c 400 "$tmp/mpi-plain-$c.err")"
+        elif ! grep -q '^# buffers: plain (malloc' "$tmp/mpi-plain-$c.out" ||
+            [ "$(grep -cv '^#' "$tmp/mpi-plain-$c.out")" -ne 3 ] || ! grep -q '^# wrong elements: 0$' "$tmp/mpi-plain-$c.out"; then
+            fail "mpirun-plain-$c" "$(cat "$tmp/mpi-plain-$c.out")"
+        else
+            ok "mpirun-plain-$c"
         fi
     done
 else
@@ -341,6 +414,8 @@ bad missing-value "ccl-perf: error: -b needs a value" -c allreduce -b
 bad compare "ccl-perf: error: --compare mpi: only 'nccl' can be compared" -c allreduce --compare mpi
 bad nccl-mode "ccl-perf: error: --nccl-mode fast: expected plain, sym or best" -c allreduce --compare nccl --nccl-mode fast
 bad nccl-mode-alone "ccl-perf: error: --nccl-mode sym needs --compare nccl" -c allreduce --nccl-mode sym
+bad buffers "ccl-perf: error: --buffers heap: expected symmetric or plain" -c allreduce --buffers heap
+bad buffers-missing "ccl-perf: error: --buffers needs a value" -c allreduce --buffers
 bad plot-name "ccl-perf: error: --plot out.png: the plot is an SVG file; name it *.svg" -c allreduce --plot out.png
 bad backend "ccl-perf: error: --backend tpu: expected cpu, gpu or auto" -c allreduce --backend tpu
 bad algo-missing "ccl-perf: error: --algo $tmp/none.ccl: cannot read: No such file or directory" --algo "$tmp/none.ccl"

@@ -24,6 +24,7 @@
     X(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy")                                 \
     X(MemcpyHtoD, "cuMemcpyHtoD_v2", NULL) X(MemcpyDtoH, "cuMemcpyDtoH_v2", NULL)          \
     X(MemsetD8, "cuMemsetD8_v2", NULL)                                                     \
+    X(MemAlloc, "cuMemAlloc_v2", NULL) X(MemFree, "cuMemFree_v2", NULL)                    \
     X(StreamBeginCapture, "cuStreamBeginCapture_v2", NULL)                                 \
     X(StreamEndCapture, "cuStreamEndCapture", NULL)                                        \
     X(GraphInstantiate, "cuGraphInstantiateWithFlags", NULL)                               \
@@ -45,6 +46,7 @@ TOOL_SAME_TYPE(EventSynchronize, cuEventSynchronize)
 TOOL_SAME_TYPE(EventElapsedTime, cuEventElapsedTime_v2) TOOL_SAME_TYPE(EventDestroy, cuEventDestroy_v2)
 TOOL_SAME_TYPE(MemcpyHtoD, cuMemcpyHtoD_v2) TOOL_SAME_TYPE(MemcpyDtoH, cuMemcpyDtoH_v2)
 TOOL_SAME_TYPE(MemsetD8, cuMemsetD8_v2) TOOL_SAME_TYPE(StreamBeginCapture, cuStreamBeginCapture_v2)
+TOOL_SAME_TYPE(MemAlloc, cuMemAlloc_v2) TOOL_SAME_TYPE(MemFree, cuMemFree_v2)
 TOOL_SAME_TYPE(StreamEndCapture, cuStreamEndCapture)
 TOOL_SAME_TYPE(GraphInstantiate, cuGraphInstantiateWithFlags) TOOL_SAME_TYPE(GraphLaunch, cuGraphLaunch)
 TOOL_SAME_TYPE(GraphExecDestroy, cuGraphExecDestroy) TOOL_SAME_TYPE(GraphDestroy, cuGraphDestroy)
@@ -195,4 +197,24 @@ CuResult tool_gpu_fill(ToolGpu *g, void *dst, unsigned char byte, size_t bytes)
 CuResult tool_gpu_download(ToolGpu *g, void *dst, const void *src, size_t bytes)
 {
     return tool_cu_call(g, tool_cu.MemcpyDtoH(dst, (CuDevicePtr)(uintptr_t)src, bytes), "cuMemcpyDtoH");
+}
+
+/* Both make the rank's context current first, so the memory is the rank's device's
+ * whatever context the calling thread used last. */
+CuResult tool_gpu_alloc(ToolGpu *g, void **ptr, size_t bytes)
+{
+    CuDevicePtr d = 0;
+    *ptr = NULL;
+    CuResult r = tool_gpu_make_current(g);
+    if (r == 0 && (r = tool_cu_call(g, tool_cu.MemAlloc(&d, bytes), "cuMemAlloc")) == 0)
+        *ptr = (void *)(uintptr_t)d;
+    return r;
+}
+
+CuResult tool_gpu_free(ToolGpu *g, void *ptr)
+{
+    if (!ptr)
+        return 0;
+    CuResult r = tool_gpu_make_current(g);
+    return r ? r : tool_cu_call(g, tool_cu.MemFree((CuDevicePtr)(uintptr_t)ptr), "cuMemFree");
 }

@@ -28,6 +28,8 @@ typedef struct {
     CuResult (*MemcpyHtoD)(CuDevicePtr, const void *, size_t);
     CuResult (*MemcpyDtoH)(void *, CuDevicePtr, size_t);
     CuResult (*MemsetD8)(CuDevicePtr, unsigned char, size_t);
+    CuResult (*MemAlloc)(CuDevicePtr *, size_t);
+    CuResult (*MemFree)(CuDevicePtr);
     CuResult (*StreamBeginCapture)(CuStream, CuCaptureMode);
     CuResult (*StreamEndCapture)(CuStream, CuGraph *);
     CuResult (*GraphInstantiate)(CuGraphExec *, CuGraph, unsigned long long);

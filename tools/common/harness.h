@@ -224,6 +224,11 @@ CuResult tool_gpu_sync(ToolGpu *g);
 CuResult tool_gpu_upload(ToolGpu *g, void *dst, const void *src, size_t bytes);
 CuResult tool_gpu_fill(ToolGpu *g, void *dst, unsigned char byte, size_t bytes);
 CuResult tool_gpu_download(ToolGpu *g, void *dst, const void *src, size_t bytes);
+/* Ordinary device memory on the rank's device (cuMemAlloc; bytes > 0), as a framework's
+ * tensors are: not in CCL's symmetric heap. Freed with tool_gpu_free (NULL: nothing to
+ * do) while the ToolGpu is open. */
+CuResult tool_gpu_alloc(ToolGpu *g, void **ptr, size_t bytes);
+CuResult tool_gpu_free(ToolGpu *g, void *ptr);
 
 /* ===== timing.c ===== */
 

@@ -18,12 +18,20 @@
  * the call) is not a failure of the run: the size's row reads "refused", NCCL is still
  * timed, the footer quotes the library, and the exit status is 1.
  *
+ * Buffers (--buffers). By default ("symmetric") the send and receive buffers come from
+ * ccl_mem_alloc, CCL's symmetric heap, which its algorithms use in place. Users pass
+ * ordinary framework tensors instead, so "plain" times that path: the buffers are
+ * ordinary memory (cuMemAlloc on a GPU, malloc on the CPU backend), outside the heap,
+ * and CCL stages them through its heap wherever its algorithm needs symmetric memory.
+ * The table's header, the CSV and the JSON say which buffers a run used.
+ *
  * NCCL is timed two ways (--nccl-mode best, the default): "plain", on the very buffers
- * ours use (CCL's heap, which NCCL sees as ordinary device memory), and "sym", on buffers
- * from ncclMemAlloc registered with ncclCommWindowRegister(..., NCCL_WIN_COLL_SYMMETRIC),
- * where NCCL 2.27+ runs its symmetric kernels (built for small and medium messages). The
- * ratio is taken against the faster of the two (perf_nccl_faster), so the bar is the
- * strongest NCCL. A library without windows is timed plain only, and the header says why.
+ * ours use (CCL's heap, or ordinary memory under --buffers plain: NCCL sees either as
+ * ordinary device memory), and "sym", on buffers from ncclMemAlloc registered with
+ * ncclCommWindowRegister(..., NCCL_WIN_COLL_SYMMETRIC), where NCCL 2.27+ runs its
+ * symmetric kernels (built for small and medium messages). The ratio is taken against
+ * the faster of the two (perf_nccl_faster), so the bar is the strongest NCCL. A library
+ * without windows is timed plain only, and the header says why.
  *
  * Two ways to run, one code path per rank (worker()):
  *  - one process per rank under mpirun (or any launcher the runtime's environment
@@ -73,6 +81,9 @@ static void usage(FILE *f)
           "      --compare nccl   time NCCL in the same run (GPU backend; CCL_NCCL_LIB=path)\n"
           "      --nccl-mode M    plain (NCCL on our buffers), sym (on its symmetric windows, 2.27+)\n"
           "                       or best (both; ratios against the faster) [best]\n"
+          "      --buffers B      symmetric (ccl_mem_alloc: CCL's heap) or plain (ordinary memory, as\n"
+          "                       a framework's tensors: cuMemAlloc, malloc on the CPU; CCL stages it\n"
+          "                       where it needs symmetric memory; NCCL plain runs on it too) [symmetric]\n"
           "      --csv F, --json F, --plot F.svg   write the results\n"
           "      --backend B      cpu, gpu or auto [auto: gpu when one is present]\n"
           "  -n, --iters N        timed ops per size (ops per graph with --graph) [20]\n"
@@ -166,6 +177,14 @@ static void parse_args(int argc, char **argv, Opts *o)
                 o->nccl_mode = PERF_NCCL_SYM;
             else
                 tool_usage_error("--nccl-mode %s: expected plain, sym or best", nccl_mode);
+        } else if (tool_is(&a, "--buffers", NULL)) {
+            const char *val = tool_value(&a);
+            if (!strcmp(val, "symmetric"))
+                o->buffers = PERF_BUF_SYMMETRIC;
+            else if (!strcmp(val, "plain"))
+                o->buffers = PERF_BUF_PLAIN;
+            else
+                tool_usage_error("--buffers %s: expected symmetric or plain", val);
         } else if (tool_is(&a, "--csv", NULL)) {
             o->csv = tool_value(&a);
         } else if (tool_is(&a, "--json", NULL)) {
@@ -348,9 +367,9 @@ static void buf_fill(Worker *w, void *dst, size_t pos0, size_t n, int r)
         buf_upload(w, dst, img, n * es);
 }
 
-/* An implementation's two buffers: CCL's heap for ours and for NCCL's plain mode (the
- * same device pointers), NCCL's registered windows for its symmetric mode. Both pairs
- * have send_cap and recv_cap bytes. */
+/* An implementation's two buffers: the --buffers pair for ours and for NCCL's plain mode
+ * (the same pointers), NCCL's registered windows for its symmetric mode. Both pairs have
+ * send_cap and recv_cap bytes. */
 static void impl_buffers(const Worker *w, int impl, char **sendbuf, char **recvbuf)
 {
     *sendbuf = impl == IMPL_NCCL_SYM ? w->sym_sendbuf : w->sendbuf;
@@ -911,6 +930,53 @@ static void v_setup(Worker *w, size_t count)
     }
 }
 
+/* The send and receive buffers, as large as the sweep's largest size needs, from where
+ * --buffers says: CCL's heap (ccl_mem_alloc), or ordinary memory as a framework's
+ * tensors are (the driver's cuMemAlloc on a GPU, malloc on the CPU backend), which CCL
+ * stages where its algorithm needs symmetric memory. On a GPU also the host image the
+ * fills and checks go through. worker_free_buffers releases them, after a failure too. */
+static void worker_setup_buffers(Worker *w, size_t maxcount)
+{
+    PerfColl c = w->sh->coll;
+    size_t es = w->sh->pat.esize;
+    w->send_cap = in_elems(c, w->nranks, maxcount) * es;
+    w->recv_cap = (c == PERF_ALLTOALLV ? w->sh->v_recv_max : out_elems(c, w->nranks, maxcount)) * es;
+    if (w->recv_cap < w->send_cap && c != PERF_REDUCE_SCATTER)
+        w->recv_cap = w->send_cap;
+    if (w->o->buffers == PERF_BUF_SYMMETRIC) {
+        ccl_check(w, ccl_mem_alloc(w->comm, &w->sendbuf, w->send_cap), "ccl_mem_alloc (send buffer)");
+        ccl_check(w, ccl_mem_alloc(w->comm, &w->recvbuf, w->recv_cap), "ccl_mem_alloc (receive buffer)");
+    } else if (w->gpu) {
+        cu_check(w, tool_gpu_alloc(&w->g, &w->sendbuf, w->send_cap));
+        cu_check(w, tool_gpu_alloc(&w->g, &w->recvbuf, w->recv_cap));
+    } else if (!(w->sendbuf = malloc(w->send_cap)) || !(w->recvbuf = malloc(w->recv_cap))) {
+        worker_fail(w, "out of memory for the buffers (%zu and %zu bytes)", w->send_cap, w->recv_cap);
+    }
+    if (w->gpu) {
+        w->host = malloc(w->send_cap > w->recv_cap ? w->send_cap : w->recv_cap);
+        if (!w->host)
+            worker_fail(w, "out of memory for the host copy of the buffers");
+    }
+}
+
+/* Releases what worker_setup_buffers got (NULL where it got nothing); on a GPU while
+ * the rank's ToolGpu is still open. */
+static void worker_free_buffers(Worker *w)
+{
+    void *buf[2] = {w->sendbuf, w->recvbuf};
+    for (int i = 0; i < 2; i++) {
+        if (w->o->buffers == PERF_BUF_SYMMETRIC)
+            ccl_mem_free(w->comm, buf[i]);
+        else if (w->gpu)
+            tool_gpu_free(&w->g, buf[i]);    /* at the end of the run: nothing to do on failure */
+        else
+            free(buf[i]);
+    }
+    w->sendbuf = w->recvbuf = NULL;
+    free(w->host);
+    w->host = NULL;
+}
+
 /* The rank's whole run; returns normally, or by worker_fail's longjmp to worker(). */
 static void worker_run(Worker *w)
 {
@@ -943,17 +1009,7 @@ static void worker_run(Worker *w)
         w->v_rdispl = w->v_recv + w->nranks;
         w->v_src_pos = w->v_rdispl + w->nranks;
     }
-    w->send_cap = in_elems(c, w->nranks, maxcount) * es;
-    w->recv_cap = (c == PERF_ALLTOALLV ? sh->v_recv_max : out_elems(c, w->nranks, maxcount)) * es;
-    if (w->recv_cap < w->send_cap && c != PERF_REDUCE_SCATTER)
-        w->recv_cap = w->send_cap;
-    ccl_check(w, ccl_mem_alloc(w->comm, &w->sendbuf, w->send_cap), "ccl_mem_alloc (send buffer)");
-    ccl_check(w, ccl_mem_alloc(w->comm, &w->recvbuf, w->recv_cap), "ccl_mem_alloc (receive buffer)");
-    if (w->gpu) {
-        w->host = malloc(w->send_cap > w->recv_cap ? w->send_cap : w->recv_cap);
-        if (!w->host)
-            worker_fail(w, "out of memory for the host copy of the buffers");
-    }
+    worker_setup_buffers(w, maxcount);
     if (sh->nc.available)
         worker_setup_nccl(w);
     if (w->rank == 0)
@@ -1013,10 +1069,8 @@ static void *worker(void *arg)
         perf_nccl.MemFree(w->sym_recvbuf);
     if (w->alg)
         ccl_algorithm_free(w->alg);
-    ccl_mem_free(w->comm, w->sendbuf);
-    ccl_mem_free(w->comm, w->recvbuf);
+    worker_free_buffers(w);
     tool_gpu_close(&w->g);
-    free(w->host);
     free(w->v_send);
     for (int i = 0; i < 3; i++) {
         free(w->agree_buf[i]);
@@ -1223,12 +1277,13 @@ int main(int argc, char **argv)
 
     perf_pattern_init(&sh->pat, sh->nranks, sh->coll, o->op, o->dtype);
 
-    /* The symmetric heap (physical memory on each GPU) holds both buffers, staging copies
-     * of them where a program is not valid in place, and the algorithms' scratch: the
-     * --algo file's exactly (docs/internals.md's layout; an LL program's lines too), or
-     * for the library at most 4x the larger buffer (the shipped algorithms within their
-     * `sizes` hints, LL lines included). Staging and
-     * scratch grow with the sweep and the runtime keeps the smaller regions until the
+    /* The symmetric heap (physical memory on each GPU) holds both buffers (under
+     * --buffers plain they live outside it), staging copies of them where a program is
+     * not valid in place or, under --buffers plain, where peers reach them, and the
+     * algorithms' scratch: the --algo file's exactly (docs/internals.md's layout; an LL
+     * program's lines too), or for the library at most 4x the larger buffer (the shipped
+     * algorithms within their `sizes` hints, LL lines included). Staging and scratch
+     * grow with the sweep and the runtime keeps the smaller regions until the
      * communicator is destroyed, so each counts twice (the sum of a doubling sweep).
      * CCL_HEAP_BYTES, when set, decides instead. */
     size_t maxb = sh->sizes[sh->nsizes - 1], es = sh->pat.esize, units = units_per_size(sh->coll, sh->nranks);

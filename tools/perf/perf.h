@@ -99,10 +99,16 @@ static inline double busbw_factor(PerfColl c, int n)
 /* ===== options ===== */
 
 /* --nccl-mode: which ways NCCL is timed. plain: on the same unregistered buffers as ours
- * (CCL's heap); sym: on buffers from ncclMemAlloc registered as symmetric windows
- * (NCCL 2.27+); best: both, where the library has windows, and ratios against the
- * faster. */
+ * (CCL's heap, or ordinary memory under --buffers plain); sym: on buffers from
+ * ncclMemAlloc registered as symmetric windows (NCCL 2.27+); best: both, where the
+ * library has windows, and ratios against the faster. */
 enum { PERF_NCCL_BEST, PERF_NCCL_PLAIN, PERF_NCCL_SYM };
+
+/* --buffers: where the send and receive buffers come from. symmetric: ccl_mem_alloc (CCL's
+ * heap, used in place); plain: ordinary memory (cuMemAlloc on a GPU, malloc on the CPU
+ * backend), as a framework's tensors are, which CCL stages where its algorithm needs
+ * symmetric memory. NCCL's plain mode runs on the same buffers either way. */
+enum { PERF_BUF_SYMMETRIC, PERF_BUF_PLAIN };
 
 typedef struct {
     int coll;               /* PerfColl, or -1 until known */
@@ -116,6 +122,7 @@ typedef struct {
     int hint_range;         /* --hint-range: only sizes in the --algo file's `sizes` hint */
     int compare_nccl;
     int nccl_mode;          /* PERF_NCCL_*: --nccl-mode */
+    int buffers;            /* PERF_BUF_*: --buffers */
     const char *csv, *json, *plot;
     ccl_backend_t backend;
     int iters, warmup, repeats;
@@ -237,7 +244,7 @@ typedef struct {
     int rank, nranks, device;
     int gpu;
     ToolGpu g;                   /* GPU backend: the rank's stream, events, graph */
-    void *sendbuf, *recvbuf;
+    void *sendbuf, *recvbuf;     /* ours and NCCL's plain mode's (--buffers) */
     size_t send_cap, recv_cap;   /* bytes */
     /* alltoallv at the current size (v_setup), in elements, segments packed in rank
      * order: what this rank sends each peer and where, what it receives from each and
@@ -287,6 +294,7 @@ void perf_fmt_size(char *buf, size_t len, size_t bytes);
 int perf_nccl_faster(const Row *row, int placement);
 double perf_ratio(const Row *row, int placement, int *against);
 const char *perf_nccl_mode_name(int impl);
+const char *perf_buffers_name(int buffers);
 void perf_print_header(const Shared *sh);
 void perf_print_row(const Shared *sh, const Row *row);
 void perf_print_footer(const Shared *sh, long long *total_wrong);

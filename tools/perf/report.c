@@ -35,6 +35,9 @@ double perf_ratio(const Row *row, int placement, int *against)
 /* "plain" and "sym", as the table's vs column, the CSV and the JSON spell the modes. */
 const char *perf_nccl_mode_name(int impl) { return impl == IMPL_NCCL ? "plain" : impl == IMPL_NCCL_SYM ? "sym" : ""; }
 
+/* "symmetric" and "plain", as the header, the CSV and the JSON spell --buffers. */
+const char *perf_buffers_name(int buffers) { return buffers == PERF_BUF_PLAIN ? "plain" : "symmetric"; }
+
 /* ===== output ===== */
 
 void perf_fmt_size(char *buf, size_t len, size_t bytes)
@@ -64,6 +67,11 @@ void perf_print_header(const Shared *sh)
     printf("# timing: %s\n", sh->method);
     printf("# check: %s\n", o->check ? "every timed op against exact expected data (#wrong = wrong elements, all ranks)"
                                      : "off (#wrong: N/A; use --check)");
+    if (o->buffers == PERF_BUF_PLAIN)
+        printf("# buffers: plain (%s, not in CCL's heap; CCL stages them where its algorithm needs symmetric memory)\n",
+               sh->backend == CCL_BACKEND_GPU ? "cuMemAlloc" : "malloc");
+    else
+        printf("# buffers: symmetric (ccl_mem_alloc, CCL's heap, used in place)\n");
     if (!o->compare_nccl)
         printf("# nccl: not compared (use --compare nccl)\n");
     else if (sh->nc.available) {
@@ -257,7 +265,8 @@ static const char *impl_name(int impl) { return impl == IMPL_CCL ? "ccl" : impl 
 static const char *place_name(int p) { return p ? "in-place" : "out-of-place"; }
 
 /* Long form: one line per size, placement and implementation (ccl, nccl: the plain
- * mode, nccl_sym); ccl lines carry the ratio and the mode it is against. */
+ * mode, nccl_sym); ccl lines carry the ratio and the mode it is against. Columns are
+ * only ever added at the end (buffers came last), so readers by position keep working. */
 int perf_write_csv(const Shared *sh, const char *path)
 {
     FILE *f = open_out(path);
@@ -266,7 +275,7 @@ int perf_write_csv(const Shared *sh, const char *path)
     const Opts *o = &sh->o;
     double fac = busbw_factor(sh->coll, sh->nranks);
     fprintf(f, "collective,dtype,op,root,nranks,backend,method,impl,algorithm,placement,bytes,count,time_us,algbw_GBs,"
-               "busbw_GBs,wrong,ratio_vs_nccl,ratio_vs_nccl_mode\n");
+               "busbw_GBs,wrong,ratio_vs_nccl,ratio_vs_nccl_mode,buffers\n");
     for (int i = 0; i < sh->nsizes; i++) {
         const Row *row = &sh->rows[i];
         for (int p = 0; p < 2; p++)
@@ -291,7 +300,9 @@ int perf_write_csv(const Shared *sh, const char *path)
                     fprintf(f, "%.4f,%s", ratio, perf_nccl_mode_name(m));
                 else
                     fputc(',', f);
-                fputc('\n', f);
+                /* NCCL's symmetric mode has its own windows, but the line says how the
+                 * run was made, as backend and method do. */
+                fprintf(f, ",%s\n", perf_buffers_name(o->buffers));
             }
     }
     return fclose(f);
@@ -345,7 +356,8 @@ int perf_write_json(const Shared *sh, const char *path)
     fprintf(f, ",\n  \"timing\": {\"method\": \"%s\", \"description\": ", method_name(sh));
     json_str(f, sh->method);
     fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"repeats\": %d},\n", o->iters, o->warmup, o->repeats);
-    fprintf(f, "  \"check\": %s, \"busbw_factor\": %.6f,\n", o->check ? "true" : "false", fac);
+    fprintf(f, "  \"check\": %s, \"buffers\": \"%s\", \"busbw_factor\": %.6f,\n", o->check ? "true" : "false",
+            perf_buffers_name(o->buffers), fac);
     static const char *const mode[] = {[PERF_NCCL_BEST] = "best", [PERF_NCCL_PLAIN] = "plain", [PERF_NCCL_SYM] = "sym"};
     fprintf(f, "  \"nccl\": {\"compared\": %s, \"mode\": \"%s\", \"path\": ", sh->nc.available ? "true" : "false",
             mode[o->nccl_mode]);

@@ -2,7 +2,8 @@
  * without a GPU: which mode a ratio is taken against (perf_nccl_faster, perf_ratio),
  * which modes run for --nccl-mode (perf_nccl_modes), why the symmetric mode is absent
  * (perf_nccl_sym_check, and perf_nccl_load on stand-in libraries built from
- * fake_nccl.c, and on the real libnccl where REAL_NCCL names it), and the report made from given timings: the tables on stdout, and the
+ * fake_nccl.c, and on the real libnccl where REAL_NCCL names it), and the report made
+ * from given timings (symmetric and plain buffers): the tables on stdout, and the
  * CSV, JSON and SVG of the first in OUTDIR; and, in data.c, alltoallv's count matrix
  * (perf_v_counts) as --help describes it. tests/perf/run.sh builds it against the
  * build's objects, compares stdout and the CSV with goldens (report.golden,
@@ -355,6 +356,46 @@ static void test_report(const char *outdir)
     check_int("sendrecv csv: NCCL's, graphed", nccl_graph, 8);
 }
 
+/* --buffers plain on a GPU: the header names the driver's allocation, the CSV's last
+ * column reads "plain" on every line (NCCL's included: it says how the run was made) and
+ * the JSON has "buffers": "plain". The symmetric default is in the goldens. */
+static void test_buffers(const char *outdir)
+{
+    static Shared sh;
+    char path[PATH_MAX], line[512];
+    group("buffers");
+    printf("# ==== --buffers plain: ordinary device memory, staged by CCL where it must\n");
+    fill_shared(&sh);
+    sh.o.buffers = PERF_BUF_PLAIN;
+    print_table(&sh);
+    snprintf(path, sizeof path, "%s/plain.csv", outdir);
+    check_int("plain csv", perf_write_csv(&sh, path), 0);
+    FILE *f = fopen(path, "r");
+    int lines = 0, plain = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        lines++;
+        if (lines == 1)
+            check_str("plain csv: header's last column", n > 9 ? line + n - 9 : line, ",buffers\n");
+        else
+            plain += n > 7 && !strcmp(line + n - 7, ",plain\n");
+    }
+    if (f)
+        fclose(f);
+    check_int("plain csv: lines", lines, 1 + 4 * 2 * 3 - 1);    /* one NCCL sym cell is not timed */
+    check_int("plain csv: lines ending in ,plain", plain, lines - 1);
+    snprintf(path, sizeof path, "%s/plain.json", outdir);
+    check_int("plain json", perf_write_json(&sh, path), 0);
+    f = fopen(path, "r");
+    int found = 0;
+    while (f && fgets(line, sizeof line, f))
+        found += strstr(line, "\"buffers\": \"plain\"") != NULL;
+    if (f)
+        fclose(f);
+    check_int("plain json: \"buffers\": \"plain\"", found, 1);
+    check_str("name", perf_buffers_name(PERF_BUF_SYMMETRIC), "symmetric");
+}
+
 /* alltoallv's matrix: each row sums to the total exactly, follows the weights
  * 1 + ((q + 2p) mod (n+1)) with the remainder to the first peers, and is uneven for
  * every n >= 2 (a matrix whose rows were all even would measure alltoall). */
@@ -408,6 +449,7 @@ int main(int argc, char **argv)
     test_real();
     test_modes();
     test_report(argv[1]);
+    test_buffers(argv[1]);
     test_v_counts();
     group(NULL);
     fflush(stdout);
