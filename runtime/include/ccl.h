@@ -129,7 +129,9 @@ ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm);
  * work fail at once (CCL_ERR_PEER_FAILED naming this rank); comm is dead afterwards
  * (CCL_ERR_INVALID_USAGE) and must still be destroyed, by the thread that uses it.
  * ccl_comm_get_async_error stores in *result the first asynchronous failure seen so
- * far without waiting (CCL_OK: none yet) and does not consume it. */
+ * far without waiting (CCL_OK: none yet) and does not consume it. Both may also overlap
+ * ccl_comm_destroy of comm on another thread: the destroy waits for a call in progress,
+ * and a call made once it has begun is refused (CCL_ERR_INVALID_ARGUMENT). */
 ccl_result_t ccl_comm_abort(ccl_comm_t *comm);
 ccl_result_t ccl_comm_get_async_error(ccl_comm_t *comm, ccl_result_t *result);
 

@@ -474,29 +474,37 @@ ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn)
     return CCL_OK;
 }
 
+/* ccl_comm_abort and ccl_comm_get_async_error may run on a watchdog thread while the
+ * user's thread destroys comm: both hold it (ccl__hold_comm) for their whole call, and
+ * ccl_comm_destroy waits for them before it frees anything. */
 ccl_result_t ccl_comm_abort(ccl_comm_t *comm)
 {
-    if (ccl__check_comm(comm, "ccl_comm_abort") != CCL_OK)
+    if (ccl__hold_comm(comm, "ccl_comm_abort") != CCL_OK)
         return CCL_ERR_INVALID_ARGUMENT;
     /* The first failure wins: an abort after a failure keeps that failure's message. */
     ccl__set_async_error(comm, CCL_ERR_INVALID_USAGE,
                          "rank %d: the communicator was aborted (ccl_comm_abort); destroy it", comm->rank);
     comm->be->abort(comm);
+    ccl__release_comm(comm);
     return CCL_OK;
 }
 
 ccl_result_t ccl_comm_get_async_error(ccl_comm_t *comm, ccl_result_t *result)
 {
     const char *fn = "ccl_comm_get_async_error";
-    if (ccl__check_comm(comm, fn) != CCL_OK)
+    if (ccl__hold_comm(comm, fn) != CCL_OK)
         return CCL_ERR_INVALID_ARGUMENT;
-    if (!result)
-        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'result' is NULL", fn);
+    if (!result) {
+        ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'result' is NULL", fn);
+        ccl__release_comm(comm);
+        return CCL_ERR_INVALID_ARGUMENT;
+    }
     pthread_mutex_lock(&comm->async_lock);
     ccl_result_t r = comm->async_result != CCL_OK ? comm->async_result : comm->failed;
     if (r == CCL_OK && comm->be->poll)
         r = comm->be->poll(comm);
     pthread_mutex_unlock(&comm->async_lock);
+    ccl__release_comm(comm);
     *result = r;
     return CCL_OK;
 }
@@ -525,6 +533,8 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
         ccl__check_comm(comm, "ccl_comm_destroy");
         return CCL_ERR_INVALID_ARGUMENT;
     }
+    /* A watchdog's poll or abort that began before the handle went finishes first. */
+    ccl__wait_unheld(comm);
     comm->be->synchronize(comm);
     for (int i = comm->nalgs - 1; i >= 0; i--)
         ccl__algorithm_destroy(comm->algs[i]);

@@ -107,6 +107,32 @@ ccl_result_t ccl__check_comm(const ccl_comm_t *comm, const char *fn)
     return CCL_OK;
 }
 
+ccl_result_t ccl__hold_comm(ccl_comm_t *comm, const char *fn)
+{
+    int live = 0;
+    if (comm) {
+        pthread_mutex_lock(&mu);
+        live = cap && slots[find(comm)] == comm;
+        if (live)
+            atomic_fetch_add(&comm->holds, 1);
+        pthread_mutex_unlock(&mu);
+    }
+    return live ? CCL_OK : ccl__check_comm(comm, fn);
+}
+
+void ccl__release_comm(ccl_comm_t *comm)
+{
+    atomic_fetch_sub(&comm->holds, 1);
+}
+
+/* Holds last as long as a call that never waits (a poll, an abort): spinning politely
+ * costs less than a condition variable every call would have to signal. */
+void ccl__wait_unheld(ccl_comm_t *comm)
+{
+    for (unsigned it = 0; atomic_load(&comm->holds) > 0; it++)
+        ccl__backoff(it);
+}
+
 ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn)
 {
     if (!alg)

@@ -281,6 +281,15 @@ int ccl__handle_live(const void *h);
 /* CCL_OK for a live handle; else CCL_ERR_INVALID_ARGUMENT with "FN: argument 'comm' ..."
  * in the thread's error (ccl_comm_last_error(NULL)): a NULL, destroyed or foreign one. */
 ccl_result_t ccl__check_comm(const ccl_comm_t *comm, const char *fn);
+/* As ccl__check_comm, and on CCL_OK the comm is held (comm->holds) until
+ * ccl__release_comm: a ccl_comm_destroy on another thread then waits before it frees
+ * anything. The check and the hold are one step under the handles' lock, so a destroy
+ * either comes first (the call is refused) or waits for the call. For the calls a
+ * watchdog thread may make while another destroys (docs/api.md). */
+ccl_result_t ccl__hold_comm(ccl_comm_t *comm, const char *fn);
+void ccl__release_comm(ccl_comm_t *comm);
+/* For ccl_comm_destroy, after ccl__handle_remove: waits until no call holds comm. */
+void ccl__wait_unheld(ccl_comm_t *comm);
 ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn);
 
 /* ===== util.c: sizes, cache and library folders ===== */
@@ -408,6 +417,11 @@ struct ccl_comm {
     /* A standard collective is picking its algorithm for a stream under CUDA graph
      * capture (api.c): loading one then is refused (capture_refused), not half done. */
     int capturing, capture_refused;
+    /* Calls from other threads (ccl_comm_get_async_error, ccl_comm_abort) in progress
+     * on this comm: ccl__hold_comm counts them while the handle is live, and
+     * ccl_comm_destroy, once it has unregistered the handle, waits for none to be left
+     * before it frees anything. */
+    _Atomic int holds;
 };
 
 /* Sets comm's last error to "FMT..." and returns r. With a NULL comm it sets the
