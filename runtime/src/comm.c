@@ -449,13 +449,30 @@ ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *device
     return result;
 }
 
-/* Moves a pending asynchronous failure into last_error; the comm is dead from then on. */
-static ccl_result_t take_async(ccl_comm_t *comm, const char *fn)
+/* Moves a pending asynchronous failure into last_error; the comm is dead from then on.
+ * With `poll`, a failure the backend has seen but not reported yet (a peer's abort
+ * reaching an idle rank: no wait of its own ever saw it) counts too, as
+ * ccl_comm_get_async_error counts it: what that call says, synchronize and
+ * ccl_mem_alloc say as well. Not on every collective's path: a call enqueued there
+ * meets the failure itself, and the GPU backend's poll reads pinned memory. */
+static ccl_result_t take_async(ccl_comm_t *comm, const char *fn, int poll)
 {
     pthread_mutex_lock(&comm->async_lock);
+    if (poll && comm->async_result == CCL_OK && comm->failed == CCL_OK && comm->be->poll) {
+        ccl_result_t p = comm->be->poll(comm);
+        if (p != CCL_OK) {
+            char why[256] = "";
+            if (comm->be->poll_message)
+                comm->be->poll_message(comm, why, sizeof why);
+            CCL__FMT(comm->async_error, sizeof comm->async_error, "rank %d: the communicator stopped: %s; destroy it",
+                     comm->rank, why[0] ? why : ccl_result_string(p));
+            comm->async_result = p;
+        }
+    }
     ccl_result_t r = comm->async_result;
     if (r != CCL_OK) {
         CCL__FMT(comm->last_error, sizeof comm->last_error, "%s: %s", fn, comm->async_error);
+        CCL__FMT(comm->failed_why, sizeof comm->failed_why, "%s", comm->async_error);
         comm->async_result = CCL_OK;
         comm->failed = r;
     }
@@ -463,15 +480,20 @@ static ccl_result_t take_async(ccl_comm_t *comm, const char *fn)
     return r;
 }
 
-ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn)
+static ccl_result_t check_usable(ccl_comm_t *comm, const char *fn, int poll)
 {
-    ccl_result_t r = take_async(comm, fn);
+    ccl_result_t r = take_async(comm, fn, poll);
     if (r != CCL_OK)
         return r;
     if (comm->failed)
-        return ccl__set_error(comm, comm->failed, "%s: the communicator failed earlier (%s); destroy it", fn,
-                              ccl_result_string(comm->failed));
+        return ccl__set_error(comm, comm->failed, "%s: the communicator failed earlier (%s: %s); destroy it", fn,
+                              ccl_result_string(comm->failed), comm->failed_why);
     return CCL_OK;
+}
+
+ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn)
+{
+    return check_usable(comm, fn, 0);
 }
 
 /* ccl_comm_abort and ccl_comm_get_async_error may run on a watchdog thread while the
@@ -516,12 +538,12 @@ ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm)
     ccl_result_t r = comm->be->synchronize(comm);
     if (r != CCL_OK)
         return r;
-    r = take_async(comm, "ccl_comm_synchronize");
+    r = take_async(comm, "ccl_comm_synchronize", 1);
     if (r != CCL_OK)
         return r;
     if (comm->failed)
-        return ccl__set_error(comm, comm->failed, "ccl_comm_synchronize: the communicator failed earlier (%s); destroy it",
-                              ccl_result_string(comm->failed));
+        return ccl__set_error(comm, comm->failed, "ccl_comm_synchronize: the communicator failed earlier (%s: %s); "
+                              "destroy it", ccl_result_string(comm->failed), comm->failed_why);
     comm->last_error[0] = 0;
     return CCL_OK;
 }
@@ -620,6 +642,10 @@ ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes)
     *ptr = NULL;
     if (bytes == 0)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'bytes' is 0", fn);
+    /* A buffer of a dead communicator would only be a trap (its peers are gone). */
+    ccl_result_t r = check_usable(comm, fn, 1);
+    if (r != CCL_OK)
+        return r;
     ccl__quarantine_release(comm);
     size_t off;
     if (bytes > comm->heap_bytes || ccl__heap_alloc(&comm->data, bytes, 1, &off) != 0)

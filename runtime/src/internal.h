@@ -399,6 +399,7 @@ struct ccl_comm {
     ccl_result_t async_result;       /* first asynchronous failure not yet reported */
     char async_error[CCL__ERR_LEN];
     ccl_result_t failed;             /* sticky: once a collective failed, the comm is dead */
+    char failed_why[512];            /* that failure's message (maybe cut), for later calls */
 
     /* Calls enqueued so far: every rank makes the same calls, so the k-th has the same
      * number everywhere (CclIdent.seq, algorithm.c). */
@@ -867,6 +868,10 @@ struct CclBackend {
      * holds still; it must not take the lock): a failure the backend has seen but not yet
      * reported through ccl__set_async_error, or CCL_OK. Never waits. NULL: none. */
     ccl_result_t (*poll)(ccl_comm_t *comm);
+    /* Under the same lock, after poll returned a failure: what it is, naming the rank
+     * at fault where the backend knows it ("rank 1 aborted the communicator
+     * (ccl_comm_abort)"), into buf. NULL: the result's string is said. */
+    void (*poll_message)(ccl_comm_t *comm, char *buf, size_t len);
     /* 1 when `stream` is being captured into a CUDA graph (a call may then only enqueue:
      * no compiling, allocating or waiting). NULL: never. */
     int (*capturing)(ccl_comm_t *comm, void *stream);
