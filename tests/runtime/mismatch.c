@@ -99,9 +99,16 @@ static int proc_child(int rank, int unused)
     ccl_comm_t *comm = forked_rank_open("mismatch: processes", rank, 5000, src, &alg, &eb, &boot);
     if (!comm)
         return 1;
-    float *in, *out;
+    float *in = NULL, *out = NULL;
     ccl_mem_alloc(comm, (void **)&in, COUNT * sizeof(float));
     ccl_mem_alloc(comm, (void **)&out, COUNT * sizeof(float));
+    /* Every rank allocated before any runs: a rank that finds the mismatch stops every
+     * peer, and ccl_mem_alloc on a stopped comm fails (docs/api.md, "Results"). */
+    boot.barrier(boot.ctx);
+    if (!in || !out) {
+        printf("FAIL mismatch: processes: rank %d: ccl_mem_alloc: %s\n", rank, ccl_comm_last_error(comm));
+        return 1;
+    }
     for (int i = 0; i < COUNT; i++)
         in[i] = (float)(rank + i);
     ccl_result_t r = ccl_algorithm_run(alg, in, out, COUNT, CCL_F32, CCL_SUM, NULL);
