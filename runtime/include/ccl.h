@@ -93,7 +93,8 @@ typedef struct {
  * MPI_Comm to this. */
 typedef struct {
     int nranks, rank;
-    /* Gathers `bytes` from every rank into out (nranks * bytes, rank order). 0 on success. */
+    /* Gathers `bytes` from every rank into out (nranks * bytes, rank order). 0 on success.
+     * What it returns is checked (a frame per entry): damaged data fails the init. */
     int (*allgather)(void *ctx, const void *in, void *out, size_t bytes);
     int (*barrier)(void *ctx);
     void *ctx;

@@ -291,6 +291,13 @@ void ccl__release_comm(ccl_comm_t *comm);
 /* For ccl_comm_destroy, after ccl__handle_remove: waits until no call holds comm. */
 void ccl__wait_unheld(ccl_comm_t *comm);
 ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn);
+/* Objects the ranks of one process share at an init travel through the bootstrap as
+ * tokens: put registers one (a reference held; 0 when out of memory), get takes a
+ * reference (NULL when the token names nothing live: gone, or damaged), drop gives one
+ * back, the last calling release(obj). */
+uint64_t ccl__share_put(void *obj, void (*release)(void *));
+void *ccl__share_get(uint64_t token);
+void ccl__share_drop(uint64_t token);
 
 /* ===== util.c: sizes, cache and library folders ===== */
 
@@ -461,6 +468,12 @@ void ccl__trace(int rank, const char *fmt, ...) __attribute__((format(printf, 2,
     } while (0)
 /* Spin-then-yield-then-sleep backoff for waits; `iter` counts calls from 0. */
 void ccl__backoff(unsigned iter);
+
+/* The bootstrap a backend's comm_init gets checks every entry its allgather returns
+ * (comm.c); 1 when its last allgather failed because the data came back damaged (the
+ * user's allgather itself reported success), so a rank can still take part in a final
+ * agreement instead of leaving its peers waiting. */
+int ccl__boot_damaged(const ccl_bootstrap_t *boot);
 
 /* An in-process bootstrap for ccl_comm_init_all and tests: nranks threads, one
  * ccl_bootstrap_t each (boots[r].rank == r). */

@@ -17,12 +17,23 @@
 
 #include "cpu/heaps.h"
 
+/* The heaps of the ranks of one process, unmapped with the world when the last comm
+ * drops it (ccl__share_drop): a peer's thread may still read a destroyed rank's heap. */
 struct LocalWorld {
-    _Atomic int refs;
     int nranks;
     size_t heap_bytes;
-    char **bases;
+    _Atomic(char *) *bases;          /* each rank's, set by that rank once it joined */
 };
+
+static void world_release(void *obj)
+{
+    LocalWorld *w = obj;
+    for (int p = 0; p < w->nranks; p++)
+        if (w->bases[p])
+            munmap(w->bases[p], w->heap_bytes);
+    free(w->bases);
+    free(w);
+}
 
 /* What a rank says in the bootstrap exchanges of ccl__cpu_heaps_create. */
 typedef struct {
@@ -45,44 +56,55 @@ static ccl_result_t boot_fail(ccl_comm_t *comm, const char *step)
     return ccl__set_error(comm, CCL_ERR_PEER_FAILED, "bootstrap failed during %s (a peer gave up or the bootstrap's allgather failed)", step);
 }
 
+/* One process: rank 0 makes the world and shares it by token (ccl__share_put); every
+ * rank that finds it takes a reference and registers its heap there, so the heaps live
+ * as long as any comm of the init, and a rank that gave up or saw damaged data never
+ * follows a pointer it cannot trust. A heap a peer may already use (this rank's view
+ * was damaged, the peer's perhaps not) stays mapped: a leak of address space after a
+ * failed init, never a fault in a peer. */
 static ccl_result_t init_local(ccl_comm_t *comm, CpuHeaps *h, const ccl_bootstrap_t *boot, Hello *all)
 {
     int n = comm->nranks;
     Hello me = {0};
     char *heap = map_anonymous(comm->heap_bytes);
-    LocalWorld *w = NULL;
+    uint64_t token = 0;
     if (comm->rank == 0) {
-        w = calloc(1, sizeof *w);
+        LocalWorld *w = calloc(1, sizeof *w);
         if (w && !(w->bases = calloc((size_t)n, sizeof *w->bases))) {
             free(w);
             w = NULL;
         }
         if (w) {
-            atomic_init(&w->refs, n);
             w->nranks = n;
             w->heap_bytes = comm->heap_bytes;
-        }
-    }
-    me.ok = heap && (comm->rank != 0 || w);
-    me.ptr = (uint64_t)(uintptr_t)heap;
-    me.world = (uint64_t)(uintptr_t)w;
-    if (boot->allgather(boot->ctx, &me, all, sizeof me) != 0) {
-        if (heap)
-            munmap(heap, comm->heap_bytes);
-        if (w)
-            free(w->bases), free(w);
-        return boot_fail(comm, "the heap exchange");
-    }
-    for (int p = 0; p < n; p++)
-        if (!all[p].ok) {
-            if (heap)
-                munmap(heap, comm->heap_bytes);
-            if (w)
+            if (!(token = ccl__share_put(w, world_release)))
                 free(w->bases), free(w);
-            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d could not map its %zu-byte heap", p, comm->heap_bytes);
         }
-    h->world = (LocalWorld *)(uintptr_t)all[0].world;
-    h->world->bases[comm->rank] = heap;
+    }
+    me.ok = heap && (comm->rank != 0 || token);
+    me.ptr = (uint64_t)(uintptr_t)heap;
+    me.world = token;
+    int got = boot->allgather(boot->ctx, &me, all, sizeof me) == 0;
+    int bad = -1;
+    for (int p = 0; got && p < n && bad < 0; p++)
+        if (!all[p].ok || !all[p].ptr || (p == 0) != (all[p].world != 0))
+            bad = p;
+    LocalWorld *w = got && bad < 0 ? ccl__share_get(all[0].world) : NULL;
+    if (comm->rank == 0)
+        ccl__share_drop(token); /* rank 0's hold for the exchange; its get above holds on */
+    if (!w) {
+        if (heap && !ccl__boot_damaged(boot))
+            munmap(heap, comm->heap_bytes);
+        if (!got)
+            return boot_fail(comm, "the heap exchange");
+        if (bad >= 0)
+            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d could not map its %zu-byte heap", bad,
+                                  comm->heap_bytes);
+        return ccl__set_error(comm, CCL_ERR_PEER_FAILED, "rank 0 gave up the heaps before this rank joined them");
+    }
+    atomic_store(&w->bases[comm->rank], heap);
+    h->world = w;
+    h->world_token = all[0].world;
     for (int p = 0; p < n; p++)
         comm->heap_base[p] = (char *)(uintptr_t)all[p].ptr;
     return CCL_OK;
@@ -119,15 +141,34 @@ static ccl_result_t init_shm(ccl_comm_t *comm, CpuHeaps *h, const ccl_bootstrap_
     if (fd >= 0)
         close(fd);
     me.ok = comm->heap_base[me_rank] != NULL;
-    if (boot->allgather(boot->ctx, &me, all, sizeof me) != 0) {
-        unmap_peers(comm);
-        shm_unlink(me.name);
-        return boot_fail(comm, "the heap exchange");
-    }
     int bad = -1;
+    if (boot->allgather(boot->ctx, &me, all, sizeof me) != 0) {
+        /* Damaged data seen here only: the peers go on to the agreement below, so this
+         * rank takes part in it, saying no, rather than leave them waiting. */
+        if (!ccl__boot_damaged(boot)) {
+            unmap_peers(comm);
+            shm_unlink(me.name);
+            return boot_fail(comm, "the heap exchange");
+        }
+        bad = me_rank;
+        snprintf(why, sizeof why, "the heap exchange came back damaged");
+    }
     for (int p = 0; p < n && bad < 0; p++)
         if (!all[p].ok)
             bad = p;
+    /* A peer's heap is opened by the name it sent: only a name such a rank makes (its
+     * pid and rank in it), never another job's or a path elsewhere. */
+    for (int p = 0; p < n && bad < 0; p++) {
+        char want[64];
+        snprintf(want, sizeof want, "/ccl-heap-%lld-%d-", h->pids ? (long long)h->pids[p] : 0LL, p);
+        if (!memchr(all[p].name, 0, sizeof all[p].name) || !h->pids ||
+            strncmp(all[p].name, want, strlen(want)) != 0 || strchr(all[p].name + 1, '/')) {
+            bad = p;
+            snprintf(why, sizeof why, "rank %d's heap name from the bootstrap, '%.*s', is not one rank %d (pid %lld) "
+                     "makes ('%s...'): not opened", p, (int)strnlen(all[p].name, sizeof all[p].name), all[p].name,
+                     p, h->pids ? (long long)h->pids[p] : -1LL, want);
+        }
+    }
     /* Map every peer's segment; the ranks agree on success before anyone unlinks. */
     for (int p = 0; p < n && bad < 0; p++) {
         if (p == me_rank)
@@ -137,8 +178,15 @@ static ccl_result_t init_shm(ccl_comm_t *comm, CpuHeaps *h, const ccl_bootstrap_
         if (pfd < 0) {
             snprintf(why, sizeof why, "cannot open rank %d's heap %s: %s (the CPU backend needs every rank on one host)",
                      p, all[p].name, strerror(errno));
-        } else if (fstat(pfd, &st) != 0 || (size_t)st.st_size != comm->heap_bytes) {
-            snprintf(why, sizeof why, "rank %d's heap %s has the wrong size", p, all[p].name);
+        } else if (fstat(pfd, &st) != 0) {
+            snprintf(why, sizeof why, "cannot inspect rank %d's heap %s: %s", p, all[p].name, strerror(errno));
+        } else if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+            snprintf(why, sizeof why, "rank %d's heap /dev/shm%s belongs to uid %u with mode %03o, not to this user "
+                     "(uid %u) with mode 600: not used", p, all[p].name, (unsigned)st.st_uid,
+                     (unsigned)(st.st_mode & 0777), (unsigned)geteuid());
+        } else if ((size_t)st.st_size != comm->heap_bytes) {
+            snprintf(why, sizeof why, "rank %d's heap %s has %lld bytes, not the %zu every rank agreed on", p,
+                     all[p].name, (long long)st.st_size, comm->heap_bytes);
         } else {
             void *m = mmap(NULL, comm->heap_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, pfd, 0);
             if (m == MAP_FAILED)
@@ -151,7 +199,7 @@ static ccl_result_t init_shm(ccl_comm_t *comm, CpuHeaps *h, const ccl_bootstrap_
         if (!comm->heap_base[p])
             break;
     }
-    Hello agree = {.ok = why[0] == 0 && bad < 0};
+    Hello agree = {.ok = why[0] == 0 && bad < 0 && !ccl__boot_damaged(boot)};
     Hello *votes = calloc((size_t)n, sizeof *votes);
     int boot_ok = votes && boot->allgather(boot->ctx, &agree, votes, sizeof agree) == 0;
     int all_ok = boot_ok;
@@ -200,6 +248,14 @@ ccl_result_t ccl__cpu_heaps_create(ccl_comm_t *comm, const ccl_bootstrap_t *boot
     for (int p = 0; p < n; p++) {
         local &= all[p].pid == all[0].pid;
         all_default &= all[p].heap_default;
+        if (all[p].pid <= 0 || (p == comm->rank && all[p].pid != me.pid)) {
+            ccl_result_t r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                                            "argument 'bootstrap': its allgather says rank %d has pid %lld (this "
+                                            "process is %lld): the exchange's data is wrong", p,
+                                            (long long)all[p].pid, (long long)me.pid);
+            free(all);
+            return r;
+        }
     }
     /* Processes share /dev/shm: a default heap shrinks to what it holds (touching a
      * page past that would fault), every rank taking the smallest. */
@@ -244,13 +300,7 @@ ccl_result_t ccl__cpu_heaps_create(ccl_comm_t *comm, const ccl_bootstrap_t *boot
 void ccl__cpu_heaps_destroy(ccl_comm_t *comm, CpuHeaps *h)
 {
     if (h->world) {
-        if (atomic_fetch_sub(&h->world->refs, 1) == 1) {
-            for (int p = 0; p < h->world->nranks; p++)
-                if (h->world->bases[p])
-                    munmap(h->world->bases[p], h->world->heap_bytes);
-            free(h->world->bases);
-            free(h->world);
-        }
+        ccl__share_drop(h->world_token);
         h->world = NULL;
     } else {
         unmap_peers(comm);
