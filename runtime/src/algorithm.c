@@ -119,12 +119,46 @@ static void compiled_release(ccl_comm_t *comm, CclCompiled *c)
         compiled_free(c);
 }
 
+/* cclc_compile_source where the stack is deep enough (ccl__with_stack); a thread that
+ * could not be started gives COMPILE_NO_STACK, which is no CompileResult. */
+enum { COMPILE_NO_STACK = -100 };
+typedef struct {
+    Compilation *c;
+    const char *file, *source;
+    size_t len;
+    int nranks, root;
+    int rc;
+} CompileJob;
+
+static void compile_job(void *arg)
+{
+    CompileJob *j = arg;
+    j->rc = cclc_compile_source(j->c, j->file, j->source, j->len, j->nranks, j->root);
+}
+
+static int compile_deep(Compilation *c, const char *file, const char *source, size_t len, int nranks, int root)
+{
+    CompileJob j = {c, file, source, len, nranks, root, COMPILE_NO_STACK};
+    memset(c, 0, sizeof *c);
+    if (ccl__with_stack(compile_job, &j) != 0)
+        return COMPILE_NO_STACK;
+    return j.rc;
+}
+
+static ccl_result_t no_stack_error(ccl_comm_t *comm, const char *fn, const char *file)
+{
+    return ccl__set_error(comm, CCL_ERR_SYSTEM,
+                          "%s: cannot compile %s: this thread has less than %zu KiB of stack left, and no thread "
+                          "with a %zu MiB stack could be started for the compiler", fn, file,
+                          CCL__DEEP_STACK_MIN >> 10, CCL__DEEP_STACK >> 20);
+}
+
 /* The compilation of (source, N, root): the group's copy when a peer already made it,
  * else a new one (added to the group on success). Takes ownership of source and file.
- * Returns cclc_compile_source's result with *out holding the diagnostics on failure (the
- * caller frees it with compiled_free), or COMPILE_OUT_OF_MEMORY with *out NULL when
- * not even that could be allocated. */
-static CompileResult compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len, int root, CclCompiled **out)
+ * Returns cclc_compile_source's result (or COMPILE_NO_STACK) with *out holding the
+ * diagnostics on failure (the caller frees it with compiled_free), or
+ * COMPILE_OUT_OF_MEMORY with *out NULL when not even that could be allocated. */
+static int compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len, int root, CclCompiled **out)
 {
     CclGroup *g = comm->group;
     int N = comm->nranks;
@@ -144,7 +178,7 @@ static CompileResult compile_shared(ccl_comm_t *comm, char *file, char *source, 
     /* Compiling under the group's lock serializes the ranks' loads of one program, so
      * the first compiles and the others share. */
     CclCompiled *c = calloc(1, sizeof *c);
-    CompileResult rc = COMPILE_OUT_OF_MEMORY;
+    int rc = COMPILE_OUT_OF_MEMORY;
     if (c) {
         c->file = file;
         c->source = source;
@@ -152,7 +186,7 @@ static CompileResult compile_shared(ccl_comm_t *comm, char *file, char *source, 
         c->nranks = N;
         c->root = root;
         c->refs = 1;
-        rc = cclc_compile_source(&c->comp, file, source, len, N, root);
+        rc = compile_deep(&c->comp, file, source, len, N, root);
         if (rc == COMPILE_OK && g) {
             c->next = g->compiled;
             g->compiled = c;
@@ -226,7 +260,13 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     int N = comm->nranks;
     int root_ok = root >= 0 && root < N;
     CclCompiled *compiled;
-    CompileResult rc = compile_shared(comm, file, source, len, root_ok ? root : 0, &compiled);
+    int rc = compile_shared(comm, file, source, len, root_ok ? root : 0, &compiled);
+    if (rc == COMPILE_NO_STACK) {
+        ccl_result_t r = no_stack_error(comm, fn, compiled->file);
+        compiled_free(compiled);
+        alg_free_memory(alg);
+        return r;
+    }
     if (rc == COMPILE_OUT_OF_MEMORY) {
         ccl_result_t r = compiled ? ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory while compiling %s for N=%d",
                                                    fn, compiled->file, N)
@@ -802,7 +842,13 @@ ccl_result_t ccl_algorithm_check(const char *path_or_source, int nranks, int roo
     /* What `cclc check --explain` prints: the proof on stdout, or the diagnostics (and
      * their count) on stderr. */
     Compilation c;
-    CompileResult rc = cclc_compile_source(&c, file, source, size, nranks, root);
+    int rc = compile_deep(&c, file, source, size, nranks, root);
+    if (rc == COMPILE_NO_STACK) {
+        free(source);
+        ccl_result_t r = no_stack_error(NULL, fn, file);
+        put_report(ccl_comm_last_error(NULL), buf, len, needed);
+        return r;
+    }
     char *text = NULL;
     size_t textlen = 0;
     FILE *out = open_memstream(&text, &textlen);

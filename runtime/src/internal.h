@@ -323,6 +323,16 @@ int ccl__private_dir(const char *path, char *why, size_t len);
 /* 1 when process pid (of this host) is gone: no such process, or a zombie nobody has
  * reaped yet; 0 when it runs (or cannot be told). */
 int ccl__pid_dead(long pid);
+/* Runs fn(arg) where the stack is known to be deep enough for the compiler: on this
+ * thread when it has CCL__DEEP_STACK_MIN bytes of stack left, else on a thread of its
+ * own with CCL__DEEP_STACK, waiting for it. The compiler recurses as deep as a program
+ * nests (CCLC_MAX_EXPR_DEPTH operators in an expression, a few hundred blocks), which
+ * needs up to about 256 KiB at the limits; a caller's thread may have less (musl's
+ * default is 128 KiB; so may a language runtime's threads). 0, or -1 when no such
+ * thread could be started (fn did not run). */
+#define CCL__DEEP_STACK_MIN ((size_t)1 << 20)
+#define CCL__DEEP_STACK ((size_t)8 << 20)
+int ccl__with_stack(void (*fn)(void *), void *arg);
 /* How often waits look for dead peers' pids (ms). */
 enum { CCL__PROBE_MS = 100 };
 

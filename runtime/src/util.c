@@ -7,6 +7,7 @@
  * may also be root's (an installed library), never another user's or writable by one. */
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,4 +143,53 @@ int ccl__pid_dead(long pid)
     buf[n] = 0;
     const char *st = strrchr(buf, ')');
     return st && st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X');
+}
+
+/* ---- deep work on a known stack ---- */
+
+typedef struct {
+    void (*fn)(void *);
+    void *arg;
+} StackJob;
+
+static void *stack_job(void *p)
+{
+    StackJob *j = p;
+    j->fn(j->arg);
+    return NULL;
+}
+
+/* Bytes of stack left below this frame on the calling thread; SIZE_MAX when the
+ * system cannot say (then the caller's thread is not trusted either way: 0). */
+static size_t stack_left(void)
+{
+    pthread_attr_t a;
+    void *lo;
+    size_t size;
+    if (pthread_getattr_np(pthread_self(), &a) != 0)
+        return 0;
+    int ok = pthread_attr_getstack(&a, &lo, &size) == 0;
+    pthread_attr_destroy(&a);
+    char here;
+    if (!ok || (char *)&here < (char *)lo || (char *)&here > (char *)lo + size)
+        return 0;
+    return (size_t)(&here - (char *)lo);
+}
+
+int ccl__with_stack(void (*fn)(void *), void *arg)
+{
+    if (stack_left() >= CCL__DEEP_STACK_MIN) {
+        fn(arg);
+        return 0;
+    }
+    StackJob j = {fn, arg};
+    pthread_attr_t a;
+    pthread_t t;
+    if (pthread_attr_init(&a) != 0)
+        return -1;
+    int rc = pthread_attr_setstacksize(&a, CCL__DEEP_STACK) == 0 && pthread_create(&t, &a, stack_job, &j) == 0 ? 0 : -1;
+    pthread_attr_destroy(&a);
+    if (rc == 0)
+        pthread_join(t, NULL);
+    return rc;
 }
