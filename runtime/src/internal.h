@@ -318,6 +318,10 @@ int ccl__trusted_dir(const char *path, char *why, size_t len);
 /* 0 when path (a folder or plain file of algorithms) is this user's or root's and
  * writable by nobody else; -1 with why ("PATH belongs to another user: skipped ..."). */
 int ccl__trusted_source(const char *path, char *why, size_t len);
+/* 0 when path is a plain file this user's or root's, writable by nobody else, in a
+ * folder this user's or root's that nobody else may write (or a sticky one, as /tmp);
+ * -1 with "PATH <what is wrong><consequence>" in why. */
+int ccl__trusted_file(const char *path, const char *consequence, char *why, size_t len);
 /* Creates path (and missing parents) mode 0700, then as ccl__trusted_dir. */
 int ccl__private_dir(const char *path, char *why, size_t len);
 /* 1 when process pid (of this host) is gone: no such process, or a zombie nobody has

@@ -95,6 +95,31 @@ int ccl__trusted_source(const char *path, char *why, size_t len)
     return trusted(path, 1, 1, ": skipped (another user could plant algorithms there)", why, len);
 }
 
+int ccl__trusted_file(const char *path, const char *consequence, char *why, size_t len)
+{
+    if (trusted(path, 1, 1, consequence, why, len) != 0)
+        return -1;
+    /* Its folder: whoever may write there may replace the file (unless the folder is
+     * sticky, as /tmp is: then only the file's owner may). */
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    struct stat st;
+    const char *bad = NULL;
+    if (stat(dir, &st) != 0)
+        bad = "cannot be inspected";
+    else if (st.st_uid != geteuid() && st.st_uid != 0)
+        bad = "belongs to another user";
+    else if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+        bad = "is writable by other users (and not sticky)";
+    if (bad)
+        snprintf(why, len, "%s: its folder %s %s%s", path, dir, bad, consequence);
+    return bad ? -1 : 0;
+}
+
 int ccl__trusted_dir(const char *path, char *why, size_t len)
 {
     return trusted(path, 0, 0, " (it must be this user's own and writable only by them, mode 0700)", why, len);
