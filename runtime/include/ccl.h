@@ -253,7 +253,9 @@ ccl_result_t ccl_recv(void *buf, size_t count, ccl_dtype_t dtype, int peer, ccl_
  * CCL_ERR_INVALID_USAGE naming it (peers waiting for its messages time out, naming
  * theirs). Groups are per thread, and one group may span several comms (one thread
  * driving the ranks of a ccl_comm_init_all communicator). Outside a group a send or recv
- * is a group of one. */
+ * is a group of one. A group holds at most CCL_GROUP_MAX_CALLS calls, all comms together:
+ * the next fails (CCL_ERR_INVALID_USAGE) and so does the group. */
+#define CCL_GROUP_MAX_CALLS (1 << 20)   /* calls one group may hold, all comms together */
 ccl_result_t ccl_group_start(void);
 ccl_result_t ccl_group_end(void);
 

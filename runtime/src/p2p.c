@@ -141,6 +141,11 @@ static ccl_result_t check_call(const char *fn, const void *buf, size_t count, cc
 
 static ccl_result_t hold(HeldCall c)
 {
+    if (group.n >= CCL_GROUP_MAX_CALLS)
+        return ccl__set_error(c.comm, CCL_ERR_INVALID_USAGE,
+                              "%s: a group holds at most %d calls (CCL_GROUP_MAX_CALLS), all comms together, and this "
+                              "would be call %d: end the group with ccl_group_end and start another (nothing of this "
+                              "group will be launched)", c.fn, CCL_GROUP_MAX_CALLS, group.n + 1);
     if (group.n == group.cap) {
         int cap = group.cap ? 2 * group.cap : 16;
         HeldCall *nc = realloc(group.calls, sizeof *nc * (size_t)cap);
@@ -187,19 +192,44 @@ ccl_result_t ccl_group_start(void)
     return CCL_OK;
 }
 
-/* The held calls of one comm, in call order, moved to the front of calls[from..n):
- * their number. Keeps the order of the others. */
-static int gather_comm(HeldCall *calls, int from, int n)
+/* Reorders calls[0..n) so that each comm's calls are together, the comms in the order
+ * of their first call and each comm's calls in call order; returns the number of comms,
+ * or -1 when out of memory (calls unchanged). Linear in n: the comms are numbered
+ * through a small hash table of their addresses, then the calls placed by a counting
+ * sort. */
+static int group_by_comm(HeldCall *calls, int n)
 {
-    ccl_comm_t *comm = calls[from].comm;
-    int k = from + 1;
-    for (int i = from + 1; i < n; i++)
-        if (calls[i].comm == comm) {
-            HeldCall c = calls[i];
-            memmove(&calls[k + 1], &calls[k], sizeof *calls * (size_t)(i - k));
-            calls[k++] = c;
+    size_t cap = 16;
+    while (cap < 2 * (size_t)n)
+        cap *= 2;
+    ccl_comm_t **keys = calloc(cap, sizeof *keys);
+    int *slot_of = malloc(sizeof *slot_of * cap), *comm_of = malloc(sizeof *comm_of * (size_t)n);
+    int *start = calloc((size_t)n + 1, sizeof *start);
+    HeldCall *sorted = malloc(sizeof *sorted * (size_t)n);
+    int ncomms = -1;
+    if (!keys || !slot_of || !comm_of || !start || !sorted)
+        goto out;
+    ncomms = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t h = (uint64_t)(uintptr_t)calls[i].comm * 0x9e3779b97f4a7c15ull;
+        size_t k = (size_t)(h >> 20) & (cap - 1);
+        while (keys[k] && keys[k] != calls[i].comm)
+            k = (k + 1) & (cap - 1);
+        if (!keys[k]) {
+            keys[k] = calls[i].comm;
+            slot_of[k] = ncomms++;
         }
-    return k - from;
+        comm_of[i] = slot_of[k];
+        start[comm_of[i] + 1]++;
+    }
+    for (int c = 0; c < ncomms; c++)
+        start[c + 1] += start[c];
+    for (int i = 0; i < n; i++)
+        sorted[start[comm_of[i]]++] = calls[i];
+    memcpy(calls, sorted, sizeof *calls * (size_t)n);
+out:
+    free(keys), free(slot_of), free(comm_of), free(start), free(sorted);
+    return ncomms;
 }
 
 /* Checks the group's calls on one comm: the comm still lives, one stream. */
@@ -262,7 +292,7 @@ ccl_result_t ccl_group_end(void)
                                         "%s: call %d of the group failed, so nothing in the group was launched: %s",
                                         fn, group.failed_at, group.why);
         for (int i = 0; i < group.n; i++)
-            if (ccl__handle_live(group.calls[i].comm))
+            if ((i == 0 || group.calls[i].comm != group.calls[i - 1].comm) && ccl__handle_live(group.calls[i].comm))
                 CCL__FMT(group.calls[i].comm->last_error, sizeof group.calls[i].comm->last_error, "%s",
                          ccl_comm_last_error(NULL));
         group_reset();
@@ -274,10 +304,11 @@ ccl_result_t ccl_group_end(void)
     ccl_result_t r = CCL_OK;
     ccl_comm_t *failed = NULL, **comms = malloc(sizeof *comms * (size_t)group.n);
     int ncomms = 0;
-    if (!comms)
+    if (!comms || group_by_comm(group.calls, group.n) < 0)
         r = ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     for (int i = 0, k; i < group.n && r == CCL_OK; i += k) {
-        k = gather_comm(group.calls, i, group.n);
+        for (k = 1; i + k < group.n && group.calls[i + k].comm == group.calls[i].comm; k++)
+            ;
         r = check_group(&group.calls[i], k);
         failed = comms[ncomms++] = group.calls[i].comm;
     }
