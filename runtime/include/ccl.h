@@ -80,10 +80,16 @@ int ccl_op_parse(const char *name, ccl_op_t *out);
 typedef struct ccl_comm ccl_comm_t;
 typedef struct ccl_algorithm ccl_algorithm_t;
 
+/* The default bound on every wait (timeout_ms 0, no CCL_TIMEOUT_MS): 10 minutes, as
+ * PyTorch's. A timeout stops the communicator, so it must never end a wait that would
+ * have completed (a rank writing a checkpoint or compiling before it joins); a dead peer
+ * is found by other means, at once (docs/api.md, "Reliability"). */
+#define CCL_DEFAULT_TIMEOUT_MS 600000
+
 /* Communicator settings; zero-initialize and set what you need. */
 typedef struct {
     ccl_backend_t backend;    /* AUTO: GPU when one is present, else CPU */
-    int timeout_ms;           /* bound on every wait; 0: CCL_TIMEOUT_MS or 10000 */
+    int timeout_ms;           /* bound on every wait; 0: CCL_TIMEOUT_MS or CCL_DEFAULT_TIMEOUT_MS */
     const char *cache_dir;    /* compiled-kernel cache; NULL: CCL_CACHE_DIR or ~/.cache/ccl */
     size_t heap_bytes;        /* symmetric heap per rank; 0: a default that fits scratch */
 } ccl_config_t;

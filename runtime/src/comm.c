@@ -380,7 +380,7 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
         int e = env_int("CCL_TIMEOUT_MS", 1, 1LL << 30, &v);
         if (e < 0)
             return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_TIMEOUT_MS='%s' is not a positive number of milliseconds", fn, getenv("CCL_TIMEOUT_MS"));
-        timeout = e ? (int)v : 10000;
+        timeout = e ? (int)v : CCL_DEFAULT_TIMEOUT_MS;
     }
     size_t heap = cfg.heap_bytes;
     int heap_default = 0;

@@ -373,7 +373,7 @@ typedef struct {
 
 struct ccl_comm {
     int rank, nranks;
-    int timeout_ms;                  /* bound on every wait (config, CCL_TIMEOUT_MS, 10000) */
+    int timeout_ms;                  /* bound on every wait (config, CCL_TIMEOUT_MS, CCL_DEFAULT_TIMEOUT_MS) */
     char *cache_dir;                 /* malloc'd; for the GPU backend's kernel cache */
     int device;                      /* GPU ordinal (GPU backend only) */
     ccl_backend_t backend_kind;      /* CCL_BACKEND_CPU or CCL_BACKEND_GPU, never AUTO */

@@ -785,7 +785,7 @@ static int run_command(RunOpts *o)
      * the calls': a rank that never joins is named after it, one that dies (its pid) at
      * once. */
     const char *te = getenv("CCL_TIMEOUT_MS");
-    int boot_ms = o->timeout_ms ? o->timeout_ms : te && atoi(te) > 0 ? atoi(te) : 10000;
+    int boot_ms = o->timeout_ms ? o->timeout_ms : te && atoi(te) > 0 ? atoi(te) : CCL_DEFAULT_TIMEOUT_MS;
     if (tool_launch_open(&launch, boot_ms) != 0)
         return 1;
     if (launch.processes) {
