@@ -259,6 +259,7 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     }
     int N = comm->nranks;
     int root_ok = root >= 0 && root < N;
+    double t0 = ccl__now_ms();
     CclCompiled *compiled;
     int rc = compile_shared(comm, file, source, len, root_ok ? root : 0, &compiled);
     if (rc == COMPILE_NO_STACK) {
@@ -366,6 +367,8 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     pthread_mutex_lock(&comm->async_lock);
     comm->algs[comm->nalgs++] = alg;
     pthread_mutex_unlock(&comm->async_lock);
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_COMPILE, comm->rank, "%s: %s (%s, N=%d, root %d) ready in %.1f ms", fn, alg->file,
+             cclc_coll_name(alg->prog->coll), N, alg->root, ccl__now_ms() - t0);
     *out = alg;
     return CCL_OK;
 }

@@ -25,26 +25,39 @@ static void vformat(char *buf, const char *fmt, va_list ap)
     vsnprintf(buf, CCL__ERR_LEN, fmt, ap);
 }
 
+/* Every failure is a WARN line when CCL_DEBUG asks (log.c), as it is set. */
 ccl_result_t ccl__set_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
 {
+    char *msg = comm ? comm->last_error : init_error;
     va_list ap;
     va_start(ap, fmt);
-    vformat(comm ? comm->last_error : init_error, fmt, ap);
+    vformat(msg, fmt, ap);
     va_end(ap);
+    ccl__log_init();
+    CCL__LOG(CCL__LOG_WARN, CCL__SUB_ALL, comm ? comm->rank : -1, "%s (%s)", msg, ccl_result_string(r));
     return r;
 }
 
 void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
 {
+    char msg[CCL__ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vformat(msg, fmt, ap);
+    va_end(ap);
     pthread_mutex_lock(&comm->async_lock);
-    if (comm->async_result == CCL_OK) {
-        va_list ap;
-        va_start(ap, fmt);
-        vformat(comm->async_error, fmt, ap);
-        va_end(ap);
+    int first = comm->async_result == CCL_OK;
+    if (first) {
+        memcpy(comm->async_error, msg, sizeof msg);
         comm->async_result = r;
     }
     pthread_mutex_unlock(&comm->async_lock);
+    ccl__log_init();
+    if (first)
+        CCL__LOG(CCL__LOG_WARN, CCL__SUB_ALL, comm->rank, "%s (%s)", msg, ccl_result_string(r));
+    else /* only the first failure is reported; the later ones are its consequences */
+        CCL__LOG(CCL__LOG_INFO, CCL__SUB_ALL, comm->rank, "%s (%s; not reported: an earlier failure was)", msg,
+                 ccl_result_string(r));
 }
 
 const char *ccl_comm_last_error(const ccl_comm_t *comm)
@@ -59,34 +72,6 @@ double ccl__now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-int ccl__tracing;
-static double trace_t0;
-
-static void trace_read_env(void)
-{
-    const char *v = getenv("CCL_DEBUG");
-    trace_t0 = ccl__now_ms();
-    ccl__tracing = v && *v && strcmp(v, "0") != 0;
-}
-
-/* Reads CCL_DEBUG once per process; every communicator's creation calls it. */
-void ccl__trace_init(void)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, trace_read_env);
-}
-
-void ccl__trace(int rank, const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    /* One write per line: the ranks' threads interleave whole lines. */
-    fprintf(stderr, "ccl %10.3f ms rank %d: %s\n", ccl__now_ms() - trace_t0, rank, line);
 }
 
 /* Waits run on few cores with many threads (ranks x blocks), so after a short spin a
@@ -368,7 +353,7 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
                                 const ccl_config_t *config, const char *fn)
 {
     *out = NULL;
-    ccl__trace_init();
+    ccl__log_init();
     ccl_config_t cfg = config ? *config : (ccl_config_t){0};
     if ((unsigned)cfg.backend > CCL_BACKEND_GPU)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': backend %d is not a ccl_backend_t", fn, (int)cfg.backend);
@@ -448,6 +433,8 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
     c->p2p_off = SIZE_MAX;
     if (be->run_p2p)
         ccl__p2p_reserve(c);
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, c->rank, "%s: communicator %p ready: rank %d of %d, %s backend, heap %zu "
+             "bytes, timeout %d ms", fn, (void *)c, c->rank, c->nranks, be->name, c->heap_bytes, c->timeout_ms);
     *out = c;
     return CCL_OK;
 }
@@ -671,6 +658,8 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
     }
     /* A watchdog's poll or abort that began before the handle went finishes first. */
     ccl__wait_unheld(comm);
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, comm->rank, "ccl_comm_destroy: communicator %p (%d calls made)",
+             (void *)comm, (int)comm->calls);
     comm->be->synchronize(comm);
     for (int i = comm->nalgs - 1; i >= 0; i--)
         ccl__algorithm_destroy(comm->algs[i]);
@@ -767,6 +756,7 @@ ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes)
                               "%s: argument 'bytes': %zu bytes do not fit in the symmetric heap (%zu bytes per rank; "
                               "raise ccl_config_t.heap_bytes or CCL_HEAP_BYTES)", fn, bytes, comm->heap_bytes);
     *ptr = comm->heap_base[comm->rank] + off;
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_ALLOC, comm->rank, "%s: %zu bytes at heap offset %zu", fn, bytes, off);
     return CCL_OK;
 }
 
@@ -786,5 +776,6 @@ ccl_result_t ccl_mem_free(ccl_comm_t *comm, void *ptr)
     /* Work still queued may use the buffer; freeing is a local point in the sequence. */
     comm->be->synchronize(comm);
     ccl__heap_free(&comm->data, off);
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_ALLOC, comm->rank, "%s: the %zu-byte buffer at heap offset %zu", fn, size, off);
     return CCL_OK;
 }

@@ -15,6 +15,7 @@
  *   p2p.c      ccl_send, ccl_recv and groups: checks, held calls, message numbering
  *   reduce.c   element types and host reductions
  *   util.c     cache and library folders: where they are, whether to trust them
+ *   log.c      CCL_DEBUG: what the library writes when asked, nothing otherwise
  *   handles.c  which communicator and algorithm handles are alive
  *   cpu/       the CPU backend (backend.c: host threads run the Plan; heaps.c,
  *              segments.c, p2p.c, waits.c beside it)
@@ -470,16 +471,36 @@ ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn
     } while (0)
 /* Monotonic milliseconds. */
 double ccl__now_ms(void);
-/* CCL_DEBUG=1: one line per step of a call on stderr ("ccl 12.345 ms rank 3: ..."),
- * milliseconds since the first trace, for finding which rank stalls where. Off: one
- * branch on a cached flag. */
-extern int ccl__tracing;
-void ccl__trace_init(void);
-void ccl__trace(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#define CCL__TRACE(rank, ...)                   \
-    do {                                        \
-        if (ccl__tracing) ccl__trace(rank, __VA_ARGS__); \
+/* ===== log.c: CCL_DEBUG (levels), CCL_DEBUG_SUBSYS, CCL_DEBUG_FILE ===== */
+
+/* Levels, each including those before it; NONE (the default) prints nothing. */
+enum { CCL__LOG_NONE, CCL__LOG_WARN, CCL__LOG_INFO, CCL__LOG_TRACE };
+/* Subsystems of INFO and TRACE lines (WARN lines always pass). */
+enum {
+    CCL__SUB_INIT = 1,               /* communicators, bootstrap, heaps */
+    CCL__SUB_CALL = 2,               /* collectives: calls, launches, synchronize */
+    CCL__SUB_P2P = 4,                /* sends, recvs, groups */
+    CCL__SUB_ALLOC = 8,              /* ccl_mem_alloc and free */
+    CCL__SUB_COMPILE = 16,           /* algorithm loads */
+    CCL__SUB_TUNE = 32,              /* which algorithm a standard collective runs */
+    CCL__SUB_ALL = 63,
+};
+extern int ccl__log_level;
+extern unsigned ccl__log_subsys;
+/* Reads the environment once per process (cheap after the first call); every
+ * communicator's creation and every error calls it. */
+void ccl__log_init(void);
+/* One event, one line per line of text, "host:pid ccl LEVEL ms rank R [subsys]: " first,
+ * to stderr or CCL_DEBUG_FILE. rank -1: none (before a comm exists). Use CCL__LOG. */
+void ccl__log(int level, unsigned subsys, int rank, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+#define CCL__LOG(level, subsys, rank, ...)                                                       \
+    do {                                                                                         \
+        if (ccl__log_level >= (level) && ((level) == CCL__LOG_WARN || (ccl__log_subsys & (subsys)))) \
+            ccl__log(level, subsys, rank, __VA_ARGS__);                                          \
     } while (0)
+/* CCL_DEBUG=TRACE: one line per step of a call (launches, synchronize), for finding
+ * which rank stalls where. Off: one branch on a cached level. */
+#define CCL__TRACE(rank, ...) CCL__LOG(CCL__LOG_TRACE, CCL__SUB_CALL, rank, __VA_ARGS__)
 /* Spin-then-yield-then-sleep backoff for waits; `iter` counts calls from 0. */
 void ccl__backoff(unsigned iter);
 

@@ -262,7 +262,8 @@ static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int 
     }
     CclP2pCall call = {.comm = comm, .stream = stream, .nops = n, .ops = ops, .group_comms = group_comms,
                        .ngroup_comms = ngroup_comms};
-    CCL__TRACE(comm->rank, "%s: a group of %d point-to-point call%s", fn, n, n > 1 ? "s" : "");
+    CCL__LOG(CCL__LOG_TRACE, CCL__SUB_P2P, comm->rank, "%s: a group of %d point-to-point call%s", fn, n,
+             n > 1 ? "s" : "");
     ccl_result_t r = comm->be->run_p2p(&call);
     if (r != CCL_OK) /* nothing was enqueued: the messages were not sent */
         for (int i = n - 1; i >= 0; i--)

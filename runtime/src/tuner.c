@@ -667,8 +667,13 @@ ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, siz
 {
     CclTuner *t = &comm->tune;
     t->miss = CCL__MISS_NONE;
-    if (t->state == CCL__TUNE_NOT_LOOKED)
+    if (t->state == CCL__TUNE_NOT_LOOKED) {
         tune_load(comm);
+        if (t->state == CCL__TUNE_IN_USE)
+            CCL__LOG(CCL__LOG_INFO, CCL__SUB_TUNE, comm->rank, "%s: tuning table %s", fn, t->source);
+        else
+            CCL__LOG(CCL__LOG_INFO, CCL__SUB_TUNE, comm->rank, "%s: no tuning table: %s", fn, t->why);
+    }
     if (t->state != CCL__TUNE_IN_USE) {
         t->miss = CCL__MISS_NO_TABLE;
         return NULL;
