@@ -566,6 +566,37 @@ void ccl__ident_report(ccl_comm_t *comm, const CclIdent *mine, const CclIdent *t
             n += (size_t)snprintf(what + n, sizeof what - n, "%s%s", n ? ", " : "", f[i].name);
     ident_describe(mine, me, sizeof me);
     ident_describe(theirs, them, sizeof them);
+    /* The call's arguments first: a standard collective picks its algorithm, scratch and
+     * staging by the message size, so a count (or dtype) that differs makes the
+     * algorithm, the buffers' offsets and the heap layout differ too; naming those first
+     * read as if the ranks had loaded different algorithms. */
+    char args[256] = "";
+    size_t na = 0;
+    if (mine->count != theirs->count)
+        na += (size_t)snprintf(args + na, sizeof args - na, "the count (%llu on this rank, %llu on rank %d)",
+                               (unsigned long long)mine->count, (unsigned long long)theirs->count, peer);
+    for (int k = 0; k < 2 && na < sizeof args; k++) {
+        uint64_t a = k ? mine->kind & 0xff : mine->kind >> 8, b = k ? theirs->kind & 0xff : theirs->kind >> 8;
+        const char *x = k ? (a < CCL_NUM_OPS ? ccl_op_name((ccl_op_t)a) : "?") : a < CCL_NUM_DTYPES ? ccl_dtype_name((ccl_dtype_t)a) : "?";
+        const char *y = k ? (b < CCL_NUM_OPS ? ccl_op_name((ccl_op_t)b) : "?") : b < CCL_NUM_DTYPES ? ccl_dtype_name((ccl_dtype_t)b) : "?";
+        if (a != b)
+            na += (size_t)snprintf(args + na, sizeof args - na, "%sthe %s (%s on this rank, %s on rank %d)",
+                                   na ? " and " : "", k ? "op" : "dtype", x, y, peer);
+    }
+    if (args[0]) {
+        char rest[256] = "";
+        size_t nr = 0;
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            if (f[i].differs && strcmp(f[i].name, "count") && strcmp(f[i].name, "dtype") && strcmp(f[i].name, "op") &&
+                nr < sizeof rest)
+                nr += (size_t)snprintf(rest + nr, sizeof rest - nr, "%s%s", nr ? ", " : "", f[i].name);
+        ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                             "rank %d, call %llu: the ranks disagree on %s%s%s%s: this rank runs %s; rank %d runs %s "
+                             "(every rank must pass the same count, dtype and op to a collective)", comm->rank,
+                             (unsigned long long)mine->seq, args, rest[0] ? " (so the " : "", rest,
+                             rest[0] ? " differ too, which follow from the size)" : "", me, peer, them);
+        return;
+    }
     /* Offsets are the user's to fix only where both run the same plan (another plan
      * reaches other buffers). */
     int offsets = mine->plan == theirs->plan && mine->shape == theirs->shape &&
