@@ -80,12 +80,24 @@ void ccl__v_space_message(char *err, size_t len, int me, uint64_t seq, const cha
                           unsigned long long longest, ccl_dtype_t dtype, int p, unsigned long long stage,
                           size_t arena_bytes)
 {
+    /* Name what does not fit: the scratch (sized by the longest segment), rank p's
+     * staging (its buffers peers cannot reach), or the two together; never a part of 0
+     * bytes as if it were the cause. */
+    char need[320];
+    if (stage == 0)
+        snprintf(need, sizeof need, "%s needs %zu bytes of scratch for its longest segment (%llu elements of %s)", file,
+                 scratch, longest, ccl_dtype_name(dtype));
+    else if (scratch == 0)
+        snprintf(need, sizeof need, "rank %d needs %llu bytes of staging for its sendbuf and recvbuf (buffers peers "
+                 "cannot reach where they are)", p, stage);
+    else
+        snprintf(need, sizeof need, "%s needs %zu bytes of scratch (its longest segment is %llu elements of %s) and "
+                 "rank %d %llu bytes of staging, together", file, scratch, longest, ccl_dtype_name(dtype), p, stage);
     snprintf(err, len,
-             "rank %d, call %llu: %s needs %zu bytes of scratch (its longest segment is %llu elements of %s) and rank "
-             "%d %llu bytes of staging, more than the %zu bytes of the heap that v-collectives use (half of what was "
-             "free at the first v call; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES, or pass ccl_mem_alloc "
-             "buffers, which need no staging)", me, (unsigned long long)seq, file, scratch, longest,
-             ccl_dtype_name(dtype), p, stage, arena_bytes);
+             "rank %d, call %llu: %s, more than the %zu bytes of the heap that v-collectives use (half of what was "
+             "free at the first v call; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES%s)", me,
+             (unsigned long long)seq, need, arena_bytes,
+             stage ? ", or pass ccl_mem_alloc buffers, which need no staging" : "");
 }
 
 /* The vring and the v arena, taken at the first v call of the comm. Every rank makes
