@@ -85,6 +85,11 @@ typedef struct {
     /* Non-zero once this rank called ccl_comm_abort (CPU backend): peers stopped by its
      * abort word say so. */
     _Atomic uint64_t aborted;
+    /* Non-zero once a peer found this rank's process gone (CPU backend, process mode),
+     * set by that peer before it stops every rank on this rank's behalf: the cause is
+     * recorded when it is found, so a rank that failed on its own and exited since is
+     * not named as dead by whoever looks later. */
+    _Atomic uint64_t gone;
     /* At CCL_IDENT_OFF (cuda/abi.h): the identities of this rank's last CCL_IDENT_RING
      * calls (CclIdent), which peers compare with theirs before they touch this rank;
      * at CCL_LAUNCH_OFF, GPU kernels' launch count; at CCL_INBOX_OFF, the
