@@ -12,7 +12,9 @@
  * as forked processes (POSIX shm heaps, whose names travel through the exchange): every
  * rank fails or works as above, within the bootstrap's timeout, and no rank leaves a
  * heap segment in /dev/shm, also when one dies inside ccl_comm_init_rank (before the
- * fix, a rank killed after it had made its segment left it there: 1 GiB apparent). */
+ * fix, a rank killed after it had made its segment left it there: 1 GiB apparent).
+ * Last, the environment bootstrap itself: a rank alive but late to a barrier is named
+ * when the others give up (it said "not every rank arrived", naming nobody). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,6 +241,30 @@ static void run_forked(Damage damage, int exchange)
     check(what, ok, detail);
 }
 
+/* Ranks 0 and 1 wait at a bootstrap barrier that rank 2, alive, reaches too late. */
+static int late_child(int rank, int arg)
+{
+    CclEnvBoot *eb;
+    ccl_bootstrap_t b;
+    char err[512];
+    if (ccl__env_boot_open(&eb, &b, 600, err, sizeof err) != 0) {
+        printf("FAIL bootstrap: late rank: rank %d: %s\n", rank, err);
+        return 1;
+    }
+    if (rank == N - 1) {
+        usleep(1500 * 1000);
+        ccl__env_boot_close(eb);
+        return 0;
+    }
+    int rc = b.barrier(b.ctx);
+    const char *why = ccl__env_boot_error(eb);
+    int named = rc != 0 && strstr(why, "rank 2 did not reach the bootstrap's barrier") && strstr(why, "slow or hung");
+    if (!named)
+        printf("FAIL bootstrap: late rank: rank %d: barrier %d: '%s'\n", rank, rc, why);
+    ccl__env_boot_close(eb);
+    return named ? 0 : 1;
+}
+
 int main(void)
 {
     /* A hang fails the test instead of the suite. */
@@ -254,5 +280,11 @@ int main(void)
         run_forked(DAMAGE_ONE_VIEW, exchange);
         run_forked(DAMAGE_DIE, exchange);
     }
+    int codes[N];
+    forked_ranks_run("ccl-bootstrap-late", N, late_child, 0, codes);
+    if (codes[0] == 0 && codes[1] == 0 && codes[2] == 0)
+        printf("ok bootstrap: a rank alive but late to a bootstrap barrier is named\n");
+    else
+        failures++;
     return failures != 0;
 }
