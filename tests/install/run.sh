@@ -3,10 +3,11 @@
 # the tree that use it as a user would.
 #   - layout: the programs, headers, libccl.so (its soname link too) and libccl.a,
 #     ccl.pc and every shipped algorithm, with modes libccl's trust rules accept;
-#   - pkg-config reads ccl.pc (--cflags --libs, and --static adding libccl.a's needs);
+#   - pkg-config reads ccl.pc (--cflags --libs, and --static adding libccl.a's needs)
+#     and ccl-static.pc (libccl.a by its path);
 #   - a program built outside the tree (tests/install/prog.c) with
 #     `cc prog.c $(pkg-config --cflags --libs ccl)`, and once statically with libccl.a
-#     and `pkg-config --static`, runs an all-reduce on 2-4 CPU ranks with no variable but
+#     through `pkg-config --cflags --libs ccl-static`, runs an all-reduce on 2-4 CPU ranks with no variable but
 #     LD_LIBRARY_PATH: libccl finds the installed algorithms by itself (next to
 #     libccl.so, or compiled into the installed libccl.a), also with libccl.a linked
 #     into a shared object the program uses (as a Python extension would); the shared
@@ -68,6 +69,7 @@ expected() {
         echo "link lib/libccl.so.$major -> libccl.so.$version"
         echo "link lib/libccl.so -> libccl.so.$major"
         echo "644 lib/pkgconfig/ccl.pc"
+        echo "644 lib/pkgconfig/ccl-static.pc"
         echo "755 share/ccl/algorithms"
         for d in algorithms/*/ algorithms/literature/*/; do echo "755 share/ccl/${d%/}"; done
         for f in algorithms/*/*.ccl algorithms/literature/*/*.ccl; do echo "644 share/ccl/$f"; done
@@ -132,8 +134,13 @@ if make_in install install PREFIX="$prefix"; then
     algs=$prefix/share/ccl/algorithms
     build_prog installed.shared prog $(pkg-config --cflags --libs ccl) &&
         run_prog installed.shared prog 4 "$algs" "$prefix/lib"
-    # -l:libccl.a: the archive, although libccl.so lies next to it.
-    if build_prog installed.static prog_static $(pkg-config --static --cflags --libs ccl | sed 's/-lccl\b/-l:libccl.a/'); then
+    got=$(pkg-config --libs ccl-static 2>&1 | xargs)
+    want="$prefix/lib/libccl.a -pthread -ldl -lm -lrt"
+    [ "$got" = "$want" ] && echo "ok install.pkg-config.ccl-static" ||
+        echo "FAIL install.pkg-config.ccl-static: pkg-config --libs ccl-static gives '$got', expected '$want'"
+    # ccl-static: the archive, although libccl.so lies next to it (before, the only way was
+    # to rewrite ccl.pc's -lccl by hand: pkg-config --static still linked libccl.so).
+    if build_prog installed.static prog_static $(pkg-config --cflags --libs ccl-static); then
         if ldd "$user/prog_static" | grep -q libccl; then
             echo "FAIL installed.static: prog_static links libccl.so, not libccl.a"
         else
@@ -142,7 +149,7 @@ if make_in install install PREFIX="$prefix"; then
     fi
     # libccl.a linked into a shared object (as a Python extension would), used by a program.
     if build_prog installed.in-shared-object libuser.so -shared -fPIC -Dmain=user_main \
-            $(pkg-config --static --cflags --libs ccl | sed 's/-lccl\b/-l:libccl.a/'); then
+            $(pkg-config --cflags --libs ccl-static); then
         printf 'int user_main(int, char **);\nint main(int argc, char **argv) { return user_main(argc, argv); }\n' \
             >"$user/main.c"
         if (cd "$user" && cc -std=c11 -o prog_user main.c -L. -luser) >"$tmp/cc.log" 2>&1; then
