@@ -42,6 +42,14 @@ GPU_SRC      := $(wildcard runtime/src/gpu/*.c)
 GPU_GEN_OBJ  := $(BUILD)/p2p_cu.o
 else
 GPU_SRC      := $(wildcard runtime/src/gpu/jit.c)
+# Said once per make (not again by the sub-makes of check, demo and the like), and not
+# for goals that build nothing.
+ifeq ($(MAKELEVEL),0)
+ifneq ($(filter-out clean deps deps-fuzz uninstall,$(or $(MAKECMDGOALS),all)),)
+$(info note: $(CUDA)/include/cuda.h not found: building libccl without the GPU backend (CPU backend only; set \
+CUDA=/path/to/cuda to build it))
+endif
+endif
 endif
 
 # What every object is compiled with, for $(BUILD)/cflags.txt (taken here, before any

@@ -188,6 +188,15 @@ fi
 build_prog build.shared prog_build -I"$PWD/runtime/include" -L"$build_dir" -lccl &&
     run_prog build.shared prog_build 2 "$(cd algorithms && pwd -P)" "$build_dir"
 
+# A build without the CUDA toolkit says once that it leaves the GPU backend out (it said
+# nothing), and a build with it says nothing.
+n=$(env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS make --no-print-directory -n BUILD="$tmp/nogpu" CUDA=/nonexistent all 2>&1 | grep -c 'without the GPU backend')
+[ "$n" = 1 ] && echo "ok build.no-cuda-notice" || echo "FAIL build.no-cuda-notice: said $n times, expected once"
+if [ -e /usr/local/cuda/include/cuda.h ]; then
+    n=$(env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS make --no-print-directory -n BUILD="$tmp/nogpu" all 2>&1 | grep -c 'without the GPU backend')
+    [ "$n" = 0 ] && echo "ok build.cuda-no-notice" || echo "FAIL build.cuda-no-notice: said $n times"
+fi
+
 # DESTDIR: the files land under it at PREFIX's paths, and ccl.pc names PREFIX.
 if make_in install.destdir install DESTDIR="$tmp/stage" PREFIX=/opt/ccl; then
     found "$tmp/stage/opt/ccl" >"$tmp/found"
