@@ -211,6 +211,13 @@ ccl_result_t ccl_broadcast(const void *sendbuf, void *recvbuf, size_t count, ccl
 ccl_result_t ccl_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype,
                         ccl_op_t op, int root, ccl_comm_t *comm, void *stream);
 
+/* A barrier on stream: enqueued like a collective (every rank calls it, in the same
+ * place of its call sequence); it completes on a rank only once every rank has reached
+ * it, so what a rank enqueues after it runs after every rank's work before it has
+ * started, and ccl_comm_synchronize after it returns only once every rank is there.
+ * A one-element all-reduce inside (docs/api.md). */
+ccl_result_t ccl_barrier(ccl_comm_t *comm, void *stream);
+
 /* Variable-size collectives, MPI's argument meaning: counts and displacements in
  * elements, one per rank; rank p's segment of recvbuf is recvcounts[p] elements at
  * displs[p] (rdispls[p]); alltoallv sends sendcounts[p] elements at sdispls[p] to rank p.

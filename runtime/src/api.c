@@ -186,3 +186,86 @@ ccl_result_t ccl_comm_use_algorithm(ccl_comm_t *comm, ccl_algorithm_t *alg, size
     comm->uses[comm->nuses++] = (CclUse){alg, min_bytes, max_bytes};
     return CCL_OK;
 }
+
+/* ---- ccl_barrier ----
+ *
+ * No backend has a barrier of its own to offer through the interface, so a barrier is a
+ * one-element all-reduce, run like any collective (in order on the stream, checked
+ * across ranks, bounded by the timeout): an all-reduce's result depends on every rank's
+ * input, so no rank completes it before every rank has started it. The program is a
+ * tree (a reduce up a binary tree, then the sum back down): 2 log2(N) steps and O(N)
+ * statements, so it compiles at once for any N (the all-pairs one grows as N^2). Its
+ * buffer is a small symmetric allocation made with it at the first barrier, which
+ * every rank reaches in the same place of its call sequence. */
+
+static const char barrier_source[] =
+    "algorithm ccl_barrier : allreduce\n"
+    "ranks N in 2..1024\n"
+    "chunks 1\n"
+    "scratch s[2]                     # s[k]: child k's partial sum\n"
+    "for r in 0..N on r tb 0 {\n"
+    "  let c0 = 2 * r + 1\n"
+    "  let c1 = 2 * r + 2\n"
+    "  let p = (r - 1) / 2\n"
+    "  if c0 < N { wait c0 }\n"
+    "  if c1 < N { wait c1 }\n"
+    "  if c1 < N {\n"
+    "    reduce out[0] <- in[0], s[0], s[1]\n"
+    "  } else if c0 < N {\n"
+    "    reduce out[0] <- in[0], s[0]\n"
+    "  } else {\n"
+    "    copy out[0] <- in[0]\n"
+    "  }\n"
+    "  if r > 0 {                      # my subtree's sum up; the total comes back down\n"
+    "    put s@p[(r - 1) % 2] <- out[0]\n"
+    "    signal p\n"
+    "    wait p\n"
+    "  }\n"
+    "  if c0 < N {\n"
+    "    put out@c0[0] <- out[0]\n"
+    "    signal c0\n"
+    "  }\n"
+    "  if c1 < N {\n"
+    "    put out@c1[0] <- out[0]\n"
+    "    signal c1\n"
+    "  }\n"
+    "}\n";
+
+enum { BARRIER_BYTES = 256, BARRIER_OUT = 128 };
+
+static ccl_result_t barrier_setup(ccl_comm_t *comm, void *stream, const char *fn)
+{
+    if (comm->barrier_alg)
+        return CCL_OK;
+    comm->capturing = comm->be->capturing && comm->be->capturing(comm, stream);
+    ccl_algorithm_t *alg;
+    ccl_result_t r = ccl__algorithm_load(comm, barrier_source, 0, fn, &alg);
+    comm->capturing = 0;
+    if (r != CCL_OK)
+        return r;
+    size_t off;
+    if (ccl__heap_alloc(&comm->data, BARRIER_BYTES, 1, &off) != 0) {
+        ccl__algorithm_destroy(alg);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: the heap has no room for the barrier's %d bytes "
+                              "(heap_bytes %zu)", fn, BARRIER_BYTES, comm->heap_bytes);
+    }
+    alg->origin = CCL__ORIGIN_BARRIER;
+    comm->barrier_alg = alg;
+    comm->barrier_off = off;
+    return CCL_OK;
+}
+
+ccl_result_t ccl_barrier(ccl_comm_t *comm, void *stream)
+{
+    const char *fn = "ccl_barrier";
+    ccl_result_t r = ccl__check_call(comm, CCL_I32, fn);
+    if (r != CCL_OK)
+        return r;
+    if (comm->nranks == 1) /* nobody to wait for */
+        return CCL_OK;
+    r = barrier_setup(comm, stream, fn);
+    if (r != CCL_OK)
+        return r;
+    char *base = comm->heap_base[comm->rank] + comm->barrier_off;
+    return ccl__run(comm->barrier_alg, base, base + BARRIER_OUT, 1, CCL_I32, CCL_SUM, stream, fn);
+}

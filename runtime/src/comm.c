@@ -427,6 +427,7 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
         return r;
     }
     c->stage_off[0] = c->stage_off[1] = SIZE_MAX;
+    c->barrier_off = SIZE_MAX;
     c->vring_off = c->varena_off = SIZE_MAX;
     ccl__heap_alloc_init(&c->sems, CCL__HEAP_HEADER, CCL__HEAP_DATA);
     ccl__heap_alloc_init(&c->data, CCL__HEAP_DATA, c->heap_bytes);

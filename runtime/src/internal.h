@@ -445,6 +445,11 @@ struct ccl_comm {
     /* A standard collective is picking its algorithm for a stream under CUDA graph
      * capture (api.c): loading one then is refused (capture_refused), not half done. */
     int capturing, capture_refused;
+    /* ccl_barrier (api.c): its algorithm and its symmetric buffer (in at barrier_off,
+     * out 128 bytes further), made at the first barrier, at the same point on every
+     * rank; NULL and SIZE_MAX before. */
+    ccl_algorithm_t *barrier_alg;
+    size_t barrier_off;
     /* Calls from other threads (ccl_comm_get_async_error, ccl_comm_abort) in progress
      * on this comm: ccl__hold_comm counts them while the handle is live, and
      * ccl_comm_destroy, once it has unregistered the handle, waits for none to be left
@@ -566,6 +571,7 @@ typedef enum {
     CCL__ORIGIN_USER = 0,            /* ccl_algorithm_load */
     CCL__ORIGIN_LIBRARY,             /* the standard collectives' `sizes` search (library.c) */
     CCL__ORIGIN_TUNER,               /* a tuning table's variant (tuner.c) */
+    CCL__ORIGIN_BARRIER,             /* ccl_barrier's own (api.c) */
 } CclAlgOrigin;
 
 struct ccl_algorithm {
