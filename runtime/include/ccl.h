@@ -124,6 +124,15 @@ ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *device
                                const ccl_config_t *config);
 
 ccl_result_t ccl_comm_destroy(ccl_comm_t *comm);
+
+/* Splits comm as ncclCommSplit does: every rank of comm calls it (collectively, blocking,
+ * as an init); ranks that pass the same color get a new communicator *newcomm of their
+ * own, ranked by key (ties by their rank in comm). A rank passing CCL_SPLIT_NOCOLOR joins
+ * none (*newcomm = NULL). config NULL: the children get comm's settings (backend,
+ * timeout, cache folder, heap size). With ccl_comm_init_all's comms, call it from one
+ * thread per rank, or for every rank between ccl_group_start and ccl_group_end. */
+#define CCL_SPLIT_NOCOLOR (-1)
+ccl_result_t ccl_comm_split(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm, const ccl_config_t *config);
 ccl_result_t ccl_comm_rank(const ccl_comm_t *comm, int *rank);
 ccl_result_t ccl_comm_size(const ccl_comm_t *comm, int *nranks);
 ccl_result_t ccl_comm_backend(const ccl_comm_t *comm, ccl_backend_t *backend);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -412,9 +413,13 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
     ccl_bootstrap_t checked = {.nranks = boot->nranks, .rank = boot->rank, .allgather = checked_allgather,
                                .barrier = checked_barrier, .ctx = &cb};
     ccl_result_t r = be->comm_init(c, &checked);
+    /* The comm's own bootstrap, for what is collective later (ccl_comm_split). */
+    if (r == CCL_OK && (r = ccl__mbox_open(c, &checked, &c->mbox)) != CCL_OK)
+        be->comm_fini(c);
     if (r != CCL_OK && cb.why[0]) /* the bootstrap's damage is the cause, whatever the backend made of it */
         r = ccl__set_error(c, cb.ever_damaged ? CCL_ERR_INVALID_ARGUMENT : CCL_ERR_OUT_OF_MEMORY, "%s", cb.why);
     if (r == CCL_OK && ccl__handle_add(c) != 0) {
+        ccl__mbox_close(c->mbox);
         be->comm_fini(c);
         r = ccl__set_error(c, CCL_ERR_OUT_OF_MEMORY, "out of memory");
     }
@@ -428,6 +433,9 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
     }
     c->stage_off[0] = c->stage_off[1] = SIZE_MAX;
     c->barrier_off = SIZE_MAX;
+    /* What a split gives its children unless told otherwise: this comm's settings. */
+    c->config = (ccl_config_t){.backend = be->kind, .timeout_ms = c->timeout_ms, .cache_dir = c->cache_dir,
+                               .heap_bytes = c->heap_default ? 0 : c->heap_bytes};
     c->vring_off = c->varena_off = SIZE_MAX;
     ccl__heap_alloc_init(&c->sems, CCL__HEAP_HEADER, CCL__HEAP_DATA);
     ccl__heap_alloc_init(&c->data, CCL__HEAP_DATA, c->heap_bytes);
@@ -549,6 +557,160 @@ ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *device
     ccl__thread_boot_free(tb);
     free(boots), free(ts), free(tids);
     return result;
+}
+
+/* ---- splitting ----
+ *
+ * Collective over comm, through its mailboxes (mailbox.c): one exchange of every rank's
+ * (color, key) among all ranks, then, per color, the child made by comm_create over a
+ * bootstrap of that color's members in (key, rank) order, and one more exchange that
+ * lets children in one process share what they compile (CclGroup), as the comms of one
+ * ccl_comm_init_all do. */
+
+typedef struct {
+    int32_t color, key;
+} SplitVote;
+
+typedef struct {
+    int64_t pid;
+    uint64_t group;                  /* member 0's CclGroup */
+} SplitShare;
+
+static const SplitVote *split_votes;
+
+static int split_order(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    if (split_votes[x].key != split_votes[y].key)
+        return split_votes[x].key < split_votes[y].key ? -1 : 1;
+    return x - y;
+}
+
+static pthread_mutex_t split_sort_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The members of `color` in (key, rank) order into members; their number. */
+static int split_members(const SplitVote *votes, int n, int color, int *members)
+{
+    int nm = 0;
+    for (int p = 0; p < n; p++)
+        if (votes[p].color == color)
+            members[nm++] = p;
+    pthread_mutex_lock(&split_sort_mu); /* qsort has no context argument in C11 */
+    split_votes = votes;
+    qsort(members, (size_t)nm, sizeof *members, split_order);
+    pthread_mutex_unlock(&split_sort_mu);
+    return nm;
+}
+
+/* Children in one process share a CclGroup (made by member 0); 0, or -1 when the
+ * exchange failed (the members' child comms are then destroyed by the caller). */
+static int split_share_group(ccl_comm_t *child, const ccl_bootstrap_t *b)
+{
+    CclGroup *g = NULL;
+    if (child->rank == 0 && (g = calloc(1, sizeof *g))) {
+        pthread_mutex_init(&g->mu, NULL);
+        g->refs = child->nranks;
+    }
+    SplitShare mine = {.pid = getpid(), .group = (uint64_t)(uintptr_t)g};
+    SplitShare *all = calloc((size_t)child->nranks, sizeof *all);
+    if (!all || b->allgather(b->ctx, &mine, all, sizeof mine) != 0) {
+        free(all);
+        if (g) { /* no member took it */
+            pthread_mutex_destroy(&g->mu);
+            free(g);
+        }
+        return -1;
+    }
+    int local = all[0].group != 0;
+    for (int p = 0; p < child->nranks; p++)
+        local &= all[p].pid == all[0].pid;
+    if (local)
+        child->group = (CclGroup *)(uintptr_t)all[0].group;
+    else if (g) {
+        pthread_mutex_destroy(&g->mu);
+        free(g);
+    }
+    free(all);
+    return 0;
+}
+
+static ccl_result_t split_checks(ccl_comm_t *comm, int color, ccl_comm_t **newcomm, const char *fn)
+{
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
+    if (!newcomm)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'newcomm' is NULL", fn);
+    *newcomm = NULL;
+    if (color < 0 && color != CCL_SPLIT_NOCOLOR)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'color' is %d (a color is >= 0, or "
+                              "CCL_SPLIT_NOCOLOR for a rank that joins no new communicator)", fn, color);
+    return ccl__check_usable(comm, fn);
+}
+
+ccl_result_t ccl_comm_split(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm, const ccl_config_t *config)
+{
+    ccl_result_t r = split_checks(comm, color, newcomm, "ccl_comm_split");
+    /* Inside a group: made at ccl_group_end, every rank's at once (p2p.c); a call that
+     * fails its checks fails the group, as a send or recv does. */
+    if (r != CCL_OK && ccl__group_open())
+        ccl__group_fail(r, ccl__handle_live(comm) ? comm->last_error : init_error);
+    if (r != CCL_OK)
+        return r;
+    if (ccl__group_open())
+        return ccl__group_defer_split(comm, color, key, newcomm, config);
+    return ccl__comm_split_now(comm, color, key, newcomm, config);
+}
+
+ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm, const ccl_config_t *config)
+{
+    const char *fn = "ccl_comm_split";
+    ccl_result_t r = CCL_OK;
+    int n = comm->nranks;
+    int *everyone = malloc(sizeof *everyone * (size_t)n), *members = malloc(sizeof *members * (size_t)n);
+    SplitVote *votes = calloc((size_t)n, sizeof *votes);
+    if (!everyone || !members || !votes) {
+        free(everyone), free(members), free(votes);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    for (int p = 0; p < n; p++)
+        everyone[p] = p;
+    uint32_t epoch = ++comm->mbox_ops;
+    CclMboxBoot all_sb, sub_sb;
+    ccl_bootstrap_t all_b, sub_b;
+    ccl__mbox_boot(&all_sb, comm->mbox, epoch, everyone, n, comm->rank, comm->timeout_ms, &all_b);
+    SplitVote mine = {color, key};
+    if (all_b.allgather(all_b.ctx, &mine, votes, sizeof mine) != 0) {
+        r = ccl__set_error(comm, CCL_ERR_PEER_FAILED, "%s: rank %d: not every rank of the communicator came to the "
+                           "split: %s", fn, comm->rank, all_sb.why);
+        goto out;
+    }
+    if (color == CCL_SPLIT_NOCOLOR)
+        goto out;
+    int nm = split_members(votes, n, color, members), me = 0;
+    while (members[me] != comm->rank)
+        me++;
+    ccl__mbox_boot(&sub_sb, comm->mbox, epoch, members, nm, me, comm->timeout_ms, &sub_b);
+    sub_sb.exchanges = all_sb.exchanges; /* the same operation goes on, among the members */
+    ccl_comm_t *child;
+    r = comm_create(&child, &sub_b, comm->device, config ? config : &comm->config, fn);
+    if (r != CCL_OK) {
+        ccl__mbox_boot_fail(&sub_sb);
+        ccl__set_error(comm, r, "%s (color %d, key %d; %d members)%s%s", init_error, color, key, nm,
+                       sub_sb.why[0] ? ": " : "", sub_sb.why);
+        goto out;
+    }
+    if (split_share_group(child, &sub_b) != 0) {
+        ccl_comm_destroy(child);
+        r = ccl__set_error(comm, CCL_ERR_PEER_FAILED, "%s: rank %d: a member of color %d gave up after the new "
+                           "communicator was made: %s", fn, comm->rank, color, sub_sb.why);
+        goto out;
+    }
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, comm->rank, "%s: color %d, key %d: rank %d of the new communicator %p "
+             "(%d ranks)", fn, color, key, child->rank, (void *)child, child->nranks);
+    *newcomm = child;
+out:
+    free(everyone), free(members), free(votes);
+    return r;
 }
 
 /* Moves a pending asynchronous failure into last_error; the comm is dead from then on.
@@ -679,6 +841,7 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
             free(g);
         }
     }
+    ccl__mbox_close(comm->mbox);
     comm->be->comm_fini(comm);
     ccl__heap_alloc_fini(&comm->data);
     ccl__heap_alloc_fini(&comm->sems);

@@ -361,6 +361,7 @@ extern const char ccl__install_algorithm_dir[];
 
 typedef struct CclBackend CclBackend;
 typedef struct CclGroup CclGroup;
+typedef struct CclMailboxes CclMailboxes;
 
 enum { CCL__ERR_LEN = 8192 };
 
@@ -450,6 +451,13 @@ struct ccl_comm {
      * rank; NULL and SIZE_MAX before. */
     ccl_algorithm_t *barrier_alg;
     size_t barrier_off;
+    /* The comm's own bootstrap (mailbox.c) and its operations so far (ccl_comm_split),
+     * the same count on every rank. */
+    CclMailboxes *mbox;
+    uint32_t mbox_ops;
+    /* What ccl_comm_split gives children by default: the config this comm was made
+     * with (heap_bytes 0 when it was the default). */
+    ccl_config_t config;
     /* Calls from other threads (ccl_comm_get_async_error, ccl_comm_abort) in progress
      * on this comm: ccl__hold_comm counts them while the handle is live, and
      * ccl_comm_destroy, once it has unregistered the handle, waits for none to be left
@@ -519,6 +527,28 @@ void ccl__backoff(unsigned iter);
  * user's allgather itself reported success), so a rank can still take part in a final
  * agreement instead of leaving its peers waiting. */
 int ccl__boot_damaged(const ccl_bootstrap_t *boot);
+
+/* ===== mailbox.c: the bootstrap a comm keeps for its life (ccl_comm_split) ===== */
+
+/* Collective over boot, at comm creation: every rank's host mailbox, mapped by every
+ * rank (comm->rank, nranks set). On failure the message is set, nothing is left. */
+ccl_result_t ccl__mbox_open(ccl_comm_t *comm, const ccl_bootstrap_t *boot, CclMailboxes **out);
+void ccl__mbox_close(CclMailboxes *m);
+/* A bootstrap among `members` (comm ranks, in the new rank order; this rank is
+ * members[me]) over the mailboxes, for one operation of the comm numbered `epoch`
+ * (every member the same, every operation a new one); sb must outlive boot. */
+typedef struct {
+    CclMailboxes *mb;
+    uint32_t epoch;
+    uint32_t exchanges;
+    const int *members;
+    int n, timeout_ms;
+    char why[256];                   /* why the last wait failed */
+} CclMboxBoot;
+void ccl__mbox_boot(CclMboxBoot *sb, CclMailboxes *mb, uint32_t epoch, const int *members, int n, int me,
+                    int timeout_ms, ccl_bootstrap_t *boot);
+/* Tells the members that this rank gave up in sb's operation: their waits end at once. */
+void ccl__mbox_boot_fail(CclMboxBoot *sb);
 
 /* An in-process bootstrap for ccl_comm_init_all and tests: nranks threads, one
  * ccl_bootstrap_t each (boots[r].rank == r). */
@@ -789,6 +819,20 @@ void ccl__v_space_message(char *err, size_t len, int me, uint64_t seq, const cha
                           size_t arena_bytes);
 
 /* ===== p2p.c: point-to-point and groups ===== */
+
+/* 1 while the calling thread has a group open. */
+int ccl__group_open(void);
+/* ccl_comm_split inside a group (its arguments checked): held until the outermost
+ * ccl_group_end, which makes every held split at once, each on a thread of its own,
+ * and sets *newcomm then (config is copied). */
+ccl_result_t ccl__group_defer_split(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm,
+                                    const ccl_config_t *config);
+/* Fails the calling thread's open group (the first failure is kept): ccl_group_end
+ * then launches nothing of it and says `why`. */
+void ccl__group_fail(ccl_result_t r, const char *why);
+/* comm.c: the split itself, blocking until every rank of comm has made its call. */
+ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm,
+                                 const ccl_config_t *config);
 
 /* Point-to-point channels (docs/internals.md, "Point-to-point"), reserved when a comm
  * starts on a backend that runs them, at the same offsets on every rank. In rank d's

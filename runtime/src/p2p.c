@@ -29,11 +29,24 @@ typedef struct {
     const char *fn;
 } HeldCall;
 
+/* A held ccl_comm_split. */
+typedef struct {
+    ccl_comm_t *comm;
+    int color, key;
+    ccl_comm_t **newcomm;
+    int has_config;
+    ccl_config_t config;             /* a copy: the caller's may be gone by the group's end */
+    ccl_result_t r;
+    char why[CCL__ERR_LEN];
+} HeldSplit;
+
 /* The calling thread's group. */
 static _Thread_local struct {
     int depth;                       /* open ccl_group_start calls */
     int n, cap;
     HeldCall *calls;
+    int nsplits, splits_cap;
+    HeldSplit *splits;
     /* The first call of the group that failed its checks (1-based among the group's
      * calls, 0: none), and its message: the group then launches nothing. */
     int failed_at;
@@ -186,6 +199,70 @@ ccl_result_t ccl_recv(void *buf, size_t count, ccl_dtype_t dtype, int peer, ccl_
     return p2p_call("ccl_recv", CCL__P2P_RECV, buf, count, dtype, peer, comm, stream);
 }
 
+int ccl__group_open(void)
+{
+    return group.depth > 0;
+}
+
+void ccl__group_fail(ccl_result_t r, const char *why)
+{
+    if (group.depth == 0 || group.failed_at)
+        return;
+    group.failed_at = group.n + group.nsplits + 1;
+    group.failed = r;
+    CCL__FMT(group.why, sizeof group.why, "%s", why);
+}
+
+ccl_result_t ccl__group_defer_split(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm,
+                                    const ccl_config_t *config)
+{
+    if (group.nsplits == group.splits_cap) {
+        int cap = group.splits_cap ? 2 * group.splits_cap : 8;
+        HeldSplit *ns = realloc(group.splits, sizeof *ns * (size_t)cap);
+        if (!ns)
+            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "ccl_comm_split: out of memory holding the group's calls");
+        group.splits = ns;
+        group.splits_cap = cap;
+    }
+    group.splits[group.nsplits++] = (HeldSplit){.comm = comm, .color = color, .key = key, .newcomm = newcomm,
+                                                .has_config = config != NULL, .config = config ? *config : (ccl_config_t){0}};
+    return CCL_OK;
+}
+
+static void *split_thread(void *arg)
+{
+    HeldSplit *s = arg;
+    s->r = ccl__comm_split_now(s->comm, s->color, s->key, s->newcomm, s->has_config ? &s->config : NULL);
+    if (s->r != CCL_OK)
+        CCL__FMT(s->why, sizeof s->why, "%s", s->comm->last_error);
+    return NULL;
+}
+
+/* The group's held splits, all at once (each blocks until its comm's every rank is in
+ * it); CCL_OK or the first failure, its message in the thread's error. */
+static ccl_result_t run_splits(const char *fn)
+{
+    int n = group.nsplits, started = 0;
+    pthread_t *t = malloc(sizeof *t * (size_t)(n ? n : 1));
+    if (!t)
+        return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    for (; started < n; started++)
+        if (pthread_create(&t[started], NULL, split_thread, &group.splits[started]) != 0)
+            break;
+    for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    free(t);
+    ccl_result_t r = CCL_OK;
+    for (int i = started; i < n && r == CCL_OK; i++)
+        r = ccl__set_error(NULL, CCL_ERR_SYSTEM, "%s: cannot start a thread for the group's ccl_comm_split %d of %d",
+                           fn, i + 1, n);
+    for (int i = 0; i < started && r == CCL_OK; i++)
+        if (group.splits[i].r != CCL_OK)
+            r = ccl__set_error(NULL, group.splits[i].r, "%s: the group's ccl_comm_split %d of %d failed: %s", fn, i + 1,
+                               n, group.splits[i].why);
+    return r;
+}
+
 ccl_result_t ccl_group_start(void)
 {
     group.depth++;
@@ -277,6 +354,9 @@ static void group_reset(void)
     free(group.calls);
     group.calls = NULL;
     group.n = group.cap = 0;
+    free(group.splits);
+    group.splits = NULL;
+    group.nsplits = group.splits_cap = 0;
     group.failed_at = 0;
     group.failed = CCL_OK;
 }
@@ -299,8 +379,18 @@ ccl_result_t ccl_group_end(void)
         group_reset();
         return r;
     }
-    if (group.n == 0) /* an empty group launches nothing */
+    /* Splits first: they block until every rank of their comm is in one. */
+    if (group.nsplits > 0) {
+        ccl_result_t r = run_splits(fn);
+        if (r != CCL_OK || group.n == 0) {
+            group_reset();
+            return r;
+        }
+    }
+    if (group.n == 0) { /* an empty group launches nothing */
+        group_reset();
         return CCL_OK;
+    }
     /* Every comm's calls together, and all checked before any comm launches. */
     ccl_result_t r = CCL_OK;
     ccl_comm_t *failed = NULL, **comms = malloc(sizeof *comms * (size_t)group.n);

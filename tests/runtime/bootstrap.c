@@ -270,12 +270,13 @@ int main(void)
     /* A hang fails the test instead of the suite. */
     alarm(120);
     run(DAMAGE_NONE, 0);
-    for (int exchange = 1; exchange <= 3; exchange++)
+    /* The heaps' exchanges, then the comm's mailboxes' (mailbox.c). */
+    for (int exchange = 1; exchange <= 6; exchange++)
         for (Damage d = DAMAGE_RANDOM; d <= DAMAGE_ONE_VIEW; d++)
             run(d, exchange);
     child_pids = mmap(NULL, sizeof *child_pids * N, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     run_forked(DAMAGE_NONE, 0);
-    for (int exchange = 1; exchange <= 3; exchange++) {
+    for (int exchange = 1; exchange <= 6; exchange++) {
         run_forked(DAMAGE_RANDOM, exchange);
         run_forked(DAMAGE_ONE_VIEW, exchange);
         run_forked(DAMAGE_DIE, exchange);
