@@ -33,6 +33,7 @@ static const struct {
     [CCL_F32] = {"f32", 4}, [CCL_F64] = {"f64", 8}, [CCL_F16] = {"f16", 2}, [CCL_BF16] = {"bf16", 2},
     [CCL_I32] = {"i32", 4}, [CCL_I64] = {"i64", 8}, [CCL_U8] = {"u8", 1},
     [CCL_FP8_E4M3] = {"fp8_e4m3", 1}, [CCL_FP8_E5M2] = {"fp8_e5m2", 1},
+    [CCL_I8] = {"i8", 1}, [CCL_U32] = {"u32", 4}, [CCL_U64] = {"u64", 8},
 };
 
 static const char *op_names[CCL_NUM_OPS] = {"sum", "prod", "min", "max", "avg"};
@@ -66,6 +67,7 @@ int ccl_dtype_parse(const char *name, ccl_dtype_t *out)
         {"float", CCL_F32}, {"float32", CCL_F32}, {"double", CCL_F64}, {"float64", CCL_F64},
         {"half", CCL_F16}, {"float16", CCL_F16}, {"bfloat16", CCL_BF16}, {"int32", CCL_I32},
         {"int64", CCL_I64}, {"uint8", CCL_U8}, {"e4m3", CCL_FP8_E4M3}, {"e5m2", CCL_FP8_E5M2},
+        {"int8", CCL_I8}, {"uint32", CCL_U32}, {"uint64", CCL_U64},
     };
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (!strcmp(name, aliases[i].alias)) {
@@ -99,6 +101,14 @@ ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn
     return CCL_OK;
 }
 
+ccl_result_t ccl__check_kernel_dtype(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn)
+{
+    if (comm->backend_kind != CCL_BACKEND_GPU || (dtype != CCL_I8 && dtype != CCL_U32 && dtype != CCL_U64))
+        return CCL_OK;
+    return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: argument 'dtype': the GPU backend's kernels have no %s yet "
+                          "(the CPU backend runs it; point-to-point calls take it on either)", fn, ccl_dtype_name(dtype));
+}
+
 static ccl_result_t collective(Collective coll, const char *fn, const void *send, void *recv, size_t count,
                                ccl_dtype_t dtype, ccl_op_t op, int root, ccl_comm_t *comm, void *stream)
 {
@@ -110,6 +120,8 @@ static ccl_result_t collective(Collective coll, const char *fn, const void *send
     if ((coll == COLL_BROADCAST || coll == COLL_REDUCE) && (root < 0 || root >= comm->nranks))
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'root' is %d, outside 0..%d", fn, root,
                               comm->nranks - 1);
+    if ((r = ccl__check_kernel_dtype(comm, dtype, fn)) != CCL_OK)
+        return r;
     size_t es = ccl_dtype_size(dtype);
     size_t bytes = count > SIZE_MAX / es ? SIZE_MAX : count * es;
     ccl_algorithm_t *alg;

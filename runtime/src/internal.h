@@ -477,6 +477,10 @@ void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...
 /* For entry points that start work: CCL_OK, or the failure that made comm unusable
  * (reported once as it happened, then as "failed earlier"), with the message set. */
 ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn);
+/* A dtype the comm's backend has kernels for (collectives; point-to-point moves bytes):
+ * the GPU backend's (compiler/emit_cuda.c's type table) lack i8, u32 and u64 so far,
+ * refused here, not crashed on in the emitter. */
+ccl_result_t ccl__check_kernel_dtype(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
 /* The checks every call that names a comm and a dtype starts with (api.c): a live comm
  * (ccl__check_comm), a usable one (ccl__check_usable), a dtype of ccl_dtype_t. */
 ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
