@@ -386,8 +386,9 @@ ccl_result_t ccl_algorithm_load(ccl_comm_t *comm, const char *path_or_source, in
     ccl_result_t r = ccl__check_usable(comm, fn);
     if (r != CCL_OK)
         return r;
+    ccl__range_push(fn);
     ccl__quarantine_release(comm);
-    return ccl__algorithm_load(comm, path_or_source, root, fn, alg);
+    return ccl__range_pop(ccl__algorithm_load(comm, path_or_source, root, fn, alg));
 }
 
 /* ---- freeing: the quarantine ----
@@ -821,7 +822,8 @@ ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *
         return CCL_ERR_INVALID_ARGUMENT;
     if ((unsigned)dtype < CCL_NUM_DTYPES && ccl__check_kernel_dtype(alg->comm, dtype, "ccl_algorithm_run") != CCL_OK)
         return CCL_ERR_UNSUPPORTED;
-    return ccl__run(alg, sendbuf, recvbuf, count, dtype, op, stream, "ccl_algorithm_run");
+    ccl__range_push("ccl_algorithm_run");
+    return ccl__range_pop(ccl__run(alg, sendbuf, recvbuf, count, dtype, op, stream, "ccl_algorithm_run"));
 }
 
 /* ---- checking without a communicator ---- */

@@ -109,8 +109,19 @@ ccl_result_t ccl__check_kernel_dtype(ccl_comm_t *comm, ccl_dtype_t dtype, const 
                           "(the CPU backend runs it; point-to-point calls take it on either)", fn, ccl_dtype_name(dtype));
 }
 
+static ccl_result_t collective_body(Collective coll, const char *fn, const void *send, void *recv, size_t count,
+                                    ccl_dtype_t dtype, ccl_op_t op, int root, ccl_comm_t *comm, void *stream);
+
+/* A standard collective, inside its NVTX range (CCL_NVTX). */
 static ccl_result_t collective(Collective coll, const char *fn, const void *send, void *recv, size_t count,
                                ccl_dtype_t dtype, ccl_op_t op, int root, ccl_comm_t *comm, void *stream)
+{
+    ccl__range_push(fn);
+    return ccl__range_pop(collective_body(coll, fn, send, recv, count, dtype, op, root, comm, stream));
+}
+
+static ccl_result_t collective_body(Collective coll, const char *fn, const void *send, void *recv, size_t count,
+                                    ccl_dtype_t dtype, ccl_op_t op, int root, ccl_comm_t *comm, void *stream)
 {
     ccl_result_t r = ccl__check_call(comm, dtype, fn);
     if (r != CCL_OK)
@@ -267,7 +278,15 @@ static ccl_result_t barrier_setup(ccl_comm_t *comm, void *stream, const char *fn
     return CCL_OK;
 }
 
+static ccl_result_t barrier_body(ccl_comm_t *comm, void *stream);
+
 ccl_result_t ccl_barrier(ccl_comm_t *comm, void *stream)
+{
+    ccl__range_push("ccl_barrier");
+    return ccl__range_pop(barrier_body(comm, stream));
+}
+
+static ccl_result_t barrier_body(ccl_comm_t *comm, void *stream)
 {
     const char *fn = "ccl_barrier";
     ccl_result_t r = ccl__check_call(comm, CCL_I32, fn);

@@ -348,13 +348,24 @@ static const CclBackend *pick_backend(ccl_backend_t want, char *why, size_t len)
     return gpu ? gpu : &ccl__cpu_backend;
 }
 
-/* The per-rank part of both init calls. On failure *out is NULL and the message is in
- * this thread's init error. */
+static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
+                                     const ccl_config_t *config, const char *fn);
+
+/* The per-rank part of both init calls (and of ccl_comm_split), inside its NVTX range.
+ * On failure *out is NULL and the message is in this thread's init error. */
 static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
                                 const ccl_config_t *config, const char *fn)
 {
     *out = NULL;
     ccl__log_init();
+    ccl__range_push(fn);
+    ccl_result_t rr = comm_create_body(out, boot, device, config, fn);
+    return ccl__range_pop(rr);
+}
+
+static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
+                                     const ccl_config_t *config, const char *fn)
+{
     ccl_config_t cfg = config ? *config : (ccl_config_t){0};
     if ((unsigned)cfg.backend > CCL_BACKEND_GPU)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': backend %d is not a ccl_backend_t", fn, (int)cfg.backend);
@@ -658,7 +669,8 @@ ccl_result_t ccl_comm_split(ccl_comm_t *comm, int color, int key, ccl_comm_t **n
         return r;
     if (ccl__group_open())
         return ccl__group_defer_split(comm, color, key, newcomm, config);
-    return ccl__comm_split_now(comm, color, key, newcomm, config);
+    ccl__range_push("ccl_comm_split");
+    return ccl__range_pop(ccl__comm_split_now(comm, color, key, newcomm, config));
 }
 
 ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm, const ccl_config_t *config)
@@ -795,7 +807,15 @@ ccl_result_t ccl_comm_get_async_error(ccl_comm_t *comm, ccl_result_t *result)
     return CCL_OK;
 }
 
+static ccl_result_t synchronize_body(ccl_comm_t *comm);
+
 ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm)
+{
+    ccl__range_push("ccl_comm_synchronize");
+    return ccl__range_pop(synchronize_body(comm));
+}
+
+static ccl_result_t synchronize_body(ccl_comm_t *comm)
 {
     if (ccl__check_comm(comm, "ccl_comm_synchronize") != CCL_OK)
         return CCL_ERR_INVALID_ARGUMENT;

@@ -520,6 +520,24 @@ void ccl__log(int level, unsigned subsys, int rank, const char *fmt, ...) __attr
         if (ccl__log_level >= (level) && ((level) == CCL__LOG_WARN || (ccl__log_subsys & (subsys)))) \
             ccl__log(level, subsys, rank, __VA_ARGS__);                                          \
     } while (0)
+/* CCL_NVTX=1: an NVTX range around each API call that does work (collectives, p2p
+ * calls and groups, synchronize, loads, inits, splits), named after the function, for
+ * Nsight Systems; libnvToolsExt is loaded with dlopen (CCL_NVTX_LIBRARY, else
+ * libnvToolsExt.so.1 or .so), so nothing links it. Off: one branch on a cached flag. */
+extern int ccl__nvtx;
+void ccl__nvtx_push(const char *name);
+void ccl__nvtx_pop(void);
+static inline void ccl__range_push(const char *name)
+{
+    if (ccl__nvtx)
+        ccl__nvtx_push(name);
+}
+static inline ccl_result_t ccl__range_pop(ccl_result_t r)
+{
+    if (ccl__nvtx)
+        ccl__nvtx_pop();
+    return r;
+}
 /* CCL_DEBUG=TRACE: one line per step of a call (launches, synchronize), for finding
  * which rank stalls where. Off: one branch on a cached level. */
 #define CCL__TRACE(rank, ...) CCL__LOG(CCL__LOG_TRACE, CCL__SUB_CALL, rank, __VA_ARGS__)

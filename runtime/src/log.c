@@ -16,6 +16,7 @@
  * (CCL_DEBUG_SUBSYS, a comma list, ALL by default, "^" in front to exclude) filter INFO
  * and TRACE lines; WARN lines always pass. CCL_DEBUG_FILE sends the lines to a file
  * instead of stderr, %h in its name becoming the host name and %p the pid. */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,45 @@ static FILE *open_sink(const char *pattern)
     return f;
 }
 
+int ccl__nvtx;
+static int (*nvtx_push)(const char *);
+static int (*nvtx_pop)(void);
+
+/* CCL_NVTX=1: libnvToolsExt by dlopen (CCL_NVTX_LIBRARY first); without it, a WARN line
+ * (when CCL_DEBUG asks) and no ranges. */
+static void nvtx_load(void)
+{
+    const char *v = getenv("CCL_NVTX");
+    if (!v || strcmp(v, "1") != 0)
+        return;
+    /* A library the user names is the only one tried. */
+    const char *named = getenv("CCL_NVTX_LIBRARY");
+    const char *names[] = {named && *named ? named : "libnvToolsExt.so.1", named && *named ? NULL : "libnvToolsExt.so"};
+    void *h = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++)
+        if (names[i])
+            h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+        *(void **)&nvtx_push = dlsym(h, "nvtxRangePushA");
+        *(void **)&nvtx_pop = dlsym(h, "nvtxRangePop");
+    }
+    ccl__nvtx = nvtx_push && nvtx_pop;
+    if (!ccl__nvtx)
+        ccl__log(CCL__LOG_WARN, CCL__SUB_INIT, -1, "CCL_NVTX=1, but %s: no NVTX ranges (set CCL_NVTX_LIBRARY to "
+                 "libnvToolsExt's path)", h ? "libnvToolsExt has no nvtxRangePushA/nvtxRangePop"
+                 : "libnvToolsExt cannot be loaded");
+}
+
+void ccl__nvtx_push(const char *name)
+{
+    nvtx_push(name);
+}
+
+void ccl__nvtx_pop(void)
+{
+    nvtx_pop();
+}
+
 static void read_env(void)
 {
     t0 = ccl__now_ms();
@@ -98,8 +138,10 @@ static void read_env(void)
         snprintf(host, sizeof host, "?");
     host[sizeof host - 1] = 0;
     const char *v = getenv("CCL_DEBUG");
-    if (!v || !*v || !strcmp(v, "0") || !strcasecmp(v, "NONE"))
+    if (!v || !*v || !strcmp(v, "0") || !strcasecmp(v, "NONE")) {
+        nvtx_load();
         return;
+    }
     if (!strcasecmp(v, "WARN"))
         ccl__log_level = CCL__LOG_WARN;
     else if (!strcasecmp(v, "INFO"))
@@ -118,6 +160,7 @@ static void read_env(void)
         sink = open_sink(f);
     if (setup_warning[0])
         ccl__log(CCL__LOG_WARN, CCL__SUB_INIT, -1, "%s", setup_warning);
+    nvtx_load();
 }
 
 void ccl__log_init(void)

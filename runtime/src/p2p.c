@@ -171,8 +171,19 @@ static ccl_result_t hold(HeldCall c)
     return CCL_OK;
 }
 
+static ccl_result_t p2p_call_body(const char *fn, CclP2pKind kind, void *buf, size_t count, ccl_dtype_t dtype,
+                                  int peer, ccl_comm_t *comm, void *stream);
+
+/* ccl_send and ccl_recv, inside their NVTX range (CCL_NVTX). */
 static ccl_result_t p2p_call(const char *fn, CclP2pKind kind, void *buf, size_t count, ccl_dtype_t dtype, int peer,
                              ccl_comm_t *comm, void *stream)
+{
+    ccl__range_push(fn);
+    return ccl__range_pop(p2p_call_body(fn, kind, buf, count, dtype, peer, comm, stream));
+}
+
+static ccl_result_t p2p_call_body(const char *fn, CclP2pKind kind, void *buf, size_t count, ccl_dtype_t dtype,
+                                  int peer, ccl_comm_t *comm, void *stream)
 {
     ccl_result_t r = check_call(fn, buf, count, dtype, peer, comm);
     HeldCall c = {comm, stream, {.kind = kind, .peer = peer, .buf = buf, .count = count, .dtype = dtype}, fn};
@@ -361,7 +372,15 @@ static void group_reset(void)
     group.failed = CCL_OK;
 }
 
+static ccl_result_t group_end_body(void);
+
 ccl_result_t ccl_group_end(void)
+{
+    ccl__range_push("ccl_group_end");
+    return ccl__range_pop(group_end_body());
+}
+
+static ccl_result_t group_end_body(void)
 {
     const char *fn = "ccl_group_end";
     if (group.depth == 0)

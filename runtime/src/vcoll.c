@@ -184,9 +184,22 @@ static ccl_result_t fill_side(ccl_comm_t *comm, const char *fn, int units, const
     return CCL_OK;
 }
 
+static ccl_result_t run_v_body(ccl_algorithm_t *alg, const void *send, const size_t *sendcounts, const size_t *sdispls,
+                               void *recv, const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, void *stream,
+                               const char *fn);
+
+/* The v-collectives' entry, inside its NVTX range (CCL_NVTX). */
 ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *sendcounts, const size_t *sdispls,
                         void *recv, const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, void *stream,
                         const char *fn)
+{
+    ccl__range_push(fn);
+    return ccl__range_pop(run_v_body(alg, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, stream, fn));
+}
+
+static ccl_result_t run_v_body(ccl_algorithm_t *alg, const void *send, const size_t *sendcounts, const size_t *sdispls,
+                               void *recv, const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, void *stream,
+                               const char *fn)
 {
     ccl_comm_t *comm = alg->comm;
     ccl_result_t r = ccl__check_usable(comm, fn);
