@@ -13,7 +13,7 @@
 #   make fuzz         libFuzzer on the front end (FUZZ_SECONDS=60 by default)
 #   make update-golden  regenerate tests' golden plan and CUDA files
 #   make install      cclc, ccl-perf, ccl-tune, ccl.h, ccl_mpi.h, libccl.so and libccl.a,
-#                     ccl.pc and the shipped algorithms under PREFIX (/usr/local; DESTDIR
+#                     ccl.pc, ccl-static.pc and the shipped algorithms under PREFIX (/usr/local; DESTDIR
 #                     for staging); make uninstall removes them
 # demo, check, asan and fuzz run the deps step first, so they set up a fresh machine.
 
@@ -42,6 +42,14 @@ GPU_SRC      := $(wildcard runtime/src/gpu/*.c)
 GPU_GEN_OBJ  := $(BUILD)/p2p_cu.o
 else
 GPU_SRC      := $(wildcard runtime/src/gpu/jit.c)
+# Said once per make (not again by the sub-makes of check, demo and the like), and not
+# for goals that build nothing.
+ifeq ($(MAKELEVEL),0)
+ifneq ($(filter-out clean deps deps-fuzz uninstall,$(or $(MAKECMDGOALS),all)),)
+$(info note: $(CUDA)/include/cuda.h not found: building libccl without the GPU backend (CPU backend only; set \
+CUDA=/path/to/cuda to build it))
+endif
+endif
 endif
 
 # What every object is compiled with, for $(BUILD)/cflags.txt (taken here, before any
@@ -256,11 +264,14 @@ $(BUILD)/install/libccl.a: $(BUILD)/libccl.a $(BUILD)/install/datadir.o
 $(BUILD)/install/libccl.so.$(VERSION): $(INSTALL_OBJ) runtime/libccl.map
 	$(call link_libccl_so,$(INSTALL_OBJ))
 
-$(BUILD)/install/ccl.pc: runtime/ccl.pc.in runtime/include/ccl.h $(BUILD)/install/prefix.txt
+# ccl.pc (libccl.so) and ccl-static.pc (libccl.a: pkg-config --static cannot turn
+# ccl.pc's -lccl into the archive; runtime/ccl-static.pc.in says why).
+$(BUILD)/install/ccl.pc $(BUILD)/install/ccl-static.pc: $(BUILD)/install/%.pc: runtime/%.pc.in runtime/include/ccl.h $(BUILD)/install/prefix.txt
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
 	    -e 's|@ALGDIR@|$(ALGDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
 
-install: $(BUILD)/cclc $(TOOLS) $(BUILD)/install/libccl.a $(BUILD)/install/libccl.so.$(VERSION) $(BUILD)/install/ccl.pc
+install: $(BUILD)/cclc $(TOOLS) $(BUILD)/install/libccl.a $(BUILD)/install/libccl.so.$(VERSION) $(BUILD)/install/ccl.pc \
+         $(BUILD)/install/ccl-static.pc
 	install -d -m 755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 755 $(BUILD)/cclc $(TOOLS) $(DESTDIR)$(BINDIR)/
 	install -m 644 runtime/include/ccl.h runtime/include/ccl_mpi.h $(DESTDIR)$(INCLUDEDIR)/
@@ -268,14 +279,14 @@ install: $(BUILD)/cclc $(TOOLS) $(BUILD)/install/libccl.a $(BUILD)/install/libcc
 	install -m 755 $(BUILD)/install/libccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf libccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libccl.so
-	install -m 644 $(BUILD)/install/ccl.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 644 $(BUILD)/install/ccl.pc $(BUILD)/install/ccl-static.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	rm -rf $(DESTDIR)$(ALGDIR)
 	for d in $(sort $(dir $(ALGORITHMS))); do install -d -m 755 $(DESTDIR)$(DATADIR)/ccl/$$d || exit 1; done
 	for f in $(ALGORITHMS); do install -m 644 $$f $(DESTDIR)$(DATADIR)/ccl/$$f || exit 1; done
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,cclc $(notdir $(TOOLS))) \
-	    $(addprefix $(DESTDIR)$(INCLUDEDIR)/,ccl.h ccl_mpi.h) $(DESTDIR)$(PKGCONFIGDIR)/ccl.pc \
+	    $(addprefix $(DESTDIR)$(INCLUDEDIR)/,ccl.h ccl_mpi.h) $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,ccl.pc ccl-static.pc) \
 	    $(addprefix $(DESTDIR)$(LIBDIR)/,libccl.a libccl.so $(SONAME) libccl.so.$(VERSION))
 	rm -rf $(DESTDIR)$(ALGDIR)
 	rmdir $(DESTDIR)$(DATADIR)/ccl 2>/dev/null || true

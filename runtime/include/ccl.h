@@ -60,9 +60,13 @@ typedef enum {
 /* The fixed string for a result ("invalid argument"); never NULL. */
 const char *ccl_result_string(ccl_result_t r);
 
+/* Integers wrap around in their own width. CCL_I8, CCL_U32 and CCL_U64 (NCCL's ncclInt8,
+ * ncclUint32, ncclUint64) run on the CPU backend; the GPU backend refuses them
+ * (CCL_ERR_UNSUPPORTED) until its kernels have them. */
 typedef enum {
     CCL_F32, CCL_F64, CCL_F16, CCL_BF16, CCL_I32, CCL_I64, CCL_U8,
     CCL_FP8_E4M3, CCL_FP8_E5M2,
+    CCL_I8, CCL_U32, CCL_U64,
     CCL_NUM_DTYPES
 } ccl_dtype_t;
 
@@ -80,10 +84,16 @@ int ccl_op_parse(const char *name, ccl_op_t *out);
 typedef struct ccl_comm ccl_comm_t;
 typedef struct ccl_algorithm ccl_algorithm_t;
 
+/* The default bound on every wait (timeout_ms 0, no CCL_TIMEOUT_MS): 10 minutes, as
+ * PyTorch's. A timeout stops the communicator, so it must never end a wait that would
+ * have completed (a rank writing a checkpoint or compiling before it joins); a dead peer
+ * is found by other means, at once (docs/api.md, "Reliability"). */
+#define CCL_DEFAULT_TIMEOUT_MS 600000
+
 /* Communicator settings; zero-initialize and set what you need. */
 typedef struct {
     ccl_backend_t backend;    /* AUTO: GPU when one is present, else CPU */
-    int timeout_ms;           /* bound on every wait; 0: CCL_TIMEOUT_MS or 10000 */
+    int timeout_ms;           /* bound on every wait; 0: CCL_TIMEOUT_MS or CCL_DEFAULT_TIMEOUT_MS */
     const char *cache_dir;    /* compiled-kernel cache; NULL: CCL_CACHE_DIR or ~/.cache/ccl */
     size_t heap_bytes;        /* symmetric heap per rank; 0: a default that fits scratch */
 } ccl_config_t;
@@ -93,7 +103,8 @@ typedef struct {
  * MPI_Comm to this. */
 typedef struct {
     int nranks, rank;
-    /* Gathers `bytes` from every rank into out (nranks * bytes, rank order). 0 on success. */
+    /* Gathers `bytes` from every rank into out (nranks * bytes, rank order). 0 on success.
+     * What it returns is checked (a frame per entry): damaged data fails the init. */
     int (*allgather)(void *ctx, const void *in, void *out, size_t bytes);
     int (*barrier)(void *ctx);
     void *ctx;
@@ -117,6 +128,15 @@ ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *device
                                const ccl_config_t *config);
 
 ccl_result_t ccl_comm_destroy(ccl_comm_t *comm);
+
+/* Splits comm as ncclCommSplit does: every rank of comm calls it (collectively, blocking,
+ * as an init); ranks that pass the same color get a new communicator *newcomm of their
+ * own, ranked by key (ties by their rank in comm). A rank passing CCL_SPLIT_NOCOLOR joins
+ * none (*newcomm = NULL). config NULL: the children get comm's settings (backend,
+ * timeout, cache folder, heap size). With ccl_comm_init_all's comms, call it from one
+ * thread per rank, or for every rank between ccl_group_start and ccl_group_end. */
+#define CCL_SPLIT_NOCOLOR (-1)
+ccl_result_t ccl_comm_split(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm, const ccl_config_t *config);
 ccl_result_t ccl_comm_rank(const ccl_comm_t *comm, int *rank);
 ccl_result_t ccl_comm_size(const ccl_comm_t *comm, int *nranks);
 ccl_result_t ccl_comm_backend(const ccl_comm_t *comm, ccl_backend_t *backend);
@@ -129,7 +149,9 @@ ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm);
  * work fail at once (CCL_ERR_PEER_FAILED naming this rank); comm is dead afterwards
  * (CCL_ERR_INVALID_USAGE) and must still be destroyed, by the thread that uses it.
  * ccl_comm_get_async_error stores in *result the first asynchronous failure seen so
- * far without waiting (CCL_OK: none yet) and does not consume it. */
+ * far without waiting (CCL_OK: none yet) and does not consume it. Both may also overlap
+ * ccl_comm_destroy of comm on another thread: the destroy waits for a call in progress,
+ * and a call made once it has begun is refused (CCL_ERR_INVALID_ARGUMENT). */
 ccl_result_t ccl_comm_abort(ccl_comm_t *comm);
 ccl_result_t ccl_comm_get_async_error(ccl_comm_t *comm, ccl_result_t *result);
 
@@ -202,6 +224,13 @@ ccl_result_t ccl_broadcast(const void *sendbuf, void *recvbuf, size_t count, ccl
 ccl_result_t ccl_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_dtype_t dtype,
                         ccl_op_t op, int root, ccl_comm_t *comm, void *stream);
 
+/* A barrier on stream: enqueued like a collective (every rank calls it, in the same
+ * place of its call sequence); it completes on a rank only once every rank has reached
+ * it, so what a rank enqueues after it runs after every rank's work before it has
+ * started, and ccl_comm_synchronize after it returns only once every rank is there.
+ * A one-element all-reduce inside (docs/api.md). */
+ccl_result_t ccl_barrier(ccl_comm_t *comm, void *stream);
+
 /* Variable-size collectives, MPI's argument meaning: counts and displacements in
  * elements, one per rank; rank p's segment of recvbuf is recvcounts[p] elements at
  * displs[p] (rdispls[p]); alltoallv sends sendcounts[p] elements at sdispls[p] to rank p.
@@ -250,7 +279,9 @@ ccl_result_t ccl_recv(void *buf, size_t count, ccl_dtype_t dtype, int peer, ccl_
  * CCL_ERR_INVALID_USAGE naming it (peers waiting for its messages time out, naming
  * theirs). Groups are per thread, and one group may span several comms (one thread
  * driving the ranks of a ccl_comm_init_all communicator). Outside a group a send or recv
- * is a group of one. */
+ * is a group of one. A group holds at most CCL_GROUP_MAX_CALLS calls, all comms together:
+ * the next fails (CCL_ERR_INVALID_USAGE) and so does the group. */
+#define CCL_GROUP_MAX_CALLS (1 << 20)   /* calls one group may hold, all comms together */
 ccl_result_t ccl_group_start(void);
 ccl_result_t ccl_group_end(void);
 

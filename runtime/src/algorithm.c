@@ -119,12 +119,46 @@ static void compiled_release(ccl_comm_t *comm, CclCompiled *c)
         compiled_free(c);
 }
 
+/* cclc_compile_source where the stack is deep enough (ccl__with_stack); a thread that
+ * could not be started gives COMPILE_NO_STACK, which is no CompileResult. */
+enum { COMPILE_NO_STACK = -100 };
+typedef struct {
+    Compilation *c;
+    const char *file, *source;
+    size_t len;
+    int nranks, root;
+    int rc;
+} CompileJob;
+
+static void compile_job(void *arg)
+{
+    CompileJob *j = arg;
+    j->rc = cclc_compile_source(j->c, j->file, j->source, j->len, j->nranks, j->root);
+}
+
+static int compile_deep(Compilation *c, const char *file, const char *source, size_t len, int nranks, int root)
+{
+    CompileJob j = {c, file, source, len, nranks, root, COMPILE_NO_STACK};
+    memset(c, 0, sizeof *c);
+    if (ccl__with_stack(compile_job, &j) != 0)
+        return COMPILE_NO_STACK;
+    return j.rc;
+}
+
+static ccl_result_t no_stack_error(ccl_comm_t *comm, const char *fn, const char *file)
+{
+    return ccl__set_error(comm, CCL_ERR_SYSTEM,
+                          "%s: cannot compile %s: this thread has less than %zu KiB of stack left, and no thread "
+                          "with a %zu MiB stack could be started for the compiler", fn, file,
+                          CCL__DEEP_STACK_MIN >> 10, CCL__DEEP_STACK >> 20);
+}
+
 /* The compilation of (source, N, root): the group's copy when a peer already made it,
  * else a new one (added to the group on success). Takes ownership of source and file.
- * Returns cclc_compile_source's result with *out holding the diagnostics on failure (the
- * caller frees it with compiled_free), or COMPILE_OUT_OF_MEMORY with *out NULL when
- * not even that could be allocated. */
-static CompileResult compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len, int root, CclCompiled **out)
+ * Returns cclc_compile_source's result (or COMPILE_NO_STACK) with *out holding the
+ * diagnostics on failure (the caller frees it with compiled_free), or
+ * COMPILE_OUT_OF_MEMORY with *out NULL when not even that could be allocated. */
+static int compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len, int root, CclCompiled **out)
 {
     CclGroup *g = comm->group;
     int N = comm->nranks;
@@ -144,7 +178,7 @@ static CompileResult compile_shared(ccl_comm_t *comm, char *file, char *source, 
     /* Compiling under the group's lock serializes the ranks' loads of one program, so
      * the first compiles and the others share. */
     CclCompiled *c = calloc(1, sizeof *c);
-    CompileResult rc = COMPILE_OUT_OF_MEMORY;
+    int rc = COMPILE_OUT_OF_MEMORY;
     if (c) {
         c->file = file;
         c->source = source;
@@ -152,7 +186,7 @@ static CompileResult compile_shared(ccl_comm_t *comm, char *file, char *source, 
         c->nranks = N;
         c->root = root;
         c->refs = 1;
-        rc = cclc_compile_source(&c->comp, file, source, len, N, root);
+        rc = compile_deep(&c->comp, file, source, len, N, root);
         if (rc == COMPILE_OK && g) {
             c->next = g->compiled;
             g->compiled = c;
@@ -225,8 +259,15 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     }
     int N = comm->nranks;
     int root_ok = root >= 0 && root < N;
+    double t0 = ccl__now_ms();
     CclCompiled *compiled;
-    CompileResult rc = compile_shared(comm, file, source, len, root_ok ? root : 0, &compiled);
+    int rc = compile_shared(comm, file, source, len, root_ok ? root : 0, &compiled);
+    if (rc == COMPILE_NO_STACK) {
+        ccl_result_t r = no_stack_error(comm, fn, compiled->file);
+        compiled_free(compiled);
+        alg_free_memory(alg);
+        return r;
+    }
     if (rc == COMPILE_OUT_OF_MEMORY) {
         ccl_result_t r = compiled ? ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory while compiling %s for N=%d",
                                                    fn, compiled->file, N)
@@ -326,6 +367,8 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
     pthread_mutex_lock(&comm->async_lock);
     comm->algs[comm->nalgs++] = alg;
     pthread_mutex_unlock(&comm->async_lock);
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_COMPILE, comm->rank, "%s: %s (%s, N=%d, root %d) ready in %.1f ms", fn, alg->file,
+             cclc_coll_name(alg->prog->coll), N, alg->root, ccl__now_ms() - t0);
     *out = alg;
     return CCL_OK;
 }
@@ -343,8 +386,9 @@ ccl_result_t ccl_algorithm_load(ccl_comm_t *comm, const char *path_or_source, in
     ccl_result_t r = ccl__check_usable(comm, fn);
     if (r != CCL_OK)
         return r;
+    ccl__range_push(fn);
     ccl__quarantine_release(comm);
-    return ccl__algorithm_load(comm, path_or_source, root, fn, alg);
+    return ccl__range_pop(ccl__algorithm_load(comm, path_or_source, root, fn, alg));
 }
 
 /* ---- freeing: the quarantine ----
@@ -523,6 +567,37 @@ void ccl__ident_report(ccl_comm_t *comm, const CclIdent *mine, const CclIdent *t
             n += (size_t)snprintf(what + n, sizeof what - n, "%s%s", n ? ", " : "", f[i].name);
     ident_describe(mine, me, sizeof me);
     ident_describe(theirs, them, sizeof them);
+    /* The call's arguments first: a standard collective picks its algorithm, scratch and
+     * staging by the message size, so a count (or dtype) that differs makes the
+     * algorithm, the buffers' offsets and the heap layout differ too; naming those first
+     * read as if the ranks had loaded different algorithms. */
+    char args[256] = "";
+    size_t na = 0;
+    if (mine->count != theirs->count)
+        na += (size_t)snprintf(args + na, sizeof args - na, "the count (%llu on this rank, %llu on rank %d)",
+                               (unsigned long long)mine->count, (unsigned long long)theirs->count, peer);
+    for (int k = 0; k < 2 && na < sizeof args; k++) {
+        uint64_t a = k ? mine->kind & 0xff : mine->kind >> 8, b = k ? theirs->kind & 0xff : theirs->kind >> 8;
+        const char *x = k ? (a < CCL_NUM_OPS ? ccl_op_name((ccl_op_t)a) : "?") : a < CCL_NUM_DTYPES ? ccl_dtype_name((ccl_dtype_t)a) : "?";
+        const char *y = k ? (b < CCL_NUM_OPS ? ccl_op_name((ccl_op_t)b) : "?") : b < CCL_NUM_DTYPES ? ccl_dtype_name((ccl_dtype_t)b) : "?";
+        if (a != b)
+            na += (size_t)snprintf(args + na, sizeof args - na, "%sthe %s (%s on this rank, %s on rank %d)",
+                                   na ? " and " : "", k ? "op" : "dtype", x, y, peer);
+    }
+    if (args[0]) {
+        char rest[256] = "";
+        size_t nr = 0;
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            if (f[i].differs && strcmp(f[i].name, "count") && strcmp(f[i].name, "dtype") && strcmp(f[i].name, "op") &&
+                nr < sizeof rest)
+                nr += (size_t)snprintf(rest + nr, sizeof rest - nr, "%s%s", nr ? ", " : "", f[i].name);
+        ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                             "rank %d, call %llu: the ranks disagree on %s%s%s%s: this rank runs %s; rank %d runs %s "
+                             "(every rank must pass the same count, dtype and op to a collective)", comm->rank,
+                             (unsigned long long)mine->seq, args, rest[0] ? " (so the " : "", rest,
+                             rest[0] ? " differ too, which follow from the size)" : "", me, peer, them);
+        return;
+    }
     /* Offsets are the user's to fix only where both run the same plan (another plan
      * reaches other buffers). */
     int offsets = mine->plan == theirs->plan && mine->shape == theirs->shape &&
@@ -745,7 +820,10 @@ ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *
 {
     if (ccl__check_alg(alg, "ccl_algorithm_run") != CCL_OK)
         return CCL_ERR_INVALID_ARGUMENT;
-    return ccl__run(alg, sendbuf, recvbuf, count, dtype, op, stream, "ccl_algorithm_run");
+    if ((unsigned)dtype < CCL_NUM_DTYPES && ccl__check_kernel_dtype(alg->comm, dtype, "ccl_algorithm_run") != CCL_OK)
+        return CCL_ERR_UNSUPPORTED;
+    ccl__range_push("ccl_algorithm_run");
+    return ccl__range_pop(ccl__run(alg, sendbuf, recvbuf, count, dtype, op, stream, "ccl_algorithm_run"));
 }
 
 /* ---- checking without a communicator ---- */
@@ -802,7 +880,13 @@ ccl_result_t ccl_algorithm_check(const char *path_or_source, int nranks, int roo
     /* What `cclc check --explain` prints: the proof on stdout, or the diagnostics (and
      * their count) on stderr. */
     Compilation c;
-    CompileResult rc = cclc_compile_source(&c, file, source, size, nranks, root);
+    int rc = compile_deep(&c, file, source, size, nranks, root);
+    if (rc == COMPILE_NO_STACK) {
+        free(source);
+        ccl_result_t r = no_stack_error(NULL, fn, file);
+        put_report(ccl_comm_last_error(NULL), buf, len, needed);
+        return r;
+    }
     char *text = NULL;
     size_t textlen = 0;
     FILE *out = open_memstream(&text, &textlen);

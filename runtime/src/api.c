@@ -33,6 +33,7 @@ static const struct {
     [CCL_F32] = {"f32", 4}, [CCL_F64] = {"f64", 8}, [CCL_F16] = {"f16", 2}, [CCL_BF16] = {"bf16", 2},
     [CCL_I32] = {"i32", 4}, [CCL_I64] = {"i64", 8}, [CCL_U8] = {"u8", 1},
     [CCL_FP8_E4M3] = {"fp8_e4m3", 1}, [CCL_FP8_E5M2] = {"fp8_e5m2", 1},
+    [CCL_I8] = {"i8", 1}, [CCL_U32] = {"u32", 4}, [CCL_U64] = {"u64", 8},
 };
 
 static const char *op_names[CCL_NUM_OPS] = {"sum", "prod", "min", "max", "avg"};
@@ -66,6 +67,7 @@ int ccl_dtype_parse(const char *name, ccl_dtype_t *out)
         {"float", CCL_F32}, {"float32", CCL_F32}, {"double", CCL_F64}, {"float64", CCL_F64},
         {"half", CCL_F16}, {"float16", CCL_F16}, {"bfloat16", CCL_BF16}, {"int32", CCL_I32},
         {"int64", CCL_I64}, {"uint8", CCL_U8}, {"e4m3", CCL_FP8_E4M3}, {"e5m2", CCL_FP8_E5M2},
+        {"int8", CCL_I8}, {"uint32", CCL_U32}, {"uint64", CCL_U64},
     };
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (!strcmp(name, aliases[i].alias)) {
@@ -99,8 +101,27 @@ ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn
     return CCL_OK;
 }
 
+ccl_result_t ccl__check_kernel_dtype(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn)
+{
+    if (comm->backend_kind != CCL_BACKEND_GPU || (dtype != CCL_I8 && dtype != CCL_U32 && dtype != CCL_U64))
+        return CCL_OK;
+    return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: argument 'dtype': the GPU backend's kernels have no %s yet "
+                          "(the CPU backend runs it; point-to-point calls take it on either)", fn, ccl_dtype_name(dtype));
+}
+
+static ccl_result_t collective_body(Collective coll, const char *fn, const void *send, void *recv, size_t count,
+                                    ccl_dtype_t dtype, ccl_op_t op, int root, ccl_comm_t *comm, void *stream);
+
+/* A standard collective, inside its NVTX range (CCL_NVTX). */
 static ccl_result_t collective(Collective coll, const char *fn, const void *send, void *recv, size_t count,
                                ccl_dtype_t dtype, ccl_op_t op, int root, ccl_comm_t *comm, void *stream)
+{
+    ccl__range_push(fn);
+    return ccl__range_pop(collective_body(coll, fn, send, recv, count, dtype, op, root, comm, stream));
+}
+
+static ccl_result_t collective_body(Collective coll, const char *fn, const void *send, void *recv, size_t count,
+                                    ccl_dtype_t dtype, ccl_op_t op, int root, ccl_comm_t *comm, void *stream)
 {
     ccl_result_t r = ccl__check_call(comm, dtype, fn);
     if (r != CCL_OK)
@@ -110,6 +131,8 @@ static ccl_result_t collective(Collective coll, const char *fn, const void *send
     if ((coll == COLL_BROADCAST || coll == COLL_REDUCE) && (root < 0 || root >= comm->nranks))
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'root' is %d, outside 0..%d", fn, root,
                               comm->nranks - 1);
+    if ((r = ccl__check_kernel_dtype(comm, dtype, fn)) != CCL_OK)
+        return r;
     size_t es = ccl_dtype_size(dtype);
     size_t bytes = count > SIZE_MAX / es ? SIZE_MAX : count * es;
     ccl_algorithm_t *alg;
@@ -185,4 +208,95 @@ ccl_result_t ccl_comm_use_algorithm(ccl_comm_t *comm, ccl_algorithm_t *alg, size
     }
     comm->uses[comm->nuses++] = (CclUse){alg, min_bytes, max_bytes};
     return CCL_OK;
+}
+
+/* ---- ccl_barrier ----
+ *
+ * No backend has a barrier of its own to offer through the interface, so a barrier is a
+ * one-element all-reduce, run like any collective (in order on the stream, checked
+ * across ranks, bounded by the timeout): an all-reduce's result depends on every rank's
+ * input, so no rank completes it before every rank has started it. The program is a
+ * tree (a reduce up a binary tree, then the sum back down): 2 log2(N) steps and O(N)
+ * statements, so it compiles at once for any N (the all-pairs one grows as N^2). Its
+ * buffer is a small symmetric allocation made with it at the first barrier, which
+ * every rank reaches in the same place of its call sequence. */
+
+static const char barrier_source[] =
+    "algorithm ccl_barrier : allreduce\n"
+    "ranks N in 2..1024\n"
+    "chunks 1\n"
+    "scratch s[2]                     # s[k]: child k's partial sum\n"
+    "for r in 0..N on r tb 0 {\n"
+    "  let c0 = 2 * r + 1\n"
+    "  let c1 = 2 * r + 2\n"
+    "  let p = (r - 1) / 2\n"
+    "  if c0 < N { wait c0 }\n"
+    "  if c1 < N { wait c1 }\n"
+    "  if c1 < N {\n"
+    "    reduce out[0] <- in[0], s[0], s[1]\n"
+    "  } else if c0 < N {\n"
+    "    reduce out[0] <- in[0], s[0]\n"
+    "  } else {\n"
+    "    copy out[0] <- in[0]\n"
+    "  }\n"
+    "  if r > 0 {                      # my subtree's sum up; the total comes back down\n"
+    "    put s@p[(r - 1) % 2] <- out[0]\n"
+    "    signal p\n"
+    "    wait p\n"
+    "  }\n"
+    "  if c0 < N {\n"
+    "    put out@c0[0] <- out[0]\n"
+    "    signal c0\n"
+    "  }\n"
+    "  if c1 < N {\n"
+    "    put out@c1[0] <- out[0]\n"
+    "    signal c1\n"
+    "  }\n"
+    "}\n";
+
+enum { BARRIER_BYTES = 256, BARRIER_OUT = 128 };
+
+static ccl_result_t barrier_setup(ccl_comm_t *comm, void *stream, const char *fn)
+{
+    if (comm->barrier_alg)
+        return CCL_OK;
+    comm->capturing = comm->be->capturing && comm->be->capturing(comm, stream);
+    ccl_algorithm_t *alg;
+    ccl_result_t r = ccl__algorithm_load(comm, barrier_source, 0, fn, &alg);
+    comm->capturing = 0;
+    if (r != CCL_OK)
+        return r;
+    size_t off;
+    if (ccl__heap_alloc(&comm->data, BARRIER_BYTES, 1, &off) != 0) {
+        ccl__algorithm_destroy(alg);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: the heap has no room for the barrier's %d bytes "
+                              "(heap_bytes %zu)", fn, BARRIER_BYTES, comm->heap_bytes);
+    }
+    alg->origin = CCL__ORIGIN_BARRIER;
+    comm->barrier_alg = alg;
+    comm->barrier_off = off;
+    return CCL_OK;
+}
+
+static ccl_result_t barrier_body(ccl_comm_t *comm, void *stream);
+
+ccl_result_t ccl_barrier(ccl_comm_t *comm, void *stream)
+{
+    ccl__range_push("ccl_barrier");
+    return ccl__range_pop(barrier_body(comm, stream));
+}
+
+static ccl_result_t barrier_body(ccl_comm_t *comm, void *stream)
+{
+    const char *fn = "ccl_barrier";
+    ccl_result_t r = ccl__check_call(comm, CCL_I32, fn);
+    if (r != CCL_OK)
+        return r;
+    if (comm->nranks == 1) /* nobody to wait for */
+        return CCL_OK;
+    r = barrier_setup(comm, stream, fn);
+    if (r != CCL_OK)
+        return r;
+    char *base = comm->heap_base[comm->rank] + comm->barrier_off;
+    return ccl__run(comm->barrier_alg, base, base + BARRIER_OUT, 1, CCL_I32, CCL_SUM, stream, fn);
 }

@@ -40,6 +40,7 @@ struct CclEnvBoot {
     BootHeader *hdr;
     char *slots;
     _Atomic int64_t *pids;      /* after the slots: each rank's pid once it arrived, else 0 */
+    _Atomic uint64_t *reached;  /* after the pids: the barriers each rank has reached */
     size_t bytes;
     char name[128];
     char why[256];              /* why the last wait failed (ccl__env_boot_error) */
@@ -82,7 +83,8 @@ static int dead_rank(CclEnvBoot *eb)
 static int env_barrier(void *ctx)
 {
     CclEnvBoot *eb = ctx;
-    uint64_t want = ++eb->barriers * (uint64_t)eb->nranks;
+    uint64_t k = ++eb->barriers, want = k * (uint64_t)eb->nranks;
+    atomic_store(&eb->reached[eb->rank], k);
     atomic_fetch_add(&eb->hdr->arrive, 1);
     double now = ccl__now_ms(), deadline = now + eb->timeout_ms, probe = now + CCL__PROBE_MS;
     for (unsigned it = 0; atomic_load(&eb->hdr->arrive) < want; it++) {
@@ -95,17 +97,24 @@ static int env_barrier(void *ctx)
                 probe = now + CCL__PROBE_MS;
             }
             if (now > deadline) {
+                /* Whom the wait was for: ranks that never joined, else the ranks alive but
+                 * not at this barrier yet (slow or hung). */
                 char late[160] = "";
                 size_t n = 0;
                 for (int r = 0; r < eb->nranks && n + 16 < sizeof late; r++)
                     if (!atomic_load(&eb->pids[r]))
                         n += (size_t)snprintf(late + n, sizeof late - n, "%s%d", n ? ", " : "", r);
-                if (n)
+                if (n) {
                     snprintf(eb->why, sizeof eb->why, "rank%s %s never joined (waited %d ms)", strchr(late, ',') ? "s" : "",
                              late, eb->timeout_ms);
-                else
-                    snprintf(eb->why, sizeof eb->why, "not every rank arrived at a barrier within %d ms (one is slow "
-                             "or hangs)", eb->timeout_ms);
+                    return -1;
+                }
+                for (int r = 0; r < eb->nranks && n + 16 < sizeof late; r++)
+                    if (atomic_load(&eb->reached[r]) < k)
+                        n += (size_t)snprintf(late + n, sizeof late - n, "%s%d", n ? ", " : "", r);
+                snprintf(eb->why, sizeof eb->why, "rank%s %s did not reach the bootstrap's barrier %llu within %d ms "
+                         "(alive, so slow or hung)", strchr(late, ',') ? "s" : "", late, (unsigned long long)k,
+                         eb->timeout_ms);
                 return -1;
             }
         }
@@ -122,8 +131,11 @@ const char *ccl__env_boot_error(const CclEnvBoot *eb)
 static int env_allgather(void *ctx, const void *in, void *out, size_t bytes)
 {
     CclEnvBoot *eb = ctx;
-    if (bytes > SLOT)
+    if (bytes > SLOT) {
+        snprintf(eb->why, sizeof eb->why, "an allgather of %zu bytes per rank, more than the %d this bootstrap holds",
+                 bytes, SLOT);
         return -1;
+    }
     memcpy(eb->slots + (size_t)eb->rank * SLOT, in, bytes);
     if (env_barrier(eb) != 0)
         return -1;
@@ -253,7 +265,7 @@ int ccl__env_boot_open(CclEnvBoot **out, ccl_bootstrap_t *boot, int timeout_ms, 
     eb->rank = rank;
     eb->nranks = size;
     eb->timeout_ms = timeout_ms > 0 ? timeout_ms : 60000;
-    eb->bytes = sizeof(BootHeader) + (size_t)size * SLOT + (size_t)size * sizeof(int64_t);
+    eb->bytes = sizeof(BootHeader) + (size_t)size * SLOT + (size_t)size * (sizeof(int64_t) + sizeof(uint64_t));
     snprintf(eb->name, sizeof eb->name, "/ccl-boot-%u-%s", (unsigned)getuid(), job);
     int fd = open_segment(eb, err, errlen);
     if (fd < 0) {
@@ -272,6 +284,7 @@ int ccl__env_boot_open(CclEnvBoot **out, ccl_bootstrap_t *boot, int timeout_ms, 
     eb->hdr = m;
     eb->slots = (char *)m + sizeof(BootHeader);
     eb->pids = (_Atomic int64_t *)(eb->slots + (size_t)size * SLOT);
+    eb->reached = (_Atomic uint64_t *)(eb->pids + size);
     atomic_store(&eb->pids[rank], (int64_t)getpid());
     if (env_barrier(eb) != 0) {
         snprintf(err, errlen, "bootstrap: not every one of the %d ranks arrived: %s (segment %s)", size, eb->why,

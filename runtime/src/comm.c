@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -25,26 +26,39 @@ static void vformat(char *buf, const char *fmt, va_list ap)
     vsnprintf(buf, CCL__ERR_LEN, fmt, ap);
 }
 
+/* Every failure is a WARN line when CCL_DEBUG asks (log.c), as it is set. */
 ccl_result_t ccl__set_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
 {
+    char *msg = comm ? comm->last_error : init_error;
     va_list ap;
     va_start(ap, fmt);
-    vformat(comm ? comm->last_error : init_error, fmt, ap);
+    vformat(msg, fmt, ap);
     va_end(ap);
+    ccl__log_init();
+    CCL__LOG(CCL__LOG_WARN, CCL__SUB_ALL, comm ? comm->rank : -1, "%s (%s)", msg, ccl_result_string(r));
     return r;
 }
 
 void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
 {
+    char msg[CCL__ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vformat(msg, fmt, ap);
+    va_end(ap);
     pthread_mutex_lock(&comm->async_lock);
-    if (comm->async_result == CCL_OK) {
-        va_list ap;
-        va_start(ap, fmt);
-        vformat(comm->async_error, fmt, ap);
-        va_end(ap);
+    int first = comm->async_result == CCL_OK;
+    if (first) {
+        memcpy(comm->async_error, msg, sizeof msg);
         comm->async_result = r;
     }
     pthread_mutex_unlock(&comm->async_lock);
+    ccl__log_init();
+    if (first)
+        CCL__LOG(CCL__LOG_WARN, CCL__SUB_ALL, comm->rank, "%s (%s)", msg, ccl_result_string(r));
+    else /* only the first failure is reported; the later ones are its consequences */
+        CCL__LOG(CCL__LOG_INFO, CCL__SUB_ALL, comm->rank, "%s (%s; not reported: an earlier failure was)", msg,
+                 ccl_result_string(r));
 }
 
 const char *ccl_comm_last_error(const ccl_comm_t *comm)
@@ -59,34 +73,6 @@ double ccl__now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-int ccl__tracing;
-static double trace_t0;
-
-static void trace_read_env(void)
-{
-    const char *v = getenv("CCL_DEBUG");
-    trace_t0 = ccl__now_ms();
-    ccl__tracing = v && *v && strcmp(v, "0") != 0;
-}
-
-/* Reads CCL_DEBUG once per process; every communicator's creation calls it. */
-void ccl__trace_init(void)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, trace_read_env);
-}
-
-void ccl__trace(int rank, const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    /* One write per line: the ranks' threads interleave whole lines. */
-    fprintf(stderr, "ccl %10.3f ms rank %d: %s\n", ccl__now_ms() - trace_t0, rank, line);
 }
 
 /* Waits run on few cores with many threads (ranks x blocks), so after a short spin a
@@ -209,6 +195,115 @@ void ccl__thread_boot_free(CclThreadBoot *tb)
     free(tb);
 }
 
+/* ---- the bootstrap, checked ----
+ *
+ * A bootstrap's allgather is the user's code (or MPI's); one that reports success
+ * with wrong bytes in `out` (entries missing, out of order, from another exchange or
+ * another job, changed on the way) would have the backends map garbage names and
+ * follow garbage pointers. So comm_create hands the backend a wrapper: every rank sends
+ * its bytes followed by a frame (a magic word, its rank, the rank count, the exchange's
+ * number and size, and a checksum of it all), and every entry that comes back is
+ * checked before the backend sees any of it. A damaged entry fails the exchange (-1)
+ * with what was wrong and where in `why`; comm_create reports it as the cause. */
+
+enum { BOOT_MAGIC = 0x43434c424f4f5431ull }; /* "CCLBOOT1" */
+
+typedef struct {
+    uint64_t magic, exchange, bytes, hash;
+    uint32_t rank, nranks;
+} BootFrame;
+
+typedef struct {
+    const ccl_bootstrap_t *user;
+    int exchanges;                   /* allgathers made so far */
+    int damaged;                     /* the last one returned damaged data (why says how) */
+    int ever_damaged;                /* one did */
+    char why[512];
+} CheckedBoot;
+
+static uint64_t frame_hash(const void *payload, size_t bytes, BootFrame f)
+{
+    f.hash = 0;
+    return ccl__fnv1a(ccl__fnv1a(CCL__FNV_SEED, payload, bytes), &f, sizeof f);
+}
+
+/* What is wrong with the entry at rank p's place (NULL: nothing), into buf. */
+static const char *frame_damage(const CheckedBoot *cb, const char *entry, size_t bytes, int p, char *buf, size_t len)
+{
+    BootFrame f;
+    memcpy(&f, entry + bytes, sizeof f);
+    size_t frame = bytes + sizeof f, zero = 0;
+    while (zero < frame && !entry[zero])
+        zero++;
+    if (zero == frame)
+        CCL__FMT(buf, len, "is all zeros (nothing was written there)");
+    else if (f.magic != BOOT_MAGIC)
+        CCL__FMT(buf, len, "is not what a rank of this communicator sent (foreign bytes: another job's data, or "
+                 "memory the allgather never wrote)");
+    else if (f.nranks != (uint32_t)cb->user->nranks)
+        CCL__FMT(buf, len, "comes from a bootstrap of %u ranks; this one has %d", f.nranks, cb->user->nranks);
+    else if (f.rank != (uint32_t)p)
+        CCL__FMT(buf, len, "holds rank %u's bytes (entries out of rank order)", f.rank);
+    else if (f.exchange != (uint64_t)cb->exchanges || f.bytes != bytes)
+        CCL__FMT(buf, len, "belongs to rank %d's exchange %llu of %llu bytes (the ranks are out of step)", p,
+                 (unsigned long long)f.exchange, (unsigned long long)f.bytes);
+    else if (f.hash != frame_hash(entry, bytes, f))
+        CCL__FMT(buf, len, "was changed on the way (its checksum does not match)");
+    else
+        return NULL;
+    return buf;
+}
+
+static int checked_allgather(void *ctx, const void *in, void *out, size_t bytes)
+{
+    CheckedBoot *cb = ctx;
+    int n = cb->user->nranks, me = cb->user->rank;
+    size_t frame = bytes + sizeof(BootFrame);
+    cb->exchanges++;
+    cb->damaged = 0;
+    char *mine = malloc(frame), *all = calloc((size_t)n, frame);
+    if (!mine || !all) {
+        free(mine), free(all);
+        CCL__FMT(cb->why, sizeof cb->why, "out of memory for the bootstrap's exchange %d", cb->exchanges);
+        return -1;
+    }
+    memcpy(mine, in, bytes);
+    BootFrame f = {.magic = BOOT_MAGIC, .exchange = (uint64_t)cb->exchanges, .bytes = bytes, .rank = (uint32_t)me,
+                   .nranks = (uint32_t)n};
+    f.hash = frame_hash(in, bytes, f);
+    memcpy(mine + bytes, &f, sizeof f);
+    int rc = cb->user->allgather(cb->user->ctx, mine, all, frame);
+    for (int p = 0; p < n && rc == 0; p++) {
+        char what[200];
+        if (frame_damage(cb, all + (size_t)p * frame, bytes, p, what, sizeof what)) {
+            CCL__FMT(cb->why, sizeof cb->why,
+                     "argument 'bootstrap': its allgather returned success with damaged data in exchange %d of the "
+                     "init (%zu bytes per rank): the entry at rank %d's place %s. An allgather must return 0 only "
+                     "when out holds every rank's bytes, in rank order (rank p's at offset p * bytes)",
+                     cb->exchanges, frame, p, what);
+            cb->damaged = cb->ever_damaged = 1;
+            rc = -1;
+        }
+    }
+    if (rc == 0)
+        for (int p = 0; p < n; p++)
+            memcpy((char *)out + (size_t)p * bytes, all + (size_t)p * frame, bytes);
+    free(mine);
+    free(all);
+    return rc;
+}
+
+static int checked_barrier(void *ctx)
+{
+    CheckedBoot *cb = ctx;
+    return cb->user->barrier(cb->user->ctx);
+}
+
+int ccl__boot_damaged(const ccl_bootstrap_t *boot)
+{
+    return boot->allgather == checked_allgather && ((const CheckedBoot *)boot->ctx)->damaged;
+}
+
 /* ---- creation ---- */
 
 static int env_int(const char *name, long long lo, long long hi, long long *out)
@@ -253,13 +348,24 @@ static const CclBackend *pick_backend(ccl_backend_t want, char *why, size_t len)
     return gpu ? gpu : &ccl__cpu_backend;
 }
 
-/* The per-rank part of both init calls. On failure *out is NULL and the message is in
- * this thread's init error. */
+static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
+                                     const ccl_config_t *config, const char *fn);
+
+/* The per-rank part of both init calls (and of ccl_comm_split), inside its NVTX range.
+ * On failure *out is NULL and the message is in this thread's init error. */
 static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
                                 const ccl_config_t *config, const char *fn)
 {
     *out = NULL;
-    ccl__trace_init();
+    ccl__log_init();
+    ccl__range_push(fn);
+    ccl_result_t rr = comm_create_body(out, boot, device, config, fn);
+    return ccl__range_pop(rr);
+}
+
+static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
+                                     const ccl_config_t *config, const char *fn)
+{
     ccl_config_t cfg = config ? *config : (ccl_config_t){0};
     if ((unsigned)cfg.backend > CCL_BACKEND_GPU)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': backend %d is not a ccl_backend_t", fn, (int)cfg.backend);
@@ -271,7 +377,7 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
         int e = env_int("CCL_TIMEOUT_MS", 1, 1LL << 30, &v);
         if (e < 0)
             return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_TIMEOUT_MS='%s' is not a positive number of milliseconds", fn, getenv("CCL_TIMEOUT_MS"));
-        timeout = e ? (int)v : 10000;
+        timeout = e ? (int)v : CCL_DEFAULT_TIMEOUT_MS;
     }
     size_t heap = cfg.heap_bytes;
     int heap_default = 0;
@@ -314,8 +420,17 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
         free(c);
         return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    ccl_result_t r = be->comm_init(c, boot);
+    CheckedBoot cb = {.user = boot};
+    ccl_bootstrap_t checked = {.nranks = boot->nranks, .rank = boot->rank, .allgather = checked_allgather,
+                               .barrier = checked_barrier, .ctx = &cb};
+    ccl_result_t r = be->comm_init(c, &checked);
+    /* The comm's own bootstrap, for what is collective later (ccl_comm_split). */
+    if (r == CCL_OK && (r = ccl__mbox_open(c, &checked, &c->mbox)) != CCL_OK)
+        be->comm_fini(c);
+    if (r != CCL_OK && cb.why[0]) /* the bootstrap's damage is the cause, whatever the backend made of it */
+        r = ccl__set_error(c, cb.ever_damaged ? CCL_ERR_INVALID_ARGUMENT : CCL_ERR_OUT_OF_MEMORY, "%s", cb.why);
     if (r == CCL_OK && ccl__handle_add(c) != 0) {
+        ccl__mbox_close(c->mbox);
         be->comm_fini(c);
         r = ccl__set_error(c, CCL_ERR_OUT_OF_MEMORY, "out of memory");
     }
@@ -328,12 +443,18 @@ static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, i
         return r;
     }
     c->stage_off[0] = c->stage_off[1] = SIZE_MAX;
+    c->barrier_off = SIZE_MAX;
+    /* What a split gives its children unless told otherwise: this comm's settings. */
+    c->config = (ccl_config_t){.backend = be->kind, .timeout_ms = c->timeout_ms, .cache_dir = c->cache_dir,
+                               .heap_bytes = c->heap_default ? 0 : c->heap_bytes};
     c->vring_off = c->varena_off = SIZE_MAX;
     ccl__heap_alloc_init(&c->sems, CCL__HEAP_HEADER, CCL__HEAP_DATA);
     ccl__heap_alloc_init(&c->data, CCL__HEAP_DATA, c->heap_bytes);
     c->p2p_off = SIZE_MAX;
     if (be->run_p2p)
         ccl__p2p_reserve(c);
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, c->rank, "%s: communicator %p ready: rank %d of %d, %s backend, heap %zu "
+             "bytes, timeout %d ms", fn, (void *)c, c->rank, c->nranks, be->name, c->heap_bytes, c->timeout_ms);
     *out = c;
     return CCL_OK;
 }
@@ -449,13 +570,185 @@ ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *device
     return result;
 }
 
-/* Moves a pending asynchronous failure into last_error; the comm is dead from then on. */
-static ccl_result_t take_async(ccl_comm_t *comm, const char *fn)
+/* ---- splitting ----
+ *
+ * Collective over comm, through its mailboxes (mailbox.c): one exchange of every rank's
+ * (color, key) among all ranks, then, per color, the child made by comm_create over a
+ * bootstrap of that color's members in (key, rank) order, and one more exchange that
+ * lets children in one process share what they compile (CclGroup), as the comms of one
+ * ccl_comm_init_all do. */
+
+typedef struct {
+    int32_t color, key;
+} SplitVote;
+
+typedef struct {
+    int64_t pid;
+    uint64_t group;                  /* member 0's CclGroup */
+} SplitShare;
+
+static const SplitVote *split_votes;
+
+static int split_order(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    if (split_votes[x].key != split_votes[y].key)
+        return split_votes[x].key < split_votes[y].key ? -1 : 1;
+    return x - y;
+}
+
+static pthread_mutex_t split_sort_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The members of `color` in (key, rank) order into members; their number. */
+static int split_members(const SplitVote *votes, int n, int color, int *members)
+{
+    int nm = 0;
+    for (int p = 0; p < n; p++)
+        if (votes[p].color == color)
+            members[nm++] = p;
+    pthread_mutex_lock(&split_sort_mu); /* qsort has no context argument in C11 */
+    split_votes = votes;
+    qsort(members, (size_t)nm, sizeof *members, split_order);
+    pthread_mutex_unlock(&split_sort_mu);
+    return nm;
+}
+
+/* Children in one process share a CclGroup (made by member 0); 0, or -1 when the
+ * exchange failed (the members' child comms are then destroyed by the caller). */
+static int split_share_group(ccl_comm_t *child, const ccl_bootstrap_t *b)
+{
+    CclGroup *g = NULL;
+    if (child->rank == 0 && (g = calloc(1, sizeof *g))) {
+        pthread_mutex_init(&g->mu, NULL);
+        g->refs = child->nranks;
+    }
+    SplitShare mine = {.pid = getpid(), .group = (uint64_t)(uintptr_t)g};
+    SplitShare *all = calloc((size_t)child->nranks, sizeof *all);
+    if (!all || b->allgather(b->ctx, &mine, all, sizeof mine) != 0) {
+        free(all);
+        if (g) { /* no member took it */
+            pthread_mutex_destroy(&g->mu);
+            free(g);
+        }
+        return -1;
+    }
+    int local = all[0].group != 0;
+    for (int p = 0; p < child->nranks; p++)
+        local &= all[p].pid == all[0].pid;
+    if (local)
+        child->group = (CclGroup *)(uintptr_t)all[0].group;
+    else if (g) {
+        pthread_mutex_destroy(&g->mu);
+        free(g);
+    }
+    free(all);
+    return 0;
+}
+
+static ccl_result_t split_checks(ccl_comm_t *comm, int color, ccl_comm_t **newcomm, const char *fn)
+{
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
+    if (!newcomm)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'newcomm' is NULL", fn);
+    *newcomm = NULL;
+    if (color < 0 && color != CCL_SPLIT_NOCOLOR)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'color' is %d (a color is >= 0, or "
+                              "CCL_SPLIT_NOCOLOR for a rank that joins no new communicator)", fn, color);
+    return ccl__check_usable(comm, fn);
+}
+
+ccl_result_t ccl_comm_split(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm, const ccl_config_t *config)
+{
+    ccl_result_t r = split_checks(comm, color, newcomm, "ccl_comm_split");
+    /* Inside a group: made at ccl_group_end, every rank's at once (p2p.c); a call that
+     * fails its checks fails the group, as a send or recv does. */
+    if (r != CCL_OK && ccl__group_open())
+        ccl__group_fail(r, ccl__handle_live(comm) ? comm->last_error : init_error);
+    if (r != CCL_OK)
+        return r;
+    if (ccl__group_open())
+        return ccl__group_defer_split(comm, color, key, newcomm, config);
+    ccl__range_push("ccl_comm_split");
+    return ccl__range_pop(ccl__comm_split_now(comm, color, key, newcomm, config));
+}
+
+ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm, const ccl_config_t *config)
+{
+    const char *fn = "ccl_comm_split";
+    ccl_result_t r = CCL_OK;
+    int n = comm->nranks;
+    int *everyone = malloc(sizeof *everyone * (size_t)n), *members = malloc(sizeof *members * (size_t)n);
+    SplitVote *votes = calloc((size_t)n, sizeof *votes);
+    if (!everyone || !members || !votes) {
+        free(everyone), free(members), free(votes);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    for (int p = 0; p < n; p++)
+        everyone[p] = p;
+    uint32_t epoch = ++comm->mbox_ops;
+    CclMboxBoot all_sb, sub_sb;
+    ccl_bootstrap_t all_b, sub_b;
+    ccl__mbox_boot(&all_sb, comm->mbox, epoch, everyone, n, comm->rank, comm->timeout_ms, &all_b);
+    SplitVote mine = {color, key};
+    if (all_b.allgather(all_b.ctx, &mine, votes, sizeof mine) != 0) {
+        r = ccl__set_error(comm, CCL_ERR_PEER_FAILED, "%s: rank %d: not every rank of the communicator came to the "
+                           "split: %s", fn, comm->rank, all_sb.why);
+        goto out;
+    }
+    if (color == CCL_SPLIT_NOCOLOR)
+        goto out;
+    int nm = split_members(votes, n, color, members), me = 0;
+    while (members[me] != comm->rank)
+        me++;
+    ccl__mbox_boot(&sub_sb, comm->mbox, epoch, members, nm, me, comm->timeout_ms, &sub_b);
+    sub_sb.exchanges = all_sb.exchanges; /* the same operation goes on, among the members */
+    ccl_comm_t *child;
+    r = comm_create(&child, &sub_b, comm->device, config ? config : &comm->config, fn);
+    if (r != CCL_OK) {
+        ccl__mbox_boot_fail(&sub_sb);
+        ccl__set_error(comm, r, "%s (color %d, key %d; %d members)%s%s", init_error, color, key, nm,
+                       sub_sb.why[0] ? ": " : "", sub_sb.why);
+        goto out;
+    }
+    if (split_share_group(child, &sub_b) != 0) {
+        ccl_comm_destroy(child);
+        r = ccl__set_error(comm, CCL_ERR_PEER_FAILED, "%s: rank %d: a member of color %d gave up after the new "
+                           "communicator was made: %s", fn, comm->rank, color, sub_sb.why);
+        goto out;
+    }
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, comm->rank, "%s: color %d, key %d: rank %d of the new communicator %p "
+             "(%d ranks)", fn, color, key, child->rank, (void *)child, child->nranks);
+    *newcomm = child;
+out:
+    free(everyone), free(members), free(votes);
+    return r;
+}
+
+/* Moves a pending asynchronous failure into last_error; the comm is dead from then on.
+ * With `poll`, a failure the backend has seen but not reported yet (a peer's abort
+ * reaching an idle rank: no wait of its own ever saw it) counts too, as
+ * ccl_comm_get_async_error counts it: what that call says, synchronize and
+ * ccl_mem_alloc say as well. Not on every collective's path: a call enqueued there
+ * meets the failure itself, and the GPU backend's poll reads pinned memory. */
+static ccl_result_t take_async(ccl_comm_t *comm, const char *fn, int poll)
 {
     pthread_mutex_lock(&comm->async_lock);
+    if (poll && comm->async_result == CCL_OK && comm->failed == CCL_OK && comm->be->poll) {
+        ccl_result_t p = comm->be->poll(comm);
+        if (p != CCL_OK) {
+            char why[256] = "";
+            if (comm->be->poll_message)
+                comm->be->poll_message(comm, why, sizeof why);
+            CCL__FMT(comm->async_error, sizeof comm->async_error, "rank %d: the communicator stopped: %s; destroy it",
+                     comm->rank, why[0] ? why : ccl_result_string(p));
+            comm->async_result = p;
+        }
+    }
     ccl_result_t r = comm->async_result;
     if (r != CCL_OK) {
         CCL__FMT(comm->last_error, sizeof comm->last_error, "%s: %s", fn, comm->async_error);
+        CCL__FMT(comm->failed_why, sizeof comm->failed_why, "%s", comm->async_error);
         comm->async_result = CCL_OK;
         comm->failed = r;
     }
@@ -463,57 +756,78 @@ static ccl_result_t take_async(ccl_comm_t *comm, const char *fn)
     return r;
 }
 
-ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn)
+static ccl_result_t check_usable(ccl_comm_t *comm, const char *fn, int poll)
 {
-    ccl_result_t r = take_async(comm, fn);
+    ccl_result_t r = take_async(comm, fn, poll);
     if (r != CCL_OK)
         return r;
     if (comm->failed)
-        return ccl__set_error(comm, comm->failed, "%s: the communicator failed earlier (%s); destroy it", fn,
-                              ccl_result_string(comm->failed));
+        return ccl__set_error(comm, comm->failed, "%s: the communicator failed earlier (%s: %s); destroy it", fn,
+                              ccl_result_string(comm->failed), comm->failed_why);
     return CCL_OK;
 }
 
+ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn)
+{
+    return check_usable(comm, fn, 0);
+}
+
+/* ccl_comm_abort and ccl_comm_get_async_error may run on a watchdog thread while the
+ * user's thread destroys comm: both hold it (ccl__hold_comm) for their whole call, and
+ * ccl_comm_destroy waits for them before it frees anything. */
 ccl_result_t ccl_comm_abort(ccl_comm_t *comm)
 {
-    if (ccl__check_comm(comm, "ccl_comm_abort") != CCL_OK)
+    if (ccl__hold_comm(comm, "ccl_comm_abort") != CCL_OK)
         return CCL_ERR_INVALID_ARGUMENT;
     /* The first failure wins: an abort after a failure keeps that failure's message. */
     ccl__set_async_error(comm, CCL_ERR_INVALID_USAGE,
                          "rank %d: the communicator was aborted (ccl_comm_abort); destroy it", comm->rank);
     comm->be->abort(comm);
+    ccl__release_comm(comm);
     return CCL_OK;
 }
 
 ccl_result_t ccl_comm_get_async_error(ccl_comm_t *comm, ccl_result_t *result)
 {
     const char *fn = "ccl_comm_get_async_error";
-    if (ccl__check_comm(comm, fn) != CCL_OK)
+    if (ccl__hold_comm(comm, fn) != CCL_OK)
         return CCL_ERR_INVALID_ARGUMENT;
-    if (!result)
-        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'result' is NULL", fn);
+    if (!result) {
+        ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'result' is NULL", fn);
+        ccl__release_comm(comm);
+        return CCL_ERR_INVALID_ARGUMENT;
+    }
     pthread_mutex_lock(&comm->async_lock);
     ccl_result_t r = comm->async_result != CCL_OK ? comm->async_result : comm->failed;
     if (r == CCL_OK && comm->be->poll)
         r = comm->be->poll(comm);
     pthread_mutex_unlock(&comm->async_lock);
+    ccl__release_comm(comm);
     *result = r;
     return CCL_OK;
 }
 
+static ccl_result_t synchronize_body(ccl_comm_t *comm);
+
 ccl_result_t ccl_comm_synchronize(ccl_comm_t *comm)
+{
+    ccl__range_push("ccl_comm_synchronize");
+    return ccl__range_pop(synchronize_body(comm));
+}
+
+static ccl_result_t synchronize_body(ccl_comm_t *comm)
 {
     if (ccl__check_comm(comm, "ccl_comm_synchronize") != CCL_OK)
         return CCL_ERR_INVALID_ARGUMENT;
     ccl_result_t r = comm->be->synchronize(comm);
     if (r != CCL_OK)
         return r;
-    r = take_async(comm, "ccl_comm_synchronize");
+    r = take_async(comm, "ccl_comm_synchronize", 1);
     if (r != CCL_OK)
         return r;
     if (comm->failed)
-        return ccl__set_error(comm, comm->failed, "ccl_comm_synchronize: the communicator failed earlier (%s); destroy it",
-                              ccl_result_string(comm->failed));
+        return ccl__set_error(comm, comm->failed, "ccl_comm_synchronize: the communicator failed earlier (%s: %s); "
+                              "destroy it", ccl_result_string(comm->failed), comm->failed_why);
     comm->last_error[0] = 0;
     return CCL_OK;
 }
@@ -525,6 +839,10 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
         ccl__check_comm(comm, "ccl_comm_destroy");
         return CCL_ERR_INVALID_ARGUMENT;
     }
+    /* A watchdog's poll or abort that began before the handle went finishes first. */
+    ccl__wait_unheld(comm);
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, comm->rank, "ccl_comm_destroy: communicator %p (%d calls made)",
+             (void *)comm, (int)comm->calls);
     comm->be->synchronize(comm);
     for (int i = comm->nalgs - 1; i >= 0; i--)
         ccl__algorithm_destroy(comm->algs[i]);
@@ -543,6 +861,7 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
             free(g);
         }
     }
+    ccl__mbox_close(comm->mbox);
     comm->be->comm_fini(comm);
     ccl__heap_alloc_fini(&comm->data);
     ccl__heap_alloc_fini(&comm->sems);
@@ -610,6 +929,10 @@ ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes)
     *ptr = NULL;
     if (bytes == 0)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'bytes' is 0", fn);
+    /* A buffer of a dead communicator would only be a trap (its peers are gone). */
+    ccl_result_t r = check_usable(comm, fn, 1);
+    if (r != CCL_OK)
+        return r;
     ccl__quarantine_release(comm);
     size_t off;
     if (bytes > comm->heap_bytes || ccl__heap_alloc(&comm->data, bytes, 1, &off) != 0)
@@ -617,6 +940,7 @@ ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes)
                               "%s: argument 'bytes': %zu bytes do not fit in the symmetric heap (%zu bytes per rank; "
                               "raise ccl_config_t.heap_bytes or CCL_HEAP_BYTES)", fn, bytes, comm->heap_bytes);
     *ptr = comm->heap_base[comm->rank] + off;
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_ALLOC, comm->rank, "%s: %zu bytes at heap offset %zu", fn, bytes, off);
     return CCL_OK;
 }
 
@@ -636,5 +960,6 @@ ccl_result_t ccl_mem_free(ccl_comm_t *comm, void *ptr)
     /* Work still queued may use the buffer; freeing is a local point in the sequence. */
     comm->be->synchronize(comm);
     ccl__heap_free(&comm->data, off);
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_ALLOC, comm->rank, "%s: the %zu-byte buffer at heap offset %zu", fn, size, off);
     return CCL_OK;
 }

@@ -107,6 +107,32 @@ ccl_result_t ccl__check_comm(const ccl_comm_t *comm, const char *fn)
     return CCL_OK;
 }
 
+ccl_result_t ccl__hold_comm(ccl_comm_t *comm, const char *fn)
+{
+    int live = 0;
+    if (comm) {
+        pthread_mutex_lock(&mu);
+        live = cap && slots[find(comm)] == comm;
+        if (live)
+            atomic_fetch_add(&comm->holds, 1);
+        pthread_mutex_unlock(&mu);
+    }
+    return live ? CCL_OK : ccl__check_comm(comm, fn);
+}
+
+void ccl__release_comm(ccl_comm_t *comm)
+{
+    atomic_fetch_sub(&comm->holds, 1);
+}
+
+/* Holds last as long as a call that never waits (a poll, an abort): spinning politely
+ * costs less than a condition variable every call would have to signal. */
+void ccl__wait_unheld(ccl_comm_t *comm)
+{
+    for (unsigned it = 0; atomic_load(&comm->holds) > 0; it++)
+        ccl__backoff(it);
+}
+
 ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn)
 {
     if (!alg)
@@ -116,4 +142,70 @@ ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn)
                               "(freed already, its communicator destroyed, or not made by ccl_algorithm_load)", fn,
                               (const void *)alg);
     return CCL_OK;
+}
+
+/* ---- objects the ranks of one process share at init ----
+ *
+ * In one process, rank 0 of an init makes objects every rank uses (the CPU heaps'
+ * world, the mailboxes' block). They travel through the bootstrap as tokens, never as
+ * raw pointers: a rank finds the object by its token here, taking a reference, or not at
+ * all (the object is gone, or the token is damaged), so nobody follows a pointer a
+ * damaged exchange made up, and the last reference frees the object however the init
+ * ended. */
+
+typedef struct {
+    uint64_t token;
+    void *obj;
+    void (*release)(void *);
+    int refs;
+} Shared;
+
+static Shared *shared;
+static int nshared, shared_cap;
+static uint64_t next_token;
+
+uint64_t ccl__share_put(void *obj, void (*release)(void *))
+{
+    pthread_mutex_lock(&mu);
+    if (!next_token) /* a start no damaged token is likely to hit */
+        next_token = ((uint64_t)(uintptr_t)&next_token * 0x9e3779b97f4a7c15ull) | 1;
+    uint64_t t = 0;
+    if (nshared < shared_cap || (shared = realloc(shared, sizeof *shared * (size_t)(shared_cap = shared_cap ? 2 * shared_cap : 8)))) {
+        t = next_token += 0x9e3779b97f4a7c16ull;
+        shared[nshared++] = (Shared){t, obj, release, 1};
+    }
+    pthread_mutex_unlock(&mu);
+    return t;
+}
+
+void *ccl__share_get(uint64_t token)
+{
+    void *obj = NULL;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; token && i < nshared && !obj; i++)
+        if (shared[i].token == token) {
+            shared[i].refs++;
+            obj = shared[i].obj;
+        }
+    pthread_mutex_unlock(&mu);
+    return obj;
+}
+
+void ccl__share_drop(uint64_t token)
+{
+    void *obj = NULL;
+    void (*release)(void *) = NULL;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; token && i < nshared; i++)
+        if (shared[i].token == token) {
+            if (--shared[i].refs == 0) {
+                obj = shared[i].obj;
+                release = shared[i].release;
+                shared[i] = shared[--nshared];
+            }
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    if (release)
+        release(obj);
 }

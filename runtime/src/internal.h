@@ -15,6 +15,7 @@
  *   p2p.c      ccl_send, ccl_recv and groups: checks, held calls, message numbering
  *   reduce.c   element types and host reductions
  *   util.c     cache and library folders: where they are, whether to trust them
+ *   log.c      CCL_DEBUG: what the library writes when asked, nothing otherwise
  *   handles.c  which communicator and algorithm handles are alive
  *   cpu/       the CPU backend (backend.c: host threads run the Plan; heaps.c,
  *              segments.c, p2p.c, waits.c beside it)
@@ -84,6 +85,11 @@ typedef struct {
     /* Non-zero once this rank called ccl_comm_abort (CPU backend): peers stopped by its
      * abort word say so. */
     _Atomic uint64_t aborted;
+    /* Non-zero once a peer found this rank's process gone (CPU backend, process mode),
+     * set by that peer before it stops every rank on this rank's behalf: the cause is
+     * recorded when it is found, so a rank that failed on its own and exited since is
+     * not named as dead by whoever looks later. */
+    _Atomic uint64_t gone;
     /* At CCL_IDENT_OFF (cuda/abi.h): the identities of this rank's last CCL_IDENT_RING
      * calls (CclIdent), which peers compare with theirs before they touch this rank;
      * at CCL_LAUNCH_OFF, GPU kernels' launch count; at CCL_INBOX_OFF, the
@@ -281,7 +287,23 @@ int ccl__handle_live(const void *h);
 /* CCL_OK for a live handle; else CCL_ERR_INVALID_ARGUMENT with "FN: argument 'comm' ..."
  * in the thread's error (ccl_comm_last_error(NULL)): a NULL, destroyed or foreign one. */
 ccl_result_t ccl__check_comm(const ccl_comm_t *comm, const char *fn);
+/* As ccl__check_comm, and on CCL_OK the comm is held (comm->holds) until
+ * ccl__release_comm: a ccl_comm_destroy on another thread then waits before it frees
+ * anything. The check and the hold are one step under the handles' lock, so a destroy
+ * either comes first (the call is refused) or waits for the call. For the calls a
+ * watchdog thread may make while another destroys (docs/api.md). */
+ccl_result_t ccl__hold_comm(ccl_comm_t *comm, const char *fn);
+void ccl__release_comm(ccl_comm_t *comm);
+/* For ccl_comm_destroy, after ccl__handle_remove: waits until no call holds comm. */
+void ccl__wait_unheld(ccl_comm_t *comm);
 ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn);
+/* Objects the ranks of one process share at an init travel through the bootstrap as
+ * tokens: put registers one (a reference held; 0 when out of memory), get takes a
+ * reference (NULL when the token names nothing live: gone, or damaged), drop gives one
+ * back, the last calling release(obj). */
+uint64_t ccl__share_put(void *obj, void (*release)(void *));
+void *ccl__share_get(uint64_t token);
+void ccl__share_drop(uint64_t token);
 
 /* ===== util.c: sizes, cache and library folders ===== */
 
@@ -302,11 +324,25 @@ int ccl__trusted_dir(const char *path, char *why, size_t len);
 /* 0 when path (a folder or plain file of algorithms) is this user's or root's and
  * writable by nobody else; -1 with why ("PATH belongs to another user: skipped ..."). */
 int ccl__trusted_source(const char *path, char *why, size_t len);
+/* 0 when path is a plain file this user's or root's, writable by nobody else, in a
+ * folder this user's or root's that nobody else may write (or a sticky one, as /tmp);
+ * -1 with "PATH <what is wrong><consequence>" in why. */
+int ccl__trusted_file(const char *path, const char *consequence, char *why, size_t len);
 /* Creates path (and missing parents) mode 0700, then as ccl__trusted_dir. */
 int ccl__private_dir(const char *path, char *why, size_t len);
 /* 1 when process pid (of this host) is gone: no such process, or a zombie nobody has
  * reaped yet; 0 when it runs (or cannot be told). */
 int ccl__pid_dead(long pid);
+/* Runs fn(arg) where the stack is known to be deep enough for the compiler: on this
+ * thread when it has CCL__DEEP_STACK_MIN bytes of stack left, else on a thread of its
+ * own with CCL__DEEP_STACK, waiting for it. The compiler recurses as deep as a program
+ * nests (CCLC_MAX_EXPR_DEPTH operators in an expression, a few hundred blocks), which
+ * needs up to about 256 KiB at the limits; a caller's thread may have less (musl's
+ * default is 128 KiB; so may a language runtime's threads). 0, or -1 when no such
+ * thread could be started (fn did not run). */
+#define CCL__DEEP_STACK_MIN ((size_t)1 << 20)
+#define CCL__DEEP_STACK ((size_t)8 << 20)
+int ccl__with_stack(void (*fn)(void *), void *arg);
 /* How often waits look for dead peers' pids (ms). */
 enum { CCL__PROBE_MS = 100 };
 
@@ -325,6 +361,7 @@ extern const char ccl__install_algorithm_dir[];
 
 typedef struct CclBackend CclBackend;
 typedef struct CclGroup CclGroup;
+typedef struct CclMailboxes CclMailboxes;
 
 enum { CCL__ERR_LEN = 8192 };
 
@@ -343,7 +380,7 @@ typedef struct {
 
 struct ccl_comm {
     int rank, nranks;
-    int timeout_ms;                  /* bound on every wait (config, CCL_TIMEOUT_MS, 10000) */
+    int timeout_ms;                  /* bound on every wait (config, CCL_TIMEOUT_MS, CCL_DEFAULT_TIMEOUT_MS) */
     char *cache_dir;                 /* malloc'd; for the GPU backend's kernel cache */
     int device;                      /* GPU ordinal (GPU backend only) */
     ccl_backend_t backend_kind;      /* CCL_BACKEND_CPU or CCL_BACKEND_GPU, never AUTO */
@@ -390,6 +427,7 @@ struct ccl_comm {
     ccl_result_t async_result;       /* first asynchronous failure not yet reported */
     char async_error[CCL__ERR_LEN];
     ccl_result_t failed;             /* sticky: once a collective failed, the comm is dead */
+    char failed_why[512];            /* that failure's message (maybe cut), for later calls */
 
     /* Calls enqueued so far: every rank makes the same calls, so the k-th has the same
      * number everywhere (CclIdent.seq, algorithm.c). */
@@ -408,6 +446,23 @@ struct ccl_comm {
     /* A standard collective is picking its algorithm for a stream under CUDA graph
      * capture (api.c): loading one then is refused (capture_refused), not half done. */
     int capturing, capture_refused;
+    /* ccl_barrier (api.c): its algorithm and its symmetric buffer (in at barrier_off,
+     * out 128 bytes further), made at the first barrier, at the same point on every
+     * rank; NULL and SIZE_MAX before. */
+    ccl_algorithm_t *barrier_alg;
+    size_t barrier_off;
+    /* The comm's own bootstrap (mailbox.c) and its operations so far (ccl_comm_split),
+     * the same count on every rank. */
+    CclMailboxes *mbox;
+    uint32_t mbox_ops;
+    /* What ccl_comm_split gives children by default: the config this comm was made
+     * with (heap_bytes 0 when it was the default). */
+    ccl_config_t config;
+    /* Calls from other threads (ccl_comm_get_async_error, ccl_comm_abort) in progress
+     * on this comm: ccl__hold_comm counts them while the handle is live, and
+     * ccl_comm_destroy, once it has unregistered the handle, waits for none to be left
+     * before it frees anything. */
+    _Atomic int holds;
 };
 
 /* Sets comm's last error to "FMT..." and returns r. With a NULL comm it sets the
@@ -422,6 +477,10 @@ void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...
 /* For entry points that start work: CCL_OK, or the failure that made comm unusable
  * (reported once as it happened, then as "failed earlier"), with the message set. */
 ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn);
+/* A dtype the comm's backend has kernels for (collectives; point-to-point moves bytes):
+ * the GPU backend's (compiler/emit_cuda.c's type table) lack i8, u32 and u64 so far,
+ * refused here, not crashed on in the emitter. */
+ccl_result_t ccl__check_kernel_dtype(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
 /* The checks every call that names a comm and a dtype starts with (api.c): a live comm
  * (ccl__check_comm), a usable one (ccl__check_usable), a dtype of ccl_dtype_t. */
 ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
@@ -434,18 +493,84 @@ ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn
     } while (0)
 /* Monotonic milliseconds. */
 double ccl__now_ms(void);
-/* CCL_DEBUG=1: one line per step of a call on stderr ("ccl 12.345 ms rank 3: ..."),
- * milliseconds since the first trace, for finding which rank stalls where. Off: one
- * branch on a cached flag. */
-extern int ccl__tracing;
-void ccl__trace_init(void);
-void ccl__trace(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#define CCL__TRACE(rank, ...)                   \
-    do {                                        \
-        if (ccl__tracing) ccl__trace(rank, __VA_ARGS__); \
+/* ===== log.c: CCL_DEBUG (levels), CCL_DEBUG_SUBSYS, CCL_DEBUG_FILE ===== */
+
+/* Levels, each including those before it; NONE (the default) prints nothing. */
+enum { CCL__LOG_NONE, CCL__LOG_WARN, CCL__LOG_INFO, CCL__LOG_TRACE };
+/* Subsystems of INFO and TRACE lines (WARN lines always pass). */
+enum {
+    CCL__SUB_INIT = 1,               /* communicators, bootstrap, heaps */
+    CCL__SUB_CALL = 2,               /* collectives: calls, launches, synchronize */
+    CCL__SUB_P2P = 4,                /* sends, recvs, groups */
+    CCL__SUB_ALLOC = 8,              /* ccl_mem_alloc and free */
+    CCL__SUB_COMPILE = 16,           /* algorithm loads */
+    CCL__SUB_TUNE = 32,              /* which algorithm a standard collective runs */
+    CCL__SUB_ALL = 63,
+};
+extern int ccl__log_level;
+extern unsigned ccl__log_subsys;
+/* Reads the environment once per process (cheap after the first call); every
+ * communicator's creation and every error calls it. */
+void ccl__log_init(void);
+/* One event, one line per line of text, "host:pid ccl LEVEL ms rank R [subsys]: " first,
+ * to stderr or CCL_DEBUG_FILE. rank -1: none (before a comm exists). Use CCL__LOG. */
+void ccl__log(int level, unsigned subsys, int rank, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+#define CCL__LOG(level, subsys, rank, ...)                                                       \
+    do {                                                                                         \
+        if (ccl__log_level >= (level) && ((level) == CCL__LOG_WARN || (ccl__log_subsys & (subsys)))) \
+            ccl__log(level, subsys, rank, __VA_ARGS__);                                          \
     } while (0)
+/* CCL_NVTX=1: an NVTX range around each API call that does work (collectives, p2p
+ * calls and groups, synchronize, loads, inits, splits), named after the function, for
+ * Nsight Systems; libnvToolsExt is loaded with dlopen (CCL_NVTX_LIBRARY, else
+ * libnvToolsExt.so.1 or .so), so nothing links it. Off: one branch on a cached flag. */
+extern int ccl__nvtx;
+void ccl__nvtx_push(const char *name);
+void ccl__nvtx_pop(void);
+static inline void ccl__range_push(const char *name)
+{
+    if (ccl__nvtx)
+        ccl__nvtx_push(name);
+}
+static inline ccl_result_t ccl__range_pop(ccl_result_t r)
+{
+    if (ccl__nvtx)
+        ccl__nvtx_pop();
+    return r;
+}
+/* CCL_DEBUG=TRACE: one line per step of a call (launches, synchronize), for finding
+ * which rank stalls where. Off: one branch on a cached level. */
+#define CCL__TRACE(rank, ...) CCL__LOG(CCL__LOG_TRACE, CCL__SUB_CALL, rank, __VA_ARGS__)
 /* Spin-then-yield-then-sleep backoff for waits; `iter` counts calls from 0. */
 void ccl__backoff(unsigned iter);
+
+/* The bootstrap a backend's comm_init gets checks every entry its allgather returns
+ * (comm.c); 1 when its last allgather failed because the data came back damaged (the
+ * user's allgather itself reported success), so a rank can still take part in a final
+ * agreement instead of leaving its peers waiting. */
+int ccl__boot_damaged(const ccl_bootstrap_t *boot);
+
+/* ===== mailbox.c: the bootstrap a comm keeps for its life (ccl_comm_split) ===== */
+
+/* Collective over boot, at comm creation: every rank's host mailbox, mapped by every
+ * rank (comm->rank, nranks set). On failure the message is set, nothing is left. */
+ccl_result_t ccl__mbox_open(ccl_comm_t *comm, const ccl_bootstrap_t *boot, CclMailboxes **out);
+void ccl__mbox_close(CclMailboxes *m);
+/* A bootstrap among `members` (comm ranks, in the new rank order; this rank is
+ * members[me]) over the mailboxes, for one operation of the comm numbered `epoch`
+ * (every member the same, every operation a new one); sb must outlive boot. */
+typedef struct {
+    CclMailboxes *mb;
+    uint32_t epoch;
+    uint32_t exchanges;
+    const int *members;
+    int n, timeout_ms;
+    char why[256];                   /* why the last wait failed */
+} CclMboxBoot;
+void ccl__mbox_boot(CclMboxBoot *sb, CclMailboxes *mb, uint32_t epoch, const int *members, int n, int me,
+                    int timeout_ms, ccl_bootstrap_t *boot);
+/* Tells the members that this rank gave up in sb's operation: their waits end at once. */
+void ccl__mbox_boot_fail(CclMboxBoot *sb);
 
 /* An in-process bootstrap for ccl_comm_init_all and tests: nranks threads, one
  * ccl_bootstrap_t each (boots[r].rank == r). */
@@ -498,6 +623,7 @@ typedef enum {
     CCL__ORIGIN_USER = 0,            /* ccl_algorithm_load */
     CCL__ORIGIN_LIBRARY,             /* the standard collectives' `sizes` search (library.c) */
     CCL__ORIGIN_TUNER,               /* a tuning table's variant (tuner.c) */
+    CCL__ORIGIN_BARRIER,             /* ccl_barrier's own (api.c) */
 } CclAlgOrigin;
 
 struct ccl_algorithm {
@@ -716,6 +842,20 @@ void ccl__v_space_message(char *err, size_t len, int me, uint64_t seq, const cha
 
 /* ===== p2p.c: point-to-point and groups ===== */
 
+/* 1 while the calling thread has a group open. */
+int ccl__group_open(void);
+/* ccl_comm_split inside a group (its arguments checked): held until the outermost
+ * ccl_group_end, which makes every held split at once, each on a thread of its own,
+ * and sets *newcomm then (config is copied). */
+ccl_result_t ccl__group_defer_split(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm,
+                                    const ccl_config_t *config);
+/* Fails the calling thread's open group (the first failure is kept): ccl_group_end
+ * then launches nothing of it and says `why`. */
+void ccl__group_fail(ccl_result_t r, const char *why);
+/* comm.c: the split itself, blocking until every rank of comm has made its call. */
+ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm,
+                                 const ccl_config_t *config);
+
 /* Point-to-point channels (docs/internals.md, "Point-to-point"), reserved when a comm
  * starts on a backend that runs them, at the same offsets on every rank. In rank d's
  * heap, channel s carries what rank s sends to d: CCL__P2P_SLOTS slots of p2p_slot_bytes,
@@ -853,6 +993,10 @@ struct CclBackend {
      * holds still; it must not take the lock): a failure the backend has seen but not yet
      * reported through ccl__set_async_error, or CCL_OK. Never waits. NULL: none. */
     ccl_result_t (*poll)(ccl_comm_t *comm);
+    /* Under the same lock, after poll returned a failure: what it is, naming the rank
+     * at fault where the backend knows it ("rank 1 aborted the communicator
+     * (ccl_comm_abort)"), into buf. NULL: the result's string is said. */
+    void (*poll_message)(ccl_comm_t *comm, char *buf, size_t len);
     /* 1 when `stream` is being captured into a CUDA graph (a call may then only enqueue:
      * no compiling, allocating or waiting). NULL: never. */
     int (*capturing)(ccl_comm_t *comm, void *stream);

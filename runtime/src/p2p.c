@@ -29,11 +29,24 @@ typedef struct {
     const char *fn;
 } HeldCall;
 
+/* A held ccl_comm_split. */
+typedef struct {
+    ccl_comm_t *comm;
+    int color, key;
+    ccl_comm_t **newcomm;
+    int has_config;
+    ccl_config_t config;             /* a copy: the caller's may be gone by the group's end */
+    ccl_result_t r;
+    char why[CCL__ERR_LEN];
+} HeldSplit;
+
 /* The calling thread's group. */
 static _Thread_local struct {
     int depth;                       /* open ccl_group_start calls */
     int n, cap;
     HeldCall *calls;
+    int nsplits, splits_cap;
+    HeldSplit *splits;
     /* The first call of the group that failed its checks (1-based among the group's
      * calls, 0: none), and its message: the group then launches nothing. */
     int failed_at;
@@ -141,6 +154,11 @@ static ccl_result_t check_call(const char *fn, const void *buf, size_t count, cc
 
 static ccl_result_t hold(HeldCall c)
 {
+    if (group.n >= CCL_GROUP_MAX_CALLS)
+        return ccl__set_error(c.comm, CCL_ERR_INVALID_USAGE,
+                              "%s: a group holds at most %d calls (CCL_GROUP_MAX_CALLS), all comms together, and this "
+                              "would be call %d: end the group with ccl_group_end and start another (nothing of this "
+                              "group will be launched)", c.fn, CCL_GROUP_MAX_CALLS, group.n + 1);
     if (group.n == group.cap) {
         int cap = group.cap ? 2 * group.cap : 16;
         HeldCall *nc = realloc(group.calls, sizeof *nc * (size_t)cap);
@@ -153,8 +171,19 @@ static ccl_result_t hold(HeldCall c)
     return CCL_OK;
 }
 
+static ccl_result_t p2p_call_body(const char *fn, CclP2pKind kind, void *buf, size_t count, ccl_dtype_t dtype,
+                                  int peer, ccl_comm_t *comm, void *stream);
+
+/* ccl_send and ccl_recv, inside their NVTX range (CCL_NVTX). */
 static ccl_result_t p2p_call(const char *fn, CclP2pKind kind, void *buf, size_t count, ccl_dtype_t dtype, int peer,
                              ccl_comm_t *comm, void *stream)
+{
+    ccl__range_push(fn);
+    return ccl__range_pop(p2p_call_body(fn, kind, buf, count, dtype, peer, comm, stream));
+}
+
+static ccl_result_t p2p_call_body(const char *fn, CclP2pKind kind, void *buf, size_t count, ccl_dtype_t dtype,
+                                  int peer, ccl_comm_t *comm, void *stream)
 {
     ccl_result_t r = check_call(fn, buf, count, dtype, peer, comm);
     HeldCall c = {comm, stream, {.kind = kind, .peer = peer, .buf = buf, .count = count, .dtype = dtype}, fn};
@@ -181,25 +210,114 @@ ccl_result_t ccl_recv(void *buf, size_t count, ccl_dtype_t dtype, int peer, ccl_
     return p2p_call("ccl_recv", CCL__P2P_RECV, buf, count, dtype, peer, comm, stream);
 }
 
+int ccl__group_open(void)
+{
+    return group.depth > 0;
+}
+
+void ccl__group_fail(ccl_result_t r, const char *why)
+{
+    if (group.depth == 0 || group.failed_at)
+        return;
+    group.failed_at = group.n + group.nsplits + 1;
+    group.failed = r;
+    CCL__FMT(group.why, sizeof group.why, "%s", why);
+}
+
+ccl_result_t ccl__group_defer_split(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm,
+                                    const ccl_config_t *config)
+{
+    if (group.nsplits == group.splits_cap) {
+        int cap = group.splits_cap ? 2 * group.splits_cap : 8;
+        HeldSplit *ns = realloc(group.splits, sizeof *ns * (size_t)cap);
+        if (!ns)
+            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "ccl_comm_split: out of memory holding the group's calls");
+        group.splits = ns;
+        group.splits_cap = cap;
+    }
+    group.splits[group.nsplits++] = (HeldSplit){.comm = comm, .color = color, .key = key, .newcomm = newcomm,
+                                                .has_config = config != NULL, .config = config ? *config : (ccl_config_t){0}};
+    return CCL_OK;
+}
+
+static void *split_thread(void *arg)
+{
+    HeldSplit *s = arg;
+    s->r = ccl__comm_split_now(s->comm, s->color, s->key, s->newcomm, s->has_config ? &s->config : NULL);
+    if (s->r != CCL_OK)
+        CCL__FMT(s->why, sizeof s->why, "%s", s->comm->last_error);
+    return NULL;
+}
+
+/* The group's held splits, all at once (each blocks until its comm's every rank is in
+ * it); CCL_OK or the first failure, its message in the thread's error. */
+static ccl_result_t run_splits(const char *fn)
+{
+    int n = group.nsplits, started = 0;
+    pthread_t *t = malloc(sizeof *t * (size_t)(n ? n : 1));
+    if (!t)
+        return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    for (; started < n; started++)
+        if (pthread_create(&t[started], NULL, split_thread, &group.splits[started]) != 0)
+            break;
+    for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    free(t);
+    ccl_result_t r = CCL_OK;
+    for (int i = started; i < n && r == CCL_OK; i++)
+        r = ccl__set_error(NULL, CCL_ERR_SYSTEM, "%s: cannot start a thread for the group's ccl_comm_split %d of %d",
+                           fn, i + 1, n);
+    for (int i = 0; i < started && r == CCL_OK; i++)
+        if (group.splits[i].r != CCL_OK)
+            r = ccl__set_error(NULL, group.splits[i].r, "%s: the group's ccl_comm_split %d of %d failed: %s", fn, i + 1,
+                               n, group.splits[i].why);
+    return r;
+}
+
 ccl_result_t ccl_group_start(void)
 {
     group.depth++;
     return CCL_OK;
 }
 
-/* The held calls of one comm, in call order, moved to the front of calls[from..n):
- * their number. Keeps the order of the others. */
-static int gather_comm(HeldCall *calls, int from, int n)
+/* Reorders calls[0..n) so that each comm's calls are together, the comms in the order
+ * of their first call and each comm's calls in call order; returns the number of comms,
+ * or -1 when out of memory (calls unchanged). Linear in n: the comms are numbered
+ * through a small hash table of their addresses, then the calls placed by a counting
+ * sort. */
+static int group_by_comm(HeldCall *calls, int n)
 {
-    ccl_comm_t *comm = calls[from].comm;
-    int k = from + 1;
-    for (int i = from + 1; i < n; i++)
-        if (calls[i].comm == comm) {
-            HeldCall c = calls[i];
-            memmove(&calls[k + 1], &calls[k], sizeof *calls * (size_t)(i - k));
-            calls[k++] = c;
+    size_t cap = 16;
+    while (cap < 2 * (size_t)n)
+        cap *= 2;
+    ccl_comm_t **keys = calloc(cap, sizeof *keys);
+    int *slot_of = malloc(sizeof *slot_of * cap), *comm_of = malloc(sizeof *comm_of * (size_t)n);
+    int *start = calloc((size_t)n + 1, sizeof *start);
+    HeldCall *sorted = malloc(sizeof *sorted * (size_t)n);
+    int ncomms = -1;
+    if (!keys || !slot_of || !comm_of || !start || !sorted)
+        goto out;
+    ncomms = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t h = (uint64_t)(uintptr_t)calls[i].comm * 0x9e3779b97f4a7c15ull;
+        size_t k = (size_t)(h >> 20) & (cap - 1);
+        while (keys[k] && keys[k] != calls[i].comm)
+            k = (k + 1) & (cap - 1);
+        if (!keys[k]) {
+            keys[k] = calls[i].comm;
+            slot_of[k] = ncomms++;
         }
-    return k - from;
+        comm_of[i] = slot_of[k];
+        start[comm_of[i] + 1]++;
+    }
+    for (int c = 0; c < ncomms; c++)
+        start[c + 1] += start[c];
+    for (int i = 0; i < n; i++)
+        sorted[start[comm_of[i]]++] = calls[i];
+    memcpy(calls, sorted, sizeof *calls * (size_t)n);
+out:
+    free(keys), free(slot_of), free(comm_of), free(start), free(sorted);
+    return ncomms;
 }
 
 /* Checks the group's calls on one comm: the comm still lives, one stream. */
@@ -232,7 +350,8 @@ static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int 
     }
     CclP2pCall call = {.comm = comm, .stream = stream, .nops = n, .ops = ops, .group_comms = group_comms,
                        .ngroup_comms = ngroup_comms};
-    CCL__TRACE(comm->rank, "%s: a group of %d point-to-point call%s", fn, n, n > 1 ? "s" : "");
+    CCL__LOG(CCL__LOG_TRACE, CCL__SUB_P2P, comm->rank, "%s: a group of %d point-to-point call%s", fn, n,
+             n > 1 ? "s" : "");
     ccl_result_t r = comm->be->run_p2p(&call);
     if (r != CCL_OK) /* nothing was enqueued: the messages were not sent */
         for (int i = n - 1; i >= 0; i--)
@@ -246,11 +365,22 @@ static void group_reset(void)
     free(group.calls);
     group.calls = NULL;
     group.n = group.cap = 0;
+    free(group.splits);
+    group.splits = NULL;
+    group.nsplits = group.splits_cap = 0;
     group.failed_at = 0;
     group.failed = CCL_OK;
 }
 
+static ccl_result_t group_end_body(void);
+
 ccl_result_t ccl_group_end(void)
+{
+    ccl__range_push("ccl_group_end");
+    return ccl__range_pop(group_end_body());
+}
+
+static ccl_result_t group_end_body(void)
 {
     const char *fn = "ccl_group_end";
     if (group.depth == 0)
@@ -262,22 +392,33 @@ ccl_result_t ccl_group_end(void)
                                         "%s: call %d of the group failed, so nothing in the group was launched: %s",
                                         fn, group.failed_at, group.why);
         for (int i = 0; i < group.n; i++)
-            if (ccl__handle_live(group.calls[i].comm))
+            if ((i == 0 || group.calls[i].comm != group.calls[i - 1].comm) && ccl__handle_live(group.calls[i].comm))
                 CCL__FMT(group.calls[i].comm->last_error, sizeof group.calls[i].comm->last_error, "%s",
                          ccl_comm_last_error(NULL));
         group_reset();
         return r;
     }
-    if (group.n == 0) /* an empty group launches nothing */
+    /* Splits first: they block until every rank of their comm is in one. */
+    if (group.nsplits > 0) {
+        ccl_result_t r = run_splits(fn);
+        if (r != CCL_OK || group.n == 0) {
+            group_reset();
+            return r;
+        }
+    }
+    if (group.n == 0) { /* an empty group launches nothing */
+        group_reset();
         return CCL_OK;
+    }
     /* Every comm's calls together, and all checked before any comm launches. */
     ccl_result_t r = CCL_OK;
     ccl_comm_t *failed = NULL, **comms = malloc(sizeof *comms * (size_t)group.n);
     int ncomms = 0;
-    if (!comms)
+    if (!comms || group_by_comm(group.calls, group.n) < 0)
         r = ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     for (int i = 0, k; i < group.n && r == CCL_OK; i += k) {
-        k = gather_comm(group.calls, i, group.n);
+        for (k = 1; i + k < group.n && group.calls[i + k].comm == group.calls[i].comm; k++)
+            ;
         r = check_group(&group.calls[i], k);
         failed = comms[ncomms++] = group.calls[i].comm;
     }

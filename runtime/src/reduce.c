@@ -165,6 +165,9 @@ void ccl__from_float(void *x, float f, ccl_dtype_t t)
     case CCL_I32: *(int32_t *)x = (int32_t)f; break;
     case CCL_I64: *(int64_t *)x = (int64_t)f; break;
     case CCL_U8: *(uint8_t *)x = (uint8_t)f; break;
+    case CCL_I8: *(int8_t *)x = (int8_t)f; break;
+    case CCL_U32: *(uint32_t *)x = (uint32_t)f; break;
+    case CCL_U64: *(uint64_t *)x = (uint64_t)f; break;
     default: break;
     }
 }
@@ -177,6 +180,9 @@ double ccl__load_double(const void *x, ccl_dtype_t t)
     case CCL_I32: return *(const int32_t *)x;
     case CCL_I64: return (double)*(const int64_t *)x;
     case CCL_U8: return *(const uint8_t *)x;
+    case CCL_I8: return *(const int8_t *)x;
+    case CCL_U32: return *(const uint32_t *)x;
+    case CCL_U64: return (double)*(const uint64_t *)x;
     default: return ccl__to_float(x, t);
     }
 }
@@ -281,6 +287,39 @@ static void reduce_u8(uint8_t *d, const uint8_t *const *s, int nsrc, size_t n, c
 #undef S
 }
 
+/* i8, u32, u64: wrap around in their width (through the unsigned type of that width,
+ * where wrapping is defined); min and max compare as the type. */
+static void reduce_i8(int8_t *d, const int8_t *const *s, int nsrc, size_t n, ccl_op_t op)
+{
+#define L(k, e) s[k][e]
+#define S(e, v) d[e] = (v)
+#define SUMI8(a, b) (int8_t)(uint8_t)((unsigned)(uint8_t)(a) + (unsigned)(uint8_t)(b))
+#define PRODI8(a, b) (int8_t)(uint8_t)((unsigned)(uint8_t)(a) * (unsigned)(uint8_t)(b))
+    REDUCE_LOOPS(int8_t, L, S, SUMI8, PRODI8)
+#undef L
+#undef S
+}
+
+static void reduce_u32(uint32_t *d, const uint32_t *const *s, int nsrc, size_t n, ccl_op_t op)
+{
+#define L(k, e) s[k][e]
+#define S(e, v) d[e] = (v)
+#define SUMU32(a, b) (uint32_t)((uint64_t)(a) + (b))
+#define PRODU32(a, b) (uint32_t)((uint64_t)(a) * (b))
+    REDUCE_LOOPS(uint32_t, L, S, SUMU32, PRODU32)
+#undef L
+#undef S
+}
+
+static void reduce_u64(uint64_t *d, const uint64_t *const *s, int nsrc, size_t n, ccl_op_t op)
+{
+#define L(k, e) s[k][e]
+#define S(e, v) d[e] = (v)
+    REDUCE_LOOPS(uint64_t, L, S, PLAIN_SUM, PLAIN_PROD)
+#undef L
+#undef S
+}
+
 /* The half types through float: 16-bit (f16, bf16) and 8-bit (fp8) storage. */
 static void reduce_half16(uint16_t *d, const uint16_t *const *s, int nsrc, size_t n, ccl_op_t op, ccl_dtype_t t)
 {
@@ -325,6 +364,9 @@ void ccl__reduce(void *dst, const void *const *src, int nsrc, size_t n, ccl_dtyp
     case CCL_I32: reduce_i32(dst, (const int32_t *const *)src, nsrc, n, op); break;
     case CCL_I64: reduce_i64(dst, (const int64_t *const *)src, nsrc, n, op); break;
     case CCL_U8: reduce_u8(dst, (const uint8_t *const *)src, nsrc, n, op); break;
+    case CCL_I8: reduce_i8(dst, (const int8_t *const *)src, nsrc, n, op); break;
+    case CCL_U32: reduce_u32(dst, (const uint32_t *const *)src, nsrc, n, op); break;
+    case CCL_U64: reduce_u64(dst, (const uint64_t *const *)src, nsrc, n, op); break;
     case CCL_F16:
     case CCL_BF16: reduce_half16(dst, (const uint16_t *const *)src, nsrc, n, op, t); break;
     case CCL_FP8_E4M3:
@@ -343,6 +385,9 @@ void ccl__divide(void *x, size_t n, ccl_dtype_t t, int divisor)
     case CCL_I32: for (size_t e = 0; e < n; e++) ((int32_t *)x)[e] /= divisor; break;
     case CCL_I64: for (size_t e = 0; e < n; e++) ((int64_t *)x)[e] /= divisor; break;
     case CCL_U8: for (size_t e = 0; e < n; e++) ((uint8_t *)x)[e] = (uint8_t)(((uint8_t *)x)[e] / divisor); break;
+    case CCL_I8: for (size_t e = 0; e < n; e++) ((int8_t *)x)[e] = (int8_t)(((int8_t *)x)[e] / divisor); break;
+    case CCL_U32: for (size_t e = 0; e < n; e++) ((uint32_t *)x)[e] /= (uint32_t)divisor; break;
+    case CCL_U64: for (size_t e = 0; e < n; e++) ((uint64_t *)x)[e] /= (uint64_t)divisor; break;
     default:
         for (size_t e = 0; e < n; e++)
             ccl__from_float(p + e * es, ccl__to_float(p + e * es, t) / (float)divisor, t);

@@ -609,9 +609,17 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
     char file[CCL__TUNE_PATH], where[sizeof t->source + 16];
     snprintf(file, sizeof file, "%s", t->table.files[e->file]);
     CCL__FMT(where, sizeof where, "%s:%d", t->source, e->line);
-    char dir[1024], path[2048];
+    char dir[1024], path[2048], why[2200];
     if (file[0] == '/') {
+        /* Relative names resolve in the library folder, which is trusted; an absolute one
+         * may name any file on the machine, so it must pass the same trust rule. */
         CCL__FMT(path, sizeof path, "%s", file);
+        if (ccl__trusted_file(path, ": not loaded (another user could make this process run their program)", why,
+                              sizeof why) != 0) {
+            CCL__FMT(v->why, sizeof v->why, "%s: %s", where, why);
+            set_miss(t, v->why);
+            return NULL;
+        }
     } else if (ccl__library_dir(dir, sizeof dir) == 0) {
         CCL__FMT(path, sizeof path, "%s/%s", dir, file);
     } else {
@@ -659,8 +667,13 @@ ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, siz
 {
     CclTuner *t = &comm->tune;
     t->miss = CCL__MISS_NONE;
-    if (t->state == CCL__TUNE_NOT_LOOKED)
+    if (t->state == CCL__TUNE_NOT_LOOKED) {
         tune_load(comm);
+        if (t->state == CCL__TUNE_IN_USE)
+            CCL__LOG(CCL__LOG_INFO, CCL__SUB_TUNE, comm->rank, "%s: tuning table %s", fn, t->source);
+        else
+            CCL__LOG(CCL__LOG_INFO, CCL__SUB_TUNE, comm->rank, "%s: no tuning table: %s", fn, t->why);
+    }
     if (t->state != CCL__TUNE_IN_USE) {
         t->miss = CCL__MISS_NO_TABLE;
         return NULL;

@@ -7,6 +7,7 @@
  * may also be root's (an installed library), never another user's or writable by one. */
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,31 @@ int ccl__trusted_source(const char *path, char *why, size_t len)
     return trusted(path, 1, 1, ": skipped (another user could plant algorithms there)", why, len);
 }
 
+int ccl__trusted_file(const char *path, const char *consequence, char *why, size_t len)
+{
+    if (trusted(path, 1, 1, consequence, why, len) != 0)
+        return -1;
+    /* Its folder: whoever may write there may replace the file (unless the folder is
+     * sticky, as /tmp is: then only the file's owner may). */
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    struct stat st;
+    const char *bad = NULL;
+    if (stat(dir, &st) != 0)
+        bad = "cannot be inspected";
+    else if (st.st_uid != geteuid() && st.st_uid != 0)
+        bad = "belongs to another user";
+    else if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+        bad = "is writable by other users (and not sticky)";
+    if (bad)
+        snprintf(why, len, "%s: its folder %s %s%s", path, dir, bad, consequence);
+    return bad ? -1 : 0;
+}
+
 int ccl__trusted_dir(const char *path, char *why, size_t len)
 {
     return trusted(path, 0, 0, " (it must be this user's own and writable only by them, mode 0700)", why, len);
@@ -142,4 +168,53 @@ int ccl__pid_dead(long pid)
     buf[n] = 0;
     const char *st = strrchr(buf, ')');
     return st && st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X');
+}
+
+/* ---- deep work on a known stack ---- */
+
+typedef struct {
+    void (*fn)(void *);
+    void *arg;
+} StackJob;
+
+static void *stack_job(void *p)
+{
+    StackJob *j = p;
+    j->fn(j->arg);
+    return NULL;
+}
+
+/* Bytes of stack left below this frame on the calling thread; SIZE_MAX when the
+ * system cannot say (then the caller's thread is not trusted either way: 0). */
+static size_t stack_left(void)
+{
+    pthread_attr_t a;
+    void *lo;
+    size_t size;
+    if (pthread_getattr_np(pthread_self(), &a) != 0)
+        return 0;
+    int ok = pthread_attr_getstack(&a, &lo, &size) == 0;
+    pthread_attr_destroy(&a);
+    char here;
+    if (!ok || (char *)&here < (char *)lo || (char *)&here > (char *)lo + size)
+        return 0;
+    return (size_t)(&here - (char *)lo);
+}
+
+int ccl__with_stack(void (*fn)(void *), void *arg)
+{
+    if (stack_left() >= CCL__DEEP_STACK_MIN) {
+        fn(arg);
+        return 0;
+    }
+    StackJob j = {fn, arg};
+    pthread_attr_t a;
+    pthread_t t;
+    if (pthread_attr_init(&a) != 0)
+        return -1;
+    int rc = pthread_attr_setstacksize(&a, CCL__DEEP_STACK) == 0 && pthread_create(&t, &a, stack_job, &j) == 0 ? 0 : -1;
+    pthread_attr_destroy(&a);
+    if (rc == 0)
+        pthread_join(t, NULL);
+    return rc;
 }

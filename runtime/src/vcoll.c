@@ -80,12 +80,24 @@ void ccl__v_space_message(char *err, size_t len, int me, uint64_t seq, const cha
                           unsigned long long longest, ccl_dtype_t dtype, int p, unsigned long long stage,
                           size_t arena_bytes)
 {
+    /* Name what does not fit: the scratch (sized by the longest segment), rank p's
+     * staging (its buffers peers cannot reach), or the two together; never a part of 0
+     * bytes as if it were the cause. */
+    char need[320];
+    if (stage == 0)
+        snprintf(need, sizeof need, "%s needs %zu bytes of scratch for its longest segment (%llu elements of %s)", file,
+                 scratch, longest, ccl_dtype_name(dtype));
+    else if (scratch == 0)
+        snprintf(need, sizeof need, "rank %d needs %llu bytes of staging for its sendbuf and recvbuf (buffers peers "
+                 "cannot reach where they are)", p, stage);
+    else
+        snprintf(need, sizeof need, "%s needs %zu bytes of scratch (its longest segment is %llu elements of %s) and "
+                 "rank %d %llu bytes of staging, together", file, scratch, longest, ccl_dtype_name(dtype), p, stage);
     snprintf(err, len,
-             "rank %d, call %llu: %s needs %zu bytes of scratch (its longest segment is %llu elements of %s) and rank "
-             "%d %llu bytes of staging, more than the %zu bytes of the heap that v-collectives use (half of what was "
-             "free at the first v call; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES, or pass ccl_mem_alloc "
-             "buffers, which need no staging)", me, (unsigned long long)seq, file, scratch, longest,
-             ccl_dtype_name(dtype), p, stage, arena_bytes);
+             "rank %d, call %llu: %s, more than the %zu bytes of the heap that v-collectives use (half of what was "
+             "free at the first v call; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES%s)", me,
+             (unsigned long long)seq, need, arena_bytes,
+             stage ? ", or pass ccl_mem_alloc buffers, which need no staging" : "");
 }
 
 /* The vring and the v arena, taken at the first v call of the comm. Every rank makes
@@ -172,9 +184,22 @@ static ccl_result_t fill_side(ccl_comm_t *comm, const char *fn, int units, const
     return CCL_OK;
 }
 
+static ccl_result_t run_v_body(ccl_algorithm_t *alg, const void *send, const size_t *sendcounts, const size_t *sdispls,
+                               void *recv, const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, void *stream,
+                               const char *fn);
+
+/* The v-collectives' entry, inside its NVTX range (CCL_NVTX). */
 ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *sendcounts, const size_t *sdispls,
                         void *recv, const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, void *stream,
                         const char *fn)
+{
+    ccl__range_push(fn);
+    return ccl__range_pop(run_v_body(alg, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, stream, fn));
+}
+
+static ccl_result_t run_v_body(ccl_algorithm_t *alg, const void *send, const size_t *sendcounts, const size_t *sdispls,
+                               void *recv, const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, void *stream,
+                               const char *fn)
 {
     ccl_comm_t *comm = alg->comm;
     ccl_result_t r = ccl__check_usable(comm, fn);
@@ -188,6 +213,9 @@ ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *se
                               "(use ccl_algorithm_run)", fn, alg->file, cclc_coll_name(coll), fn);
     if ((unsigned)dtype >= CCL_NUM_DTYPES)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
+    ccl_result_t kr = ccl__check_kernel_dtype(comm, dtype, fn);
+    if (kr != CCL_OK)
+        return kr;
     int N = comm->nranks, me = comm->rank, nin = coll == COLL_ALLTOALLV ? N : 1;
     if (!sendcounts)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendcounts' is NULL", fn);

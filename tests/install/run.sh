@@ -3,10 +3,11 @@
 # the tree that use it as a user would.
 #   - layout: the programs, headers, libccl.so (its soname link too) and libccl.a,
 #     ccl.pc and every shipped algorithm, with modes libccl's trust rules accept;
-#   - pkg-config reads ccl.pc (--cflags --libs, and --static adding libccl.a's needs);
+#   - pkg-config reads ccl.pc (--cflags --libs, and --static adding libccl.a's needs)
+#     and ccl-static.pc (libccl.a by its path);
 #   - a program built outside the tree (tests/install/prog.c) with
 #     `cc prog.c $(pkg-config --cflags --libs ccl)`, and once statically with libccl.a
-#     and `pkg-config --static`, runs an all-reduce on 2-4 CPU ranks with no variable but
+#     through `pkg-config --cflags --libs ccl-static`, runs an all-reduce on 2-4 CPU ranks with no variable but
 #     LD_LIBRARY_PATH: libccl finds the installed algorithms by itself (next to
 #     libccl.so, or compiled into the installed libccl.a), also with libccl.a linked
 #     into a shared object the program uses (as a Python extension would); the shared
@@ -68,6 +69,7 @@ expected() {
         echo "link lib/libccl.so.$major -> libccl.so.$version"
         echo "link lib/libccl.so -> libccl.so.$major"
         echo "644 lib/pkgconfig/ccl.pc"
+        echo "644 lib/pkgconfig/ccl-static.pc"
         echo "755 share/ccl/algorithms"
         for d in algorithms/*/ algorithms/literature/*/; do echo "755 share/ccl/${d%/}"; done
         for f in algorithms/*/*.ccl algorithms/literature/*/*.ccl; do echo "644 share/ccl/$f"; done
@@ -132,8 +134,13 @@ if make_in install install PREFIX="$prefix"; then
     algs=$prefix/share/ccl/algorithms
     build_prog installed.shared prog $(pkg-config --cflags --libs ccl) &&
         run_prog installed.shared prog 4 "$algs" "$prefix/lib"
-    # -l:libccl.a: the archive, although libccl.so lies next to it.
-    if build_prog installed.static prog_static $(pkg-config --static --cflags --libs ccl | sed 's/-lccl\b/-l:libccl.a/'); then
+    got=$(pkg-config --libs ccl-static 2>&1 | xargs)
+    want="$prefix/lib/libccl.a -pthread -ldl -lm -lrt"
+    [ "$got" = "$want" ] && echo "ok install.pkg-config.ccl-static" ||
+        echo "FAIL install.pkg-config.ccl-static: pkg-config --libs ccl-static gives '$got', expected '$want'"
+    # ccl-static: the archive, although libccl.so lies next to it (before, the only way was
+    # to rewrite ccl.pc's -lccl by hand: pkg-config --static still linked libccl.so).
+    if build_prog installed.static prog_static $(pkg-config --cflags --libs ccl-static); then
         if ldd "$user/prog_static" | grep -q libccl; then
             echo "FAIL installed.static: prog_static links libccl.so, not libccl.a"
         else
@@ -142,7 +149,7 @@ if make_in install install PREFIX="$prefix"; then
     fi
     # libccl.a linked into a shared object (as a Python extension would), used by a program.
     if build_prog installed.in-shared-object libuser.so -shared -fPIC -Dmain=user_main \
-            $(pkg-config --static --cflags --libs ccl | sed 's/-lccl\b/-l:libccl.a/'); then
+            $(pkg-config --cflags --libs ccl-static); then
         printf 'int user_main(int, char **);\nint main(int argc, char **argv) { return user_main(argc, argv); }\n' \
             >"$user/main.c"
         if (cd "$user" && cc -std=c11 -o prog_user main.c -L. -luser) >"$tmp/cc.log" 2>&1; then
@@ -180,6 +187,15 @@ fi
 # The build folder's libccl.so, used from outside the tree, finds the source tree's algorithms.
 build_prog build.shared prog_build -I"$PWD/runtime/include" -L"$build_dir" -lccl &&
     run_prog build.shared prog_build 2 "$(cd algorithms && pwd -P)" "$build_dir"
+
+# A build without the CUDA toolkit says once that it leaves the GPU backend out (it said
+# nothing), and a build with it says nothing.
+n=$(env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS make --no-print-directory -n BUILD="$tmp/nogpu" CUDA=/nonexistent all 2>&1 | grep -c 'without the GPU backend')
+[ "$n" = 1 ] && echo "ok build.no-cuda-notice" || echo "FAIL build.no-cuda-notice: said $n times, expected once"
+if [ -e /usr/local/cuda/include/cuda.h ]; then
+    n=$(env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS make --no-print-directory -n BUILD="$tmp/nogpu" all 2>&1 | grep -c 'without the GPU backend')
+    [ "$n" = 0 ] && echo "ok build.cuda-no-notice" || echo "FAIL build.cuda-no-notice: said $n times"
+fi
 
 # DESTDIR: the files land under it at PREFIX's paths, and ccl.pc names PREFIX.
 if make_in install.destdir install DESTDIR="$tmp/stage" PREFIX=/opt/ccl; then

@@ -388,7 +388,7 @@ bad v-collective-allgatherv "ccl-perf: error: --algo algorithms/allgatherv/ring.
 bad not-a-size "ccl-perf: error: -e 1X: not a size (a number of bytes, optionally with K, M or G)" -c allreduce -e 1X
 bad zero-size "ccl-perf: error: -b 0: sizes must be at least one element" -c allreduce -b 0
 bad step "ccl-perf: error: -f 1: expected an integer in 2..1048576" -c allreduce -f 1
-bad dtype "ccl-perf: error: -d f33: unknown dtype (expected f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3 or fp8_e5m2)" -c allreduce -d f33
+bad dtype "ccl-perf: error: -d f33: unknown dtype (expected f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3, fp8_e5m2, i8, u32 or u64)" -c allreduce -d f33
 bad op "ccl-perf: error: -o mean: unknown reduction op (expected sum, prod, min, max or avg)" -c allreduce -o mean
 bad op-no-reduce "ccl-perf: error: -o max: allgather does not reduce" -c allgather -o max
 bad root-no-root "ccl-perf: error: -r 1: allreduce has no root" -c allreduce -r 1

@@ -137,15 +137,49 @@ static void test_self_abort(void)
           ccl_result_string(q));
     check("ccl_comm_get_async_error: NULL result", ccl_comm_get_async_error(comms[1], NULL) == CCL_ERR_INVALID_ARGUMENT &&
           strstr(ccl_comm_last_error(comms[1]), "'result'"), ccl_comm_last_error(comms[1]));
+    /* What get_async_error said, the idle peer's own calls say too. */
+    void *p = NULL;
+    ccl_result_t m = ccl_mem_alloc(comms[0], &p, 4096);
+    snprintf(detail, sizeof detail, "%s, ptr %p: %s", ccl_result_string(m), p, ccl_comm_last_error(comms[0]));
+    check("ccl_mem_alloc on the aborted rank fails", m == CCL_ERR_INVALID_USAGE && !p &&
+          strstr(ccl_comm_last_error(comms[0]), "aborted"), detail);
+    ccl_result_t s1 = ccl_comm_synchronize(comms[1]);
+    snprintf(detail, sizeof detail, "%s: %s", ccl_result_string(s1), ccl_comm_last_error(comms[1]));
+    check("an idle peer's ccl_comm_synchronize reports the abort",
+          s1 == CCL_ERR_PEER_FAILED && strstr(ccl_comm_last_error(comms[1]), "rank 0 aborted the communicator"), detail);
+    m = ccl_mem_alloc(comms[1], &p, 4096);
+    snprintf(detail, sizeof detail, "%s, ptr %p: %s", ccl_result_string(m), p, ccl_comm_last_error(comms[1]));
+    check("ccl_mem_alloc on the idle peer fails after the abort", m == CCL_ERR_PEER_FAILED && !p, detail);
     ccl_comm_destroy(comms[0]);
     ccl_comm_destroy(comms[1]);
     check("ccl_comm_abort: a destroyed communicator", ccl_comm_abort(comms[0]) == CCL_ERR_INVALID_ARGUMENT,
           ccl_comm_last_error(NULL));
 }
 
+/* A peer aborts while this rank is idle: its next ccl_mem_alloc, before any
+ * synchronize, fails too (it would hand out a buffer of a dead communicator). */
+static void test_idle_alloc(void)
+{
+    enum { N = 2 };
+    ccl_comm_t *comms[N];
+    ccl_algorithm_t *alg[N];
+    if (init(comms, N, alg) != 0)
+        return;
+    ccl_comm_abort(comms[1]);
+    void *p = NULL;
+    ccl_result_t m = ccl_mem_alloc(comms[0], &p, 4096);
+    char detail[CCL__ERR_LEN + 64];
+    snprintf(detail, sizeof detail, "%s, ptr %p: %s", ccl_result_string(m), p, ccl_comm_last_error(comms[0]));
+    check("ccl_mem_alloc after a peer's abort fails naming the peer", m == CCL_ERR_PEER_FAILED && !p &&
+          strstr(ccl_comm_last_error(comms[0]), "rank 1 aborted the communicator"), detail);
+    ccl_comm_destroy(comms[0]);
+    ccl_comm_destroy(comms[1]);
+}
+
 int main(void)
 {
     test_peer_aborts();
     test_self_abort();
+    test_idle_alloc();
     return failures != 0;
 }

@@ -91,7 +91,7 @@ int main(void)
         for (int op = 0; op < CCL_NUM_OPS; op++) {
             unsigned char a[64], b[64], c[64], d[64];
             int vals[3][4] = {{1, -2, 3, 2}, {2, 2, -1, 1}, {-1, 1, 2, 2}};
-            if (dt == CCL_U8)
+            if (dt == CCL_U8 || dt == CCL_U32 || dt == CCL_U64)
                 for (int i = 0; i < 3; i++)
                     for (int e = 0; e < 4; e++)
                         vals[i][e] = vals[i][e] < 0 ? -vals[i][e] : vals[i][e];
@@ -117,7 +117,46 @@ int main(void)
             }
         }
     }
+    /* The integers NCCL has beyond ours (ncclInt8, ncclUint32, ncclUint64): sizes, names,
+     * and wrap-around in their own width, min and max as the type. */
+    static const struct { ccl_dtype_t t; const char *name, *alias; size_t size; } more[] = {
+        {CCL_I8, "i8", "int8", 1}, {CCL_U32, "u32", "uint32", 4}, {CCL_U64, "u64", "uint64", 8}};
+    for (size_t i = 0; i < 3; i++) {
+        ccl_dtype_t back = CCL_F32, alias = CCL_F32;
+        CHECK(ccl_dtype_size(more[i].t) == more[i].size && !strcmp(ccl_dtype_name(more[i].t), more[i].name) &&
+              ccl_dtype_parse(more[i].name, &back) == 0 && back == more[i].t &&
+              ccl_dtype_parse(more[i].alias, &alias) == 0 && alias == more[i].t, "%s: size, name, parse", more[i].name);
+    }
+    {
+        int8_t a[3] = {100, -100, -128}, b[3] = {100, -100, 1}, d[3];
+        const void *s2[2] = {a, b};
+        ccl__reduce(d, s2, 2, 3, CCL_I8, CCL_SUM);
+        CHECK(d[0] == -56 && d[1] == 56 && d[2] == -127, "i8 sum wraps: %d %d %d", d[0], d[1], d[2]);
+        ccl__reduce(d, s2, 2, 3, CCL_I8, CCL_MIN);
+        CHECK(d[0] == 100 && d[1] == -100 && d[2] == -128, "i8 min is signed: %d %d %d", d[0], d[1], d[2]);
+        ccl__reduce(d, s2, 2, 3, CCL_I8, CCL_PROD);
+        CHECK(d[0] == 16 && d[1] == 16 && d[2] == -128, "i8 prod wraps: %d %d %d", d[0], d[1], d[2]);
+        int8_t avg[2] = {-7, 9};
+        ccl__divide(avg, 2, CCL_I8, 2);
+        CHECK(avg[0] == -3 && avg[1] == 4, "i8 avg truncates: %d %d", avg[0], avg[1]);
+    }
+    {
+        uint32_t a[2] = {4000000000u, 7}, b[2] = {500000000u, 3000000000u}, d[2];
+        const void *s2[2] = {a, b};
+        ccl__reduce(d, s2, 2, 2, CCL_U32, CCL_SUM);
+        CHECK(d[0] == 205032704u && d[1] == 3000000007u, "u32 sum wraps: %u %u", d[0], d[1]);
+        ccl__reduce(d, s2, 2, 2, CCL_U32, CCL_MAX);
+        CHECK(d[0] == 4000000000u && d[1] == 3000000000u, "u32 max is unsigned: %u %u", d[0], d[1]);
+    }
+    {
+        uint64_t a[2] = {UINT64_MAX, 1ull << 63}, b[2] = {2, 1ull << 63}, d[2];
+        const void *s2[2] = {a, b};
+        ccl__reduce(d, s2, 2, 2, CCL_U64, CCL_SUM);
+        CHECK(d[0] == 1 && d[1] == 0, "u64 sum wraps: %llu %llu", (unsigned long long)d[0], (unsigned long long)d[1]);
+        ccl__reduce(d, s2, 2, 2, CCL_U64, CCL_MIN);
+        CHECK(d[0] == 2 && d[1] == 1ull << 63, "u64 min is unsigned: %llu", (unsigned long long)d[0]);
+    }
     if (!failures)
-        printf("ok dtypes: round to nearest even for f16, bf16, fp8 e4m3/e5m2; names; reductions\n");
+        printf("ok dtypes: round to nearest even for f16, bf16, fp8 e4m3/e5m2; names; reductions; i8, u32, u64\n");
     return failures != 0;
 }

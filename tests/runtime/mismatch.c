@@ -4,7 +4,11 @@
  * Cases: rank 0 loads ring, the others allpairs, for the same all-reduce; the same
  * algorithm with different instances (a launch shape); ranks whose ccl_mem_alloc
  * sequences differ (different heap layouts); the first case again with every rank a
- * process (shm heaps, ccl_comm_init_rank through the environment bootstrap). */
+ * process (shm heaps, ccl_comm_init_rank through the environment bootstrap); a standard
+ * all-reduce whose count differs on one rank, which makes that rank pick another
+ * algorithm: the message must name the count as the cause, with both counts (it named
+ * the algorithm first, as if the ranks had loaded different ones). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,9 +103,16 @@ static int proc_child(int rank, int unused)
     ccl_comm_t *comm = forked_rank_open("mismatch: processes", rank, 5000, src, &alg, &eb, &boot);
     if (!comm)
         return 1;
-    float *in, *out;
+    float *in = NULL, *out = NULL;
     ccl_mem_alloc(comm, (void **)&in, COUNT * sizeof(float));
     ccl_mem_alloc(comm, (void **)&out, COUNT * sizeof(float));
+    /* Every rank allocated before any runs: a rank that finds the mismatch stops every
+     * peer, and ccl_mem_alloc on a stopped comm fails (docs/api.md, "Results"). */
+    boot.barrier(boot.ctx);
+    if (!in || !out) {
+        printf("FAIL mismatch: processes: rank %d: ccl_mem_alloc: %s\n", rank, ccl_comm_last_error(comm));
+        return 1;
+    }
     for (int i = 0; i < COUNT; i++)
         in[i] = (float)(rank + i);
     ccl_result_t r = ccl_algorithm_run(alg, in, out, COUNT, CCL_F32, CCL_SUM, NULL);
@@ -125,6 +136,53 @@ static void procs_case(void)
     failures += bad;
 }
 
+typedef struct {
+    ccl_comm_t *comm;
+    size_t count;
+    ccl_result_t r;
+    char msg[CCL__ERR_LEN];
+} CollJob;
+
+static void *coll_job(void *arg)
+{
+    CollJob *j = arg;
+    float *in = calloc(j->count, sizeof *in), *out = calloc(j->count, sizeof *out);
+    j->r = ccl_all_reduce(in, out, j->count, CCL_F32, CCL_SUM, j->comm, NULL);
+    if (j->r == CCL_OK)
+        j->r = ccl_comm_synchronize(j->comm);
+    snprintf(j->msg, sizeof j->msg, "%s", ccl_comm_last_error(j->comm));
+    free(in), free(out);
+    return NULL;
+}
+
+/* ccl_all_reduce with counts[r] on rank r (threads). */
+static void counts_case(const char *what, const size_t *counts, const char *n1, const char *n2)
+{
+    ccl_comm_t *comms[N];
+    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 20000};
+    if (ccl_comm_init_all(comms, N, NULL, &cfg) != CCL_OK) {
+        printf("FAIL mismatch: %s: init: %s\n", what, ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    CollJob jobs[N];
+    pthread_t t[N];
+    for (int r = 0; r < N; r++) {
+        jobs[r] = (CollJob){.comm = comms[r], .count = counts[r]};
+        pthread_create(&t[r], NULL, coll_job, &jobs[r]);
+    }
+    for (int r = 0; r < N; r++)
+        pthread_join(t[r], NULL);
+    int bad = 0;
+    for (int r = 0; r < N; r++) {
+        bad |= judge(what, r, jobs[r].r, CCL_ERR_INVALID_ARGUMENT, jobs[r].msg, n1, n2);
+        ccl_comm_destroy(comms[r]);
+    }
+    if (!bad)
+        printf("ok mismatch: %s: every rank fails naming the count\n", what);
+    failures += bad;
+}
+
 int main(void)
 {
     const char *ring = "algorithms/allreduce/ring.ccl", *allpairs = "algorithms/allreduce/allpairs.ccl";
@@ -140,5 +198,8 @@ int main(void)
     threads_case("threads, a different ccl_mem_alloc sequence on rank 2", same, skew, CCL_ERR_NOT_SYMMETRIC,
                  "heap offset", "ccl_mem_alloc");
     procs_case();
+    const size_t counts[N] = {1000, 1000, 3000000, 1000};
+    counts_case("threads, ccl_all_reduce with another count on rank 2 (so another algorithm)", counts,
+                "the ranks disagree on the count", "3000000");
     return failures != 0;
 }

@@ -4,7 +4,10 @@
  * a job id), so they bootstrap through runtime/src/bootstrap_env.c and create the
  * communicator with ccl_comm_init_rank. Checks: an exact all-reduce with symmetric and
  * with host buffers; then a peer that dies after init: the survivors must fail fast
- * with CCL_ERR_PEER_FAILED naming the dead peer (its pid is gone), never hang. Children print FAIL lines; the parent prints ok. */
+ * with CCL_ERR_PEER_FAILED naming the dead peer (its pid is gone), never hang; a peer
+ * that failed (a timeout of its own) and exited since must be named as failed, not as
+ * dead (before the fix, whoever looked after it had exited read its missing pid as a
+ * death). Children print FAIL lines; the parent prints ok. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +36,32 @@ static int child(int rank, int scenario)
     ccl_mem_alloc(comm, &sym_out, COUNT * sizeof(double));
     double *host_in = malloc(COUNT * sizeof(double)), *host_out = malloc(COUNT * sizeof(double));
     int status = 0;
+    if (scenario == 2) {
+        boot.barrier(boot.ctx);
+        if (rank == 1) {
+            /* A recv nobody sends: times out after 400 ms, stops every rank, exits. */
+            static double x;
+            ccl_recv(&x, 1, CCL_F64, 2, comm, NULL);
+            ccl_result_t r = ccl_comm_synchronize(comm);
+            ccl_comm_destroy(comm);
+            ccl__env_boot_close(eb);
+            return r == CCL_ERR_TIMEOUT ? 5 : 1;
+        }
+        usleep(1500 * 1000); /* rank 1 has failed and exited by now */
+        ccl_result_t r = ccl_algorithm_run(alg, sym_in, sym_out, COUNT, CCL_F64, CCL_SUM, NULL);
+        if (r == CCL_OK)
+            r = ccl_comm_synchronize(comm);
+        const char *msg = ccl_comm_last_error(comm);
+        if (r != CCL_ERR_PEER_FAILED || !strstr(msg, "rank 1 failed") || strstr(msg, "is gone")) {
+            printf("FAIL procs: rank %d after rank 1 failed and exited: %s: %s\n", rank, ccl_result_string(r), msg);
+            status = 1;
+        } else {
+            status = 4;
+        }
+        ccl_comm_destroy(comm);
+        ccl__env_boot_close(eb);
+        return status;
+    }
     if (scenario == 1) {
         /* Everyone must have finished init before the victim goes. */
         boot.barrier(boot.ctx);
@@ -113,6 +142,13 @@ int main(void)
                "(timeout 400 ms)\n", ccl__now_ms() - t0);
     else {
         printf("FAIL procs: dead peer: exit codes %d %d %d (want 4: the dead rank named)\n", codes[0], codes[1], codes[2]);
+        failures++;
+    }
+    bad = run_scenario(2, codes);
+    if (!bad && codes[0] == 4 && codes[1] == 5 && codes[2] == 4)
+        printf("ok procs: a peer that failed and exited is named as failed, not as dead\n");
+    else {
+        printf("FAIL procs: failed peer: exit codes %d %d %d (want 4 5 4)\n", codes[0], codes[1], codes[2]);
         failures++;
     }
     return failures != 0;

@@ -38,7 +38,7 @@ if [ ! -x "$cclc" ]; then
     exit 0
 fi
 
-dtypes=(f32 f64 f16 bf16 i32 i64 u8 fp8_e4m3 fp8_e5m2)
+dtypes=(f32 f64 f16 bf16 i32 i64 u8 fp8_e4m3 fp8_e5m2 i8 u32 u64)
 ops=(sum prod min max avg)
 # The fixed-size algorithms; allgatherv and alltoallv (no in-place form, counts per
 # rank) have section V of their own.
@@ -71,8 +71,8 @@ for f in "${algs[@]}"; do
     for n in 2 3 4 5 8; do
         for c in 0 1 7 1001; do
             for ip in "" --inplace; do
-                dt=${dtypes[$(( i % 9 ))]}
-                op=${ops[$(( (i / 9) % 5 ))]}
+                dt=${dtypes[$(( i % ${#dtypes[@]} ))]}
+                op=${ops[$(( (i / ${#dtypes[@]}) % 5 ))]}
                 i=$((i + 1))
                 run_case "run $f N=$n count=$c $dt $op ${ip:-out-of-place}" \
                     "$cclc" run "$f" --ranks $n --count $c --dtype $dt --op $op --iters 2 --seed $i $ip
@@ -140,7 +140,7 @@ if command -v mpirun >/dev/null; then
     [ "$(id -u)" -eq 0 ] && mpirun_cmd+=(--allow-run-as-root)
     i=0
     for f in "${algs[@]}"; do
-        dt=${dtypes[$(( i % 9 ))]}
+        dt=${dtypes[$(( i % ${#dtypes[@]} ))]}
         ip=$([ $((i % 3)) -eq 1 ] && echo --inplace)
         hb=$([ $((i % 4)) -eq 2 ] && echo --host-buffers)
         i=$((i + 1))
@@ -305,7 +305,7 @@ i=0
 for f in "${valgs[@]}" tests/runtime/v/*.ccl; do
     case $f in *allgatherv* | */ring_slices.ccl) kind=gather ;; *) kind=toall ;; esac
     for n in 2 3 4 5 8; do
-        dt=${dtypes[$(( i % 9 ))]}
+        dt=${dtypes[$(( i % ${#dtypes[@]} ))]}
         i=$((i + 1))
         run_case "run $f N=$n seeded counts $dt" "$cclc" run "$f" --ranks $n --count 1001 --dtype $dt --iters 3 --seed $i
         if [ $kind = gather ]; then flag=--counts; m=$n; else flag=--counts-matrix; m=$((n * n)); fi

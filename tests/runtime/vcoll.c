@@ -330,7 +330,7 @@ static void arena_too_small(void)
     for (int q = 0; q < N; q++) {
         ccl_result_t r = ccl_comm_synchronize(comms[q]);
         const char *msg = ccl_comm_last_error(comms[q]);
-        EXPECT(r == CCL_ERR_OUT_OF_MEMORY && strstr(msg, "bytes of scratch (its longest segment is 100000 elements") &&
+        EXPECT(r == CCL_ERR_OUT_OF_MEMORY && strstr(msg, "bytes of scratch for its longest segment (100000 elements") && !strstr(msg, "staging") &&
                    strstr(msg, "heap that v-collectives use"), "arena: rank %d got %s: %s", q, ccl_result_string(r),
                msg);
         EXPECT(b.recv[q][l.rd[q][0]] == POISON, "arena: rank %d's recvbuf was written", q);
@@ -339,6 +339,49 @@ static void arena_too_small(void)
         printf("ok vcoll scratch larger than the v arena: every rank fails naming the sizes\n");
 out:
     bufs_free(&b);
+    destroy(comms);
+}
+
+/* Staging alone that does not fit (a program with no scratch, host buffers): the message
+ * names the staging and its rank, not a scratch of 0 bytes and the longest segment
+ * (before the fix: "ring.ccl needs 0 bytes of scratch (its longest segment is ...
+ * elements) and rank 0 ... bytes of staging"). */
+static void arena_staging_too_small(void)
+{
+    int failures0 = failures;
+    ccl_comm_t *comms[N];
+    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 10000, .heap_bytes = 4 << 20};
+    if (ccl_comm_init_all(comms, N, NULL, &cfg) != CCL_OK) {
+        EXPECT(0, "staging: init: %s", ccl_comm_last_error(NULL));
+        return;
+    }
+    enum { EACH = 300000 }; /* N x 1.2 MB of recvbuf to stage, more than the arena */
+    size_t counts[N];
+    int32_t *send[N], *recv[N];
+    ccl_algorithm_t *alg[N];
+    for (int q = 0; q < N; q++) {
+        counts[q] = EACH;
+        send[q] = calloc(EACH, sizeof(int32_t));
+        recv[q] = malloc(sizeof(int32_t) * EACH * N);
+        recv[q][0] = POISON;
+        if (ccl_algorithm_load(comms[q], "algorithms/allgatherv/ring.ccl", 0, &alg[q]) != CCL_OK)
+            EXPECT(0, "staging: load: %s", ccl_comm_last_error(comms[q]));
+    }
+    for (int q = 0; q < N && failures == failures0; q++)
+        EXPECT(ccl_algorithm_run_v(alg[q], send[q], &counts[q], NULL, recv[q], counts, NULL, CCL_I32, NULL) == CCL_OK,
+               "staging: rank %d refused at once: %s", q, ccl_comm_last_error(comms[q]));
+    for (int q = 0; q < N && failures == failures0; q++) {
+        ccl_result_t r = ccl_comm_synchronize(comms[q]);
+        const char *msg = ccl_comm_last_error(comms[q]);
+        EXPECT(r == CCL_ERR_OUT_OF_MEMORY && strstr(msg, "bytes of staging") && strstr(msg, "rank 0 needs") &&
+                   !strstr(msg, "0 bytes of scratch") && !strstr(msg, "longest segment"),
+               "staging: rank %d got %s: %s", q, ccl_result_string(r), msg);
+        EXPECT(recv[q][0] == POISON, "staging: rank %d's recvbuf was written", q);
+    }
+    if (failures == failures0)
+        printf("ok vcoll staging larger than the v arena: every rank fails naming the staging, not scratch\n");
+    for (int q = 0; q < N; q++)
+        free(send[q]), free(recv[q]);
     destroy(comms);
 }
 
@@ -472,6 +515,7 @@ int main(void)
     mismatch(1, 3, 0, 4, "rank 0 sends", "rank 3 expects 4 (its recvcounts[0])");
     procs_mismatch();
     arena_too_small();
+    arena_staging_too_small();
     choice();
     arguments();
     return failures ? 1 : 0;

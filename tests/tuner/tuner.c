@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ccl.h"
@@ -530,6 +531,58 @@ static void test_forced(void)
     fini(comms, N);
 }
 
+/* A table entry with an absolute path names a program anyone may have written: it is
+ * loaded only when the file is this user's (or root's) and nobody else can write it or
+ * its folder, as the algorithm library's files (before the fix: loaded whatever it
+ * was, running another user's program in this process). */
+static void test_absolute_trust(void)
+{
+    enum { N = 4 };
+    ccl_comm_t *comms[N];
+    if (init(comms, N))
+        return;
+    char lib[2048], alg[600], path[600], entries[1400], why[1024];
+    snprintf(lib, sizeof lib, "%s/allreduce/allpairs.ccl", getenv("CCL_ALGORITHM_DIR") ? getenv("CCL_ALGORITHM_DIR")
+             : "algorithms");
+    snprintf(alg, sizeof alg, "%s/planted.ccl", tmpdir);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod 666 '%s'", lib, alg, alg);
+    if (system(cmd) != 0) {
+        CHECK("tuner.absolute.setup", 0, "cannot copy %s", lib);
+        fini(comms, N);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/absolute.tbl", tmpdir);
+    snprintf(entries, sizeof entries, "allreduce 4096 %s 1 - - -\n", alg);
+    table_for(comms[0], path, 0, entries);
+    setenv("CCL_TUNE_FILE", path, 1);
+    int rc = run_all(comms, N, 0, 1024, why, sizeof why);
+    CHECK("tuner.absolute.writable-by-others",
+          rc == 0 && strstr(why, "by its sizes hint") && strstr(why, "is writable by other users") &&
+          !find_alg(comms[0], "planted.ccl", 1), "%s", why);
+    fini(comms, N);
+
+    /* The same file, private again: used. */
+    if (init(comms, N))
+        return;
+    chmod(alg, 0644);
+    rc = run_all(comms, N, 0, 1024, why, sizeof why);
+    CHECK("tuner.absolute.own-file", rc == 0 && strstr(why, "planted.ccl (instances 1") && strstr(why, ":6 (bucket 4096)"),
+          "%s", why);
+    fini(comms, N);
+
+    /* Another user's file (only root can make one here). */
+    if (geteuid() == 0 && chown(alg, 65534, 65534) == 0) {
+        if (init(comms, N))
+            return;
+        rc = run_all(comms, N, 0, 1024, why, sizeof why);
+        CHECK("tuner.absolute.another-user", rc == 0 && strstr(why, "belongs to another user") &&
+              !find_alg(comms[0], "planted.ccl", 1), "%s", why);
+        fini(comms, N);
+    }
+    unsetenv("CCL_TUNE_FILE");
+}
+
 static void test_ignored(void)
 {
     enum { N = 4 };
@@ -705,6 +758,7 @@ int main(int argc, char **argv)
     test_builtin();
     test_builtin_texts();
     test_forced();
+    test_absolute_trust();
     test_ignored();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -147,18 +147,18 @@ static int64_t uniform(uint64_t r, int64_t lo, int64_t hi)
 /* Rank `rank`'s input element idx (index into its whole `in` buffer). */
 static int64_t gen_value(const Gen *g, int rank, size_t idx)
 {
-    int is_u8 = g->o->dtype == CCL_U8;
+    int is_unsigned = tool_dtype_unsigned(g->o->dtype); /* no negative data */
     int reducing = g->coll == COLL_ALLREDUCE || g->coll == COLL_REDUCE_SCATTER || g->coll == COLL_REDUCE;
     uint64_t r = h(g, rank, idx, 1);
     if (!reducing || g->o->op == CCL_MIN || g->o->op == CCL_MAX || g->o->op == CCL_SUM)
-        return uniform(r, is_u8 ? 0 : -g->a, g->a);
+        return uniform(r, is_unsigned ? 0 : -g->a, g->a);
     if (g->o->op == CCL_PROD) {
         static const int64_t s[] = {-1, 1, 1, 2}, u[] = {1, 1, 1, 2};
-        return is_u8 ? u[r % 4] : s[r % 4];
+        return is_unsigned ? u[r % 4] : s[r % 4];
     }
     /* avg: x (shared by all ranks at idx) + d, where ranks 2j and 2j+1 get +d and -d. */
     uint64_t rx = h(g, 0, idx, 2), rd = h(g, rank & ~1, idx, 3);
-    int64_t x = is_u8 ? uniform(rx, g->m, g->a - g->m) : uniform(rx, -(g->a - g->m), g->a - g->m);
+    int64_t x = is_unsigned ? uniform(rx, g->m, g->a - g->m) : uniform(rx, -(g->a - g->m), g->a - g->m);
     int64_t d = uniform(rd, 0, g->m);
     if ((rank | 1) >= g->N)
         d = 0; /* the unpaired last rank */
@@ -210,8 +210,12 @@ static double reduced(const Gen *g, size_t idx)
         acc /= g->N;
     if (o->dtype == CCL_U8)
         acc = (uint8_t)acc;
+    else if (o->dtype == CCL_I8)
+        acc = (int8_t)(uint8_t)acc;
     else if (o->dtype == CCL_I32)
         acc = (int32_t)(uint32_t)acc;
+    else if (o->dtype == CCL_U32)
+        acc = (uint32_t)acc;
     return (double)acc;
 }
 
@@ -785,7 +789,7 @@ static int run_command(RunOpts *o)
      * the calls': a rank that never joins is named after it, one that dies (its pid) at
      * once. */
     const char *te = getenv("CCL_TIMEOUT_MS");
-    int boot_ms = o->timeout_ms ? o->timeout_ms : te && atoi(te) > 0 ? atoi(te) : 10000;
+    int boot_ms = o->timeout_ms ? o->timeout_ms : te && atoi(te) > 0 ? atoi(te) : CCL_DEFAULT_TIMEOUT_MS;
     if (tool_launch_open(&launch, boot_ms) != 0)
         return 1;
     if (launch.processes) {

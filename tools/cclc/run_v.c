@@ -87,7 +87,7 @@ static int64_t value(const RunOpts *o, int call, int q, int v, size_t i)
 {
     int64_t R = tool_exact_max(o->dtype);
     uint64_t r = cclc_run_mix(cclc_run_mix(o->seed ^ (uint64_t)call << 48) ^ (uint64_t)q << 40 ^ (uint64_t)v << 32 ^ i);
-    int64_t lo = o->dtype == CCL_U8 ? 0 : -R;
+    int64_t lo = tool_dtype_unsigned(o->dtype) ? 0 : -R;
     return lo + (int64_t)(r % (uint64_t)(R - lo + 1));
 }
 

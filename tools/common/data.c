@@ -15,8 +15,14 @@ int64_t tool_exact_max(ccl_dtype_t t)
     case CCL_BF16: return 256;
     case CCL_F16: return 2048;
     case CCL_U8: return 255;
+    case CCL_I8: return 127;
     default: return 1 << 20;
     }
+}
+
+int tool_dtype_unsigned(ccl_dtype_t t)
+{
+    return t == CCL_U8 || t == CCL_U32 || t == CCL_U64;
 }
 
 void tool_store_int(void *buf, size_t idx, int64_t v, ccl_dtype_t t)
@@ -28,6 +34,9 @@ void tool_store_int(void *buf, size_t idx, int64_t v, ccl_dtype_t t)
     case CCL_I32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
     case CCL_I64: memcpy(p, &v, 8); break;
     case CCL_U8: *(uint8_t *)p = (uint8_t)v; break;
+    case CCL_I8: *(int8_t *)p = (int8_t)v; break;
+    case CCL_U32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+    case CCL_U64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
     /* f16, bf16 and fp8: v is exact, so rounding it keeps it. */
     default: ccl__from_float(p, (float)v, t); break;
     }

@@ -254,9 +254,11 @@ void tool_gpu_graph_free(ToolGpu *g);
 /* ===== data.c ===== */
 
 /* The largest M such that every integer of magnitude up to M is exact in t (fp8 e5m2 8,
- * e4m3 16, bf16 256, f16 2048, u8 255; 2^20 for the wider types, more than any data
- * pattern needs). */
+ * e4m3 16, bf16 256, f16 2048, u8 255, i8 127; 2^20 for the wider types, more than any
+ * data pattern needs). */
 int64_t tool_exact_max(ccl_dtype_t t);
+/* 1 for the unsigned dtypes (u8, u32, u64): data for them is never negative. */
+int tool_dtype_unsigned(ccl_dtype_t t);
 /* Stores v, an integer exact in t (|v| <= tool_exact_max(t)), as element idx of buf. */
 void tool_store_int(void *buf, size_t idx, int64_t v, ccl_dtype_t t);
 

@@ -192,7 +192,7 @@ ccl_dtype_t tool_dtype(const char *flag, const char *val)
 {
     ccl_dtype_t d;
     if (ccl_dtype_parse(val, &d) != 0)
-        tool_usage_error("%s %s: unknown dtype (expected f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3 or fp8_e5m2)",
+        tool_usage_error("%s %s: unknown dtype (expected f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3, fp8_e5m2, i8, u32 or u64)",
                          flag, val);
     return d;
 }

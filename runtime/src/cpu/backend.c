@@ -193,6 +193,11 @@ static ccl_result_t cpu_poll(ccl_comm_t *comm)
     return ab && (int)ab - 1 != comm->rank ? CCL_ERR_PEER_FAILED : CCL_OK;
 }
 
+static void cpu_poll_message(ccl_comm_t *comm, char *buf, size_t len)
+{
+    ccl__cpu_culprit(comm, atomic_load(&ccl__cpu_header(comm, comm->rank)->abort), buf, len);
+}
+
 /* The all-rank barrier on the heap headers; bounded by the timeout. 0 or -1 (timeout or
  * abort, message in err, naming a rank that did not arrive). Called by one thread per
  * rank (the comm's worker), in the same order on every rank. */
@@ -906,6 +911,7 @@ const CclBackend ccl__cpu_backend = {
     .synchronize = cpu_synchronize,
     .abort = cpu_abort,
     .poll = cpu_poll,
+    .poll_message = cpu_poll_message,
     .copy = cpu_copy,
     .describe = cpu_describe,
 };

@@ -12,6 +12,7 @@ typedef struct LocalWorld LocalWorld;
  * rank's pid, so waits notice a dead peer (pids, NULL in one process). */
 typedef struct {
     LocalWorld *world;
+    uint64_t world_token;            /* its ccl__share_* token: each comm holds a reference */
     int shm;
     int64_t *pids;
 } CpuHeaps;

@@ -1,8 +1,11 @@
 /* cpu/p2p.c: one group of ccl_send and ccl_recv calls, run by the comm's worker.
  *
- * Every call of the group advances in turn, a slot at a time, until all are done: so
- * no call waits for another of its group, only for its partner on the other rank (see
- * runtime/src/p2p.c for why a group cannot deadlock). A message of B bytes takes
+ * Every channel of the group (sends to one peer, recvs from one peer) advances in turn,
+ * as far as it can, until all are done: so no call waits for another of its group, only
+ * for its partner on the other rank (see runtime/src/p2p.c for why a group cannot
+ * deadlock). Since a channel's slots are taken in call order, only its first unfinished
+ * calls can move, so a round costs the channels, not the calls: a group's time is
+ * linear in its messages (it was quadratic: 131072 messages took minutes). A message of B bytes takes
  * max(1, ceil(B / payload)) slots of its channel, in order; a zero-size one takes one
  * slot, its header alone, so that it is matched and checked like any other.
  *   send: fill the channel's next slot once the receiver has emptied the slot's last
@@ -38,18 +41,15 @@ static char *slot_at(ccl_comm_t *comm, int holder, int sender, uint64_t g)
     return comm->heap_base[holder] + ccl__p2p_slot_off(comm, sender, (int)(g % CCL__P2P_SLOTS));
 }
 
-/* One step of a send: 1 when it filled a slot or completed. */
-static int send_step(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls, int *done)
+/* A send fills the slots of its channel in call order: it may fill slot g only when it
+ * is the channel's next (filled[p] == g) and the receiver has emptied the slot's last
+ * use. 1 when it filled one, else 0. */
+static int send_fill(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls, uint64_t emptied)
 {
-    int me = comm->rank, p = c->op->peer, N = comm->nranks;
+    int me = comm->rank, p = c->op->peer;
     size_t payload = comm->p2p_slot_bytes - CCL__P2P_HEADER;
-    uint64_t emptied = atomic_load_explicit(sem(comm, me, N + p), memory_order_acquire);
-    if (c->next == c->slots) {
-        *done = emptied >= c->first + c->slots;
-        return *done;
-    }
     uint64_t g = c->first + c->next;
-    if (st->filled[p] != g || g - emptied >= CCL__P2P_SLOTS)
+    if (c->next == c->slots || st->filled[p] != g || g - emptied >= CCL__P2P_SLOTS)
         return 0;
     char *slot = slot_at(comm, p, me, g);
     CclP2pSlot h = {.nth = c->op->nth, .count = c->op->count, .dtype = (uint64_t)c->op->dtype,
@@ -64,9 +64,9 @@ static int send_step(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls, int *don
     return 1;
 }
 
-/* One step of a recv: 1 when it emptied a slot; -1 when the slot's header does not
- * match the recv (reported, every rank stopped). */
-static int recv_step(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls, int *done)
+/* One slot of a recv: 1 when it emptied one; 0 when the next slot is not full yet; -1
+ * when the slot's header does not match the recv (reported, every rank stopped). */
+static int recv_step(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls)
 {
     int me = comm->rank, p = c->op->peer, N = comm->nranks;
     size_t payload = comm->p2p_slot_bytes - CCL__P2P_HEADER;
@@ -87,7 +87,6 @@ static int recv_step(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls, int *don
     c->next++;
     st->emptied[p]++;
     atomic_store_explicit(sem(comm, p, N + me), st->emptied[p], memory_order_release);
-    *done = c->next == c->slots;
     return 1;
 }
 
@@ -110,9 +109,68 @@ static int state_init(ccl_comm_t *comm, CpuP2p *st)
     return 0;
 }
 
+/* One channel of the group: the calls on it (indices into the group's calls, in call
+ * order: only its first unfinished ones can move, because a channel's slots are taken
+ * in call order), and how far they are. A send channel's calls are filled up to `fill`
+ * and complete (the receiver emptied every slot) up to `done`; a recv channel's are
+ * done up to `done` (`fill` unused). Completion is in order too: emptied counts rise. */
+typedef struct {
+    int *calls, ncalls;
+    int fill, done;
+    int send, peer;
+} Channel;
+
+/* Moves channel ch as far as it can now: the number of slots moved or calls completed
+ * (0: none), or -1 after a mismatch was reported. */
+static int channel_step(ccl_comm_t *comm, CpuP2p *st, Call *calls, int ncalls, Channel *ch)
+{
+    int moved = 0;
+    if (ch->send) {
+        uint64_t emptied = atomic_load_explicit(sem(comm, comm->rank, comm->nranks + ch->peer), memory_order_acquire);
+        while (ch->fill < ch->ncalls) {
+            Call *c = &calls[ch->calls[ch->fill]];
+            while (send_fill(comm, st, c, ncalls, emptied))
+                moved++;
+            if (c->next < c->slots)
+                break;
+            ch->fill++;
+        }
+        while (ch->done < ch->fill) {
+            const Call *c = &calls[ch->calls[ch->done]];
+            if (emptied < c->first + c->slots)
+                break;
+            ch->done++;
+            moved++;
+        }
+        return moved;
+    }
+    while (ch->done < ch->ncalls) {
+        Call *c = &calls[ch->calls[ch->done]];
+        int r = 0;
+        while (c->next < c->slots && (r = recv_step(comm, st, c, ncalls)) > 0)
+            moved++;
+        if (r < 0)
+            return -1;
+        if (c->next < c->slots)
+            break;
+        ch->done++;
+    }
+    return moved;
+}
+
+/* The first call of the group (in call order) not done yet: the one a stop names. */
+static const Call *first_waiting(const Call *calls, const Channel *chans, int nch)
+{
+    int first = -1;
+    for (int k = 0; k < nch; k++)
+        if (chans[k].done < chans[k].ncalls && (first < 0 || chans[k].calls[chans[k].done] < first))
+            first = chans[k].calls[chans[k].done];
+    return &calls[first < 0 ? 0 : first];
+}
+
 void ccl__cpu_p2p_run(ccl_comm_t *comm, CpuP2p *st, const CclP2pOp *ops, int n)
 {
-    int me = comm->rank;
+    int me = comm->rank, N = comm->nranks;
     _Atomic uint64_t *abort_flag = &ccl__cpu_header(comm, me)->abort;
     uint64_t ab = atomic_load(abort_flag);
     char what[160], who[96];
@@ -121,85 +179,78 @@ void ccl__cpu_p2p_run(ccl_comm_t *comm, CpuP2p *st, const CclP2pOp *ops, int n)
                              "earlier", me, n, n > 1 ? "s" : "", ccl__cpu_culprit(comm, ab, who, sizeof who));
         return;
     }
+    /* Channel k < N: sends to rank k; N + k: recvs from rank k. */
     Call *calls = calloc((size_t)n, sizeof *calls);
-    if (!calls || state_init(comm, st) != 0) {
-        free(calls);
+    int *order = malloc(sizeof *order * (size_t)n), *count = calloc(2 * (size_t)N + 1, sizeof *count);
+    uint64_t *at = calloc(2 * (size_t)N, sizeof *at);
+    Channel *chans = calloc(2 * (size_t)N, sizeof *chans);
+    if (!calls || !order || !count || !at || !chans || state_init(comm, st) != 0) {
         ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running a group of %d "
                              "point-to-point calls", me, n);
         ccl__cpu_abort_all(comm);
-        return;
+        goto out;
     }
     /* Each call's slots on its channel, in call order from where the channel stands. */
-    uint64_t *fill_at = calloc(2 * (size_t)comm->nranks, sizeof *fill_at);
-    if (!fill_at) {
-        free(calls);
-        ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", me);
-        ccl__cpu_abort_all(comm);
-        return;
-    }
-    uint64_t *empty_at = fill_at + comm->nranks;
-    memcpy(fill_at, st->filled, sizeof *fill_at * (size_t)comm->nranks);
-    memcpy(empty_at, st->emptied, sizeof *empty_at * (size_t)comm->nranks);
+    memcpy(at, st->filled, sizeof *at * (size_t)N);
+    memcpy(at + N, st->emptied, sizeof *at * (size_t)N);
     size_t payload = comm->p2p_slot_bytes - CCL__P2P_HEADER;
     for (int i = 0; i < n; i++) {
         Call *c = &calls[i];
+        int k = (ops[i].kind == CCL__P2P_SEND ? 0 : N) + ops[i].peer;
         c->op = &ops[i];
         c->bytes = ops[i].count * ccl_dtype_size(ops[i].dtype);
         c->slots = c->bytes ? (c->bytes + payload - 1) / payload : 1;
-        uint64_t *at = ops[i].kind == CCL__P2P_SEND ? &fill_at[ops[i].peer] : &empty_at[ops[i].peer];
-        c->first = *at;
-        *at += c->slots;
+        c->first = at[k];
+        at[k] += c->slots;
+        count[k + 1]++;
     }
-    free(fill_at);
+    /* The calls of each channel, in call order (a counting sort), and the channels that
+     * have any. */
+    for (int k = 0; k < 2 * N; k++)
+        count[k + 1] += count[k];
+    int nch = 0;
+    for (int k = 0; k < 2 * N; k++)
+        if (count[k + 1] > count[k])
+            chans[nch++] = (Channel){.calls = order + count[k], .ncalls = count[k + 1] - count[k], .send = k < N,
+                                     .peer = k % N};
+    for (int i = 0; i < n; i++)
+        order[count[(ops[i].kind == CCL__P2P_SEND ? 0 : N) + ops[i].peer]++] = i;
 
     int left = n;
-    unsigned char *done = calloc((size_t)n, 1);
     CpuSpinClock clock = {0};
-    for (unsigned it = 0; done && left > 0;) {
+    for (unsigned it = 0; left > 0;) {
         int moved = 0;
-        for (int i = 0; i < n; i++) {
-            if (done[i])
-                continue;
-            int finished = 0;
-            int r = calls[i].op->kind == CCL__P2P_SEND ? send_step(comm, st, &calls[i], n, &finished)
-                                                       : recv_step(comm, st, &calls[i], n, &finished);
+        left = 0;
+        for (int k = 0; k < nch; k++) {
+            int before = chans[k].done, r = channel_step(comm, st, calls, n, &chans[k]);
             if (r < 0)
                 goto out;
-            moved |= r;
-            if (finished) {
-                done[i] = 1;
-                left--;
-            }
+            moved |= r > 0 || chans[k].done != before;
+            left += chans[k].ncalls - chans[k].done;
         }
+        if (left == 0)
+            break;
         if (moved) {
             it = 0;
             clock = (CpuSpinClock){0};
             continue;
         }
-        int first = 0;
-        while (done[first])
-            first++;
         ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
         if (ab) {
             ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: %s stopped: %s", me,
-                                 ccl__p2p_describe(calls[first].op, (uint64_t)n, what, sizeof what),
+                                 ccl__p2p_describe(first_waiting(calls, chans, nch)->op, (uint64_t)n, what, sizeof what),
                                  ccl__cpu_culprit(comm, ab, who, sizeof who));
             goto out;
         }
         if ((it & 63) == 63 && ccl__cpu_clock_turn(comm, &clock)) {
-            report_stuck(comm, &calls[first], n);
+            report_stuck(comm, first_waiting(calls, chans, nch), n);
             ccl__cpu_abort_all(comm);
             goto out;
         }
         ccl__backoff(it++);
     }
-    if (!done) {
-        ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", me);
-        ccl__cpu_abort_all(comm);
-    }
 out:
-    free(done);
-    free(calls);
+    free(calls), free(order), free(count), free(at), free(chans);
 }
 
 void ccl__cpu_p2p_free(CpuP2p *st)

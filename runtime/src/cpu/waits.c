@@ -15,6 +15,11 @@ static const CpuHeaps *heaps(ccl_comm_t *comm)
 
 void ccl__cpu_abort_for(ccl_comm_t *comm, int d)
 {
+    /* On behalf of a peer (only one whose process is gone): recorded first, unless the
+     * peer had stopped everyone itself before it went (its own word says so: a
+     * failing rank sets its own first). */
+    if (d != comm->rank && atomic_load(&ccl__cpu_header(comm, d)->abort) != (uint64_t)d + 1)
+        atomic_store(&ccl__cpu_header(comm, d)->gone, 1);
     uint64_t zero = 0;
     atomic_compare_exchange_strong(&ccl__cpu_header(comm, d)->abort, &zero, (uint64_t)d + 1);
     for (int p = 0; p < comm->nranks; p++) {
@@ -64,12 +69,18 @@ const char *ccl__cpu_culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t le
 {
     int r = (int)ab - 1;
     const CpuHeaps *h = heaps(comm);
-    if (r >= 0 && r < comm->nranks && r != comm->rank && h->pids && ccl__pid_dead((long)h->pids[r]))
-        snprintf(buf, len, "rank %d (pid %lld) is gone (it died or exited)", r, (long long)h->pids[r]);
-    else if (r >= 0 && r < comm->nranks && atomic_load(&ccl__cpu_header(comm, r)->aborted))
+    atomic_thread_fence(memory_order_acquire); /* ab was read relaxed: see what was recorded before it */
+    /* What the rank that set the abort word recorded, not what its pid says now: a rank
+     * that failed and then exited is a failure, not a death. */
+    if (r < 0 || r >= comm->nranks)
+        snprintf(buf, len, "rank %d failed", r);
+    else if (atomic_load(&ccl__cpu_header(comm, r)->gone))
+        snprintf(buf, len, "rank %d (pid %lld) is gone (it died or exited)", r, h->pids ? (long long)h->pids[r] : -1LL);
+    else if (atomic_load(&ccl__cpu_header(comm, r)->aborted))
         snprintf(buf, len, "rank %d aborted the communicator (ccl_comm_abort)", r);
     else
-        snprintf(buf, len, "rank %d failed", r);
+        snprintf(buf, len, "rank %d failed%s", r, r != comm->rank && h->pids && ccl__pid_dead((long)h->pids[r])
+                 ? " (its own error says why; it has exited since)" : " (its own error says why)");
     return buf;
 }
 

@@ -35,7 +35,8 @@ typedef struct {
  * and then exited is no failure. The caller sees the abort word at its next turn. */
 int ccl__cpu_clock_turn(ccl_comm_t *comm, CpuSpinClock *c);
 
-/* How a rank stopped by abort word `ab` names the culprit into buf: "rank 2 failed",
+/* How a rank stopped by abort word `ab` names the culprit into buf, from what was
+ * recorded when the abort word was set: "rank 2 failed (its own error says why)",
  * "rank 2 aborted the communicator (ccl_comm_abort)" or "rank 2 (pid 4711) is gone". */
 const char *ccl__cpu_culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t len);
 
