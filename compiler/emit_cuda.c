@@ -857,6 +857,18 @@ static void emit_block(Emit *e, const PlanBlock *b)
     fprintf(o, "    }\n");
 }
 
+int cclc_emit_cuda_lines_only(const Plan *plan, Protocol proto)
+{
+    if (proto == PROTO_SIMPLE || cclc_coll_is_v(plan->prog->coll) || !cclc_plan_can_run_lines(plan)) return 0;
+    int ok = 1;
+    for (int r = 0; r < plan->nranks && ok; r++) {
+        Emit e = {.plan = plan, .prog = plan->prog, .rank = r};
+        ok = emit_ll_analyze(&e);
+        emit_ll_free(&e);
+    }
+    return ok;
+}
+
 const char *cclc_emit_cuda_refusal(const Plan *plan)
 {
     /* A v-collective's kernel keeps every rank's segment table in each block's shared

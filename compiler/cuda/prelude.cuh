@@ -188,11 +188,20 @@ __device__ __forceinline__ struct ccl_span ccl_io(const struct ccl_args &a, u64 
 __device__ __forceinline__ void ccl_part(const struct ccl_args &a, u64 inst, u64 sl, u64 len, u64 *lo, u64 *hi)
 {
     const u64 A = CCL_PART_BYTES / sizeof(ccl_t);
-    u64 ilo = inst * len / a.ninst / A * A;
-    u64 ihi = inst + 1 == a.ninst ? len : (inst + 1) * len / a.ninst / A * A;
-    u64 il = ihi - ilo;
-    *lo = ilo + sl * il / a.nslices / A * A;
-    *hi = sl + 1 == a.nslices ? ihi : ilo + (sl + 1) * il / a.nslices / A * A;
+    /* One instance or one slice is the whole: no 64-bit division (tens of instructions
+     * each) on the path of a small message. */
+    u64 ilo = 0, ihi = len;
+    if (a.ninst > 1) {
+        ilo = inst * len / a.ninst / A * A;
+        ihi = inst + 1 == a.ninst ? len : (inst + 1) * len / a.ninst / A * A;
+    }
+    *lo = ilo;
+    *hi = ihi;
+    if (a.nslices > 1) {
+        const u64 il = ihi - ilo;
+        *lo = ilo + sl * il / a.nslices / A * A;
+        *hi = sl + 1 == a.nslices ? ihi : ilo + (sl + 1) * il / a.nslices / A * A;
+    }
 }
 
 __device__ __forceinline__ u64 ccl_now(void)

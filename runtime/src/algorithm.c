@@ -705,8 +705,10 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     if (count == 0)
         return CCL_OK;
     int me = comm->rank;
-    int send_optional = coll == COLL_BROADCAST && me != alg->root && !alg->in_remote;
-    int recv_optional = coll == COLL_REDUCE && me != alg->root && !alg->out_remote;
+    /* Whether peers reach this rank's in and out themselves (not through lines). */
+    int in_remote = alg->in_remote && !alg->lines_only, out_remote = alg->out_remote && !alg->lines_only;
+    int send_optional = coll == COLL_BROADCAST && me != alg->root && !in_remote;
+    int recv_optional = coll == COLL_REDUCE && me != alg->root && !out_remote;
     if (!send && !send_optional)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendbuf' is NULL", fn);
     if (!recv && !recv_optional)
@@ -739,10 +741,10 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
 
     c.in = (void *)send;
     c.out = recv;
-    c.stage_in = !send || (overlap && !inplace_ok) || (alg->in_remote && send_at != CCL__BUF_SYMMETRIC);
-    c.stage_out = !recv || (alg->out_remote && recv_at != CCL__BUF_SYMMETRIC);
+    c.stage_in = !send || (overlap && !inplace_ok) || (in_remote && send_at != CCL__BUF_SYMMETRIC);
+    c.stage_out = !recv || (out_remote && recv_at != CCL__BUF_SYMMETRIC);
     c.in_off = c.out_off = SIZE_MAX;
-    if (c.stage_in && alg->in_remote) {
+    if (c.stage_in && in_remote) {
         if (grow_heap_region(comm, &comm->stage_off[0], &comm->stage_bytes[0], c.in_bytes) != 0)
             return ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
                                   "%s: argument 'sendbuf' is not in symmetric memory, and staging it needs %zu bytes the heap "
@@ -752,7 +754,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     } else if (c.stage_in) {
         c.in = NULL;                 /* private staging: the backend's own memory */
     }
-    if (c.stage_out && alg->out_remote) {
+    if (c.stage_out && out_remote) {
         if (grow_heap_region(comm, &comm->stage_off[1], &comm->stage_bytes[1], c.out_bytes) != 0)
             return ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
                                   "%s: argument 'recvbuf' is not in symmetric memory, and staging it needs %zu bytes the heap "
@@ -764,9 +766,9 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     }
     c.stage_in = c.stage_in && send;    /* a NULL send stages nothing: its content is unused */
     c.stage_out = c.stage_out && recv;
-    if (alg->in_remote)
+    if (in_remote)
         c.in_off = (size_t)((char *)c.in - base);
-    if (alg->out_remote)
+    if (out_remote)
         c.out_off = (size_t)((char *)c.out - base);
     if (inplace_ok && !c.stage_in && !c.stage_out && coll == COLL_ALLGATHER)
         c.in_stride = count * es;

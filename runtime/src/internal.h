@@ -639,6 +639,9 @@ struct ccl_algorithm {
     int nblocks;                     /* this rank's logical blocks */
     const PlanBlock **blocks;        /* this rank's PlanBlocks, by tb */
     int in_remote, out_remote;       /* some rank reaches a peer's in (out) */
+    int lines_only;                  /* set by the backend's alg_prepare: peers reach this rank
+                                        only through its line region, never its in or out (a GPU
+                                        run with lines), so in_remote and out_remote stage nothing */
     /* Semaphores: nsems = plan->nsems * I counters at heap offset sem_off (every rank). */
     size_t sem_off;
     int nsems;

@@ -242,6 +242,7 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     ga->threads = gpu_env_int("CCL_GPU_THREADS", 32, 512, 512) / 32 * 32;
     ga->protocol = proto;
     ga->copy = cclc_plan_is_copy(alg->plan);
+    alg->lines_only = cclc_emit_cuda_lines_only(alg->plan, proto);
     /* Expected values of the slots, the block barrier's counter and generations, and the
      * per-block counts of posted port puts (emit_cuda.c). */
     ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + 2 * (size_t)ga->grid;

@@ -2,9 +2,9 @@
  * algorithm direct_ll : alltoall, N = 4, rank 0, K = 1
  * dtype bf16, op sum, protocol ll
  * LL: remote writes are 16-byte lines {data, flag, data, flag} into the peer's LL region
- * (after 4 scratch chunks: 12 chunks x 2*CS*esize bytes, two sets: one per launch parity, for chunks of a.lines_chunk bytes);
+ * (after 0 scratch chunks: 8 chunks x 2*CS*esize bytes, two sets: one per launch parity, for chunks of a.lines_chunk bytes);
  * the signals they publish and the waits that receive them are the lines' flags
- * logical thread blocks 1, semaphore slots per instance 4, scratch chunks 4
+ * logical thread blocks 1, semaphore slots per instance 4, scratch chunks 0
  * Launch: grid = 1 * ninst blocks; one heap of every rank mapped (a.peers). */
 typedef unsigned short ccl_t;
 typedef float ccl_acc;
@@ -19,7 +19,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     const u64 launch = ccl_announce(a, &first);
     /* This launch's set of lines: two sets by launch parity, after the scratch buffers,
      * laid out for chunks of a.lines_chunk bytes. */
-    const u64 line_set = (4ull + (launch & 1) * 24ull) * a.lines_chunk;
+    const u64 line_set = (0ull + (launch & 1) * 16ull) * a.lines_chunk;
     const u64 inst = blockIdx.x % a.ninst;
     u64 *const sem = (u64 *)(a.peers[0] + a.sem_off);
     (void)sem; /* unused when LL lines carry every signal */
@@ -35,57 +35,56 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
         unsigned int flag = (unsigned int)launch;
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
-            __syncthreads();
             { /* 3 independent transfers at once: warp group g of G takes transfers g, g + G, ... */
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
             const u64 w = threadIdx.x / 32, g = w % G;
             const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-            /* op 0: xfer (line 26) */
-            { /* LL: s@1[0] <- in[1] */
-                const struct ccl_span s0 = {0, a.cs};
+            /* op 0: xfer (line 25) */
+            { /* LL: out@1[0] <- in[1] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 1, 0);
                 u64 len = s0.len;
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[1] = {(p1 + a.scratch_off + line_set + 16ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                char *const dr[1] = {(p1 + a.scratch_off + line_set + 8ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)0 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
-            /* op 1: xfer (line 26) */
-            { /* LL: s@2[0] <- in[2] */
-                const struct ccl_span s0 = {0, a.cs};
+            /* op 1: xfer (line 25) */
+            { /* LL: out@2[0] <- in[2] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 2, 0);
                 u64 len = s0.len;
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[1] = {(p2 + a.scratch_off + line_set + 16ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                char *const dr[1] = {(p2 + a.scratch_off + line_set + 8ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)1 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
-            /* op 2: xfer (line 26) */
-            { /* LL: s@3[0] <- in[3] */
-                const struct ccl_span s0 = {0, a.cs};
+            /* op 2: xfer (line 25) */
+            { /* LL: out@3[0] <- in[3] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 3, 0);
                 u64 len = s0.len;
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[1] = {(p3 + a.scratch_off + line_set + 16ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                char *const dr[1] = {(p3 + a.scratch_off + line_set + 8ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)2 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
             }
             __syncthreads();
-            /* op 3: signal (line 28) */
+            /* op 3: signal (line 27) */
             /* signal 1: carried by LL lines */
             /* signal 2: carried by LL lines */
             /* signal 3: carried by LL lines */
-            /* op 4: xfer (line 29) */
+            /* op 4: xfer (line 28) */
             { /* out[0] <- in[0] */
                 const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
@@ -97,92 +96,50 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
             }
-            /* op 5: wait (line 30) */
+            /* op 5: wait (line 29) */
             { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
             const u64 w = threadIdx.x / 32, g = w % G;
             const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-            { /* LL receive from rank 1: s[1] */
-                const struct ccl_span s0 = {a.cs, a.cs};
+            { /* LL receive from rank 1: out[1] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 1, 0);
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
                 u64 len = s0.len;
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + line_set + 18ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                char *const dst = a.out + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p0 + a.scratch_off + line_set + 10ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 30, 1)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 29, 1)) failed = 1;
             }
-            { /* LL receive from rank 2: s[2] */
-                const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
+            { /* LL receive from rank 2: out[2] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 2, 0);
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
                 u64 len = s0.len;
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + line_set + 20ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                char *const dst = a.out + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p0 + a.scratch_off + line_set + 12ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 30, 2)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 29, 2)) failed = 1;
             }
-            { /* LL receive from rank 3: s[3] */
-                const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
+            { /* LL receive from rank 3: out[3] */
+                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 3, 0);
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
                 u64 len = s0.len;
                 if (s1.len < len) len = s1.len;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + line_set + 22ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                char *const dst = a.out + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p0 + a.scratch_off + line_set + 14ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 30, 3)) failed = 1;
+                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 29, 3)) failed = 1;
             }
             }
             __syncthreads();
             if (failed) return;
-            { /* 3 independent transfers at once: warp group g of G takes transfers g, g + G, ... */
-            const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
-            const u64 w = threadIdx.x / 32, g = w % G;
-            const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-            /* op 6: xfer (line 31) */
-            { /* out[1] <- s[1] */
-                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 1, 0);
-                const struct ccl_span s1 = {a.cs, a.cs};
-                u64 len = s0.len;
-                if (s1.len < len) len = s1.len;
-                u64 lo, hi;
-                ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[1] = {(p0 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
-                if (hi > lo && g == (u64)0 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
-            }
-            /* op 7: xfer (line 31) */
-            { /* out[2] <- s[2] */
-                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 2, 0);
-                const struct ccl_span s1 = {(u64)2 * a.cs, a.cs};
-                u64 len = s0.len;
-                if (s1.len < len) len = s1.len;
-                u64 lo, hi;
-                ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[1] = {(p0 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
-                if (hi > lo && g == (u64)1 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
-            }
-            /* op 8: xfer (line 31) */
-            { /* out[3] <- s[3] */
-                const struct ccl_span s0 = ccl_io(a, a.out_ustride, 3, 0);
-                const struct ccl_span s1 = {(u64)3 * a.cs, a.cs};
-                u64 len = s0.len;
-                if (s1.len < len) len = s1.len;
-                u64 lo, hi;
-                ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[1] = {(p0 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
-                if (hi > lo && g == (u64)2 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
-            }
-            }
-            __syncthreads();
         }
         break;
     }
