@@ -41,7 +41,10 @@
  * sends at once, into the set of lines of its launch's parity (two sets), and its
  * first block checks the peers' announcements at its exit, so no rank starts launch
  * L + 1 before every peer has started L, and no line of a set is rewritten while a
- * peer may still read it (docs/internals.md, "The call entry"). LL128
+ * peer may still read it (docs/internals.md, "The call entry"). A wait whose lines a
+ * one-chunk transfer right after it consumes (and nothing else reads: the one-shot
+ * reductions' scratch slots) is fused with it (emit_fusable, ccl_ll_reduce): each
+ * received word goes from the lines into the reduction, never through scratch. LL128
  * (protocol ll128) is the same with 128-byte lines of 15 data words and one flag word,
  * written and read by eight lanes of a warp in one instruction (the prelude's
  * ccl_xfer_ll128): 6% of the bytes go to flags instead of LL's 50%, so it
@@ -761,6 +764,110 @@ static int emit_xfer_run_end(const PlanBlock *b, int first)
     return chunks >= 2 ? end : first;
 }
 
+/* The most sources a fused receive and reduce takes (registers: two words of each in
+ * flight per thread). */
+enum { EMIT_FUSE_MAX_SOURCES = 8 };
+
+/* Whether chunk `chunk` of this rank's buffer `buf` is used by any op of this rank's
+ * blocks other than `skip` (the op that would consume it). */
+static int emit_chunk_used_elsewhere(const Emit *e, int buf, int chunk, const PlanOp *skip)
+{
+    for (int bi = 0; bi < e->plan->nblocks; bi++) {
+        const PlanBlock *b = &e->plan->blocks[bi];
+        if (b->rank != e->rank) continue;
+        for (int i = 0; i < b->nops; i++) {
+            const PlanOp *op = &b->ops[i];
+            if (op == skip) continue;
+            for (int k = 0; k < op->ndst + op->nsrc; k++) {
+                const Ref *r = k < op->ndst ? &op->dst[k] : &op->src[k - op->ndst];
+                if (r->rank == e->rank && r->buf == buf && chunk >= r->chunk && chunk < r->chunk + r->count)
+                    return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Whether an LL wait (ops[i]) and the transfer after it fuse (emit_ll_reduce): every
+ * peer of the wait delivers lines, each delivery is one scratch chunk of this rank
+ * that the transfer reads once, as one of its sources, and nothing else touches; the
+ * transfer is local, one chunk, with at most EMIT_FUSE_MAX_SOURCES sources, and the
+ * program has one chunk per unit (so the sender's and the transfer's parts of a chunk
+ * are the same elements: both are as long as the count). from[x]: the peer whose
+ * lines source x is, -1 for ordinary memory. */
+static int emit_fusable(Emit *e, const PlanBlock *b, int i, int *from)
+{
+    if (!e->ll || e->v || e->ll128 || e->prog->chunks != 1 || i + 1 >= b->nops) return 0;
+    const PlanOp *w = &b->ops[i], *x = &b->ops[i + 1];
+    if (w->kind != OP_WAIT || x->kind != OP_XFER || x->chan == CHAN_PORT || x->nsrc > EMIT_FUSE_MAX_SOURCES ||
+        emit_op_chunks(x) != 1)
+        return 0;
+    for (int d = 0; d < x->ndst; d++)
+        if (x->dst[d].rank != e->rank) return 0;
+    for (int s = 0; s < x->nsrc; s++) {
+        if (x->src[s].rank != e->rank || x->src[s].count != 1) return 0;
+        from[s] = -1;
+    }
+    for (int k = 0; k < w->npeer; k++) {
+        const LLDelivery *dv = emit_delivery(e, w->peer[k], b->tb, e->waits[w->peer[k]]);
+        if (!dv) return 0;
+        for (int t = 0; t < dv->n; t++) {
+            const Ref *r = &dv->items[t].op->dst[dv->items[t].d];
+            if (r->buf < BUF_SCRATCH0 || r->count != 1) return 0;
+            int found = -1;
+            for (int s = 0; s < x->nsrc; s++)
+                if (x->src[s].buf == r->buf && x->src[s].chunk == r->chunk) found = found < 0 ? s : -2;
+            if (found < 0 || from[found] >= 0 || emit_chunk_used_elsewhere(e, r->buf, r->chunk, x)) return 0;
+            from[found] = w->peer[k];
+        }
+    }
+    return 1;
+}
+
+/* An LL wait and the transfer that consumes what it receives, as one pass
+ * (ccl_ll_reduce): each word of the received chunks is read from this rank's lines,
+ * reduced with the other sources in the transfer's order and stored, never written to
+ * scratch. The wait's barrier and failure check follow, as after any wait. */
+static void emit_ll_reduce(Emit *e, const PlanBlock *b, int i, const int *from)
+{
+    FILE *o = e->out;
+    const PlanOp *w = &b->ops[i], *x = &b->ops[i + 1];
+    emit_op_comment(o, w, i);
+    emit_op_comment(o, x, i + 1);
+    emit_xfer_comment(e, x, 0, "LL receives fused with: ");
+    emit_op_part(e, x, 0);
+    fprintf(o, "            char *const d[%d] = {", x->ndst);
+    for (int k = 0; k < x->ndst; k++) {
+        fprintf(o, "%s", k ? ", " : "");
+        emit_base(e, &x->dst[k]);
+        fprintf(o, " + (s%d.off + lo) * sizeof(ccl_t)", k);
+    }
+    fprintf(o, "};\n");
+    unsigned mask = 0;
+    fprintf(o, "            const char *const s[%d] = {", x->nsrc);
+    for (int s = 0; s < x->nsrc; s++) {
+        fprintf(o, "%s", s ? ", " : "");
+        if (from[s] >= 0) {
+            mask |= 1u << s;
+            emit_ll_lines(e, e->rank, x->src[s].buf, x->src[s].chunk);
+        } else {
+            emit_base(e, &x->src[s]);
+            fprintf(o, " + (s%d.off + lo) * sizeof(ccl_t)", x->ndst + s);
+        }
+    }
+    fprintf(o, "};\n");
+    fprintf(o, "            const u64 from[%d] = {", x->nsrc);
+    for (int s = 0; s < x->nsrc; s++) fprintf(o, "%s%d", s ? ", " : "", from[s] >= 0 ? from[s] : 0);
+    fprintf(o, "};\n");
+    fprintf(o, "            if (hi > lo && !ccl_ll_reduce<%d, %d, %#xu>(d, s, from, hi - lo, flag, threadIdx.x, "
+               "blockDim.x, a, launch, %d, inst, %d)) failed = 1;\n", x->ndst, x->nsrc, mask, b->tb,
+            emit_first_line(w));
+    fprintf(o, "        }\n");
+    for (int k = 0; k < w->npeer; k++) e->waits[w->peer[k]]++;
+    fprintf(o, "        __syncthreads();\n");
+    fprintf(o, "        if (failed) return;\n");
+}
+
 /* Whether op ends with a barrier of the block (every wait, barrier, flush and sync does). */
 static int emit_ends_with_barrier(const PlanOp *op)
 {
@@ -832,7 +939,13 @@ static void emit_block(Emit *e, const PlanBlock *b)
     if (mem) e->out = mem;
     for (int i = 0; i < b->nops;) {
         int end = e->ll ? emit_xfer_run_end(b, i) : i;
-        if (end > i) {
+        int *from = cclc_calloc(EMIT_FUSE_MAX_SOURCES, sizeof *from);
+        int fuse = emit_fusable(e, b, i, from);
+        if (fuse) emit_ll_reduce(e, b, i, from);
+        free(from);
+        if (fuse) {
+            i += 2;
+        } else if (end > i) {
             emit_xfer_run(e, b, i, end);
             i = end;
         } else {

@@ -694,6 +694,85 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
     return 1;
 }
 
+/* A wait's LL receives fused with the reduce (or copy) that consumes them: dst[d] =
+ * op(src[0], src[1], ...) for n elements, where the sources whose bit is set in LINES
+ * are this rank's LL lines for that part (spun on until they carry `flag`, as
+ * ccl_ll_recv; from[s] names the sender), the others ordinary memory. Each word is
+ * read, reduced in source order (the bits of a reduce that went through scratch) and
+ * stored once; nothing goes through scratch. Two words per thread in flight, every
+ * pending line of both polled at once. 1, or 0 after a timeout, a peer found running
+ * another call, or a set abort word (recorded as ccl_ll_recv does). */
+template <int ND, int NS, unsigned LINES>
+__device__ __forceinline__ int ccl_ll_reduce(char *const (&dst)[ND], const char *const (&src)[NS],
+                                             const u64 (&from)[NS], u64 n, unsigned int flag, u64 tid, u64 nt,
+                                             const struct ccl_args &a, u64 L, u64 tb, u64 inst, u64 line)
+{
+    enum { U = 2 };
+    const u64 nw = (n + CCL_WE - 1) / CCL_WE;
+    const volatile u64 *abort_flag = (const volatile u64 *)a.peers[CCL_RANK];
+    for (u64 base = tid; base < nw; base += U * nt) {
+        union ccl_word x[U][NS];
+        unsigned int todo = 0; /* bit u * NS + s: word u's line from source s not in yet */
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const u64 j = base + u * nt;
+            const int m = ccl_word_elems(j, n);
+#pragma unroll
+            for (int s = 0; s < NS; s++) {
+                x[u][s].w = 0;
+                if (!(LINES >> s & 1)) x[u][s].w = m ? ccl_ld_word(src[s] + j * 8, m) : 0;
+                else if (m) todo |= 1u << (u * NS + s);
+            }
+        }
+        u64 t0 = 0;
+        unsigned int f0 = 0;
+        for (unsigned int it = 0; todo; it++) {
+            unsigned int d[U][NS][4];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int s = 0; s < NS; s++)
+                    if (todo >> (u * NS + s) & 1)
+                        asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                                     : "=r"(d[u][s][0]), "=r"(d[u][s][1]), "=r"(d[u][s][2]), "=r"(d[u][s][3])
+                                     : "l"(src[s] + (base + u * nt) * 16) : "memory");
+            u64 waiting = 0;
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int s = 0; s < NS; s++) {
+                    if (!(todo >> (u * NS + s) & 1)) continue;
+                    if (d[u][s][1] != flag || d[u][s][3] != flag) {
+                        f0 = d[u][s][1];
+                        waiting = from[s];
+                        continue;
+                    }
+                    x[u][s].w = (u64)d[u][s][0] | ((u64)d[u][s][2] << 32);
+                    todo &= ~(1u << (u * NS + s));
+                }
+            if (todo && (it & 255) == 255) {
+                if ((L && ccl_peer_agrees(a, L, waiting, tb, inst) < 0) || *abort_flag) return 0; /* as ccl_wait_for */
+                const u64 now = ccl_now();
+                if (t0 == 0) t0 = now;
+                else if (now - t0 > a.timeout_ns) {
+                    ccl_fail(a.err, a.peers, CCL_RANK, tb, inst, line, waiting, ~1ull, flag, f0);
+                    return 0;
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const u64 j = base + u * nt;
+            const int m = ccl_word_elems(j, n);
+            if (!m) continue;
+            const u64 r = ccl_reduce_word<NS>(x[u]);
+#pragma unroll
+            for (int k = 0; k < ND; k++) ccl_st_word(dst[k] + j * 8, r, m);
+        }
+    }
+    return 1;
+}
+
 /* ---- LL128: 128-byte lines of 15 data words and a flag word (the last). Eight
  * consecutive lanes of a warp carry a line, 16 bytes each, in one warp-wide 16-byte
  * store or load: lane k of the eight holds data words 2k and 2k + 1, lane 7 word 14

@@ -33,51 +33,8 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
             /* op 0: wait (line 21) */
-            { /* 3 LL receives at once: warp group g of G takes receives g, g + G, ... */
-            const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
-            const u64 w = threadIdx.x / 32, g = w % G;
-            const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-            { /* LL receive from rank 1: s[1] */
-                const struct ccl_span s0 = {a.cs, a.cs};
-                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-                u64 len = s0.len;
-                if (s1.len < len) len = s1.len;
-                u64 lo, hi;
-                ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + line_set + 6ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-                if (hi > lo && g == (u64)0 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 21, 1)) failed = 1;
-            }
-            { /* LL receive from rank 2: s[2] */
-                const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
-                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-                u64 len = s0.len;
-                if (s1.len < len) len = s1.len;
-                u64 lo, hi;
-                ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + line_set + 8ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-                if (hi > lo && g == (u64)1 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 21, 2)) failed = 1;
-            }
-            { /* LL receive from rank 3: s[3] */
-                const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
-                const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
-                u64 len = s0.len;
-                if (s1.len < len) len = s1.len;
-                u64 lo, hi;
-                ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + line_set + 10ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
-                if (hi > lo && g == (u64)2 % G &&
-                    !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 21, 3)) failed = 1;
-            }
-            }
-            __syncthreads();
-            if (failed) return;
             /* op 1: xfer (line 23) */
-            { /* out[0] <- in[0], s[1], s[2], s[3] */
+            { /* LL receives fused with: out[0] <- in[0], s[1], s[2], s[3] */
                 const struct ccl_span s0 = ccl_io(a, a.out_ustride, 0, 0);
                 const struct ccl_span s1 = ccl_io(a, a.in_ustride, 0, 0);
                 const struct ccl_span s2 = {a.cs, a.cs};
@@ -91,9 +48,12 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[4] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p0 + a.scratch_off) + (s2.off + lo) * sizeof(ccl_t), (p0 + a.scratch_off) + (s3.off + lo) * sizeof(ccl_t), (p0 + a.scratch_off) + (s4.off + lo) * sizeof(ccl_t)};
-                if (hi > lo) ccl_xfer<1, 4>(d, s, hi - lo, threadIdx.x, blockDim.x);
+                const char *const s[4] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p0 + a.scratch_off + line_set + 6ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t)), (p0 + a.scratch_off + line_set + 8ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t)), (p0 + a.scratch_off + line_set + 10ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                const u64 from[4] = {0, 1, 2, 3};
+                if (hi > lo && !ccl_ll_reduce<1, 4, 0xeu>(d, s, from, hi - lo, flag, threadIdx.x, blockDim.x, a, launch, 0, inst, 21)) failed = 1;
             }
+            __syncthreads();
+            if (failed) return;
         }
         break;
     }
