@@ -10,7 +10,7 @@ build=${1:-build}
 dest=.carry/$build
 rm -rf "$dest"
 mkdir -p "$dest/tests/gpu" "$dest/examples"
-cp -P "$build"/cclc "$build"/ccl-perf "$build"/ccl-tune "$build"/libccl.so* "$dest/"
+cp -P "$build"/cclc "$build"/ccl-perf "$build"/ccl-tune "$build"/libccl.so* "$build"/commit.txt "$dest/"
 cp "$build"/tests/gpu/gpu_test "$build"/tests/gpu/p2p_gpu "$dest/tests/gpu/"
 find "$build/examples" -maxdepth 1 -type f -perm -u+x -exec cp {} "$dest/examples/" \;
 du -sh "$dest"

@@ -8,7 +8,10 @@
 # tests/gpu/*, examples/*; .ab holds bench/ab.sh's two sides. Steps:
 #   check       make check-gpu's runs at N = the GPU count (GPU_TEST_NS to change), with
 #               the mismatch classes in process mode
-#   ab          bench/ab.sh AB_BASE AB_HEAD (its COLLS, SIZES, ROUNDS from the environment)
+#   check-quick gpu_test on ALGS only (threads and one process per GPU), the mismatch
+#               classes, the control tests, and ALGS_LL128 / ALGS_LL forced onto lines
+#   ab          bench/ab.sh AB_BASE AB_HEAD (its COLLS and ROUNDS from the environment, SIZES
+#               from AB_SIZES; AB_TIMEOUT_ALL bounds it)
 #   torch       bench/torch_bench.py under torchrun, one process per GPU (TORCH_SIZES,
 #               TORCH_COLLS)
 #   sweep       tests/perf/gpu_sweep.sh BUILD (BUFFERS, SWEEP_COLLS), where it exists
@@ -31,10 +34,23 @@ for step in "$@"; do
     echo "== $step ($np GPUs)"
     case $step in
     check)
-        GPU_TEST_NS=${GPU_TEST_NS:-$np} timeout 420 tests/run-gpu.sh "$build" >"$res/check-gpu.log" 2>&1
+        GPU_TEST_NS=${GPU_TEST_NS:-$np} timeout "${CHECK_TIMEOUT:-420}" tests/run-gpu.sh "$build" >"$res/check-gpu.log" 2>&1
         grep -E '^FAIL|passed|failed' "$res/check-gpu.log" | tail -15 ;;
+    check-quick)
+        t=$build/tests/gpu/gpu_test
+        read -r -a algs <<<"${ALGS:?set ALGS}"
+        {
+            timeout 150 "$t" --ranks "$np" "${algs[@]}"
+            timeout 90 mpirun -np "$np" --allow-run-as-root -x CCL_CACHE_DIR -x CCL_ALGORITHM_DIR "$t" --procs "${algs[@]}"
+            timeout 60 mpirun -np 2 --allow-run-as-root -x CCL_CACHE_DIR -x CCL_ALGORITHM_DIR "$t" --mismatch-procs
+            timeout 60 "$t" --control-tests
+            [ -n "${ALGS_LL128:-}" ] && CCL_GPU_PROTOCOL=ll128 timeout 90 "$t" --ranks "$np" $ALGS_LL128
+            [ -n "${ALGS_LL:-}" ] && CCL_GPU_PROTOCOL=ll timeout 90 "$t" --ranks "$np" $ALGS_LL
+        } >"$res/check-quick.log" 2>&1
+        echo "$(grep -c '^ok' "$res/check-quick.log") ok, $(grep -c '^FAIL' "$res/check-quick.log") FAIL"
+        grep '^FAIL' "$res/check-quick.log" | cut -c1-300 | head -20 ;;
     ab)
-        AB_OUT=$res/ab timeout 540 bench/ab.sh "${AB_BASE:?set AB_BASE}" "${AB_HEAD:-WORKTREE}" >"$res/ab.log" 2>&1
+        AB_OUT=$res/ab SIZES=${AB_SIZES:-${SIZES:-}} timeout "${AB_TIMEOUT_ALL:-540}" bench/ab.sh "${AB_BASE:?set AB_BASE}" "${AB_HEAD:-WORKTREE}" >"$res/ab.log" 2>&1
         tail -60 "$res/ab.log" ;;
     torch)
         CCL_LIBRARY=$build/libccl.so PYTHONPATH=python/src CCL_HEAP_BYTES=${CCL_HEAP_BYTES:-4294967296} \
@@ -44,7 +60,7 @@ for step in "$@"; do
         tail -40 "$res/torch.log" ;;
     sweep)
         if [ -x tests/perf/gpu_sweep.sh ]; then
-            timeout 560 tests/perf/gpu_sweep.sh "$build" "$res/sweep" ${SWEEP_COLLS:-} >"$res/sweep.log" 2>&1
+            SIZES=${SWEEP_SIZES:-${SIZES:-}} timeout "${SWEEP_TIMEOUT:-560}" tests/perf/gpu_sweep.sh "$build" "$res/sweep" >"$res/sweep.log" 2>&1
             tail -40 "$res/sweep.log"
         else
             echo "   (no tests/perf/gpu_sweep.sh)"
