@@ -945,12 +945,15 @@ static int mismatch_procs_case(const MismatchCase *mc, ccl_bootstrap_t *boot, in
     if (r == CCL_OK) r = ccl_algorithm_run(alg[me], in, out, mc->count[me], mc->dtype[me], mc->op[me], NULL);
     ccl_result_t s = r == CCL_OK ? ccl_comm_synchronize(comm) : r;
     const char *e = ccl_comm_last_error(comm);
-    /* What differs is listed first, "(algorithm, count, ... differ": the heap layout
-     * follows (the scratch of another call sits elsewhere). */
+    /* What differs: one of the call's arguments by itself ("disagree on the count (1024
+     * on this rank, ..."), or a list, "(algorithm, ... differ", where the heap layout may
+     * follow (the scratch of another call sits elsewhere). */
+    char one[64], what[256] = "";
+    snprintf(one, sizeof one, "the ranks disagree on the %s (", mc->differs);
     const char *list = strstr(e, "the ranks disagree on what this call runs (");
     const char *end = list ? strstr(list, " differ") : NULL;
-    char what[256] = "";
-    if (list && end) snprintf(what, sizeof what, "%.*s", (int)(end - list), list);
+    if (strstr(e, one)) snprintf(what, sizeof what, "%s", mc->differs);
+    else if (list && end) snprintf(what, sizeof what, "%.*s", (int)(end - list), list);
     const char *b0 = strrchr(mc->file[0], '/') + 1, *b1 = strrchr(mc->file[1], '/') + 1;
     if (s != CCL_ERR_INVALID_ARGUMENT || !strstr(what, mc->differs) || !strstr(e, b0) || !strstr(e, b1)) {
         printf("FAIL gpu/mismatch-procs/%s: rank %d: want CCL_ERR_INVALID_ARGUMENT listing '%s' among what differs "
