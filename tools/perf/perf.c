@@ -90,7 +90,7 @@ static void usage(FILE *f)
           "  -w, --warmup N       untimed ops first (ours: at least 1) [5]\n"
           "      --repeats N      graph replays per size (--graph) [10]\n"
           "      --ranks N        ranks in one process (default: 4 on the CPU, every GPU)\n"
-          "      --timeout-ms MS  bound on every wait in the runtime [10000]\n"
+          "      --timeout-ms MS  bound on every wait in the runtime [the library's: 10 minutes]\n"
           "  -h, --help, --version\n"
           "\n"
           "sendrecv: every rank r sends S bytes (each size of the sweep) to rank (r+1)%N and\n"
