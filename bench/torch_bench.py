@@ -92,19 +92,27 @@ def max_over_ranks(x):
     return t.item()
 
 
-def time_eager(fn, calls, samples):
+def median_us(run, per, samples):
+    """The median over samples of the max over ranks of run()'s GPU time divided by per,
+    in us; every sample starts with the ranks lined up and their GPUs idle."""
     out = []
     for _ in range(samples):
         dist.barrier()
         torch.cuda.synchronize()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        for _ in range(calls):
-            fn()
+        run()
         b.record()
         b.synchronize()
-        out.append(max_over_ranks(a.elapsed_time(b) * 1000.0 / calls))
+        out.append(max_over_ranks(a.elapsed_time(b) * 1000.0 / per))
     return statistics.median(out)
+
+
+def time_eager(fn, calls, samples):
+    def run():
+        for _ in range(calls):
+            fn()
+    return median_us(run, calls, samples)
 
 
 def time_graph(fn, calls, replays, samples):
@@ -120,19 +128,13 @@ def time_graph(fn, calls, replays, samples):
             fn()
     g.replay()
     torch.cuda.synchronize()
-    out = []
-    for _ in range(samples):
-        dist.barrier()
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
+
+    def run():
         for _ in range(replays):
             g.replay()
-        b.record()
-        b.synchronize()
-        out.append(max_over_ranks(a.elapsed_time(b) * 1000.0 / (calls * replays)))
+    us = median_us(run, calls * replays, samples)
     del g
-    return statistics.median(out)
+    return us
 
 
 def fill(t, rank):
