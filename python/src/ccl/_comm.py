@@ -930,17 +930,23 @@ def _mem_free(comm: Communicator, ptr: int) -> None:
 def _torch_dtype(dt: DType) -> Any:
     import torch
 
-    return {DType.F32: torch.float32, DType.F64: torch.float64, DType.F16: torch.float16,
-            DType.BF16: torch.bfloat16, DType.I32: torch.int32, DType.I64: torch.int64, DType.U8: torch.uint8,
-            DType.FP8_E4M3: getattr(torch, "float8_e4m3fn", None),
-            DType.FP8_E5M2: getattr(torch, "float8_e5m2", None)}[dt]
+    t = {DType.F32: torch.float32, DType.F64: torch.float64, DType.F16: torch.float16,
+         DType.BF16: torch.bfloat16, DType.I32: torch.int32, DType.I64: torch.int64, DType.U8: torch.uint8,
+         DType.FP8_E4M3: getattr(torch, "float8_e4m3fn", None), DType.FP8_E5M2: getattr(torch, "float8_e5m2", None),
+         DType.I8: torch.int8, DType.U32: getattr(torch, "uint32", None),
+         DType.U64: getattr(torch, "uint64", None)}[dt]
+    if t is None:
+        raise ValueError(f"torch {torch.__version__} has no {dt.name.lower()} dtype (torch 2.3 added uint32 and "
+                         "uint64; float8 came in 2.1)")
+    return t
 
 
 def _numpy_dtype(dt: DType) -> Any:
     import numpy as np
 
     simple = {DType.F32: np.float32, DType.F64: np.float64, DType.F16: np.float16, DType.I32: np.int32,
-              DType.I64: np.int64, DType.U8: np.uint8}
+              DType.I64: np.int64, DType.U8: np.uint8, DType.I8: np.int8, DType.U32: np.uint32,
+              DType.U64: np.uint64}
     if dt in simple:
         return simple[dt]
     try:
