@@ -146,3 +146,18 @@ def test_barrier_one_rank_and_a_missing_rank():
         comms[0].barrier()   # rank 1 never comes
     for c in comms:
         c.destroy()
+
+
+def test_default_timeout_is_the_librarys(tmp_path, monkeypatch):
+    from ccl._comm import _timeout_s
+
+    header = (ccl._lib.PACKAGE_DIR.parents[2] / "runtime" / "include" / "ccl.h")
+    if header.exists():
+        assert f"#define CCL_DEFAULT_TIMEOUT_MS {ccl.DEFAULT_TIMEOUT_MS}\n" in header.read_text()
+    assert ccl.DEFAULT_TIMEOUT_MS == 600000
+    assert ccl.FileStore(str(tmp_path / "s")).timeout == 600.0
+    monkeypatch.delenv("CCL_TIMEOUT_MS", raising=False)
+    assert _timeout_s(None) == 600.0
+    assert _timeout_s(1500) == 1.5
+    monkeypatch.setenv("CCL_TIMEOUT_MS", "2500")
+    assert _timeout_s(None) == 2.5 and _timeout_s(100) == 0.1

@@ -16,7 +16,7 @@ algorithms (``ccl.algorithms()``).
 from __future__ import annotations
 
 from ._bootstrap import (Bootstrap, FileStore, GroupBootstrap, MPIBootstrap, StoreBootstrap)
-from ._comm import (DEVICE_AUTO, SPLIT_NOCOLOR, Algorithm, Communicator, Proof, Work, check,
+from ._comm import (DEFAULT_TIMEOUT_MS, DEVICE_AUTO, SPLIT_NOCOLOR, Algorithm, Communicator, Proof, Work, check,
                     communicator, group, init_all, init_rank, split_all)
 from ._errors import (CclError, CompileError, CudaError, InternalError, InvalidArgumentError, InvalidUsageError,
                       NoAlgorithmError, NotSymmetricError, NvrtcError, OutOfMemoryError, PeerFailedError,
@@ -30,7 +30,7 @@ from ._types import DType, Op
 __version__ = "0.1.0"
 
 __all__ = [
-    "Algorithm", "Bootstrap", "CclError", "Communicator", "CompileError", "CudaError",
+    "Algorithm", "Bootstrap", "CclError", "Communicator", "CompileError", "CudaError", "DEFAULT_TIMEOUT_MS",
     "DEVICE_AUTO", "DType", "FileStore", "GroupBootstrap", "IN_PLACE", "InternalError", "InvalidArgumentError",
     "InvalidUsageError", "MPIBootstrap", "NoAlgorithmError", "NotSymmetricError", "NvrtcError", "Op",
     "OutOfMemoryError", "PeerFailedError", "Proof", "SPLIT_NOCOLOR", "StoreBootstrap", "SystemError",

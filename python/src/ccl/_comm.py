@@ -28,6 +28,9 @@ from ._types import INT_MAX, INT_MIN, SIZE_MAX, DType, DTypeLike, Op, OpLike, in
 
 DEVICE_AUTO = -1
 SPLIT_NOCOLOR = -1   # CCL_SPLIT_NOCOLOR: Communicator.split's color for a rank that joins none
+# CCL_DEFAULT_TIMEOUT_MS: the bound on every wait when neither timeout_ms nor
+# $CCL_TIMEOUT_MS says otherwise; the package's bootstraps wait as long.
+DEFAULT_TIMEOUT_MS = 600000
 _BACKENDS = {"auto": 0, "cpu": 1, "gpu": 2, "cuda": 2}
 _BACKEND_NAMES = {0: "auto", 1: "cpu", 2: "gpu"}
 
@@ -63,6 +66,17 @@ def _optional(name: str) -> Any:
     if f is None:
         raise CclError(f"this libccl ({_lib.library_path()}) has no {name} (too old): rebuild it")
     return f
+
+
+def _timeout_s(timeout_ms: Optional[int]) -> float:
+    """The package's bootstrap waits, in seconds: timeout_ms, else $CCL_TIMEOUT_MS, else the
+    library's default (10 minutes), as the communicator's own waits."""
+    env = os.environ.get("CCL_TIMEOUT_MS", "")
+    try:
+        env_ms = max(int(env), 0) if env else 0
+    except ValueError:
+        env_ms = 0  # libccl names the bad value when it makes the communicator
+    return (timeout_ms or env_ms or DEFAULT_TIMEOUT_MS) / 1000.0
 
 
 def _torch_stream_getter() -> Callable[[int], int]:
@@ -1170,7 +1184,7 @@ def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store
     host, which is the launcher's local rank, modulo the GPU count; processes that would
     share a GPU are all refused, with a message)."""
     env = launcher_env()
-    timeout_s = (timeout_ms or int(os.environ.get("CCL_TIMEOUT_MS", "0") or 0) or 60000) / 1000.0
+    timeout_s = _timeout_s(timeout_ms)
     if bootstrap is not None:
         boot = bootstrap
     elif mpi_comm is not None:
