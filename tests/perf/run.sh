@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ccl-perf on the CPU backend: small sweeps of every collective with --check (sendrecv
-# and alltoallv too: uneven and zero-size segments, one rank, every dtype), the CSV,
+# and alltoallv too: uneven and zero-size segments, one rank, every dtype; i8, u32 and
+# u64 in every collective with every op), the CSV,
 # JSON and SVG outputs, both kinds of buffers (--buffers symmetric and plain: every
 # collective checked, in place and out of place, threads and processes), one process
 # per rank under mpirun, the checker's own test (an
@@ -76,6 +77,20 @@ for d in f16 fp8_e4m3 fp8_e5m2 u8 i32 i64 f64; do
     for op in sum prod min max avg; do
         sweep "dtype-$d-$op" 2 -c allreduce -b 1K -e 2K --ranks 3 -d "$d" -o "$op" --check "${quick[@]}"
     done
+done
+# The dtypes i8, u32 and u64 (NCCL's ncclInt8, ncclUint32, ncclUint64) in every collective
+# with every op it takes: their data has negative elements (i8) and elements with the top
+# bit set (u32, u64), so min and max are checked in the dtype's own order.
+for d in i8 u32 u64; do
+    for c in allreduce reduce_scatter reduce; do
+        for op in sum prod min max avg; do
+            sweep "dtype-$d-$c-$op" 2 -c "$c" -b 3K -e 6K --ranks 3 -d "$d" -o "$op" --check "${quick[@]}"
+        done
+    done
+    for c in allgather alltoall broadcast alltoallv sendrecv; do
+        sweep "dtype-$d-$c" 2 -c "$c" -b 3K -e 6K --ranks 3 -d "$d" --check "${quick[@]}"
+    done
+    sweep "dtype-$d-avg-4" 2 -c allreduce -b 1K -e 2K --ranks 4 -d "$d" -o avg --check "${quick[@]}"
 done
 sweep "reduce-root" 2 -c reduce -b 1K -e 2K --ranks 4 -r 3 -o max --check "${quick[@]}"
 sweep "broadcast-root" 2 -c broadcast -b 1K -e 2K --ranks 4 -r 2 --check "${quick[@]}"
@@ -221,6 +236,20 @@ if command -v mpirun >/dev/null; then
             fail "mpirun-$c" "$(cat "$tmp/mpi-$c.out")"
         else
             ok "mpirun-$c"
+        fi
+    done
+    # A new dtype across processes: u64's unsigned max, i8's signed min.
+    for dop in u64:max i8:min; do
+        d=${dop%:*} op=${dop#*:}
+        "${mpi3[@]}" "$perf" -c allreduce -b 3K -e 12K -d "$d" -o "$op" --check "${quick[@]}" \
+            >"$tmp/mpi-$d.out" 2>"$tmp/mpi-$d.err"
+        rc=$?
+        if [ $rc -ne 0 ]; then
+            fail "mpirun-$d-$op" "exit $rc: $(head -c 400 "$tmp/mpi-$d.err")"
+        elif [ "$(grep -cv '^#' "$tmp/mpi-$d.out")" -ne 3 ] || ! grep -q '^# wrong elements: 0$' "$tmp/mpi-$d.out"; then
+            fail "mpirun-$d-$op" "$(cat "$tmp/mpi-$d.out")"
+        else
+            ok "mpirun-$d-$op"
         fi
     done
     # Plain buffers across processes: private memory of each, staged into the shared heap.

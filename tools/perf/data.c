@@ -50,16 +50,47 @@ static uint64_t exact_max(ccl_dtype_t t)
     return t == CCL_U8 ? 200 : (uint64_t)tool_exact_max(t);
 }
 
+/* An integer dtype's value v (as the library computes it: in the dtype's width, wrapping
+ * around) sign-extended (i8, i32) or zero-extended (u8, u32) to 64 bits; i64's and u64's
+ * as they are. */
+static int64_t wrap(int64_t v, ccl_dtype_t t)
+{
+    int bits = (int)ccl_dtype_size(t) * 8;
+    if (!tool_dtype_integer(t) || bits == 64)
+        return v;
+    uint64_t u = (uint64_t)v & ((UINT64_C(1) << bits) - 1);
+    if (!tool_dtype_unsigned(t) && u >> (bits - 1))
+        return (int64_t)(u | ~((UINT64_C(1) << bits) - 1));
+    return (int64_t)u;
+}
+
+/* a < b as the dtype orders them: u64's above 2^63 - 1 are negative int64_t's here. */
+static int less(int64_t a, int64_t b, ccl_dtype_t t)
+{
+    return tool_dtype_unsigned(t) ? (uint64_t)a < (uint64_t)b : a < b;
+}
+
 /* The value of element j (j < PERF_PERIOD) of rank r's input. Sums and averages: every
  * rank holds k(j) plus or minus s (pairs of ranks cancel), so the sum is N*k(j), a
  * multiple of N (avg is exact too) and every partial sum is at most N*cap <= M. Products:
- * ones and twos (powers of two are exact; at most 2^8 in all). Min, max and data movement:
- * any value up to min(M, 255) that depends on rank and position. */
-static uint64_t gen_value(int r, int j, int n, ccl_op_t op, int reduces, ccl_dtype_t t)
+ * ones and twos (powers of two are exact; at most 2^3 in all). Min, max and data
+ * movement: any value up to min(M, 255) that depends on rank and position; for the
+ * integer dtypes, whose every value is exact, a third of them negative (-2 .. -(M-1) in
+ * the signed ones) or half of them with the top bit set (u32, u64), so that min and max
+ * order them as the dtype does (a signed comparison of u32, or an unsigned one of i8,
+ * picks other elements). No value is -1 or all ones: the poison stays unexpected. */
+static int64_t gen_value(int r, int j, int n, ccl_op_t op, int reduces, ccl_dtype_t t)
 {
     uint64_t M = exact_max(t), small = M < 255 ? M : 255;
-    if (!reduces || op == CCL_MIN || op == CCL_MAX)
-        return ((uint64_t)r * 37 + (uint64_t)j * 11 + 1) % (small + 1);
+    if (!reduces || op == CCL_MIN || op == CCL_MAX) {
+        int64_t v = (int64_t)(((uint64_t)r * 37 + (uint64_t)j * 11 + 1) % (small + 1));
+        int bits = (int)ccl_dtype_size(t) * 8;
+        if (tool_dtype_integer(t) && !tool_dtype_unsigned(t) && (r + 2 * j) % 3 == 0)
+            v = -(v % (int64_t)(small - 1)) - 2;
+        else if (tool_dtype_unsigned(t) && bits >= 32 && (r + j) % 2 == 0)
+            v = wrap((int64_t)(UINT64_C(1) << (bits - 1) | (uint64_t)v), t);
+        return v;
+    }
     if (op == CCL_PROD)
         return (r < 8 && (r + j) % 3 == 0) ? 2 : 1;
     uint64_t cap = M / (uint64_t)n;
@@ -70,29 +101,27 @@ static uint64_t gen_value(int r, int j, int n, ccl_op_t op, int reduces, ccl_dty
     uint64_t k = 1 + (uint64_t)j * 7 % (cap - 1);
     int pair = r / 2;
     if (n % 2 && r == n - 1)
-        return k;
+        return (int64_t)k;
     uint64_t s = (uint64_t)((j + pair) % 3 != 0);
-    return r % 2 == 0 ? k + s : k - s;
+    return (int64_t)(r % 2 == 0 ? k + s : k - s);
 }
 
-/* The reduction of column j over all ranks, in integers (u8 wraps as the dtype does). */
-static uint64_t reduced_value(int j, int n, ccl_op_t op, ccl_dtype_t t)
+/* The reduction of column j over all ranks, in integers, as the dtype computes it. */
+static int64_t reduced_value(int j, int n, ccl_op_t op, ccl_dtype_t t)
 {
-    uint64_t acc = gen_value(0, j, n, op, 1, t);
+    int64_t acc = gen_value(0, j, n, op, 1, t);
     for (int r = 1; r < n; r++) {
-        uint64_t v = gen_value(r, j, n, op, 1, t);
+        int64_t v = gen_value(r, j, n, op, 1, t);
         switch (op) {
         case CCL_PROD: acc *= v; break;
-        case CCL_MIN: acc = v < acc ? v : acc; break;
-        case CCL_MAX: acc = v > acc ? v : acc; break;
+        case CCL_MIN: acc = less(v, acc, t) ? v : acc; break;
+        case CCL_MAX: acc = less(acc, v, t) ? v : acc; break;
         default: acc += v; break;
         }
     }
     if (op == CCL_AVG)
-        acc /= (uint64_t)n;
-    if (t == CCL_U8)
-        acc &= 0xff;
-    return acc;
+        acc /= n;
+    return wrap(acc, t);
 }
 
 void perf_pattern_init(Pattern *p, int n, PerfColl c, ccl_op_t op, ccl_dtype_t t)
@@ -111,10 +140,10 @@ void perf_pattern_init(Pattern *p, int n, PerfColl c, ccl_op_t op, ccl_dtype_t t
             exit(1);
         }
         for (int j = 0; j < PERF_PERIOD; j++)
-            tool_store_int(p->tab_in[r], (size_t)j, (int64_t)gen_value(r, j, n, op, perf_colls[c].reduces, t), t);
+            tool_store_int(p->tab_in[r], (size_t)j, gen_value(r, j, n, op, perf_colls[c].reduces, t), t);
     }
     for (int j = 0; j < PERF_PERIOD; j++)
-        tool_store_int(p->tab_red, (size_t)j, perf_colls[c].reduces ? (int64_t)reduced_value(j, n, op, t) : 0, t);
+        tool_store_int(p->tab_red, (size_t)j, perf_colls[c].reduces ? reduced_value(j, n, op, t) : 0, t);
 }
 
 void perf_pattern_fini(Pattern *p, int n)

@@ -71,7 +71,7 @@ static void usage(FILE *f)
           "  -b, --minbytes S     smallest size (bytes; K, M, G suffixes are powers of 1024) [1K]\n"
           "  -e, --maxbytes S     largest size [1M]\n"
           "  -f, --stepfactor F   multiply the size by F (an integer >= 2) [2]\n"
-          "  -d, --dtype T        f32 f64 f16 bf16 i32 i64 u8 fp8_e4m3 fp8_e5m2 [f32]\n"
+          "  -d, --dtype T        f32 f64 f16 bf16 i32 i64 u8 fp8_e4m3 fp8_e5m2 i8 u32 u64 [f32]\n"
           "  -o, --op OP          sum prod min max avg (reducing collectives) [sum]\n"
           "  -r, --root R         root of broadcast and reduce [0]\n"
           "      --algo FILE      run this algorithm (proved first) instead of the library's choice\n"
@@ -437,9 +437,10 @@ static long long verify(Worker *w, int impl, int inplace, size_t count)
     int n = w->nranks, root = w->o->root;
     if (c == PERF_REDUCE && w->rank != root)
         return 0;                         /* non-root outputs are undefined */
-    /* NCCL's avg multiplies by 1/N before summing: exact only for powers of two. */
+    /* NCCL's avg of floating types multiplies by 1/N before summing: exact only for
+     * powers of two. Its integer avg sums, then divides, as ours. */
     if (impl != IMPL_CCL && w->o->op == CCL_AVG && perf_colls[c].reduces && (n & (n - 1)) &&
-        w->o->dtype != CCL_I32 && w->o->dtype != CCL_I64 && w->o->dtype != CCL_U8)
+        !tool_dtype_integer(w->o->dtype))
         return -1;
     const void *send;
     void *recv;

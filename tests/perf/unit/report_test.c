@@ -5,7 +5,7 @@
  * fake_nccl.c, and on the real libnccl where REAL_NCCL names it), and the report made
  * from given timings (symmetric and plain buffers): the tables on stdout, and the
  * CSV, JSON and SVG of the first in OUTDIR; and, in data.c, alltoallv's count matrix
- * (perf_v_counts) as --help describes it. tests/perf/run.sh builds it against the
+ * (perf_v_counts) as --help describes it, and the integer dtypes' exact data. tests/perf/run.sh builds it against the
  * build's objects, compares stdout and the CSV with goldens (report.golden,
  * report.csv.golden) and checks the JSON and the SVG.
  *
@@ -437,6 +437,86 @@ static void test_v_counts(void)
     check_int("huge total", (long long)(c[0] + c[1] + c[2] == SIZE_MAX), 1);
 }
 
+/* Element j of an integer dtype's table: its bits, zero-extended to 64. */
+static uint64_t elem_bits(const unsigned char *tab, int j, size_t es)
+{
+    uint64_t bits = 0;
+    memcpy(&bits, tab + (size_t)j * es, es);    /* little-endian, as the machines are */
+    return bits;
+}
+
+/* A key whose unsigned order is the order of es-byte integers read as signed or as
+ * unsigned: signed ones sign-extended, then offset by 2^63. */
+static uint64_t order_key(uint64_t bits, size_t es, int as_signed)
+{
+    if (!as_signed)
+        return bits;
+    if (es < 8 && bits >> (es * 8 - 1))
+        bits |= ~((UINT64_C(1) << (es * 8)) - 1);
+    return bits ^ (UINT64_C(1) << 63);
+}
+
+/* The min or max of column j over n ranks in the given signedness: its bits. */
+static uint64_t column_pick(const Pattern *pat, int n, int j, size_t es, ccl_op_t op, int as_signed)
+{
+    uint64_t pick = elem_bits(pat->tab_in[0], j, es);
+    for (int r = 1; r < n; r++) {
+        uint64_t v = elem_bits(pat->tab_in[r], j, es), a = order_key(v, es, as_signed), b = order_key(pick, es, as_signed);
+        if (op == CCL_MIN ? a < b : a > b)
+            pick = v;
+    }
+    return pick;
+}
+
+/* The exact data of the integer dtypes (data.c): min and max expect what the dtype's own
+ * order gives, and the data tells that order from the other signedness (a library that
+ * compared u32 as signed, or i8 as unsigned, would fail --check); no input or expected
+ * element is the poison (all ones). And NCCL's number for every dtype (nccl.h). */
+static void test_patterns(void)
+{
+    group("patterns");
+    static const ccl_dtype_t ints[] = {CCL_I8, CCL_I32, CCL_I64, CCL_U8, CCL_U32, CCL_U64};
+    char what[96];
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+        ccl_dtype_t t = ints[k];
+        size_t es = ccl_dtype_size(t);
+        int as_signed = !tool_dtype_unsigned(t);
+        uint64_t ones = es == 8 ? UINT64_MAX : (UINT64_C(1) << (es * 8)) - 1;
+        for (ccl_op_t op = CCL_MIN; op <= CCL_MAX; op++) {
+            const int n = 3;
+            Pattern pat;
+            perf_pattern_init(&pat, n, PERF_ALLREDUCE, op, t);
+            int differs = 0, poison = 0, wrong = 0;
+            for (int j = 0; j < PERF_PERIOD; j++) {
+                for (int r = 0; r < n; r++)
+                    poison += elem_bits(pat.tab_in[r], j, es) == ones;
+                uint64_t want = column_pick(&pat, n, j, es, op, as_signed), got = elem_bits(pat.tab_red, j, es);
+                wrong += got != want;
+                poison += got == ones;
+                differs += column_pick(&pat, n, j, es, op, !as_signed) != want;
+            }
+            snprintf(what, sizeof what, "%s %s: expected elements that are not the dtype's %s", ccl_dtype_name(t),
+                     ccl_op_name(op), ccl_op_name(op));
+            check_int(what, wrong, 0);
+            snprintf(what, sizeof what, "%s %s: inputs or results equal to the poison", ccl_dtype_name(t),
+                     ccl_op_name(op));
+            check_int(what, poison, 0);
+            /* u8's values reach 200 (exact_max), so they have the top bit set too. */
+            snprintf(what, sizeof what, "%s %s: columns where the other signedness picks another element",
+                     ccl_dtype_name(t), ccl_op_name(op));
+            check_int(what, differs > PERF_PERIOD / 10, 1);
+            perf_pattern_fini(&pat, n);
+        }
+    }
+    static const int nccl[CCL_NUM_DTYPES] = {[CCL_F32] = 7, [CCL_F64] = 8, [CCL_F16] = 6, [CCL_BF16] = 9,
+        [CCL_I32] = 2, [CCL_I64] = 4, [CCL_U8] = 1, [CCL_FP8_E4M3] = 10, [CCL_FP8_E5M2] = 11, [CCL_I8] = 0,
+        [CCL_U32] = 3, [CCL_U64] = 5};
+    for (int t = 0; t < CCL_NUM_DTYPES; t++) {
+        snprintf(what, sizeof what, "NCCL's number for %s", ccl_dtype_name((ccl_dtype_t)t));
+        check_int(what, perf_nccl_dtype((ccl_dtype_t)t), nccl[t]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -451,6 +531,7 @@ int main(int argc, char **argv)
     test_report(argv[1]);
     test_buffers(argv[1]);
     test_v_counts();
+    test_patterns();
     group(NULL);
     fflush(stdout);
     return failures ? 1 : 0;
