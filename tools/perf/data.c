@@ -1,7 +1,8 @@
 /* data.c: ccl-perf's collectives (names and buffer shapes, which every other file uses)
  * and its exactly verifiable data: per dtype and op, inputs whose reduction is one exact
- * bit pattern in any order (see perf.c, "Exactness"), as pattern tables; and alltoallv's
- * count matrix. */
+ * bit pattern in any order (see perf.c, "Exactness"), as pattern tables; and the
+ * v-collectives' counts (alltoallv's matrix, allgatherv's vector), proportional or
+ * Zipf-skewed. */
 #include "perf.h"
 
 /* ===== the collectives ===== */
@@ -17,6 +18,8 @@ const CollInfo perf_colls[PERF_NCOLLS] = {
      * per rank (perf_v_counts), and perf.c sizes the receive buffer from the matrix. */
     [PERF_ALLTOALLV] = {"alltoallv", "all_to_all_v", 0, 0, 1, 1, COLL_ALLTOALLV, 1},
     [PERF_SENDRECV] = {"sendrecv", "send_recv", 0, 0, 1, 1, -1, 1},
+    /* count: the receive buffer (the vector's sum); a rank sends its own entry of it. */
+    [PERF_ALLGATHERV] = {"allgatherv", "all_gather_v", 0, 0, 1, 1, COLL_ALLGATHERV, 1},
 };
 
 /* Row q of alltoallv's count matrix: counts[p] is what rank q sends rank p, in
@@ -39,6 +42,67 @@ void perf_v_counts(int n, size_t total, int q, size_t *counts)
     for (int p = 0; given < total; p++, given++)
         counts[p]++;
 }
+
+/* A 64-bit mix (splitmix64's finalizer): the Zipf rows' permutations. */
+static uint64_t mix(uint64_t x)
+{
+    x += UINT64_C(0x9e3779b97f4a7c15);
+    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return x ^ (x >> 31);
+}
+
+/* Row q of a Zipf-skewed count matrix, as a mixture-of-experts dispatch makes one: rank
+ * q sends its k-th most loaded peer a share of `total` proportional to 1/(k+1)^1.2, and
+ * which peer is its k-th is a permutation of its own (Fisher-Yates on mix(n, q, i)), so
+ * the load of a peer (a column) differs too. Counts are whole multiples of `unit`
+ * elements (16 bytes' worth: the rows of a token tensor), the floors' remainder one unit
+ * each to the most loaded first; what does not fill a unit goes to the most loaded peer,
+ * so a row sums to exactly `total` and every other count stays a multiple of `unit`.
+ * The weights are integers (65536 / (k+1)^1.2, rounded, at least 1), fixed before any
+ * division, so every rank computes the same matrix. Deterministic: the same (n, total,
+ * q, unit) gives the same row on every run. */
+void perf_v_counts_zipf(int n, size_t total, int q, size_t unit, size_t *counts)
+{
+    int perm[CCLC_MAX_RANKS];
+    size_t w[CCLC_MAX_RANKS], wsum = 0, units = total / unit, given = 0;
+    for (int k = 0; k < n; k++) {
+        perm[k] = k;
+        double v = floor(65536.0 / pow((double)(k + 1), 1.2) + 0.5);
+        w[k] = v < 1 ? 1 : (size_t)v;
+        wsum += w[k];
+    }
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(mix((uint64_t)n << 40 ^ (uint64_t)q << 20 ^ (uint64_t)i) % (uint64_t)(i + 1));
+        int t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (int k = 0; k < n; k++) {
+        /* units * w / wsum without overflowing: wsum < 2^27, w <= 2^16. */
+        size_t u = units / wsum * w[k] + units % wsum * w[k] / wsum;
+        counts[perm[k]] = u;
+        given += u;
+    }
+    for (int k = 0; given < units; k = (k + 1) % n, given++)
+        counts[perm[k]]++;
+    for (int p = 0; p < n; p++)
+        counts[p] *= unit;
+    counts[perm[0]] += total % unit;
+}
+
+/* Row q of the --v-counts matrix: what rank q sends each rank at `total` elements (a
+ * row sums to total). allgatherv's vector is row 0: counts[p] is what rank p gives. */
+void perf_v_row(int kind, int n, size_t total, int q, size_t esize, size_t *counts)
+{
+    if (kind == PERF_VCOUNTS_ZIPF)
+        perf_v_counts_zipf(n, total, q, esize < 16 ? 16 / esize : 1, counts);
+    else
+        perf_v_counts(n, total, q, counts);
+}
+
+/* "proportional" and "zipf", as --v-counts, the header, the CSV and the JSON spell them. */
+const char *perf_v_counts_name(int kind) { return kind == PERF_VCOUNTS_ZIPF ? "zipf" : "proportional"; }
 
 /* ===== exactly verifiable data ===== */
 
