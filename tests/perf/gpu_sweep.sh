@@ -15,8 +15,11 @@
 # NCCL's best, which the script also prints at the end). Algorithms that do not admit
 # NP ranks (exit 2) are listed as skipped, and a run that outlives TIMEOUT as timed out.
 # Knobs (environment): SIZES ("-b 1K -e 1G -f 2"), DTYPES ("bf16 f32"),
-# COLLS (the six collectives; alltoallv and sendrecv too, with ALGOS=library: ccl-perf
-# runs no alltoallv file and sendrecv has none), BUFFERS ("symmetric plain": CCL's heap,
+# COLLS (the six collectives; alltoallv, allgatherv and sendrecv too, with
+# ALGOS=library: ccl-perf runs no v-collective file and sendrecv has none; for the
+# v-collectives' Zipf counts EXTRA="--v-counts zipf", into an OUTDIR of their own, since
+# file names do not say the counts; the CSVs' v_counts column does), BUFFERS
+# ("symmetric plain": CCL's heap,
 # and ordinary cuMemAlloc memory that CCL stages, as a framework's tensors; NCCL's
 # plain mode runs on the same buffers), CHECK ("--check"; empty to skip), METHOD
 # ("--graph"; empty: eager), ALGOS ("library" plus every algorithms/COLL/*.ccl;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# ccl-perf on the CPU backend: small sweeps of every collective with --check (sendrecv
-# and alltoallv too: uneven and zero-size segments, one rank, every dtype), the CSV,
+# ccl-perf on the CPU backend: small sweeps of every collective with --check (sendrecv,
+# alltoallv and allgatherv too: uneven and zero-size segments, proportional and Zipf
+# counts, one rank, every dtype; i8, u32 and u64 in every collective with every op), the
+# CSV,
 # JSON and SVG outputs, both kinds of buffers (--buffers symmetric and plain: every
 # collective checked, in place and out of place, threads and processes), one process
 # per rank under mpirun, the checker's own test (an
@@ -48,7 +50,7 @@ sweep() {
     fi
 }
 
-for c in allreduce allgather reduce_scatter alltoall broadcast reduce alltoallv sendrecv; do
+for c in allreduce allgather reduce_scatter alltoall broadcast reduce alltoallv allgatherv sendrecv; do
     sweep "sweep-$c-4" 7 -c "$c" -b 1K -e 64K --ranks 4 -d bf16 --check "${quick[@]}"
     sweep "sweep-$c-3" 3 -c "$c" -b 3K -e 48K -f 4 --ranks 3 -d f32 --check "${quick[@]}"
 done
@@ -59,7 +61,26 @@ sweep "alltoallv-2" 3 -c alltoallv -b 4 -e 64K -f 128 --ranks 2 --check "${quick
 sweep "sendrecv-1" 2 -c sendrecv -b 1K -e 2K --ranks 1 --check "${quick[@]}"
 for d in f16 fp8_e4m3 u8 i64 f64; do
     sweep "alltoallv-$d" 2 -c alltoallv -b 1K -e 8K -f 8 --ranks 3 -d "$d" --check "${quick[@]}"
+    sweep "allgatherv-$d" 2 -c allgatherv -b 1K -e 8K -f 8 --ranks 3 -d "$d" --check "${quick[@]}"
     sweep "sendrecv-$d" 2 -c sendrecv -b 1K -e 8K -f 8 --ranks 3 -d "$d" --check "${quick[@]}"
+done
+# --v-counts: both kinds for both v-collectives, from sizes smaller than a 16-byte unit
+# per rank (whole segments empty, the rest on the most loaded peer) up, on 2 to 8 ranks.
+for k in proportional zipf; do
+    for c in alltoallv allgatherv; do
+        sweep "vcounts-$k-$c-tiny-5" 7 -c $c -b 2 -e 512K -f 8 --ranks 5 -d bf16 --v-counts $k --check "${quick[@]}"
+        sweep "vcounts-$k-$c-2" 3 -c $c -b 4 -e 64K -f 128 --ranks 2 --v-counts $k --check "${quick[@]}"
+        sweep "vcounts-$k-$c-8" 4 -c $c -b 1K -e 64K -f 4 --ranks 8 -d u8 --v-counts $k --check "${quick[@]}"
+        sweep "vcounts-$k-$c-1" 2 -c $c -b 1K -e 2K --ranks 1 --v-counts $k --check "${quick[@]}"
+    done
+    out=$tmp/vcounts-$k-allgatherv-2.out
+    if [ "$(grep -c "^# sizes: bytes = the receive buffer, rank p's part of it proportional to $([ $k = zipf ] &&
+            echo '1/(k+1)^1.2' || echo '1 + (2p mod (n+1))')" "$out")" -ne 1 ] ||
+        ! grep -q '^# in-place: not run (allgatherv has no in-place form)$' "$out"; then
+        fail "vcounts-$k-header" "$(grep '^# sizes\|^# in-place' "$out")"
+    else
+        ok "vcounts-$k-header"
+    fi
 done
 # Out-of-place only: the in-place cells read n/a, the header says why, and the footer
 # averages nothing in-place.
@@ -77,6 +98,20 @@ for d in f16 fp8_e4m3 fp8_e5m2 u8 i32 i64 f64; do
         sweep "dtype-$d-$op" 2 -c allreduce -b 1K -e 2K --ranks 3 -d "$d" -o "$op" --check "${quick[@]}"
     done
 done
+# The dtypes i8, u32 and u64 (NCCL's ncclInt8, ncclUint32, ncclUint64) in every collective
+# with every op it takes: their data has negative elements (i8) and elements with the top
+# bit set (u32, u64), so min and max are checked in the dtype's own order.
+for d in i8 u32 u64; do
+    for c in allreduce reduce_scatter reduce; do
+        for op in sum prod min max avg; do
+            sweep "dtype-$d-$c-$op" 2 -c "$c" -b 3K -e 6K --ranks 3 -d "$d" -o "$op" --check "${quick[@]}"
+        done
+    done
+    for c in allgather alltoall broadcast alltoallv allgatherv sendrecv; do
+        sweep "dtype-$d-$c" 2 -c "$c" -b 3K -e 6K --ranks 3 -d "$d" --check "${quick[@]}"
+    done
+    sweep "dtype-$d-avg-4" 2 -c allreduce -b 1K -e 2K --ranks 4 -d "$d" -o avg --check "${quick[@]}"
+done
 sweep "reduce-root" 2 -c reduce -b 1K -e 2K --ranks 4 -r 3 -o max --check "${quick[@]}"
 sweep "broadcast-root" 2 -c broadcast -b 1K -e 2K --ranks 4 -r 2 --check "${quick[@]}"
 sweep "reduce_scatter-avg-8" 2 -c reduce_scatter -b 1K -e 2K --ranks 8 -d bf16 -o avg --check "${quick[@]}"
@@ -92,16 +127,16 @@ rc=$?
 if [ $rc -ne 0 ]; then
     fail outputs "exit $rc: $(tail -3 "$tmp/out.txt")"
 else
-    # The older columns keep their places; buffers came last.
-    hdr='collective,dtype,op,root,nranks,backend,method,impl,algorithm,placement,bytes,count,time_us,algbw_GBs,busbw_GBs,wrong,ratio_vs_nccl,ratio_vs_nccl_mode,buffers'
+    # The older columns keep their places; buffers, then v_counts, came last.
+    hdr='collective,dtype,op,root,nranks,backend,method,impl,algorithm,placement,bytes,count,time_us,algbw_GBs,busbw_GBs,wrong,ratio_vs_nccl,ratio_vs_nccl_mode,buffers,v_counts'
     if [ "$(head -1 "$tmp/r.csv")" != "$hdr" ]; then
         fail csv "header: $(head -1 "$tmp/r.csv")"
     elif [ "$(wc -l <"$tmp/r.csv")" -ne 11 ]; then
         fail csv "$(wc -l <"$tmp/r.csv") lines, expected 11 (header + 5 sizes x 2 placements)"
     elif ! grep -Eq '^allgather,bf16,none,-1,4,cpu,host-clock,ccl,[a-z_]+,in-place,16384,2048,' "$tmp/r.csv"; then
         fail csv "no in-place 16K line: $(tail -1 "$tmp/r.csv")"
-    elif [ "$(grep -c ',,,symmetric$' "$tmp/r.csv")" -ne 10 ]; then
-        fail csv "not every line ends in ',,,symmetric' (no NCCL: empty ratio columns): $(tail -1 "$tmp/r.csv")"
+    elif [ "$(grep -c ',,,symmetric,none$' "$tmp/r.csv")" -ne 10 ]; then
+        fail csv "not every line ends in ',,,symmetric,none' (no NCCL: empty ratio columns): $(tail -1 "$tmp/r.csv")"
     else
         ok csv
     fi
@@ -111,6 +146,7 @@ import json, sys, xml.etree.ElementTree as ET
 d = json.load(open(sys.argv[1]))
 assert d["collective"] == "allgather" and d["nranks"] == 4 and d["dtype"] == "bf16", d
 assert d["timing"]["method"] == "host-clock" and d["check"] is True and d["buffers"] == "symmetric", d
+assert d["v_counts"] == "none", d
 assert d["nccl"]["compared"] is False and d["nccl"]["mode"] == "best", d["nccl"]
 assert d["nccl"]["plain"] is False and d["nccl"]["sym"] is False and d["nccl"]["sym_why_not"] == "not requested", d["nccl"]
 r = d["results"]
@@ -144,7 +180,7 @@ fi
 # does at the larger sizes ("staging out": allgather's, alltoall's and alltoallv's
 # programs there write into peers' outputs; on symmetric buffers none of them does).
 for b in symmetric plain; do
-    for c in allreduce allgather reduce_scatter alltoall broadcast reduce alltoallv sendrecv; do
+    for c in allreduce allgather reduce_scatter alltoall broadcast reduce alltoallv allgatherv sendrecv; do
         CCL_DEBUG=1 sweep "buffers-$b-$c" 6 -c "$c" -b 1K -e 1M -f 4 --ranks 4 -d bf16 --check --buffers "$b" \
             "${quick[@]}"
         out=$tmp/buffers-$b-$c.out
@@ -177,14 +213,31 @@ fi
 rc=$?
 if [ $rc -ne 0 ]; then
     fail buffers-outputs "exit $rc: $(tail -3 "$tmp/plain.out")"
-elif [ "$(head -1 "$tmp/plain.csv" | awk -F, '{ print $NF }')" != buffers ] ||
-    [ "$(tail -n +2 "$tmp/plain.csv" | awk -F, '$NF == "plain"' | wc -l)" -ne 3 ] ||
+elif [ "$(head -1 "$tmp/plain.csv" | awk -F, '{ print $(NF - 1) }')" != buffers ] ||
+    [ "$(tail -n +2 "$tmp/plain.csv" | awk -F, '$(NF - 1) == "plain" && $NF == "proportional"' | wc -l)" -ne 3 ] ||
     [ "$(wc -l <"$tmp/plain.csv")" -ne 4 ]; then
     fail buffers-outputs "CSV: $(cat "$tmp/plain.csv")"
 elif ! grep -q '"buffers": "plain"' "$tmp/plain.json"; then
     fail buffers-outputs "JSON: $(grep -m1 check "$tmp/plain.json")"
 else
     ok buffers-outputs
+fi
+# The CSV's v_counts column, the JSON's field and the plot's title under --v-counts zipf.
+"$perf" -c allgatherv -b 1K -e 4K --ranks 3 --check --v-counts zipf "${quick[@]}" --csv "$tmp/zipf.csv" \
+    --json "$tmp/zipf.json" --plot "$tmp/zipf.svg" >"$tmp/zipf.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then
+    fail vcounts-outputs "exit $rc: $(tail -3 "$tmp/zipf.out")"
+elif [ "$(head -1 "$tmp/zipf.csv" | awk -F, '{ print $NF }')" != v_counts ] ||
+    [ "$(tail -n +2 "$tmp/zipf.csv" | awk -F, '$1 == "allgatherv" && $(NF - 1) == "symmetric" && $NF == "zipf"' | wc -l)" -ne 3 ] ||
+    [ "$(wc -l <"$tmp/zipf.csv")" -ne 4 ]; then
+    fail vcounts-outputs "CSV: $(cat "$tmp/zipf.csv")"
+elif ! grep -q '"buffers": "symmetric", "v_counts": "zipf"' "$tmp/zipf.json"; then
+    fail vcounts-outputs "JSON: $(grep -m1 check "$tmp/zipf.json")"
+elif ! grep -q 'allgatherv (zipf counts) f32, 3 ranks' "$tmp/zipf.svg"; then
+    fail vcounts-outputs "SVG title: $(grep -m1 -o 'ccl-perf: [^<]*' "$tmp/zipf.svg")"
+else
+    ok vcounts-outputs
 fi
 if "$perf" --help | grep -q -- '^      --buffers B      symmetric (ccl_mem_alloc: CCL.s heap) or plain (ordinary memory, as$'; then
     ok help-buffers
@@ -208,19 +261,36 @@ if command -v mpirun >/dev/null; then
     else
         ok mpirun
     fi
-    # The new exchanges across processes: alltoallv's counts and sendrecv's ring.
+    # The new exchanges across processes: alltoallv's and allgatherv's counts (both
+    # kinds: every process computes the same matrix) and sendrecv's ring.
     mpi3=("${mpi[@]}")
     mpi3[2]=3
-    for c in alltoallv sendrecv; do
-        "${mpi3[@]}" "$perf" -c "$c" -b 1K -e 8K --check "${quick[@]}" >"$tmp/mpi-$c.out" 2>"$tmp/mpi-$c.err"
+    for ck in alltoallv:proportional alltoallv:zipf allgatherv:proportional allgatherv:zipf sendrecv:; do
+        c=${ck%:*} k=${ck#*:}
+        "${mpi3[@]}" "$perf" -c "$c" -b 1K -e 8K --check ${k:+--v-counts $k} "${quick[@]}" >"$tmp/mpi-$c.out" \
+            2>"$tmp/mpi-$c.err"
         rc=$?
         if [ $rc -ne 0 ]; then
-            fail "mpirun-$c" "exit $rc: $(head -c 400 "$tmp/mpi-$c.err")"
+            fail "mpirun-$c${k:+-$k}" "exit $rc: $(head -c 400 "$tmp/mpi-$c.err")"
         elif ! grep -q "^# ccl-perf .*: $c, f32, 3 ranks (one process per rank), backend cpu" "$tmp/mpi-$c.out" ||
             [ "$(grep -cv '^#' "$tmp/mpi-$c.out")" -ne 4 ] || ! grep -q '^# wrong elements: 0$' "$tmp/mpi-$c.out"; then
-            fail "mpirun-$c" "$(cat "$tmp/mpi-$c.out")"
+            fail "mpirun-$c${k:+-$k}" "$(cat "$tmp/mpi-$c.out")"
         else
-            ok "mpirun-$c"
+            ok "mpirun-$c${k:+-$k}"
+        fi
+    done
+    # A new dtype across processes: u64's unsigned max, i8's signed min.
+    for dop in u64:max i8:min; do
+        d=${dop%:*} op=${dop#*:}
+        "${mpi3[@]}" "$perf" -c allreduce -b 3K -e 12K -d "$d" -o "$op" --check "${quick[@]}" \
+            >"$tmp/mpi-$d.out" 2>"$tmp/mpi-$d.err"
+        rc=$?
+        if [ $rc -ne 0 ]; then
+            fail "mpirun-$d-$op" "exit $rc: $(head -c 400 "$tmp/mpi-$d.err")"
+        elif [ "$(grep -cv '^#' "$tmp/mpi-$d.out")" -ne 3 ] || ! grep -q '^# wrong elements: 0$' "$tmp/mpi-$d.out"; then
+            fail "mpirun-$d-$op" "$(cat "$tmp/mpi-$d.out")"
+        else
+            ok "mpirun-$d-$op"
         fi
     done
     # Plain buffers across processes: private memory of each, staged into the shared heap.
@@ -283,9 +353,9 @@ else
     fail check-catches-wrong "exit $rc: $(grep -E '^#.*(wrong|FAILED)' "$tmp/inj.out")"
 fi
 
-# The same for alltoallv's segments and sendrecv's message: 2 sizes x out-of-place only x
-# 4 ops x 3 = 24.
-for c in alltoallv sendrecv; do
+# The same for alltoallv's and allgatherv's segments and sendrecv's message: 2 sizes x
+# out-of-place only x 4 ops x 3 = 24.
+for c in alltoallv allgatherv sendrecv; do
     CCL_PERF_INJECT_WRONG=3 "$perf" -c $c -b 1K -e 2K --ranks 4 --check -n 4 -w 1 --backend cpu >"$tmp/inj-$c.out" 2>&1
     rc=$?
     if [ $rc -eq 1 ] && grep -q '^# FAILED: 24 wrong elements$' "$tmp/inj-$c.out"; then
@@ -300,11 +370,11 @@ done
 # sizes below are timed and checked, the refused ones read "refused" and are left out of
 # the CSV and null in the JSON, the footer quotes the refusal, and the run exits 1 with
 # nothing on stderr.
-for c in sendrecv alltoallv; do
+for c in sendrecv alltoallv allgatherv; do
     CCL_PERF_INJECT_UNSUPPORTED=4096 "$perf" -c $c -b 1K -e 16K --ranks 3 --check "${quick[@]}" \
         --csv "$tmp/refused-$c.csv" --json "$tmp/refused-$c.json" >"$tmp/refused-$c.out" 2>"$tmp/refused-$c.err"
     rc=$?
-    name=$([ $c = sendrecv ] && echo 'ccl_send/ccl_recv group' || echo ccl_all_to_all_v)
+    case $c in sendrecv) name='ccl_send/ccl_recv group' ;; alltoallv) name=ccl_all_to_all_v ;; *) name=ccl_all_gather_v ;; esac
     want="# REFUSED: the library refused ours at 3 of 5 sizes (not timed): $name: CCL_PERF_INJECT_UNSUPPORTED=4096: ccl-perf refuses ops of this size itself (a test)"
     if [ $rc -ne 1 ] || [ -s "$tmp/refused-$c.err" ]; then
         fail "refused-$c" "exit $rc, expected 1: $(head -c 400 "$tmp/refused-$c.err")"
@@ -352,16 +422,20 @@ else
     fail nccl-mode "exit $rc: $(grep -i nccl "$tmp/mode.out" | head -3)"
 fi
 
-# --help describes the two exchanges, alltoallv's count matrix and their refusals.
+# --help describes the three exchanges, the v counts of both kinds and their refusals.
 help=$("$perf" --help)
 if grep -q -- '-c, --collective C   allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce,$' <<<"$help" &&
-    grep -q '^ *alltoallv or sendrecv (below)$' <<<"$help" &&
+    grep -q '^ *alltoallv, allgatherv or sendrecv (below)$' <<<"$help" &&
     grep -q '^sendrecv: every rank r sends S bytes (each size of the sweep) to rank (r+1)%N and$' <<<"$help" &&
     grep -q '^  to 1 + ((q + 2p) mod (N+1)), rounded down, the remainder one element each to the first$' <<<"$help" &&
-    grep -q '^Both: out-of-place only. A size the library refuses (CCL_ERR_UNSUPPORTED) shows$' <<<"$help"; then
+    grep -q '^allgatherv: ccl_all_gather_v; S bytes is the receive buffer, rank p.s part of it$' <<<"$help" &&
+    grep -q '^  allgatherv: one ncclBroadcast per rank in a group, as PyTorch does); busbw = algbw x (N-1)/N.$' <<<"$help" &&
+    grep -q '^--v-counts zipf: instead, rank q.s k-th most loaded peer (a permutation of its own) gets$' <<<"$help" &&
+    grep -q -- '^      --v-counts K     alltoallv.s and allgatherv.s counts: proportional or zipf (below)$' <<<"$help" &&
+    grep -q '^All three: out-of-place only. A size the library refuses (CCL_ERR_UNSUPPORTED) shows$' <<<"$help"; then
     ok help-p2p
 else
-    fail help-p2p "$(grep -A14 '^sendrecv' <<<"$help" | head -14)"
+    fail help-p2p "$(grep -A20 '^sendrecv' <<<"$help" | head -20)"
 fi
 
 # Bad arguments: exactly this first line on stderr, exit 2.
@@ -380,11 +454,16 @@ bad() {
         ok "bad-$name"
     fi
 }
-bad unknown-collective "ccl-perf: error: -c foo: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, alltoallv or sendrecv)" -c foo
-bad no-collective "ccl-perf: error: -c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, alltoallv or sendrecv)" -b 1K
+bad unknown-collective "ccl-perf: error: -c foo: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, alltoallv, allgatherv or sendrecv)" -c foo
+bad no-collective "ccl-perf: error: -c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, alltoallv, allgatherv or sendrecv)" -b 1K
 bad min-over-max "ccl-perf: error: -b 64K is larger than -e 1K" -c allreduce -b 64K -e 1K
 bad v-collective "ccl-perf: error: --algo algorithms/alltoallv/pairwise.ccl implements alltoallv, which ccl-perf does not run from a file yet (use cclc run, or -c alltoallv for the library's)" --algo algorithms/alltoallv/pairwise.ccl --ranks 2
-bad v-collective-allgatherv "ccl-perf: error: --algo algorithms/allgatherv/ring.ccl implements allgatherv, which ccl-perf does not run from a file yet (use cclc run)" --algo algorithms/allgatherv/ring.ccl --ranks 2
+bad v-collective-allgatherv "ccl-perf: error: --algo algorithms/allgatherv/ring.ccl implements allgatherv, which ccl-perf does not run from a file yet (use cclc run, or -c allgatherv for the library's)" --algo algorithms/allgatherv/ring.ccl --ranks 2
+bad v-counts "ccl-perf: error: --v-counts skewed: expected proportional or zipf" -c alltoallv --v-counts skewed
+bad v-counts-allreduce "ccl-perf: error: --v-counts zipf: only alltoallv and allgatherv take counts, not allreduce" -c allreduce --v-counts zipf
+bad v-counts-missing "ccl-perf: error: --v-counts needs a value" -c allgatherv --v-counts
+bad op-allgatherv "ccl-perf: error: -o sum: allgatherv does not reduce" -c allgatherv -o sum
+bad element-size-allgatherv "ccl-perf: error: size 6 (6 bytes) is not a whole number of f32 elements (4 bytes each)" -c allgatherv -b 6 -e 6 --backend cpu
 bad not-a-size "ccl-perf: error: -e 1X: not a size (a number of bytes, optionally with K, M or G)" -c allreduce -e 1X
 bad zero-size "ccl-perf: error: -b 0: sizes must be at least one element" -c allreduce -b 0
 bad step "ccl-perf: error: -f 1: expected an integer in 2..1048576" -c allreduce -f 1

@@ -8,7 +8,8 @@
                       then ccl.init_rank(process_group=True)
     MODE die          exits before init (the others must fail, not hang)
 
-Runs every collective on numpy arrays, checks the results, prints "ok rank R" and exits 0;
+Runs every collective on numpy arrays (the dtypes i8, u32 and u64 too), a barrier and a
+split, checks the results, prints "ok rank R" and exits 0;
 on a ccl error prints "error CLASS: message" and exits 3."""
 import os
 import sys
@@ -61,6 +62,37 @@ def main():
         e[:] = r
         comm.all_reduce(e, "max")
         assert (e == n - 1).all()
+        # The dtypes i8, u32, u64: signed and unsigned order, wrap-around.
+        i8 = comm.all_reduce(np.array([-r - 1, 100], np.int8), "min", out=np.zeros(2, np.int8))
+        assert list(i8) == [-n, 100], i8
+        u32 = np.array([(1 << 31) + r, 1], np.uint32)
+        comm.all_reduce(u32, "max")
+        assert list(u32) == [(1 << 31) + n - 1, 1], u32
+        u64 = comm.all_reduce(np.full(3, (1 << 64) - 1, np.uint64), "sum", out=np.zeros(3, np.uint64))
+        assert (u64 == (1 << 64) - n).all(), u64
+        # A barrier, then a split: ranks of one parity together, in reverse rank order; the
+        # last rank joins none when there are more than two.
+        comm.barrier()
+        color = None if n > 2 and r == n - 1 else r % 2
+        if mode == "mpi4py":
+            from mpi4py import MPI
+
+            comm.Barrier()
+            u = np.array([r], np.uint32)
+            comm.Allreduce(ccl.IN_PLACE, [u, MPI.UINT32_T], op=MPI.MAX)
+            assert u[0] == n - 1, u
+            sub = comm.Split(MPI.UNDEFINED if color is None else color, n - r)
+        else:
+            sub = comm.split(color, key=n - r)
+        if color is None:
+            assert sub is None, sub
+        else:
+            members = [p for p in range(n) if p % 2 == color and not (n > 2 and p == n - 1)]
+            assert sub.size == len(members) and sub.rank == members[::-1].index(r), (sub.size, sub.rank, members)
+            s_sum = sub.all_reduce(np.array([r], np.int64))
+            assert s_sum[0] == sum(members), s_sum
+            sub.barrier()
+            sub.destroy()
         comm.destroy()
     except ccl.CclError as e:
         print(f"error {type(e).__name__}: {e}", flush=True)

@@ -16,7 +16,8 @@ def data(r, n, dtype, base=1):
     return (np.arange(n) % 7 + r + base).astype(dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8, np.int8,
+                                   np.uint32, np.uint64])
 @pytest.mark.parametrize("op", ["sum", "prod", "min", "max", "avg"])
 def test_all_reduce_dtypes_ops(comms4, dtype, op):
     n = 37
@@ -31,6 +32,79 @@ def test_all_reduce_dtypes_ops(comms4, dtype, op):
     outs = run_ranks(comms4, lambda r, c: c.all_reduce(xs[r].copy(), op, out=np.empty_like(xs[r])))
     for o in outs:
         np.testing.assert_array_equal(o, want.astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint32, np.uint64])
+def test_new_integer_dtypes_sign_and_wrap(comms4, dtype):
+    """i8 compares signed and wraps in 8 bits; u32 and u64 compare unsigned (values above
+    the signed maximum are the largest, not negative) and wrap in their width."""
+    info = np.iinfo(dtype)
+    if dtype is np.int8:
+        cols = [[-128, -1, 100, 5], [127, 3, 100, -7], [0, -2, 100, 9], [1, 4, -128, 2]]
+    else:
+        big = info.max - 1
+        cols = [[big, 1, 2, 0], [3, big // 2 + 1, 1, 0], [0, 2, info.max, 7], [1, 0, 4, big]]
+    xs = [np.array(c, dtype) for c in cols]
+    wide = [[int(v) for v in c] for c in cols]
+    mod = 1 << (8 * np.dtype(dtype).itemsize)
+
+    def wrap(v):
+        v %= mod
+        return v - mod if info.min < 0 and v > info.max else v
+
+    for op, f in (("sum", lambda vs: wrap(sum(vs))), ("min", min), ("max", max)):
+        outs = run_ranks(comms4, lambda r, c: c.all_reduce(xs[r], op, out=np.empty_like(xs[r])))
+        want = np.array([f([wide[r][i] for r in range(N)]) for i in range(4)], dtype)
+        for o in outs:
+            assert o.dtype == dtype
+            np.testing.assert_array_equal(o, want, err_msg=op)
+
+
+def test_new_dtype_names_and_interfaces(comms2):
+    D = ccl.DType
+    assert (D.I8.itemsize, D.U32.itemsize, D.U64.itemsize) == (1, 4, 8)
+    # CCL's short names win where numpy's codes collide; numpy's dtype objects are numpy's.
+    for name, want in (("i8", D.I8), ("int8", D.I8), ("u32", D.U32), ("uint32", D.U32), ("u64", D.U64),
+                       ("uint64", D.U64), ("u8", D.U8), ("torch.uint32", D.U32)):
+        assert ccl._types.to_dtype(name) is want, name
+    for npt, want in ((np.int8, D.I8), (np.uint32, D.U32), (np.uint64, D.U64), (np.dtype("i8"), D.I64),
+                      (np.dtype("u8"), D.U64), (np.dtype("u4"), D.U32)):
+        assert ccl._types.to_dtype(npt) is want, npt
+    from ccl._buffers import as_buf
+
+    class AI:
+        def __init__(self, a):
+            self.a, self.__array_interface__ = a, a.__array_interface__
+
+    class DL:
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, stream=None):
+            return self.a.__dlpack__()
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    import array
+    for a, want in ((np.zeros(3, np.int8), D.I8), (np.zeros(3, np.uint32), D.U32), (np.zeros(3, np.uint64), D.U64)):
+        assert as_buf(AI(a), "x").dtype is want
+        assert as_buf(DL(a), "x").dtype is want
+    assert as_buf(array.array("b", [1]), "x").dtype is D.I8
+    assert as_buf(array.array("I", [1]), "x").dtype is D.U32
+    assert as_buf(array.array("Q", [1]), "x").dtype is D.U64
+    # Symmetric arrays of the new dtypes, and a collective on them (datatype= by name).
+    def body(r, c):
+        a = c.empty(5, "u64")
+        assert a.dtype == np.uint64
+        a[:] = (1 << 63) + r
+        c.all_reduce(a, "max")
+        b = c.empty(4, np.int8)
+        b[:] = -r - 1
+        c.all_reduce(sendbuf=b.ctypes.data, recvbuf=b.ctypes.data, count=4, datatype="i8", op="min")
+        return int(a[0]), int(b[0])
+
+    assert run_ranks(comms2, body) == [((1 << 63) + 1, -2)] * 2
 
 
 def test_all_reduce_in_place_returns_tensor(comms4):

@@ -20,6 +20,28 @@ def test_all_reduce_torch_dtypes(comms2, dtype):
         assert torch.equal(o.double(), want)
 
 
+@pytest.mark.parametrize("name", ["int8", "uint32", "uint64"])
+def test_new_integer_dtypes(comms2, name):
+    """torch.int8, and torch.uint32 and torch.uint64 where this torch has them (2.3+, with
+    few kernels: the values are built and read back through Python lists)."""
+    dtype = getattr(torch, name, None)
+    if dtype is None:
+        pytest.skip(f"no torch.{name} in torch {torch.__version__}")
+    assert ccl.DType[{"int8": "I8", "uint32": "U32", "uint64": "U64"}[name]] is ccl._types.to_dtype(dtype)
+    hi = {"int8": 127, "uint32": (1 << 32) - 1, "uint64": (1 << 64) - 1}[name]
+    lo = -128 if name == "int8" else 0
+    cols = [[hi, lo, 5], [lo + 1, hi - 1, 6]]
+    xs = [torch.tensor(c, dtype=dtype) for c in cols]
+    outs = run_ranks(comms2, lambda r, c: c.all_reduce(xs[r], "max", out=torch.empty_like(xs[r])))
+    for o in outs:
+        assert o.dtype == dtype and o.tolist() == [hi, hi - 1, 6]
+    ys = run_ranks(comms2, lambda r, c: cclt.all_reduce(xs[r], c, "min"))
+    for y in ys:
+        assert y.tolist() == [lo + 1, lo, 5]
+    got = run_ranks(comms2, lambda r, c: (lambda e: (e.dtype, tuple(e.shape)))(c.empty(3, dtype)))
+    assert got == [(dtype, (3,))] * 2
+
+
 def test_fp8(comms2):
     if not hasattr(torch, "float8_e4m3fn"):
         pytest.skip("no float8 in this torch")

@@ -25,6 +25,11 @@ int tool_dtype_unsigned(ccl_dtype_t t)
     return t == CCL_U8 || t == CCL_U32 || t == CCL_U64;
 }
 
+int tool_dtype_integer(ccl_dtype_t t)
+{
+    return tool_dtype_unsigned(t) || t == CCL_I8 || t == CCL_I32 || t == CCL_I64;
+}
+
 void tool_store_int(void *buf, size_t idx, int64_t v, ccl_dtype_t t)
 {
     char *p = (char *)buf + idx * ccl_dtype_size(t);

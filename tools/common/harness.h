@@ -259,7 +259,12 @@ void tool_gpu_graph_free(ToolGpu *g);
 int64_t tool_exact_max(ccl_dtype_t t);
 /* 1 for the unsigned dtypes (u8, u32, u64): data for them is never negative. */
 int tool_dtype_unsigned(ccl_dtype_t t);
-/* Stores v, an integer exact in t (|v| <= tool_exact_max(t)), as element idx of buf. */
+/* 1 for the integer dtypes (i8, i32, i64, u8, u32, u64), which hold every value of their
+ * width exactly and wrap around; 0 for the floating ones. */
+int tool_dtype_integer(ccl_dtype_t t);
+/* Stores v, an integer exact in t (|v| <= tool_exact_max(t); for an integer dtype any
+ * value of its width, u64's above 2^63 - 1 passed as the int64_t of their bits), as
+ * element idx of buf. */
 void tool_store_int(void *buf, size_t idx, int64_t v, ccl_dtype_t t);
 
 #endif

@@ -40,18 +40,22 @@ PERF_SAME_TYPE(CommWindowDeregister, ncclCommWindowDeregister)
 _Static_assert(PERF_NCCL_WIN_COLL_SYMMETRIC == NCCL_WIN_COLL_SYMMETRIC, "window flags");
 _Static_assert(sizeof(NcclUniqueId) == 128, "unique id");
 _Static_assert(ncclSum == 0 && ncclProd == 1 && ncclMax == 2 && ncclMin == 3 && ncclAvg == 4, "ops");
-_Static_assert(ncclUint8 == 1 && ncclInt32 == 2 && ncclInt64 == 4 && ncclFloat16 == 6 && ncclFloat32 == 7 &&
-               ncclFloat64 == 8 && ncclBfloat16 == 9 && ncclFloat8e4m3 == 10 && ncclFloat8e5m2 == 11, "dtypes");
+_Static_assert(ncclInt8 == 0 && ncclUint8 == 1 && ncclInt32 == 2 && ncclUint32 == 3 && ncclInt64 == 4 &&
+               ncclUint64 == 5 && ncclFloat16 == 6 && ncclFloat32 == 7 && ncclFloat64 == 8 && ncclBfloat16 == 9 &&
+               ncclFloat8e4m3 == 10 && ncclFloat8e5m2 == 11, "dtypes");
 #undef PERF_SAME_TYPE
 #endif
 
 NcclApi perf_nccl;
 
-/* NCCL's dtype and op numbers (nccl.h). */
+/* NCCL's dtype and op numbers (nccl.h; checked against it above). Every ccl_dtype_t has
+ * one: ncclInt8 is 0, so an entry left out would silently time int8. */
 NcclDataType perf_nccl_dtype(ccl_dtype_t t)
 {
-    static const int map[CCL_NUM_DTYPES] = {[CCL_F32] = 7, [CCL_F64] = 8, [CCL_F16] = 6, [CCL_BF16] = 9,
-        [CCL_I32] = 2, [CCL_I64] = 4, [CCL_U8] = 1, [CCL_FP8_E4M3] = 10, [CCL_FP8_E5M2] = 11};
+    static const int map[] = {[CCL_F32] = 7, [CCL_F64] = 8, [CCL_F16] = 6, [CCL_BF16] = 9, [CCL_I32] = 2,
+        [CCL_I64] = 4, [CCL_U8] = 1, [CCL_FP8_E4M3] = 10, [CCL_FP8_E5M2] = 11, [CCL_I8] = 0, [CCL_U32] = 3,
+        [CCL_U64] = 5};
+    _Static_assert(sizeof map / sizeof map[0] == CCL_NUM_DTYPES, "a ccl_dtype_t without its NCCL number");
     return (NcclDataType)map[t];
 }
 NcclRedOp perf_nccl_op(ccl_op_t op)

@@ -10,13 +10,17 @@
  * numbers for NCCL and the ratio of our time to NCCL's; as a table on stdout and
  * optionally as CSV, JSON and a hand-written SVG plot.
  *
- * Besides the six collectives, two exchanges of the variable-size and point-to-point
- * API: alltoallv (ccl_all_to_all_v on perf_v_counts' uneven count matrix; NCCL, which has
- * none, as grouped ncclSend/ncclRecv of the same segments) and sendrecv (a ring of
- * ccl_send/ccl_recv in one group, as nccl-tests' sendrecv_perf). Both are out-of-place
- * only. A backend that refuses either (CCL_ERR_UNSUPPORTED, at
- * the call) is not a failure of the run: the size's row reads "refused", NCCL is still
- * timed, the footer quotes the library, and the exit status is 1.
+ * Besides the six collectives, three calls of the variable-size and point-to-point
+ * API: alltoallv (ccl_all_to_all_v on an uneven count matrix; NCCL, which has none, as
+ * grouped ncclSend/ncclRecv of the same segments), allgatherv (ccl_all_gather_v on an
+ * uneven count vector; NCCL as grouped ncclBroadcast, one per rank, which is what
+ * PyTorch's ProcessGroupNCCL does for an all-gather of unequal sizes) and sendrecv (a
+ * ring of ccl_send/ccl_recv in one group, as nccl-tests' sendrecv_perf). The v counts
+ * are --v-counts': proportional shares (data.c, perf_v_counts) or a Zipf-skewed expert
+ * load (perf_v_counts_zipf). All three are out-of-place only. A backend that refuses
+ * one (CCL_ERR_UNSUPPORTED, at the call) is not a failure of the run: the size's row
+ * reads "refused", NCCL is still timed, the footer quotes the library, and the exit
+ * status is 1.
  *
  * Buffers (--buffers). By default ("symmetric") the send and receive buffers come from
  * ccl_mem_alloc, CCL's symmetric heap, which its algorithms use in place. Users pass
@@ -67,11 +71,11 @@ static void usage(FILE *f)
           "       mpirun -np N ccl-perf -c COLLECTIVE [options]   (one process per rank)\n"
           "\n"
           "  -c, --collective C   allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce,\n"
-          "                       alltoallv or sendrecv (below)\n"
+          "                       alltoallv, allgatherv or sendrecv (below)\n"
           "  -b, --minbytes S     smallest size (bytes; K, M, G suffixes are powers of 1024) [1K]\n"
           "  -e, --maxbytes S     largest size [1M]\n"
           "  -f, --stepfactor F   multiply the size by F (an integer >= 2) [2]\n"
-          "  -d, --dtype T        f32 f64 f16 bf16 i32 i64 u8 fp8_e4m3 fp8_e5m2 [f32]\n"
+          "  -d, --dtype T        f32 f64 f16 bf16 i32 i64 u8 fp8_e4m3 fp8_e5m2 i8 u32 u64 [f32]\n"
           "  -o, --op OP          sum prod min max avg (reducing collectives) [sum]\n"
           "  -r, --root R         root of broadcast and reduce [0]\n"
           "      --algo FILE      run this algorithm (proved first) instead of the library's choice\n"
@@ -81,6 +85,8 @@ static void usage(FILE *f)
           "      --compare nccl   time NCCL in the same run (GPU backend; CCL_NCCL_LIB=path)\n"
           "      --nccl-mode M    plain (NCCL on our buffers), sym (on its symmetric windows, 2.27+)\n"
           "                       or best (both; ratios against the faster) [best]\n"
+          "      --v-counts K     alltoallv's and allgatherv's counts: proportional or zipf (below)\n"
+          "                       [proportional]\n"
           "      --buffers B      symmetric (ccl_mem_alloc: CCL's heap) or plain (ordinary memory, as\n"
           "                       a framework's tensors: cuMemAlloc, malloc on the CPU; CCL stages it\n"
           "                       where it needs symmetric memory; NCCL plain runs on it too) [symmetric]\n"
@@ -100,7 +106,13 @@ static void usage(FILE *f)
           "  to 1 + ((q + 2p) mod (N+1)), rounded down, the remainder one element each to the first\n"
           "  peers (NCCL, which has no alltoallv: the same exchange as grouped ncclSend/ncclRecv);\n"
           "  busbw = algbw x (N-1)/N.\n"
-          "Both: out-of-place only. A size the library refuses (CCL_ERR_UNSUPPORTED) shows\n"
+          "allgatherv: ccl_all_gather_v; S bytes is the receive buffer, rank p's part of it\n"
+          "  proportional to 1 + (2p mod (N+1)) (row 0 of alltoallv's matrix; NCCL, which has no\n"
+          "  allgatherv: one ncclBroadcast per rank in a group, as PyTorch does); busbw = algbw x (N-1)/N.\n"
+          "--v-counts zipf: instead, rank q's k-th most loaded peer (a permutation of its own) gets\n"
+          "  a share proportional to 1/(k+1)^1.2, in multiples of 16 bytes (the rest to the most\n"
+          "  loaded), as a mixture-of-experts dispatch; allgatherv: row 0, rank p's part.\n"
+          "All three: out-of-place only. A size the library refuses (CCL_ERR_UNSUPPORTED) shows\n"
           "  'refused' and the run goes on, then exits 1.\n",
           f);
 }
@@ -119,7 +131,7 @@ static void parse_args(int argc, char **argv, Opts *o)
                 .op = CCL_SUM, .iters = 20, .warmup = 5, .repeats = 10,
                 .size_arg = {"1K", "1M"}};
     int op_given = 0, root_given = 0;
-    const char *nccl_mode = NULL;
+    const char *nccl_mode = NULL, *v_counts = NULL;
     tool_init("ccl-perf", "ccl-perf --help", NULL);
     /* Values are written "-b 1K", "--minbytes=1K" or "-b1K". */
     const ToolShared shared = {.ranks = &o->ranks, .max_ranks = CCLC_MAX_RANKS, .backend = &o->backend,
@@ -146,7 +158,7 @@ static void parse_args(int argc, char **argv, Opts *o)
             o->coll = parse_collective(val);
             if (o->coll < 0)
                 tool_usage_error("%s %s: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast, "
-                                 "reduce, alltoallv or sendrecv)", flag, val);
+                                 "reduce, alltoallv, allgatherv or sendrecv)", flag, val);
         } else if (tool_is(&a, "-b", "--minbytes") || tool_is(&a, "-e", "--maxbytes")) {
             int which = tool_is(&a, "-e", "--maxbytes");
             const char *val = tool_value(&a);
@@ -177,6 +189,14 @@ static void parse_args(int argc, char **argv, Opts *o)
                 o->nccl_mode = PERF_NCCL_SYM;
             else
                 tool_usage_error("--nccl-mode %s: expected plain, sym or best", nccl_mode);
+        } else if (tool_is(&a, "--v-counts", NULL)) {
+            v_counts = tool_value(&a);
+            if (!strcmp(v_counts, "proportional"))
+                o->v_counts = PERF_VCOUNTS_PROPORTIONAL;
+            else if (!strcmp(v_counts, "zipf"))
+                o->v_counts = PERF_VCOUNTS_ZIPF;
+            else
+                tool_usage_error("--v-counts %s: expected proportional or zipf", v_counts);
         } else if (tool_is(&a, "--buffers", NULL)) {
             const char *val = tool_value(&a);
             if (!strcmp(val, "symmetric"))
@@ -210,6 +230,9 @@ static void parse_args(int argc, char **argv, Opts *o)
         tool_usage_error("-o %s: %s does not reduce", ccl_op_name(o->op), perf_colls[o->coll].name);
     if (o->coll >= 0 && root_given && !perf_colls[o->coll].rooted)
         tool_usage_error("-r %d: %s has no root", o->root, perf_colls[o->coll].name);
+    if (v_counts && o->coll != PERF_ALLTOALLV && o->coll != PERF_ALLGATHERV)
+        tool_usage_error("--v-counts %s: only alltoallv and allgatherv take counts%s%s", v_counts,
+                         o->coll >= 0 ? ", not " : "", o->coll >= 0 ? perf_colls[o->coll].name : "");
 }
 
 /* The sweep: minbytes, *step, ... up to maxbytes. */
@@ -396,10 +419,13 @@ static void op_buffers(const Worker *w, int impl, int inplace, size_t count, con
     }
 }
 
+/* Whether c takes counts per rank (v_setup, --v-counts). */
+static int is_v(PerfColl c) { return c == PERF_ALLTOALLV || c == PERF_ALLGATHERV; }
+
 /* Elements of the op's output on this rank: alltoallv's differ per rank (v_setup). */
 static size_t recv_elems(const Worker *w, size_t count)
 {
-    return w->sh->coll == PERF_ALLTOALLV ? w->v_recv_total : out_elems(w->sh->coll, w->nranks, count);
+    return is_v(w->sh->coll) ? w->v_recv_total : out_elems(w->sh->coll, w->nranks, count);
 }
 
 /* Writes the op's input and poisons its output (synchronously). */
@@ -408,6 +434,8 @@ static void prepare(Worker *w, int impl, int inplace, size_t count)
     PerfColl c = w->sh->coll;
     size_t es = w->sh->pat.esize, nin = in_elems(c, w->nranks, count), nout = recv_elems(w, count);
     int root = w->o->root;
+    if (c == PERF_ALLGATHERV)
+        nin = w->v_recv[w->rank];    /* its own part of the vector */
     char *sb, *rb;
     impl_buffers(w, impl, &sb, &rb);
     if (!inplace) {
@@ -437,9 +465,10 @@ static long long verify(Worker *w, int impl, int inplace, size_t count)
     int n = w->nranks, root = w->o->root;
     if (c == PERF_REDUCE && w->rank != root)
         return 0;                         /* non-root outputs are undefined */
-    /* NCCL's avg multiplies by 1/N before summing: exact only for powers of two. */
+    /* NCCL's avg of floating types multiplies by 1/N before summing: exact only for
+     * powers of two. Its integer avg sums, then divides, as ours. */
     if (impl != IMPL_CCL && w->o->op == CCL_AVG && perf_colls[c].reduces && (n & (n - 1)) &&
-        w->o->dtype != CCL_I32 && w->o->dtype != CCL_I64 && w->o->dtype != CCL_U8)
+        !tool_dtype_integer(w->o->dtype))
         return -1;
     const void *send;
     void *recv;
@@ -469,8 +498,10 @@ static long long verify(Worker *w, int impl, int inplace, size_t count)
         for (int q = 0; q < n; q++)
             wrong += perf_pattern_wrong(b + (size_t)q * count * es, (size_t)w->rank * count, count, p->tab_in[q], es);
         break;
+    case PERF_ALLGATHERV:
     case PERF_ALLTOALLV:
-        /* Segment q: the part of rank q's input that q sends this rank. */
+        /* Segment q: the part of rank q's input that q sends this rank (allgatherv: all
+         * of rank q's part, from the start of its input). */
         for (int q = 0; q < n; q++)
             wrong += perf_pattern_wrong(b + w->v_rdispl[q] * es, w->v_src_pos[q], w->v_recv[q], p->tab_in[q], es);
         break;
@@ -507,6 +538,17 @@ static void issue_nccl(Worker *w, int impl, int inplace, size_t count)
     case PERF_REDUCE_SCATTER: r = perf_nccl.ReduceScatter(send, recv, count, t, op, nc, s); break;
     case PERF_BROADCAST: r = perf_nccl.Broadcast(send, recv, count, t, o->root, nc, s); break;
     case PERF_REDUCE: r = perf_nccl.Reduce(send, recv, count, t, op, o->root, nc, s); break;
+    case PERF_ALLGATHERV: {
+        /* As PyTorch's ProcessGroupNCCL gathers tensors of unequal sizes: one broadcast
+         * per rank, rooted there, into that rank's segment, all in one group. NCCL reads
+         * the send buffer on the root only. */
+        nccl_check(w, perf_nccl.GroupStart(), "ncclGroupStart");
+        for (int q = 0; q < n && r == 0; q++)
+            r = perf_nccl.Broadcast(send, (char *)recv + w->v_rdispl[q] * es, w->v_recv[q], t, q, nc, s);
+        NcclResult e = perf_nccl.GroupEnd();
+        r = r ? r : e;
+        break;
+    }
     case PERF_ALLTOALL:
     case PERF_ALLTOALLV:
     case PERF_SENDRECV: {
@@ -593,6 +635,9 @@ static ccl_result_t issue_ccl(Worker *w, int inplace, size_t count, char *why, s
         case PERF_ALLTOALLV:
             r = ccl_all_to_all_v(send, w->v_send, w->v_sdispl, recv, w->v_recv, w->v_rdispl, o->dtype, w->comm, stream);
             break;
+        case PERF_ALLGATHERV:
+            r = ccl_all_gather_v(send, w->v_recv[w->rank], recv, w->v_recv, w->v_rdispl, o->dtype, w->comm, stream);
+            break;
         case PERF_SENDRECV: return issue_sendrecv(w, send, recv, count, stream, why, len);
         case PERF_NCOLLS: snprintf(why, len, "no such collective"); return CCL_ERR_INTERNAL;
         }
@@ -609,7 +654,7 @@ static const char *ccl_call_name(const Worker *w)
         [PERF_ALLREDUCE] = "ccl_all_reduce", [PERF_ALLGATHER] = "ccl_all_gather",
         [PERF_REDUCE_SCATTER] = "ccl_reduce_scatter", [PERF_ALLTOALL] = "ccl_all_to_all",
         [PERF_BROADCAST] = "ccl_broadcast", [PERF_REDUCE] = "ccl_reduce", [PERF_ALLTOALLV] = "ccl_all_to_all_v",
-        [PERF_SENDRECV] = "ccl_send/ccl_recv group"};
+        [PERF_SENDRECV] = "ccl_send/ccl_recv group", [PERF_ALLGATHERV] = "ccl_all_gather_v"};
     return w->alg ? "ccl_algorithm_run" : name[w->sh->coll];
 }
 
@@ -643,7 +688,7 @@ static double event_us(Worker *w, int i, double div)
 }
 
 /* The first op of ours at a size, which is where the library refuses what it does not
- * run (CCL_ERR_UNSUPPORTED: a backend without point-to-point or alltoallv). Refusal is
+ * run (CCL_ERR_UNSUPPORTED: a backend without point-to-point or a v-collective). Refusal is
  * agreed: if any rank's call was refused, every rank gets 1 and skips the size (a rank
  * whose call went through then fails at its wait, naming the peer that never came),
  * and rank 0 keeps the first message for the report. Any other error fails the rank. */
@@ -893,8 +938,9 @@ static void worker_setup_nccl(Worker *w)
 
 /* The algorithm our op of this size ran: the --algo file, or the one the standard
  * collective's dispatch picks (ccl__pick with the byte count api.c gives it: the API
- * count times the element size, and 0 for alltoallv, whose ranks know only their own
- * counts; every rank picks the same). sendrecv runs no algorithm. */
+ * count times the element size (allgatherv's: the recvcounts' sum), and 0 for alltoallv,
+ * whose ranks know only their own counts; every rank picks the same). sendrecv runs no
+ * algorithm. */
 static void op_algorithm(Worker *w, size_t count, char *name, size_t len)
 {
     int lib = perf_colls[w->sh->coll].lib;
@@ -909,18 +955,29 @@ static void op_algorithm(Worker *w, size_t count, char *name, size_t len)
     snprintf(name, len, "%s", alg ? ccl_algorithm_name(alg) : "?");
 }
 
-/* alltoallv's segments at `count` elements per rank: this rank's row of perf_v_counts'
- * matrix as its sendcounts, its column as its recvcounts, both packed in rank order. */
+/* The v-collectives' segments at `count` elements (--v-counts' rows, perf_v_row), packed
+ * in rank order. alltoallv: this rank's row of the matrix as its sendcounts, its column
+ * as its recvcounts. allgatherv: the vector (row 0) as every rank's recvcounts, this
+ * rank sending its own entry. */
 static void v_setup(Worker *w, size_t count)
 {
-    int n = w->nranks, me = w->rank;
-    size_t *row = w->v_src_pos + n;   /* scratch: the sixth array of worker_run's block */
-    perf_v_counts(n, count, me, w->v_send);
+    int n = w->nranks, me = w->rank, kind = w->o->v_counts;
+    size_t *row = w->v_src_pos + n, es = w->sh->pat.esize;   /* scratch: the sixth array of worker_run's block */
     w->v_recv_total = 0;
+    if (w->sh->coll == PERF_ALLGATHERV) {
+        perf_v_row(kind, n, count, 0, es, w->v_recv);
+        for (int q = 0; q < n; q++) {
+            w->v_rdispl[q] = w->v_recv_total;
+            w->v_recv_total += w->v_recv[q];
+            w->v_src_pos[q] = 0;
+        }
+        return;
+    }
+    perf_v_row(kind, n, count, me, es, w->v_send);
     for (int p = 0; p < n; p++)
         w->v_sdispl[p] = p ? w->v_sdispl[p - 1] + w->v_send[p - 1] : 0;
     for (int q = 0; q < n; q++) {
-        perf_v_counts(n, count, q, row);
+        perf_v_row(kind, n, count, q, es, row);
         w->v_recv[q] = row[me];
         w->v_rdispl[q] = w->v_recv_total;
         w->v_recv_total += row[me];
@@ -1002,7 +1059,7 @@ static void worker_run(Worker *w)
         }
     }
 
-    if (c == PERF_ALLTOALLV) {
+    if (is_v(c)) {
         w->v_send = tool_calloc(6 * (size_t)w->nranks, sizeof *w->v_send);
         w->v_sdispl = w->v_send + w->nranks;
         w->v_recv = w->v_sdispl + w->nranks;
@@ -1018,11 +1075,11 @@ static void worker_run(Worker *w)
     for (int i = 0; i < sh->nsizes; i++) {
         size_t bytes = sh->sizes[i], count = bytes / es / units;
         Row row = {.bytes = bytes, .count = count};
-        if (c == PERF_ALLTOALLV)
+        if (is_v(c))
             v_setup(w, count);
         for (int p = 0; p < 2; p++) {
-            /* sendrecv and alltoallv have no in-place form: a send buffer must stay
-             * unchanged until the op completes, and overlapping v buffers are staged. */
+            /* sendrecv and the v-collectives have no in-place form: a send buffer must
+             * stay unchanged until the op completes, and overlapping v buffers are staged. */
             row.st[IMPL_CCL][p] = (Stat){-1, -1, 0};
             if (!(p == 1 && perf_colls[c].p2p))
                 row.st[IMPL_CCL][p] = measure(w, IMPL_CCL, p, count, bytes);
@@ -1111,8 +1168,8 @@ static void prove_algo(Shared *sh)
     }
     Collective lib = comp.prog->coll;
     if (cclc_coll_is_v(lib))
-        tool_usage_error("--algo %s implements %s, which ccl-perf does not run from a file yet (use cclc run%s)",
-                         o->algo, cclc_coll_name(lib), lib == COLL_ALLTOALLV ? ", or -c alltoallv for the library's" : "");
+        tool_usage_error("--algo %s implements %s, which ccl-perf does not run from a file yet (use cclc run, or -c %s "
+                         "for the library's)", o->algo, cclc_coll_name(lib), cclc_coll_name(lib));
     PerfColl c = PERF_ALLREDUCE;
     while (perf_colls[c].lib != (int)lib)
         c++;
@@ -1171,7 +1228,7 @@ static void validate(Shared *sh)
 }
 
 /* alltoallv: the most elements any rank receives at any size of the sweep (a column sum
- * of perf_v_counts' matrix), which sizes every rank's receive buffer. */
+ * of --v-counts' matrix), which sizes every rank's receive buffer. */
 static size_t v_max_recv(const Shared *sh)
 {
     int n = sh->nranks;
@@ -1179,7 +1236,7 @@ static size_t v_max_recv(const Shared *sh)
     for (int i = 0; i < sh->nsizes; i++) {
         memset(col, 0, sizeof *col * (size_t)n);
         for (int q = 0; q < n; q++) {
-            perf_v_counts(n, sh->sizes[i] / sh->pat.esize, q, row);
+            perf_v_row(sh->o.v_counts, n, sh->sizes[i] / sh->pat.esize, q, sh->pat.esize, row);
             for (int p = 0; p < n; p++)
                 col[p] += row[p];
         }
@@ -1219,7 +1276,7 @@ int main(int argc, char **argv)
     parse_args(argc, argv, o);
     if (o->coll < 0 && !o->algo)
         tool_usage_error("-c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, "
-                         "alltoallv or sendrecv)");
+                         "alltoallv, allgatherv or sendrecv)");
 
     /* NVLink multicast (NVLS) stays off on these machines, for NCCL as for us. */
     const char *nvls = getenv("NCCL_NVLS_ENABLE");
@@ -1257,6 +1314,7 @@ int main(int argc, char **argv)
         snprintf(sh->algo_name, sizeof sh->algo_name, "the library's choice per size (ccl_%s)",
                  o->coll == PERF_ALLREDUCE ? "all_reduce" : o->coll == PERF_ALLGATHER ? "all_gather"
                  : o->coll == PERF_ALLTOALL ? "all_to_all" : o->coll == PERF_ALLTOALLV ? "all_to_all_v"
+                 : o->coll == PERF_ALLGATHERV ? "all_gather_v"
                  : perf_colls[o->coll].name);
     sh->coll = (PerfColl)o->coll;
     if (perf_colls[sh->coll].rooted == 0)

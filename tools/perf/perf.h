@@ -45,9 +45,10 @@ enum {
 /* ===== the collectives, with nccl-tests' accounting ===== */
 
 /* What -c names: the language's fixed-size collectives (in the compiler's order, so
- * perf_colls[c].lib converts), alltoallv (ccl_all_to_all_v on a count matrix of
- * perf_v_counts), and sendrecv, which is no collective of the language: a ring of
- * grouped ccl_send/ccl_recv, as nccl-tests' sendrecv_perf. */
+ * perf_colls[c].lib converts), alltoallv (ccl_all_to_all_v on a count matrix) and
+ * allgatherv (ccl_all_gather_v on a count vector; both from perf_v_row, as --v-counts
+ * says), and sendrecv, which is no collective of the language: a ring of grouped
+ * ccl_send/ccl_recv, as nccl-tests' sendrecv_perf. */
 typedef enum {
     PERF_ALLREDUCE,
     PERF_ALLGATHER,
@@ -57,6 +58,7 @@ typedef enum {
     PERF_REDUCE,
     PERF_ALLTOALLV,
     PERF_SENDRECV,
+    PERF_ALLGATHERV,
     PERF_NCOLLS
 } PerfColl;
 
@@ -66,7 +68,7 @@ typedef struct {
     int reduces, rooted;
     int in_n, out_n;        /* buffer sizes: 1 = count elements, 0 = N * count */
     int lib;                /* the library's Collective (dispatch, --algo); -1: none */
-    int p2p;                /* sendrecv and alltoallv: out-of-place only */
+    int p2p;                /* sendrecv and the v-collectives: out-of-place only */
 } CollInfo;
 
 extern const CollInfo perf_colls[PERF_NCOLLS];
@@ -76,8 +78,9 @@ static inline size_t out_elems(PerfColl c, int n, size_t count) { return perf_co
 
 /* nccl-tests: "bytes" is the full buffer (allgather: the receive size; reduce_scatter
  * and alltoall: the send size), and count is what the API takes for it. alltoallv's
- * bytes and count are what each rank sends in all (its sendcounts' sum), sendrecv's
- * the one message each rank sends. */
+ * bytes and count are what each rank sends in all (its sendcounts' sum), allgatherv's
+ * the receive buffer, as allgather's (the recvcounts' sum), sendrecv's the one message
+ * each rank sends. */
 static inline size_t units_per_size(PerfColl c, int n)
 {
     return c == PERF_ALLGATHER || c == PERF_REDUCE_SCATTER || c == PERF_ALLTOALL ? (size_t)n : 1;
@@ -89,6 +92,7 @@ static inline double busbw_factor(PerfColl c, int n)
     switch (c) {
     case PERF_ALLREDUCE: return 2.0 * (n - 1) / n;
     case PERF_ALLGATHER:
+    case PERF_ALLGATHERV:
     case PERF_REDUCE_SCATTER:
     case PERF_ALLTOALL:
     case PERF_ALLTOALLV: return (double)(n - 1) / n;
@@ -103,6 +107,10 @@ static inline double busbw_factor(PerfColl c, int n)
  * ncclMemAlloc registered as symmetric windows (NCCL 2.27+); best: both, where the
  * library has windows, and ratios against the faster. */
 enum { PERF_NCCL_BEST, PERF_NCCL_PLAIN, PERF_NCCL_SYM };
+
+/* --v-counts: the counts of alltoallv's matrix and allgatherv's vector (perf_v_row).
+ * proportional: shares of 1 + ((q + 2p) mod (N+1)); zipf: a skewed expert load. */
+enum { PERF_VCOUNTS_PROPORTIONAL, PERF_VCOUNTS_ZIPF };
 
 /* --buffers: where the send and receive buffers come from. symmetric: ccl_mem_alloc (CCL's
  * heap, used in place); plain: ordinary memory (cuMemAlloc on a GPU, malloc on the CPU
@@ -123,6 +131,7 @@ typedef struct {
     int compare_nccl;
     int nccl_mode;          /* PERF_NCCL_*: --nccl-mode */
     int buffers;            /* PERF_BUF_*: --buffers */
+    int v_counts;           /* PERF_VCOUNTS_*: --v-counts */
     const char *csv, *json, *plot;
     ccl_backend_t backend;
     int iters, warmup, repeats;
@@ -231,8 +240,8 @@ struct Shared {
     int64_t hint_lo, hint_hi; /* --algo's `sizes` hint (bytes of the API count); 0, 0: none */
     char method[512];         /* the timing method, for the header and outputs */
     char devname[128];
-    char refused_why[512];
-    size_t v_recv_max;        /* alltoallv: the most elements a rank receives (v_max_recv) */    /* the library's message for the first op it refused; "": none */
+    char refused_why[512];    /* the library's message for the first op it refused; "": none */
+    size_t v_recv_max;        /* alltoallv: the most elements a rank receives (v_max_recv) */
     Row rows[PERF_MAX_SIZES];
 };
 
@@ -246,9 +255,11 @@ typedef struct {
     ToolGpu g;                   /* GPU backend: the rank's stream, events, graph */
     void *sendbuf, *recvbuf;     /* ours and NCCL's plain mode's (--buffers) */
     size_t send_cap, recv_cap;   /* bytes */
-    /* alltoallv at the current size (v_setup), in elements, segments packed in rank
-     * order: what this rank sends each peer and where, what it receives from each and
-     * where, and where that segment starts in the sender's input (for --check). */
+    /* The v-collectives at the current size (v_setup), in elements, segments packed in
+     * rank order: what this rank sends each peer and where, what it receives from each
+     * and where, and where that segment starts in the sender's input (for --check).
+     * allgatherv: v_recv is the count vector (this rank sends v_recv[rank], from the
+     * start of its input); v_send and v_sdispl are unused. */
     size_t *v_send, *v_sdispl, *v_recv, *v_rdispl, *v_src_pos;
     size_t v_recv_total;
     unsigned char *host;         /* host image of a device buffer (GPU backend) */
@@ -278,6 +289,9 @@ extern NcclApi perf_nccl;
 /* data.c */
 void perf_pattern_init(Pattern *p, int n, PerfColl c, ccl_op_t op, ccl_dtype_t t);
 void perf_v_counts(int n, size_t total, int q, size_t *counts);
+void perf_v_counts_zipf(int n, size_t total, int q, size_t unit, size_t *counts);
+void perf_v_row(int kind, int n, size_t total, int q, size_t esize, size_t *counts);
+const char *perf_v_counts_name(int kind);
 void perf_pattern_fini(Pattern *p, int n);
 void perf_pattern_fill(unsigned char *dst, size_t pos0, size_t n, const unsigned char *tab, size_t es);
 long long perf_pattern_wrong(const unsigned char *buf, size_t pos0, size_t n, const unsigned char *tab, size_t es);

@@ -97,9 +97,20 @@ void perf_print_header(const Shared *sh)
             printf("%s%s=%s", nenv++ ? " " : "# env: ", env[i], getenv(env[i]));
     if (nenv)
         printf("\n");
-    if (c == PERF_ALLTOALLV)
+    if (c == PERF_ALLTOALLV && o->v_counts == PERF_VCOUNTS_ZIPF)
+        printf("# sizes: bytes = what each rank sends in all, rank q to its k-th most loaded peer (a permutation "
+               "per rank) a share proportional to 1/(k+1)^1.2, in multiples of 16 bytes (--v-counts zipf, see "
+               "--help); busbw = algbw x (n-1)/n\n");
+    else if (c == PERF_ALLTOALLV)
         printf("# sizes: bytes = what each rank sends in all, rank q to rank p a share proportional to "
                "1 + ((q + 2p) mod (n+1)) (see --help); busbw = algbw x (n-1)/n\n");
+    else if (c == PERF_ALLGATHERV && o->v_counts == PERF_VCOUNTS_ZIPF)
+        printf("# sizes: bytes = the receive buffer, rank p's part of it proportional to 1/(k+1)^1.2 for its place "
+               "k in a fixed permutation, in multiples of 16 bytes (--v-counts zipf, see --help); "
+               "busbw = algbw x (n-1)/n\n");
+    else if (c == PERF_ALLGATHERV)
+        printf("# sizes: bytes = the receive buffer, rank p's part of it proportional to 1 + (2p mod (n+1)) "
+               "(see --help); busbw = algbw x (n-1)/n\n");
     else if (c == PERF_SENDRECV)
         printf("# sizes: bytes = the message each rank sends (to rank r+1) and receives (from rank r-1); "
                "busbw = algbw\n");
@@ -264,9 +275,16 @@ static const char *method_name(const Shared *sh)
 static const char *impl_name(int impl) { return impl == IMPL_CCL ? "ccl" : impl == IMPL_NCCL ? "nccl" : "nccl_sym"; }
 static const char *place_name(int p) { return p ? "in-place" : "out-of-place"; }
 
+/* The v-collectives' --v-counts, as the CSV and the JSON spell it; "none" for the rest. */
+static const char *v_counts_name(const Shared *sh)
+{
+    return sh->coll == PERF_ALLTOALLV || sh->coll == PERF_ALLGATHERV ? perf_v_counts_name(sh->o.v_counts) : "none";
+}
+
 /* Long form: one line per size, placement and implementation (ccl, nccl: the plain
  * mode, nccl_sym); ccl lines carry the ratio and the mode it is against. Columns are
- * only ever added at the end (buffers came last), so readers by position keep working. */
+ * only ever added at the end (buffers, then v_counts), so readers by position keep
+ * working. */
 int perf_write_csv(const Shared *sh, const char *path)
 {
     FILE *f = open_out(path);
@@ -275,7 +293,7 @@ int perf_write_csv(const Shared *sh, const char *path)
     const Opts *o = &sh->o;
     double fac = busbw_factor(sh->coll, sh->nranks);
     fprintf(f, "collective,dtype,op,root,nranks,backend,method,impl,algorithm,placement,bytes,count,time_us,algbw_GBs,"
-               "busbw_GBs,wrong,ratio_vs_nccl,ratio_vs_nccl_mode,buffers\n");
+               "busbw_GBs,wrong,ratio_vs_nccl,ratio_vs_nccl_mode,buffers,v_counts\n");
     for (int i = 0; i < sh->nsizes; i++) {
         const Row *row = &sh->rows[i];
         for (int p = 0; p < 2; p++)
@@ -302,7 +320,7 @@ int perf_write_csv(const Shared *sh, const char *path)
                     fputc(',', f);
                 /* NCCL's symmetric mode has its own windows, but the line says how the
                  * run was made, as backend and method do. */
-                fprintf(f, ",%s\n", perf_buffers_name(o->buffers));
+                fprintf(f, ",%s,%s\n", perf_buffers_name(o->buffers), v_counts_name(sh));
             }
     }
     return fclose(f);
@@ -356,8 +374,8 @@ int perf_write_json(const Shared *sh, const char *path)
     fprintf(f, ",\n  \"timing\": {\"method\": \"%s\", \"description\": ", method_name(sh));
     json_str(f, sh->method);
     fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"repeats\": %d},\n", o->iters, o->warmup, o->repeats);
-    fprintf(f, "  \"check\": %s, \"buffers\": \"%s\", \"busbw_factor\": %.6f,\n", o->check ? "true" : "false",
-            perf_buffers_name(o->buffers), fac);
+    fprintf(f, "  \"check\": %s, \"buffers\": \"%s\", \"v_counts\": \"%s\", \"busbw_factor\": %.6f,\n",
+            o->check ? "true" : "false", perf_buffers_name(o->buffers), v_counts_name(sh), fac);
     static const char *const mode[] = {[PERF_NCCL_BEST] = "best", [PERF_NCCL_PLAIN] = "plain", [PERF_NCCL_SYM] = "sym"};
     fprintf(f, "  \"nccl\": {\"compared\": %s, \"mode\": \"%s\", \"path\": ", sh->nc.available ? "true" : "false",
             mode[o->nccl_mode]);
@@ -531,7 +549,9 @@ int perf_write_svg(const Shared *sh, const char *path)
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1060\" height=\"470\" viewBox=\"0 0 1060 470\" "
                "font-family=\"sans-serif\">\n<rect width=\"1060\" height=\"470\" fill=\"white\"/>\n");
     char title[256];
-    snprintf(title, sizeof title, "%s %s%s%s, %d ranks, %s backend, %s", perf_colls[sh->coll].name, ccl_dtype_name(o->dtype),
+    int zipf = strcmp(v_counts_name(sh), "zipf") == 0;
+    snprintf(title, sizeof title, "%s%s %s%s%s, %d ranks, %s backend, %s", perf_colls[sh->coll].name,
+             zipf ? " (zipf counts)" : "", ccl_dtype_name(o->dtype),
              perf_colls[sh->coll].reduces ? " " : "", perf_colls[sh->coll].reduces ? ccl_op_name(o->op) : "", sh->nranks,
              sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu",
              o->graph ? "CUDA graph" : sh->backend == CCL_BACKEND_GPU ? "CUDA events" : "host clock");

@@ -9,14 +9,15 @@
 
 docs/python.md has the whole story: process mode (torchrun, mpirun, mpi4py), torch
 custom ops (``ccl.torch``), custom algorithms (``comm.load``, ``ccl.check``), symmetric
-tensors (``comm.empty``), the tuner (``ccl.tune``), mpi4py's methods (``comm.Allreduce``,
-``ccl.IN_PLACE``) and the shipped algorithms (``ccl.algorithms()``).
+tensors (``comm.empty``), sub-communicators (``comm.split``, ``ccl.split_all``), the tuner
+(``ccl.tune``), mpi4py's methods (``comm.Allreduce``, ``ccl.IN_PLACE``) and the shipped
+algorithms (``ccl.algorithms()``).
 """
 from __future__ import annotations
 
 from ._bootstrap import (Bootstrap, FileStore, GroupBootstrap, MPIBootstrap, StoreBootstrap)
-from ._comm import (DEVICE_AUTO, Algorithm, Communicator, Proof, Work, check, communicator, group, init_all,
-                    init_rank)
+from ._comm import (DEFAULT_TIMEOUT_MS, DEVICE_AUTO, SPLIT_NOCOLOR, Algorithm, Communicator, Proof, Work, check,
+                    communicator, group, init_all, init_rank, split_all)
 from ._errors import (CclError, CompileError, CudaError, InternalError, InvalidArgumentError, InvalidUsageError,
                       NoAlgorithmError, NotSymmetricError, NvrtcError, OutOfMemoryError, PeerFailedError,
                       SystemError, TimeoutError, UnsupportedError)
@@ -29,12 +30,13 @@ from ._types import DType, Op
 __version__ = "0.1.0"
 
 __all__ = [
-    "Algorithm", "Bootstrap", "CclError", "Communicator", "CompileError", "CudaError", "DEVICE_AUTO", "DType",
-    "FileStore", "GroupBootstrap", "IN_PLACE", "InternalError", "InvalidArgumentError", "InvalidUsageError",
-    "MPIBootstrap", "NoAlgorithmError", "NotSymmetricError", "NvrtcError", "Op", "OutOfMemoryError",
-    "PeerFailedError", "Proof", "StoreBootstrap", "SystemError", "TimeoutError", "TuneTable", "UnsupportedError",
-    "Work", "algorithm_dir", "algorithms", "check", "communicator", "group", "init_all", "init_rank",
-    "library_path", "library_version", "synchronize", "tune", "use_tune_table",
+    "Algorithm", "Bootstrap", "CclError", "Communicator", "CompileError", "CudaError", "DEFAULT_TIMEOUT_MS",
+    "DEVICE_AUTO", "DType", "FileStore", "GroupBootstrap", "IN_PLACE", "InternalError", "InvalidArgumentError",
+    "InvalidUsageError", "MPIBootstrap", "NoAlgorithmError", "NotSymmetricError", "NvrtcError", "Op",
+    "OutOfMemoryError", "PeerFailedError", "Proof", "SPLIT_NOCOLOR", "StoreBootstrap", "SystemError",
+    "TimeoutError", "TuneTable", "UnsupportedError", "Work", "algorithm_dir", "algorithms", "check",
+    "communicator", "group", "init_all", "init_rank", "library_path", "library_version", "split_all",
+    "synchronize", "tune", "use_tune_table",
 ]
 
 

@@ -119,10 +119,12 @@ class GroupBootstrap(Bootstrap):
 class FileStore:
     """A key-value store in a folder that every rank of one host can reach (the CPU
     backend's process mode is one host anyway): ``set`` writes a file atomically, ``get``
-    waits for it, at most ``timeout`` seconds. torch.distributed's stores work as well;
-    this one needs nothing but the standard library."""
+    waits for it, at most ``timeout`` seconds (default: 10 minutes, libccl's default bound
+    on a wait, so a rank that comes late to the init is waited for as long as a late
+    rank of a collective). torch.distributed's stores work as well; this one needs
+    nothing but the standard library."""
 
-    def __init__(self, path: str, timeout: float = 60.0):
+    def __init__(self, path: str, timeout: float = 600.0):
         self.path, self.timeout = path, timeout
         os.makedirs(path, mode=0o700, exist_ok=True)
 

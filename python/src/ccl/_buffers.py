@@ -270,9 +270,12 @@ def as_buf(obj: Any, what: str, writes: bool = False) -> Buf:
     return _from_buffer_protocol(obj, view, what, writes)
 
 
-# PEP 3118 formats (struct module codes) with a CCL dtype; signed integers by size.
-_FORMATS = {"f": DType.F32, "d": DType.F64, "e": DType.F16, "B": DType.U8, "c": DType.U8}
+# PEP 3118 formats (struct module codes) with a CCL dtype; the C integer types by size
+# (int and long differ between platforms), signed and unsigned.
+_FORMATS = {"f": DType.F32, "d": DType.F64, "e": DType.F16, "B": DType.U8, "c": DType.U8, "b": DType.I8}
 _SIGNED = {"i", "l", "q", "n"}
+_UNSIGNED = {"I", "L", "Q", "N"}
+_BY_SIZE = {(True, 4): DType.I32, (True, 8): DType.I64, (False, 4): DType.U32, (False, 8): DType.U64}
 
 
 class _PyBuffer(ctypes.Structure):
@@ -311,10 +314,10 @@ def _buffer_dtype(fmt: str, itemsize: int, what: str) -> DType:
         raise InvalidArgumentError(f"{what}: {byte_order_message(fmt)}")
     if code in _FORMATS and itemsize == _FORMATS[code].itemsize:
         return _FORMATS[code]
-    if code in _SIGNED and itemsize in (4, 8):
-        return DType.I32 if itemsize == 4 else DType.I64
+    if (code in _SIGNED or code in _UNSIGNED) and (code in _SIGNED, itemsize) in _BY_SIZE:
+        return _BY_SIZE[(code in _SIGNED, itemsize)]
     raise ValueError(f"{what}: buffer format '{fmt}' ({itemsize}-byte items) has no CCL equivalent (f32 'f', "
-                     "f64 'd', f16 'e', i32/i64 'i' 'l' 'q', u8 'B')")
+                     "f64 'd', f16 'e', i32/i64 'i' 'l' 'q', u32/u64 'I' 'L' 'Q', i8 'b', u8 'B')")
 
 
 def _from_buffer_protocol(obj: Any, view: memoryview, what: str, writes: bool) -> Buf:

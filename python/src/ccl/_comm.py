@@ -27,6 +27,10 @@ from ._mpistyle import MpiStyle, exclusive
 from ._types import INT_MAX, INT_MIN, SIZE_MAX, DType, DTypeLike, Op, OpLike, int_arg, to_dtype, to_op
 
 DEVICE_AUTO = -1
+SPLIT_NOCOLOR = -1   # CCL_SPLIT_NOCOLOR: Communicator.split's color for a rank that joins none
+# CCL_DEFAULT_TIMEOUT_MS: the bound on every wait when neither timeout_ms nor
+# $CCL_TIMEOUT_MS says otherwise; the package's bootstraps wait as long.
+DEFAULT_TIMEOUT_MS = 600000
 _BACKENDS = {"auto": 0, "cpu": 1, "gpu": 2, "cuda": 2}
 _BACKEND_NAMES = {0: "auto", 1: "cpu", 2: "gpu"}
 
@@ -54,6 +58,25 @@ def _config(backend: Union[str, int, None], timeout_ms: Optional[int], heap_byte
     cfg.heap_bytes = int_arg("config", "heap_bytes", heap_bytes or 0, 0, SIZE_MAX, "bytes")
     cfg.cache_dir = os.fsencode(cache_dir) if cache_dir else None
     return cfg
+
+
+def _optional(name: str) -> Any:
+    """A C function that an older libccl may lack: raises, naming it, where it does."""
+    f = getattr(_lib.lib(), name, None)
+    if f is None:
+        raise CclError(f"this libccl ({_lib.library_path()}) has no {name} (too old): rebuild it")
+    return f
+
+
+def _timeout_s(timeout_ms: Optional[int]) -> float:
+    """The package's bootstrap waits, in seconds: timeout_ms, else $CCL_TIMEOUT_MS, else the
+    library's default (10 minutes), as the communicator's own waits."""
+    env = os.environ.get("CCL_TIMEOUT_MS", "")
+    try:
+        env_ms = max(int(env), 0) if env else 0
+    except ValueError:
+        env_ms = 0  # libccl names the bad value when it makes the communicator
+    return (timeout_ms or env_ms or DEFAULT_TIMEOUT_MS) / 1000.0
 
 
 def _torch_stream_getter() -> Callable[[int], int]:
@@ -371,6 +394,61 @@ class Communicator(MpiStyle):
         r = _lib.lib().ccl_comm_synchronize(self.handle)
         if r:
             _raise(r, self._handle)
+
+    @exclusive
+    def barrier(self, stream: Any = None, *, async_op: bool = False) -> Any:
+        """``ccl_barrier``: every rank calls it, in the same place of its sequence of calls,
+        as a collective. On the CPU backend it returns once every rank has reached it
+        (``async_op=True``: a :class:`Work` whose ``wait()`` does), as
+        ``torch.distributed.barrier`` and MPI's Barrier. On the GPU backend it is enqueued
+        on ``stream`` (default: NULL, CUDA's legacy default stream) like a collective and
+        returns at once: what is enqueued after it runs after every rank's work before it
+        started, and :meth:`synchronize` after it returns once every rank is there."""
+        fn = _optional("ccl_barrier")
+        h = self.handle
+        r = fn(h, _given_stream(stream) if stream is not None else None)
+        return self._v_done(r, stream, async_op, None)
+
+    @exclusive
+    def split(self, color: Optional[int], key: Optional[int] = None, *, timeout_ms: Optional[int] = None,
+              heap_bytes: Optional[int] = None, cache_dir: Optional[str] = None) -> "Optional[Communicator]":
+        """``ccl_comm_split`` (NCCL's ncclCommSplit; what ``torch.distributed.new_group`` and
+        ``split_group`` make): every rank of this communicator calls it, collectively and
+        blocking like an init. The ranks that pass the same ``color`` (an int >= 0) get a
+        new :class:`Communicator` of their own, ranked by ``key`` (default: this rank, so
+        the order stays; ties broken by rank here). ``color=None`` (or
+        ``ccl.SPLIT_NOCOLOR``) joins none and returns None. The new communicator has this
+        one's settings (backend, timeout, cache folder, heap size), unless ``timeout_ms``,
+        ``heap_bytes`` or ``cache_dir`` is given: then it has those, and the library's
+        defaults for the ones not given. It is independent of this one (its own heap) and
+        may outlive it.
+
+        Threads mode (:func:`init_all`): call it from one thread per rank, or split every
+        rank at once from one thread with :func:`split_all`."""
+        if _open_group.calls is not None:
+            raise InvalidUsageError("split: inside ccl.group(), which holds sends and recvs only: call split from "
+                                    "one thread per rank, or ccl.split_all(comms, colors) from one thread")
+        col, k, cfg = self._split_args("split", color, key, timeout_ms, heap_bytes, cache_dir)
+        out = c_void_p()
+        r = _optional("ccl_comm_split")(self.handle, col, k, byref(out), byref(cfg) if cfg is not None else None)
+        if r:
+            _raise(r, self._handle)
+        return _register(Communicator(out.value)) if out.value else None
+
+    def _split_args(self, fn: str, color: Optional[int], key: Optional[int], timeout_ms: Optional[int],
+                    heap_bytes: Optional[int], cache_dir: Optional[str]) -> tuple:
+        """(color, key, config or None) for ccl_comm_split, checked to fit a C int."""
+        col = SPLIT_NOCOLOR if color is None else int_arg(fn, "color", color, INT_MIN, INT_MAX,
+                                                          "a color >= 0, or None / ccl.SPLIT_NOCOLOR")
+        if col < 0 and col != SPLIT_NOCOLOR:
+            raise InvalidArgumentError(f"{fn}: color is {col} (a color is >= 0, or None / ccl.SPLIT_NOCOLOR for a "
+                                       "rank that joins no new communicator)")
+        k = self.rank if key is None else int_arg(fn, "key", key, INT_MIN, INT_MAX, "a C int")
+        cfg = None
+        if timeout_ms is not None or heap_bytes is not None or cache_dir is not None:
+            cfg = _config(_BACKENDS[self.backend] if self.backend in _BACKENDS else None, timeout_ms, heap_bytes,
+                          cache_dir)
+        return col, k, cfg
 
     def _host_only(self, fn: str, *bufs: tuple[Buf, str]) -> None:
         """On the CPU backend every buffer must be host memory: a device pointer read from
@@ -930,17 +1008,23 @@ def _mem_free(comm: Communicator, ptr: int) -> None:
 def _torch_dtype(dt: DType) -> Any:
     import torch
 
-    return {DType.F32: torch.float32, DType.F64: torch.float64, DType.F16: torch.float16,
-            DType.BF16: torch.bfloat16, DType.I32: torch.int32, DType.I64: torch.int64, DType.U8: torch.uint8,
-            DType.FP8_E4M3: getattr(torch, "float8_e4m3fn", None),
-            DType.FP8_E5M2: getattr(torch, "float8_e5m2", None)}[dt]
+    t = {DType.F32: torch.float32, DType.F64: torch.float64, DType.F16: torch.float16,
+         DType.BF16: torch.bfloat16, DType.I32: torch.int32, DType.I64: torch.int64, DType.U8: torch.uint8,
+         DType.FP8_E4M3: getattr(torch, "float8_e4m3fn", None), DType.FP8_E5M2: getattr(torch, "float8_e5m2", None),
+         DType.I8: torch.int8, DType.U32: getattr(torch, "uint32", None),
+         DType.U64: getattr(torch, "uint64", None)}[dt]
+    if t is None:
+        raise ValueError(f"torch {torch.__version__} has no {dt.name.lower()} dtype (torch 2.3 added uint32 and "
+                         "uint64; float8 came in 2.1)")
+    return t
 
 
 def _numpy_dtype(dt: DType) -> Any:
     import numpy as np
 
     simple = {DType.F32: np.float32, DType.F64: np.float64, DType.F16: np.float16, DType.I32: np.int32,
-              DType.I64: np.int64, DType.U8: np.uint8}
+              DType.I64: np.int64, DType.U8: np.uint8, DType.I8: np.int8, DType.U32: np.uint32,
+              DType.U64: np.uint64}
     if dt in simple:
         return simple[dt]
     try:
@@ -995,6 +1079,46 @@ def init_all(nranks: int, *, backend: Union[str, int, None] = None, devices: Opt
     if comms and comms[0].backend == "gpu":
         _warn_if_lazy_on_shared_gpu(nranks, devices)
     return comms
+
+
+def split_all(comms: Sequence[Communicator], colors: Sequence[Optional[int]], keys: Optional[Sequence[int]] = None,
+              *, timeout_ms: Optional[int] = None, heap_bytes: Optional[int] = None,
+              cache_dir: Optional[str] = None) -> "list[Optional[Communicator]]":
+    """Splits every rank of a threads-mode communicator from this one thread (NCCL's way:
+    every rank's ncclCommSplit between ncclGroupStart and ncclGroupEnd): ``comms[i]``
+    calls :meth:`Communicator.split` with ``colors[i]`` and ``keys[i]`` (default: its
+    rank). Returns the new communicators in the order of ``comms`` (None where the color
+    was None). ``comms`` must hold every rank of their communicator, as :func:`init_all`
+    gave them; a call that fails its checks makes none."""
+    comms = list(comms)
+    if len(colors) != len(comms) or (keys is not None and len(keys) != len(comms)):
+        raise InvalidArgumentError(f"split_all: {len(comms)} comms, {len(colors)} colors"
+                                   + (f", {len(keys)} keys" if keys is not None else "") + ": one each")
+    if len({id(c) for c in comms}) != len(comms):
+        raise InvalidArgumentError("split_all: a communicator is given twice")
+    args = [c._split_args("split_all", colors[i], None if keys is None else keys[i], timeout_ms, heap_bytes,
+                          cache_dir) for i, c in enumerate(comms)]
+    fn = _optional("ccl_comm_split")
+    L = _lib.lib()
+    outs = [c_void_p() for _ in comms]
+    held: list = []
+    try:
+        for c in comms:
+            c._enter("split_all")
+            held.append(c)
+        L.ccl_group_start()
+        for c, (col, k, cfg), out in zip(comms, args, outs):
+            r = fn(c.handle, col, k, byref(out), byref(cfg) if cfg is not None else None)
+            if r:
+                L.ccl_group_end()  # makes nothing: one of its calls failed
+                _raise(r, c.handle)
+        r = L.ccl_group_end()
+        if r:
+            _raise(r, None)
+    finally:
+        for c in held:
+            c._busy.release()
+    return [_register(Communicator(o.value)) if o.value else None for o in outs]
 
 
 _fell_back_warned = False
@@ -1060,7 +1184,7 @@ def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store
     host, which is the launcher's local rank, modulo the GPU count; processes that would
     share a GPU are all refused, with a message)."""
     env = launcher_env()
-    timeout_s = (timeout_ms or int(os.environ.get("CCL_TIMEOUT_MS", "0") or 0) or 60000) / 1000.0
+    timeout_s = _timeout_s(timeout_ms)
     if bootstrap is not None:
         boot = bootstrap
     elif mpi_comm is not None:

@@ -138,6 +138,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     optional = {
         "ccl_algorithm_check": (R, [c_char_p, c_int, c_int, ctypes.c_char_p, c_size_t, POINTER(c_size_t)]),
         "ccl_version": (c_char_p, []),
+        "ccl_comm_split": (R, [vp, c_int, c_int, pp, POINTER(ccl_config_t)]),
+        "ccl_barrier": (R, [vp, vp]),
     }
     for name, (res, args) in protos.items():
         f = getattr(lib, name)

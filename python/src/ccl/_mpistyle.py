@@ -1,6 +1,6 @@
 """mpi4py's buffer methods (``Allreduce``, ``Bcast``, ``Send``, ...) for code ported from
 mpi4py: mpi4py's argument order, its ``IN_PLACE``, its buffer specs, and its results (the
-receive buffer is written; the methods return None).
+receive buffer is written; the methods return None); and its ``Barrier`` and ``Split``.
 
 The lowercase methods (``all_reduce(tensor, op, out=...)``) follow torch.distributed; these
 follow mpi4py, which puts the send buffer first: ``comm.Allreduce(sendbuf, recvbuf,
@@ -293,6 +293,19 @@ class MpiStyle:
                                    "receive from source matches)")
         obj, count, dt = _spec(buf, "buf", "Recv")
         self._p2p("recv", obj, source, stream, False, count=count, datatype=dt, method="Recv")  # type: ignore
+
+    def Barrier(self, *, stream: Any = None) -> None:
+        """mpi4py's Barrier: :meth:`barrier`."""
+        self.barrier(stream)  # type: ignore[attr-defined]
+
+    def Split(self, color: Any = 0, key: int = 0) -> Any:
+        """mpi4py's Split: :meth:`split`, with mpi4py's defaults. A ``color`` of
+        ``MPI.UNDEFINED`` (or None) joins no new communicator and gets None, where mpi4py
+        gives ``MPI.COMM_NULL``."""
+        mpi = sys.modules.get("mpi4py.MPI")
+        if mpi is not None and not isinstance(color, bool) and color == getattr(mpi, "UNDEFINED", None):
+            color = None
+        return self.split(color, key)  # type: ignore[attr-defined]
 
 
 def _no_tag(method: str, tag: Any, ok: tuple) -> None:

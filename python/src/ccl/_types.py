@@ -19,6 +19,9 @@ class DType(enum.IntEnum):
     U8 = 6
     FP8_E4M3 = 7
     FP8_E5M2 = 8
+    I8 = 9
+    U32 = 10
+    U64 = 11
 
     @property
     def itemsize(self) -> int:
@@ -26,7 +29,7 @@ class DType(enum.IntEnum):
 
 
 _SIZES = {DType.F32: 4, DType.F64: 8, DType.F16: 2, DType.BF16: 2, DType.I32: 4, DType.I64: 8, DType.U8: 1,
-          DType.FP8_E4M3: 1, DType.FP8_E5M2: 1}
+          DType.FP8_E4M3: 1, DType.FP8_E5M2: 1, DType.I8: 1, DType.U32: 4, DType.U64: 8}
 
 
 class Op(enum.IntEnum):
@@ -39,8 +42,11 @@ class Op(enum.IntEnum):
     AVG = 4
 
 
-# Names from CCL (f32, bf16, fp8_e4m3), numpy (float32, uint8; ml_dtypes' bfloat16,
-# float8_e4m3fn, float8_e5m2) and torch (str(torch.float32) minus "torch.").
+# Names from CCL (f32, bf16, fp8_e4m3, i8, u64), numpy (float32, uint8; ml_dtypes' bfloat16,
+# float8_e4m3fn, float8_e5m2) and torch (str(torch.float32) minus "torch."). Where CCL's
+# short names and numpy's type codes collide, a name means CCL's: "i8" is int8 and "u8"
+# uint8 (as ccl_dtype_parse reads them), not numpy's 8-byte "i8"/"u8" (np.dtype("i8")
+# itself, a dtype object, is int64 as numpy says).
 _NAMES = {
     "f32": DType.F32, "float32": DType.F32, "float": DType.F32,
     "f64": DType.F64, "float64": DType.F64, "double": DType.F64,
@@ -49,19 +55,28 @@ _NAMES = {
     "i32": DType.I32, "int32": DType.I32, "int": DType.I32,
     "i64": DType.I64, "int64": DType.I64, "long": DType.I64,
     "u8": DType.U8, "uint8": DType.U8,
+    "i8": DType.I8, "int8": DType.I8,
+    "u32": DType.U32, "uint32": DType.U32,
+    "u64": DType.U64, "uint64": DType.U64,
     "fp8_e4m3": DType.FP8_E4M3, "e4m3": DType.FP8_E4M3, "float8_e4m3fn": DType.FP8_E4M3,
     "fp8_e5m2": DType.FP8_E5M2, "e5m2": DType.FP8_E5M2, "float8_e5m2": DType.FP8_E5M2,
 }
 
 # __array_interface__ / __cuda_array_interface__ type strings.
-_TYPESTR = {"f4": DType.F32, "f8": DType.F64, "f2": DType.F16, "i4": DType.I32, "i8": DType.I64, "u1": DType.U8}
+# numpy's codes: here "i8" is int64 and "u8" uint64 (8 bytes).
+_TYPESTR = {"f4": DType.F32, "f8": DType.F64, "f2": DType.F16, "i4": DType.I32, "i8": DType.I64, "u1": DType.U8,
+            "i1": DType.I8, "u4": DType.U32, "u8": DType.U64}
 
 # DLPack (code, bits): kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4; fp8 codes (DLPack 1.0).
 _DLPACK = {(2, 32): DType.F32, (2, 64): DType.F64, (2, 16): DType.F16, (4, 16): DType.BF16, (0, 32): DType.I32,
-           (0, 64): DType.I64, (1, 8): DType.U8, (10, 8): DType.FP8_E4M3, (12, 8): DType.FP8_E5M2}
+           (0, 64): DType.I64, (1, 8): DType.U8, (10, 8): DType.FP8_E4M3, (12, 8): DType.FP8_E5M2,
+           (0, 8): DType.I8, (1, 32): DType.U32, (1, 64): DType.U64}
 
 _OPS = {"sum": Op.SUM, "+": Op.SUM, "prod": Op.PROD, "product": Op.PROD, "*": Op.PROD, "min": Op.MIN,
         "max": Op.MAX, "avg": Op.AVG, "mean": Op.AVG, "average": Op.AVG}
+
+# Every dtype, as messages list them.
+_LIST = ", ".join(d.name.lower() for d in DType)
 
 DTypeLike = Union[DType, str, Any]
 OpLike = Union[Op, str, Any]
@@ -107,8 +122,7 @@ def _to_dtype(d: DTypeLike) -> DType:
         key = d.lower().removeprefix("torch.").removeprefix("np.").removeprefix("numpy.")
         if key in _NAMES:
             return _NAMES[key]
-        raise ValueError(f"unknown dtype '{d}' (f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3, fp8_e5m2, "
-                         f"or numpy's and torch's names)")
+        raise ValueError(f"unknown dtype '{d}' ({_LIST}, or numpy's and torch's names)")
     mod = type(d).__module__
     if mod.startswith("torch"):
         return to_dtype(str(d))
@@ -121,7 +135,7 @@ def _to_dtype(d: DTypeLike) -> DType:
         name = d.__name__  # numpy scalar type: np.float32
     if isinstance(name, str) and name in _NAMES:
         return _NAMES[name]
-    raise ValueError(f"dtype {d!r} has no CCL equivalent (f32, f64, f16, bf16, i32, i64, u8, fp8_e4m3, fp8_e5m2)")
+    raise ValueError(f"dtype {d!r} has no CCL equivalent ({_LIST})")
 
 
 def byte_order_message(dtype: str) -> str:
@@ -132,10 +146,12 @@ def byte_order_message(dtype: str) -> str:
 def _from_mpi(d: Any) -> DType:
     from mpi4py import MPI  # only reached with an mpi4py object
 
-    table = {MPI.FLOAT: DType.F32, MPI.DOUBLE: DType.F64, MPI.INT32_T: DType.I32, MPI.INT: DType.I32,
-             MPI.INT64_T: DType.I64, MPI.LONG: DType.I64, MPI.UINT8_T: DType.U8, MPI.UNSIGNED_CHAR: DType.U8,
-             MPI.BYTE: DType.U8}
-    for k, v in table.items():
+    # Pairs, not a dict: mpi4py's Datatype objects compare equal but are not hashable.
+    table = ((MPI.FLOAT, DType.F32), (MPI.DOUBLE, DType.F64), (MPI.INT32_T, DType.I32), (MPI.INT, DType.I32),
+             (MPI.INT64_T, DType.I64), (MPI.LONG, DType.I64), (MPI.UINT8_T, DType.U8), (MPI.UNSIGNED_CHAR, DType.U8),
+             (MPI.BYTE, DType.U8), (MPI.INT8_T, DType.I8), (MPI.SIGNED_CHAR, DType.I8), (MPI.UINT32_T, DType.U32),
+             (MPI.UNSIGNED, DType.U32), (MPI.UINT64_T, DType.U64), (MPI.UNSIGNED_LONG, DType.U64))
+    for k, v in table:
         if d == k:
             return v
     raise ValueError(f"MPI datatype {d!r} has no CCL equivalent")

@@ -5,7 +5,8 @@
  * fake_nccl.c, and on the real libnccl where REAL_NCCL names it), and the report made
  * from given timings (symmetric and plain buffers): the tables on stdout, and the
  * CSV, JSON and SVG of the first in OUTDIR; and, in data.c, alltoallv's count matrix
- * (perf_v_counts) as --help describes it. tests/perf/run.sh builds it against the
+ * (perf_v_counts) as --help describes it, its Zipf-skewed form (perf_v_counts_zipf), and
+ * the integer dtypes' exact data. tests/perf/run.sh builds it against the
  * build's objects, compares stdout and the CSV with goldens (report.golden,
  * report.csv.golden) and checks the JSON and the SVG.
  *
@@ -376,14 +377,14 @@ static void test_buffers(const char *outdir)
         size_t n = strlen(line);
         lines++;
         if (lines == 1)
-            check_str("plain csv: header's last column", n > 9 ? line + n - 9 : line, ",buffers\n");
+            check_str("plain csv: header's last columns", n > 18 ? line + n - 18 : line, ",buffers,v_counts\n");
         else
-            plain += n > 7 && !strcmp(line + n - 7, ",plain\n");
+            plain += n > 12 && !strcmp(line + n - 12, ",plain,none\n");
     }
     if (f)
         fclose(f);
     check_int("plain csv: lines", lines, 1 + 4 * 2 * 3 - 1);    /* one NCCL sym cell is not timed */
-    check_int("plain csv: lines ending in ,plain", plain, lines - 1);
+    check_int("plain csv: lines ending in ,plain,none", plain, lines - 1);
     snprintf(path, sizeof path, "%s/plain.json", outdir);
     check_int("plain json", perf_write_json(&sh, path), 0);
     f = fopen(path, "r");
@@ -394,6 +395,33 @@ static void test_buffers(const char *outdir)
         fclose(f);
     check_int("plain json: \"buffers\": \"plain\"", found, 1);
     check_str("name", perf_buffers_name(PERF_BUF_SYMMETRIC), "symmetric");
+
+    /* A v-collective's lines end in its --v-counts; the JSON names it too. */
+    fill_shared(&sh);
+    sh.coll = PERF_ALLTOALLV;
+    sh.o.coll = PERF_ALLTOALLV;
+    sh.o.v_counts = PERF_VCOUNTS_ZIPF;
+    snprintf(path, sizeof path, "%s/zipf.csv", outdir);
+    check_int("zipf csv", perf_write_csv(&sh, path), 0);
+    f = fopen(path, "r");
+    lines = 0;
+    int zipf = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        zipf += ++lines > 1 && n > 16 && !strcmp(line + n - 16, ",symmetric,zipf\n");
+    }
+    if (f)
+        fclose(f);
+    check_int("zipf csv: lines ending in ,symmetric,zipf", zipf, lines - 1);
+    snprintf(path, sizeof path, "%s/zipf.json", outdir);
+    check_int("zipf json", perf_write_json(&sh, path), 0);
+    f = fopen(path, "r");
+    found = 0;
+    while (f && fgets(line, sizeof line, f))
+        found += strstr(line, "\"v_counts\": \"zipf\"") != NULL;
+    if (f)
+        fclose(f);
+    check_int("zipf json: \"v_counts\": \"zipf\"", found, 1);
 }
 
 /* alltoallv's matrix: each row sums to the total exactly, follows the weights
@@ -437,6 +465,146 @@ static void test_v_counts(void)
     check_int("huge total", (long long)(c[0] + c[1] + c[2] == SIZE_MAX), 1);
 }
 
+/* Element j of an integer dtype's table: its bits, zero-extended to 64. */
+static uint64_t elem_bits(const unsigned char *tab, int j, size_t es)
+{
+    uint64_t bits = 0;
+    memcpy(&bits, tab + (size_t)j * es, es);    /* little-endian, as the machines are */
+    return bits;
+}
+
+/* A key whose unsigned order is the order of es-byte integers read as signed or as
+ * unsigned: signed ones sign-extended, then offset by 2^63. */
+static uint64_t order_key(uint64_t bits, size_t es, int as_signed)
+{
+    if (!as_signed)
+        return bits;
+    if (es < 8 && bits >> (es * 8 - 1))
+        bits |= ~((UINT64_C(1) << (es * 8)) - 1);
+    return bits ^ (UINT64_C(1) << 63);
+}
+
+/* The min or max of column j over n ranks in the given signedness: its bits. */
+static uint64_t column_pick(const Pattern *pat, int n, int j, size_t es, ccl_op_t op, int as_signed)
+{
+    uint64_t pick = elem_bits(pat->tab_in[0], j, es);
+    for (int r = 1; r < n; r++) {
+        uint64_t v = elem_bits(pat->tab_in[r], j, es), a = order_key(v, es, as_signed), b = order_key(pick, es, as_signed);
+        if (op == CCL_MIN ? a < b : a > b)
+            pick = v;
+    }
+    return pick;
+}
+
+/* The exact data of the integer dtypes (data.c): min and max expect what the dtype's own
+ * order gives, and the data tells that order from the other signedness (a library that
+ * compared u32 as signed, or i8 as unsigned, would fail --check); no input or expected
+ * element is the poison (all ones). And NCCL's number for every dtype (nccl.h). */
+static void test_patterns(void)
+{
+    group("patterns");
+    static const ccl_dtype_t ints[] = {CCL_I8, CCL_I32, CCL_I64, CCL_U8, CCL_U32, CCL_U64};
+    char what[96];
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+        ccl_dtype_t t = ints[k];
+        size_t es = ccl_dtype_size(t);
+        int as_signed = !tool_dtype_unsigned(t);
+        uint64_t ones = es == 8 ? UINT64_MAX : (UINT64_C(1) << (es * 8)) - 1;
+        for (ccl_op_t op = CCL_MIN; op <= CCL_MAX; op++) {
+            const int n = 3;
+            Pattern pat;
+            perf_pattern_init(&pat, n, PERF_ALLREDUCE, op, t);
+            int differs = 0, poison = 0, wrong = 0;
+            for (int j = 0; j < PERF_PERIOD; j++) {
+                for (int r = 0; r < n; r++)
+                    poison += elem_bits(pat.tab_in[r], j, es) == ones;
+                uint64_t want = column_pick(&pat, n, j, es, op, as_signed), got = elem_bits(pat.tab_red, j, es);
+                wrong += got != want;
+                poison += got == ones;
+                differs += column_pick(&pat, n, j, es, op, !as_signed) != want;
+            }
+            snprintf(what, sizeof what, "%s %s: expected elements that are not the dtype's %s", ccl_dtype_name(t),
+                     ccl_op_name(op), ccl_op_name(op));
+            check_int(what, wrong, 0);
+            snprintf(what, sizeof what, "%s %s: inputs or results equal to the poison", ccl_dtype_name(t),
+                     ccl_op_name(op));
+            check_int(what, poison, 0);
+            /* u8's values reach 200 (exact_max), so they have the top bit set too. */
+            snprintf(what, sizeof what, "%s %s: columns where the other signedness picks another element",
+                     ccl_dtype_name(t), ccl_op_name(op));
+            check_int(what, differs > PERF_PERIOD / 10, 1);
+            perf_pattern_fini(&pat, n);
+        }
+    }
+    static const int nccl[CCL_NUM_DTYPES] = {[CCL_F32] = 7, [CCL_F64] = 8, [CCL_F16] = 6, [CCL_BF16] = 9,
+        [CCL_I32] = 2, [CCL_I64] = 4, [CCL_U8] = 1, [CCL_FP8_E4M3] = 10, [CCL_FP8_E5M2] = 11, [CCL_I8] = 0,
+        [CCL_U32] = 3, [CCL_U64] = 5};
+    for (int t = 0; t < CCL_NUM_DTYPES; t++) {
+        snprintf(what, sizeof what, "NCCL's number for %s", ccl_dtype_name((ccl_dtype_t)t));
+        check_int(what, perf_nccl_dtype((ccl_dtype_t)t), nccl[t]);
+    }
+}
+
+/* --v-counts zipf (perf_v_counts_zipf): rows sum to the total; every count but the most
+ * loaded one is a multiple of the unit; shares follow 1/(k+1)^1.2 (the most loaded
+ * peer gets the most, and more than twice the least at large totals); rows are
+ * permuted differently; the same arguments give the same row. */
+static void test_v_counts_zipf(void)
+{
+    group("v-counts-zipf");
+    size_t c[64], d[64];
+    char what[96];
+    perf_v_counts_zipf(4, 1000, 0, 4, c);
+    snprintf(what, sizeof what, "%zu %zu %zu %zu", c[0], c[1], c[2], c[3]);
+    check_str("n=4 total=1000 unit=4 q=0", what, "228 532 140 100");
+    perf_v_counts_zipf(4, 7, 0, 4, c);    /* less than a unit: all of it to the most loaded */
+    snprintf(what, sizeof what, "%zu %zu %zu %zu", c[0], c[1], c[2], c[3]);
+    check_str("n=4 total=7 unit=4 q=0", what, "0 7 0 0");
+    int permuted = 0;
+    for (int n = 1; n <= 64; n += n < 8 ? 1 : 7)
+        for (size_t total = 0; total < 5000; total += 1 + total * 3) {
+            size_t unit = (size_t)(1 + n % 4) * 2;
+            for (int q = 0; q < n; q++) {
+                perf_v_counts_zipf(n, total, q, unit, c);
+                perf_v_counts_zipf(n, total, q, unit, d);
+                size_t sum = 0, most = 0, least = SIZE_MAX;
+                int odd = 0, top = 0;
+                for (int p = 0; p < n; p++) {
+                    sum += c[p];
+                    odd += c[p] % unit != 0;
+                    top = c[p] > c[top] ? p : top;
+                    most = c[p] > most ? c[p] : most;
+                    least = c[p] < least ? c[p] : least;
+                }
+                snprintf(what, sizeof what, "n=%d total=%zu q=%d: row sum", n, total, q);
+                check_int(what, (long long)sum, (long long)total);
+                snprintf(what, sizeof what, "n=%d total=%zu q=%d: counts not a multiple of %zu", n, total, q, unit);
+                check_int(what, odd - (c[top] % unit != 0), 0);
+                snprintf(what, sizeof what, "n=%d total=%zu q=%d: the same twice", n, total, q);
+                check_int(what, memcmp(c, d, sizeof *c * (size_t)n), 0);
+                if (n >= 2 && total >= 1000 * unit) {
+                    snprintf(what, sizeof what, "n=%d total=%zu q=%d: skewed (most > 2 x least)", n, total, q);
+                    check_int(what, most > 2 * least, 1);
+                }
+                perf_v_counts_zipf(n, total, 0, unit, d);
+                permuted |= q > 0 && total >= 1000 && memcmp(c, d, sizeof *c * (size_t)n) != 0;
+            }
+        }
+    check_int("rows permuted differently", permuted, 1);
+    perf_v_counts_zipf(3, SIZE_MAX, 1, 2, c);    /* no overflow on the way */
+    check_int("huge total", (long long)(c[0] + c[1] + c[2] == SIZE_MAX), 1);
+    check_str("names", perf_v_counts_name(PERF_VCOUNTS_ZIPF), "zipf");
+    check_str("names", perf_v_counts_name(PERF_VCOUNTS_PROPORTIONAL), "proportional");
+    /* perf_v_row: zipf in units of 16 bytes; proportional as perf_v_counts. */
+    perf_v_row(PERF_VCOUNTS_ZIPF, 4, 1000, 0, 4, c);
+    check_int("perf_v_row zipf f32: unit 4 elements", (long long)c[1], 532);
+    perf_v_row(PERF_VCOUNTS_ZIPF, 4, 1000, 0, 1, c);
+    perf_v_counts_zipf(4, 1000, 0, 16, d);
+    check_int("perf_v_row zipf u8: unit 16 elements", memcmp(c, d, 4 * sizeof *c), 0);
+    perf_v_row(PERF_VCOUNTS_PROPORTIONAL, 4, 13, 3, 4, c);
+    check_int("perf_v_row proportional", (long long)(c[0] * 1000 + c[1] * 100 + c[2] * 10 + c[3]), 4135);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -451,6 +619,8 @@ int main(int argc, char **argv)
     test_report(argv[1]);
     test_buffers(argv[1]);
     test_v_counts();
+    test_v_counts_zipf();
+    test_patterns();
     group(NULL);
     fflush(stdout);
     return failures ? 1 : 0;
