@@ -82,11 +82,30 @@ MPICC        ?= mpicc
 ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
 EXAMPLES     := $(filter-out $(BUILD)/examples/%_mpi,$(EXAMPLES))
 endif
-# tests/fuzz builds its own; tests/install builds its program against the installed libccl.
-TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/% tests/install/%,$(wildcard tests/*/*.c)))
+# tests/fuzz builds its own; tests/install builds its program against the installed libccl;
+# tests/nccl's programs link libccl_nccl.so (NCCL_TEST_BINS below).
+TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/% tests/install/% tests/nccl/%,$(wildcard tests/*/*.c)))
 ifeq ($(HAVE_GPU_BACKEND),)
 TEST_BINS    := $(filter-out $(BUILD)/tests/gpu/% $(BUILD)/tests/runtime/gpu_%,$(TEST_BINS))
 endif
+
+# libccl_nccl.so: NCCL's API over libccl (runtime/nccl/, docs/nccl.md), for programs
+# linked against NCCL and for LD_PRELOAD under torch. It stands on libccl.so's public API
+# alone: it links libccl.so (found next to it, RUNPATH $ORIGIN, in the build folder and
+# where make install puts both), its objects see runtime/include and their own folder,
+# not runtime/src, and it exports NCCL's functions only (runtime/nccl/libccl_nccl.map,
+# unversioned as NVIDIA's are). Its sources compile against NVIDIA's nccl.h where the
+# toolkit has one, so every definition is checked against NCCL's own prototypes, and
+# then once more against runtime/nccl/nccl.h, the copy used where there is none
+# (NCCL_HEADER_CHECK).
+NCCL_SRC      := $(wildcard runtime/nccl/*.c)
+NCCL_OBJ      := $(NCCL_SRC:%.c=$(BUILD)/%.o)
+NCCL_SYSTEM_H := $(wildcard $(CUDA)/include/nccl.h)
+NCCL_HEADER_FLAGS := $(if $(NCCL_SYSTEM_H),-DCCL_NCCL_SYSTEM_HEADER -isystem $(CUDA)/include,-Iruntime/nccl)
+NCCL_CFLAGS   = $(CFLAGS_BASE) -fPIC -Iruntime/include $(NCCL_HEADER_FLAGS)
+NCCL_SONAME   = libccl_nccl.so.$(VERSION_MAJOR)
+NCCL_HEADER_CHECK := $(if $(NCCL_SYSTEM_H),$(BUILD)/runtime/nccl/own-header.ok)
+NCCL_TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/nccl/*.c)) $(BUILD)/tests/nccl/abi_dump_own
 
 # The library's version is set in one place, runtime/include/ccl.h (CCL_VERSION_MAJOR,
 # _MINOR, _PATCH, which ccl_version() returns as a string); the shared library's file
@@ -97,7 +116,8 @@ VERSION_MAJOR := $(call ccl_version_part,MAJOR)
 VERSION      := $(VERSION_MAJOR).$(call ccl_version_part,MINOR).$(call ccl_version_part,PATCH)
 SONAME       := libccl.so.$(VERSION_MAJOR)
 
-all: $(BUILD)/cclc $(BUILD)/libccl.a $(BUILD)/libccl.so $(TOOLS) $(EXAMPLES) $(TEST_BINS) $(BUILD)/commit.txt
+all: $(BUILD)/cclc $(BUILD)/libccl.a $(BUILD)/libccl.so $(TOOLS) $(EXAMPLES) $(TEST_BINS) $(BUILD)/commit.txt \
+     $(BUILD)/libccl_nccl.so $(NCCL_TEST_BINS) $(NCCL_HEADER_CHECK)
 
 # The commit a build was made from, for the tables made with it (tests/perf/gpu_sweep.sh):
 # a copy of the tree on a GPU machine may carry a stale .git. Rewritten only on change.
@@ -226,6 +246,34 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libccl.a
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/runtime/nccl/%.o: runtime/nccl/%.c $(wildcard runtime/nccl/*.h) runtime/include/ccl.h $(BUILD)/cflags.txt
+	@mkdir -p $(dir $@)
+	$(CC) $(NCCL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/runtime/nccl/own-header.ok: $(NCCL_SRC) $(wildcard runtime/nccl/*.h) runtime/include/ccl.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fsyntax-only -Iruntime/include -Iruntime/nccl $(NCCL_SRC)
+	@touch $@
+
+$(BUILD)/libccl_nccl.so.$(VERSION): $(NCCL_OBJ) runtime/nccl/libccl_nccl.map $(BUILD)/libccl.so
+	$(CC) $(NCCL_CFLAGS) -shared -Wl,-soname,$(NCCL_SONAME) -Wl,--version-script=runtime/nccl/libccl_nccl.map \
+	    -Wl,--no-undefined -Wl,-rpath,'$$ORIGIN' -o $@ $(NCCL_OBJ) -L$(BUILD) -lccl -pthread -ldl -lm
+
+$(BUILD)/libccl_nccl.so: $(BUILD)/libccl_nccl.so.$(VERSION)
+	ln -sf libccl_nccl.so.$(VERSION) $(BUILD)/$(NCCL_SONAME)
+	ln -sf $(NCCL_SONAME) $@
+
+# tests/nccl: programs written against nccl.h (NVIDIA's where present), linked with
+# libccl_nccl.so only; abi_dump_own is abi_dump.c against runtime/nccl/nccl.h, for the
+# suite to compare the two headers' layouts and values.
+$(BUILD)/tests/nccl/%: tests/nccl/%.c $(wildcard tests/nccl/*.h) $(BUILD)/libccl_nccl.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(NCCL_HEADER_FLAGS) -o $@ $< -L$(BUILD) -lccl_nccl -Wl,-rpath,'$$ORIGIN/../..' -pthread -ldl -lm
+
+$(BUILD)/tests/nccl/abi_dump_own: tests/nccl/abi_dump.c runtime/nccl/nccl.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Iruntime/nccl -o $@ $<
 
 # make install PREFIX=... [DESTDIR=...]: the folders follow the GNU names and can be set
 # one by one (LIBDIR=$(PREFIX)/lib64 ...). Files are installed mode 644 (programs and the
