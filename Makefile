@@ -105,7 +105,8 @@ NCCL_HEADER_FLAGS := $(if $(NCCL_SYSTEM_H),-DCCL_NCCL_SYSTEM_HEADER -isystem $(C
 NCCL_CFLAGS   = $(CFLAGS_BASE) -fPIC -Iruntime/include $(NCCL_HEADER_FLAGS)
 NCCL_SONAME   = libccl_nccl.so.$(VERSION_MAJOR)
 NCCL_HEADER_CHECK := $(if $(NCCL_SYSTEM_H),$(BUILD)/runtime/nccl/own-header.ok)
-NCCL_TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/nccl/*.c)) $(BUILD)/tests/nccl/abi_dump_own
+NCCL_TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/nccl/*.c)) $(BUILD)/tests/nccl/abi_dump_own \
+                  $(BUILD)/tests/nccl/libfake_nccl.so
 
 # The library's version is set in one place, runtime/include/ccl.h (CCL_VERSION_MAJOR,
 # _MINOR, _PATCH, which ccl_version() returns as a string); the shared library's file
@@ -274,6 +275,12 @@ $(BUILD)/tests/nccl/%: tests/nccl/%.c $(wildcard tests/nccl/*.h) $(BUILD)/libccl
 $(BUILD)/tests/nccl/abi_dump_own: tests/nccl/abi_dump.c runtime/nccl/nccl.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -Iruntime/nccl -o $@ $<
+
+# A stand-in for NVIDIA's libnccl on host memory (tests/nccl/fake/fake_nccl.c says why).
+$(BUILD)/tests/nccl/libfake_nccl.so: tests/nccl/fake/fake_nccl.c runtime/nccl/nccl.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -pthread -fPIC -shared \
+	    -Wl,-Bsymbolic -Iruntime/nccl -o $@ $< -pthread
 
 # make install PREFIX=... [DESTDIR=...]: the folders follow the GNU names and can be set
 # one by one (LIBDIR=$(PREFIX)/lib64 ...). Files are installed mode 644 (programs and the

@@ -474,7 +474,7 @@ static void routes(void)
     expect_fail("nccl.route.nccl-refused-on-cpu", r, ncclInvalidUsage, NULL,
                 "CCL_NCCL_ROUTE sends allgather to NCCL, but these communicators run on libccl's cpu backend");
     printf("skip nccl.route.nccl: the real NCCL needs GPU buffers, which the CPU backend's test mode does not have "
-           "(it runs on a GPU machine)\n");
+           "(tests/nccl/gpu_torch.sh runs it on a GPU machine; the fake NCCL of tests/nccl/run.sh covers the routing)\n");
     setenv("CCL_NCCL_ROUTE", "ccl", 1);
 }
 

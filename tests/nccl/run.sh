@@ -9,6 +9,9 @@
 #   - colls, comms, procs (tests/nccl/*.c, CCL_NCCL_ROUTE=ccl): every collective, dtype
 #     and operator; inits, splits, aborts, errors; processes meeting through a unique id;
 #   - the routing summary (CCL_NCCL_SUMMARY=1, CCL_DEBUG=INFO);
+#   - routes.c with a stand-in for the real NCCL (tests/nccl/fake/fake_nccl.c, on host
+#     memory): CCL_NCCL_ROUTE's choices, auto's fallback, the real id through the
+#     rendezvous; the real-library search refusing libccl_nccl itself and a copy of it;
 #   - LD_PRELOAD: a program linked against NVIDIA's libnccl runs on libccl with
 #     libccl_nccl preloaded, and the shim finds the libnccl the program loaded;
 # NVIDIA's NCCL itself needs a GPU: its route is skipped here, saying so.
@@ -113,6 +116,37 @@ else
     echo "FAIL nccl.debug-info: CCL_DEBUG=INFO did not say the init and the summary: $(grep '\[nccl\]' "$tmp/err" | head -3)"
 fi
 unset CCL_NCCL_ROUTE
+
+# ---- routes, with a stand-in for the real NCCL ----
+fake=$t/libfake_nccl.so
+route() { # ROUTE SCENARIO [VAR=VALUE...]
+    local r=$1 s=$2
+    shift 2
+    run_test "nccl.route.$s" env CCL_NCCL_REAL_ON_CPU=1 CCL_NCCL_LIB="$fake" ${r:+CCL_NCCL_ROUTE=$r} "$@" "$t/routes" "$s"
+}
+route nccl nccl
+route allreduce:ccl,allgather:nccl,default:ccl mixed
+route auto auto
+route nccl missing CCL_NCCL_LIB=none
+mkdir -p "$tmp/algs" && cp -r algorithms/allreduce "$tmp/algs/"
+route "" fallback CCL_ALGORITHM_DIR="$tmp/algs" CCL_DEBUG=INFO
+n=$(grep -c '\[nccl\]: ncclAllGather: libccl refused allgather of datatype 7 (no loaded algorithm' "$tmp/err")
+[ "$n" = 2 ] && echo "ok nccl.route.fallback-said-once-per-rank" ||
+    echo "FAIL nccl.route.fallback-said-once-per-rank: said $n times for 2 ranks x 2 calls (expected once per rank)"
+
+# The search for the real library refuses libccl_nccl itself, and a copy of it.
+mkdir -p "$tmp/copy" && cp "$build/libccl_nccl.so.$major".* "$tmp/copy/libnccl.so.2"
+for c in "self $so it is libccl_nccl itself (recursion refused)" \
+         "copy $tmp/copy/libnccl.so.2 it is a library over libccl, not NVIDIA's NCCL (recursion refused)"; do
+    read -r what lib why <<<"$c"
+    env CCL_NCCL_REAL_ON_CPU=1 CCL_NCCL_LIB="$lib" CCL_NCCL_ROUTE=nccl LD_LIBRARY_PATH="$build" "$t/routes" nccl \
+        >"$tmp/out" 2>&1
+    if grep -qF "CCL_NCCL_ROUTE sends allreduce to NCCL, but CCL_NCCL_LIB=$lib cannot be used: $lib ($why)" "$tmp/out"; then
+        echo "ok nccl.real.refuses-$what"
+    else
+        echo "FAIL nccl.real.refuses-$what: $(grep -m1 FAIL "$tmp/out" | cut -c1-400)"
+    fi
+done
 
 # ---- LD_PRELOAD over NVIDIA's libnccl ----
 real=$(ls "$cuda"/lib64/libnccl.so.2 "$cuda"/lib/libnccl.so.2 2>/dev/null | head -1)
