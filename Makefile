@@ -14,7 +14,8 @@
 #   make update-golden  regenerate tests' golden plan and CUDA files
 #   make install      cclc, ccl-perf, ccl-tune, ccl.h, ccl_mpi.h, libccl.so and libccl.a,
 #                     ccl.pc, ccl-static.pc and the shipped algorithms under PREFIX (/usr/local; DESTDIR
-#                     for staging); make uninstall removes them
+#                     for staging), and libccl_nccl.so (NCCL's API over libccl, docs/nccl.md) with
+#                     ccl_nccl/nccl.h and ccl-nccl.pc; make uninstall removes them
 # demo, check, asan and fuzz run the deps step first, so they set up a fresh machine.
 
 CC       ?= cc
@@ -325,9 +326,16 @@ $(BUILD)/install/ccl.pc $(BUILD)/install/ccl-static.pc: $(BUILD)/install/%.pc: r
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
 	    -e 's|@ALGDIR@|$(ALGDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
 
+# ccl-nccl.pc: libccl_nccl.so and its nccl.h (in INCLUDEDIR/ccl_nccl, so that it is found
+# only through this file).
+$(BUILD)/install/ccl-nccl.pc: runtime/nccl/ccl-nccl.pc.in runtime/include/ccl.h $(BUILD)/install/prefix.txt
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	    -e 's|@VERSION@|$(VERSION)|g' $< >$@
+
 install: $(BUILD)/cclc $(TOOLS) $(BUILD)/install/libccl.a $(BUILD)/install/libccl.so.$(VERSION) $(BUILD)/install/ccl.pc \
-         $(BUILD)/install/ccl-static.pc
-	install -d -m 755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
+         $(BUILD)/install/ccl-static.pc $(BUILD)/libccl_nccl.so.$(VERSION) $(BUILD)/install/ccl-nccl.pc
+	install -d -m 755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) \
+	    $(DESTDIR)$(INCLUDEDIR)/ccl_nccl
 	install -m 755 $(BUILD)/cclc $(TOOLS) $(DESTDIR)$(BINDIR)/
 	install -m 644 runtime/include/ccl.h runtime/include/ccl_mpi.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 644 $(BUILD)/install/libccl.a $(DESTDIR)$(LIBDIR)/
@@ -335,14 +343,22 @@ install: $(BUILD)/cclc $(TOOLS) $(BUILD)/install/libccl.a $(BUILD)/install/libcc
 	ln -sf libccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libccl.so
 	install -m 644 $(BUILD)/install/ccl.pc $(BUILD)/install/ccl-static.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 755 $(BUILD)/libccl_nccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libccl_nccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(NCCL_SONAME)
+	ln -sf $(NCCL_SONAME) $(DESTDIR)$(LIBDIR)/libccl_nccl.so
+	install -m 644 runtime/nccl/nccl.h $(DESTDIR)$(INCLUDEDIR)/ccl_nccl/
+	install -m 644 $(BUILD)/install/ccl-nccl.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	rm -rf $(DESTDIR)$(ALGDIR)
 	for d in $(sort $(dir $(ALGORITHMS))); do install -d -m 755 $(DESTDIR)$(DATADIR)/ccl/$$d || exit 1; done
 	for f in $(ALGORITHMS); do install -m 644 $$f $(DESTDIR)$(DATADIR)/ccl/$$f || exit 1; done
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,cclc $(notdir $(TOOLS))) \
-	    $(addprefix $(DESTDIR)$(INCLUDEDIR)/,ccl.h ccl_mpi.h) $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,ccl.pc ccl-static.pc) \
-	    $(addprefix $(DESTDIR)$(LIBDIR)/,libccl.a libccl.so $(SONAME) libccl.so.$(VERSION))
+	    $(addprefix $(DESTDIR)$(INCLUDEDIR)/,ccl.h ccl_mpi.h ccl_nccl/nccl.h) \
+	    $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,ccl.pc ccl-static.pc ccl-nccl.pc) \
+	    $(addprefix $(DESTDIR)$(LIBDIR)/,libccl.a libccl.so $(SONAME) libccl.so.$(VERSION)) \
+	    $(addprefix $(DESTDIR)$(LIBDIR)/,libccl_nccl.so $(NCCL_SONAME) libccl_nccl.so.$(VERSION))
+	rmdir $(DESTDIR)$(INCLUDEDIR)/ccl_nccl 2>/dev/null || true
 	rm -rf $(DESTDIR)$(ALGDIR)
 	rmdir $(DESTDIR)$(DATADIR)/ccl 2>/dev/null || true
 
