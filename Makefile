@@ -381,12 +381,12 @@ check-gpu: all
 update-golden: all
 	UPDATE_GOLDEN=1 tests/run-all.sh $(BUILD)
 
-# The compiler and CPU-runtime suites, built with sanitizers into their own folder.
+# The compiler, CPU-runtime and libccl_nccl suites, built with sanitizers into their own folder.
 asan:
 	$(INSTALL_DEPS) asan
 	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 	    all
-	ASAN_OPTIONS=detect_leaks=1 tests/run-all.sh build-asan cli diag verify algorithms fuzz runtime perf tuner
+	ASAN_OPTIONS=detect_leaks=1 tests/run-all.sh build-asan cli diag verify algorithms fuzz runtime perf tuner nccl
 
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS = -std=c11 -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -D_GNU_SOURCE
