@@ -14,7 +14,8 @@
 #   make update-golden  regenerate tests' golden plan and CUDA files
 #   make install      cclc, ccl-perf, ccl-tune, ccl.h, ccl_mpi.h, libccl.so and libccl.a,
 #                     ccl.pc, ccl-static.pc and the shipped algorithms under PREFIX (/usr/local; DESTDIR
-#                     for staging); make uninstall removes them
+#                     for staging), and libccl_nccl.so (NCCL's API over libccl, docs/nccl.md) with
+#                     ccl_nccl/nccl.h and ccl-nccl.pc; make uninstall removes them
 # demo, check, asan and fuzz run the deps step first, so they set up a fresh machine.
 
 CC       ?= cc
@@ -82,11 +83,31 @@ MPICC        ?= mpicc
 ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
 EXAMPLES     := $(filter-out $(BUILD)/examples/%_mpi,$(EXAMPLES))
 endif
-# tests/fuzz builds its own; tests/install builds its program against the installed libccl.
-TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/% tests/install/%,$(wildcard tests/*/*.c)))
+# tests/fuzz builds its own; tests/install builds its program against the installed libccl;
+# tests/nccl's programs link libccl_nccl.so (NCCL_TEST_BINS below).
+TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/% tests/install/% tests/nccl/%,$(wildcard tests/*/*.c)))
 ifeq ($(HAVE_GPU_BACKEND),)
 TEST_BINS    := $(filter-out $(BUILD)/tests/gpu/% $(BUILD)/tests/runtime/gpu_%,$(TEST_BINS))
 endif
+
+# libccl_nccl.so: NCCL's API over libccl (runtime/nccl/, docs/nccl.md), for programs
+# linked against NCCL and for LD_PRELOAD under torch. It stands on libccl.so's public API
+# alone: it links libccl.so (found next to it, RUNPATH $ORIGIN, in the build folder and
+# where make install puts both), its objects see runtime/include and their own folder,
+# not runtime/src, and it exports NCCL's functions only (runtime/nccl/libccl_nccl.map,
+# unversioned as NVIDIA's are). Its sources compile against NVIDIA's nccl.h where the
+# toolkit has one, so every definition is checked against NCCL's own prototypes, and
+# then once more against runtime/nccl/nccl.h, the copy used where there is none
+# (NCCL_HEADER_CHECK).
+NCCL_SRC      := $(wildcard runtime/nccl/*.c)
+NCCL_OBJ      := $(NCCL_SRC:%.c=$(BUILD)/%.o)
+NCCL_SYSTEM_H := $(wildcard $(CUDA)/include/nccl.h)
+NCCL_HEADER_FLAGS := $(if $(NCCL_SYSTEM_H),-DCCL_NCCL_SYSTEM_HEADER -isystem $(CUDA)/include,-Iruntime/nccl)
+NCCL_CFLAGS   = $(CFLAGS_BASE) -fPIC -Iruntime/include $(NCCL_HEADER_FLAGS)
+NCCL_SONAME   = libccl_nccl.so.$(VERSION_MAJOR)
+NCCL_HEADER_CHECK := $(if $(NCCL_SYSTEM_H),$(BUILD)/runtime/nccl/own-header.ok)
+NCCL_TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/nccl/*.c)) $(BUILD)/tests/nccl/abi_dump_own \
+                  $(BUILD)/tests/nccl/libfake_nccl.so
 
 # The library's version is set in one place, runtime/include/ccl.h (CCL_VERSION_MAJOR,
 # _MINOR, _PATCH, which ccl_version() returns as a string); the shared library's file
@@ -97,7 +118,8 @@ VERSION_MAJOR := $(call ccl_version_part,MAJOR)
 VERSION      := $(VERSION_MAJOR).$(call ccl_version_part,MINOR).$(call ccl_version_part,PATCH)
 SONAME       := libccl.so.$(VERSION_MAJOR)
 
-all: $(BUILD)/cclc $(BUILD)/libccl.a $(BUILD)/libccl.so $(TOOLS) $(EXAMPLES) $(TEST_BINS) $(BUILD)/commit.txt
+all: $(BUILD)/cclc $(BUILD)/libccl.a $(BUILD)/libccl.so $(TOOLS) $(EXAMPLES) $(TEST_BINS) $(BUILD)/commit.txt \
+     $(BUILD)/libccl_nccl.so $(NCCL_TEST_BINS) $(NCCL_HEADER_CHECK)
 
 # The commit a build was made from, for the tables made with it (tests/perf/gpu_sweep.sh):
 # a copy of the tree on a GPU machine may carry a stale .git. Rewritten only on change.
@@ -227,6 +249,40 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/runtime/nccl/%.o: runtime/nccl/%.c $(wildcard runtime/nccl/*.h) runtime/include/ccl.h $(BUILD)/cflags.txt
+	@mkdir -p $(dir $@)
+	$(CC) $(NCCL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/runtime/nccl/own-header.ok: $(NCCL_SRC) $(wildcard runtime/nccl/*.h) runtime/include/ccl.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fsyntax-only -Iruntime/include -Iruntime/nccl $(NCCL_SRC)
+	@touch $@
+
+$(BUILD)/libccl_nccl.so.$(VERSION): $(NCCL_OBJ) runtime/nccl/libccl_nccl.map $(BUILD)/libccl.so
+	$(CC) $(NCCL_CFLAGS) -shared -Wl,-soname,$(NCCL_SONAME) -Wl,--version-script=runtime/nccl/libccl_nccl.map \
+	    -Wl,--no-undefined -Wl,-rpath,'$$ORIGIN' -o $@ $(NCCL_OBJ) -L$(BUILD) -lccl -pthread -ldl -lm
+
+$(BUILD)/libccl_nccl.so: $(BUILD)/libccl_nccl.so.$(VERSION)
+	ln -sf libccl_nccl.so.$(VERSION) $(BUILD)/$(NCCL_SONAME)
+	ln -sf $(NCCL_SONAME) $@
+
+# tests/nccl: programs written against nccl.h (NVIDIA's where present), linked with
+# libccl_nccl.so only; abi_dump_own is abi_dump.c against runtime/nccl/nccl.h, for the
+# suite to compare the two headers' layouts and values.
+$(BUILD)/tests/nccl/%: tests/nccl/%.c $(wildcard tests/nccl/*.h) $(BUILD)/libccl_nccl.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(NCCL_HEADER_FLAGS) -o $@ $< -L$(BUILD) -lccl_nccl -Wl,-rpath,'$$ORIGIN/../..' -pthread -ldl -lm
+
+$(BUILD)/tests/nccl/abi_dump_own: tests/nccl/abi_dump.c runtime/nccl/nccl.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Iruntime/nccl -o $@ $<
+
+# A stand-in for NVIDIA's libnccl on host memory (tests/nccl/fake/fake_nccl.c says why).
+$(BUILD)/tests/nccl/libfake_nccl.so: tests/nccl/fake/fake_nccl.c runtime/nccl/nccl.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -pthread -fPIC -shared \
+	    -Wl,-Bsymbolic -Iruntime/nccl -o $@ $< -pthread
+
 # make install PREFIX=... [DESTDIR=...]: the folders follow the GNU names and can be set
 # one by one (LIBDIR=$(PREFIX)/lib64 ...). Files are installed mode 644 (programs and the
 # shared library 755) and folders 755, as libccl's trust rules need for the algorithms
@@ -270,9 +326,16 @@ $(BUILD)/install/ccl.pc $(BUILD)/install/ccl-static.pc: $(BUILD)/install/%.pc: r
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
 	    -e 's|@ALGDIR@|$(ALGDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
 
+# ccl-nccl.pc: libccl_nccl.so and its nccl.h (in INCLUDEDIR/ccl_nccl, so that it is found
+# only through this file).
+$(BUILD)/install/ccl-nccl.pc: runtime/nccl/ccl-nccl.pc.in runtime/include/ccl.h $(BUILD)/install/prefix.txt
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	    -e 's|@VERSION@|$(VERSION)|g' $< >$@
+
 install: $(BUILD)/cclc $(TOOLS) $(BUILD)/install/libccl.a $(BUILD)/install/libccl.so.$(VERSION) $(BUILD)/install/ccl.pc \
-         $(BUILD)/install/ccl-static.pc
-	install -d -m 755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
+         $(BUILD)/install/ccl-static.pc $(BUILD)/libccl_nccl.so.$(VERSION) $(BUILD)/install/ccl-nccl.pc
+	install -d -m 755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) \
+	    $(DESTDIR)$(INCLUDEDIR)/ccl_nccl
 	install -m 755 $(BUILD)/cclc $(TOOLS) $(DESTDIR)$(BINDIR)/
 	install -m 644 runtime/include/ccl.h runtime/include/ccl_mpi.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 644 $(BUILD)/install/libccl.a $(DESTDIR)$(LIBDIR)/
@@ -280,14 +343,22 @@ install: $(BUILD)/cclc $(TOOLS) $(BUILD)/install/libccl.a $(BUILD)/install/libcc
 	ln -sf libccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libccl.so
 	install -m 644 $(BUILD)/install/ccl.pc $(BUILD)/install/ccl-static.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 755 $(BUILD)/libccl_nccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libccl_nccl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(NCCL_SONAME)
+	ln -sf $(NCCL_SONAME) $(DESTDIR)$(LIBDIR)/libccl_nccl.so
+	install -m 644 runtime/nccl/nccl.h $(DESTDIR)$(INCLUDEDIR)/ccl_nccl/
+	install -m 644 $(BUILD)/install/ccl-nccl.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	rm -rf $(DESTDIR)$(ALGDIR)
 	for d in $(sort $(dir $(ALGORITHMS))); do install -d -m 755 $(DESTDIR)$(DATADIR)/ccl/$$d || exit 1; done
 	for f in $(ALGORITHMS); do install -m 644 $$f $(DESTDIR)$(DATADIR)/ccl/$$f || exit 1; done
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,cclc $(notdir $(TOOLS))) \
-	    $(addprefix $(DESTDIR)$(INCLUDEDIR)/,ccl.h ccl_mpi.h) $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,ccl.pc ccl-static.pc) \
-	    $(addprefix $(DESTDIR)$(LIBDIR)/,libccl.a libccl.so $(SONAME) libccl.so.$(VERSION))
+	    $(addprefix $(DESTDIR)$(INCLUDEDIR)/,ccl.h ccl_mpi.h ccl_nccl/nccl.h) \
+	    $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,ccl.pc ccl-static.pc ccl-nccl.pc) \
+	    $(addprefix $(DESTDIR)$(LIBDIR)/,libccl.a libccl.so $(SONAME) libccl.so.$(VERSION)) \
+	    $(addprefix $(DESTDIR)$(LIBDIR)/,libccl_nccl.so $(NCCL_SONAME) libccl_nccl.so.$(VERSION))
+	rmdir $(DESTDIR)$(INCLUDEDIR)/ccl_nccl 2>/dev/null || true
 	rm -rf $(DESTDIR)$(ALGDIR)
 	rmdir $(DESTDIR)$(DATADIR)/ccl 2>/dev/null || true
 
@@ -310,12 +381,12 @@ check-gpu: all
 update-golden: all
 	UPDATE_GOLDEN=1 tests/run-all.sh $(BUILD)
 
-# The compiler and CPU-runtime suites, built with sanitizers into their own folder.
+# The compiler, CPU-runtime and libccl_nccl suites, built with sanitizers into their own folder.
 asan:
 	$(INSTALL_DEPS) asan
 	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 	    all
-	ASAN_OPTIONS=detect_leaks=1 tests/run-all.sh build-asan cli diag verify algorithms fuzz runtime perf tuner
+	ASAN_OPTIONS=detect_leaks=1 tests/run-all.sh build-asan cli diag verify algorithms fuzz runtime perf tuner nccl
 
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS = -std=c11 -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -D_GNU_SOURCE

@@ -13,6 +13,10 @@
 #     into a shared object the program uses (as a Python extension would); the shared
 #     one again after the prefix was moved; and it refuses them once others can write
 #     their folder;
+#   - libccl_nccl.so (NCCL's API over libccl) with its links, ccl_nccl/nccl.h and
+#     ccl-nccl.pc: a program written against nccl.h, built outside the tree with
+#     `cc prog.c $(pkg-config --cflags --libs ccl-nccl)`, runs collectives on 2 CPU ranks
+#     (libccl_nccl finds the installed libccl.so next to it, libccl its algorithms);
 #   - make uninstall removes every file it installed;
 #   - the build folder's libccl.so, used by a program outside the tree, finds the
 #     algorithms of its source tree;
@@ -70,6 +74,11 @@ expected() {
         echo "link lib/libccl.so -> libccl.so.$major"
         echo "644 lib/pkgconfig/ccl.pc"
         echo "644 lib/pkgconfig/ccl-static.pc"
+        echo "755 lib/libccl_nccl.so.$version"
+        echo "link lib/libccl_nccl.so.$major -> libccl_nccl.so.$version"
+        echo "link lib/libccl_nccl.so -> libccl_nccl.so.$major"
+        echo "644 include/ccl_nccl/nccl.h"
+        echo "644 lib/pkgconfig/ccl-nccl.pc"
         echo "755 share/ccl/algorithms"
         for d in algorithms/*/ algorithms/literature/*/; do echo "755 share/ccl/${d%/}"; done
         for f in algorithms/*/*.ccl algorithms/literature/*/*.ccl; do echo "644 share/ccl/$f"; done
@@ -156,6 +165,28 @@ if make_in install install PREFIX="$prefix"; then
             run_prog installed.in-shared-object prog_user 2 "$algs" "$user"
         else
             echo "FAIL installed.in-shared-object: linking main.c with libuser.so failed:" $(head -c 2000 "$tmp/cc.log")
+        fi
+    fi
+
+    # libccl_nccl: NCCL's API, through ccl-nccl.pc, from the installed files alone.
+    got=$(pkg-config --cflags --libs ccl-nccl 2>&1 | xargs)
+    want="-I$prefix/include/ccl_nccl -L$prefix/lib -lccl_nccl"
+    if [ "$got" != "$want" ]; then
+        echo "FAIL install.nccl.pkg-config: pkg-config --cflags --libs ccl-nccl gives '$got', expected '$want'"
+    else
+        cp tests/nccl/colls.c tests/nccl/common.h "$user/"
+        if (cd "$user" && cc -std=c11 -Wall -Werror -o nccl_prog colls.c $(pkg-config --cflags --libs ccl-nccl) \
+                -lm) >"$tmp/cc.log" 2>&1; then
+            out=$(cd "$user" && env -i LD_LIBRARY_PATH="$prefix/lib" CCL_BACKEND=cpu CCL_NCCL_ROUTE=ccl \
+                  ./nccl_prog 2 2>&1)
+            if [ $? -eq 0 ] && [ "$(grep -c '^ok ' <<<"$out")" -ge 20 ]; then
+                echo "ok install.nccl.program"
+            else
+                echo "FAIL install.nccl.program: a program built with ccl-nccl.pc failed:" $(grep -v '^ok' <<<"$out" | head -5)
+            fi
+        else
+            echo "FAIL install.nccl.program: cc colls.c \$(pkg-config --cflags --libs ccl-nccl) failed:" \
+                $(head -c 1000 "$tmp/cc.log")
         fi
     fi
     unset PKG_CONFIG_PATH
