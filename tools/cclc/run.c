@@ -469,24 +469,6 @@ static void gen_set(Gen *g, const RunOpts *o, int sets, int s)
     g->shown = s + (o->iters - 1 - s) / sets * sets + 1;
 }
 
-void cclc_run_fail(Verdict *v, const char *msg)
-{
-    if (!v->failed_call) {
-        v->failed_call = 1;
-        CCL__FMT(v->first, sizeof v->first, "%s", msg);
-    }
-}
-
-int cclc_run_sync(ccl_comm_t **comms, int n, Verdict *v, int failed)
-{
-    for (int i = 0; i < n; i++)
-        if (ccl_comm_synchronize(comms[i]) != CCL_OK && !failed) {
-            cclc_run_fail(&v[i], ccl_comm_last_error(comms[i]));
-            failed = 1;
-        }
-    return failed;
-}
-
 /* --back-to-back for the ranks comms[0..n) (all ranks, or this process's one; rank of
  * comms[i] is rank0 + i): fills every set, enqueues the K calls round-robin over the
  * ranks with no synchronization in between, synchronizes once, checks every set.

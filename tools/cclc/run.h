@@ -1,5 +1,6 @@
-/* run.h: `cclc run` (run.c, and run_v.c for the v-collectives), the part of the cclc
- * driver that links libccl. */
+/* run.h: `cclc run` (run.c, and run_v.c for the v-collectives, over verdict.c), the part
+ * of the cclc driver that links libccl: the types its files share. run.c calls run_v.c;
+ * both call verdict.c; nothing calls back up. */
 #ifndef CCLC_RUN_H
 #define CCLC_RUN_H
 
@@ -55,9 +56,9 @@ static inline uint64_t cclc_run_mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* run.c: a rank's verdict takes its first failure (msg) only. */
+/* verdict.c: a rank's verdict takes its first failure (msg) only. */
 void cclc_run_fail(Verdict *v, const char *msg);
-/* run.c: synchronizes comms[0..n); the first that fails, when none failed before
+/* verdict.c: synchronizes comms[0..n); the first that fails, when none failed before
  * (`failed`), gives its verdict the library's message. Returns whether any failed. */
 int cclc_run_sync(ccl_comm_t **comms, int n, Verdict *v, int failed);
 

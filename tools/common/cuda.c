@@ -1,6 +1,7 @@
 /* cuda.c: the CUDA driver for the tools (see harness.h), loaded with dlopen so the tools
  * link nothing but libccl: a rank's GPU (primary context, stream, event pairs) and its
- * buffers. The clock that uses them is in timing.c. tests/perf/run.sh compiles this file
+ * buffers, and the graph timing.c captures on its stream. The clock that uses them is in
+ * timing.c. tests/perf/run.sh compiles this file
  * with CCL_TOOLS_CHECK_PROTOTYPES and the real cuda.h, so the hand-written prototypes
  * (cuda_api.h) are checked against it. */
 #include <dlfcn.h>
@@ -137,6 +138,16 @@ CuResult tool_gpu_open(ToolGpu *g, int device, int nev)
             (r = tool_cu_call(g, tool_cu.EventCreate(&g->ev1[i], 0), "cuEventCreate")))
             return r;
     return 0;
+}
+
+void tool_gpu_graph_free(ToolGpu *g)
+{
+    if (g->exec)
+        tool_cu.GraphExecDestroy(g->exec);
+    if (g->graph)
+        tool_cu.GraphDestroy(g->graph);
+    g->exec = NULL;
+    g->graph = NULL;
 }
 
 void tool_gpu_close(ToolGpu *g)

@@ -9,10 +9,12 @@
  *              bootstrap), else one process with a thread per rank (ccl_comm_init_all).
  *   agree.c    agreement among ranks: an allgather of any size over a rank's bootstrap.
  *   cuda.c     the CUDA driver (dlopen, as the tools link nothing but libccl): a rank's
- *              GPU (its device's primary context, a stream, event pairs) and copies to
- *              and from device buffers. No tool calls the driver itself.
+ *              GPU (its device's primary context, a stream, event pairs, a captured
+ *              graph) and copies to and from device buffers. No tool calls the driver
+ *              itself.
  *   timing.c   the host clock, the median of samples, and the GPU's clock: events around
- *              work on the rank's stream, and CUDA graphs captured from it and replayed.
+ *              work on the rank's stream, and CUDA graphs captured from it and replayed
+ *              (over cuda.c, which never calls it).
  *   data.c     exactly verifiable data: which integers a dtype holds exactly, and
  *              storing one as an element.
  *
@@ -229,6 +231,9 @@ CuResult tool_gpu_download(ToolGpu *g, void *dst, const void *src, size_t bytes)
  * do) while the ToolGpu is open. */
 CuResult tool_gpu_alloc(ToolGpu *g, void **ptr, size_t bytes);
 CuResult tool_gpu_free(ToolGpu *g, void *ptr);
+/* Frees the graph captured on the rank's stream (tool_gpu_capture_*, timing.c), if any;
+ * tool_gpu_close frees it too. */
+void tool_gpu_graph_free(ToolGpu *g);
 
 /* ===== timing.c ===== */
 
@@ -245,11 +250,11 @@ CuResult tool_gpu_mark(ToolGpu *g, int i, int end);
 CuResult tool_gpu_elapsed_us(ToolGpu *g, int i, double div, double *us);
 /* A CUDA graph of the work enqueued on the stream between begin and end (thread-local
  * capture), instantiated by end; replayed on the stream; freed by tool_gpu_graph_free
- * (tool_gpu_close frees it too). end always ends the capture, also after failed work. */
+ * (cuda.c; tool_gpu_close frees it too). end always ends the capture, also after failed
+ * work. */
 CuResult tool_gpu_capture_begin(ToolGpu *g);
 CuResult tool_gpu_capture_end(ToolGpu *g);
 CuResult tool_gpu_replay(ToolGpu *g);
-void tool_gpu_graph_free(ToolGpu *g);
 
 /* ===== data.c ===== */
 

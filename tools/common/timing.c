@@ -60,13 +60,3 @@ CuResult tool_gpu_replay(ToolGpu *g)
 {
     return tool_cu_call(g, tool_cu.GraphLaunch(g->exec, g->stream), "cuGraphLaunch");
 }
-
-void tool_gpu_graph_free(ToolGpu *g)
-{
-    if (g->exec)
-        tool_cu.GraphExecDestroy(g->exec);
-    if (g->graph)
-        tool_cu.GraphDestroy(g->graph);
-    g->exec = NULL;
-    g->graph = NULL;
-}

@@ -1,6 +1,7 @@
 /* perf.h: what the files of ccl-perf share (see perf.c for the tool).
  *
- *   perf.c     options, agreement among ranks, timing, one rank's loop, main
+ *   perf.c     options, the --algo file's proof, the communicators and ranks: main
+ *   worker.c   one rank: agreement among ranks, buffers, ops, checks, timing, the sweep
  *   data.c     the collectives' table; exactly verifiable data (the pattern tables)
  *   driver.c   NCCL, loaded with dlopen (the CUDA driver is the harness's)
  *   report.c   the table on stdout, CSV, JSON and the SVG plot; which NCCL mode a ratio
@@ -273,18 +274,26 @@ typedef struct {
     /* A failing rank never exit()s: other ranks' threads (and, on GPUs, the CUDA
      * driver's) still run, and exit() in a thread tears down libraries under them
      * (several ranks failing at once called exit() concurrently and corrupted the C
-     * heap). worker_fail longjmps back to worker(), which frees what the rank holds;
+     * heap). worker_fail longjmps back to perf_worker(), which frees what the rank holds;
      * main() destroys the comms after every thread returned. */
     jmp_buf fail_jmp;
     int in_worker;               /* fail_jmp is set */
     int failed;                  /* worker_fail ran: peers may be anywhere */
     CclThreadBoot *tb;           /* threads mode: failed by worker_fail to wake peers */
-    void *agree_buf[3];          /* agree_*'s scratch, freed by worker(), so a failure
+    void *agree_buf[3];          /* agree_*'s scratch, freed by perf_worker(), so a failure
                                     inside an agreement leaks nothing */
     size_t agree_cap[3];
 } Worker;
 
 extern NcclApi perf_nccl;
+
+/* worker.c: one rank's run, a thread of tool_launch_run (arg: its Worker); the sum of
+ * v over every rank (-1 when any is negative), collective; CCL_PERF_INJECT_WRONG and
+ * CCL_PERF_INJECT_UNSUPPORTED, read by main (tests/perf: a wrong result and a refusal,
+ * made on purpose). */
+void *perf_worker(void *arg);
+long long perf_agree_sum(Worker *w, long long v);
+extern size_t perf_inject_wrong, perf_inject_unsupported;
 
 /* data.c */
 void perf_pattern_init(Pattern *p, int n, PerfColl c, ccl_op_t op, ccl_dtype_t t);
