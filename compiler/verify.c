@@ -42,191 +42,21 @@
  * before the run but reported after its races and deadlocks (cclc_diag_defer), as their
  * effects, or as the causes when the run finds nothing else (cclc_diag_settle).
  *
- * This file holds the entry points, cclc_verify_program and cclc_verify_explain, which run those
- * analyses in the order their results need (counts and port rules before the run, the
- * postcondition only after a clean run, cross-call and in-place runs only when one call
- * is sound), and the base that every analysis uses (verify.h): working memory, message
- * strings, reporting, the program's Shape.
+ * This file is the driver: the entry points, cclc_verify_program and cclc_verify_explain,
+ * which run those analyses (verify.h) in the order their results need (counts and port
+ * rules before the run, the postcondition only after a clean run, cross-call and in-place
+ * runs only when one call is sound). It alone calls them; they share the base of
+ * verify_base.c (verify_base.h): working memory, message strings, reporting, the
+ * program's Shape, chunk contents, the simulated run's state.
  *
  * Assumes what expand.c establishes: every Ref is in range, a data step's operands
  * cover the dst's count, signal/wait peers exist and differ from the rank. Working
  * memory is malloc'd and freed before returning; only Proof strings use the arena. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "verify.h"
-
-/* ---- working memory ---- */
-
-void *cclc_vfy_xcalloc(size_t n, size_t size)
-{
-    return cclc_calloc(n, size);
-}
-
-void *cclc_vfy_xrealloc(void *p, size_t size)
-{
-    return cclc_realloc(p, size);
-}
-
-__attribute__((format(printf, 2, 3))) void cclc_vfy_str_printf(Str *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if (b->n + (size_t)n + 1 > b->cap) {
-        b->cap = (b->n + (size_t)n + 1) * 2;
-        b->s = cclc_vfy_xrealloc(b->s, b->cap);
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->n, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)n;
-}
-
-const char *cclc_vfy_str_get(const Str *b)
-{
-    return b->s ? b->s : "";
-}
-
-/* ---- reporting: to a Diag, or quietly (in-place and --explain re-runs) ---- */
-
-__attribute__((format(printf, 3, 4))) void cclc_vfy_error(Reporter *rep, SrcLoc loc, const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (rep->d)
-        cclc_diag_error(rep->d, loc, "%s", msg);
-    else if (!rep->nerrors) {
-        size_t n = strlen(msg) < sizeof rep->first - 1 ? strlen(msg) : sizeof rep->first - 1;
-        memcpy(rep->first, msg, n);
-        rep->first[n] = 0;
-    }
-    rep->nerrors++;
-}
-
-__attribute__((format(printf, 3, 4))) void cclc_vfy_note(Reporter *rep, SrcLoc loc, const char *fmt, ...)
-{
-    if (!rep->d)
-        return;
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    cclc_diag_note(rep->d, loc, "%s", msg);
-}
-
-int cclc_vfy_same_loc(SrcLoc a, SrcLoc b)
-{
-    return a.line == b.line && a.col == b.col;
-}
-
-int cclc_vfy_seen_before(Seen *s, SrcLoc loc)
-{
-    for (int i = 0; i < s->n; i++)
-        if (cclc_vfy_same_loc(s->v[i], loc))
-            return 1;
-    if (s->n < MAX_SEEN)
-        s->v[s->n++] = loc;
-    return 0;
-}
-
-/* ---- the program's shape ---- */
-
-static void shape_init(Shape *sh, const Program *p)
-{
-    memset(sh, 0, sizeof *sh);
-    sh->p = p;
-    sh->n = p->nranks;
-    sh->k = p->chunks > 0 ? p->chunks : 1;
-    sh->nb = p->nblocks;
-    for (int r = 0; r < p->nranks; r++)
-        if (p->ntb[r] > sh->maxtb)
-            sh->maxtb = p->ntb[r];
-    if (sh->maxtb < 1)
-        sh->maxtb = 1;
-    sh->show_tb = sh->maxtb > 1;
-    sh->blk = cclc_vfy_xcalloc((size_t)sh->n * (size_t)sh->maxtb, sizeof *sh->blk);
-    for (int i = 0; i < sh->n * sh->maxtb; i++)
-        sh->blk[i] = -1;
-    for (int b = 0; b < p->nblocks; b++) {
-        const Block *bl = &p->blocks[b];
-        if (bl->rank < 0 || bl->rank >= sh->n || bl->tb < 0 || bl->tb >= sh->maxtb)
-            internal_error("block %d has rank %d tb %d outside the program", b, bl->rank, bl->tb);
-        sh->blk[bl->rank * sh->maxtb + bl->tb] = b;
-    }
-    sh->buf_base = cclc_vfy_xcalloc((size_t)p->nbufs, sizeof *sh->buf_base);
-    for (int i = 0; i < p->nbufs; i++) {
-        sh->buf_base[i] = sh->rank_cells;
-        sh->rank_cells += p->buf_chunks[i];
-    }
-}
-
-static void shape_fini(Shape *sh)
-{
-    free(sh->blk);
-    free(sh->buf_base);
-    free(sh->vc_spare);
-}
-
-int cclc_vfy_block_of(const Shape *sh, int rank, int tb)
-{
-    if (rank < 0 || rank >= sh->n || tb < 0 || tb >= sh->maxtb)
-        return -1;
-    return sh->blk[rank * sh->maxtb + tb];
-}
-
-/* "rank 2" or "rank 2 tb 1", for messages. */
-const char *cclc_vfy_where_text(const Shape *sh, int rank, int tb, char *buf, size_t size)
-{
-    if (sh->show_tb)
-        snprintf(buf, size, "rank %d tb %d", rank, tb);
-    else
-        snprintf(buf, size, "rank %d", rank);
-    return buf;
-}
-
-/* "in@0[1]", "s@2[3]" */
-const char *cclc_vfy_cell_text(const Shape *sh, int rank, int buf, int chunk, char *out, size_t size)
-{
-    snprintf(out, size, "%s@%d[%d]", sh->p->buf_name[buf], rank, chunk);
-    return out;
-}
-
-/* In place, the collective's in and out are one buffer (docs/language.md): maps a chunk
- * of in onto the chunk of out it is (or out onto in, for reduce_scatter). Contiguous
- * chunks stay contiguous, so a range maps by its first chunk. */
-void cclc_vfy_inplace_alias(const Shape *sh, int rank, int *buf, int *chunk)
-{
-    switch (cclc_coll_base(sh->p->coll)) {
-    case COLL_ALLREDUCE:
-    case COLL_BROADCAST:
-    case COLL_REDUCE:
-        if (*buf == BUF_IN)
-            *buf = BUF_OUT;
-        break;
-    case COLL_ALLGATHER:
-        if (*buf == BUF_IN)
-            *buf = BUF_OUT, *chunk += rank * sh->k;
-        break;
-    case COLL_REDUCE_SCATTER:
-        if (*buf == BUF_OUT)
-            *buf = BUF_IN, *chunk += rank * sh->k;
-        break;
-    case COLL_ALLTOALL:
-    case COLL_ALLGATHERV: /* never: v-collectives have no in-place form */
-    case COLL_ALLTOALLV:
-        break;
-    }
-}
 
 /* ---- the whole proof ---- */
 
@@ -295,7 +125,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
 {
     memset(proof, 0, sizeof *proof);
     Shape sh;
-    shape_init(&sh, p);
+    cclc_vfy_shape_init(&sh, p);
     int errors0 = rep->nerrors;
 
     /* Cause first: unbalanced counts are often the effect of a missing wait (or signal)
@@ -322,7 +152,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
         cclc_vfy_error(rep, p->name_loc, "'%s' is too large to verify for N = %d (%d thread blocks, %d chunks per rank)",
                   p->name, p->nranks, sh.nb, sh.rank_cells);
         cclc_vfy_sim_fini(&s);
-        shape_fini(&sh);
+        cclc_vfy_shape_fini(&sh);
         if (rep->d)
             cclc_diag_settle(rep->d, diag_errors0);
         return -1;
@@ -402,7 +232,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
         }
         cclc_vfy_sim_fini(&s3);
     }
-    shape_fini(&sh);
+    cclc_vfy_shape_fini(&sh);
     if (rep->d)
         cclc_diag_settle(rep->d, diag_errors0);
     return rep->nerrors == errors0 ? 0 : -1;

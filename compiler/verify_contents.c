@@ -1,7 +1,7 @@
 /* verify_contents.c: what every chunk holds, and the postcondition.
  *
  * Takes the contents that the simulation (verify_simulate.c) gives each chunk, as nodes
- * made here; gives cclc_vfy_check_postcondition, which reports every out chunk that does not
+ * (verify_base.c makes them); gives cclc_vfy_check_postcondition, which reports every out chunk that does not
  * hold what the collective requires, one error per statement that wrote such chunks
  * last, and cclc_vfy_check_deterministic, which records whether an all-reduce reduces every
  * element in the same order on every rank. Assumes a run that completed without races,
@@ -19,114 +19,6 @@
 #include <stdlib.h>
 
 #include "verify.h"
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-static uint64_t key_hash(int kind, int a, int b, int c)
-{
-    return mix64((uint64_t)kind ^ mix64((uint64_t)(uint32_t)a ^ mix64((uint64_t)(uint32_t)b ^ mix64((uint32_t)c))));
-}
-
-/* The content hash of one leaf: independent of node numbering, so expected sets can be
- * hashed without creating nodes. */
-static uint64_t leaf_hash(int kind, int a, int b, int c)
-{
-    return mix64(key_hash(kind, a, b, c) ^ 0x5bd1e9955bd1e995ull);
-}
-
-/* Adds a node; a SUM's children a and b are existing nodes. Returns its index. */
-int cclc_vfy_node_new(Nodes *ns, int kind, int a, int b, int c)
-{
-    if (ns->n == ns->cap) {
-        ns->cap = ns->cap ? ns->cap * 2 : 1024;
-        ns->v = cclc_vfy_xrealloc(ns->v, sizeof *ns->v * (size_t)ns->cap);
-    }
-    Node x = {.kind = kind, .a = a, .b = b, .c = c};
-    if (kind == NODE_SUM) {
-        const Node *l = &ns->v[a], *r = &ns->v[b];
-        uint64_t lo = l->shape < r->shape ? l->shape : r->shape, hi = l->shape ^ r->shape ^ lo;
-        x.hash = l->hash + r->hash;
-        x.shape = mix64(mix64(lo ^ 0x2545f4914f6cdd1dull) + hi);
-        x.count = l->count > INT64_MAX - r->count ? INT64_MAX : l->count + r->count;
-        x.pos = l->pos == -1 ? r->pos : r->pos == -1 ? l->pos : l->pos == r->pos ? l->pos : -2;
-        x.home = l->home == -1 ? r->home : r->home == -1 ? l->home : l->home == r->home ? l->home : -2;
-    } else {
-        x.hash = x.shape = leaf_hash(kind, a, b, c);
-        x.count = 1;
-        x.pos = kind == NODE_IN ? b % ns->k : -1;
-        x.home = kind == NODE_IN ? a * ns->in_chunks + b : -1;
-    }
-    ns->v[ns->n] = x;
-    return ns->n++;
-}
-
-void cclc_vfy_nodes_fini(Nodes *ns)
-{
-    free(ns->v);
-}
-
-static int leaf_cmp(const void *x, const void *y)
-{
-    const Leaf *l = x, *r = y;
-    return l->node < r->node ? -1 : l->node > r->node;
-}
-
-/* The multiset of leaves under `root`: the DAG's nodes in descending index order (a
- * child is always created before its parent) pass their multiplicity down. Returns the
- * number of leaves written to *out (malloc'd, sorted by node). */
-int cclc_vfy_node_leaves(const Nodes *ns, int root, Leaf **out)
-{
-    int64_t *mult = cclc_vfy_xcalloc((size_t)ns->n, sizeof *mult);
-    char *mark = cclc_vfy_xcalloc((size_t)ns->n, 1);
-    int *stack = cclc_vfy_xcalloc((size_t)ns->n, sizeof *stack), sp = 0, hi = root;
-    mark[root] = 1;
-    stack[sp++] = root;
-    int lo = root;
-    while (sp) {
-        int x = stack[--sp];
-        if (x < lo)
-            lo = x;
-        if (ns->v[x].kind != NODE_SUM)
-            continue;
-        int ch[2] = {ns->v[x].a, ns->v[x].b};
-        for (int i = 0; i < 2; i++)
-            if (!mark[ch[i]]) {
-                mark[ch[i]] = 1;
-                stack[sp++] = ch[i];
-            }
-    }
-    mult[root] = 1;
-    int nleaves = 0;
-    for (int x = hi; x >= lo; x--) {
-        if (!mark[x] || !mult[x])
-            continue;
-        const Node *nd = &ns->v[x];
-        if (nd->kind != NODE_SUM) {
-            nleaves++;
-            continue;
-        }
-        int ch[2] = {nd->a, nd->b};
-        for (int i = 0; i < 2; i++)
-            mult[ch[i]] = mult[ch[i]] > INT64_MAX - mult[x] ? INT64_MAX : mult[ch[i]] + mult[x];
-    }
-    Leaf *leaves = cclc_vfy_xcalloc((size_t)nleaves, sizeof *leaves);
-    int k = 0;
-    for (int x = lo; x <= hi; x++)
-        if (mark[x] && mult[x] && ns->v[x].kind != NODE_SUM)
-            leaves[k++] = (Leaf){x, mult[x]};
-    qsort(leaves, (size_t)k, sizeof *leaves, leaf_cmp);
-    free(mult);
-    free(mark);
-    free(stack);
-    *out = leaves;
-    return k;
-}
 
 static void leaf_text(const Shape *sh, const Node *x, Str *s)
 {
@@ -156,50 +48,6 @@ static void node_tree_text(const Shape *sh, const Nodes *ns, int id, Str *s, int
 }
 
 /* ---- the postcondition ---- */
-
-/* What out@r[i] must hold: *nexp contribution (rank, in chunk) pairs in exp (room for
- * N); returns 0 when the chunk is unconstrained. */
-int cclc_vfy_expected(const Shape *sh, int r, int i, int *exp_rank, int *exp_chunk, int *nexp)
-{
-    const Program *p = sh->p;
-    int k = sh->k, n = sh->n, j = i / k, c = i % k;
-    *nexp = 0;
-    switch (cclc_coll_base(p->coll)) {
-    case COLL_ALLREDUCE:
-        for (int q = 0; q < n; q++)
-            exp_rank[q] = q, exp_chunk[q] = i;
-        *nexp = n;
-        return 1;
-    case COLL_REDUCE:
-        if (r != p->root)
-            return 0;
-        for (int q = 0; q < n; q++)
-            exp_rank[q] = q, exp_chunk[q] = i;
-        *nexp = n;
-        return 1;
-    case COLL_REDUCE_SCATTER:
-        for (int q = 0; q < n; q++)
-            exp_rank[q] = q, exp_chunk[q] = r * k + i;
-        *nexp = n;
-        return 1;
-    case COLL_ALLGATHER:
-        exp_rank[0] = j, exp_chunk[0] = c;
-        *nexp = 1;
-        return 1;
-    case COLL_ALLTOALL:
-        exp_rank[0] = j, exp_chunk[0] = r * k + c;
-        *nexp = 1;
-        return 1;
-    case COLL_BROADCAST:
-        exp_rank[0] = p->root, exp_chunk[0] = i;
-        *nexp = 1;
-        return 1;
-    case COLL_ALLGATHERV: /* never: cclc_coll_base maps them to their siblings */
-    case COLL_ALLTOALLV:
-        break;
-    }
-    return 0;
-}
 
 /* Appends a list "a, b and c" of at most `limit` names, then "and N more". */
 static void list_text(Str *out, char **names, int n, int limit)
@@ -345,12 +193,12 @@ int cclc_vfy_check_postcondition(const Sim *s, int *checked)
                      * out chunk that needs it, computed once. */
                     if (!colset[ec[0]])
                         for (int e = 0; e < ne; e++)
-                            colhash[ec[0]] += leaf_hash(NODE_IN, er[e], ec[e], 0);
+                            colhash[ec[0]] += cclc_vfy_leaf_hash(NODE_IN, er[e], ec[e], 0);
                     colset[ec[0]] = 1;
                     h = colhash[ec[0]];
                 } else {
                     for (int e = 0; e < ne; e++)
-                        h += leaf_hash(NODE_IN, er[e], ec[e], 0);
+                        h += cclc_vfy_leaf_hash(NODE_IN, er[e], ec[e], 0);
                 }
                 if (x->count == ne && x->hash == h)
                     continue;

@@ -16,16 +16,6 @@
 
 #include "verify.h"
 
-/* The cell of chunk `chunk` of `buf` on `rank`: in-place aliasing maps in onto out (or
- * out onto in). Every call uses the same cells, scratch included (docs/internals.md). */
-int cclc_vfy_sim_cell(const Sim *s, int rank, int buf, int chunk)
-{
-    const Shape *sh = s->sh;
-    if (s->m.inplace)
-        cclc_vfy_inplace_alias(sh, rank, &buf, &chunk);
-    return rank * sh->rank_cells + sh->buf_base[buf] + chunk;
-}
-
 int cclc_vfy_sim_init(Sim *s, Shape *sh, SimMode m, Reporter *rep)
 {
     const Program *p = sh->p;
@@ -157,11 +147,6 @@ static void clock_changed(Sim *s, int b)
 {
     snap_unref(s, s->snap[b]);
     s->snap[b] = NULL;
-}
-
-const Step *cclc_vfy_step_at(const Sim *s, int b, int i)
-{
-    return &s->sh->p->blocks[b].steps[i];
 }
 
 /* The rank of an access's thread (a block, or the caller of a rank). */
