@@ -18,501 +18,15 @@
  * first top-level let (header_let). Folds (sum/min/max over a range) bind their
  * variable like a loop and count their terms as iterations. Named semaphores get tags
  * 1.. in the order first reached (0 is the unnamed one).
+ *
+ * This file holds buffer references, steps, statements, the header, channels and the
+ * pass itself; errors, names, expressions and sets are expand_eval.c's (expand.h), which
+ * calls nothing here.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "cclc.h"
-#include "ccl.tab.h"
-
-enum {
-    MAX_ITERATIONS = 1 << 22, /* loop iterations of one expansion, all loops together */
-    MAX_TB = 256,             /* logical thread blocks per rank */
-    MAX_REPORTED = 256,       /* distinct source locations remembered for de-duplication */
-    MAX_FOLD_TERMS = 1 << 20, /* terms of one fold (sum, min, max over a range) */
-};
-
-typedef struct {
-    const char *name;
-    int64_t value;
-    int is_loop;              /* loop variables are shown in error context */
-    int shadows;              /* the binding of the same name this one hides, or -1 */
-} Binding;
-
-typedef VEC(Step) StepVec;
-
-typedef struct {
-    Arena *arena;
-    Diag *diag;
-    const Ast *ast;
-    Program *prog;
-    VEC(Binding) env;         /* innermost binding last */
-    long iterations;
-    long nsteps;
-    int failed;               /* an error was reported; keep checking, build nothing */
-    int aborted;              /* a limit was hit; stop expanding */
-    int on_rank;              /* rank of the enclosing `on`, -1 outside */
-    int on_tb;
-    StepVec *blocks;          /* [rank * 2 * MAX_TB + tb]; auto-assigned blocks at MAX_TB + k */
-    VEC(const Stmt *) auto_on; /* `on` statements without `tb`, in the order first reached */
-    int max_explicit_tb;
-    int any_connect;
-    SrcLoc reported[MAX_REPORTED];
-    int nreported;
-    NameMap innermost;        /* name -> index in env of its innermost binding */
-    int loops;                /* loop variables in env */
-    VEC(const char *) scratch_names;
-    NameMap scratch_index;    /* name -> index in scratch_names */
-    VEC(int) scratch_chunks;
-    VEC(SrcLoc) scratch_locs;
-    NameMap tag_index;        /* semaphore name -> its tag, 1.. */
-    VEC(const char *) tag_names;
-    /* The header's values (ranks, where, chunks, instances, pipeline) may use top-level
-     * lets: while `header` is set, a name with no binding is looked up among them and
-     * its first top-level let evaluated on demand (header_let). */
-    int header;
-    NameMap toplets;          /* name -> index in ast->body of its first top-level let */
-    signed char *let_state;   /* per body index: 0 not evaluated, 1 in progress, 2 done */
-    int64_t *let_value;
-    int let_depth;            /* operator depth of the header lets being evaluated */
-} Expander;
-
-/* ---- errors ---- */
-
-static int already_reported(Expander *x, SrcLoc loc)
-{
-    for (int i = 0; i < x->nreported; i++)
-        if (x->reported[i].line == loc.line && x->reported[i].col == loc.col)
-            return 1;
-    if (x->nreported < MAX_REPORTED)
-        x->reported[x->nreported++] = loc;
-    return 0;
-}
-
-/* Reports once per source location, with the loop variables' values appended: one
- * line of source stands for many expanded steps. */
-__attribute__((format(printf, 3, 4))) static void error(Expander *x, SrcLoc loc, const char *fmt, ...)
-{
-    x->failed = 1;
-    if (already_reported(x, loc))
-        return;
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        n = 0;
-    int first = 1;
-    for (int i = 0; i < x->env.n && (size_t)n < sizeof msg - 40; i++) {
-        if (!x->env.v[i].is_loop)
-            continue;
-        n += snprintf(msg + n, sizeof msg - (size_t)n, "%s%s = %lld", first ? " (when " : ", ",
-                      x->env.v[i].name, (long long)x->env.v[i].value);
-        first = 0;
-    }
-    if (!first && (size_t)n < sizeof msg - 2)
-        snprintf(msg + n, sizeof msg - (size_t)n, ")");
-    cclc_diag_error(x->diag, loc, "%s", msg);
-    if (x->diag->nerrors >= CCLC_MAX_ERRORS)
-        x->aborted = 1;
-}
-
-/* ---- names ---- */
-
-/* env is a stack (inner bindings shadow outer ones); `innermost` finds a name's top
- * binding in constant time, and each binding remembers the one it hides, so popping
- * back to a mark restores the map. */
-static int lookup(Expander *x, const char *name, int64_t *out)
-{
-    int i = cclc_namemap_get(&x->innermost, name);
-    if (i < 0)
-        return 0;
-    *out = x->env.v[i].value;
-    return 1;
-}
-
-static void bind(Expander *x, const char *name, int64_t value, int is_loop)
-{
-    Binding b = {name, value, is_loop, cclc_namemap_get(&x->innermost, name)};
-    vec_push(x->arena, &x->env, b);
-    cclc_namemap_put(&x->innermost, x->arena, name, x->env.n - 1);
-    x->loops += is_loop;
-}
-
-/* Drops the bindings made since env held `mark` of them. */
-static void unbind_to(Expander *x, int mark)
-{
-    while (x->env.n > mark) {
-        Binding *b = &x->env.v[--x->env.n];
-        cclc_namemap_put(&x->innermost, x->arena, b->name, b->shadows);
-        x->loops -= b->is_loop;
-    }
-}
-
-/* ---- expressions: 64-bit, checked; `%` is Euclidean ---- */
-
-static int eval(Expander *x, const Expr *e, int64_t *out);
-static int count_iteration(Expander *x, SrcLoc loc);
-
-/* A name the header uses that nothing binds yet: its first top-level let, evaluated
- * once (in header mode, where only N, root and the top-level lets are known). 1 and
- * the value, 0 after an error, -1 when no top-level let binds the name. The lets'
- * operator depths add up along a chain and stay within CCLC_MAX_EXPR_DEPTH, so the
- * recursion is as bounded as one expression's. */
-static int header_let(Expander *x, const Expr *e, int64_t *out)
-{
-    int i = cclc_namemap_get(&x->toplets, e->name);
-    if (i < 0)
-        return -1;
-    if (x->let_state[i] == 2) {
-        *out = x->let_value[i];
-        return 1;
-    }
-    const Stmt *s = x->ast->body.v[i];
-    if (x->let_state[i] == 1) {
-        error(x, e->loc, "'%s' is defined through itself: the top-level let at line %d needs its own value",
-              e->name, s->loc.line);
-        return 0;
-    }
-    if (x->let_depth + s->value->depth > CCLC_MAX_EXPR_DEPTH) {
-        error(x, e->loc, "the header's values nest more than %d operators deep through top-level lets",
-              CCLC_MAX_EXPR_DEPTH);
-        return 0;
-    }
-    x->let_state[i] = 1;
-    x->let_depth += s->value->depth;
-    int ok = eval(x, s->value, &x->let_value[i]);
-    x->let_depth -= s->value->depth;
-    x->let_state[i] = ok ? 2 : 0;
-    if (ok)
-        *out = x->let_value[i];
-    return ok;
-}
-
-/* Evaluates e into *out; on error reports it and returns 0. */
-/* The built-ins beyond log2, abs, min and max (eval): 1 and the value, 0 after an
- * error, -1 when e names none of them. */
-static int builtin(Expander *x, const Expr *e, int nargs, int64_t a, int64_t b, int64_t *out)
-{
-    if (!strcmp(e->name, "clog2") && nargs == 1) {
-        if (a <= 0) {
-            error(x, e->loc, "clog2 of %lld: the argument must be positive", (long long)a);
-            return 0;
-        }
-        int64_t r = 0;
-        while (r < 62 && ((int64_t)1 << r) < a)
-            r++;
-        *out = r;
-        return 1;
-    }
-    if (!strcmp(e->name, "popcount") && nargs == 1) {
-        if (a < 0) {
-            error(x, e->loc, "popcount of %lld: the argument must not be negative", (long long)a);
-            return 0;
-        }
-        *out = __builtin_popcountll((unsigned long long)a);
-        return 1;
-    }
-    if (!strcmp(e->name, "bitrev") && nargs == 2) {
-        if (b < 0 || b > 62 || a < 0 || (b < 62 && a >= (int64_t)1 << b)) {
-            error(x, e->loc, "bitrev(%lld, %lld): the value must fit in the bits (0 <= x < 2^bits, bits <= 62)",
-                  (long long)a, (long long)b);
-            return 0;
-        }
-        int64_t r = 0;
-        for (int64_t i = 0; i < b; i++)
-            r |= (a >> i & 1) << (b - 1 - i);
-        *out = r;
-        return 1;
-    }
-    return -1;
-}
-
-/* sum(v in lo..hi: body), min(...), max(...): the body evaluated with v bound to each
- * value of the half-open range, in order. Bounded: at most MAX_FOLD_TERMS terms, and
- * every term counts against the expansion's iterations. An empty range sums to 0 and
- * has no min or max. The recursion is the expression's depth (CCLC_MAX_EXPR_DEPTH). */
-static int eval_fold(Expander *x, const Expr *e, int64_t *out)
-{
-    int kind = !strcmp(e->name, "sum") ? 0 : !strcmp(e->name, "min") ? 1 : !strcmp(e->name, "max") ? 2 : -1;
-    if (kind < 0) {
-        error(x, e->loc, "unknown fold '%s' (known: sum, min and max over a range, e.g. sum(i in 0..N: f(i)))",
-              e->name);
-        return 0;
-    }
-    int64_t lo, hi;
-    if (!eval(x, e->cond, &lo) || !eval(x, e->rhs, &hi))
-        return 0;
-    int64_t span;
-    if (hi > lo && (__builtin_sub_overflow(hi, lo, &span) || span > MAX_FOLD_TERMS)) {
-        error(x, e->loc, "%s over %lld..%lld has more than %d terms", e->name, (long long)lo, (long long)hi,
-              MAX_FOLD_TERMS);
-        return 0;
-    }
-    if (hi <= lo && kind) {
-        error(x, e->loc, "%s over the empty range %lld..%lld has no value", e->name, (long long)lo, (long long)hi);
-        return 0;
-    }
-    int mark = x->env.n, ok = 1;
-    int64_t acc = 0;
-    for (int64_t i = lo; i < hi; i++) {
-        if (!count_iteration(x, e->loc)) {
-            ok = 0;
-            break;
-        }
-        unbind_to(x, mark);
-        bind(x, e->var, i, 1);
-        int64_t v;
-        if (!eval(x, e->lhs, &v)) {
-            ok = 0;
-            break;
-        }
-        if (i == lo && kind)
-            acc = v;
-        else if (kind == 1)
-            acc = v < acc ? v : acc;
-        else if (kind == 2)
-            acc = v > acc ? v : acc;
-        else if (__builtin_add_overflow(acc, v, &acc)) {
-            error(x, e->loc, "integer overflow in %s (the result does not fit in 64 bits)", e->name);
-            ok = 0;
-            break;
-        }
-    }
-    unbind_to(x, mark);
-    if (ok)
-        *out = acc;
-    return ok;
-}
-
-static int eval(Expander *x, const Expr *e, int64_t *out)
-{
-    int64_t a = 0, b = 0;
-    switch (e->kind) {
-    case EX_INT:
-        *out = e->value;
-        return 1;
-    case EX_NAME: {
-        if (lookup(x, e->name, out))
-            return 1;
-        int found = x->header ? header_let(x, e, out) : -1;
-        if (found >= 0)
-            return found;
-        const char *kname = x->ast->chunks_name ? x->ast->chunks_name : "K";
-        if (x->header && !strcmp(e->name, kname))
-            error(x, e->loc, "'%s' is the chunk count, which is not known yet here: 'ranks', 'where' and "
-                  "'chunks' (and the top-level lets they use) cannot depend on it", kname);
-        else if (!strcmp(e->name, "root"))
-            error(x, e->loc, "'root' is only defined in broadcast and reduce algorithms");
-        else
-            error(x, e->loc, "unknown name '%s'", e->name);
-        return 0;
-    }
-    case EX_UNARY:
-        if (!eval(x, e->lhs, &a))
-            return 0;
-        if (e->op == '!') {
-            *out = !a;
-            return 1;
-        }
-        if (a == INT64_MIN) {
-            error(x, e->loc, "integer overflow in negation");
-            return 0;
-        }
-        *out = -a;
-        return 1;
-    case EX_CALL: {
-        int nargs = e->rhs ? 2 : 1;
-        if (!eval(x, e->lhs, &a) || (e->rhs && !eval(x, e->rhs, &b)))
-            return 0;
-        if (!strcmp(e->name, "log2") && nargs == 1) {
-            if (a <= 0) {
-                error(x, e->loc, "log2 of %lld: the argument must be positive", (long long)a);
-                return 0;
-            }
-            int64_t r = 0;
-            while (a >>= 1)
-                r++;
-            *out = r;
-            return 1;
-        }
-        if (!strcmp(e->name, "abs") && nargs == 1) {
-            if (a == INT64_MIN) {
-                error(x, e->loc, "integer overflow in abs(%lld)", (long long)a);
-                return 0;
-            }
-            *out = a < 0 ? -a : a;
-            return 1;
-        }
-        if (!strcmp(e->name, "min") && nargs == 2) {
-            *out = a < b ? a : b;
-            return 1;
-        }
-        if (!strcmp(e->name, "max") && nargs == 2) {
-            *out = a > b ? a : b;
-            return 1;
-        }
-        int known = builtin(x, e, nargs, a, b, out);
-        if (known >= 0)
-            return known;
-        error(x, e->loc, "unknown function '%s' with %d argument%s (known: log2(x), clog2(x), popcount(x), abs(x), "
-              "min(a, b), max(a, b), bitrev(x, bits))", e->name, nargs, nargs == 1 ? "" : "s");
-        return 0;
-    }
-    case EX_FOLD:
-        return eval_fold(x, e, out);
-    case EX_COND:
-        /* Only the branch taken is evaluated: `v > 0 ? log2(v) : 0` is fine at v = 0. */
-        if (!eval(x, e->cond, &a))
-            return 0;
-        return eval(x, a ? e->lhs : e->rhs, out);
-    case EX_BINARY:
-        break;
-    }
-    /* Short-circuit operators evaluate their right side only when needed. */
-    if (e->op == ANDAND || e->op == OROR) {
-        if (!eval(x, e->lhs, &a))
-            return 0;
-        if ((e->op == ANDAND && !a) || (e->op == OROR && a)) {
-            *out = e->op == OROR;
-            return 1;
-        }
-        if (!eval(x, e->rhs, &b))
-            return 0;
-        *out = b != 0;
-        return 1;
-    }
-    if (!eval(x, e->lhs, &a) || !eval(x, e->rhs, &b))
-        return 0;
-    int64_t r = 0;
-    int overflow = 0;
-    switch (e->op) {
-    case '+': overflow = __builtin_add_overflow(a, b, &r); break;
-    case '-': overflow = __builtin_sub_overflow(a, b, &r); break;
-    case '*': overflow = __builtin_mul_overflow(a, b, &r); break;
-    case '/':
-    case '%':
-        if (b == 0) {
-            error(x, e->loc, "division by zero");
-            return 0;
-        }
-        if (a == INT64_MIN && b == -1) {
-            overflow = 1;
-            break;
-        }
-        if (e->op == '/') {
-            r = a / b;
-        } else {
-            r = a % b;
-            if (r < 0)
-                r += b < 0 ? -b : b;
-        }
-        break;
-    case SHL:
-    case SHR:
-        if (b < 0 || b > 62) {
-            error(x, e->loc, "shift by %lld is out of range 0..62", (long long)b);
-            return 0;
-        }
-        if (e->op == SHR) {
-            r = a >> b;
-        } else {
-            overflow = a < 0 || a > (INT64_MAX >> b);
-            r = overflow ? 0 : a << b;
-        }
-        break;
-    case '&': r = a & b; break;
-    case '|': r = a | b; break;
-    case '^': r = a ^ b; break;
-    case '<': r = a < b; break;
-    case '>': r = a > b; break;
-    case LE: r = a <= b; break;
-    case GE: r = a >= b; break;
-    case EQ: r = a == b; break;
-    case NE: r = a != b; break;
-    default: internal_error("unknown binary operator %d", e->op);
-    }
-    if (overflow) {
-        error(x, e->loc, "integer overflow (the result does not fit in 64 bits)");
-        return 0;
-    }
-    *out = r;
-    return 1;
-}
-
-/* Evaluates an expression that must lie in [lo, hi]; `what` names it in the error. */
-static int eval_in(Expander *x, const Expr *e, int64_t lo, int64_t hi, const char *what, int64_t *out)
-{
-    if (!eval(x, e, out))
-        return 0;
-    if (*out < lo || *out > hi) {
-        error(x, e->loc, "%s is %lld, outside %lld..%lld", what, (long long)*out, (long long)lo, (long long)hi);
-        return 0;
-    }
-    return 1;
-}
-
-/* Counts loop iterations against the global bound, so a loop of billions of empty
- * iterations fails fast instead of running for hours. */
-static int count_iteration(Expander *x, SrcLoc loc)
-{
-    if (++x->iterations <= MAX_ITERATIONS)
-        return 1;
-    error(x, loc, "the program expands to more than %d loop iterations; is a loop bound wrong?", MAX_ITERATIONS);
-    x->aborted = 1;
-    return 0;
-}
-
-/* ---- sets ---- */
-
-typedef VEC(int64_t) IntVec;
-
-/* Spreads a set into its values, in order. `others` excludes the enclosing `on`'s rank;
- * `all` is 0..N-1. Returns 0 after an error. */
-static int eval_set(Expander *x, const SetExpr *s, IntVec *out)
-{
-    int n = x->prog->nranks;
-    switch (s->kind) {
-    case SET_ONE: {
-        int64_t v;
-        if (!eval(x, s->elem, &v))
-            return 0;
-        vec_push(x->arena, out, v);
-        return 1;
-    }
-    case SET_OTHERS:
-    case SET_ALL:
-        if (s->kind == SET_OTHERS && x->on_rank < 0) {
-            error(x, s->loc, "'others' means every rank but this one, so it needs an enclosing 'on'");
-            return 0;
-        }
-        for (int p = 0; p < n; p++)
-            if (s->kind == SET_ALL || p != x->on_rank)
-                vec_push(x->arena, out, p);
-        return 1;
-    case SET_COMPREHENSION: {
-        int64_t lo, hi;
-        if (!eval(x, s->lo, &lo) || !eval(x, s->hi, &hi))
-            return 0;
-        int mark = x->env.n;
-        for (int64_t i = lo; i < hi && !x->aborted; i++) {
-            if (!count_iteration(x, s->loc))
-                break;
-            unbind_to(x, mark);
-            bind(x, s->var, i, 1);
-            int64_t keep = 1, v;
-            if (s->cond && !eval(x, s->cond, &keep))
-                break;
-            if (keep && eval(x, s->elem, &v))
-                vec_push(x->arena, out, v);
-        }
-        unbind_to(x, mark);
-        return !x->failed || out->n > 0;
-    }
-    }
-    return 0;
-}
+#include "expand.h"
 
 /* ---- buffer references ---- */
 
@@ -543,7 +57,7 @@ static int eval_ref(Expander *x, const AstRef *r, RefVec *out)
 {
     int buf = find_buffer(x, r->buf);
     if (buf < 0) {
-        error(x, r->loc, "unknown buffer '%s' (buffers are in, out and those declared with 'scratch')", r->buf);
+        cclc_xp_error(x, r->loc, "unknown buffer '%s' (buffers are in, out and those declared with 'scratch')", r->buf);
         return 0;
     }
     int nchunks = buffer_chunks(x, buf);
@@ -551,21 +65,21 @@ static int eval_ref(Expander *x, const AstRef *r, RefVec *out)
     /* An empty set (a comprehension that keeps nothing) is an empty list: the step it
      * is in does less, or nothing (expand_data_step says when that is an error). */
     if (r->peer) {
-        if (!eval_set(x, r->peer, &peers))
+        if (!cclc_xp_eval_set(x, r->peer, &peers))
             return 0;
     } else {
         vec_push(x->arena, &peers, x->on_rank);
     }
     int64_t count = 1;
     if (r->index) {
-        if (!eval_set(x, r->index, &idx))
+        if (!cclc_xp_eval_set(x, r->index, &idx))
             return 0;
     } else if (r->lo) {
         int64_t lo, hi;
-        if (!eval(x, r->lo, &lo) || !eval(x, r->hi, &hi))
+        if (!cclc_xp_eval(x, r->lo, &lo) || !cclc_xp_eval(x, r->hi, &hi))
             return 0;
         if (lo < 0 || hi > nchunks || lo >= hi) {
-            error(x, r->loc, "chunk range %lld..%lld is not within '%s' (%d chunks: 0..%d)", (long long)lo,
+            cclc_xp_error(x, r->loc, "chunk range %lld..%lld is not within '%s' (%d chunks: 0..%d)", (long long)lo,
                   (long long)hi, r->buf, nchunks, nchunks);
             return 0;
         }
@@ -577,13 +91,13 @@ static int eval_ref(Expander *x, const AstRef *r, RefVec *out)
     }
     for (int i = 0; i < peers.n; i++) {
         if (peers.v[i] < 0 || peers.v[i] >= x->prog->nranks) {
-            error(x, r->loc, "rank %lld does not exist (N = %d: ranks 0..%d)", (long long)peers.v[i],
+            cclc_xp_error(x, r->loc, "rank %lld does not exist (N = %d: ranks 0..%d)", (long long)peers.v[i],
                   x->prog->nranks, x->prog->nranks - 1);
             return 0;
         }
         for (int j = 0; j < idx.n; j++) {
             if (idx.v[j] < 0 || idx.v[j] >= nchunks) {
-                error(x, r->loc, "chunk %lld is out of range for '%s' (%d chunk%s: 0..%d)", (long long)idx.v[j],
+                cclc_xp_error(x, r->loc, "chunk %lld is out of range for '%s' (%d chunk%s: 0..%d)", (long long)idx.v[j],
                       r->buf, nchunks, nchunks == 1 ? "" : "s", nchunks - 1);
                 return 0;
             }
@@ -606,7 +120,7 @@ static void emit_step(Expander *x, Step s)
     if (x->failed)
         return;
     if (++x->nsteps > CCLC_MAX_STEPS) {
-        error(x, s.loc, "the program expands to more than %d steps for N = %d", CCLC_MAX_STEPS, x->prog->nranks);
+        cclc_xp_error(x, s.loc, "the program expands to more than %d steps for N = %d", CCLC_MAX_STEPS, x->prog->nranks);
         x->aborted = 1;
         return;
     }
@@ -642,7 +156,7 @@ static void expand_data_step(Expander *x, const Stmt *s)
     int per_dst = s->step == STEP_REDUCE && dsts.n == 1;
     for (int i = 0; i < nsrc_lists && !per_dst; i++) {
         if (srcs[i].n != 1 && srcs[i].n != dsts.n) {
-            error(x, s->srcs.v[i]->loc, "'%s' has %d destinations but this operand stands for %d chunks; give one "
+            cclc_xp_error(x, s->srcs.v[i]->loc, "'%s' has %d destinations but this operand stands for %d chunks; give one "
                   "or as many as destinations", cclc_step_name(s->step), dsts.n, srcs[i].n);
             return;
         }
@@ -660,13 +174,13 @@ static void expand_data_step(Expander *x, const Stmt *s)
         st.nsrc = ops.n;
         st.src = ops.v;
         if (st.nsrc == 0) {
-            error(x, s->loc, "this reduce has no operand: every operand set is empty here");
+            cclc_xp_error(x, s->loc, "this reduce has no operand: every operand set is empty here");
             return;
         }
         int me = x->on_rank;
         for (int i = 0; i < st.nsrc; i++) {
             if (st.src[i].count != st.dst.count) {
-                error(x, s->loc, "'%s' writes %d chunk%s of %s from %d chunk%s of %s; operands must cover the same "
+                cclc_xp_error(x, s->loc, "'%s' writes %d chunk%s of %s from %d chunk%s of %s; operands must cover the same "
                       "number of chunks", cclc_step_name(s->step), st.dst.count, st.dst.count == 1 ? "" : "s",
                       ref_text(x, st.dst), st.src[i].count, st.src[i].count == 1 ? "" : "s", ref_text(x, st.src[i]));
                 return;
@@ -680,7 +194,7 @@ static void expand_data_step(Expander *x, const Stmt *s)
          * position, which rules the same out.) */
         for (int i = 0; i < st.nsrc; i++) {
             if (st.dst.chunk != st.src[i].chunk && ref_ranges_overlap(st.dst, st.src[i])) {
-                error(x, s->loc, "'%s' writes %s while reading %s: the ranges overlap at different positions, so "
+                cclc_xp_error(x, s->loc, "'%s' writes %s while reading %s: the ranges overlap at different positions, so "
                       "the result would depend on the order its chunks are done in; read from another buffer "
                       "(e.g. a scratch copy) or split the step", cclc_step_name(s->step), ref_text(x, st.dst),
                       ref_text(x, st.src[i]));
@@ -688,17 +202,17 @@ static void expand_data_step(Expander *x, const Stmt *s)
             }
         }
         if (s->step == STEP_PUT && st.src[0].rank != me) {
-            error(x, s->srcs.v[0]->loc, "the source of a put is local, but this is %s on rank %d (use 'get' to read "
+            cclc_xp_error(x, s->srcs.v[0]->loc, "the source of a put is local, but this is %s on rank %d (use 'get' to read "
                   "a peer)", ref_text(x, st.src[0]), me);
             return;
         }
         if (s->step == STEP_GET && st.dst.rank != me) {
-            error(x, s->dst->loc, "the destination of a get is local, but this is %s on rank %d (use 'put' to write "
+            cclc_xp_error(x, s->dst->loc, "the destination of a get is local, but this is %s on rank %d (use 'put' to write "
                   "a peer)", ref_text(x, st.dst), me);
             return;
         }
         if (s->step == STEP_COPY && (st.dst.rank != me || st.src[0].rank != me)) {
-            error(x, s->loc, "copy is local to rank %d; use put or get to move data between ranks", me);
+            cclc_xp_error(x, s->loc, "copy is local to rank %d; use put or get to move data between ranks", me);
             return;
         }
         emit_step(x, st);
@@ -712,7 +226,7 @@ static void expand_sync_step(Expander *x, const Stmt *s)
         return;
     }
     IntVec peers = {0};
-    if (!eval_set(x, s->peers, &peers))
+    if (!cclc_xp_eval_set(x, s->peers, &peers))
         return;
     int tag = 0;
     if (s->tag) {
@@ -728,12 +242,12 @@ static void expand_sync_step(Expander *x, const Stmt *s)
     for (int i = 0; i < peers.n; i++) {
         int64_t p = peers.v[i];
         if (p < 0 || p >= x->prog->nranks) {
-            error(x, s->peers->loc, "'%s' names rank %lld, which does not exist (N = %d)", cclc_step_name(s->step),
+            cclc_xp_error(x, s->peers->loc, "'%s' names rank %lld, which does not exist (N = %d)", cclc_step_name(s->step),
                   (long long)p, x->prog->nranks);
             return;
         }
         if (p == x->on_rank) {
-            error(x, s->peers->loc, "rank %lld cannot %s itself", (long long)p, cclc_step_name(s->step));
+            cclc_xp_error(x, s->peers->loc, "rank %lld cannot %s itself", (long long)p, cclc_step_name(s->step));
             return;
         }
         emit_step(x, (Step){.kind = s->step, .loc = s->loc, .peer = (int)p, .tag = tag});
@@ -747,14 +261,14 @@ static void expand_stmts(Expander *x, const StmtList *list);
 static void expand_on(Expander *x, const Stmt *s)
 {
     if (x->on_rank >= 0) {
-        error(x, s->loc, "'on' blocks do not nest: this one is already inside 'on %d'", x->on_rank);
+        cclc_xp_error(x, s->loc, "'on' blocks do not nest: this one is already inside 'on %d'", x->on_rank);
         return;
     }
     int64_t rank, tb;
-    if (!eval_in(x, s->rank, 0, x->prog->nranks - 1, "the rank of 'on'", &rank))
+    if (!cclc_xp_eval_in(x, s->rank, 0, x->prog->nranks - 1, "the rank of 'on'", &rank))
         return;
     if (s->tb) {
-        if (!eval_in(x, s->tb, 0, MAX_TB - 1, "the thread block", &tb))
+        if (!cclc_xp_eval_in(x, s->tb, 0, MAX_TB - 1, "the thread block", &tb))
             return;
         if (tb > x->max_explicit_tb)
             x->max_explicit_tb = (int)tb;
@@ -767,7 +281,7 @@ static void expand_on(Expander *x, const Stmt *s)
             k++;
         if (k == x->auto_on.n) {
             if (k == MAX_TB) {
-                error(x, s->loc, "too many thread blocks (at most %d per rank)", MAX_TB);
+                cclc_xp_error(x, s->loc, "too many thread blocks (at most %d per rank)", MAX_TB);
                 return;
             }
             vec_push(x->arena, &x->auto_on, s);
@@ -778,7 +292,7 @@ static void expand_on(Expander *x, const Stmt *s)
     x->on_tb = (int)tb;
     int mark = x->env.n;
     expand_stmts(x, &s->body);
-    unbind_to(x, mark);
+    cclc_xp_unbind_to(x, mark);
     x->on_rank = -1;
 }
 
@@ -789,32 +303,32 @@ static void expand_stmt(Expander *x, const Stmt *s)
         if (!s->var)
             return; /* a lone ';' */
         int64_t v;
-        if (eval(x, s->value, &v))
-            bind(x, s->var, v, 0);
+        if (cclc_xp_eval(x, s->value, &v))
+            cclc_xp_bind(x, s->var, v, 0);
         return;
     }
     case ST_FOR: {
         int64_t lo, hi;
-        if (!eval(x, s->lo, &lo) || !eval(x, s->hi, &hi))
+        if (!cclc_xp_eval(x, s->lo, &lo) || !cclc_xp_eval(x, s->hi, &hi))
             return;
         int mark = x->env.n;
         for (int64_t i = lo; i < hi && !x->aborted; i++) {
-            if (!count_iteration(x, s->loc))
+            if (!cclc_xp_count_iteration(x, s->loc))
                 break;
-            unbind_to(x, mark);
-            bind(x, s->var, i, 1);
+            cclc_xp_unbind_to(x, mark);
+            cclc_xp_bind(x, s->var, i, 1);
             expand_stmts(x, &s->body);
         }
-        unbind_to(x, mark);
+        cclc_xp_unbind_to(x, mark);
         return;
     }
     case ST_IF: {
         int64_t c;
-        if (!eval(x, s->cond, &c))
+        if (!cclc_xp_eval(x, s->cond, &c))
             return;
         int mark = x->env.n;
         expand_stmts(x, c ? &s->body : &s->orelse);
-        unbind_to(x, mark);
+        cclc_xp_unbind_to(x, mark);
         return;
     }
     case ST_ON:
@@ -822,7 +336,7 @@ static void expand_stmt(Expander *x, const Stmt *s)
         return;
     case ST_STEP:
         if (x->on_rank < 0) {
-            error(x, s->loc, "'%s' must be inside an 'on RANK { ... }' block, which says where it runs",
+            cclc_xp_error(x, s->loc, "'%s' must be inside an 'on RANK { ... }' block, which says where it runs",
                   cclc_step_name(s->step));
             return;
         }
@@ -845,10 +359,10 @@ static void expand_stmt(Expander *x, const Stmt *s)
             return;
         }
         int64_t a, b;
-        if (!eval_in(x, s->end_a, 0, n - 1, "the rank", &a) || !eval_in(x, s->end_b, 0, n - 1, "the rank", &b))
+        if (!cclc_xp_eval_in(x, s->end_a, 0, n - 1, "the rank", &a) || !cclc_xp_eval_in(x, s->end_b, 0, n - 1, "the rank", &b))
             return;
         if (a == b) {
-            error(x, s->loc, "a channel connects two different ranks, but both ends are rank %lld", (long long)a);
+            cclc_xp_error(x, s->loc, "a channel connects two different ranks, but both ends are rank %lld", (long long)a);
             return;
         }
         x->prog->chans[a * n + b] |= bit;
@@ -857,19 +371,19 @@ static void expand_stmt(Expander *x, const Stmt *s)
     }
     case ST_SCRATCH: {
         if (x->on_rank >= 0) {
-            error(x, s->loc, "scratch buffers are declared at the top level, not inside 'on'");
+            cclc_xp_error(x, s->loc, "scratch buffers are declared at the top level, not inside 'on'");
             return;
         }
         if (x->loops) {
-            error(x, s->loc, "scratch buffers are declared once, at the top level, not inside a loop");
+            cclc_xp_error(x, s->loc, "scratch buffers are declared once, at the top level, not inside a loop");
             return;
         }
         if (find_buffer(x, s->var) >= 0) {
-            error(x, s->loc, "buffer '%s' is already declared", s->var);
+            cclc_xp_error(x, s->loc, "buffer '%s' is already declared", s->var);
             return;
         }
         int64_t n;
-        if (!eval_in(x, s->value, 1, CCLC_MAX_CHUNKS, "the scratch size in chunks", &n))
+        if (!cclc_xp_eval_in(x, s->value, 1, CCLC_MAX_CHUNKS, "the scratch size in chunks", &n))
             return;
         cclc_namemap_put(&x->scratch_index, x->arena, s->var, x->scratch_names.n);
         vec_push(x->arena, &x->scratch_names, s->var);
@@ -895,24 +409,24 @@ static int check_header(Expander *x, int nranks, int root)
     const Ast *ast = x->ast;
     int64_t lo, hi;
     x->header = 1;
-    if (!eval(x, ast->ranks_lo, &lo) || !eval(x, ast->ranks_hi, &hi))
+    if (!cclc_xp_eval(x, ast->ranks_lo, &lo) || !cclc_xp_eval(x, ast->ranks_hi, &hi))
         return 0;
     if (nranks < lo || nranks > hi) {
         cclc_diag_error(x->diag, ast->ranks_loc, "algorithm '%s' is for %s in %lld..%lld, not %s = %d", ast->name,
                    ast->nvar, (long long)lo, (long long)hi, ast->nvar, nranks);
         return 0;
     }
-    bind(x, ast->nvar, nranks, 0);
+    cclc_xp_bind(x, ast->nvar, nranks, 0);
     if (ast->coll == COLL_BROADCAST || ast->coll == COLL_REDUCE) {
         if (root < 0 || root >= nranks) {
             cclc_diag_plain(x->diag, "root %d does not exist for N = %d", root, nranks);
             return 0;
         }
-        bind(x, "root", root, 0);
+        cclc_xp_bind(x, "root", root, 0);
     }
     for (int i = 0; i < ast->where.n; i++) {
         int64_t ok;
-        if (!eval(x, ast->where.v[i], &ok))
+        if (!cclc_xp_eval(x, ast->where.v[i], &ok))
             return 0;
         if (!ok) {
             cclc_diag_error(x->diag, ast->where.v[i]->loc, "algorithm '%s' requires this for %s = %d", ast->name,
@@ -976,7 +490,7 @@ static void resolve_channels(Expander *x, int r, Step *s)
             remote |= (k ? s->src[k - 1].rank : s->dst.rank) != r;
     }
     if (named == CHAN_PORT && s->kind != STEP_PUT && remote) {
-        error(x, s->loc, "'%s port': a port channel carries puts only; '%s' goes through a memory channel "
+        cclc_xp_error(x, s->loc, "'%s port': a port channel carries puts only; '%s' goes through a memory channel "
               "(write '%s memory' or name no channel)", step, step, step);
         return;
     }
@@ -988,18 +502,18 @@ static void resolve_channels(Expander *x, int r, Step *s)
         if (*c == 0 && !x->any_connect)
             *c = p->chans[q * n + r] = CHAN_BIT(CHAN_MEMORY);
         if (*c == 0 && named != CHAN_NONE) {
-            error(x, s->loc, "'%s %s' on rank %d reaches rank %d, but no channel connects them (add 'connect %s "
+            cclc_xp_error(x, s->loc, "'%s %s' on rank %d reaches rank %d, but no channel connects them (add 'connect %s "
                   "%d <-> %d')", step, chan_name(named), r, q, chan_name(named), r, q);
             return;
         }
         if (*c == 0) {
-            error(x, s->loc, "rank %d reaches rank %d here, but no channel connects them (add "
+            cclc_xp_error(x, s->loc, "rank %d reaches rank %d here, but no channel connects them (add "
                   "'connect memory %d <-> %d' or 'connect memory all')", r, q, r, q);
             return;
         }
         if (s->kind > STEP_REDUCE) {
             if (s->kind == STEP_FLUSH && !(*c & CHAN_BIT(CHAN_PORT))) {
-                error(x, s->loc, "'flush %d' on rank %d: flush waits for port-channel puts, but rank %d is "
+                cclc_xp_error(x, s->loc, "'flush %d' on rank %d: flush waits for port-channel puts, but rank %d is "
                       "reached through a memory channel", q, r, q);
                 return;
             }
@@ -1009,11 +523,11 @@ static void resolve_channels(Expander *x, int r, Step *s)
         if (named != CHAN_NONE) {
             if (!(*c & CHAN_BIT(named))) {
                 if (x->any_connect)
-                    error(x, s->loc, "'%s %s' on rank %d reaches rank %d, but only a %s channel connects them "
+                    cclc_xp_error(x, s->loc, "'%s %s' on rank %d reaches rank %d, but only a %s channel connects them "
                           "(add 'connect %s %d <-> %d')", step, chan_name(named), r, q,
                           chan_name(named == CHAN_PORT ? CHAN_MEMORY : CHAN_PORT), chan_name(named), r, q);
                 else
-                    error(x, s->loc, "'%s %s' on rank %d reaches rank %d, but no port channel connects them (add "
+                    cclc_xp_error(x, s->loc, "'%s %s' on rank %d reaches rank %d, but no port channel connects them (add "
                           "'connect port %d <-> %d'; with a 'connect', memory channels are no longer inferred, so "
                           "declare those the program uses too, e.g. 'connect memory all')", step, chan_name(named), r, q, r, q);
                 return;
@@ -1021,7 +535,7 @@ static void resolve_channels(Expander *x, int r, Step *s)
             chan = named;
         } else if (*c == (CHAN_BIT(CHAN_MEMORY) | CHAN_BIT(CHAN_PORT))) {
             if (s->kind == STEP_PUT) {
-                error(x, s->loc, "rank %d and rank %d are connected by both a memory and a port channel, so "
+                cclc_xp_error(x, s->loc, "rank %d and rank %d are connected by both a memory and a port channel, so "
                       "this 'put' must name one: 'put memory ...' (SM stores) or 'put port ...' (the copy "
                       "engine)", r, q);
                 return;
@@ -1031,7 +545,7 @@ static void resolve_channels(Expander *x, int r, Step *s)
             chan = *c == CHAN_BIT(CHAN_PORT) ? CHAN_PORT : CHAN_MEMORY;
         }
         if (chan == CHAN_PORT && s->kind != STEP_PUT) {
-            error(x, s->loc, "rank %d reaches rank %d through a port channel, which carries puts only; "
+            cclc_xp_error(x, s->loc, "rank %d reaches rank %d through a port channel, which carries puts only; "
                   "'%s' needs a memory channel", r, q, step);
             return;
         }
@@ -1075,7 +589,7 @@ Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int root, Dia
     p->size_lo = ast->size_lo;
     p->size_hi = ast->size_hi;
     int64_t v = 1;
-    if (ast->chunks && !eval_in(&x, ast->chunks, 1, CCLC_MAX_CHUNKS, "the chunk factor", &v))
+    if (ast->chunks && !cclc_xp_eval_in(&x, ast->chunks, 1, CCLC_MAX_CHUNKS, "the chunk factor", &v))
         return NULL;
     p->chunks = (int)v;
     if ((int64_t)nranks * p->chunks > CCLC_MAX_CHUNKS) {
@@ -1093,14 +607,14 @@ Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int root, Dia
             return NULL;
         }
     } else {
-        bind(&x, kname, p->chunks, 0);
+        cclc_xp_bind(&x, kname, p->chunks, 0);
     }
     v = 1;
-    if (ast->instances && !eval_in(&x, ast->instances, 1, 64, "'instances'", &v))
+    if (ast->instances && !cclc_xp_eval_in(&x, ast->instances, 1, 64, "'instances'", &v))
         return NULL;
     p->instances = (int)v;
     v = 1;
-    if (ast->pipeline && !eval_in(&x, ast->pipeline, 1, 1024, "'pipeline'", &v))
+    if (ast->pipeline && !cclc_xp_eval_in(&x, ast->pipeline, 1, 1024, "'pipeline'", &v))
         return NULL;
     p->pipeline = (int)v;
     x.header = 0;
