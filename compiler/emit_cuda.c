@@ -43,7 +43,7 @@
  * L + 1 before every peer has started L, and no line of a set is rewritten while a
  * peer may still read it (docs/internals.md, "The call entry"). A wait whose lines a
  * one-chunk transfer right after it consumes (and nothing else reads: the one-shot
- * reductions' scratch slots) is fused with it (emit_fusable, ccl_ll_reduce): each
+ * reductions' scratch slots) is fused with it (cclc_emit_fusable, ccl_ll_reduce): each
  * received word goes from the lines into the reduction, never through scratch. LL128
  * (protocol ll128) is the same with 128-byte lines of 15 data words and one flag word,
  * written and read by eight lanes of a warp in one instruction (the prelude's
@@ -74,8 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cclc.h"
-#include "cuda/abi.h"
+#include "emit_cuda.h"
 
 /* compiler/cuda/prelude.cuh with abi.h inlined, as text ($(BUILD)/prelude_cuh.c, made by
  * compiler/cuda/embed.sh): the part of every kernel that does not depend on the plan. */
@@ -124,51 +123,6 @@ static const char *emit_find_op(const char *name)
         if (strcmp(emit_ops[i][0], name) == 0) return emit_ops[i][1];
     return NULL;
 }
-
-/* LL analysis. A delivery is what one signal of a sender block publishes to one peer:
- * the remote writes (op, destination index) since its previous signal to that peer. The
- * k-th wait on p of block t pairs with the k-th signal of p's block t, so the waiter
- * knows exactly which lines to receive. */
-typedef struct {
-    const PlanOp *op;
-    int d;
-} LLItem;
-typedef struct {
-    int n;
-    LLItem *items;
-} LLDelivery;
-typedef struct {
-    int n, cap;
-    LLDelivery *v;
-} LLDeliveries;
-
-/* Everything the per-rank code emission needs in one place. */
-typedef struct {
-    FILE *out;
-    const Plan *plan;
-    const Program *prog;
-    int rank;
-    int nslots;           /* semaphore slots for one instance: plan->nsems */
-    int port;             /* this rank posts port-channel puts to the host proxy */
-    long *scratch_prefix; /* per buffer: chunks of the scratch buffers before it */
-    long scratch_chunks;  /* all scratch buffers together */
-    /* LL packets (see emit_ll_analyze). Chunks of every buffer have an LL shadow on each
-     * rank: global chunk index in, then out, then scratch. */
-    int ll;
-    int ll128;            /* the lines are LL128's (128 bytes, 15 data words and a flag) */
-    long total_chunks;
-    LLDeliveries *deliv;  /* per plan block (a sender): its deliveries to this rank, in order */
-    int *pend;            /* per peer: remote writes of the current block since its last signal */
-    int *waits;           /* per peer: waits of the current block so far */
-    const PlanBlock *cur; /* the block being emitted */
-    /* Who runs the transfer being emitted: the whole block (item < 0), or warp group
-     * item % G of a run of independent transfers (emit_xfer_run). */
-    int item;
-    /* A v-collective: chunks sized by their segments, from the tables in `vt` (see
-     * emit_op_part_v); scratch's chunk stride is then the kernel's vcs, else a.cs. */
-    int v;
-    const char *cs;
-} Emit;
 
 /* The index in the kernel's `vt` (every rank's segment table, rank-major) of word
  * `unit` of row `row` of rank `rank`'s table; row CCL_VT_ROWS is the tail. */
@@ -230,8 +184,6 @@ static void emit_ref_comment(Emit *e, const Ref *r, int j)
     if (r->rank == e->rank) fprintf(e->out, "%s[%d]", name, r->chunk + j);
     else fprintf(e->out, "%s@%d[%d]", name, r->rank, r->chunk + j);
 }
-
-static int emit_first_line(const PlanOp *op) { return op->nlines ? op->lines[0] : 0; }
 
 /* Opens a transfer's block with a comment naming chunk j of its operands, each
  * destination, then "<-", then each source. */
@@ -308,71 +260,6 @@ static void emit_xfer_chunk(Emit *e, const PlanOp *op, int j)
     emit_sources_and_guard(e, op);
     fprintf(o, ") ccl_xfer<%d, %d>(d, s, hi - lo, %s);\n", op->ndst, op->nsrc, emit_share(e));
     fprintf(o, "        }\n");
-}
-
-/* Decides whether rank `rank`'s kernel can use LL packets and collects, per sender
- * block, its deliveries to `rank`. LL needs every data movement between ranks to be a
- * remote write published by a later signal of the same block (no remote reads, no port
- * channels, no write left unsignalled); otherwise the program runs as Simple, which
- * is equally correct. Returns 1 when LL applies. */
-static int emit_ll_analyze(Emit *e)
-{
-    const Plan *plan = e->plan;
-    /* Named semaphores, gets and port puts rule lines out for every rank
-     * (cclc_plan_can_run_lines); then every remote write into this rank must be followed
-     * by a signal to it that its lines can travel with. */
-    int ok = cclc_plan_can_run_lines(plan);
-    e->deliv = cclc_calloc((size_t)plan->nblocks, sizeof *e->deliv);
-    for (int bi = 0; bi < plan->nblocks && ok; bi++) {
-        const PlanBlock *b = &plan->blocks[bi];
-        int npend = 0, cap = 0;
-        LLItem *pend = NULL;
-        for (int i = 0; i < b->nops && ok; i++) {
-            const PlanOp *op = &b->ops[i];
-            if (op->kind == OP_XFER) {
-                for (int d = 0; d < op->ndst; d++) {
-                    if (op->dst[d].rank == b->rank || op->dst[d].rank != e->rank) continue;
-                    if (npend == cap) {
-                        cap = cap ? 2 * cap : 8;
-                        pend = cclc_realloc(pend, sizeof *pend * (size_t)cap);
-                    }
-                    pend[npend++] = (LLItem){op, d};
-                }
-            } else if (op->kind == OP_SIGNAL) {
-                for (int k = 0; k < op->npeer; k++) {
-                    if (op->peer[k] != e->rank) continue;
-                    LLDeliveries *dv = &e->deliv[bi];
-                    if (dv->n == dv->cap) {
-                        dv->cap = dv->cap ? 2 * dv->cap : 8;
-                        dv->v = cclc_realloc(dv->v, sizeof *dv->v * (size_t)dv->cap);
-                    }
-                    dv->v[dv->n].n = npend;
-                    dv->v[dv->n].items = npend ? pend : NULL;
-                    dv->n++;
-                    if (npend) {
-                        pend = NULL;
-                        npend = cap = 0;
-                    }
-                }
-            }
-        }
-        /* Remote writes from other ranks to anyone are checked when those ranks are
-         * emitted; here only writes to this rank matter. */
-        if (npend) ok = 0;
-        free(pend);
-    }
-    return ok;
-}
-
-static void emit_ll_free(Emit *e)
-{
-    if (!e->deliv) return;
-    for (int bi = 0; bi < e->plan->nblocks; bi++) {
-        for (int k = 0; k < e->deliv[bi].n; k++) free(e->deliv[bi].v[k].items);
-        free(e->deliv[bi].v);
-    }
-    free(e->deliv);
-    e->deliv = NULL;
 }
 
 /* The global chunk index of a buffer chunk (in, then out, then scratch). */
@@ -532,23 +419,6 @@ static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int l
     }
 }
 
-/* The plan block index of (rank, tb), or -1. */
-static int emit_block_index(Emit *e, int rank, int tb)
-{
-    for (int i = 0; i < e->plan->nblocks; i++)
-        if (e->plan->blocks[i].rank == rank && e->plan->blocks[i].tb == tb) return i;
-    return -1;
-}
-
-/* The delivery the k-th wait of block tb on `peer` receives, or NULL (a pure
- * synchronization pair, still a semaphore). */
-static const LLDelivery *emit_delivery(Emit *e, int peer, int tb, int k)
-{
-    int bi = emit_block_index(e, peer, tb);
-    if (bi < 0 || k >= e->deliv[bi].n || e->deliv[bi].v[k].n == 0) return NULL;
-    return &e->deliv[bi].v[k];
-}
-
 /* Whether the kernel checks its peers' announcements at its exit instead of its entry:
  * a fixed-size kernel whose remote writes are all lines (the prelude's
  * ccl_await_peers). Its waits then also give up on a peer found running another call. */
@@ -595,8 +465,6 @@ static void emit_op_comment(FILE *o, const PlanOp *op, int idx)
     emit_lines_comment(o, op);
     fprintf(o, " */\n");
 }
-
-static int emit_op_chunks(const PlanOp *op) { return op->ndst ? op->dst[0].count : op->src[0].count; }
 
 /* An OP_XFER through the SMs, chunk by chunk (a remote one as LL lines in an LL kernel). */
 static void emit_xfer(Emit *e, const PlanOp *op)
@@ -647,7 +515,7 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
     }
     case OP_WAIT:
         for (int k = 0; k < op->npeer; k++) {
-            if (e->ll && emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]])) continue;
+            if (e->ll && cclc_emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]])) continue;
             fprintf(o, "        if (threadIdx.x == %d) {\n", k);
             fprintf(o, "            const u64 slot = ");
             emit_slot(o, op->sem[k], n);
@@ -662,7 +530,7 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
              * round is a trip to memory the peers wrote). */
             int nrecv = 0;
             for (int k = 0; k < op->npeer; k++) {
-                const LLDelivery *dv = emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]]);
+                const LLDelivery *dv = cclc_emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]]);
                 for (int i = 0; dv && i < dv->n; i++) nrecv += dv->items[i].op->dst[dv->items[i].d].count;
             }
             if (nrecv > 1) {
@@ -671,7 +539,7 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
                 e->item = 0;
             }
             for (int k = 0; k < op->npeer; k++) {
-                const LLDelivery *dv = emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]]++);
+                const LLDelivery *dv = cclc_emit_delivery(e, op->peer[k], b->tb, e->waits[op->peer[k]]++);
                 for (int i = 0; dv && i < dv->n; i++)
                     emit_ll_recv_item(e, &dv->items[i], op->peer[k], b->tb, emit_first_line(op));
             }
@@ -710,118 +578,6 @@ static void emit_op(Emit *e, const PlanBlock *b, const PlanOp *op, int idx)
         fprintf(o, "        __syncthreads();\n");
         break;
     }
-}
-
-/* Whether operands x (at chunk offset jx) and y (at jy) may share memory: the same
- * chunk of one buffer of one rank, or a rank's in and out (the same memory in place). */
-static int emit_refs_overlap(const Ref *x, int jx, const Ref *y, int jy)
-{
-    if (x->rank != y->rank) return 0;
-    if (x->buf != y->buf)
-        return (x->buf == BUF_IN || x->buf == BUF_OUT) && (y->buf == BUF_IN || y->buf == BUF_OUT);
-    return x->chunk + jx == y->chunk + jy;
-}
-
-/* Whether chunk ja of transfer a and chunk jb of transfer b may run at once: neither
- * writes what the other reads or writes. */
-static int emit_chunks_independent(const PlanOp *a, int ja, const PlanOp *b, int jb)
-{
-    for (int d = 0; d < a->ndst; d++) {
-        for (int x = 0; x < b->ndst; x++)
-            if (emit_refs_overlap(&a->dst[d], ja, &b->dst[x], jb)) return 0;
-        for (int x = 0; x < b->nsrc; x++)
-            if (emit_refs_overlap(&a->dst[d], ja, &b->src[x], jb)) return 0;
-    }
-    for (int d = 0; d < b->ndst; d++)
-        for (int x = 0; x < a->nsrc; x++)
-            if (emit_refs_overlap(&b->dst[d], jb, &a->src[x], ja)) return 0;
-    return 1;
-}
-
-/* The end of the run of SM transfers starting at op `first` whose chunks are pairwise
- * independent, when the run has two chunks or more; otherwise `first`. Each transfer
- * alone costs the block a trip to memory (a thread cannot load the next transfer's
- * data before storing this one's: they may alias), so on small messages N-1 copies in
- * a row cost N-1 trips; run at once, one. The scheduler already puts a sync between
- * ops that touch the same chunks of one buffer, and expand.c rejects a step that
- * overlaps itself at another position; but the scheduler does not see in and out as one
- * buffer, which they are in place, so independence is checked here chunk by chunk. */
-static int emit_xfer_run_end(const PlanBlock *b, int first)
-{
-    int end = first, chunks = 0;
-    for (; end < b->nops; end++) {
-        const PlanOp *op = &b->ops[end];
-        if (op->kind != OP_XFER || op->chan == CHAN_PORT) break;
-        int ok = 1;
-        for (int j = 0; j < emit_op_chunks(op) && ok; j++) {
-            for (int i = first; i <= end && ok; i++)
-                for (int k = 0; k < (i == end ? j : emit_op_chunks(&b->ops[i])) && ok; k++)
-                    ok = emit_chunks_independent(op, j, &b->ops[i], k);
-        }
-        if (!ok) break;
-        chunks += emit_op_chunks(op);
-    }
-    return chunks >= 2 ? end : first;
-}
-
-/* The most sources a fused receive and reduce takes (registers: two words of each in
- * flight per thread). */
-enum { EMIT_FUSE_MAX_SOURCES = 8 };
-
-/* Whether chunk `chunk` of this rank's buffer `buf` is used by any op of this rank's
- * blocks other than `skip` (the op that would consume it). */
-static int emit_chunk_used_elsewhere(const Emit *e, int buf, int chunk, const PlanOp *skip)
-{
-    for (int bi = 0; bi < e->plan->nblocks; bi++) {
-        const PlanBlock *b = &e->plan->blocks[bi];
-        if (b->rank != e->rank) continue;
-        for (int i = 0; i < b->nops; i++) {
-            const PlanOp *op = &b->ops[i];
-            if (op == skip) continue;
-            for (int k = 0; k < op->ndst + op->nsrc; k++) {
-                const Ref *r = k < op->ndst ? &op->dst[k] : &op->src[k - op->ndst];
-                if (r->rank == e->rank && r->buf == buf && chunk >= r->chunk && chunk < r->chunk + r->count)
-                    return 1;
-            }
-        }
-    }
-    return 0;
-}
-
-/* Whether an LL wait (ops[i]) and the transfer after it fuse (emit_ll_reduce): every
- * peer of the wait delivers lines, each delivery is one scratch chunk of this rank
- * that the transfer reads once, as one of its sources, and nothing else touches; the
- * transfer is local, one chunk, with at most EMIT_FUSE_MAX_SOURCES sources, and the
- * program has one chunk per unit (so the sender's and the transfer's parts of a chunk
- * are the same elements: both are as long as the count). from[x]: the peer whose
- * lines source x is, -1 for ordinary memory. */
-static int emit_fusable(Emit *e, const PlanBlock *b, int i, int *from)
-{
-    if (!e->ll || e->v || e->ll128 || e->prog->chunks != 1 || i + 1 >= b->nops) return 0;
-    const PlanOp *w = &b->ops[i], *x = &b->ops[i + 1];
-    if (w->kind != OP_WAIT || x->kind != OP_XFER || x->chan == CHAN_PORT || x->nsrc > EMIT_FUSE_MAX_SOURCES ||
-        emit_op_chunks(x) != 1)
-        return 0;
-    for (int d = 0; d < x->ndst; d++)
-        if (x->dst[d].rank != e->rank) return 0;
-    for (int s = 0; s < x->nsrc; s++) {
-        if (x->src[s].rank != e->rank || x->src[s].count != 1) return 0;
-        from[s] = -1;
-    }
-    for (int k = 0; k < w->npeer; k++) {
-        const LLDelivery *dv = emit_delivery(e, w->peer[k], b->tb, e->waits[w->peer[k]]);
-        if (!dv) return 0;
-        for (int t = 0; t < dv->n; t++) {
-            const Ref *r = &dv->items[t].op->dst[dv->items[t].d];
-            if (r->buf < BUF_SCRATCH0 || r->count != 1) return 0;
-            int found = -1;
-            for (int s = 0; s < x->nsrc; s++)
-                if (x->src[s].buf == r->buf && x->src[s].chunk == r->chunk) found = found < 0 ? s : -2;
-            if (found < 0 || from[found] >= 0 || emit_chunk_used_elsewhere(e, r->buf, r->chunk, x)) return 0;
-            from[found] = w->peer[k];
-        }
-    }
-    return 1;
 }
 
 /* An LL wait and the transfer that consumes what it receives, as one pass
@@ -938,9 +694,9 @@ static void emit_block(Emit *e, const PlanBlock *b)
     FILE *mem = open_memstream(&body, &len);
     if (mem) e->out = mem;
     for (int i = 0; i < b->nops;) {
-        int end = e->ll ? emit_xfer_run_end(b, i) : i;
+        int end = e->ll ? cclc_emit_xfer_run_end(b, i) : i;
         int *from = cclc_calloc(EMIT_FUSE_MAX_SOURCES, sizeof *from);
-        int fuse = emit_fusable(e, b, i, from);
+        int fuse = cclc_emit_fusable(e, b, i, from);
         if (fuse) emit_ll_reduce(e, b, i, from);
         free(from);
         if (fuse) {
@@ -976,8 +732,8 @@ int cclc_emit_cuda_lines_only(const Plan *plan, Protocol proto)
     int ok = 1;
     for (int r = 0; r < plan->nranks && ok; r++) {
         Emit e = {.plan = plan, .prog = plan->prog, .rank = r};
-        ok = emit_ll_analyze(&e);
-        emit_ll_free(&e);
+        ok = cclc_emit_ll_analyze(&e);
+        cclc_emit_ll_free(&e);
     }
     return ok;
 }
@@ -1019,7 +775,7 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     }
     e.scratch_chunks = acc;
     e.total_chunks = (long)prog->buf_chunks[BUF_IN] + prog->buf_chunks[BUF_OUT] + acc;
-    e.ll = proto != PROTO_SIMPLE && emit_ll_analyze(&e);
+    e.ll = proto != PROTO_SIMPLE && cclc_emit_ll_analyze(&e);
     e.ll128 = e.ll && cclc_lines_ll128(prog->coll, proto);
     e.port = cclc_plan_has_port_puts(plan, rank);
     e.pend = cclc_calloc((size_t)prog->nranks, sizeof *e.pend);
@@ -1123,7 +879,7 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     else
         fprintf(out, "    (void)first;\n");
     fprintf(out, "}\n");
-    emit_ll_free(&e);
+    cclc_emit_ll_free(&e);
     free(e.pend);
     free(e.waits);
     free(e.scratch_prefix);
