@@ -1,4 +1,4 @@
-/* api.c: the version, names of results, dtypes and ops, and the standard collectives.
+/* api.c: the standard collectives, ccl_comm_use_algorithm and ccl_barrier.
  *
  * The standard collectives only check what dispatch needs (comm, dtype, root), pick an
  * algorithm (library.c) and hand over to ccl__run, which checks the rest; every message
@@ -7,107 +7,6 @@
 #include <string.h>
 
 #include "internal.h"
-
-#define CCL__STR(x) #x
-#define CCL__XSTR(x) CCL__STR(x)
-
-const char *ccl_version(void)
-{
-    return CCL__XSTR(CCL_VERSION_MAJOR) "." CCL__XSTR(CCL_VERSION_MINOR) "." CCL__XSTR(CCL_VERSION_PATCH);
-}
-
-const char *ccl_result_string(ccl_result_t r)
-{
-    static const char *strings[] = {
-#define CCL_RESULT_STRING(name, str) str,
-        CCL_RESULTS(CCL_RESULT_STRING)
-#undef CCL_RESULT_STRING
-    };
-    return (unsigned)r < CCL_NUM_RESULTS ? strings[r] : "unknown result";
-}
-
-static const struct {
-    const char *name;
-    size_t size;
-} dtypes[CCL_NUM_DTYPES] = {
-    [CCL_F32] = {"f32", 4}, [CCL_F64] = {"f64", 8}, [CCL_F16] = {"f16", 2}, [CCL_BF16] = {"bf16", 2},
-    [CCL_I32] = {"i32", 4}, [CCL_I64] = {"i64", 8}, [CCL_U8] = {"u8", 1},
-    [CCL_FP8_E4M3] = {"fp8_e4m3", 1}, [CCL_FP8_E5M2] = {"fp8_e5m2", 1},
-    [CCL_I8] = {"i8", 1}, [CCL_U32] = {"u32", 4}, [CCL_U64] = {"u64", 8},
-};
-
-static const char *op_names[CCL_NUM_OPS] = {"sum", "prod", "min", "max", "avg"};
-
-size_t ccl_dtype_size(ccl_dtype_t t)
-{
-    return (unsigned)t < CCL_NUM_DTYPES ? dtypes[t].size : 0;
-}
-
-const char *ccl_dtype_name(ccl_dtype_t t)
-{
-    return (unsigned)t < CCL_NUM_DTYPES ? dtypes[t].name : "?";
-}
-
-const char *ccl_op_name(ccl_op_t op)
-{
-    return (unsigned)op < CCL_NUM_OPS ? op_names[op] : "?";
-}
-
-int ccl_dtype_parse(const char *name, ccl_dtype_t *out)
-{
-    if (!name || !out)
-        return -1;
-    for (int t = 0; t < CCL_NUM_DTYPES; t++)
-        if (!strcmp(name, dtypes[t].name)) {
-            *out = (ccl_dtype_t)t;
-            return 0;
-        }
-    /* Common spellings. */
-    static const struct { const char *alias; ccl_dtype_t t; } aliases[] = {
-        {"float", CCL_F32}, {"float32", CCL_F32}, {"double", CCL_F64}, {"float64", CCL_F64},
-        {"half", CCL_F16}, {"float16", CCL_F16}, {"bfloat16", CCL_BF16}, {"int32", CCL_I32},
-        {"int64", CCL_I64}, {"uint8", CCL_U8}, {"e4m3", CCL_FP8_E4M3}, {"e5m2", CCL_FP8_E5M2},
-        {"int8", CCL_I8}, {"uint32", CCL_U32}, {"uint64", CCL_U64},
-    };
-    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-        if (!strcmp(name, aliases[i].alias)) {
-            *out = aliases[i].t;
-            return 0;
-        }
-    return -1;
-}
-
-int ccl_op_parse(const char *name, ccl_op_t *out)
-{
-    if (!name || !out)
-        return -1;
-    for (int op = 0; op < CCL_NUM_OPS; op++)
-        if (!strcmp(name, op_names[op])) {
-            *out = (ccl_op_t)op;
-            return 0;
-        }
-    return -1;
-}
-
-ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn)
-{
-    if (ccl__check_comm(comm, fn) != CCL_OK)
-        return CCL_ERR_INVALID_ARGUMENT;
-    ccl_result_t r = ccl__check_usable(comm, fn);
-    if (r != CCL_OK)
-        return r;
-    if ((unsigned)dtype >= CCL_NUM_DTYPES)
-        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
-    return CCL_OK;
-}
-
-ccl_result_t ccl__check_kernel_dtype(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn)
-{
-    if (comm->backend_kind != CCL_BACKEND_GPU || (dtype != CCL_I8 && dtype != CCL_U32 && dtype != CCL_U64))
-        return CCL_OK;
-    return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: argument 'dtype': the GPU backend's kernels have no %s yet "
-                          "(the CPU backend runs it; point-to-point calls take it on either)", fn, ccl_dtype_name(dtype));
-}
 
 static ccl_result_t collective_body(Collective coll, const char *fn, const void *send, void *recv, size_t count,
                                     ccl_dtype_t dtype, ccl_op_t op, int root, ccl_comm_t *comm, void *stream);

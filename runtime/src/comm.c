@@ -1,13 +1,14 @@
-/* comm.c: communicators, errors, and the waits every backend shares.
+/* comm.c: communicators: creation, splitting, synchronize, abort, destroy, and the
+ * symmetric heap's ccl_mem_alloc and ccl_mem_free.
  *
  * A communicator is created collectively: ccl_comm_init_rank (one process per rank,
  * over the user's bootstrap) or ccl_comm_init_all (one process, one thread per rank over
  * an in-process bootstrap, running the very same per-rank code). The backend's
- * comm_init makes the symmetric heap; everything after that is local to the rank.
+ * comm_init makes the symmetric heap, over the user's bootstrap as checked by
+ * boot_check.c; everything after that is local to the rank.
  *
- * Errors: messages go to the comm's last_error (user's thread) or, from backends' worker
- * threads, to async_error, which ccl_comm_synchronize reports. Failures before a comm
- * exists go to a thread-local buffer read by ccl_comm_last_error(NULL). */
+ * Errors are error.c's: messages go to the comm's last_error (user's thread) or, from
+ * backends' worker threads, to async_error, which ccl_comm_synchronize reports. */
 #include <errno.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -18,76 +19,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-
-static _Thread_local char init_error[CCL__ERR_LEN];
-
-static void vformat(char *buf, const char *fmt, va_list ap)
-{
-    vsnprintf(buf, CCL__ERR_LEN, fmt, ap);
-}
-
-/* Every failure is a WARN line when CCL_DEBUG asks (log.c), as it is set. */
-ccl_result_t ccl__set_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
-{
-    char *msg = comm ? comm->last_error : init_error;
-    va_list ap;
-    va_start(ap, fmt);
-    vformat(msg, fmt, ap);
-    va_end(ap);
-    ccl__log_init();
-    CCL__LOG(CCL__LOG_WARN, CCL__SUB_ALL, comm ? comm->rank : -1, "%s (%s)", msg, ccl_result_string(r));
-    return r;
-}
-
-void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
-{
-    char msg[CCL__ERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vformat(msg, fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&comm->async_lock);
-    int first = comm->async_result == CCL_OK;
-    if (first) {
-        memcpy(comm->async_error, msg, sizeof msg);
-        comm->async_result = r;
-    }
-    pthread_mutex_unlock(&comm->async_lock);
-    ccl__log_init();
-    if (first)
-        CCL__LOG(CCL__LOG_WARN, CCL__SUB_ALL, comm->rank, "%s (%s)", msg, ccl_result_string(r));
-    else /* only the first failure is reported; the later ones are its consequences */
-        CCL__LOG(CCL__LOG_INFO, CCL__SUB_ALL, comm->rank, "%s (%s; not reported: an earlier failure was)", msg,
-                 ccl_result_string(r));
-}
-
-const char *ccl_comm_last_error(const ccl_comm_t *comm)
-{
-    if (comm && !ccl__handle_live(comm))
-        return "ccl_comm_last_error: argument 'comm' is not a live communicator (destroyed already?)";
-    return comm ? comm->last_error : init_error;
-}
-
-double ccl__now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* Waits run on few cores with many threads (ranks x blocks), so after a short spin a
- * waiter yields, and after a while sleeps, leaving the cores to whoever can progress. */
-void ccl__backoff(unsigned iter)
-{
-    if (iter < 32)
-        return;
-    if (iter < 2000) {
-        sched_yield();
-        return;
-    }
-    struct timespec ts = {0, iter < 20000 ? 20000 : 200000};
-    nanosleep(&ts, NULL);
-}
 
 /* ---- the in-process bootstrap ---- */
 
@@ -193,115 +124,6 @@ void ccl__thread_boot_free(CclThreadBoot *tb)
     free(tb->buf);
     free(tb->ctx);
     free(tb);
-}
-
-/* ---- the bootstrap, checked ----
- *
- * A bootstrap's allgather is the user's code (or MPI's); one that reports success
- * with wrong bytes in `out` (entries missing, out of order, from another exchange or
- * another job, changed on the way) would have the backends map garbage names and
- * follow garbage pointers. So comm_create hands the backend a wrapper: every rank sends
- * its bytes followed by a frame (a magic word, its rank, the rank count, the exchange's
- * number and size, and a checksum of it all), and every entry that comes back is
- * checked before the backend sees any of it. A damaged entry fails the exchange (-1)
- * with what was wrong and where in `why`; comm_create reports it as the cause. */
-
-enum { BOOT_MAGIC = 0x43434c424f4f5431ull }; /* "CCLBOOT1" */
-
-typedef struct {
-    uint64_t magic, exchange, bytes, hash;
-    uint32_t rank, nranks;
-} BootFrame;
-
-typedef struct {
-    const ccl_bootstrap_t *user;
-    int exchanges;                   /* allgathers made so far */
-    int damaged;                     /* the last one returned damaged data (why says how) */
-    int ever_damaged;                /* one did */
-    char why[512];
-} CheckedBoot;
-
-static uint64_t frame_hash(const void *payload, size_t bytes, BootFrame f)
-{
-    f.hash = 0;
-    return ccl__fnv1a(ccl__fnv1a(CCL__FNV_SEED, payload, bytes), &f, sizeof f);
-}
-
-/* What is wrong with the entry at rank p's place (NULL: nothing), into buf. */
-static const char *frame_damage(const CheckedBoot *cb, const char *entry, size_t bytes, int p, char *buf, size_t len)
-{
-    BootFrame f;
-    memcpy(&f, entry + bytes, sizeof f);
-    size_t frame = bytes + sizeof f, zero = 0;
-    while (zero < frame && !entry[zero])
-        zero++;
-    if (zero == frame)
-        CCL__FMT(buf, len, "is all zeros (nothing was written there)");
-    else if (f.magic != BOOT_MAGIC)
-        CCL__FMT(buf, len, "is not what a rank of this communicator sent (foreign bytes: another job's data, or "
-                 "memory the allgather never wrote)");
-    else if (f.nranks != (uint32_t)cb->user->nranks)
-        CCL__FMT(buf, len, "comes from a bootstrap of %u ranks; this one has %d", f.nranks, cb->user->nranks);
-    else if (f.rank != (uint32_t)p)
-        CCL__FMT(buf, len, "holds rank %u's bytes (entries out of rank order)", f.rank);
-    else if (f.exchange != (uint64_t)cb->exchanges || f.bytes != bytes)
-        CCL__FMT(buf, len, "belongs to rank %d's exchange %llu of %llu bytes (the ranks are out of step)", p,
-                 (unsigned long long)f.exchange, (unsigned long long)f.bytes);
-    else if (f.hash != frame_hash(entry, bytes, f))
-        CCL__FMT(buf, len, "was changed on the way (its checksum does not match)");
-    else
-        return NULL;
-    return buf;
-}
-
-static int checked_allgather(void *ctx, const void *in, void *out, size_t bytes)
-{
-    CheckedBoot *cb = ctx;
-    int n = cb->user->nranks, me = cb->user->rank;
-    size_t frame = bytes + sizeof(BootFrame);
-    cb->exchanges++;
-    cb->damaged = 0;
-    char *mine = malloc(frame), *all = calloc((size_t)n, frame);
-    if (!mine || !all) {
-        free(mine), free(all);
-        CCL__FMT(cb->why, sizeof cb->why, "out of memory for the bootstrap's exchange %d", cb->exchanges);
-        return -1;
-    }
-    memcpy(mine, in, bytes);
-    BootFrame f = {.magic = BOOT_MAGIC, .exchange = (uint64_t)cb->exchanges, .bytes = bytes, .rank = (uint32_t)me,
-                   .nranks = (uint32_t)n};
-    f.hash = frame_hash(in, bytes, f);
-    memcpy(mine + bytes, &f, sizeof f);
-    int rc = cb->user->allgather(cb->user->ctx, mine, all, frame);
-    for (int p = 0; p < n && rc == 0; p++) {
-        char what[200];
-        if (frame_damage(cb, all + (size_t)p * frame, bytes, p, what, sizeof what)) {
-            CCL__FMT(cb->why, sizeof cb->why,
-                     "argument 'bootstrap': its allgather returned success with damaged data in exchange %d of the "
-                     "init (%zu bytes per rank): the entry at rank %d's place %s. An allgather must return 0 only "
-                     "when out holds every rank's bytes, in rank order (rank p's at offset p * bytes)",
-                     cb->exchanges, frame, p, what);
-            cb->damaged = cb->ever_damaged = 1;
-            rc = -1;
-        }
-    }
-    if (rc == 0)
-        for (int p = 0; p < n; p++)
-            memcpy((char *)out + (size_t)p * bytes, all + (size_t)p * frame, bytes);
-    free(mine);
-    free(all);
-    return rc;
-}
-
-static int checked_barrier(void *ctx)
-{
-    CheckedBoot *cb = ctx;
-    return cb->user->barrier(cb->user->ctx);
-}
-
-int ccl__boot_damaged(const ccl_bootstrap_t *boot)
-{
-    return boot->allgather == checked_allgather && ((const CheckedBoot *)boot->ctx)->damaged;
 }
 
 /* ---- creation ---- */
@@ -420,9 +242,9 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
         free(c);
         return ccl__set_error(NULL, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    CheckedBoot cb = {.user = boot};
-    ccl_bootstrap_t checked = {.nranks = boot->nranks, .rank = boot->rank, .allgather = checked_allgather,
-                               .barrier = checked_barrier, .ctx = &cb};
+    CclCheckedBoot cb;
+    ccl_bootstrap_t checked;
+    ccl__boot_checked(&cb, boot, &checked);
     ccl_result_t r = be->comm_init(c, &checked);
     /* The comm's own bootstrap, for what is collective later (ccl_comm_split). */
     if (r == CCL_OK && (r = ccl__mbox_open(c, &checked, &c->mbox)) != CCL_OK)
@@ -494,7 +316,7 @@ static void *init_thread(void *arg)
     InitThread *t = arg;
     t->result = comm_create(&t->comm, t->boot, t->device, t->config, "ccl_comm_init_all");
     if (t->result != CCL_OK) {
-        snprintf(t->error, sizeof t->error, "%s", init_error);
+        snprintf(t->error, sizeof t->error, "%s", ccl_comm_last_error(NULL));
         ccl__thread_boot_fail(t->tb);
     }
     return NULL;
@@ -664,7 +486,7 @@ ccl_result_t ccl_comm_split(ccl_comm_t *comm, int color, int key, ccl_comm_t **n
     /* Inside a group: made at ccl_group_end, every rank's at once (p2p.c); a call that
      * fails its checks fails the group, as a send or recv does. */
     if (r != CCL_OK && ccl__group_open())
-        ccl__group_fail(r, ccl__handle_live(comm) ? comm->last_error : init_error);
+        ccl__group_fail(r, ccl__handle_live(comm) ? comm->last_error : ccl_comm_last_error(NULL));
     if (r != CCL_OK)
         return r;
     if (ccl__group_open())
@@ -707,7 +529,7 @@ ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_
     r = comm_create(&child, &sub_b, comm->device, config ? config : &comm->config, fn);
     if (r != CCL_OK) {
         ccl__mbox_boot_fail(&sub_sb);
-        ccl__set_error(comm, r, "%s (color %d, key %d; %d members)%s%s", init_error, color, key, nm,
+        ccl__set_error(comm, r, "%s (color %d, key %d; %d members)%s%s", ccl_comm_last_error(NULL), color, key, nm,
                        sub_sb.why[0] ? ": " : "", sub_sb.why);
         goto out;
     }
@@ -723,53 +545,6 @@ ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_
 out:
     free(everyone), free(members), free(votes);
     return r;
-}
-
-/* Moves a pending asynchronous failure into last_error; the comm is dead from then on.
- * With `poll`, a failure the backend has seen but not reported yet (a peer's abort
- * reaching an idle rank: no wait of its own ever saw it) counts too, as
- * ccl_comm_get_async_error counts it: what that call says, synchronize and
- * ccl_mem_alloc say as well. Not on every collective's path: a call enqueued there
- * meets the failure itself, and the GPU backend's poll reads pinned memory. */
-static ccl_result_t take_async(ccl_comm_t *comm, const char *fn, int poll)
-{
-    pthread_mutex_lock(&comm->async_lock);
-    if (poll && comm->async_result == CCL_OK && comm->failed == CCL_OK && comm->be->poll) {
-        ccl_result_t p = comm->be->poll(comm);
-        if (p != CCL_OK) {
-            char why[256] = "";
-            if (comm->be->poll_message)
-                comm->be->poll_message(comm, why, sizeof why);
-            CCL__FMT(comm->async_error, sizeof comm->async_error, "rank %d: the communicator stopped: %s; destroy it",
-                     comm->rank, why[0] ? why : ccl_result_string(p));
-            comm->async_result = p;
-        }
-    }
-    ccl_result_t r = comm->async_result;
-    if (r != CCL_OK) {
-        CCL__FMT(comm->last_error, sizeof comm->last_error, "%s: %s", fn, comm->async_error);
-        CCL__FMT(comm->failed_why, sizeof comm->failed_why, "%s", comm->async_error);
-        comm->async_result = CCL_OK;
-        comm->failed = r;
-    }
-    pthread_mutex_unlock(&comm->async_lock);
-    return r;
-}
-
-static ccl_result_t check_usable(ccl_comm_t *comm, const char *fn, int poll)
-{
-    ccl_result_t r = take_async(comm, fn, poll);
-    if (r != CCL_OK)
-        return r;
-    if (comm->failed)
-        return ccl__set_error(comm, comm->failed, "%s: the communicator failed earlier (%s: %s); destroy it", fn,
-                              ccl_result_string(comm->failed), comm->failed_why);
-    return CCL_OK;
-}
-
-ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn)
-{
-    return check_usable(comm, fn, 0);
 }
 
 /* ccl_comm_abort and ccl_comm_get_async_error may run on a watchdog thread while the
@@ -822,7 +597,7 @@ static ccl_result_t synchronize_body(ccl_comm_t *comm)
     ccl_result_t r = comm->be->synchronize(comm);
     if (r != CCL_OK)
         return r;
-    r = take_async(comm, "ccl_comm_synchronize", 1);
+    r = ccl__take_async(comm, "ccl_comm_synchronize", 1);
     if (r != CCL_OK)
         return r;
     if (comm->failed)
@@ -930,7 +705,7 @@ ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes)
     if (bytes == 0)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'bytes' is 0", fn);
     /* A buffer of a dead communicator would only be a trap (its peers are gone). */
-    ccl_result_t r = check_usable(comm, fn, 1);
+    ccl_result_t r = ccl__check_usable_poll(comm, fn);
     if (r != CCL_OK)
         return r;
     ccl__quarantine_release(comm);

@@ -1,11 +1,11 @@
 /* handles.c: which communicator and algorithm handles are alive.
  *
- * Every entry point checks its handle here before touching it, so a destroyed or freed
- * handle, a second destroy or free, or a pointer that never was a handle gets
- * CCL_ERR_INVALID_ARGUMENT with a message instead of a crash. The set of live handles is
+ * Every entry point checks its handle against this set before touching it (check.c), so
+ * a destroyed or freed handle, a second destroy or free, or a pointer that never was a
+ * handle gets CCL_ERR_INVALID_ARGUMENT with a message instead of a crash. The set of live handles is
  * a hash set of pointers (open addressing, deleted slots marked), under one mutex. What
  * it cannot tell: a handle whose memory was reused by a newer handle of the same kind is
- * that newer handle (docs/api.md). */
+ * that newer handle (docs/api.md). Part of the base: calls only the base (util.c). */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -96,18 +96,7 @@ int ccl__handle_live(const void *h)
     return live;
 }
 
-ccl_result_t ccl__check_comm(const ccl_comm_t *comm, const char *fn)
-{
-    if (!comm)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
-    if (!ccl__handle_live(comm))
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' (%p) is not a live communicator "
-                              "(destroyed already, or not made by ccl_comm_init_all/ccl_comm_init_rank)", fn,
-                              (const void *)comm);
-    return CCL_OK;
-}
-
-ccl_result_t ccl__hold_comm(ccl_comm_t *comm, const char *fn)
+int ccl__handle_hold(ccl_comm_t *comm)
 {
     int live = 0;
     if (comm) {
@@ -117,7 +106,7 @@ ccl_result_t ccl__hold_comm(ccl_comm_t *comm, const char *fn)
             atomic_fetch_add(&comm->holds, 1);
         pthread_mutex_unlock(&mu);
     }
-    return live ? CCL_OK : ccl__check_comm(comm, fn);
+    return live;
 }
 
 void ccl__release_comm(ccl_comm_t *comm)
@@ -131,17 +120,6 @@ void ccl__wait_unheld(ccl_comm_t *comm)
 {
     for (unsigned it = 0; atomic_load(&comm->holds) > 0; it++)
         ccl__backoff(it);
-}
-
-ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn)
-{
-    if (!alg)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'alg' is NULL", fn);
-    if (!ccl__handle_live(alg))
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'alg' (%p) is not a live algorithm "
-                              "(freed already, its communicator destroyed, or not made by ccl_algorithm_load)", fn,
-                              (const void *)alg);
-    return CCL_OK;
 }
 
 /* ---- objects the ranks of one process share at init ----

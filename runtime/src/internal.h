@@ -284,19 +284,14 @@ int ccl__handle_add(const void *h);
 /* Unregisters it: 1 when it was live. */
 int ccl__handle_remove(const void *h);
 int ccl__handle_live(const void *h);
-/* CCL_OK for a live handle; else CCL_ERR_INVALID_ARGUMENT with "FN: argument 'comm' ..."
- * in the thread's error (ccl_comm_last_error(NULL)): a NULL, destroyed or foreign one. */
-ccl_result_t ccl__check_comm(const ccl_comm_t *comm, const char *fn);
-/* As ccl__check_comm, and on CCL_OK the comm is held (comm->holds) until
- * ccl__release_comm: a ccl_comm_destroy on another thread then waits before it frees
- * anything. The check and the hold are one step under the handles' lock, so a destroy
- * either comes first (the call is refused) or waits for the call. For the calls a
- * watchdog thread may make while another destroys (docs/api.md). */
-ccl_result_t ccl__hold_comm(ccl_comm_t *comm, const char *fn);
+/* 1 when comm is a live handle, and then it is held (comm->holds) until
+ * ccl__release_comm: a ccl_comm_destroy on another thread waits before it frees
+ * anything. The look-up and the hold are one step under the handles' lock, so a destroy
+ * either comes first (0) or waits for the caller (ccl__hold_comm, check.c). */
+int ccl__handle_hold(ccl_comm_t *comm);
 void ccl__release_comm(ccl_comm_t *comm);
 /* For ccl_comm_destroy, after ccl__handle_remove: waits until no call holds comm. */
 void ccl__wait_unheld(ccl_comm_t *comm);
-ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn);
 /* Objects the ranks of one process share at an init travel through the bootstrap as
  * tokens: put registers one (a reference held; 0 when out of memory), get takes a
  * reference (NULL when the token names nothing live: gone, or damaged), drop gives one
@@ -345,8 +340,10 @@ int ccl__pid_dead(long pid);
 int ccl__with_stack(void (*fn)(void *), void *arg);
 /* How often waits look for dead peers' pids (ms). */
 enum { CCL__PROBE_MS = 100 };
+/* 1 when path is a folder. */
+int ccl__is_dir(const char *path);
 
-/* ===== library.c ===== */
+/* ===== libdir.c ===== */
 
 /* The shipped library's folder: 0 and its path in out, or -1 with the reason in out. */
 int ccl__library_dir(char *out, size_t len);
@@ -465,6 +462,8 @@ struct ccl_comm {
     _Atomic int holds;
 };
 
+/* ===== error.c: where failures are said ===== */
+
 /* Sets comm's last error to "FMT..." and returns r. With a NULL comm it sets the
  * calling thread's init error (ccl_comm_last_error(NULL)). Messages start with the
  * function name and name the argument: "ccl_all_reduce: argument 'count' ...". */
@@ -474,16 +473,6 @@ ccl_result_t ccl__set_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, .
  * ones are dropped); ccl_comm_synchronize returns it. Thread-safe. */
 void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* For entry points that start work: CCL_OK, or the failure that made comm unusable
- * (reported once as it happened, then as "failed earlier"), with the message set. */
-ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn);
-/* A dtype the comm's backend has kernels for (collectives; point-to-point moves bytes):
- * the GPU backend's (compiler/emit_cuda.c's type table) lack i8, u32 and u64 so far,
- * refused here, not crashed on in the emitter. */
-ccl_result_t ccl__check_kernel_dtype(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
-/* The checks every call that names a comm and a dtype starts with (api.c): a live comm
- * (ccl__check_comm), a usable one (ccl__check_usable), a dtype of ccl_dtype_t. */
-ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
 /* snprintf that may truncate on purpose (messages, paths); using the result keeps
  * -Wformat-truncation quiet about the intended truncation. */
 #define CCL__FMT(buf, len, ...)                         \
@@ -491,7 +480,7 @@ ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn
         if (snprintf((buf), (len), __VA_ARGS__) < 0)    \
             (buf)[0] = 0;                               \
     } while (0)
-/* Monotonic milliseconds. */
+/* Monotonic milliseconds (util.c). */
 double ccl__now_ms(void);
 /* ===== log.c: CCL_DEBUG (levels), CCL_DEBUG_SUBSYS, CCL_DEBUG_FILE ===== */
 
@@ -541,13 +530,26 @@ static inline ccl_result_t ccl__range_pop(ccl_result_t r)
 /* CCL_DEBUG=TRACE: one line per step of a call (launches, synchronize), for finding
  * which rank stalls where. Off: one branch on a cached level. */
 #define CCL__TRACE(rank, ...) CCL__LOG(CCL__LOG_TRACE, CCL__SUB_CALL, rank, __VA_ARGS__)
-/* Spin-then-yield-then-sleep backoff for waits; `iter` counts calls from 0. */
+/* Spin-then-yield-then-sleep backoff for waits (util.c); `iter` counts calls from 0. */
 void ccl__backoff(unsigned iter);
 
-/* The bootstrap a backend's comm_init gets checks every entry its allgather returns
- * (comm.c); 1 when its last allgather failed because the data came back damaged (the
- * user's allgather itself reported success), so a rank can still take part in a final
- * agreement instead of leaving its peers waiting. */
+/* ===== boot_check.c: the bootstrap a backend's comm_init gets ===== */
+
+/* The state of a checked bootstrap: the user's, and what its allgathers found. */
+typedef struct {
+    const ccl_bootstrap_t *user;
+    int exchanges;                   /* allgathers made so far */
+    int damaged;                     /* the last one returned damaged data (why says how) */
+    int ever_damaged;                /* one did */
+    char why[512];
+} CclCheckedBoot;
+/* Makes *checked a bootstrap over user's that frames what every rank sends and checks
+ * every entry its allgather returns before anyone sees it (cb holds its state; a
+ * damaged exchange fails with what was wrong in cb->why). */
+void ccl__boot_checked(CclCheckedBoot *cb, const ccl_bootstrap_t *user, ccl_bootstrap_t *checked);
+/* 1 when boot is a checked bootstrap whose last allgather failed because the data came
+ * back damaged (the user's allgather itself reported success), so a rank can still take
+ * part in a final agreement instead of leaving its peers waiting. */
 int ccl__boot_damaged(const ccl_bootstrap_t *boot);
 
 /* ===== mailbox.c: the bootstrap a comm keeps for its life (ccl_comm_split) ===== */
@@ -595,6 +597,33 @@ const char *ccl__env_boot_error(const CclEnvBoot *eb);
 /* This process's rank among those of its host, from the launcher's environment
  * (Open MPI, MPICH, Slurm, torchrun); `rank` when none says: it picks the GPU. */
 int ccl__local_rank(int rank);
+
+/* ===== check.c: the checks every entry point starts with ===== */
+
+/* CCL_OK for a live handle; else CCL_ERR_INVALID_ARGUMENT with "FN: argument 'comm' ..."
+ * in the thread's error (ccl_comm_last_error(NULL)): a NULL, destroyed or foreign one. */
+ccl_result_t ccl__check_comm(const ccl_comm_t *comm, const char *fn);
+/* As ccl__check_comm, and on CCL_OK the comm is held (ccl__handle_hold) until
+ * ccl__release_comm. For the calls a watchdog thread may make while another destroys
+ * (docs/api.md). */
+ccl_result_t ccl__hold_comm(ccl_comm_t *comm, const char *fn);
+ccl_result_t ccl__check_alg(const ccl_algorithm_t *alg, const char *fn);
+/* Moves a pending asynchronous failure into last_error ("FN: ..."); the comm is dead
+ * from then on. With `poll`, a failure the backend has seen but not reported yet
+ * counts too (CclBackend.poll). Returns it, or CCL_OK. */
+ccl_result_t ccl__take_async(ccl_comm_t *comm, const char *fn, int poll);
+/* For entry points that start work: CCL_OK, or the failure that made comm unusable
+ * (reported once as it happened, then as "failed earlier"), with the message set.
+ * _poll: counting what the backend has seen, as ccl_comm_get_async_error does. */
+ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn);
+ccl_result_t ccl__check_usable_poll(ccl_comm_t *comm, const char *fn);
+/* A dtype the comm's backend has kernels for (collectives; point-to-point moves bytes):
+ * the GPU backend's (compiler/emit_cuda.c's type table) lack i8, u32 and u64 so far,
+ * refused here, not crashed on in the emitter. */
+ccl_result_t ccl__check_kernel_dtype(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
+/* The checks every call that names a comm and a dtype starts with: a live comm
+ * (ccl__check_comm), a usable one (ccl__check_usable), a dtype of ccl_dtype_t. */
+ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
 
 /* ===== algorithm.c: loaded algorithms and one call ===== */
 
@@ -714,7 +743,13 @@ static inline void ccl__part(size_t L, int P, int q, size_t A, size_t *lo, size_
 /* Byte offset of scratch buffer b (>= BUF_SCRATCH0) inside the algorithm's scratch
  * region: the scratch buffers back to back, each buf_chunks[b] * CS elements, the same
  * for every call (docs/internals.md). With b == nbufs it is their size. */
-size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize);
+static inline size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize)
+{
+    size_t off = 0;
+    for (int i = BUF_SCRATCH0; i < b && i < p->nbufs; i++)
+        off += (size_t)p->buf_chunks[i] * CS * esize;
+    return off;
+}
 
 /* A v-collective's segment table: for one rank and one call, the count and the
  * displacement (elements) of every unit of in and of out, CCL__VT_ROWS rows of N words
@@ -926,7 +961,7 @@ static inline size_t ccl__p2p_slot_off(const ccl_comm_t *comm, int sender, int k
     return comm->p2p_off + ((size_t)sender * CCL__P2P_SLOTS + (size_t)k) * comm->p2p_slot_bytes;
 }
 
-/* Sets id->hash from the fields after it. */
+/* ident.c: sets id->hash from the fields after it. */
 void ccl__ident_seal(CclIdent *id);
 /* Reports that peer `peer` runs `theirs` where this rank runs `mine` (same seq, other
  * hash) as comm's asynchronous error, naming both sides and what differs:

@@ -1,5 +1,6 @@
-/* util.c: file-system helpers that the runtime and the tools share (the kernel cache,
- * tuning tables).
+/* util.c: helpers that the runtime and the tools share: sizes, hashes, file-system
+ * helpers (the kernel cache, tuning tables, the algorithm library), the monotonic clock
+ * and the waits' backoff, deep stacks.
  *
  * A cache folder is trusted only when this user owns it and nobody else may write to
  * it: a cubin or table planted there by another local user would otherwise be loaded
@@ -8,11 +9,13 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -217,4 +220,32 @@ int ccl__with_stack(void (*fn)(void *), void *arg)
     if (rc == 0)
         pthread_join(t, NULL);
     return rc;
+}
+
+double ccl__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Waits run on few cores with many threads (ranks x blocks), so after a short spin a
+ * waiter yields, and after a while sleeps, leaving the cores to whoever can progress. */
+void ccl__backoff(unsigned iter)
+{
+    if (iter < 32)
+        return;
+    if (iter < 2000) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, iter < 20000 ? 20000 : 200000};
+    nanosleep(&ts, NULL);
+}
+
+/* 1 when path is a folder (stat follows links). */
+int ccl__is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
