@@ -1,4 +1,5 @@
-/* api.c: the standard collectives, ccl_comm_use_algorithm and ccl_barrier.
+/* api.c: the standard collectives, ccl_comm_use_algorithm, ccl_barrier and
+ * ccl_comm_split: the public entry points that dispatch to the layers below.
  *
  * The standard collectives only check what dispatch needs (comm, dtype, root), pick an
  * algorithm (library.c) and hand over to ccl__run, which checks the rest; every message
@@ -198,4 +199,38 @@ static ccl_result_t barrier_body(ccl_comm_t *comm, void *stream)
         return r;
     char *base = comm->heap_base[comm->rank] + comm->barrier_off;
     return ccl__run(comm->barrier_alg, base, base + BARRIER_OUT, 1, CCL_I32, CCL_SUM, stream, fn);
+}
+
+/* ---- ccl_comm_split ----
+ *
+ * The entry point over comm.c's split (ccl__comm_split_now) and p2p.c's groups: inside
+ * a group the split is held until the group's end, which makes every held split at
+ * once; a call that fails its checks fails the group, as a send or recv does. */
+
+static ccl_result_t split_checks(ccl_comm_t *comm, int color, ccl_comm_t **newcomm, const char *fn)
+{
+    if (ccl__check_comm(comm, fn) != CCL_OK)
+        return CCL_ERR_INVALID_ARGUMENT;
+    if (!newcomm)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'newcomm' is NULL", fn);
+    *newcomm = NULL;
+    if (color < 0 && color != CCL_SPLIT_NOCOLOR)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'color' is %d (a color is >= 0, or "
+                              "CCL_SPLIT_NOCOLOR for a rank that joins no new communicator)", fn, color);
+    return ccl__check_usable(comm, fn);
+}
+
+ccl_result_t ccl_comm_split(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm, const ccl_config_t *config)
+{
+    ccl_result_t r = split_checks(comm, color, newcomm, "ccl_comm_split");
+    /* Inside a group: made at ccl_group_end, every rank's at once (p2p.c); a call that
+     * fails its checks fails the group, as a send or recv does. */
+    if (r != CCL_OK && ccl__group_open())
+        ccl__group_fail(r, ccl__handle_live(comm) ? comm->last_error : ccl_comm_last_error(NULL));
+    if (r != CCL_OK)
+        return r;
+    if (ccl__group_open())
+        return ccl__group_defer_split(comm, color, key, newcomm, config);
+    ccl__range_push("ccl_comm_split");
+    return ccl__range_pop(ccl__comm_split_now(comm, color, key, newcomm, config));
 }

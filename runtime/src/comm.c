@@ -467,34 +467,6 @@ static int split_share_group(ccl_comm_t *child, const ccl_bootstrap_t *b)
     return 0;
 }
 
-static ccl_result_t split_checks(ccl_comm_t *comm, int color, ccl_comm_t **newcomm, const char *fn)
-{
-    if (ccl__check_comm(comm, fn) != CCL_OK)
-        return CCL_ERR_INVALID_ARGUMENT;
-    if (!newcomm)
-        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'newcomm' is NULL", fn);
-    *newcomm = NULL;
-    if (color < 0 && color != CCL_SPLIT_NOCOLOR)
-        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'color' is %d (a color is >= 0, or "
-                              "CCL_SPLIT_NOCOLOR for a rank that joins no new communicator)", fn, color);
-    return ccl__check_usable(comm, fn);
-}
-
-ccl_result_t ccl_comm_split(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm, const ccl_config_t *config)
-{
-    ccl_result_t r = split_checks(comm, color, newcomm, "ccl_comm_split");
-    /* Inside a group: made at ccl_group_end, every rank's at once (p2p.c); a call that
-     * fails its checks fails the group, as a send or recv does. */
-    if (r != CCL_OK && ccl__group_open())
-        ccl__group_fail(r, ccl__handle_live(comm) ? comm->last_error : ccl_comm_last_error(NULL));
-    if (r != CCL_OK)
-        return r;
-    if (ccl__group_open())
-        return ccl__group_defer_split(comm, color, key, newcomm, config);
-    ccl__range_push("ccl_comm_split");
-    return ccl__range_pop(ccl__comm_split_now(comm, color, key, newcomm, config));
-}
-
 ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm, const ccl_config_t *config)
 {
     const char *fn = "ccl_comm_split";

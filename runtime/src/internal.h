@@ -850,7 +850,7 @@ void ccl__ident_fill(const CclCall *c, CclIdent *id);
 /* After the backend accepted a call: the comm's and the algorithm's bookkeeping. */
 void ccl__run_done(ccl_algorithm_t *alg, const CclCall *c);
 
-/* ===== vcoll.c: allgatherv and alltoallv ===== */
+/* ===== vcoll.c and vlayout.c: allgatherv and alltoallv ===== */
 
 /* One call of a v-collective: sendcounts/sdispls have the collective's in units (1 for
  * allgatherv, N for alltoallv), recvcounts/rdispls N; NULL displacements: packed in
@@ -859,7 +859,7 @@ void ccl__run_done(ccl_algorithm_t *alg, const CclCall *c);
 ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *sendcounts, const size_t *sdispls,
                         void *recv, const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, void *stream,
                         const char *fn);
-/* The unit of in that out unit u of rank `rank` receives: its rank and unit. */
+/* vlayout.c: the unit of in that out unit u of rank `rank` receives: its rank and unit. */
 void ccl__v_home(Collective coll, int rank, int u, int *q, int *v);
 /* For a backend's run hook, on the user's thread: places in and out that peers reach
  * but the user's buffers cannot be (CclVCall.in_heap, out_heap) at the end of the v
@@ -878,7 +878,7 @@ void ccl__v_space_message(char *err, size_t len, int me, uint64_t seq, const cha
                           unsigned long long longest, ccl_dtype_t dtype, int p, unsigned long long stage,
                           size_t arena_bytes);
 
-/* ===== p2p.c: point-to-point and groups ===== */
+/* ===== p2p.c and channels.c: point-to-point and groups ===== */
 
 /* 1 while the calling thread has a group open. */
 int ccl__group_open(void);
