@@ -308,7 +308,7 @@ $(BUILD)/install/prefix.txt: FORCE
 	@f='$(PREFIX) $(LIBDIR) $(INCLUDEDIR) $(ALGDIR)'; [ "$$(cat $@ 2>/dev/null)" = "$$f" ] || echo "$$f" >$@
 
 $(BUILD)/install/datadir.o: private CFLAGS += -fPIC
-$(BUILD)/install/datadir.o: runtime/src/datadir.c runtime/src/internal.h $(BUILD)/install/prefix.txt $(BUILD)/cflags.txt
+$(BUILD)/install/datadir.o: runtime/src/datadir.c runtime/src/base.h $(BUILD)/install/prefix.txt $(BUILD)/cflags.txt
 	$(CC) $(CFLAGS) -DCCL_INSTALL_ALGORITHM_DIR='"$(ALGDIR)"' -c -o $@ $<
 
 # The build's archive with its datadir.o member replaced (ar r replaces by name).

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base.h"
 
 enum { BOOT_MAGIC = 0x43434c424f4f5431ull }; /* "CCLBOOT1" */
 

@@ -6,7 +6,7 @@
  * came. p2p.c numbers the messages; the backends move them. Calls only the base. */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "backend.h"
 
 void ccl__p2p_reserve(ccl_comm_t *comm)
 {

@@ -5,7 +5,7 @@
  * to PREFIX's folder (DATADIR/ccl/algorithms) and puts that object into the libccl.a and
  * libccl.so it installs, so a program linked statically with the installed libccl.a,
  * wherever it lies, finds them with no environment variable. */
-#include "internal.h"
+#include "base.h"
 
 #ifndef CCL_INSTALL_ALGORITHM_DIR
 #define CCL_INSTALL_ALGORITHM_DIR ""

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "base.h"
 
 #define DELETED ((const void *)1)
 

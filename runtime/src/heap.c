@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base.h"
 
 void ccl__heap_alloc_init(CclHeapAlloc *h, size_t lo, size_t hi)
 {

@@ -1,240 +1,42 @@
-/* internal.h: libccl's internal structures and the backend interface.
+/* internal.h: libccl's common code (the .c files of runtime/src above the backends), over the
+ * backend interface (backend.h) and the base (base.h).
  *
- * The layers, top to bottom:
- *   api.c      names, the standard collectives (argument checks, dispatch)
- *   comm.c     communicators: init (threads or processes), destroy, errors, waits,
- *              ccl_mem_alloc/free, the in-process bootstrap
- *   heap.c     the symmetric heap's allocator: identical offsets on every rank
- *   algorithm.c  load (cclc_compile_source in-process), then per call: checks, scratch,
- *              staging, the CclCall handed to the backend
+ * The layers, top to bottom (docs/internals.md, "Layers"; tests/layers/layers.txt):
+ *   api.c      the standard collectives, ccl_barrier, ccl_comm_use_algorithm,
+ *              ccl_comm_split: argument checks, dispatch
+ *   vcoll.c    allgatherv and alltoallv: argument checks, segment tables, the v arena
+ *   p2p.c      ccl_send, ccl_recv and groups: checks, held calls, message numbering
  *   library.c  the shipped algorithm library behind ccl_all_reduce and friends
  *   tuner.c    tuning tables: the algorithm and launch shape per (collective, size);
  *              the built-in ones are runtime/tune/NAME.tbl, compiled in
+ *   comm.c     communicators: init (threads or processes), split, synchronize, abort,
+ *              destroy, ccl_mem_alloc/free, the in-process bootstrap
+ *   algorithm.c  load (cclc_compile_source in-process), then per call: checks, scratch,
+ *              staging, the CclCall handed to the backend
+ *   mailbox.c  the bootstrap a comm keeps for its life (ccl_comm_split)
  *   bootstrap_env.c  a bootstrap from mpirun's environment (cclc run; no MPI link)
- *   vcoll.c    allgatherv and alltoallv: argument checks, segment tables, the v arena
- *   p2p.c      ccl_send, ccl_recv and groups: checks, held calls, message numbering
- *   reduce.c   element types and host reductions
- *   util.c     cache and library folders: where they are, whether to trust them
- *   log.c      CCL_DEBUG: what the library writes when asked, nothing otherwise
- *   handles.c  which communicator and algorithm handles are alive
+ *   check.c    the checks every entry point starts with: live handles, a usable comm
+ *   ---- backend.h: the interface (CclBackend); vlayout.c, channels.c ----
  *   cpu/       the CPU backend (backend.c: host threads run the Plan; heaps.c,
  *              segments.c, p2p.c, waits.c beside it)
  *   gpu/       the GPU backend (NVRTC kernels), same interface: gpu.h (its shared
  *              state), driver.c/.h (the CUDA driver API, dlopen'd), device.c (what
  *              the ranks on one GPU share), mem.c (the symmetric heap), backend.c
- *              (kernels, launches, staging, errors), proxy.c/.h (port channels),
- *              jit.c/.h (NVRTC with a disk cache), layout.h (the LL region's size, for
- *              whoever sizes a heap: ccl-perf, tests); the kernel ABI is the
- *              compiler's cuda/abi.h
+ *              (kernels, launches, staging, errors), stream.c (the stream a call runs
+ *              on; what co-located ranks wait for), proxy.c/.h (port channels),
+ *              jit.c/.h (NVRTC with a disk cache), p2p.c (point-to-point groups),
+ *              layout.h (the LL region's size, for whoever sizes a heap: ccl-perf,
+ *              tests); the kernel ABI is the compiler's cuda/abi.h
+ *   ---- base.h: the base ----
  *
- * Common code (this folder) reaches a backend only through CclBackend below; the
- * backends' headers are included path-qualified ("gpu/gpu.h"), from -Iruntime/src.
- *
- * Symmetric memory model. Every rank owns one heap of comm->heap_bytes bytes; every
- * rank's process can address every peer's heap (comm->heap_base[p]; threads mode:
- * plain host memory, processes on the CPU: POSIX shm mapped by every peer, GPUs: device
- * memory mapped to every peer). Allocation is by offset and deterministic: the same
- * sequence of allocations and frees on every rank yields the same offsets, so a peer's
- * copy of my buffer at offset X is at heap_base[peer] + X. User buffers
- * (ccl_mem_alloc), scratch, staging buffers and semaphores all live in the heap.
- *
- * Heap layout (offsets, identical on every rank):
- *   [0, CCL__HEAP_HEADER)             CclHeapHeader (abort flag, all-rank barrier)
- *   [CCL__HEAP_HEADER, +CCL__SEM_BYTES)  semaphore arena: 64-bit counters, always zero
- *                                       when free (an algorithm zeroes its own on free)
- *   [CCL__HEAP_DATA, heap_bytes)       user buffers, scratch, staging
- */
+ * Common code reaches a backend only through CclBackend; the backends' headers are
+ * included path-qualified ("gpu/gpu.h"), from -Iruntime/src. */
 #ifndef CCL_INTERNAL_H
 #define CCL_INTERNAL_H
 
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include "ccl.h"
-#include "cclc.h"
-#include "cuda/abi.h"
-
-/* ===== heap.c: the symmetric heap ===== */
-
-enum {
-    CCL__HEAP_HEADER = 64 << 10,                       /* CclHeapHeader, the identity ring, the inbox */
-    CCL__SEM_BYTES = 1 << 20,                          /* 131072 counters per rank */
-    CCL__HEAP_DATA = CCL__HEAP_HEADER + CCL__SEM_BYTES,
-    CCL__HEAP_ALIGN = 256,                             /* every allocation's alignment */
-};
-#define CCL__HEAP_DEFAULT ((size_t)1 << 30)            /* heap_bytes 0, no CCL_HEAP_BYTES */
-#define CCL__HEAP_MAX ((size_t)1 << 46)                /* the largest heap_bytes accepted */
-
-/* At offset 0 of every rank's heap. Zero when the heap is created. Each backend reaches
- * it its own way: the CPU backend through heap_base on the host (its abort and barrier
- * helpers are static to cpu/backend.c, because on GPUs heap_base holds device
- * addresses the host must never dereference), the GPU backend on the device. */
-typedef struct {
-    /* Non-zero once this rank must stop: 1 + the rank whose failure stopped it. A
-     * failing rank sets it in its own and every peer's header, so blocks spinning
-     * anywhere give up at once instead of each waiting out its own timeout. */
-    _Atomic uint64_t abort;
-    /* All-rank barrier (around avg's division, and CclCall.fence): the number of
-     * barriers this rank has reached. The k-th barrier of the comm stores k here and
-     * waits until every rank's word reaches k; one that does not is named on timeout.
-     * Monotonic, never reset. */
-    _Atomic uint64_t arrived;
-    /* Non-zero once this rank called ccl_comm_abort (CPU backend): peers stopped by its
-     * abort word say so. */
-    _Atomic uint64_t aborted;
-    /* Non-zero once a peer found this rank's process gone (CPU backend, process mode),
-     * set by that peer before it stops every rank on this rank's behalf: the cause is
-     * recorded when it is found, so a rank that failed on its own and exited since is
-     * not named as dead by whoever looks later. */
-    _Atomic uint64_t gone;
-    /* At CCL_IDENT_OFF (cuda/abi.h): the identities of this rank's last CCL_IDENT_RING
-     * calls (CclIdent), which peers compare with theirs before they touch this rank;
-     * at CCL_LAUNCH_OFF, GPU kernels' launch count; at CCL_INBOX_OFF, the
-     * {launch, hash} pairs GPU peers push here for this rank's kernels to compare. */
-} CclHeapHeader;
-_Static_assert(sizeof(CclHeapHeader) <= CCL_LAUNCH_OFF && CCL_LAUNCH_OFF + 8 <= CCL_IDENT_OFF &&
-                   CCL_IDENT_OFF + CCL_IDENT_RING * sizeof(CclIdent) <= CCL_INBOX_OFF &&
-                   CCL_INBOX_END <= CCL__HEAP_HEADER && CCL_INBOX_RANKS >= CCLC_MAX_RANKS,
-               "the heap header holds the header, the identity ring and the inbox");
-
-/* A deterministic first-fit offset allocator over [lo, hi). */
-typedef struct {
-    size_t lo, hi;
-    int n, cap;
-    struct CclRange { size_t off, size, bytes; int user; } *used; /* sorted by offset;
-                                     size: rounded up, bytes: as asked */
-    /* The live user allocations, kept as they come and go for the call identity
-     * (CclIdent.heap, .allocs), so a call does not walk them: how many, and the sum of
-     * one mixed word per (offset, bytes), which no order of allocation changes. */
-    int nuser;
-    uint64_t user_sum;
-} CclHeapAlloc;
-
-void ccl__heap_alloc_init(CclHeapAlloc *h, size_t lo, size_t hi);
-void ccl__heap_alloc_fini(CclHeapAlloc *h);
-/* Returns 0 and *off on success, -1 when nothing fits (or out of host memory). */
-int ccl__heap_alloc(CclHeapAlloc *h, size_t bytes, int user, size_t *off);
-/* Returns 0, or -1 when off is not the start of a live allocation. */
-int ccl__heap_free(CclHeapAlloc *h, size_t off);
-/* The live user allocation containing [off, off+bytes): 0 and its start; -1 when the
- * range is in no user allocation or runs past its end (*start then says which). */
-int ccl__heap_find_user(const CclHeapAlloc *h, size_t off, size_t bytes, size_t *start, size_t *size);
-/* The largest free gap, in bytes (a multiple of CCL__HEAP_ALIGN). */
-size_t ccl__heap_largest_free(const CclHeapAlloc *h);
+#include "backend.h"
 
 /* ===== tuner.c: tuning tables (docs/tuner.md) ===== */
-
-/* A launch shape: how one algorithm is laid out on the machine. 0 in a field: the
- * default (the program's, or the backend's environment knob). */
-typedef struct {
-    int instances;                   /* I: physical blocks per logical block (1..64) */
-    int threads;                     /* threads per block (GPU; 32..512, multiple of 32) */
-    int slices;                      /* S, where the program is pipeline-safe */
-    int protocol;                    /* 1 + Protocol, 0: the program's (ccl__shape_protocol) */
-} CclShape;
-/* The protocol a program of protocol `own` runs with under a shape's protocol field
- * (1 + Protocol, 0: none): the shape's lines (ll, ll128), which may stand in for each
- * other or for Simple; else `own`. Simple never stands in for lines, whose cross-call
- * proof it lacks. */
-static inline Protocol ccl__shape_protocol(int field, Protocol own)
-{
-    return field > 1 + PROTO_SIMPLE ? (Protocol)(field - 1) : own;
-}
-
-enum {
-    CCL__TUNE_COLLS = 6,             /* Collective values with table entries: the fixed-size
-                                        ones (COLL_ALLREDUCE .. COLL_REDUCE) */
-    CCL__TUNE_BUCKETS = 48,          /* size buckets 2^0 .. 2^47 bytes */
-    CCL__TUNE_FILES = 32,            /* distinct algorithm files in one table */
-    CCL__TUNE_VARIANTS = 64,         /* loaded (file, shape, root) per comm */
-    CCL__TUNE_PATH = 256,
-};
-
-/* One table line: what a standard collective runs for one power-of-two size bucket. */
-typedef struct {
-    int file;                        /* index into CclTuneTable.files; -1: no entry */
-    int line;                        /* its line in the table's text, for messages */
-    CclShape shape;
-    double time_us;                  /* measured by ccl-tune (a comment); 0: unknown */
-} CclTuneEntry;
-
-/* A parsed table. The key (device, nranks, topology, version) must match the
- * communicator's for the table to be used. */
-typedef struct {
-    char device[128], topology[64], version[32];
-    int nranks;
-    int nfiles;
-    char files[CCL__TUNE_FILES][CCL__TUNE_PATH]; /* as written: relative to the library */
-    CclTuneEntry e[CCL__TUNE_COLLS][CCL__TUNE_BUCKETS]; /* by Collective, log2(bucket) */
-} CclTuneTable;
-
-/* One algorithm loaded for the table (alg NULL: it failed to load, why says so). */
-typedef struct {
-    ccl_algorithm_t *alg;
-    int file, root, slices0;         /* slices0: the algorithm's slices before any run */
-    CclShape shape;                  /* instances and protocol (fixed per variant) */
-    char why[256];
-} CclTuneVariant;
-
-/* What a backend says about the device a communicator runs on (CclBackend.describe):
- * the tuner's key and the launch-shape fields that mean something there. */
-typedef struct {
-    char device[128];                /* the tuning tables' device model: "cpu", "NVIDIA H200" */
-    char topology[64];               /* how the ranks reach each other: "threads", "p2p-all" */
-    int has_threads_per_block;       /* CclShape.threads applies (else it reads "default") */
-    int can_run_simple_as_ll;        /* a Simple program may run with LL lines (CclShape.protocol) */
-} CclDeviceInfo;
-
-/* Whether the comm has looked for a tuning table yet, and found one. */
-typedef enum {
-    CCL__TUNE_NOT_LOOKED = 0,        /* before the first dispatch */
-    CCL__TUNE_IN_USE,                /* a table matched and is used */
-    CCL__TUNE_NONE,                  /* none matched (why says so) */
-} CclTuneState;
-
-/* Why a dispatch did not use the table: ccl_comm_explain_choice writes it out. */
-typedef enum {
-    CCL__MISS_NONE,
-    CCL__MISS_NO_TABLE,              /* CclTuner.why says why */
-    CCL__MISS_NO_COLL,               /* the tables have no entries for the collective */
-    CCL__MISS_NO_ENTRY,              /* the table has no entry for the bucket */
-    CCL__MISS_TEXT,                  /* CclTuner.miss_text */
-} CclTuneMiss;
-
-/* The last dispatch, kept as data and written out only when ccl_comm_explain_choice asks:
- * formatting it at every call cost more than the rest of a call's host path. */
-typedef struct {
-    Collective coll;
-    size_t bytes;
-    char file[CCL__TUNE_PATH];       /* the algorithm chosen (a copy: it may be freed since) */
-    int instances, threads, slices;
-    const char *protocol;            /* static */
-    const char *how;                 /* static; NULL: the table's entry at `line`, `bucket` */
-    int line;
-    size_t bucket;
-    CclTuneMiss miss;
-    size_t miss_bucket;
-    char miss_text[512];             /* for CCL__MISS_TEXT (rare: copied then) */
-} CclTuneChoice;
-
-/* Per communicator (inside ccl_comm_t, so nothing to free: variants are in comm->algs). */
-typedef struct {
-    CclTuneState state;
-    int described;                   /* dev is filled (be->describe, on first use) */
-    CclDeviceInfo dev;
-    char source[CCL__TUNE_PATH + 64];/* the table's file, or "built-in ..." */
-    char why[1024];                  /* why tables were ignored (never printed) */
-    CclTuneTable table;
-    int nvar;
-    CclTuneVariant var[CCL__TUNE_VARIANTS];
-    CclTuneMiss miss;                /* why the current dispatch did not use the table */
-    size_t miss_bucket;
-    char miss_text[512];             /* for CCL__MISS_TEXT */
-    CclTuneChoice last;              /* ccl_comm_explain_choice's */
-} CclTuner;
 
 /* Clears t and sets every entry to "none". */
 void ccl__tune_table_init(CclTuneTable *t);
@@ -277,282 +79,7 @@ ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, siz
 /* Records what dispatch chose without the table, for ccl_comm_explain_choice. */
 void ccl__tune_note(ccl_comm_t *comm, Collective coll, size_t bytes, const ccl_algorithm_t *alg, const char *how);
 
-/* ===== handles.c: live communicator and algorithm handles ===== */
-
-/* Registers a handle as live (0), or -1 when out of memory. */
-int ccl__handle_add(const void *h);
-/* Unregisters it: 1 when it was live. */
-int ccl__handle_remove(const void *h);
-int ccl__handle_live(const void *h);
-/* 1 when comm is a live handle, and then it is held (comm->holds) until
- * ccl__release_comm: a ccl_comm_destroy on another thread waits before it frees
- * anything. The look-up and the hold are one step under the handles' lock, so a destroy
- * either comes first (0) or waits for the caller (ccl__hold_comm, check.c). */
-int ccl__handle_hold(ccl_comm_t *comm);
-void ccl__release_comm(ccl_comm_t *comm);
-/* For ccl_comm_destroy, after ccl__handle_remove: waits until no call holds comm. */
-void ccl__wait_unheld(ccl_comm_t *comm);
-/* Objects the ranks of one process share at an init travel through the bootstrap as
- * tokens: put registers one (a reference held; 0 when out of memory), get takes a
- * reference (NULL when the token names nothing live: gone, or damaged), drop gives one
- * back, the last calling release(obj). */
-uint64_t ccl__share_put(void *obj, void (*release)(void *));
-void *ccl__share_get(uint64_t token);
-void ccl__share_drop(uint64_t token);
-
-/* ===== util.c: sizes, cache and library folders ===== */
-
-/* A size or count as every tool option and tuning table writes it: decimal digits (never
- * octal: "010" is ten), then optionally K, M, G or T (powers of 1024, any case), optionally
- * followed by "i" and then "B" ("64KB", "1MiB", "4k"); "4096B" is 4096. 0, or -1 when s is
- * anything else or the value does not fit 64 bits. */
-int ccl__parse_size(const char *s, uint64_t *out);
-
-/* FNV-1a, 64-bit, over n bytes, continuing from h (CCL__FNV_SEED to start). */
-#define CCL__FNV_SEED 0xcbf29ce484222325ull
-uint64_t ccl__fnv1a(uint64_t h, const void *p, size_t n);
-/* The cache folder: `configured` (ccl_config_t.cache_dir), else $CCL_CACHE_DIR, else
- * $XDG_CACHE_HOME/ccl, else ~/.cache/ccl; into buf. NULL when none can be named. */
-const char *ccl__cache_dir(const char *configured, char *buf, size_t len);
-/* 0 when path is a folder this user owns and only they may write; -1 with why. */
-int ccl__trusted_dir(const char *path, char *why, size_t len);
-/* 0 when path (a folder or plain file of algorithms) is this user's or root's and
- * writable by nobody else; -1 with why ("PATH belongs to another user: skipped ..."). */
-int ccl__trusted_source(const char *path, char *why, size_t len);
-/* 0 when path is a plain file this user's or root's, writable by nobody else, in a
- * folder this user's or root's that nobody else may write (or a sticky one, as /tmp);
- * -1 with "PATH <what is wrong><consequence>" in why. */
-int ccl__trusted_file(const char *path, const char *consequence, char *why, size_t len);
-/* Creates path (and missing parents) mode 0700, then as ccl__trusted_dir. */
-int ccl__private_dir(const char *path, char *why, size_t len);
-/* 1 when process pid (of this host) is gone: no such process, or a zombie nobody has
- * reaped yet; 0 when it runs (or cannot be told). */
-int ccl__pid_dead(long pid);
-/* Runs fn(arg) where the stack is known to be deep enough for the compiler: on this
- * thread when it has CCL__DEEP_STACK_MIN bytes of stack left, else on a thread of its
- * own with CCL__DEEP_STACK, waiting for it. The compiler recurses as deep as a program
- * nests (CCLC_MAX_EXPR_DEPTH operators in an expression, a few hundred blocks), which
- * needs up to about 256 KiB at the limits; a caller's thread may have less (musl's
- * default is 128 KiB; so may a language runtime's threads). 0, or -1 when no such
- * thread could be started (fn did not run). */
-#define CCL__DEEP_STACK_MIN ((size_t)1 << 20)
-#define CCL__DEEP_STACK ((size_t)8 << 20)
-int ccl__with_stack(void (*fn)(void *), void *arg);
-/* How often waits look for dead peers' pids (ms). */
-enum { CCL__PROBE_MS = 100 };
-/* 1 when path is a folder. */
-int ccl__is_dir(const char *path);
-
-/* ===== libdir.c ===== */
-
-/* The shipped library's folder: 0 and its path in out, or -1 with the reason in out. */
-int ccl__library_dir(char *out, size_t len);
-
-/* ===== datadir.c ===== */
-
-/* Where `make install` put the shipped algorithms, for the libccl it installed; "" in
- * the build folder's. */
-extern const char ccl__install_algorithm_dir[];
-
-/* ===== comm.c: communicators ===== */
-
-typedef struct CclBackend CclBackend;
-typedef struct CclGroup CclGroup;
-typedef struct CclMailboxes CclMailboxes;
-
-enum { CCL__ERR_LEN = 8192 };
-
-/* A freed algorithm's heap blocks waiting to be reused (algorithm.c, "quarantine"). */
-typedef struct {
-    size_t sem_off, sem_bytes;
-    size_t scratch_off;              /* SIZE_MAX: none */
-    int fenced;                      /* a fenced call was issued after the free */
-} CclQuarantine;
-
-/* A standard-collective registration (ccl_comm_use_algorithm). */
-typedef struct {
-    ccl_algorithm_t *alg;
-    size_t min_bytes, max_bytes;     /* 0,0: all sizes */
-} CclUse;
-
-struct ccl_comm {
-    int rank, nranks;
-    int timeout_ms;                  /* bound on every wait (config, CCL_TIMEOUT_MS, CCL_DEFAULT_TIMEOUT_MS) */
-    char *cache_dir;                 /* malloc'd; for the GPU backend's kernel cache */
-    int device;                      /* GPU ordinal (GPU backend only) */
-    ccl_backend_t backend_kind;      /* CCL_BACKEND_CPU or CCL_BACKEND_GPU, never AUTO */
-    const CclBackend *be;
-    void *be_comm;                   /* the backend's per-comm state */
-
-    /* Symmetric heap: heap_base[p] is this process's address of rank p's heap
-     * (heap_base[rank] is our own). Set by be->comm_init. */
-    size_t heap_bytes;
-    /* heap_bytes is the default (neither config nor CCL_HEAP_BYTES gave it): comm_init
-     * may lower it, every rank agreeing (the CPU backend fits processes' heaps into
-     * /dev/shm so that touching them never faults). */
-    int heap_default;
-    char **heap_base;                /* nranks entries, malloc'd by the common code */
-    CclHeapAlloc data;               /* [CCL__HEAP_DATA, heap_bytes) */
-    CclHeapAlloc sems;               /* [CCL__HEAP_HEADER, CCL__HEAP_DATA) */
-    uint64_t barriers;               /* all-rank barriers done (see CclHeapHeader) */
-
-    /* Staging for user buffers peers cannot reach (grow-only, see algorithm.c). Only
-     * the user's thread touches these; old regions are retired, freed at destroy. */
-    size_t stage_off[2], stage_bytes[2];  /* [0]: in, [1]: out */
-    int nretired;
-    size_t *retired;                 /* heap offsets freed at destroy */
-    /* Heap blocks of freed algorithms, not reused until every rank is past them
-     * (algorithm.c, "quarantine"); fence_pending: the next call fences. */
-    int nquarantine, fence_pending;
-    CclQuarantine *quarantine;
-    CclTuner tune;                   /* the tuning table and its loaded variants */
-    /* Standard collectives: which (collective, root) the shipped library was loaded
-     * for, CCLC_NUM_COLLS * nranks flags (lazily allocated). */
-    unsigned char *lib_tried;
-    CclGroup *group;                 /* shared with the comms of one ccl_comm_init_all */
-
-    /* Algorithms loaded by this comm: for free at destroy and for dispatch. */
-    int nalgs, algs_cap;
-    ccl_algorithm_t **algs;
-    int nuses, uses_cap;
-    CclUse *uses;
-
-    /* Errors. last_error belongs to the user's thread; asynchronous failures of the
-     * backend go to async_* under async_lock and move to last_error in synchronize. */
-    char last_error[CCL__ERR_LEN];
-    pthread_mutex_t async_lock;
-    ccl_result_t async_result;       /* first asynchronous failure not yet reported */
-    char async_error[CCL__ERR_LEN];
-    ccl_result_t failed;             /* sticky: once a collective failed, the comm is dead */
-    char failed_why[512];            /* that failure's message (maybe cut), for later calls */
-
-    /* Calls enqueued so far: every rank makes the same calls, so the k-th has the same
-     * number everywhere (CclIdent.seq, algorithm.c). */
-    uint64_t calls;
-    /* v-collectives (vcoll.c), both taken at the first v call, at the same point on
-     * every rank, so at the same heap offsets; SIZE_MAX before. vring: each rank's
-     * segment tables of its last CCL_IDENT_RING calls (CCL__VT_WORDS(N) words each),
-     * read by peers; varena: scratch and staging of v calls, laid out per call once
-     * every rank's sizes are known. */
-    size_t vring_off, varena_off, varena_bytes;
-    /* Point-to-point (p2p.c): the channels' heap region (SIZE_MAX: none), slot size
-     * (bytes, CCL__P2P_HEADER of them the header) and semaphores; messages issued per
-     * peer so far: p2p_sent[p] to rank p, p2p_recvd[p] from rank p (N each, one block). */
-    size_t p2p_off, p2p_slot_bytes, p2p_sem_off;
-    uint64_t *p2p_sent, *p2p_recvd;
-    /* A standard collective is picking its algorithm for a stream under CUDA graph
-     * capture (api.c): loading one then is refused (capture_refused), not half done. */
-    int capturing, capture_refused;
-    /* ccl_barrier (api.c): its algorithm and its symmetric buffer (in at barrier_off,
-     * out 128 bytes further), made at the first barrier, at the same point on every
-     * rank; NULL and SIZE_MAX before. */
-    ccl_algorithm_t *barrier_alg;
-    size_t barrier_off;
-    /* The comm's own bootstrap (mailbox.c) and its operations so far (ccl_comm_split),
-     * the same count on every rank. */
-    CclMailboxes *mbox;
-    uint32_t mbox_ops;
-    /* What ccl_comm_split gives children by default: the config this comm was made
-     * with (heap_bytes 0 when it was the default). */
-    ccl_config_t config;
-    /* Calls from other threads (ccl_comm_get_async_error, ccl_comm_abort) in progress
-     * on this comm: ccl__hold_comm counts them while the handle is live, and
-     * ccl_comm_destroy, once it has unregistered the handle, waits for none to be left
-     * before it frees anything. */
-    _Atomic int holds;
-};
-
-/* ===== error.c: where failures are said ===== */
-
-/* Sets comm's last error to "FMT..." and returns r. With a NULL comm it sets the
- * calling thread's init error (ccl_comm_last_error(NULL)). Messages start with the
- * function name and name the argument: "ccl_all_reduce: argument 'count' ...". */
-ccl_result_t ccl__set_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* For backends' worker threads: records the first asynchronous failure of comm (later
- * ones are dropped); ccl_comm_synchronize returns it. Thread-safe. */
-void ccl__set_async_error(ccl_comm_t *comm, ccl_result_t r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* snprintf that may truncate on purpose (messages, paths); using the result keeps
- * -Wformat-truncation quiet about the intended truncation. */
-#define CCL__FMT(buf, len, ...)                         \
-    do {                                                \
-        if (snprintf((buf), (len), __VA_ARGS__) < 0)    \
-            (buf)[0] = 0;                               \
-    } while (0)
-/* Monotonic milliseconds (util.c). */
-double ccl__now_ms(void);
-/* ===== log.c: CCL_DEBUG (levels), CCL_DEBUG_SUBSYS, CCL_DEBUG_FILE ===== */
-
-/* Levels, each including those before it; NONE (the default) prints nothing. */
-enum { CCL__LOG_NONE, CCL__LOG_WARN, CCL__LOG_INFO, CCL__LOG_TRACE };
-/* Subsystems of INFO and TRACE lines (WARN lines always pass). */
-enum {
-    CCL__SUB_INIT = 1,               /* communicators, bootstrap, heaps */
-    CCL__SUB_CALL = 2,               /* collectives: calls, launches, synchronize */
-    CCL__SUB_P2P = 4,                /* sends, recvs, groups */
-    CCL__SUB_ALLOC = 8,              /* ccl_mem_alloc and free */
-    CCL__SUB_COMPILE = 16,           /* algorithm loads */
-    CCL__SUB_TUNE = 32,              /* which algorithm a standard collective runs */
-    CCL__SUB_ALL = 63,
-};
-extern int ccl__log_level;
-extern unsigned ccl__log_subsys;
-/* Reads the environment once per process (cheap after the first call); every
- * communicator's creation and every error calls it. */
-void ccl__log_init(void);
-/* One event, one line per line of text, "host:pid ccl LEVEL ms rank R [subsys]: " first,
- * to stderr or CCL_DEBUG_FILE. rank -1: none (before a comm exists). Use CCL__LOG. */
-void ccl__log(int level, unsigned subsys, int rank, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-#define CCL__LOG(level, subsys, rank, ...)                                                       \
-    do {                                                                                         \
-        if (ccl__log_level >= (level) && ((level) == CCL__LOG_WARN || (ccl__log_subsys & (subsys)))) \
-            ccl__log(level, subsys, rank, __VA_ARGS__);                                          \
-    } while (0)
-/* CCL_NVTX=1: an NVTX range around each API call that does work (collectives, p2p
- * calls and groups, synchronize, loads, inits, splits), named after the function, for
- * Nsight Systems; libnvToolsExt is loaded with dlopen (CCL_NVTX_LIBRARY, else
- * libnvToolsExt.so.1 or .so), so nothing links it. Off: one branch on a cached flag. */
-extern int ccl__nvtx;
-void ccl__nvtx_push(const char *name);
-void ccl__nvtx_pop(void);
-static inline void ccl__range_push(const char *name)
-{
-    if (ccl__nvtx)
-        ccl__nvtx_push(name);
-}
-static inline ccl_result_t ccl__range_pop(ccl_result_t r)
-{
-    if (ccl__nvtx)
-        ccl__nvtx_pop();
-    return r;
-}
-/* CCL_DEBUG=TRACE: one line per step of a call (launches, synchronize), for finding
- * which rank stalls where. Off: one branch on a cached level. */
-#define CCL__TRACE(rank, ...) CCL__LOG(CCL__LOG_TRACE, CCL__SUB_CALL, rank, __VA_ARGS__)
-/* Spin-then-yield-then-sleep backoff for waits (util.c); `iter` counts calls from 0. */
-void ccl__backoff(unsigned iter);
-
-/* ===== boot_check.c: the bootstrap a backend's comm_init gets ===== */
-
-/* The state of a checked bootstrap: the user's, and what its allgathers found. */
-typedef struct {
-    const ccl_bootstrap_t *user;
-    int exchanges;                   /* allgathers made so far */
-    int damaged;                     /* the last one returned damaged data (why says how) */
-    int ever_damaged;                /* one did */
-    char why[512];
-} CclCheckedBoot;
-/* Makes *checked a bootstrap over user's that frames what every rank sends and checks
- * every entry its allgather returns before anyone sees it (cb holds its state; a
- * damaged exchange fails with what was wrong in cb->why). */
-void ccl__boot_checked(CclCheckedBoot *cb, const ccl_bootstrap_t *user, ccl_bootstrap_t *checked);
-/* 1 when boot is a checked bootstrap whose last allgather failed because the data came
- * back damaged (the user's allgather itself reported success), so a rank can still take
- * part in a final agreement instead of leaving its peers waiting. */
-int ccl__boot_damaged(const ccl_bootstrap_t *boot);
-
-/* ===== mailbox.c: the bootstrap a comm keeps for its life (ccl_comm_split) ===== */
+/* ===== bootstraps: mailbox.c, comm.c's in-process one, bootstrap_env.c ===== */
 
 /* Collective over boot, at comm creation: every rank's host mailbox, mapped by every
  * rank (comm->rank, nranks set). On failure the message is set, nothing is left. */
@@ -625,68 +152,25 @@ ccl_result_t ccl__check_kernel_dtype(ccl_comm_t *comm, ccl_dtype_t dtype, const 
  * (ccl__check_comm), a usable one (ccl__check_usable), a dtype of ccl_dtype_t. */
 ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
 
-/* ===== algorithm.c: loaded algorithms and one call ===== */
+/* ===== algorithm.c and library.c: loading an algorithm, picking one, one call ===== */
 
 /* One compiled program, shared by the ranks of a ccl_comm_init_all group (they load
  * the same text for the same N and root, so one Compilation serves them all: the
  * Program and Plan are read-only once built). Refcounted; see algorithm.c. */
-typedef struct CclCompiled {
+struct CclCompiled {
     struct CclCompiled *next;        /* in the group's list */
     int refs;
     char *source, *file;             /* the text compiled, the name shown in messages */
     size_t len;
     int nranks, root;
     Compilation comp;                /* keeps the Plan's arena alive */
-} CclCompiled;
+};
 
 /* What the comms of one ccl_comm_init_all share (NULL for ccl_comm_init_rank). */
 struct CclGroup {
     pthread_mutex_t mu;
     int refs;                        /* comms alive */
     CclCompiled *compiled;
-};
-
-/* Who loaded an algorithm. The library's `sizes` search reuses only its own loads; a
- * tuner variant keeps its launch shape and lives until the comm is destroyed. */
-typedef enum {
-    CCL__ORIGIN_USER = 0,            /* ccl_algorithm_load */
-    CCL__ORIGIN_LIBRARY,             /* the standard collectives' `sizes` search (library.c) */
-    CCL__ORIGIN_TUNER,               /* a tuning table's variant (tuner.c) */
-    CCL__ORIGIN_BARRIER,             /* ccl_barrier's own (api.c) */
-} CclAlgOrigin;
-
-struct ccl_algorithm {
-    ccl_comm_t *comm;
-    CclCompiled *compiled;           /* owns the source and the Plan */
-    const char *source;              /* compiled->source */
-    const char *file;                /* compiled->file: name shown in messages */
-    const Plan *plan;
-    const Program *prog;
-    int root;
-    int instances;                   /* I: physical blocks per logical block */
-    int slices;                      /* S: Program.pipeline if Proof.pipeline_safe, else 1 */
-    int nblocks;                     /* this rank's logical blocks */
-    const PlanBlock **blocks;        /* this rank's PlanBlocks, by tb */
-    int in_remote, out_remote;       /* some rank reaches a peer's in (out) */
-    int lines_only;                  /* set by the backend's alg_prepare: peers reach this rank
-                                        only through its line region, never its in or out (a GPU
-                                        run with lines), so in_remote and out_remote stage nothing */
-    /* Semaphores: nsems = plan->nsems * I counters at heap offset sem_off (every rank). */
-    size_t sem_off;
-    int nsems;
-    /* Scratch (grow-only, like staging): scratch_bytes at heap offset scratch_off. */
-    size_t scratch_off, scratch_bytes;
-    uint64_t ncalls;                 /* runs enqueued */
-    CclAlgOrigin origin;             /* who loaded it: the user, the library's `sizes`
-                                        search or the tuner (a variant) */
-    /* The launch shape the tuner asked for (tuner.c); all zero otherwise. Non-zero
-     * instances and protocol are applied before be->alg_prepare and win over a backend's
-     * environment knobs (CCL_GPU_*). threads and `slices` above may change between runs:
-     * the dispatch sets them just before ccl__run, which passes slices on in
-     * CclCall.slices; a backend reads shape.threads when it enqueues the call. */
-    CclShape shape;
-    void *be_alg;                    /* the backend's per-algorithm state */
-    uint64_t plan_hash;              /* FNV of the source, N and root (CclIdent.plan) */
 };
 
 /* ccl_algorithm_load's work, with `fn` naming the user's entry point in messages. */
@@ -707,136 +191,6 @@ void ccl__algorithm_destroy(ccl_algorithm_t *alg);
  * heap allocates: every rank calls it at the same point of the same API sequence. */
 void ccl__quarantine_release(ccl_comm_t *comm);
 
-/* Bytes of an algorithm's semaphore-arena block: its counters. */
-static inline size_t ccl__sem_block_bytes(int nsems) { return (size_t)nsems * 8; }
-
-/* Layout arithmetic of docs/internals.md, shared by every backend. */
-static inline size_t ccl__align_elems(size_t esize) { return esize >= 16 ? 1 : 16 / esize; }
-/* CS: round_up(ceil(U / K), A); 0 when U == 0. */
-static inline size_t ccl__chunk_stride(size_t U, int K, size_t esize)
-{
-    if (U == 0)
-        return 0;
-    size_t A = ccl__align_elems(esize), cs = (U + (size_t)K - 1) / (size_t)K;
-    return (cs + A - 1) / A * A;
-}
-/* Element offset and length of chunk i of buffer `buf` (BUF_IN, BUF_OUT or scratch). */
-static inline void ccl__chunk_range(int buf, int i, size_t U, int K, size_t CS, size_t *off, size_t *len)
-{
-    if (buf >= BUF_SCRATCH0) {
-        *off = (size_t)i * CS;
-        *len = CS;
-        return;
-    }
-    size_t u = (size_t)(i / K), c = (size_t)(i % K);
-    *off = u * U + c * CS;
-    *len = c * CS >= U ? 0 : (U - c * CS < CS ? U - c * CS : CS);
-}
-/* Part q of P of a transfer of L elements: [round_down(q*L/P, A), round_down((q+1)*L/P, A)),
- * the last part ending at L. */
-static inline void ccl__part(size_t L, int P, int q, size_t A, size_t *lo, size_t *hi)
-{
-    /* L * P stays far below 2^64: L < 2^48 elements, P = I * S < 2^16. */
-    *lo = L * (size_t)q / (size_t)P / A * A;
-    *hi = q + 1 == P ? L : L * (size_t)(q + 1) / (size_t)P / A * A;
-}
-/* Byte offset of scratch buffer b (>= BUF_SCRATCH0) inside the algorithm's scratch
- * region: the scratch buffers back to back, each buf_chunks[b] * CS elements, the same
- * for every call (docs/internals.md). With b == nbufs it is their size. */
-static inline size_t ccl__scratch_offset(const Program *p, int b, size_t CS, size_t esize)
-{
-    size_t off = 0;
-    for (int i = BUF_SCRATCH0; i < b && i < p->nbufs; i++)
-        off += (size_t)p->buf_chunks[i] * CS * esize;
-    return off;
-}
-
-/* A v-collective's segment table: for one rank and one call, the count and the
- * displacement (elements) of every unit of in and of out, CCL__VT_ROWS rows of N words
- * (allgatherv's in has one unit: its other words are 0), then the heap offsets of in
- * and out where peers reach them (~0: nowhere), the staging bytes this rank needs in
- * its v arena, and a word the GPU kernel fills (CCL_VT_FENCE). Published per call in the
- * rank's vring entry (seq % CCL_IDENT_RING), before the call's identity, so a peer that
- * sees the identity sees the table. The layout is the kernel ABI's (cuda/abi.h,
- * CCL_VT_*): GPU kernels read the tables. */
-enum {
-    CCL__VT_IN_COUNT = CCL_VT_IN_COUNT, CCL__VT_IN_DISPL = CCL_VT_IN_DISPL, CCL__VT_OUT_COUNT = CCL_VT_OUT_COUNT,
-    CCL__VT_OUT_DISPL = CCL_VT_OUT_DISPL, CCL__VT_ROWS = CCL_VT_ROWS
-};
-enum {
-    CCL__VT_IN_OFF = CCL_VT_IN_OFF, CCL__VT_OUT_OFF = CCL_VT_OUT_OFF, CCL__VT_STAGE_BYTES = CCL_VT_STAGE_BYTES,
-    CCL__VT_FENCE = CCL_VT_FENCE, CCL__VT_TAIL = CCL_VT_TAIL
-};
-#define CCL__VT_WORDS(N) ((size_t)CCL__VT_ROWS * (size_t)(N) + CCL__VT_TAIL)
-
-/* What a CclCall of a v-collective adds (vcoll.c fills it). */
-typedef struct {
-    const uint64_t *table;           /* this rank's CCL__VT_ROWS x N words; valid only during
-                                        be->run, which copies it */
-    size_t in_extent, out_extent;    /* elements: the largest displacement + count */
-    /* in (out) is NULL and peers reach it: stage it in this rank's v arena (at its
-     * end), not in private memory. */
-    int in_heap, out_heap;
-    size_t ring_off, arena_off, arena_bytes; /* ccl_comm's vring and varena */
-} CclVCall;
-
-/* One call, resolved by algorithm.c before it reaches the backend. */
-typedef struct {
-    ccl_algorithm_t *alg;
-    const void *send;                /* the user's buffers */
-    void *recv;
-    size_t count;                    /* U, in elements (internals.md's units) */
-    ccl_dtype_t dtype;
-    ccl_op_t op;
-    void *stream;
-    size_t esize, CS;
-    size_t in_bytes, out_bytes;      /* units * U * esize */
-    /* What the plan's `in` and `out` are on this rank: the user's buffer, a staging
-     * buffer in the heap, or NULL: private staging that no peer reaches, which the
-     * backend supplies from its own memory (in_bytes, out_bytes; grow-only, replaced
-     * buffers kept until synchronize). When stage_in, copy send -> in (in_bytes) before
-     * the plan runs; when stage_out, copy out -> recv (out_bytes) after it. */
-    void *in, *out;
-    int stage_in, stage_out;
-    /* Heap offsets of this rank's in/out when the plan lets peers reach them
-     * (alg->in_remote / out_remote); SIZE_MAX otherwise. Peer p's in is at
-     * comm->heap_base[p] + in_off + (p - rank) * in_stride (signed arithmetic): the
-     * stride is 0 except for NCCL-style in-place calls, where in sits inside out at the
-     * rank's slot (allgather: in_stride = count * esize) or out inside in
-     * (reduce_scatter: out_stride = count * esize). */
-    size_t in_off, out_off;
-    size_t in_stride, out_stride;
-    size_t scratch_off;              /* heap offset of the algorithm's scratch region */
-    uint64_t call_index;             /* calls of this algorithm before this one (for traces) */
-    /* Every rank must finish its previous calls before any rank starts this one, staging
-     * copies included: an all-rank barrier first. Set on the first call after an
-     * algorithm was freed (algorithm.c, "quarantine"): its memory may already be a
-     * user's buffer. A changed count needs none: the kernel's entry keeps every block
-     * off the call until every rank has ended the previous one. Same value on every
-     * rank; fence_why says why, for error messages. (Backends fence v calls on their
-     * own: a v call's staging moves with every rank's counts.) */
-    int fence;
-    const char *fence_why;
-    /* avg on a reducing collective: divide = N on every rank, which then, after the
-     * plan, passes an all-rank barrier, divides its out by N when divide_here (every
-     * rank but a reduce's non-roots), and passes a second barrier, before the copy-out.
-     * The barriers keep peers from reading out while it is being divided. 0: no avg. */
-    int divide, divide_here;
-    int slices;
-    /* What this call runs (cuda/abi.h), sealed (ccl__ident_seal). A backend publishes it
-     * and compares it with every peer's before it touches a peer; one whose shape
-     * differs from the common code's view (the GPU's protocol and threads) sets `shape`
-     * in its copy and seals it again. */
-    CclIdent id;
-    /* A v-collective (allgatherv, alltoallv): count is 0, and the segments' sizes and
-     * places are in v; in_bytes and out_bytes are the extents of the user's buffers.
-     * The backend sizes every chunk by its segment (PlanOp.content) from every rank's
-     * published table, checks that the ranks' counts agree, and fences (an all-rank
-     * barrier) when the layout differs from its previous v call's (vcoll.c). */
-    int is_v;
-    CclVCall v;
-} CclCall;
-
 /* ccl__run's argument checks and staging decisions, shared with vcoll.c. */
 typedef enum {
     CCL__BUF_PRIVATE,                /* outside the heap: peers cannot reach it */
@@ -850,7 +204,7 @@ void ccl__ident_fill(const CclCall *c, CclIdent *id);
 /* After the backend accepted a call: the comm's and the algorithm's bookkeeping. */
 void ccl__run_done(ccl_algorithm_t *alg, const CclCall *c);
 
-/* ===== vcoll.c and vlayout.c: allgatherv and alltoallv ===== */
+/* ===== vcoll.c: allgatherv and alltoallv ===== */
 
 /* One call of a v-collective: sendcounts/sdispls have the collective's in units (1 for
  * allgatherv, N for alltoallv), recvcounts/rdispls N; NULL displacements: packed in
@@ -859,26 +213,7 @@ void ccl__run_done(ccl_algorithm_t *alg, const CclCall *c);
 ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *sendcounts, const size_t *sdispls,
                         void *recv, const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, void *stream,
                         const char *fn);
-/* vlayout.c: the unit of in that out unit u of rank `rank` receives: its rank and unit. */
-void ccl__v_home(Collective coll, int rank, int u, int *q, int *v);
-/* For a backend's run hook, on the user's thread: places in and out that peers reach
- * but the user's buffers cannot be (CclVCall.in_heap, out_heap) at the end of the v
- * arena, setting *in and *out and recording in `table` (the backend's copy of
- * CclVCall.table) the heap offsets peers use and the staging bytes the arena must hold.
- * When they do not fit it places nothing: the backend's check of every rank's table
- * (scratch plus each rank's staging within the arena) fails the call on every rank. */
-void ccl__v_place(ccl_comm_t *comm, const CclCall *c, uint64_t *table, void **in, void **out);
-/* The messages of the backends' checks of every rank's table, the same on every rank
- * and backend: out segment u of rank p expects `want` elements, its sender sends `sent`;
- * or the scratch (for a longest segment of `longest` elements) and rank p's staging do
- * not fit the v arena. */
-void ccl__v_count_message(char *err, size_t len, Collective coll, int me, uint64_t seq, int p, int u,
-                          unsigned long long sent, unsigned long long want, const char *file);
-void ccl__v_space_message(char *err, size_t len, int me, uint64_t seq, const char *file, size_t scratch,
-                          unsigned long long longest, ccl_dtype_t dtype, int p, unsigned long long stage,
-                          size_t arena_bytes);
-
-/* ===== p2p.c and channels.c: point-to-point and groups ===== */
+/* ===== p2p.c: point-to-point and groups ===== */
 
 /* 1 while the calling thread has a group open. */
 int ccl__group_open(void);
@@ -893,185 +228,5 @@ void ccl__group_fail(ccl_result_t r, const char *why);
 /* comm.c: the split itself, blocking until every rank of comm has made its call. */
 ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm,
                                  const ccl_config_t *config);
-
-/* Point-to-point channels (docs/internals.md, "Point-to-point"), reserved when a comm
- * starts on a backend that runs them, at the same offsets on every rank. In rank d's
- * heap, channel s carries what rank s sends to d: CCL__P2P_SLOTS slots of p2p_slot_bytes,
- * each a CclP2pSlot header then payload. Semaphores (64-bit counters at p2p_sem_off):
- * [s] counts the slots rank s has filled in this rank's channel s, [N + d] the slots
- * rank d has emptied of what this rank sent it; [2N, 10N] are the GPU kernel's own
- * (runtime/src/gpu/p2p.cu; the CPU backend keeps its own counts on the host). Every
- * count is since the comm began. */
-enum { CCL__P2P_SLOTS = 2, CCL__P2P_HEADER = 64 };
-
-/* The header of a filled slot: which message it belongs to and what the sender asked,
- * so that the receiver checks the match before it takes a byte. */
-typedef struct {
-    uint64_t nth;                    /* the message's number on its channel, from 0 */
-    uint64_t count;                  /* the send's elements */
-    uint64_t dtype;
-    uint64_t index, group_calls;     /* the send's place in its group: call `index` (1-based)
-                                        of `group_calls` on this comm */
-} CclP2pSlot;
-
-typedef enum { CCL__P2P_SEND, CCL__P2P_RECV } CclP2pKind;
-
-/* One ccl_send or ccl_recv, as its group hands it to the backend. */
-typedef struct {
-    CclP2pKind kind;
-    int peer;
-    void *buf;                       /* a send's is const: only read */
-    size_t count;
-    ccl_dtype_t dtype;
-    uint64_t nth;                    /* messages on its channel (rank -> peer for a send,
-                                        peer -> rank for a recv) before this one */
-    int index;                       /* 1-based place among its group's calls on this comm */
-} CclP2pOp;
-
-/* One group's calls on one comm, in call order. ops is the caller's until
- * be->run_p2p returns (which copies it). */
-typedef struct {
-    ccl_comm_t *comm;
-    void *stream;
-    int nops;
-    const CclP2pOp *ops;
-    /* Every comm with calls in the same group (this one included), which the calling
-     * thread launches one after another: a backend must not wait for one of them to
-     * launch before it returns. */
-    ccl_comm_t *const *group_comms;
-    int ngroup_comms;
-} CclP2pCall;
-
-/* What every backend says when a call fails, so that both say it alike (rank: comm's):
- * "ccl_send (call 2 of 3 of its group) to rank 1, 100 f32" into buf; the receiver's
- * error for a slot header `found` that does not match its call `op` (of `calls` in its
- * group); the timeout of a call whose partner `seen` is the partner's count of the
- * channel's slots (a send: emptied; a recv: filled) and `slot` the message's last
- * (send) or first (recv) slot, counted from 1. */
-const char *ccl__p2p_describe(const CclP2pOp *op, uint64_t calls, char *buf, size_t len);
-void ccl__p2p_mismatch_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t calls, const CclP2pSlot *found);
-void ccl__p2p_timeout_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t calls, uint64_t seen, uint64_t slot);
-/* At comm creation, on a backend with run_p2p: takes the channels and their semaphores
- * (the same on every rank). Leaves p2p_off at SIZE_MAX when the heap has no room, which
- * a send or recv then reports. */
-void ccl__p2p_reserve(ccl_comm_t *comm);
-/* Byte offset, in any rank's heap, of slot k of channel `sender`. */
-static inline size_t ccl__p2p_slot_off(const ccl_comm_t *comm, int sender, int k)
-{
-    return comm->p2p_off + ((size_t)sender * CCL__P2P_SLOTS + (size_t)k) * comm->p2p_slot_bytes;
-}
-
-/* ident.c: sets id->hash from the fields after it. */
-void ccl__ident_seal(CclIdent *id);
-/* Reports that peer `peer` runs `theirs` where this rank runs `mine` (same seq, other
- * hash) as comm's asynchronous error, naming both sides and what differs:
- * CCL_ERR_NOT_SYMMETRIC when a buffer's heap offset differs, else
- * CCL_ERR_INVALID_ARGUMENT ("the ranks disagree"). Thread-safe like
- * ccl__set_async_error. */
-void ccl__ident_report(ccl_comm_t *comm, const CclIdent *mine, const CclIdent *theirs, int peer);
-
-/* ===== the backend interface ===== */
-
-/* A backend. The common code (api.c, comm.c, algorithm.c, tuner.c) does argument
- * checks, heap offsets, compilation, scratch/staging decisions and dispatch; a backend
- * supplies memory, execution and what its device is (describe). Every hook returns
- * CCL_OK or a failure whose message it has set with ccl__set_error(comm, ...). Hooks
- * are called from the user's thread, never concurrently for one comm. */
-struct CclBackend {
-    const char *name;                /* "cpu", "gpu" */
-    ccl_backend_t kind;              /* CCL_BACKEND_CPU or CCL_BACKEND_GPU (ccl_comm_backend) */
-
-    /* Collective over the ranks of boot (boot is valid only during this call). Creates
-     * comm->be_comm and this rank's symmetric heap of comm->heap_bytes bytes, zeroed,
-     * and maps every peer's: fills comm->heap_base[0..nranks). comm->rank, nranks,
-     * timeout_ms, device, cache_dir and heap_bytes are set (it may lower heap_bytes when
-     * heap_default is set, the same on every rank). On failure it releases whatever it
-     * made (comm_fini is not called). */
-    ccl_result_t (*comm_init)(ccl_comm_t *comm, const ccl_bootstrap_t *boot);
-
-    /* Releases everything comm_init made. Called after synchronize; not collective:
-     * peers may still be running (a heap must stay valid for a peer that still maps it
-     * only as long as that peer's process lives). */
-    void (*comm_fini)(ccl_comm_t *comm);
-
-    /* Zeroes [off, off+bytes) of this rank's heap, synchronously (semaphores). */
-    ccl_result_t (*heap_zero)(ccl_comm_t *comm, size_t off, size_t bytes);
-
-    /* Prepares alg for this rank (alg->plan, blocks, instances, slices, sem_off, nsems
-     * set): compile kernels, allocate per-algorithm state such as the waiters' expected
-     * semaphore values (which start at 0 and persist across calls). Sets alg->be_alg. */
-    ccl_result_t (*alg_prepare)(ccl_algorithm_t *alg);
-    /* Releases alg->be_alg; alg is idle (the comm was synchronized). */
-    void (*alg_release)(ccl_algorithm_t *alg);
-    /* Bytes of alg's scratch region for a call at chunk stride CS (elements of esize
-     * bytes), the same on every rank, where its kernels lay out more there than the
-     * scratch buffers (the GPU's LL lines: gpu/layout.h). NULL: the scratch buffers,
-     * ccl__scratch_offset(prog, prog->nbufs, CS, esize). */
-    size_t (*scratch_bytes)(const ccl_algorithm_t *alg, size_t CS, size_t esize);
-
-    /* Enqueues one call (asynchronous: returns before it ran, must not wait for peers).
-     * In order: stage_in copy, the plan (every block x instance x slice of this rank,
-     * docs/internals.md), avg division (call->divide), stage_out copy. A failure while
-     * running (timeout, peer abort) goes to ccl__set_async_error with a message naming
-     * rank, thread block, source line (file:line) and peer; the backend then stops
-     * every peer (CclHeapHeader.abort, set its own way) and drops later calls. *call
-     * is copied; the buffers it names stay valid until synchronize (the common code
-     * never frees heap regions before that). */
-    ccl_result_t (*run)(const CclCall *call);
-
-    /* Waits until everything enqueued on comm ran. Returns CCL_OK; asynchronous failures
-     * are reported by the common code from async_result. */
-    ccl_result_t (*synchronize)(ccl_comm_t *comm);
-
-    /* ccl_comm_abort, from any thread, concurrently with the user's: stops this rank's
-     * running and queued work and sets every peer's abort word (their waits give up),
-     * without waiting for anything. */
-    void (*abort)(ccl_comm_t *comm);
-    /* ccl_comm_get_async_error, from any thread, under comm->async_lock (so comm->algs
-     * holds still; it must not take the lock): a failure the backend has seen but not yet
-     * reported through ccl__set_async_error, or CCL_OK. Never waits. NULL: none. */
-    ccl_result_t (*poll)(ccl_comm_t *comm);
-    /* Under the same lock, after poll returned a failure: what it is, naming the rank
-     * at fault where the backend knows it ("rank 1 aborted the communicator
-     * (ccl_comm_abort)"), into buf. NULL: the result's string is said. */
-    void (*poll_message)(ccl_comm_t *comm, char *buf, size_t len);
-    /* 1 when `stream` is being captured into a CUDA graph (a call may then only enqueue:
-     * no compiling, allocating or waiting). NULL: never. */
-    int (*capturing)(ccl_comm_t *comm, void *stream);
-
-    /* Enqueues one group's sends and receives on one comm (p2p.c has checked them and
-     * numbered their messages), all of them to progress at once, after the comm's
-     * earlier work on call->stream; asynchronous like run, failures the same way: a
-     * mismatched pair names both calls, an unmatched call times out naming itself. NULL:
-     * the backend has no point-to-point (ccl_send and ccl_recv say so). */
-    ccl_result_t (*run_p2p)(const CclP2pCall *call);
-
-    /* A synchronous copy of `bytes` between host memory and this rank's heap
-     * (ccl_mem_alloc buffers), either way, after the comm's earlier work: ccl_mem_copy. */
-    ccl_result_t (*copy)(ccl_comm_t *comm, void *dst, const void *src, size_t bytes);
-
-    /* Fills *out for comm (after comm_init). Never fails: what it cannot find out it
-     * names "unknown". May ask the driver: the tuner calls it once per comm. */
-    void (*describe)(const ccl_comm_t *comm, CclDeviceInfo *out);
-};
-
-extern const CclBackend ccl__cpu_backend;
-/* The GPU backend (runtime/src/gpu/) defines `const CclBackend *ccl__gpu_backend(char
- * *why, size_t len)`: the backend when a usable GPU and driver are present, else NULL with
- * the reason in why. */
-const CclBackend *ccl__gpu_backend(char *why, size_t len);
-
-/* ===== reduce.c: element types and reductions on the host ===== */
-
-/* dst[e] = op(src[0][e], ..., src[nsrc-1][e]) for e in 0..n, in operand order, computed
- * in float for f16/bf16/fp8 (rounded to nearest even on store), in the type otherwise
- * (integers wrap). avg reduces as sum. dst may be any of the srcs. */
-void ccl__reduce(void *dst, const void *const *src, int nsrc, size_t n, ccl_dtype_t t, ccl_op_t op);
-/* x[e] /= divisor for e in 0..n (avg's final step; integers truncate). */
-void ccl__divide(void *x, size_t n, ccl_dtype_t t, int divisor);
-/* Conversions for the half types (round to nearest even; NaN stays NaN). */
-float ccl__to_float(const void *x, ccl_dtype_t t);
-void ccl__from_float(void *x, float f, ccl_dtype_t t);
-double ccl__load_double(const void *x, ccl_dtype_t t);  /* any dtype, as a double */
 
 #endif

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base.h"
 
 /* The folder of the file at path (resolved to its real path) in dir (PATH_MAX bytes);
  * -1 when there is none. */

@@ -24,7 +24,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base.h"
 
 int ccl__log_level;
 unsigned ccl__log_subsys = CCL__SUB_ALL;

@@ -3,7 +3,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base.h"
 
 #define CCL__STR(x) #x
 #define CCL__XSTR(x) CCL__STR(x)

@@ -10,7 +10,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base.h"
 
 /* ---- small floats ---- */
 

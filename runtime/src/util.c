@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base.h"
 
 int ccl__parse_size(const char *s, uint64_t *out)
 {

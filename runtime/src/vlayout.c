@@ -6,7 +6,7 @@
  * the tables; the backends check and use them. Calls only the base. */
 #include <stdio.h>
 
-#include "internal.h"
+#include "backend.h"
 
 void ccl__v_home(Collective coll, int rank, int u, int *q, int *v)
 {

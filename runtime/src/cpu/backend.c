@@ -24,7 +24,7 @@
 #include "cpu/p2p.h"
 #include "cpu/segments.h"
 #include "cpu/waits.h"
-#include "internal.h"
+#include "backend.h"
 
 /* A queued call: a collective (call), or a group of point-to-point calls (p2p, nops of
  * them, after the Task; NULL otherwise). */

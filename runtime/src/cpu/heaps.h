@@ -3,7 +3,7 @@
 #ifndef CCL_CPU_HEAPS_H
 #define CCL_CPU_HEAPS_H
 
-#include "internal.h"
+#include "backend.h"
 
 typedef struct LocalWorld LocalWorld;
 

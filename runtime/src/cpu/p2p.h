@@ -4,7 +4,7 @@
 #ifndef CCL_CPU_P2P_H
 #define CCL_CPU_P2P_H
 
-#include "internal.h"
+#include "backend.h"
 
 /* What the worker keeps across groups: per peer, the slots this rank has filled of its
  * channel to the peer and emptied of the peer's channel to it (so far, the same as the

@@ -4,7 +4,7 @@
 #ifndef CCL_CPU_SEGMENTS_H
 #define CCL_CPU_SEGMENTS_H
 
-#include "internal.h"
+#include "backend.h"
 
 /* Every rank's segment table of one call, as the call sees it once the identities
  * agree, and the layout that follows from them. */

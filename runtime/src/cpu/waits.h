@@ -5,7 +5,7 @@
 #ifndef CCL_CPU_WAITS_H
 #define CCL_CPU_WAITS_H
 
-#include "internal.h"
+#include "backend.h"
 
 /* Rank `rank`'s heap header, through this process's mapping of its heap. Host
  * addresses: on GPUs heap_base holds device addresses (the GPU backend keeps its own

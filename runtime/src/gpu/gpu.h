@@ -6,7 +6,7 @@
 
 #include "gpu/driver.h"
 #include "gpu/layout.h"
-#include "internal.h"
+#include "backend.h"
 
 typedef struct GpuProxy GpuProxy;           /* gpu/proxy.c */
 typedef struct GpuPortQueues GpuPortQueues;

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base.h"
 #include "gpu/jit.h"
 
 typedef int nvrtcResult;

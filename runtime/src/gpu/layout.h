@@ -4,7 +4,7 @@
 #ifndef CCL_GPU_LAYOUT_H
 #define CCL_GPU_LAYOUT_H
 
-#include "internal.h"
+#include "base.h"
 
 /* Bytes of lines that carry a chunk of CS elements: LL's 16-byte lines carry 8 data
  * bytes, LL128's 128-byte lines 120 (emit_cuda.c's emit_ll_lines, the prelude's
