@@ -1,6 +1,7 @@
 /* gpu/gpu.h: state shared by the GPU backend's files (gpu/device.c: what the ranks on one
  * GPU share; gpu/mem.c: the symmetric heap; gpu/backend.c: kernels, launches, errors;
- * gpu/proxy.c: port channels). */
+ * gpu/stream.c: the stream a call runs on, what co-located ranks wait for; gpu/p2p.c:
+ * point-to-point; gpu/proxy.c: port channels). */
 #ifndef CCL_GPU_H
 #define CCL_GPU_H
 
@@ -141,14 +142,25 @@ void ccl__gpu_module_publish(GpuDevice *d, GpuModule *m, CUmodule mod, const cha
 int ccl__gpu_stream_claim(GpuDevice *d, CUstream s, const void *owner, const void **holder);
 void ccl__gpu_stream_unclaim_all(GpuDevice *d, const void *owner);
 
+/* comm->be_comm: the comm's GPU state. */
+static inline GpuComm *gpu_comm(ccl_comm_t *comm) { return comm->be_comm; }
+
 /* gpu/backend.c: makes comm's GPU context current on the calling thread (tools that
  * create their own streams, ccl-tune). */
 void ccl__gpu_make_current(const ccl_comm_t *comm);
-/* gpu/backend.c, shared with gpu/p2p.c (each says more where it is defined): a driver
- * failure as comm's error; a user buffer the GPU can use in place; the calling thread's
- * id and its note as this rank's caller (shared GPU); the stream a call runs on, and
- * the note that this comm queued work there. */
+/* gpu/stream.c, shared by gpu/backend.c and gpu/p2p.c (each says more where it is
+ * defined): a driver failure as comm's error; a user buffer the GPU can use in place;
+ * the calling thread's id and its note as this rank's caller (shared GPU); the stream a
+ * call runs on, and the note that this comm queued work there; the ranks that share
+ * this rank's GPU, for messages ("0, 1, 3"). */
 ccl_result_t ccl__gpu_cu_fail(ccl_comm_t *comm, CUresult r, const char *what);
+/* Returns ccl__gpu_cu_fail(comm, ...) from the enclosing function when a driver call
+ * fails (`comm` in scope). */
+#define CU_CHECK(call, what)                                                                            \
+    do {                                                                                                \
+        CUresult r_ = (call);                                                                           \
+        if (r_ != CUDA_SUCCESS) return ccl__gpu_cu_fail(comm, r_, what);                                \
+    } while (0)
 ccl_result_t ccl__gpu_check_buffer(ccl_comm_t *comm, const void *p, size_t bytes, const char *what);
 uint64_t ccl__gpu_thread_id(void);
 void ccl__gpu_note_caller(ccl_comm_t *comm);
@@ -159,6 +171,7 @@ ccl_result_t ccl__gpu_call_stream(ccl_comm_t *comm, void *user, CUstream *out, i
  * (0: not yet started; one clock for all the waits of a launch). */
 int ccl__gpu_wait_launched(ccl_comm_t *comm, int p, _Atomic uint64_t *count, uint64_t want, double *t0);
 ccl_result_t ccl__gpu_mark_stream(ccl_comm_t *comm, CUstream s, int capturing);
+const char *ccl__gpu_colocated_list(const GpuComm *g, char *buf, size_t len);
 
 /* gpu/p2p.c: point-to-point groups (CclBackend.run_p2p). Open, when a comm starts,
  * compiles (disk cache) and loads the ccl_p2p kernel once per GPU; a failure there only
