@@ -708,7 +708,7 @@ static void test_free_quarantine(void)
 }
 
 /* Handles after their end: a second free or destroy, and use after either, are refused
- * with a message (runtime/src/handles.c), never dereferenced (ASan runs this too). */
+ * with a message (runtime/src/handles.c, check.c), never dereferenced (ASan runs this too). */
 static void test_dead_handles(void)
 {
     ccl_comm_t *comms[2];

@@ -1,5 +1,5 @@
 /* library_trust: the shipped library is read only from folders and files that this
- * user (or root) owns and nobody else can write (runtime/src/library.c, util.c).
+ * user (or root) owns and nobody else can write (runtime/src/libdir.c, library.c, util.c).
  *
  *   CCL_ALGORITHM_DIR=algorithms library_trust
  *

@@ -1,5 +1,6 @@
 /* cpu/p2p.h: point-to-point on the CPU backend (p2p.c): one group's sends and receives
- * run by the comm's worker through the channels of internal.h ("Point-to-point").
+ * run by the comm's worker through the channels of base.h and channels.c
+ * ("Point-to-point").
  * Included by cpu/backend.c only. */
 #ifndef CCL_CPU_P2P_H
 #define CCL_CPU_P2P_H

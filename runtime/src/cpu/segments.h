@@ -1,6 +1,6 @@
 /* segments.h: the CPU backend's side of the v-collectives (segments.c); the common
- * side, the entry points and the tables' layout, is runtime/src/vcoll.c and
- * internal.h's CclVCall. Included by cpu/backend.c only. */
+ * side, the entry points and the tables' layout, is runtime/src/vcoll.c, with
+ * backend.h's CclVCall and vlayout.c's helpers. Included by cpu/backend.c only. */
 #ifndef CCL_CPU_SEGMENTS_H
 #define CCL_CPU_SEGMENTS_H
 

@@ -1,4 +1,4 @@
-/* gpu/backend.c: the GPU backend (internal.h's CclBackend) on the CUDA driver API.
+/* gpu/backend.c: the GPU backend (backend.h's CclBackend) on the CUDA driver API.
  *
  * Takes loaded algorithms and calls from the common code; gives asynchronous launches
  * on the user's stream. Per algorithm and (dtype, op) it emits this rank's kernel
