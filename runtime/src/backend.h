@@ -7,7 +7,7 @@
  * it is called through CclBackend and never calls into the code that calls it: what it
  * needs arrives in the call (the sealed identity, the scratch layout) or lives in the
  * base. The common code (internal.h) reaches a backend only through CclBackend and the
- * two entry points at the end, ccl__cpu_backend and ccl__gpu_backend. */
+ * two entry points declared with it, ccl__cpu_backend and ccl__gpu_backend. */
 #ifndef CCL_BACKEND_H
 #define CCL_BACKEND_H
 

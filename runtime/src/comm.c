@@ -10,12 +10,9 @@
  * Errors are error.c's: messages go to the comm's last_error (user's thread) or, from
  * backends' worker threads, to async_error, which ccl_comm_synchronize reports. */
 #include <errno.h>
-#include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"

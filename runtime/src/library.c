@@ -12,13 +12,10 @@
  *
  * The library folder is libdir.c's (ccl__library_dir). */
 #include <dirent.h>
-#include <dlfcn.h>
 #include <limits.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
