@@ -8,18 +8,13 @@
  * or made once for all ranks (ncclCommInitAll), so no rank waits in a real init its
  * peers skipped.
  *
- * Handles are checked as libccl's are: live comms are in a registry, a call holds its
- * comm (shim_comm_get) for its length, and destroy or abort take the comm out of the
- * registry first and then wait for the calls holding it, so a comm is never freed
- * under a call, and a dead or foreign pointer gets ncclInvalidArgument, not a crash. */
+ * The registry of live comms is registry.c's; the calls that make a comm and may sit in
+ * a group (init by id, split, shrink) are create.c's, over this file. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "shim.h"
-
-static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
-static ncclComm_t registry;
 
 /* ---- handles ---- */
 
@@ -34,7 +29,7 @@ ncclComm_t shim_comm_new(void)
     return c;
 }
 
-static void comm_free(ncclComm_t c)
+void shim_comm_free(ncclComm_t c)
 {
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->idle);
@@ -52,81 +47,7 @@ void shim_comm_discard(ncclComm_t c)
     const ShimReal *real = shim_real_loaded();
     if (c->real && real)
         real->CommDestroy(c->real);
-    comm_free(c);
-}
-
-/* Registry lookup; the caller holds registry_mu. */
-static int registered(ncclComm_t comm)
-{
-    for (ncclComm_t c = registry; c; c = c->next)
-        if (c == comm)
-            return 1;
-    return 0;
-}
-
-int shim_comm_hold(ncclComm_t comm)
-{
-    pthread_mutex_lock(&registry_mu);
-    int ok = comm && registered(comm) && !comm->dying;
-    if (ok)
-        comm->refs++;
-    pthread_mutex_unlock(&registry_mu);
-    return ok;
-}
-
-ncclResult_t shim_comm_get(ncclComm_t comm, const char *fn)
-{
-    if (shim_comm_hold(comm))
-        return ncclSuccess;
-    if (!comm)
-        return shim_fail(NULL, ncclInvalidArgument, "%s: argument 'comm' is NULL", fn);
-    return shim_fail(NULL, ncclInvalidArgument, "%s: argument 'comm' (%p) is not a live communicator (destroyed or "
-                     "aborted already, or not made by ncclCommInitRank, ncclCommInitAll or ncclCommSplit)", fn,
-                     (void *)comm);
-}
-
-void shim_comm_put(ncclComm_t comm)
-{
-    pthread_mutex_lock(&registry_mu);
-    if (--comm->refs == 0 && comm->dying)
-        pthread_cond_broadcast(&comm->idle);
-    pthread_mutex_unlock(&registry_mu);
-}
-
-int shim_comm_live(ncclComm_t comm)
-{
-    pthread_mutex_lock(&registry_mu);
-    int ok = comm && registered(comm) && !comm->dying;
-    pthread_mutex_unlock(&registry_mu);
-    return ok;
-}
-
-/* Takes comm out of the registry and waits until no call holds it; ncclSuccess, or
- * ncclInvalidArgument when it is not live (a second destroy). */
-static ncclResult_t comm_retire(ncclComm_t comm, const char *fn, int abort)
-{
-    pthread_mutex_lock(&registry_mu);
-    if (!registered(comm) || comm->dying) {
-        pthread_mutex_unlock(&registry_mu);
-        return shim_fail(NULL, ncclInvalidArgument, "%s: argument 'comm' (%p) is not a live communicator "
-                         "(destroyed or aborted already?)", fn, (void *)comm);
-    }
-    comm->dying = 1;
-    pthread_mutex_unlock(&registry_mu);
-    /* An abort first stops what may be waiting on peers, so that the calls holding the
-     * comm return. */
-    if (abort && comm->ccl)
-        ccl_comm_abort(comm->ccl);
-    pthread_mutex_lock(&registry_mu);
-    while (comm->refs > 0)
-        pthread_cond_wait(&comm->idle, &registry_mu);
-    for (ncclComm_t *p = &registry; *p; p = &(*p)->next)
-        if (*p == comm) {
-            *p = comm->next;
-            break;
-        }
-    pthread_mutex_unlock(&registry_mu);
-    return ncclSuccess;
+    shim_comm_free(c);
 }
 
 ncclResult_t shim_comm_publish(ncclComm_t c, const ShimRoute routes[SHIM_NUM_COLLS], const char *fn)
@@ -145,10 +66,7 @@ ncclResult_t shim_comm_publish(ncclComm_t c, const ShimRoute routes[SHIM_NUM_COL
     }
     memcpy(c->routes, routes, sizeof c->routes);
     c->magic = SHIM_COMM_MAGIC;
-    pthread_mutex_lock(&registry_mu);
-    c->next = registry;
-    registry = c;
-    pthread_mutex_unlock(&registry_mu);
+    shim_comm_register(c);
     if (shim_log_level() >= SHIM_LOG_INFO) {
         char r[512];
         shim_routes_describe(routes, r, sizeof r);
@@ -173,7 +91,7 @@ ncclResult_t shim_routes_from_env(ShimRoute routes[SHIM_NUM_COLLS], const char *
 }
 
 /* NCCL refuses a config that NCCL_CONFIG_INITIALIZER did not start. */
-static ncclResult_t check_config(const ncclConfig_t *config, const char *fn)
+ncclResult_t shim_check_config(const ncclConfig_t *config, const char *fn)
 {
     if (config && config->magic != 0xcafebeef)
         return shim_fail(NULL, ncclInvalidArgument, "%s: argument 'config' was not initialized with "
@@ -183,7 +101,7 @@ static ncclResult_t check_config(const ncclConfig_t *config, const char *fn)
 
 /* The config the real NCCL gets: the user's, blocking (the shim's init returns once the
  * comm is ready; a non-blocking comm may do that too). */
-static ncclConfig_t *real_config(const ncclConfig_t *config, ncclConfig_t *copy)
+ncclConfig_t *shim_real_config(const ncclConfig_t *config, ncclConfig_t *copy)
 {
     if (!config)
         return NULL;
@@ -196,7 +114,7 @@ static ncclConfig_t *real_config(const ncclConfig_t *config, ncclConfig_t *copy)
     return copy;
 }
 
-static void copy_name(ncclComm_t c, const ncclConfig_t *config)
+void shim_copy_name(ncclComm_t c, const ncclConfig_t *config)
 {
     if (config && config->commName)
         snprintf(c->name, sizeof c->name, "%s", config->commName);
@@ -329,7 +247,7 @@ static ncclResult_t init_real(ncclComm_t c, ShimClient *cl, const ShimRoute *rou
     }
     free(votes);
     ncclConfig_t copy;
-    ncclConfig_t *cfg = real_config(config, &copy);
+    ncclConfig_t *cfg = shim_real_config(config, &copy);
     ncclResult_t rr;
     if (nid > 1 && scalable_ok && real->CommInitRankScalable)
         rr = real->CommInitRankScalable(&c->real, c->nranks, c->rank, nid, real_ids, cfg);
@@ -408,7 +326,7 @@ ncclResult_t shim_init_rank_now(ncclComm_t *out, int nranks, int nid, const nccl
     shim_client_leave(cl);
     free(sids);
     free(real_ids);
-    copy_name(c, config);
+    shim_copy_name(c, config);
     *out = c;
     return shim_comm_publish(c, routes, fn);
 fail:
@@ -417,50 +335,6 @@ fail:
     free(sids);
     free(real_ids);
     return r;
-}
-
-/* The checks every init-by-id makes at the call (also inside a group). */
-static ncclResult_t init_checks(ncclComm_t *comm, int nranks, int nid, const ncclUniqueId *ids, int rank,
-                                const ncclConfig_t *config, const char *fn)
-{
-    if (!comm)
-        return shim_fail(NULL, ncclInvalidArgument, "%s: argument 'comm' is NULL", fn);
-    *comm = NULL;
-    if (nranks < 1)
-        return shim_fail(NULL, ncclInvalidArgument, "%s: argument 'nranks' is %d (at least 1)", fn, nranks);
-    if (rank < 0 || rank >= nranks)
-        return shim_fail(NULL, ncclInvalidArgument, "%s: argument 'rank' is %d, outside 0..%d", fn, rank, nranks - 1);
-    if (nid < 1 || !ids)
-        return shim_fail(NULL, ncclInvalidArgument, "%s: argument '%s' is %s", fn, ids ? "nId" : "commIds",
-                         ids ? "below 1" : "NULL");
-    return check_config(config, fn);
-}
-
-static ncclResult_t init_rank(ncclComm_t *comm, int nranks, int nid, const ncclUniqueId *ids, int rank,
-                              const ncclConfig_t *config, const char *fn)
-{
-    ncclResult_t r = init_checks(comm, nranks, nid, ids, rank, config, fn);
-    if (r != ncclSuccess)
-        return r;
-    if (shim_group_depth())
-        return shim_group_defer_init(comm, nranks, nid, ids, rank, config, fn);
-    return shim_init_rank_now(comm, nranks, nid, ids, rank, config, fn);
-}
-
-ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
-{
-    return init_rank(comm, nranks, 1, &commId, rank, NULL, "ncclCommInitRank");
-}
-
-ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config)
-{
-    return init_rank(comm, nranks, 1, &commId, rank, config, "ncclCommInitRankConfig");
-}
-
-ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *commIds,
-                                      ncclConfig_t *config)
-{
-    return init_rank(newcomm, nranks, nId, commIds, myrank, config, "ncclCommInitRankScalable");
 }
 
 /* ---- one process, every rank ---- */
@@ -533,7 +407,7 @@ out:
         if (cc && cc[i])
             ccl_comm_destroy(cc[i]);
         if (cs[i])
-            comm_free(cs[i]);
+            shim_comm_free(cs[i]);
     }
     free(cs);
     free(cc);
@@ -545,10 +419,10 @@ out:
 
 /* Makes a split's child live, or frees it when this rank joined no child; *newcomm is
  * the comm or NULL. */
-static ncclResult_t split_finish(ncclComm_t parent, ncclComm_t child, ncclComm_t *newcomm, const char *fn)
+ncclResult_t shim_split_finish(ncclComm_t parent, ncclComm_t child, ncclComm_t *newcomm, const char *fn)
 {
     if (!child->ccl && !child->real) {
-        comm_free(child);
+        shim_comm_free(child);
         *newcomm = NULL;
         return ncclSuccess;
     }
@@ -563,121 +437,10 @@ static ncclResult_t split_finish(ncclComm_t parent, ncclComm_t child, ncclComm_t
     return shim_comm_publish(child, parent->routes, fn);
 }
 
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
-{
-    const char *fn = "ncclCommSplit";
-    ncclResult_t r = shim_comm_get(comm, fn);
-    if (r != ncclSuccess)
-        return r;
-    if (!newcomm)
-        r = shim_fail(comm, ncclInvalidArgument, "%s: argument 'newcomm' is NULL", fn);
-    else if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
-        r = shim_fail(comm, ncclInvalidArgument, "%s: argument 'color' is %d (a color is >= 0, or "
-                      "NCCL_SPLIT_NOCOLOR)", fn, color);
-    else if (comm->aborted || comm->finalized)
-        r = shim_fail(comm, ncclInvalidUsage, "%s: the communicator was %s", fn,
-                      comm->aborted ? "revoked" : "finalized");
-    else
-        r = check_config(config, fn);
-    if (r != ncclSuccess) {
-        shim_group_fail(r);
-        shim_comm_put(comm);
-        return r;
-    }
-    *newcomm = NULL;
-    ncclComm_t child = shim_comm_new();
-    if (!child) {
-        shim_comm_put(comm);
-        return shim_fail(comm, ncclSystemError, "%s: out of memory", fn);
-    }
-    copy_name(child, config);
-    /* Inside a group both halves are held by their libraries until the group's end,
-     * which writes child->ccl and child->real. */
-    ccl_result_t cr = comm->ccl ? ccl_comm_split(comm->ccl, color, key, &child->ccl, NULL) : CCL_OK;
-    if (cr != CCL_OK) {
-        r = shim_fail_ccl(comm, cr, comm->ccl, fn);
-        comm_free(child);
-        shim_group_fail(r);
-        shim_comm_put(comm);
-        return r;
-    }
-    const ShimReal *real = shim_real_loaded();
-    if (comm->real && real) {
-        ncclConfig_t copy;
-        shim_group_real_enter(real);
-        if ((r = real->CommSplit(comm->real, color, key, &child->real, real_config(config, &copy))) != ncclSuccess) {
-            r = shim_fail(comm, r, "%s: the real NCCL's ncclCommSplit failed: %s", fn, shim_real_error(comm->real));
-            /* Inside a group libccl writes its half at the group's end: the child waits
-             * for it there, and is dropped then. */
-            if (shim_group_depth())
-                shim_group_defer_split(comm, child, newcomm);
-            else
-                shim_comm_discard(child);
-            shim_group_fail(r);
-            shim_comm_put(comm);
-            return r;
-        }
-    }
-    if (shim_group_depth())
-        r = shim_group_defer_split(comm, child, newcomm);
-    else
-        r = split_finish(comm, child, newcomm, fn);
-    shim_comm_put(comm);
-    return r;
-}
-
 /* Called by the group's end for a split it held. */
 ncclResult_t shim_group_split_done(ncclComm_t parent, ncclComm_t child, ncclComm_t *newcomm)
 {
-    return split_finish(parent, child, newcomm, "ncclCommSplit");
-}
-
-/* libccl cannot make a communicator without the excluded ranks taking part (their
- * processes may be gone), so a shrunk comm is the real NCCL's alone. */
-ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
-                            ncclConfig_t *config, int shrinkFlags)
-{
-    const char *fn = "ncclCommShrink";
-    ncclResult_t r = shim_comm_get(comm, fn);
-    if (r != ncclSuccess)
-        return r;
-    const ShimReal *real = shim_real_loaded();
-    if (!newcomm)
-        r = shim_fail(comm, ncclInvalidArgument, "%s: argument 'newcomm' is NULL", fn);
-    else if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList))
-        r = shim_fail(comm, ncclInvalidArgument, "%s: argument 'excludeRanksList' is NULL or its count %d is "
-                      "negative", fn, excludeRanksCount);
-    else if (!comm->real || !real || !real->CommShrink)
-        r = shim_fail(comm, ncclInvalidUsage, "%s: libccl cannot shrink a communicator (every rank of a libccl "
-                      "split takes part, and excluded ranks may be gone), and this comm has no real NCCL one to "
-                      "shrink (%s)", fn, !comm->real ? "see CCL_DEBUG=INFO at its init" : "its NCCL lacks ncclCommShrink");
-    else
-        r = check_config(config, fn);
-    ncclComm_t child = r == ncclSuccess ? shim_comm_new() : NULL;
-    if (r == ncclSuccess && !child)
-        r = shim_fail(comm, ncclSystemError, "%s: out of memory", fn);
-    if (r == ncclSuccess) {
-        ncclConfig_t copy;
-        *newcomm = NULL;
-        shim_group_real_enter(real);
-        r = real->CommShrink(comm->real, excludeRanksList, excludeRanksCount, &child->real,
-                             real_config(config, &copy), shrinkFlags);
-        if (r != ncclSuccess) {
-            r = shim_fail(comm, r, "%s: the real NCCL's ncclCommShrink failed: %s", fn, shim_real_error(comm->real));
-            comm_free(child);
-        } else if (!child->real) {
-            comm_free(child);
-        } else {
-            copy_name(child, config);
-            *newcomm = child;
-            ShimRoute nccl_only[SHIM_NUM_COLLS];
-            for (int c = 0; c < SHIM_NUM_COLLS; c++)
-                nccl_only[c] = SHIM_ROUTE_NCCL;
-            shim_comm_publish(child, nccl_only, fn);
-        }
-    }
-    shim_comm_put(comm);
-    return r;
+    return shim_split_finish(parent, child, newcomm, "ncclCommSplit");
 }
 
 /* ---- the end of a communicator ---- */
@@ -726,7 +489,7 @@ static ncclResult_t comm_end(ncclComm_t comm, int abort, const char *fn)
 {
     if (!comm)
         return ncclSuccess; /* as NCCL */
-    ncclResult_t r = comm_retire(comm, fn, abort);
+    ncclResult_t r = shim_comm_retire(comm, fn, abort);
     if (r != ncclSuccess)
         return r;
     say_summary(comm, fn);
@@ -743,7 +506,7 @@ static ncclResult_t comm_end(ncclComm_t comm, int abort, const char *fn)
             r = shim_fail(NULL, rr, "%s: the real NCCL's %s failed: %s", fn, abort ? "ncclCommAbort" : "ncclCommDestroy",
                           shim_real_error(NULL));
     }
-    comm_free(comm);
+    shim_comm_free(comm);
     return r;
 }
 
@@ -848,14 +611,26 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
 }
 
 /* NCCL's profiling names. */
+/* ncclGetLastError(comm): the comm's last failure, also when another thread asks (a
+ * copy, so the caller's pointer stays valid while the comm's thread fails again);
+ * ncclGetLastError(NULL), or a comm with none: this thread's. */
+const char *ncclGetLastError(ncclComm_t comm)
+{
+    static _Thread_local char copy[SHIM_ERR_LEN];
+    if (comm && shim_comm_hold(comm)) {
+        pthread_mutex_lock(&comm->mu);
+        memcpy(copy, comm->last_error, sizeof copy);
+        pthread_mutex_unlock(&comm->mu);
+        shim_comm_put(comm);
+        if (copy[0])
+            return copy;
+    }
+    return shim_thread_error();
+}
+
 SHIM_PROFILING_NAME(ncclGetVersion);
 SHIM_PROFILING_NAME(ncclGetUniqueId);
-SHIM_PROFILING_NAME(ncclCommInitRank);
-SHIM_PROFILING_NAME(ncclCommInitRankConfig);
-SHIM_PROFILING_NAME(ncclCommInitRankScalable);
 SHIM_PROFILING_NAME(ncclCommInitAll);
-SHIM_PROFILING_NAME(ncclCommSplit);
-SHIM_PROFILING_NAME(ncclCommShrink);
 SHIM_PROFILING_NAME(ncclCommFinalize);
 SHIM_PROFILING_NAME(ncclCommDestroy);
 SHIM_PROFILING_NAME(ncclCommAbort);
@@ -864,3 +639,4 @@ SHIM_PROFILING_NAME(ncclCommGetAsyncError);
 SHIM_PROFILING_NAME(ncclCommCount);
 SHIM_PROFILING_NAME(ncclCommUserRank);
 SHIM_PROFILING_NAME(ncclCommCuDevice);
+SHIM_PROFILING_NAME(ncclGetLastError);

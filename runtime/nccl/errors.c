@@ -159,23 +159,6 @@ const char *shim_thread_error(void)
     return thread_error;
 }
 
-/* ncclGetLastError(comm): the comm's last failure, also when another thread asks (a
- * copy, so the caller's pointer stays valid while the comm's thread fails again);
- * ncclGetLastError(NULL), or a comm with none: this thread's. */
-const char *ncclGetLastError(ncclComm_t comm)
-{
-    static _Thread_local char copy[SHIM_ERR_LEN];
-    if (comm && shim_comm_hold(comm)) {
-        pthread_mutex_lock(&comm->mu);
-        memcpy(copy, comm->last_error, sizeof copy);
-        pthread_mutex_unlock(&comm->mu);
-        shim_comm_put(comm);
-        if (copy[0])
-            return copy;
-    }
-    return thread_error;
-}
-
 /* Deprecated by NVIDIA: NCCL rereads its logging variables; libccl reads its own once.
  * (NVIDIA's header declares both without a prototype.) */
 void ncclResetDebugInit(void);
@@ -216,4 +199,3 @@ int shim_real_fits(ccl_backend_t backend)
 
 /* NCCL's profiling names. */
 SHIM_PROFILING_NAME(ncclGetErrorString);
-SHIM_PROFILING_NAME(ncclGetLastError);

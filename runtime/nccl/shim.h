@@ -156,7 +156,7 @@ void shim_routes_describe(const ShimRoute routes[SHIM_NUM_COLLS], char *buf, siz
 struct ncclComm;
 void shim_summary(const struct ncclComm *comm, char *buf, size_t len);
 
-/* ---- comm.c: communicators ---- */
+/* ---- comm.c: communicators (create.c: the calls that make one inside a group) ---- */
 
 /* A reduction operator made by ncclRedOpCreatePreMulSum: ncclNumOps + its index. */
 typedef struct {
@@ -197,8 +197,31 @@ struct ncclComm {
 ncclComm_t shim_comm_new(void);
 /* Fills rank, size and backend from c->ccl (or c->real), and makes the comm live. */
 ncclResult_t shim_comm_publish(ncclComm_t c, const ShimRoute routes[SHIM_NUM_COLLS], const char *fn);
-/* Frees a wrapper that never went live, with what it holds. */
+/* Frees a wrapper that never went live, with what it holds; shim_comm_free frees the
+ * wrapper alone. */
 void shim_comm_discard(ncclComm_t c);
+void shim_comm_free(ncclComm_t c);
+/* The comm's route table from CCL_NCCL_ROUTE; ncclInvalidArgument with the message set. */
+ncclResult_t shim_routes_from_env(ShimRoute routes[SHIM_NUM_COLLS], const char *fn);
+/* ncclInvalidArgument (the message set) for a config NCCL_CONFIG_INITIALIZER did not
+ * start; the config the real NCCL gets (the user's, blocking: a copy in *copy, or NULL);
+ * the comm's name from the config. */
+ncclResult_t shim_check_config(const ncclConfig_t *config, const char *fn);
+ncclConfig_t *shim_real_config(const ncclConfig_t *config, ncclConfig_t *copy);
+void shim_copy_name(ncclComm_t c, const ncclConfig_t *config);
+/* Makes a split's child live once both libraries wrote their halves into it (or frees
+ * it: *newcomm NULL for NCCL_SPLIT_NOCOLOR); `fn` names the call in messages. The
+ * group's end calls shim_group_split_done for held splits (fn: ncclCommSplit). */
+ncclResult_t shim_split_finish(ncclComm_t parent, ncclComm_t child, ncclComm_t *newcomm, const char *fn);
+ncclResult_t shim_group_split_done(ncclComm_t parent, ncclComm_t child, ncclComm_t *newcomm);
+/* Makes a comm from an id now (outside a group, or from a group's init thread). */
+ncclResult_t shim_init_rank_now(ncclComm_t *out, int nranks, int nid, const ncclUniqueId *ids, int rank,
+                                const ncclConfig_t *config, const char *fn);
+
+/* ---- registry.c: the live communicators ---- */
+
+/* Makes c live (shim_comm_publish). */
+void shim_comm_register(ncclComm_t c);
 /* Holds a live comm for the length of a call: ncclSuccess, or ncclInvalidArgument naming
  * `fn`'s argument 'comm' (the message set). */
 ncclResult_t shim_comm_get(ncclComm_t comm, const char *fn);
@@ -207,14 +230,10 @@ void shim_comm_put(ncclComm_t comm);
 int shim_comm_hold(ncclComm_t comm);
 /* Whether comm is live (a group checks the comms it touched). */
 int shim_comm_live(ncclComm_t comm);
-/* The comm's route table from CCL_NCCL_ROUTE; ncclInvalidArgument with the message set. */
-ncclResult_t shim_routes_from_env(ShimRoute routes[SHIM_NUM_COLLS], const char *fn);
-/* Makes a split's child live once both libraries wrote their halves into it (or frees
- * it: *newcomm NULL for NCCL_SPLIT_NOCOLOR); the group's end calls it for held splits. */
-ncclResult_t shim_group_split_done(ncclComm_t parent, ncclComm_t child, ncclComm_t *newcomm);
-/* Makes a comm from an id now (outside a group, or from a group's init thread). */
-ncclResult_t shim_init_rank_now(ncclComm_t *out, int nranks, int nid, const ncclUniqueId *ids, int rank,
-                                const ncclConfig_t *config, const char *fn);
+/* Takes comm out of the registry (after stopping its work, for an abort) and waits
+ * until no call holds it; ncclSuccess, or ncclInvalidArgument when it is not live (a
+ * second destroy). */
+ncclResult_t shim_comm_retire(ncclComm_t comm, const char *fn, int abort);
 
 /* ---- rendezvous.c: ncclUniqueId and the TCP rendezvous behind it ---- */
 
