@@ -15,6 +15,7 @@
 #   torch       bench/torch_bench.py under torchrun, one process per GPU (TORCH_SIZES,
 #               TORCH_COLLS)
 #   sweep       tests/perf/gpu_sweep.sh BUILD (BUFFERS, SWEEP_COLLS), where it exists
+#   inst        ccl-perf on one algorithm at several instance counts (INST_SPECS, INST_LIST)
 set -u
 build=${1:?usage: bench/multi-gpu-session.sh BUILD STEP...}
 shift
@@ -65,6 +66,35 @@ for step in "$@"; do
         else
             echo "   (no tests/perf/gpu_sweep.sh)"
         fi ;;
+    inst)
+        # One algorithm at several instance counts (CCL_GPU_INSTANCES), one process, CUDA
+        # graphs; NCCL beside the first count. INST_SPECS: COLL[:FILE] ... (no FILE: the
+        # library's choice, as for the v-collectives, which ccl-perf does not run from a
+        # file); INST_LIST, INST_SIZES, INST_VCOUNTS (the v-collectives' count patterns),
+        # INST_BUFFERS.
+        for spec in ${INST_SPECS:?set INST_SPECS}; do
+            c=${spec%%:*} f=
+            [ "$spec" = "$c" ] || f=${spec#*:}
+            algo=()
+            [ -n "$f" ] && algo=(--algo "$f")
+            vc=fixed
+            case $c in allgatherv|alltoallv) vc=${INST_VCOUNTS:-proportional} ;; esac
+            for v in $vc; do
+                va=()
+                [ "$v" = fixed ] || va=(--v-counts "$v")
+                cmp=(--compare nccl)
+                for i in ${INST_LIST:-1 4 16}; do
+                    name=inst-$c-$(basename "${f:-library}" .ccl)-$v-i$i
+                    CCL_GPU_INSTANCES=$i timeout "${INST_TIMEOUT:-150}" "$build/ccl-perf" -c "$c" "${algo[@]}" -d bf16 \
+                        ${INST_SIZES:--b 1K -e 1G -f 4} --graph -n 10 --repeats 5 --buffers "${INST_BUFFERS:-symmetric}" \
+                        "${cmp[@]}" "${va[@]}" \
+                        --csv "$res/$name.csv" >"$res/$name.log" 2>&1
+                    echo "-- $name (rc $?)"
+                    tail -15 "$res/$name.log"
+                    cmp=()
+                done
+            done
+        done ;;
     *) echo "unknown step $step" ;;
     esac
     echo "   ($step: $(( $(date +%s) - start ))s)"

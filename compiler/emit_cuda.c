@@ -818,6 +818,9 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     fprintf(out, "#define CCL_NRANKS %d\n", prog->nranks);
     fprintf(out, "#define CCL_RANK %d\n", rank);
     if (e.ll128) fprintf(out, "#define CCL_PART_BYTES 240 /* parts start on an LL128 line */\n");
+    /* Segments at any element: 16-byte copies of misaligned ones, this many vectors in
+     * flight per thread (2 where LL's registers leave no room for 4 without spills). */
+    if (e.v) fprintf(out, "#define CCL_SHIFTED_COPIES %d\n", e.ll || e.ll128 ? 2 : 4);
     if (!(opt && opt->kernel_only)) fputs(ccl__prelude_cuh, out);
 
     /* The prologue: the call's announcement and launch number, then (but in a kernel
@@ -833,12 +836,11 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
                 (int)CCL_VT_WORDS(prog->nranks));
         fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_CONSTANT struct "
                      "ccl_args a, const CCL_GRID_CONSTANT struct ccl_vtable t)\n{\n");
-        fprintf(out, "    ccl_vpublish(a, t.w); /* before the identity: a peer that sees it sees the table */\n");
-        fputs(announce, out);
+        fprintf(out, "    int first;\n    const u64 launch = ccl_announce(a, &first, t.w); /* the table first */\n");
         fputs(await_entry, out);
         fprintf(out, "    __shared__ u64 vt[%d];\n", prog->nranks * (int)CCL_VT_WORDS(prog->nranks));
         fprintf(out, "    __shared__ u64 vload_cs;\n");
-        fprintf(out, "    if (!ccl_vload(a, vt, %d, %d, %ld, &vload_cs)) return; /* the counts disagree or do not fit: "
+        fprintf(out, "    if (!ccl_vload(a, launch, vt, %d, %d, %ld, &vload_cs)) return; /* the counts disagree or do not fit: "
                      "the error says how */\n", prog->chunks, prog->coll == COLL_ALLTOALLV, region);
         fprintf(out, "    const u64 vcs = vload_cs; /* scratch's chunk stride: the longest segment's */\n");
         fprintf(out, "    (void)vcs; /* unused without scratch */\n");

@@ -85,6 +85,19 @@ else
     echo "FAIL gpu/ll128-lines: $nvcc could not build tests/cuda/ll128_lines.cu: $(head -5 "$log.nvcc")" | tee -a "$log"
 fi
 rm -f "$log.ll128" "$log.nvcc"
+echo "== gpu: copies alone (tests/cuda/xfer_copy.cu: every source and destination offset mod 16)"
+for shifted in 4 2 ""; do
+    if [ ! -x "$nvcc" ]; then
+        echo "   (skipped: no nvcc to build it)"
+        break
+    elif "$nvcc" -arch=sm_90 -Icompiler/cuda ${shifted:+-DCCL_SHIFTED_COPIES=$shifted} -o "$log.xfer" \
+        tests/cuda/xfer_copy.cu >"$log.nvcc" 2>&1; then
+        "$log.xfer" "${shifted:-no} shifted copies" 2>&1 | tee -a "$log"
+    else
+        echo "FAIL gpu/xfer-copy: $nvcc could not build tests/cuda/xfer_copy.cu: $(head -5 "$log.nvcc")" | tee -a "$log"
+    fi
+done
+rm -f "$log.xfer" "$log.nvcc"
 echo "== gpu: point-to-point groups (tests/gpu/p2p_gpu.c)"
 for n in $ns; do "$build/tests/gpu/p2p_gpu" "$n" 2>&1 | tee -a "$log"; done
 echo "== gpu: a dead peer times out with a useful message"
@@ -109,7 +122,8 @@ echo "== gpu: the examples and cclc run on the GPU backend"
         expect "cclc-run/alltoall-direct_ll/N$n/back-to-back" ": ok" "$build/cclc" run \
             algorithms/alltoall/direct_ll.ccl --ranks "$n" --backend gpu --count 4099 --back-to-back
         # v-collectives: counts from the seed, new every call (a quarter of them 0).
-        for a in allgatherv/ring allgatherv/direct_ll alltoallv/pairwise alltoallv/direct_ll; do
+        for a in allgatherv/ring allgatherv/direct allgatherv/direct_ll alltoallv/pairwise alltoallv/direct \
+            alltoallv/direct_ll; do
             expect "cclc-run/${a/\//-}/N$n" ": ok" "$build/cclc" run "algorithms/$a.ccl" --ranks "$n" --backend gpu \
                 --count 100000 --dtype bf16 --iters 5
         done
@@ -140,6 +154,13 @@ echo "== gpu: the examples and cclc run on the GPU backend"
         algorithms/allgatherv/ring.ccl --ranks 4 --backend gpu --counts 3,0,100001,1 --iters 3
     expect "cclc-run/alltoallv-pairwise/N2/matrix" ": ok" "$build/cclc" run algorithms/alltoallv/pairwise.ccl \
         --ranks 2 --backend gpu --counts-matrix 3,0,0,5 --back-to-back
+    # Segments at odd elements, split over instances (ccl_xfer's shifted copies).
+    for inst in 1 5; do
+        expect "cclc-run/alltoallv-direct/N4/i$inst/odd" ": ok" env CCL_GPU_INSTANCES=$inst "$build/cclc" run \
+            algorithms/alltoallv/direct.ccl --ranks 4 --backend gpu --count 300001 --dtype bf16 --iters 4 --back-to-back
+        expect "cclc-run/allgatherv-direct/N4/i$inst/counts" ": ok" env CCL_GPU_INSTANCES=$inst "$build/cclc" run \
+            algorithms/allgatherv/direct.ccl --ranks 4 --backend gpu --counts 3,0,100001,77 --dtype u8 --iters 3
+    done
     if [ -x "$build/examples/allreduce_mpi" ] && command -v mpirun >/dev/null; then
         expect "example/allreduce_mpi/N$ngpu" "every element right" "${mpi[@]}" "$ngpu" "${mpiflags[@]}" \
             "$build/examples/allreduce_mpi"

@@ -6,7 +6,7 @@
 #ifndef CCL_ABI_H
 #define CCL_ABI_H
 
-#define CCL_ABI_VERSION 10
+#define CCL_ABI_VERSION 11
 
 #ifdef __CUDACC__
 typedef unsigned long long ccl_u64;
@@ -79,10 +79,11 @@ typedef struct ccl_ident {
 #define CCL_VT_IN_OFF 0
 #define CCL_VT_OUT_OFF 1
 #define CCL_VT_STAGE_BYTES 2
-#define CCL_VT_FENCE 3       /* GPU: the rank's barrier count after the call's fence, which the
-                                kernel writes last; a peer reads the table once it matches its
-                                own (a replayed graph's seq repeats, so the identity cannot say
-                                the entry is this call's). 0 from the host, unused on the CPU. */
+#define CCL_VT_FENCE 3       /* GPU: the call's launch number (ccl_announce's, the same on every
+                                rank), which the kernel writes last; a peer reads the table once
+                                it has reached its own (a replayed graph's seq repeats, so the
+                                identity cannot say the entry is this call's). 0 from the host,
+                                unused on the CPU. */
 #define CCL_VT_TAIL 4
 #define CCL_VT_WORDS(N) (CCL_VT_ROWS * (N) + CCL_VT_TAIL)
 /* The error record of a v call whose tables fail the kernel's checks (every rank finds
@@ -113,8 +114,6 @@ typedef struct ccl_args {
     ccl_u64 port;            /* host-mapped struct ccl_port_fifo per block (0: no port puts) */
     ccl_u64 vring_off;       /* v-collectives: heap offset of the vring (segment tables) */
     ccl_u64 varena_bytes;    /* ... and bytes of the v arena, at scratch_off (0 otherwise) */
-    CCL_DEVPTR(const ccl_u64 *) vfence; /* ... and this rank's all-rank barrier count (device
-                                memory), which the fence before every v call advances */
     ccl_u64 lines_chunk;     /* a fixed-size run with lines: the bytes of a chunk its region is
                                 laid out for (runtime/src/gpu/layout.h); its two sets of lines
                                 sit where chunks of that size put them, whatever this call's

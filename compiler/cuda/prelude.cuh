@@ -107,10 +107,76 @@ union ccl_vec {
     ccl_t e[CCL_VE];
 };
 
+/* The 16 bytes at base + sh (base 16-byte aligned, sh < 16) from the aligned
+ * vectors lo (at base) and hi (at base + 16): four funnel shifts of the five words
+ * that hold them, chosen by sh / 4, which is the same in every thread of a transfer
+ * (sh = 0: lo itself). */
+__device__ __forceinline__ uint4 ccl_shift16(uint4 lo, uint4 hi, u64 sh)
+{
+    const unsigned int q = (unsigned int)sh >> 2, r = ((unsigned int)sh & 3) * 8;
+    unsigned int w0 = lo.x, w1 = lo.y, w2 = lo.z, w3 = lo.w, w4 = hi.x;
+    if (q >= 2) { w0 = w2; w1 = w3; w2 = w4; w3 = hi.y; w4 = hi.z; }
+    if (q & 1) { w0 = w1; w1 = w2; w2 = w3; w3 = w4; w4 = q >= 2 ? hi.w : hi.y; }
+    return make_uint4(__funnelshift_r(w0, w1, r), __funnelshift_r(w1, w2, r), __funnelshift_r(w2, w3, r),
+                      __funnelshift_r(w3, w4, r));
+}
+
+/* A copy of n elements whose destinations share their alignment mod 16 but whose
+ * source has another: the head up to the destinations' next 16-byte boundary element
+ * by element, then 16-byte stores, each built from the two aligned source vectors
+ * that hold it (ccl_shift16; the second, read only when the source is misaligned,
+ * holds a byte the copy reads, so lies inside the source's allocation), then the tail
+ * element by element. Returns 0, or n when the destinations disagree (the caller's
+ * element loop copies all). Only v-collective kernels have it (CCL_SHIFTED_COPIES,
+ * emit_cuda.c): their segments sit at any element, while a fixed-size kernel's chunks
+ * are aligned, and its registers would count against every kernel's data loops. */
+#ifdef CCL_SHIFTED_COPIES
+template <int ND>
+__device__ __forceinline__ u64 ccl_copy_shifted(char *const (&dst)[ND], const char *src, u64 n, u64 tid, u64 nt)
+{
+    const u64 dmis = (u64)dst[0] & 15;
+#pragma unroll
+    for (int d = 1; d < ND; d++)
+        if (((u64)dst[d] & 15) != dmis) return n;
+    u64 head = ((16 - dmis) & 15) / sizeof(ccl_t);
+    if (head > n) head = n;
+    const u64 nv = (n - head) / CCL_VE, body = head + nv * CCL_VE;
+    const char *s0 = src + head * sizeof(ccl_t);
+    const u64 sh = (u64)s0 & 15;
+    const char *base = s0 - sh;
+    enum { UNROLL = CCL_SHIFTED_COPIES };
+    for (u64 i = tid; i < nv; i += UNROLL * nt) {
+        uint4 lo[UNROLL], hi[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (i + u * nt < nv) {
+                lo[u] = ccl_ld16(base + 16 * (i + u * nt));
+                hi[u] = sh ? ccl_ld16(base + 16 * (i + u * nt) + 16) : lo[u];
+            }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            if (i + u * nt >= nv) break;
+            const uint4 v = ccl_shift16(lo[u], hi[u], sh);
+#pragma unroll
+            for (int d = 0; d < ND; d++) *(uint4 *)(dst[d] + (head + (i + u * nt) * CCL_VE) * sizeof(ccl_t)) = v;
+        }
+    }
+    /* The head and the tail: fewer than 2 * CCL_VE elements, one per thread. */
+    for (u64 k = tid; k < n - nv * CCL_VE; k += nt) {
+        const u64 e = k < head ? k : body + (k - head);
+        const ccl_t x = ccl_ld1(src + e * sizeof(ccl_t));
+#pragma unroll
+        for (int d = 0; d < ND; d++) *(ccl_t *)(dst[d] + e * sizeof(ccl_t)) = x;
+    }
+    return 0;
+}
+#endif
+
 /* dst[d] = op(src[0], src[1], ...) for n elements, thread tid of the nt taking part
  * (the block, or its warp group when independent transfers run at once) taking a
- * share. 16-byte vectors when every operand is 16-byte aligned; the rest (and any
- * misaligned transfer) element by element. A one-source transfer copies bits. */
+ * share. 16-byte vectors when every operand is 16-byte aligned, and in a v-collective
+ * kernel for a misaligned copy (ccl_copy_shifted); the rest element by element.
+ * A one-source transfer copies bits. */
 template <int ND, int NS>
 __device__ __forceinline__ void ccl_xfer(char *const (&dst)[ND], const char *const (&src)[NS], u64 n, u64 tid,
                                          u64 nt)
@@ -120,6 +186,9 @@ __device__ __forceinline__ void ccl_xfer(char *const (&dst)[ND], const char *con
     for (int d = 0; d < ND; d++) mis |= (u64)dst[d];
 #pragma unroll
     for (int s = 0; s < NS; s++) mis |= (u64)src[s];
+#ifdef CCL_SHIFTED_COPIES
+    if ((mis & 15) != 0 && NS == 1 && n >= 2 * CCL_VE && ccl_copy_shifted(dst, src[0], n, tid, nt) == 0) return;
+#endif
     if ((mis & 15) == 0) {
         const u64 nv = n / CCL_VE;
         enum { UNROLL = NS <= 2 ? 4 : NS <= 4 ? 2 : 1 };
@@ -339,18 +408,38 @@ __device__ __forceinline__ u64 ccl_launch_number(const struct ccl_args &a, int *
     return (before >> 32) + 1;
 }
 
+/* A v call's table (the kernel's second parameter) into this rank's vring entry of the
+ * call, by the block that pushes the call's announcement, before it does: every word
+ * but the last, a system fence, then the last (CCL_VT_FENCE) as the launch number L,
+ * so a peer that reads L there (ccl_vload) reads the whole table. The entry is the
+ * call's (seq % CCL_IDENT_RING); a replayed graph writes the same words again, with a
+ * larger L. */
+__device__ __forceinline__ void ccl_vpublish(const struct ccl_args &a, const u64 *table, u64 L)
+{
+    const u64 W = CCL_VT_WORDS(CCL_NRANKS), at = CCL_VT_ROWS * CCL_NRANKS + CCL_VT_FENCE;
+    volatile u64 *e = (volatile u64 *)(a.peers[CCL_RANK] + a.vring_off) + (a.id.seq % CCL_IDENT_RING) * W;
+    for (u64 k = 0; k < W; k++)
+        if (k != at) e[k] = table[k];
+    __threadfence_system();
+    e[at] = L;
+}
+
 /* The call's announcement, every kernel's first step: returns the launch number in
  * every thread (the same on every rank for the same call, new at every launch: it also
  * flags the call's LL lines) and whether this block arrived first. The first block
- * pushes {launch, hash} into every peer's inbox (one 16-byte store per peer: a load of
- * the pair sees both words or neither), then writes this call's identity (abi.h's
- * struct ccl_ident) into this rank's ring entry, which only the host reads, after the
- * kernel, to name the sides of a difference. Nothing here waits for a peer. */
-__device__ __forceinline__ u64 ccl_announce(const struct ccl_args &a, int *first)
+ * publishes a v call's table (vtable; NULL for a fixed-size call), pushes {launch,
+ * hash} into every peer's inbox (one 16-byte store per peer: a load of the pair sees
+ * both words or neither), then writes this call's identity (abi.h's struct ccl_ident)
+ * into this rank's ring entry, which only the host reads, after the kernel, to name the
+ * sides of a difference. Nothing here waits for a peer. */
+__device__ __forceinline__ u64 ccl_announce(const struct ccl_args &a, int *first, const u64 *vtable = 0)
 {
     __shared__ u64 launch;
     __shared__ int arrived_first;
-    if (threadIdx.x == 0) launch = ccl_launch_number(a, &arrived_first);
+    if (threadIdx.x == 0) {
+        launch = ccl_launch_number(a, &arrived_first);
+        if (vtable && arrived_first) ccl_vpublish(a, vtable, launch);
+    }
     __syncthreads();
     const u64 L = launch;
     *first = arrived_first;
@@ -411,27 +500,10 @@ __device__ __forceinline__ int ccl_await_peers(const struct ccl_args &a, u64 L)
 
 /* ---- v-collectives (allgatherv, alltoallv): every chunk is sized by its segment, a
  * run-time count in the segment table of the rank that sends it (abi.h's CCL_VT_*).
- * Each rank publishes its table before the call's identity; once the identities agree,
- * every block copies every rank's table into shared memory and checks them, and the
- * kernel's data ops read sizes and displacements from there (emit_cuda.c). ---- */
-
-/* Before ccl_announce, whose first block publishes the identity after this: thread 0
- * writes this rank's table (the kernel's second parameter) into its vring entry of this
- * call, and last its fence count (CCL_VT_FENCE: the all-rank barrier just before this
- * kernel made it the same on every rank), so a peer that sees the count sees the
- * table. Every block writes the same. */
-__device__ __forceinline__ void ccl_vpublish(const struct ccl_args &a, const u64 *table)
-{
-    if (threadIdx.x == 0) {
-        const u64 W = CCL_VT_WORDS(CCL_NRANKS), at = CCL_VT_ROWS * CCL_NRANKS + CCL_VT_FENCE;
-        volatile u64 *e = (volatile u64 *)(a.peers[CCL_RANK] + a.vring_off) + (a.id.seq % CCL_IDENT_RING) * W;
-        for (u64 k = 0; k < W; k++)
-            if (k != at) e[k] = table[k];
-        __threadfence_system();
-        e[at] = *(const volatile u64 *)a.vfence;
-        __threadfence_system();
-    }
-}
+ * Each rank publishes its table before the call's identity (ccl_announce); once the
+ * identities agree, every block copies every rank's table into shared memory and
+ * checks them, and the kernel's data ops read sizes and displacements from there
+ * (emit_cuda.c). ---- */
 
 /* The chunk stride of a segment of n elements cut into K chunks, round_up(ceil(n/K), A)
  * (0 for n = 0), as *cs; returns the length of its chunk c (0 past the segment's end).
@@ -444,9 +516,9 @@ __device__ __forceinline__ u64 ccl_vchunk(u64 n, u64 K, u64 c, u64 *cs)
     return start >= n ? 0 : (n - start < *cs ? n - start : *cs);
 }
 
-/* After ccl_await_peers: waits until every peer has published this call's table (its
- * fence count is ours; a peer that does not in time is reported as one that did not
- * start the call), copies every rank's table into vt (shared memory, CCL_NRANKS tables
+/* After ccl_await_peers: waits until every peer has published launch L's table (its
+ * fence word has reached L; a peer that does not in time is reported as one that did
+ * not start the call), copies every rank's table into vt (shared memory, CCL_NRANKS tables
  * of CCL_VT_WORDS words), checks
  * that every out segment's count equals what its sender sends (out unit u of rank p
  * comes from rank u's in unit p for alltoallv, its only in unit for allgatherv), and
@@ -457,8 +529,8 @@ __device__ __forceinline__ u64 ccl_vchunk(u64 n, u64 K, u64 c, u64 *cs)
  * (p, u) in order, as the CPU backend names it) and returns 0, in every thread. Every
  * rank reads the same tables and fails alike before any data moves, so none stops its
  * peers (an abort would hide their own messages); it sets only its own abort word. */
-__device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 *vt, u64 K, int alltoallv, u64 region_chunks,
-                                      u64 *cs_max)
+__device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 L, u64 *vt, u64 K, int alltoallv,
+                                      u64 region_chunks, u64 *cs_max)
 {
     const u64 N = CCL_NRANKS, W = CCL_VT_WORDS(CCL_NRANKS), at = (a.id.seq % CCL_IDENT_RING) * W;
     __shared__ u64 bad, longest;
@@ -466,7 +538,7 @@ __device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 *vt, u64 K, 
     int late = 0;
     for (u64 p = threadIdx.x; p < N; p += blockDim.x) {
         const u64 *fence = (const u64 *)(a.peers[p] + a.vring_off) + at + CCL_VT_ROWS * N + CCL_VT_FENCE;
-        if (!ccl_wait_for(a, fence, *(const volatile u64 *)a.vfence, 0, CCL_SLOT_IDENT_WAIT, blockIdx.x / a.ninst,
+        if (!ccl_wait_for(a, fence, L, 0, CCL_SLOT_IDENT_WAIT, blockIdx.x / a.ninst,
                           blockIdx.x % a.ninst, a.id.seq, p))
             late = 1;
     }

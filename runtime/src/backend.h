@@ -60,7 +60,8 @@ typedef struct {
      * user's buffer. A changed count needs none: the kernel's entry keeps every block
      * off the call until every rank has ended the previous one. Same value on every
      * rank; fence_why says why, for error messages. (Backends fence v calls on their
-     * own: a v call's staging moves with every rank's counts.) */
+     * own where the layout needs it: a v call's staging moves with every rank's
+     * counts.) */
     int fence;
     const char *fence_why;
     /* avg on a reducing collective: divide = N on every rank, which then, after the
@@ -77,8 +78,7 @@ typedef struct {
     /* A v-collective (allgatherv, alltoallv): count is 0, and the segments' sizes and
      * places are in v; in_bytes and out_bytes are the extents of the user's buffers.
      * The backend sizes every chunk by its segment (PlanOp.content) from every rank's
-     * published table, checks that the ranks' counts agree, and fences (an all-rank
-     * barrier) when the layout differs from its previous v call's (vcoll.c). */
+     * published table and checks that the ranks' counts agree (vcoll.c). */
     int is_v;
     CclVCall v;
 } CclCall;

@@ -412,7 +412,7 @@ static void choice(void)
             verify("choice", &l, 0, alltoall, &b);
             bufs_free(&b);
             ccl_comm_explain_choice(comms[0], why, sizeof why);
-            const char *want = alltoall ? "alltoallv/pairwise.ccl" : big ? "allgatherv/ring.ccl" : "allgatherv/direct_ll.ccl";
+            const char *want = alltoall ? "alltoallv/direct.ccl" : big ? "allgatherv/direct.ccl" : "allgatherv/direct_ll.ccl";
             EXPECT(strstr(why, want), "choice: %s of %s segments ran '%s', expected %s", alltoall ? "alltoallv" : "allgatherv",
                    big ? "large" : "small", why, want);
         }

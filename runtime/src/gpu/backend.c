@@ -10,9 +10,10 @@
  *
  * allgatherv and alltoallv: the kernel gets this rank's segment table by value (staging
  * that peers reach placed in the v arena first, ccl__v_place), publishes it, checks
- * every rank's and sizes every chunk from them (emit_cuda.c); every v call starts with
- * an all-rank barrier (the layout follows counts no host knows all of), and only the
- * segments of a staged recvbuf are copied out.
+ * every rank's and sizes every chunk from them (emit_cuda.c); a v call that stages its
+ * sendbuf where peers read it starts with an all-rank barrier (the layout follows
+ * counts no host knows all of), and only the segments of a staged recvbuf are copied
+ * out.
  *
  * Invariants: semaphores (heap) and expected values (device memory, GpuAlg.expected)
  * start at zero and are only ever increased by kernels, so any number of launches and
@@ -620,11 +621,14 @@ static ccl_result_t gpu_run(const CclCall *call)
     }
     if (!in && (res = gpu_stage(comm, 0, call->in_bytes, s, &in)) != CCL_OK) return res;
     if (!out && (res = gpu_stage(comm, 1, call->out_bytes, s, &out)) != CCL_OK) return res;
-    /* The first call after an algorithm was freed (or staging peers may still read):
-     * every rank finishes the previous call before this one starts, staging copy
-     * included. A v call always fences: its layout follows every rank's counts, which
-     * no rank's host knows, and the v arena is every v algorithm's (docs/gpu-backend.md). */
-    if ((call->fence || call->is_v) &&
+    /* The first call after an algorithm was freed: every rank finishes the previous call
+     * before this one starts, staging copies included. So does a v call that stages its
+     * sendbuf where peers read it (the v arena, whose layout follows every rank's
+     * counts): the copy in runs before the kernel's entry, while a peer may still read
+     * the previous call's. Nothing else of a v call needs it: a peer writes this rank's
+     * arena only once this rank's kernel has announced the call, after its previous
+     * call's copies out (docs/gpu-backend.md). */
+    if ((call->fence || (call->is_v && call->v.in_heap)) &&
         ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK ||
          (res = gpu_wait_colocated_launches(comm, "its fence before this call", capturing)) != CCL_OK))
         return res;
@@ -652,7 +656,6 @@ static ccl_result_t gpu_run(const CclCall *call)
         .port = ccl__gpu_port_address(ga->port),
         .vring_off = call->is_v ? call->v.ring_off : 0,
         .varena_bytes = call->is_v ? call->v.arena_bytes : 0,
-        .vfence = call->is_v ? g->bar_gen : 0,
         .lines_chunk = ga->protocol == PROTO_SIMPLE || call->is_v
                            ? 0
                            : ccl__lines_chunk_capacity(alg->prog, ga->protocol, alg->scratch_bytes),
