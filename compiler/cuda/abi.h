@@ -148,12 +148,16 @@ typedef struct ccl_port_fifo {
  * holds what the pair r, q needs on r's side, at these offsets:
  *   CCL_P2P_FULL   [lane]  written by q: chunks of q -> r that q published, per lane
  *   CCL_P2P_EMPTY  [lane]  written by q: chunks of r -> q that q emptied, per lane
- *   CCL_P2P_SSTART [lane], CCL_P2P_SMSGS  r's own: where r -> q stood when this launch
- *                          began (chunks per lane, messages)
- *   CCL_P2P_RSTART [lane], CCL_P2P_RMSGS  the same for q -> r
- *   CCL_P2P_ZC             r's own: blocks of this launch done with direct sends to q
- *   CCL_P2P_DESC   [CCL_P2P_RING] written by q: the receives q posted for messages r -> q,
- *                          64 bytes each: seq, nth, count, dtype, direct
+ *   CCL_P2P_SSTART [lane]  r's own: chunks of r -> q per lane before this launch
+ *   CCL_P2P_RSTART [lane]  r's own: the same for q -> r
+ *   CCL_P2P_SZSTART        r's own: arrivals at CCL_P2P_SZC before this launch
+ *   CCL_P2P_SZC            r's own: blocks' arrivals after their part of a direct send
+ *   CCL_P2P_SBEGUN, CCL_P2P_RBEGUN  r's own: blocks of this launch's send (receive)
+ *                          channel with q that have read the start counts
+ *   CCL_P2P_DESC   [CCL_P2P_RING] written by q: the receives q posted for messages r -> q
+ *                          (entry nth % CCL_P2P_RING), eight words each: nth, count,
+ *                          dtype and direct as 32-bit halves, each with a flag, then the
+ *                          receive's number (its lane-0 start + 1)
  *   CCL_P2P_HDRS   [lane][slot] written by q: each slot's header, six LL lines (128 bytes)
  *   ll_off         [slot]  written by q: lane 0's LL lines (2 x ll_max bytes a slot)
  *   pay_off        [lane][slot] written by q: payloads (`payload` bytes a slot). */
@@ -163,9 +167,10 @@ typedef struct ccl_port_fifo {
 #define CCL_P2P_EMPTY 128
 #define CCL_P2P_SSTART 256
 #define CCL_P2P_RSTART 384
-#define CCL_P2P_SMSGS 512
-#define CCL_P2P_RMSGS 520
-#define CCL_P2P_ZC 640
+#define CCL_P2P_SZSTART 512
+#define CCL_P2P_SZC 640
+#define CCL_P2P_SBEGUN 768
+#define CCL_P2P_RBEGUN 896
 #define CCL_P2P_DESC 1024
 #define CCL_P2P_RING 256      /* > twice the messages of one channel in one launch (p2p.cu says why) */
 #define CCL_P2P_HDRS (CCL_P2P_DESC + CCL_P2P_RING * 64)
@@ -181,7 +186,10 @@ typedef struct ccl_p2p_call {
     ccl_u64 index;           /* 1-based place among the group's calls on this comm */
     ccl_u64 direct;          /* recv: buf's heap offset, where the sender may write it (a
                                 ccl_mem_alloc buffer, bytes >= direct_min); else CCL_P2P_NO_DIRECT */
-    ccl_u64 chunks;          /* max(1, ceil(bytes / payload)): its chunks on its channel */
+    ccl_u64 chunk;           /* bytes of its chunks (<= payload; a function of bytes alone) */
+    ccl_u64 chunks;          /* max(1, ceil(bytes / chunk)): its chunks on its channel */
+    ccl_u64 lanes;           /* min(chunks, the layout's lanes): chunk k goes to lane k % lanes */
+    ccl_u64 rows, extra;     /* chunks / lanes and chunks % lanes (no 64-bit division on the GPU) */
     ccl_u64 first_block, blocks; /* its channel's blocks (the same for every call of a channel) */
 } CclP2pGpuCall;
 
@@ -200,7 +208,7 @@ typedef struct ccl_p2p_err {
 #define CCL_P2P_TIMEOUT 1
 #define CCL_P2P_MISMATCH 2
 
-/* ccl_p2p's one parameter, passed by value (about 12 KB: CUDA 12.1's large kernel
+/* ccl_p2p's one parameter, passed by value (about 16 KB: CUDA 12.1's large kernel
  * parameters). Calls come grouped by channel (a channel's calls together, in call
  * order); layout fields are gpu/p2p.c's p2p_layout. */
 typedef struct ccl_p2p_args {
@@ -208,8 +216,7 @@ typedef struct ccl_p2p_args {
     CCL_DEVPTR(struct ccl_p2p_err *) err;
     ccl_u64 rank, nranks;
     ccl_u64 chan_off, chan_bytes; /* rank q's region at chan_off + q * chan_bytes of every heap */
-    ccl_u64 sem_off;         /* word 0: this launch's blocks done */
-    ccl_u64 lanes, slots;    /* lanes of a channel, slots of a lane */
+    ccl_u64 lanes, slots;    /* lanes of a channel, slots of a lane (a power of two) */
     ccl_u64 payload;         /* bytes of a slot's payload (a multiple of 256) */
     ccl_u64 ll_max;          /* messages of at most this many bytes go as LL lines */
     ccl_u64 direct_min;      /* sends of at least this many bytes ask for the receiver's buffer */

@@ -8,7 +8,8 @@
  *  - all-to-all: one thread, one group spanning every rank's comm, self included, a
  *    quarter of the messages empty, two messages per channel;
  *  - sizes: a ring exchange at every size where the kernel changes path or wraps (0, 1,
- *    odd counts, the largest LL message +-1, a slot's payload +-1, a row of lanes +-1,
+ *    odd counts, the largest LL message +-1, 8 chunks of 4 KB +-1, a slot's payload +-1,
+ *    a row of lanes +-1,
  *    every slot of a channel +-1, the smallest direct receive +-1, several times every
  *    slot), from and into buffers 0 to 15 bytes off 16-byte alignment, with three kinds
  *    of buffers: both from ccl_mem_alloc (the larger sizes go straight into the
@@ -344,7 +345,8 @@ static int exchange(Buf *send, Buf *recv, size_t bytes, size_t src_off, size_t d
 static void sizes(void)
 {
     const size_t row = lanes * payload, all = lanes * slots * payload;
-    const size_t list[] = {0, 1, 3, 15, 16, 17, 255, 4097, ll_max - 1, ll_max, ll_max + 1, payload - 1, payload,
+    const size_t list[] = {0, 1, 3, 15, 16, 17, 255, 4097, ll_max - 1, ll_max, ll_max + 1, 8 * 4096 - 1, 8 * 4096 + 1,
+                           payload - 1, payload,
                            payload + 1, row - 1, row, row + 1, all - 1, all + 1, direct_min - 1, direct_min,
                            direct_min + 1, ((size_t)1 << 20) + 3, 5 * all + 7};
     static const size_t offs[][2] = {{0, 0}, {1, 0}, {0, 1}, {3, 7}, {8, 8}, {15, 1}, {4, 12}, {9, 0}};

@@ -35,13 +35,15 @@ extern const char ccl__p2p_cu[];
  * directly into its receiver's buffer one per P2P_DIRECT_BYTES_PER_BLOCK (NVLink needs
  * 16 to 32 blocks writing for its full rate); otherwise a block per lane its longest
  * message uses. A receive offers its buffer at P2P_DIRECT_MIN bytes and more: below,
- * the sender's wait for the offer costs more than the copy out of the slots. */
+ * the sender's wait for the offer costs more than the copy out of the slots. Messages
+ * shorter than a row of lanes go in chunks of a multiple of P2P_CHUNK_MIN. */
 enum {
     P2P_THREADS = 512,
     P2P_SLOTS = 4,
     P2P_MAX_BLOCKS = 32,
     P2P_DIRECT_MIN = 128 << 10,
     P2P_DIRECT_BYTES_PER_BLOCK = 16 << 10,
+    P2P_CHUNK_MIN = 4 << 10,
 };
 
 /* How the kernel lays out one channel region (cuda/abi.h, CCL_P2P_*). */
@@ -50,13 +52,15 @@ typedef struct {
 } P2pLayout;
 
 /* The layout of a region of `bytes`: the first of these whose slots hold at least
- * min_payload bytes each (8 lanes of about 60 KB slots in the 2 MiB a peer that a 1 GiB
- * heap reserves for up to 32 ranks). -1 when none fits. */
+ * min_payload bytes each (16 lanes of 4 slots of about 30 KB in the 2 MiB a peer that a
+ * 1 GiB heap reserves for up to 32 ranks: a block writes about 14 GB/s over NVLink
+ * through slots, so the lanes, not the slots' size, set the rate). -1 when none fits. */
 static int p2p_layout(uint64_t bytes, P2pLayout *l)
 {
     static const struct {
         uint64_t lanes, ll_max, min_payload;
-    } tries[] = {{8, 16 << 10, 32 << 10}, {4, 16 << 10, 16 << 10}, {2, 4 << 10, 8 << 10}, {1, 1 << 10, 4 << 10}};
+    } tries[] = {{16, 16 << 10, 24 << 10}, {8, 16 << 10, 16 << 10}, {4, 4 << 10, 8 << 10}, {2, 2 << 10, 4 << 10},
+                 {1, 1 << 10, 4 << 10}};
     for (size_t t = 0; t < sizeof tries / sizeof *tries; t++) {
         uint64_t lanes = tries[t].lanes, ll_max = tries[t].ll_max;
         uint64_t ll_off = (CCL_P2P_HDRS + lanes * P2P_SLOTS * CCL_P2P_HDR_BYTES + 255) / 256 * 256;
@@ -88,21 +92,31 @@ static uint64_t p2p_layout_min(void)
     return lo;
 }
 
+/* The bytes of a message's chunks: a slot's payload for a long message; a shorter one
+ * spreads over every lane in chunks of a multiple of P2P_CHUNK_MIN (an LL message is one
+ * chunk). A function of the message's bytes alone, as both ranks must agree. */
+static uint64_t message_chunk(uint64_t bytes, const P2pLayout *l)
+{
+    if (bytes <= l->ll_max)
+        return l->payload;
+    uint64_t per = (bytes + l->lanes - 1) / l->lanes;
+    per = (per + P2P_CHUNK_MIN - 1) / P2P_CHUNK_MIN * P2P_CHUNK_MIN;
+    return per < l->payload ? per : l->payload;
+}
+
 /* The blocks a call's channel can use for it: one for an LL message and for a receive
  * the sender writes directly; a block per lane for copies through the slots; and a send
  * that may write its receiver's buffer directly (it learns that in the kernel) one per
- * P2P_DIRECT_BYTES_PER_BLOCK. */
+ * P2P_DIRECT_BYTES_PER_BLOCK (the caller caps them all). */
 static uint64_t call_blocks(const CclP2pGpuCall *c, const P2pLayout *l)
 {
-    uint64_t lanes = c->chunks < l->lanes ? c->chunks : l->lanes;
     if (c->bytes <= l->ll_max || (c->kind == 1 && c->direct != CCL_P2P_NO_DIRECT))
         return 1;
     if (c->kind == 0 && c->bytes >= P2P_DIRECT_MIN) {
         uint64_t d = (c->bytes + P2P_DIRECT_BYTES_PER_BLOCK - 1) / P2P_DIRECT_BYTES_PER_BLOCK;
-        d = d > P2P_MAX_BLOCKS ? P2P_MAX_BLOCKS : d;
-        return d > lanes ? d : lanes;
+        return d > c->lanes ? d : c->lanes;
     }
-    return lanes;
+    return c->lanes;
 }
 
 /* A receive's buffer offset in this rank's heap, when the buffer lies inside one of its
@@ -124,6 +138,7 @@ typedef struct GpuP2p {
     CclP2pGpuErr *err;          /* host-mapped */
     CUdeviceptr err_dev;
     uint64_t groups;            /* launches so far */
+    int max_blocks;             /* blocks of a channel at most: P2P_MAX_BLOCKS, or CCL_GPU_P2P_BLOCKS */
     /* The kernel's parameter (about 10 KB), filled per launch: a comm's hooks never run
      * at once, and the driver copies it at the launch. */
     CclP2pGpuArgs args;
@@ -187,6 +202,10 @@ void ccl__gpu_p2p_open(ccl_comm_t *comm, GpuComm *g)
         return;
     }
     memset(p->err, 0, sizeof *p->err);
+    /* A tuning knob until the tuner owns it; each rank's own (the ranks need not agree). */
+    const char *knob = getenv("CCL_GPU_P2P_BLOCKS");
+    int kb = knob ? atoi(knob) : 0;
+    p->max_blocks = kb >= 1 && kb <= 128 ? kb : P2P_MAX_BLOCKS;
     double t0 = ccl__now_ms();
     load_module(comm, g, p);
     CCL__TRACE(comm->rank, "point-to-point kernel %s in %.1f ms", p->module ? "ready" : "failed", ccl__now_ms() - t0);
@@ -305,7 +324,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
     CclP2pGpuArgs *a = &p->args;
     *a = (CclP2pGpuArgs){.peers = g->peers, .err = p->err_dev, .rank = (uint64_t)comm->rank,
                          .nranks = (uint64_t)N, .chan_off = comm->p2p_off, .chan_bytes = region,
-                         .sem_off = comm->p2p_sem_off, .lanes = lay.lanes, .slots = lay.slots,
+                         .lanes = lay.lanes, .slots = lay.slots,
                          .payload = lay.payload, .ll_max = lay.ll_max, .direct_min = P2P_DIRECT_MIN,
                          .ll_off = lay.ll_off, .pay_off = lay.pay_off,
                          .timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull, .group = ++p->groups,
@@ -327,7 +346,11 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
             c->index = (uint64_t)op->index;
             c->direct = c->kind == 1 && c->bytes > lay.ll_max ? direct_offset(comm, op->buf, c->bytes)
                                                               : CCL_P2P_NO_DIRECT;
-            c->chunks = c->bytes ? (c->bytes + lay.payload - 1) / lay.payload : 1;
+            c->chunk = message_chunk(c->bytes, &lay);
+            c->chunks = c->bytes ? (c->bytes + c->chunk - 1) / c->chunk : 1;
+            c->lanes = c->chunks < lay.lanes ? c->chunks : lay.lanes;
+            c->rows = c->chunks / c->lanes;
+            c->extra = c->chunks % c->lanes;
             uint64_t w = call_blocks(c, &lay);
             want[ch] = w > want[ch] ? w : want[ch];
         }
@@ -349,7 +372,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
                               "waits between them need: use smaller groups", comm->rank, n, nch, g->ncolocated,
                               comm->device, fit);
     long most = per_rank / nch;
-    most = most < 1 ? 1 : most > P2P_MAX_BLOCKS ? P2P_MAX_BLOCKS : most;
+    most = most < 1 ? 1 : most > p->max_blocks ? p->max_blocks : most;
     uint64_t grid = 0;
     for (int i = 0, ch = -1; i < n; i++) {
         CclP2pGpuCall *c = &a->call[i];

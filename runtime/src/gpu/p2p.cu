@@ -5,14 +5,15 @@
  * says why a group cannot deadlock); a channel's blocks take its calls in call order, as
  * both ranks number them. The channel regions' layout is cuda/abi.h's (CCL_P2P_*).
  *
- * A message of M bytes is `chunks` = max(1, ceil(M / payload)) chunks, dealt round robin
- * to L = min(lanes, chunks) lanes: chunk k goes to lane k % L. Each lane is a ring of
- * `slots` slots with its own counts, FULL (chunks the sender published) and EMPTY
- * (chunks the receiver emptied), so lanes move independently, each owned on either side
- * by one block of the channel (lane j by block j % B): a lane's counts are written by
- * one thread, in order. A lane's chunk number g (counted since the comm began) lives in
- * slot g % slots, which the sender fills only once EMPTY >= g - slots + 1. Every message
- * is one of three kinds, decided alike on both ranks:
+ * A message of M bytes is `chunks` chunks of `chunk` bytes (both functions of M: a
+ * slot's payload for long messages, less for shorter ones so that they spread over every
+ * lane), dealt round robin to L = min(lanes, chunks) lanes: chunk k goes to lane k % L.
+ * Each lane is a ring of `slots` slots with its own counts, FULL (chunks the sender
+ * published) and EMPTY (chunks the receiver emptied), so lanes move independently, each
+ * owned on either side by one block of the channel (lane j by block j % B): a lane's
+ * counts are written by one thread, in order. A lane's chunk number g (counted since the
+ * comm began) lives in slot g % slots, which the sender fills only once EMPTY >= g -
+ * slots + 1. Every message takes one of three paths, chosen alike on both ranks:
  *   LL (M <= ll_max, one chunk): 16-byte lines {data, flag, data, flag} in lane 0's LL
  *     area, no fence and no count to wait for; the receiver spins on the flags.
  *   eager: the sender copies each chunk into its slot, fences, writes the slot's header
@@ -20,40 +21,45 @@
  *     EMPTY. A block's chunks are pipelined: a chunk is published while the next one is
  *     copied, and the next slot's room is awaited by another warp meanwhile.
  *   direct (zero copy): a receive whose buffer is a ccl_mem_alloc buffer of at least
- *     direct_min bytes posts its heap offset; the sender, having waited for that post,
- *     writes its data straight into the receiver's buffer with all of the channel's
- *     blocks, which then meet (CCL_P2P_ZC), and each lane owner moves its lane's FULL
- *     past the message's chunks (no slot holds its data) after one header in lane 0.
+ *     direct_min bytes posts its heap offset; the sender, having read that post, writes
+ *     its data straight into the receiver's buffer with all of the channel's blocks,
+ *     which then meet (CCL_P2P_SZC), and each lane owner moves its lane's FULL past the
+ *     message's chunks (no slot holds its data) after one header in lane 0.
  * Every chunk's slot carries a header (the message's number, count, dtype, place in its
- * group, and its kind) as six LL lines flagged with the chunk's number, so a receiver
+ * group, and its path) as six LL lines flagged with the chunk's number, so a receiver
  * can always read it, whatever the sender did, and compares it with its own call before
- * it takes a byte: a mismatch is recorded and every rank stopped.
+ * it writes a byte: a mismatch is recorded and every rank stopped.
  *
  * Posts: every receive writes, when its launch starts, a descriptor into the sender's
- * heap (ring entry n % CCL_P2P_RING for the channel's message n since the comm began):
- * its number, count, dtype, and the buffer's offset or CCL_P2P_NO_DIRECT. The sender
- * reads it before a direct send, and before its launch ends for every send: a send is
- * done once its data are in the channel (or the receiver's buffer) and its receiver has
- * posted a matching receive; it never waits for the receiver to drain a slot unless it
- * needs that slot again. A send whose receive never comes times out naming it; one whose
- * receive does not match waits until the receiver, which finds the mismatch in the
- * header, stops every rank. A channel has at most CCL_P2P_MAX_CALLS messages in one
- * launch, and a receiver can only have started the launch after the sender's (whose
- * messages must all arrive first), so a ring of twice that never overwrites an entry
- * that the sender may still read.
+ * heap (entry nth % CCL_P2P_RING, nth the message's number on its channel): its number,
+ * count, dtype and the buffer's offset (or CCL_P2P_NO_DIRECT), each 32-bit half stored
+ * with the receive's flag in one 8-byte word (so a word is never half old, half new),
+ * then the receive's number, its lane-0 start + 1 (so a graph's replays, which repeat
+ * nth, differ). The sender reads it before a direct send, and before its launch ends for
+ * every send: a send is done once its data are in the channel (or the receiver's buffer)
+ * and its receive was posted and matches; it never waits for the receiver to drain a
+ * slot unless it needs that slot again. A send whose receive never comes times out
+ * naming it; one whose receive does not match waits until the receiver, which finds the
+ * mismatch in the header, stops every rank. An entry is rewritten only by a receive
+ * posted after the one it holds; a receiver posts a launch's receives (at most
+ * CCL_P2P_MAX_CALLS a channel) only once its earlier launches are done, which needs
+ * every earlier message sent, so a newer post in an entry means the receiver is past
+ * that message: it matched.
  *
  * Where a channel stands when a launch begins is read here, not given by the host: the
- * START counts (chunks per lane, messages) in this rank's region. The launch's last block
- * moves them past the launch's calls, so a launch is the same every time it runs, which
- * lets a CUDA graph capture and replay it.
+ * START counts in this rank's region (chunks per lane; direct-send arrivals). Each lane's
+ * owner moves its lane's count on when it is done; lane 0's (which every block of the
+ * channel reads) and the arrivals' only once every block has read them (CCL_P2P_*BEGUN).
+ * So a launch is the same every time it runs, which lets a CUDA graph capture and replay
+ * it, and no block waits for the others at the end.
  *
  * Memory ordering: data are stored by every thread, then __syncthreads(), then one
- * thread's __threadfence_system() and st.release.sys of the count; the reader's one
- * thread spins with ld.acquire.sys, then __syncthreads(), then every thread reads (with
- * ld.global.cg: remote stores land in L2). LL lines need neither: a line is valid when
- * both flags are the chunk's (8-byte halves arrive whole over NVLink, as for the
- * prelude's LL). EMPTY is a release after the readers' __syncthreads(). Blocks of one
- * direct send meet through an atomic counter, fenced on both sides.
+ * thread's __threadfence_system() and the count's store; the reader's one thread spins
+ * with ld.acquire.sys, then __syncthreads(), then every thread reads (with ld.global.cg:
+ * remote stores land in L2). LL lines need neither: a line is valid when both flags are
+ * the chunk's (8-byte halves arrive whole over NVLink, as for the prelude's LL). EMPTY is
+ * a release after the readers' __syncthreads(). Blocks of one direct send meet through
+ * an atomic counter, a system fence before each arrival and an acquire after the last.
  *
  * Built by the Makefile into libccl as a C string (ccl__p2p_cu, compiler/cuda/embed.sh,
  * abi.h inlined); the GPU backend compiles it with NVRTC once per GPU model (disk cache)
@@ -89,9 +95,22 @@ __device__ __forceinline__ void p2p_store(u64 *p, u64 v)
     asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
 
+/* A relaxed read and write (8-byte words are single-copy atomic). */
 __device__ __forceinline__ u64 p2p_peek(const u64 *p)
 {
     return *(const volatile u64 *)p;
+}
+
+__device__ __forceinline__ void p2p_poke(u64 *p, u64 v)
+{
+    *(volatile u64 *)p = v;
+}
+
+/* One more arrival at a counter, after this thread's (and, behind a barrier, its
+ * block's) earlier reads and writes. */
+__device__ __forceinline__ void p2p_arrive(u64 *p)
+{
+    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" :: "l"(p) : "memory");
 }
 
 /* 16 bytes, cached in L2 only: a slot may hold another GPU's newer stores. */
@@ -118,10 +137,12 @@ __device__ __forceinline__ u32 p2p_ld1(const char *p)
 
 /* ---- copies: every thread of the block, 16-byte stores wherever dst allows ---- */
 
-/* Vectors [0, nv) of 16 bytes, src and dst both 16-byte aligned; U in flight a thread. */
+/* Vectors [0, nv) of 16 bytes, src and dst both 16-byte aligned, by threads tid of nt:
+ * U loads in flight a thread (a chunk through the slots, about 1900 vectors, is one
+ * round of U for every thread of the block). */
 __device__ __forceinline__ void p2p_copy_aligned(char *dst, const char *src, u64 nv, u64 tid, u64 nt)
 {
-    enum { U = 8 };
+    enum { U = 4 };
     u64 i = tid;
     for (; i + (U - 1) * nt < nv; i += U * nt) {
         uint4 v[U];
@@ -149,7 +170,8 @@ __device__ __forceinline__ uint4 p2p_shifted(const char *base, u64 i, u32 sh)
 }
 
 /* Vectors [0, nv) to an aligned dst from src = base + 4Q + sh/8 (not aligned): every
- * aligned block it loads holds a byte of the source, so it reads nothing outside it. */
+ * aligned block it loads holds a byte of the source, so it reads nothing outside the
+ * source's first and last 16-byte blocks. */
 template <int Q>
 __device__ __forceinline__ void p2p_copy_shifted(char *dst, const char *base, u32 sh, u64 nv, u64 tid, u64 nt)
 {
@@ -165,12 +187,14 @@ __device__ __forceinline__ void p2p_copy_shifted(char *dst, const char *base, u3
     for (; i < nv; i += nt) p2p_st16(dst + i * 16, p2p_shifted<Q>(base, i, sh));
 }
 
-/* n bytes from src to dst, any alignment: the bytes before dst's first 16-byte boundary
- * and after its last one singly, the rest as 16-byte stores (from 16-byte loads, shifted
- * into place when src sits elsewhere modulo 16). */
-__device__ __noinline__ void p2p_copy(char *dst, const char *src, u64 n)
+/* n bytes from src to dst, any alignment, by the block's threads from `skip` on: the
+ * bytes before dst's first 16-byte boundary and after its last one singly, the rest as
+ * 16-byte stores (from 16-byte loads, shifted into place when src sits elsewhere modulo
+ * 16). */
+__device__ __noinline__ void p2p_copy(char *dst, const char *src, u64 n, u32 skip)
 {
-    const u64 tid = threadIdx.x, nt = blockDim.x;
+    if (threadIdx.x < skip) return;
+    const u64 tid = threadIdx.x - skip, nt = blockDim.x - skip;
     u64 head = (16 - ((u64)dst & 15)) & 15;
     if (head > n) head = n;
     if (tid < head) dst[tid] = (char)p2p_ld1(src + tid);
@@ -186,6 +210,19 @@ __device__ __noinline__ void p2p_copy(char *dst, const char *src, u64 n)
     default: break;
     }
     if (tid < tail) dst[nv * 16 + tid] = (char)p2p_ld1(src + nv * 16 + tid);
+}
+
+/* The whole block copies. */
+__device__ __forceinline__ void p2p_copy_all(char *dst, const char *src, u64 n)
+{
+    p2p_copy(dst, src, n, 0);
+}
+
+/* Through the slots, warps 0 and 1 publish and wait while the others copy (where the
+ * block has more than them). */
+__device__ __forceinline__ void p2p_copy_workers(char *dst, const char *src, u64 n)
+{
+    p2p_copy(dst, src, n, blockDim.x >= 128 ? 64 : 0);
 }
 
 /* ---- LL lines: {low word, flag, high word, flag} ---- */
@@ -235,30 +272,33 @@ __device__ __forceinline__ char *p2p_region(P2pArgs &a, u64 owner, u64 other)
     return a.peers[owner] + a.chan_off + other * a.chan_bytes;
 }
 
-__device__ __forceinline__ u64 p2p_lanes(P2pArgs &a, u64 chunks)
+/* Chunks of call c's message that lane j carries (the host divides: c.rows = chunks /
+ * lanes, c.extra = chunks % lanes). */
+__device__ __forceinline__ u64 p2p_lane_chunks(P2pCall &c, u64 j)
 {
-    return chunks < a.lanes ? chunks : a.lanes;
+    return j < c.lanes ? c.rows + (j < c.extra) : 0;
 }
 
-/* Chunks of a message of K chunks over L lanes that lane j carries. */
-__device__ __forceinline__ u64 p2p_lane_chunks(u64 K, u64 L, u64 j)
-{
-    return j < L ? (K - j + L - 1) / L : 0;
-}
-
+/* How a receive expects its message (the sender decides alike: gpu/p2p.c). */
 __device__ __forceinline__ u64 p2p_kind(P2pArgs &a, P2pCall &c)
 {
-    return c.bytes <= a.ll_max ? P2P_LL : c.kind == 1 && c.direct != CCL_P2P_NO_DIRECT ? P2P_DIRECT : P2P_EAGER;
+    return c.bytes <= a.ll_max ? P2P_LL : c.direct != CCL_P2P_NO_DIRECT ? P2P_DIRECT : P2P_EAGER;
+}
+
+/* Chunk g's slot in its lane (slots is a power of two). */
+__device__ __forceinline__ u64 p2p_slot(P2pArgs &a, u64 g)
+{
+    return g & (a.slots - 1);
 }
 
 __device__ __forceinline__ char *p2p_header_at(P2pArgs &a, char *region, u64 j, u64 g)
 {
-    return region + CCL_P2P_HDRS + (j * a.slots + g % a.slots) * CCL_P2P_HDR_BYTES;
+    return region + CCL_P2P_HDRS + (j * a.slots + p2p_slot(a, g)) * CCL_P2P_HDR_BYTES;
 }
 
 __device__ __forceinline__ char *p2p_payload_at(P2pArgs &a, char *region, u64 j, u64 g)
 {
-    return region + a.pay_off + (j * a.slots + g % a.slots) * a.payload;
+    return region + a.pay_off + (j * a.slots + p2p_slot(a, g)) * a.payload;
 }
 
 /* ---- failures ---- */
@@ -290,13 +330,13 @@ __device__ __noinline__ void p2p_record(P2pArgs &a, P2pCall &c, u64 first, u64 w
     p2p_abort_all(a);
 }
 
-/* Call c timed out: recorded with lane 0's counts (a send: what its receiver emptied,
- * and where the message ends; a receive: what its sender published, and where it
- * starts). */
+/* Call c (lane-0 start `first`) timed out: recorded with lane 0's counts (a send: what
+ * its receiver emptied, and where the message ends; a receive: what its sender
+ * published, and where it starts). */
 __device__ __noinline__ void p2p_timeout(P2pArgs &a, P2pCall &c, u64 first)
 {
     const char *mine = p2p_region(a, a.rank, c.peer);
-    const u64 K0 = p2p_lane_chunks(c.chunks, p2p_lanes(a, c.chunks), 0);
+    const u64 K0 = p2p_lane_chunks(c, 0);
     if (c.kind == 0)
         p2p_record(a, c, first, CCL_P2P_TIMEOUT, 0, 0, 0, 0, 0, first + K0, p2p_peek((const u64 *)(mine + CCL_P2P_EMPTY)));
     else
@@ -369,12 +409,58 @@ __device__ __forceinline__ void p2p_put_header(char *h, P2pCall &c, u64 ncalls, 
     p2p_ll_put(h + 80, kind, flag);
 }
 
+/* ---- receive posts ---- */
+
+/* The entry, in a region, of the post of message nth. */
+__device__ __forceinline__ u64 *p2p_post_at(char *region, u64 nth)
+{
+    return (u64 *)(region + CCL_P2P_DESC + nth % CCL_P2P_RING * 64);
+}
+
+/* Posts receive c, whose message starts at chunk g0 of lane 0: each half word with the
+ * receive's flag, then its number. Relaxed stores: the words check themselves. */
+__device__ __forceinline__ void p2p_post(u64 *e, P2pCall &c, u64 g0)
+{
+    const u64 f = (u64)p2p_flag(g0) << 32, m = 0xffffffffull;
+    p2p_poke(&e[0], (c.nth & m) | f);
+    p2p_poke(&e[1], (c.nth >> 32) | f);
+    p2p_poke(&e[2], (c.count & m) | f);
+    p2p_poke(&e[3], (c.count >> 32) | f);
+    p2p_poke(&e[4], (c.dtype & m) | f);
+    p2p_poke(&e[5], (c.direct & m) | f);
+    p2p_poke(&e[6], (c.direct >> 32) | f);
+    p2p_poke(&e[7], g0 + 1);
+}
+
+/* One thread: the post, in entry e, of the receive matching send c (lane-0 start g0).
+ * 2 when it is there and agrees (*direct: the buffer it offers), -1 when it is there and
+ * does not; 1 when a later receive's post is there: the receiver is past this message,
+ * so it matched; 0 after a stop or a timeout. */
+__device__ __forceinline__ int p2p_read_post(P2pArgs &a, P2pCall &c, u64 g0, const u64 *e, u64 *direct)
+{
+    const u64 f = p2p_flag(g0), m = 0xffffffffull;
+    P2pSpin s = {0, 0};
+    for (;;) {
+        const u64 w0 = p2p_peek(&e[0]), w1 = p2p_peek(&e[1]), w2 = p2p_peek(&e[2]), w3 = p2p_peek(&e[3]);
+        const u64 w4 = p2p_peek(&e[4]), w5 = p2p_peek(&e[5]), w6 = p2p_peek(&e[6]), n = p2p_peek(&e[7]);
+        if ((w0 >> 32) == f && (w1 >> 32) == f && (w2 >> 32) == f && (w3 >> 32) == f && (w4 >> 32) == f &&
+            (w5 >> 32) == f && (w6 >> 32) == f) {
+            *direct = (w5 & m) | (w6 & m) << 32;
+            return ((w0 & m) | (w1 & m) << 32) == c.nth && ((w2 & m) | (w3 & m) << 32) == c.count &&
+                           (w4 & m) == c.dtype ? 2 : -1;
+        }
+        if (n > g0 + 1) return 1;
+        if (!p2p_spin(a, s, c, g0)) return 0;
+    }
+}
+
 /* ---- per block ---- */
 
 /* The block's view of its channel: each lane's chunk count where the current message
- * starts (thread 0 moves it on between messages, behind barriers). */
+ * starts (thread 0 moves it on between messages, behind barriers), and a word thread 0
+ * hands the block. */
 __shared__ u64 p2p_gen[CCL_P2P_MAX_LANES];
-__shared__ u64 p2p_direct;
+__shared__ u64 p2p_word;
 
 /* The thread that awaits the next chunk while thread 0 publishes the last one. */
 __device__ __forceinline__ bool p2p_is_waiter(void)
@@ -382,39 +468,75 @@ __device__ __forceinline__ bool p2p_is_waiter(void)
     return threadIdx.x == (blockDim.x > 32 ? 32u : 0u);
 }
 
-/* ---- sends ---- */
+/* Reads the start counts the block uses (its lanes, lane 0) into p2p_gen. */
+__device__ __forceinline__ void p2p_read_starts(P2pArgs &a, const u64 *start, u64 b, u64 B)
+{
+    const u64 j = threadIdx.x;
+    if (j < a.lanes && ((u32)j % (u32)B == b || j == 0)) p2p_gen[j] = p2p_peek(&start[j]);
+}
 
-/* An LL message (lane 0, one chunk g): its lines and header once the slot is free. */
-__device__ int p2p_send_ll(P2pArgs &a, P2pCall &c, u64 g, char *theirs, const u64 *empty, u64 *full)
+/* The block is done with its channel: it moves the start counts of the lanes it owns
+ * past this launch; block 0 (lane 0's owner) first waits until every block of the
+ * channel has read them (`begun`), then clears that count and moves `zstart` (sends) on
+ * to `zend`. */
+__device__ int p2p_channel_done(P2pArgs &a, P2pCall &c0, u64 b, u64 B, u64 first, u64 *start, u64 *begun,
+                                u64 *zstart, u64 zend)
 {
     int ok = 1;
-    if (threadIdx.x == 0) ok = g < a.slots || p2p_wait(a, c, g, &empty[0], g - a.slots + 1);
+    if (b == 0 && threadIdx.x == 0) ok = p2p_wait(a, c0, first, begun, B);
     if (!__syncthreads_and(ok)) return 0;
-    char *lines = theirs + a.ll_off + (g % a.slots) * 2 * a.ll_max;
-    const u32 flag = p2p_flag(g);
-    const u64 nl = (c.bytes + 7) / 8;
-    for (u64 l = threadIdx.x; l < nl; l += blockDim.x) {
-        const u64 m = c.bytes - 8 * l < 8 ? c.bytes - 8 * l : 8;
-        p2p_ll_put(lines + 16 * l, p2p_ld_word(c.buf + 8 * l, m), flag);
-    }
-    if (threadIdx.x == 0) {
-        p2p_put_header(p2p_header_at(a, theirs, 0, g), c, a.ncalls, P2P_LL, g);
-        p2p_store(&full[0], g + 1); /* for the record only: receivers read the flags */
+    const u64 j = threadIdx.x;
+    if (j < a.lanes && (u32)j % (u32)B == b) p2p_poke(&start[j], p2p_gen[j]);
+    if (b == 0 && j == 0) {
+        p2p_poke(begun, 0);
+        if (zstart) p2p_poke(zstart, zend);
     }
     return 1;
 }
 
-/* Thread 0, after a barrier behind every thread's copy of chunk g of lane j: publishes it. */
+/* ---- sends ---- */
+
+/* An LL message (lane 0, one chunk g): its lines and header once the slot is free. */
+__device__ __noinline__ int p2p_send_ll(P2pArgs &a, P2pCall &c, u64 g, char *theirs, const u64 *empty, u64 *full)
+{
+    enum { U = 4 };
+    const u64 tid = threadIdx.x, nt = blockDim.x, nl = (c.bytes + 7) / 8;
+    char *lines = theirs + a.ll_off + p2p_slot(a, g) * 2 * a.ll_max;
+    const u32 flag = p2p_flag(g);
+    /* This thread's first lines are read while thread 0 waits for the slot. */
+    u64 w[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const u64 l = tid + u * nt;
+        w[u] = l < nl ? p2p_ld_word(c.buf + 8 * l, c.bytes - 8 * l < 8 ? c.bytes - 8 * l : 8) : 0;
+    }
+    int ok = 1;
+    if (tid == 0) ok = g < a.slots || p2p_wait(a, c, g, &empty[0], g - a.slots + 1);
+    if (!__syncthreads_and(ok)) return 0;
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (tid + u * nt < nl) p2p_ll_put(lines + 16 * (tid + u * nt), w[u], flag);
+    for (u64 l = tid + U * nt; l < nl; l += nt)
+        p2p_ll_put(lines + 16 * l, p2p_ld_word(c.buf + 8 * l, c.bytes - 8 * l < 8 ? c.bytes - 8 * l : 8), flag);
+    if (tid == 0) {
+        p2p_put_header(p2p_header_at(a, theirs, 0, g), c, a.ncalls, P2P_LL, g);
+        p2p_poke(&full[0], g + 1); /* for the record only: receivers read the flags */
+    }
+    return 1;
+}
+
+/* Thread 0, after a barrier behind every thread's copy of chunk g of lane j: publishes
+ * it (the fence orders the block's copy before the header and the count). */
 __device__ __forceinline__ void p2p_publish(P2pArgs &a, P2pCall &c, char *theirs, u64 *full, u64 j, u64 g)
 {
     __threadfence_system();
     p2p_put_header(p2p_header_at(a, theirs, j, g), c, a.ncalls, P2P_EAGER, g);
-    p2p_store(&full[j], g + 1);
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" :: "l"(&full[j]), "l"(g + 1) : "memory");
 }
 
 /* An eager message of K chunks over L lanes: this block's lanes (j = b, b + B, ...), in
  * chunk order. */
-__device__ int p2p_send_eager(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B, char *theirs, const u64 *empty,
+__device__ __noinline__ int p2p_send_eager(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B, char *theirs, const u64 *empty,
                               u64 *full)
 {
     const u64 first = p2p_gen[0];
@@ -422,13 +544,14 @@ __device__ int p2p_send_eager(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B
     int have = 0;
     for (u64 row = 0; row * L < K; row++)
         for (u64 j = b; j < L && row * L + j < K; j += B) {
-            const u64 k = row * L + j, g = p2p_gen[j] + row, at = k * a.payload;
+            const u64 k = row * L + j, g = p2p_gen[j] + row, at = k * c.chunk;
             int ok = 1;
             if (p2p_is_waiter() && g >= a.slots) ok = p2p_wait(a, c, first, &empty[j], g - a.slots + 1);
             ok = __syncthreads_and(ok);
             if (threadIdx.x == 0 && have) p2p_publish(a, c, theirs, full, pj, pg);
             if (!ok) return 0;
-            p2p_copy(p2p_payload_at(a, theirs, j, g), c.buf + at, c.bytes - at < a.payload ? c.bytes - at : a.payload);
+            p2p_copy_workers(p2p_payload_at(a, theirs, j, g), c.buf + at,
+                             c.bytes - at < c.chunk ? c.bytes - at : c.chunk);
             have = 1, pj = j, pg = g;
         }
     __syncthreads();
@@ -436,10 +559,10 @@ __device__ int p2p_send_eager(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B
     return 1;
 }
 
-/* A direct message (the receiver posted buffer offset `direct`): every block of the
- * channel writes its share straight into it; when all have, each lane owner moves its
- * lane's FULL past the message. zk: the direct messages before it in this launch. */
-__device__ int p2p_send_direct(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B, u64 direct, u64 zk,
+/* A direct message (the receiver offered its buffer at heap offset `direct`): every
+ * block of the channel writes its share straight into it and arrives at `zc`; once all
+ * have (`target`), each lane owner moves its lane's FULL past the message. */
+__device__ __noinline__ int p2p_send_direct(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B, u64 direct, u64 target,
                                char *theirs, const u64 *empty, u64 *full, u64 *zc)
 {
     const u64 g0 = p2p_gen[0];
@@ -449,41 +572,40 @@ __device__ int p2p_send_direct(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 
         if (ok) p2p_put_header(p2p_header_at(a, theirs, 0, g0), c, a.ncalls, P2P_DIRECT, g0);
     }
     char *dst = a.peers[c.peer] + direct;
-    /* Part b of B, cut where dst is 16-byte aligned. */
+    /* Part b of B, cut about b * M / B (in floating point, which is monotone in b and
+     * needs no 64-bit division) where dst is 16-byte aligned. */
     const u64 M = c.bytes, d = (u64)dst;
-    u64 lo = b * (M / B) + b * (M % B) / B, hi = (b + 1) * (M / B) + (b + 1) * (M % B) / B;
+    u64 lo = (u64)((double)M * (double)b / (double)B), hi = (u64)((double)M * (double)(b + 1) / (double)B);
     lo = b == 0 ? 0 : ((d + lo + 15) & ~15ull) - d;
     hi = b + 1 == B ? M : ((d + hi + 15) & ~15ull) - d;
     lo = lo > M ? M : lo, hi = hi > M ? M : hi;
-    if (hi > lo) p2p_copy(dst + lo, c.buf + lo, hi - lo);
+    if (hi > lo) p2p_copy_all(dst + lo, c.buf + lo, hi - lo);
     if (!__syncthreads_and(ok)) return 0;
     if (threadIdx.x == 0) {
         __threadfence_system();
         atomicAdd(zc, 1ull);
-        ok = p2p_wait(a, c, g0, zc, B * (zk + 1));
-        for (u64 j = b; ok && j < L; j += B) p2p_store(&full[j], p2p_gen[j] + p2p_lane_chunks(K, L, j));
+        ok = p2p_wait(a, c, g0, zc, target);
+        for (u64 j = b; ok && j < L; j += B) p2p_store(&full[j], p2p_gen[j] + p2p_lane_chunks(c, j));
     }
     return __syncthreads_and(ok);
 }
 
-/* One thread: the sends [i0, i1) of a channel are done once each one's receive was
- * posted and matches (entries read in message order, so a missing receive names the
- * first send it leaves waiting). 1, or 0 (stopped, timed out). */
-__device__ __noinline__ int p2p_sends_done(P2pArgs &a, u64 i0, u64 i1, u64 msgs, const char *desc, u64 first)
+/* One thread: the sends [i0, i1) of a channel (the first's lane-0 start g0) are done
+ * once each one's receive was posted and matches, in message order, so a missing receive
+ * names the first send it leaves waiting. 1, or 0 (stopped, timed out). */
+__device__ __noinline__ int p2p_sends_done(P2pArgs &a, u64 i0, u64 i1, char *mine, u64 g0)
 {
     for (u64 i = i0; i < i1; i++) {
         P2pCall &c = a.call[i];
-        const u64 seq = msgs + (i - i0) + 1;
-        const u64 *e = (const u64 *)(desc + (seq - 1) % CCL_P2P_RING * 64);
-        if (!p2p_wait(a, c, first, &e[0], seq)) return 0;
-        /* A later entry there would mean the receiver went past this message: it matched. */
-        if (p2p_peek(&e[0]) == seq &&
-            (p2p_peek(&e[1]) != c.nth || p2p_peek(&e[2]) != c.count || p2p_peek(&e[3]) != c.dtype)) {
+        const u64 *e = p2p_post_at(mine, c.nth);
+        const int r = p2p_read_post(a, c, g0, e, &p2p_word);
+        if (r == 0) return 0;
+        if (r < 0) {
             /* The receiver finds the mismatch in the header and stops every rank. */
-            p2p_wait(a, c, first, &e[0], ~0ull);
+            p2p_wait(a, c, g0, &e[7], ~0ull);
             return 0;
         }
-        first += p2p_lane_chunks(c.chunks, p2p_lanes(a, c.chunks), 0);
+        g0 += p2p_lane_chunks(c, 0);
     }
     return 1;
 }
@@ -491,19 +613,22 @@ __device__ __noinline__ int p2p_sends_done(P2pArgs &a, u64 i0, u64 i1, u64 msgs,
 /* The calls [i0, i1) of one send channel, block b of its B. */
 __device__ int p2p_send(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
 {
-    const u64 p = a.call[i0].peer;
-    char *mine = p2p_region(a, a.rank, p), *theirs = p2p_region(a, p, a.rank);
-    const u64 *empty = (const u64 *)(mine + CCL_P2P_EMPTY), *start = (const u64 *)(mine + CCL_P2P_SSTART);
-    u64 *full = (u64 *)(theirs + CCL_P2P_FULL), *zc = (u64 *)(mine + CCL_P2P_ZC);
-    const char *desc = mine + CCL_P2P_DESC;
-    const u64 msgs = p2p_peek((const u64 *)(mine + CCL_P2P_SMSGS));
-    if (threadIdx.x == 0)
-        for (u64 j = 0; j < a.lanes; j++) p2p_gen[j] = p2p_peek(&start[j]);
+    P2pCall &c0 = a.call[i0];
+    char *mine = p2p_region(a, a.rank, c0.peer), *theirs = p2p_region(a, c0.peer, a.rank);
+    const u64 *empty = (const u64 *)(mine + CCL_P2P_EMPTY);
+    u64 *start = (u64 *)(mine + CCL_P2P_SSTART), *full = (u64 *)(theirs + CCL_P2P_FULL);
+    u64 *zc = (u64 *)(mine + CCL_P2P_SZC), *zstart = (u64 *)(mine + CCL_P2P_SZSTART);
+    u64 *begun = (u64 *)(mine + CCL_P2P_SBEGUN);
+    p2p_read_starts(a, start, b, B);
+    if (threadIdx.x == 0) p2p_word = p2p_peek(zstart);
     __syncthreads();
+    const u64 first = p2p_gen[0], zbase = p2p_word;
+    __syncthreads();
+    if (threadIdx.x == 0) p2p_arrive(begun);
     u64 zk = 0;
     for (u64 i = i0; i < i1; i++) {
         P2pCall &c = a.call[i];
-        const u64 K = c.chunks, L = p2p_lanes(a, K);
+        const u64 K = c.chunks, L = c.lanes;
         if (c.bytes <= a.ll_max) {
             if (b == 0 && !p2p_send_ll(a, c, p2p_gen[0], theirs, empty, full)) return 0;
         } else {
@@ -513,79 +638,88 @@ __device__ int p2p_send(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
             if (c.bytes >= a.direct_min) {
                 int ok = 1;
                 if (threadIdx.x == 0) {
-                    const u64 seq = msgs + (i - i0) + 1;
-                    const u64 *e = (const u64 *)(desc + (seq - 1) % CCL_P2P_RING * 64);
-                    ok = p2p_wait(a, c, p2p_gen[0], &e[0], seq);
-                    p2p_direct = ok && p2p_peek(&e[0]) == seq && p2p_peek(&e[1]) == c.nth &&
-                                         p2p_peek(&e[2]) == c.count && p2p_peek(&e[3]) == c.dtype
-                                     ? p2p_peek(&e[4]) : CCL_P2P_NO_DIRECT;
+                    const int r = p2p_read_post(a, c, p2p_gen[0], p2p_post_at(mine, c.nth), &p2p_word);
+                    ok = r != 0;
+                    if (r != 2) p2p_word = CCL_P2P_NO_DIRECT;
                 }
                 if (!__syncthreads_and(ok)) return 0;
-                direct = p2p_direct;
+                direct = p2p_word;
             }
             if (direct != CCL_P2P_NO_DIRECT) {
-                if (!p2p_send_direct(a, c, K, L, b, B, direct, zk++, theirs, empty, full, zc)) return 0;
+                if (!p2p_send_direct(a, c, K, L, b, B, direct, zbase + B * ++zk, theirs, empty, full, zc)) return 0;
             } else if (b < L && !p2p_send_eager(a, c, K, L, b, B, theirs, empty, full)) {
                 return 0;
             }
         }
         __syncthreads();
         if (threadIdx.x == 0)
-            for (u64 j = 0; j < L; j++) p2p_gen[j] += p2p_lane_chunks(K, L, j);
+            for (u64 j = 0; j < L; j++) p2p_gen[j] += p2p_lane_chunks(c, j);
         __syncthreads();
     }
     int ok = 1;
-    if (b == 0 && threadIdx.x == 0) ok = p2p_sends_done(a, i0, i1, msgs, desc, p2p_peek(&start[0]));
-    return __syncthreads_and(ok);
+    if (b == 0 && threadIdx.x == 0) ok = p2p_sends_done(a, i0, i1, mine, first);
+    if (!__syncthreads_and(ok)) return 0;
+    return p2p_channel_done(a, c0, b, B, first, start, begun, zstart, zbase + B * zk);
 }
 
 /* ---- receives ---- */
 
-/* Every thread: the LL lines of n bytes into dst, four lines in flight a thread, spinning
- * until each carries flag. 1, or 0 (stopped, timed out). */
-__device__ int p2p_ll_recv(P2pArgs &a, P2pCall &c, u64 first, char *dst, const char *lines, u64 n, u32 flag)
+/* One thread: waits until its lines base, base + nt, ... (U of them, those below nl)
+ * carry flag, their words into w. 1, or 0 (stopped, timed out). */
+template <int U>
+__device__ __forceinline__ int p2p_ll_take(P2pArgs &a, P2pCall &c, u64 first, const char *lines, u64 base, u64 nt,
+                                           u64 nl, u32 flag, u64 (&w)[U])
 {
-    enum { U = 4 };
-    const u64 nl = (n + 7) / 8, nt = blockDim.x;
-    for (u64 base = threadIdx.x; base < nl; base += U * nt) {
-        u32 todo = 0;
+    u32 todo = 0;
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (base + u * nt < nl) todo |= 1u << u;
+    P2pSpin s = {0, 0};
+    while (todo) {
 #pragma unroll
         for (int u = 0; u < U; u++)
-            if (base + u * nt < nl) todo |= 1u << u;
-        P2pSpin s = {0, 0};
-        while (todo) {
-            u64 w[U];
-            int got[U];
-#pragma unroll
-            for (int u = 0; u < U; u++) got[u] = (todo >> u & 1) && p2p_ll_get(lines + (base + u * nt) * 16, flag, &w[u]);
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (got[u]) {
-                    const u64 l = base + u * nt;
-                    p2p_st_word(dst + 8 * l, w[u], n - 8 * l < 8 ? n - 8 * l : 8);
-                    todo &= ~(1u << u);
-                }
-            if (todo && !p2p_spin(a, s, c, first)) return 0;
-        }
+            if ((todo >> u & 1) && p2p_ll_get(lines + (base + u * nt) * 16, flag, &w[u])) todo &= ~(1u << u);
+        if (todo && !p2p_spin(a, s, c, first)) return 0;
     }
     return 1;
 }
 
-/* An LL message (lane 0, one chunk g). */
-__device__ int p2p_recv_ll(P2pArgs &a, P2pCall &c, u64 g, char *mine, u64 *empty)
+/* An LL message (lane 0, one chunk g): every thread takes its first lines while thread
+ * 0 checks the header, and writes them only once it matched. */
+__device__ __noinline__ int p2p_recv_ll(P2pArgs &a, P2pCall &c, u64 g, char *mine, u64 *empty)
 {
+    enum { U = 4 };
+    const u64 tid = threadIdx.x, nt = blockDim.x, nl = (c.bytes + 7) / 8;
+    const char *lines = mine + a.ll_off + p2p_slot(a, g) * 2 * a.ll_max;
+    const u32 flag = p2p_flag(g);
+    u64 w[U];
     int ok = 1;
-    if (threadIdx.x == 0) ok = p2p_take_header(a, c, g, p2p_header_at(a, mine, 0, g), g, P2P_LL);
+    if (tid == 0) ok = p2p_take_header(a, c, g, p2p_header_at(a, mine, 0, g), g, P2P_LL);
+    if (ok) ok = p2p_ll_take<U>(a, c, g, lines, tid, nt, nl, flag, w);
     if (!__syncthreads_and(ok)) return 0;
-    ok = p2p_ll_recv(a, c, g, c.buf, mine + a.ll_off + (g % a.slots) * 2 * a.ll_max, c.bytes, p2p_flag(g));
-    if (!__syncthreads_and(ok)) return 0;
-    if (threadIdx.x == 0) p2p_store(&empty[0], g + 1);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const u64 l = tid + u * nt;
+        if (l < nl) p2p_st_word(c.buf + 8 * l, w[u], c.bytes - 8 * l < 8 ? c.bytes - 8 * l : 8);
+    }
+    if (nl > U * nt) {
+        for (u64 base = tid + U * nt; ok && base < nl; base += U * nt) {
+            ok = p2p_ll_take<U>(a, c, g, lines, base, nt, nl, flag, w);
+#pragma unroll
+            for (int u = 0; ok && u < U; u++) {
+                const u64 l = base + u * nt;
+                if (l < nl) p2p_st_word(c.buf + 8 * l, w[u], c.bytes - 8 * l < 8 ? c.bytes - 8 * l : 8);
+            }
+        }
+        if (!__syncthreads_and(ok)) return 0;
+    }
+    if (tid == 0) p2p_store(&empty[0], g + 1);
     return 1;
 }
 
 /* An eager message: this block's lanes, in chunk order; a chunk's slot is given back
  * while the next one is copied out. */
-__device__ int p2p_recv_eager(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B, char *mine, const u64 *full,
+__device__ __noinline__ int p2p_recv_eager(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B, char *mine, const u64 *full,
                               u64 *empty)
 {
     const u64 first = p2p_gen[0];
@@ -593,7 +727,7 @@ __device__ int p2p_recv_eager(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B
     int have = 0;
     for (u64 row = 0; row * L < K; row++)
         for (u64 j = b; j < L && row * L + j < K; j += B) {
-            const u64 k = row * L + j, g = p2p_gen[j] + row, at = k * a.payload;
+            const u64 k = row * L + j, g = p2p_gen[j] + row, at = k * c.chunk;
             int ok = 1;
             if (p2p_is_waiter())
                 ok = p2p_take_header(a, c, first, p2p_header_at(a, mine, j, g), g, P2P_EAGER) &&
@@ -601,7 +735,8 @@ __device__ int p2p_recv_eager(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B
             ok = __syncthreads_and(ok);
             if (threadIdx.x == 0 && have) p2p_store(&empty[pj], pg + 1);
             if (!ok) return 0;
-            p2p_copy(c.buf + at, p2p_payload_at(a, mine, j, g), c.bytes - at < a.payload ? c.bytes - at : a.payload);
+            p2p_copy_workers(c.buf + at, p2p_payload_at(a, mine, j, g),
+                             c.bytes - at < c.chunk ? c.bytes - at : c.chunk);
             have = 1, pj = j, pg = g;
         }
     __syncthreads();
@@ -610,46 +745,44 @@ __device__ int p2p_recv_eager(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B
 }
 
 /* A direct message: the sender wrote it into c.buf. Lane 0's owner checks the header;
- * each lane owner waits until its lane's FULL is past the message, and empties it. */
-__device__ int p2p_recv_direct(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B, char *mine, const u64 *full,
+ * one thread a lane this block owns waits until the lane's FULL is past the message,
+ * and empties it. */
+__device__ __noinline__ int p2p_recv_direct(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B, char *mine, const u64 *full,
                                u64 *empty)
 {
-    const u64 g0 = p2p_gen[0];
+    const u64 g0 = p2p_gen[0], tid = threadIdx.x, nt = blockDim.x;
     int ok = 1;
-    if (threadIdx.x == 0) {
-        if (b == 0) ok = p2p_take_header(a, c, g0, p2p_header_at(a, mine, 0, g0), g0, P2P_DIRECT);
-        for (u64 j = b; ok && j < L; j += B) {
-            const u64 end = p2p_gen[j] + p2p_lane_chunks(K, L, j);
-            ok = p2p_wait(a, c, g0, &full[j], end);
-            if (ok) p2p_store(&empty[j], end);
-        }
+    if (b == 0 && tid == 0) ok = p2p_take_header(a, c, g0, p2p_header_at(a, mine, 0, g0), g0, P2P_DIRECT);
+    for (u64 j = b + (tid - 32) * B; tid >= 32 && ok && j < L; j += (nt - 32) * B) {
+        const u64 end = p2p_gen[j] + p2p_lane_chunks(c, j);
+        ok = p2p_wait(a, c, g0, &full[j], end);
+        if (ok) p2p_store(&empty[j], end);
     }
     return __syncthreads_and(ok);
 }
 
-/* The calls [i0, i1) of one receive channel, block b of its B. */
+/* The calls [i0, i1) of one receive channel, block b of its B. Block 0 first posts every
+ * receive of the channel in the sender's heap. */
 __device__ int p2p_recv(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
 {
-    const u64 p = a.call[i0].peer;
-    char *mine = p2p_region(a, a.rank, p), *theirs = p2p_region(a, p, a.rank);
-    const u64 *full = (const u64 *)(mine + CCL_P2P_FULL), *start = (const u64 *)(mine + CCL_P2P_RSTART);
-    u64 *empty = (u64 *)(theirs + CCL_P2P_EMPTY);
-    const u64 msgs = p2p_peek((const u64 *)(mine + CCL_P2P_RMSGS));
-    /* Post every receive of the channel (fields, then the entry's number, released). */
+    P2pCall &c0 = a.call[i0];
+    char *mine = p2p_region(a, a.rank, c0.peer), *theirs = p2p_region(a, c0.peer, a.rank);
+    const u64 *full = (const u64 *)(mine + CCL_P2P_FULL);
+    u64 *start = (u64 *)(mine + CCL_P2P_RSTART), *empty = (u64 *)(theirs + CCL_P2P_EMPTY);
+    u64 *begun = (u64 *)(mine + CCL_P2P_RBEGUN);
+    p2p_read_starts(a, start, b, B);
     if (b == 0)
         for (u64 i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
-            P2pCall &c = a.call[i];
-            const u64 seq = msgs + (i - i0) + 1;
-            u64 *e = (u64 *)(theirs + CCL_P2P_DESC + (seq - 1) % CCL_P2P_RING * 64);
-            e[1] = c.nth, e[2] = c.count, e[3] = c.dtype, e[4] = c.direct;
-            p2p_store(&e[0], seq);
+            u64 g0 = p2p_peek(&start[0]);
+            for (u64 x = i0; x < i; x++) g0 += p2p_lane_chunks(a.call[x], 0);
+            p2p_post(p2p_post_at(theirs, a.call[i].nth), a.call[i], g0);
         }
-    if (threadIdx.x == 0)
-        for (u64 j = 0; j < a.lanes; j++) p2p_gen[j] = p2p_peek(&start[j]);
     __syncthreads();
+    const u64 first = p2p_gen[0];
+    if (threadIdx.x == 0) p2p_arrive(begun);
     for (u64 i = i0; i < i1; i++) {
         P2pCall &c = a.call[i];
-        const u64 K = c.chunks, L = p2p_lanes(a, K), kind = p2p_kind(a, c);
+        const u64 K = c.chunks, L = c.lanes, kind = p2p_kind(a, c);
         if (kind == P2P_LL) {
             if (b == 0 && !p2p_recv_ll(a, c, p2p_gen[0], mine, empty)) return 0;
         } else if (kind == P2P_DIRECT) {
@@ -659,41 +792,13 @@ __device__ int p2p_recv(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
         }
         __syncthreads();
         if (threadIdx.x == 0)
-            for (u64 j = 0; j < L; j++) p2p_gen[j] += p2p_lane_chunks(K, L, j);
+            for (u64 j = 0; j < L; j++) p2p_gen[j] += p2p_lane_chunks(c, j);
         __syncthreads();
     }
-    return 1;
+    return p2p_channel_done(a, c0, b, B, first, start, begun, 0, 0);
 }
 
 /* ---- the launch ---- */
-
-/* The launch's last block moves every channel's START counts past the launch's calls
- * and clears the direct sends' meeting counts, for the next launch. */
-__device__ void p2p_launch_done(P2pArgs &a)
-{
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    u64 *done = (u64 *)(a.peers[a.rank] + a.sem_off);
-    __threadfence();
-    if (atomicAdd(done, 1ull) + 1 != gridDim.x) return;
-    __threadfence();
-    for (u64 i0 = 0, i1; i0 < a.ncalls; i0 = i1) {
-        for (i1 = i0 + 1; i1 < a.ncalls && a.call[i1].first_block == a.call[i0].first_block; i1++) {}
-        P2pCall &c = a.call[i0];
-        char *mine = p2p_region(a, a.rank, c.peer);
-        volatile u64 *start = (volatile u64 *)(mine + (c.kind == 0 ? CCL_P2P_SSTART : CCL_P2P_RSTART));
-        for (u64 j = 0; j < a.lanes; j++) {
-            u64 n = 0;
-            for (u64 i = i0; i < i1; i++) n += p2p_lane_chunks(a.call[i].chunks, p2p_lanes(a, a.call[i].chunks), j);
-            start[j] += n;
-        }
-        *(volatile u64 *)(mine + (c.kind == 0 ? CCL_P2P_SMSGS : CCL_P2P_RMSGS)) += i1 - i0;
-        if (c.kind == 0) *(volatile u64 *)(mine + CCL_P2P_ZC) = 0;
-    }
-    __threadfence();
-    *(volatile u64 *)done = 0;
-    __threadfence();
-}
 
 extern "C" __global__ void __launch_bounds__(512) ccl_p2p(const __grid_constant__ struct ccl_p2p_args a)
 {
@@ -703,6 +808,6 @@ extern "C" __global__ void __launch_bounds__(512) ccl_p2p(const __grid_constant_
     u64 i1 = i0 + 1;
     while (i1 < a.ncalls && a.call[i1].first_block == a.call[i0].first_block) i1++;
     const u64 B = a.call[i0].blocks, b = blockIdx.x - a.call[i0].first_block;
-    const int ok = a.call[i0].kind == 0 ? p2p_send(a, i0, i1, b, B) : p2p_recv(a, i0, i1, b, B);
-    if (ok) p2p_launch_done(a);
+    if (a.call[i0].kind == 0) p2p_send(a, i0, i1, b, B);
+    else p2p_recv(a, i0, i1, b, B);
 }
