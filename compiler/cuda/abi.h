@@ -140,11 +140,41 @@ typedef struct ccl_port_fifo {
     struct ccl_port_req req[CCL_PORT_DEPTH];
 } CclPortFifo;
 
-/* Point-to-point (runtime/src/gpu/p2p.cu's ccl_p2p, a few thread blocks per call of a
- * group; docs/internals.md, "Point-to-point"). The channels and their
- * semaphores are internal.h's (CCL__P2P_*): a slot is a header of these five words, then
- * payload. */
+/* Point-to-point (runtime/src/gpu/p2p.cu's ccl_p2p, the blocks of each channel of a
+ * group; docs/gpu-backend.md, "Point-to-point groups"). The GPU lays out each channel
+ * region its own way: the region of rank q in rank r's heap (chan_bytes at chan_off + q *
+ * chan_bytes, what the common code reserves as q's channel: internal.h's CCL__P2P_*)
+ * holds what the pair r, q needs on r's side, at these offsets:
+ *   CCL_P2P_FULL   [lane]  written by q: chunks of q -> r that q published, per lane
+ *   CCL_P2P_EMPTY  [lane]  written by q: chunks of r -> q that q emptied, per lane
+ *   CCL_P2P_SSTART [lane]  r's own: chunks of r -> q per lane before this launch
+ *   CCL_P2P_RSTART [lane]  r's own: the same for q -> r
+ *   CCL_P2P_SZSTART        r's own: arrivals at CCL_P2P_SZC before this launch
+ *   CCL_P2P_SZC            r's own: blocks' arrivals after their part of a direct send
+ *   CCL_P2P_SBEGUN, CCL_P2P_RBEGUN  r's own: blocks of this launch's send (receive)
+ *                          channel with q that have read the start counts
+ *   CCL_P2P_DESC   [CCL_P2P_RING] written by q: the receives q posted for messages r -> q
+ *                          (entry nth % CCL_P2P_RING), eight words each: nth, count,
+ *                          dtype and direct as 32-bit halves, each with a flag, then the
+ *                          receive's number (its lane-0 start + 1)
+ *   CCL_P2P_HDRS   [lane][slot] written by q: each slot's header, six LL lines (128 bytes)
+ *   ll_off         [slot]  written by q: lane 0's LL lines (2 x ll_max bytes a slot)
+ *   pay_off        [lane][slot] written by q: payloads (`payload` bytes a slot). */
 #define CCL_P2P_MAX_CALLS 128 /* calls of one group on one comm (kernel parameter space) */
+#define CCL_P2P_MAX_LANES 16
+#define CCL_P2P_FULL 0
+#define CCL_P2P_EMPTY 128
+#define CCL_P2P_SSTART 256
+#define CCL_P2P_RSTART 384
+#define CCL_P2P_SZSTART 512
+#define CCL_P2P_SZC 640
+#define CCL_P2P_SBEGUN 768
+#define CCL_P2P_RBEGUN 896
+#define CCL_P2P_DESC 1024
+#define CCL_P2P_RING 256      /* > twice the messages of one channel in one launch (p2p.cu says why) */
+#define CCL_P2P_HDRS (CCL_P2P_DESC + CCL_P2P_RING * 64)
+#define CCL_P2P_HDR_BYTES 128
+#define CCL_P2P_NO_DIRECT (~0ull) /* a receive whose buffer the sender cannot write */
 
 typedef struct ccl_p2p_call {
     ccl_u64 kind;            /* 0: send, 1: recv */
@@ -153,8 +183,13 @@ typedef struct ccl_p2p_call {
     ccl_u64 count, dtype, bytes;
     ccl_u64 nth;             /* the message's number on its channel */
     ccl_u64 index;           /* 1-based place among the group's calls on this comm */
-    ccl_u64 before, slots;   /* slots of earlier calls of the launch on its channel, its own */
-    ccl_u64 first_block, blocks; /* the launch's blocks that share its copies */
+    ccl_u64 direct;          /* recv: buf's heap offset, where the sender may write it (a
+                                ccl_mem_alloc buffer, bytes >= direct_min); else CCL_P2P_NO_DIRECT */
+    ccl_u64 chunk;           /* bytes of its chunks (<= payload; a function of bytes alone) */
+    ccl_u64 chunks;          /* max(1, ceil(bytes / chunk)): its chunks on its channel */
+    ccl_u64 lanes;           /* min(chunks, the layout's lanes): chunk k goes to lane k % lanes */
+    ccl_u64 rows, extra;     /* chunks / lanes and chunks % lanes (no 64-bit division on the GPU) */
+    ccl_u64 first_block, blocks; /* its channel's blocks (the same for every call of a channel) */
 } CclP2pGpuCall;
 
 /* Written by the first call of a rank that fails (host-mapped pinned memory). */
@@ -165,19 +200,26 @@ typedef struct ccl_p2p_err {
     ccl_u64 calls;           /* and its calls on this comm */
     struct ccl_p2p_call call;
     ccl_u64 header[5];       /* mismatch: the slot header found (nth, count, dtype, index, calls) */
-    ccl_u64 first;           /* the call's first slot on its channel */
-    ccl_u64 expected, seen;  /* timeout: the semaphore value waited for, and the last seen */
+    ccl_u64 first;           /* the call's first chunk in lane 0 of its channel */
+    ccl_u64 expected, seen;  /* timeout: lane 0's chunk count the message ends (send) or starts
+                                (recv, 1-based) at, and the partner's count as last seen */
 } CclP2pGpuErr;
 #define CCL_P2P_TIMEOUT 1
 #define CCL_P2P_MISMATCH 2
 
-/* ccl_p2p's one parameter, passed by value (about 10 KB: CUDA 12.1's large kernel
- * parameters). */
+/* ccl_p2p's one parameter, passed by value (about 16 KB: CUDA 12.1's large kernel
+ * parameters). Calls come grouped by channel (a channel's calls together, in call
+ * order); layout fields are gpu/p2p.c's p2p_layout. */
 typedef struct ccl_p2p_args {
     CCL_DEVPTR(char *const *) peers; /* every rank's heap base, as mapped here */
     CCL_DEVPTR(struct ccl_p2p_err *) err;
     ccl_u64 rank, nranks;
-    ccl_u64 chan_off, slot_bytes, sem_off; /* internal.h's p2p_off, p2p_slot_bytes, p2p_sem_off */
+    ccl_u64 chan_off, chan_bytes; /* rank q's region at chan_off + q * chan_bytes of every heap */
+    ccl_u64 lanes, slots;    /* lanes of a channel, slots of a lane (a power of two) */
+    ccl_u64 payload;         /* bytes of a slot's payload (a multiple of 256) */
+    ccl_u64 ll_max;          /* messages of at most this many bytes go as LL lines */
+    ccl_u64 direct_min;      /* sends of at least this many bytes ask for the receiver's buffer */
+    ccl_u64 ll_off, pay_off; /* offsets in a region (above) */
     ccl_u64 timeout_ns;
     ccl_u64 group;           /* this launch's number on this comm (for the error record) */
     ccl_u64 ncalls;

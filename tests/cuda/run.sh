@@ -12,7 +12,8 @@
 #    without the prelude they all share (cclc cuda --kernel-only), matches
 #    tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them);
 #  - the prelude, compiler/cuda/prelude.cuh, compiles alone with nvcc (where installed),
-#    and so does the GPU backend's point-to-point kernel (runtime/src/gpu/p2p.cu);
+#    and so does the GPU backend's point-to-point kernel (runtime/src/gpu/p2p.cu), with
+#    no stack frame or spill;
 #  - the kernel cache trusts only its own folder and its entries' full keys;
 #  - every shipped kernel compiles with no stack frame or spill (tests/cuda/spills.sh).
 # Prints "ok NAME" / "FAIL NAME: why"; skips (ok-less, says why) where NVRTC is missing.
@@ -119,11 +120,18 @@ if [ -x "$nvcc" ]; then
         echo "FAIL cuda.prelude-lint: nvcc rejects compiler/cuda/prelude.cuh:"
         head -20 "$tmp/lint.log"
     fi
-    # The GPU backend's point-to-point kernel, for every arch it may meet.
+    # The GPU backend's point-to-point kernel, for every arch it may meet, with no stack
+    # frame and no spill in any of its functions (ptxas's report).
     for a in 75 90; do
-        if "$nvcc" -arch=sm_$a -c -x cu -Werror all-warnings -Icompiler/cuda -o "$tmp/p2p.o" runtime/src/gpu/p2p.cu \
-            >"$tmp/p2p.log" 2>&1; then
-            echo "ok cuda.p2p-kernel-sm$a"
+        if "$nvcc" -arch=sm_$a -c -x cu -Werror all-warnings -Xptxas -v -Icompiler/cuda -o "$tmp/p2p.o" \
+            runtime/src/gpu/p2p.cu >"$tmp/p2p.log" 2>&1; then
+            frames=$(grep 'bytes stack frame' "$tmp/p2p.log" | grep -vc '0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads')
+            if [ "$frames" -eq 0 ]; then
+                echo "ok cuda.p2p-kernel-sm$a"
+            else
+                echo "FAIL cuda.p2p-kernel-sm$a: runtime/src/gpu/p2p.cu has stack frames or spills:"
+                grep -B1 'bytes stack frame' "$tmp/p2p.log" | head -20
+            fi
         else
             echo "FAIL cuda.p2p-kernel-sm$a: nvcc rejects runtime/src/gpu/p2p.cu:"
             head -20 "$tmp/p2p.log"

@@ -1,11 +1,19 @@
-/* gpu/p2p.c: point-to-point groups on the GPU backend: the ccl_p2p kernel (gpu/p2p.cu,
- * one thread block per call), loaded once per GPU, one launch per group, and its
- * failure record turned into messages like the CPU backend's (cpu/p2p.c).
+/* gpu/p2p.c: point-to-point groups on the GPU backend: the ccl_p2p kernel (gpu/p2p.cu),
+ * loaded once per GPU, one launch per group, its failure record turned into messages
+ * like the CPU backend's (cpu/p2p.c).
  *
- * Where each call's slots start on its channel is the kernel's to read from the heap
- * (gpu/p2p.cu), so a launch is the same every time it runs and may be captured into a
- * CUDA graph. A comm's point-to-point launches must run in the order they were made
- * (one stream, or streams ordered by events), as the message numbers assume.
+ * A launch's calls go to the kernel grouped by channel (sends to one peer, receives from
+ * one peer), each channel with blocks of its own: as many as its longest message can
+ * use (a lane each for copies through the channel's slots, more for a send that may
+ * write the receiver's buffer directly), within what fits the GPU at once. Here the
+ * channel region (2 x p2p_slot_bytes a peer, reserved by the common code) gets its
+ * layout (p2p_layout), and a receive whose buffer is a ccl_mem_alloc buffer offers it
+ * to its sender (CclP2pGpuCall.direct).
+ *
+ * Where each channel stands is the kernel's to read from the heap (gpu/p2p.cu), so a
+ * launch is the same every time it runs and may be captured into a CUDA graph. A comm's
+ * point-to-point launches must run in the order they were made (one stream, or streams
+ * ordered by events), as the message numbers assume.
  *
  * Ranks sharing a GPU: a rank's kernel spins until its partners' kernels run, so, as for
  * collectives (gpu/backend.c, gpu_wait_colocated_launches), after launching a group a
@@ -22,10 +30,107 @@
 /* ccl_p2p's source (gpu/p2p.cu with abi.h inlined), made by the Makefile. */
 extern const char ccl__p2p_cu[];
 
-/* Threads per block; at most how many blocks share one call's copies (a block alone
- * moves about 15 GB/s: docs/gpu-backend.md), and the bytes that earn a call one more
- * (a short message gains nothing from more blocks, and pays their handshakes). */
-enum { P2P_THREADS = 256, P2P_MAX_BLOCKS_PER_CALL = 16, P2P_BYTES_PER_BLOCK = 8 << 10 };
+/* Threads per block (fewer where the channels' blocks would not all fit at once), slots
+ * of a lane, and the blocks of a channel: at most P2P_MAX_BLOCKS; a send that may go
+ * directly into its receiver's buffer one per P2P_DIRECT_BYTES_PER_BLOCK (NVLink needs
+ * 16 to 32 blocks writing for its full rate); otherwise a block per lane its longest
+ * message uses. A receive offers its buffer at P2P_DIRECT_MIN bytes and more: below,
+ * the sender's wait for the offer costs more than the copy out of the slots. Messages
+ * shorter than a row of lanes go in chunks of a multiple of P2P_CHUNK_MIN. */
+enum {
+    P2P_THREADS = 512,
+    P2P_SLOTS = 4,
+    P2P_MAX_BLOCKS = 32,
+    P2P_DIRECT_MIN = 128 << 10,
+    P2P_DIRECT_BYTES_PER_BLOCK = 16 << 10,
+    P2P_CHUNK_MIN = 4 << 10,
+};
+
+/* How the kernel lays out one channel region (cuda/abi.h, CCL_P2P_*). */
+typedef struct {
+    uint64_t lanes, slots, payload, ll_max, ll_off, pay_off;
+} P2pLayout;
+
+/* The layout of a region of `bytes`: the first of these whose slots hold at least
+ * min_payload bytes each: 16 lanes of 4 slots of about 30 KB in the 2 MiB a peer that a
+ * 1 GiB heap reserves for up to 32 ranks (on 2x H200, 1 GB through the slots moved 148
+ * GB/s so; 8 lanes of 60 KB, 111 with the first copy loop). -1 when none fits. */
+static int p2p_layout(uint64_t bytes, P2pLayout *l)
+{
+    static const struct {
+        uint64_t lanes, ll_max, min_payload;
+    } tries[] = {{16, 16 << 10, 24 << 10}, {8, 16 << 10, 16 << 10}, {4, 4 << 10, 8 << 10}, {2, 2 << 10, 4 << 10},
+                 {1, 1 << 10, 4 << 10}};
+    for (size_t t = 0; t < sizeof tries / sizeof *tries; t++) {
+        uint64_t lanes = tries[t].lanes, ll_max = tries[t].ll_max;
+        uint64_t ll_off = (CCL_P2P_HDRS + lanes * P2P_SLOTS * CCL_P2P_HDR_BYTES + 255) / 256 * 256;
+        uint64_t pay_off = ll_off + P2P_SLOTS * 2 * ll_max;
+        if (pay_off >= bytes)
+            continue;
+        uint64_t payload = (bytes - pay_off) / (lanes * P2P_SLOTS) / 256 * 256;
+        if (payload < tries[t].min_payload)
+            continue;
+        *l = (P2pLayout){.lanes = lanes, .slots = P2P_SLOTS, .payload = payload, .ll_max = ll_max,
+                         .ll_off = ll_off, .pay_off = pay_off};
+        return 0;
+    }
+    return -1;
+}
+
+/* The smallest region p2p_layout accepts. */
+static uint64_t p2p_layout_min(void)
+{
+    P2pLayout l;
+    uint64_t lo = 1, hi = (uint64_t)1 << 30;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (p2p_layout(mid, &l) == 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* The bytes of a message's chunks: a slot's payload for a long message; a shorter one
+ * spreads over every lane in chunks of a multiple of P2P_CHUNK_MIN (an LL message is one
+ * chunk). A function of the message's bytes alone, as both ranks must agree. */
+static uint64_t message_chunk(uint64_t bytes, const P2pLayout *l)
+{
+    if (bytes <= l->ll_max)
+        return l->payload;
+    uint64_t per = (bytes + l->lanes - 1) / l->lanes;
+    per = (per + P2P_CHUNK_MIN - 1) / P2P_CHUNK_MIN * P2P_CHUNK_MIN;
+    return per < l->payload ? per : l->payload;
+}
+
+/* The blocks a call's channel can use for it: one for an LL message and for a receive
+ * the sender writes directly; a block per lane for copies through the slots; and a send
+ * that may write its receiver's buffer directly (it learns that in the kernel) one per
+ * P2P_DIRECT_BYTES_PER_BLOCK (the caller caps them all). */
+static uint64_t call_blocks(const CclP2pGpuCall *c, const P2pLayout *l)
+{
+    if (c->bytes <= l->ll_max || (c->kind == 1 && c->direct != CCL_P2P_NO_DIRECT))
+        return 1;
+    if (c->kind == 0 && c->bytes >= P2P_DIRECT_MIN) {
+        uint64_t d = (c->bytes + P2P_DIRECT_BYTES_PER_BLOCK - 1) / P2P_DIRECT_BYTES_PER_BLOCK;
+        return d > c->lanes ? d : c->lanes;
+    }
+    return c->lanes;
+}
+
+/* A receive's buffer offset in this rank's heap, when the buffer lies inside one of its
+ * ccl_mem_alloc buffers (which its sender reaches) and is long enough to gain from being
+ * written directly; CCL_P2P_NO_DIRECT otherwise. */
+static uint64_t direct_offset(ccl_comm_t *comm, const void *buf, size_t bytes)
+{
+    const char *base = comm->heap_base[comm->rank], *b = buf;
+    size_t start, size;
+    if (bytes < P2P_DIRECT_MIN || !b || b < base || b >= base + comm->heap_bytes ||
+        ccl__heap_find_user(&comm->data, (size_t)(b - base), bytes, &start, &size) != 0)
+        return CCL_P2P_NO_DIRECT;
+    return (uint64_t)(b - base);
+}
 
 typedef struct GpuP2p {
     GpuModule *module;          /* the GPU's cache entry; NULL when the kernel is not usable */
@@ -33,6 +138,7 @@ typedef struct GpuP2p {
     CclP2pGpuErr *err;          /* host-mapped */
     CUdeviceptr err_dev;
     uint64_t groups;            /* launches so far */
+    int max_blocks;             /* blocks of a channel at most: P2P_MAX_BLOCKS, or CCL_GPU_P2P_BLOCKS */
     /* The kernel's parameter (about 10 KB), filled per launch: a comm's hooks never run
      * at once, and the driver copies it at the launch. */
     CclP2pGpuArgs args;
@@ -63,12 +169,13 @@ static ccl_result_t load_module(ccl_comm_t *comm, GpuComm *g, GpuP2p *p)
         }
         if (mod) {
             /* Loaded now, not at its first launch (which could wait for a peer's kernel),
-             * and how many of its blocks fit an SM. */
+             * and how many of its blocks fit an SM at each block size a launch may take. */
             int attr;
             ccl__cu.FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->kernel);
-            if (ccl__cu.OccupancyMaxActiveBlocksPerMultiprocessor(&m->blocks_per_sm[P2P_THREADS / 32], m->kernel,
-                                                                  P2P_THREADS, 0) != CUDA_SUCCESS)
-                m->blocks_per_sm[P2P_THREADS / 32] = 0;
+            for (int t = P2P_THREADS; t >= 64; t /= 2)
+                if (ccl__cu.OccupancyMaxActiveBlocksPerMultiprocessor(&m->blocks_per_sm[t / 32], m->kernel, t, 0) !=
+                    CUDA_SUCCESS)
+                    m->blocks_per_sm[t / 32] = 0;
         }
         ccl__gpu_module_publish(g->device, m, mod, mod ? NULL : err);
     }
@@ -95,6 +202,10 @@ void ccl__gpu_p2p_open(ccl_comm_t *comm, GpuComm *g)
         return;
     }
     memset(p->err, 0, sizeof *p->err);
+    /* A tuning knob until the tuner owns it; each rank's own (the ranks need not agree). */
+    const char *knob = getenv("CCL_GPU_P2P_BLOCKS");
+    int kb = knob ? atoi(knob) : 0;
+    p->max_blocks = kb >= 1 && kb <= 128 ? kb : P2P_MAX_BLOCKS;
     double t0 = ccl__now_ms();
     load_module(comm, g, p);
     CCL__TRACE(comm->rank, "point-to-point kernel %s in %.1f ms", p->module ? "ready" : "failed", ccl__now_ms() - t0);
@@ -178,7 +289,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
     if (n > CCL_P2P_MAX_CALLS)
         return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
                               "rank %d: a group of %d point-to-point calls on one comm; the GPU backend runs at most %d "
-                              "per group (one thread block each)", comm->rank, n, CCL_P2P_MAX_CALLS);
+                              "per group", comm->rank, n, CCL_P2P_MAX_CALLS);
     for (int i = 0; i < n; i++) {
         char what[64];
         snprintf(what, sizeof what, "buf (call %d of the group)", call->ops[i].index);
@@ -187,54 +298,96 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
         if (r != CCL_OK)
             return r;
     }
+    P2pLayout lay;
+    uint64_t region = (uint64_t)CCL__P2P_SLOTS * comm->p2p_slot_bytes;
+    if (p2p_layout(region, &lay) != 0)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
+                              "rank %d: the heap (heap_bytes %zu) leaves %llu bytes a peer for the point-to-point "
+                              "channels, fewer than the GPU backend's slots take (%llu); raise ccl_config_t.heap_bytes "
+                              "/ CCL_HEAP_BYTES", comm->rank, comm->heap_bytes, (unsigned long long)region,
+                              (unsigned long long)p2p_layout_min());
     CUstream s;
     int capturing;
     ccl_result_t res = ccl__gpu_call_stream(comm, call->stream, &s, &capturing);
     if (res != CCL_OK)
         return res;
-    /* Every rank's blocks must be able to run at once where ranks share the GPU (a
-     * block each spare for a collective's barrier); the GPU's SMs are shared among the
-     * calls otherwise. */
-    long fit = (long)p->module->blocks_per_sm[P2P_THREADS / 32] * g->sms;
-    long per_rank = g->ncolocated > 1 ? fit / g->ncolocated - 1 : g->sms;
-    if (per_rank < n)
-        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
-                              "rank %d: a group of %d calls needs %d thread blocks on each of the %d ranks sharing GPU "
-                              "%d, and only %ld fit at once, which the waits between them need: use smaller groups",
-                              comm->rank, n, n, g->ncolocated, comm->device, fit);
-    long most = per_rank / n;
-    most = most < 1 ? 1 : most > P2P_MAX_BLOCKS_PER_CALL ? P2P_MAX_BLOCKS_PER_CALL : most;
+    /* The calls by channel, the channels in the order they first appear, each channel's
+     * calls in call order (the order both ranks number its messages in). */
+    int N = comm->nranks, nch = 0, chan[CCL_P2P_MAX_CALLS];
+    uint64_t key[CCL_P2P_MAX_CALLS], want[CCL_P2P_MAX_CALLS] = {0};
+    for (int i = 0; i < n; i++) {
+        uint64_t k = (uint64_t)(call->ops[i].kind == CCL__P2P_SEND ? 0 : N) + (uint64_t)call->ops[i].peer;
+        for (chan[i] = 0; chan[i] < nch && key[chan[i]] != k; chan[i]++) {}
+        if (chan[i] == nch)
+            key[nch++] = k;
+    }
     CclP2pGpuArgs *a = &p->args;
     *a = (CclP2pGpuArgs){.peers = g->peers, .err = p->err_dev, .rank = (uint64_t)comm->rank,
-                         .nranks = (uint64_t)comm->nranks, .chan_off = comm->p2p_off,
-                         .slot_bytes = comm->p2p_slot_bytes, .sem_off = comm->p2p_sem_off,
+                         .nranks = (uint64_t)N, .chan_off = comm->p2p_off, .chan_bytes = region,
+                         .lanes = lay.lanes, .slots = lay.slots,
+                         .payload = lay.payload, .ll_max = lay.ll_max, .direct_min = P2P_DIRECT_MIN,
+                         .ll_off = lay.ll_off, .pay_off = lay.pay_off,
                          .timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull, .group = ++p->groups,
                          .ncalls = (uint64_t)n};
-    size_t payload = comm->p2p_slot_bytes - CCL__P2P_HEADER;
-    for (int i = 0; i < n; i++) {
-        const CclP2pOp *op = &call->ops[i];
-        CclP2pGpuCall *c = &a->call[i];
-        /* Slots of the launch's earlier calls on the same channel come first. */
-        for (int j = 0; j < i; j++)
-            if (a->call[j].kind == (op->kind == CCL__P2P_SEND ? 0u : 1u) && a->call[j].peer == (uint64_t)op->peer)
-                c->before += a->call[j].slots;
-        c->kind = op->kind == CCL__P2P_SEND ? 0 : 1;
-        c->peer = (uint64_t)op->peer;
-        c->buf = (uint64_t)(uintptr_t)op->buf;
-        c->count = op->count;
-        c->dtype = (uint64_t)op->dtype;
-        c->bytes = op->count * ccl_dtype_size(op->dtype);
-        c->nth = op->nth;
-        c->index = (uint64_t)op->index;
-        c->slots = c->bytes ? (c->bytes + payload - 1) / payload : 1;
-        uint64_t want = (c->bytes + P2P_BYTES_PER_BLOCK - 1) / P2P_BYTES_PER_BLOCK;
-        c->blocks = want < 1 ? 1 : want > (uint64_t)most ? (uint64_t)most : want;
-        c->first_block = i ? a->call[i - 1].first_block + a->call[i - 1].blocks : 0;
+    int at = 0;
+    for (int ch = 0; ch < nch; ch++)
+        for (int i = 0; i < n; i++) {
+            if (chan[i] != ch)
+                continue;
+            const CclP2pOp *op = &call->ops[i];
+            CclP2pGpuCall *c = &a->call[at++];
+            c->kind = op->kind == CCL__P2P_SEND ? 0 : 1;
+            c->peer = (uint64_t)op->peer;
+            c->buf = (uint64_t)(uintptr_t)op->buf;
+            c->count = op->count;
+            c->dtype = (uint64_t)op->dtype;
+            c->bytes = op->count * ccl_dtype_size(op->dtype);
+            c->nth = op->nth;
+            c->index = (uint64_t)op->index;
+            c->direct = c->kind == 1 && c->bytes > lay.ll_max ? direct_offset(comm, op->buf, c->bytes)
+                                                              : CCL_P2P_NO_DIRECT;
+            c->chunk = message_chunk(c->bytes, &lay);
+            c->chunks = c->bytes ? (c->bytes + c->chunk - 1) / c->chunk : 1;
+            c->lanes = c->chunks < lay.lanes ? c->chunks : lay.lanes;
+            c->rows = c->chunks / c->lanes;
+            c->extra = c->chunks % c->lanes;
+            uint64_t w = call_blocks(c, &lay);
+            want[ch] = w > want[ch] ? w : want[ch];
+        }
+    /* Every channel's blocks must be able to run at once (they wait for one another's
+     * partners), and where ranks share the GPU, every rank's (a block each spare for a
+     * collective's barrier): fewer threads a block where 512 leave too few. */
+    int threads = P2P_THREADS;
+    long fit = 0, per_rank = 0;
+    for (; threads >= 64; threads /= 2) {
+        fit = (long)p->module->blocks_per_sm[threads / 32] * g->sms;
+        per_rank = g->ncolocated > 1 ? fit / g->ncolocated - 1 : fit;
+        if (per_rank >= nch)
+            break;
     }
-    unsigned grid = (unsigned)(a->call[n - 1].first_block + a->call[n - 1].blocks);
+    if (threads < 64)
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
+                              "rank %d: a group of %d calls on %d channels (peers and directions) needs a thread block "
+                              "per channel on each of the %d rank(s) using GPU %d, and only %ld fit at once, which the "
+                              "waits between them need: use smaller groups", comm->rank, n, nch, g->ncolocated,
+                              comm->device, fit);
+    long most = per_rank / nch;
+    most = most < 1 ? 1 : most > p->max_blocks ? p->max_blocks : most;
+    uint64_t grid = 0;
+    for (int i = 0, ch = -1; i < n; i++) {
+        CclP2pGpuCall *c = &a->call[i];
+        if (i == 0 || c->kind != a->call[i - 1].kind || c->peer != a->call[i - 1].peer) {
+            ch++;
+            grid += i ? a->call[i - 1].blocks : 0;
+        }
+        c->first_block = grid;
+        c->blocks = want[ch] < (uint64_t)most ? want[ch] : (uint64_t)most;
+    }
+    grid += a->call[n - 1].blocks;
     ccl__gpu_note_caller(comm);
     void *params[] = {a};
-    CUresult r = ccl__cu.LaunchKernel(p->module->kernel, grid, 1, 1, P2P_THREADS, 1, 1, 0, s, params, NULL);
+    CUresult r = ccl__cu.LaunchKernel(p->module->kernel, (unsigned)grid, 1, 1, (unsigned)threads, 1, 1, 0, s, params,
+                                      NULL);
     if (r != CUDA_SUCCESS)
         return ccl__gpu_cu_fail(comm, r, "cuLaunchKernel (ccl_p2p)");
     CCL__TRACE(comm->rank, "launched a group of %d point-to-point calls on stream %p", n, (void *)s);
@@ -260,7 +413,7 @@ int ccl__gpu_p2p_error(ccl_comm_t *comm)
         memcpy(&found, e->header, sizeof found);
         ccl__p2p_mismatch_error(comm, &op, e->calls, &found);
     } else {
-        ccl__p2p_timeout_error(comm, &op, e->calls, e->seen, c->kind == 0 ? e->first + c->slots : e->first + 1);
+        ccl__p2p_timeout_error(comm, &op, e->calls, e->seen, e->expected);
     }
     return 1;
 }
@@ -272,3 +425,14 @@ ccl_result_t ccl__gpu_p2p_poll(ccl_comm_t *comm)
         return CCL_OK;
     return p->err->what == CCL_P2P_MISMATCH ? CCL_ERR_INVALID_ARGUMENT : CCL_ERR_TIMEOUT;
 }
+
+void ccl__gpu_p2p_sizes(const ccl_comm_t *comm, size_t *payload, size_t *ll_max, size_t *direct_min, size_t *lanes,
+                        size_t *slots)
+{
+    P2pLayout l = {0};
+    if (comm->p2p_off == SIZE_MAX || p2p_layout((uint64_t)CCL__P2P_SLOTS * comm->p2p_slot_bytes, &l) != 0)
+        l = (P2pLayout){0};
+    *payload = (size_t)l.payload, *ll_max = (size_t)l.ll_max, *direct_min = P2P_DIRECT_MIN;
+    *lanes = (size_t)l.lanes, *slots = (size_t)l.slots;
+}
+
