@@ -5,7 +5,8 @@
 # on however many GPUs the machine has: ranks beyond the GPU count share GPUs, so one GPU
 # is enough. One process per GPU (mpirun) where the machine has N GPUs; two processes on
 # one GPU must be refused at once. Reducing algorithms of allreduce also run every op and
-# dtype (--full). Then the examples and `cclc run` on the GPU backend.
+# dtype (--full). Registered memory (tests/gpu/register_gpu.c) with 2 GPUs or more, one
+# process and one process per GPU. Then the examples and `cclc run` on the GPU backend.
 #
 #   tests/run-gpu.sh BUILD [ALG.ccl...]
 #
@@ -87,6 +88,17 @@ fi
 rm -f "$log.ll128" "$log.nvcc"
 echo "== gpu: point-to-point groups (tests/gpu/p2p_gpu.c)"
 for n in $ns; do "$build/tests/gpu/p2p_gpu" "$n" 2>&1 | tee -a "$log"; done
+echo "== gpu: registered memory (tests/gpu/register_gpu.c: threads and processes, 2 GPUs or more)"
+if [ "$ngpu" -ge 2 ]; then
+    rns="2"
+    [ "$ngpu" -gt 2 ] && rns="2 $(( ngpu < 4 ? ngpu : 4 ))"
+    for rn in $rns; do
+        "$build/tests/gpu/register_gpu" --threads "$rn" 2>&1 | tee -a "$log"
+        "$build/tests/gpu/register_gpu" --procs "$rn" 2>&1 | tee -a "$log"
+    done
+else
+    echo "   (skipped: needs 2 GPUs, this machine has $ngpu)"
+fi
 echo "== gpu: a dead peer times out with a useful message"
 "$bin" --timeout-test algorithms/allreduce/ring.ccl algorithms/allreduce/allpairs.ccl 2>&1 | tee -a "$log"
 
