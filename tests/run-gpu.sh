@@ -164,6 +164,24 @@ echo "== gpu: the Python package (tests/python, -m gpu)"
 py=${CCL_PYTHON:-python3}
 if "$py" -c 'import torch' 2>/dev/null; then
     CCL_PYTHON=$py tests/python/run.sh "$build" gpu 2>&1 | tee -a "$log"
+    # Registration from torch (tests/torch/register_torch.py): expandable segments and
+    # ccl.torch.mem_pool, a thread per GPU and a process per GPU.
+    if [ "$ngpu" -ge 2 ]; then
+        echo "== gpu: torch tensors registered and pool tensors (tests/torch/register_torch.py)"
+        bl=$build
+        case $bl in /*) ;; *) bl=$PWD/$bl ;; esac
+        for how in "--threads 2" "torchrun"; do
+            if [ "$how" = torchrun ]; then
+                cmd=("$py" -m torch.distributed.run --standalone --nproc-per-node 2 tests/torch/register_torch.py)
+            else
+                cmd=("$py" tests/torch/register_torch.py --threads 2)
+            fi
+            PYTHONPATH=$PWD/python/src${PYTHONPATH:+:$PYTHONPATH} CCL_LIBRARY=$bl/libccl.so timeout 600 "${cmd[@]}" \
+                2>&1 | tee -a "$log" | grep -E '^(ok|FAIL|skipped)'
+            rc=${PIPESTATUS[0]}
+            [ "$rc" -eq 0 ] || echo "FAIL gpu/torch-register ($how): exit $rc" | tee -a "$log"
+        done
+    fi
 else
     echo "   (skipped: $py has no torch; set CCL_PYTHON to an interpreter with torch)"
 fi
