@@ -503,7 +503,7 @@ class MemPool:
         use = getattr(torch.cuda, "use_mem_pool", None) or getattr(torch.cuda.memory, "use_mem_pool", None)
         if use is None:
             raise InvalidArgumentError(f"ccl.torch.mem_pool: torch {torch.__version__} has no "
-                                       "torch.cuda.use_mem_pool (torch 2.6 or later)")
+                                       "torch.cuda.use_mem_pool (a newer torch has it)")
         ctx = use(self.pool)
         ctx.__enter__()
         self._ctx.append(ctx)
