@@ -162,7 +162,7 @@ static int32_t want_sum(R *r, size_t i, void *arg)
     return s * mul;
 }
 
-static size_t gcount;                /* all-gather's and all-to-all's count per rank */
+static _Thread_local size_t gcount;   /* all-gather's and all-to-all's count per rank (each rank thread its own) */
 
 static int32_t want_gather(R *r, size_t i, void *arg)
 {
