@@ -70,7 +70,7 @@ struct CclRegs {
     _Atomic int live_mapped;         /* live MAPPED registrations: ccl__reg_find's quick answer */
 };
 
-enum { REG_OP_REGISTER = 1, REG_OP_DEREGISTER = 2, REG_RETIREES = 32, REG_WHY = 640 };
+enum { REG_OP_REGISTER = 1, REG_OP_DEREGISTER = 2, REG_RETIREES = 32, REG_WHY = 1024 };
 
 /* What a rank says in a registration's exchange. */
 typedef struct {

@@ -112,17 +112,15 @@ static const char *what_memory(CUdeviceptr at)
 /* What to do instead, the same for every refusal. */
 static const char *what_to_do(const GpuComm *g)
 {
-    return g->remote ? "Registration needs device memory of this rank's GPU from cuMemCreate, created with a POSIX "
-                       "file-descriptor handle type (the ranks run in several processes): allocate it with "
-                       "ccl_mem_alloc (in Python: comm.empty, or tensors made under ccl.torch.mem_pool(comm)), with "
-                       "cuMemCreate and CUmemAllocationProp.requestedHandleTypes = "
-                       "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, or in PyTorch (2.5 or later) set "
-                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before CUDA starts. Unregistered, the buffer "
+    /* PyTorch's setting first: the whole text may not fit the error's length. */
+    return g->remote ? "In PyTorch (2.5 or later) set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before CUDA "
+                       "starts, or use tensors made under ccl.torch.mem_pool(comm) or comm.empty; in C, ccl_mem_alloc, "
+                       "or cuMemCreate with requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (the ranks "
+                       "run in several processes, so peers import it by file descriptor). Unregistered, the buffer "
                        "still works: calls stage it"
-                     : "Registration needs device memory of this rank's GPU from cuMemCreate: allocate it with "
-                       "ccl_mem_alloc (in Python: comm.empty, or tensors made under ccl.torch.mem_pool(comm)), with "
-                       "cuMemCreate, or in PyTorch set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before CUDA "
-                       "starts. Unregistered, the buffer still works: calls stage it";
+                     : "In PyTorch set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before CUDA starts, or use "
+                       "tensors made under ccl.torch.mem_pool(comm) or comm.empty; in C, ccl_mem_alloc or cuMemCreate "
+                       "memory of this rank's GPU. Unregistered, the buffer still works: calls stage it";
 }
 
 static ccl_result_t refuse(ccl_comm_t *comm, const GpuComm *g, const void *ptr, size_t bytes, CUdeviceptr at,
