@@ -5,7 +5,8 @@
 # on however many GPUs the machine has: ranks beyond the GPU count share GPUs, so one GPU
 # is enough. One process per GPU (mpirun) where the machine has N GPUs; two processes on
 # one GPU must be refused at once. Reducing algorithms of allreduce also run every op and
-# dtype (--full). Then the examples and `cclc run` on the GPU backend.
+# dtype (--full). Registered memory (tests/gpu/register_gpu.c) with 2 GPUs or more, one
+# process and one process per GPU. Then the examples and `cclc run` on the GPU backend.
 #
 #   tests/run-gpu.sh BUILD [ALG.ccl...]
 #
@@ -100,6 +101,17 @@ done
 rm -f "$log.xfer" "$log.nvcc"
 echo "== gpu: point-to-point groups (tests/gpu/p2p_gpu.c)"
 for n in $ns; do "$build/tests/gpu/p2p_gpu" "$n" 2>&1 | tee -a "$log"; done
+echo "== gpu: registered memory (tests/gpu/register_gpu.c: threads and processes, 2 GPUs or more)"
+if [ "$ngpu" -ge 2 ]; then
+    rns="2"
+    [ "$ngpu" -gt 2 ] && rns="2 $(( ngpu < 4 ? ngpu : 4 ))"
+    for rn in $rns; do
+        "$build/tests/gpu/register_gpu" --threads "$rn" 2>&1 | tee -a "$log"
+        "$build/tests/gpu/register_gpu" --procs "$rn" 2>&1 | tee -a "$log"
+    done
+else
+    echo "   (skipped: needs 2 GPUs, this machine has $ngpu)"
+fi
 echo "== gpu: a dead peer times out with a useful message"
 "$bin" --timeout-test algorithms/allreduce/ring.ccl algorithms/allreduce/allpairs.ccl 2>&1 | tee -a "$log"
 
@@ -173,6 +185,24 @@ echo "== gpu: the Python package (tests/python, -m gpu)"
 py=${CCL_PYTHON:-python3}
 if "$py" -c 'import torch' 2>/dev/null; then
     CCL_PYTHON=$py tests/python/run.sh "$build" gpu 2>&1 | tee -a "$log"
+    # Registration from torch (tests/torch/register_torch.py): expandable segments and
+    # ccl.torch.mem_pool, a thread per GPU and a process per GPU.
+    if [ "$ngpu" -ge 2 ]; then
+        echo "== gpu: torch tensors registered and pool tensors (tests/torch/register_torch.py)"
+        bl=$build
+        case $bl in /*) ;; *) bl=$PWD/$bl ;; esac
+        for how in "--threads 2" "torchrun"; do
+            if [ "$how" = torchrun ]; then
+                cmd=("$py" -m torch.distributed.run --standalone --nproc-per-node 2 tests/torch/register_torch.py)
+            else
+                cmd=("$py" tests/torch/register_torch.py --threads 2)
+            fi
+            PYTHONPATH=$PWD/python/src${PYTHONPATH:+:$PYTHONPATH} CCL_LIBRARY=$bl/libccl.so timeout 600 "${cmd[@]}" \
+                2>&1 | tee -a "$log" | grep -E '^(ok|FAIL|skipped)'
+            rc=${PIPESTATUS[0]}
+            [ "$rc" -eq 0 ] || echo "FAIL gpu/torch-register ($how): exit $rc" | tee -a "$log"
+        done
+    fi
 else
     echo "   (skipped: $py has no torch; set CCL_PYTHON to an interpreter with torch)"
 fi

@@ -167,6 +167,40 @@ const char *ccl_comm_last_error(const ccl_comm_t *comm);
 ccl_result_t ccl_mem_alloc(ccl_comm_t *comm, void **ptr, size_t bytes);
 ccl_result_t ccl_mem_free(ccl_comm_t *comm, void *ptr);
 
+/* Registration: makes the user's memory [ptr, ptr + bytes) reachable by every peer in
+ * place, so that calls on buffers inside it run zero-copy, as on ccl_mem_alloc buffers
+ * (NCCL's ncclCommWindowRegister). Collective: every rank calls it, in the same order,
+ * with the same `bytes`; every rank fails alike (naming the rank at fault) when one
+ * cannot register. What qualifies (docs/api.md, "Registered memory"): on GPUs, device
+ * memory of this rank's GPU from cuMemCreate (with a POSIX file-descriptor handle type
+ * when ranks run in several processes); a ccl_mem_alloc buffer on either backend; on
+ * the CPU backend in one process any memory (recorded; calls still stage it). Other
+ * memory (cudaMalloc, host memory) is refused with the reason and what to do. A range
+ * that is registered already, or lies inside a registration, is answered from a cache
+ * with no exchange: *reg is that registration, with one more reference. The
+ * registration holds the memory's allocations: deregister before freeing the memory. */
+typedef struct ccl_mem_reg ccl_mem_reg_t;
+ccl_result_t ccl_mem_register(ccl_comm_t *comm, void *ptr, size_t bytes, ccl_mem_reg_t **reg);
+/* Drops one reference; the last is collective (every rank deregisters the same
+ * registration at the same point of its calls): it waits for the communicator's work
+ * and unmaps the memory on every rank. CUDA graphs that captured calls on it must not be
+ * replayed afterwards. On a communicator that failed it releases locally. */
+ccl_result_t ccl_mem_deregister(ccl_comm_t *comm, ccl_mem_reg_t *reg);
+
+/* Memory pools for frameworks, with torch.cuda.memory.CUDAPluggableAllocator's
+ * signatures (the Python package's ccl.torch.mem_pool; docs/python.md). attach makes
+ * comm serve ccl_mem_pool_alloc for its GPU (one comm per GPU in a process; destroy
+ * detaches). ccl_mem_pool_alloc makes device memory peers can map and registers it:
+ * collective, so every rank's pool must allocate the same sizes in the same order (as
+ * ccl_mem_alloc); NULL on failure, the reason in ccl_comm_last_error(comm).
+ * ccl_mem_pool_free frees it at once on this rank; its registration's mappings go when
+ * every rank has freed it (at the next registration call, or destroy). GPU backend only
+ * (CCL_ERR_UNSUPPORTED elsewhere). */
+ccl_result_t ccl_mem_pool_attach(ccl_comm_t *comm);
+ccl_result_t ccl_mem_pool_detach(ccl_comm_t *comm);
+void *ccl_mem_pool_alloc(ptrdiff_t bytes, int device, void *stream);
+void ccl_mem_pool_free(void *ptr, ptrdiff_t bytes, int device, void *stream);
+
 /* Copies `bytes` between host memory and memory of this communicator's backend (its
  * ccl_mem_alloc buffers, or device memory on the GPU backend), either way, after the
  * communicator's queued work and before returning: for filling and checking buffers in

@@ -494,7 +494,7 @@ void ccl__ident_fill(const CclCall *c, CclIdent *id)
     id->out_off = c->out_off == SIZE_MAX ? ~0ull : (uint64_t)c->out_off - (uint64_t)comm->rank * c->out_stride;
     /* The layout, not the history: a buffer allocated and freed again changes nothing. */
     id->allocs = (uint64_t)comm->data.nuser;
-    uint64_t lay[4] = {comm->data.user_sum, id->allocs, alg->sem_off, c->scratch_off};
+    uint64_t lay[5] = {comm->data.user_sum, id->allocs, alg->sem_off, c->scratch_off, ccl__reg_layout(comm)};
     id->heap = ccl__fnv1a(CCL__FNV_SEED, lay, sizeof lay);
     const char *base = strrchr(alg->file, '/');
     base = base ? base + 1 : alg->file;
@@ -538,12 +538,14 @@ static int grow_heap_region(ccl_comm_t *comm, size_t *off, size_t *bytes, size_t
     return 0;
 }
 
-/* Where a user buffer sits, for staging: peers reach it only in the heap. */
+/* Where a user buffer sits, for staging: peers reach it in the heap, or at its
+ * registration's place in the window (register.c). */
 CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg)
 {
     const char *base = comm->heap_base[comm->rank], *p = ptr;
+    size_t at;
     if (!p || p < base || p >= base + comm->heap_bytes)
-        return CCL__BUF_PRIVATE;
+        return ccl__reg_find(comm, p, bytes, &at) ? CCL__BUF_REGISTERED : CCL__BUF_PRIVATE;
     size_t off = (size_t)(p - base), start, size;
     if (ccl__heap_find_user(&comm->data, off, bytes, &start, &size) == 0)
         return CCL__BUF_SYMMETRIC;
@@ -627,8 +629,21 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
 
     c.in = (void *)send;
     c.out = recv;
+    /* A registered buffer is used through its registration's alias in the heap's
+     * window, at an offset every rank shares (zero-copy; both sides of an in-place call
+     * through the same alias, so no kernel reads through one address what it wrote
+     * through another). */
+    size_t send_reg = SIZE_MAX, recv_reg = SIZE_MAX;
+    if (send_at == CCL__BUF_REGISTERED && ccl__reg_find(comm, send, c.in_bytes, &send_reg))
+        send_at = CCL__BUF_SYMMETRIC;
+    if (recv_at == CCL__BUF_REGISTERED && ccl__reg_find(comm, recv, c.out_bytes, &recv_reg))
+        recv_at = CCL__BUF_SYMMETRIC;
     c.stage_in = !send || (overlap && !inplace_ok) || (in_remote && send_at != CCL__BUF_SYMMETRIC);
     c.stage_out = !recv || (out_remote && recv_at != CCL__BUF_SYMMETRIC);
+    if (!c.stage_in && send_reg != SIZE_MAX)
+        c.in = base + send_reg;
+    if (!c.stage_out && recv_reg != SIZE_MAX)
+        c.out = base + recv_reg;
     c.in_off = c.out_off = SIZE_MAX;
     if (c.stage_in && in_remote) {
         if (grow_heap_region(comm, &comm->stage_off[0], &comm->stage_bytes[0], c.in_bytes) != 0)
@@ -681,9 +696,11 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
         c.divide_here = !(coll == COLL_REDUCE && me != alg->root);
     }
     ccl__ident_fill(&c, &c.id);
-    CCL__TRACE(me, "call %llu of %s: %s %s, count %zu%s%s%s", (unsigned long long)c.call_index, alg->file,
+    CCL__TRACE(me, "call %llu of %s: %s %s, count %zu%s%s%s%s%s", (unsigned long long)c.call_index, alg->file,
                ccl_dtype_name(dtype), ccl_op_name(op), count, c.fence ? ", fence first" : "",
-               c.stage_in ? ", staging in" : "", c.stage_out ? ", staging out" : "");
+               c.stage_in ? ", staging in" : "", c.stage_out ? ", staging out" : "",
+               !c.stage_in && send_reg != SIZE_MAX ? ", sendbuf registered" : "",
+               !c.stage_out && recv_reg != SIZE_MAX ? ", recvbuf registered" : "");
     r = comm->be->run(&c);
     if (r != CCL_OK)
         return r;

@@ -113,6 +113,18 @@ typedef struct {
     int ngroup_comms;
 } CclP2pCall;
 
+/* ===== registered memory, as register.c hands it to a backend ===== */
+
+/* Where one rank's registered range lies, when its backend maps it into the window
+ * (reg_inspect): the whole allocations the range lies in, back to back in its address
+ * space. Every rank learns every rank's. */
+typedef struct {
+    uint64_t lead;                   /* bytes from the first allocation's start to the range */
+    uint64_t span;                   /* bytes of the allocations, together */
+    uint64_t align;                  /* the alignment a mapping of them needs (their granularity) */
+    uint64_t pieces;                 /* how many allocations */
+} CclRegSpan;
+
 /* ===== the backend interface ===== */
 
 /* A backend. The common code (api.c, comm.c, algorithm.c, tuner.c) does argument
@@ -196,6 +208,35 @@ struct CclBackend {
     /* Fills *out for comm (after comm_init). Never fails: what it cannot find out it
      * names "unknown". May ask the driver: the tuner calls it once per comm. */
     void (*describe)(const ccl_comm_t *comm, CclDeviceInfo *out);
+
+    /* Registered memory (ccl_mem_register; register.c does the rest: the cache, the
+     * exchanges, the window's offsets). What this rank's [ptr, ptr + bytes), outside
+     * the heap, is: CCL_OK with *state (the allocations it lies in, held) and *span
+     * when the backend maps it into the window; CCL_OK with *state NULL when peers
+     * cannot reach it in place but calls may still use it, staged (then it is only
+     * recorded); else a failure whose message says why and what to do instead. NULL:
+     * every range is only recorded. */
+    ccl_result_t (*reg_inspect)(ccl_comm_t *comm, const void *ptr, size_t bytes, CclRegSpan *span, void **state);
+    /* Collective over boot (the comm's mailboxes), once every rank's reg_inspect has
+     * held its range: maps rank p's allocations (all[p]) at heap offset at[p] of rank
+     * p's heap as this process addresses it (heap_base[p] + at[p]), this rank's own
+     * included, so that every rank's range starts at one offset. A failure sets the
+     * message; what it mapped stays in state for reg_release. */
+    ccl_result_t (*reg_map)(ccl_comm_t *comm, void *state, const CclRegSpan *all, const size_t *at,
+                            const ccl_bootstrap_t *boot);
+    /* Unmaps what reg_map mapped and lets go of what reg_inspect held. Not collective:
+     * the caller knows no rank uses the mappings any more, or, with at_destroy, that
+     * the comm is being destroyed (releases that may wait for running kernels may then
+     * be deferred). */
+    void (*reg_release)(ccl_comm_t *comm, void *state, int at_destroy);
+    /* 1 when [ptr, ptr + bytes) still lies in the very allocations state holds (a
+     * cache hit's check: memory freed and allocated again at the same address is not). */
+    int (*reg_same)(ccl_comm_t *comm, void *state, const void *ptr, size_t bytes);
+    /* Memory pools (ccl_mem_pool_alloc): memory of at least `bytes` on this rank's
+     * device that reg_inspect accepts, mapped at *ptr, *size bytes; pool_free(state)
+     * frees it and needs no comm (the comm may be gone by then). NULL: no pools. */
+    ccl_result_t (*pool_alloc)(ccl_comm_t *comm, size_t bytes, void **ptr, size_t *size, void **state);
+    void (*pool_free)(void *state);
 };
 
 extern const CclBackend ccl__cpu_backend;

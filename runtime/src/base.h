@@ -296,6 +296,7 @@ typedef struct CclBackend CclBackend;
 typedef struct CclGroup CclGroup;
 typedef struct CclMailboxes CclMailboxes;
 typedef struct CclCompiled CclCompiled;    /* internal.h (algorithm.c) */
+typedef struct CclRegs CclRegs;            /* register.c */
 
 enum { CCL__ERR_LEN = 8192 };
 
@@ -331,6 +332,14 @@ struct ccl_comm {
     char **heap_base;                /* nranks entries, malloc'd by the common code */
     CclHeapAlloc data;               /* [CCL__HEAP_DATA, heap_bytes) */
     CclHeapAlloc sems;               /* [CCL__HEAP_HEADER, CCL__HEAP_DATA) */
+    /* Registered memory (ccl_mem_register, register.c): its table (NULL before the first
+     * registration), and the window: heap offsets [win_off, win_off + win_bytes), past
+     * the heap's end, where a backend maps registered memory into every rank's heap as
+     * each process addresses it (the GPU backend reserves it with the heap; 0 bytes:
+     * no window, as on the CPU backend). win_off and win_bytes are set by be->comm_init,
+     * the same on every rank. */
+    CclRegs *regs;
+    size_t win_off, win_bytes;
     uint64_t barriers;               /* all-rank barriers done (see CclHeapHeader) */
 
     /* Staging for user buffers peers cannot reach (grow-only, see algorithm.c). Only

@@ -1,5 +1,5 @@
 /* comm.c: communicators: creation, splitting, synchronize, abort, destroy, and the
- * symmetric heap's ccl_mem_alloc and ccl_mem_free.
+ * symmetric heap's ccl_mem_alloc and ccl_mem_free (registered memory is register.c's).
  *
  * A communicator is created collectively: ccl_comm_init_rank (one process per rank,
  * over the user's bootstrap) or ccl_comm_init_all (one process, one thread per rank over
@@ -588,6 +588,7 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, comm->rank, "ccl_comm_destroy: communicator %p (%d calls made)",
              (void *)comm, (int)comm->calls);
     comm->be->synchronize(comm);
+    ccl__reg_release_all(comm);
     for (int i = comm->nalgs - 1; i >= 0; i--)
         ccl__algorithm_destroy(comm->algs[i]);
     free(comm->algs);
@@ -701,6 +702,9 @@ ccl_result_t ccl_mem_free(ccl_comm_t *comm, void *ptr)
     size_t off = (size_t)((char *)ptr - base), start, size;
     if (ccl__heap_find_user(&comm->data, off, 1, &start, &size) != 0 || start != off)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'ptr' (%p) is not the start of a live ccl_mem_alloc allocation", fn, ptr);
+    if (ccl__reg_holds_heap(comm, off, size))
+        return ccl__set_error(comm, CCL_ERR_INVALID_USAGE, "%s: argument 'ptr' (%p) is registered (ccl_mem_register); "
+                              "deregister it on every rank first", fn, ptr);
     /* Work still queued may use the buffer; freeing is a local point in the sequence. */
     comm->be->synchronize(comm);
     ccl__heap_free(&comm->data, off);

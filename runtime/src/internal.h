@@ -11,6 +11,8 @@
  *              the built-in ones are runtime/tune/NAME.tbl, compiled in
  *   comm.c     communicators: init (threads or processes), split, synchronize, abort,
  *              destroy, ccl_mem_alloc/free, the in-process bootstrap
+ *   register.c registered memory (ccl_mem_register, _deregister) and the memory pools
+ *              frameworks allocate from (ccl_mem_pool_*)
  *   algorithm.c  load (cclc_compile_source in-process), then per call: checks, scratch,
  *              staging, the CclCall handed to the backend
  *   mailbox.c  the bootstrap a comm keeps for its life (ccl_comm_split)
@@ -196,6 +198,9 @@ typedef enum {
     CCL__BUF_PRIVATE,                /* outside the heap: peers cannot reach it */
     CCL__BUF_SYMMETRIC,              /* inside one live ccl_mem_alloc buffer */
     CCL__BUF_MISPLACED,              /* in the heap but not inside one: an error */
+    CCL__BUF_REGISTERED,             /* inside a registration mapped into the window
+                                        (ccl__reg_find gives its heap offset); a caller
+                                        that does not use that offset stages it */
 } CclBufPlace;
 /* Where ptr..ptr+bytes sits; CCL__BUF_MISPLACED with the message set, naming `arg`. */
 CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg);
@@ -203,6 +208,21 @@ CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, c
 void ccl__ident_fill(const CclCall *c, CclIdent *id);
 /* After the backend accepted a call: the comm's and the algorithm's bookkeeping. */
 void ccl__run_done(ccl_algorithm_t *alg, const CclCall *c);
+
+/* ===== register.c: registered memory (ccl_mem_register) and pools ===== */
+
+/* 1 and *off, the heap offset at which every rank's peers reach p, when [p, p + bytes)
+ * lies inside one live registration mapped into the window; 0 otherwise. Cheap when
+ * nothing is registered (one load). */
+int ccl__reg_find(const ccl_comm_t *comm, const void *p, size_t bytes, size_t *off);
+/* How many live registrations hold the ccl_mem_alloc buffer at heap offset off (its
+ * `bytes` bytes): ccl_mem_free refuses it while one does. */
+int ccl__reg_holds_heap(const ccl_comm_t *comm, size_t off, size_t bytes);
+/* The window's layout as one word, for call identities (0: nothing registered). */
+uint64_t ccl__reg_layout(const ccl_comm_t *comm);
+/* ccl_comm_destroy, after its synchronize: detaches comm from the memory pools and
+ * releases every registration, not collectively (peers may still run). */
+void ccl__reg_release_all(ccl_comm_t *comm);
 
 /* ===== vcoll.c: allgatherv and alltoallv ===== */
 

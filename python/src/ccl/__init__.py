@@ -16,8 +16,8 @@ algorithms (``ccl.algorithms()``).
 from __future__ import annotations
 
 from ._bootstrap import (Bootstrap, FileStore, GroupBootstrap, MPIBootstrap, StoreBootstrap)
-from ._comm import (DEFAULT_TIMEOUT_MS, DEVICE_AUTO, SPLIT_NOCOLOR, Algorithm, Communicator, Proof, Work, check,
-                    communicator, group, init_all, init_rank, split_all)
+from ._comm import (DEFAULT_TIMEOUT_MS, DEVICE_AUTO, SPLIT_NOCOLOR, Algorithm, Communicator, Proof, Registration,
+                    Work, check, communicator, group, init_all, init_rank, split_all)
 from ._errors import (CclError, CompileError, CudaError, InternalError, InvalidArgumentError, InvalidUsageError,
                       NoAlgorithmError, NotSymmetricError, NvrtcError, OutOfMemoryError, PeerFailedError,
                       SystemError, TimeoutError, UnsupportedError)
@@ -33,7 +33,7 @@ __all__ = [
     "Algorithm", "Bootstrap", "CclError", "Communicator", "CompileError", "CudaError", "DEFAULT_TIMEOUT_MS",
     "DEVICE_AUTO", "DType", "FileStore", "GroupBootstrap", "IN_PLACE", "InternalError", "InvalidArgumentError",
     "InvalidUsageError", "MPIBootstrap", "NoAlgorithmError", "NotSymmetricError", "NvrtcError", "Op",
-    "OutOfMemoryError", "PeerFailedError", "Proof", "SPLIT_NOCOLOR", "StoreBootstrap", "SystemError",
+    "OutOfMemoryError", "PeerFailedError", "Proof", "Registration", "SPLIT_NOCOLOR", "StoreBootstrap", "SystemError",
     "TimeoutError", "TuneTable", "UnsupportedError", "Work", "algorithm_dir", "algorithms", "check",
     "communicator", "group", "init_all", "init_rank", "library_path", "library_version", "split_all",
     "synchronize", "tune", "use_tune_table",

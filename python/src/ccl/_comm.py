@@ -964,6 +964,96 @@ class Communicator(MpiStyle):
             _raise(r, self._handle)
 
 
+    # ---- registered memory ----
+
+    @exclusive
+    def register(self, buf: Any, nbytes: Optional[int] = None) -> "Registration":
+        """``ccl_mem_register``: makes ``buf``'s memory reachable by every peer in place, so
+        that collectives on it (or on any tensor inside it) run zero-copy, as on
+        :meth:`empty` tensors. Collective: every rank calls it, in the same order, with the
+        same number of bytes; every rank raises alike (naming the rank at fault) when one
+        cannot register. ``buf`` is a tensor or array (its bytes), or a raw pointer with
+        ``nbytes``. What qualifies (docs/python.md, "Registered memory"): on GPUs, CUDA
+        tensors from torch's expandable segments (``PYTORCH_CUDA_ALLOC_CONF=
+        expandable_segments:True`` before CUDA starts; across processes torch 2.5 or later)
+        or from :func:`ccl.torch.mem_pool`, and :meth:`empty` tensors; on the CPU backend in
+        one process anything (recorded only). Other memory (torch's default caching
+        allocator, host memory) raises, saying why and what to do; unregistered it still
+        works, staged. Registering a range registered already (or inside one) costs no
+        exchange: the same registration, one more reference.
+
+        Returns a :class:`Registration`, a context manager that deregisters on exit; it
+        keeps ``buf`` alive until then (memory must not be freed while registered)."""
+        L = self._L
+        if not hasattr(L, "ccl_mem_register"):
+            raise InvalidUsageError("register: this libccl has no ccl_mem_register (rebuild it)")
+        if isinstance(buf, int):
+            if nbytes is None:
+                raise InvalidArgumentError("register: a raw pointer needs nbytes=")
+            ptr, keep = buf, None
+        else:
+            b = as_buf(buf, "buf")
+            ptr, keep = b.ptr, buf
+            if nbytes is None:
+                nbytes = b.nbytes
+            elif nbytes > b.nbytes:
+                raise InvalidArgumentError(f"register: nbytes {nbytes} is more than buf's {b.nbytes} bytes")
+        n = int_arg("register", "nbytes", nbytes, 0, SIZE_MAX, "bytes")
+        h = c_void_p()
+        r = L.ccl_mem_register(self.handle, ptr, n, byref(h))
+        if r:
+            _raise(r, self._handle)
+        return Registration(self, h.value or 0, ptr, n, keep)
+
+    @exclusive
+    def deregister(self, reg: "Registration") -> None:
+        """``ccl_mem_deregister``: drops one reference of ``reg``; the last is collective
+        (every rank deregisters the same registration at the same point of its calls): it
+        waits for this communicator's work and unmaps the memory on every rank. CUDA graphs
+        that captured calls on it must not be replayed afterwards."""
+        if not isinstance(reg, Registration) or reg._comm is not self:
+            raise InvalidArgumentError(f"deregister: argument 'reg' is {type(reg).__name__}, not a Registration of "
+                                       f"rank {self.rank}'s communicator")
+        if reg._handle is None:
+            raise InvalidUsageError("deregister: this Registration was deregistered already")
+        h, reg._handle = reg._handle, None
+        r = self._L.ccl_mem_deregister(self.handle, h)
+        reg._keep = None
+        if r:
+            _raise(r, self._handle)
+
+
+class Registration:
+    """A registration from :meth:`Communicator.register`: ``with comm.register(t): ...``
+    deregisters at the end of the block (collectively: every rank leaves its block at the
+    same point), as does :meth:`deregister`. ``ptr`` and ``nbytes`` say what it covers."""
+
+    def __init__(self, comm: Communicator, handle: int, ptr: int, nbytes: int, keep: Any):
+        self._comm = comm
+        self._handle: Optional[int] = handle
+        self._keep = keep
+        self.ptr = ptr
+        self.nbytes = nbytes
+
+    @property
+    def registered(self) -> bool:
+        return self._handle is not None
+
+    def deregister(self) -> None:
+        self._comm.deregister(self)
+
+    def __enter__(self) -> "Registration":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._handle is not None and self._comm._handle:
+            self.deregister()
+
+    def __repr__(self) -> str:
+        state = "" if self._handle is not None else ", deregistered"
+        return f"<ccl.Registration {self.nbytes} bytes at {self.ptr:#x} on rank {self._comm.rank}{state}>"
+
+
 class _SymmetricCuda:
     """Holds a symmetric device buffer for torch (``__cuda_array_interface__``); its
     finalizer frees the buffer when the last tensor over it dies."""

@@ -140,6 +140,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "ccl_version": (c_char_p, []),
         "ccl_comm_split": (R, [vp, c_int, c_int, pp, POINTER(ccl_config_t)]),
         "ccl_barrier": (R, [vp, vp]),
+        "ccl_mem_register": (R, [vp, vp, c_size_t, pp]),
+        "ccl_mem_deregister": (R, [vp, vp]),
+        "ccl_mem_pool_attach": (R, [vp]),
+        "ccl_mem_pool_detach": (R, [vp]),
     }
     for name, (res, args) in protos.items():
         f = getattr(lib, name)

@@ -460,3 +460,75 @@ def recv_(tensor: torch.Tensor, comm: CommLike, peer: int) -> torch.Tensor:
 
 def _peer(fn: str, peer: Any) -> int:
     return int_arg(f"ccl.torch.{fn}", "peer", peer, INT_MIN, INT_MAX, "a C int")
+
+
+# ---- a memory pool whose tensors peers reach in place ----
+
+class MemPool:
+    """The memory pool of :func:`mem_pool`: ``with pool:`` makes the CUDA tensors
+    allocated inside the block come from ``pool.pool`` (a ``torch.cuda.MemPool``), whose
+    memory libccl allocates (cuMemCreate, exportable) and registers on ``comm``, so that
+    collectives on those tensors run zero-copy.
+
+    The rule: allocation in the pool is collective, as ``ccl_mem_alloc`` is. Every rank
+    makes the same tensors, of the same sizes, in the same order, under the pool (ranks
+    that run the same program do), because each new segment torch's caching allocator
+    asks the pool for is registered on every rank at once (a rank whose allocator asks
+    for a segment that another's does not waits for it, and the timeout names it). Freeing
+    is not: a segment torch gives back (``torch.cuda.empty_cache()``, the pool's end) is
+    freed on that rank at once, and its mappings go once every rank has freed it."""
+
+    def __init__(self, comm: Communicator):
+        if not hasattr(torch.cuda, "MemPool"):
+            raise InvalidArgumentError(f"ccl.torch.mem_pool: torch {torch.__version__} has no torch.cuda.MemPool "
+                                       "(torch 2.5 or later); use comm.register(tensor) or comm.empty(...) instead")
+        from torch.cuda.memory import CUDAPluggableAllocator
+
+        from . import _lib
+
+        L = _lib.lib()
+        if not hasattr(L, "ccl_mem_pool_attach"):
+            raise InvalidArgumentError("ccl.torch.mem_pool: this libccl has no ccl_mem_pool_attach (rebuild it)")
+        r = L.ccl_mem_pool_attach(comm.handle)
+        if r:
+            from ._errors import error_for
+
+            raise error_for(r, "ccl.torch.mem_pool: " + (L.ccl_comm_last_error(comm.handle) or b"").decode(errors="replace"))
+        self.comm = comm
+        self._allocator = CUDAPluggableAllocator(_lib.library_path(), "ccl_mem_pool_alloc", "ccl_mem_pool_free")
+        self.pool = torch.cuda.MemPool(self._allocator.allocator())
+        self._ctx: list = []
+
+    def __enter__(self) -> "MemPool":
+        use = getattr(torch.cuda, "use_mem_pool", None) or getattr(torch.cuda.memory, "use_mem_pool", None)
+        if use is None:
+            raise InvalidArgumentError(f"ccl.torch.mem_pool: torch {torch.__version__} has no "
+                                       "torch.cuda.use_mem_pool (a newer torch has it)")
+        ctx = use(self.pool)
+        ctx.__enter__()
+        self._ctx.append(ctx)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._ctx.pop().__exit__(*exc)
+
+
+def mem_pool(comm: CommLike) -> MemPool:
+    """The memory pool of ``comm`` (made at the first call, the same one after): CUDA
+    tensors made under ``with ccl.torch.mem_pool(comm):`` are registered on ``comm``, so
+    collectives on them run zero-copy::
+
+        with ccl.torch.mem_pool(comm):
+            x = torch.empty(1 << 20, device="cuda")   # every rank, the same tensors
+        cclt.all_reduce_(x, comm)                      # no staging copy
+
+    Allocation under the pool is collective (:class:`MemPool` says the rule). One
+    communicator per GPU serves a pool (ranks sharing a GPU cannot); the GPU backend only.
+    After the communicator is destroyed the pool's tensors stay valid (no longer
+    registered), and new allocations in it fail."""
+    c = _comm(comm)
+    pool = getattr(c, "_ccl_pool", None)
+    if pool is None:
+        pool = MemPool(c)
+        c._ccl_pool = pool
+    return pool

@@ -898,6 +898,22 @@ static void cpu_describe(const ccl_comm_t *comm, CclDeviceInfo *out)
     out->can_run_simple_as_ll = 0;
 }
 
+/* ccl_mem_register of memory outside the heap: in one process every rank's thread
+ * reaches it already, but calls still stage it (peers find buffers by heap offset), so
+ * it is only recorded; across processes peers reach nothing outside the shared heaps. */
+static ccl_result_t cpu_reg_inspect(ccl_comm_t *comm, const void *ptr, size_t bytes, CclRegSpan *span, void **state)
+{
+    (void)span;
+    *state = NULL;
+    if (!((CpuComm *)comm->be_comm)->heaps.shm)
+        return CCL_OK;
+    return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                          "the range %p (%zu bytes) is this process's private memory, which the other ranks' "
+                          "processes cannot map: on the CPU backend in process mode peers reach only the symmetric "
+                          "heap (POSIX shared memory); allocate the buffer with ccl_mem_alloc (in Python, "
+                          "comm.empty), or pass it unregistered (calls stage it)", ptr, bytes);
+}
+
 const CclBackend ccl__cpu_backend = {
     .name = "cpu",
     .kind = CCL_BACKEND_CPU,
@@ -914,4 +930,5 @@ const CclBackend ccl__cpu_backend = {
     .poll_message = cpu_poll_message,
     .copy = cpu_copy,
     .describe = cpu_describe,
+    .reg_inspect = cpu_reg_inspect,
 };

@@ -917,6 +917,12 @@ static const CclBackend gpu_backend = {
     .capturing = gpu_capturing,
     .copy = gpu_copy,
     .describe = gpu_describe,
+    .reg_inspect = ccl__gpu_reg_inspect,
+    .reg_map = ccl__gpu_reg_map,
+    .reg_release = ccl__gpu_reg_release,
+    .reg_same = ccl__gpu_reg_same,
+    .pool_alloc = ccl__gpu_pool_alloc,
+    .pool_free = ccl__gpu_pool_free,
 };
 
 const CclBackend *ccl__gpu_backend(char *why, size_t len)

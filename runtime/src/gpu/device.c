@@ -36,6 +36,7 @@ typedef struct {
     CUdeviceptr ptr;                 /* device memory, or a mapping's address */
     void *host;
     size_t size;                     /* a mapping's size */
+    size_t reserved;                 /* the reservation it lies in, freed with it (0: kept) */
     CUmemGenericAllocationHandle handle; /* a mapping's allocation (0: none to release) */
 } Parked;
 
@@ -100,8 +101,8 @@ static void release_now(const Parked *p)
     case PARK_DEVICE_MEM: ccl__cu.MemFree(p->ptr); break;
     case PARK_HOST_MEM: ccl__cu.MemFreeHost(p->host); break;
     case PARK_MAPPING:
-        ccl__cu.MemUnmap(p->ptr, p->size);
-        ccl__cu.MemAddressFree(p->ptr, p->size);
+        if (p->size) ccl__cu.MemUnmap(p->ptr, p->size);
+        if (p->reserved) ccl__cu.MemAddressFree(p->ptr, p->reserved);
         if (p->handle) ccl__cu.MemRelease(p->handle);
         break;
     }
@@ -177,9 +178,9 @@ void ccl__gpu_free_host_mem(GpuDevice *d, void *p)
     if (p) park(d, (Parked){.kind = PARK_HOST_MEM, .host = p});
 }
 
-void ccl__gpu_unmap(GpuDevice *d, CUdeviceptr va, size_t size, CUmemGenericAllocationHandle handle)
+void ccl__gpu_unmap(GpuDevice *d, CUdeviceptr va, size_t size, size_t reserved, CUmemGenericAllocationHandle handle)
 {
-    if (va) park(d, (Parked){.kind = PARK_MAPPING, .ptr = va, .size = size, .handle = handle});
+    if (va) park(d, (Parked){.kind = PARK_MAPPING, .ptr = va, .size = size, .reserved = reserved, .handle = handle});
     else if (handle) ccl__cu.MemRelease(handle);
 }
 

@@ -1,5 +1,6 @@
 /* gpu/gpu.h: state shared by the GPU backend's files (gpu/device.c: what the ranks on one
- * GPU share; gpu/mem.c: the symmetric heap; gpu/backend.c: kernels, launches, errors;
+ * GPU share; gpu/mem.c: the symmetric heap; gpu/window.c: registered memory and pools;
+ * gpu/backend.c: kernels, launches, errors;
  * gpu/stream.c: the stream a call runs on, what co-located ranks wait for; gpu/p2p.c:
  * point-to-point; gpu/proxy.c: port channels). */
 #ifndef CCL_GPU_H
@@ -88,10 +89,23 @@ typedef struct {
     CUstream quiet;
     int arch;                 /* compute capability as 90 for sm_90 */
     size_t heap_size;         /* comm->heap_bytes rounded up to the granularity */
+    /* Each heap's reservation is heap_size + win_bytes: the window of registered memory
+     * follows the heap (comm->win_off = heap_size; gpu/window.c maps there). */
+    size_t win_bytes;
     CUmemGenericAllocationHandle own;
     CUdeviceptr own_va;
     CUmemGenericAllocationHandle *imported; /* per rank: a peer process's heap, or 0 */
     CUdeviceptr *mapped;      /* per rank: where we mapped an imported heap, or 0 */
+    /* Who is where (gpu/mem.c, for gpu/window.c): every rank's pid, the GPUs of this
+     * process's ranks (which this rank grants access to what it maps in its own heap),
+     * whether any rank runs in another process, the nonce the ranks' sockets are named
+     * after, and the registrations that passed descriptors so far (their sockets' tag). */
+    int64_t *pids;
+    int *proc_devs;
+    int nproc_devs;
+    int remote;
+    uint64_t nonce;
+    uint32_t fd_rounds;
     CUdeviceptr peers;        /* device table: nranks heap bases (comm->heap_base) */
     CUdeviceptr bar_gen;      /* device counter: this rank's all-rank barrier generation */
     /* Private staging (CclCall's NULL in/out), from a stream-ordered pool of our own:
@@ -129,7 +143,9 @@ CUstream ccl__gpu_device_quiet_stream(const GpuDevice *d);
  * until the GPU's last comm is destroyed. */
 void ccl__gpu_free_device_mem(GpuDevice *d, CUdeviceptr p);
 void ccl__gpu_free_host_mem(GpuDevice *d, void *p);
-void ccl__gpu_unmap(GpuDevice *d, CUdeviceptr va, size_t size, CUmemGenericAllocationHandle handle);
+/* Unmaps [va, va + size) (size 0: nothing), frees the reservation of `reserved` bytes at
+ * va (0: it stays, as a window mapping's does) and releases handle (0: none). */
+void ccl__gpu_unmap(GpuDevice *d, CUdeviceptr va, size_t size, size_t reserved, CUmemGenericAllocationHandle handle);
 /* The cached module of `source`. When it is new, the caller gets it in state LOADING
  * with *load = 1 and must ccl__gpu_module_publish it; otherwise it may still be LOADING
  * by another rank's thread: ccl__gpu_module_wait. NULL when out of memory. */
@@ -192,5 +208,29 @@ void ccl__gpu_p2p_sizes(const ccl_comm_t *comm, size_t *payload, size_t *ll_max,
 /* gpu/mem.c */
 ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootstrap_t *boot);
 void ccl__gpu_heap_destroy(ccl_comm_t *comm, GpuComm *g);
+/* File descriptors between the processes of a comm (the heaps at init, registered memory
+ * later), over abstract Unix sockets (SOCK_SEQPACKET) named after the comm's nonce, a
+ * tag and the receiving rank. listen: the socket, or -1. send: one message to rank
+ * `to`, `head` bytes of data and nfds descriptors (at most CCL__GPU_MAX_FDS); 0 or -1.
+ * recv: accepts one message within timeout_ms: its data into head (up to hlen bytes),
+ * its descriptors into fds (up to maxfds, *nfds of them); 0 or -1. */
+enum { CCL__GPU_MAX_FDS = 250 };
+int ccl__gpu_fd_listen(uint64_t nonce, uint32_t tag, int rank, int backlog);
+int ccl__gpu_fd_send(uint64_t nonce, uint32_t tag, int to, const void *head, size_t hlen, const int *fds, int nfds);
+int ccl__gpu_fd_recv(int ls, int timeout_ms, void *head, size_t hlen, int *fds, int maxfds, int *nfds);
+
+/* The window's size for a device (CCL_WINDOW_BYTES, else twice the GPU's memory rounded
+ * up to 4 GiB; SIZE_MAX when the variable is no size). */
+size_t ccl__gpu_window_bytes(CUdevice dev);
+
+/* gpu/window.c: registered memory (CclBackend.reg_*) and memory pools (pool_alloc,
+ * pool_free). */
+ccl_result_t ccl__gpu_reg_inspect(ccl_comm_t *comm, const void *ptr, size_t bytes, CclRegSpan *span, void **state);
+ccl_result_t ccl__gpu_reg_map(ccl_comm_t *comm, void *state, const CclRegSpan *all, const size_t *at,
+                              const ccl_bootstrap_t *boot);
+void ccl__gpu_reg_release(ccl_comm_t *comm, void *state, int at_destroy);
+int ccl__gpu_reg_same(ccl_comm_t *comm, void *state, const void *ptr, size_t bytes);
+ccl_result_t ccl__gpu_pool_alloc(ccl_comm_t *comm, size_t bytes, void **ptr, size_t *size, void **state);
+void ccl__gpu_pool_free(void *state);
 
 #endif

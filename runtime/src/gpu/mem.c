@@ -10,8 +10,13 @@
  * address: never dereferenced on the host), and the same table is copied to device
  * memory for the kernels. NVLink multicast is never used.
  *
+ * Each heap's reservation is longer than the heap: win_bytes more (the same on every
+ * rank), the window where registered memory is mapped (gpu/window.c), so that it lies
+ * at heap offsets past the heap's end (comm->win_off) in every process's view.
+ *
  * The socket rendezvous: every rank listens on an abstract Unix socket named after a
- * nonce all ranks agree on (rank 0's, via the bootstrap all-gather) and its rank; after
+ * nonce all ranks agree on (rank 0's, via the bootstrap all-gather), a tag (0 for the
+ * heaps, one per registration after) and its rank; after
  * a barrier each rank connects to every other-process peer and sends its FD, then
  * accepts one connection from each. Listen backlogs hold every connection, so the
  * sends never wait for the accepts. Accepts are bounded by the comm's timeout. */
@@ -33,6 +38,7 @@ typedef struct {
     int64_t device;
     uint64_t va;
     uint64_t size;
+    uint64_t win;                    /* the window this rank would take (the largest wins) */
     uint64_t nonce;
 } GpuPeerInfo;
 
@@ -46,65 +52,102 @@ typedef struct {
         }                                                                                               \
     } while (0)
 
-static socklen_t gpu_sock_addr(struct sockaddr_un *a, uint64_t nonce, int rank)
+static socklen_t gpu_sock_addr(struct sockaddr_un *a, uint64_t nonce, uint32_t tag, int rank)
 {
     memset(a, 0, sizeof *a);
     a->sun_family = AF_UNIX;
     /* Abstract namespace (leading NUL): nothing to clean up in the file system. */
-    int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "ccl-heap-%016llx-%d", (unsigned long long)nonce, rank);
+    int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "ccl-heap-%016llx-%u-%d", (unsigned long long)nonce,
+                     tag, rank);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-static int gpu_send_fd(uint64_t nonce, int to, int me, int fd)
+int ccl__gpu_fd_listen(uint64_t nonce, uint32_t tag, int rank, int backlog)
 {
     struct sockaddr_un a;
-    socklen_t len = gpu_sock_addr(&a, nonce, to);
-    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    socklen_t len = gpu_sock_addr(&a, nonce, tag, rank);
+    int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (ls >= 0 && (bind(ls, (struct sockaddr *)&a, len) != 0 || listen(ls, backlog) != 0)) {
+        close(ls);
+        ls = -1;
+    }
+    return ls;
+}
+
+/* The control buffer of a message of up to CCL__GPU_MAX_FDS descriptors. */
+typedef union {
+    char buf[CMSG_SPACE(sizeof(int) * CCL__GPU_MAX_FDS)];
+    struct cmsghdr align;
+} GpuFdCtl;
+
+int ccl__gpu_fd_send(uint64_t nonce, uint32_t tag, int to, const void *head, size_t hlen, const int *fds, int nfds)
+{
+    if (nfds < 0 || nfds > CCL__GPU_MAX_FDS) return -1;
+    struct sockaddr_un a;
+    socklen_t len = gpu_sock_addr(&a, nonce, tag, to);
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0) return -1;
     if (connect(s, (struct sockaddr *)&a, len) != 0) {
         close(s);
         return -1;
     }
-    int32_t payload = me;
-    struct iovec iov = {.iov_base = &payload, .iov_len = sizeof payload};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
+    struct iovec iov = {.iov_base = (void *)head, .iov_len = hlen};
+    GpuFdCtl ctl;
     memset(&ctl, 0, sizeof ctl);
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    ssize_t w = sendmsg(s, &msg, 0);
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > 0) {
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+    }
+    ssize_t w = sendmsg(s, &msg, MSG_NOSIGNAL);
     close(s);
-    return w == (ssize_t)sizeof payload ? 0 : -1;
+    return w == (ssize_t)hlen ? 0 : -1;
 }
 
-/* Accepts one connection on ls (bounded by timeout_ms) and receives (rank, fd). */
-static int gpu_recv_fd(int ls, int timeout_ms, int *rank, int *fd)
+int ccl__gpu_fd_recv(int ls, int timeout_ms, void *head, size_t hlen, int *fds, int maxfds, int *nfds)
 {
+    *nfds = 0;
     struct pollfd p = {.fd = ls, .events = POLLIN};
     if (poll(&p, 1, timeout_ms) != 1) return -1;
     int s = accept(ls, NULL, NULL);
     if (s < 0) return -1;
-    int32_t payload = -1;
-    struct iovec iov = {.iov_base = &payload, .iov_len = sizeof payload};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
+    struct iovec iov = {.iov_base = head, .iov_len = hlen};
+    GpuFdCtl ctl;
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
     struct pollfd q = {.fd = s, .events = POLLIN};
-    ssize_t r = poll(&q, 1, timeout_ms) == 1 ? recvmsg(s, &msg, 0) : -1;
+    ssize_t r = poll(&q, 1, timeout_ms) == 1 ? recvmsg(s, &msg, MSG_CMSG_CLOEXEC) : -1;
     close(s);
-    struct cmsghdr *c = r == (ssize_t)sizeof payload ? CMSG_FIRSTHDR(&msg) : NULL;
-    if (!c || c->cmsg_type != SCM_RIGHTS) return -1;
-    memcpy(fd, CMSG_DATA(c), sizeof *fd);
-    *rank = payload;
-    return 0;
+    if (r < 0) return -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + sizeof(int) * (size_t)i, sizeof fd);
+            if (*nfds < maxfds) fds[(*nfds)++] = fd;
+            else close(fd);
+        }
+    }
+    return (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) ? -1 : 0;
+}
+
+/* The window's size for a GPU: CCL_WINDOW_BYTES (SIZE_MAX when it is no size), else
+ * twice the GPU's memory rounded up to 4 GiB: room for every byte of it registered,
+ * with the slack of placing ranges of several ranks that differ. Address space only. */
+size_t ccl__gpu_window_bytes(CUdevice dev)
+{
+    const char *env = getenv("CCL_WINDOW_BYTES");
+    uint64_t v = 0;
+    if (env && *env)
+        return ccl__parse_size(env, &v) == 0 && v <= CCL__HEAP_MAX ? (size_t)v : SIZE_MAX;
+    size_t total = 0, four = (size_t)4 << 30;
+    if (ccl__cu.DeviceTotalMem(&total, dev) != CUDA_SUCCESS || total == 0) total = (size_t)80 << 30;
+    return (2 * total + four - 1) / four * four;
 }
 
 ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootstrap_t *boot)
@@ -113,8 +156,10 @@ ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootst
     GpuPeerInfo *info = calloc((size_t)n, sizeof *info);
     g->imported = calloc((size_t)n, sizeof *g->imported);
     g->mapped = calloc((size_t)n, sizeof *g->mapped);
+    g->pids = calloc((size_t)n, sizeof *g->pids);
+    g->proc_devs = calloc((size_t)n, sizeof *g->proc_devs);
     int ls = -1, own_fd = -1;
-    if (!info || !g->imported || !g->mapped) {
+    if (!info || !g->imported || !g->mapped || !g->pids || !g->proc_devs) {
         ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory", me);
         goto fail;
     }
@@ -129,21 +174,37 @@ ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootst
            "cuMemGetAllocationGranularity");
     if (gran == 0) gran = 2 << 20;
     g->heap_size = (comm->heap_bytes + gran - 1) / gran * gran;
+    size_t win = ccl__gpu_window_bytes(g->dev);
+    if (win == SIZE_MAX) {
+        ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "rank %d: CCL_WINDOW_BYTES=%s is not a size of at most 64 TiB "
+                       "(digits, then K, M, G or T)", me, getenv("CCL_WINDOW_BYTES"));
+        goto fail;
+    }
+    win = win / gran * gran;
     CU_TRY(ccl__cu.MemCreate(&g->own, g->heap_size, &prop, 0), "cuMemCreate (the symmetric heap)");
-    CU_TRY(ccl__cu.MemAddressReserve(&g->own_va, g->heap_size, gran, 0, 0), "cuMemAddressReserve");
-    CU_TRY(ccl__cu.MemMap(g->own_va, g->heap_size, 0, g->own, 0), "cuMemMap");
     CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = comm->device},
                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    GpuPeerInfo mine = {.pid = getpid(), .device = comm->device, .size = g->heap_size, .win = win,
+                        .nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)};
+    /* First every rank's window (the largest: one size everywhere), then the reservations. */
+    if (boot->allgather(boot->ctx, &mine, info, sizeof mine) != 0) {
+        ccl__set_error(comm, CCL_ERR_PEER_FAILED, "rank %d: bootstrap all-gather failed during heap exchange", me);
+        goto fail;
+    }
+    for (int p = 0; p < n; p++)
+        win = info[p].win > win ? (size_t)info[p].win : win;
+    g->win_bytes = win;
+    CU_TRY(ccl__cu.MemAddressReserve(&g->own_va, g->heap_size + g->win_bytes, gran, 0, 0),
+           "cuMemAddressReserve (the heap and its window of registered memory; CCL_WINDOW_BYTES=0 reserves none)");
+    CU_TRY(ccl__cu.MemMap(g->own_va, g->heap_size, 0, g->own, 0), "cuMemMap");
     CU_TRY(ccl__cu.MemSetAccess(g->own_va, g->heap_size, &acc, 1), "cuMemSetAccess (own GPU)");
     /* The heap must be zero before any peer may signal into it (the bootstrap barrier
      * below), not merely queued to be. */
     CU_TRY(ccl__cu.MemsetD8Async(g->own_va, 0, g->heap_size, g->quiet), "cuMemsetD8Async (zeroing the heap)");
     CU_TRY(ccl__cu.StreamSynchronize(g->quiet), "cuStreamSynchronize (heap zeroed)");
-
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    GpuPeerInfo mine = {.pid = getpid(), .device = comm->device, .va = g->own_va, .size = g->heap_size,
-                        .nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)};
+    mine.va = g->own_va;
     if (boot->allgather(boot->ctx, &mine, info, sizeof mine) != 0) {
         ccl__set_error(comm, CCL_ERR_PEER_FAILED, "rank %d: bootstrap all-gather failed during heap exchange", me);
         goto fail;
@@ -181,16 +242,23 @@ ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootst
     CU_TRY(ar, "cuMemSetAccess (the process's GPUs; are they peer-capable?)");
     for (int p = 0; p < n; p++)
         if (info[p].pid == mine.pid) comm->heap_base[p] = (char *)(uintptr_t)info[p].va;
+    for (int p = 0; p < n; p++) {
+        g->pids[p] = info[p].pid;
+        int dup = 0;
+        for (int k = 0; k < g->nproc_devs; k++) dup |= g->proc_devs[k] == (int)info[p].device;
+        if (info[p].pid == mine.pid && !dup) g->proc_devs[g->nproc_devs++] = (int)info[p].device;
+    }
+    g->remote = remote > 0;
+    g->nonce = info[0].nonce;
+    comm->win_off = g->heap_size;
+    comm->win_bytes = g->win_bytes;
 
     /* Other processes: FDs over Unix sockets. */
     if (remote) {
         uint64_t nonce = info[0].nonce;
         CU_TRY(ccl__cu.MemExportToShareableHandle(&own_fd, g->own, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
                "cuMemExportToShareableHandle (POSIX FD)");
-        struct sockaddr_un a;
-        socklen_t len = gpu_sock_addr(&a, nonce, me);
-        ls = socket(AF_UNIX, SOCK_STREAM, 0);
-        if (ls < 0 || bind(ls, (struct sockaddr *)&a, len) != 0 || listen(ls, n + 8) != 0) {
+        if ((ls = ccl__gpu_fd_listen(nonce, 0, me, n + 8)) < 0) {
             ccl__set_error(comm, CCL_ERR_SYSTEM, "rank %d: cannot listen on a Unix socket for the heap exchange: %s", me,
                            strerror(errno));
             goto fail;
@@ -199,15 +267,18 @@ ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootst
             ccl__set_error(comm, CCL_ERR_PEER_FAILED, "rank %d: bootstrap barrier failed during heap exchange", me);
             goto fail;
         }
+        int32_t from_me = me;
         for (int p = 0; p < n; p++)
-            if (info[p].pid != mine.pid && gpu_send_fd(nonce, p, me, own_fd) != 0) {
+            if (info[p].pid != mine.pid && ccl__gpu_fd_send(nonce, 0, p, &from_me, sizeof from_me, &own_fd, 1) != 0) {
                 ccl__set_error(comm, CCL_ERR_SYSTEM, "rank %d: cannot send the heap's FD to rank %d: %s", me, p,
                                strerror(errno));
                 goto fail;
             }
         for (int k = 0; k < remote; k++) {
-            int from = -1, fd = -1;
-            if (gpu_recv_fd(ls, comm->timeout_ms, &from, &fd) != 0 || from < 0 || from >= n || g->imported[from]) {
+            int32_t from = -1;
+            int fd = -1, nfd = 0;
+            int got = ccl__gpu_fd_recv(ls, comm->timeout_ms, &from, sizeof from, &fd, 1, &nfd);
+            if (got != 0 || nfd != 1 || from < 0 || from >= n || g->imported[from]) {
                 ccl__set_error(comm, CCL_ERR_PEER_FAILED, "rank %d: did not receive every peer's heap FD within %d ms "
                                "(%d of %d)", me, comm->timeout_ms, k, remote);
                 if (fd >= 0) close(fd);
@@ -217,7 +288,8 @@ ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootst
                                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
             close(fd);
             CU_TRY(r, "cuMemImportFromShareableHandle");
-            CU_TRY(ccl__cu.MemAddressReserve(&g->mapped[from], g->heap_size, gran, 0, 0), "cuMemAddressReserve (peer)");
+            CU_TRY(ccl__cu.MemAddressReserve(&g->mapped[from], g->heap_size + g->win_bytes, gran, 0, 0),
+                   "cuMemAddressReserve (peer heap and window)");
             CU_TRY(ccl__cu.MemMap(g->mapped[from], g->heap_size, 0, g->imported[from], 0), "cuMemMap (peer heap)");
             CU_TRY(ccl__cu.MemSetAccess(g->mapped[from], g->heap_size, &acc, 1), "cuMemSetAccess (peer heap)");
             comm->heap_base[from] = (char *)(uintptr_t)g->mapped[from];
@@ -256,14 +328,18 @@ fail:
 void ccl__gpu_heap_destroy(ccl_comm_t *comm, GpuComm *g)
 {
     for (int p = 0; g->mapped && p < comm->nranks; p++)
-        ccl__gpu_unmap(g->device, g->mapped[p], g->heap_size, g->imported[p]);
+        ccl__gpu_unmap(g->device, g->mapped[p], g->heap_size, g->heap_size + g->win_bytes, g->imported[p]);
     free(g->mapped);
     free(g->imported);
+    free(g->pids);
+    free(g->proc_devs);
     g->mapped = NULL;
     g->imported = NULL;
+    g->pids = NULL;
+    g->proc_devs = NULL;
     ccl__gpu_free_device_mem(g->device, g->peers);
     ccl__gpu_free_device_mem(g->device, g->bar_gen);
-    ccl__gpu_unmap(g->device, g->own_va, g->heap_size, g->own);
+    ccl__gpu_unmap(g->device, g->own_va, g->heap_size, g->heap_size + g->win_bytes, g->own);
     g->peers = g->bar_gen = g->own_va = 0;
     g->own = 0;
 }
