@@ -290,9 +290,11 @@ ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, cons
  * k-th ccl_send from rank a to rank b matches the k-th ccl_recv on b from a, whatever
  * groups they are in; the two must name the same count and dtype (a disagreement fails
  * both ranks, asynchronously, naming both calls, before any element is written). Only
- * the two ranks take part: other ranks make no call. A send completes when its receiver
- * has taken every element (rendezvous), so a send and a recv that wait for each other
- * must be in one group; a call never matched fails when comm's timeout passes, naming
+ * the two ranks take part: other ranks make no call. A send completes only once its
+ * receiver has posted the matching receive (rendezvous; the CPU backend waits until the
+ * receiver has taken every element, the GPU backend until the data are in the channel
+ * or the receiver's buffer), so a send and a recv that wait for each other must be in
+ * one group; a call never matched fails when comm's timeout passes, naming
  * it. buf may be any memory this rank can address (ccl_mem_alloc'd or not); it must stay
  * valid and, for a send, unchanged until ccl_comm_synchronize. peer may be the rank
  * itself (a send and a recv to self in one group copy locally). count may be 0. Both

@@ -610,12 +610,12 @@ enum {
 
 /* Point-to-point channels (docs/internals.md, "Point-to-point"), reserved when a comm
  * starts on a backend that runs them, at the same offsets on every rank. In rank d's
- * heap, channel s carries what rank s sends to d: CCL__P2P_SLOTS slots of p2p_slot_bytes,
- * each a CclP2pSlot header then payload. Semaphores (64-bit counters at p2p_sem_off):
- * [s] counts the slots rank s has filled in this rank's channel s, [N + d] the slots
- * rank d has emptied of what this rank sent it; [2N, 10N] are the GPU kernel's own
- * (runtime/src/gpu/p2p.cu; the CPU backend keeps its own counts on the host). Every
- * count is since the comm began. */
+ * heap, channel s carries what rank s sends to d. The CPU backend lays it out as
+ * CCL__P2P_SLOTS slots of p2p_slot_bytes, each a CclP2pSlot header then payload, with
+ * semaphores (64-bit counters at p2p_sem_off): [s] counts the slots rank s has filled in
+ * this rank's channel s, [N + d] the slots rank d has emptied of what this rank sent it,
+ * every count since the comm began. The GPU kernel lays the same region out its own way
+ * (lanes of slots and LL lines: cuda/abi.h's CCL_P2P_*, runtime/src/gpu/p2p.cu). */
 enum { CCL__P2P_SLOTS = 2, CCL__P2P_HEADER = 64 };
 
 /* The header of a filled slot: which message it belongs to and what the sender asked,
