@@ -200,10 +200,21 @@ static ccl_result_t run_v_body(ccl_algorithm_t *alg, const void *send, const siz
     const char *s = c.send, *rv = c.recv, *base = comm->heap_base[me];
     /* No in-place form (the verifier proves none): overlapping buffers stage in. */
     int overlap = s && rv && s < rv + c.out_bytes && rv < s + c.in_bytes;
+    /* A registered buffer is used through its registration's alias in the heap's window
+     * (algorithm.c's ccl__run does the same): zero-copy, at an offset every rank shares. */
+    size_t reg;
+    if (send_at == CCL__BUF_REGISTERED && ccl__reg_find(comm, send, c.in_bytes, &reg)) {
+        send_at = CCL__BUF_SYMMETRIC;
+        s = base + reg;
+    }
+    if (recv_at == CCL__BUF_REGISTERED && ccl__reg_find(comm, recv, c.out_bytes, &reg)) {
+        recv_at = CCL__BUF_SYMMETRIC;
+        rv = base + reg;
+    }
     int stage_in = !c.send || overlap || (alg->in_remote && send_at != CCL__BUF_SYMMETRIC);
     int stage_out = !c.recv || (alg->out_remote && recv_at != CCL__BUF_SYMMETRIC);
-    c.in = stage_in ? NULL : (void *)send;
-    c.out = stage_out ? NULL : recv;
+    c.in = stage_in ? NULL : (void *)s;
+    c.out = stage_out ? NULL : (void *)rv;
     c.stage_in = stage_in && c.send;
     c.stage_out = stage_out && c.recv;
     c.in_off = c.out_off = SIZE_MAX; /* peers read them from the table, not the identity */
@@ -219,9 +230,10 @@ static ccl_result_t run_v_body(ccl_algorithm_t *alg, const void *send, const siz
         c.fence_why = "the first call after an algorithm was freed";
     }
     ccl__ident_fill(&c, &c.id);
-    CCL__TRACE(me, "call %llu of %s: %s, extents %zu in, %zu out%s%s%s", (unsigned long long)c.call_index, alg->file,
-               ccl_dtype_name(dtype), in_ext, out_ext, c.fence ? ", fence first" : "", stage_in ? ", staging in" : "",
-               stage_out ? ", staging out" : "");
+    CCL__TRACE(me, "call %llu of %s: %s, extents %zu in, %zu out%s%s%s%s%s", (unsigned long long)c.call_index,
+               alg->file, ccl_dtype_name(dtype), in_ext, out_ext, c.fence ? ", fence first" : "",
+               stage_in ? ", staging in" : "", stage_out ? ", staging out" : "",
+               s != c.send ? ", sendbuf registered" : "", rv != c.recv ? ", recvbuf registered" : "");
     r = comm->be->run(&c);
     free(t);
     if (r != CCL_OK)

@@ -211,7 +211,7 @@ static Trace trace(R *r)
 
 /* ---- the collectives on registered memory ---- */
 
-typedef enum { K_ALLREDUCE, K_ALLGATHER, K_ALLTOALL } Kind;
+typedef enum { K_ALLREDUCE, K_ALLGATHER, K_ALLTOALL, K_ALLTOALLV } Kind;
 
 /* One call (standard when alg is NULL) on send/recv, checked: values, and the trace:
  * nothing staged (in-place all-to-all: its input only), the sides peers reach named
@@ -221,6 +221,7 @@ static void one(R *r, const char *name, Kind k, ccl_algorithm_t *alg, CUdevicept
                 size_t count, int registered)
 {
     int n = r->n;
+    int a2a = k == K_ALLTOALL || k == K_ALLTOALLV;
     size_t in_n = k == K_ALLREDUCE ? count : k == K_ALLGATHER ? count : (size_t)n * count;
     size_t out_n = k == K_ALLREDUCE ? count : (size_t)n * count;
     int inplace = send == recv || (k == K_ALLGATHER && send == recv + (size_t)r->rank * count * 4);
@@ -230,7 +231,7 @@ static void one(R *r, const char *name, Kind k, ccl_algorithm_t *alg, CUdevicept
     if (k == K_ALLGATHER && inplace) {
         fill(r, recv, out_n, 0, 1);
         fill(r, send, in_n, r->rank, 0);
-    } else if (k == K_ALLTOALL) {
+    } else if (a2a) {
         /* block p of rank q: val(q, p * count + j) */
         fill(r, send, in_n, r->rank, 0);
     } else {
@@ -244,8 +245,14 @@ static void one(R *r, const char *name, Kind k, ccl_algorithm_t *alg, CUdevicept
         res = ccl_all_reduce(s, d, count, CCL_I32, CCL_SUM, r->comm, r->stream);
     else if (k == K_ALLGATHER)
         res = ccl_all_gather(s, d, count, CCL_I32, r->comm, r->stream);
-    else
+    else if (k == K_ALLTOALL)
         res = ccl_all_to_all(s, d, count, CCL_I32, r->comm, r->stream);
+    else {
+        /* Every segment `count` long, packed: all-to-all's layout through the v path. */
+        size_t counts[64];
+        for (int p = 0; p < n; p++) counts[p] = count;
+        res = ccl_all_to_all_v(s, counts, NULL, d, counts, NULL, CCL_I32, r->comm, r->stream);
+    }
     if (res == CCL_OK) res = ccl_comm_synchronize(r->comm);
     if (res != CCL_OK) {
         say(r, 0, name, "%s: %s", ccl_result_string(res), ccl_comm_last_error(r->comm));
@@ -259,7 +266,7 @@ static void one(R *r, const char *name, Kind k, ccl_algorithm_t *alg, CUdevicept
     /* In place, a program not proved in place copies its input aside first (and all-to-all
      * has no in-place form); the standard calls' program is the library's choice. */
     int proved = alg && alg->plan->proof.inplace_applicable && alg->plan->proof.inplace_ok;
-    int may_stage_in = inplace && (k == K_ALLTOALL || !proved);
+    int may_stage_in = inplace && (a2a || !proved);
     if (bad)
         say(r, 0, name, "element %zu is %d, expected %d", bad - 1, got, exp);
     else if (t.calls != 1)
@@ -324,6 +331,9 @@ static void collectives(R *r, const char *tag, CUdeviceptr base, size_t bytes, i
         one(r, name, K_ALLTOALL, alg, recv, recv, cnt, registered);
         if (alg) ccl_algorithm_free(alg);
     }
+    /* The v path (the library's alltoallv puts into peers' recvbuf). */
+    snprintf(name, sizeof name, "%s/alltoallv/standard/out-of-place", tag);
+    one(r, name, K_ALLTOALLV, NULL, send, recv, cnt, registered);
 }
 
 /* ---- the cases ---- */
