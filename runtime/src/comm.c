@@ -272,6 +272,7 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
     c->p2p_off = SIZE_MAX;
     if (be->run_p2p)
         ccl__p2p_reserve(c);
+    ccl__watchdog_start(c);
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, c->rank, "%s: communicator %p ready: rank %d of %d, %s backend, heap %zu "
              "bytes, timeout %d ms", fn, (void *)c, c->rank, c->nranks, be->name, c->heap_bytes, c->timeout_ms);
     *out = c;
@@ -527,6 +528,7 @@ ccl_result_t ccl_comm_abort(ccl_comm_t *comm)
     ccl__set_async_error(comm, CCL_ERR_INVALID_USAGE,
                          "rank %d: the communicator was aborted (ccl_comm_abort); destroy it", comm->rank);
     comm->be->abort(comm);
+    ccl__watchdog_halt(comm); /* the comm is stopped: nothing left to find */
     ccl__release_comm(comm);
     return CCL_OK;
 }
@@ -585,6 +587,7 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
     }
     /* A watchdog's poll or abort that began before the handle went finishes first. */
     ccl__wait_unheld(comm);
+    ccl__watchdog_stop(comm);
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, comm->rank, "ccl_comm_destroy: communicator %p (%d calls made)",
              (void *)comm, (int)comm->calls);
     comm->be->synchronize(comm);
@@ -605,6 +608,7 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
             free(g);
         }
     }
+    ccl__mbox_leave(comm->mbox); /* this rank's process may go now: no failure to its peers */
     ccl__mbox_close(comm->mbox);
     comm->be->comm_fini(comm);
     ccl__heap_alloc_fini(&comm->data);
