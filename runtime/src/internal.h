@@ -171,10 +171,6 @@ ccl_result_t ccl__take_async(ccl_comm_t *comm, const char *fn, int poll);
  * _poll: counting what the backend has seen, as ccl_comm_get_async_error does. */
 ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn);
 ccl_result_t ccl__check_usable_poll(ccl_comm_t *comm, const char *fn);
-/* A dtype the comm's backend has kernels for (collectives; point-to-point moves bytes):
- * the GPU backend's (compiler/emit_cuda.c's type table) lack i8, u32 and u64 so far,
- * refused here, not crashed on in the emitter. */
-ccl_result_t ccl__check_kernel_dtype(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
 /* The checks every call that names a comm and a dtype starts with: a live comm
  * (ccl__check_comm), a usable one (ccl__check_usable), a dtype of ccl_dtype_t. */
 ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
