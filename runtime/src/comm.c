@@ -170,6 +170,18 @@ static const CclBackend *pick_backend(ccl_backend_t want, char *why, size_t len)
 static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
                                      const ccl_config_t *config, const char *fn);
 
+/* Backend auto found no usable GPU and runs on the CPU: said once per process (a WARN
+ * line), so that nobody times host threads believing they are GPUs. Asking for the CPU
+ * (config or CCL_BACKEND=cpu) says nothing. */
+static void note_cpu_fallback(int rank, const char *why)
+{
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&said))
+        CCL__LOG(CCL__LOG_WARN, CCL__SUB_INIT, rank, "backend auto: no usable GPU backend (%s): communicators run on "
+                 "the CPU backend (host threads and memory); ask for it (ccl_config_t.backend, CCL_BACKEND=cpu) to "
+                 "say so on purpose", why);
+}
+
 /* The per-rank part of both init calls (and of ccl_comm_split), inside its NVTX range.
  * On failure *out is NULL and the message is in this thread's init error. */
 static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
@@ -217,6 +229,8 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
     const CclBackend *be = pick_backend(cfg.backend, why, sizeof why);
     if (!be)
         return ccl__set_error(NULL, CCL_ERR_UNSUPPORTED, "%s: the GPU backend is not available: %s", fn, why);
+    if (be->kind == CCL_BACKEND_CPU && why[0])
+        note_cpu_fallback(boot->rank, why);
 
     ccl_comm_t *c = calloc(1, sizeof *c);
     if (!c)
