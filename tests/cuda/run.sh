@@ -91,16 +91,12 @@ done
 for o in prod min max avg; do
     run_bg "allpairs_N2_bf16_$o" algorithms/allreduce/allpairs.ccl 2 --dtype bf16 --op "$o"
 done
-# The integer dtypes NCCL has beyond the others (int8, uint32, uint64): every op, and
-# on a Simple ring and LL128 lines too (tests/cuda/int_ops.c checks their arithmetic).
-for t in i8 u32 u64; do
-    for o in prod min max avg; do
-        run_bg "allpairs_N2_${t}_$o" algorithms/allreduce/allpairs.ccl 2 --dtype "$t" --op "$o"
-    done
-    run_bg "ring_N2_${t}_max" algorithms/allreduce/ring.ccl 2 --dtype "$t" --op max
-    run_bg "reduce_scatter_ring_N2_ll128_${t}_prod" algorithms/reduce_scatter/ring.ccl 2 --protocol ll128 \
-        --dtype "$t" --op prod
-done
+# The integer dtypes NCCL has beyond the others (int8, uint32, uint64), each with another
+# op on another protocol: LL128 lines, a Simple ring, LL with avg's division (the ops
+# differ only in CCL_OP, whose arithmetic tests/cuda/int_ops.c checks for every one).
+run_bg reduce_scatter_ring_N2_ll128_i8_prod algorithms/reduce_scatter/ring.ccl 2 --protocol ll128 --dtype i8 --op prod
+run_bg ring_N2_u32_max algorithms/allreduce/ring.ccl 2 --dtype u32 --op max
+run_bg allpairs_N2_u64_avg algorithms/allreduce/allpairs.ccl 2 --dtype u64 --op avg
 for a in 75 80 89; do run_bg "ring_N2_sm$a" algorithms/allreduce/ring.ccl 2 --arch "$a"; done
 # v-collectives: several dtypes (the chunk stride's alignment is per element size), a
 # Simple program forced onto LL lines, N = 8 (larger tables in shared memory), sm_75, and
