@@ -601,10 +601,12 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
     }
     /* A watchdog's poll or abort that began before the handle went finishes first. */
     ccl__wait_unheld(comm);
-    ccl__watchdog_stop(comm);
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, comm->rank, "ccl_comm_destroy: communicator %p (%d calls made)",
              (void *)comm, (int)comm->calls);
+    /* The comm's work ends first, the watchdog still looking: work waiting on a peer that
+     * died gives up instead of waiting out the timeout. */
     comm->be->synchronize(comm);
+    ccl__watchdog_stop(comm);
     for (int i = comm->nalgs - 1; i >= 0; i--)
         ccl__algorithm_destroy(comm->algs[i]);
     free(comm->algs);

@@ -11,6 +11,8 @@
  *     the 20 s timeout; 10 minutes by default);
  *   - is idle: ccl_comm_get_async_error must say CCL_ERR_PEER_FAILED within 1 s;
  *   - waits in a ccl_recv from rank 1: as the all-reduce;
+ *   - destroys its comm with an all-reduce still waiting on rank 1: the destroy returns
+ *     within 2 s (it waits for the comm's work with the watchdog still looking);
  * and where rank 1 destroys its comm and exits, rank 0 sees no failure. Rank 0 then
  * destroys its comm, which must not hang (every child has an alarm of 120 s).
  * Prints "skipped: ..." and exits 0 with fewer than 2 GPUs (or no driver); else
@@ -30,9 +32,10 @@
 
 enum { N = 2, VICTIM = 1, COUNT = 1 << 20, TIMEOUT_MS = 20000 };
 
-enum Scenario { WAITING_ALLREDUCE, IDLE, WAITING_RECV, DESTROYED, NSCENARIOS };
+enum Scenario { WAITING_ALLREDUCE, IDLE, WAITING_RECV, DESTROY_WAITING, DESTROYED, NSCENARIOS };
 
-static const char *const names[NSCENARIOS] = {"all-reduce", "idle", "recv", "destroyed-is-no-failure"};
+static const char *const names[NSCENARIOS] = {"all-reduce", "idle", "recv", "destroy-while-waiting",
+                                              "destroyed-is-no-failure"};
 
 enum { CHILD_OK = 0, CHILD_FAILED = 1 };
 
@@ -134,6 +137,20 @@ static int child(int rank, int s)
     if (rank == VICTIM) {
         if (s != DESTROYED)
             raise(SIGKILL);
+    } else if (s == DESTROY_WAITING) {
+        r = ccl_all_reduce(buf, buf, COUNT, CCL_F32, CCL_SUM, comm, NULL);
+        double t0 = ccl__now_ms();
+        ccl_comm_destroy(comm);
+        double ms = ccl__now_ms() - t0;
+        ccl__env_boot_close(eb);
+        if (r != CCL_OK || ms > 2000) {
+            printf("FAIL gpu/dead-peer/%s: rank 0: all-reduce %s, then ccl_comm_destroy took %.0f ms (timeout %d ms)\n",
+                   names[s], ccl_result_string(r), ms, TIMEOUT_MS);
+            return CHILD_FAILED;
+        }
+        printf("ok gpu/dead-peer/%s: rank 0's destroy returned %.0f ms after rank %d was killed (timeout %d ms)\n",
+               names[s], ms, VICTIM, TIMEOUT_MS);
+        return CHILD_OK;
     } else if (s == DESTROYED) {
         usleep(600 * 1000); /* the watchdog looks six times */
         ccl_result_t async = CCL_ERR_INTERNAL;
