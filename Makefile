@@ -84,8 +84,10 @@ ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
 EXAMPLES     := $(filter-out $(BUILD)/examples/%_mpi,$(EXAMPLES))
 endif
 # tests/fuzz builds its own; tests/install builds its program against the installed libccl;
-# tests/nccl's programs link libccl_nccl.so (NCCL_TEST_BINS below).
-TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/% tests/install/% tests/nccl/%,$(wildcard tests/*/*.c)))
+# tests/nccl's programs link libccl_nccl.so (NCCL_TEST_BINS below); tests/cuda/int_ops.c is
+# built by its suite around what cclc emits.
+TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/% tests/install/% tests/nccl/% \
+                  tests/cuda/int_ops.c,$(wildcard tests/*/*.c)))
 ifeq ($(HAVE_GPU_BACKEND),)
 TEST_BINS    := $(filter-out $(BUILD)/tests/gpu/% $(BUILD)/tests/runtime/gpu_%,$(TEST_BINS))
 endif

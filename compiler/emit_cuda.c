@@ -80,6 +80,11 @@
  * compiler/cuda/embed.sh): the part of every kernel that does not depend on the plan. */
 extern const char ccl__prelude_cuh[];
 
+/* An element type. Integers wrap around in their own width and min and max compare
+ * them as the type (ccl.h; the CPU backend's runtime/src/reduce.c does the same): an
+ * unsigned accumulator wraps by itself; i8's int accumulator is brought back into
+ * i8's range after every sum and product (`wrap`), so that a chain of NS operands never
+ * overflows int and every step wraps as the CPU's does. */
 typedef struct {
     const char *name;     /* EmitOptions spelling */
     const char *storage;  /* element storage type in CUDA */
@@ -87,19 +92,22 @@ typedef struct {
     int size;             /* bytes per element */
     const char *load;     /* CCL_LOAD(x): storage -> acc */
     const char *store;    /* CCL_STORE(x): acc -> storage */
-    int is_int;
+    const char *wrap;     /* a cast around a sum's or product's value, or NULL */
 } EmitType;
 
 static const EmitType emit_types[] = {
-    {"f32", "float", "float", 4, "(x)", "(x)", 0},
-    {"f64", "double", "double", 8, "(x)", "(x)", 0},
-    {"f16", "unsigned short", "float", 2, "ccl_h2f(x)", "ccl_f2h(x)", 0},
-    {"bf16", "unsigned short", "float", 2, "ccl_bf2f(x)", "ccl_f2bf(x)", 0},
-    {"i32", "int", "int", 4, "(x)", "(x)", 1},
-    {"i64", "long long", "long long", 8, "(x)", "(x)", 1},
-    {"u8", "unsigned char", "unsigned int", 1, "(unsigned int)(x)", "(unsigned char)(x)", 1},
-    {"fp8_e4m3", "unsigned char", "float", 1, "ccl_fp8_dec(x, 4, 3, 7)", "ccl_fp8_enc(x, 4, 3, 7)", 0},
-    {"fp8_e5m2", "unsigned char", "float", 1, "ccl_fp8_dec(x, 5, 2, 15)", "ccl_fp8_enc(x, 5, 2, 15)", 0},
+    {"f32", "float", "float", 4, "(x)", "(x)", NULL},
+    {"f64", "double", "double", 8, "(x)", "(x)", NULL},
+    {"f16", "unsigned short", "float", 2, "ccl_h2f(x)", "ccl_f2h(x)", NULL},
+    {"bf16", "unsigned short", "float", 2, "ccl_bf2f(x)", "ccl_f2bf(x)", NULL},
+    {"i32", "int", "int", 4, "(x)", "(x)", NULL},
+    {"i64", "long long", "long long", 8, "(x)", "(x)", NULL},
+    {"u8", "unsigned char", "unsigned int", 1, "(unsigned int)(x)", "(unsigned char)(x)", NULL},
+    {"fp8_e4m3", "unsigned char", "float", 1, "ccl_fp8_dec(x, 4, 3, 7)", "ccl_fp8_enc(x, 4, 3, 7)", NULL},
+    {"fp8_e5m2", "unsigned char", "float", 1, "ccl_fp8_dec(x, 5, 2, 15)", "ccl_fp8_enc(x, 5, 2, 15)", NULL},
+    {"i8", "signed char", "int", 1, "(int)(x)", "(signed char)(x)", "(int)(signed char)"},
+    {"u32", "unsigned int", "unsigned int", 4, "(x)", "(x)", NULL},
+    {"u64", "unsigned long long", "unsigned long long", 8, "(x)", "(x)", NULL},
 };
 
 static const char *const emit_ops[][2] = {
@@ -814,7 +822,10 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     fprintf(out, "typedef %s ccl_acc;\n", ty->acc);
     fprintf(out, "#define CCL_LOAD(x) %s\n", ty->load);
     fprintf(out, "#define CCL_STORE(x) %s\n", ty->store);
-    fprintf(out, "#define CCL_OP(a, b) %s\n", opexpr);
+    if (ty->wrap && (!strcmp(opname, "sum") || !strcmp(opname, "prod") || !strcmp(opname, "avg")))
+        fprintf(out, "#define CCL_OP(a, b) (%s%s)\n", ty->wrap, opexpr);
+    else
+        fprintf(out, "#define CCL_OP(a, b) %s\n", opexpr);
     fprintf(out, "#define CCL_NRANKS %d\n", prog->nranks);
     fprintf(out, "#define CCL_RANK %d\n", rank);
     if (e.ll128) fprintf(out, "#define CCL_PART_BYTES 240 /* parts start on an LL128 line */\n");

@@ -6,7 +6,8 @@
 # is enough. One process per GPU (mpirun) where the machine has N GPUs; two processes on
 # one GPU must be refused at once. Reducing algorithms of allreduce also run every op and
 # dtype (--full). Registered memory (tests/gpu/register_gpu.c) with 2 GPUs or more, one
-# process and one process per GPU. Then the examples and `cclc run` on the GPU backend.
+# process and one process per GPU. A peer process killed with 2 GPUs
+# (tests/gpu/dead_peer_gpu.c). Then the examples and `cclc run` on the GPU backend.
 #
 #   tests/run-gpu.sh BUILD [ALG.ccl...]
 #
@@ -114,6 +115,16 @@ else
 fi
 echo "== gpu: a dead peer times out with a useful message"
 "$bin" --timeout-test algorithms/allreduce/ring.ccl algorithms/allreduce/allpairs.ccl 2>&1 | tee -a "$log"
+# One process per GPU, forked (mpirun would end the job itself): a killed peer stops the
+# survivor's waiting kernels and idle comm within a second or two, not at the timeout.
+echo "== gpu: a peer process killed (tests/gpu/dead_peer_gpu.c, 2 GPUs)"
+if [ "$ngpu" -ge 2 ]; then
+    timeout 600 "$build/tests/gpu/dead_peer_gpu" 2>&1 | tee -a "$log"
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] || grep -q '^FAIL gpu/dead-peer' "$log" || echo "FAIL gpu/dead-peer: exit $rc" | tee -a "$log"
+else
+    echo "   (skipped: needs 2 GPUs, this machine has $ngpu)"
+fi
 
 # A command that must exit 0 and print `want`: "ok NAME" or "FAIL NAME: its output".
 expect() {

@@ -60,9 +60,8 @@ typedef enum {
 /* The fixed string for a result ("invalid argument"); never NULL. */
 const char *ccl_result_string(ccl_result_t r);
 
-/* Integers wrap around in their own width. CCL_I8, CCL_U32 and CCL_U64 (NCCL's ncclInt8,
- * ncclUint32, ncclUint64) run on the CPU backend; the GPU backend refuses them
- * (CCL_ERR_UNSUPPORTED) until its kernels have them. */
+/* Integers wrap around in their own width; min and max compare them as their type.
+ * CCL_I8, CCL_U32 and CCL_U64 are NCCL's ncclInt8, ncclUint32, ncclUint64. */
 typedef enum {
     CCL_F32, CCL_F64, CCL_F16, CCL_BF16, CCL_I32, CCL_I64, CCL_U8,
     CCL_FP8_E4M3, CCL_FP8_E5M2,

@@ -134,14 +134,11 @@ static ncclResult_t check(Call *c)
     return ncclSuccess;
 }
 
-/* Whether libccl implements the call (what every rank knows alike). */
+/* Whether libccl implements the call (what every rank knows alike): all but a
+ * pre-multiplied sum on GPUs (on the CPU backend the host pre-multiplies). */
 static int ccl_can(const Call *c)
 {
-    if (c->custom)
-        return c->comm->backend == CCL_BACKEND_CPU; /* pre-multiplied on the host */
-    int p2p = c->coll == SHIM_SENDRECV || c->coll == SHIM_GATHER || c->coll == SHIM_SCATTER;
-    int narrow = c->dtype == ncclInt8 || c->dtype == ncclUint32 || c->dtype == ncclUint64;
-    return !(c->comm->backend == CCL_BACKEND_GPU && narrow && !p2p);
+    return !c->custom || c->comm->backend == CCL_BACKEND_CPU;
 }
 
 /* Whether the real library has the call (ncclAlltoAll, ncclGather and ncclScatter are

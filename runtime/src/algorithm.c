@@ -725,8 +725,6 @@ ccl_result_t ccl_algorithm_run(ccl_algorithm_t *alg, const void *sendbuf, void *
 {
     if (ccl__check_alg(alg, "ccl_algorithm_run") != CCL_OK)
         return CCL_ERR_INVALID_ARGUMENT;
-    if ((unsigned)dtype < CCL_NUM_DTYPES && ccl__check_kernel_dtype(alg->comm, dtype, "ccl_algorithm_run") != CCL_OK)
-        return CCL_ERR_UNSUPPORTED;
     ccl__range_push("ccl_algorithm_run");
     return ccl__range_pop(ccl__run(alg, sendbuf, recvbuf, count, dtype, op, stream, "ccl_algorithm_run"));
 }

@@ -31,8 +31,6 @@ static ccl_result_t collective_body(Collective coll, const char *fn, const void 
     if ((coll == COLL_BROADCAST || coll == COLL_REDUCE) && (root < 0 || root >= comm->nranks))
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'root' is %d, outside 0..%d", fn, root,
                               comm->nranks - 1);
-    if ((r = ccl__check_kernel_dtype(comm, dtype, fn)) != CCL_OK)
-        return r;
     size_t es = ccl_dtype_size(dtype);
     size_t bytes = count > SIZE_MAX / es ? SIZE_MAX : count * es;
     ccl_algorithm_t *alg;

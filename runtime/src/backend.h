@@ -182,6 +182,11 @@ struct CclBackend {
      * running and queued work and sets every peer's abort word (their waits give up),
      * without waiting for anything. */
     void (*abort)(ccl_comm_t *comm);
+    /* From the watchdog's thread (watchdog.c), concurrently with the user's, once rank
+     * `dead`'s process is gone and the comm has not failed otherwise: stops this rank's
+     * running and queued work and every peer's on `dead`'s behalf (their abort words
+     * name `dead`, as if it had failed), without waiting for anything. NULL: abort. */
+    void (*peer_gone)(ccl_comm_t *comm, int dead);
     /* ccl_comm_get_async_error, from any thread, under comm->async_lock (so comm->algs
      * holds still; it must not take the lock): a failure the backend has seen but not yet
      * reported through ccl__set_async_error, or CCL_OK. Never waits. NULL: none. */

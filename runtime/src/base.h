@@ -264,6 +264,13 @@ int ccl__private_dir(const char *path, char *why, size_t len);
 /* 1 when process pid (of this host) is gone: no such process, or a zombie nobody has
  * reaped yet; 0 when it runs (or cannot be told). */
 int ccl__pid_dead(long pid);
+/* This host's name into buf ("?" when it has none), for messages about peers' processes,
+ * which are all on this host. Returns buf. */
+const char *ccl__host_name(char *buf, size_t len);
+/* The first rank p >= from of n whose process pids[p] (of this host) is gone, by
+ * ccl__pid_dead; ranks of this process and unknown pids (<= 0) are skipped. -1: none.
+ * What every look for dead peers asks: the CPU backend's waits and the watchdog. */
+int ccl__first_dead(const int64_t *pids, int n, int from);
 /* Runs fn(arg) where the stack is known to be deep enough for the compiler: on this
  * thread when it has CCL__DEEP_STACK_MIN bytes of stack left, else on a thread of its
  * own with CCL__DEEP_STACK, waiting for it. The compiler recurses as deep as a program
@@ -295,6 +302,7 @@ extern const char ccl__install_algorithm_dir[];
 typedef struct CclBackend CclBackend;
 typedef struct CclGroup CclGroup;
 typedef struct CclMailboxes CclMailboxes;
+typedef struct CclWatchdog CclWatchdog;    /* internal.h (watchdog.c) */
 typedef struct CclCompiled CclCompiled;    /* internal.h (algorithm.c) */
 typedef struct CclRegs CclRegs;            /* register.c */
 
@@ -398,6 +406,9 @@ struct ccl_comm {
      * the same count on every rank. */
     CclMailboxes *mbox;
     uint32_t mbox_ops;
+    /* The thread that looks for dead peers (watchdog.c); NULL when every rank is a
+     * thread of this process. */
+    CclWatchdog *watchdog;
     /* What ccl_comm_split gives children by default: the config this comm was made
      * with (heap_bytes 0 when it was the default). */
     ccl_config_t config;

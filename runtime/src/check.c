@@ -97,11 +97,3 @@ ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
     return CCL_OK;
 }
-
-ccl_result_t ccl__check_kernel_dtype(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn)
-{
-    if (comm->backend_kind != CCL_BACKEND_GPU || (dtype != CCL_I8 && dtype != CCL_U32 && dtype != CCL_U64))
-        return CCL_OK;
-    return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: argument 'dtype': the GPU backend's kernels have no %s yet "
-                          "(the CPU backend runs it; point-to-point calls take it on either)", fn, ccl_dtype_name(dtype));
-}

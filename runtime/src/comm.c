@@ -170,6 +170,18 @@ static const CclBackend *pick_backend(ccl_backend_t want, char *why, size_t len)
 static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
                                      const ccl_config_t *config, const char *fn);
 
+/* Backend auto found no usable GPU and runs on the CPU: said once per process (a WARN
+ * line), so that nobody times host threads believing they are GPUs. Asking for the CPU
+ * (config or CCL_BACKEND=cpu) says nothing. */
+static void note_cpu_fallback(int rank, const char *why)
+{
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&said))
+        CCL__LOG(CCL__LOG_WARN, CCL__SUB_INIT, rank, "backend auto: no usable GPU backend (%s): communicators run on "
+                 "the CPU backend (host threads and memory); ask for it (ccl_config_t.backend, CCL_BACKEND=cpu) to "
+                 "say so on purpose", why);
+}
+
 /* The per-rank part of both init calls (and of ccl_comm_split), inside its NVTX range.
  * On failure *out is NULL and the message is in this thread's init error. */
 static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
@@ -217,6 +229,8 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
     const CclBackend *be = pick_backend(cfg.backend, why, sizeof why);
     if (!be)
         return ccl__set_error(NULL, CCL_ERR_UNSUPPORTED, "%s: the GPU backend is not available: %s", fn, why);
+    if (be->kind == CCL_BACKEND_CPU && why[0])
+        note_cpu_fallback(boot->rank, why);
 
     ccl_comm_t *c = calloc(1, sizeof *c);
     if (!c)
@@ -272,6 +286,7 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
     c->p2p_off = SIZE_MAX;
     if (be->run_p2p)
         ccl__p2p_reserve(c);
+    ccl__watchdog_start(c);
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, c->rank, "%s: communicator %p ready: rank %d of %d, %s backend, heap %zu "
              "bytes, timeout %d ms", fn, (void *)c, c->rank, c->nranks, be->name, c->heap_bytes, c->timeout_ms);
     *out = c;
@@ -527,6 +542,7 @@ ccl_result_t ccl_comm_abort(ccl_comm_t *comm)
     ccl__set_async_error(comm, CCL_ERR_INVALID_USAGE,
                          "rank %d: the communicator was aborted (ccl_comm_abort); destroy it", comm->rank);
     comm->be->abort(comm);
+    ccl__watchdog_halt(comm); /* the comm is stopped: nothing left to find */
     ccl__release_comm(comm);
     return CCL_OK;
 }
@@ -587,8 +603,11 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
     ccl__wait_unheld(comm);
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, comm->rank, "ccl_comm_destroy: communicator %p (%d calls made)",
              (void *)comm, (int)comm->calls);
+    /* The comm's work ends first, the watchdog still looking: work waiting on a peer that
+     * died gives up instead of waiting out the timeout. */
     comm->be->synchronize(comm);
     ccl__reg_release_all(comm);
+    ccl__watchdog_stop(comm);
     for (int i = comm->nalgs - 1; i >= 0; i--)
         ccl__algorithm_destroy(comm->algs[i]);
     free(comm->algs);
@@ -606,6 +625,7 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
             free(g);
         }
     }
+    ccl__mbox_leave(comm->mbox); /* this rank's process may go now: no failure to its peers */
     ccl__mbox_close(comm->mbox);
     comm->be->comm_fini(comm);
     ccl__heap_alloc_fini(&comm->data);

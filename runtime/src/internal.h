@@ -16,6 +16,7 @@
  *   algorithm.c  load (cclc_compile_source in-process), then per call: checks, scratch,
  *              staging, the CclCall handed to the backend
  *   mailbox.c  the bootstrap a comm keeps for its life (ccl_comm_split)
+ *   watchdog.c the thread that finds peers whose process died (either backend)
  *   bootstrap_env.c  a bootstrap from mpirun's environment (cclc run; no MPI link)
  *   check.c    the checks every entry point starts with: live handles, a usable comm
  *   ---- backend.h: the interface (CclBackend); vlayout.c, channels.c ----
@@ -102,6 +103,14 @@ void ccl__mbox_boot(CclMboxBoot *sb, CclMailboxes *mb, uint32_t epoch, const int
                     int timeout_ms, ccl_bootstrap_t *boot);
 /* Tells the members that this rank gave up in sb's operation: their waits end at once. */
 void ccl__mbox_boot_fail(CclMboxBoot *sb);
+/* 1 when some rank of m is another process (then every rank's mailbox is shm). */
+int ccl__mbox_has_processes(const CclMailboxes *m);
+/* A rank whose process is gone (ccl__first_dead) without having left (ccl__mbox_leave),
+ * and its pid; -1 when none. */
+int ccl__mbox_dead_peer(const CclMailboxes *m, int64_t *pid);
+/* Says in this rank's mailbox that it leaves on purpose (from the rank's own process
+ * only; m may be NULL): its process going away later is no failure to its peers. */
+void ccl__mbox_leave(CclMailboxes *m);
 
 /* An in-process bootstrap for ccl_comm_init_all and tests: nranks threads, one
  * ccl_bootstrap_t each (boots[r].rank == r). */
@@ -127,6 +136,24 @@ const char *ccl__env_boot_error(const CclEnvBoot *eb);
  * (Open MPI, MPICH, Slurm, torchrun); `rank` when none says: it picks the GPU. */
 int ccl__local_rank(int rank);
 
+/* ===== watchdog.c: peers whose process died, on every backend ===== */
+
+/* At the end of a comm's creation: where some rank is another process, a thread that
+ * looks every CCL__PROBE_MS for a peer whose process is gone without having left
+ * (ccl__mbox_dead_peer). On one, unless the comm has already failed, it sets the comm's
+ * asynchronous error (CCL_ERR_PEER_FAILED, naming the rank, its pid and the host) and
+ * stops every rank on that rank's behalf (CclBackend.peer_gone, else abort), so that
+ * waits on it give up at once on either backend; then it ends. Nothing to start for
+ * ranks that are all threads of this process; a thread that cannot be started is
+ * logged (WARN) and the waits' timeouts are left to find dead peers. */
+void ccl__watchdog_start(ccl_comm_t *comm);
+/* ccl_comm_abort: the watchdog ends (not waited for). */
+void ccl__watchdog_halt(ccl_comm_t *comm);
+/* ccl_comm_destroy, before anything the watchdog reads is freed: ends it and joins its
+ * thread (at once: it waits on a condition, not a sleep). In a forked child, which has
+ * no such thread, it only forgets it. */
+void ccl__watchdog_stop(ccl_comm_t *comm);
+
 /* ===== check.c: the checks every entry point starts with ===== */
 
 /* CCL_OK for a live handle; else CCL_ERR_INVALID_ARGUMENT with "FN: argument 'comm' ..."
@@ -146,10 +173,6 @@ ccl_result_t ccl__take_async(ccl_comm_t *comm, const char *fn, int poll);
  * _poll: counting what the backend has seen, as ccl_comm_get_async_error does. */
 ccl_result_t ccl__check_usable(ccl_comm_t *comm, const char *fn);
 ccl_result_t ccl__check_usable_poll(ccl_comm_t *comm, const char *fn);
-/* A dtype the comm's backend has kernels for (collectives; point-to-point moves bytes):
- * the GPU backend's (compiler/emit_cuda.c's type table) lack i8, u32 and u64 so far,
- * refused here, not crashed on in the emitter. */
-ccl_result_t ccl__check_kernel_dtype(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
 /* The checks every call that names a comm and a dtype starts with: a live comm
  * (ccl__check_comm), a usable one (ccl__check_usable), a dtype of ccl_dtype_t. */
 ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);

@@ -17,7 +17,11 @@
  * The epoch is the comm's split count, the same on every rank, so subsets that ran
  * different numbers of exchanges in an earlier split never confuse a later one. Waits
  * are bounded by the comm's timeout, watch the members' pids (a dead one fails the wait
- * at once), and a member that gave up says so in its `failed` word. */
+ * at once), and a member that gave up says so in its `failed` word.
+ *
+ * The mailboxes also say, for the watchdog (watchdog.c), which process every rank is and
+ * whether it left the communicator on purpose (its `left` word), so that a process that
+ * goes away after ccl_comm_destroy or exit() is not taken for a dead peer. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -35,7 +39,10 @@ typedef struct {
     _Atomic uint64_t posted, done;   /* (epoch << 32 | exchange) of the last write, read */
     _Atomic uint64_t failed;         /* an epoch this rank gave up in (0: none) */
     _Atomic int64_t pid;
-    char pad[32];
+    /* Non-zero once this rank left the communicator on purpose (ccl_comm_destroy, or its
+     * process exiting through exit()): its process going away later is no failure. */
+    _Atomic uint64_t left;
+    char pad[24];
     char data[MBOX_SLOT];
 } Mailbox;
 
@@ -47,6 +54,7 @@ struct CclMailboxes {
     uint64_t block_token;
     Mailbox **box;                   /* box[p]: rank p's, mapped here */
     int shm;                         /* box[p] are shm mappings (processes) */
+    int64_t *pids;                   /* pids[p]: rank p's process, from the first exchange */
 };
 
 typedef struct {
@@ -70,6 +78,7 @@ void ccl__mbox_close(CclMailboxes *m)
         ccl__share_drop(m->block_token);
     unmap_all(m);
     free(m->box);
+    free(m->pids);
     free(m);
 }
 
@@ -102,7 +111,8 @@ ccl_result_t ccl__mbox_open(ccl_comm_t *comm, const ccl_bootstrap_t *boot, CclMa
     *out = NULL;
     CclMailboxes *m = calloc(1, sizeof *m);
     MboxHello *all = calloc((size_t)n, sizeof *all);
-    if (!m || !(m->box = calloc((size_t)n, sizeof *m->box)) || !all) {
+    if (!m || !(m->box = calloc((size_t)n, sizeof *m->box)) || !(m->pids = calloc((size_t)n, sizeof *m->pids)) ||
+        !all) {
         free(all);
         ccl__mbox_close(m);
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
@@ -122,8 +132,10 @@ ccl_result_t ccl__mbox_open(ccl_comm_t *comm, const ccl_bootstrap_t *boot, CclMa
     hello.block = token;
     int got = boot->allgather(boot->ctx, &hello, all, sizeof hello) == 0;
     int local = 1;
-    for (int p = 0; got && p < n; p++)
+    for (int p = 0; got && p < n; p++) {
         local &= all[p].pid == all[0].pid;
+        m->pids[p] = all[p].pid;
+    }
     if (got && local && (m->block = ccl__share_get(all[0].block)))
         m->block_token = all[0].block;
     if (token)
@@ -189,6 +201,31 @@ ccl_result_t ccl__mbox_open(ccl_comm_t *comm, const ccl_bootstrap_t *boot, CclMa
     }
     *out = m;
     return CCL_OK;
+}
+
+/* ---- the ranks' processes, for the watchdog (watchdog.c) ---- */
+
+int ccl__mbox_has_processes(const CclMailboxes *m)
+{
+    return m->shm;
+}
+
+int ccl__mbox_dead_peer(const CclMailboxes *m, int64_t *pid)
+{
+    for (int p = ccl__first_dead(m->pids, m->nranks, 0); p >= 0; p = ccl__first_dead(m->pids, m->nranks, p + 1))
+        if (!atomic_load_explicit(&m->box[p]->left, memory_order_acquire)) {
+            *pid = m->pids[p];
+            return p;
+        }
+    return -1;
+}
+
+void ccl__mbox_leave(CclMailboxes *m)
+{
+    /* Only the rank's own process speaks for it: a forked child holding a copy of the
+     * communicator is not the rank. */
+    if (m && m->shm && m->pids[m->rank] == getpid())
+        atomic_store_explicit(&m->box[m->rank]->left, 1, memory_order_release);
 }
 
 /* ---- a bootstrap over some of the ranks' mailboxes ---- */

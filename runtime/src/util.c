@@ -173,6 +173,25 @@ int ccl__pid_dead(long pid)
     return st && st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X');
 }
 
+const char *ccl__host_name(char *buf, size_t len)
+{
+    if (len == 0)
+        return buf;
+    if (gethostname(buf, len) != 0)
+        snprintf(buf, len, "?");
+    buf[len - 1] = 0;
+    return buf;
+}
+
+int ccl__first_dead(const int64_t *pids, int n, int from)
+{
+    int64_t self = getpid();
+    for (int p = from < 0 ? 0 : from; p < n; p++)
+        if (pids[p] > 0 && pids[p] != self && ccl__pid_dead((long)pids[p]))
+            return p;
+    return -1;
+}
+
 /* ---- deep work on a known stack ---- */
 
 typedef struct {

@@ -141,9 +141,6 @@ static ccl_result_t run_v_body(ccl_algorithm_t *alg, const void *send, const siz
                               "(use ccl_algorithm_run)", fn, alg->file, cclc_coll_name(coll), fn);
     if ((unsigned)dtype >= CCL_NUM_DTYPES)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
-    ccl_result_t kr = ccl__check_kernel_dtype(comm, dtype, fn);
-    if (kr != CCL_OK)
-        return kr;
     int N = comm->nranks, me = comm->rank, nin = coll == COLL_ALLTOALLV ? N : 1;
     if (!sendcounts)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendcounts' is NULL", fn);

@@ -2,6 +2,8 @@
 # CUDA emission suite (CPU only, no GPU needed):
 #  - every shipped algorithm, at N=4 and N=2, every rank's generated kernel compiles
 #    through NVRTC for sm_90 (bf16/sum, the default protocol);
+#  - the kernels' integer arithmetic (wrap-around, signed and unsigned order) equals the
+#    CPU backend's for every op, with or without NVRTC (tests/cuda/int_ops.c);
 #  - one algorithm compiles for every dtype and every op, and for older archs; the
 #    v-collectives for several dtypes, as LL, and at N = 8;
 #  - LL128 lines for every element size, Simple and LL programs forced onto them;
@@ -42,6 +44,33 @@ report() {
     esac
 }
 
+# The kernels' integer arithmetic (tests/cuda/int_ops.c): the element definitions cclc
+# emits for each integer dtype with wrap-around and each op, compiled as C around the
+# prelude's way of reducing, against the CPU backend's reductions.
+gen=$tmp/int_ops.gen.h
+: >"$gen"
+table=
+for t in i8 u8 u32 u64; do
+    for o in sum prod min max avg; do
+        f=reduce_${t}_$o
+        { echo "static void $f(const void *src, int ns, int stepwise, int avg, void *out)"; echo "{"
+          "$build/cclc" cuda algorithms/allreduce/allpairs.ccl --ranks 2 --rank 0 --kernel-only --dtype "$t" --op "$o" |
+              grep -E '^(typedef .* ccl_(t|acc);|#define CCL_(LOAD|STORE|OP)\()'
+          echo "REDUCE_BODY"; echo "#undef CCL_LOAD"; echo "#undef CCL_STORE"; echo "#undef CCL_OP"; echo "}"
+        } >>"$gen"
+        T=$(tr a-z A-Z <<<"$t")
+        O=$(tr a-z A-Z <<<"$o")
+        table+="    {\"$t\", \"$o\", CCL_$T, CCL_$O, $f},"$'\n'
+    done
+done
+printf 'static const Variant variants[] = {\n%s};\n' "$table" >>"$gen"
+if cc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -Iruntime/include -Iruntime/src -Icompiler \
+    -I"$build" -I"$tmp" -o "$tmp/int_ops" tests/cuda/int_ops.c "$build/libccl.a" -ldl -lm -lrt >"$tmp/int_ops.log" 2>&1; then
+    "$tmp/int_ops"
+else
+    echo "FAIL cuda/int-ops: tests/cuda/int_ops.c does not build over cclc's definitions: $(head -c 600 "$tmp/int_ops.log")"
+fi
+
 names=()
 run_bg() { names+=("$1"); job "$@" & if (( $(jobs -r | wc -l) >= 2 )); then wait -n; fi; }
 
@@ -57,12 +86,18 @@ for f in algorithms/*/*.ccl; do
     alg=${alg%.ccl}
     for n in 4 2; do run_bg "${alg//\//_}_N$n" "$f" "$n"; done
 done
-for t in f32 f64 f16 i32 i64 u8 fp8_e4m3 fp8_e5m2; do
+for t in f32 f64 f16 i32 i64 u8 fp8_e4m3 fp8_e5m2 i8 u32 u64; do
     run_bg "allpairs_N2_${t}_sum" algorithms/allreduce/allpairs.ccl 2 --dtype "$t" --op sum
 done
 for o in prod min max avg; do
     run_bg "allpairs_N2_bf16_$o" algorithms/allreduce/allpairs.ccl 2 --dtype bf16 --op "$o"
 done
+# The integer dtypes NCCL has beyond the others (int8, uint32, uint64), each with another
+# op on another protocol: LL128 lines, a Simple ring, LL with avg's division (the ops
+# differ only in CCL_OP, whose arithmetic tests/cuda/int_ops.c checks for every one).
+run_bg reduce_scatter_ring_N2_ll128_i8_prod algorithms/reduce_scatter/ring.ccl 2 --protocol ll128 --dtype i8 --op prod
+run_bg ring_N2_u32_max algorithms/allreduce/ring.ccl 2 --dtype u32 --op max
+run_bg allpairs_N2_u64_avg algorithms/allreduce/allpairs.ccl 2 --dtype u64 --op avg
 for a in 75 80 89; do run_bg "ring_N2_sm$a" algorithms/allreduce/ring.ccl 2 --arch "$a"; done
 # v-collectives: several dtypes (the chunk stride's alignment is per element size), a
 # Simple program forced onto LL lines, N = 8 (larger tables in shared memory), sm_75, and

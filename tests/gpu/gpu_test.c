@@ -632,6 +632,20 @@ static void *rank_main(void *arg)
             for (int i = 0; i < 7; i++) cases[nc++] = (Case){tn[i], ts[i], CCL_SUM, 3001, 1, 0, 1, 0, 0};
             cases[nc++] = (Case){"bf16_avg", CCL_BF16, CCL_AVG, 3001, 1, 0, 1, 0, 0};
             cases[nc++] = (Case){"i32_max_plain", CCL_I32, CCL_MAX, 3001, 0, 0, 1, 0, 0};
+            /* NCCL's int8, uint32 and uint64 (their wrap-around: tests/cuda/int_ops.c). */
+            const Case ints[] = {
+                {"i8_sum", CCL_I8, CCL_SUM, 3001, 1, 0, 1, 0, 0},
+                {"i8_prod", CCL_I8, CCL_PROD, 3001, 1, 0, 1, 0, 0},
+                {"i8_min", CCL_I8, CCL_MIN, 3001, 1, 0, 1, 0, 0},
+                {"i8_avg_plain", CCL_I8, CCL_AVG, 3001, 0, 0, 1, 0, 0},
+                {"u32_sum", CCL_U32, CCL_SUM, 3001, 1, 0, 1, 0, 0},
+                {"u32_max_plain", CCL_U32, CCL_MAX, 3001, 0, 0, 1, 0, 0},
+                {"u64_sum", CCL_U64, CCL_SUM, 3001, 1, 0, 1, 0, 0},
+                {"u64_prod", CCL_U64, CCL_PROD, 3001, 1, 0, 1, 0, 0},
+                {"u64_min_inplace", CCL_U64, CCL_MIN, 3001, 1, 1, 1, 0, 0},
+            };
+            for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+                if (can_inplace || !ints[i].inplace) cases[nc++] = ints[i];
         }
         /* v programs run their own cases (not with --full: no ops or dtypes to sweep). */
         if (cclc_coll_is_v(coll)) nc = R->full ? 0 : (int)(sizeof vcases / sizeof vcases[0]);

@@ -365,7 +365,7 @@ for c in alltoallv allgatherv sendrecv; do
     fi
 done
 
-# A size the library refuses (CCL_ERR_UNSUPPORTED: the GPU backend, for now, for both),
+# A size the library refuses (CCL_ERR_UNSUPPORTED, as a backend may),
 # simulated with CCL_PERF_INJECT_UNSUPPORTED=4096 (ours at 4K and up acts refused): the
 # sizes below are timed and checked, the refused ones read "refused" and are left out of
 # the CSV and null in the JSON, the footer quotes the refusal, and the run exits 1 with

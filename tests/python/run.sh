@@ -123,11 +123,39 @@ if [ $? -eq 0 ] && grep -q "^cclc " <<<"$out" && grep -q "^usage: ccl-tune" <<<"
 else
     echo "FAIL python/console-scripts: $(tail -5 <<<"$out" | tr '\n' ' ' | cut -c1-800)"
 fi
-# The wheel pip built is tagged for any Python 3 on this platform (ctypes, no extension
-# module): py3-none-linux_x86_64, not cp311-cp311-... (python/setup.py, PlatformWheel).
+# The wheel pip built is tagged for any Python 3 (ctypes, no extension module) on any
+# Linux whose glibc is as new as the bundled binaries need (python/setup.py,
+# PlatformWheel): py3-none-manylinux_2_N_ARCH, N the newest GLIBC_2.N that objdump finds
+# in them (at least 17), not cp311-cp311-linux_x86_64.
 tag=$(sed -n 's/^Tag: //p' "$pkg"/lib/python3*/site-packages/ccl-*.dist-info/WHEEL 2>/dev/null)
-case $tag in
-    py3-none-linux_*) echo "ok python/wheel-tag" ;;
-    *) echo "FAIL python/wheel-tag: the installed wheel is tagged '$tag', not py3-none-linux_*" ;;
-esac
+native=("$pkg"/lib/python3*/site-packages/ccl/_native)
+if command -v objdump >/dev/null; then
+    n=$(objdump -T "$native"/lib/libccl.so "$native"/bin/* | grep -o 'GLIBC_2\.[0-9]*' | cut -d. -f2 | sort -n | tail -1)
+    want=py3-none-manylinux_2_$(( ${n:-0} > 17 ? ${n:-0} : 17 ))_$(uname -m)
+else
+    want="py3-none-manylinux_2_*_$(uname -m) (no objdump here to tell N)"
+fi
+# shellcheck disable=SC2053 # want is a pattern only without objdump
+if [[ $tag == ${want% (*} ]]; then
+    echo "ok python/wheel-tag ($tag)"
+else
+    echo "FAIL python/wheel-tag: the installed wheel is tagged '$tag', want $want"
+fi
+# auditwheel (PyPA's checker of the manylinux policy), where it installs: the wheel
+# itself is consistent with its tag.
+whl=$(mktemp -d)
+if "$pkg/bin/python" -m pip install -q --disable-pip-version-check auditwheel >/dev/null 2>&1; then
+    out=$(CCL_BUILD=$build "$pkg/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps -w "$whl" \
+              "$root/python" 2>&1 && "$pkg/bin/auditwheel" show "$whl"/ccl-*.whl 2>&1)
+    if [ $? -eq 0 ] && grep -q "consistent with the" <<<"$out" && grep -q "\"${tag#py3-none-}\"" <<<"$out" &&
+        [ "$(basename "$whl"/ccl-*.whl)" = "ccl-$(sed -n 's/^Version: //p' \
+              "$pkg"/lib/python3*/site-packages/ccl-*.dist-info/METADATA)-$tag.whl" ]; then
+        echo "ok python/wheel-auditwheel (consistent with ${tag#py3-none-})"
+    else
+        echo "FAIL python/wheel-auditwheel: $(tr '\n' ' ' <<<"$out" | cut -c1-800)"
+    fi
+else
+    echo "skip python/wheel-auditwheel (auditwheel does not install here)"
+fi
+rm -rf "$whl"
 exit 0

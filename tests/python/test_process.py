@@ -4,6 +4,7 @@ hang."""
 import os
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -53,6 +54,52 @@ def test_missing_rank_fails_without_hanging():
                              "CCL_TIMEOUT_MS": "1500"})
     for rc, out in outs[:2]:
         assert rc != 0 and "Error" in out, out
+
+
+def _env_ranks(n, job, **extra):
+    return lambda r: {"OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_SIZE": str(n),
+                      "OMPI_COMM_WORLD_LOCAL_RANK": str(r), "CCL_JOB_ID": job, **extra}
+
+
+def _left_folder(job, owner_pid, owner_start):
+    """The job folder a rank 0 leaves when it dies inside the bootstrap: its owner, the
+    ready mark, and a key of that run."""
+    folder = Path(tempfile.gettempdir()) / f"ccl-boot-{os.getuid()}-{job}"
+    folder.mkdir(mode=0o700)
+    (folder / "owner").write_text(f"{owner_pid} {owner_start}\n")
+    (folder / "ready").write_bytes(b"")
+    (folder / "boot%0%1").write_bytes(b"a key of the dead run")
+    return folder
+
+
+def test_job_folder_of_a_dead_rank_0_is_replaced():
+    """A rank 0 killed inside the bootstrap leaves $TMPDIR/ccl-boot-UID-JOB behind: a rerun
+    with the same job id replaces it (its owner is gone) instead of failing until someone
+    removes it, reads none of its keys, and leaves no folder."""
+    job = uuid.uuid4().hex
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    folder = _left_folder(job, gone.pid, "1")  # a pid reused since has another start time
+    outs = launch(2, lambda r: ["env"], _env_ranks(2, job))
+    for r, (rc, out) in enumerate(outs):
+        assert rc == 0 and f"ok rank {r}" in out, out
+    assert not folder.exists()
+
+
+def test_job_folder_of_a_running_rank_0_is_refused():
+    """A folder whose owner still runs is another run's with this job id: refused."""
+    job = uuid.uuid4().hex
+    with open(f"/proc/{os.getpid()}/stat") as f:
+        start = f.read().rsplit(")", 1)[1].split()[19]
+    folder = _left_folder(job, os.getpid(), start)
+    try:
+        outs = launch(2, lambda r: ["env"], _env_ranks(2, job, CCL_TIMEOUT_MS="1500"))
+        assert outs[0][0] != 0 and "already exists" in outs[0][1], outs[0][1]
+        assert outs[1][0] != 0, outs[1][1]
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_torch_process_group(tmp_path):

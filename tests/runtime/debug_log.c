@@ -8,7 +8,9 @@
  * with host and pid first, and nothing else (before the fix any value, WARN too, turned
  * on full tracing and failures were never logged); INFO and TRACE add their lines; the
  * subsystem filter keeps and drops what it names; the file sink gets the lines, %h and
- * %p expanded, and stderr none. */
+ * %p expanded, and stderr none. And backend auto that finds no GPU says once per process
+ * that it runs on the CPU (WARN; before, it said nothing), while asking for the CPU says
+ * nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +57,25 @@ static int child(void)
     return 0;
 }
 
+/* Two communicators of backend auto, one of the CPU asked for; prints the first's backend. */
+static int child_auto(void)
+{
+    unsetenv("CCL_BACKEND");
+    ccl_comm_t *comms[2];
+    ccl_backend_t be = CCL_BACKEND_AUTO;
+    for (int i = 0; i < 3; i++) {
+        ccl_config_t cfg = {.backend = i < 2 ? CCL_BACKEND_AUTO : CCL_BACKEND_CPU, .heap_bytes = 8 << 20};
+        if (ccl_comm_init_all(comms, 2, NULL, &cfg) != CCL_OK)
+            return 1;
+        if (i == 0)
+            ccl_comm_backend(comms[0], &be);
+        for (int r = 0; r < 2; r++)
+            ccl_comm_destroy(comms[r]);
+    }
+    printf("backend %s\n", be == CCL_BACKEND_CPU ? "cpu" : "gpu");
+    return 0;
+}
+
 static char self[4096];
 
 /* Runs the child with `env` (NAME=VALUE pairs, space-separated, or ""): its stderr and
@@ -75,7 +96,7 @@ static void run_child(const char *env, char **out, long *pid)
         snprintf(buf, sizeof buf, "%s", env);
         for (char *save = NULL, *kv = strtok_r(buf, " ", &save); kv; kv = strtok_r(NULL, " ", &save))
             putenv(strdup(kv));
-        execl(self, self, "child", (char *)NULL);
+        execl(self, self, getenv("DEBUG_LOG_CHILD") ? getenv("DEBUG_LOG_CHILD") : "child", (char *)NULL);
         _exit(127);
     }
     int st;
@@ -111,6 +132,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "child"))
         return child();
+    if (argc > 1 && !strcmp(argv[1], "child-auto"))
+        return child_auto();
     ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
     if (k <= 0) {
         printf("FAIL debug_log: cannot find this program\n");
@@ -154,6 +177,15 @@ int main(int argc, char **argv)
     run_child("CCL_DEBUG=yes", &out, &pid);
     check("an unknown level says so and means WARN", count_lines(out, " ccl WARN ", "CCL_DEBUG='yes' is not") == 1 &&
           count_lines(out, " ccl WARN ", "argument 'dtype'") == 1 && count_lines(out, " ccl INFO ", NULL) == 0, out);
+    free(out);
+
+    run_child("CCL_DEBUG=WARN DEBUG_LOG_CHILD=child-auto", &out, &pid);
+    if (strstr(out, "backend gpu"))
+        printf("   debug_log: backend auto found a GPU here: no CPU fallback to report\n");
+    else
+        check("backend auto without a GPU says once that it runs on the CPU (WARN)",
+              strstr(out, "backend cpu") && count_lines(out, " ccl WARN ", "backend auto: no usable GPU backend") == 1 &&
+                  count_lines(out, " ccl WARN ", "run on the CPU backend") == 1, out);
     free(out);
 
     char dir[] = "/tmp/ccl-debug-dir-XXXXXX", env[256], file[512];

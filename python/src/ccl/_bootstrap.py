@@ -152,11 +152,37 @@ class FileStore:
                 delay = min(delay * 2, 0.02)
 
 
+def _process_start(pid: int) -> Optional[str]:
+    """When process pid (of this host) started, in clock ticks since boot; None when it
+    is gone (no such process, or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def _owner_alive(folder: str) -> Optional[bool]:
+    """Whether the rank 0 that made a job folder (its ``owner`` file: pid and start time)
+    still runs; None when the folder has no readable owner."""
+    try:
+        with open(os.path.join(folder, "owner")) as f:
+            pid, start = f.read().split()
+        return _process_start(int(pid)) == start
+    except (OSError, ValueError):
+        return None
+
+
 class JobFolderBootstrap(StoreBootstrap):
     """The launcher-environment bootstrap without torch or mpi4py: a :class:`FileStore` in
     a folder named after the user and the job (``$TMPDIR/ccl-boot-UID-JOB``). Rank 0 makes
-    the folder (refusing one that exists: left by a crashed run with the same job id) and
-    removes it once every rank is done with it."""
+    the folder whole (filled under another name, with an ``owner`` file naming its pid and
+    start time, then renamed into place) and removes it once every rank is done with it.
+    A folder left by a rank 0 that died (its owner no longer runs: a crashed run with the
+    same job id) is removed and made again, and the other ranks use a folder only while its
+    owner runs, so a rerun never reads a dead run's keys; one whose owner runs (another
+    run with this job id) or that has no owner is refused."""
 
     def __init__(self, rank: int, nranks: int, job: str, timeout: float):
         safe = "".join(c if c.isalnum() else "_" for c in job)
@@ -164,16 +190,10 @@ class JobFolderBootstrap(StoreBootstrap):
         self.timeout = timeout
         ready = os.path.join(self.folder, "ready")
         if rank == 0:
-            try:
-                os.mkdir(self.folder, 0o700)
-            except FileExistsError:
-                raise RuntimeError(f"bootstrap folder {self.folder} already exists (left by an earlier run with this "
-                                   "job id, or made by someone else): not used. Remove it, or set CCL_JOB_ID to a fresh "
-                                   "value") from None
-            open(ready, "wb").close()
+            self._make_folder()
         else:
             deadline = time.monotonic() + timeout
-            while not os.path.exists(ready):
+            while not (os.path.exists(ready) and _owner_alive(self.folder)):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"bootstrap: rank 0 did not make {self.folder} within {timeout:g} s (is it "
                                        "running, with the same job id?)")
@@ -182,6 +202,38 @@ class JobFolderBootstrap(StoreBootstrap):
             if st.st_uid != os.getuid() or (st.st_mode & 0o777) != 0o700:
                 raise RuntimeError(f"bootstrap folder {self.folder} is not this user's with mode 700: not used")
         super().__init__(FileStore(self.folder, timeout), rank, nranks, prefix="boot")
+
+    def _make_folder(self) -> None:
+        start = _process_start(os.getpid())
+        made = tempfile.mkdtemp(prefix=os.path.basename(self.folder) + ".new-", dir=os.path.dirname(self.folder))
+        try:
+            with open(os.path.join(made, "owner"), "w") as f:
+                f.write(f"{os.getpid()} {start}\n")
+            open(os.path.join(made, "ready"), "wb").close()
+            for attempt in range(2):
+                try:
+                    os.rename(made, self.folder)  # fails while a folder of that name exists
+                    return
+                except OSError:
+                    if attempt or not self._remove_stale():
+                        raise RuntimeError(f"bootstrap folder {self.folder} already exists (another run with this job "
+                                           "id is using it, or someone else made it): not used. Remove it, or set "
+                                           "CCL_JOB_ID to a fresh value") from None
+        finally:
+            shutil.rmtree(made, ignore_errors=True)
+
+    def _remove_stale(self) -> bool:
+        """Removes the folder when it is this user's and its owner is gone: True."""
+        try:
+            st = os.lstat(self.folder)
+        except OSError:
+            return True  # gone since
+        if st.st_uid != os.getuid() or (st.st_mode & 0o7777) != 0o700 or not os.path.isdir(self.folder):
+            return False
+        if _owner_alive(self.folder) is not False:
+            return False
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return not os.path.exists(self.folder)
 
     def close(self) -> None:
         try:

@@ -926,6 +926,7 @@ const CclBackend ccl__cpu_backend = {
     .run_p2p = cpu_run_p2p,
     .synchronize = cpu_synchronize,
     .abort = cpu_abort,
+    .peer_gone = ccl__cpu_abort_for,
     .poll = cpu_poll,
     .poll_message = cpu_poll_message,
     .copy = cpu_copy,

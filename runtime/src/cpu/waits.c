@@ -37,10 +37,7 @@ void ccl__cpu_abort_all(ccl_comm_t *comm)
 static int gone_peer(ccl_comm_t *comm)
 {
     const CpuHeaps *h = heaps(comm);
-    for (int p = 0; h->pids && p < comm->nranks; p++)
-        if (p != comm->rank && ccl__pid_dead((long)h->pids[p]))
-            return p;
-    return -1;
+    return h->pids ? ccl__first_dead(h->pids, comm->nranks, 0) : -1;
 }
 
 int ccl__cpu_clock_turn(ccl_comm_t *comm, CpuSpinClock *c)
@@ -74,8 +71,11 @@ const char *ccl__cpu_culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t le
      * that failed and then exited is a failure, not a death. */
     if (r < 0 || r >= comm->nranks)
         snprintf(buf, len, "rank %d failed", r);
-    else if (atomic_load(&ccl__cpu_header(comm, r)->gone))
-        snprintf(buf, len, "rank %d (pid %lld) is gone (it died or exited)", r, h->pids ? (long long)h->pids[r] : -1LL);
+    else if (atomic_load(&ccl__cpu_header(comm, r)->gone)) {
+        char host[256];
+        snprintf(buf, len, "rank %d (pid %lld) is gone from host %s (it died or exited)", r,
+                 h->pids ? (long long)h->pids[r] : -1LL, ccl__host_name(host, sizeof host));
+    }
     else if (atomic_load(&ccl__cpu_header(comm, r)->aborted))
         snprintf(buf, len, "rank %d aborted the communicator (ccl_comm_abort)", r);
     else

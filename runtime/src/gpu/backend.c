@@ -826,16 +826,30 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
     return CCL_OK;
 }
 
-/* ccl_comm_abort, from any thread: this rank's abort word and every peer's (offset 0 of
- * each heap, the low 32 bits; the high ones stay 0) set to rank + 1 on the quiet stream,
- * not waited for. Running kernels see it at their next check and return; the host
- * launches nothing more (the common code marked the comm failed). */
-static void gpu_abort(ccl_comm_t *comm)
+/* From any thread: this rank's abort word and every peer's but skip's (offset 0 of each
+ * heap, the low 32 bits; the high ones stay 0) set to culprit + 1 on the quiet stream, not
+ * waited for. Running kernels see it at their next check and return; the host launches nothing
+ * more (the common code marked the comm failed). ccl_comm_abort names this rank. */
+static void gpu_stop_every_rank(ccl_comm_t *comm, int culprit, int skip)
 {
     GpuComm *g = gpu_comm(comm);
     ccl__cu.CtxSetCurrent(g->ctx);
     for (int p = 0; p < comm->nranks; p++)
-        ccl__cu.MemsetD32Async((CUdeviceptr)(uintptr_t)comm->heap_base[p], (unsigned)comm->rank + 1, 1, g->quiet);
+        if (p != skip)
+            ccl__cu.MemsetD32Async((CUdeviceptr)(uintptr_t)comm->heap_base[p], (unsigned)culprit + 1, 1, g->quiet);
+}
+
+static void gpu_abort(ccl_comm_t *comm)
+{
+    gpu_stop_every_rank(comm, comm->rank, -1);
+}
+
+/* The watchdog (watchdog.c, on its own thread) found rank `dead`'s process gone: the same
+ * stop, every live rank's abort word naming `dead` (nobody reads the dead one's), so that
+ * kernels waiting on it return now instead of at their timeout. */
+static void gpu_peer_gone(ccl_comm_t *comm, int dead)
+{
+    gpu_stop_every_rank(comm, dead, dead);
 }
 
 /* ccl_comm_get_async_error: a kernel's error record (host-mapped) is readable at once;
@@ -913,6 +927,7 @@ static const CclBackend gpu_backend = {
     .run_p2p = ccl__gpu_p2p_run,
     .synchronize = gpu_synchronize,
     .abort = gpu_abort,
+    .peer_gone = gpu_peer_gone,
     .poll = gpu_poll,
     .capturing = gpu_capturing,
     .copy = gpu_copy,
