@@ -515,7 +515,7 @@ static void run_rank(R *r)
     if (region_make(r, r->rank, 1, PIECE, 0, &bare) == 0) {
         if (r->procs) {
             reg_refused(r, "refused/no-shareable-handle-type", (void *)(uintptr_t)bare.va, bare.size,
-                        CCL_ERR_INVALID_ARGUMENT, "no handle type at all", "POSIX file-descriptor handle type");
+                        CCL_ERR_INVALID_ARGUMENT, "no handle type at all", "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR");
         } else {
             ccl_mem_reg_t *w = reg_ok(r, "register/no-handle-type-in-one-process", (void *)(uintptr_t)bare.va, bare.size);
             ccl_algorithm_t *alg = w ? load(r, "allreduce/ring.ccl") : NULL;
