@@ -375,6 +375,23 @@ static int place(CclRegs *t, const RegVote *all, int n, size_t *block, size_t *a
     return 0;
 }
 
+
+/* One vote of a register or deregister: this rank's retirees noted in `mine`, every
+ * rank's vote exchanged into `all`, the pool segments every rank has freed reaped, and
+ * the verdict every rank reaches alike; its message (in msg, CCL__ERR_LEN bytes) set as
+ * the comm's error when it fails. `sb` and `boot` stay usable for the next steps. */
+static ccl_result_t vote(ccl_comm_t *comm, const char *fn, CclMboxBoot *sb, ccl_bootstrap_t *boot, int *everyone,
+                         RegVote *mine, RegVote *all, char *msg)
+{
+    note_retirees(comm->regs, mine);
+    if (exchange(comm, fn, sb, boot, everyone, mine, all, sizeof *mine, 1) != 0)
+        return CCL_ERR_PEER_FAILED;
+    reap(comm, all);
+    ccl_result_t r = judge(all, comm->nranks, comm->rank, msg, CCL__ERR_LEN);
+    if (r != CCL_OK)
+        ccl__set_error(comm, r, "%s: %s", fn, msg);
+    return r;
+}
 /* After the backend's mapping: every rank says whether its own worked; the verdict, the
  * same on every rank, with the message in buf. */
 static ccl_result_t confirm(ccl_comm_t *comm, const char *fn, CclMboxBoot *sb, ccl_bootstrap_t *boot,
@@ -457,18 +474,10 @@ static ccl_result_t register_new(ccl_comm_t *comm, const char *fn, const char *p
     }
     *mine = (RegVote){.calls = t->calls, .op = REG_OP_REGISTER, .bytes = bytes, .ptr = (uint64_t)(uintptr_t)p};
     inspect(comm, p, bytes, mine, &state);
-    note_retirees(t, mine);
     CclMboxBoot sb;
     ccl_bootstrap_t boot;
-    if (exchange(comm, fn, &sb, &boot, everyone, mine, all, sizeof *mine, 1) != 0) {
-        r = CCL_ERR_PEER_FAILED;
+    if ((r = vote(comm, fn, &sb, &boot, everyone, mine, all, msg)) != CCL_OK)
         goto out;
-    }
-    reap(comm, all);
-    if ((r = judge(all, n, comm->rank, msg, CCL__ERR_LEN)) != CCL_OK) {
-        ccl__set_error(comm, r, "%s: %s", fn, msg);
-        goto out;
-    }
     *e = (ccl_mem_reg_t){.comm = comm, .ptr = p, .bytes = bytes, .kind = (RegKind)mine->kind, .off = SIZE_MAX,
                          .id = t->made++, .refs = 1};
     if (e->kind == REG_HEAP)
@@ -554,18 +563,10 @@ static ccl_result_t deregister_last(ccl_comm_t *comm, const char *fn, ccl_mem_re
     else if (!valid)
         CCL__FMT(mine->why, sizeof mine->why, "argument 'reg' (%p) is not a live registration of this communicator "
                  "(deregistered already, or made by ccl_mem_register on another communicator)", (void *)reg);
-    note_retirees(t, mine);
     CclMboxBoot sb;
     ccl_bootstrap_t boot;
-    if (exchange(comm, fn, &sb, &boot, everyone, mine, all, sizeof *mine, 1) != 0) {
-        r = CCL_ERR_PEER_FAILED;
+    if ((r = vote(comm, fn, &sb, &boot, everyone, mine, all, msg)) != CCL_OK)
         goto out;
-    }
-    reap(comm, all);
-    if ((r = judge(all, n, comm->rank, msg, CCL__ERR_LEN)) != CCL_OK) {
-        ccl__set_error(comm, r, "%s: %s", fn, msg);
-        goto out;
-    }
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_ALLOC, comm->rank, "%s: registration %llu (%zu bytes at %p)", fn,
              (unsigned long long)reg->id, reg->bytes, (const void *)reg->ptr);
     release(comm, reg, 0);
