@@ -124,7 +124,7 @@ def parse_args(argv=None):
 
 
 def load():
-    """Imports torch, torch.distributed and ccl (exits 2 saying what is missing)."""
+    """Imports torch, torch.distributed and ccl (exits, saying so, where torch is missing)."""
     global torch, dist, ccl, cclt
     try:
         import torch as t
@@ -234,12 +234,12 @@ def kind_buffers(kind, comm, coll, nbytes, n):
             for g in reversed(regs):
                 g.deregister()
             raise Unavailable(f"comm.register refused the tensor: {e}") from None
-        try:
-            yield send, recv
-        finally:
-            torch.cuda.synchronize()
-            for g in reversed(regs):
-                g.deregister()
+        yield send, recv
+        # Deregistration is collective: not after a failure (the peers may be anywhere;
+        # comm.destroy releases what is left).
+        torch.cuda.synchronize()
+        for g in reversed(regs):
+            g.deregister()
 
 
 # ---- the calls and their clocks ----
@@ -333,12 +333,14 @@ def fill(t, rank):
 
 def check(coll, comm, rank, n, nbytes, kinds, unavailable):
     """Each kind's CCL result equals NCCL's on the same input: the kinds whose result
-    differed on some rank (empty when none)."""
+    differed on some rank (empty when none). The input and NCCL's result are kept on the
+    host, so that no tensor of torch's default pool lives while a kind allocates (see
+    expandable_segments)."""
     s0, r0 = buffers(coll, nbytes, n, alloc_plain)
     fill(s0, rank)
-    want_in = s0.clone()
+    want_in = s0.cpu()
     nccl_call(coll, s0, r0)()
-    want = (s0 if coll in INPLACE else r0).clone()
+    want = (s0 if coll in INPLACE else r0).cpu()
     del s0, r0
     wrong = []
     for kind in kinds:
@@ -351,7 +353,7 @@ def check(coll, comm, rank, n, nbytes, kinds, unavailable):
                 ccl_call(coll, comm, s, r)()
                 got = s if coll in INPLACE else r
                 torch.cuda.synchronize()
-                bad = int(not (coll == "reduce" and rank != 0) and not torch.equal(got, want))
+                bad = int(not (coll == "reduce" and rank != 0) and not torch.equal(got.cpu(), want))
                 del s, r, got
         except Unavailable as e:
             unavailable[kind] = str(e)
@@ -415,6 +417,35 @@ def markdown(rows, kinds, colls, title, unavailable):
 
 # ---- the run ----
 
+def time_ordinary(row, coll, comm, nbytes, n, ccl_too, a):
+    """NCCL, and CCL where ccl_too, on the very same ordinary tensors, into row; the
+    tensors are gone when it returns (before another kind allocates)."""
+    s, r = buffers(coll, nbytes, n, alloc_plain)
+    timed = [("nccl", nccl_call(coll, s, r))] + ([("ccl", ccl_call(coll, comm, s, r))] if ccl_too else [])
+    for name, fn in timed:
+        row[f"{name}_graph_us"] = time_graph(fn, a.calls, a.replays, a.samples)
+        row[f"{name}_eager_us"] = time_eager(fn, a.calls, a.samples)
+    torch.cuda.synchronize()
+
+
+def time_kind(row, kind, coll, comm, nbytes, n, a, unavailable):
+    """CCL on a kind's own tensors, into row (nan where the kind is unavailable, which
+    unavailable then says why)."""
+    key = KINDS[kind][0]
+    row[f"{key}_graph_us"] = row[f"{key}_eager_us"] = math.nan
+    if kind in unavailable:
+        return
+    try:
+        with kind_buffers(kind, comm, coll, nbytes, n) as (s, r):
+            fn = ccl_call(coll, comm, s, r)
+            row[f"{key}_graph_us"] = time_graph(fn, a.calls, a.replays, a.samples)
+            row[f"{key}_eager_us"] = time_eager(fn, a.calls, a.samples)
+            comm.synchronize()
+            del fn, s, r
+    except Unavailable as e:
+        unavailable[kind] = str(e)
+
+
 def main(argv=None):
     a = parse_args(argv)
     load()
@@ -431,30 +462,10 @@ def main(argv=None):
             wrong = check(coll, comm, rank, n, nbytes, a.buffers, unavailable)
             row = {"collective": coll, "bytes": nbytes, "ranks": n,
                    "checked": "ok" if not wrong else "WRONG (" + ",".join(wrong) + ")"}
-            # NCCL and CCL on the very same ordinary tensors, then CCL on each other kind.
-            s, r = buffers(coll, nbytes, n, alloc_plain)
-            timed = [("nccl", nccl_call(coll, s, r))] + ([("ccl", ccl_call(coll, comm, s, r))]
-                                                          if "torch" in a.buffers else [])
-            for name, fn in timed:
-                row[f"{name}_graph_us"] = time_graph(fn, a.calls, a.replays, a.samples)
-                row[f"{name}_eager_us"] = time_eager(fn, a.calls, a.samples)
-            del s, r, timed
+            time_ordinary(row, coll, comm, nbytes, n, "torch" in a.buffers, a)
             for kind in a.buffers:
-                if kind == "torch":
-                    continue  # timed above, on NCCL's tensors
-                key = KINDS[kind][0]
-                row[f"{key}_graph_us"] = row[f"{key}_eager_us"] = math.nan
-                if kind in unavailable:
-                    continue
-                try:
-                    with kind_buffers(kind, comm, coll, nbytes, n) as (ks, kr):
-                        fn = ccl_call(coll, comm, ks, kr)
-                        row[f"{key}_graph_us"] = time_graph(fn, a.calls, a.replays, a.samples)
-                        row[f"{key}_eager_us"] = time_eager(fn, a.calls, a.samples)
-                        comm.synchronize()
-                        del fn, ks, kr
-                except Unavailable as e:
-                    unavailable[kind] = str(e)
+                if kind != "torch":  # that one ran above, on NCCL's tensors
+                    time_kind(row, kind, coll, comm, nbytes, n, a, unavailable)
             comm.synchronize()
             rows.append(row)
             if rank == 0:
