@@ -495,7 +495,8 @@ static ncclResult_t comm_end(ncclComm_t comm, int abort, const char *fn)
     if (r != ncclSuccess)
         return r;
     say_summary(comm, fn);
-    shim_regs_drop(comm);
+    if (comm->drop_regs)
+        comm->drop_regs(comm);
     if (comm->ccl) {
         ccl_result_t cr = ccl_comm_destroy(comm->ccl);
         if (cr != CCL_OK && !abort)

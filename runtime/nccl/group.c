@@ -9,9 +9,9 @@
  *     device that was current at its call, all at once (they wait for each other);
  *     comms of one id made so by one thread are marked shared_thread;
  *   - ncclCommSplit's new communicators: made live once both libraries wrote theirs;
- *   - libccl's part of ncclCommRegister, ncclCommWindowRegister and their
- *     deregistrations (collective in libccl): each comm's steps in the order called, on
- *     a thread per comm, all at once (mem.c runs them);
+ *   - steps held for the end (shim_group_hold: libccl's part of ncclCommRegister,
+ *     ncclCommWindowRegister and their deregistrations, collective in libccl): each
+ *     comm's in the order held, on a thread per comm, all at once;
  *   - on libccl's CPU backend, the comms the group's calls used, synchronized at the
  *     end (the test mode's calls complete by the group's end), and the pre-multiplied
  *     inputs of its ncclRedOpCreatePreMulSum sums, freed after that.
@@ -41,8 +41,9 @@ typedef struct {
 
 typedef struct {
     ncclComm_t comm;
-    void *step;             /* mem.c's */
-} HeldReg;
+    void *step;
+    ShimHeldRun run;
+} HeldStep;
 
 static _Thread_local struct {
     int depth;          /* open ncclGroupStart calls */
@@ -51,8 +52,8 @@ static _Thread_local struct {
     int ninits;
     HeldSplit *splits;
     int nsplits;
-    HeldReg *regs;
-    int nregs;
+    HeldStep *steps;
+    int nsteps;
     ncclComm_t *touched;
     int ntouched;
     void **kept;
@@ -127,11 +128,11 @@ ncclResult_t shim_group_defer_init(ncclComm_t *out, int nranks, int nid, const n
     return ncclSuccess;
 }
 
-ncclResult_t shim_group_hold_reg(ncclComm_t comm, void *step)
+ncclResult_t shim_group_hold(ncclComm_t comm, void *step, ShimHeldRun run)
 {
-    HeldReg h = {comm, step};
-    if (append(&group.regs, &group.nregs, &h, sizeof h) != 0) {
-        ncclResult_t r = shim_fail(comm, ncclSystemError, "ncclGroupEnd: out of memory holding a registration");
+    HeldStep h = {comm, step, run};
+    if (append(&group.steps, &group.nsteps, &h, sizeof h) != 0) {
+        ncclResult_t r = shim_fail(comm, ncclSystemError, "ncclGroupEnd: out of memory holding a step for its end");
         shim_group_fail(r);
         return r;
     }
@@ -212,23 +213,23 @@ static ncclResult_t run_inits(void)
     return r;
 }
 
-/* One comm's held registration steps, run on a thread of its own. */
+/* One comm's held steps, run on a thread of its own. */
 typedef struct {
     ncclComm_t comm;
-    const HeldReg *regs;     /* the group's, every comm's */
-    int nregs;
+    const HeldStep *steps;   /* the group's, every comm's */
+    int nsteps;
     ncclResult_t r;
     char why[SHIM_ERR_LEN];
-} RegRun;
+} StepRun;
 
-static void *reg_thread(void *arg)
+static void *step_thread(void *arg)
 {
-    RegRun *run = arg;
+    StepRun *run = arg;
     int live = shim_comm_hold(run->comm);
-    for (int i = 0; i < run->nregs; i++) {
-        if (run->regs[i].comm != run->comm)
+    for (int i = 0; i < run->nsteps; i++) {
+        if (run->steps[i].comm != run->comm)
             continue;
-        ncclResult_t r = shim_reg_run_held(run->comm, run->regs[i].step, live);
+        ncclResult_t r = run->steps[i].run(run->comm, run->steps[i].step, live);
         if (r != ncclSuccess && run->r == ncclSuccess) {
             run->r = r;
             memcpy(run->why, shim_thread_error(), sizeof run->why);
@@ -239,13 +240,12 @@ static void *reg_thread(void *arg)
     return NULL;
 }
 
-/* The held registration steps: a thread per comm, all at once (libccl's registration of
- * one comm's ranks waits for every rank's), each comm's steps in the order called. The
- * first failure (a deregistration's: registrations that fail only warn). */
-static ncclResult_t run_regs(void)
+/* The held steps: a thread per comm, all at once (libccl's registration of one comm's
+ * ranks waits for every rank's), each comm's steps in the order held; the first failure. */
+static ncclResult_t run_steps(void)
 {
-    int n = group.nregs, ncomms = 0;
-    RegRun *runs = calloc((size_t)(n ? n : 1), sizeof *runs);
+    int n = group.nsteps, ncomms = 0;
+    StepRun *runs = calloc((size_t)(n ? n : 1), sizeof *runs);
     pthread_t *t = calloc((size_t)(n ? n : 1), sizeof *t);
     int *started = calloc((size_t)(n ? n : 1), sizeof *started);
     ncclResult_t r = ncclSuccess;
@@ -253,27 +253,27 @@ static ncclResult_t run_regs(void)
         /* Every step still runs, one after another on this thread (a registration of a
          * comm whose peers this thread drives too then waits in vain until libccl's
          * timeout), so that nothing held is leaked. */
-        r = shim_fail(NULL, ncclSystemError, "ncclGroupEnd: out of memory for the group's registration threads");
+        r = shim_fail(NULL, ncclSystemError, "ncclGroupEnd: out of memory for the threads of the steps it held");
         for (int i = 0; i < n; i++) {
-            int live = shim_comm_hold(group.regs[i].comm);
-            shim_reg_run_held(group.regs[i].comm, group.regs[i].step, live);
+            int live = shim_comm_hold(group.steps[i].comm);
+            group.steps[i].run(group.steps[i].comm, group.steps[i].step, live);
             if (live)
-                shim_comm_put(group.regs[i].comm);
+                shim_comm_put(group.steps[i].comm);
         }
     } else {
         for (int i = 0; i < n; i++) {
             int seen = 0;
             for (int k = 0; k < ncomms && !seen; k++)
-                seen = runs[k].comm == group.regs[i].comm;
+                seen = runs[k].comm == group.steps[i].comm;
             if (!seen)
-                runs[ncomms++] = (RegRun){.comm = group.regs[i].comm, .regs = group.regs, .nregs = n};
+                runs[ncomms++] = (StepRun){.comm = group.steps[i].comm, .steps = group.steps, .nsteps = n};
         }
         for (int k = 0; k < ncomms; k++)
-            started[k] = pthread_create(&t[k], NULL, reg_thread, &runs[k]) == 0;
+            started[k] = pthread_create(&t[k], NULL, step_thread, &runs[k]) == 0;
         /* A comm whose thread did not start runs on this one, once the others run. */
         for (int k = 0; k < ncomms; k++)
             if (!started[k])
-                reg_thread(&runs[k]);
+                step_thread(&runs[k]);
         for (int k = 0; k < ncomms; k++) {
             if (started[k])
                 pthread_join(t[k], NULL);
@@ -284,9 +284,9 @@ static ncclResult_t run_regs(void)
     free(runs);
     free(t);
     free(started);
-    free(group.regs);
-    group.regs = NULL;
-    group.nregs = 0;
+    free(group.steps);
+    group.steps = NULL;
+    group.nsteps = 0;
     return r;
 }
 
@@ -339,8 +339,8 @@ ncclResult_t ncclGroupEnd(void)
     free(group.splits);
     group.splits = NULL;
     group.nsplits = 0;
-    if (group.nregs)
-        r = first(r, run_regs());
+    if (group.nsteps)
+        r = first(r, run_steps());
     r = first(r, sync_touched());
     for (int i = 0; i < group.nkept; i++)
         free(group.kept[i]);

@@ -129,7 +129,7 @@ struct ncclWindow_vidmem {
     Reg reg;
 };
 
-/* A step of libccl's part that a group holds (shim_group_hold_reg). A deregistration
+/* A step of libccl's part that a group holds (shim_group_hold). A deregistration
  * owns its Reg, which is out of the list already; a registration's Reg is in it. */
 typedef struct {
     Reg *g;
@@ -199,26 +199,15 @@ static ncclResult_t ccl_deregister(Reg *g, const char *fn)
     return ncclSuccess;
 }
 
-/* Holds a step of libccl's part until the group's end; 0, or -1 (out of memory, said). */
-static int hold_step(Reg *g, int deregister, void *buff, size_t size, const char *fn)
-{
-    RegStep *st = malloc(sizeof *st);
-    if (st)
-        *st = (RegStep){g, deregister, buff, size, fn};
-    if (!st || shim_group_hold_reg(g->comm, st) != ncclSuccess) {
-        free(st);
-        return -1;
-    }
-    return 0;
-}
-
-ncclResult_t shim_reg_run_held(ncclComm_t comm, void *step, int comm_live)
+/* Runs a step a group held, at its end (ShimHeldRun), and frees it. A registration
+ * that fails only warns; a deregistration's failure is the group's. */
+static ncclResult_t run_step(ncclComm_t comm, void *step, int comm_live)
 {
     RegStep *st = step;
     Reg *g = st->g;
     ncclResult_t r = ncclSuccess;
     if (!st->deregister) {
-        if (comm_live) {    /* else the comm's destroy freed g (shim_regs_drop) */
+        if (comm_live) {    /* else the comm's end freed g (regs_drop) */
             g->ccl_held = 0;
             ccl_register(g, st->buff, st->size, st->fn);
         }
@@ -230,6 +219,21 @@ ncclResult_t shim_reg_run_held(ncclComm_t comm, void *step, int comm_live)
     free(st);
     return r;
 }
+
+/* Holds a step of libccl's part until the group's end; 0, or -1 (out of memory, said). */
+static int hold_step(Reg *g, int deregister, void *buff, size_t size, const char *fn)
+{
+    RegStep *st = malloc(sizeof *st);
+    if (st)
+        *st = (RegStep){g, deregister, buff, size, fn};
+    if (!st || shim_group_hold(g->comm, st, run_step) != ncclSuccess) {
+        free(st);
+        return -1;
+    }
+    return 0;
+}
+
+static void regs_drop(ncclComm_t comm);
 
 static ncclResult_t reg_new(ncclComm_t comm, void *buff, size_t size, int window, int flags, void **out,
                             const char *fn)
@@ -267,6 +271,7 @@ static ncclResult_t reg_new(ncclComm_t comm, void *buff, size_t size, int window
     pthread_mutex_lock(&regs_mu);
     g->next = regs;
     regs = g;
+    comm->drop_regs = regs_drop;
     pthread_mutex_unlock(&regs_mu);
     *out = w;
     return ncclSuccess;
@@ -375,7 +380,8 @@ ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
     return r;
 }
 
-void shim_regs_drop(ncclComm_t comm)
+/* comm's drop_regs: forgets its registrations and windows at its end. */
+static void regs_drop(ncclComm_t comm)
 {
     pthread_mutex_lock(&regs_mu);
     for (Reg **p = &regs; *p;) {

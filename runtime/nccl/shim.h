@@ -192,6 +192,9 @@ struct ncclComm {
      * is made only inside a group, where the group's end runs it per comm on threads of
      * its own (mem.c). */
     int shared_thread;
+    /* mem.c's, set with the comm's first registration: forgets its registrations and
+     * windows at its end (the real NCCL frees its own, ccl_comm_destroy libccl's). */
+    void (*drop_regs)(struct ncclComm *comm);
     char name[64];            /* ncclConfig_t.commName, for messages */
 
     pthread_mutex_t mu;       /* last_error, redops */
@@ -296,10 +299,15 @@ void shim_group_real_enter(const ShimReal *real);
 void shim_group_touch(ncclComm_t comm);
 int shim_group_keep(void *buffer);
 void shim_group_fail(ncclResult_t r);
-/* Holds a step of libccl's registration of comm (mem.c's, opaque here) until the end of
- * the outermost group, which runs each comm's steps in the order held, on a thread per
- * comm (shim_reg_run_held); ncclSystemError (the message set) out of memory. */
-ncclResult_t shim_group_hold_reg(ncclComm_t comm, void *step);
+/* A step the outermost ncclGroupEnd runs for comm: run(comm, step, comm_live), on a
+ * thread of comm's own (comm_live: whether comm is still live, held for the run; a step
+ * of a comm destroyed meanwhile is only to be freed), each comm's steps in the order
+ * held. Its result is the group's failure, if any. */
+typedef ncclResult_t (*ShimHeldRun)(ncclComm_t comm, void *step, int comm_live);
+/* Holds such a step (mem.c's registrations: libccl's is collective, so one thread may
+ * register every rank only through a thread per comm) until the outermost group's end;
+ * ncclSystemError (the message set) out of memory. */
+ncclResult_t shim_group_hold(ncclComm_t comm, void *step, ShimHeldRun run);
 /* Defers an init or a split to the end of the outermost group. */
 ncclResult_t shim_group_defer_init(ncclComm_t *out, int nranks, int nid, const ncclUniqueId *ids, int rank,
                                    const ncclConfig_t *config, const char *fn);
@@ -313,14 +321,7 @@ size_t shim_dtype_size(ncclDataType_t t);
 
 /* ---- mem.c: ncclMemAlloc, registrations ---- */
 
-/* Forgets comm's registrations and windows (its destroy: the real NCCL frees its own,
- * ccl_comm_destroy libccl's). */
-void shim_regs_drop(ncclComm_t comm);
-/* Runs a registration step a group held (shim_group_hold_reg) for comm, and frees it; on
- * the group's end, from a thread of comm's own. comm_live: whether comm is still live
- * (held by the caller); a step of a comm destroyed meanwhile is only freed. The result
- * is a deregistration's failure (libccl's registrations that fail only warn). */
-ncclResult_t shim_reg_run_held(ncclComm_t comm, void *step, int comm_live);
+/* (The comm's drop_regs forgets its registrations and windows at its end.) */
 
 /* ---- premul.c: ncclRedOpCreatePreMulSum on the CPU backend ---- */
 
