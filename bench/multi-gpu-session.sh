@@ -13,7 +13,7 @@
 #   ab          bench/ab.sh AB_BASE AB_HEAD (its COLLS and ROUNDS from the environment, SIZES
 #               from AB_SIZES; AB_TIMEOUT_ALL bounds it)
 #   torch       bench/torch_bench.py under torchrun, one process per GPU (TORCH_SIZES,
-#               TORCH_COLLS)
+#               TORCH_COLLS, TORCH_BUFFERS: its --buffers, torch,symmetric,pool,registered)
 #   sweep       tests/perf/gpu_sweep.sh BUILD (BUFFERS, SWEEP_COLLS), where it exists
 #   inst        ccl-perf on one algorithm at several instance counts (INST_SPECS, INST_LIST)
 set -u
@@ -57,6 +57,7 @@ for step in "$@"; do
         CCL_LIBRARY=$build/libccl.so PYTHONPATH=python/src CCL_HEAP_BYTES=${CCL_HEAP_BYTES:-4294967296} \
             timeout 300 torchrun --nproc_per_node="$np" bench/torch_bench.py --sizes "${TORCH_SIZES:-1K,64K,1M,16M,128M}" \
             --colls "${TORCH_COLLS:-all_reduce,all_gather,reduce_scatter,all_to_all,broadcast,reduce}" \
+            --buffers "${TORCH_BUFFERS:-torch,symmetric}" \
             --csv "$res/torch.csv" --md "$res/torch.md" >"$res/torch.log" 2>&1
         tail -40 "$res/torch.log" ;;
     sweep)

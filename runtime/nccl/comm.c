@@ -397,6 +397,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
         cs[i]->ccl = cc[i];
         cs[i]->real = reals[i];
         cs[i]->device = devlist ? devlist[i] : i;
+        cs[i]->shared_thread = ndev > 1;
         cc[i] = NULL;
         shim_comm_publish(cs[i], routes, fn);
         comm[i] = cs[i];
@@ -433,6 +434,7 @@ ncclResult_t shim_split_finish(ncclComm_t parent, ncclComm_t child, ncclComm_t *
                          "joins a new communicator", fn, parent->rank);
     }
     child->device = parent->device;
+    child->shared_thread = parent->shared_thread;
     *newcomm = child;
     return shim_comm_publish(child, parent->routes, fn);
 }
@@ -493,7 +495,8 @@ static ncclResult_t comm_end(ncclComm_t comm, int abort, const char *fn)
     if (r != ncclSuccess)
         return r;
     say_summary(comm, fn);
-    shim_regs_drop(comm);
+    if (comm->drop_regs)
+        comm->drop_regs(comm);
     if (comm->ccl) {
         ccl_result_t cr = ccl_comm_destroy(comm->ccl);
         if (cr != CCL_OK && !abort)

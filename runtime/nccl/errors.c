@@ -147,6 +147,20 @@ ncclResult_t shim_fail(ncclComm_t comm, ncclResult_t r, const char *fmt, ...)
     return r;
 }
 
+void shim_warn(ncclComm_t comm, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(thread_error, sizeof thread_error, fmt, ap);
+    va_end(ap);
+    if (comm) {
+        pthread_mutex_lock(&comm->mu);
+        memcpy(comm->last_error, thread_error, sizeof comm->last_error);
+        pthread_mutex_unlock(&comm->mu);
+    }
+    shim_log(SHIM_LOG_WARN, comm ? comm->rank : -1, "%s", thread_error);
+}
+
 ncclResult_t shim_fail_ccl(ncclComm_t comm, ccl_result_t r, const ccl_comm_t *cc, const char *what)
 {
     const char *msg = ccl_comm_last_error(cc);

@@ -7,7 +7,11 @@
  * here until the outermost ncclGroupEnd:
  *   - ncclCommInitRank and friends: each runs then on a thread of its own, on the CUDA
  *     device that was current at its call, all at once (they wait for each other);
+ *     comms of one id made so by one thread are marked shared_thread;
  *   - ncclCommSplit's new communicators: made live once both libraries wrote theirs;
+ *   - steps held for the end (shim_group_hold: libccl's part of ncclCommRegister,
+ *     ncclCommWindowRegister and their deregistrations, collective in libccl): each
+ *     comm's in the order held, on a thread per comm, all at once;
  *   - on libccl's CPU backend, the comms the group's calls used, synchronized at the
  *     end (the test mode's calls complete by the group's end), and the pre-multiplied
  *     inputs of its ncclRedOpCreatePreMulSum sums, freed after that.
@@ -35,6 +39,12 @@ typedef struct {
     ncclComm_t *newcomm;
 } HeldSplit;
 
+typedef struct {
+    ncclComm_t comm;
+    void *step;
+    ShimHeldRun run;
+} HeldStep;
+
 static _Thread_local struct {
     int depth;          /* open ncclGroupStart calls */
     int real_depth;     /* real ncclGroupStart calls made for them */
@@ -42,6 +52,8 @@ static _Thread_local struct {
     int ninits;
     HeldSplit *splits;
     int nsplits;
+    HeldStep *steps;
+    int nsteps;
     ncclComm_t *touched;
     int ntouched;
     void **kept;
@@ -116,6 +128,17 @@ ncclResult_t shim_group_defer_init(ncclComm_t *out, int nranks, int nid, const n
     return ncclSuccess;
 }
 
+ncclResult_t shim_group_hold(ncclComm_t comm, void *step, ShimHeldRun run)
+{
+    HeldStep h = {comm, step, run};
+    if (append(&group.steps, &group.nsteps, &h, sizeof h) != 0) {
+        ncclResult_t r = shim_fail(comm, ncclSystemError, "ncclGroupEnd: out of memory holding a step for its end");
+        shim_group_fail(r);
+        return r;
+    }
+    return ncclSuccess;
+}
+
 ncclResult_t shim_group_defer_split(ncclComm_t parent, ncclComm_t child, ncclComm_t *newcomm)
 {
     HeldSplit h = {parent, child, newcomm};
@@ -169,13 +192,101 @@ static ncclResult_t run_inits(void)
         HeldInit *h = &group.inits[i];
         if (started && started[i] && h->r != ncclSuccess && r == ncclSuccess)
             r = shim_fail(NULL, h->r, "ncclGroupEnd: the group's init %d of %d failed: %s", i + 1, n, h->why);
-        free(h->ids);
     }
+    /* Ranks of one id made here by this thread: it may drive them all (shared_thread). */
+    for (int i = 0; i < n; i++) {
+        HeldInit *h = &group.inits[i];
+        for (int j = 0; j < n && h->r == ncclSuccess && started && started[i]; j++)
+            if (j != i && group.inits[j].r == ncclSuccess && started[j] &&
+                !memcmp(&h->ids[0], &group.inits[j].ids[0], sizeof h->ids[0])) {
+                (*h->out)->shared_thread = 1;
+                break;
+            }
+    }
+    for (int i = 0; i < n; i++)
+        free(group.inits[i].ids);
     free(t);
     free(started);
     free(group.inits);
     group.inits = NULL;
     group.ninits = 0;
+    return r;
+}
+
+/* One comm's held steps, run on a thread of its own. */
+typedef struct {
+    ncclComm_t comm;
+    const HeldStep *steps;   /* the group's, every comm's */
+    int nsteps;
+    ncclResult_t r;
+    char why[SHIM_ERR_LEN];
+} StepRun;
+
+static void *step_thread(void *arg)
+{
+    StepRun *run = arg;
+    int live = shim_comm_hold(run->comm);
+    for (int i = 0; i < run->nsteps; i++) {
+        if (run->steps[i].comm != run->comm)
+            continue;
+        ncclResult_t r = run->steps[i].run(run->comm, run->steps[i].step, live);
+        if (r != ncclSuccess && run->r == ncclSuccess) {
+            run->r = r;
+            memcpy(run->why, shim_thread_error(), sizeof run->why);
+        }
+    }
+    if (live)
+        shim_comm_put(run->comm);
+    return NULL;
+}
+
+/* The held steps: a thread per comm, all at once (libccl's registration of one comm's
+ * ranks waits for every rank's), each comm's steps in the order held; the first failure. */
+static ncclResult_t run_steps(void)
+{
+    int n = group.nsteps, ncomms = 0;
+    StepRun *runs = calloc((size_t)(n ? n : 1), sizeof *runs);
+    pthread_t *t = calloc((size_t)(n ? n : 1), sizeof *t);
+    int *started = calloc((size_t)(n ? n : 1), sizeof *started);
+    ncclResult_t r = ncclSuccess;
+    if (!runs || !t || !started) {
+        /* Every step still runs, one after another on this thread (a registration of a
+         * comm whose peers this thread drives too then waits in vain until libccl's
+         * timeout), so that nothing held is leaked. */
+        r = shim_fail(NULL, ncclSystemError, "ncclGroupEnd: out of memory for the threads of the steps it held");
+        for (int i = 0; i < n; i++) {
+            int live = shim_comm_hold(group.steps[i].comm);
+            group.steps[i].run(group.steps[i].comm, group.steps[i].step, live);
+            if (live)
+                shim_comm_put(group.steps[i].comm);
+        }
+    } else {
+        for (int i = 0; i < n; i++) {
+            int seen = 0;
+            for (int k = 0; k < ncomms && !seen; k++)
+                seen = runs[k].comm == group.steps[i].comm;
+            if (!seen)
+                runs[ncomms++] = (StepRun){.comm = group.steps[i].comm, .steps = group.steps, .nsteps = n};
+        }
+        for (int k = 0; k < ncomms; k++)
+            started[k] = pthread_create(&t[k], NULL, step_thread, &runs[k]) == 0;
+        /* A comm whose thread did not start runs on this one, once the others run. */
+        for (int k = 0; k < ncomms; k++)
+            if (!started[k])
+                step_thread(&runs[k]);
+        for (int k = 0; k < ncomms; k++) {
+            if (started[k])
+                pthread_join(t[k], NULL);
+            if (runs[k].r != ncclSuccess && r == ncclSuccess)
+                r = shim_fail(NULL, runs[k].r, "ncclGroupEnd: %s", runs[k].why);
+        }
+    }
+    free(runs);
+    free(t);
+    free(started);
+    free(group.steps);
+    group.steps = NULL;
+    group.nsteps = 0;
     return r;
 }
 
@@ -228,6 +339,8 @@ ncclResult_t ncclGroupEnd(void)
     free(group.splits);
     group.splits = NULL;
     group.nsplits = 0;
+    if (group.nsteps)
+        r = first(r, run_steps());
     r = first(r, sync_touched());
     for (int i = 0; i < group.nkept; i++)
         free(group.kept[i]);

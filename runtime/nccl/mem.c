@@ -5,10 +5,10 @@
  * there is one (cuMem memory that NCCL's registration and symmetric kernels want), else
  * the CUDA runtime's or driver's device memory, else (no CUDA at all, or CCL_BACKEND=cpu:
  * the test mode) page-aligned host memory; ncclMemFree gives each back to where it came
- * from. libccl has no registration of user buffers (it stages ordinary buffers), so
- * ncclCommRegister and ncclCommWindowRegister register with the real NCCL comm where
- * there is one and otherwise only hand out a handle: either way a later call with the
- * buffer works, and the handle is checked when it comes back. */
+ * from. ncclCommRegister and ncclCommWindowRegister register with the real NCCL comm
+ * where there is one and with libccl (ccl_mem_register) where calls may go there, as
+ * "registration" below says; either way a later call with the buffer works (libccl
+ * stages a buffer it did not register), and the handle is checked when it comes back. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,14 +93,35 @@ ncclResult_t ncclMemFree(void *ptr)
     return r;
 }
 
-/* ---- registration ---- */
+/* ---- registration ----
+ *
+ * A registration or a window goes to each library the comm's calls may go to:
+ *  - the real NCCL's (ncclCommRegister, ncclCommWindowRegister on the real comm) where
+ *    the comm has one; its failure is the call's, as it would be without the shim;
+ *  - libccl's (ccl_mem_register) where some route sends calls to libccl, so that its
+ *    calls on the buffer run zero-copy. libccl's registration is collective (every rank,
+ *    the same sizes, in the same order), as NCCL's windows are and its ncclCommRegister
+ *    (a local cache) is not. It is not made where it could not be collective: with
+ *    CCL_NCCL_REGISTER=0, for ncclCommRegister on a comm one thread made with its peers
+ *    (shared_thread: that thread may drive them all, one call after another), and for a
+ *    window of such a comm outside a group. A refusal (memory peers cannot map: cudaMalloc
+ *    memory, another GPU's, a process's private memory on the CPU backend; ranks that
+ *    register different sizes) only warns, as NCCL's registration is a hint: the call
+ *    succeeds and libccl stages the buffer, as any unregistered one.
+ * Inside a group libccl's part is held until the group's end (group.c runs each comm's
+ * steps on a thread of its own, so one thread may register every rank's window, as NCCL
+ * requires). Deregistration mirrors it: ccl_mem_deregister where libccl registered (its
+ * failure is the call's: ranks deregistering different registrations), at the group's
+ * end inside a group; a comm's destroy releases what is left (ccl_comm_destroy). */
 
 /* What ncclCommRegister hands out, and what ncclWindow_t points to. Live ones are in a
  * list, so that a handle coming back is looked up, never read before it is known. */
 typedef struct Reg {
     ncclComm_t comm;
     int window;
-    void *real_handle; /* the real NCCL's handle or window, or NULL */
+    void *real_handle;  /* the real NCCL's handle or window, or NULL */
+    ccl_mem_reg_t *ccl; /* libccl's registration, or NULL (libccl stages the buffer) */
+    int ccl_held;       /* an open group holds libccl's registration of it */
     struct Reg *next;
 } Reg;
 
@@ -108,8 +129,111 @@ struct ncclWindow_vidmem {
     Reg reg;
 };
 
+/* A step of libccl's part that a group holds (shim_group_hold). A deregistration
+ * owns its Reg, which is out of the list already; a registration's Reg is in it. */
+typedef struct {
+    Reg *g;
+    int deregister;
+    void *buff;
+    size_t size;
+    const char *fn;
+} RegStep;
+
 static pthread_mutex_t regs_mu = PTHREAD_MUTEX_INITIALIZER;
 static Reg *regs;
+
+/* Why libccl's part of a registration is not made, or NULL when it is: "" for no word
+ * (libccl has no part in this comm, or nothing to register), else the reason, for a
+ * WARN line where *warn says so (a misuse by NCCL's own rules), else an INFO line. */
+static const char *ccl_part_skipped(ncclComm_t comm, int window, size_t size, int *warn)
+{
+    const char *env = getenv("CCL_NCCL_REGISTER");
+    *warn = 0;
+    if (!comm->ccl || comm->aborted || size == 0)
+        return "";
+    if (!shim_routes_want_ccl(comm->routes))
+        return "every call of this communicator goes to NCCL (CCL_NCCL_ROUTE)";
+    if (env && !strcmp(env, "0"))
+        return "CCL_NCCL_REGISTER=0";
+    if (comm->shared_thread && !window)
+        return "libccl's registration waits for every rank (NCCL's ncclCommRegister does not), and one thread made "
+               "this communicator with its peers (ncclCommInitAll, or inits of one id in one group), so that thread "
+               "may drive them all";
+    if (comm->shared_thread && shim_group_depth() == 0) {
+        *warn = 1;
+        return "a window is registered by every rank at once, and one thread made this communicator with its peers "
+               "(ncclCommInitAll, or inits of one id in one group): outside a group the registration would wait for "
+               "the ranks that thread has yet to call; register every rank's window between ncclGroupStart and "
+               "ncclGroupEnd";
+    }
+    return NULL;
+}
+
+/* libccl's registration, now; a refusal only warns (the buffer is staged). */
+static void ccl_register(Reg *g, void *buff, size_t size, const char *fn)
+{
+    ncclComm_t comm = g->comm;
+    ccl_result_t cr = ccl_mem_register(comm->ccl, buff, size, &g->ccl);
+    if (cr == CCL_OK) {
+        shim_log(SHIM_LOG_INFO, comm->rank, "%s: comm %p: %zu bytes at %p registered with libccl (its calls on them "
+                 "run as on its own symmetric memory where the backend maps them)", fn, (void *)comm, size, buff);
+        return;
+    }
+    g->ccl = NULL;
+    const char *msg = ccl_comm_last_error(comm->ccl);
+    shim_warn(comm, "%s: libccl did not register %zu bytes at %p, so it stages them, as any unregistered buffer (the "
+              "call succeeds, as NCCL's registration is a hint): %s (libccl: %s)", fn, size, buff,
+              msg && *msg ? msg : "no message", ccl_result_string(cr));
+}
+
+/* libccl's deregistration, now: collective, as the registration was. */
+static ncclResult_t ccl_deregister(Reg *g, const char *fn)
+{
+    ncclComm_t comm = g->comm;
+    ccl_mem_reg_t *reg = g->ccl;
+    g->ccl = NULL;
+    ccl_result_t cr = ccl_mem_deregister(comm->ccl, reg);
+    if (cr != CCL_OK)
+        return shim_fail_ccl(comm, cr, comm->ccl, fn);
+    shim_log(SHIM_LOG_INFO, comm->rank, "%s: comm %p: deregistered with libccl", fn, (void *)comm);
+    return ncclSuccess;
+}
+
+/* Runs a step a group held, at its end (ShimHeldRun), and frees it. A registration
+ * that fails only warns; a deregistration's failure is the group's. */
+static ncclResult_t run_step(ncclComm_t comm, void *step, int comm_live)
+{
+    RegStep *st = step;
+    Reg *g = st->g;
+    ncclResult_t r = ncclSuccess;
+    if (!st->deregister) {
+        if (comm_live) {    /* else the comm's end freed g (regs_drop) */
+            g->ccl_held = 0;
+            ccl_register(g, st->buff, st->size, st->fn);
+        }
+    } else {
+        if (comm_live && g->ccl)
+            r = ccl_deregister(g, st->fn);
+        free(g);
+    }
+    free(st);
+    return r;
+}
+
+/* Holds a step of libccl's part until the group's end; 0, or -1 (out of memory, said). */
+static int hold_step(Reg *g, int deregister, void *buff, size_t size, const char *fn)
+{
+    RegStep *st = malloc(sizeof *st);
+    if (st)
+        *st = (RegStep){g, deregister, buff, size, fn};
+    if (!st || shim_group_hold(g->comm, st, run_step) != ncclSuccess) {
+        free(st);
+        return -1;
+    }
+    return 0;
+}
+
+static void regs_drop(ncclComm_t comm);
 
 static ncclResult_t reg_new(ncclComm_t comm, void *buff, size_t size, int window, int flags, void **out,
                             const char *fn)
@@ -122,17 +246,32 @@ static ncclResult_t reg_new(ncclComm_t comm, void *buff, size_t size, int window
     g->window = window;
     const ShimReal *real = shim_real_loaded();
     ncclResult_t r = ncclSuccess;
-    if (comm->real && real && window && real->CommWindowRegister)
+    if (comm->real && real && window && real->CommWindowRegister) {
+        shim_group_real_enter(real);    /* collective in NCCL too: inside the user's group */
         r = real->CommWindowRegister(comm->real, buff, size, (ncclWindow_t *)&g->real_handle, flags);
-    else if (comm->real && real && !window && real->CommRegister)
+    } else if (comm->real && real && !window && real->CommRegister) {
         r = real->CommRegister(comm->real, buff, size, &g->real_handle);
+    }
     if (r != ncclSuccess) {
         free(w);
         return shim_fail(comm, r, "%s: the real NCCL's failed: %s", fn, shim_real_error(comm->real));
     }
+    int warn;
+    const char *skipped = ccl_part_skipped(comm, window, size, &warn);
+    if (skipped && *skipped && warn)
+        shim_warn(comm, "%s: %zu bytes at %p are not registered with libccl, which stages them (the call succeeds): %s",
+                  fn, size, buff, skipped);
+    else if (skipped && *skipped)
+        shim_log(SHIM_LOG_INFO, comm->rank, "%s: comm %p: %zu bytes at %p are not registered with libccl, which "
+                 "stages them: %s", fn, (void *)comm, size, buff, skipped);
+    else if (!skipped && shim_group_depth() > 0)
+        g->ccl_held = hold_step(g, 0, buff, size, fn) == 0;
+    else if (!skipped)
+        ccl_register(g, buff, size, fn);
     pthread_mutex_lock(&regs_mu);
     g->next = regs;
     regs = g;
+    comm->drop_regs = regs_drop;
     pthread_mutex_unlock(&regs_mu);
     *out = w;
     return ncclSuccess;
@@ -141,11 +280,22 @@ static ncclResult_t reg_new(ncclComm_t comm, void *buff, size_t size, int window
 static ncclResult_t reg_free(ncclComm_t comm, void *handle, int window, const char *fn)
 {
     Reg *g = NULL;
+    const char *busy = NULL;
+    int grouped = shim_group_depth() > 0;
     pthread_mutex_lock(&regs_mu);
     for (Reg **p = &regs; *p; p = &(*p)->next)
         if ((void *)*p == handle && (*p)->comm == comm && (*p)->window == window) {
             g = *p;
-            *p = g->next;
+            /* libccl's deregistration would wait for peers this thread may have yet to
+             * call, or an open group of another thread still holds the registration. */
+            if (!grouped && g->ccl && comm->shared_thread)
+                busy = "it is registered with libccl, whose deregistration waits for every rank, and one thread made "
+                       "this communicator with its peers: deregister every rank's window between ncclGroupStart and "
+                       "ncclGroupEnd, as they were registered";
+            else if (!grouped && g->ccl_held)
+                busy = "an open group of another thread holds its registration with libccl";
+            else
+                *p = g->next;
             break;
         }
     pthread_mutex_unlock(&regs_mu);
@@ -153,13 +303,26 @@ static ncclResult_t reg_free(ncclComm_t comm, void *handle, int window, const ch
         return shim_fail(comm, ncclInvalidArgument, "%s: argument '%s' (%p) is not a live %s of this communicator",
                          fn, window ? "win" : "handle", handle,
                          window ? "window from ncclCommWindowRegister" : "handle from ncclCommRegister");
+    if (busy)
+        return shim_fail(comm, ncclInvalidUsage, "%s: argument '%s' (%p) cannot be deregistered outside a group: %s",
+                         fn, window ? "win" : "handle", handle, busy);
     ncclResult_t r = ncclSuccess;
     const ShimReal *real = shim_real_loaded();
     if (g->real_handle && real) {
+        if (window)
+            shim_group_real_enter(real);
         r = window ? real->CommWindowDeregister(comm->real, (ncclWindow_t)g->real_handle)
                    : real->CommDeregister(comm->real, g->real_handle);
         if (r != ncclSuccess)
             r = shim_fail(comm, r, "%s: the real NCCL's failed: %s", fn, shim_real_error(comm->real));
+    }
+    if ((g->ccl || g->ccl_held) && grouped) {
+        if (hold_step(g, 1, NULL, 0, fn) == 0)
+            return r;    /* the step frees g */
+        /* Out of memory (said): libccl's registration stays until the comm's destroy. */
+    } else if (g->ccl) {
+        ncclResult_t cr = ccl_deregister(g, fn);
+        r = r != ncclSuccess ? r : cr;
     }
     free(g);
     return r;
@@ -217,7 +380,8 @@ ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
     return r;
 }
 
-void shim_regs_drop(ncclComm_t comm)
+/* comm's drop_regs: forgets its registrations and windows at its end. */
+static void regs_drop(ncclComm_t comm)
 {
     pthread_mutex_lock(&regs_mu);
     for (Reg **p = &regs; *p;) {

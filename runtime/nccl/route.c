@@ -120,6 +120,14 @@ int shim_routes_want_nccl(const ShimRoute routes[SHIM_NUM_COLLS])
     return 0;
 }
 
+int shim_routes_want_ccl(const ShimRoute routes[SHIM_NUM_COLLS])
+{
+    for (int c = 0; c < SHIM_NUM_COLLS; c++)
+        if (routes[c] != SHIM_ROUTE_NCCL)
+            return 1;
+    return 0;
+}
+
 const char *shim_routes_need_nccl(const ShimRoute routes[SHIM_NUM_COLLS])
 {
     for (int c = 0; c < SHIM_NUM_COLLS; c++)

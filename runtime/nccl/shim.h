@@ -36,6 +36,9 @@ ncclResult_t shim_result(ccl_result_t r);
 ncclResult_t shim_fail(ncclComm_t comm, ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The same for a failed ccl call: its result mapped, its message after `what`. */
 ncclResult_t shim_fail_ccl(ncclComm_t comm, ccl_result_t r, const ccl_comm_t *cc, const char *what);
+/* A warning about a call that still succeeds: the last errors as shim_fail sets them
+ * (NCCL's ncclGetLastError gives its last warning too) and a WARN line. */
+void shim_warn(ncclComm_t comm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* What CCL_DEBUG asks for (read once). */
 int shim_log_level(void);
 void shim_log(int level, int rank, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -144,8 +147,10 @@ const char *shim_route_name(ShimRoute r);
 /* Parses CCL_NCCL_ROUTE ("auto", "ccl", "nccl", or "allreduce:ccl,allgather:nccl,
  * default:auto"); 0, or -1 with the reason in err. */
 int shim_routes_parse(const char *spec, ShimRoute out[SHIM_NUM_COLLS], char *err, size_t len);
-/* Whether any collective may go to NCCL (some route is not "ccl"). */
+/* Whether any collective may go to NCCL (some route is not "ccl"), or to libccl (some
+ * route is not "nccl"). */
 int shim_routes_want_nccl(const ShimRoute routes[SHIM_NUM_COLLS]);
+int shim_routes_want_ccl(const ShimRoute routes[SHIM_NUM_COLLS]);
 /* Whether some collective must go to NCCL (a route says "nccl"); its name or NULL. */
 const char *shim_routes_need_nccl(const ShimRoute routes[SHIM_NUM_COLLS]);
 /* The routes as one phrase ("auto for every call", "allreduce ccl, allgather nccl, ...
@@ -181,6 +186,15 @@ struct ncclComm {
     unsigned char refused[SHIM_NUM_COLLS][ncclNumTypes][2];
     atomic_ulong calls[SHIM_NUM_COLLS][2]; /* [collective][SHIM_TO_CCL or SHIM_TO_NCCL] */
     int finalized, aborted;
+    /* One thread made this comm with other ranks of its clique (ncclCommInitAll, several
+     * inits of one id in one group; a split's child inherits it), so that thread may
+     * drive them all: a call that waits for the peers (libccl's collective registration)
+     * is made only inside a group, where the group's end runs it per comm on threads of
+     * its own (mem.c). */
+    int shared_thread;
+    /* mem.c's, set with the comm's first registration: forgets its registrations and
+     * windows at its end (the real NCCL frees its own, ccl_comm_destroy libccl's). */
+    void (*drop_regs)(struct ncclComm *comm);
     char name[64];            /* ncclConfig_t.commName, for messages */
 
     pthread_mutex_t mu;       /* last_error, redops */
@@ -285,6 +299,15 @@ void shim_group_real_enter(const ShimReal *real);
 void shim_group_touch(ncclComm_t comm);
 int shim_group_keep(void *buffer);
 void shim_group_fail(ncclResult_t r);
+/* A step the outermost ncclGroupEnd runs for comm: run(comm, step, comm_live), on a
+ * thread of comm's own (comm_live: whether comm is still live, held for the run; a step
+ * of a comm destroyed meanwhile is only to be freed), each comm's steps in the order
+ * held. Its result is the group's failure, if any. */
+typedef ncclResult_t (*ShimHeldRun)(ncclComm_t comm, void *step, int comm_live);
+/* Holds such a step (mem.c's registrations: libccl's is collective, so one thread may
+ * register every rank only through a thread per comm) until the outermost group's end;
+ * ncclSystemError (the message set) out of memory. */
+ncclResult_t shim_group_hold(ncclComm_t comm, void *step, ShimHeldRun run);
 /* Defers an init or a split to the end of the outermost group. */
 ncclResult_t shim_group_defer_init(ncclComm_t *out, int nranks, int nid, const ncclUniqueId *ids, int rank,
                                    const ncclConfig_t *config, const char *fn);
@@ -298,8 +321,7 @@ size_t shim_dtype_size(ncclDataType_t t);
 
 /* ---- mem.c: ncclMemAlloc, registrations ---- */
 
-/* Forgets comm's registrations and windows (its destroy: the real NCCL frees its own). */
-void shim_regs_drop(ncclComm_t comm);
+/* (The comm's drop_regs forgets its registrations and windows at its end.) */
 
 /* ---- premul.c: ncclRedOpCreatePreMulSum on the CPU backend ---- */
 

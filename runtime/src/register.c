@@ -504,9 +504,12 @@ static ccl_result_t register_new(ccl_comm_t *comm, const char *fn, const char *p
     state = NULL;
     t->r[t->n++] = e;
     *reg = e;
-    CCL__LOG(CCL__LOG_INFO, CCL__SUB_ALLOC, comm->rank, "%s: registration %llu: %zu bytes at %p, %s%s%zu", fn,
-             (unsigned long long)e->id, bytes, (const void *)p, kind_name(e->kind),
-             e->off == SIZE_MAX ? "" : ", at heap offset ", e->off == SIZE_MAX ? (size_t)0 : e->off);
+    if (e->off == SIZE_MAX)
+        CCL__LOG(CCL__LOG_INFO, CCL__SUB_ALLOC, comm->rank, "%s: registration %llu: %zu bytes at %p, %s", fn,
+                 (unsigned long long)e->id, bytes, (const void *)p, kind_name(e->kind));
+    else
+        CCL__LOG(CCL__LOG_INFO, CCL__SUB_ALLOC, comm->rank, "%s: registration %llu: %zu bytes at %p, %s, at heap "
+                 "offset %zu", fn, (unsigned long long)e->id, bytes, (const void *)p, kind_name(e->kind), e->off);
     e = NULL;
 out:
     if (state && comm->be->reg_release)

@@ -10,7 +10,11 @@
  *   - a rank that passes another nranks: every rank fails ncclInvalidArgument, saying so;
  *   - a rank killed after the init: the others' next call fails ncclRemoteError naming
  *     it, within seconds;
- *   - an id whose maker exited: ncclSystemError, its root cannot be reached. */
+ *   - an id whose maker exited: ncclSystemError, its root cannot be reached;
+ *   - registrations of private memory (ncclCommRegister, ncclCommWindowRegister): libccl
+ *     cannot map a process's own memory for its peers and refuses it on every rank, which
+ *     the shim only warns (ncclGetLastError says why): the calls succeed, a collective on
+ *     the buffers is exact, the deregistrations succeed. */
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -139,6 +143,32 @@ static int normal(int r, ncclUniqueId id)
     return 0;
 }
 
+/* Private memory registered: refused by libccl on every rank, only warned. */
+static int registered(int r, ncclUniqueId id)
+{
+    ncclComm_t comm;
+    float in[COUNT], out[COUNT], want[COUNT];
+    void *h;
+    ncclWindow_t w;
+    CHILD_OK(r, "ncclCommInitRank", ncclCommInitRank(&comm, N, id, r));
+    CHILD_OK(r, "ncclCommRegister", ncclCommRegister(comm, in, sizeof in, &h));
+    const char *why = ncclGetLastError(comm);
+    if (!strstr(why, "libccl did not register") || !strstr(why, "private memory")) {
+        printf("FAIL rank %d: ncclCommRegister's warning does not say libccl refused private memory: %s\n", r, why);
+        return 1;
+    }
+    CHILD_OK(r, "ncclCommWindowRegister", ncclCommWindowRegister(comm, out, sizeof out, &w, NCCL_WIN_DEFAULT));
+    for (int i = 0; i < COUNT; i++)
+        in[i] = (float)(r * 100 + i), want[i] = (float)(300 + 3 * i);
+    CHILD_OK(r, "ncclAllReduce", ncclAllReduce(in, out, COUNT, ncclFloat, ncclSum, comm, NULL));
+    if (check_floats(r, "allreduce on registered buffers", out, want, COUNT))
+        return 1;
+    CHILD_OK(r, "ncclCommWindowDeregister", ncclCommWindowDeregister(comm, w));
+    CHILD_OK(r, "ncclCommDeregister", ncclCommDeregister(comm, h));
+    CHILD_OK(r, "ncclCommDestroy", ncclCommDestroy(comm));
+    return 0;
+}
+
 /* A rank's init must fail with `want`, its message saying `text`, within `secs`. */
 static int init_fails(int r, ncclUniqueId id, int nranks, ncclResult_t want, const char *text, double secs)
 {
@@ -210,5 +240,7 @@ int main(void)
     say(bad == 1, "nccl.procs.killed-rank", "%d of %d surviving ranks failed", bad - 1, N - 1); /* rank 2 died */
     bad = run_ranks(gone_maker, 1);
     say(!bad, "nccl.procs.id-maker-gone", "%d of %d ranks failed", bad, N);
+    bad = run_ranks(registered, 0);
+    say(!bad, "nccl.procs.register-private-memory", "%d of %d ranks failed", bad, N);
     return failures ? 1 : 0;
 }

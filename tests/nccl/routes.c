@@ -16,7 +16,8 @@
  *             to NCCL after libccl refuses the first (run.sh checks it is said once per
  *             rank), all-reduces stay on libccl;
  *   auto      auto with the whole library: everything libccl implements stays there,
- *             although a real comm exists (its init and operators reach NCCL);
+ *             although a real comm exists (its init and operators reach NCCL); windows
+ *             registered in a group reach both libraries;
  *   missing   CCL_NCCL_ROUTE=nccl with CCL_NCCL_LIB=none: the init fails, saying why. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -338,9 +339,44 @@ static int auto_route(void)
     ok &= check(name, "broadcast", in[1], want, COUNT, 1);
     ok = ok && grew(name, "CommInitAll", 0, 1) && grew(name, "RedOpCreatePreMulSum", 0, M) &&
          grew(name, "AllReduce", 0, 0) && grew(name, "Broadcast", 0, 0);
+    say(ok, name, " ");
+
+    /* Windows of both ranks, in a group (one thread drives them), reach both libraries:
+     * NCCL inside its own group, libccl at the group's end, which a window overlapping
+     * the first shows (libccl refuses it, warned; it can only where it has the first). */
+    name = "nccl.route.auto.windows-reach-both";
+    int win = calls("CommWindowRegister"), unwin = calls("CommWindowDeregister"), groups = calls("GroupStart");
+    ncclWindow_t w[M], w2[M];
+    ncclGroupStart();
+    for (int r = 0; r < M; r++)
+        ncclCommWindowRegister(c[r], in[r], sizeof in[r], &w[r], NCCL_WIN_COLL_SYMMETRIC);
+    NCCL_OK(name, ncclGroupEnd());
+    ncclGroupStart();
+    for (int r = 0; r < M; r++)
+        ncclCommWindowRegister(c[r], (char *)in[r] + 4, sizeof in[r], &w2[r], NCCL_WIN_COLL_SYMMETRIC);
+    NCCL_OK(name, ncclGroupEnd());
+    ok = 1;
+    for (int r = 0; r < M; r++)
+        if (!strstr(ncclGetLastError(c[r]), "libccl did not register") || !strstr(ncclGetLastError(c[r]), "overlaps")) {
+            say(0, name, "rank %d: no warning of libccl's refusal of the overlapping window: %s", r,
+                ncclGetLastError(c[r]));
+            ok = 0;
+        }
+    ncclGroupStart();
+    for (int r = 0; r < M; r++) {
+        ncclCommWindowDeregister(c[r], w2[r]);
+        ncclCommWindowDeregister(c[r], w[r]);
+    }
+    NCCL_OK(name, ncclGroupEnd());
+    ok = ok && grew(name, "CommWindowRegister", win, 2 * M) && grew(name, "CommWindowDeregister", unwin, 2 * M);
+    if (ok && calls("GroupStart") <= groups) {
+        say(0, name, "the windows did not reach NCCL inside a group of its own");
+        ok = 0;
+    }
+    if (ok)
+        say(1, name, " ");
     for (int r = 0; r < M; r++)
         ncclCommDestroy(c[r]);
-    say(ok, name, " ");
     return 0;
 }
 

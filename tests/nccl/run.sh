@@ -8,6 +8,10 @@
 #     (abi_dump built against each);
 #   - colls, comms, procs (tests/nccl/*.c, CCL_NCCL_ROUTE=ccl): every collective, dtype
 #     and operator; inits, splits, aborts, errors; processes meeting through a unique id;
+#   - register (CCL_NCCL_ROUTE=ccl): ncclCommRegister and windows on libccl's
+#     ccl_mem_register, from a thread per rank and from one thread in groups, refusals
+#     only warned; each registration made and undone once (CCL_DEBUG=INFO's lines), none
+#     with CCL_NCCL_REGISTER=0;
 #   - the routing summary (CCL_NCCL_SUMMARY=1, CCL_DEBUG=INFO);
 #   - routes.c with a stand-in for the real NCCL (tests/nccl/fake/fake_nccl.c, on host
 #     memory): CCL_NCCL_ROUTE's choices, auto's fallback, the real id through the
@@ -101,6 +105,19 @@ export CCL_NCCL_ROUTE=ccl
 run_test nccl.colls "$t/colls"
 run_test nccl.comms "$t/comms"
 run_test nccl.procs "$t/procs"
+# libccl's part of each registration, by CCL_DEBUG=INFO's lines: made and undone 12 times
+# (threads: 3 ranks x a registration and a window; one thread: 3 windows in a group, then
+# 3 more registered and deregistered in one group), and never with CCL_NCCL_REGISTER=0.
+CCL_DEBUG=INFO run_test nccl.register "$t/register"
+made=$(grep -c '\[nccl\]: ncclComm\(Window\)\{0,1\}Register: comm 0x[0-9a-f]*: [0-9]* bytes at 0x[0-9a-f]* registered with libccl (' "$tmp/err")
+undone=$(grep -c '\[nccl\]: ncclComm\(Window\)\{0,1\}Deregister: comm 0x[0-9a-f]*: deregistered with libccl$' "$tmp/err")
+[ "$made" = 12 ] && [ "$undone" = 12 ] && echo "ok nccl.register.libccl-made-and-undone" ||
+    echo "FAIL nccl.register.libccl-made-and-undone: $made registrations made and $undone undone, expected 12 and 12"
+CCL_NCCL_REGISTER=0 CCL_DEBUG=INFO run_test nccl.register.off "$t/register" off
+made=$(grep -c 'registered with libccl (' "$tmp/err")
+said=$(grep -c 'are not registered with libccl, which stages them: CCL_NCCL_REGISTER=0$' "$tmp/err")
+[ "$made" = 0 ] && [ "$said" = 12 ] && echo "ok nccl.register.off-said" ||
+    echo "FAIL nccl.register.off-said: $made registrations made (expected none), $said said why not (expected 12)"
 
 # The routing summary: at destroy with CCL_NCCL_SUMMARY=1, and at CCL_DEBUG=INFO.
 CCL_NCCL_SUMMARY=1 "$t/colls" 2 >/dev/null 2>"$tmp/err"

@@ -8,7 +8,7 @@
 #
 # NP: the ranks, one per GPU (default: every GPU nvidia-smi lists). Writes
 # OUTDIR/COLL-NAME-DTYPE-BUFFERS.{txt,csv,json,svg} (NAME: "library" or the algorithm's
-# file name; BUFFERS: "symmetric" or "plain", ccl-perf's --buffers), OUTDIR/summary.txt
+# file name; BUFFERS: "symmetric", "plain" or "registered", ccl-perf's --buffers), OUTDIR/summary.txt
 # (per run: at how many sizes we are faster than NCCL, in the faster of its two modes,
 # and our worst ratio) and OUTDIR/README.md (the same as a table with links, the
 # commands, and per collective and buffer kind the sizes where our time is at or below
@@ -19,9 +19,10 @@
 # ALGOS=library: ccl-perf runs no v-collective file and sendrecv has none; for the
 # v-collectives' Zipf counts EXTRA="--v-counts zipf", into an OUTDIR of their own, since
 # file names do not say the counts; the CSVs' v_counts column does), BUFFERS
-# ("symmetric plain": CCL's heap,
-# and ordinary cuMemAlloc memory that CCL stages, as a framework's tensors; NCCL's
-# plain mode runs on the same buffers), CHECK ("--check"; empty to skip), METHOD
+# ("symmetric plain registered": CCL's heap, ordinary cuMemAlloc memory that CCL
+# stages, as a framework's tensors, and cuMemCreate memory as PyTorch's expandable
+# segments make it, registered with ccl_mem_register; NCCL's plain mode runs on the same
+# buffers), CHECK ("--check"; empty to skip), METHOD
 # ("--graph"; empty: eager), ALGOS ("library" plus every algorithms/COLL/*.ccl;
 # "library" alone for a quick pass; "files" for the files alone),
 # HINT ("--hint-range": an algorithm file is timed only at the sizes its `sizes` hint
@@ -46,11 +47,11 @@ if [ "$gpus" -eq 0 ]; then
     exit 0
 fi
 np=${3:-$gpus}
-read -r -a buffers <<<"${BUFFERS:-symmetric plain}"
+read -r -a buffers <<<"${BUFFERS:-symmetric plain registered}"
 for b in "${buffers[@]}"; do
     case $b in
-    symmetric | plain) ;;
-    *) echo "gpu_sweep: BUFFERS=\"$BUFFERS\": '$b' is no kind of buffers (expected symmetric or plain)" >&2; exit 2 ;;
+    symmetric | plain | registered) ;;
+    *) echo "gpu_sweep: BUFFERS=\"$BUFFERS\": '$b' is no kind of buffers (expected symmetric, plain or registered)" >&2; exit 2 ;;
     esac
 done
 mkdir -p "$out"
@@ -195,7 +196,7 @@ done
     echo
     echo "Made $(date -u +%Y-%m-%d) by \`tests/perf/gpu_sweep.sh $build $out $np\` (build of commit $commit):"
     echo "every run is \`${mpirun[*]} -np $np $build/ccl-perf -c COLL [--algo algorithms/COLL/NAME.ccl ${hint[*]}] ${sizes[*]} -d DTYPE ${method[*]} ${check[*]} --compare nccl --buffers BUFFERS ${extra[*]}\`."
-    echo "NCCL is timed on plain buffers (ours: CCL's heap with \`--buffers symmetric\`, ordinary cuMemAlloc memory with \`--buffers plain\`) and on symmetric windows (ncclMemAlloc + ncclCommWindowRegister, NCCL 2.27+; EXTRA=\"--nccl-mode plain\" for the first alone) and the faster of the two is the bar:"
+    echo "NCCL is timed on plain buffers (ours: CCL's heap with \`--buffers symmetric\`, ordinary cuMemAlloc memory with \`--buffers plain\`, cuMemCreate memory registered with ccl_mem_register with \`--buffers registered\`) and on symmetric windows (ncclMemAlloc + ncclCommWindowRegister, NCCL 2.27+; EXTRA=\"--nccl-mode plain\" for the first alone) and the faster of the two is the bar:"
     echo "faster = sizes where our time per op is below NCCL's; ratio = our time / NCCL's in its faster mode (below 1: faster); worst = the largest ratio."
     echo
     echo "| collective | ours | dtype | buffers | faster, out-of-place | faster, in-place | worst ratio (out-of-place) | files |"

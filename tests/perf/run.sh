@@ -3,8 +3,9 @@
 # alltoallv and allgatherv too: uneven and zero-size segments, proportional and Zipf
 # counts, one rank, every dtype; i8, u32 and u64 in every collective with every op), the
 # CSV,
-# JSON and SVG outputs, both kinds of buffers (--buffers symmetric and plain: every
-# collective checked, in place and out of place, threads and processes), one process
+# JSON and SVG outputs, every kind of buffers (--buffers symmetric, plain and registered:
+# every collective checked, in place and out of place, threads and processes; registered
+# memory's registrations made and released, and its refusal across processes), one process
 # per rank under mpirun, the checker's own test (an
 # injected wrong result must be counted exactly and fail the run), a refusal by the
 # library (simulated: the row says so, the run goes on and exits 1), --compare nccl
@@ -174,12 +175,15 @@ EOF
     fi
 fi
 
-# --buffers: every collective on both kinds, checked, in place and out of place (the
+# --buffers: every collective on every kind, checked, in place and out of place (the
 # exchanges: out of place only). plain buffers are malloc'd, outside CCL's heap, so CCL
 # stages them where its algorithm reaches them from a peer: CCL_DEBUG's trace shows it
 # does at the larger sizes ("staging out": allgather's, alltoall's and alltoallv's
 # programs there write into peers' outputs; on symmetric buffers none of them does).
-for b in symmetric plain; do
+# registered buffers are malloc'd too and registered with ccl_mem_register, which on the
+# CPU backend records them only: staged all the same, and each rank's two registrations
+# are made before the sweep and released after it.
+for b in symmetric plain registered; do
     for c in allreduce allgather reduce_scatter alltoall broadcast reduce alltoallv allgatherv sendrecv; do
         CCL_DEBUG=1 sweep "buffers-$b-$c" 6 -c "$c" -b 1K -e 1M -f 4 --ranks 4 -d bf16 --check --buffers "$b" \
             "${quick[@]}"
@@ -195,6 +199,13 @@ for b in symmetric plain; do
             grep -q ', staging out$' "$tmp/buffers-$b-$c.err" ||
                 fail "buffers-$b-$c-staged" "no staging in CCL_DEBUG's trace" ;;
         esac
+        [ $b = registered ] || continue
+        made=$(grep -c 'ccl_mem_register: registration [01]: .* bytes at 0x[0-9a-f]*, memory peers cannot map (recorded only)$' \
+            "$tmp/buffers-$b-$c.err")
+        gone=$(grep -c 'ccl_mem_deregister: registration [01] (' "$tmp/buffers-$b-$c.err")
+        if [ "$made" -ne 8 ] || [ "$gone" -ne 8 ]; then
+            fail "buffers-$b-$c-registrations" "$made registrations made and $gone released, expected 8 and 8 (4 ranks x 2 buffers)"
+        fi
     done
 done
 # An --algo file (ccl_algorithm_run) stages the same way.
@@ -202,10 +213,11 @@ sweep buffers-plain-algo 3 --algo algorithms/allgather/direct.ccl -b 3K -e 12K -
     "${quick[@]}"
 out=$tmp/buffers-plain-allreduce.out
 if [ "$(grep -cx '# buffers: plain (malloc, not in CCL.s heap; CCL stages them where its algorithm needs symmetric memory)' "$out")" -eq 1 ] &&
-    [ "$(grep -cx '# buffers: symmetric (ccl_mem_alloc, CCL.s heap, used in place)' "$tmp/buffers-symmetric-allreduce.out")" -eq 1 ]; then
+    [ "$(grep -cx '# buffers: symmetric (ccl_mem_alloc, CCL.s heap, used in place)' "$tmp/buffers-symmetric-allreduce.out")" -eq 1 ] &&
+    [ "$(grep -cx '# buffers: registered (malloc, registered with ccl_mem_register once per buffer before timing; on the CPU backend a registration is recorded only, so CCL stages them where its algorithm needs symmetric memory)' "$tmp/buffers-registered-allreduce.out")" -eq 1 ]; then
     ok buffers-header
 else
-    fail buffers-header "$(grep '^# buffers' "$out" "$tmp/buffers-symmetric-allreduce.out")"
+    fail buffers-header "$(grep '^# buffers' "$out" "$tmp/buffers-symmetric-allreduce.out" "$tmp/buffers-registered-allreduce.out")"
 fi
 # The CSV's buffers column and the JSON's field.
 "$perf" -c alltoallv -b 1K -e 4K --ranks 3 --check --buffers plain "${quick[@]}" --csv "$tmp/plain.csv" \
@@ -221,6 +233,19 @@ elif ! grep -q '"buffers": "plain"' "$tmp/plain.json"; then
     fail buffers-outputs "JSON: $(grep -m1 check "$tmp/plain.json")"
 else
     ok buffers-outputs
+fi
+"$perf" -c reduce_scatter -b 3K -e 12K --ranks 3 --check --buffers registered "${quick[@]}" --csv "$tmp/reg.csv" \
+    --json "$tmp/reg.json" >"$tmp/reg.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then
+    fail buffers-outputs-registered "exit $rc: $(tail -3 "$tmp/reg.out")"
+elif [ "$(tail -n +2 "$tmp/reg.csv" | awk -F, '$(NF - 1) == "registered" && $NF == "none"' | wc -l)" -ne 6 ] ||
+    [ "$(wc -l <"$tmp/reg.csv")" -ne 7 ]; then
+    fail buffers-outputs-registered "CSV: $(cat "$tmp/reg.csv")"
+elif ! grep -q '"buffers": "registered"' "$tmp/reg.json"; then
+    fail buffers-outputs-registered "JSON: $(grep -m1 check "$tmp/reg.json")"
+else
+    ok buffers-outputs-registered
 fi
 # The CSV's v_counts column, the JSON's field and the plot's title under --v-counts zipf.
 "$perf" -c allgatherv -b 1K -e 4K --ranks 3 --check --v-counts zipf "${quick[@]}" --csv "$tmp/zipf.csv" \
@@ -239,7 +264,8 @@ elif ! grep -q 'allgatherv (zipf counts) f32, 3 ranks' "$tmp/zipf.svg"; then
 else
     ok vcounts-outputs
 fi
-if "$perf" --help | grep -q -- '^      --buffers B      symmetric (ccl_mem_alloc: CCL.s heap) or plain (ordinary memory, as$'; then
+if "$perf" --help | grep -q -- '^      --buffers B      symmetric (ccl_mem_alloc: CCL.s heap) or plain (ordinary memory, as$' &&
+    "$perf" --help | grep -q -- '^                       registered (the user.s memory, registered with ccl_mem_register once$'; then
     ok help-buffers
 else
     fail help-buffers "$("$perf" --help | grep -A2 -- --buffers)"
@@ -307,6 +333,16 @@ if command -v mpirun >/dev/null; then
             ok "mpirun-plain-$c"
         fi
     done
+    # Registered buffers across processes on the CPU backend: a process's malloc memory is
+    # private, which libccl cannot register, so the run is refused before it starts.
+    "${mpi[@]}" "$perf" -c allreduce --buffers registered "${quick[@]}" >"$tmp/mpi-reg.out" 2>"$tmp/mpi-reg.err"
+    rc=$?
+    want='ccl-perf: error: --buffers registered is not available on the CPU backend with one process per rank: '
+    if [ $rc -eq 0 ] || [ "$(grep -c "^$want" "$tmp/mpi-reg.err")" -ne 1 ] || grep -q '^#' "$tmp/mpi-reg.out"; then
+        fail mpirun-registered-refused "exit $rc: $(head -c 400 "$tmp/mpi-reg.err")"
+    else
+        ok mpirun-registered-refused
+    fi
 else
     echo "skip perf mpirun: no mpirun"
 fi
@@ -493,7 +529,7 @@ bad missing-value "ccl-perf: error: -b needs a value" -c allreduce -b
 bad compare "ccl-perf: error: --compare mpi: only 'nccl' can be compared" -c allreduce --compare mpi
 bad nccl-mode "ccl-perf: error: --nccl-mode fast: expected plain, sym or best" -c allreduce --compare nccl --nccl-mode fast
 bad nccl-mode-alone "ccl-perf: error: --nccl-mode sym needs --compare nccl" -c allreduce --nccl-mode sym
-bad buffers "ccl-perf: error: --buffers heap: expected symmetric or plain" -c allreduce --buffers heap
+bad buffers "ccl-perf: error: --buffers heap: expected symmetric, plain or registered" -c allreduce --buffers heap
 bad buffers-missing "ccl-perf: error: --buffers needs a value" -c allreduce --buffers
 bad plot-name "ccl-perf: error: --plot out.png: the plot is an SVG file; name it *.svg" -c allreduce --plot out.png
 bad backend "ccl-perf: error: --backend tpu: expected cpu, gpu or auto" -c allreduce --backend tpu

@@ -5,9 +5,11 @@
  * with CCL_TOOLS_CHECK_PROTOTYPES and the real cuda.h, so the hand-written prototypes
  * (cuda_api.h) are checked against it. */
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_api.h"
 
@@ -26,6 +28,11 @@
     X(MemcpyHtoD, "cuMemcpyHtoD_v2", NULL) X(MemcpyDtoH, "cuMemcpyDtoH_v2", NULL)          \
     X(MemsetD8, "cuMemsetD8_v2", NULL)                                                     \
     X(MemAlloc, "cuMemAlloc_v2", NULL) X(MemFree, "cuMemFree_v2", NULL)                    \
+    X(MemGetAllocationGranularity, "cuMemGetAllocationGranularity", NULL)                  \
+    X(MemAddressReserve, "cuMemAddressReserve", NULL) X(MemAddressFree, "cuMemAddressFree", NULL) \
+    X(MemCreate, "cuMemCreate", NULL) X(MemRelease, "cuMemRelease", NULL)                  \
+    X(MemMap, "cuMemMap", NULL) X(MemUnmap, "cuMemUnmap", NULL)                            \
+    X(MemSetAccess, "cuMemSetAccess", NULL)                                                \
     X(StreamBeginCapture, "cuStreamBeginCapture_v2", NULL)                                 \
     X(StreamEndCapture, "cuStreamEndCapture", NULL)                                        \
     X(GraphInstantiate, "cuGraphInstantiateWithFlags", NULL)                               \
@@ -48,12 +55,39 @@ TOOL_SAME_TYPE(EventElapsedTime, cuEventElapsedTime_v2) TOOL_SAME_TYPE(EventDest
 TOOL_SAME_TYPE(MemcpyHtoD, cuMemcpyHtoD_v2) TOOL_SAME_TYPE(MemcpyDtoH, cuMemcpyDtoH_v2)
 TOOL_SAME_TYPE(MemsetD8, cuMemsetD8_v2) TOOL_SAME_TYPE(StreamBeginCapture, cuStreamBeginCapture_v2)
 TOOL_SAME_TYPE(MemAlloc, cuMemAlloc_v2) TOOL_SAME_TYPE(MemFree, cuMemFree_v2)
+TOOL_SAME_TYPE(MemGetAllocationGranularity, cuMemGetAllocationGranularity)
+TOOL_SAME_TYPE(MemAddressReserve, cuMemAddressReserve) TOOL_SAME_TYPE(MemAddressFree, cuMemAddressFree)
+TOOL_SAME_TYPE(MemCreate, cuMemCreate) TOOL_SAME_TYPE(MemRelease, cuMemRelease)
+TOOL_SAME_TYPE(MemMap, cuMemMap) TOOL_SAME_TYPE(MemUnmap, cuMemUnmap) TOOL_SAME_TYPE(MemSetAccess, cuMemSetAccess)
 TOOL_SAME_TYPE(StreamEndCapture, cuStreamEndCapture)
 TOOL_SAME_TYPE(GraphInstantiate, cuGraphInstantiateWithFlags) TOOL_SAME_TYPE(GraphLaunch, cuGraphLaunch)
 TOOL_SAME_TYPE(GraphExecDestroy, cuGraphExecDestroy) TOOL_SAME_TYPE(GraphDestroy, cuGraphDestroy)
 TOOL_SAME_TYPE(GetErrorString, cuGetErrorString)
 _Static_assert((int)CU_STREAM_NON_BLOCKING == (int)TOOL_CU_STREAM_NON_BLOCKING, "stream flag");
 _Static_assert((int)CU_STREAM_CAPTURE_MODE_THREAD_LOCAL == (int)TOOL_CU_CAPTURE_THREAD_LOCAL, "capture mode");
+_Static_assert((int)CU_MEM_ALLOCATION_TYPE_PINNED == (int)TOOL_CU_MEM_ALLOCATION_TYPE_PINNED, "allocation type");
+_Static_assert((int)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR == (int)TOOL_CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+               "handle type");
+_Static_assert((int)CU_MEM_LOCATION_TYPE_DEVICE == (int)TOOL_CU_MEM_LOCATION_TYPE_DEVICE, "location type");
+_Static_assert((int)CU_MEM_ACCESS_FLAGS_PROT_READWRITE == (int)TOOL_CU_MEM_ACCESS_FLAGS_PROT_READWRITE, "access");
+_Static_assert((int)CU_MEM_ALLOC_GRANULARITY_RECOMMENDED == (int)TOOL_CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+               "granularity");
+/* The hand-written layouts (cuda_api.h), field by field. */
+#define TOOL_SAME_FIELD(ours, theirs, field)                                                               \
+    _Static_assert(offsetof(ours, field) == offsetof(theirs, field) &&                                        \
+                   sizeof(((ours *)0)->field) == sizeof(((theirs *)0)->field), #theirs "." #field " differs");
+TOOL_SAME_FIELD(ToolCuMemPropAbi, CUmemAllocationProp, type)
+TOOL_SAME_FIELD(ToolCuMemPropAbi, CUmemAllocationProp, requestedHandleTypes)
+TOOL_SAME_FIELD(ToolCuMemPropAbi, CUmemAllocationProp, location.type)
+TOOL_SAME_FIELD(ToolCuMemPropAbi, CUmemAllocationProp, location.id)
+TOOL_SAME_FIELD(ToolCuMemPropAbi, CUmemAllocationProp, win32HandleMetaData)
+TOOL_SAME_FIELD(ToolCuMemPropAbi, CUmemAllocationProp, allocFlags)
+TOOL_SAME_FIELD(ToolCuMemAccessAbi, CUmemAccessDesc, location)
+TOOL_SAME_FIELD(ToolCuMemAccessAbi, CUmemAccessDesc, flags)
+_Static_assert(sizeof(ToolCuMemPropAbi) == sizeof(CUmemAllocationProp) &&
+               sizeof(ToolCuMemAccessAbi) == sizeof(CUmemAccessDesc) &&
+               sizeof(unsigned long long) == sizeof(CUmemGenericAllocationHandle), "VMM layouts");
+#undef TOOL_SAME_FIELD
 #undef TOOL_SAME_TYPE
 #endif
 
@@ -228,4 +262,80 @@ CuResult tool_gpu_free(ToolGpu *g, void *ptr)
         return 0;
     CuResult r = tool_gpu_make_current(g);
     return r ? r : tool_cu_call(g, tool_cu.MemFree((CuDevicePtr)(uintptr_t)ptr), "cuMemFree");
+}
+
+/* PyTorch's expandable segments (its caching allocator with expandable_segments:True)
+ * reserve an address range and map one cuMemCreate allocation per page into it as the
+ * segment grows: 2 MiB pages for requests up to 1 MiB (its small pool), 20 MiB pages
+ * above, exportable as POSIX file descriptors (torch 2.5 on), readable and writable by
+ * the device. This makes one buffer the same way, whole; the handles are released once
+ * mapped, so unmapping frees the memory (or a registration that holds them does, later). */
+enum { TOOL_SMALL_PAGE = 2u << 20, TOOL_LARGE_PAGE = 20u << 20, TOOL_SMALL_REQUEST = 1u << 20 };
+
+CuResult tool_gpu_alloc_shareable(ToolGpu *g, void **ptr, size_t bytes, size_t *size)
+{
+    ToolCuMemProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = (__typeof__(prop.type))TOOL_CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes =
+        (__typeof__(prop.requestedHandleTypes))TOOL_CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.location.type = (__typeof__(prop.location.type))TOOL_CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = g->device;
+    ToolCuMemAccess access;
+    memset(&access, 0, sizeof access);
+    access.location = prop.location;
+    access.flags = (__typeof__(access.flags))TOOL_CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    *ptr = NULL;
+    *size = 0;
+    size_t gran = 0;
+    CuResult r = tool_gpu_make_current(g);
+    if (r == 0)
+        r = tool_cu_call(g, tool_cu.MemGetAllocationGranularity(
+                                &gran, &prop, (ToolCuGranularity)TOOL_CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+                         "cuMemGetAllocationGranularity");
+    if (r != 0)
+        return r;
+    size_t page = bytes <= TOOL_SMALL_REQUEST ? TOOL_SMALL_PAGE : TOOL_LARGE_PAGE;
+    if (gran > 1)
+        page = (page + gran - 1) / gran * gran;
+    if (bytes == 0 || bytes > SIZE_MAX - page) {
+        g->what = "cuMemAddressReserve (size)";
+        return 1;                    /* CUDA_ERROR_INVALID_VALUE */
+    }
+    size_t total = (bytes + page - 1) / page * page, mapped = 0;
+    CuDevicePtr va = 0;
+    if ((r = tool_cu_call(g, tool_cu.MemAddressReserve(&va, total, 0, 0, 0), "cuMemAddressReserve")) != 0)
+        return r;
+    while (mapped < total && r == 0) {
+        ToolCuMemHandle h = 0;
+        if ((r = tool_cu_call(g, tool_cu.MemCreate(&h, page, &prop, 0), "cuMemCreate (POSIX file descriptor)")) != 0)
+            break;
+        r = tool_cu_call(g, tool_cu.MemMap(va + mapped, page, 0, h, 0), "cuMemMap");
+        tool_cu.MemRelease(h);       /* the mapping holds the memory from here on */
+        if (r == 0)
+            mapped += page;
+    }
+    if (r == 0)
+        r = tool_cu_call(g, tool_cu.MemSetAccess(va, total, &access, 1), "cuMemSetAccess");
+    if (r != 0) {
+        if (mapped)
+            tool_cu.MemUnmap(va, mapped);
+        tool_cu.MemAddressFree(va, total);
+        return r;
+    }
+    *ptr = (void *)(uintptr_t)va;
+    *size = total;
+    return 0;
+}
+
+CuResult tool_gpu_free_shareable(ToolGpu *g, void *ptr, size_t size)
+{
+    if (!ptr)
+        return 0;
+    CuDevicePtr va = (CuDevicePtr)(uintptr_t)ptr;
+    CuResult r = tool_gpu_make_current(g);
+    if (r == 0)
+        r = tool_cu_call(g, tool_cu.MemUnmap(va, size), "cuMemUnmap");
+    CuResult f = tool_cu_call(g, tool_cu.MemAddressFree(va, size), "cuMemAddressFree");
+    return r ? r : f;
 }

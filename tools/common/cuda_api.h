@@ -9,6 +9,47 @@
 
 enum { TOOL_CU_STREAM_NON_BLOCKING = 1, TOOL_CU_CAPTURE_THREAD_LOCAL = 1 };
 
+/* The virtual memory management API's types (cuMemCreate and friends), laid out as
+ * cuda.h (CUDA 11 to 13) lays them out. Under CCL_TOOLS_CHECK_PROTOTYPES the driver's
+ * entry points take cuda.h's own types, and cuda.c checks every size and offset of these
+ * against them. */
+typedef struct {
+    int type, id;                   /* CUmemLocationType, the device ordinal */
+} ToolCuMemLocationAbi;
+typedef struct {
+    int type;                       /* CUmemAllocationType */
+    int requestedHandleTypes;       /* CUmemAllocationHandleType */
+    ToolCuMemLocationAbi location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType, gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} ToolCuMemPropAbi;
+typedef struct {
+    ToolCuMemLocationAbi location;
+    int flags;                      /* CUmemAccess_flags */
+} ToolCuMemAccessAbi;
+#ifdef CCL_TOOLS_CHECK_PROTOTYPES
+typedef CUmemGenericAllocationHandle ToolCuMemHandle;
+typedef CUmemAllocationProp ToolCuMemProp;
+typedef CUmemAccessDesc ToolCuMemAccess;
+typedef CUmemAllocationGranularity_flags ToolCuGranularity;
+#else
+typedef unsigned long long ToolCuMemHandle;
+typedef ToolCuMemPropAbi ToolCuMemProp;
+typedef ToolCuMemAccessAbi ToolCuMemAccess;
+typedef int ToolCuGranularity;
+#endif
+enum {
+    TOOL_CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+    TOOL_CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1,
+    TOOL_CU_MEM_LOCATION_TYPE_DEVICE = 1,
+    TOOL_CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3,
+    TOOL_CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1,
+};
+
 typedef struct {
     CuResult (*Init)(unsigned int);
     CuResult (*DeviceGetCount)(int *);
@@ -30,6 +71,14 @@ typedef struct {
     CuResult (*MemsetD8)(CuDevicePtr, unsigned char, size_t);
     CuResult (*MemAlloc)(CuDevicePtr *, size_t);
     CuResult (*MemFree)(CuDevicePtr);
+    CuResult (*MemGetAllocationGranularity)(size_t *, const ToolCuMemProp *, ToolCuGranularity);
+    CuResult (*MemAddressReserve)(CuDevicePtr *, size_t, size_t, CuDevicePtr, unsigned long long);
+    CuResult (*MemAddressFree)(CuDevicePtr, size_t);
+    CuResult (*MemCreate)(ToolCuMemHandle *, size_t, const ToolCuMemProp *, unsigned long long);
+    CuResult (*MemRelease)(ToolCuMemHandle);
+    CuResult (*MemMap)(CuDevicePtr, size_t, size_t, ToolCuMemHandle, unsigned long long);
+    CuResult (*MemUnmap)(CuDevicePtr, size_t);
+    CuResult (*MemSetAccess)(CuDevicePtr, size_t, const ToolCuMemAccess *, size_t);
     CuResult (*StreamBeginCapture)(CuStream, CuCaptureMode);
     CuResult (*StreamEndCapture)(CuStream, CuGraph *);
     CuResult (*GraphInstantiate)(CuGraphExec *, CuGraph, unsigned long long);

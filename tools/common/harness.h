@@ -231,6 +231,14 @@ CuResult tool_gpu_download(ToolGpu *g, void *dst, const void *src, size_t bytes)
  * do) while the ToolGpu is open. */
 CuResult tool_gpu_alloc(ToolGpu *g, void **ptr, size_t bytes);
 CuResult tool_gpu_free(ToolGpu *g, void *ptr);
+/* Device memory on the rank's device as PyTorch's expandable segments make it (bytes >
+ * 0): cuMemCreate pages exportable as POSIX file descriptors (2 MiB for up to 1 MiB,
+ * else 20 MiB), mapped into one reserved range; what libccl's registration
+ * (ccl_mem_register) maps for peers. *size: the bytes mapped (bytes rounded up to whole
+ * pages), which tool_gpu_free_shareable takes back (NULL: nothing to do) while the
+ * ToolGpu is open. */
+CuResult tool_gpu_alloc_shareable(ToolGpu *g, void **ptr, size_t bytes, size_t *size);
+CuResult tool_gpu_free_shareable(ToolGpu *g, void *ptr, size_t size);
 /* Frees the graph captured on the rank's stream (tool_gpu_capture_*, timing.c), if any;
  * tool_gpu_close frees it too. */
 void tool_gpu_graph_free(ToolGpu *g);

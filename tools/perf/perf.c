@@ -27,11 +27,18 @@
  * ordinary framework tensors instead, so "plain" times that path: the buffers are
  * ordinary memory (cuMemAlloc on a GPU, malloc on the CPU backend), outside the heap,
  * and CCL stages them through its heap wherever its algorithm needs symmetric memory.
- * The table's header, the CSV and the JSON say which buffers a run used.
+ * "registered" times the user's own memory made reachable by ccl_mem_register: on a GPU
+ * cuMemCreate memory as PyTorch's expandable segments make it (tool_gpu_alloc_shareable),
+ * registered once per buffer before any timing and deregistered at the end, which CCL
+ * then uses in place; on the CPU backend malloc memory, in one process only (a
+ * registration there is recorded, and CCL still stages; across processes private memory
+ * cannot be registered at all, so the run is refused). The table's header, the CSV and
+ * the JSON say which buffers a run used.
  *
  * NCCL is timed two ways (--nccl-mode best, the default): "plain", on the very buffers
- * ours use (CCL's heap, or ordinary memory under --buffers plain: NCCL sees either as
- * ordinary device memory), and "sym", on buffers from ncclMemAlloc registered with
+ * ours use (CCL's heap, ordinary memory under --buffers plain, the registered memory
+ * under --buffers registered: NCCL sees each as ordinary device memory, unregistered with
+ * it), and "sym", on buffers from ncclMemAlloc registered with
  * ncclCommWindowRegister(..., NCCL_WIN_COLL_SYMMETRIC), where NCCL 2.27+ runs its
  * symmetric kernels (built for small and medium messages). The ratio is taken against
  * the faster of the two (perf_nccl_faster), so the bar is the strongest NCCL. A library
@@ -89,7 +96,11 @@ static void usage(FILE *f)
           "                       [proportional]\n"
           "      --buffers B      symmetric (ccl_mem_alloc: CCL's heap) or plain (ordinary memory, as\n"
           "                       a framework's tensors: cuMemAlloc, malloc on the CPU; CCL stages it\n"
-          "                       where it needs symmetric memory; NCCL plain runs on it too) [symmetric]\n"
+          "                       where it needs symmetric memory; NCCL plain runs on it too) or\n"
+          "                       registered (the user's memory, registered with ccl_mem_register once\n"
+          "                       per buffer before timing: on GPUs cuMemCreate memory as PyTorch's\n"
+          "                       expandable segments make it, used in place; on the CPU, threads only,\n"
+          "                       malloc, still staged; NCCL plain runs on it too) [symmetric]\n"
           "      --csv F, --json F, --plot F.svg   write the results\n"
           "      --backend B      cpu, gpu or auto [auto: gpu when one is present]\n"
           "  -n, --iters N        timed ops per size (ops per graph with --graph) [20]\n"
@@ -203,8 +214,10 @@ static void parse_args(int argc, char **argv, Opts *o)
                 o->buffers = PERF_BUF_SYMMETRIC;
             else if (!strcmp(val, "plain"))
                 o->buffers = PERF_BUF_PLAIN;
+            else if (!strcmp(val, "registered"))
+                o->buffers = PERF_BUF_REGISTERED;
             else
-                tool_usage_error("--buffers %s: expected symmetric or plain", val);
+                tool_usage_error("--buffers %s: expected symmetric, plain or registered", val);
         } else if (tool_is(&a, "--csv", NULL)) {
             o->csv = tool_value(&a);
         } else if (tool_is(&a, "--json", NULL)) {
@@ -336,6 +349,11 @@ static void validate(Shared *sh)
     }
     if (o->graph && sh->backend != CCL_BACKEND_GPU)
         tool_usage_error("--graph needs the GPU backend (CUDA graphs); this run uses the CPU backend");
+    if (o->buffers == PERF_BUF_REGISTERED && sh->backend != CCL_BACKEND_GPU && sh->processes)
+        tool_usage_error("--buffers registered is not available on the CPU backend with one process per rank: "
+                         "libccl registers there only memory every process can map, and a process's malloc memory "
+                         "is its own (docs/api.md, \"Registered memory\"); run the ranks as threads of one process "
+                         "(--ranks N, no launcher) or on GPUs");
 }
 
 /* alltoallv: the most elements any rank receives at any size of the sweep (a column sum
@@ -447,8 +465,9 @@ int main(int argc, char **argv)
     perf_pattern_init(&sh->pat, sh->nranks, sh->coll, o->op, o->dtype);
 
     /* The symmetric heap (physical memory on each GPU) holds both buffers (under
-     * --buffers plain they live outside it), staging copies of them where a program is
-     * not valid in place or, under --buffers plain, where peers reach them, and the
+     * --buffers plain and registered they live outside it), staging copies of them where
+     * a program is not valid in place or, under --buffers plain (and registered on the
+     * CPU backend, or for the v-collectives), where peers reach them, and the
      * algorithms' scratch: the --algo file's exactly (docs/internals.md's layout; an LL
      * program's lines too), or for the library at most 4x the larger buffer (the shipped
      * algorithms within their `sizes` hints, LL lines included). Staging and scratch

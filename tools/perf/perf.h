@@ -116,8 +116,12 @@ enum { PERF_VCOUNTS_PROPORTIONAL, PERF_VCOUNTS_ZIPF };
 /* --buffers: where the send and receive buffers come from. symmetric: ccl_mem_alloc (CCL's
  * heap, used in place); plain: ordinary memory (cuMemAlloc on a GPU, malloc on the CPU
  * backend), as a framework's tensors are, which CCL stages where its algorithm needs
- * symmetric memory. NCCL's plain mode runs on the same buffers either way. */
-enum { PERF_BUF_SYMMETRIC, PERF_BUF_PLAIN };
+ * symmetric memory; registered: the user's own memory registered with ccl_mem_register
+ * once per buffer before any timing (on a GPU cuMemCreate memory as PyTorch's expandable
+ * segments make it, which CCL then uses in place; on the CPU backend, in one process,
+ * malloc memory, whose registration is recorded only, so CCL still stages it). NCCL's
+ * plain mode runs on the same buffers in every case. */
+enum { PERF_BUF_SYMMETRIC, PERF_BUF_PLAIN, PERF_BUF_REGISTERED };
 
 typedef struct {
     int coll;               /* PerfColl, or -1 until known */
@@ -256,6 +260,8 @@ typedef struct {
     ToolGpu g;                   /* GPU backend: the rank's stream, events, graph */
     void *sendbuf, *recvbuf;     /* ours and NCCL's plain mode's (--buffers) */
     size_t send_cap, recv_cap;   /* bytes */
+    size_t mapped[2];            /* --buffers registered on a GPU: the bytes mapped for each */
+    ccl_mem_reg_t *reg[2];       /* --buffers registered: their registrations; NULL: none */
     /* The v-collectives at the current size (v_setup), in elements, segments packed in
      * rank order: what this rank sends each peer and where, what it receives from each
      * and where, and where that segment starts in the sender's input (for --check).

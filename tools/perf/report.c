@@ -35,8 +35,11 @@ double perf_ratio(const Row *row, int placement, int *against)
 /* "plain" and "sym", as the table's vs column, the CSV and the JSON spell the modes. */
 const char *perf_nccl_mode_name(int impl) { return impl == IMPL_NCCL ? "plain" : impl == IMPL_NCCL_SYM ? "sym" : ""; }
 
-/* "symmetric" and "plain", as the header, the CSV and the JSON spell --buffers. */
-const char *perf_buffers_name(int buffers) { return buffers == PERF_BUF_PLAIN ? "plain" : "symmetric"; }
+/* "symmetric", "plain" and "registered", as the header, the CSV and the JSON spell --buffers. */
+const char *perf_buffers_name(int buffers)
+{
+    return buffers == PERF_BUF_PLAIN ? "plain" : buffers == PERF_BUF_REGISTERED ? "registered" : "symmetric";
+}
 
 /* ===== output ===== */
 
@@ -70,6 +73,14 @@ void perf_print_header(const Shared *sh)
     if (o->buffers == PERF_BUF_PLAIN)
         printf("# buffers: plain (%s, not in CCL's heap; CCL stages them where its algorithm needs symmetric memory)\n",
                sh->backend == CCL_BACKEND_GPU ? "cuMemAlloc" : "malloc");
+    else if (o->buffers == PERF_BUF_REGISTERED && sh->backend == CCL_BACKEND_GPU)
+        printf("# buffers: registered (cuMemCreate pages with POSIX file descriptors, as PyTorch's expandable segments "
+               "make them, registered with ccl_mem_register once per buffer before timing; CCL uses them in place%s)\n",
+               c == PERF_ALLTOALLV || c == PERF_ALLGATHERV ? ", but stages them for the v-collectives" : "");
+    else if (o->buffers == PERF_BUF_REGISTERED)
+        printf("# buffers: registered (malloc, registered with ccl_mem_register once per buffer before timing; on the "
+               "CPU backend a registration is recorded only, so CCL stages them where its algorithm needs symmetric "
+               "memory)\n");
     else
         printf("# buffers: symmetric (ccl_mem_alloc, CCL's heap, used in place)\n");
     if (!o->compare_nccl)

@@ -745,11 +745,44 @@ static void v_setup(Worker *w, size_t count)
     }
 }
 
+/* --buffers registered: the user's own memory (on a GPU as PyTorch's expandable segments
+ * make it, tool_gpu_alloc_shareable; on the CPU backend malloc), each buffer registered
+ * once with ccl_mem_register, before any timing. The ranks first agree that every one
+ * allocated (registration is collective: a rank that failed alone would leave its peers
+ * waiting in the exchange), then register the send buffer and the receive buffer, in
+ * that order on every rank; a refusal fails every rank alike, with libccl's reason. */
+static void setup_registered(Worker *w)
+{
+    void **buf[2] = {&w->sendbuf, &w->recvbuf};
+    size_t cap[2] = {w->send_cap, w->recv_cap};
+    const char *name[2] = {"send", "receive"};
+    char why[256] = "", what[128];
+    for (int i = 0; i < 2 && !why[0]; i++) {
+        CuResult e = 0;
+        if (w->gpu && (e = tool_gpu_alloc_shareable(&w->g, buf[i], cap[i], &w->mapped[i])) != 0)
+            tool_gpu_why(&w->g, e, why, sizeof why);
+        else if (!w->gpu && !(*buf[i] = malloc(cap[i])))
+            snprintf(why, sizeof why, "out of memory (%zu bytes)", cap[i]);
+        if (why[0])
+            snprintf(what, sizeof what, "the %s buffer (%zu bytes): ", name[i], cap[i]);
+    }
+    long long failed = perf_agree_sum(w, why[0] != 0);
+    if (why[0])
+        worker_fail(w, "allocating %s%s", what, why);
+    if (failed)
+        worker_fail(w, "%lld other rank(s) could not allocate their buffers for --buffers registered", failed);
+    for (int i = 0; i < 2; i++) {
+        snprintf(what, sizeof what, "ccl_mem_register (the %s buffer, %zu bytes)", name[i], cap[i]);
+        ccl_check(w, ccl_mem_register(w->comm, *buf[i], cap[i], &w->reg[i]), what);
+    }
+}
+
 /* The send and receive buffers, as large as the sweep's largest size needs, from where
- * --buffers says: CCL's heap (ccl_mem_alloc), or ordinary memory as a framework's
- * tensors are (the driver's cuMemAlloc on a GPU, malloc on the CPU backend), which CCL
- * stages where its algorithm needs symmetric memory. On a GPU also the host image the
- * fills and checks go through. worker_free_buffers releases them, after a failure too. */
+ * --buffers says: CCL's heap (ccl_mem_alloc), ordinary memory as a framework's tensors
+ * are (the driver's cuMemAlloc on a GPU, malloc on the CPU backend), which CCL stages
+ * where its algorithm needs symmetric memory, or registered memory (setup_registered).
+ * On a GPU also the host image the fills and checks go through. worker_free_buffers
+ * releases them, after a failure too. */
 static void worker_setup_buffers(Worker *w, size_t maxcount)
 {
     PerfColl c = w->sh->coll;
@@ -761,6 +794,8 @@ static void worker_setup_buffers(Worker *w, size_t maxcount)
     if (w->o->buffers == PERF_BUF_SYMMETRIC) {
         ccl_check(w, ccl_mem_alloc(w->comm, &w->sendbuf, w->send_cap), "ccl_mem_alloc (send buffer)");
         ccl_check(w, ccl_mem_alloc(w->comm, &w->recvbuf, w->recv_cap), "ccl_mem_alloc (receive buffer)");
+    } else if (w->o->buffers == PERF_BUF_REGISTERED) {
+        setup_registered(w);
     } else if (w->gpu) {
         cu_check(w, tool_gpu_alloc(&w->g, &w->sendbuf, w->send_cap));
         cu_check(w, tool_gpu_alloc(&w->g, &w->recvbuf, w->recv_cap));
@@ -775,17 +810,35 @@ static void worker_setup_buffers(Worker *w, size_t maxcount)
 }
 
 /* Releases what worker_setup_buffers got (NULL where it got nothing); on a GPU while
- * the rank's ToolGpu is still open. */
+ * the rank's ToolGpu is still open. Registrations go first, collectively and in the same
+ * order on every rank (ccl_mem_deregister waits for the rank's queued work); a rank that
+ * failed skips that (its peers may be anywhere) and leaves them to ccl_comm_destroy,
+ * which main() calls once every rank returned: until then they hold the GPU memory
+ * freed here, so nothing else can come to sit at its address meanwhile. */
 static void worker_free_buffers(Worker *w)
 {
+    for (int i = 1; i >= 0; i--) {
+        if (w->reg[i] && !w->failed) {
+            ccl_result_t r = ccl_mem_deregister(w->comm, w->reg[i]);
+            if (r != CCL_OK) {
+                fprintf(stderr, "ccl-perf: rank %d: ccl_mem_deregister (the %s buffer) failed: %s: %s\n", w->rank,
+                        i ? "receive" : "send", ccl_result_string(r), ccl_comm_last_error(w->comm));
+                w->exit_code = 1;
+            }
+        }
+        w->reg[i] = NULL;
+    }
     void *buf[2] = {w->sendbuf, w->recvbuf};
     for (int i = 0; i < 2; i++) {
         if (w->o->buffers == PERF_BUF_SYMMETRIC)
             ccl_mem_free(w->comm, buf[i]);
+        else if (w->gpu && w->o->buffers == PERF_BUF_REGISTERED)
+            tool_gpu_free_shareable(&w->g, buf[i], w->mapped[i]);
         else if (w->gpu)
             tool_gpu_free(&w->g, buf[i]);    /* at the end of the run: nothing to do on failure */
         else
             free(buf[i]);
+        w->mapped[i] = 0;
     }
     w->sendbuf = w->recvbuf = NULL;
     free(w->host);

@@ -357,9 +357,10 @@ static void test_report(const char *outdir)
     check_int("sendrecv csv: NCCL's, graphed", nccl_graph, 8);
 }
 
-/* --buffers plain on a GPU: the header names the driver's allocation, the CSV's last
- * column reads "plain" on every line (NCCL's included: it says how the run was made) and
- * the JSON has "buffers": "plain". The symmetric default is in the goldens. */
+/* --buffers plain and registered on a GPU: the header names the driver's allocation, the
+ * CSV's last column but one reads "plain" (or "registered") on every line (NCCL's
+ * included: it says how the run was made) and the JSON has "buffers": "plain". The
+ * symmetric default is in the goldens. */
 static void test_buffers(const char *outdir)
 {
     static Shared sh;
@@ -395,6 +396,39 @@ static void test_buffers(const char *outdir)
         fclose(f);
     check_int("plain json: \"buffers\": \"plain\"", found, 1);
     check_str("name", perf_buffers_name(PERF_BUF_SYMMETRIC), "symmetric");
+
+    /* --buffers registered on a GPU: the header says how the memory was made and that
+     * CCL uses it in place (but for the v-collectives, which stage it still); every CSV
+     * line ends in "registered" and so does the JSON's field. */
+    printf("# ==== --buffers registered: cuMemCreate memory registered with ccl_mem_register\n");
+    fill_shared(&sh);
+    sh.o.buffers = PERF_BUF_REGISTERED;
+    perf_print_header(&sh);
+    sh.coll = sh.o.coll = PERF_ALLGATHERV;
+    perf_print_header(&sh);
+    sh.coll = sh.o.coll = PERF_ALLREDUCE;
+    snprintf(path, sizeof path, "%s/registered.csv", outdir);
+    check_int("registered csv", perf_write_csv(&sh, path), 0);
+    f = fopen(path, "r");
+    lines = 0;
+    int registered = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        registered += ++lines > 1 && n > 17 && !strcmp(line + n - 17, ",registered,none\n");
+    }
+    if (f)
+        fclose(f);
+    check_int("registered csv: lines ending in ,registered,none", registered, lines - 1);
+    snprintf(path, sizeof path, "%s/registered.json", outdir);
+    check_int("registered json", perf_write_json(&sh, path), 0);
+    f = fopen(path, "r");
+    found = 0;
+    while (f && fgets(line, sizeof line, f))
+        found += strstr(line, "\"buffers\": \"registered\"") != NULL;
+    if (f)
+        fclose(f);
+    check_int("registered json: \"buffers\": \"registered\"", found, 1);
+    check_str("name registered", perf_buffers_name(PERF_BUF_REGISTERED), "registered");
 
     /* A v-collective's lines end in its --v-counts; the JSON names it too. */
     fill_shared(&sh);
