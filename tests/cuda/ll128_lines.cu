@@ -9,15 +9,8 @@
 #include <cstring>
 #include <cuda_runtime.h>
 
-typedef unsigned short ccl_t;
-typedef float ccl_acc;
-#define CCL_LOAD(x) ccl_bf2f(x)
-#define CCL_STORE(x) ccl_f2bf(x)
-#define CCL_OP(a, b) ((a) + (b))
-#define CCL_NRANKS 1
-#define CCL_RANK 0
 #define CCL_PART_BYTES 240
-#include "prelude.cuh"
+#include "prelude_bf16.cuh"
 
 // a: the fields a receive reads (peers, err, timeout); launch 0: no peer to check.
 __global__ void pair(const char *src, char *lines, char *dst, u64 n, u64 flag, const struct ccl_args a, int *failed)

@@ -13,7 +13,8 @@
 #    one-shot on LL128 lines),
 #    without the prelude they all share (cclc cuda --kernel-only), matches
 #    tests/cuda/golden/*.cu byte for byte (UPDATE_GOLDEN=1 rewrites them);
-#  - the prelude, compiler/cuda/prelude.cuh, compiles alone with nvcc (where installed),
+#  - the prelude, compiler/cuda/prelude.cuh, compiles alone with nvcc (where installed;
+#    also as v kernels see it, and the GPU-only tests of its pieces build),
 #    and so does the GPU backend's point-to-point kernel (runtime/src/gpu/p2p.cu), with
 #    no stack frame or spill;
 #  - the kernel cache trusts only its own folder and its entries' full keys;
@@ -148,13 +149,26 @@ if [ -x "$nvcc" ]; then
     printf '%s\n' 'typedef unsigned short ccl_t;' 'typedef float ccl_acc;' '#define CCL_LOAD(x) ccl_bf2f(x)' \
         '#define CCL_STORE(x) ccl_f2bf(x)' '#define CCL_OP(a, b) ((a) + (b))' '#define CCL_NRANKS 4' \
         '#define CCL_RANK 0' '#include "prelude.cuh"' >"$tmp/lint.cu"
-    if "$nvcc" -arch=sm_90 -c -x cu -Werror all-warnings -Icompiler/cuda -o "$tmp/lint.o" "$tmp/lint.cu" \
-        >"$tmp/lint.log" 2>&1; then
-        echo "ok cuda.prelude-lint"
-    else
-        echo "FAIL cuda.prelude-lint: nvcc rejects compiler/cuda/prelude.cuh:"
-        head -20 "$tmp/lint.log"
-    fi
+    # And as a v-collective kernel sees it (its shifted copies: emit_cuda.c).
+    for v in "" 4; do
+        if "$nvcc" -arch=sm_90 -c -x cu -Werror all-warnings -Icompiler/cuda ${v:+-DCCL_SHIFTED_COPIES=$v} \
+            -o "$tmp/lint.o" "$tmp/lint.cu" >"$tmp/lint.log" 2>&1; then
+            echo "ok cuda.prelude-lint${v:+-shifted}"
+        else
+            echo "FAIL cuda.prelude-lint${v:+-shifted}: nvcc rejects compiler/cuda/prelude.cuh:"
+            head -20 "$tmp/lint.log"
+        fi
+    done
+    # The prelude's tests that only a GPU runs (tests/run-gpu.sh) build here.
+    for t in ll128_lines xfer_copy; do
+        if "$nvcc" -arch=sm_90 -c -Icompiler/cuda -DCCL_SHIFTED_COPIES=4 -o "$tmp/$t.o" "tests/cuda/$t.cu" \
+            >"$tmp/$t.log" 2>&1; then
+            echo "ok cuda.builds/$t"
+        else
+            echo "FAIL cuda.builds/$t: nvcc rejects tests/cuda/$t.cu:"
+            head -20 "$tmp/$t.log"
+        fi
+    done
     # The GPU backend's point-to-point kernel, for every arch it may meet, with no stack
     # frame and no spill in any of its functions (ptxas's report).
     for a in 75 90; do

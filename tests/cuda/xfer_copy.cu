@@ -11,14 +11,7 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-typedef unsigned short ccl_t;
-typedef float ccl_acc;
-#define CCL_LOAD(x) ccl_bf2f(x)
-#define CCL_STORE(x) ccl_f2bf(x)
-#define CCL_OP(a, b) ((a) + (b))
-#define CCL_NRANKS 1
-#define CCL_RANK 0
-#include "prelude.cuh"
+#include "prelude_bf16.cuh"
 
 __global__ void copy1(char *dst, const char *src, u64 n)
 {
