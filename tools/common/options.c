@@ -39,12 +39,16 @@ int tool_quiet_rank(void)
 void tool_usage_error(const char *fmt, ...)
 {
     if (!tool_quiet_rank()) {
+        /* One write for the line: under mpirun, the launcher's own lines on the same
+         * stream then fall before or after it, never inside. */
+        char line[2048];
         va_list ap;
         va_start(ap, fmt);
-        fprintf(stderr, "%s: error: ", g_name);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
+        int n = snprintf(line, sizeof line, "%s: error: ", g_name);
+        vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
         va_end(ap);
+        strcat(line, "\n");
+        fputs(line, stderr);
         if (g_usage)
             fputs(g_usage, stderr);
     }
