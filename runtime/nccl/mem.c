@@ -101,7 +101,10 @@ ncclResult_t ncclMemFree(void *ptr)
  *  - libccl's (ccl_mem_register) where some route sends calls to libccl, so that its
  *    calls on the buffer run zero-copy. libccl's registration is collective (every rank,
  *    the same sizes, in the same order), as NCCL's windows are and its ncclCommRegister
- *    (a local cache) is not. It is not made where it could not be collective: with
+ *    (a local cache) is not. So by default only windows reach libccl: a program may call
+ *    ncclCommRegister on one rank alone, which libccl would make wait for its peers until
+ *    the timeout; CCL_NCCL_REGISTER=1 sends ncclCommRegister there too (for programs that
+ *    register alike on every rank). It is not made where it could not be collective: with
  *    CCL_NCCL_REGISTER=0, for ncclCommRegister on a comm one thread made with its peers
  *    (shared_thread: that thread may drive them all, one call after another), and for a
  *    window of such a comm outside a group. A refusal (memory peers cannot map: cudaMalloc
@@ -155,6 +158,9 @@ static const char *ccl_part_skipped(ncclComm_t comm, int window, size_t size, in
         return "every call of this communicator goes to NCCL (CCL_NCCL_ROUTE)";
     if (env && !strcmp(env, "0"))
         return "CCL_NCCL_REGISTER=0";
+    if (!window && !(env && !strcmp(env, "1")))
+        return "NCCL's ncclCommRegister does not wait for the other ranks and libccl's registration does: "
+               "CCL_NCCL_REGISTER=1 sends it to libccl too, for programs that register alike on every rank";
     if (comm->shared_thread && !window)
         return "libccl's registration waits for every rank (NCCL's ncclCommRegister does not), and one thread made "
                "this communicator with its peers (ncclCommInitAll, or inits of one id in one group), so that thread "

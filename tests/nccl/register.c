@@ -10,8 +10,12 @@
  *             rank succeeds, warned with libccl's reason); a range overlapping a
  *             registered one (libccl refuses it: the first was registered with libccl);
  *             deregistration, twice (ncclInvalidArgument);
+ *             (tests/nccl/run.sh sets CCL_NCCL_REGISTER=1 for it: ncclCommRegister
+ *             reaches libccl only so);
  *   off       the same with CCL_NCCL_REGISTER=0 (tests/nccl/run.sh sets it): libccl
  *             registers nothing, so neither refusal is said, and every call succeeds;
+ *   default   CCL_NCCL_REGISTER unset: as off for ncclCommRegister, windows as threads,
+ *             then clique;
  *   clique    one thread driving every rank (ncclCommInitAll): ncclCommRegister leaves
  *             libccl out (no wait for the ranks the thread has yet to call), so does a
  *             window outside a group (warned); windows of every rank inside a group
@@ -206,6 +210,11 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "off")) {
         threads("nccl.register.off", 0);
+    } else if (argc > 1 && !strcmp(argv[1], "default")) {
+        /* CCL_NCCL_REGISTER unset: ncclCommRegister's buffers stay NCCL's alone, so
+         * neither of its refusals is said; windows still reach libccl. */
+        threads("nccl.register.default", 0);
+        clique();
     } else {
         threads("nccl.register.threads", 1);
         clique();

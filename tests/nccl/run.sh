@@ -107,8 +107,9 @@ run_test nccl.comms "$t/comms"
 run_test nccl.procs "$t/procs"
 # libccl's part of each registration, by CCL_DEBUG=INFO's lines: made and undone 12 times
 # (threads: 3 ranks x a registration and a window; one thread: 3 windows in a group, then
-# 3 more registered and deregistered in one group), and never with CCL_NCCL_REGISTER=0.
-CCL_DEBUG=INFO run_test nccl.register "$t/register"
+# 3 more registered and deregistered in one group) with CCL_NCCL_REGISTER=1, and never
+# with CCL_NCCL_REGISTER=0.
+CCL_NCCL_REGISTER=1 CCL_DEBUG=INFO run_test nccl.register "$t/register"
 made=$(grep -c '\[nccl\]: ncclComm\(Window\)\{0,1\}Register: comm 0x[0-9a-f]*: [0-9]* bytes at 0x[0-9a-f]* registered with libccl (' "$tmp/err")
 undone=$(grep -c '\[nccl\]: ncclComm\(Window\)\{0,1\}Deregister: comm 0x[0-9a-f]*: deregistered with libccl$' "$tmp/err")
 [ "$made" = 12 ] && [ "$undone" = 12 ] && echo "ok nccl.register.libccl-made-and-undone" ||
@@ -118,6 +119,14 @@ made=$(grep -c 'registered with libccl (' "$tmp/err")
 said=$(grep -c 'are not registered with libccl, which stages them: CCL_NCCL_REGISTER=0$' "$tmp/err")
 [ "$made" = 0 ] && [ "$said" = 12 ] && echo "ok nccl.register.off-said" ||
     echo "FAIL nccl.register.off-said: $made registrations made (expected none), $said said why not (expected 12)"
+# By default windows alone reach libccl: ncclCommRegister's buffers are left to NCCL,
+# saying why.
+CCL_DEBUG=INFO run_test nccl.register.default "$t/register" default
+made=$(grep -c '\[nccl\]: ncclCommRegister: comm 0x[0-9a-f]*: [0-9]* bytes at 0x[0-9a-f]* registered with libccl (' "$tmp/err")
+windows=$(grep -c '\[nccl\]: ncclCommWindowRegister: comm 0x[0-9a-f]*: [0-9]* bytes at 0x[0-9a-f]* registered with libccl (' "$tmp/err")
+said=$(grep -c "are not registered with libccl, which stages them: NCCL's ncclCommRegister does not wait" "$tmp/err")
+[ "$made" = 0 ] && [ "$windows" -gt 0 ] && [ "$said" -gt 0 ] && echo "ok nccl.register.default-windows-only" ||
+    echo "FAIL nccl.register.default-windows-only: $made ncclCommRegister and $windows windows registered with libccl (expected 0 and some), $said said why (expected some)"
 
 # The routing summary: at destroy with CCL_NCCL_SUMMARY=1, and at CCL_DEBUG=INFO.
 CCL_NCCL_SUMMARY=1 "$t/colls" 2 >/dev/null 2>"$tmp/err"
