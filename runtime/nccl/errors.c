@@ -132,17 +132,23 @@ static const char *result_name(ncclResult_t r)
     return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "?";
 }
 
-ncclResult_t shim_fail(ncclComm_t comm, ncclResult_t r, const char *fmt, ...)
+/* The message as this thread's last error and, with a comm, the comm's. */
+static void record(ncclComm_t comm, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(thread_error, sizeof thread_error, fmt, ap);
-    va_end(ap);
     if (comm) {
         pthread_mutex_lock(&comm->mu);
         memcpy(comm->last_error, thread_error, sizeof comm->last_error);
         pthread_mutex_unlock(&comm->mu);
     }
+}
+
+ncclResult_t shim_fail(ncclComm_t comm, ncclResult_t r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    record(comm, fmt, ap);
+    va_end(ap);
     shim_log(SHIM_LOG_WARN, comm ? comm->rank : -1, "%s (%s)", thread_error, result_name(r));
     return r;
 }
@@ -151,13 +157,8 @@ void shim_warn(ncclComm_t comm, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(thread_error, sizeof thread_error, fmt, ap);
+    record(comm, fmt, ap);
     va_end(ap);
-    if (comm) {
-        pthread_mutex_lock(&comm->mu);
-        memcpy(comm->last_error, thread_error, sizeof comm->last_error);
-        pthread_mutex_unlock(&comm->mu);
-    }
     shim_log(SHIM_LOG_WARN, comm ? comm->rank : -1, "%s", thread_error);
 }
 
