@@ -97,6 +97,9 @@ typedef struct {
     uint64_t nth;                    /* messages on its channel (rank -> peer for a send,
                                         peer -> rank for a recv) before this one */
     int index;                       /* 1-based place among its group's calls on this comm */
+    size_t reg_off;                  /* a recv into registered memory: its offset from this
+                                        rank's heap base, where peers reach it as they reach a
+                                        ccl_mem_alloc buffer (ccl_mem_register); else SIZE_MAX */
 } CclP2pOp;
 
 /* One group's calls on one comm, in call order. ops is the caller's until

@@ -16,10 +16,11 @@ void ccl__p2p_reserve(ccl_comm_t *comm)
     if (!comm->p2p_sent)
         return;
     comm->p2p_recvd = comm->p2p_sent + N;
-    /* A sixteenth of the heap at most, slots of up to 1 MiB: larger ones gain little
-     * (a slot is copied while the other one fills). */
+    /* A sixteenth of the heap at most, slots of up to 4 MiB: a backend pipelines a
+     * channel's messages through them, and on NVLink the rate of ordinary (unreachable)
+     * buffers grows with the bytes in flight up to a few MiB a peer. */
     size_t budget = (comm->heap_bytes - CCL__HEAP_DATA) / 16 / (size_t)N / CCL__P2P_SLOTS;
-    size_t slot = budget < ((size_t)1 << 20) ? budget : (size_t)1 << 20;
+    size_t slot = budget < ((size_t)4 << 20) ? budget : (size_t)4 << 20;
     slot = slot / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
     if (slot < 4 * CCL__P2P_HEADER)
         return;

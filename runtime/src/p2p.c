@@ -284,6 +284,9 @@ static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int 
         ops[i].index = i + 1;
         uint64_t *counter = ops[i].kind == CCL__P2P_SEND ? comm->p2p_sent : comm->p2p_recvd;
         ops[i].nth = counter[ops[i].peer]++;
+        size_t bytes = ops[i].count * ccl_dtype_size(ops[i].dtype);
+        if (ops[i].kind != CCL__P2P_RECV || !ccl__reg_find(comm, ops[i].buf, bytes, &ops[i].reg_off))
+            ops[i].reg_off = SIZE_MAX;
     }
     CclP2pCall call = {.comm = comm, .stream = stream, .nops = n, .ops = ops, .group_comms = group_comms,
                        .ngroup_comms = ngroup_comms};

@@ -7,8 +7,8 @@
  * use (a lane each for copies through the channel's slots, more for a send that may
  * write the receiver's buffer directly), within what fits the GPU at once. Here the
  * channel region (2 x p2p_slot_bytes a peer, reserved by the common code) gets its
- * layout (p2p_layout), and a receive whose buffer is a ccl_mem_alloc buffer offers it
- * to its sender (CclP2pGpuCall.direct).
+ * layout (p2p_layout), and a receive whose buffer is a ccl_mem_alloc buffer or registered
+ * memory offers it to its sender (CclP2pGpuCall.direct).
  *
  * Where each channel stands is the kernel's to read from the heap (gpu/p2p.cu), so a
  * launch is the same every time it runs and may be captured into a CUDA graph. A comm's
@@ -119,14 +119,18 @@ static uint64_t call_blocks(const CclP2pGpuCall *c, const P2pLayout *l)
     return c->lanes;
 }
 
-/* A receive's buffer offset in this rank's heap, when the buffer lies inside one of its
- * ccl_mem_alloc buffers (which its sender reaches) and is long enough to gain from being
- * written directly; CCL_P2P_NO_DIRECT otherwise. */
-static uint64_t direct_offset(ccl_comm_t *comm, const void *buf, size_t bytes)
+/* A receive's buffer offset from this rank's heap base, when the buffer lies inside one
+ * of its ccl_mem_alloc buffers or in registered memory (both of which its sender reaches)
+ * and is long enough to gain from being written directly; CCL_P2P_NO_DIRECT otherwise. */
+static uint64_t direct_offset(ccl_comm_t *comm, const CclP2pOp *op, size_t bytes)
 {
-    const char *base = comm->heap_base[comm->rank], *b = buf;
+    const char *base = comm->heap_base[comm->rank], *b = op->buf;
     size_t start, size;
-    if (bytes < P2P_DIRECT_MIN || !b || b < base || b >= base + comm->heap_bytes ||
+    if (bytes < P2P_DIRECT_MIN || !b)
+        return CCL_P2P_NO_DIRECT;
+    if (op->reg_off != SIZE_MAX)
+        return (uint64_t)op->reg_off;
+    if (b < base || b >= base + comm->heap_bytes ||
         ccl__heap_find_user(&comm->data, (size_t)(b - base), bytes, &start, &size) != 0)
         return CCL_P2P_NO_DIRECT;
     return (uint64_t)(b - base);
@@ -344,7 +348,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
             c->bytes = op->count * ccl_dtype_size(op->dtype);
             c->nth = op->nth;
             c->index = (uint64_t)op->index;
-            c->direct = c->kind == 1 && c->bytes > lay.ll_max ? direct_offset(comm, op->buf, c->bytes)
+            c->direct = c->kind == 1 && c->bytes > lay.ll_max ? direct_offset(comm, op, c->bytes)
                                                               : CCL_P2P_NO_DIRECT;
             c->chunk = message_chunk(c->bytes, &lay);
             c->chunks = c->bytes ? (c->bytes + c->chunk - 1) / c->chunk : 1;
