@@ -170,9 +170,9 @@ static void test_builtin(void)
         {4, COLL_ALLGATHER, 1 << 20, "allgather/ring.ccl", 16},
         {2, COLL_REDUCE_SCATTER, 1 << 20, "reduce_scatter/direct.ccl", 32},
         {4, COLL_REDUCE_SCATTER, 256 << 10, "reduce_scatter/direct_ll.ccl", 32},
-        {2, COLL_ALLTOALL, 16 << 20, "alltoall/pairwise.ccl", 32},
-        {4, COLL_ALLTOALL, 16 << 20, "alltoall/direct.ccl", 32},    {2, COLL_BROADCAST, 16 << 20, "broadcast/direct.ccl", 32},
-        {2, COLL_BROADCAST, 64 << 20, "broadcast/tree.ccl", 32},    {4, COLL_BROADCAST, 64 << 20, "broadcast/chain.ccl", 16},
+        {2, COLL_ALLTOALL, 16 << 20, "alltoall/pairwise.ccl", 64},
+        {4, COLL_ALLTOALL, 16 << 20, "alltoall/direct.ccl", 32},    {2, COLL_BROADCAST, 16 << 20, "broadcast/tree.ccl", 64},
+        {2, COLL_BROADCAST, 64 << 20, "broadcast/direct.ccl", 64},    {4, COLL_BROADCAST, 64 << 20, "broadcast/chain.ccl", 16},
         {4, COLL_BROADCAST, (size_t)1 << 30, "broadcast/chain.ccl", 32},
         {4, COLL_REDUCE, 16384, "reduce/direct_ll.ccl", 4},        {4, COLL_REDUCE, 32 << 20, "reduce/chain.ccl", 32},
         {4, COLL_REDUCE, 4 << 20, "reduce/twostep.ccl", 32},       {4, COLL_REDUCE, 16 << 20, "reduce/twostep.ccl", 16},
@@ -182,6 +182,9 @@ static void test_builtin(void)
         {2, COLL_REDUCE_SCATTER, 512 << 10, "reduce_scatter/direct_ll.ccl", 32},
         {2, COLL_BROADCAST, 512 << 10, "broadcast/direct_ll.ccl", 32}, {2, COLL_BROADCAST, 1 << 20, "broadcast/direct.ccl", 16},
         {2, COLL_REDUCE, 1 << 20, "reduce/direct_ll.ccl", 32},     {2, COLL_REDUCE, 2 << 20, "reduce/direct.ccl", 32},
+        /* 2x H200, 16 MB .. 1 GB: ccl-tune (docs/perf/x2-head). */
+        {2, COLL_ALLTOALL, 256 << 20, "alltoall/pairwise_port.ccl", 16}, {2, COLL_REDUCE, 128 << 20, "reduce/chain.ccl", 64},
+        {2, COLL_REDUCE, (size_t)1 << 30, "reduce/pull.ccl", 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *file = "";
