@@ -52,9 +52,9 @@ typedef struct {
 } P2pLayout;
 
 /* The layout of a region of `bytes`: the first of these whose slots hold at least
- * min_payload bytes each: 16 lanes of 4 slots of about 30 KB in the 2 MiB a peer that a
- * 1 GiB heap reserves for up to 32 ranks (on 2x H200, 1 GB through the slots moved 148
- * GB/s so; 8 lanes of 60 KB, 111 with the first copy loop). -1 when none fits. */
+ * min_payload bytes each: 16 lanes of 4 slots of about 128 KB in the 8 MiB a peer that a
+ * 1 GiB heap reserves for up to 8 ranks (on 2x H200, 256 MB through the slots moved 330
+ * GB/s so; 148 with slots of 30 KB, in 2 MiB a peer). -1 when none fits. */
 static int p2p_layout(uint64_t bytes, P2pLayout *l)
 {
     static const struct {
