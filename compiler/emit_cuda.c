@@ -851,7 +851,7 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         fputs(await_entry, out);
         fprintf(out, "    __shared__ u64 vt[%d];\n", prog->nranks * (int)CCL_VT_WORDS(prog->nranks));
         fprintf(out, "    __shared__ u64 vload_cs;\n");
-        fprintf(out, "    if (!ccl_vload(a, launch, vt, %d, %d, %ld, &vload_cs)) return; /* the counts disagree or do not fit: "
+        fprintf(out, "    if (!ccl_vload(a, launch, t.w, vt, %d, %d, %ld, &vload_cs)) return; /* the counts disagree or do not fit: "
                      "the error says how */\n", prog->chunks, prog->coll == COLL_ALLTOALLV, region);
         fprintf(out, "    const u64 vcs = vload_cs; /* scratch's chunk stride: the longest segment's */\n");
         fprintf(out, "    (void)vcs; /* unused without scratch */\n");

@@ -6,7 +6,7 @@
 #ifndef CCL_ABI_H
 #define CCL_ABI_H
 
-#define CCL_ABI_VERSION 11
+#define CCL_ABI_VERSION 12
 
 #ifdef __CUDACC__
 typedef unsigned long long ccl_u64;
@@ -79,13 +79,20 @@ typedef struct ccl_ident {
 #define CCL_VT_IN_OFF 0
 #define CCL_VT_OUT_OFF 1
 #define CCL_VT_STAGE_BYTES 2
-#define CCL_VT_FENCE 3       /* GPU: the call's launch number (ccl_announce's, the same on every
-                                rank), which the kernel writes last; a peer reads the table once
-                                it has reached its own (a replayed graph's seq repeats, so the
-                                identity cannot say the entry is this call's). 0 from the host,
-                                unused on the CPU. */
+#define CCL_VT_FENCE 3       /* 0, unused (a word kept so that the layout stays put) */
 #define CCL_VT_TAIL 4
 #define CCL_VT_WORDS(N) (CCL_VT_ROWS * (N) + CCL_VT_TAIL)
+/* The vring: CCL_IDENT_RING entries of a table each, then (GPU) the v inbox, into which
+ * the block that announces a v call pushes its table to every peer, so that no kernel
+ * reads a peer's table over the link: line k of rank `from`'s table for launch L is the
+ * 16-byte pair {word, L ^ hash} (hash: the call identity's; one 16-byte store, so a load
+ * sees both words or neither, and a stale line never passes for this launch's) at
+ * CCL_VINBOX_LINE bytes from the vring's start. Two sets by launch parity: a rank pushes
+ * launch L + 2's table only after every peer has entered launch L + 1, so has read L's. */
+#define CCL_VRING_ENTRIES_BYTES(N) (CCL_IDENT_RING * CCL_VT_WORDS(N) * 8)
+#define CCL_VINBOX_LINE(N, L, from, k) \
+    (CCL_VRING_ENTRIES_BYTES(N) + ((((L) % 2) * (N) + (from)) * CCL_VT_WORDS(N) + (k)) * 16)
+#define CCL_VRING_BYTES(N) (CCL_VRING_ENTRIES_BYTES(N) + 2 * (N) * CCL_VT_WORDS(N) * 16)
 /* The error record of a v call whose tables fail the kernel's checks (every rank finds
  * the same, so none stops its peers). CCL_SLOT_VCOUNT: segment `inst` of rank `tb`'s
  * recvbuf, which rank `peer` sends: `seen` elements sent, `expected` expected.

@@ -408,38 +408,19 @@ __device__ __forceinline__ u64 ccl_launch_number(const struct ccl_args &a, int *
     return (before >> 32) + 1;
 }
 
-/* A v call's table (the kernel's second parameter) into this rank's vring entry of the
- * call, by the block that pushes the call's announcement, before it does: every word
- * but the last, a system fence, then the last (CCL_VT_FENCE) as the launch number L,
- * so a peer that reads L there (ccl_vload) reads the whole table. The entry is the
- * call's (seq % CCL_IDENT_RING); a replayed graph writes the same words again, with a
- * larger L. */
-__device__ __forceinline__ void ccl_vpublish(const struct ccl_args &a, const u64 *table, u64 L)
-{
-    const u64 W = CCL_VT_WORDS(CCL_NRANKS), at = CCL_VT_ROWS * CCL_NRANKS + CCL_VT_FENCE;
-    volatile u64 *e = (volatile u64 *)(a.peers[CCL_RANK] + a.vring_off) + (a.id.seq % CCL_IDENT_RING) * W;
-    for (u64 k = 0; k < W; k++)
-        if (k != at) e[k] = table[k];
-    __threadfence_system();
-    e[at] = L;
-}
-
 /* The call's announcement, every kernel's first step: returns the launch number in
  * every thread (the same on every rank for the same call, new at every launch: it also
  * flags the call's LL lines) and whether this block arrived first. The first block
- * publishes a v call's table (vtable; NULL for a fixed-size call), pushes {launch,
- * hash} into every peer's inbox (one 16-byte store per peer: a load of the pair sees
- * both words or neither), then writes this call's identity (abi.h's struct ccl_ident)
+ * pushes {launch, hash} into every peer's inbox (one 16-byte store per peer: a load of
+ * the pair sees both words or neither) and a v call's table (vtable; NULL for a
+ * fixed-size call) into every peer's v inbox, then writes this call's identity (abi.h's struct ccl_ident)
  * into this rank's ring entry, which only the host reads, after the kernel, to name the
  * sides of a difference. Nothing here waits for a peer. */
 __device__ __forceinline__ u64 ccl_announce(const struct ccl_args &a, int *first, const u64 *vtable = 0)
 {
     __shared__ u64 launch;
     __shared__ int arrived_first;
-    if (threadIdx.x == 0) {
-        launch = ccl_launch_number(a, &arrived_first);
-        if (vtable && arrived_first) ccl_vpublish(a, vtable, launch);
-    }
+    if (threadIdx.x == 0) launch = ccl_launch_number(a, &arrived_first);
     __syncthreads();
     const u64 L = launch;
     *first = arrived_first;
@@ -448,6 +429,16 @@ __device__ __forceinline__ u64 ccl_announce(const struct ccl_args &a, int *first
             if (p != CCL_RANK)
                 asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" :: "l"(ccl_inbox(a.peers, p, CCL_RANK, L)),
                              "l"(L), "l"(a.id.hash) : "memory");
+        if (vtable) { /* the table, a line per word, into every peer's v inbox (abi.h) */
+            const u64 W = CCL_VT_WORDS(CCL_NRANKS);
+            for (u64 i = threadIdx.x; i < CCL_NRANKS * W; i += blockDim.x) {
+                const u64 p = i / W, k = i % W;
+                if (p != CCL_RANK)
+                    asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};"
+                                 :: "l"(a.peers[p] + a.vring_off + CCL_VINBOX_LINE(CCL_NRANKS, L, CCL_RANK, k)),
+                                 "l"(vtable[k]), "l"(L ^ a.id.hash) : "memory");
+            }
+        }
         if (threadIdx.x == 0) {
             volatile u64 *e = (volatile u64 *)(a.peers[CCL_RANK] + CCL_IDENT_OFF +
                                                (a.id.seq % CCL_IDENT_RING) * sizeof(struct ccl_ident));
@@ -516,10 +507,11 @@ __device__ __forceinline__ u64 ccl_vchunk(u64 n, u64 K, u64 c, u64 *cs)
     return start >= n ? 0 : (n - start < *cs ? n - start : *cs);
 }
 
-/* After ccl_await_peers: waits until every peer has published launch L's table (its
- * fence word has reached L; a peer that does not in time is reported as one that did
- * not start the call), copies every rank's table into vt (shared memory, CCL_NRANKS tables
- * of CCL_VT_WORDS words), checks
+/* After ccl_await_peers: waits until every peer's table for launch L has arrived in
+ * this rank's v inbox (ccl_announce pushed it; a peer whose lines do not come in time is
+ * reported as one that did not start the call), copies it and this rank's own (`own`,
+ * the kernel's parameter) into vt (shared memory, CCL_NRANKS tables of CCL_VT_WORDS
+ * words), checks
  * that every out segment's count equals what its sender sends (out unit u of rank p
  * comes from rank u's in unit p for alltoallv, its only in unit for allgatherv), and
  * that the region the kernel lays out in the v arena (region_chunks chunks of the
@@ -529,22 +521,45 @@ __device__ __forceinline__ u64 ccl_vchunk(u64 n, u64 K, u64 c, u64 *cs)
  * (p, u) in order, as the CPU backend names it) and returns 0, in every thread. Every
  * rank reads the same tables and fails alike before any data moves, so none stops its
  * peers (an abort would hide their own messages); it sets only its own abort word. */
-__device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 L, u64 *vt, u64 K, int alltoallv,
+__device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 L, const u64 *own, u64 *vt, u64 K, int alltoallv,
                                       u64 region_chunks, u64 *cs_max)
 {
-    const u64 N = CCL_NRANKS, W = CCL_VT_WORDS(CCL_NRANKS), at = (a.id.seq % CCL_IDENT_RING) * W;
+    const u64 N = CCL_NRANKS, W = CCL_VT_WORDS(CCL_NRANKS), tag = L ^ a.id.hash;
     __shared__ u64 bad, longest;
-    /* Thread p waits (bounded, abort-aware) until peer p's entry is this call's. */
+    /* Word k of peer p's table from its line in this rank's v inbox (local memory), once
+     * the line is this launch's: a thread per word, each bounded and abort-aware. */
+    const volatile u64 *abort_flag = (const volatile u64 *)a.peers[CCL_RANK];
     int late = 0;
-    for (u64 p = threadIdx.x; p < N; p += blockDim.x) {
-        const u64 *fence = (const u64 *)(a.peers[p] + a.vring_off) + at + CCL_VT_ROWS * N + CCL_VT_FENCE;
-        if (!ccl_wait_for(a, fence, L, 0, CCL_SLOT_IDENT_WAIT, blockIdx.x / a.ninst,
-                          blockIdx.x % a.ninst, a.id.seq, p))
-            late = 1;
+    for (u64 i = threadIdx.x; i < N * W && !late; i += blockDim.x) {
+        const u64 p = i / W, k = i % W;
+        if (p == CCL_RANK) {
+            vt[i] = own[k];
+            continue;
+        }
+        const char *line = a.peers[CCL_RANK] + a.vring_off + CCL_VINBOX_LINE(N, L, p, k);
+        u64 word, seen, t0 = 0;
+        for (unsigned int it = 0;; it++) {
+            asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(word), "=l"(seen) : "l"(line) : "memory");
+            if (seen == tag) {
+                vt[i] = word;
+                break;
+            }
+            if ((it & 255) != 255) continue;
+            if (*abort_flag) {
+                late = 1;
+                break;
+            }
+            const u64 now = ccl_now();
+            if (t0 == 0) t0 = now;
+            else if (now - t0 > a.timeout_ns) {
+                ccl_fail(a.err, a.peers, CCL_RANK, blockIdx.x / a.ninst, blockIdx.x % a.ninst, a.id.seq, p,
+                         CCL_SLOT_IDENT_WAIT, L, 0);
+                late = 1;
+                break;
+            }
+        }
     }
     if (__syncthreads_or(late)) return 0;
-    for (u64 k = threadIdx.x; k < N * W; k += blockDim.x)
-        vt[k] = ((const volatile u64 *)(a.peers[k / W] + a.vring_off))[at + k % W];
     if (threadIdx.x == 0) {
         bad = ~0ull;
         longest = 0;

@@ -34,7 +34,7 @@ static ccl_result_t take_regions(ccl_comm_t *comm, const char *fn)
 {
     if (comm->vring_off != SIZE_MAX)
         return CCL_OK;
-    size_t ring = (size_t)CCL_IDENT_RING * CCL__VT_WORDS(comm->nranks) * sizeof(uint64_t);
+    size_t ring = (size_t)CCL_VRING_BYTES((size_t)comm->nranks);
     if (ccl__heap_alloc(&comm->data, ring, 0, &comm->vring_off) != 0) {
         comm->vring_off = SIZE_MAX;
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
