@@ -66,6 +66,7 @@ ncclResult_t shim_comm_publish(ncclComm_t c, const ShimRoute routes[SHIM_NUM_COL
     }
     memcpy(c->routes, routes, sizeof c->routes);
     c->magic = SHIM_COMM_MAGIC;
+    shim_real_adopt(c->real);
     shim_comm_register(c);
     if (shim_log_level() >= SHIM_LOG_INFO) {
         char r[512];
@@ -130,8 +131,16 @@ ncclResult_t ncclGetVersion(int *version)
     return ncclSuccess;
 }
 
+/* Set while this thread is inside the real ncclCommInitAll, which calls
+ * ncclGetUniqueId by its name (the call lands here, see registry.c) and needs the real
+ * library's id, not the shim's. */
+static _Thread_local int in_real_init_all;
+
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 {
+    const ShimReal *inner = in_real_init_all ? shim_real_loaded() : NULL;
+    if (inner)
+        return inner->GetUniqueId(uniqueId);
     ShimRoute routes[SHIM_NUM_COLLS];
     ncclResult_t r = shim_routes_from_env(routes, "ncclGetUniqueId");
     if (r != ncclSuccess)
@@ -381,7 +390,10 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
                       "CCL_BACKEND=cpu is a test mode), where NCCL cannot run" : shim_real_why());
         goto out;
     }
-    if (real && (r = real->CommInitAll(reals, ndev, devlist)) != ncclSuccess) {
+    in_real_init_all = 1;
+    r = real ? real->CommInitAll(reals, ndev, devlist) : ncclSuccess;
+    in_real_init_all = 0;
+    if (r != ncclSuccess) {
         const char *why = shim_real_error(NULL);
         for (int i = 0; i < ndev; i++)
             reals[i] = NULL;
@@ -509,6 +521,7 @@ static ncclResult_t comm_end(ncclComm_t comm, int abort, const char *fn)
             r = shim_fail(NULL, rr, "%s: the real NCCL's %s failed: %s", fn, abort ? "ncclCommAbort" : "ncclCommDestroy",
                           shim_real_error(NULL));
     }
+    shim_real_drop(comm->real);
     shim_comm_free(comm);
     return r;
 }
@@ -549,9 +562,12 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
     const char *fn = "ncclCommGetAsyncError";
-    ncclResult_t r = shim_comm_get(comm, fn);
+    const ShimReal *pass;
+    ncclResult_t r = shim_comm_get_or_real(comm, fn, &pass);
     if (r != ncclSuccess)
         return r;
+    if (pass) /* the real library's own call (NCCL's ncclCommEnsureReady) */
+        return pass->CommGetAsyncError(comm, asyncError);
     if (!asyncError) {
         shim_comm_put(comm);
         return shim_fail(comm, ncclInvalidArgument, "%s: argument 'asyncError' is NULL", fn);
