@@ -196,8 +196,8 @@ static ccl_result_t gather_scatter(const Call *c, ccl_dtype_t dt, void *stream)
     return r == CCL_OK ? e : r;
 }
 
-/* The call on libccl. A pre-multiplied sum (CPU backend only, see ccl_can) scales the
- * input into c->scaled first and sums that. */
+/* The call on libccl. A pre-multiplied sum (CPU backend only: issue refuses it on GPUs)
+ * scales the input into c->scaled first and sums that. */
 static ccl_result_t run_ccl(Call *c)
 {
     ccl_comm_t *cc = c->comm->ccl;
@@ -307,7 +307,14 @@ static ncclResult_t issue(Call *c)
         return r;
     }
     int to = route_of(c);
-    if (to == SHIM_TO_CCL) {
+    if (to == SHIM_TO_CCL && !ccl_can(c)) {
+        /* A pre-multiplied sum on GPUs with no real NCCL comm to run it: refused, as the
+         * host cannot scale device buffers. */
+        r = shim_fail(comm, ncclInvalidUsage, "%s: argument 'op' (%d) is a pre-multiplied sum "
+                      "(ncclRedOpCreatePreMulSum), which libccl does not have on GPUs, and this comm has no real NCCL "
+                      "comm to run it on (%s)", c->fn, (int)c->op, comm->routes[c->coll] == SHIM_ROUTE_CCL ?
+                      "CCL_NCCL_ROUTE sends it to libccl" : "see CCL_DEBUG=INFO at its init");
+    } else if (to == SHIM_TO_CCL) {
         ccl_result_t cr = run_ccl(c);
         if (cr != CCL_OK && fall_back(c, cr))
             to = SHIM_TO_NCCL;
