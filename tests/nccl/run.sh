@@ -18,7 +18,8 @@
 #     rendezvous; the real-library search refusing libccl_nccl itself and a copy of it;
 #   - LD_PRELOAD: a program linked against NVIDIA's libnccl runs on libccl with
 #     libccl_nccl preloaded, and the shim finds the libnccl the program loaded;
-#   - tests/nccl/gpu_torch.sh and gpu_torch.py (the GPU machine's test) parse.
+#   - tests/nccl/gpu_torch.sh and gpu_torch.py (the GPU machine's test) and
+#     bench/torch_nccl_bench.sh and .py parse.
 # NVIDIA's NCCL itself needs a GPU: its route is skipped here, saying so.
 # Prints "ok NAME" or "FAIL NAME: why" per test.
 #
@@ -232,11 +233,15 @@ else
     echo "skip nccl.preload: no NVIDIA libnccl.so.2 under $cuda (set CUDA=)"
 fi
 
-# ---- the GPU machine's test parses ----
-bash -n tests/nccl/gpu_torch.sh 2>"$tmp/err" && echo "ok nccl.gpu_torch.sh-parses" ||
-    echo "FAIL nccl.gpu_torch.sh-parses: $(head -3 "$tmp/err")"
+# ---- the GPU machine's test and benchmark parse ----
+for f in tests/nccl/gpu_torch.sh bench/torch_nccl_bench.sh; do
+    bash -n "$f" 2>"$tmp/err" && echo "ok nccl.$(basename "$f")-parses" ||
+        echo "FAIL nccl.$(basename "$f")-parses: $(head -3 "$tmp/err")"
+done
 if command -v python3 >/dev/null; then
-    python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' tests/nccl/gpu_torch.py 2>"$tmp/err" &&
-        echo "ok nccl.gpu_torch.py-parses" || echo "FAIL nccl.gpu_torch.py-parses: $(tail -3 "$tmp/err")"
+    for f in tests/nccl/gpu_torch.py bench/torch_nccl_bench.py; do
+        python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$f" 2>"$tmp/err" &&
+            echo "ok nccl.$(basename "$f")-parses" || echo "FAIL nccl.$(basename "$f")-parses: $(tail -3 "$tmp/err")"
+    done
 fi
 exit 0
