@@ -38,6 +38,17 @@ void shim_comm_free(ncclComm_t c)
     free(c);
 }
 
+/* Destroys a real comm that no live comm holds (an init or split that failed halfway).
+ * registry.c knows it for the length of the call: the real destroy asks
+ * ncclCommGetAsyncError about it by name (NCCL's ncclCommEnsureReady), which must go
+ * back to the real library. */
+static void real_destroy(const ShimReal *real, ncclComm_t rc)
+{
+    shim_real_adopt(rc);
+    real->CommDestroy(rc);
+    shim_real_drop(rc);
+}
+
 void shim_comm_discard(ncclComm_t c)
 {
     if (!c)
@@ -46,7 +57,7 @@ void shim_comm_discard(ncclComm_t c)
         ccl_comm_destroy(c->ccl);
     const ShimReal *real = shim_real_loaded();
     if (c->real && real)
-        real->CommDestroy(c->real);
+        real_destroy(real, c->real);
     shim_comm_free(c);
 }
 
@@ -276,7 +287,7 @@ static ncclResult_t init_real(ncclComm_t c, ShimClient *cl, const ShimRoute *rou
     if (all_ok && failed < 0)
         return ncclSuccess;
     if (c->real)
-        real->CommDestroy(c->real);
+        real_destroy(real, c->real);
     c->real = NULL;
     if (!need && all_ok) {
         shim_log(SHIM_LOG_WARN, c->rank, "%s: the real NCCL's init failed on rank %d%s%s: this comm runs on libccl "

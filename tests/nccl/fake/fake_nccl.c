@@ -15,8 +15,9 @@
  * Like NVIDIA's libnccl.so.2 (whose relocations show it: readelf -r), it calls some of
  * its exported functions by their names, and it is linked as NVIDIA's is (no
  * -Bsymbolic), so that with libccl_nccl in the process those calls reach the shim with
- * the fake's own comms, as NCCL's do under LD_PRELOAD: every collective, operator and
- * split first calls ncclCommGetAsyncError (NCCL's ncclCommEnsureReady), a window's
+ * the fake's own comms, as NCCL's do under LD_PRELOAD: every collective, operator,
+ * split, finalize and destroy first calls ncclCommGetAsyncError (NCCL's
+ * ncclCommEnsureReady), a window's
  * registration calls ncclCommRegister and its deregistration ncclCommDeregister, and
  * ncclCommInitAll takes its id from ncclGetUniqueId. Exports NCCL's names and the
  * profiling ones. */
@@ -466,8 +467,22 @@ ncclResult_t pncclCommInitAll(ncclComm_t *comms, int n, const int *devlist)
         return ncclSuccess;                                                                                    \
     }
 
-ncclResult_t pncclCommFinalize(ncclComm_t c) COUNTED("CommFinalize", (void)c)
-ncclResult_t pncclCommDestroy(ncclComm_t c) COUNTED("CommDestroy", comm_free(c))
+/* NCCL's finalize and destroy wait for the comm to be ready first (by name, as above). */
+ncclResult_t pncclCommFinalize(ncclComm_t c)
+{
+    bump("CommFinalize");
+    return ensure_ready(c);
+}
+
+ncclResult_t pncclCommDestroy(ncclComm_t c)
+{
+    bump("CommDestroy");
+    ncclResult_t r = ensure_ready(c);
+    if (r == ncclSuccess)
+        comm_free(c);
+    return r;
+}
+
 ncclResult_t pncclCommAbort(ncclComm_t c) COUNTED("CommAbort", comm_free(c))
 ncclResult_t pncclCommRevoke(ncclComm_t c, int f) COUNTED("CommRevoke", (void)c; (void)f)
 ncclResult_t pncclCommCount(ncclComm_t c, int *n) COUNTED("CommCount", *n = c->cl->n)
