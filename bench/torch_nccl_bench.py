@@ -36,6 +36,11 @@ def checksum(coll, send, recv):
     return float(out[::step].double().sum().item())
 
 
+def nccl_version():
+    v = torch.cuda.nccl.version()  # a tuple (2, 27, 5); an int in older torch
+    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+
 def main():
     out_path = sys.argv[1]
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -46,7 +51,7 @@ def main():
     out = open(out_path, "w") if rank == 0 else None
     if out:
         meta = {"meta": True, "ranks": n, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+                "nccl": nccl_version(),
                 "preload": os.environ.get("LD_PRELOAD", ""), "samples": SAMPLES}
         out.write(json.dumps(meta) + "\n")
         out.flush()

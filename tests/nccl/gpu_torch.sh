@@ -51,7 +51,7 @@ fi
 export CCL_TIMEOUT_MS=${CCL_TIMEOUT_MS:-60000} CCL_ALGORITHM_DIR=${CCL_ALGORITHM_DIR:-$PWD/algorithms}
 port=$((29500 + RANDOM % 1000))
 modes=" ${MODES:-colls ddp graph watchdog} "
-echo "nccl.gpu: $nproc ranks, torch $("$py" -c 'import torch; print(torch.__version__, "nccl", ".".join(map(str, torch.cuda.nccl.version())))' 2>/dev/null), modes:$modes"
+echo "nccl.gpu: $nproc ranks, torch $("$py" -c 'import torch; v = torch.cuda.nccl.version(); print(torch.__version__, "nccl", ".".join(map(str, v)) if isinstance(v, tuple) else v)' 2>/dev/null), modes:$modes"
 
 
 # torchrun_with PRELOAD ROUTE LOG ARGS...: one torchrun of gpu_torch.py; its exit status.
