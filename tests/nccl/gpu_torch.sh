@@ -20,8 +20,9 @@
 #      watchdog sees ncclCommGetAsyncError's error, or its own 30 s timeout, and aborts),
 #      not hang: torchrun must end, non-zero, within WATCHDOG_LIMIT_S (150 s).
 # Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per test; exits 0 (like the CPU
-# suites), so read the lines. PYTHON names the interpreter with torch (python3); MODES
-# the steps to run (default "colls ddp graph watchdog"; ddp, graph and watchdog take
+# suites), so read the lines. PYTHON names the interpreter with torch (python3); ROUTES
+# the routes of step 1 (default "auto ccl nccl"); MODES the steps to run (default
+# "colls ddp graph watchdog"; ddp, graph and watchdog take
 # about 3 minutes on 2 GPUs, colls a few more, compiling libccl's kernels on first use).
 # Each torchrun is bounded (LIMIT_S, 600 s for colls, 150 s for the others), so the
 # script ends unattended whatever hangs.
@@ -73,7 +74,7 @@ summaries() {
 }
 
 # 1. every collective, each route
-for route in auto ccl nccl; do
+for route in ${ROUTES:-auto ccl nccl}; do
     [[ $modes == *" colls "* ]] || break
     log=$tmp/colls-$route.log
     LIMIT_S=${LIMIT_S:-600} torchrun_with "$so" "$route" "$log" colls
