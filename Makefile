@@ -283,7 +283,7 @@ $(BUILD)/tests/nccl/abi_dump_own: tests/nccl/abi_dump.c runtime/nccl/nccl.h
 $(BUILD)/tests/nccl/libfake_nccl.so: tests/nccl/fake/fake_nccl.c runtime/nccl/nccl.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -pthread -fPIC -shared \
-	    -Wl,-Bsymbolic -Iruntime/nccl -o $@ $< -pthread
+	    -Iruntime/nccl -o $@ $< -pthread
 
 # make install PREFIX=... [DESTDIR=...]: the folders follow the GNU names and can be set
 # one by one (LIBDIR=$(PREFIX)/lib64 ...). Files are installed mode 644 (programs and the

@@ -196,8 +196,8 @@ static ccl_result_t gather_scatter(const Call *c, ccl_dtype_t dt, void *stream)
     return r == CCL_OK ? e : r;
 }
 
-/* The call on libccl. A pre-multiplied sum (CPU backend only, see ccl_can) scales the
- * input into c->scaled first and sums that. */
+/* The call on libccl. A pre-multiplied sum (CPU backend only: issue refuses it on GPUs)
+ * scales the input into c->scaled first and sums that. */
 static ccl_result_t run_ccl(Call *c)
 {
     ccl_comm_t *cc = c->comm->ccl;
@@ -237,12 +237,9 @@ static ccl_result_t run_ccl(Call *c)
     }
 }
 
-/* The call on the real NCCL (the comm has a real one). */
-static ncclResult_t run_nccl(const Call *c, const ShimReal *real)
+/* The call on the real communicator rc with the real operator op. */
+static ncclResult_t call_real(const Call *c, const ShimReal *real, ncclComm_t rc, ncclRedOp_t op)
 {
-    ncclComm_t rc = c->comm->real;
-    ncclRedOp_t op = c->custom ? c->redop.real_op : c->op;
-    shim_group_real_enter(real);
     switch (c->coll) {
     case SHIM_ALLREDUCE:
         return real->AllReduce(c->send, c->recv, c->count, c->dtype, op, rc, c->stream);
@@ -268,6 +265,13 @@ static ncclResult_t run_nccl(const Call *c, const ShimReal *real)
     }
 }
 
+/* The call on the real NCCL (the comm has a real one). */
+static ncclResult_t run_nccl(const Call *c, const ShimReal *real)
+{
+    shim_group_real_enter(real);
+    return call_real(c, real, c->comm->real, c->custom ? c->redop.real_op : c->op);
+}
+
 /* Refusals of libccl's that auto mode sends to NCCL instead: nothing was enqueued, and
  * every rank gets the same one (they depend on the collective, datatype and size of the
  * communicator only), except a capture, which every rank of a captured graph makes. */
@@ -289,7 +293,10 @@ static int fall_back(const Call *c, ccl_result_t cr)
 static ncclResult_t issue(Call *c)
 {
     ncclComm_t comm = c->comm;
-    ncclResult_t r = shim_comm_get(comm, c->fn);
+    const ShimReal *pass;
+    ncclResult_t r = shim_comm_get_or_real(comm, c->fn, &pass);
+    if (r == ncclSuccess && pass) /* the real library's own call (NCCL's ncclBcast calls ncclBroadcast) */
+        return call_real(c, pass, comm, c->op);
     if (r != ncclSuccess) {
         shim_group_fail(r);
         return r;
@@ -300,7 +307,14 @@ static ncclResult_t issue(Call *c)
         return r;
     }
     int to = route_of(c);
-    if (to == SHIM_TO_CCL) {
+    if (to == SHIM_TO_CCL && !ccl_can(c)) {
+        /* A pre-multiplied sum on GPUs with no real NCCL comm to run it: refused, as the
+         * host cannot scale device buffers. */
+        r = shim_fail(comm, ncclInvalidUsage, "%s: argument 'op' (%d) is a pre-multiplied sum "
+                      "(ncclRedOpCreatePreMulSum), which libccl does not have on GPUs, and this comm has no real NCCL "
+                      "comm to run it on (%s)", c->fn, (int)c->op, comm->routes[c->coll] == SHIM_ROUTE_CCL ?
+                      "CCL_NCCL_ROUTE sends it to libccl" : "see CCL_DEBUG=INFO at its init");
+    } else if (to == SHIM_TO_CCL) {
         ccl_result_t cr = run_ccl(c);
         if (cr != CCL_OK && fall_back(c, cr))
             to = SHIM_TO_NCCL;

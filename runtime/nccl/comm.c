@@ -38,6 +38,17 @@ void shim_comm_free(ncclComm_t c)
     free(c);
 }
 
+/* Destroys a real comm that no live comm holds (an init or split that failed halfway).
+ * registry.c knows it for the length of the call: the real destroy asks
+ * ncclCommGetAsyncError about it by name (NCCL's ncclCommEnsureReady), which must go
+ * back to the real library. */
+static void real_destroy(const ShimReal *real, ncclComm_t rc)
+{
+    shim_real_adopt(rc);
+    real->CommDestroy(rc);
+    shim_real_drop(rc);
+}
+
 void shim_comm_discard(ncclComm_t c)
 {
     if (!c)
@@ -46,7 +57,7 @@ void shim_comm_discard(ncclComm_t c)
         ccl_comm_destroy(c->ccl);
     const ShimReal *real = shim_real_loaded();
     if (c->real && real)
-        real->CommDestroy(c->real);
+        real_destroy(real, c->real);
     shim_comm_free(c);
 }
 
@@ -66,6 +77,7 @@ ncclResult_t shim_comm_publish(ncclComm_t c, const ShimRoute routes[SHIM_NUM_COL
     }
     memcpy(c->routes, routes, sizeof c->routes);
     c->magic = SHIM_COMM_MAGIC;
+    shim_real_adopt(c->real);
     shim_comm_register(c);
     if (shim_log_level() >= SHIM_LOG_INFO) {
         char r[512];
@@ -130,8 +142,16 @@ ncclResult_t ncclGetVersion(int *version)
     return ncclSuccess;
 }
 
+/* Set while this thread is inside the real ncclCommInitAll, which calls
+ * ncclGetUniqueId by its name (the call lands here, see registry.c) and needs the real
+ * library's id, not the shim's. */
+static _Thread_local int in_real_init_all;
+
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 {
+    const ShimReal *inner = in_real_init_all ? shim_real_loaded() : NULL;
+    if (inner)
+        return inner->GetUniqueId(uniqueId);
     ShimRoute routes[SHIM_NUM_COLLS];
     ncclResult_t r = shim_routes_from_env(routes, "ncclGetUniqueId");
     if (r != ncclSuccess)
@@ -267,7 +287,7 @@ static ncclResult_t init_real(ncclComm_t c, ShimClient *cl, const ShimRoute *rou
     if (all_ok && failed < 0)
         return ncclSuccess;
     if (c->real)
-        real->CommDestroy(c->real);
+        real_destroy(real, c->real);
     c->real = NULL;
     if (!need && all_ok) {
         shim_log(SHIM_LOG_WARN, c->rank, "%s: the real NCCL's init failed on rank %d%s%s: this comm runs on libccl "
@@ -381,7 +401,10 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
                       "CCL_BACKEND=cpu is a test mode), where NCCL cannot run" : shim_real_why());
         goto out;
     }
-    if (real && (r = real->CommInitAll(reals, ndev, devlist)) != ncclSuccess) {
+    in_real_init_all = 1;
+    r = real ? real->CommInitAll(reals, ndev, devlist) : ncclSuccess;
+    in_real_init_all = 0;
+    if (r != ncclSuccess) {
         const char *why = shim_real_error(NULL);
         for (int i = 0; i < ndev; i++)
             reals[i] = NULL;
@@ -509,6 +532,7 @@ static ncclResult_t comm_end(ncclComm_t comm, int abort, const char *fn)
             r = shim_fail(NULL, rr, "%s: the real NCCL's %s failed: %s", fn, abort ? "ncclCommAbort" : "ncclCommDestroy",
                           shim_real_error(NULL));
     }
+    shim_real_drop(comm->real);
     shim_comm_free(comm);
     return r;
 }
@@ -549,9 +573,12 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
     const char *fn = "ncclCommGetAsyncError";
-    ncclResult_t r = shim_comm_get(comm, fn);
+    const ShimReal *pass;
+    ncclResult_t r = shim_comm_get_or_real(comm, fn, &pass);
     if (r != ncclSuccess)
         return r;
+    if (pass) /* the real library's own call (NCCL's ncclCommEnsureReady) */
+        return pass->CommGetAsyncError(comm, asyncError);
     if (!asyncError) {
         shim_comm_put(comm);
         return shim_fail(comm, ncclInvalidArgument, "%s: argument 'asyncError' is NULL", fn);

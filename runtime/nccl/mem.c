@@ -336,9 +336,12 @@ static ncclResult_t reg_free(ncclComm_t comm, void *handle, int window, const ch
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
 {
     const char *fn = "ncclCommRegister";
-    ncclResult_t r = shim_comm_get(comm, fn);
+    const ShimReal *pass;
+    ncclResult_t r = shim_comm_get_or_real(comm, fn, &pass);
     if (r != ncclSuccess)
         return r;
+    if (pass) /* the real library's own call (NCCL 2.28's ncclCommWindowRegister makes it) */
+        return pass->CommRegister(comm, buff, size, handle);
     if (!handle)
         r = shim_fail(comm, ncclInvalidArgument, "%s: argument 'handle' is NULL", fn);
     else if (!buff && size)
@@ -351,9 +354,12 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, vo
 
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
 {
-    ncclResult_t r = shim_comm_get(comm, "ncclCommDeregister");
+    const ShimReal *pass;
+    ncclResult_t r = shim_comm_get_or_real(comm, "ncclCommDeregister", &pass);
     if (r != ncclSuccess)
         return r;
+    if (pass) /* the real library's own call (its window deregistration makes it) */
+        return pass->CommDeregister(comm, handle);
     r = reg_free(comm, handle, 0, "ncclCommDeregister");
     shim_comm_put(comm);
     return r;
@@ -362,9 +368,14 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags)
 {
     const char *fn = "ncclCommWindowRegister";
-    ncclResult_t r = shim_comm_get(comm, fn);
+    const ShimReal *pass;
+    ncclResult_t r = shim_comm_get_or_real(comm, fn, &pass);
     if (r != ncclSuccess)
         return r;
+    if (pass && !pass->CommWindowRegister)
+        return ncclInvalidUsage;
+    if (pass) /* the real library's own call */
+        return pass->CommWindowRegister(comm, buff, size, win, winFlags);
     void *out = NULL;
     if (!win)
         r = shim_fail(comm, ncclInvalidArgument, "%s: argument 'win' is NULL", fn);
@@ -378,9 +389,14 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, nc
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 {
-    ncclResult_t r = shim_comm_get(comm, "ncclCommWindowDeregister");
+    const ShimReal *pass;
+    ncclResult_t r = shim_comm_get_or_real(comm, "ncclCommWindowDeregister", &pass);
     if (r != ncclSuccess)
         return r;
+    if (pass && !pass->CommWindowDeregister)
+        return ncclInvalidUsage;
+    if (pass) /* the real library's own call (its CE collectives' cleanup makes it) */
+        return pass->CommWindowDeregister(comm, win);
     r = reg_free(comm, win, 1, "ncclCommWindowDeregister");
     shim_comm_put(comm);
     return r;

@@ -12,7 +12,10 @@
  * installed as libnccl.so.2 and preloaded) or another library over libccl is refused:
  * its ncclAllReduce would call back into libccl instead of NCCL. The real library is
  * called through its profiling names (pncclAllReduce), its implementations, so that
- * nothing resolves back to the preloaded shim. */
+ * the shim's calls into it never resolve back to the preloaded shim. The real library's
+ * own calls of its exported names (NCCL's ncclCommEnsureReady calls
+ * ncclCommGetAsyncError) do resolve to the shim, as NVIDIA links them interposable:
+ * registry.c knows the real comms, and those calls go straight back. */
 #include <dlfcn.h>
 #include <link.h>
 #include <stdio.h>

@@ -242,6 +242,15 @@ ncclResult_t shim_comm_get(ncclComm_t comm, const char *fn);
 void shim_comm_put(ncclComm_t comm);
 /* The same without a message: 1 when held, 0 when comm is not live. */
 int shim_comm_hold(ncclComm_t comm);
+/* The real library's comms: adopted when a comm holding one goes live, dropped once the
+ * real destroy or abort returned (the real library's own calls during it may name it). */
+void shim_real_adopt(ncclComm_t real);
+void shim_real_drop(ncclComm_t real);
+/* shim_comm_get for the functions the real library calls by their names: ncclSuccess
+ * and *pass NULL with comm held, as shim_comm_get; ncclSuccess and *pass the real
+ * library when comm is one of its comms (the call is the real library's own: pass it
+ * back with the same arguments, comm not held); else shim_comm_get's error. */
+ncclResult_t shim_comm_get_or_real(ncclComm_t comm, const char *fn, const ShimReal **pass);
 /* Whether comm is live (a group checks the comms it touched). */
 int shim_comm_live(ncclComm_t comm);
 /* Takes comm out of the registry (after stopping its work, for an abort) and waits

@@ -23,6 +23,8 @@ import torch.distributed as dist
 RANK = int(os.environ["RANK"])
 WORLD = int(os.environ["WORLD_SIZE"])
 LOCAL = int(os.environ.get("LOCAL_RANK", RANK))
+# libccl_nccl's route when it is preloaded ("" without it: torch's own NCCL).
+ROUTE = os.environ.get("CCL_NCCL_ROUTE", "auto") if "libccl_nccl" in os.environ.get("LD_PRELOAD", "") else ""
 failures = 0
 
 
@@ -85,9 +87,13 @@ def colls():
     y = x.clone()
     dist.all_reduce(y, op=dist.ReduceOp.AVG)
     exact(y, torch.full_like(y, (WORLD + 1) / 2), "torch.all_reduce.avg")
-    y = x.clone()
-    dist.all_reduce(y, op=dist._make_nccl_premul_sum(2.0))
-    exact(y, torch.full_like(y, float(WORLD * (WORLD + 1))), "torch.all_reduce.premul_sum")
+    # torch makes the operator with ncclRedOpCreatePreMulSum (a host scalar) and ignores
+    # its result, so a failed creation would sum plainly. libccl has no pre-multiplied
+    # sum on GPUs: with CCL_NCCL_ROUTE=ccl it is refused (checked last, below).
+    if ROUTE != "ccl":
+        y = x.clone()
+        dist.all_reduce(y, op=dist._make_nccl_premul_sum(2.0))
+        exact(y, torch.full_like(y, float(WORLD * (WORLD + 1))), "torch.all_reduce.premul_sum")
     # Point-to-point: a ring through batch_isend_irecv, and send/recv pairs.
     x = torch.full((1000,), float(RANK), device=dev)
     y = torch.empty_like(x)
@@ -109,6 +115,15 @@ def colls():
     dist.barrier()
     torch.cuda.synchronize()
     say(True, "torch.barrier")
+    if ROUTE == "ccl":
+        try:
+            y = x.clone()
+            dist.all_reduce(y, op=dist._make_nccl_premul_sum(2.0))
+            torch.cuda.synchronize()
+            say(False, "torch.all_reduce.premul_sum.refused", "CCL_NCCL_ROUTE=ccl ran a pre-multiplied sum on GPUs")
+        except Exception as e:  # torch raises the shim's ncclInvalidUsage
+            say("pre-multiplied sum" in str(e) or "invalid usage" in str(e), "torch.all_reduce.premul_sum.refused",
+                str(e)[:400])
     dist.destroy_process_group()
 
 

@@ -17,10 +17,15 @@
 #   3. graph: two all-reduces captured in a CUDA graph after warm-up, replayed 3 times,
 #      for auto and ccl;
 #   4. watchdog: the last rank exits after the init; every other rank must fail (torch's
-#      watchdog sees ncclCommGetAsyncError's error, or its own timeout, and aborts),
-#      not hang: torchrun must end, non-zero, within WATCHDOG_LIMIT_S (240 s).
+#      watchdog sees ncclCommGetAsyncError's error, or its own 30 s timeout, and aborts),
+#      not hang: torchrun must end, non-zero, within WATCHDOG_LIMIT_S (150 s).
 # Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per test; exits 0 (like the CPU
-# suites), so read the lines. PYTHON names the interpreter with torch (python3).
+# suites), so read the lines. PYTHON names the interpreter with torch (python3); ROUTES
+# the routes of step 1 (default "auto ccl nccl"); MODES the steps to run (default
+# "colls ddp graph watchdog"; ddp, graph and watchdog take
+# about 3 minutes on 2 GPUs, colls a few more, compiling libccl's kernels on first use).
+# Each torchrun is bounded (LIMIT_S, 600 s for colls, 150 s for the others), so the
+# script ends unattended whatever hangs.
 set -u
 build=${1:?usage: tests/nccl/gpu_torch.sh BUILD [NPROC]}
 cd "$(dirname "$0")/../.." || exit 1
@@ -46,6 +51,9 @@ if [ "$gpus" -lt 2 ] || [ "$nproc" -lt 2 ] || [ "$nproc" -gt "$gpus" ]; then
 fi
 export CCL_TIMEOUT_MS=${CCL_TIMEOUT_MS:-60000} CCL_ALGORITHM_DIR=${CCL_ALGORITHM_DIR:-$PWD/algorithms}
 port=$((29500 + RANDOM % 1000))
+modes=" ${MODES:-colls ddp graph watchdog} "
+echo "nccl.gpu: $nproc ranks, torch $("$py" -c 'import torch; v = torch.cuda.nccl.version(); print(torch.__version__, "nccl", ".".join(map(str, v)) if isinstance(v, tuple) else v)' 2>/dev/null), modes:$modes"
+
 
 # torchrun_with PRELOAD ROUTE LOG ARGS...: one torchrun of gpu_torch.py; its exit status.
 torchrun_with() {
@@ -53,7 +61,7 @@ torchrun_with() {
     shift 3
     port=$((port + 1))
     env ${preload:+LD_PRELOAD="$preload"} ${route:+CCL_NCCL_ROUTE="$route"} CCL_NCCL_SUMMARY=1 \
-        timeout "${LIMIT_S:-900}" "$py" -m torch.distributed.run --standalone --nproc_per_node="$nproc" \
+        timeout -k 10 "${LIMIT_S:-150}" "$py" -m torch.distributed.run --standalone --nproc_per_node="$nproc" \
         --master_port="$port" "$script" "$@" >"$log" 2>&1
 }
 
@@ -66,13 +74,16 @@ summaries() {
 }
 
 # 1. every collective, each route
-for route in auto ccl nccl; do
+for route in ${ROUTES:-auto ccl nccl}; do
+    [[ $modes == *" colls "* ]] || break
     log=$tmp/colls-$route.log
-    torchrun_with "$so" "$route" "$log" colls
+    LIMIT_S=${LIMIT_S:-600} torchrun_with "$so" "$route" "$log" colls
     rc=$?
     grep '^ok \|^FAIL ' "$log" | sed "s/^ok torch/ok nccl.gpu.$route.torch/; s/^FAIL torch/FAIL nccl.gpu.$route.torch/"
     n=$(summaries "$log") c=$(ccl_calls "$log")
-    if [ $rc -ne 0 ]; then
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        echo "FAIL nccl.gpu.$route.colls: torchrun ran past its limit: $(grep -v '^ok ' "$log" | tail -5 | tr '\n' ' ' | cut -c1-800)"
+    elif [ $rc -ne 0 ]; then
         echo "FAIL nccl.gpu.$route.colls: torchrun exit $rc: $(grep -v '^ok ' "$log" | tail -5 | tr '\n' ' ' | cut -c1-800)"
     elif [ "$n" -lt "$nproc" ]; then
         echo "FAIL nccl.gpu.$route.preloaded: $n routing summaries for $nproc ranks: libccl_nccl was not used"
@@ -84,10 +95,14 @@ for route in auto ccl nccl; do
 done
 
 # 2. DDP against plain NCCL
-torchrun_with "" "" "$tmp/ddp-plain.log" ddp "$tmp/plain.pt" || echo "FAIL nccl.gpu.ddp.plain: $(tail -3 "$tmp/ddp-plain.log")"
-for route in auto nccl; do
-    torchrun_with "$so" "$route" "$tmp/ddp-$route.log" ddp "$tmp/$route.pt" ||
-        echo "FAIL nccl.gpu.ddp.$route: $(tail -3 "$tmp/ddp-$route.log")"
+if [[ $modes == *" ddp "* ]]; then
+for route in plain auto nccl; do
+    [ $route = plain ] && pre="" r="" || pre=$so r=$route
+    if torchrun_with "$pre" "$r" "$tmp/ddp-$route.log" ddp "$tmp/$route.pt"; then
+        echo "ok nccl.gpu.ddp.$route (5 steps)"
+    else
+        echo "FAIL nccl.gpu.ddp.$route: $(tail -3 "$tmp/ddp-$route.log" | tr '\n' ' ' | cut -c1-800)"
+    fi
 done
 cmp_out=$("$py" - "$tmp/plain.pt" "$tmp/auto.pt" "$tmp/nccl.pt" <<'EOF' 2>&1
 import sys, torch
@@ -99,10 +114,13 @@ for k in plain:
         print(f"nccl: {k} differs by {(plain[k] - nccl[k]).abs().max().item()}")
 EOF
 )
-[ -z "$cmp_out" ] && echo "ok nccl.gpu.ddp.matches-plain-nccl" || echo "FAIL nccl.gpu.ddp.matches-plain-nccl: $cmp_out"
+[ -z "$cmp_out" ] && echo "ok nccl.gpu.ddp.matches-plain-nccl" ||
+    echo "FAIL nccl.gpu.ddp.matches-plain-nccl: $(tail -5 <<<"$cmp_out" | tr '\n' ' ' | cut -c1-800)"
+fi
 
 # 3. CUDA graphs
 for route in auto ccl; do
+    [[ $modes == *" graph "* ]] || break
     torchrun_with "$so" "$route" "$tmp/graph-$route.log" graph
     rc=$?
     grep '^ok \|^FAIL ' "$tmp/graph-$route.log" | sed "s/^ok torch/ok nccl.gpu.$route.torch/; s/^FAIL torch/FAIL nccl.gpu.$route.torch/"
@@ -110,13 +128,16 @@ for route in auto ccl; do
 done
 
 # 4. a dead rank: the others must fail, not hang
-limit=${WATCHDOG_LIMIT_S:-240}
+[[ $modes == *" watchdog "* ]] || exit 0
+limit=${WATCHDOG_LIMIT_S:-150}
 start=$(date +%s)
-export WATCHDOG_TIMEOUT_S=60 TORCH_NCCL_ASYNC_ERROR_HANDLING=1
+# torch's timeout and libccl's 30 s each; no flight-recorder dump on the timeout (it
+# would wait for it), torch's own abort and teardown otherwise as configured by default.
+export WATCHDOG_TIMEOUT_S=30 TORCH_NCCL_ASYNC_ERROR_HANDLING=1 TORCH_NCCL_DUMP_ON_TIMEOUT=0 CCL_TIMEOUT_MS=30000
 LIMIT_S=$limit torchrun_with "$so" auto "$tmp/watchdog.log" watchdog
 rc=$?
 took=$(($(date +%s) - start))
-if [ $rc -eq 124 ]; then
+if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
     echo "FAIL nccl.gpu.watchdog: the job hung past $limit s with a dead rank: $(tail -5 "$tmp/watchdog.log" | tr '\n' ' ')"
 elif [ $rc -eq 0 ] || grep -q '^FAIL' "$tmp/watchdog.log"; then
     echo "FAIL nccl.gpu.watchdog: exit $rc: $(grep -m3 'FAIL\|Error' "$tmp/watchdog.log" | tr '\n' ' ')"

@@ -18,7 +18,17 @@
  *   auto      auto with the whole library: everything libccl implements stays there,
  *             although a real comm exists (its init and operators reach NCCL); windows
  *             registered in a group reach both libraries;
- *   missing   CCL_NCCL_ROUTE=nccl with CCL_NCCL_LIB=none: the init fails, saying why. */
+ *   missing   CCL_NCCL_ROUTE=nccl with CCL_NCCL_LIB=none: the init fails, saying why;
+ *   split     CCL_NCCL_ROUTE=nccl, ranks on threads, as torch's new_group splits: every
+ *             rank of the parent calls ncclCommSplit, one with NCCL_SPLIT_NOCOLOR (it
+ *             gets NULL), with a config as torch passes it (non-blocking, made by an
+ *             older nccl.h); the child's all-reduce runs on NCCL, exact.
+ *
+ * The fake calls some of its exported functions by name as NVIDIA's libnccl does
+ * (fake_nccl.c), so every scenario also checks that those calls, which land in the
+ * shim, go back to the real library: without that, every call reaching NCCL failed
+ * with ncclInvalidArgument (torch ignores ncclRedOpCreatePreMulSum's result, so its
+ * pre-multiplied sums became plain sums on libccl). */
 #include <dlfcn.h>
 #include <pthread.h>
 
@@ -154,7 +164,9 @@ static int all_to_nccl(void)
     NCCL_OK(name, ncclCommWindowDeregister(c[1], w));
     NCCL_OK(name, ncclMemAlloc(&p, 4096));
     NCCL_OK(name, ncclMemFree(p));
-    ok = grew(name, "CommRegister", reg, 1) && grew(name, "CommDeregister", dereg, 1) &&
+    /* The window's own registration (NCCL 2.28 makes one by ncclCommRegister's name) is
+     * the second: it reached the fake back through the shim. */
+    ok = grew(name, "CommRegister", reg, 2) && grew(name, "CommDeregister", dereg, 2) &&
          grew(name, "CommWindowRegister", win, 1) && grew(name, "CommWindowDeregister", unwin, 1) &&
          grew(name, "MemAlloc", ma, 1) && grew(name, "MemFree", mf, 1);
     say(ok, name, " ");
@@ -380,6 +392,104 @@ static int auto_route(void)
     return 0;
 }
 
+/* ---- split: torch's new_group ---- */
+
+enum { S = 3 };
+
+typedef struct {
+    int rank;
+    ncclUniqueId id;
+    ncclComm_t parent, child;
+    float out[COUNT];
+    int failed;
+    char why[512];
+} SplitRank;
+
+static void *split_rank(void *arg)
+{
+    SplitRank *k = arg;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0; /* torch's eager init asks for non-blocking comms */
+    ncclResult_t r = ncclCommInitRankConfig(&k->parent, S, k->id, k->rank, &cfg);
+    if (r != ncclSuccess) {
+        snprintf(k->why, sizeof k->why, "init: %s", ncclGetLastError(NULL));
+        k->failed = 1;
+        return NULL;
+    }
+    /* torch's config for the group: non-blocking, from a torch built against NCCL 2.27's
+     * nccl.h (a shorter struct). Ranks 0 and 2 form the group, rank 1 passes no color. */
+    ncclConfig_t sub = NCCL_CONFIG_INITIALIZER;
+    sub.size = offsetof(ncclConfig_t, nChannelsPerNetPeer);
+    sub.version = NCCL_VERSION(2, 27, 3);
+    sub.blocking = 0;
+    sub.splitShare = 0;
+    int color = k->rank == 1 ? NCCL_SPLIT_NOCOLOR : 12345;
+    if ((r = ncclCommSplit(k->parent, color, k->rank / 2, &k->child, &sub)) != ncclSuccess) {
+        snprintf(k->why, sizeof k->why, "split: %s", ncclGetLastError(k->parent));
+        k->failed = 1;
+        return NULL;
+    }
+    if (color == NCCL_SPLIT_NOCOLOR) {
+        if (k->child) {
+            snprintf(k->why, sizeof k->why, "NCCL_SPLIT_NOCOLOR gave a communicator");
+            k->failed = 1;
+        }
+        return NULL;
+    }
+    int n = -1, me = -1;
+    float in[COUNT];
+    for (int i = 0; i < COUNT; i++)
+        in[i] = (float)(k->rank + i);
+    if (!k->child || ncclCommCount(k->child, &n) != ncclSuccess || ncclCommUserRank(k->child, &me) != ncclSuccess ||
+        n != 2 || me != k->rank / 2) {
+        snprintf(k->why, sizeof k->why, "child %p of size %d rank %d, expected size 2 rank %d", (void *)k->child, n, me,
+                 k->rank / 2);
+        k->failed = 1;
+    } else if (ncclAllReduce(in, k->out, COUNT, ncclFloat, ncclSum, k->child, NULL) != ncclSuccess) {
+        snprintf(k->why, sizeof k->why, "child's all-reduce: %s", ncclGetLastError(k->child));
+        k->failed = 1;
+    }
+    return NULL;
+}
+
+static int split_nocolor(void)
+{
+    const char *name = "nccl.route.split.nocolor";
+    SplitRank ks[S];
+    pthread_t t[S];
+    ncclUniqueId id;
+    NCCL_OK(name, ncclGetUniqueId(&id));
+    for (int r = 0; r < S; r++) {
+        ks[r] = (SplitRank){.rank = r, .id = id};
+        pthread_create(&t[r], NULL, split_rank, &ks[r]);
+    }
+    int ok = 1;
+    for (int r = 0; r < S; r++)
+        pthread_join(t[r], NULL);
+    for (int r = 0; r < S; r++) {
+        if (ks[r].failed) {
+            say(0, name, "rank %d: %s", r, ks[r].why);
+            ok = 0;
+        }
+    }
+    float want[COUNT];
+    for (int i = 0; i < COUNT; i++)
+        want[i] = (float)(2 + 2 * i); /* ranks 0 and 2 */
+    for (int r = 0; ok && r < S; r += 2)
+        ok = check(name, "the child's all-reduce", ks[r].out, want, COUNT, r);
+    if (fake_open(name) != 0)
+        return -1;
+    ok = ok && grew(name, "CommSplit", 0, S) && grew(name, "AllReduce", 0, 2);
+    for (int r = 0; r < S; r++) {
+        if (ks[r].child)
+            ncclCommDestroy(ks[r].child);
+        if (ks[r].parent)
+            ncclCommDestroy(ks[r].parent);
+    }
+    say(ok, name, " ");
+    return 0;
+}
+
 static int missing(void)
 {
     ncclComm_t c[2];
@@ -401,7 +511,9 @@ int main(int argc, char **argv)
         auto_route();
     else if (!strcmp(what, "missing"))
         missing();
+    else if (!strcmp(what, "split"))
+        split_nocolor();
     else
-        say(0, "nccl.route", "usage: routes nccl|mixed|fallback|auto|missing");
+        say(0, "nccl.route", "usage: routes nccl|mixed|fallback|auto|missing|split");
     return failures ? 1 : 0;
 }

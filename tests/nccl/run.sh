@@ -18,7 +18,8 @@
 #     rendezvous; the real-library search refusing libccl_nccl itself and a copy of it;
 #   - LD_PRELOAD: a program linked against NVIDIA's libnccl runs on libccl with
 #     libccl_nccl preloaded, and the shim finds the libnccl the program loaded;
-#   - tests/nccl/gpu_torch.sh and gpu_torch.py (the GPU machine's test) parse.
+#   - tests/nccl/gpu_torch.sh and gpu_torch.py (the GPU machine's test) and
+#     bench/torch_nccl_bench.sh and .py parse.
 # NVIDIA's NCCL itself needs a GPU: its route is skipped here, saying so.
 # Prints "ok NAME" or "FAIL NAME: why" per test.
 #
@@ -155,6 +156,7 @@ route nccl nccl
 route allreduce:ccl,allgather:nccl,default:ccl mixed
 route auto auto
 route nccl missing CCL_NCCL_LIB=none
+route nccl split
 mkdir -p "$tmp/algs" && cp -r algorithms/allreduce "$tmp/algs/"
 route "" fallback CCL_ALGORITHM_DIR="$tmp/algs" CCL_DEBUG=INFO
 n=$(grep -c '\[nccl\]: ncclAllGather: libccl refused allgather of datatype 7 (no loaded algorithm' "$tmp/err")
@@ -177,6 +179,24 @@ done
 
 # ---- LD_PRELOAD over NVIDIA's libnccl ----
 real=$(ls "$cuda"/lib64/libnccl.so.2 "$cuda"/lib/libnccl.so.2 2>/dev/null | head -1)
+
+# NVIDIA's libnccl calls some of its exported functions by name; with the shim preloaded
+# those calls land in it. Each one the shim exports must be one that the shim passes back
+# to the real library (registry.c) or serves alike (ncclMemAlloc, ncclGetErrorString):
+# a new one in a later NCCL would fail there with ncclInvalidArgument, as
+# ncclCommGetAsyncError did for every call to NCCL before.
+passed_back="ncclCommGetAsyncError ncclAllReduce ncclAllGather ncclReduceScatter ncclBroadcast ncclBcast ncclReduce
+ncclAlltoAll ncclGather ncclScatter ncclSend ncclRecv ncclCommRegister ncclCommDeregister ncclCommWindowRegister
+ncclCommWindowDeregister ncclGetUniqueId ncclMemAlloc ncclMemFree ncclGetVersion ncclGetErrorString ncclResetDebugInit"
+if [ -n "$real" ] && command -v readelf >/dev/null; then
+    own=$(readelf -rW "$real" | awk '$3 ~ /JUMP_SLOT|GLOB_DAT/ {print $5}' | grep '^nccl[A-Z]' | sort -u)
+    exported=$(readelf -W --dyn-syms "$so" | awk '$7 != "UND" {print $8}' | sort -u)
+    bad=$(for f in $own; do grep -qx "$f" <<<"$exported" && ! grep -qw "$f" <<<"$passed_back" && echo "$f"; done)
+    [ -z "$bad" ] && echo "ok nccl.real-calls-itself ($(wc -w <<<"$own") names: $(echo $own | cut -c1-200))" ||
+        echo "FAIL nccl.real-calls-itself: $real calls $(echo $bad) by name, which the shim exports but does not pass back"
+else
+    echo "skip nccl.real-calls-itself: no NVIDIA libnccl.so.2 under $cuda, or no readelf"
+fi
 if ldd "$so" | grep -q 'libasan\|libubsan'; then
     echo "skip nccl.preload: this libccl_nccl is built with sanitizers, which cannot be preloaded into a program built without"
 elif [ -n "$real" ] && [ -f "$cuda/include/nccl.h" ]; then
@@ -213,11 +233,15 @@ else
     echo "skip nccl.preload: no NVIDIA libnccl.so.2 under $cuda (set CUDA=)"
 fi
 
-# ---- the GPU machine's test parses ----
-bash -n tests/nccl/gpu_torch.sh 2>"$tmp/err" && echo "ok nccl.gpu_torch.sh-parses" ||
-    echo "FAIL nccl.gpu_torch.sh-parses: $(head -3 "$tmp/err")"
+# ---- the GPU machine's test and benchmark parse ----
+for f in tests/nccl/gpu_torch.sh bench/torch_nccl_bench.sh; do
+    bash -n "$f" 2>"$tmp/err" && echo "ok nccl.$(basename "$f")-parses" ||
+        echo "FAIL nccl.$(basename "$f")-parses: $(head -3 "$tmp/err")"
+done
 if command -v python3 >/dev/null; then
-    python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' tests/nccl/gpu_torch.py 2>"$tmp/err" &&
-        echo "ok nccl.gpu_torch.py-parses" || echo "FAIL nccl.gpu_torch.py-parses: $(tail -3 "$tmp/err")"
+    for f in tests/nccl/gpu_torch.py bench/torch_nccl_bench.py; do
+        python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$f" 2>"$tmp/err" &&
+            echo "ok nccl.$(basename "$f")-parses" || echo "FAIL nccl.$(basename "$f")-parses: $(tail -3 "$tmp/err")"
+    done
 fi
 exit 0

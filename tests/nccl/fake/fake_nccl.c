@@ -9,9 +9,18 @@
  * ncclRedOpCreatePreMulSum's on float32) and move bytes for every datatype. A call
  * outside a group runs at once (every rank's thread meets the others); a group's calls
  * run at ncclGroupEnd, on one thread per communicator, so one thread may drive every
- * rank. Sends are buffered, so a group's sends never wait for its receives. Splits and
- * shrinks are refused. Exports NCCL's names and the profiling ones; built with
- * -Bsymbolic, so its own calls never reach the shim. */
+ * rank. Sends are buffered, so a group's sends never wait for its receives. Splits run
+ * among the ranks' threads, outside groups; shrinks are refused.
+ *
+ * Like NVIDIA's libnccl.so.2 (whose relocations show it: readelf -r), it calls some of
+ * its exported functions by their names, and it is linked as NVIDIA's is (no
+ * -Bsymbolic), so that with libccl_nccl in the process those calls reach the shim with
+ * the fake's own comms, as NCCL's do under LD_PRELOAD: every collective, operator,
+ * split, finalize and destroy first calls ncclCommGetAsyncError (NCCL's
+ * ncclCommEnsureReady), a window's
+ * registration calls ncclCommRegister and its deregistration ncclCommDeregister, and
+ * ncclCommInitAll takes its id from ncclGetUniqueId. Exports NCCL's names and the
+ * profiling ones. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,7 +36,7 @@ typedef struct Msg {
     struct Msg *next;
 } Msg;
 
-typedef struct {
+typedef struct Clique {
     int n, joined, refs; /* refs: live comms; the last one frees the clique */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -35,6 +44,8 @@ typedef struct {
     int arrived;
     const void *send[MAXR];
     Msg *mbox[MAXR][MAXR]; /* [src][dst], oldest first */
+    int split_color[MAXR], split_key[MAXR];
+    struct Clique *split_child[MAXR]; /* made by the lowest rank of each color */
 } Clique;
 
 struct ncclComm {
@@ -82,6 +93,14 @@ void fake_nccl_set_async(ncclResult_t r);
 void fake_nccl_set_async(ncclResult_t r)
 {
     fake_async = r;
+}
+
+/* NCCL's ncclCommEnsureReady: the comm's asynchronous error, asked by its exported
+ * name (so, with libccl_nccl in the process, through the shim). */
+static ncclResult_t ensure_ready(ncclComm_t c)
+{
+    ncclResult_t e = ncclSuccess, r = ncclCommGetAsyncError(c, &e);
+    return r != ncclSuccess ? r : e;
 }
 
 /* ---- cliques ---- */
@@ -298,6 +317,9 @@ static ncclResult_t enqueue(Op o, const char *name)
     bump(name);
     if (!o.comm || !o.comm->cl)
         return ncclInvalidArgument;
+    ncclResult_t r = ensure_ready(o.comm);
+    if (r != ncclSuccess)
+        return r;
     if (!group.depth) {
         exec(&o);
         return ncclSuccess;
@@ -388,9 +410,8 @@ static void comm_free(ncclComm_t m)
     free(m);
 }
 
-ncclResult_t pncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t *cfg)
+static ncclResult_t init_rank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t *cfg)
 {
-    bump("CommInitRankConfig");
     if (memcmp(id.internal, "FAKENCCL", 8) != 0 || (cfg && cfg->blocking != 1))
         return ncclInvalidArgument; /* the shim passes the id it got from the root, and blocking */
     Clique *c;
@@ -408,18 +429,29 @@ ncclResult_t pncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId 
     return ncclSuccess;
 }
 
+ncclResult_t pncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t *cfg)
+{
+    bump("CommInitRankConfig");
+    return init_rank(comm, nranks, id, rank, cfg);
+}
+
 ncclResult_t pncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, int nid, ncclUniqueId *ids,
                                        ncclConfig_t *cfg)
 {
     bump("CommInitRankScalable");
     (void)nid;
-    return pncclCommInitRankConfig(comm, nranks, ids[0], rank, cfg);
+    return init_rank(comm, nranks, ids[0], rank, cfg);
 }
 
 ncclResult_t pncclCommInitAll(ncclComm_t *comms, int n, const int *devlist)
 {
     bump("CommInitAll");
-    Clique *c = clique_new(n);
+    ncclUniqueId id; /* NCCL's ncclCommInitAll calls ncclGetUniqueId by its name too */
+    Clique *c;
+    if (ncclGetUniqueId(&id) != ncclSuccess || memcmp(id.internal, "FAKENCCL", 8) != 0)
+        return ncclInvalidArgument;
+    memcpy(&c, id.internal + 8, sizeof c);
+    c->n = n;
     c->refs = n;
     for (int r = 0; r < n; r++) {
         comms[r] = comm_new(c, r);
@@ -435,28 +467,88 @@ ncclResult_t pncclCommInitAll(ncclComm_t *comms, int n, const int *devlist)
         return ncclSuccess;                                                                                    \
     }
 
-ncclResult_t pncclCommFinalize(ncclComm_t c) COUNTED("CommFinalize", (void)c)
-ncclResult_t pncclCommDestroy(ncclComm_t c) COUNTED("CommDestroy", comm_free(c))
+/* NCCL's finalize and destroy wait for the comm to be ready first (by name, as above). */
+ncclResult_t pncclCommFinalize(ncclComm_t c)
+{
+    bump("CommFinalize");
+    return ensure_ready(c);
+}
+
+ncclResult_t pncclCommDestroy(ncclComm_t c)
+{
+    bump("CommDestroy");
+    ncclResult_t r = ensure_ready(c);
+    if (r == ncclSuccess)
+        comm_free(c);
+    return r;
+}
+
 ncclResult_t pncclCommAbort(ncclComm_t c) COUNTED("CommAbort", comm_free(c))
 ncclResult_t pncclCommRevoke(ncclComm_t c, int f) COUNTED("CommRevoke", (void)c; (void)f)
 ncclResult_t pncclCommCount(ncclComm_t c, int *n) COUNTED("CommCount", *n = c->cl->n)
 ncclResult_t pncclCommUserRank(ncclComm_t c, int *r) COUNTED("CommUserRank", *r = c->rank)
 ncclResult_t pncclCommCuDevice(ncclComm_t c, int *d) COUNTED("CommCuDevice", *d = c->device)
 ncclResult_t pncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e) COUNTED("CommGetAsyncError", (void)c; *e = fake_async)
+
+/* A window holds the registration NCCL 2.28 makes for it by ncclCommRegister's name. */
+ncclResult_t pncclCommWindowRegister(ncclComm_t c, void *b, size_t s, ncclWindow_t *w, int f)
+{
+    bump("CommWindowRegister");
+    (void)f;
+    void *h;
+    ncclResult_t r = ncclCommRegister(c, b, s, &h);
+    if (r == ncclSuccess)
+        *w = h;
+    return r;
+}
+
+ncclResult_t pncclCommWindowDeregister(ncclComm_t c, ncclWindow_t w)
+{
+    bump("CommWindowDeregister");
+    return ncclCommDeregister(c, w);
+}
 ncclResult_t pncclCommRegister(ncclComm_t c, void *b, size_t s, void **h) COUNTED("CommRegister", (void)c; (void)b;
                                                                                   (void)s; *h = malloc(1))
 ncclResult_t pncclCommDeregister(ncclComm_t c, void *h) COUNTED("CommDeregister", (void)c; free(h))
-ncclResult_t pncclCommWindowRegister(ncclComm_t c, void *b, size_t s, ncclWindow_t *w, int f)
-    COUNTED("CommWindowRegister", (void)c; (void)b; (void)s; (void)f; *w = malloc(1))
-ncclResult_t pncclCommWindowDeregister(ncclComm_t c, ncclWindow_t w) COUNTED("CommWindowDeregister", (void)c; free(w))
 ncclResult_t pncclMemAlloc(void **p, size_t s) COUNTED("MemAlloc", *p = malloc(s))
 ncclResult_t pncclMemFree(void *p) COUNTED("MemFree", free(p))
 
+/* Every rank of c's clique calls it from its own thread, outside a group (a split in a
+ * group is not faked). Ranks of one color make a clique ranked by key, then parent rank;
+ * NCCL_SPLIT_NOCOLOR gets NULL. The config is checked as NCCL parses it: its magic, and
+ * blocking (the shim passes 1). */
 ncclResult_t pncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t *nc, ncclConfig_t *cfg)
 {
     bump("CommSplit");
-    (void)c, (void)color, (void)key, (void)nc, (void)cfg;
-    return ncclInvalidUsage;
+    ncclResult_t r = ensure_ready(c);
+    if (r != ncclSuccess)
+        return r;
+    if (group.depth || !nc)
+        return ncclInvalidUsage;
+    if (cfg && (cfg->magic != 0xcafebeef || (cfg->blocking != 1 && cfg->blocking != NCCL_CONFIG_UNDEF_INT)))
+        return ncclInvalidArgument;
+    *nc = NULL;
+    Clique *p = c->cl;
+    int me = c->rank, size = 0, rank = 0, leader = -1;
+    p->split_color[me] = color;
+    p->split_key[me] = key;
+    barrier(p);
+    for (int q = 0; color != NCCL_SPLIT_NOCOLOR && q < p->n; q++)
+        if (p->split_color[q] == color) {
+            size++;
+            rank += p->split_key[q] < key || (p->split_key[q] == key && q < me);
+            leader = leader < 0 ? q : leader;
+        }
+    if (leader == me) {
+        p->split_child[me] = clique_new(size);
+        p->split_child[me]->refs = size;
+    }
+    barrier(p); /* every child made; read before any rank's next split */
+    if (leader >= 0) {
+        *nc = comm_new(p->split_child[leader], rank);
+        (*nc)->device = c->device;
+    }
+    return ncclSuccess;
 }
 
 ncclResult_t pncclCommShrink(ncclComm_t c, int *ex, int nex, ncclComm_t *nc, ncclConfig_t *cfg, int f)
@@ -476,6 +568,9 @@ ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataTy
                                        ncclComm_t c)
 {
     bump("RedOpCreatePreMulSum");
+    ncclResult_t r = ensure_ready(c);
+    if (r != ncclSuccess)
+        return r;
     if (t != ncclFloat || res != ncclScalarHostImmediate || c->nops == 16)
         return ncclInvalidArgument;
     memcpy(&c->scalar[c->nops], scalar, sizeof(float));
@@ -560,3 +655,6 @@ ALIAS(ncclCommDestroy);
 ALIAS(ncclAllReduce);
 ALIAS(ncclGroupStart);
 ALIAS(ncclGroupEnd);
+ALIAS(ncclCommGetAsyncError);
+ALIAS(ncclCommRegister);
+ALIAS(ncclCommDeregister);
