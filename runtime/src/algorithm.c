@@ -13,9 +13,12 @@
  *    program is correct in place; otherwise `in` is staged first (a snapshot), which is
  *    always correct because out-of-place is what the verifier proved;
  *  - staging only this rank touches is private, the backend's own memory (host memory
- *    on the CPU, device memory on a GPU), so it cannot shift heap offsets. Heap allocations happen in the user's thread in call order, so they stay
- *    symmetric whenever the ranks make the same calls with the same sizes.
- * Scratch grows the same way: the size follows from count and dtype, equal on all ranks. */
+ *    on the CPU, device memory on a GPU), so it cannot shift heap offsets. Heap
+ *    allocations happen in the user's thread in call order, so they stay symmetric
+ *    whenever the ranks make the same calls with the same sizes.
+ * Scratch grows the same way: the size follows from count and dtype, equal on all ranks.
+ * A call whose heap staging and scratch do not fit the heap's free space runs in
+ * pieces, each a call of the same algorithm on a sub-range ("Pieces" below). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -487,14 +490,18 @@ void ccl__ident_fill(const CclCall *c, CclIdent *id)
     id->seq = comm->calls + 1;
     id->plan = alg->plan_hash;
     id->shape = (uint64_t)alg->instances | (uint64_t)c->slices << 16;
-    id->count = c->count;
-    id->kind = (uint64_t)c->dtype << 8 | (coll_reduces(alg->prog->coll) ? (uint64_t)c->op : 0);
+    /* The user's count, and a piece's number above dtype and op (algorithm.c, "Pieces"):
+     * ranks that pass different counts are told so, not about the pieces'. */
+    id->count = c->whole ? c->whole : c->count;
+    id->kind = (uint64_t)c->piece << 16 | (uint64_t)c->dtype << 8 | (coll_reduces(alg->prog->coll) ? (uint64_t)c->op : 0);
     /* Rank-independent: where rank 0's buffer would be (in place, in sits at a per-rank slot). */
     id->in_off = c->in_off == SIZE_MAX ? ~0ull : (uint64_t)c->in_off - (uint64_t)comm->rank * c->in_stride;
     id->out_off = c->out_off == SIZE_MAX ? ~0ull : (uint64_t)c->out_off - (uint64_t)comm->rank * c->out_stride;
-    /* The layout, not the history: a buffer allocated and freed again changes nothing. */
+    /* The layout, not the history: a buffer allocated and freed again changes nothing.
+     * A piece's own count goes in too (pieces of one call have one size on ranks that
+     * agree on the rest; should they not, they must not run together). */
     id->allocs = (uint64_t)comm->data.nuser;
-    uint64_t lay[5] = {comm->data.user_sum, id->allocs, alg->sem_off, c->scratch_off, ccl__reg_layout(comm)};
+    uint64_t lay[6] = {comm->data.user_sum, id->allocs, alg->sem_off, c->scratch_off, ccl__reg_layout(comm), c->count};
     id->heap = ccl__fnv1a(CCL__FNV_SEED, lay, sizeof lay);
     const char *base = strrchr(alg->file, '/');
     base = base ? base + 1 : alg->file;
@@ -504,41 +511,71 @@ void ccl__ident_fill(const CclCall *c, CclIdent *id)
 
 /* ---- one call ---- */
 
-static int retire(ccl_comm_t *comm, size_t off)
-{
-    size_t *nr = realloc(comm->retired, sizeof *nr * (size_t)(comm->nretired + 1));
-    if (!nr)
-        return -1;
-    comm->retired = nr;
-    comm->retired[comm->nretired++] = off;
-    return 0;
-}
+/* Heap regions a call takes besides the user's buffers: the staging of in [0] and of
+ * out [1] where peers reach them, and the algorithm's scratch [2] (with the backend's
+ * lines). Staging regions are the comm's, scratch the algorithm's; all are grow-only. */
+enum { REGIONS = 3 };
 
-/* Grows a grow-only heap region to at least `need` bytes (doubling, so few regions are
- * ever retired). 0 or -1 when the heap is full. */
-static int grow_heap_region(ccl_comm_t *comm, size_t *off, size_t *bytes, size_t need)
+/* A region of `bytes` at `off` (SIZE_MAX: none yet) that must hold `need`: 0 with *noff
+ * SIZE_MAX when it does, 0 with a new block at *noff of *nbytes when the heap has one
+ * (with `doubling`, twice the old size where that fits, so that a growing sweep
+ * replaces few regions), -1 when it has none. */
+static int region_take(CclHeapAlloc *h, size_t off, size_t bytes, size_t need, int doubling, size_t *noff,
+                       size_t *nbytes)
 {
-    if (*off != SIZE_MAX && *bytes >= need)
+    *noff = SIZE_MAX;
+    if (need == 0 || (off != SIZE_MAX && bytes >= need))
         return 0;
     size_t want = need;
-    if (*off != SIZE_MAX && *bytes <= SIZE_MAX / 2 && 2 * *bytes > want)
-        want = 2 * *bytes;
-    size_t noff;
-    if (ccl__heap_alloc(&comm->data, want, 0, &noff) != 0) {
-        if (want == need || ccl__heap_alloc(&comm->data, need, 0, &noff) != 0)
-            return -1;
-        want = need;
+    if (doubling && off != SIZE_MAX && bytes <= SIZE_MAX / 2 && 2 * bytes > want)
+        want = 2 * bytes;
+    if (ccl__heap_alloc(h, want, 0, noff) == 0 || (want != need && ccl__heap_alloc(h, want = need, 0, noff) == 0)) {
+        *nbytes = want;
+        return 0;
     }
-    if (*off != SIZE_MAX && retire(comm, *off) != 0) {
-        ccl__heap_free(&comm->data, noff);
-        return -1;
-    }
-    *off = noff;
-    *bytes = want;
-    return 0;
+    *noff = SIZE_MAX;
+    return -1;
 }
 
-/* Where a user buffer sits, for staging: peers reach it in the heap, or at its
+/* Gives the call's regions at least need[k] bytes each, all or none: 0, or -1 with the
+ * heap as it was; with commit 0 it only finds out (the heap left as it was either way).
+ * The allocator is a pure function of its requests and a block taken and given back
+ * leaves it exactly as before, so every rank that made the same calls decides alike.
+ * A replaced region is retired, freed at destroy: a call in flight, or a captured CUDA
+ * graph, may still use it. */
+static int take_regions(ccl_comm_t *comm, ccl_algorithm_t *alg, const size_t need[REGIONS], int doubling, int commit)
+{
+    size_t *off[REGIONS] = {&comm->stage_off[0], &comm->stage_off[1], &alg->scratch_off};
+    size_t *bytes[REGIONS] = {&comm->stage_bytes[0], &comm->stage_bytes[1], &alg->scratch_bytes};
+    size_t noff[REGIONS], nbytes[REGIONS];
+    int k = 0;
+    while (k < REGIONS && region_take(&comm->data, *off[k], *bytes[k], need[k], doubling, &noff[k], &nbytes[k]) == 0)
+        k++;
+    int fits = k == REGIONS;
+    if (fits && commit) {
+        /* Room to retire every replaced region first, so that committing cannot fail halfway. */
+        size_t *nr = realloc(comm->retired, sizeof *nr * (size_t)(comm->nretired + REGIONS));
+        if (nr)
+            comm->retired = nr;
+        fits = nr != NULL;
+    }
+    if (fits && commit) {
+        for (k = 0; k < REGIONS; k++)
+            if (noff[k] != SIZE_MAX) {
+                if (*off[k] != SIZE_MAX)
+                    comm->retired[comm->nretired++] = *off[k];
+                *off[k] = noff[k];
+                *bytes[k] = nbytes[k];
+            }
+        return 0;
+    }
+    while (k-- > 0)
+        if (noff[k] != SIZE_MAX)
+            ccl__heap_free(&comm->data, noff[k]);
+    return fits ? 0 : -1;
+}
+
+/* Where peers reach this rank's user buffers, for staging: in the heap, or at their
  * registration's place in the window (register.c). */
 CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg)
 {
@@ -558,6 +595,201 @@ CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, c
                        "%s: argument '%s' (%p) points into the symmetric heap but not into a live ccl_mem_alloc buffer",
                        fn, arg, ptr);
     return CCL__BUF_MISPLACED;
+}
+
+/* ---- Pieces ----
+ *
+ * A call whose staging (of buffers peers reach) and scratch do not fit the heap's free
+ * space runs as a sequence of pieces, each a normal call of the same algorithm on
+ * elements [off, off + n) of every unit: the largest n (a multiple of 256 bytes) whose
+ * regions fit, evened out over the pieces. The decision depends only on what every rank
+ * agrees on (algorithm, count, dtype, where peers reach the buffers, the heap's layout),
+ * so the ranks' pieces pair up; each piece's identity holds the user's count and its
+ * number, so ranks that disagree still fail with both sides named. Where in (out) has
+ * several units (allgather's out, reduce_scatter's in, alltoall's both), a piece's
+ * units are strided in the user's buffer: such a side is always staged, packed, with
+ * strided staging copies (CclCall.send_pitch, recv_pitch). A piece reads only its own
+ * elements of send and writes only its own of recv, so in place (NCCL's forms) and a
+ * recvbuf before an overlapping sendbuf (elementwise collectives, pieces in order) stay
+ * correct; other overlaps run whole or fail as before. */
+
+/* What every piece of one call shares, resolved once. */
+typedef struct {
+    ccl_algorithm_t *alg;
+    const char *send;
+    char *recv;
+    size_t count, es, in_units, out_units;
+    ccl_dtype_t dtype;
+    ccl_op_t op;
+    void *stream;
+    int in_remote, out_remote;       /* peers reach in (out) themselves, not through lines */
+    CclBufPlace send_at, recv_at;    /* CCL__BUF_SYMMETRIC for a registered buffer too */
+    size_t send_reg, recv_reg;       /* a registered buffer's heap offset; SIZE_MAX: none */
+    int overlap, inplace_form, inplace_ok;
+} CallArgs;
+
+/* Whether a piece of n elements stages its in and out, and the heap bytes of its
+ * regions (staging that peers reach, scratch). A piece shorter than the call stages
+ * every side that has several units (strided in the user's buffer). */
+static void piece_plan(const CallArgs *a, size_t n, int *stage_in, int *stage_out, size_t need[REGIONS], size_t *CS)
+{
+    const ccl_algorithm_t *alg = a->alg;
+    const Program *prog = alg->prog;
+    int strided_in = n < a->count && a->in_units > 1, strided_out = n < a->count && a->out_units > 1;
+    int inplace = a->inplace_ok && !strided_in && !strided_out;
+    *stage_in = !a->send || (a->overlap && !inplace) || (a->in_remote && a->send_at != CCL__BUF_SYMMETRIC) || strided_in;
+    *stage_out = !a->recv || (a->out_remote && a->recv_at != CCL__BUF_SYMMETRIC) || strided_out;
+    *CS = ccl__chunk_stride(n, prog->chunks, a->es);
+    need[0] = *stage_in && a->in_remote ? a->in_units * n * a->es : 0;
+    need[1] = *stage_out && a->out_remote ? a->out_units * n * a->es : 0;
+    need[2] = alg->comm->be->scratch_bytes ? alg->comm->be->scratch_bytes(alg, *CS, a->es)
+                                           : ccl__scratch_offset(prog, prog->nbufs, *CS, a->es);
+}
+
+static int piece_fits(const CallArgs *a, size_t n)
+{
+    int si, so;
+    size_t need[REGIONS], CS;
+    piece_plan(a, n, &si, &so, need, &CS);
+    return take_regions(a->alg->comm, a->alg, need, 0, 0) == 0;
+}
+
+/* The largest piece (a multiple of 256 bytes, or the whole count) whose regions fit the
+ * heap now, the regions it already has reused; 0 when not even the smallest does. */
+static size_t piece_largest(const CallArgs *a)
+{
+    size_t g = 256 / a->es, lo = 0, hi = (a->count + g - 1) / g;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo + 1) / 2;
+        if (piece_fits(a, mid * g < a->count ? mid * g : a->count))
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo * g < a->count ? lo * g : a->count;
+}
+
+/* Enqueues elements [off, off + n) of every unit as one call (the whole call: off 0, n
+ * the count, piece 0), its regions already taken. */
+static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t piece)
+{
+    ccl_algorithm_t *alg = a->alg;
+    ccl_comm_t *comm = alg->comm;
+    Collective coll = alg->prog->coll;
+    int me = comm->rank, N = comm->nranks;
+    size_t es = a->es, need[REGIONS];
+    int stage_in, stage_out;
+    CclCall c = {.alg = alg, .send = a->send ? a->send + off * es : NULL, .recv = a->recv ? a->recv + off * es : NULL,
+                 .count = n, .dtype = a->dtype, .op = a->op, .stream = a->stream, .esize = es, .slices = alg->slices,
+                 .whole = a->count, .piece = piece};
+    piece_plan(a, n, &stage_in, &stage_out, need, &c.CS);
+    c.in_bytes = a->in_units * n * es;
+    c.out_bytes = a->out_units * n * es;
+    c.send_pitch = a->in_units > 1 && n < a->count ? a->count * es : 0;
+    c.recv_pitch = a->out_units > 1 && n < a->count ? a->count * es : 0;
+    char *base = comm->heap_base[me];
+    /* A registered buffer is used through its registration's alias in the heap's
+     * window, at an offset every rank shares (zero-copy; both sides of an in-place call
+     * through the same alias, so no kernel reads through one address what it wrote
+     * through another). Staging only this rank touches is private, the backend's own
+     * memory (NULL here); staging peers reach is the comm's heap region. */
+    c.in = !stage_in ? (a->send_reg != SIZE_MAX ? base + a->send_reg + off * es : (void *)c.send)
+           : a->in_remote ? base + comm->stage_off[0] : NULL;
+    c.out = !stage_out ? (a->recv_reg != SIZE_MAX ? base + a->recv_reg + off * es : c.recv)
+            : a->out_remote ? base + comm->stage_off[1] : NULL;
+    c.stage_in = stage_in && c.send;    /* a NULL send stages nothing: its content is unused */
+    c.stage_out = stage_out && c.recv;
+    c.in_off = a->in_remote ? (size_t)((char *)c.in - base) : SIZE_MAX;
+    c.out_off = a->out_remote ? (size_t)((char *)c.out - base) : SIZE_MAX;
+    if (a->inplace_ok && !stage_in && !stage_out && coll == COLL_ALLGATHER)
+        c.in_stride = n * es;
+    if (a->inplace_ok && !stage_in && !stage_out && coll == COLL_REDUCE_SCATTER)
+        c.out_stride = n * es;
+    c.scratch_off = alg->scratch_off == SIZE_MAX ? 0 : alg->scratch_off;
+    c.call_index = alg->ncalls;
+    /* A count that changes the scratch layout needs no fence: no block of this call runs
+     * before every rank has ended its previous one (docs/internals.md). */
+    if (comm->fence_pending) {
+        c.fence = 1;
+        c.fence_why = "the first call after an algorithm was freed";
+    }
+    if (a->op == CCL_AVG && coll_reduces(coll) && N > 1) { /* on one rank, x / 1 is x */
+        c.divide = N;
+        c.divide_here = !(coll == COLL_REDUCE && me != alg->root);
+    }
+    ccl__ident_fill(&c, &c.id);
+    CCL__TRACE(me, "call %llu of %s: %s %s, count %zu%s%s%s%s%s", (unsigned long long)c.call_index, alg->file,
+               ccl_dtype_name(a->dtype), ccl_op_name(a->op), n, c.fence ? ", fence first" : "",
+               c.stage_in ? ", staging in" : "", c.stage_out ? ", staging out" : "",
+               !stage_in && a->send_reg != SIZE_MAX ? ", sendbuf registered" : "",
+               !stage_out && a->recv_reg != SIZE_MAX ? ", recvbuf registered" : "");
+    ccl_result_t r = comm->be->run(&c);
+    if (r != CCL_OK)
+        return r;
+    ccl__run_done(alg, &c);
+    return CCL_OK;
+}
+
+/* The call's regions do not fit and no piece can run: what it needs, and why. */
+static ccl_result_t no_room(const CallArgs *a, const char *fn, const char *why)
+{
+    ccl_comm_t *comm = a->alg->comm;
+    int si, so;
+    size_t need[REGIONS], CS;
+    piece_plan(a, a->count, &si, &so, need, &CS);
+    return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
+                          "%s: %s, count %zu of %s, needs %zu bytes of the heap (staging %zu of sendbuf and %zu of "
+                          "recvbuf, which peers reach, and %zu of scratch), more than it has free (heap_bytes %zu, %zu "
+                          "in its largest free block), and %s; free ccl_mem_alloc buffers or raise "
+                          "ccl_config_t.heap_bytes / CCL_HEAP_BYTES", fn, a->alg->file, a->count,
+                          ccl_dtype_name(a->dtype), need[0] + need[1] + need[2], need[0], need[1], need[2],
+                          comm->heap_bytes, ccl__heap_largest_free(&comm->data), why);
+}
+
+/* Runs the call whole when its regions fit (growing them, doubling), else in pieces. */
+static ccl_result_t run_call(const CallArgs *a, const char *fn)
+{
+    ccl_comm_t *comm = a->alg->comm;
+    int si, so;
+    size_t need[REGIONS], CS;
+    piece_plan(a, a->count, &si, &so, need, &CS);
+    if (take_regions(comm, a->alg, need, 1, 1) == 0)
+        return run_piece(a, 0, a->count, 0);
+    /* Pieces write only their own elements of recv and read only their own of send:
+     * enough where the buffers are disjoint or in place, and for elementwise
+     * collectives whose recvbuf starts before sendbuf (each piece's snapshot is taken
+     * before it writes, and it overwrites only its own or earlier pieces' input). */
+    int elementwise = a->in_units == 1 && a->out_units == 1;
+    if (a->overlap && !a->inplace_form && !(elementwise && a->recv < a->send))
+        return no_room(a, fn, "sendbuf and recvbuf overlap other than in place, so it cannot run in pieces");
+    size_t n = piece_largest(a);
+    if (n == 0)
+        return no_room(a, fn, "not even a piece of 256 bytes per unit fits");
+    /* Even pieces: as many as the largest needs, each as short as that allows. */
+    size_t g = 256 / a->es, pieces = (a->count + n - 1) / n, even = (a->count + pieces - 1) / pieces;
+    even = n < a->count ? (even + g - 1) / g * g : n;
+    if (even < n) {
+        piece_plan(a, even, &si, &so, need, &CS);
+        if (take_regions(comm, a->alg, need, 0, 1) != 0)
+            even = n;
+    }
+    if (even == n) {
+        piece_plan(a, n, &si, &so, need, &CS);
+        if (take_regions(comm, a->alg, need, 0, 1) != 0)
+            return no_room(a, fn, "out of memory for its bookkeeping");
+    }
+    if (even < a->count)
+        CCL__LOG(CCL__LOG_INFO, CCL__SUB_CALL, comm->rank, "%s: %s, count %zu of %s, runs in %zu pieces of %zu "
+                 "elements: its staging and scratch do not fit the heap's free space whole", fn, a->alg->file,
+                 a->count, ccl_dtype_name(a->dtype), (a->count + even - 1) / even, even);
+    uint64_t piece = 0;
+    for (size_t off = 0; off < a->count; off += even) {
+        size_t len = a->count - off < even ? a->count - off : even;
+        ccl_result_t r = run_piece(a, off, len, even < a->count ? ++piece : 0);
+        if (r != CCL_OK)
+            return r;
+    }
+    return CCL_OK;
 }
 
 ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t count, ccl_dtype_t dtype,
@@ -593,10 +825,12 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     if (count == 0)
         return CCL_OK;
     int me = comm->rank;
-    /* Whether peers reach this rank's in and out themselves (not through lines). */
-    int in_remote = alg->in_remote && !alg->lines_only, out_remote = alg->out_remote && !alg->lines_only;
-    int send_optional = coll == COLL_BROADCAST && me != alg->root && !in_remote;
-    int recv_optional = coll == COLL_REDUCE && me != alg->root && !out_remote;
+    CallArgs a = {.alg = alg, .send = send, .recv = recv, .count = count, .es = es, .in_units = in_units,
+                  .out_units = out_units, .dtype = dtype, .op = op, .stream = stream,
+                  .in_remote = alg->in_remote && !alg->lines_only, .out_remote = alg->out_remote && !alg->lines_only,
+                  .send_reg = SIZE_MAX, .recv_reg = SIZE_MAX};
+    int send_optional = coll == COLL_BROADCAST && me != alg->root && !a.in_remote;
+    int recv_optional = coll == COLL_REDUCE && me != alg->root && !a.out_remote;
     if (!send && !send_optional)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendbuf' is NULL", fn);
     if (!recv && !recv_optional)
@@ -607,105 +841,22 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     if ((uintptr_t)recv % es)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvbuf' (%p) is not aligned to the %zu-byte size of %s",
                               fn, recv, es, ccl_dtype_name(dtype));
-
-    CclCall c = {.alg = alg, .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op, .stream = stream,
-                 .esize = es, .CS = ccl__chunk_stride(count, K, es), .slices = alg->slices};
-    c.in_bytes = in_units * count * es;
-    c.out_bytes = out_units * count * es;
-    CclBufPlace send_at = ccl__buffer_place(comm, send, c.in_bytes, fn, "sendbuf");
-    if (send_at == CCL__BUF_MISPLACED)
-        return CCL_ERR_NOT_SYMMETRIC;
-    CclBufPlace recv_at = ccl__buffer_place(comm, recv, c.out_bytes, fn, "recvbuf");
-    if (recv_at == CCL__BUF_MISPLACED)
+    size_t in_bytes = in_units * count * es, out_bytes = out_units * count * es;
+    if ((a.send_at = ccl__buffer_place(comm, send, in_bytes, fn, "sendbuf")) == CCL__BUF_MISPLACED ||
+        (a.recv_at = ccl__buffer_place(comm, recv, out_bytes, fn, "recvbuf")) == CCL__BUF_MISPLACED)
         return CCL_ERR_NOT_SYMMETRIC;
     const char *s = send, *rv = recv;
-    int overlap = s && rv && s < rv + c.out_bytes && rv < s + c.in_bytes;
+    a.overlap = s && rv && s < rv + out_bytes && rv < s + in_bytes;
     /* In place means NCCL's forms: allgather sends from its own slot of recv,
      * reduce_scatter receives into its own slot of send, the rest use one buffer. */
     size_t slot = (size_t)me * count * es;
-    int inplace_form = coll == COLL_ALLGATHER ? s == rv + slot : coll == COLL_REDUCE_SCATTER ? rv == s + slot : s == rv;
-    int inplace_ok = overlap && inplace_form && alg->plan->proof.inplace_applicable && alg->plan->proof.inplace_ok;
-    char *base = comm->heap_base[me];
-
-    c.in = (void *)send;
-    c.out = recv;
-    /* A registered buffer is used through its registration's alias in the heap's
-     * window, at an offset every rank shares (zero-copy; both sides of an in-place call
-     * through the same alias, so no kernel reads through one address what it wrote
-     * through another). */
-    size_t send_reg = SIZE_MAX, recv_reg = SIZE_MAX;
-    if (send_at == CCL__BUF_REGISTERED && ccl__reg_find(comm, send, c.in_bytes, &send_reg))
-        send_at = CCL__BUF_SYMMETRIC;
-    if (recv_at == CCL__BUF_REGISTERED && ccl__reg_find(comm, recv, c.out_bytes, &recv_reg))
-        recv_at = CCL__BUF_SYMMETRIC;
-    c.stage_in = !send || (overlap && !inplace_ok) || (in_remote && send_at != CCL__BUF_SYMMETRIC);
-    c.stage_out = !recv || (out_remote && recv_at != CCL__BUF_SYMMETRIC);
-    if (!c.stage_in && send_reg != SIZE_MAX)
-        c.in = base + send_reg;
-    if (!c.stage_out && recv_reg != SIZE_MAX)
-        c.out = base + recv_reg;
-    c.in_off = c.out_off = SIZE_MAX;
-    if (c.stage_in && in_remote) {
-        if (grow_heap_region(comm, &comm->stage_off[0], &comm->stage_bytes[0], c.in_bytes) != 0)
-            return ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
-                                  "%s: argument 'sendbuf' is not in symmetric memory, and staging it needs %zu bytes the heap "
-                                  "does not have (heap_bytes %zu); allocate it with ccl_mem_alloc or raise "
-                                  "ccl_config_t.heap_bytes / CCL_HEAP_BYTES", fn, c.in_bytes, comm->heap_bytes);
-        c.in = base + comm->stage_off[0];
-    } else if (c.stage_in) {
-        c.in = NULL;                 /* private staging: the backend's own memory */
-    }
-    if (c.stage_out && out_remote) {
-        if (grow_heap_region(comm, &comm->stage_off[1], &comm->stage_bytes[1], c.out_bytes) != 0)
-            return ccl__set_error(comm, CCL_ERR_NOT_SYMMETRIC,
-                                  "%s: argument 'recvbuf' is not in symmetric memory, and staging it needs %zu bytes the heap "
-                                  "does not have (heap_bytes %zu); allocate it with ccl_mem_alloc or raise "
-                                  "ccl_config_t.heap_bytes / CCL_HEAP_BYTES", fn, c.out_bytes, comm->heap_bytes);
-        c.out = base + comm->stage_off[1];
-    } else if (c.stage_out) {
-        c.out = NULL;
-    }
-    c.stage_in = c.stage_in && send;    /* a NULL send stages nothing: its content is unused */
-    c.stage_out = c.stage_out && recv;
-    if (in_remote)
-        c.in_off = (size_t)((char *)c.in - base);
-    if (out_remote)
-        c.out_off = (size_t)((char *)c.out - base);
-    if (inplace_ok && !c.stage_in && !c.stage_out && coll == COLL_ALLGATHER)
-        c.in_stride = count * es;
-    if (inplace_ok && !c.stage_in && !c.stage_out && coll == COLL_REDUCE_SCATTER)
-        c.out_stride = count * es;
-
-    size_t scratch = ccl__scratch_offset(prog, prog->nbufs, c.CS, es);
-    size_t region = comm->be->scratch_bytes ? comm->be->scratch_bytes(alg, c.CS, es) : scratch;
-    if (region > 0 && grow_heap_region(comm, &alg->scratch_off, &alg->scratch_bytes, region) != 0)
-        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY,
-                              "%s: %s needs %zu bytes of scratch%s for count %zu of %s, more than the heap has left "
-                              "(heap_bytes %zu; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES)", fn, alg->file, region,
-                              region > scratch ? " and lines" : "", count, ccl_dtype_name(dtype), comm->heap_bytes);
-    c.scratch_off = alg->scratch_off == SIZE_MAX ? 0 : alg->scratch_off;
-    c.call_index = alg->ncalls;
-    /* A count that changes the scratch layout needs no fence: no block of this call runs
-     * before every rank has ended its previous one (docs/internals.md). */
-    if (comm->fence_pending) {
-        c.fence = 1;
-        c.fence_why = "the first call after an algorithm was freed";
-    }
-    if (op == CCL_AVG && coll_reduces(coll) && N > 1) { /* on one rank, x / 1 is x */
-        c.divide = N;
-        c.divide_here = !(coll == COLL_REDUCE && me != alg->root);
-    }
-    ccl__ident_fill(&c, &c.id);
-    CCL__TRACE(me, "call %llu of %s: %s %s, count %zu%s%s%s%s%s", (unsigned long long)c.call_index, alg->file,
-               ccl_dtype_name(dtype), ccl_op_name(op), count, c.fence ? ", fence first" : "",
-               c.stage_in ? ", staging in" : "", c.stage_out ? ", staging out" : "",
-               !c.stage_in && send_reg != SIZE_MAX ? ", sendbuf registered" : "",
-               !c.stage_out && recv_reg != SIZE_MAX ? ", recvbuf registered" : "");
-    r = comm->be->run(&c);
-    if (r != CCL_OK)
-        return r;
-    ccl__run_done(alg, &c);
-    return CCL_OK;
+    a.inplace_form = coll == COLL_ALLGATHER ? s == rv + slot : coll == COLL_REDUCE_SCATTER ? rv == s + slot : s == rv;
+    a.inplace_ok = a.overlap && a.inplace_form && alg->plan->proof.inplace_applicable && alg->plan->proof.inplace_ok;
+    if (a.send_at == CCL__BUF_REGISTERED && ccl__reg_find(comm, send, in_bytes, &a.send_reg))
+        a.send_at = CCL__BUF_SYMMETRIC;
+    if (a.recv_at == CCL__BUF_REGISTERED && ccl__reg_find(comm, recv, out_bytes, &a.recv_reg))
+        a.recv_at = CCL__BUF_SYMMETRIC;
+    return run_call(&a, fn);
 }
 
 void ccl__run_done(ccl_algorithm_t *alg, const CclCall *c)
