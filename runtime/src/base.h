@@ -42,7 +42,11 @@ enum {
     CCL__HEAP_DATA = CCL__HEAP_HEADER + CCL__SEM_BYTES,
     CCL__HEAP_ALIGN = 256,                             /* every allocation's alignment */
 };
-#define CCL__HEAP_DEFAULT ((size_t)1 << 30)            /* heap_bytes 0, no CCL_HEAP_BYTES */
+/* heap_bytes 0, no CCL_HEAP_BYTES: room for the point-to-point channels at full size
+ * (2 MiB a peer: channels.c) and for staging and scratch of messages up to about a
+ * hundred MiB whole; larger ones run in pieces (algorithm.c). On GPUs it is device
+ * memory taken at ccl_comm_init, so it is kept small; 1 GiB until pieces came. */
+#define CCL__HEAP_DEFAULT ((size_t)256 << 20)
 #define CCL__HEAP_MAX ((size_t)1 << 46)                /* the largest heap_bytes accepted */
 
 /* At offset 0 of every rank's heap. Zero when the heap is created. Each backend reaches
