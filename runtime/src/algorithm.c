@@ -537,20 +537,26 @@ static int region_take(CclHeapAlloc *h, size_t off, size_t bytes, size_t need, i
     return -1;
 }
 
-/* Gives the call's regions at least need[k] bytes each, all or none: 0, or -1 with the
- * heap as it was; with commit 0 it only finds out (the heap left as it was either way).
+/* Gives the call's regions at least need[k] bytes each, all or none, taking at most
+ * `limit` bytes of new blocks: 0, or -1 with the heap as it was; with commit 0 it only
+ * finds out (the heap left as it was either way).
  * The allocator is a pure function of its requests and a block taken and given back
  * leaves it exactly as before, so every rank that made the same calls decides alike.
  * A replaced region is retired, freed at destroy: a call in flight, or a captured CUDA
  * graph, may still use it. */
-static int take_regions(ccl_comm_t *comm, ccl_algorithm_t *alg, const size_t need[REGIONS], int doubling, int commit)
+static int take_regions(ccl_comm_t *comm, ccl_algorithm_t *alg, const size_t need[REGIONS], int doubling,
+                        size_t limit, int commit)
 {
     size_t *off[REGIONS] = {&comm->stage_off[0], &comm->stage_off[1], &alg->scratch_off};
     size_t *bytes[REGIONS] = {&comm->stage_bytes[0], &comm->stage_bytes[1], &alg->scratch_bytes};
     size_t noff[REGIONS], nbytes[REGIONS];
     int k = 0;
-    while (k < REGIONS && region_take(&comm->data, *off[k], *bytes[k], need[k], doubling, &noff[k], &nbytes[k]) == 0)
+    size_t taken = 0;
+    while (k < REGIONS && region_take(&comm->data, *off[k], *bytes[k], need[k], doubling, &noff[k], &nbytes[k]) == 0 &&
+           (taken += noff[k] == SIZE_MAX ? 0 : nbytes[k]) <= limit)
         k++;
+    if (k < REGIONS && noff[k] != SIZE_MAX)   /* taken, but past the limit */
+        ccl__heap_free(&comm->data, noff[k]);
     int fits = k == REGIONS;
     if (fits && commit) {
         /* Room to retire every replaced region first, so that committing cannot fail halfway. */
@@ -646,22 +652,23 @@ static void piece_plan(const CallArgs *a, size_t n, int *stage_in, int *stage_ou
                                            : ccl__scratch_offset(prog, prog->nbufs, *CS, a->es);
 }
 
-static int piece_fits(const CallArgs *a, size_t n)
+static int piece_fits(const CallArgs *a, size_t n, size_t limit)
 {
     int si, so;
     size_t need[REGIONS], CS;
     piece_plan(a, n, &si, &so, need, &CS);
-    return take_regions(a->alg->comm, a->alg, need, 0, 0) == 0;
+    return take_regions(a->alg->comm, a->alg, need, 0, limit, 0) == 0;
 }
 
 /* The largest piece (a multiple of 256 bytes, or the whole count) whose regions fit the
- * heap now, the regions it already has reused; 0 when not even the smallest does. */
-static size_t piece_largest(const CallArgs *a)
+ * heap now, the regions it already has reused and at most `limit` bytes taken anew; 0
+ * when not even the smallest does. */
+static size_t piece_largest(const CallArgs *a, size_t limit)
 {
     size_t g = 256 / a->es, lo = 0, hi = (a->count + g - 1) / g;
     while (lo < hi) {
         size_t mid = lo + (hi - lo + 1) / 2;
-        if (piece_fits(a, mid * g < a->count ? mid * g : a->count))
+        if (piece_fits(a, mid * g < a->count ? mid * g : a->count, limit))
             lo = mid;
         else
             hi = mid - 1;
@@ -746,14 +753,18 @@ static ccl_result_t no_room(const CallArgs *a, const char *fn, const char *why)
                           comm->heap_bytes, ccl__heap_largest_free(&comm->data), why);
 }
 
-/* Runs the call whole when its regions fit (growing them, doubling), else in pieces. */
+/* Runs the call whole when its regions fit (growing them, doubling), else in pieces
+ * whose regions take at most half of the heap's largest free block (all of it only when
+ * not even the smallest piece fits in half), so that ccl_mem_alloc keeps room: regions
+ * are kept until destroy. Later calls reuse those regions, so the pieces of a repeated
+ * call (a CUDA graph's warm-up and its capture) come out the same. */
 static ccl_result_t run_call(const CallArgs *a, const char *fn)
 {
     ccl_comm_t *comm = a->alg->comm;
     int si, so;
     size_t need[REGIONS], CS;
     piece_plan(a, a->count, &si, &so, need, &CS);
-    if (take_regions(comm, a->alg, need, 1, 1) == 0)
+    if (take_regions(comm, a->alg, need, 1, SIZE_MAX, 1) == 0)
         return run_piece(a, 0, a->count, 0);
     /* Pieces write only their own elements of recv and read only their own of send:
      * enough where the buffers are disjoint or in place, and for elementwise
@@ -762,7 +773,9 @@ static ccl_result_t run_call(const CallArgs *a, const char *fn)
     int elementwise = a->in_units == 1 && a->out_units == 1;
     if (a->overlap && !a->inplace_form && !(elementwise && a->recv < a->send))
         return no_room(a, fn, "sendbuf and recvbuf overlap other than in place, so it cannot run in pieces");
-    size_t n = piece_largest(a);
+    size_t limit = ccl__heap_largest_free(&comm->data) / 2, n = piece_largest(a, limit);
+    if (n == 0)
+        n = piece_largest(a, limit = SIZE_MAX);
     if (n == 0)
         return no_room(a, fn, "not even a piece of 256 bytes per unit fits");
     /* Even pieces: as many as the largest needs, each as short as that allows. */
@@ -770,12 +783,12 @@ static ccl_result_t run_call(const CallArgs *a, const char *fn)
     even = n < a->count ? (even + g - 1) / g * g : n;
     if (even < n) {
         piece_plan(a, even, &si, &so, need, &CS);
-        if (take_regions(comm, a->alg, need, 0, 1) != 0)
+        if (take_regions(comm, a->alg, need, 0, limit, 1) != 0)
             even = n;
     }
     if (even == n) {
         piece_plan(a, n, &si, &so, need, &CS);
-        if (take_regions(comm, a->alg, need, 0, 1) != 0)
+        if (take_regions(comm, a->alg, need, 0, limit, 1) != 0)
             return no_room(a, fn, "out of memory for its bookkeeping");
     }
     if (even < a->count)

@@ -4,7 +4,8 @@
  * Cases (CPU backend, a 3 MiB heap, N = 4): each of the six standard collectives, in
  * place and out of place, on malloc buffers of 300001 f32 per unit (1.2 MB, the N-unit
  * buffers 4.8 MB: larger than the whole heap), every element checked, with ranks as
- * threads and as processes; avg, whose division runs per piece; ranks that pass
+ * threads and as processes; avg, whose division runs per piece; room left for
+ * ccl_mem_alloc after a pieced call; ranks that pass
  * different counts to such a call, which must all fail naming both counts; and a heap
  * so full of ccl_mem_alloc buffers that not even a piece fits, which every rank must
  * refuse alike, at once, saying so.
@@ -202,6 +203,55 @@ static void procs_case(void)
     failures += bad;
 }
 
+/* A pieced call leaves half of the heap's largest free block to ccl_mem_alloc (its
+ * regions are kept until destroy): an alltoall on a fresh comm, then a buffer of a
+ * third of what was free before it, on every rank. */
+static void *room_job(void *arg)
+{
+    Job *j = arg;
+    size_t before = ccl__heap_largest_free(&j->comm->data);
+    float *in = calloc((size_t)N * COUNT, sizeof *in), *out = calloc((size_t)N * COUNT, sizeof *out);
+    ccl_result_t r = ccl_all_to_all(in, out, COUNT, CCL_F32, j->comm, NULL);
+    if (r == CCL_OK)
+        r = ccl_comm_synchronize(j->comm);
+    void *buf = NULL;
+    if (r == CCL_OK)
+        r = ccl_mem_alloc(j->comm, &buf, before / 3);
+    if (r != CCL_OK)
+        printf("FAIL pieces: room left: rank %d: %s (largest free block %zu before the call, %zu after)\n", j->rank,
+               ccl_comm_last_error(j->comm), before, ccl__heap_largest_free(&j->comm->data));
+    j->failed = r != CCL_OK;
+    ccl_mem_free(j->comm, buf);
+    free(in), free(out);
+    return NULL;
+}
+
+static void room_case(void)
+{
+    ccl_comm_t *comms[N];
+    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 20000, .heap_bytes = HEAP};
+    if (ccl_comm_init_all(comms, N, NULL, &cfg) != CCL_OK) {
+        printf("FAIL pieces: room left: init: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    Job jobs[N];
+    pthread_t t[N];
+    for (int r = 0; r < N; r++) {
+        jobs[r] = (Job){.comm = comms[r], .rank = r};
+        pthread_create(&t[r], NULL, room_job, &jobs[r]);
+    }
+    int bad = 0;
+    for (int r = 0; r < N; r++) {
+        pthread_join(t[r], NULL);
+        bad |= jobs[r].failed;
+        ccl_comm_destroy(comms[r]);
+    }
+    if (!bad)
+        printf("ok pieces: room left: after a pieced alltoall, ccl_mem_alloc of a third of the free heap succeeds\n");
+    failures += bad;
+}
+
 /* ---- calls that must fail ---- */
 
 typedef struct {
@@ -268,6 +318,7 @@ int main(void)
     setenv("CCL_BACKEND", "cpu", 1);
     threads_case();
     procs_case();
+    room_case();
     const size_t skew[N] = {COUNT, COUNT, COUNT / 2, COUNT};
     /* Rank 2 names the first rank it compares with, the others rank 2. */
     fail_case("counts that differ on one rank (pieced calls)", skew, 0, CCL_ERR_INVALID_ARGUMENT, "300001 on",
