@@ -26,7 +26,7 @@ typedef struct {
     size_t ring_off, arena_off, arena_bytes; /* ccl_comm's vring and varena */
 } CclVCall;
 
-/* One call, resolved by algorithm.c before it reaches the backend. */
+/* One call, resolved by call.c before it reaches the backend. */
 typedef struct {
     ccl_algorithm_t *alg;
     const void *send;                /* the user's buffers */
@@ -44,7 +44,7 @@ typedef struct {
      * the plan runs; when stage_out, copy out -> recv (out_bytes) after it. */
     void *in, *out;
     int stage_in, stage_out;
-    /* A piece of a larger call (algorithm.c, "Pieces"): the user's buffers hold each
+    /* A piece of a larger call (call.c, "Pieces"): the user's buffers hold each
      * unit of the piece's in (out) send_pitch (recv_pitch) bytes after the previous
      * one, not count * esize, so the staging copies move in_bytes (out_bytes) as one
      * row of count * esize bytes per unit. 0: packed, one copy. Only a staged side is

@@ -348,7 +348,7 @@ else
 fi
 
 # A heap smaller than the sweep needs: allpairs' scratch (2 x N x the message) outgrows a
-# 3 MiB heap after a few sizes, and those calls run in pieces (runtime/src/algorithm.c,
+# 3 MiB heap after a few sizes, and those calls run in pieces (runtime/src/call.c,
 # "Pieces"); they once failed every rank with "needs N bytes of scratch ... more than
 # the heap has left". Every size must run and check exact, nothing said on stderr.
 # Threads (the library's allpairs, and 4 instances per block) and processes.

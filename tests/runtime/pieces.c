@@ -1,5 +1,5 @@
 /* pieces.c: a call whose staging and scratch do not fit the symmetric heap's free
- * space runs in pieces instead of failing (runtime/src/algorithm.c, "Pieces").
+ * space runs in pieces instead of failing (runtime/src/call.c, "Pieces").
  *
  * Cases (CPU backend, a 3 MiB heap, N = 4): each of the six standard collectives, in
  * place and out of place, on malloc buffers of 300001 f32 per unit (1.2 MB, the N-unit

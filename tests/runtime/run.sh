@@ -134,7 +134,7 @@ done
 
 # K. pieces: host buffers larger than a 3 MiB heap (each rank's 2.4 MB a unit, 9.6 MB
 #    for the N-unit buffers), whose staging and scratch do not fit, so every call runs in
-#    pieces (runtime/src/algorithm.c, "Pieces"), in and out of place; under mpirun in
+#    pieces (runtime/src/call.c, "Pieces"), in and out of place; under mpirun in
 #    section E.
 for f in "${algs[@]}"; do
     for ip in "" --inplace; do
