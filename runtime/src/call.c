@@ -102,7 +102,7 @@ static int take_regions(ccl_comm_t *comm, ccl_algorithm_t *alg, const size_t nee
     if (k < REGIONS && noff[k] != SIZE_MAX)   /* taken, but past the limit */
         ccl__heap_free(&comm->data, noff[k]);
     int fits = k == REGIONS;
-    if (fits && commit) {
+    if (fits && commit && taken > 0) {
         /* Room to retire every replaced region first, so that committing cannot fail halfway. */
         size_t *nr = realloc(comm->retired, sizeof *nr * (size_t)(comm->nretired + REGIONS));
         if (nr)
