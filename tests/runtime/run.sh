@@ -142,6 +142,15 @@ for f in "${algs[@]}"; do
             --ranks 4 --count 600001 --dtype i32 --op sum --iters 2 --host-buffers $ip
     done
 done
+# ... and back to back, one algorithm per collective: calls of sizes up to 300001, some
+# whole and some in pieces, the staging regions growing between them.
+for f in algorithms/allreduce/ring.ccl algorithms/allgather/ring.ccl algorithms/reduce_scatter/ring.ccl \
+    algorithms/alltoall/pairwise.ccl algorithms/broadcast/tree.ccl algorithms/reduce/tree.ccl; do
+    run_case "back-to-back $f N=4 pieces (3 MiB heap)" env CCL_HEAP_BYTES=3M "$cclc" run "$f" --ranks 4 \
+        --back-to-back --iters 24 --count 300001 --root 1 --host-buffers --dtype i32 --op max
+    run_case "back-to-back $f N=4 pieces (3 MiB heap) in place" env CCL_HEAP_BYTES=3M "$cclc" run "$f" --ranks 4 \
+        --back-to-back --iters 16 --count 300001 --root 1 --host-buffers --dtype i32 --op max --inplace
+done
 
 # E. one process per rank under mpirun.
 mpirun_cmd=()
