@@ -45,7 +45,7 @@ enum {
 /* heap_bytes 0, no CCL_HEAP_BYTES: room for the point-to-point channels at full size
  * (2 MiB a peer: channels.c) and for staging and scratch of messages up to about a
  * hundred MiB whole; larger ones run in pieces (call.c). On GPUs it is device
- * memory taken at ccl_comm_init, so it is kept small; 1 GiB until pieces came. */
+ * memory taken at ccl_comm_init, so it is kept small. */
 #define CCL__HEAP_DEFAULT ((size_t)256 << 20)
 #define CCL__HEAP_MAX ((size_t)1 << 46)                /* the largest heap_bytes accepted */
 
