@@ -454,7 +454,11 @@ def main(argv=None):
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     dist.init_process_group("nccl")
-    comm = ccl.init_rank()
+    # The heap holds the symmetric kind's tensors (send and receive, up to the largest
+    # size each) and the torch kind's staging; sized so, as the 1 GiB default once was,
+    # every size runs whole rather than in pieces (CCL_HEAP_BYTES decides where set).
+    heap = None if "CCL_HEAP_BYTES" in os.environ else max(1 << 30, 4 * max(a.sizes) + (256 << 20))
+    comm = ccl.init_rank(heap_bytes=heap)
     unavailable = {}  # kind -> why, the same on every rank
     rows = []
     for coll in a.colls:

@@ -5,8 +5,9 @@
 # on however many GPUs the machine has: ranks beyond the GPU count share GPUs, so one GPU
 # is enough. One process per GPU (mpirun) where the machine has N GPUs; two processes on
 # one GPU must be refused at once. Reducing algorithms of allreduce also run every op and
-# dtype (--full). Registered memory (tests/gpu/register_gpu.c) with 2 GPUs or more, one
-# process and one process per GPU. A peer process killed with 2 GPUs
+# dtype (--full). Calls larger than a small heap, in pieces (--pieces). Registered memory
+# (tests/gpu/register_gpu.c) with 2 GPUs or more, one process and one process per GPU.
+# A peer process killed with 2 GPUs
 # (tests/gpu/dead_peer_gpu.c). Then the examples and `cclc run` on the GPU backend.
 #
 #   tests/run-gpu.sh BUILD [ALG.ccl...]
@@ -55,6 +56,8 @@ for n in $ns; do
         algorithms/alltoall/direct_ll.ccl algorithms/broadcast/direct_ll.ccl algorithms/reduce/direct_ll.ccl \
         algorithms/allgatherv/direct_ll.ccl 2>&1 | tee -a "$log"
     CCL_GPU_PROTOCOL=ll128 "$bin" --ranks "$n" --full algorithms/allreduce/allpairs.ccl 2>&1 | tee -a "$log"
+    # Calls larger than a 32 MiB heap, in pieces (ordinary and symmetric buffers, a graph).
+    "$bin" --ranks "$n" --pieces "${algs[@]}" 2>&1 | tee -a "$log"
     echo "   ($(( $(date +%s) - start ))s)"
     if [ "$n" -gt "$ngpu" ]; then
         echo "   (process mode: N=$n needs $n GPUs, this machine has $ngpu)"
@@ -62,6 +65,8 @@ for n in $ns; do
         echo "== gpu N=$n, one process per GPU (mpirun)"
         start=$(date +%s)
         "${mpi[@]}" "$n" "${mpiflags[@]}" -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR "$bin" --procs "${algs[@]}" 2>&1 | tee -a "$log"
+        "${mpi[@]}" "$n" "${mpiflags[@]}" -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR "$bin" --procs --pieces "${algs[@]}" 2>&1 |
+            tee -a "$log"
         echo "   ($(( $(date +%s) - start ))s)"
     else
         echo "   (no mpirun: process mode skipped)"

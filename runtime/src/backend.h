@@ -26,7 +26,7 @@ typedef struct {
     size_t ring_off, arena_off, arena_bytes; /* ccl_comm's vring and varena */
 } CclVCall;
 
-/* One call, resolved by algorithm.c before it reaches the backend. */
+/* One call, resolved by call.c before it reaches the backend. */
 typedef struct {
     ccl_algorithm_t *alg;
     const void *send;                /* the user's buffers */
@@ -44,6 +44,16 @@ typedef struct {
      * the plan runs; when stage_out, copy out -> recv (out_bytes) after it. */
     void *in, *out;
     int stage_in, stage_out;
+    /* A piece of a larger call (call.c, "Pieces"): the user's buffers hold each
+     * unit of the piece's in (out) send_pitch (recv_pitch) bytes after the previous
+     * one, not count * esize, so the staging copies move in_bytes (out_bytes) as one
+     * row of count * esize bytes per unit. 0: packed, one copy. Only a staged side is
+     * ever strided. */
+    size_t send_pitch, recv_pitch;
+    /* The count the user passed (count is the piece's) and this piece's number, from
+     * 1 (0: the call runs whole); both go into the identity. */
+    size_t whole;
+    uint64_t piece;
     /* Heap offsets of this rank's in/out when the plan lets peers reach them
      * (alg->in_remote / out_remote); SIZE_MAX otherwise. Peer p's in is at
      * comm->heap_base[p] + in_off + (p - rank) * in_stride (signed arithmetic): the

@@ -42,7 +42,11 @@ enum {
     CCL__HEAP_DATA = CCL__HEAP_HEADER + CCL__SEM_BYTES,
     CCL__HEAP_ALIGN = 256,                             /* every allocation's alignment */
 };
-#define CCL__HEAP_DEFAULT ((size_t)1 << 30)            /* heap_bytes 0, no CCL_HEAP_BYTES */
+/* heap_bytes 0, no CCL_HEAP_BYTES: room for the point-to-point channels at full size
+ * (2 MiB a peer: channels.c) and for staging and scratch of messages up to about a
+ * hundred MiB whole; larger ones run in pieces (call.c). On GPUs it is device
+ * memory taken at ccl_comm_init, so it is kept small. */
+#define CCL__HEAP_DEFAULT ((size_t)256 << 20)
 #define CCL__HEAP_MAX ((size_t)1 << 46)                /* the largest heap_bytes accepted */
 
 /* At offset 0 of every rank's heap. Zero when the heap is created. Each backend reaches
@@ -350,7 +354,7 @@ struct ccl_comm {
     size_t win_off, win_bytes;
     uint64_t barriers;               /* all-rank barriers done (see CclHeapHeader) */
 
-    /* Staging for user buffers peers cannot reach (grow-only, see algorithm.c). Only
+    /* Staging for user buffers peers cannot reach (grow-only, see call.c). Only
      * the user's thread touches these; old regions are retired, freed at destroy. */
     size_t stage_off[2], stage_bytes[2];  /* [0]: in, [1]: out */
     int nretired;

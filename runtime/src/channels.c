@@ -16,10 +16,16 @@ void ccl__p2p_reserve(ccl_comm_t *comm)
     if (!comm->p2p_sent)
         return;
     comm->p2p_recvd = comm->p2p_sent + N;
-    /* A sixteenth of the heap at most, slots of up to 4 MiB: a backend pipelines a
-     * channel's messages through them, and on NVLink the rate of ordinary (unreachable)
-     * buffers grows with the bytes in flight up to a few MiB a peer. */
-    size_t budget = (comm->heap_bytes - CCL__HEAP_DATA) / 16 / (size_t)N / CCL__P2P_SLOTS;
+    /* A sixteenth of the heap, or a sixteenth of a 1 GiB heap where that is at most a
+     * quarter of this one (the default 256 MiB keeps the channels the 1 GiB default
+     * gave); slots of up to 4 MiB: a backend pipelines a channel's messages through
+     * them, and on NVLink the rate of ordinary (unreachable) buffers grows with the bytes
+     * in flight up to a few MiB a peer (docs/perf/x2-head). */
+    size_t data = comm->heap_bytes - CCL__HEAP_DATA, share = data / 16;
+    size_t most = (((size_t)1 << 30) - CCL__HEAP_DATA) / 16;
+    if (share < most && comm->heap_bytes / 4 >= most)
+        share = most;
+    size_t budget = share / (size_t)N / CCL__P2P_SLOTS;
     size_t slot = budget < ((size_t)4 << 20) ? budget : (size_t)4 << 20;
     slot = slot / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
     if (slot < 4 * CCL__P2P_HEADER)

@@ -32,12 +32,15 @@ static void ident_describe(const CclIdent *id, char *buf, size_t len)
         snprintf(in, sizeof in, "at heap offset %llu", (unsigned long long)id->in_off);
     if (id->out_off != ~0ull)
         snprintf(out, sizeof out, "at heap offset %llu", (unsigned long long)id->out_off);
+    char piece[32] = "";
+    if (id->kind >> 16)
+        snprintf(piece, sizeof piece, " (piece %llu)", (unsigned long long)(id->kind >> 16));
     CCL__FMT(buf, len,
-             "%s (plan %016llx, instances %llu, slices %llu%s), count %llu, %s %s, sendbuf %s, recvbuf %s, %llu live "
+             "%s (plan %016llx, instances %llu, slices %llu%s), count %llu%s, %s %s, sendbuf %s, recvbuf %s, %llu live "
              "ccl_mem_alloc buffers (heap layout %016llx)",
              name[0] ? name : "?", (unsigned long long)id->plan, (unsigned long long)(id->shape & 0xffff),
-             (unsigned long long)(id->shape >> 16 & 0xffff), shape, (unsigned long long)id->count,
-             (id->kind >> 8) < CCL_NUM_DTYPES ? ccl_dtype_name((ccl_dtype_t)(id->kind >> 8)) : "?",
+             (unsigned long long)(id->shape >> 16 & 0xffff), shape, (unsigned long long)id->count, piece,
+             (id->kind >> 8 & 0xff) < CCL_NUM_DTYPES ? ccl_dtype_name((ccl_dtype_t)(id->kind >> 8 & 0xff)) : "?",
              (id->kind & 0xff) < CCL_NUM_OPS ? ccl_op_name((ccl_op_t)(id->kind & 0xff)) : "?", in, out,
              (unsigned long long)id->allocs, (unsigned long long)id->heap);
 }
@@ -51,8 +54,9 @@ void ccl__ident_report(ccl_comm_t *comm, const CclIdent *mine, const CclIdent *t
         {(mine->shape & 0xffffffffu) != (theirs->shape & 0xffffffffu), "instances/slices"},
         {(mine->shape >> 32) != (theirs->shape >> 32), "protocol/threads"},
         {mine->count != theirs->count, "count"},
-        {(mine->kind >> 8) != (theirs->kind >> 8), "dtype"},
+        {(mine->kind >> 8 & 0xff) != (theirs->kind >> 8 & 0xff), "dtype"},
         {(mine->kind & 0xff) != (theirs->kind & 0xff), "op"},
+        {(mine->kind >> 16) != (theirs->kind >> 16), "piece"},
         {mine->in_off != theirs->in_off, "sendbuf's heap offset"},
         {mine->out_off != theirs->out_off, "recvbuf's heap offset"},
         {mine->heap != theirs->heap || mine->allocs != theirs->allocs, "heap layout (ccl_mem_alloc buffers)"},
@@ -72,7 +76,7 @@ void ccl__ident_report(ccl_comm_t *comm, const CclIdent *mine, const CclIdent *t
         na += (size_t)snprintf(args + na, sizeof args - na, "the count (%llu on this rank, %llu on rank %d)",
                                (unsigned long long)mine->count, (unsigned long long)theirs->count, peer);
     for (int k = 0; k < 2 && na < sizeof args; k++) {
-        uint64_t a = k ? mine->kind & 0xff : mine->kind >> 8, b = k ? theirs->kind & 0xff : theirs->kind >> 8;
+        uint64_t a = k ? mine->kind & 0xff : mine->kind >> 8 & 0xff, b = k ? theirs->kind & 0xff : theirs->kind >> 8 & 0xff;
         const char *x = k ? (a < CCL_NUM_OPS ? ccl_op_name((ccl_op_t)a) : "?") : a < CCL_NUM_DTYPES ? ccl_dtype_name((ccl_dtype_t)a) : "?";
         const char *y = k ? (b < CCL_NUM_OPS ? ccl_op_name((ccl_op_t)b) : "?") : b < CCL_NUM_DTYPES ? ccl_dtype_name((ccl_dtype_t)b) : "?";
         if (a != b)

@@ -13,8 +13,10 @@
  *              destroy, ccl_mem_alloc/free, the in-process bootstrap
  *   register.c registered memory (ccl_mem_register, _deregister) and the memory pools
  *              frameworks allocate from (ccl_mem_pool_*)
- *   algorithm.c  load (cclc_compile_source in-process), then per call: checks, scratch,
- *              staging, the CclCall handed to the backend
+ *   algorithm.c  load (cclc_compile_source in-process), free (the quarantine),
+ *              ccl_algorithm_run
+ *   call.c     one call: checks, scratch, staging, pieces (a call larger than the
+ *              heap's free space), the CclCalls handed to the backend
  *   mailbox.c  the bootstrap a comm keeps for its life (ccl_comm_split)
  *   watchdog.c the thread that finds peers whose process died (either backend)
  *   bootstrap_env.c  a bootstrap from mpirun's environment (cclc run; no MPI link)
@@ -177,7 +179,7 @@ ccl_result_t ccl__check_usable_poll(ccl_comm_t *comm, const char *fn);
  * (ccl__check_comm), a usable one (ccl__check_usable), a dtype of ccl_dtype_t. */
 ccl_result_t ccl__check_call(ccl_comm_t *comm, ccl_dtype_t dtype, const char *fn);
 
-/* ===== algorithm.c and library.c: loading an algorithm, picking one, one call ===== */
+/* ===== algorithm.c, call.c and library.c: loading an algorithm, picking one, one call ===== */
 
 /* One compiled program, shared by the ranks of a ccl_comm_init_all group (they load
  * the same text for the same N and root, so one Compilation serves them all: the
@@ -202,7 +204,8 @@ struct CclGroup {
 ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, int root, const char *fn,
                                  ccl_algorithm_t **out);
 /* Checks the arguments of one call, resolves buffers, scratch and staging into a
- * CclCall and hands it to the backend; `fn` names the user's entry point. */
+ * CclCall (one per piece where the heap cannot hold the whole call) and hands it to the
+ * backend; `fn` names the user's entry point (call.c). */
 ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t count, ccl_dtype_t dtype,
                       ccl_op_t op, void *stream, const char *fn);
 /* ccl_all_reduce and friends: the algorithm to run (registered or from the library). */
@@ -227,7 +230,7 @@ typedef enum {
 } CclBufPlace;
 /* Where ptr..ptr+bytes sits; CCL__BUF_MISPLACED with the message set, naming `arg`. */
 CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg);
-/* Fills and seals the call's identity from the call (algorithm.c). */
+/* Fills and seals the call's identity from the call (call.c). */
 void ccl__ident_fill(const CclCall *c, CclIdent *id);
 /* After the backend accepted a call: the comm's and the algorithm's bookkeeping. */
 void ccl__run_done(ccl_algorithm_t *alg, const CclCall *c);

@@ -4,7 +4,7 @@
  * A registration makes a user's range [ptr, ptr + bytes) reachable by every peer at one
  * heap offset, the same on every rank, so that a call on a buffer inside it runs as on a
  * ccl_mem_alloc buffer: zero-copy, with the kernels' addressing (heap_base[p] + offset)
- * unchanged (algorithm.c's ccl__run puts the registered alias in the call). Three kinds:
+ * unchanged (call.c's ccl__run puts the registered alias in the call). Three kinds:
  *  - HEAP: the range lies in a live ccl_mem_alloc buffer, which peers reach already:
  *    recorded, and ccl_mem_free refuses the buffer while it is registered;
  *  - MAPPED: the backend maps the allocations the range lies in into the window (heap

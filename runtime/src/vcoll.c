@@ -198,7 +198,7 @@ static ccl_result_t run_v_body(ccl_algorithm_t *alg, const void *send, const siz
     /* No in-place form (the verifier proves none): overlapping buffers stage in. */
     int overlap = s && rv && s < rv + c.out_bytes && rv < s + c.in_bytes;
     /* A registered buffer is used through its registration's alias in the heap's window
-     * (algorithm.c's ccl__run does the same): zero-copy, at an offset every rank shares. */
+     * (call.c's ccl__run does the same): zero-copy, at an offset every rank shares. */
     size_t reg;
     if (send_at == CCL__BUF_REGISTERED && ccl__reg_find(comm, send, c.in_bytes, &reg)) {
         send_at = CCL__BUF_SYMMETRIC;

@@ -10,6 +10,9 @@
  * back-to-back calls alternating two buffer sets of two counts (the scratch layout
  * changes at every call); a CUDA-graph-captured loop of 9 calls
  * replayed five times. With --full, instead: every op and every dtype (reducing collectives).
+ * With --pieces, instead, on a 32 MiB heap (CCL_HEAP_BYTES decides where set): ordinary
+ * buffers of 12 MB a unit, in and out of place, captured in a graph, two counts back to
+ * back, and symmetric ones: calls larger than the heap run in pieces (runtime/src/call.c).
  * allgatherv and alltoallv (run_v_case): uneven counts with zeros, in several dtypes,
  * on symmetric and ordinary buffers, one large, all zero; back-to-back calls whose
  * layout changes every call; a captured loop; segments with poisoned gaps between
@@ -54,7 +57,7 @@
 #include "internal.h"
 
 typedef struct {
-    int rank, nranks, full, procs;
+    int rank, nranks, full, procs, pieces;
     ccl_comm_t *comm;
     const ccl_bootstrap_t *boot;  /* for agreeing on results */
     CUcontext ctx;
@@ -611,7 +614,16 @@ static void *rank_main(void *arg)
         int can_inplace = coll != COLL_ALLTOALL;
         Case cases[40];
         int nc = 0;
-        if (!R->full) {
+        if (R->pieces) {
+            /* A 32 MiB heap (--pieces): ordinary buffers of 12 MB a unit, whose staging
+             * does not fit, and symmetric ones whose scratch or lines may not: the calls
+             * run in pieces (runtime/src/call.c), captured in a graph too. */
+            cases[nc++] = (Case){"f32_sum_plain_pieces", CCL_F32, CCL_SUM, 3000017, 0, 0, 1, 0, 0};
+            if (can_inplace) cases[nc++] = (Case){"bf16_sum_plain_pieces_inplace", CCL_BF16, CCL_SUM, 4000037, 0, 1, 1, 0, 0};
+            cases[nc++] = (Case){"f32_sum_plain_pieces_graph", CCL_F32, CCL_SUM, 3000017, 0, 0, 3, 1, 0};
+            cases[nc++] = (Case){"bf16_sum_plain_pieces_2counts", CCL_BF16, CCL_SUM, 4000037, 0, 0, 6, 0, 1};
+            cases[nc++] = (Case){"bf16_sum_sym_pieces", CCL_BF16, CCL_SUM, 1000003, 1, 0, 1, 0, 0};
+        } else if (!R->full) {
             cases[nc++] = (Case){"bf16_sum_sym_odd", CCL_BF16, CCL_SUM, 1000003, 1, 0, 1, 0, 0};
             cases[nc++] = (Case){"f32_sum_plain_odd", CCL_F32, CCL_SUM, 12345, 0, 0, 1, 0, 0};
             cases[nc++] = (Case){"bf16_sum_count1", CCL_BF16, CCL_SUM, 1, 1, 0, 1, 0, 0};
@@ -648,7 +660,7 @@ static void *rank_main(void *arg)
                 if (can_inplace || !ints[i].inplace) cases[nc++] = ints[i];
         }
         /* v programs run their own cases (not with --full: no ops or dtypes to sweep). */
-        if (cclc_coll_is_v(coll)) nc = R->full ? 0 : (int)(sizeof vcases / sizeof vcases[0]);
+        if (cclc_coll_is_v(coll)) nc = R->full || R->pieces ? 0 : (int)(sizeof vcases / sizeof vcases[0]);
         for (int i = 0; i < nc; i++) {
             int rc = cclc_coll_is_v(coll) ? run_v_case(R, alg, &vcases[i], why, sizeof why)
                                            : run_case(R, alg, &cases[i], why, sizeof why);
@@ -1017,9 +1029,10 @@ static int mismatch_procs_test(void)
 
 int main(int argc, char **argv)
 {
-    int full = 0, procs = 0, nranks = 0, first = 1;
+    int full = 0, procs = 0, pieces = 0, nranks = 0, first = 1;
     for (; first < argc && argv[first][0] == '-'; first++) {
         if (!strcmp(argv[first], "--full")) full = 1;
+        else if (!strcmp(argv[first], "--pieces")) pieces = 1;
         else if (!strcmp(argv[first], "--procs")) procs = 1;
         else if (!strcmp(argv[first], "--ranks") && first + 1 < argc) nranks = atoi(argv[++first]);
         else if (!strcmp(argv[first], "--timeout-test")) nranks = -1;
@@ -1047,7 +1060,8 @@ int main(int argc, char **argv)
         return bad;
     }
     /* CCL_TIMEOUT_MS, when set, bounds the waits instead (shorter runs of failing cases). */
-    ccl_config_t cfg = {.backend = CCL_BACKEND_GPU, .timeout_ms = getenv("CCL_TIMEOUT_MS") ? 0 : 20000};
+    ccl_config_t cfg = {.backend = CCL_BACKEND_GPU, .timeout_ms = getenv("CCL_TIMEOUT_MS") ? 0 : 20000,
+                        .heap_bytes = pieces && !getenv("CCL_HEAP_BYTES") ? (size_t)32 << 20 : 0};
     int failures = 0;
     if (procs) {
         CclEnvBoot *eb = NULL;
@@ -1060,7 +1074,7 @@ int main(int argc, char **argv)
         int nfail = 0;
         for (int a = first; a < argc; a++) {
             /* A fresh communicator per algorithm: a failure (a dead comm) stays local. */
-            Rank R = {.rank = boot.rank, .nranks = boot.nranks, .full = full, .procs = 1, .boot = &boot,
+            Rank R = {.rank = boot.rank, .nranks = boot.nranks, .full = full, .procs = 1, .pieces = pieces, .boot = &boot,
                       .nalgs = 1, .algs = argv + a};
             if (ccl_comm_init_rank(&R.comm, &boot, boot.rank % ngpu, &cfg) != CCL_OK) {
                 printf("FAIL gpu/procs/N%d: ccl_comm_init_rank: %s\n", boot.nranks, ccl_comm_last_error(NULL));
@@ -1097,7 +1111,7 @@ int main(int argc, char **argv)
         Rank ranks[64];
         pthread_t tids[64];
         for (int r = 0; r < nranks; r++) {
-            ranks[r] = (Rank){.rank = r, .nranks = nranks, .full = full, .comm = comms[r], .boot = &boots[r],
+            ranks[r] = (Rank){.rank = r, .nranks = nranks, .full = full, .pieces = pieces, .comm = comms[r], .boot = &boots[r],
                               .nalgs = 1, .algs = argv + a};
             CUdevice dev;
             ccl__cu.DeviceGet(&dev, devices[r]);

@@ -704,7 +704,8 @@ int main(int argc, char **argv)
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    ccl_config_t cfg = {.backend = CCL_BACKEND_GPU, .timeout_ms = 20000};
+    /* 1 GiB of heap: the 256 MB messages between ccl_mem_alloc buffers (big) need two. */
+    ccl_config_t cfg = {.backend = CCL_BACKEND_GPU, .timeout_ms = 20000, .heap_bytes = (size_t)1 << 30};
     if (ccl_comm_init_all(comms, N, NULL, &cfg) != CCL_OK) {
         const char *e = ccl_comm_last_error(NULL);
         if (strstr(e, "no GPU") || strstr(e, "libcuda")) {

@@ -12,6 +12,8 @@
 #      algorithm per reducing collective;
 #   C. count 1000003 for every algorithm at N=4 and at N=8 or 3, and ring all-reduce at N=8;
 #   D. host (staged) buffers for every algorithm, in and out of place;
+#   K. host buffers larger than a 3 MiB heap: every algorithm runs in pieces, in and
+#      out of place (and four under mpirun);
 #   E. mpirun -np 4 (one process per rank, shm heaps): every algorithm admitting 4;
 #   F. the C tests (API misuse, timeouts, dead peers, dtype rounding) and examples;
 #   G. tests/runtime/*.ccl: instances x slices x several blocks with barriers;
@@ -130,6 +132,26 @@ for f in "${algs[@]}"; do
     done
 done
 
+# K. pieces: host buffers larger than a 3 MiB heap (each rank's 2.4 MB a unit, 9.6 MB
+#    for the N-unit buffers), whose staging and scratch do not fit, so every call runs in
+#    pieces (runtime/src/call.c, "Pieces"), in and out of place; under mpirun in
+#    section E.
+for f in "${algs[@]}"; do
+    for ip in "" --inplace; do
+        run_case "run $f N=4 pieces (3 MiB heap) ${ip:-out-of-place}" env CCL_HEAP_BYTES=3M "$cclc" run "$f" \
+            --ranks 4 --count 600001 --dtype i32 --op sum --iters 2 --host-buffers $ip
+    done
+done
+# ... and back to back, one algorithm per collective: calls of sizes up to 300001, some
+# whole and some in pieces, the staging regions growing between them.
+for f in algorithms/allreduce/ring.ccl algorithms/allgather/ring.ccl algorithms/reduce_scatter/ring.ccl \
+    algorithms/alltoall/pairwise.ccl algorithms/broadcast/tree.ccl algorithms/reduce/tree.ccl; do
+    run_case "back-to-back $f N=4 pieces (3 MiB heap)" env CCL_HEAP_BYTES=3M "$cclc" run "$f" --ranks 4 \
+        --back-to-back --iters 24 --count 300001 --root 1 --host-buffers --dtype i32 --op max
+    run_case "back-to-back $f N=4 pieces (3 MiB heap) in place" env CCL_HEAP_BYTES=3M "$cclc" run "$f" --ranks 4 \
+        --back-to-back --iters 16 --count 300001 --root 1 --host-buffers --dtype i32 --op max --inplace
+done
+
 # E. one process per rank under mpirun.
 mpirun_cmd=()
 # Containers often forbid the cross-memory attach Open MPI's shared-memory transport
@@ -149,6 +171,14 @@ if command -v mpirun >/dev/null; then
     done
     f=algorithms/allreduce/ring.ccl
     run_case "mpirun -np 4 ring bf16 avg" timeout 120 "${mpirun_cmd[@]}" "$cclc" run $f --count 100003 --dtype bf16 --op avg --iters 3
+    for f in algorithms/allgather/ring.ccl algorithms/reduce_scatter/direct.ccl algorithms/alltoall/pairwise.ccl \
+        algorithms/allreduce/allpairs.ccl; do
+        for ip in "" --inplace; do
+            run_case "mpirun -np 4 $f pieces (3 MiB heap) ${ip:-out-of-place}" timeout 120 env CCL_HEAP_BYTES=3M \
+                "${mpirun_cmd[@]}" -x CCL_HEAP_BYTES "$cclc" run "$f" --count 600001 --dtype f32 --op sum --iters 2 \
+                --host-buffers $ip
+        done
+    done
 else
     echo "skip mpirun runs: mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)"
 fi

@@ -733,6 +733,18 @@ static void pool_stop(CpuComm *cc)
     cc->npool = 0;
 }
 
+/* A staging copy of `bytes` into dst from src, in rows of `row` bytes where either
+ * side is strided (a pitch, CclCall.send_pitch / recv_pitch; 0: packed). */
+static void copy_rows(void *dst, size_t dpitch, const void *src, size_t spitch, size_t bytes, size_t row)
+{
+    if (!dpitch && !spitch) {
+        memcpy(dst, src, bytes);
+        return;
+    }
+    for (size_t u = 0; u * row < bytes; u++)
+        memcpy((char *)dst + u * (dpitch ? dpitch : row), (const char *)src + u * (spitch ? spitch : row), row);
+}
+
 static void execute(ccl_comm_t *comm, const CclCall *c)
 {
     ccl_algorithm_t *alg = c->alg;
@@ -743,7 +755,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
      * place is the user's input this copies (as on GPUs, where the copy is queued before
      * the kernel). */
     if (c->stage_in)
-        memcpy(c->in, c->send, c->in_bytes);
+        copy_rows(c->in, 0, c->send, c->send_pitch, c->in_bytes, c->count * c->esize);
     if (c->is_v)
         ccl__segs_publish(comm, c);
     /* First, even after an abort: a rank stopped by a peer that found two calls
@@ -842,7 +854,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     if (c->stage_out && c->is_v)
         ccl__segs_stage_out(&segs, me, c->recv, c->out);
     else if (c->stage_out)
-        memcpy(c->recv, c->out, c->out_bytes);
+        copy_rows(c->recv, c->recv_pitch, c->out, 0, c->out_bytes, c->count * c->esize);
 out:
     free(x.bases);
     ccl__segs_free(&segs);

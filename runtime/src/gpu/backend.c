@@ -563,6 +563,19 @@ static ccl_result_t gpu_stage_copy(ccl_comm_t *comm, const GpuKernel *k, void *d
     return ccl__gpu_cu_fail(comm, r, why);
 }
 
+/* A staging copy of `bytes` in rows of `row` bytes where a side is strided (a piece of
+ * a call too large for the heap, CclCall.send_pitch / recv_pitch; 0: packed): a
+ * ccl_copy per row, else one for all. */
+static ccl_result_t gpu_stage_rows(ccl_comm_t *comm, const GpuKernel *k, char *dst, size_t dpitch, const char *src,
+                                   size_t spitch, size_t bytes, size_t row, CUstream s, const char *what)
+{
+    if (!dpitch && !spitch) return gpu_stage_copy(comm, k, dst, src, bytes, s, what);
+    ccl_result_t res = CCL_OK;
+    for (size_t u = 0; res == CCL_OK && u * row < bytes; u++)
+        res = gpu_stage_copy(comm, k, dst + u * (dpitch ? dpitch : row), src + u * (spitch ? spitch : row), row, s, what);
+    return res;
+}
+
 /* The user's buffers are device memory, and the stream the call goes on (*s). */
 static ccl_result_t gpu_call_buffers_and_stream(const CclCall *call, CUstream *s, int *capturing)
 {
@@ -632,7 +645,8 @@ static ccl_result_t gpu_run(const CclCall *call)
         ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK ||
          (res = gpu_wait_colocated_launches(comm, "its fence before this call", capturing)) != CCL_OK))
         return res;
-    if (call->stage_in && (res = gpu_stage_copy(comm, k, in, call->send, call->in_bytes, s, "sendbuf")) != CCL_OK)
+    if (call->stage_in && (res = gpu_stage_rows(comm, k, in, 0, call->send, call->send_pitch, call->in_bytes,
+                                                call->count * call->esize, s, "sendbuf")) != CCL_OK)
         return res;
     CclGpuArgs a = {
         .in = (uint64_t)(uintptr_t)in,
@@ -694,7 +708,8 @@ static ccl_result_t gpu_run(const CclCall *call)
             return res;
     }
     if (call->stage_out && !call->is_v &&
-        (res = gpu_stage_copy(comm, k, call->recv, out, call->out_bytes, s, "recvbuf")) != CCL_OK)
+        (res = gpu_stage_rows(comm, k, call->recv, call->recv_pitch, out, 0, call->out_bytes, call->count * call->esize,
+                              s, "recvbuf")) != CCL_OK)
         return res;
     /* A v call's recvbuf gets its segments only: the gaps between them are the user's. */
     for (int u = 0; call->stage_out && call->is_v && u < comm->nranks; u++) {
