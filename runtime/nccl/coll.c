@@ -8,11 +8,11 @@
  *     PreMulSum's operators on GPUs), or where libccl refused it at the call (no
  *     algorithm for this size of communicator, a backend limit: remembered for the
  *     comm, so later calls go straight to NCCL; a CUDA graph capture libccl cannot
- *     record yet). ccl.h has no query for which library is faster at a size, so auto is
- *     "libccl where it can" (docs/nccl.md). Without a real NCCL comm everything goes to
- *     libccl, whose refusal is then the call's error.
+ *     record yet), and from the size where NCCL was measured faster on ordinary
+ *     tensors (CCL_NCCL_AUTO_LIMIT, route.c's defaults; docs/nccl.md). Without a real
+ *     NCCL comm everything goes to libccl, whose refusal is then the call's error.
  * The decision reads only what every rank of the call passes alike (collective,
- * datatype, operator kind), so the ranks of one call never go different ways. Both
+ * datatype, operator kind, count), so the ranks of one call never go different ways. Both
  * libraries enqueue on the user's stream, so calls stay in order across routes.
  *
  * On libccl's CPU backend (the test mode: host buffers, no streams) a call completes
@@ -150,6 +150,14 @@ static int real_has(const Call *c, const ShimReal *real)
                     : c->coll == SHIM_SCATTER ? real->Scatter != NULL : 1);
 }
 
+/* The call's larger buffer in bytes, as nccl-tests and torch count it (CCL_NCCL_AUTO_LIMIT). */
+static size_t call_bytes(const Call *c)
+{
+    size_t b = c->count * shim_dtype_size(c->dtype);
+    int blocks = c->coll == SHIM_ALLGATHER || c->coll == SHIM_REDUCESCATTER || c->coll == SHIM_ALLTOALL;
+    return blocks ? b * (size_t)c->comm->nranks : b;
+}
+
 static int route_of(const Call *c)
 {
     ncclComm_t comm = c->comm;
@@ -163,6 +171,8 @@ static int route_of(const Call *c)
     default:
         if (!comm->real || !real_has(c, shim_real_loaded()))
             return SHIM_TO_CCL;
+        if (call_bytes(c) >= comm->auto_limit[c->coll])
+            return SHIM_TO_NCCL;
         return ccl_can(c) && !comm->refused[c->coll][c->dtype][c->custom] ? SHIM_TO_CCL : SHIM_TO_NCCL;
     }
 }

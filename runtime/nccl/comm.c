@@ -76,6 +76,11 @@ ncclResult_t shim_comm_publish(ncclComm_t c, const ShimRoute routes[SHIM_NUM_COL
             real->CommCuDevice(c->real, &c->device);
     }
     memcpy(c->routes, routes, sizeof c->routes);
+    char lerr[512];
+    if (shim_auto_limits_parse(getenv("CCL_NCCL_AUTO_LIMIT"), c->nranks, c->backend == CCL_BACKEND_GPU, c->auto_limit,
+                               lerr, sizeof lerr) != 0) /* checked at the init's start: cannot fail here */
+        for (int k = 0; k < SHIM_NUM_COLLS; k++)
+            c->auto_limit[k] = SIZE_MAX;
     c->magic = SHIM_COMM_MAGIC;
     shim_real_adopt(c->real);
     shim_comm_register(c);
@@ -97,7 +102,9 @@ ncclResult_t shim_comm_publish(ncclComm_t c, const ShimRoute routes[SHIM_NUM_COL
 ncclResult_t shim_routes_from_env(ShimRoute routes[SHIM_NUM_COLLS], const char *fn)
 {
     char err[512];
-    if (shim_routes_parse(getenv("CCL_NCCL_ROUTE"), routes, err, sizeof err) != 0)
+    size_t limits[SHIM_NUM_COLLS];
+    if (shim_routes_parse(getenv("CCL_NCCL_ROUTE"), routes, err, sizeof err) != 0 ||
+        shim_auto_limits_parse(getenv("CCL_NCCL_AUTO_LIMIT"), 2, 0, limits, err, sizeof err) != 0)
         return shim_fail(NULL, ncclInvalidArgument, "%s: %s", fn, err);
     return ncclSuccess;
 }

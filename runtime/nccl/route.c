@@ -154,6 +154,99 @@ void shim_routes_describe(const ShimRoute routes[SHIM_NUM_COLLS], char *buf, siz
         snprintf(buf + used, len - used, "%s for %s", shim_route_name(common), used ? "the rest" : "every call");
 }
 
+/* Auto's limits when CCL_NCCL_AUTO_LIMIT is unset, on GPUs: the sizes (nccl-tests'
+ * bytes: the larger buffer) from which NCCL was faster than libccl on ordinary tensors,
+ * measured on H200 (docs/nccl.md, "Which calls go where"): 2 ranks from
+ * torch.distributed through this library (docs/perf/x2-head), more from ccl-perf on
+ * cuMemAlloc buffers on 4 (docs/perf/x4-entry). */
+static size_t default_limit(ShimColl c, int nranks)
+{
+    static const size_t two[SHIM_NUM_COLLS] = {
+        [SHIM_ALLREDUCE] = (size_t)256 << 20, [SHIM_ALLGATHER] = (size_t)256 << 20,
+        [SHIM_REDUCESCATTER] = (size_t)256 << 20, [SHIM_ALLTOALL] = (size_t)64 << 20,
+        [SHIM_BROADCAST] = (size_t)16 << 20, [SHIM_REDUCE] = (size_t)16 << 20,
+    };
+    static const size_t more[SHIM_NUM_COLLS] = {
+        [SHIM_ALLREDUCE] = (size_t)1 << 20, [SHIM_ALLGATHER] = (size_t)64 << 20,
+        [SHIM_REDUCESCATTER] = (size_t)1 << 30, [SHIM_ALLTOALL] = (size_t)64 << 20,
+        [SHIM_BROADCAST] = (size_t)1 << 20, [SHIM_REDUCE] = (size_t)1 << 20,
+    };
+    size_t v = (nranks <= 2 ? two : more)[c];
+    return v ? v : SIZE_MAX;
+}
+
+/* "none", or digits with an optional K, M or G (powers of 1024). */
+static int parse_limit(const char *s, size_t n, size_t *out)
+{
+    if (n == 4 && !strncasecmp(s, "none", 4)) {
+        *out = SIZE_MAX;
+        return 0;
+    }
+    size_t i = 0;
+    unsigned long long v = 0;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (v > (~0ull - 9) / 10)
+            return -1;
+        v = v * 10 + (unsigned long long)(s[i] - '0');
+    }
+    int shift = 0;
+    if (i + 1 == n)
+        shift = s[i] == 'K' || s[i] == 'k' ? 10 : s[i] == 'M' || s[i] == 'm' ? 20 : s[i] == 'G' || s[i] == 'g' ? 30 : -1;
+    else if (i != n)
+        return -1;
+    if (i == 0 || shift < 0 || v > (~0ull >> shift))
+        return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+int shim_auto_limits_parse(const char *spec, int nranks, int gpu, size_t out[SHIM_NUM_COLLS], char *err, size_t len)
+{
+    for (int c = 0; c < SHIM_NUM_COLLS; c++)
+        out[c] = gpu ? default_limit((ShimColl)c, nranks) : SIZE_MAX;
+    if (!spec || !*spec)
+        return 0;
+    static const char form[] = "is not a size (bytes, with K, M or G), none, or a list such as "
+                               "'allreduce:256M,alltoall:none,default:64M'";
+    if (!strchr(spec, ':')) {
+        size_t v;
+        if (parse_limit(spec, strlen(spec), &v) != 0) {
+            snprintf(err, len, "CCL_NCCL_AUTO_LIMIT='%s' %s", spec, form);
+            return -1;
+        }
+        for (int c = 0; c < SHIM_NUM_COLLS; c++)
+            out[c] = v;
+        return 0;
+    }
+    /* Pairs; the default applies to the collectives no pair names, wherever it stands. */
+    int named[SHIM_NUM_COLLS] = {0};
+    size_t def = SIZE_MAX;
+    int has_def = 0;
+    for (const char *p = spec; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *colon = memchr(p, ':', n);
+        int coll;
+        size_t v;
+        if (!colon || parse_coll(p, (size_t)(colon - p), &coll) != 0 ||
+            parse_limit(colon + 1, n - (size_t)(colon - p) - 1, &v) != 0) {
+            snprintf(err, len, "CCL_NCCL_AUTO_LIMIT='%s': '%.*s' %s", spec, (int)n, p, form);
+            return -1;
+        }
+        if (coll == SHIM_NUM_COLLS) {
+            def = v;
+            has_def = 1;
+        } else {
+            out[coll] = v;
+            named[coll] = 1;
+        }
+        p += n + (p[n] == ',');
+    }
+    for (int c = 0; c < SHIM_NUM_COLLS && has_def; c++)
+        if (!named[c])
+            out[c] = def;
+    return 0;
+}
+
 void shim_summary(const struct ncclComm *comm, char *buf, size_t len)
 {
     unsigned long total[2] = {0, 0};

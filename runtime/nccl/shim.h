@@ -156,6 +156,11 @@ const char *shim_routes_need_nccl(const ShimRoute routes[SHIM_NUM_COLLS]);
 /* The routes as one phrase ("auto for every call", "allreduce ccl, allgather nccl, ...
  * auto for the rest"). */
 void shim_routes_describe(const ShimRoute routes[SHIM_NUM_COLLS], char *buf, size_t len);
+/* Parses CCL_NCCL_AUTO_LIMIT for a comm of nranks ranks: per collective, the bytes (of
+ * the call's larger buffer) from which an auto-routed call goes to NCCL; SIZE_MAX for
+ * none. Unset: on GPUs the built-in limits (measured), on the CPU backend none. 0, or -1
+ * with the reason in err. */
+int shim_auto_limits_parse(const char *spec, int nranks, int gpu, size_t out[SHIM_NUM_COLLS], char *err, size_t len);
 /* How many calls of each collective went where on comm, as one line ("allreduce 12 ccl
  * 0 nccl, ..."); "no calls" when none. */
 struct ncclComm;
@@ -182,6 +187,7 @@ struct ncclComm {
     int rank, nranks, device;
     ccl_backend_t backend;
     ShimRoute routes[SHIM_NUM_COLLS];
+    size_t auto_limit[SHIM_NUM_COLLS]; /* auto: from these bytes a call goes to NCCL */
     /* (collective, dtype, op kind) that libccl refused in auto mode; they go to NCCL. */
     unsigned char refused[SHIM_NUM_COLLS][ncclNumTypes][2];
     atomic_ulong calls[SHIM_NUM_COLLS][2]; /* [collective][SHIM_TO_CCL or SHIM_TO_NCCL] */

@@ -320,6 +320,49 @@ static int fallback(void)
     return 0;
 }
 
+/* ---- auto: NCCL from CCL_NCCL_AUTO_LIMIT's size (run.sh sets allreduce:12,default:none) ---- */
+static int limit(void)
+{
+    const char *name = "nccl.route.auto.limit";
+    enum { M = 2 };
+    ncclComm_t c[M];
+    float in[M][COUNT], out[M][M * COUNT], want[M * COUNT];
+    NCCL_OK(name, ncclCommInitAll(c, M, NULL));
+    if (fake_open(name) != 0)
+        return -1;
+    for (int r = 0; r < M; r++)
+        for (int i = 0; i < COUNT; i++)
+            in[r][i] = (float)(r * 10 + i);
+    int ok = 1;
+    /* 2 floats (8 bytes) to libccl, 3 (12 bytes: the limit) and 5 to NCCL; an all-gather
+     * of 5 x 2 floats, under no limit, to libccl. */
+    const size_t counts[] = {2, 3, COUNT};
+    for (int k = 0; k < 3; k++) {
+        ncclGroupStart();
+        for (int r = 0; r < M; r++)
+            ncclAllReduce(in[r], out[r], counts[k], ncclFloat, ncclSum, c[r], NULL);
+        NCCL_OK(name, ncclGroupEnd());
+        for (size_t i = 0; i < counts[k]; i++)
+            want[i] = (float)(10 + 2 * i);
+        for (int r = 0; r < M; r++)
+            ok &= check(name, "allreduce", out[r], want, (int)counts[k], r);
+    }
+    ncclGroupStart();
+    for (int r = 0; r < M; r++)
+        ncclAllGather(in[r], out[r], COUNT, ncclFloat, c[r], NULL);
+    NCCL_OK(name, ncclGroupEnd());
+    for (int p = 0; p < M; p++)
+        for (int i = 0; i < COUNT; i++)
+            want[p * COUNT + i] = (float)(p * 10 + i);
+    for (int r = 0; r < M; r++)
+        ok &= check(name, "allgather", out[r], want, M * COUNT, r);
+    ok = ok && grew(name, "AllReduce", 0, 2 * M) && grew(name, "AllGather", 0, 0);
+    for (int r = 0; r < M; r++)
+        ncclCommDestroy(c[r]);
+    say(ok, name, " ");
+    return 0;
+}
+
 /* ---- auto: libccl where it can ---- */
 
 static int auto_route(void)
@@ -513,7 +556,9 @@ int main(int argc, char **argv)
         missing();
     else if (!strcmp(what, "split"))
         split_nocolor();
+    else if (!strcmp(what, "limit"))
+        limit();
     else
-        say(0, "nccl.route", "usage: routes nccl|mixed|fallback|auto|missing|split");
+        say(0, "nccl.route", "usage: routes nccl|mixed|fallback|auto|missing|split|limit");
     return failures ? 1 : 0;
 }

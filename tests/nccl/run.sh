@@ -157,6 +157,10 @@ route allreduce:ccl,allgather:nccl,default:ccl mixed
 route auto auto
 route nccl missing CCL_NCCL_LIB=none
 route nccl split
+route auto limit CCL_NCCL_AUTO_LIMIT=allreduce:12,default:none
+CCL_NCCL_AUTO_LIMIT=12Q "$t/routes" limit >"$tmp/out" 2>&1
+grep -q "ncclCommInitAll: CCL_NCCL_AUTO_LIMIT='12Q' is not a size" "$tmp/out" && echo "ok nccl.route.auto.limit-refused" ||
+    echo "FAIL nccl.route.auto.limit-refused: no refusal of CCL_NCCL_AUTO_LIMIT=12Q: $(head -c 300 "$tmp/out")"
 mkdir -p "$tmp/algs" && cp -r algorithms/allreduce "$tmp/algs/"
 route "" fallback CCL_ALGORITHM_DIR="$tmp/algs" CCL_DEBUG=INFO
 n=$(grep -c '\[nccl\]: ncclAllGather: libccl refused allgather of datatype 7 (no loaded algorithm' "$tmp/err")
