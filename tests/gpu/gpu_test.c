@@ -615,14 +615,16 @@ static void *rank_main(void *arg)
         Case cases[40];
         int nc = 0;
         if (R->pieces) {
-            /* A 32 MiB heap (--pieces): ordinary buffers of 12 MB a unit, whose staging
-             * does not fit, and symmetric ones whose scratch or lines may not: the calls
-             * run in pieces (runtime/src/call.c), captured in a graph too. */
+            /* A 32 MiB heap (--pieces): symmetric buffers whose scratch or lines may not
+             * fit, then ordinary buffers of 12 MB a unit, whose staging does not: the
+             * calls run in pieces (runtime/src/call.c), captured in a graph too. The
+             * symmetric case first: the regions the ordinary ones take stay until the
+             * comm's destroy, and after them 8 MB of ccl_mem_alloc buffers may not fit. */
+            cases[nc++] = (Case){"bf16_sum_sym_pieces", CCL_BF16, CCL_SUM, 1000003, 1, 0, 1, 0, 0};
             cases[nc++] = (Case){"f32_sum_plain_pieces", CCL_F32, CCL_SUM, 3000017, 0, 0, 1, 0, 0};
             if (can_inplace) cases[nc++] = (Case){"bf16_sum_plain_pieces_inplace", CCL_BF16, CCL_SUM, 4000037, 0, 1, 1, 0, 0};
             cases[nc++] = (Case){"f32_sum_plain_pieces_graph", CCL_F32, CCL_SUM, 3000017, 0, 0, 3, 1, 0};
             cases[nc++] = (Case){"bf16_sum_plain_pieces_2counts", CCL_BF16, CCL_SUM, 4000037, 0, 0, 6, 0, 1};
-            cases[nc++] = (Case){"bf16_sum_sym_pieces", CCL_BF16, CCL_SUM, 1000003, 1, 0, 1, 0, 0};
         } else if (!R->full) {
             cases[nc++] = (Case){"bf16_sum_sym_odd", CCL_BF16, CCL_SUM, 1000003, 1, 0, 1, 0, 0};
             cases[nc++] = (Case){"f32_sum_plain_odd", CCL_F32, CCL_SUM, 12345, 0, 0, 1, 0, 0};
