@@ -66,49 +66,73 @@ static int parse_coll(const char *s, size_t n, int *out)
     return -1;
 }
 
-int shim_routes_parse(const char *spec, ShimRoute out[SHIM_NUM_COLLS], char *err, size_t len)
+/* A setting per collective: one VALUE for every collective, or pairs COLL:VALUE
+ * separated by commas, the pair "default" for the collectives no pair names wherever it
+ * stands; `value` reads each VALUE. out keeps what it held where nothing applies. 0, or
+ * -1 with *bad the part that does not parse (*badlen bytes; the whole spec when it has
+ * no pairs). */
+static int parse_per_coll(const char *spec, int (*value)(const char *s, size_t n, size_t *v),
+                          size_t out[SHIM_NUM_COLLS], const char **bad, size_t *badlen)
 {
-    for (int c = 0; c < SHIM_NUM_COLLS; c++)
-        out[c] = SHIM_ROUTE_AUTO;
-    if (!spec || !*spec)
-        return 0;
-    ShimRoute all;
+    size_t v;
     if (!strchr(spec, ':')) {
-        if (parse_route(spec, strlen(spec), &all) != 0) {
-            snprintf(err, len, "CCL_NCCL_ROUTE='%s' is not auto, ccl, nccl or a list such as "
-                     "'allreduce:ccl,allgather:nccl,default:auto'", spec);
+        *bad = spec, *badlen = strlen(spec);
+        if (value(spec, strlen(spec), &v) != 0)
             return -1;
-        }
         for (int c = 0; c < SHIM_NUM_COLLS; c++)
-            out[c] = all;
+            out[c] = v;
         return 0;
     }
-    /* Pairs; the default applies to the collectives no pair names, wherever it stands. */
-    int named[SHIM_NUM_COLLS] = {0};
-    ShimRoute def = SHIM_ROUTE_AUTO;
+    int named[SHIM_NUM_COLLS] = {0}, has_def = 0;
+    size_t def = 0;
     for (const char *p = spec; *p;) {
         size_t n = strcspn(p, ",");
         const char *colon = memchr(p, ':', n);
         int coll;
-        ShimRoute r;
+        *bad = p, *badlen = n;
         if (!colon || parse_coll(p, (size_t)(colon - p), &coll) != 0 ||
-            parse_route(colon + 1, n - (size_t)(colon - p) - 1, &r) != 0) {
-            snprintf(err, len, "CCL_NCCL_ROUTE='%s': '%.*s' is not COLLECTIVE:ROUTE (collectives: allreduce, "
-                     "allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, default; "
-                     "routes: auto, ccl, nccl)", spec, (int)n, p);
+            value(colon + 1, n - (size_t)(colon - p) - 1, &v) != 0)
             return -1;
-        }
         if (coll == SHIM_NUM_COLLS)
-            def = r;
-        else {
-            out[coll] = r;
-            named[coll] = 1;
-        }
+            def = v, has_def = 1;
+        else
+            out[coll] = v, named[coll] = 1;
         p += n + (p[n] == ',');
     }
-    for (int c = 0; c < SHIM_NUM_COLLS; c++)
+    for (int c = 0; c < SHIM_NUM_COLLS && has_def; c++)
         if (!named[c])
             out[c] = def;
+    return 0;
+}
+
+static int route_value(const char *s, size_t n, size_t *v)
+{
+    ShimRoute r;
+    if (parse_route(s, n, &r) != 0)
+        return -1;
+    *v = (size_t)r;
+    return 0;
+}
+
+int shim_routes_parse(const char *spec, ShimRoute out[SHIM_NUM_COLLS], char *err, size_t len)
+{
+    size_t v[SHIM_NUM_COLLS];
+    for (int c = 0; c < SHIM_NUM_COLLS; c++)
+        v[c] = SHIM_ROUTE_AUTO;
+    const char *bad;
+    size_t n;
+    if (spec && *spec && parse_per_coll(spec, route_value, v, &bad, &n) != 0) {
+        if (bad == spec && !strchr(spec, ':'))
+            snprintf(err, len, "CCL_NCCL_ROUTE='%s' is not auto, ccl, nccl or a list such as "
+                     "'allreduce:ccl,allgather:nccl,default:auto'", spec);
+        else
+            snprintf(err, len, "CCL_NCCL_ROUTE='%s': '%.*s' is not COLLECTIVE:ROUTE (collectives: allreduce, "
+                     "allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, default; "
+                     "routes: auto, ccl, nccl)", spec, (int)n, bad);
+        return -1;
+    }
+    for (int c = 0; c < SHIM_NUM_COLLS; c++)
+        out[c] = (ShimRoute)v[c];
     return 0;
 }
 
@@ -204,46 +228,17 @@ int shim_auto_limits_parse(const char *spec, int nranks, int gpu, size_t out[SHI
 {
     for (int c = 0; c < SHIM_NUM_COLLS; c++)
         out[c] = gpu ? default_limit((ShimColl)c, nranks) : SIZE_MAX;
-    if (!spec || !*spec)
-        return 0;
-    static const char form[] = "is not a size (bytes, with K, M or G), none, or a list such as "
-                               "'allreduce:256M,alltoall:none,default:64M'";
-    if (!strchr(spec, ':')) {
-        size_t v;
-        if (parse_limit(spec, strlen(spec), &v) != 0) {
+    const char *bad;
+    size_t n;
+    if (spec && *spec && parse_per_coll(spec, parse_limit, out, &bad, &n) != 0) {
+        static const char form[] = "is not a size (bytes, with K, M or G), none, or a list such as "
+                                   "'allreduce:256M,alltoall:none,default:64M'";
+        if (bad == spec && !strchr(spec, ':'))
             snprintf(err, len, "CCL_NCCL_AUTO_LIMIT='%s' %s", spec, form);
-            return -1;
-        }
-        for (int c = 0; c < SHIM_NUM_COLLS; c++)
-            out[c] = v;
-        return 0;
+        else
+            snprintf(err, len, "CCL_NCCL_AUTO_LIMIT='%s': '%.*s' %s", spec, (int)n, bad, form);
+        return -1;
     }
-    /* Pairs; the default applies to the collectives no pair names, wherever it stands. */
-    int named[SHIM_NUM_COLLS] = {0};
-    size_t def = SIZE_MAX;
-    int has_def = 0;
-    for (const char *p = spec; *p;) {
-        size_t n = strcspn(p, ",");
-        const char *colon = memchr(p, ':', n);
-        int coll;
-        size_t v;
-        if (!colon || parse_coll(p, (size_t)(colon - p), &coll) != 0 ||
-            parse_limit(colon + 1, n - (size_t)(colon - p) - 1, &v) != 0) {
-            snprintf(err, len, "CCL_NCCL_AUTO_LIMIT='%s': '%.*s' %s", spec, (int)n, p, form);
-            return -1;
-        }
-        if (coll == SHIM_NUM_COLLS) {
-            def = v;
-            has_def = 1;
-        } else {
-            out[coll] = v;
-            named[coll] = 1;
-        }
-        p += n + (p[n] == ',');
-    }
-    for (int c = 0; c < SHIM_NUM_COLLS && has_def; c++)
-        if (!named[c])
-            out[c] = def;
     return 0;
 }
 
