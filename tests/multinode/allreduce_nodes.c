@@ -1,0 +1,150 @@
+/* allreduce_nodes.c: ccl_all_reduce on a communicator of several nodes, under mpirun
+ * (tests/multinode/run.sh; docs/multinode.md).
+ *
+ *   CCL_RANKS_PER_NODE=2 mpirun -np 4 allreduce_nodes [check|skip R|inplace-only]
+ *
+ * The communicator comes from MPI_COMM_WORLD by ccl_comm_init_mpi_nodes, so ranks of
+ * different nodes share no memory and their traffic goes through Open MPI (the
+ * proxy's MPI_Isend/MPI_Irecv). check: every count, dtype and op below, out of place
+ * and in place, three calls back to back each, every element compared with what this
+ * rank computes itself; prints one line per case on rank 0 and exits 1 on any wrong
+ * element. skip R: rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS
+ * bounds their wait); every rank prints what its call returned and its message. kill R:
+ * rank R is killed (SIGKILL) instead. */
+#include <mpi.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccl.h"
+#include "ccl_mpi.h"
+
+static int rank, size;
+
+/* Input element i of rank r: small integers, exact in every dtype and sum below. */
+static int64_t value(int r, size_t i)
+{
+    return (int64_t)((r + 1) * (int)(i % 7 + 1)) - 3;
+}
+
+static int64_t expect(ccl_op_t op, size_t i)
+{
+    int64_t acc = value(0, i);
+    for (int r = 1; r < size; r++) {
+        int64_t v = value(r, i);
+        acc = op == CCL_SUM ? acc + v : op == CCL_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
+    }
+    return acc;
+}
+
+static void put(void *buf, ccl_dtype_t t, size_t i, int64_t v)
+{
+    if (t == CCL_F32)
+        ((float *)buf)[i] = (float)v;
+    else if (t == CCL_F64)
+        ((double *)buf)[i] = (double)v;
+    else
+        ((int32_t *)buf)[i] = (int32_t)v;
+}
+
+static int64_t get(const void *buf, ccl_dtype_t t, size_t i)
+{
+    return t == CCL_F32 ? (int64_t)((const float *)buf)[i] : t == CCL_F64 ? (int64_t)((const double *)buf)[i]
+                                                                           : ((const int32_t *)buf)[i];
+}
+
+static void fail_now(ccl_comm_t *comm, const char *what)
+{
+    fprintf(stderr, "rank %d: %s: %s\n", rank, what, ccl_comm_last_error(comm));
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* One case: `iters` calls back to back; 0 when every element of every call is right. */
+static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op, int inplace, int iters)
+{
+    size_t es = ccl_dtype_size(t);
+    long wrong = 0;
+    void *send[3], *recv[3];
+    for (int k = 0; k < iters; k++) {
+        send[k] = malloc(count * es + 1);
+        recv[k] = inplace ? send[k] : malloc(count * es + 1);
+        for (size_t i = 0; i < count; i++) {
+            put(send[k], t, i, value(rank, i) + k);
+            if (!inplace)
+                put(recv[k], t, i, -999);
+        }
+    }
+    for (int k = 0; k < iters; k++)
+        if (ccl_all_reduce(send[k], recv[k], count, t, op, comm, NULL) != CCL_OK)
+            fail_now(comm, "ccl_all_reduce");
+    if (ccl_comm_synchronize(comm) != CCL_OK)
+        fail_now(comm, "ccl_comm_synchronize");
+    for (int k = 0; k < iters; k++) {
+        for (size_t i = 0; i < count; i++) {
+            int64_t want = expect(op, i) + (op == CCL_SUM ? (int64_t)k * size : k);
+            int64_t got = get(recv[k], t, i);
+            if (got != want && wrong++ < 3)
+                fprintf(stderr, "rank %d: count %zu %s %s%s call %d: element %zu is %lld, expected %lld\n", rank, count,
+                        ccl_dtype_name(t), ccl_op_name(op), inplace ? " in place" : "", k, i, (long long)got,
+                        (long long)want);
+        }
+        free(send[k]);
+        if (!inplace)
+            free(recv[k]);
+    }
+    return wrong;
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const char *mode = argc > 1 ? argv[1] : "check";
+    ccl_comm_t *comm;
+    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU};
+    ccl_result_t r = ccl_comm_init_mpi_nodes(&comm, MPI_COMM_WORLD, 0, CCL_DEVICE_AUTO, &cfg);
+    if (r != CCL_OK) {
+        fprintf(stderr, "rank %d: init: %s\n", rank, ccl_comm_last_error(NULL));
+        MPI_Finalize();
+        return 2;
+    }
+    int status = 0;
+    if (!strcmp(mode, "skip") || !strcmp(mode, "kill")) {
+        int skip = argc > 2 ? atoi(argv[2]) : size - 1;
+        float x[64] = {0};
+        if (rank == skip && !strcmp(mode, "kill"))
+            raise(SIGKILL);
+        if (rank != skip) {
+            r = ccl_all_reduce(x, x, 64, CCL_F32, CCL_SUM, comm, NULL);
+            if (r == CCL_OK)
+                r = ccl_comm_synchronize(comm);
+            printf("rank %d: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(comm));
+            status = r == CCL_OK;
+        }
+    } else {
+        static const size_t counts[] = {1, 5, 1000, 1001, 65539, 1 << 20};
+        static const struct { ccl_dtype_t t; ccl_op_t op; } kinds[] = {
+            {CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}, {CCL_F64, CCL_MIN}};
+        long total = 0;
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+            for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    long wrong = run_case(comm, counts[c], kinds[k].t, kinds[k].op, inplace, 3), all;
+                    MPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+                    if (rank == 0)
+                        printf("count %zu %s %s%s x3: %s\n", counts[c], ccl_dtype_name(kinds[k].t),
+                               ccl_op_name(kinds[k].op), inplace ? " in place" : "", all ? "WRONG" : "ok");
+                    total += all;
+                }
+        if (rank == 0)
+            printf("wrong elements: %ld\n", total);
+        status = total != 0;
+    }
+    ccl_comm_destroy(comm);
+    MPI_Finalize();
+    return status;
+}
