@@ -8,8 +8,10 @@
 #
 #   check      ccl_all_reduce (algorithms/allreduce/hier.ccl, the only one for several
 #              nodes) on 6 counts x f32 sum, i32 max, f64 min x out of place and in place,
-#              3 calls back to back each, every element checked; and the proxy's log says
-#              the data crossed the nodes through it; also 4 nodes of 1 and 1 node of 4
+#              and ccl_all_gather (algorithms/allgather/hier.ccl) on 4 counts x f32, i32 x
+#              out of place and in place, 3 calls back to back each, every element
+#              checked; and the proxy's log says the data crossed the nodes through it;
+#              also 4 nodes of 1, 1 node of 4, and 3 nodes of 2 (mpirun -np 6)
 #   one-node   without a transport (ccl-perf's plain bootstrap), CCL_RANKS_PER_NODE=2 is
 #              refused with a message naming ccl_comm_init_mpi_nodes
 #   skip       rank 3 (node 1) makes no call: every other rank fails within the timeout,
@@ -20,7 +22,7 @@
 set -u
 build=${1:?usage: tests/multinode/run.sh BUILD}
 cd "$(dirname "$0")/../.."
-prog=$build/tests/multinode/allreduce_nodes
+prog=$build/tests/multinode/collectives
 if ! command -v mpirun >/dev/null || [ ! -x "$prog" ]; then
     echo "ok multinode: skipped (no mpirun, or $prog not built: make builds it with mpicc)"
     exit 0
@@ -35,25 +37,28 @@ export CCL_BACKEND=cpu
 # forbid its cross-memory attach).
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 
-for rpn in 2 1 4; do
-    CCL_RANKS_PER_NODE=$rpn CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=INIT timeout -k 10 300 "${mpi[@]}" "$prog" check \
+for shape in 4:2 4:1 4:4 6:2; do
+    np=${shape%:*} rpn=${shape#*:}
+    mpin=("${mpi[@]}")
+    mpin[2]=$np
+    CCL_RANKS_PER_NODE=$rpn CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=INIT timeout -k 10 300 "${mpin[@]}" "$prog" check \
         >"$tmp/check.out" 2>"$tmp/check.err"
     rc=$?
-    nodes=$((4 / rpn))
+    nodes=$((np / rpn))
     if [ $rc -ne 0 ]; then
         echo "FAIL multinode/check-${nodes}x$rpn: exit $rc"
         tail -20 "$tmp/check.out" "$tmp/check.err" | sed 's/^/    /'
-    elif [ "$(grep -c ': ok$' "$tmp/check.out")" -ne 36 ] || ! grep -q '^wrong elements: 0$' "$tmp/check.out"; then
+    elif [ "$(grep -c ': ok$' "$tmp/check.out")" -ne 52 ] || ! grep -q '^wrong elements: 0$' "$tmp/check.out"; then
         echo "FAIL multinode/check-${nodes}x$rpn: not every case checked out"
         sed 's/^/    /' "$tmp/check.out" | head -40
-    elif [ "$nodes" -gt 1 ] && ! grep -q "ready: rank 0 of 4 ($nodes nodes of $rpn)" "$tmp/check.err"; then
+    elif [ "$nodes" -gt 1 ] && ! grep -q "ready: rank 0 of $np ($nodes nodes of $rpn)" "$tmp/check.err"; then
         echo "FAIL multinode/check-${nodes}x$rpn: the communicator is not $nodes nodes"
         grep ready "$tmp/check.err" | sed 's/^/    /'
-    elif [ "$nodes" -gt 1 ] && [ "$(grep -cE 'inter-node proxy: [1-9][0-9]* messages \([1-9][0-9]* bytes\) sent to, [1-9][0-9]* received' "$tmp/check.err")" -ne 4 ]; then
+    elif [ "$nodes" -gt 1 ] && [ "$(grep -cE 'inter-node proxy: [1-9][0-9]* messages \([1-9][0-9]* bytes\) sent to, [1-9][0-9]* received' "$tmp/check.err")" -ne "$np" ]; then
         echo "FAIL multinode/check-${nodes}x$rpn: not every rank's proxy carried traffic"
         grep -E 'proxy|ready' "$tmp/check.err" | sed 's/^/    /'
     else
-        echo "ok multinode/check-${nodes}x$rpn: 36 cases x 3 calls, every element right"
+        echo "ok multinode/check-${nodes}x$rpn: 36 all-reduce and 16 all-gather cases x 3 calls, every element right"
     fi
 done
 

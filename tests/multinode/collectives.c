@@ -1,14 +1,14 @@
-/* allreduce_nodes.c: ccl_all_reduce on a communicator of several nodes, under mpirun
- * (tests/multinode/run.sh; docs/multinode.md).
+/* collectives.c: ccl_all_reduce and ccl_all_gather on a communicator of several nodes,
+ * under mpirun (tests/multinode/run.sh; docs/multinode.md).
  *
- *   CCL_RANKS_PER_NODE=2 mpirun -np 4 allreduce_nodes [check|skip R|inplace-only]
+ *   CCL_RANKS_PER_NODE=2 mpirun -np 4 collectives [check|skip R|kill R]
  *
  * The communicator comes from MPI_COMM_WORLD by ccl_comm_init_mpi_nodes, so ranks of
  * different nodes share no memory and their traffic goes through Open MPI (the
  * proxy's MPI_Isend/MPI_Irecv). check: every count, dtype and op below, out of place
  * and in place, three calls back to back each, every element compared with what this
- * rank computes itself; prints one line per case on rank 0 and exits 1 on any wrong
- * element. skip R: rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS
+ * rank computes itself (all-reduce), then the all-gathers likewise; prints one line per
+ * case on rank 0 and exits 1 on any wrong element. skip R: rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS
  * bounds their wait); every rank prints what its call returned and its message. kill R:
  * rank R is killed (SIGKILL) instead. */
 #include <mpi.h>
@@ -97,6 +97,42 @@ static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op,
     return wrong;
 }
 
+/* One all-gather case: `iters` calls back to back, each rank's input its values + k;
+ * in place, the input is this rank's slot of the output. 0 when every element is right. */
+static long gather_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int inplace, int iters)
+{
+    size_t es = ccl_dtype_size(t);
+    long wrong = 0;
+    void *send[3], *recv[3];
+    for (int k = 0; k < iters; k++) {
+        recv[k] = malloc(count * es * (size_t)size + 1);
+        send[k] = inplace ? (char *)recv[k] + (size_t)rank * count * es : malloc(count * es + 1);
+        for (size_t i = 0; i < count * (size_t)size; i++)
+            put(recv[k], t, i, -999);
+        for (size_t i = 0; i < count; i++)
+            put(send[k], t, i, value(rank, i) + k);
+    }
+    for (int k = 0; k < iters; k++)
+        if (ccl_all_gather(send[k], recv[k], count, t, comm, NULL) != CCL_OK)
+            fail_now(comm, "ccl_all_gather");
+    if (ccl_comm_synchronize(comm) != CCL_OK)
+        fail_now(comm, "ccl_comm_synchronize");
+    for (int k = 0; k < iters; k++) {
+        for (int p = 0; p < size; p++)
+            for (size_t i = 0; i < count; i++) {
+                int64_t want = value(p, i) + k, got = get(recv[k], t, (size_t)p * count + i);
+                if (got != want && wrong++ < 3)
+                    fprintf(stderr, "rank %d: all-gather count %zu %s%s call %d: rank %d's element %zu is %lld, "
+                            "expected %lld\n", rank, count, ccl_dtype_name(t), inplace ? " in place" : "", k, p, i,
+                            (long long)got, (long long)want);
+            }
+        if (!inplace)
+            free(send[k]);
+        free(recv[k]);
+    }
+    return wrong;
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -138,6 +174,18 @@ int main(int argc, char **argv)
                     if (rank == 0)
                         printf("count %zu %s %s%s x3: %s\n", counts[c], ccl_dtype_name(kinds[k].t),
                                ccl_op_name(kinds[k].op), inplace ? " in place" : "", all ? "WRONG" : "ok");
+                    total += all;
+                }
+        static const size_t gcounts[] = {1, 3, 1001, 262147};
+        static const ccl_dtype_t gtypes[] = {CCL_F32, CCL_I32};
+        for (size_t c = 0; c < sizeof gcounts / sizeof gcounts[0]; c++)
+            for (size_t k = 0; k < sizeof gtypes / sizeof gtypes[0]; k++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    long wrong = gather_case(comm, gcounts[c], gtypes[k], inplace, 3), all;
+                    MPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+                    if (rank == 0)
+                        printf("all-gather count %zu %s%s x3: %s\n", gcounts[c], ccl_dtype_name(gtypes[k]),
+                               inplace ? " in place" : "", all ? "WRONG" : "ok");
                     total += all;
                 }
         if (rank == 0)
