@@ -252,6 +252,8 @@ static ccl_result_t resolve_nodes(ccl_comm_t *c, const ccl_bootstrap_t *boot, co
                               "CCL_RANKS_PER_NODE must divide the rank count)", n, rpn);
     c->local = rpn;
     c->nnodes = n / rpn;
+    if (net)
+        c->net = *net;      /* released at destroy, used or not */
     if (c->nnodes == 1)
         return CCL_OK;
     if (!net || !net->isend || !net->irecv || !net->test || !net->cancel)
@@ -264,7 +266,6 @@ static ccl_result_t resolve_nodes(ccl_comm_t *c, const ccl_bootstrap_t *boot, co
     if (c->be->kind != CCL_BACKEND_CPU)
         return ccl__set_error(c, CCL_ERR_UNSUPPORTED, "a communicator of %d nodes runs on the CPU backend only so far "
                               "(docs/multinode.md)", c->nnodes);
-    c->net = *net;
     return CCL_OK;
 }
 
@@ -732,7 +733,7 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
     ccl__mbox_leave(comm->mbox); /* this rank's process may go now: no failure to its peers */
     ccl__mbox_close(comm->mbox);
     comm->be->comm_fini(comm);
-    if (comm->nnodes > 1 && comm->net.release)
+    if (comm->net.release)
         comm->net.release(comm->net.ctx);
     ccl__heap_alloc_fini(&comm->data);
     ccl__heap_alloc_fini(&comm->sems);

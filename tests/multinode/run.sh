@@ -12,6 +12,7 @@
 #              out of place and in place, 3 calls back to back each, every element
 #              checked; and the proxy's log says the data crossed the nodes through it;
 #              also 4 nodes of 1, 1 node of 4, and 3 nodes of 2 (mpirun -np 6)
+#   hosts      without CCL_RANKS_PER_NODE each host is a node: here one node of 4
 #   one-node   without a transport (ccl-perf's plain bootstrap), CCL_RANKS_PER_NODE=2 is
 #              refused with a message naming ccl_comm_init_mpi_nodes
 #   skip       rank 3 (node 1) makes no call: every other rank fails within the timeout,
@@ -61,6 +62,15 @@ for shape in 4:2 4:1 4:4 6:2; do
         echo "ok multinode/check-${nodes}x$rpn: 36 all-reduce and 16 all-gather cases x 3 calls, every element right"
     fi
 done
+
+# No CCL_RANKS_PER_NODE: every host is a node, so here one node of 4, through the same
+# entry point (the transport unused, and released at destroy).
+timeout -k 10 120 "${mpi[@]}" "$prog" check >"$tmp/hosts.out" 2>&1
+if [ $? -eq 0 ] && grep -q '^wrong elements: 0$' "$tmp/hosts.out"; then
+    echo "ok multinode/hosts: without CCL_RANKS_PER_NODE one host is one node"
+else
+    echo "FAIL multinode/hosts: $(tail -c 600 "$tmp/hosts.out")"
+fi
 
 # No transport: ccl-perf bootstraps without MPI; several nodes must be refused, clearly.
 CCL_RANKS_PER_NODE=2 timeout -k 10 120 "${mpi[@]}" "$build/ccl-perf" -c allreduce -b 1K -e 1K -n 1 -w 0 \
