@@ -7,7 +7,8 @@
  * different nodes share no memory and their traffic goes through Open MPI (the
  * proxy's MPI_Isend/MPI_Irecv). check: every count, dtype and op below, out of place
  * and in place, three calls back to back each, every element compared with what this
- * rank computes itself (all-reduce), then the all-gathers likewise; prints one line per
+ * rank computes itself (all-reduce; avg's division goes through the all-rank barrier,
+ * whose arrivals cross nodes as messages), then the all-gathers likewise; prints one line per
  * case on rank 0 and exits 1 on any wrong element. skip R: rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS
  * bounds their wait); every rank prints what its call returned and its message. kill R:
  * rank R is killed (SIGKILL) instead. */
@@ -83,6 +84,13 @@ static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op,
         fail_now(comm, "ccl_comm_synchronize");
     for (int k = 0; k < iters; k++) {
         for (size_t i = 0; i < count; i++) {
+            if (op == CCL_AVG) {    /* f32: the sum (exact) divided by N in float, as the runtime does */
+                float want = (float)(expect(CCL_SUM, i) + (int64_t)k * size) / (float)size, got = ((float *)recv[k])[i];
+                if (got != want && wrong++ < 3)
+                    fprintf(stderr, "rank %d: count %zu f32 avg call %d: element %zu is %g, expected %g\n", rank, count,
+                            k, i, got, want);
+                continue;
+            }
             int64_t want = expect(op, i) + (op == CCL_SUM ? (int64_t)k * size : k);
             int64_t got = get(recv[k], t, i);
             if (got != want && wrong++ < 3)
@@ -164,7 +172,7 @@ int main(int argc, char **argv)
     } else {
         static const size_t counts[] = {1, 5, 1000, 1001, 65539, 1 << 20};
         static const struct { ccl_dtype_t t; ccl_op_t op; } kinds[] = {
-            {CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}, {CCL_F64, CCL_MIN}};
+            {CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}, {CCL_F64, CCL_MIN}, {CCL_F32, CCL_AVG}};
         long total = 0;
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
