@@ -11,7 +11,8 @@
  * whose arrivals cross nodes as messages), then the all-gathers likewise; prints one line per
  * case on rank 0 and exits 1 on any wrong element. skip R: rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS
  * bounds their wait); every rank prints what its call returned and its message. kill R:
- * rank R is killed (SIGKILL) instead. */
+ * rank R is killed (SIGKILL) instead. bw: the net channel's rate against MPI's own
+ * (bandwidth(), below). */
 #include <mpi.h>
 #include <signal.h>
 #include <stdint.h>
@@ -141,6 +142,57 @@ static long gather_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int inpla
     return wrong;
 }
 
+/* bw: on 2 ranks as 2 nodes of 1, ccl_all_gather of `bytes` per rank (each rank's input
+ * crosses to the other through the proxy and MPI) against MPI_Sendrecv of the same bytes
+ * on MPI_COMM_WORLD; the median of 9 timed runs of 20 calls. Rank 0 prints a table. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void bandwidth(ccl_comm_t *comm)
+{
+    enum { RUNS = 9, CALLS = 20 };
+    if (rank == 0)
+        printf("| bytes | ccl_all_gather over the net channel (us) | GB/s | MPI_Sendrecv (us) | GB/s |\n|---:|---:|---:|---:|---:|\n");
+    for (size_t bytes = 4096; bytes <= (64u << 20); bytes *= (getenv("BW_STEP") ? (size_t)atoi(getenv("BW_STEP")) : 4)) {
+        char *send, *recv, *mrecv = malloc(bytes);
+        if (ccl_mem_alloc(comm, (void **)&send, bytes) != CCL_OK || ccl_mem_alloc(comm, (void **)&recv, 2 * bytes) != CCL_OK)
+            fail_now(comm, "ccl_mem_alloc");
+        memset(send, rank, bytes);
+        double t[2][RUNS];
+        for (int run = -1; run < RUNS; run++) {     /* run -1: warm-up */
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            for (int c = 0; c < CALLS; c++)
+                if (ccl_all_gather(send, recv, bytes, CCL_U8, comm, NULL) != CCL_OK)
+                    fail_now(comm, "ccl_all_gather");
+            if (ccl_comm_synchronize(comm) != CCL_OK)
+                fail_now(comm, "ccl_comm_synchronize");
+            double t1 = MPI_Wtime();
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t2 = MPI_Wtime();
+            for (int c = 0; c < CALLS; c++)
+                MPI_Sendrecv(send, (int)bytes, MPI_BYTE, 1 - rank, 7, mrecv, (int)bytes, MPI_BYTE, 1 - rank, 7,
+                             MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            double t3 = MPI_Wtime();
+            if (run >= 0) {
+                t[0][run] = (t1 - t0) / CALLS;
+                t[1][run] = (t3 - t2) / CALLS;
+            }
+        }
+        qsort(t[0], RUNS, sizeof t[0][0], cmp_double);
+        qsort(t[1], RUNS, sizeof t[1][0], cmp_double);
+        if (rank == 0)
+            printf("| %zu | %.1f | %.2f | %.1f | %.2f |\n", bytes, t[0][RUNS / 2] * 1e6, bytes / t[0][RUNS / 2] / 1e9,
+                   t[1][RUNS / 2] * 1e6, bytes / t[1][RUNS / 2] / 1e9);
+        ccl_mem_free(comm, send);
+        ccl_mem_free(comm, recv);
+        free(mrecv);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -157,7 +209,12 @@ int main(int argc, char **argv)
         return 2;
     }
     int status = 0;
-    if (!strcmp(mode, "skip") || !strcmp(mode, "kill")) {
+    if (!strcmp(mode, "bw")) {
+        if (size == 2)
+            bandwidth(comm);
+        else if (rank == 0)
+            fprintf(stderr, "bw: run it on 2 ranks (CCL_RANKS_PER_NODE=1 mpirun -np 2)\n");
+    } else if (!strcmp(mode, "skip") || !strcmp(mode, "kill")) {
         int skip = argc > 2 ? atoi(argv[2]) : size - 1;
         float x[64] = {0};
         if (rank == skip && !strcmp(mode, "kill"))

@@ -6,8 +6,12 @@
  * comm's other threads only queue messages (under a mutex) and read words the proxy
  * writes. Messages, each a 64-byte header and a payload:
  *
- *   PUT    a piece (at most NET_PIECE bytes) of a net put: the receiver copies it into
- *          its heap at the offset given, and counts it
+ *   PUT    a piece of a net put (at most 1 GiB): the receiver puts it into its heap at
+ *          the offset given, and counts it. A piece of at most NET_INLINE bytes rides in
+ *          the message (copied at the put); a larger one follows the header as a message
+ *          of its own, sent from where it lies and received straight into the heap (the
+ *          verifier's rule that nothing writes a put's source before its flush, and the
+ *          flush's wait for the peer's acknowledgment, keep the source intact)
  *   ADD    a signal: the receiver adds 1 (release) to the semaphore at the offset given
  *   ACK    how many PUT pieces from this rank the sender has applied (cumulative)
  *   IDENT  a call's identity (CclIdent), kept per sender in a ring like the heaps' own
@@ -27,13 +31,16 @@
  * The proxy applies a PUT only inside the heap (offset and length checked), and only
  * ranks of other nodes are ever sent to or received from. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu/net.h"
 
-enum { NET_PIECE = 256 << 10 };
+enum { NET_INLINE = 8 << 10, NET_PIECE = 1 << 30 };
+enum { F_DATA_FOLLOWS = 1 };    /* PUT: the piece is the sender's next message */
 enum { M_PUT = 1, M_ADD, M_ACK, M_IDENT, M_ARRIVE, M_ABORT, M_BYE };
 
 typedef struct {
@@ -47,7 +54,8 @@ typedef struct Msg {
     struct Msg *next;
     int peer;
     size_t bytes;               /* header and payload */
-    void *req;
+    void *req, *dreq;           /* the header's send, and the piece's (F_DATA_FOLLOWS) */
+    const void *data;           /* F_DATA_FOLLOWS: the piece, where it lies */
     NetHdr h;                   /* the payload follows */
 } Msg;
 
@@ -68,6 +76,7 @@ struct CpuNet {
     int *bye;
     void **rreq;
     char **rbuf;
+    int *rdata;                 /* per rank: the posted receive is a PUT's piece (into the heap) */
     uint64_t *idents;           /* [N][CCL_IDENT_RING] CclIdents, as words */
 };
 
@@ -135,10 +144,16 @@ int ccl__cpu_net_put(CpuNet *n, int peer, size_t off, const void *src, size_t by
 {
     for (size_t done = 0; done < bytes || (bytes == 0 && done == 0);) {
         size_t piece = bytes - done < NET_PIECE ? bytes - done : NET_PIECE;
-        Msg *m = msg_new(peer, M_PUT, off + done, piece, piece);
+        int inline_ = piece <= NET_INLINE;
+        Msg *m = msg_new(peer, M_PUT, off + done, piece, inline_ ? piece : 0);
         if (!m)
             return oom(n);
-        memcpy(&m->h + 1, (const char *)src + done, piece);
+        if (inline_) {
+            memcpy(&m->h + 1, (const char *)src + done, piece);
+        } else {
+            m->h.flags = F_DATA_FOLLOWS;
+            m->data = (const char *)src + done;
+        }
         atomic_fetch_add_explicit(&n->posted[peer], 1, memory_order_relaxed);
         enqueue(n, m);
         if (bytes == 0)
@@ -227,7 +242,8 @@ static void broke(CpuNet *n, const char *what, int peer, int rc)
 
 static int post_recv(CpuNet *n, int p)
 {
-    int rc = n->t.irecv(n->t.ctx, p, n->rbuf[p], sizeof(NetHdr) + NET_PIECE, &n->rreq[p]);
+    n->rdata[p] = 0;
+    int rc = n->t.irecv(n->t.ctx, p, n->rbuf[p], sizeof(NetHdr) + NET_INLINE, &n->rreq[p]);
     if (rc) {
         n->rreq[p] = NULL;
         broke(n, "irecv", p, rc);
@@ -239,6 +255,8 @@ static void post_send(CpuNet *n, Msg *m)
 {
     m->next = NULL;
     int rc = n->broken ? -1 : n->t.isend(n->t.ctx, m->peer, &m->h, m->bytes, &m->req);
+    if (!rc && m->data && (rc = n->t.isend(n->t.ctx, m->peer, m->data, m->h.b, &m->dreq)) != 0)
+        n->t.cancel(n->t.ctx, m->req); /* (a broken transport: the header's send is given up) */
     if (rc) {
         broke(n, "isend", m->peer, rc);
         free(m);
@@ -250,7 +268,7 @@ static void post_send(CpuNet *n, Msg *m)
         n->flight = m;
     n->flight_tail = m;
     n->sent++;
-    n->sent_bytes += m->bytes;
+    n->sent_bytes += m->bytes + (m->data ? m->h.b : 0);
 }
 
 /* Applies one message from rank p (bytes long, in n->rbuf[p]). */
@@ -264,14 +282,27 @@ static void apply(CpuNet *n, int p, size_t bytes)
         return;
     }
     switch (h->kind) {
-    case M_PUT:
-        if (h->a > comm->heap_bytes || h->b > comm->heap_bytes - h->a || bytes != sizeof *h + h->b) {
+    case M_PUT: {
+        int follows = h->flags & F_DATA_FOLLOWS;
+        if (h->a > comm->heap_bytes || h->b > comm->heap_bytes - h->a || bytes != sizeof *h + (follows ? 0 : h->b)) {
             broke(n, "a put outside the heap", p, -1);
             return;
         }
-        memcpy(heap + h->a, h + 1, h->b);
-        n->applied[p]++;
+        if (!follows) {
+            memcpy(heap + h->a, h + 1, h->b);
+            n->applied[p]++;
+            return;
+        }
+        /* The piece is p's next message: received where it belongs, counted once it is. */
+        int rc = n->t.irecv(n->t.ctx, p, heap + h->a, h->b, &n->rreq[p]);
+        if (rc) {
+            n->rreq[p] = NULL;
+            broke(n, "irecv of a put's piece", p, rc);
+            return;
+        }
+        n->rdata[p] = 1;
         return;
+    }
     case M_ADD:
         if (h->a % 8 || h->a + 8 > comm->heap_bytes) {
             broke(n, "a signal outside the heap", p, -1);
@@ -326,13 +357,17 @@ static int sweep(CpuNet *n)
     }
     for (Msg **pp = &n->flight, *prev = NULL; *pp && !n->broken;) {
         Msg *m = *pp;
-        int done = 0;
+        int done = 0, rc = 0;
         size_t b;
-        int rc = n->t.test(n->t.ctx, m->req, &done, &b);
+        if (m->req && (rc = n->t.test(n->t.ctx, m->req, &done, &b)) == 0 && done)
+            m->req = NULL;
+        if (!rc && m->dreq && (rc = n->t.test(n->t.ctx, m->dreq, &done, &b)) == 0 && done)
+            m->dreq = NULL;
         if (rc) {
             broke(n, "test of a send", m->peer, rc);
             break;
         }
+        done = !m->req && !m->dreq;
         if (!done) {
             prev = m;
             pp = &m->next;
@@ -358,9 +393,14 @@ static int sweep(CpuNet *n)
             continue;
         n->rreq[p] = NULL;
         busy = 1;
-        n->recvd++;
-        apply(n, p, bytes);
-        if (!n->bye[p] && !n->broken)
+        if (n->rdata[p]) {      /* a put's piece has landed */
+            n->rdata[p] = 0;
+            n->applied[p]++;
+        } else {
+            n->recvd++;
+            apply(n, p, bytes);
+        }
+        if (!n->rreq[p] && !n->bye[p] && !n->broken)
             post_recv(n, p);
     }
     for (int p = 0; p < n->N && !n->broken; p++)
@@ -379,8 +419,9 @@ static void *proxy_main(void *arg)
     CpuNet *n = arg;
     ccl_comm_t *comm = n->comm;
     int leaving = 0;
-    double deadline = 0, grace = 0;
-    for (unsigned it = 0;; it++) {
+    double deadline = 0, grace = 0, last_busy = 0;
+    const struct timespec nap = {0, 20000};
+    for (;;) {
         int busy = sweep(n);
         if (!leaving && atomic_load(&n->stop)) {
             /* The comm's threads are done: no message is queued after this one. */
@@ -399,10 +440,16 @@ static void *proxy_main(void *arg)
                 (now > grace && atomic_load(&header(comm, n->me)->abort)))
                 break;
         }
+        /* Idle: Open MPI moves a large message's fragments only inside its calls, so while
+         * sends are in flight, or anything happened in the last 2 ms (a receive may be
+         * midway), the proxy only yields; otherwise it naps 20 us between looks. */
+        double now = ccl__now_ms();
         if (busy)
-            it = 0;
+            last_busy = now;
+        if (busy || n->flight || now - last_busy < 2.0)
+            sched_yield();
         else
-            ccl__backoff(it);
+            nanosleep(&nap, NULL);
     }
     for (int p = 0; p < n->N; p++)
         if (n->rreq[p] && !n->broken)
@@ -418,6 +465,7 @@ static void net_free(CpuNet *n)
         for (int p = 0; p < n->N; p++)
             free(n->rbuf[p]);
     free(n->rbuf);
+    free(n->rdata);
     free(n->rreq);
     free((void *)n->posted);
     free((void *)n->acked);
@@ -452,11 +500,12 @@ ccl_result_t ccl__cpu_net_start(ccl_comm_t *comm, CpuNet **out)
     n->bye = calloc((size_t)N, sizeof *n->bye);
     n->rreq = calloc((size_t)N, sizeof *n->rreq);
     n->rbuf = calloc((size_t)N, sizeof *n->rbuf);
+    n->rdata = calloc((size_t)N, sizeof *n->rdata);
     n->idents = calloc((size_t)N * CCL_IDENT_RING, sizeof(CclIdent));
     int ok = n->posted && n->acked && n->arrived && n->flags && n->applied && n->ack_sent && n->bye && n->rreq &&
-             n->rbuf && n->idents;
+             n->rbuf && n->rdata && n->idents;
     for (int p = 0; ok && p < N; p++)
-        if (remote(n, p) && !(n->rbuf[p] = malloc(sizeof(NetHdr) + NET_PIECE)))
+        if (remote(n, p) && !(n->rbuf[p] = malloc(sizeof(NetHdr) + NET_INLINE)))
             ok = 0;
     if (!ok) {
         net_free(n);
