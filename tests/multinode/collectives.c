@@ -1,4 +1,4 @@
-/* collectives.c: ccl_all_reduce and ccl_all_gather on a communicator of several nodes,
+/* collectives.c: ccl_barrier, ccl_all_reduce and ccl_all_gather on a communicator of several nodes,
  * under mpirun (tests/multinode/run.sh; docs/multinode.md).
  *
  *   CCL_RANKS_PER_NODE=2 mpirun -np 4 collectives [check|skip R|kill R]
@@ -227,6 +227,14 @@ int main(int argc, char **argv)
             status = r == CCL_OK;
         }
     } else {
+        /* ccl_barrier: its tree program for several nodes (runtime/src/api.c). */
+        for (int k = 0; k < 3; k++)
+            if (ccl_barrier(comm, NULL) != CCL_OK)
+                fail_now(comm, "ccl_barrier");
+        if (ccl_comm_synchronize(comm) != CCL_OK)
+            fail_now(comm, "ccl_comm_synchronize after ccl_barrier");
+        if (rank == 0)
+            printf("barrier x3: ok\n");
         static const size_t counts[] = {1, 5, 1000, 1001, 65539, 1 << 20};
         static const struct { ccl_dtype_t t; ccl_op_t op; } kinds[] = {
             {CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}, {CCL_F64, CCL_MIN}, {CCL_F32, CCL_AVG}};

@@ -6,7 +6,7 @@
 #
 #   tests/multinode/run.sh BUILD
 #
-#   check      ccl_all_reduce (algorithms/allreduce/hier.ccl, the only one for several
+#   check      ccl_barrier three times, then ccl_all_reduce (algorithms/allreduce/hier.ccl, the only one for several
 #              nodes) on 6 counts x f32 sum, i32 max, f64 min, f32 avg x out of place and in place,
 #              and ccl_all_gather (algorithms/allgather/hier.ccl) on 4 counts x f32, i32 x
 #              out of place and in place, 3 calls back to back each, every element
@@ -49,7 +49,7 @@ for shape in 4:2 4:1 4:4 6:2; do
     if [ $rc -ne 0 ]; then
         echo "FAIL multinode/check-${nodes}x$rpn: exit $rc"
         tail -20 "$tmp/check.out" "$tmp/check.err" | sed 's/^/    /'
-    elif [ "$(grep -c ': ok$' "$tmp/check.out")" -ne 64 ] || ! grep -q '^wrong elements: 0$' "$tmp/check.out"; then
+    elif [ "$(grep -c ': ok$' "$tmp/check.out")" -ne 65 ] || ! grep -q '^wrong elements: 0$' "$tmp/check.out"; then
         echo "FAIL multinode/check-${nodes}x$rpn: not every case checked out"
         sed 's/^/    /' "$tmp/check.out" | head -40
     elif [ "$nodes" -gt 1 ] && ! grep -q "ready: rank 0 of $np ($nodes nodes of $rpn)" "$tmp/check.err"; then
@@ -59,7 +59,7 @@ for shape in 4:2 4:1 4:4 6:2; do
         echo "FAIL multinode/check-${nodes}x$rpn: not every rank's proxy carried traffic"
         grep -E 'proxy|ready' "$tmp/check.err" | sed 's/^/    /'
     else
-        echo "ok multinode/check-${nodes}x$rpn: 48 all-reduce and 16 all-gather cases x 3 calls, every element right"
+        echo "ok multinode/check-${nodes}x$rpn: barriers, 48 all-reduce and 16 all-gather cases x 3 calls, every element right"
     fi
 done
 
