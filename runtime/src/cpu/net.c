@@ -25,7 +25,7 @@
  * until the peer acknowledged every piece posted to it so far: "landed in the peer's
  * memory", as docs/internals.md requires of port channels, whatever path (a third rank,
  * another block) the news then takes. A rank sends a call's puts only once it has seen
- * every peer's identity of that call (cpu/backend.c, as on one node), so a peer never
+ * every peer's identity of that call (cpu/idents.c, as on one node), so a peer never
  * applies a put of a call it has not entered.
  *
  * The proxy applies a PUT only inside the heap (offset and length checked), and only
