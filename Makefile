@@ -87,7 +87,11 @@ endif
 # tests/nccl's programs link libccl_nccl.so (NCCL_TEST_BINS below); tests/cuda/int_ops.c is
 # built by its suite around what cclc emits.
 TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/fuzz/% tests/install/% tests/nccl/% \
-                  tests/cuda/int_ops.c,$(wildcard tests/*/*.c)))
+                  tests/cuda/int_ops.c tests/multinode/%,$(wildcard tests/*/*.c)))
+# tests/multinode: MPI programs (docs/multinode.md), built with mpicc where it exists.
+ifneq ($(shell command -v $(MPICC) 2>/dev/null),)
+TEST_BINS    += $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/multinode/*.c))
+endif
 ifeq ($(HAVE_GPU_BACKEND),)
 TEST_BINS    := $(filter-out $(BUILD)/tests/gpu/% $(BUILD)/tests/runtime/gpu_%,$(TEST_BINS))
 endif
@@ -246,6 +250,10 @@ $(BUILD)/examples/%_mpi: examples/%_mpi.c $(BUILD)/libccl.a
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/multinode/%: tests/multinode/%.c $(BUILD)/libccl.a runtime/include/ccl_mpi.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -o $@ $(filter %.c %.a,$^) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)

@@ -152,7 +152,12 @@ typedef enum {
 #define CCLC_NUM_COLLS 8
 
 typedef enum { PROTO_SIMPLE, PROTO_LL, PROTO_LL128 } Protocol;
-typedef enum { CHAN_NONE, CHAN_MEMORY, CHAN_PORT } ChannelKind;
+/* memory: loads and stores into a peer's mapped memory; port: puts a host proxy serves (the
+ * copy engine on one node); net: puts and signals between nodes, which a host proxy posts
+ * to the inter-node transport (Open MPI). Port and net puts are asynchronous alike:
+ * each lands some time before its block's next flush of the peer (cclc_chan_async). */
+typedef enum { CHAN_NONE, CHAN_MEMORY, CHAN_PORT, CHAN_NET } ChannelKind;
+static inline int cclc_chan_async(ChannelKind c) { return c == CHAN_PORT || c == CHAN_NET; }
 #define CHAN_BIT(c) (1u << (c))
 
 typedef enum {
@@ -252,6 +257,9 @@ typedef struct {
     const char *nvar;         /* the rank-count variable of `ranks N in lo..hi` */
     Expr *ranks_lo, *ranks_hi;/* inclusive bounds */
     SrcLoc ranks_loc;
+    const char *nodes_var;    /* `nodes M x L`: the node count's name (NULL: one node) */
+    const char *local_var;    /* ... and the name of the ranks per node */
+    SrcLoc nodes_loc;
     VEC(Expr *) where;        /* constraints that must hold for N */
     Expr *chunks;             /* chunk factor K (default 1) */
     const char *chunks_name;  /* `chunks NAME = EXPR`: the name K goes by; NULL: "K" */
@@ -327,6 +335,8 @@ typedef struct {
     SrcLoc name_loc;
     Collective coll;
     int nranks;           /* N */
+    int nnodes;           /* M: the ranks are M nodes of N / M ranks, rank r on node r / (N / M) */
+    int local;            /* L = N / M, ranks per node */
     int root;             /* broadcast, reduce; 0 otherwise */
     int chunks;           /* K: chunks per unit */
     Protocol protocol;
@@ -338,7 +348,8 @@ typedef struct {
     int *buf_chunks;      /* chunk count of each buffer (same on every rank) */
     SrcLoc *buf_loc;      /* declaration of each scratch buffer (in/out: the header) */
     unsigned char *chans; /* nranks*nranks: chans[a*nranks+b], the channels connecting a and b,
-                           * as bits CHAN_BIT(CHAN_MEMORY) | CHAN_BIT(CHAN_PORT); 0: none */
+                           * as bits CHAN_BIT(CHAN_MEMORY) | CHAN_BIT(CHAN_PORT) within a node,
+                           * CHAN_BIT(CHAN_NET) between nodes; 0: none */
     int ntags;            /* semaphore names: 1 (the unnamed one) + those signal[NAME] uses */
     const char **tag_name;/* [ntags]: tag_name[0] is NULL */
     int nblocks;
@@ -358,12 +369,12 @@ int cclc_coll_home(Collective c, int nranks, int k, int root, int buf, int rank,
 /* Checks that the Ast admits N ranks (its `ranks` range and `where` constraints) and
  * `root`; reports why not and returns 0 otherwise. Not admitting N is a usage matter
  * (cclc exits 2), unlike an error in the program. */
-int cclc_expand_admits(const Ast *ast, int nranks, int root, Diag *d);
+int cclc_expand_admits(const Ast *ast, int nranks, int nnodes, int root, Diag *d);
 
 /* Expands the Ast for N ranks (and `root` for rooted collectives). Returns NULL after
  * reporting every well-formedness error (bad indices, missing channels, empty sets,
  * failed constraints, limits) to d. */
-Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d);
+Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int nnodes, int root, Diag *d);
 
 /* ===== verify.c: the proof (its analyses in verify_*.c share verify.h) ===== */
 
@@ -406,7 +417,7 @@ typedef struct {
     OpKind kind;
     int ndst, nsrc;
     Ref *dst, *src;       /* all Refs of one op have the same count */
-    ChannelKind chan;     /* CHAN_PORT when the op is served by the host proxy */
+    ChannelKind chan;     /* CHAN_PORT or CHAN_NET when the op is served by a host proxy */
     int npeer;
     int *peer;            /* signal, wait, flush */
     int *sem;             /* per peer: semaphore slot index (see plan_sem_slot) */
@@ -506,6 +517,11 @@ typedef enum {
  * failure the diagnostics are in c->diag.out. Call cclc_compilation_free in every case. */
 CompileResult cclc_compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks,
                    int root);
+/* The same for N ranks that are `nnodes` nodes of N / nnodes ranks each (rank r on node
+ * r / (N / nnodes)): only a program with a `nodes M x L` line admits nnodes > 1, and
+ * cclc_compile_source is this with nnodes = 1. */
+CompileResult cclc_compile_source_nodes(Compilation *c, const char *file, const char *text, size_t size, int nranks,
+                                        int nnodes, int root);
 void cclc_compilation_free(Compilation *c);
 /* cclc_emit_cuda for libccl (the GPU backend): 0, or -1 when out of memory instead of an
  * abort (heap memory cclc_emit_cuda held then is lost). */

@@ -9,14 +9,14 @@
 #include "cclc.h"
 
 /* The passes, in order. */
-static CompileResult run_passes(Compilation *c, int nranks, int root)
+static CompileResult run_passes(Compilation *c, int nranks, int nnodes, int root)
 {
     c->ast = cclc_parse_source(c->arena, &c->src, &c->diag);
     if (!c->ast)
         return COMPILE_ERRORS;
-    if (!cclc_expand_admits(c->ast, nranks, root, &c->diag))
+    if (!cclc_expand_admits(c->ast, nranks, nnodes, root, &c->diag))
         return COMPILE_NOT_ADMITTED;
-    c->prog = cclc_expand_program(c->arena, c->ast, nranks, root, &c->diag);
+    c->prog = cclc_expand_program(c->arena, c->ast, nranks, nnodes, root, &c->diag);
     if (!c->prog)
         return COMPILE_ERRORS;
     if (cclc_verify_program(c->arena, c->prog, &c->proof, &c->diag) != 0)
@@ -26,6 +26,12 @@ static CompileResult run_passes(Compilation *c, int nranks, int root)
 }
 
 CompileResult cclc_compile_source(Compilation *c, const char *file, const char *text, size_t size, int nranks, int root)
+{
+    return cclc_compile_source_nodes(c, file, text, size, nranks, 1, root);
+}
+
+CompileResult cclc_compile_source_nodes(Compilation *c, const char *file, const char *text, size_t size, int nranks,
+                                        int nnodes, int root)
 {
     memset(c, 0, sizeof *c);
     c->src = (Source){.file = file, .text = text, .size = size};
@@ -40,7 +46,7 @@ CompileResult cclc_compile_source(Compilation *c, const char *file, const char *
         return COMPILE_OUT_OF_MEMORY;
     }
     c->arena = cclc_arena_new();
-    CompileResult rc = run_passes(c, nranks, root);
+    CompileResult rc = run_passes(c, nranks, nnodes, root);
     cclc_oom_jump(outer);
     return rc;
 }

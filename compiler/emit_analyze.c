@@ -128,7 +128,7 @@ int cclc_emit_xfer_run_end(const PlanBlock *b, int first)
     int end = first, chunks = 0;
     for (; end < b->nops; end++) {
         const PlanOp *op = &b->ops[end];
-        if (op->kind != OP_XFER || op->chan == CHAN_PORT) break;
+        if (op->kind != OP_XFER || cclc_chan_async(op->chan)) break;
         int ok = 1;
         for (int j = 0; j < emit_op_chunks(op) && ok; j++) {
             for (int i = first; i <= end && ok; i++)
@@ -172,7 +172,7 @@ int cclc_emit_fusable(Emit *e, const PlanBlock *b, int i, int *from)
 {
     if (!e->ll || e->v || e->ll128 || e->prog->chunks != 1 || i + 1 >= b->nops) return 0;
     const PlanOp *w = &b->ops[i], *x = &b->ops[i + 1];
-    if (w->kind != OP_WAIT || x->kind != OP_XFER || x->chan == CHAN_PORT || x->nsrc > EMIT_FUSE_MAX_SOURCES ||
+    if (w->kind != OP_WAIT || x->kind != OP_XFER || cclc_chan_async(x->chan) || x->nsrc > EMIT_FUSE_MAX_SOURCES ||
         emit_op_chunks(x) != 1)
         return 0;
     for (int d = 0; d < x->ndst; d++)

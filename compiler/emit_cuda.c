@@ -748,6 +748,10 @@ int cclc_emit_cuda_lines_only(const Plan *plan, Protocol proto)
 
 const char *cclc_emit_cuda_refusal(const Plan *plan)
 {
+    /* Net channels (between nodes) are served by the CPU backend's proxy only so far. */
+    if (plan->prog->nnodes > 1)
+        return "CUDA emission of programs for several nodes (net channels) is not implemented yet; they run on the "
+               "CPU backend (docs/multinode.md)";
     /* A v-collective's kernel keeps every rank's segment table in each block's shared
      * memory, N * (4N + 4) words: at N = 32, 33 KB of the 48 KB a block may declare. */
     if (cclc_coll_is_v(plan->prog->coll) && plan->nranks > CCLC_EMIT_V_MAX_RANKS)

@@ -7,12 +7,13 @@
  *
  * Well-formedness is checked here, where the values are known: indices in range, a
  * reduce with an operand (empty sets are empty lists), peers valid, remote references
- * carried by a channel, constraints of the
+ * carried by a channel (memory and port within a node, net between nodes), constraints of the
  * header satisfied, and limits on size (steps, loop iterations) that keep a wrong
  * program from expanding forever. Errors name the loop variables' values, since one
  * source line stands for many expanded steps; each source location is reported once.
  *
- * Names: N (the `ranks` variable), root, the chunk count K (or the name `chunks NAME =`
+ * Names: N (the `ranks` variable), M and L (`nodes M x L`: M nodes of L ranks; rank r on
+ * node r / L, which the built-ins node(r) and local(r) give), root, the chunk count K (or the name `chunks NAME =`
  * gives it) from the header's `chunks` on, loop variables and lets. The header's values
  * are evaluated first, in header mode, where a name nothing binds yet is taken from its
  * first top-level let (header_let). Folds (sum/min/max over a range) bind their
@@ -29,6 +30,12 @@
 #include "expand.h"
 
 /* ---- buffer references ---- */
+
+/* Whether ranks a and b are on one node (`nodes M x L`: rank r on node r / L). */
+static int same_node(const Program *p, int a, int b)
+{
+    return a / p->local == b / p->local;
+}
 
 static int find_buffer(Expander *x, const char *name)
 {
@@ -347,15 +354,18 @@ static void expand_stmt(Expander *x, const Stmt *s)
         return;
     case ST_CONNECT: {
         /* A connect adds its channel to the pair's set: a pair may have a memory and a
-         * port channel at once, and its steps say which they take (resolve_channels). */
-        int n = x->prog->nranks;
+         * port channel at once, and its steps say which they take (resolve_channels).
+         * Across nodes only a net channel connects, and only across nodes: `all` means
+         * every pair the kind can connect. */
+        Program *p = x->prog;
+        int n = p->nranks;
         unsigned bit = CHAN_BIT(s->chan);
         x->any_connect = 1;
         if (!s->end_a) {
             for (int a = 0; a < n; a++)
                 for (int b = 0; b < n; b++)
-                    if (a != b)
-                        x->prog->chans[a * n + b] |= bit;
+                    if (a != b && same_node(p, a, b) == (s->chan != CHAN_NET))
+                        p->chans[a * n + b] |= bit;
             return;
         }
         int64_t a, b;
@@ -365,8 +375,20 @@ static void expand_stmt(Expander *x, const Stmt *s)
             cclc_xp_error(x, s->loc, "a channel connects two different ranks, but both ends are rank %lld", (long long)a);
             return;
         }
-        x->prog->chans[a * n + b] |= bit;
-        x->prog->chans[b * n + a] |= bit;
+        if (s->chan == CHAN_NET && same_node(p, (int)a, (int)b)) {
+            cclc_xp_error(x, s->loc, "a net channel connects ranks of different nodes, but rank %lld and rank %lld are both "
+                  "on node %lld (use 'connect memory' or 'connect port')", (long long)a, (long long)b,
+                  (long long)(a / p->local));
+            return;
+        }
+        if (s->chan != CHAN_NET && !same_node(p, (int)a, (int)b)) {
+            cclc_xp_error(x, s->loc, "rank %lld (node %lld) and rank %lld (node %lld) are on different nodes, which only a "
+                  "net channel connects ('connect net %lld <-> %lld')", (long long)a, (long long)(a / p->local),
+                  (long long)b, (long long)(b / p->local), (long long)a, (long long)b);
+            return;
+        }
+        p->chans[a * n + b] |= bit;
+        p->chans[b * n + a] |= bit;
         return;
     }
     case ST_SCRATCH: {
@@ -404,11 +426,22 @@ static void expand_stmts(Expander *x, const StmtList *list)
 
 /* Binds N (and root) and checks the header's constraints. Reports why N is not admitted
  * and returns 0 in that case. */
-static int check_header(Expander *x, int nranks, int root)
+static int check_header(Expander *x, int nranks, int nnodes, int root)
 {
     const Ast *ast = x->ast;
     int64_t lo, hi;
     x->header = 1;
+    if (nnodes < 1 || nranks % nnodes != 0) {
+        cclc_diag_plain(x->diag, "N = %d ranks are not %d nodes of equal size", nranks, nnodes);
+        return 0;
+    }
+    if (nnodes > 1 && !ast->nodes_var) {
+        cclc_diag_error(x->diag, ast->name_loc, "algorithm '%s' runs on one node (its header has no 'nodes M x L' line), "
+                        "not on %d nodes", ast->name, nnodes);
+        return 0;
+    }
+    x->prog->nnodes = nnodes;
+    x->prog->local = nranks / nnodes;
     if (!cclc_xp_eval(x, ast->ranks_lo, &lo) || !cclc_xp_eval(x, ast->ranks_hi, &hi))
         return 0;
     if (nranks < lo || nranks > hi) {
@@ -417,6 +450,10 @@ static int check_header(Expander *x, int nranks, int root)
         return 0;
     }
     cclc_xp_bind(x, ast->nvar, nranks, 0);
+    if (ast->nodes_var) {
+        cclc_xp_bind(x, ast->nodes_var, nnodes, 0);
+        cclc_xp_bind(x, ast->local_var, nranks / nnodes, 0);
+    }
     if (ast->coll == COLL_BROADCAST || ast->coll == COLL_REDUCE) {
         if (root < 0 || root >= nranks) {
             cclc_diag_plain(x->diag, "root %d does not exist for N = %d", root, nranks);
@@ -429,8 +466,13 @@ static int check_header(Expander *x, int nranks, int root)
         if (!cclc_xp_eval(x, ast->where.v[i], &ok))
             return 0;
         if (!ok) {
-            cclc_diag_error(x->diag, ast->where.v[i]->loc, "algorithm '%s' requires this for %s = %d", ast->name,
-                       ast->nvar, nranks);
+            if (ast->nodes_var)
+                cclc_diag_error(x->diag, ast->where.v[i]->loc, "algorithm '%s' requires this for %s = %d (%s = %d "
+                                "nodes x %s = %d ranks)", ast->name, ast->nvar, nranks, ast->nodes_var, nnodes,
+                                ast->local_var, nranks / nnodes);
+            else
+                cclc_diag_error(x->diag, ast->where.v[i]->loc, "algorithm '%s' requires this for %s = %d", ast->name,
+                           ast->nvar, nranks);
             return 0;
         }
     }
@@ -461,7 +503,7 @@ static void expander_init(Expander *x, Arena *a, const Ast *ast, int nranks, Dia
 
 static const char *chan_name(ChannelKind c)
 {
-    return c == CHAN_PORT ? "port" : "memory";
+    return c == CHAN_PORT ? "port" : c == CHAN_NET ? "net" : "memory";
 }
 
 /* Gives data step s on rank r the channel its remote operands go through, and checks
@@ -489,9 +531,9 @@ static void resolve_channels(Expander *x, int r, Step *s)
         for (int k = 0; k < nops; k++)
             remote |= (k ? s->src[k - 1].rank : s->dst.rank) != r;
     }
-    if (named == CHAN_PORT && s->kind != STEP_PUT && remote) {
-        cclc_xp_error(x, s->loc, "'%s port': a port channel carries puts only; '%s' goes through a memory channel "
-              "(write '%s memory' or name no channel)", step, step, step);
+    if (cclc_chan_async(named) && s->kind != STEP_PUT && remote) {
+        cclc_xp_error(x, s->loc, "'%s %s': a %s channel carries puts only; '%s' goes through a memory channel "
+              "(write '%s memory' or name no channel)", step, chan_name(named), chan_name(named), step, step);
         return;
     }
     for (int k = 0; k < nops; k++) {
@@ -499,8 +541,16 @@ static void resolve_channels(Expander *x, int r, Step *s)
         if (data && q == r)
             continue;
         unsigned char *c = &p->chans[r * n + q];
-        if (*c == 0 && !x->any_connect)
+        int near = same_node(p, r, q);
+        /* Without any connect, memory channels are inferred, within a node only. */
+        if (*c == 0 && !x->any_connect && near)
             *c = p->chans[q * n + r] = CHAN_BIT(CHAN_MEMORY);
+        if (*c == 0 && !near) {
+            cclc_xp_error(x, s->loc, "rank %d (node %d) reaches rank %d (node %d) here, but ranks on different nodes are "
+                  "connected only by a net channel (add 'connect net %d <-> %d' or 'connect net all')", r, r / p->local,
+                  q, q / p->local, r, q);
+            return;
+        }
         if (*c == 0 && named != CHAN_NONE) {
             cclc_xp_error(x, s->loc, "'%s %s' on rank %d reaches rank %d, but no channel connects them (add 'connect %s "
                   "%d <-> %d')", step, chan_name(named), r, q, chan_name(named), r, q);
@@ -512,7 +562,7 @@ static void resolve_channels(Expander *x, int r, Step *s)
             return;
         }
         if (s->kind > STEP_REDUCE) {
-            if (s->kind == STEP_FLUSH && !(*c & CHAN_BIT(CHAN_PORT))) {
+            if (s->kind == STEP_FLUSH && !(*c & (CHAN_BIT(CHAN_PORT) | CHAN_BIT(CHAN_NET)))) {
                 cclc_xp_error(x, s->loc, "'flush %d' on rank %d: flush waits for port-channel puts, but rank %d is "
                       "reached through a memory channel", q, r, q);
                 return;
@@ -522,7 +572,11 @@ static void resolve_channels(Expander *x, int r, Step *s)
         ChannelKind chan;
         if (named != CHAN_NONE) {
             if (!(*c & CHAN_BIT(named))) {
-                if (x->any_connect)
+                if (named == CHAN_NET || *c == CHAN_BIT(CHAN_NET))
+                    cclc_xp_error(x, s->loc, "'%s %s' on rank %d reaches rank %d, %s", step, chan_name(named), r, q,
+                          near ? "but a net channel connects ranks of different nodes and both are on one node"
+                               : "but ranks on different nodes are connected only by a net channel (write 'put net')");
+                else if (x->any_connect)
                     cclc_xp_error(x, s->loc, "'%s %s' on rank %d reaches rank %d, but only a %s channel connects them "
                           "(add 'connect %s %d <-> %d')", step, chan_name(named), r, q,
                           chan_name(named == CHAN_PORT ? CHAN_MEMORY : CHAN_PORT), chan_name(named), r, q);
@@ -542,11 +596,12 @@ static void resolve_channels(Expander *x, int r, Step *s)
             }
             chan = CHAN_MEMORY; /* the one of the two that can carry a get or a reduce */
         } else {
-            chan = *c == CHAN_BIT(CHAN_PORT) ? CHAN_PORT : CHAN_MEMORY;
+            chan = *c == CHAN_BIT(CHAN_PORT) ? CHAN_PORT : *c == CHAN_BIT(CHAN_NET) ? CHAN_NET : CHAN_MEMORY;
         }
-        if (chan == CHAN_PORT && s->kind != STEP_PUT) {
-            cclc_xp_error(x, s->loc, "rank %d reaches rank %d through a port channel, which carries puts only; "
-                  "'%s' needs a memory channel", r, q, step);
+        if (cclc_chan_async(chan) && s->kind != STEP_PUT) {
+            cclc_xp_error(x, s->loc, "rank %d reaches rank %d through a %s channel, which carries puts only; "
+                  "'%s' needs a memory channel%s", r, q, chan_name(chan), step,
+                  chan == CHAN_NET ? ", and ranks on different nodes have none: send the data with 'put'" : "");
             return;
         }
         s->chan = chan;
@@ -555,7 +610,7 @@ static void resolve_channels(Expander *x, int r, Step *s)
 
 /* ---- the pass ---- */
 
-int cclc_expand_admits(const Ast *ast, int nranks, int root, Diag *d)
+int cclc_expand_admits(const Ast *ast, int nranks, int nnodes, int root, Diag *d)
 {
     if (nranks < 1 || nranks > CCLC_MAX_RANKS) {
         cclc_diag_plain(d, "N = %d is out of range: cclc expands programs for 1..%d ranks", nranks, CCLC_MAX_RANKS);
@@ -564,12 +619,12 @@ int cclc_expand_admits(const Ast *ast, int nranks, int root, Diag *d)
     Arena *a = cclc_arena_new();
     Expander x;
     expander_init(&x, a, ast, nranks, d);
-    int ok = check_header(&x, nranks, root);
+    int ok = check_header(&x, nranks, nnodes, root);
     cclc_arena_free(a);
     return ok;
 }
 
-Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int root, Diag *d)
+Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int nnodes, int root, Diag *d)
 {
     if (nranks < 1 || nranks > CCLC_MAX_RANKS) {
         cclc_diag_plain(d, "N = %d is out of range: cclc expands programs for 1..%d ranks", nranks, CCLC_MAX_RANKS);
@@ -578,7 +633,7 @@ Program *cclc_expand_program(Arena *a, const Ast *ast, int nranks, int root, Dia
     Expander x;
     expander_init(&x, a, ast, nranks, d);
     Program *p = x.prog;
-    if (!check_header(&x, nranks, root))
+    if (!check_header(&x, nranks, nnodes, root))
         return NULL;
 
     p->name = ast->name;

@@ -136,6 +136,18 @@ static int builtin(Expander *x, const Expr *e, int nargs, int64_t a, int64_t b, 
         *out = r;
         return 1;
     }
+    if ((!strcmp(e->name, "node") || !strcmp(e->name, "local")) && nargs == 1) {
+        /* The ranks are M nodes of L ranks (`nodes M x L`; one node of N without it):
+         * rank r is local rank r % L of node r / L. */
+        const Program *p = x->prog;
+        if (a < 0 || a >= p->nranks) {
+            cclc_xp_error(x, e->loc, "%s(%lld): rank %lld does not exist for N = %d", e->name, (long long)a, (long long)a,
+                  p->nranks);
+            return 0;
+        }
+        *out = e->name[0] == 'n' ? a / p->local : a % p->local;
+        return 1;
+    }
     if (!strcmp(e->name, "popcount") && nargs == 1) {
         if (a < 0) {
             cclc_xp_error(x, e->loc, "popcount of %lld: the argument must not be negative", (long long)a);
@@ -287,7 +299,7 @@ int cclc_xp_eval(Expander *x, const Expr *e, int64_t *out)
         if (known >= 0)
             return known;
         cclc_xp_error(x, e->loc, "unknown function '%s' with %d argument%s (known: log2(x), clog2(x), popcount(x), abs(x), "
-              "min(a, b), max(a, b), bitrev(x, bits))", e->name, nargs, nargs == 1 ? "" : "s");
+              "min(a, b), max(a, b), bitrev(x, bits), node(r), local(r))", e->name, nargs, nargs == 1 ? "" : "s");
         return 0;
     }
     case EX_FOLD:

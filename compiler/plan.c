@@ -72,7 +72,7 @@ void cclc_plan_print_text(FILE *out, const Plan *plan)
                     fprintf(out, "%s", s ? ", " : "");
                     print_ref(out, p, op->src[s]);
                 }
-                fprintf(out, "%s%s", op->nsrc > 1 ? ")" : "", op->chan == CHAN_PORT ? " via port" : "");
+                fprintf(out, "%s%s", op->nsrc > 1 ? ")" : "", op->chan == CHAN_PORT ? " via port" : op->chan == CHAN_NET ? " via net" : "");
                 print_content(out, p, op);
             } else if (op->npeer) {
                 fprintf(out, "peer%s", op->npeer == 1 ? "" : "s");
@@ -136,7 +136,7 @@ void cclc_plan_print_json(FILE *out, const Plan *plan)
             if (op->kind == OP_XFER) {
                 json_refs(out, p, "dst", op->dst, op->ndst);
                 json_refs(out, p, "src", op->src, op->nsrc);
-                fprintf(out, ", \"channel\": \"%s\"", op->chan == CHAN_PORT ? "port" : "memory");
+                fprintf(out, ", \"channel\": \"%s\"", op->chan == CHAN_PORT ? "port" : op->chan == CHAN_NET ? "net" : "memory");
                 /* v-collectives: per chunk, the in chunk (rank * in chunks + index) whose data it
                  * moves, -1 for none (the text's "data of in@q[i]"). */
                 if (op->content)

@@ -68,7 +68,7 @@ static Ref *append_refs(Arena *arena, const Ref *a, int na, const Ref *b, int nb
 static int fuse_xfer(Arena *arena, PlanOp *a, const PlanOp *b)
 {
     /* Port-channel puts are served by the host proxy one by one; fuse memory ops only. */
-    if (a->kind != OP_XFER || b->kind != OP_XFER || b->nsrc != 1 || a->chan == CHAN_PORT || b->chan == CHAN_PORT)
+    if (a->kind != OP_XFER || b->kind != OP_XFER || b->nsrc != 1 || cclc_chan_async(a->chan) || cclc_chan_async(b->chan))
         return 0;
     if (any_overlap(b->dst, b->ndst, a->src, a->nsrc) || any_overlap(b->dst, b->ndst, a->dst, a->ndst))
         return 0;
@@ -214,7 +214,7 @@ int cclc_plan_has_port_puts(const Plan *plan, int rank)
     for (int i = 0; i < plan->nblocks; i++) {
         const PlanBlock *b = &plan->blocks[i];
         for (int j = 0; (rank < 0 || b->rank == rank) && j < b->nops; j++)
-            if (b->ops[j].kind == OP_XFER && b->ops[j].chan == CHAN_PORT)
+            if (b->ops[j].kind == OP_XFER && cclc_chan_async(b->ops[j].chan))
                 return 1;
     }
     return 0;
@@ -230,7 +230,7 @@ int cclc_plan_can_run_lines(const Plan *plan)
             const PlanOp *op = &b->ops[j];
             if (op->kind != OP_XFER)
                 continue;
-            if (op->chan == CHAN_PORT)
+            if (cclc_chan_async(op->chan))
                 return 0;
             for (int k = 0; k < op->nsrc; k++)
                 if (op->src[k].rank != b->rank)

@@ -291,8 +291,9 @@ void cclc_verify_explain(FILE *out, const Program *p, const Proof *proof)
     fprintf(out, "  no data race:     %s: %ld access pairs from different thread blocks checked against "
             "happens-before (%ld signal->wait and barrier edges)", proof->race_free ? yes : no, f.pairs, f.edges);
     if (f.port_puts)
-        fprintf(out, "; %ld port-channel puts, each flushed before its block's next signal, wait or barrier (and "
-                "before the block ends), its chunks untouched by the block until then", f.port_puts);
+        fprintf(out, "; %ld %s puts, each flushed before its block's next signal, wait or barrier (and "
+                "before the block ends), its chunks untouched by the block until then", f.port_puts,
+                p->nnodes > 1 ? "port- and net-channel" : "port-channel");
     fprintf(out, "\n");
     fprintf(out, "  no deadlock:      %s: %ld signals, each matched by a wait on the same semaphore; %ld barriers; "
             "the simulated run completes\n", proof->deadlock_free ? yes : no, f.sync.nsignals, f.sync.nbarriers);

@@ -27,6 +27,18 @@
 
 /* Where r's first chunk lives: its buffer and chunk, or, with `inplace`, the ones
  * in/out aliasing maps them to. */
+/* How messages name an asynchronous put's channel and what completes it: a port put is
+ * the copy engine's, a net put the network proxy's (Open MPI between nodes). */
+static const char *chan_word(const Step *put)
+{
+    return put->chan == CHAN_NET ? "net" : "port";
+}
+
+static const char *engine(const Step *put)
+{
+    return put->chan == CHAN_NET ? "the network proxy" : "the copy engine";
+}
+
 static void ref_place(const Shape *sh, int inplace, const Ref *r, int *buf, int *chunk)
 {
     *buf = r->buf;
@@ -135,7 +147,7 @@ long cclc_vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep)
         cclc_vfy_where_text(sh, bl->rank, bl->tb, w, sizeof w);
         for (int i = 0; i < bl->nsteps; i++) {
             const Step *st = &bl->steps[i];
-            if (st->kind == STEP_PUT && st->chan == CHAN_PORT) {
+            if (st->kind == STEP_PUT && cclc_chan_async(st->chan)) {
                 open[nopen++] = i;
                 nputs++;
                 continue;
@@ -153,12 +165,13 @@ long cclc_vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep)
                 if (!cclc_vfy_seen_before(&seen_sync, st->loc) && nreports++ < MAX_STEP_REPORTS) {
                     Str fix = {0};
                     flush_text(bl, open, NULL, nopen, &fix);
-                    cclc_vfy_error(rep, st->loc, "port-channel put at line %d on %s to rank %d may still be in flight "
-                                   "at this '%s': add %s before it (the copy engine completes a port put only by the "
+                    cclc_vfy_error(rep, st->loc, "%s-channel put at line %d on %s to rank %d may still be in flight "
+                                   "at this '%s': add %s before it (%s completes a %s put only by the "
                                    "block's next flush to its peer, so whoever this '%s' synchronizes with may see it "
-                                   "unfinished)", put->loc.line, w, put->dst.rank, cclc_step_name(st->kind), cclc_vfy_str_get(&fix),
-                                   cclc_step_name(st->kind));
-                    cclc_vfy_note(rep, put->loc, "the port-channel put to rank %d, not yet flushed there", put->dst.rank);
+                                   "unfinished)", chan_word(put), put->loc.line, w, put->dst.rank, cclc_step_name(st->kind),
+                                   cclc_vfy_str_get(&fix), engine(put), chan_word(put), cclc_step_name(st->kind));
+                    cclc_vfy_note(rep, put->loc, "the %s-channel put to rank %d, not yet flushed there", chan_word(put),
+                                  put->dst.rank);
                     free(fix.s);
                 }
                 nopen = 0; /* as if flushed, so one missing flush gives one error */
@@ -183,13 +196,14 @@ long cclc_vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep)
                         ref = &st->src[o];
                 Str fix = {0};
                 flush_text(bl, open, pick, nopen, &fix);
-                cclc_vfy_error(rep, st->loc, "'%s' at line %d on %s %s %s, which the port-channel put at line %d to rank "
-                               "%d %s: the copy engine may be %s it until the put is flushed; add %s before this '%s'",
+                cclc_vfy_error(rep, st->loc, "'%s' at line %d on %s %s %s, which the %s-channel put at line %d to rank "
+                               "%d %s: %s may be %s it until the put is flushed; add %s before this '%s'",
                                cclc_step_name(st->kind), st->loc.line, w, what == 2 ? "reads" : "writes",
-                               cclc_vfy_cell_text(sh, ref->rank, ref->buf, chunk, cell, sizeof cell), put->loc.line,
-                               put->dst.rank, what == 0 ? "reads" : "writes", what == 0 ? "reading" : "writing",
-                               cclc_vfy_str_get(&fix), cclc_step_name(st->kind));
-                cclc_vfy_note(rep, put->loc, "the port-channel put to rank %d, not yet flushed there", put->dst.rank);
+                               cclc_vfy_cell_text(sh, ref->rank, ref->buf, chunk, cell, sizeof cell), chan_word(put),
+                               put->loc.line, put->dst.rank, what == 0 ? "reads" : "writes", engine(put),
+                               what == 0 ? "reading" : "writing", cclc_vfy_str_get(&fix), cclc_step_name(st->kind));
+                cclc_vfy_note(rep, put->loc, "the %s-channel put to rank %d, not yet flushed there", chan_word(put),
+                              put->dst.rank);
                 free(fix.s);
             }
             nopen = close_port_puts(bl, open, pick, nopen);
@@ -202,9 +216,9 @@ long cclc_vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep)
             for (int x = j + 1; x < nopen && !later; x++)
                 later = bl->steps[open[x]].dst.rank == put->dst.rank;
             if (!later && !cclc_vfy_seen_before(&seen_end, put->loc) && nreports++ < MAX_STEP_REPORTS)
-                cclc_vfy_error(rep, put->loc, "port-channel put at line %d on %s to rank %d is never flushed: add "
-                               "'flush %d' after it (the copy engine may still be writing when the call returns)",
-                               put->loc.line, w, put->dst.rank, put->dst.rank);
+                cclc_vfy_error(rep, put->loc, "%s-channel put at line %d on %s to rank %d is never flushed: add "
+                               "'flush %d' after it (%s may still be writing when the call returns)",
+                               chan_word(put), put->loc.line, w, put->dst.rank, put->dst.rank, engine(put));
         }
         free(open);
         free(pick);

@@ -122,7 +122,7 @@ static void header_once(struct ParseCtx *ctx, const void *already, const char *w
 %token ALGORITHM "'algorithm'" RANKS "'ranks'" IN "'in'" WHERE "'where'"
 %token CHUNKS "'chunks'" PROTOCOL "'protocol'" SIZES "'sizes'" INSTANCES "'instances'"
 %token PIPELINE "'pipeline'" SCRATCH "'scratch'" CONNECT "'connect'" MEMORY "'memory'"
-%token PORT "'port'" ALL "'all'" OTHERS "'others'" FOR "'for'" IF "'if'" ELSE "'else'"
+%token PORT "'port'" NET "'net'" NODES "'nodes'" ALL "'all'" OTHERS "'others'" FOR "'for'" IF "'if'" ELSE "'else'"
 %token LET "'let'" ON "'on'" TB "'tb'" PUT "'put'" GET "'get'" COPY "'copy'"
 %token REDUCE "'reduce'" SIGNAL "'signal'" WAIT "'wait'" BARRIER "'barrier'" FLUSH "'flush'"
 %token BIARROW "'<->'" ARROW "'<-'" DOTDOT "'..'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='"
@@ -198,6 +198,19 @@ header_item
           ctx->ast->ranks_hi = $6;
           ctx->ast->ranks_loc = L(@1);
       }
+    | NODES IDENT IDENT IDENT {
+          /* nodes M x L: the ranks are M nodes of L ranks each, N = M * L, rank r on node
+           * r / L (docs/multinode.md). The middle word must be 'x'. */
+          header_once(ctx, ctx->ast->nodes_var, "nodes", @1);
+          if (strcmp($3, "x") != 0)
+              cclc_diag_error(ctx->diag, L(@3), "expected 'x' between the node count and the ranks per node "
+                              "('nodes M x L'), not '%s'", $3);
+          else if (!strcmp($2, $4))
+              cclc_diag_error(ctx->diag, L(@4), "'%s' names both the node count and the ranks per node", $2);
+          ctx->ast->nodes_var = $2;
+          ctx->ast->local_var = $4;
+          ctx->ast->nodes_loc = L(@1);
+      }
     | WHERE expr {
           $2->loc = L(@2); /* a failed constraint underlines all of it */
           vec_push(ctx->arena, &ctx->ast->where, $2);
@@ -259,6 +272,7 @@ stmt
 channel
     : MEMORY              { $$ = CHAN_MEMORY; }
     | PORT                { $$ = CHAN_PORT; }
+    | NET                 { $$ = CHAN_NET; }
     ;
 
 /* The channel a put, get or reduce names (`put port out@p[0] <- in[0]`), where a pair of

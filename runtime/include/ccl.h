@@ -120,6 +120,40 @@ typedef struct {
 ccl_result_t ccl_comm_init_rank(ccl_comm_t **comm, const ccl_bootstrap_t *bootstrap, int device,
                                 const ccl_config_t *config);
 
+/* The inter-node transport of a communicator that spans several nodes (docs/multinode.md):
+ * point-to-point messages between processes, which libccl's proxy thread (one per
+ * communicator) posts and polls. ccl_mpi.h fills one from an MPI_Comm; libccl itself
+ * links no MPI. Messages between two ranks must arrive in the order they were sent
+ * (MPI's non-overtaking rule on one communicator and tag). Every function returns 0 on
+ * success, anything else on an error of the transport. */
+typedef struct {
+    /* Starts sending `bytes` at buf to rank `peer`; *req is the request to test. */
+    int (*isend)(void *ctx, int peer, const void *buf, size_t bytes, void **req);
+    /* Starts receiving the next message from `peer`, of at most `bytes`, into buf. */
+    int (*irecv)(void *ctx, int peer, void *buf, size_t bytes, void **req);
+    /* *done = 1 once req completed (then *bytes is a receive's length and req is
+     * released), else 0. */
+    int (*test)(void *ctx, void *req, int *done, size_t *bytes);
+    /* Cancels a receive that will not complete (the communicator is going away) and
+     * releases req. */
+    int (*cancel)(void *ctx, void *req);
+    /* Called once, when the communicator is destroyed (or its init failed): releases ctx. */
+    void (*release)(void *ctx);
+    void *ctx;
+    /* Non-zero when the transport may be called from libccl's proxy thread while the
+     * application calls it from its own (MPI_THREAD_MULTIPLE); required. */
+    int thread_safe;
+} ccl_net_t;
+
+/* ccl_comm_init_rank for a communicator whose ranks are ranks_per_node consecutive ranks
+ * on each of nranks / ranks_per_node nodes: rank r on node r / ranks_per_node. Ranks of
+ * one node share memory as ccl_comm_init_rank's do; ranks of different nodes exchange
+ * data only through `net`, driven by a proxy thread. ranks_per_node 0: CCL_RANKS_PER_NODE,
+ * else every rank on one host is a node. Only algorithms with a `nodes M x L` line run
+ * on a communicator of several nodes (docs/multinode.md); CPU backend only so far. */
+ccl_result_t ccl_comm_init_rank_net(ccl_comm_t **comm, const ccl_bootstrap_t *bootstrap, const ccl_net_t *net,
+                                    int ranks_per_node, int device, const ccl_config_t *config);
+
 /* One process driving all ranks: comms[i] is rank i, on GPU devices[i] (devices may be
  * NULL: every rank CCL_DEVICE_AUTO, rank i on GPU i modulo the GPU count; ignored on the
  * CPU backend). */

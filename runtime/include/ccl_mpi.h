@@ -12,12 +12,25 @@
  *   ccl_comm_destroy(comm);
  *   MPI_Finalize();
  *
- * Any MPI thread level works: libccl's own threads never call MPI. */
+ * Any MPI thread level works for these: libccl's own threads never call MPI.
+ *
+ * Several nodes (docs/multinode.md): ccl_comm_init_mpi_nodes also gives the
+ * communicator an inter-node transport (ccl_net_t) over a duplicate of the MPI_Comm,
+ * whose MPI_Isend, MPI_Irecv and MPI_Test libccl's proxy thread calls; MPI must then
+ * be initialized with MPI_THREAD_MULTIPLE:
+ *
+ *   int provided;
+ *   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+ *   ccl_comm_init_mpi_nodes(&comm, MPI_COMM_WORLD, 0, local_rank, NULL);
+ *
+ * (ranks_per_node 0: CCL_RANKS_PER_NODE, else each host a node.) The duplicate is freed
+ * by ccl_comm_destroy, which must therefore come before MPI_Finalize. */
 #ifndef CCL_MPI_H
 #define CCL_MPI_H
 
 #include <limits.h>
 #include <mpi.h>
+#include <stdlib.h>
 
 #include "ccl.h"
 
@@ -64,6 +77,119 @@ static inline ccl_result_t ccl_comm_init_mpi(ccl_comm_t **comm, MPI_Comm mpi_com
     if (r != CCL_OK)
         return r;
     return ccl_comm_init_rank(comm, &boot, device, config);
+}
+
+/* ---- the inter-node transport (ccl_net_t) over MPI point-to-point ---- */
+
+#define CCL_MPI_NET_TAG 0x4343
+
+typedef struct {
+    MPI_Comm comm;              /* a duplicate: libccl's messages never meet the application's */
+} ccl_mpi_net_ctx_;
+
+static inline int ccl_mpi_net_isend_(void *ctx, int peer, const void *buf, size_t bytes, void **req)
+{
+    MPI_Request *r = (MPI_Request *)malloc(sizeof *r);
+    if (!r || bytes > (size_t)INT_MAX) {
+        free(r);
+        return -1;
+    }
+    int rc = MPI_Isend((void *)buf, (int)bytes, MPI_BYTE, peer, CCL_MPI_NET_TAG, ((ccl_mpi_net_ctx_ *)ctx)->comm, r);
+    if (rc != MPI_SUCCESS) {
+        free(r);
+        return rc;
+    }
+    *req = r;
+    return 0;
+}
+
+static inline int ccl_mpi_net_irecv_(void *ctx, int peer, void *buf, size_t bytes, void **req)
+{
+    MPI_Request *r = (MPI_Request *)malloc(sizeof *r);
+    if (!r || bytes > (size_t)INT_MAX) {
+        free(r);
+        return -1;
+    }
+    int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, CCL_MPI_NET_TAG, ((ccl_mpi_net_ctx_ *)ctx)->comm, r);
+    if (rc != MPI_SUCCESS) {
+        free(r);
+        return rc;
+    }
+    *req = r;
+    return 0;
+}
+
+static inline int ccl_mpi_net_test_(void *ctx, void *req, int *done, size_t *bytes)
+{
+    (void)ctx;
+    MPI_Status st;
+    int rc = MPI_Test((MPI_Request *)req, done, &st);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (*done) {
+        int n = 0;
+        MPI_Get_count(&st, MPI_BYTE, &n);
+        *bytes = (size_t)n;
+        free(req);
+    }
+    return 0;
+}
+
+static inline int ccl_mpi_net_cancel_(void *ctx, void *req)
+{
+    (void)ctx;
+    MPI_Cancel((MPI_Request *)req);
+    int rc = MPI_Wait((MPI_Request *)req, MPI_STATUS_IGNORE);
+    free(req);
+    return rc == MPI_SUCCESS ? 0 : rc;
+}
+
+static inline void ccl_mpi_net_release_(void *ctx)
+{
+    ccl_mpi_net_ctx_ *c = (ccl_mpi_net_ctx_ *)ctx;
+    MPI_Comm_free(&c->comm);
+    free(c);
+}
+
+/* Fills *net with a transport over a duplicate of mpi_comm (collective over its
+ * processes: MPI_Comm_dup). CCL_OK, or CCL_ERR_OUT_OF_MEMORY / CCL_ERR_INVALID_ARGUMENT. */
+static inline ccl_result_t ccl_net_from_mpi(ccl_net_t *net, MPI_Comm mpi_comm)
+{
+    int provided = MPI_THREAD_SINGLE;
+    ccl_mpi_net_ctx_ *c = (ccl_mpi_net_ctx_ *)malloc(sizeof *c);
+    if (!net || !c) {
+        free(c);
+        return !net ? CCL_ERR_INVALID_ARGUMENT : CCL_ERR_OUT_OF_MEMORY;
+    }
+    if (MPI_Comm_dup(mpi_comm, &c->comm) != MPI_SUCCESS) {
+        free(c);
+        return CCL_ERR_INVALID_ARGUMENT;
+    }
+    MPI_Query_thread(&provided);
+    net->isend = ccl_mpi_net_isend_;
+    net->irecv = ccl_mpi_net_irecv_;
+    net->test = ccl_mpi_net_test_;
+    net->cancel = ccl_mpi_net_cancel_;
+    net->release = ccl_mpi_net_release_;
+    net->ctx = c;
+    net->thread_safe = provided == MPI_THREAD_MULTIPLE;
+    return CCL_OK;
+}
+
+/* ccl_comm_init_rank_net over mpi_comm: rank i of mpi_comm is rank i of the communicator,
+ * ranks_per_node consecutive ranks on each node (0: CCL_RANKS_PER_NODE, else each host a
+ * node). Collective over mpi_comm's processes. */
+static inline ccl_result_t ccl_comm_init_mpi_nodes(ccl_comm_t **comm, MPI_Comm mpi_comm, int ranks_per_node,
+                                                   int device, const ccl_config_t *config)
+{
+    ccl_bootstrap_t boot;
+    ccl_net_t net;
+    ccl_result_t r = ccl_bootstrap_from_mpi(&boot, &mpi_comm);
+    if (r == CCL_OK)
+        r = ccl_net_from_mpi(&net, mpi_comm);
+    if (r != CCL_OK)
+        return r;
+    return ccl_comm_init_rank_net(comm, &boot, &net, ranks_per_node, device, config);
 }
 
 #ifdef __cplusplus

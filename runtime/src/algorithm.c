@@ -108,19 +108,20 @@ typedef struct {
     Compilation *c;
     const char *file, *source;
     size_t len;
-    int nranks, root;
+    int nranks, nnodes, root;
     int rc;
 } CompileJob;
 
 static void compile_job(void *arg)
 {
     CompileJob *j = arg;
-    j->rc = cclc_compile_source(j->c, j->file, j->source, j->len, j->nranks, j->root);
+    j->rc = cclc_compile_source_nodes(j->c, j->file, j->source, j->len, j->nranks, j->nnodes, j->root);
 }
 
-static int compile_deep(Compilation *c, const char *file, const char *source, size_t len, int nranks, int root)
+static int compile_deep(Compilation *c, const char *file, const char *source, size_t len, int nranks, int nnodes,
+                        int root)
 {
-    CompileJob j = {c, file, source, len, nranks, root, COMPILE_NO_STACK};
+    CompileJob j = {c, file, source, len, nranks, nnodes, root, COMPILE_NO_STACK};
     memset(c, 0, sizeof *c);
     if (ccl__with_stack(compile_job, &j) != 0)
         return COMPILE_NO_STACK;
@@ -168,7 +169,7 @@ static int compile_shared(ccl_comm_t *comm, char *file, char *source, size_t len
         c->nranks = N;
         c->root = root;
         c->refs = 1;
-        rc = compile_deep(&c->comp, file, source, len, N, root);
+        rc = compile_deep(&c->comp, file, source, len, N, comm->nnodes, root);
         if (rc == COMPILE_OK && g) {
             c->next = g->compiled;
             g->compiled = c;
@@ -530,7 +531,7 @@ ccl_result_t ccl_algorithm_check(const char *path_or_source, int nranks, int roo
     /* What `cclc check --explain` prints: the proof on stdout, or the diagnostics (and
      * their count) on stderr. */
     Compilation c;
-    int rc = compile_deep(&c, file, source, size, nranks, root);
+    int rc = compile_deep(&c, file, source, size, nranks, 1, root);
     if (rc == COMPILE_NO_STACK) {
         free(source);
         ccl_result_t r = no_stack_error(NULL, fn, file);

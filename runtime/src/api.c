@@ -152,6 +152,43 @@ static const char barrier_source[] =
     "  }\n"
     "}\n";
 
+/* The same tree on a communicator of several nodes (docs/multinode.md): a parent or child
+ * on another node is reached through the net channel, and a put to it is flushed before
+ * the signal that announces it. */
+static const char barrier_nodes_source[] =
+    "algorithm ccl_barrier_nodes : allreduce\n"
+    "ranks N in 2..1024\n"
+    "nodes M x L\n"
+    "chunks 1\n"
+    "scratch s[2]\n"
+    "connect memory all\n"
+    "connect net all\n"
+    "for r in 0..N on r tb 0 {\n"
+    "  let c0 = 2 * r + 1\n"
+    "  let c1 = 2 * r + 2\n"
+    "  let p = (r - 1) / 2\n"
+    "  if c0 < N { wait c0 }\n"
+    "  if c1 < N { wait c1 }\n"
+    "  if c1 < N {\n"
+    "    reduce out[0] <- in[0], s[0], s[1]\n"
+    "  } else if c0 < N {\n"
+    "    reduce out[0] <- in[0], s[0]\n"
+    "  } else {\n"
+    "    copy out[0] <- in[0]\n"
+    "  }\n"
+    "  if r > 0 {\n"
+    "    put s@p[(r - 1) % 2] <- out[0]\n"
+    "    if node(p) != node(r) { flush p }\n"
+    "    signal p\n"
+    "    wait p\n"
+    "  }\n"
+    "  for c in c0..min(c1 + 1, N) {\n"
+    "    put out@c[0] <- out[0]\n"
+    "    if node(c) != node(r) { flush c }\n"
+    "    signal c\n"
+    "  }\n"
+    "}\n";
+
 enum { BARRIER_BYTES = 256, BARRIER_OUT = 128 };
 
 static ccl_result_t barrier_setup(ccl_comm_t *comm, void *stream, const char *fn)
@@ -160,7 +197,7 @@ static ccl_result_t barrier_setup(ccl_comm_t *comm, void *stream, const char *fn
         return CCL_OK;
     comm->capturing = comm->be->capturing && comm->be->capturing(comm, stream);
     ccl_algorithm_t *alg;
-    ccl_result_t r = ccl__algorithm_load(comm, barrier_source, 0, fn, &alg);
+    ccl_result_t r = ccl__algorithm_load(comm, comm->nnodes > 1 ? barrier_nodes_source : barrier_source, 0, fn, &alg);
     comm->capturing = 0;
     if (r != CCL_OK)
         return r;

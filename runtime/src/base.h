@@ -408,8 +408,14 @@ struct ccl_comm {
     size_t barrier_off;
     /* The comm's own bootstrap (mailbox.c) and its operations so far (ccl_comm_split),
      * the same count on every rank. */
-    CclMailboxes *mbox;
+    CclMailboxes *mbox;              /* NULL on a comm of several nodes (no host spans them) */
     uint32_t mbox_ops;
+    /* Nodes (docs/multinode.md): the ranks are nnodes nodes of `local` consecutive ranks,
+     * rank r on node r / local (1 node of nranks unless ccl_comm_init_rank_net made
+     * several). Ranks of different nodes share no memory (heap_base NULL): the CPU
+     * backend's proxy carries what they exchange over `net`, the transport given. */
+    int nnodes, local;
+    ccl_net_t net;
     /* The thread that looks for dead peers (watchdog.c); NULL when every rank is a
      * thread of this process. */
     CclWatchdog *watchdog;

@@ -167,8 +167,10 @@ static const CclBackend *pick_backend(ccl_backend_t want, char *why, size_t len)
     return gpu ? gpu : &ccl__cpu_backend;
 }
 
-static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
-                                     const ccl_config_t *config, const char *fn);
+static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *boot, const ccl_net_t *net,
+                                     int ranks_per_node, int device, const ccl_config_t *config, const char *fn);
+static ccl_result_t comm_create_net(ccl_comm_t **out, const ccl_bootstrap_t *boot, const ccl_net_t *net,
+                                    int ranks_per_node, int device, const ccl_config_t *config, const char *fn);
 
 /* Backend auto found no usable GPU and runs on the CPU: said once per process (a WARN
  * line), so that nobody times host threads believing they are GPUs. Asking for the CPU
@@ -187,15 +189,88 @@ static void note_cpu_fallback(int rank, const char *why)
 static ccl_result_t comm_create(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
                                 const ccl_config_t *config, const char *fn)
 {
+    return comm_create_net(out, boot, NULL, 0, device, config, fn);
+}
+
+static ccl_result_t comm_create_net(ccl_comm_t **out, const ccl_bootstrap_t *boot, const ccl_net_t *net,
+                                    int ranks_per_node, int device, const ccl_config_t *config, const char *fn)
+{
     *out = NULL;
     ccl__log_init();
     ccl__range_push(fn);
-    ccl_result_t rr = comm_create_body(out, boot, device, config, fn);
+    ccl_result_t rr = comm_create_body(out, boot, net, ranks_per_node, device, config, fn);
+    if (rr != CCL_OK && net && net->release)
+        net->release(net->ctx); /* a comm that was made releases it at its destroy */
     return ccl__range_pop(rr);
 }
 
-static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *boot, int device,
-                                     const ccl_config_t *config, const char *fn)
+/* The node layout of a new comm (docs/multinode.md): ranks_per_node, else
+ * CCL_RANKS_PER_NODE, else (with a transport) the hosts, each a node of consecutive
+ * ranks; one node otherwise. Collective (the hosts' exchange goes through boot). Several
+ * nodes need the transport, the CPU backend and process mode. */
+static ccl_result_t resolve_nodes(ccl_comm_t *c, const ccl_bootstrap_t *boot, const ccl_net_t *net, int rpn,
+                                  const char *fn)
+{
+    int n = c->nranks;
+    long long v;
+    int e = rpn ? 0 : env_int("CCL_RANKS_PER_NODE", 1, n, &v);
+    if (e < 0)
+        return ccl__set_error(c, CCL_ERR_INVALID_ARGUMENT, "CCL_RANKS_PER_NODE='%s' is not a number of ranks from 1 "
+                              "to %d", getenv("CCL_RANKS_PER_NODE"), n);
+    if (e > 0)
+        rpn = (int)v;
+    if (!rpn && net) {
+        typedef struct { char host[64]; } Host;
+        Host me = {{0}}, *all = calloc((size_t)n, sizeof *all);
+        if (!all)
+            return ccl__set_error(c, CCL_ERR_OUT_OF_MEMORY, "out of memory");
+        gethostname(me.host, sizeof me.host - 1);
+        if (boot->allgather(boot->ctx, &me, all, sizeof me) != 0) {
+            free(all);
+            return ccl__set_error(c, CCL_ERR_PEER_FAILED, "bootstrap failed while the ranks exchanged host names");
+        }
+        rpn = 1;
+        while (rpn < n && !strcmp(all[rpn].host, all[0].host))
+            rpn++;
+        for (int p = 0; p < n && rpn; p++)
+            if (n % rpn || strcmp(all[p].host, all[p / rpn * rpn].host) ||
+                (p % rpn == 0 && p && !strcmp(all[p].host, all[p - 1].host))) {
+                ccl__set_error(c, CCL_ERR_INVALID_ARGUMENT, "the hosts do not hold equal runs of consecutive ranks "
+                               "(rank %d is on %s, rank %d on %s): start the same number of ranks on every host, in "
+                               "order, or set CCL_RANKS_PER_NODE", p / rpn * rpn, all[p / rpn * rpn].host, p,
+                               all[p].host);
+                rpn = 0;
+            }
+        free(all);
+        if (!rpn)
+            return CCL_ERR_INVALID_ARGUMENT;
+    }
+    if (!rpn)
+        rpn = n;
+    if (n % rpn)
+        return ccl__set_error(c, CCL_ERR_INVALID_ARGUMENT, "%d ranks are not nodes of %d ranks (ranks_per_node or "
+                              "CCL_RANKS_PER_NODE must divide the rank count)", n, rpn);
+    c->local = rpn;
+    c->nnodes = n / rpn;
+    if (net)
+        c->net = *net;      /* released at destroy, used or not */
+    if (c->nnodes == 1)
+        return CCL_OK;
+    if (!net || !net->isend || !net->irecv || !net->test || !net->cancel)
+        return ccl__set_error(c, CCL_ERR_INVALID_USAGE, "%d ranks of %d per node make %d nodes, whose traffic needs an "
+                              "inter-node transport: create the communicator with ccl_comm_init_mpi_nodes (ccl_mpi.h) "
+                              "or ccl_comm_init_rank_net", n, rpn, c->nnodes);
+    if (!net->thread_safe)
+        return ccl__set_error(c, CCL_ERR_INVALID_USAGE, "argument 'net': the transport is not thread-safe, but libccl's "
+                              "proxy thread calls it beside the application (initialize MPI with MPI_THREAD_MULTIPLE)");
+    if (c->be->kind != CCL_BACKEND_CPU)
+        return ccl__set_error(c, CCL_ERR_UNSUPPORTED, "a communicator of %d nodes runs on the CPU backend only so far "
+                              "(docs/multinode.md)", c->nnodes);
+    return CCL_OK;
+}
+
+static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *boot, const ccl_net_t *net,
+                                     int ranks_per_node, int device, const ccl_config_t *config, const char *fn)
 {
     ccl_config_t cfg = config ? *config : (ccl_config_t){0};
     if ((unsigned)cfg.backend > CCL_BACKEND_GPU)
@@ -256,9 +331,11 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
     CclCheckedBoot cb;
     ccl_bootstrap_t checked;
     ccl__boot_checked(&cb, boot, &checked);
-    ccl_result_t r = be->comm_init(c, &checked);
-    /* The comm's own bootstrap, for what is collective later (ccl_comm_split). */
-    if (r == CCL_OK && (r = ccl__mbox_open(c, &checked, &c->mbox)) != CCL_OK)
+    ccl_result_t r = resolve_nodes(c, &checked, net, ranks_per_node, fn);
+    int made = r == CCL_OK && (r = be->comm_init(c, &checked)) == CCL_OK;
+    /* The comm's own bootstrap, for what is collective later (ccl_comm_split): over the
+     * ranks' host mailboxes, which a comm of several nodes has none of. */
+    if (made && c->nnodes == 1 && (r = ccl__mbox_open(c, &checked, &c->mbox)) != CCL_OK)
         be->comm_fini(c);
     if (r != CCL_OK && cb.why[0]) /* the bootstrap's damage is the cause, whatever the backend made of it */
         r = ccl__set_error(c, cb.ever_damaged ? CCL_ERR_INVALID_ARGUMENT : CCL_ERR_OUT_OF_MEMORY, "%s", cb.why);
@@ -287,16 +364,15 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
     if (be->run_p2p)
         ccl__p2p_reserve(c);
     ccl__watchdog_start(c);
-    CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, c->rank, "%s: communicator %p ready: rank %d of %d, %s backend, heap %zu "
-             "bytes, timeout %d ms", fn, (void *)c, c->rank, c->nranks, be->name, c->heap_bytes, c->timeout_ms);
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, c->rank, "%s: communicator %p ready: rank %d of %d (%d node%s of %d), %s "
+             "backend, heap %zu bytes, timeout %d ms", fn, (void *)c, c->rank, c->nranks, c->nnodes,
+             c->nnodes > 1 ? "s" : "", c->local, be->name, c->heap_bytes, c->timeout_ms);
     *out = c;
     return CCL_OK;
 }
 
-ccl_result_t ccl_comm_init_rank(ccl_comm_t **comm, const ccl_bootstrap_t *boot, int device,
-                                const ccl_config_t *config)
+static ccl_result_t init_rank_checks(ccl_comm_t **comm, const ccl_bootstrap_t *boot, int device, const char *fn)
 {
-    const char *fn = "ccl_comm_init_rank";
     if (!comm)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'comm' is NULL", fn);
     *comm = NULL;
@@ -310,7 +386,33 @@ ccl_result_t ccl_comm_init_rank(ccl_comm_t **comm, const ccl_bootstrap_t *boot, 
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'bootstrap': allgather and barrier must both be set", fn);
     if (device < 0 && device != CCL_DEVICE_AUTO)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'device' is %d (a GPU ordinal or CCL_DEVICE_AUTO)", fn, device);
-    return comm_create(comm, boot, device, config, fn);
+    return CCL_OK;
+}
+
+ccl_result_t ccl_comm_init_rank(ccl_comm_t **comm, const ccl_bootstrap_t *boot, int device,
+                                const ccl_config_t *config)
+{
+    const char *fn = "ccl_comm_init_rank";
+    ccl_result_t r = init_rank_checks(comm, boot, device, fn);
+    return r != CCL_OK ? r : comm_create(comm, boot, device, config, fn);
+}
+
+ccl_result_t ccl_comm_init_rank_net(ccl_comm_t **comm, const ccl_bootstrap_t *boot, const ccl_net_t *net,
+                                    int ranks_per_node, int device, const ccl_config_t *config)
+{
+    const char *fn = "ccl_comm_init_rank_net";
+    ccl_result_t r = init_rank_checks(comm, boot, device, fn);
+    if (r == CCL_OK && !net)
+        r = ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'net' is NULL", fn);
+    if (r == CCL_OK && (ranks_per_node < 0 || ranks_per_node > boot->nranks))
+        r = ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'ranks_per_node' is %d, outside 0..%d", fn,
+                           ranks_per_node, boot->nranks);
+    if (r != CCL_OK) {
+        if (net && net->release)
+            net->release(net->ctx);
+        return r;
+    }
+    return comm_create_net(comm, boot, net, ranks_per_node, device, config, fn);
 }
 
 typedef struct {
@@ -484,6 +586,9 @@ ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_
     const char *fn = "ccl_comm_split";
     ccl_result_t r = CCL_OK;
     int n = comm->nranks;
+    if (!comm->mbox)
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: splitting a communicator of %d nodes is not implemented "
+                              "yet (docs/multinode.md)", fn, comm->nnodes);
     int *everyone = malloc(sizeof *everyone * (size_t)n), *members = malloc(sizeof *members * (size_t)n);
     SplitVote *votes = calloc((size_t)n, sizeof *votes);
     if (!everyone || !members || !votes) {
@@ -628,6 +733,8 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
     ccl__mbox_leave(comm->mbox); /* this rank's process may go now: no failure to its peers */
     ccl__mbox_close(comm->mbox);
     comm->be->comm_fini(comm);
+    if (comm->net.release)
+        comm->net.release(comm->net.ctx);
     ccl__heap_alloc_fini(&comm->data);
     ccl__heap_alloc_fini(&comm->sems);
     pthread_mutex_destroy(&comm->async_lock);

@@ -178,8 +178,10 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
             return CCL_OK;
         }
     }
-    /* Then the tuning table (tuner.c); without one, or without an entry, the hints. */
-    if ((*out = ccl__tune_pick(comm, coll, root, bytes, fn)))
+    /* Then the tuning table (tuner.c); without one, or without an entry, the hints. The
+     * tables know one node only: a comm of several takes the library's programs for
+     * several nodes (docs/multinode.md), by their hints. */
+    if (comm->nnodes == 1 && (*out = ccl__tune_pick(comm, coll, root, bytes, fn)))
         return CCL_OK;
     if (comm->capture_refused)
         return CCL_ERR_INVALID_USAGE;

@@ -219,6 +219,11 @@ static void reap(ccl_comm_t *comm, const RegVote *all)
 static int exchange(ccl_comm_t *comm, const char *fn, CclMboxBoot *sb, ccl_bootstrap_t *boot, int *everyone,
                     const void *mine, void *all, size_t bytes, int first)
 {
+    if (first && !comm->mbox) {
+        ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: registering memory on a communicator of %d nodes is not "
+                       "implemented yet (docs/multinode.md)", fn, comm->nnodes);
+        return -1;
+    }
     if (first) {
         for (int p = 0; p < comm->nranks; p++)
             everyone[p] = p;

@@ -18,6 +18,11 @@
 # Golden plans: `cclc plan FILE --ranks N` for N = 4 and one more admitted N (3 when
 # admitted, else 8, else 2) is compared with tests/algorithms/golden/COLL-NAME.nN.plan.
 # UPDATE_GOLDEN=1 rewrites them (and removes goldens of algorithms that are gone).
+#
+# Programs for several nodes (a `nodes M x L` line: docs/multinode.md) are proved instead
+# for every M in 2..8 and L in 1..8 (`--ranks M*L --nodes M`) with the same properties,
+# and their golden plans are 2 x 2 and 3 x 2 (COLL-NAME.m2l2.plan); they run end to end
+# under mpirun in tests/multinode, not here.
 set -u
 build=${1:?usage: tests/algorithms/run.sh BUILD}
 cd "$(dirname "$0")/../.."
@@ -33,6 +38,45 @@ for src in algorithms/*/*.ccl; do
     gname=$coll-$(basename "$src" .ccl)
     admitted=()
     failed=0
+    if grep -q '^nodes ' "$src"; then
+        bad=""
+        for m in 2 3 4 5 6 7 8; do
+            for l in 1 2 3 4 5 6 7 8; do
+                explain=$(timeout 60 "$cclc" check "$src" --ranks $((m * l)) --nodes $m --explain 2>&1)
+                status=$?
+                why=""
+                [ "$status" = 0 ] || why="cclc check exited $status"
+                grep -q "^ *deterministic: *yes" <<<"$explain" || why="${why:+$why, }not deterministic"
+                grep -q "^ *pipeline-safe: *yes" <<<"$explain" || why="${why:+$why, }not pipeline-safe"
+                grep -qE "^ *in-place: *(yes|not applicable)" <<<"$explain" || why="${why:+$why, }not valid in place"
+                if [ -n "$why" ]; then
+                    bad="$bad ${m}x$l"
+                    [ "$(wc -w <<<"$bad")" -le 1 ] && { echo "    ${m}x$l: $why"; head -5 <<<"$explain" | sed 's/^/    /'; }
+                fi
+            done
+        done
+        if [ -n "$bad" ]; then
+            echo "FAIL $name: not proved with its properties for M x L =$bad"
+        else
+            echo "ok $name: proved for M x L = 2..8 x 1..8, deterministic, pipeline-safe, in-place valid"
+        fi
+        for ml in 2:2 3:2; do
+            m=${ml%:*} l=${ml#*:}
+            file=$golden/$gname.m${m}l$l.plan
+            wanted_goldens+=("$file")
+            got=$("$cclc" plan "$src" --ranks $((m * l)) --nodes "$m" 2>&1)
+            [ "${UPDATE_GOLDEN:-}" = 1 ] && printf '%s\n' "$got" >"$file"
+            if [ ! -f "$file" ]; then
+                echo "FAIL $name plan ${m}x$l: $file is missing (make update-golden writes it)"
+            elif [ "$got" != "$(cat "$file")" ]; then
+                echo "FAIL $name plan ${m}x$l: differs from $file"
+                diff <(printf '%s\n' "$got") "$file" | head -20 | sed 's/^/    /'
+            else
+                echo "ok $name plan ${m}x$l"
+            fi
+        done
+        continue
+    fi
     for n in 2 3 4 5 6 7 8; do
         roots=0
         [ "$coll" = broadcast ] || [ "$coll" = reduce ] && roots=$(seq 0 $((n - 1)))

@@ -83,6 +83,7 @@ fi
 mkdir -p "$tmp/jit"
 "$build/tests/cuda/jit_cache" "$tmp/jit" 2>&1 | grep -E '^(ok|FAIL) ' || echo "FAIL cuda/jit-cache: no result"
 for f in algorithms/*/*.ccl; do
+    grep -q '^nodes ' "$f" && continue   # several nodes: CPU backend only (docs/multinode.md)
     alg=${f#algorithms/}
     alg=${alg%.ccl}
     for n in 4 2; do run_bg "${alg//\//_}_N$n" "$f" "$n"; done

@@ -32,6 +32,7 @@ one() {
 }
 names=()
 for f in algorithms/*/*.ccl; do
+    grep -q "^nodes " "$f" && continue   # several nodes: no CUDA emission yet (docs/multinode.md)
     alg=${f#algorithms/}
     alg=${alg%.ccl}
     for r in 0 1; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Diagnostics: each tests/diag/NAME.ccl is a wrong program; `cclc check` must print
 # exactly tests/diag/NAME.expected on stderr (carets included) and exit with the status
-# in its "# exit: E" line (default 1). "# ranks: N" picks N (default 4).
+# in its "# exit: E" line (default 1). "# ranks: N" picks N (default 4), "# nodes: M" the
+# node count (default 1).
 # UPDATE_GOLDEN=1 rewrites the .expected files from the current output.
 set -u
 build=$1
@@ -10,7 +11,8 @@ for src in tests/diag/*.ccl; do
     name=$(basename "$src" .ccl)
     ranks=$(sed -n 's/^# ranks: *//p' "$src" | head -1)
     want_exit=$(sed -n 's/^# exit: *//p' "$src" | head -1)
-    got=$(timeout 20 "$build/cclc" check "$src" --ranks "${ranks:-4}" 2>&1 >/dev/null)
+    nodes=$(sed -n 's/^# nodes: *//p' "$src" | head -1)
+    got=$(timeout 20 "$build/cclc" check "$src" --ranks "${ranks:-4}" --nodes "${nodes:-1}" 2>&1 >/dev/null)
     status=$?
     expected="tests/diag/$name.expected"
     if [ "${UPDATE_GOLDEN:-}" = 1 ]; then

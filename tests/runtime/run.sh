@@ -44,7 +44,9 @@ dtypes=(f32 f64 f16 bf16 i32 i64 u8 fp8_e4m3 fp8_e5m2 i8 u32 u64)
 ops=(sum prod min max avg)
 # The fixed-size algorithms; allgatherv and alltoallv (no in-place form, counts per
 # rank) have section V of their own.
-algs=($(ls algorithms/*/*.ccl | grep -v -e /allgatherv/ -e /alltoallv/))
+# Programs for several nodes (a `nodes` line) run under mpirun in tests/multinode.
+node_algs=$(grep -l '^nodes ' algorithms/*/*.ccl)
+algs=($(ls algorithms/*/*.ccl | grep -v -e /allgatherv/ -e /alltoallv/ | grep -vxF "$node_algs"))
 valgs=(algorithms/allgatherv/*.ccl algorithms/alltoallv/*.ccl)
 declare -A ran            # algorithm -> how many runs were admitted
 
@@ -89,6 +91,7 @@ done
 # B. every dtype x op on every reducing algorithm (N=4, root 2), and at N=5 on one
 #    algorithm per reducing collective.
 for f in algorithms/allreduce/*.ccl algorithms/reduce_scatter/*.ccl algorithms/reduce/*.ccl; do
+    grep -qxF "$f" <<<"$node_algs" && continue
     for dt in "${dtypes[@]}"; do
         for op in "${ops[@]}"; do
             run_case "run $f N=4 count=1003 $dt $op" "$cclc" run "$f" --ranks 4 --count 1003 --dtype $dt --op $op --iters 2 --root 2

@@ -5,7 +5,7 @@
 # reason its name and first comment give) expect their diagnostics and exit status 1;
 # programs named ok_* expect an empty .expected and exit status 0, and where a
 # NAME.explain file exists, `--explain` must print exactly it.
-# The first line may say `# ranks: N` (default 4) and `root: R`.
+# The first line may say `# ranks: N` (default 4), `root: R` and `nodes: M` (default 1).
 #
 #   tests/verify/run.sh BUILD          run the tests
 #   UPDATE_GOLDEN=1 tests/verify/run.sh BUILD   rewrite the .expected files
@@ -26,7 +26,8 @@ for src in tests/verify/*.ccl; do
     first=$(head -n 1 "$src")
     n=$(sed -n 's/^#.*ranks: *\([0-9][0-9]*\).*/\1/p' <<<"$first")
     root=$(sed -n 's/^#.*root: *\([0-9][0-9]*\).*/\1/p' <<<"$first")
-    args=(check "$src" --ranks "${n:-4}")
+    nodes=$(sed -n 's/^#.*nodes: *\([0-9][0-9]*\).*/\1/p' <<<"$first")
+    args=(check "$src" --ranks "${n:-4}" --nodes "${nodes:-1}")
     [ -n "$root" ] && args+=(--root "$root")
     "$cclc" "${args[@]}" >/dev/null 2>"$tmp"
     rc=$?

@@ -1,7 +1,7 @@
 /* main.c: cclc, the CCL compiler's command line.
  *
- *   cclc check FILE --ranks N [--root R] [--explain] [--all-errors]
- *   cclc plan  FILE --ranks N [--root R] [--json]
+ *   cclc check FILE --ranks N [--nodes M] [--root R] [--explain] [--all-errors]
+ *   cclc plan  FILE --ranks N [--nodes M] [--root R] [--json]
  *   cclc cuda  FILE --ranks N --rank R [--root R] [--protocol P] [--dtype T] [--op O]
  *   cclc run   FILE --ranks N ...          (runs it; see tools/cclc/run.c)
  *
@@ -28,13 +28,14 @@ static const char usage[] =
     "usage: cclc COMMAND FILE --ranks N [options]\n"
     "\n"
     "commands:\n"
-    "  check FILE --ranks N [--root R] [--explain] [--all-errors]\n"
+    "  check FILE --ranks N [--nodes M] [--root R] [--explain] [--all-errors]\n"
     "        prove the algorithm for N ranks: postcondition, no data race, no deadlock,\n"
     "        safe across back-to-back calls; --explain prints what was proved.\n"
+    "        --nodes M: the N ranks are M nodes of N / M (programs with 'nodes M x L')\n"
     "        Errors come cause first (a race or a missing wait at its site before its\n"
     "        effects, such as a signal never waited for); the effects are left out\n"
     "        unless --all-errors\n"
-    "  plan FILE --ranks N [--root R] [--json]\n"
+    "  plan FILE --ranks N [--nodes M] [--root R] [--json]\n"
     "        print the scheduled plan: per rank and thread block, each op and its line\n"
     "  cuda FILE --ranks N --rank R [--root R] [--protocol simple|ll|ll128] [--dtype T] [--op O]\n"
     "        [--kernel-only]\n"
@@ -62,6 +63,7 @@ typedef struct {
     const char *command;
     const char *file;
     int nranks;
+    int nnodes;           /* --nodes M: N ranks as M nodes (1: one node) */
     int rank;
     int root;
     int explain;
@@ -74,9 +76,9 @@ typedef struct {
 static const char *command_usage(const char *command)
 {
     if (!strcmp(command, "check"))
-        return "usage: cclc check FILE --ranks N [--root R] [--explain] [--all-errors]\n";
+        return "usage: cclc check FILE --ranks N [--nodes M] [--root R] [--explain] [--all-errors]\n";
     if (!strcmp(command, "plan"))
-        return "usage: cclc plan FILE --ranks N [--root R] [--json]\n";
+        return "usage: cclc plan FILE --ranks N [--nodes M] [--root R] [--json]\n";
     return "usage: cclc cuda FILE --ranks N --rank R [--root R] [--protocol simple|ll|ll128] [--dtype T] [--op O]\n"
            "                 [--kernel-only]\n";
 }
@@ -86,7 +88,7 @@ static const char *command_usage(const char *command)
  * and one message per bad value, naming the option and the value as written. */
 static Options parse_args(int argc, char **argv)
 {
-    Options o = {.nranks = -1, .rank = -1, .emit = {.dtype = "f32", .op = "sum", .protocol = -1}};
+    Options o = {.nranks = -1, .nnodes = 1, .rank = -1, .emit = {.dtype = "f32", .op = "sum", .protocol = -1}};
     o.command = argv[1];
     static char name[16];   /* tool_init keeps the pointer */
     snprintf(name, sizeof name, "cclc %s", o.command);
@@ -104,6 +106,8 @@ static Options parse_args(int argc, char **argv)
             continue;
         if (tool_is(&args, "--root", NULL)) {
             o.root = tool_int(a, tool_value(&args), 0, CCLC_MAX_RANKS - 1);
+        } else if (!cuda && tool_is(&args, "--nodes", NULL)) {
+            o.nnodes = tool_int(a, tool_value(&args), 1, CCLC_MAX_RANKS);
         } else if (!strcmp(o.command, "check") && tool_flag(&args, "--explain")) {
             o.explain = 1;
         } else if (!strcmp(o.command, "check") && tool_flag(&args, "--all-errors")) {
@@ -128,6 +132,8 @@ static Options parse_args(int argc, char **argv)
         tool_usage_error("no algorithm FILE given");
     if (o.nranks == -1)
         tool_usage_error("--ranks N is required");
+    if (o.nranks % o.nnodes != 0)
+        tool_usage_error("--nodes %d: %d ranks are not %d nodes of equal size", o.nnodes, o.nranks, o.nnodes);
     if (cuda && o.rank == -1)
         tool_usage_error("--rank R is required (the rank whose kernel to print, 0..%d)", o.nranks - 1);
     if (cuda && o.rank >= o.nranks)
@@ -174,7 +180,7 @@ static int exit_with_diagnostics(Compilation *c, int status, int all_errors)
 static int compile_file(const Options *o, const char *text, size_t size)
 {
     Compilation c;
-    int rc = cclc_compile_source(&c, o->file, text, size, o->nranks, o->root);
+    int rc = cclc_compile_source_nodes(&c, o->file, text, size, o->nranks, o->nnodes, o->root);
     if (rc == COMPILE_NOT_ADMITTED)
         return exit_with_diagnostics(&c, EXIT_USAGE, o->all_errors);
     if (rc != 0)

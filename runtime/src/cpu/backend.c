@@ -8,7 +8,10 @@
  * docs/internals.md says: chunk layout, instance and slice parts, semaphore slots
  * (t*I + i)*N + r as 64-bit C11 atomics in the symmetric heap (release add, acquire
  * wait), expected values kept by the waiter across calls, bounded waits. Port channels are plain copies here, so flush is a no-op; a
- * block is one thread, so OP_SYNC is a no-op too.
+ * block is one thread, so OP_SYNC is a no-op too. On a comm of several nodes, what
+ * reaches a rank of another node (net puts, signals, identities, barrier arrivals) goes
+ * through the proxy of cpu/net.c, and a flush of such a peer waits for its
+ * acknowledgments.
  * The heaps are cpu/heaps.c's. */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +24,8 @@
 #include <unistd.h>
 
 #include "cpu/heaps.h"
+#include "cpu/idents.h"
+#include "cpu/net.h"
 #include "cpu/p2p.h"
 #include "cpu/segments.h"
 #include "cpu/waits.h"
@@ -83,6 +88,8 @@ static ccl_result_t cpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
     if (!cc)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
     ccl_result_t r = ccl__cpu_heaps_create(comm, boot, &cc->heaps);
+    if (r == CCL_OK && comm->nnodes > 1 && (r = ccl__cpu_net_start(comm, &cc->heaps.net)) != CCL_OK)
+        ccl__cpu_heaps_destroy(comm, &cc->heaps);
     if (r != CCL_OK) {
         free(cc);
         return r;
@@ -96,6 +103,7 @@ static ccl_result_t cpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
     comm->be_comm = cc;
     if (pthread_create(&cc->worker, NULL, worker_main, comm) != 0) {
         comm->be_comm = NULL;
+        ccl__cpu_net_stop(cc->heaps.net);
         ccl__cpu_heaps_destroy(comm, &cc->heaps); /* nothing ran yet */
         free(cc);
         return ccl__set_error(comm, CCL_ERR_SYSTEM, "cannot start the CPU backend's worker thread");
@@ -135,6 +143,7 @@ static void cpu_comm_fini(ccl_comm_t *comm)
     pthread_mutex_destroy(&cc->pmu);
     pthread_cond_destroy(&cc->pgo);
     pthread_cond_destroy(&cc->pdone);
+    ccl__cpu_net_stop(cc->heaps.net);   /* its proxy writes into this rank's heap */
     ccl__cpu_heaps_destroy(comm, &cc->heaps);
     pthread_mutex_destroy(&cc->mu);
     pthread_cond_destroy(&cc->cv);
@@ -198,6 +207,18 @@ static void cpu_poll_message(ccl_comm_t *comm, char *buf, size_t len)
     ccl__cpu_culprit(comm, atomic_load(&ccl__cpu_header(comm, comm->rank)->abort), buf, len);
 }
 
+static CpuNet *net_of(ccl_comm_t *comm)
+{
+    return ((CpuComm *)comm->be_comm)->heaps.net;
+}
+
+/* Rank p's barrier count: its heap header's, or for a rank of another node what the
+ * proxy last heard from it. */
+static _Atomic uint64_t *arrived_word(ccl_comm_t *comm, int p)
+{
+    return comm->heap_base[p] ? &ccl__cpu_header(comm, p)->arrived : ccl__cpu_net_arrived(net_of(comm), p);
+}
+
 /* The all-rank barrier on the heap headers; bounded by the timeout. 0 or -1 (timeout or
  * abort, message in err, naming a rank that did not arrive). Called by one thread per
  * rank (the comm's worker), in the same order on every rank. */
@@ -206,11 +227,12 @@ static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
     _Atomic uint64_t *abort_flag = &ccl__cpu_header(comm, comm->rank)->abort;
     uint64_t k = ++comm->barriers;
     atomic_store_explicit(&ccl__cpu_header(comm, comm->rank)->arrived, k, memory_order_release);
+    if (net_of(comm) && ccl__cpu_net_arrive(net_of(comm), k) != 0)
+        return snprintf(err, errlen, "rank %d: out of memory in the all-rank barrier", comm->rank), -1;
     CpuSpinClock clock = {0};
     int missing = 0;
     for (unsigned it = 0;; it++) {
-        while (missing < comm->nranks &&
-               atomic_load_explicit(&ccl__cpu_header(comm, missing)->arrived, memory_order_acquire) >= k)
+        while (missing < comm->nranks && atomic_load_explicit(arrived_word(comm, missing), memory_order_acquire) >= k)
             missing++;
         if (missing == comm->nranks)
             return 0;
@@ -224,113 +246,11 @@ static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
             snprintf(err, errlen,
                      "rank %d: all-rank barrier timed out after %d ms: rank %d did not arrive (it reached %llu of this "
                      "comm's barriers, this is barrier %llu)", comm->rank, comm->timeout_ms, missing,
-                     (unsigned long long)atomic_load(&ccl__cpu_header(comm, missing)->arrived), (unsigned long long)k);
+                     (unsigned long long)atomic_load(arrived_word(comm, missing)), (unsigned long long)k);
             return -1;
         }
         ccl__backoff(it);
     }
-}
-
-/* ---- call identities (CclIdent): published, then compared with every peer's ---- */
-
-static uint64_t *ident_entry(ccl_comm_t *comm, int rank, uint64_t seq)
-{
-    return (uint64_t *)(comm->heap_base[rank] + CCL_IDENT_OFF + (seq % CCL_IDENT_RING) * sizeof(CclIdent));
-}
-
-/* Peer p's ring entry for seq into *out when p has published that call: 1, else 0. */
-static int ident_read(ccl_comm_t *comm, int p, uint64_t seq, CclIdent *out)
-{
-    uint64_t *e = ident_entry(comm, p, seq), *dst = (uint64_t *)out;
-    if (__atomic_load_n(&e[0], __ATOMIC_ACQUIRE) < seq)
-        return 0;
-    for (size_t k = 1; k < sizeof *out / 8; k++)
-        dst[k] = __atomic_load_n(&e[k], __ATOMIC_RELAXED);
-    atomic_thread_fence(memory_order_acquire);
-    dst[0] = __atomic_load_n(&e[0], __ATOMIC_RELAXED);
-    return 1;
-}
-
-/* Publishes c's identity in this rank's header, then compares it with every peer's as
- * the peers publish theirs (bounded, abort-aware): 0 when all match, or -1 after
- * reporting and stopping every rank. Before any block runs, so a rank that runs another
- * call never signals, reads or writes a peer. Each pass compares every peer that has
- * published before it looks at the abort flag: whichever rank found a difference had
- * published, so every rank names the two sides itself rather than only "rank k failed".
- * A peer waits here too, so none is more than one call ahead and the entry read is the
- * call's (an entry newer than seq, a graph-like replay, is not compared). */
-/* "2, 5": the ranks not yet seen, for messages. */
-static const char *unseen_ranks(const unsigned char *seen, int N, char *buf, size_t len)
-{
-    size_t n = 0;
-    buf[0] = 0;
-    for (int p = 0; p < N && n + 16 < len; p++)
-        if (!seen[p])
-            n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? ", " : "", p);
-    return buf;
-}
-
-static int check_idents(ccl_comm_t *comm, const CclCall *c)
-{
-    const uint64_t seq = c->id.seq;
-    uint64_t *mine = ident_entry(comm, comm->rank, seq);
-    const uint64_t *src = (const uint64_t *)&c->id;
-    for (size_t k = 1; k < sizeof c->id / 8; k++)
-        __atomic_store_n(&mine[k], src[k], __ATOMIC_RELAXED);
-    __atomic_store_n(&mine[0], seq, __ATOMIC_RELEASE);
-    int N = comm->nranks, pending = N - 1;
-    unsigned char seen_small[256], *seen = N <= 256 ? seen_small : malloc((size_t)N);
-    if (!seen) {
-        ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running %s", comm->rank, c->alg->file);
-        ccl__cpu_abort_all(comm);
-        return -1;
-    }
-    memset(seen, 0, (size_t)N);
-    seen[comm->rank] = 1;
-    _Atomic uint64_t *abort_flag = &ccl__cpu_header(comm, comm->rank)->abort;
-    CpuSpinClock clock = {0};
-    int rc = -1;
-    char late[256];
-    for (unsigned it = 0;; it++) {
-        for (int p = 0; p < N; p++) {
-            CclIdent theirs;
-            if (seen[p] || !ident_read(comm, p, seq, &theirs))
-                continue;
-            seen[p] = 1;
-            pending--;
-            if (theirs.seq == seq && theirs.hash != c->id.hash) {
-                ccl__ident_report(comm, &c->id, &theirs, p);
-                ccl__cpu_abort_all(comm);
-                goto out;
-            }
-        }
-        if (pending == 0) {
-            rc = 0;
-            goto out;
-        }
-        uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
-        if (ab) {
-            char who[96];
-            ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
-                                 "rank %d: %s (call %llu) stopped waiting for rank%s %s to start the call because %s",
-                                 comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "",
-                                 unseen_ranks(seen, N, late, sizeof late), ccl__cpu_culprit(comm, ab, who, sizeof who));
-            goto out;
-        }
-        if ((it & 63) == 63 && ccl__cpu_clock_turn(comm, &clock)) {
-            ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
-                                 "timeout: rank %d: %s (call %llu): peer rank%s %s did not start this call within %d ms",
-                                 comm->rank, c->alg->file, (unsigned long long)seq, pending > 1 ? "s" : "",
-                                 unseen_ranks(seen, N, late, sizeof late), comm->timeout_ms);
-            ccl__cpu_abort_all(comm);
-            goto out;
-        }
-        ccl__backoff(it);
-    }
-out:
-    if (seen != seen_small)
-        free(seen);
-    return rc;
 }
 
 /* This rank's private staging buffer `which` ([0] in, [1] out) of at least `need` bytes. */
@@ -371,6 +291,9 @@ static ccl_result_t cpu_run(const CclCall *call)
 {
     ccl_comm_t *comm = call->alg->comm;
     CpuComm *cc = comm->be_comm;
+    if (call->is_v && cc->heaps.net)
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "allgatherv and alltoallv on a communicator of %d nodes are "
+                              "not implemented yet (docs/multinode.md)", comm->nnodes);
     void *in = call->in, *out = call->out;
     /* A v call's table is the caller's until we return: the Task keeps a copy. */
     size_t vbytes = call->is_v ? ccl__segs_table_bytes(comm->nranks) : 0;
@@ -400,6 +323,9 @@ static ccl_result_t cpu_run(const CclCall *call)
 static ccl_result_t cpu_run_p2p(const CclP2pCall *call)
 {
     ccl_comm_t *comm = call->comm;
+    if (((CpuComm *)comm->be_comm)->heaps.net)
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "point-to-point calls on a communicator of %d nodes are not "
+                              "implemented yet (docs/multinode.md)", comm->nnodes);
     size_t ops = sizeof *call->ops * (size_t)call->nops;
     Task *t = malloc(sizeof *t + ops);
     if (!t)
@@ -419,7 +345,9 @@ typedef struct Exec {
     ccl_comm_t *comm;
     ccl_algorithm_t *alg;
     CpuAlg *ca;
-    char **bases;               /* [buf * nranks + rank] */
+    char **bases;               /* [buf * nranks + rank]; NULL for a rank of another node */
+    size_t *offs;               /* [buf * nranks + rank]: heap offsets, for ranks of other nodes */
+    CpuNet *net;                /* the inter-node proxy, or NULL */
     _Atomic uint64_t *own_sems;
     _Atomic uint64_t *abort_flag;
     int nphys;
@@ -455,7 +383,7 @@ static void op_where(const Exec *x, const PlanOp *op, char *buf, size_t len)
 
 static const char *op_word(OpKind k)
 {
-    return k == OP_WAIT ? "wait" : k == OP_BARRIER ? "barrier" : "op";
+    return k == OP_WAIT ? "wait" : k == OP_BARRIER ? "barrier" : k == OP_FLUSH ? "flush" : "op";
 }
 
 /* How a bounded wait ended. */
@@ -508,6 +436,10 @@ static void block_fail(Exec *x, const PlanBlock *pb, int inst, const PlanOp *op,
             ccl__set_async_error(comm, CCL_ERR_PEER_FAILED,
                                  "rank %d, thread block %d (instance %d), %s (%s): stopped because %s",
                                  r, pb->tb, inst, where, op_word(op->kind), who);
+    } else if (peer >= 0 && op->kind == OP_FLUSH) {
+        ccl__set_async_error(comm, CCL_ERR_TIMEOUT, "timeout: rank %d, thread block %d (instance %d), %s (flush): rank "
+                             "%d on node %d did not acknowledge the net puts within %d ms", r, pb->tb, inst, where, peer,
+                             peer / comm->local, comm->timeout_ms);
     } else if (peer >= 0) {
         ccl__set_async_error(comm, CCL_ERR_TIMEOUT,
                              "timeout: rank %d, thread block %d (instance %d), %s (wait): no signal from peer rank %d "
@@ -583,6 +515,18 @@ static int do_xfer(Exec *x, const PlanBlock *pb, const PlanOp *op, int inst, int
             const Ref *r = &op->src[k];
             srcs[k] = x->bases[r->buf * N + r->rank] + (offs[op->ndst + k] + lo) * es;
         }
+        if (op->chan == CHAN_NET) {   /* a put to another node: one source, one destination */
+            size_t off = x->offs[op->dst[0].buf * N + op->dst[0].rank];
+            if (off == SIZE_MAX || ccl__cpu_net_put(x->net, op->dst[0].rank, off + (offs[0] + lo) * es, srcs[0], n * es)) {
+                if (off == SIZE_MAX)
+                    ccl__set_async_error(x->comm, CCL_ERR_INTERNAL, "rank %d: %s: a net put into rank %d's buffer, "
+                                         "which is not in its heap", x->comm->rank, x->alg->file, op->dst[0].rank);
+                ccl__cpu_abort_all(x->comm);
+                rc = -1;
+                goto out;
+            }
+            continue;
+        }
         char *d0 = x->bases[op->dst[0].buf * N + op->dst[0].rank] + (offs[0] + lo) * es;
         ccl__reduce(d0, srcs, op->nsrc, n, c->dtype, c->op);
         for (int k = 1; k < op->ndst; k++) {
@@ -614,6 +558,13 @@ static void run_block(Exec *x, int b, int inst)
             case OP_SIGNAL:
                 for (int k = 0; k < op->npeer; k++) {
                     int slot = (op->sem[k] / N * I + inst) * N + op->sem[k] % N;
+                    if (!comm->heap_base[op->peer[k]]) {    /* another node: after its puts, by the proxy */
+                        if (ccl__cpu_net_add(x->net, op->peer[k], x->alg->sem_off + (size_t)slot * 8) != 0) {
+                            ccl__cpu_abort_all(comm);
+                            return;
+                        }
+                        continue;
+                    }
                     _Atomic uint64_t *sems = (_Atomic uint64_t *)(comm->heap_base[op->peer[k]] + x->alg->sem_off);
                     atomic_fetch_add_explicit(&sems[slot], 1, memory_order_release);
                 }
@@ -637,7 +588,17 @@ static void run_block(Exec *x, int b, int inst)
                 }
                 break;
             }
-            case OP_FLUSH:   /* port channels are direct copies on the CPU */
+            case OP_FLUSH:   /* port channels are direct copies on the CPU; net puts wait for acks */
+                for (int k = 0; k < op->npeer && x->net; k++) {
+                    SpinResult why = comm->heap_base[op->peer[k]] ? SPIN_DONE
+                                     : wait_ge(x, ccl__cpu_net_acked(x->net, op->peer[k]),
+                                               ccl__cpu_net_posted(x->net, op->peer[k]));
+                    if (why != SPIN_DONE) {
+                        block_fail(x, pb, inst, op, op->peer[k], why, 0, 0, -1);
+                        return;
+                    }
+                }
+                break;
             case OP_SYNC:    /* a block is one thread */
                 break;
             }
@@ -760,7 +721,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         ccl__segs_publish(comm, c);
     /* First, even after an abort: a rank stopped by a peer that found two calls
      * differing still compares, and names both sides itself. */
-    if (check_idents(comm, c) != 0)
+    if (ccl__cpu_check_idents(comm, c) != 0)
         return;
     uint64_t ab = atomic_load(&hdr->abort);
     if (ab) {
@@ -806,8 +767,10 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
 
     Exec x = {.call = c, .comm = comm, .alg = alg, .ca = alg->be_alg, .segs = c->is_v ? &segs : NULL};
     x.bases = calloc((size_t)prog->nbufs * (size_t)N, sizeof *x.bases);
+    x.offs = calloc((size_t)prog->nbufs * (size_t)N, sizeof *x.offs);
+    x.net = net_of(comm);
     x.nphys = alg->nblocks * alg->instances;
-    if (!x.bases) {
+    if (!x.bases || !x.offs) {
         ccl__set_async_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory running %s", me, alg->file);
         ccl__cpu_abort_all(comm);
         goto out;
@@ -821,6 +784,14 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
             ccl__segs_peer_bases(&segs, comm, p, &x.bases[BUF_IN * N + p], &x.bases[BUF_OUT * N + p]);
         for (int b = BUF_SCRATCH0; b < prog->nbufs; b++)
             x.bases[b * N + p] = hb + c->scratch_off + ccl__scratch_offset(prog, b, CS, c->esize);
+        if (!hb) {  /* another node: its offsets, for the proxy (v calls are refused there) */
+            x.offs[BUF_IN * N + p] = c->in_off == SIZE_MAX ? SIZE_MAX : c->in_off + (size_t)(dp * (ptrdiff_t)c->in_stride);
+            x.offs[BUF_OUT * N + p] = c->out_off == SIZE_MAX ? SIZE_MAX : c->out_off + (size_t)(dp * (ptrdiff_t)c->out_stride);
+            for (int b = BUF_SCRATCH0; b < prog->nbufs; b++)
+                x.offs[b * N + p] = c->scratch_off + ccl__scratch_offset(prog, b, CS, c->esize);
+            for (int b = 0; b < prog->nbufs; b++)
+                x.bases[b * N + p] = NULL;
+        }
     }
     x.own_sems = (_Atomic uint64_t *)(comm->heap_base[me] + alg->sem_off);
     x.abort_flag = &hdr->abort;
@@ -857,6 +828,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         copy_rows(c->recv, c->recv_pitch, c->out, 0, c->out_bytes, c->count * c->esize);
 out:
     free(x.bases);
+    free(x.offs);
     ccl__segs_free(&segs);
 }
 

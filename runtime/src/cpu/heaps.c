@@ -6,7 +6,9 @@
  * of the POSIX shm segment they are about to create through the bootstrap, create it,
  * map every peer's, and once the init is decided every rank unlinks every name (the
  * kernel frees a segment when the last process unmaps it, even after a crash; a rank
- * that dies during the init has its name unlinked by its peers). */
+ * that dies during the init has its name unlinked by its peers). On a comm of several
+ * nodes (docs/multinode.md) a rank maps only the heaps of its own node's ranks: those of
+ * other nodes stay NULL in heap_base, and what crosses nodes goes through cpu/net.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -43,6 +45,7 @@ typedef struct {
     uint64_t heap_bytes;
     uint64_t shm_cap;           /* default heaps in processes: what /dev/shm holds per rank */
     int32_t ok, heap_default;
+    int32_t local;              /* ranks per node (ccl_comm.local) */
     uint64_t ptr, world;
     char name[64];
 } Hello;
@@ -225,7 +228,7 @@ static ccl_result_t init_shm(ccl_comm_t *comm, const ccl_bootstrap_t *boot, cons
         if (!all[p].ok)
             bad = p;
     for (int p = 0; p < n && bad < 0 && !why[0]; p++)
-        if (p != me_rank && map_peer(comm, p, first[p].name, why, sizeof why) != 0)
+        if (p != me_rank && p / comm->local == me_rank / comm->local && map_peer(comm, p, first[p].name, why, sizeof why) != 0)
             break;
     Hello agree = {.ok = why[0] == 0 && bad < 0 && !ccl__boot_damaged(boot)};
     int boot_ok = boot->allgather(boot->ctx, &agree, all, sizeof agree) == 0;
@@ -266,7 +269,7 @@ ccl_result_t ccl__cpu_heaps_create(ccl_comm_t *comm, const ccl_bootstrap_t *boot
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
     static _Atomic unsigned counter;
     Hello me = {.pid = getpid(), .heap_bytes = comm->heap_bytes, .heap_default = comm->heap_default,
-                .shm_cap = shm_cap(n)};
+                .shm_cap = shm_cap(n), .local = comm->local};
     /* The segment's name (processes only) travels now, before it exists: a peer then
      * knows it even if this rank dies right after making it (init_shm). */
     snprintf(me.name, sizeof me.name, "/ccl-heap-%ld-%d-%u", (long)getpid(), comm->rank, atomic_fetch_add(&counter, 1));
@@ -305,6 +308,19 @@ ccl_result_t ccl__cpu_heaps_create(ccl_comm_t *comm, const ccl_bootstrap_t *boot
             all[p].heap_bytes = heap;
     }
     for (int p = 0; p < n; p++) {
+        if (all[p].local != comm->local) {
+            ccl_result_t r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                                            "the ranks disagree on the ranks per node: rank %d has %d, rank %d %d "
+                                            "(CCL_RANKS_PER_NODE or ranks_per_node must be equal everywhere)",
+                                            comm->rank, comm->local, p, (int)all[p].local);
+            free(all);
+            return r;
+        }
+        if (local && comm->nnodes > 1) {
+            free(all);
+            return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%d nodes in one process: a communicator of several "
+                                  "nodes needs one process per rank (mpirun)", comm->nnodes);
+        }
         if (all[p].heap_bytes != comm->heap_bytes) {
             ccl_result_t r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
                                             "the ranks disagree on the heap size: rank 0 asks for %llu bytes, rank %d for %llu "
@@ -318,8 +334,10 @@ ccl_result_t ccl__cpu_heaps_create(ccl_comm_t *comm, const ccl_bootstrap_t *boot
         free(all);
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
     }
+    /* Only a peer of this node has a process this rank can look at (a pid on another
+     * host means nothing here): 0, never looked at. */
     for (int p = 0; !local && p < n; p++)
-        h->pids[p] = all[p].pid;
+        h->pids[p] = p / comm->local == comm->rank / comm->local ? all[p].pid : 0;
     ccl_result_t r = local ? init_local(comm, h, boot, all) : init_shm(comm, boot, all);
     free(all);
     if (r != CCL_OK) {

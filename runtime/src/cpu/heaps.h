@@ -11,6 +11,7 @@ typedef struct LocalWorld LocalWorld;
  * ranks in several processes map each other's POSIX shm segments (shm) and know every
  * rank's pid, so waits notice a dead peer (pids, NULL in one process). */
 typedef struct {
+    struct CpuNet *net;              /* the inter-node proxy (cpu/net.c) on a comm of several nodes, else NULL */
     LocalWorld *world;
     uint64_t world_token;            /* its ccl__share_* token: each comm holds a reference */
     int shm;

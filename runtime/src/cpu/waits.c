@@ -1,11 +1,14 @@
 /* cpu/waits.c: the CPU backend's abort words, wait clocks and culprits (waits.h).
  *
  * A dead peer is found by its pid: cpu/heaps.c records every rank's when ranks are
- * processes. cpu/backend.c's CpuComm begins with its CpuHeaps, which is all of it this
- * file reads. */
+ * processes (of its own node only, on a comm of several). cpu/backend.c's CpuComm begins
+ * with its CpuHeaps, which is all of it this file reads. Ranks of other nodes have no
+ * header here: an abort reaches them as a message of the inter-node proxy (cpu/net.c),
+ * and what it said of the rank it names stands in for that rank's header words. */
 #include <stdio.h>
 
 #include "cpu/heaps.h"
+#include "cpu/net.h"
 #include "cpu/waits.h"
 
 static const CpuHeaps *heaps(ccl_comm_t *comm)
@@ -15,17 +18,22 @@ static const CpuHeaps *heaps(ccl_comm_t *comm)
 
 void ccl__cpu_abort_for(ccl_comm_t *comm, int d)
 {
-    /* On behalf of a peer (only one whose process is gone): recorded first, unless the
-     * peer had stopped everyone itself before it went (its own word says so: a
-     * failing rank sets its own first). */
+    /* On behalf of a peer (only one whose process is gone, always of this node): recorded
+     * first, unless the peer had stopped everyone itself before it went (its own word
+     * says so: a failing rank sets its own first). */
     if (d != comm->rank && atomic_load(&ccl__cpu_header(comm, d)->abort) != (uint64_t)d + 1)
         atomic_store(&ccl__cpu_header(comm, d)->gone, 1);
     uint64_t zero = 0;
     atomic_compare_exchange_strong(&ccl__cpu_header(comm, d)->abort, &zero, (uint64_t)d + 1);
     for (int p = 0; p < comm->nranks; p++) {
         zero = 0;
-        atomic_compare_exchange_strong(&ccl__cpu_header(comm, p)->abort, &zero, (uint64_t)d + 1);
+        if (comm->heap_base[p])
+            atomic_compare_exchange_strong(&ccl__cpu_header(comm, p)->abort, &zero, (uint64_t)d + 1);
     }
+    if (heaps(comm)->net)
+        ccl__cpu_net_abort(heaps(comm)->net, d,
+                           (atomic_load(&ccl__cpu_header(comm, d)->gone) ? CCL__NET_GONE : 0) |
+                           (atomic_load(&ccl__cpu_header(comm, d)->aborted) ? CCL__NET_ABORTED : 0));
 }
 
 void ccl__cpu_abort_all(ccl_comm_t *comm)
@@ -69,8 +77,14 @@ const char *ccl__cpu_culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t le
     atomic_thread_fence(memory_order_acquire); /* ab was read relaxed: see what was recorded before it */
     /* What the rank that set the abort word recorded, not what its pid says now: a rank
      * that failed and then exited is a failure, not a death. */
+    int far = r >= 0 && r < comm->nranks && !comm->heap_base[r];
+    int flags = far && h->net ? ccl__cpu_net_flags(h->net, r) : 0;
     if (r < 0 || r >= comm->nranks)
         snprintf(buf, len, "rank %d failed", r);
+    else if (far)
+        snprintf(buf, len, "rank %d on node %d %s", r, r / comm->local,
+                 flags & CCL__NET_GONE ? "is gone (its node's ranks found its process dead)"
+                 : flags & CCL__NET_ABORTED ? "aborted the communicator (ccl_comm_abort)" : "failed (its own error says why)");
     else if (atomic_load(&ccl__cpu_header(comm, r)->gone)) {
         char host[256];
         snprintf(buf, len, "rank %d (pid %lld) is gone from host %s (it died or exited)", r,

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""The cost model of docs/multinode.md: all-reduce of S bytes per rank on M nodes of L
+ranks, 400 Gb/s per rank to the network, NVLink inside a node. Prints the table the page
+quotes. Every constant is an assumption named below, or NCCL's own model constant
+(NVIDIA/nccl src/graph/tuning.cc, the version cited on the page); nothing is measured."""
+
+L = 8                     # ranks (GPUs, NICs) per node
+B_NET = 50e9              # 400 Gb/s per rank, bytes/s
+B_NVL = 350e9             # SM stores over NVLink per GPU (docs/perf: 354-364 GB/s measured on H200)
+A_NVL = 3e-6              # one NVLink round of a kernel (launch in a graph + a crossing, DESIGN.md section 7)
+A_NET = 5e-6              # one network round through the proxy: post, wire, peer applies (assumed)
+O_MSG = 0.5e-6            # each further message a proxy posts in the same round (assumed)
+
+# NCCL's model (NVIDIA/nccl src/graph/tuning.cc, the version cited on the page), per
+# protocol: base latency, per-hop latency over NVLink and over the network (us), and the
+# factor on the bus bandwidth. NCCL picks the fastest algorithm and protocol per size;
+# so does this model. (Intra-node LL hops count 1.8x on several nodes, as there.)
+RING = {"LL": (3.6, 0.47 * 1.8, 2.7, 1 / 4), "LL128": (10.0, 1.9, 4.0, 0.92), "Simple": (8.4, 3.4, 9.6, 1.0)}
+TREE = {"LL": (4.4, 0.52 * 1.8, 5.0, 1 / 3.8), "LL128": (4.4, 1.2, 8.5, 0.915), "Simple": (0.0, 28.0, 50.0, 1.0)}
+
+
+def hier(S, M):
+    """algorithms/allreduce/hier.ccl: A and D within the node, B and C direct between nodes."""
+    intra = 2 * A_NVL + 2 * (L - 1) / L * S / B_NVL
+    inter = 2 * (A_NET + (M - 2) * O_MSG) + 2 * (M - 1) / (M * L) * S / B_NET
+    return intra + inter
+
+
+def wire(S, M, factor):
+    """The NICs' share of an all-reduce: 2(N-1)/N of S over the node's L NICs (ring and
+    ideal tree alike), slowed by the protocol's factor."""
+    N = M * L
+    return 2 * (N - 1) / N * S / (L * B_NET * factor)
+
+
+def ring(S, M):
+    """NCCL's ring: 2(N-1) steps, 2(M-1) of them over the network."""
+    N = M * L
+    return min((base + (2 * (N - 1) - 2 * (M - 1)) * nvl + 2 * (M - 1) * net) * 1e-6 + wire(S, M, f)
+               for base, nvl, net, f in RING.values())
+
+
+def tree(S, M):
+    """NCCL's tree: up and down a chain of L in the node and log2(M) levels between nodes."""
+    return min((base + 2 * ((L - 1) * nvl + (M.bit_length() - 1) * net)) * 1e-6 + wire(S, M, f)
+               for base, nvl, net, f in TREE.values())
+
+
+def us(t):
+    return f"{t * 1e6:,.0f}" if t >= 1e-4 else f"{t * 1e6:.1f}"
+
+
+print(f"| nodes M | ranks N | 8 KB: hier / ring / tree (us) | 1 MB | 256 MB |")
+print("|---:|---:|---|---|---|")
+for M in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
+    cells = []
+    for S in (8 << 10, 1 << 20, 256 << 20):
+        cells.append(" / ".join(us(f(S, M)) for f in (hier, ring, tree)))
+    print(f"| {M} | {M * L} | " + " | ".join(cells) + " |")

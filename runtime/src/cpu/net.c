@@ -1,0 +1,551 @@
+/* cpu/net.c: the CPU backend's inter-node proxy (net.h; docs/multinode.md).
+ *
+ * On a communicator of several nodes a rank maps only its own node's heaps. Everything
+ * that crosses nodes is a message of the transport the user gave (ccl_net_t: Open MPI
+ * through ccl_mpi.h), which one proxy thread per communicator posts and polls; the
+ * comm's other threads only queue messages (under a mutex) and read words the proxy
+ * writes. Messages, each a 64-byte header and a payload:
+ *
+ *   PUT    a piece of a net put (at most 1 GiB): the receiver puts it into its heap at
+ *          the offset given, and counts it. A piece of at most NET_INLINE bytes rides in
+ *          the message (copied at the put); a larger one follows the header as a message
+ *          of its own, sent from where it lies and received straight into the heap (the
+ *          verifier's rule that nothing writes a put's source before its flush, and the
+ *          flush's wait for the peer's acknowledgment, keep the source intact)
+ *   ADD    a signal: the receiver adds 1 (release) to the semaphore at the offset given
+ *   ACK    how many PUT pieces from this rank the sender has applied (cumulative)
+ *   IDENT  a call's identity (CclIdent), kept per sender in a ring like the heaps' own
+ *   ARRIVE the all-rank barrier's arrival count
+ *   ABORT  stop on behalf of rank d (value d + 1), with what is known of d
+ *   BYE    the sender is leaving: it sends nothing more
+ *
+ * Order is what makes it correct: the transport delivers one sender's messages in the
+ * order sent, and the proxy applies them in that order (one receive per sender at a
+ * time). So a signal lands after every put its block flushed before it. A flush waits
+ * until the peer acknowledged every piece posted to it so far: "landed in the peer's
+ * memory", as docs/internals.md requires of port channels, whatever path (a third rank,
+ * another block) the news then takes. A rank sends a call's puts only once it has seen
+ * every peer's identity of that call (cpu/idents.c, as on one node), so a peer never
+ * applies a put of a call it has not entered.
+ *
+ * The proxy applies a PUT only inside the heap (offset and length checked), and only
+ * ranks of other nodes are ever sent to or received from. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu/net.h"
+
+enum { NET_INLINE = 8 << 10, NET_PIECE = 1 << 30 };
+enum { F_DATA_FOLLOWS = 1 };    /* PUT: the piece is the sender's next message */
+enum { M_PUT = 1, M_ADD, M_ACK, M_IDENT, M_ARRIVE, M_ABORT, M_BYE };
+
+typedef struct {
+    uint32_t kind, flags;
+    uint64_t a, b;
+    char pad[40];
+} NetHdr;
+_Static_assert(sizeof(NetHdr) == 64, "the header is 64 bytes");
+
+typedef struct Msg {
+    struct Msg *next;
+    int peer;
+    size_t bytes;               /* header and payload */
+    void *req, *dreq;           /* the header's send, and the piece's (F_DATA_FOLLOWS) */
+    const void *data;           /* F_DATA_FOLLOWS: the piece, where it lies */
+    NetHdr h;                   /* the payload follows */
+} Msg;
+
+struct CpuNet {
+    ccl_comm_t *comm;
+    ccl_net_t t;
+    int N, me, L;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    Msg *head, *tail;           /* queued by the comm's threads */
+    Msg *flight, *flight_tail;  /* posted, not yet complete (proxy only) */
+    _Atomic int stop;
+    int broken;                 /* the transport failed: no more calls into it */
+    uint64_t sent, sent_bytes, recvd; /* messages and bytes, for the log at the end */
+    _Atomic uint64_t *posted, *acked, *arrived; /* per rank */
+    _Atomic int *flags;
+    uint64_t *applied, *ack_sent;
+    int *bye;
+    void **rreq;
+    char **rbuf;
+    int *rdata;                 /* per rank: the posted receive is a PUT's piece (into the heap) */
+    uint64_t *idents;           /* [N][CCL_IDENT_RING] CclIdents, as words */
+};
+
+static CclHeapHeader *header(ccl_comm_t *comm, int p)
+{
+    return (CclHeapHeader *)comm->heap_base[p];
+}
+
+static int remote(const CpuNet *n, int p)
+{
+    return p / n->L != n->me / n->L;
+}
+
+static Msg *msg_new(int peer, uint32_t kind, uint64_t a, uint64_t b, size_t payload)
+{
+    Msg *m = malloc(sizeof *m + payload);
+    if (!m)
+        return NULL;
+    memset(m, 0, sizeof *m);
+    m->peer = peer;
+    m->bytes = sizeof m->h + payload;
+    m->h.kind = kind;
+    m->h.a = a;
+    m->h.b = b;
+    return m;
+}
+
+static void enqueue(CpuNet *n, Msg *m)
+{
+    pthread_mutex_lock(&n->mu);
+    if (n->tail)
+        n->tail->next = m;
+    else
+        n->head = m;
+    n->tail = m;
+    pthread_mutex_unlock(&n->mu);
+}
+
+static int oom(CpuNet *n)
+{
+    ccl__set_async_error(n->comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory queueing a message for another node",
+                         n->me);
+    return -1;
+}
+
+/* The same message to every rank of another node; -1 when out of memory. */
+static int to_remotes(CpuNet *n, uint32_t kind, uint64_t a, uint64_t b, uint32_t flags, const void *payload,
+                      size_t bytes)
+{
+    for (int p = 0; p < n->N; p++) {
+        if (!remote(n, p))
+            continue;
+        Msg *m = msg_new(p, kind, a, b, bytes);
+        if (!m)
+            return oom(n);
+        m->h.flags = flags;
+        if (bytes)
+            memcpy(&m->h + 1, payload, bytes);
+        enqueue(n, m);
+    }
+    return 0;
+}
+
+int ccl__cpu_net_put(CpuNet *n, int peer, size_t off, const void *src, size_t bytes)
+{
+    for (size_t done = 0; done < bytes || (bytes == 0 && done == 0);) {
+        size_t piece = bytes - done < NET_PIECE ? bytes - done : NET_PIECE;
+        int inline_ = piece <= NET_INLINE;
+        Msg *m = msg_new(peer, M_PUT, off + done, piece, inline_ ? piece : 0);
+        if (!m)
+            return oom(n);
+        if (inline_) {
+            memcpy(&m->h + 1, (const char *)src + done, piece);
+        } else {
+            m->h.flags = F_DATA_FOLLOWS;
+            m->data = (const char *)src + done;
+        }
+        atomic_fetch_add_explicit(&n->posted[peer], 1, memory_order_relaxed);
+        enqueue(n, m);
+        if (bytes == 0)
+            break;
+        done += piece;
+    }
+    return 0;
+}
+
+int ccl__cpu_net_add(CpuNet *n, int peer, size_t off)
+{
+    Msg *m = msg_new(peer, M_ADD, off, 0, 0);
+    if (!m)
+        return oom(n);
+    enqueue(n, m);
+    return 0;
+}
+
+uint64_t ccl__cpu_net_posted(CpuNet *n, int peer)
+{
+    return atomic_load_explicit(&n->posted[peer], memory_order_relaxed);
+}
+
+_Atomic uint64_t *ccl__cpu_net_acked(CpuNet *n, int peer)
+{
+    return &n->acked[peer];
+}
+
+int ccl__cpu_net_ident(CpuNet *n, const CclIdent *id)
+{
+    return to_remotes(n, M_IDENT, id->seq, 0, 0, id, sizeof *id);
+}
+
+int ccl__cpu_net_ident_read(CpuNet *n, int p, uint64_t seq, CclIdent *out)
+{
+    enum { W = sizeof(CclIdent) / 8 };
+    uint64_t *e = n->idents + ((size_t)p * CCL_IDENT_RING + seq % CCL_IDENT_RING) * W, *dst = (uint64_t *)out;
+    if (__atomic_load_n(&e[0], __ATOMIC_ACQUIRE) < seq)
+        return 0;
+    for (size_t k = 1; k < W; k++)
+        dst[k] = __atomic_load_n(&e[k], __ATOMIC_RELAXED);
+    atomic_thread_fence(memory_order_acquire);
+    dst[0] = __atomic_load_n(&e[0], __ATOMIC_RELAXED);
+    return 1;
+}
+
+int ccl__cpu_net_arrive(CpuNet *n, uint64_t k)
+{
+    return to_remotes(n, M_ARRIVE, k, 0, 0, NULL, 0);
+}
+
+_Atomic uint64_t *ccl__cpu_net_arrived(CpuNet *n, int p)
+{
+    return &n->arrived[p];
+}
+
+void ccl__cpu_net_abort(CpuNet *n, int d, int flags)
+{
+    if (!atomic_load(&n->stop))
+        to_remotes(n, M_ABORT, (uint64_t)d + 1, 0, (uint32_t)flags, NULL, 0);
+}
+
+int ccl__cpu_net_flags(CpuNet *n, int p)
+{
+    return atomic_load(&n->flags[p]);
+}
+
+/* ---- the proxy thread ---- */
+
+/* The transport failed: the comm fails, naming the call, and the proxy calls it no more. */
+static void broke(CpuNet *n, const char *what, int peer, int rc)
+{
+    if (n->broken)
+        return;
+    n->broken = 1;
+    ccl__set_async_error(n->comm, CCL_ERR_PEER_FAILED, "rank %d: the inter-node transport failed: %s with rank %d "
+                         "returned %d", n->me, what, peer, rc);
+    /* Every rank of this node stops on this rank's behalf (as ccl__cpu_abort_all, which
+     * is cpu/waits.c's, above this file); the other nodes hear no more from it. */
+    for (int p = 0; p < n->N; p++) {
+        uint64_t zero = 0;
+        if (n->comm->heap_base[p])
+            atomic_compare_exchange_strong(&header(n->comm, p)->abort, &zero, (uint64_t)n->me + 1);
+    }
+}
+
+static int post_recv(CpuNet *n, int p)
+{
+    n->rdata[p] = 0;
+    int rc = n->t.irecv(n->t.ctx, p, n->rbuf[p], sizeof(NetHdr) + NET_INLINE, &n->rreq[p]);
+    if (rc) {
+        n->rreq[p] = NULL;
+        broke(n, "irecv", p, rc);
+    }
+    return rc;
+}
+
+static void post_send(CpuNet *n, Msg *m)
+{
+    m->next = NULL;
+    int rc = n->broken ? -1 : n->t.isend(n->t.ctx, m->peer, &m->h, m->bytes, &m->req);
+    if (!rc && m->data && (rc = n->t.isend(n->t.ctx, m->peer, m->data, m->h.b, &m->dreq)) != 0)
+        n->t.cancel(n->t.ctx, m->req); /* (a broken transport: the header's send is given up) */
+    if (rc) {
+        broke(n, "isend", m->peer, rc);
+        free(m);
+        return;
+    }
+    if (n->flight_tail)
+        n->flight_tail->next = m;
+    else
+        n->flight = m;
+    n->flight_tail = m;
+    n->sent++;
+    n->sent_bytes += m->bytes + (m->data ? m->h.b : 0);
+}
+
+/* Applies one message from rank p (bytes long, in n->rbuf[p]). */
+static void apply(CpuNet *n, int p, size_t bytes)
+{
+    const NetHdr *h = (const NetHdr *)n->rbuf[p];
+    ccl_comm_t *comm = n->comm;
+    char *heap = comm->heap_base[n->me];
+    if (bytes < sizeof *h) {
+        broke(n, "a message shorter than its header", p, (int)bytes);
+        return;
+    }
+    switch (h->kind) {
+    case M_PUT: {
+        int follows = h->flags & F_DATA_FOLLOWS;
+        if (h->a > comm->heap_bytes || h->b > comm->heap_bytes - h->a || bytes != sizeof *h + (follows ? 0 : h->b)) {
+            broke(n, "a put outside the heap", p, -1);
+            return;
+        }
+        if (!follows) {
+            memcpy(heap + h->a, h + 1, h->b);
+            n->applied[p]++;
+            return;
+        }
+        /* The piece is p's next message: received where it belongs, counted once it is. */
+        int rc = n->t.irecv(n->t.ctx, p, heap + h->a, h->b, &n->rreq[p]);
+        if (rc) {
+            n->rreq[p] = NULL;
+            broke(n, "irecv of a put's piece", p, rc);
+            return;
+        }
+        n->rdata[p] = 1;
+        return;
+    }
+    case M_ADD:
+        if (h->a % 8 || h->a + 8 > comm->heap_bytes) {
+            broke(n, "a signal outside the heap", p, -1);
+            return;
+        }
+        atomic_fetch_add_explicit((_Atomic uint64_t *)(heap + h->a), 1, memory_order_release);
+        return;
+    case M_ACK:
+        atomic_store_explicit(&n->acked[p], h->a, memory_order_release);
+        return;
+    case M_IDENT: {
+        enum { W = sizeof(CclIdent) / 8 };
+        if (bytes != sizeof *h + sizeof(CclIdent))
+            return;
+        const uint64_t *src = (const uint64_t *)(h + 1);
+        uint64_t *e = n->idents + ((size_t)p * CCL_IDENT_RING + h->a % CCL_IDENT_RING) * W;
+        for (size_t k = 1; k < W; k++)
+            __atomic_store_n(&e[k], src[k], __ATOMIC_RELAXED);
+        __atomic_store_n(&e[0], src[0], __ATOMIC_RELEASE);
+        return;
+    }
+    case M_ARRIVE:
+        atomic_store_explicit(&n->arrived[p], h->a, memory_order_release);
+        return;
+    case M_ABORT: {
+        int d = (int)h->a - 1;
+        if (d >= 0 && d < n->N)
+            atomic_fetch_or(&n->flags[d], (int)h->flags);
+        uint64_t zero = 0;
+        atomic_compare_exchange_strong(&header(comm, n->me)->abort, &zero, h->a);
+        return;
+    }
+    case M_BYE:
+        n->bye[p] = 1;
+        return;
+    }
+}
+
+/* One sweep: queued messages posted, completed sends freed, arrived messages applied
+ * (receives posted again), acknowledgments sent. Whether anything happened. */
+static int sweep(CpuNet *n)
+{
+    int busy = 0;
+    pthread_mutex_lock(&n->mu);
+    Msg *q = n->head;
+    n->head = n->tail = NULL;
+    pthread_mutex_unlock(&n->mu);
+    for (Msg *m = q, *next; m; m = next) {
+        next = m->next;
+        post_send(n, m);
+        busy = 1;
+    }
+    for (Msg **pp = &n->flight, *prev = NULL; *pp && !n->broken;) {
+        Msg *m = *pp;
+        int done = 0, rc = 0;
+        size_t b;
+        if (m->req && (rc = n->t.test(n->t.ctx, m->req, &done, &b)) == 0 && done)
+            m->req = NULL;
+        if (!rc && m->dreq && (rc = n->t.test(n->t.ctx, m->dreq, &done, &b)) == 0 && done)
+            m->dreq = NULL;
+        if (rc) {
+            broke(n, "test of a send", m->peer, rc);
+            break;
+        }
+        done = !m->req && !m->dreq;
+        if (!done) {
+            prev = m;
+            pp = &m->next;
+            continue;
+        }
+        *pp = m->next;
+        if (n->flight_tail == m)
+            n->flight_tail = prev;
+        free(m);
+        busy = 1;
+    }
+    for (int p = 0; p < n->N && !n->broken; p++) {
+        if (!n->rreq[p])
+            continue;
+        int done = 0;
+        size_t bytes = 0;
+        int rc = n->t.test(n->t.ctx, n->rreq[p], &done, &bytes);
+        if (rc) {
+            broke(n, "test of a receive", p, rc);
+            break;
+        }
+        if (!done)
+            continue;
+        n->rreq[p] = NULL;
+        busy = 1;
+        if (n->rdata[p]) {      /* a put's piece has landed */
+            n->rdata[p] = 0;
+            n->applied[p]++;
+        } else {
+            n->recvd++;
+            apply(n, p, bytes);
+        }
+        if (!n->rreq[p] && !n->bye[p] && !n->broken)
+            post_recv(n, p);
+    }
+    for (int p = 0; p < n->N && !n->broken; p++)
+        if (n->applied[p] != n->ack_sent[p] && !n->bye[p]) {
+            Msg *m = msg_new(p, M_ACK, n->applied[p], 0, 0);
+            if (!m)
+                break; /* tried again at the next sweep */
+            n->ack_sent[p] = n->applied[p];
+            post_send(n, m);
+        }
+    return busy;
+}
+
+static void *proxy_main(void *arg)
+{
+    CpuNet *n = arg;
+    ccl_comm_t *comm = n->comm;
+    int leaving = 0;
+    double deadline = 0, grace = 0, last_busy = 0;
+    const struct timespec nap = {0, 20000};
+    for (;;) {
+        int busy = sweep(n);
+        if (!leaving && atomic_load(&n->stop)) {
+            /* The comm's threads are done: no message is queued after this one. */
+            leaving = 1;
+            to_remotes(n, M_BYE, 0, 0, 0, NULL, 0);
+            deadline = ccl__now_ms() + comm->timeout_ms;
+            grace = ccl__now_ms() + 1000;
+            continue;
+        }
+        if (leaving) {
+            int all = !n->flight && !n->head;
+            for (int p = 0; p < n->N && all; p++)
+                all = !remote(n, p) || n->bye[p];
+            double now = ccl__now_ms();
+            if (all || n->broken || now > deadline ||
+                (now > grace && atomic_load(&header(comm, n->me)->abort)))
+                break;
+        }
+        /* Idle: Open MPI moves a large message's fragments only inside its calls, so while
+         * sends are in flight, or anything happened in the last 2 ms (a receive may be
+         * midway), the proxy only yields; otherwise it naps 20 us between looks. */
+        double now = ccl__now_ms();
+        if (busy)
+            last_busy = now;
+        if (busy || n->flight || now - last_busy < 2.0)
+            sched_yield();
+        else
+            nanosleep(&nap, NULL);
+    }
+    for (int p = 0; p < n->N; p++)
+        if (n->rreq[p] && !n->broken)
+            n->t.cancel(n->t.ctx, n->rreq[p]);
+    /* Sends still in flight (a peer that never took them) keep their buffers: the
+     * transport may still read them. */
+    return NULL;
+}
+
+static void net_free(CpuNet *n)
+{
+    if (n->rbuf)
+        for (int p = 0; p < n->N; p++)
+            free(n->rbuf[p]);
+    free(n->rbuf);
+    free(n->rdata);
+    free(n->rreq);
+    free((void *)n->posted);
+    free((void *)n->acked);
+    free((void *)n->arrived);
+    free((void *)n->flags);
+    free(n->applied);
+    free(n->ack_sent);
+    free(n->bye);
+    free(n->idents);
+    for (Msg *m = n->head, *next; m; m = next) {
+        next = m->next;
+        free(m);
+    }
+    pthread_mutex_destroy(&n->mu);
+    free(n);
+}
+
+ccl_result_t ccl__cpu_net_start(ccl_comm_t *comm, CpuNet **out)
+{
+    int N = comm->nranks;
+    CpuNet *n = calloc(1, sizeof *n);
+    if (!n)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
+    *n = (CpuNet){.comm = comm, .t = comm->net, .N = N, .me = comm->rank, .L = comm->local};
+    pthread_mutex_init(&n->mu, NULL);
+    n->posted = calloc((size_t)N, sizeof *n->posted);
+    n->acked = calloc((size_t)N, sizeof *n->acked);
+    n->arrived = calloc((size_t)N, sizeof *n->arrived);
+    n->flags = calloc((size_t)N, sizeof *n->flags);
+    n->applied = calloc((size_t)N, sizeof *n->applied);
+    n->ack_sent = calloc((size_t)N, sizeof *n->ack_sent);
+    n->bye = calloc((size_t)N, sizeof *n->bye);
+    n->rreq = calloc((size_t)N, sizeof *n->rreq);
+    n->rbuf = calloc((size_t)N, sizeof *n->rbuf);
+    n->rdata = calloc((size_t)N, sizeof *n->rdata);
+    n->idents = calloc((size_t)N * CCL_IDENT_RING, sizeof(CclIdent));
+    int ok = n->posted && n->acked && n->arrived && n->flags && n->applied && n->ack_sent && n->bye && n->rreq &&
+             n->rbuf && n->rdata && n->idents;
+    for (int p = 0; ok && p < N; p++)
+        if (remote(n, p) && !(n->rbuf[p] = malloc(sizeof(NetHdr) + NET_INLINE)))
+            ok = 0;
+    if (!ok) {
+        net_free(n);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory for the inter-node proxy's buffers");
+    }
+    for (int p = 0; p < N; p++) {
+        int rc = remote(n, p) ? post_recv(n, p) : 0;
+        if (rc) {
+            for (int q = 0; q < p; q++)
+                if (n->rreq[q])
+                    n->t.cancel(n->t.ctx, n->rreq[q]);
+            net_free(n);
+            return ccl__set_error(comm, CCL_ERR_SYSTEM, "the inter-node transport refused a receive from rank %d "
+                                  "(irecv returned %d)", p, rc);
+        }
+    }
+    if (pthread_create(&n->thread, NULL, proxy_main, n) != 0) {
+        for (int p = 0; p < N; p++)
+            if (n->rreq[p])
+                n->t.cancel(n->t.ctx, n->rreq[p]);
+        net_free(n);
+        return ccl__set_error(comm, CCL_ERR_SYSTEM, "cannot start the inter-node proxy thread");
+    }
+    *out = n;
+    return CCL_OK;
+}
+
+void ccl__cpu_net_stop(CpuNet *n)
+{
+    if (!n)
+        return;
+    atomic_store(&n->stop, 1);
+    pthread_join(n->thread, NULL);
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, n->me, "inter-node proxy: %llu messages (%llu bytes) sent to, %llu "
+             "received from the other nodes' ranks%s", (unsigned long long)n->sent, (unsigned long long)n->sent_bytes,
+             (unsigned long long)n->recvd, n->broken ? "; the transport failed" : "");
+    for (Msg *m = n->flight, *next; m; m = next) {
+        next = m->next;
+        if (n->broken)
+            free(m);    /* a broken transport reads nothing more */
+    }
+    net_free(n);
+}

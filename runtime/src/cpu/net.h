@@ -1,0 +1,45 @@
+/* cpu/net.h: the CPU backend's inter-node proxy (net.c), for communicators of several
+ * nodes (docs/multinode.md). Included by cpu/backend.c and cpu/waits.c only. */
+#ifndef CCL_CPU_NET_H
+#define CCL_CPU_NET_H
+
+#include "backend.h"
+
+typedef struct CpuNet CpuNet;
+
+/* What an abort message says of the rank it names (ccl__cpu_net_flags). */
+enum { CCL__NET_GONE = 1, CCL__NET_ABORTED = 2 };
+
+/* Starts the proxy thread of comm (comm->nnodes > 1; its own heap mapped): posts a
+ * receive per rank of another node. On failure the message is set. */
+ccl_result_t ccl__cpu_net_start(ccl_comm_t *comm, CpuNet **out);
+/* Sends what is queued, says goodbye to every remote rank and serves their messages until
+ * each has said goodbye too (bounded by the timeout; shortly after an abort), cancels the
+ * receives and joins the thread. */
+void ccl__cpu_net_stop(CpuNet *n);
+
+/* A net put: `bytes` at src into rank peer's heap at offset off, sent in pieces. The
+ * data are copied before it returns. 0, or -1 when out of memory (message set). */
+int ccl__cpu_net_put(CpuNet *n, int peer, size_t off, const void *src, size_t bytes);
+/* A signal: adds 1 (release) to the 64-bit word at offset off of peer's heap, after
+ * every put posted to peer before it has landed. */
+int ccl__cpu_net_add(CpuNet *n, int peer, size_t off);
+/* Flush: the pieces posted to peer so far, and how many of them peer has applied. */
+uint64_t ccl__cpu_net_posted(CpuNet *n, int peer);
+_Atomic uint64_t *ccl__cpu_net_acked(CpuNet *n, int peer);
+
+/* This rank's identity of a call, to every rank of another node, and a remote rank's
+ * for seq as it arrived (1, or 0 when it has not). */
+int ccl__cpu_net_ident(CpuNet *n, const CclIdent *id);
+int ccl__cpu_net_ident_read(CpuNet *n, int p, uint64_t seq, CclIdent *out);
+/* The all-rank barrier's arrival word, to every rank of another node, and what remote
+ * rank p's arrived at. */
+int ccl__cpu_net_arrive(CpuNet *n, uint64_t k);
+_Atomic uint64_t *ccl__cpu_net_arrived(CpuNet *n, int p);
+/* Tells every rank of another node to stop on behalf of rank d (abort value d + 1),
+ * with what is known of d (CCL__NET_GONE, CCL__NET_ABORTED); and what such a message
+ * said of remote rank p. */
+void ccl__cpu_net_abort(CpuNet *n, int d, int flags);
+int ccl__cpu_net_flags(CpuNet *n, int p);
+
+#endif

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Several nodes simulated on one host (docs/multinode.md): mpirun -np 4 as 2 nodes of 2
+# ranks (CCL_RANKS_PER_NODE=2), the CPU backend, the communicator from MPI_COMM_WORLD
+# (ccl_comm_init_mpi_nodes), so ranks of different nodes share no memory and all their
+# traffic goes through Open MPI (the proxy's MPI_Isend/MPI_Irecv).
+#
+#   tests/multinode/run.sh BUILD
+#
+#   check      ccl_barrier three times, then ccl_all_reduce (algorithms/allreduce/hier.ccl, the only one for several
+#              nodes) on 6 counts x f32 sum, i32 max, f64 min, f32 avg x out of place and in place,
+#              and ccl_all_gather (algorithms/allgather/hier.ccl) on 4 counts x f32, i32 x
+#              out of place and in place, 3 calls back to back each, every element
+#              checked; and the proxy's log says the data crossed the nodes through it;
+#              also 4 nodes of 1, 1 node of 4, and 3 nodes of 2 (mpirun -np 6)
+#   hosts      without CCL_RANKS_PER_NODE each host is a node: here one node of 4
+#   one-node   without a transport (ccl-perf's plain bootstrap), CCL_RANKS_PER_NODE=2 is
+#              refused with a message naming ccl_comm_init_mpi_nodes
+#   skip       rank 3 (node 1) makes no call: every other rank fails within the timeout,
+#              naming rank 3
+#   kill       rank 3 is killed: the job ends at once, and rank 0 (node 0) names rank 3
+#              (or mpirun does, when it ends the job before rank 0 has reported)
+# Skipped (with a line saying so) where mpirun or the test program is missing.
+set -u
+build=${1:?usage: tests/multinode/run.sh BUILD}
+cd "$(dirname "$0")/../.."
+prog=$build/tests/multinode/collectives
+if ! command -v mpirun >/dev/null || [ ! -x "$prog" ]; then
+    echo "ok multinode: skipped (no mpirun, or $prog not built: make builds it with mpicc)"
+    exit 0
+fi
+mpi=(mpirun -np 4)
+[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+mpi+=(--oversubscribe)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export CCL_BACKEND=cpu
+# As tests/runtime: plain copies in Open MPI's shared-memory transport (containers often
+# forbid its cross-memory attach).
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+for shape in 4:2 4:1 4:4 6:2; do
+    np=${shape%:*} rpn=${shape#*:}
+    mpin=("${mpi[@]}")
+    mpin[2]=$np
+    CCL_RANKS_PER_NODE=$rpn CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=INIT timeout -k 10 300 "${mpin[@]}" "$prog" check \
+        >"$tmp/check.out" 2>"$tmp/check.err"
+    rc=$?
+    nodes=$((np / rpn))
+    if [ $rc -ne 0 ]; then
+        echo "FAIL multinode/check-${nodes}x$rpn: exit $rc"
+        tail -20 "$tmp/check.out" "$tmp/check.err" | sed 's/^/    /'
+    elif [ "$(grep -c ': ok$' "$tmp/check.out")" -ne 65 ] || ! grep -q '^wrong elements: 0$' "$tmp/check.out"; then
+        echo "FAIL multinode/check-${nodes}x$rpn: not every case checked out"
+        sed 's/^/    /' "$tmp/check.out" | head -40
+    elif [ "$nodes" -gt 1 ] && ! grep -q "ready: rank 0 of $np ($nodes nodes of $rpn)" "$tmp/check.err"; then
+        echo "FAIL multinode/check-${nodes}x$rpn: the communicator is not $nodes nodes"
+        grep ready "$tmp/check.err" | sed 's/^/    /'
+    elif [ "$nodes" -gt 1 ] && [ "$(grep -cE 'inter-node proxy: [1-9][0-9]* messages \([1-9][0-9]* bytes\) sent to, [1-9][0-9]* received' "$tmp/check.err")" -ne "$np" ]; then
+        echo "FAIL multinode/check-${nodes}x$rpn: not every rank's proxy carried traffic"
+        grep -E 'proxy|ready' "$tmp/check.err" | sed 's/^/    /'
+    else
+        echo "ok multinode/check-${nodes}x$rpn: barriers, 48 all-reduce and 16 all-gather cases x 3 calls, every element right"
+    fi
+done
+
+# No CCL_RANKS_PER_NODE: every host is a node, so here one node of 4, through the same
+# entry point (the transport unused, and released at destroy).
+timeout -k 10 120 "${mpi[@]}" "$prog" check >"$tmp/hosts.out" 2>&1
+if [ $? -eq 0 ] && grep -q '^wrong elements: 0$' "$tmp/hosts.out"; then
+    echo "ok multinode/hosts: without CCL_RANKS_PER_NODE one host is one node"
+else
+    echo "FAIL multinode/hosts: $(tail -c 600 "$tmp/hosts.out")"
+fi
+
+# No transport: ccl-perf bootstraps without MPI; several nodes must be refused, clearly.
+CCL_RANKS_PER_NODE=2 timeout -k 10 120 "${mpi[@]}" "$build/ccl-perf" -c allreduce -b 1K -e 1K -n 1 -w 0 \
+    >"$tmp/perf.out" 2>&1
+if grep -q 'make 2 nodes, whose traffic needs an inter-node transport: create the communicator with ccl_comm_init_mpi_nodes' "$tmp/perf.out"; then
+    echo "ok multinode/no-transport: refused, naming ccl_comm_init_mpi_nodes"
+else
+    echo "FAIL multinode/no-transport: $(head -c 600 "$tmp/perf.out")"
+fi
+
+# Rank 3 (node 1) never calls: the others time out or stop, each naming rank 3.
+CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=2000 timeout -k 10 120 "${mpi[@]}" "$prog" skip 3 >"$tmp/skip.out" 2>&1
+named=$(grep -cE '^rank [012]: (a wait timed out|a peer failed).*rank 3' "$tmp/skip.out")
+if [ "$named" -eq 3 ] && grep -q '^rank [012]: .*peer rank 3 did not start this call within 2000 ms' "$tmp/skip.out"; then
+    echo "ok multinode/skip: ranks 0, 1 and 2 fail naming rank 3"
+else
+    echo "FAIL multinode/skip: $named of 3 ranks named rank 3"
+    sed 's/^/    /' "$tmp/skip.out" | head -20
+fi
+
+# Rank 3 is killed: the job ends (not at the timeout), with rank 3's name.
+start=$(date +%s)
+CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=60000 timeout -k 10 120 "${mpi[@]}" "$prog" kill 3 >"$tmp/kill.out" 2>&1
+rc=$?
+took=$(( $(date +%s) - start ))
+if [ $rc -eq 0 ] || [ $took -ge 50 ]; then
+    echo "FAIL multinode/kill: exit $rc after ${took}s"
+    sed 's/^/    /' "$tmp/kill.out" | head -20
+elif grep -q '^rank 0: a peer failed or left: .*because rank 3 on node 1 is gone' "$tmp/kill.out"; then
+    echo "ok multinode/kill: the job ended in ${took}s; rank 0 (node 0) says rank 3 on node 1 is gone"
+elif grep -q 'process rank 3 .* exited on signal 9' "$tmp/kill.out"; then
+    echo "ok multinode/kill: the job ended in ${took}s; mpirun named rank 3 before rank 0 reported"
+else
+    echo "FAIL multinode/kill: rank 3 is not named"
+    sed 's/^/    /' "$tmp/kill.out" | head -20
+fi
+exit 0
