@@ -1,5 +1,5 @@
-/* collectives.c: ccl_barrier, ccl_all_reduce and ccl_all_gather on a communicator of several nodes,
- * under mpirun (tests/multinode/run.sh; docs/multinode.md).
+/* collectives.c: ccl_barrier, ccl_all_reduce, ccl_all_gather, ccl_reduce_scatter and ccl_all_to_all on
+ * a communicator of several nodes, under mpirun (tests/multinode/run.sh; docs/multinode.md).
  *
  *   CCL_RANKS_PER_NODE=2 mpirun -np 4 collectives [check|skip R|kill R]
  *
@@ -8,8 +8,9 @@
  * proxy's MPI_Isend/MPI_Irecv). check: every count, dtype and op below, out of place
  * and in place, three calls back to back each, every element compared with what this
  * rank computes itself (all-reduce; avg's division goes through the all-rank barrier,
- * whose arrivals cross nodes as messages), then the all-gathers likewise; prints one line per
- * case on rank 0 and exits 1 on any wrong element. skip R: rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS
+ * whose arrivals cross nodes as messages), then the all-gathers, reduce-scatters and
+ * all-to-alls likewise; prints one line per case on rank 0 and exits 1 on any wrong
+ * element. skip R: rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS
  * bounds their wait); every rank prints what its call returned and its message. kill R:
  * rank R is killed (SIGKILL) instead. bw: the net channel's rate against MPI's own
  * (bandwidth(), below). */
@@ -142,6 +143,90 @@ static long gather_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int inpla
     return wrong;
 }
 
+/* One reduce-scatter case: `iters` calls back to back, each rank's input N blocks of
+ * `count`, element i of block b being value(rank, b * count + i) + k; in place, the
+ * output is this rank's block of the input. 0 when every element is right. */
+static long scatter_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op, int inplace, int iters)
+{
+    size_t es = ccl_dtype_size(t), total = count * (size_t)size;
+    long wrong = 0;
+    void *send[3], *recv[3];
+    for (int k = 0; k < iters; k++) {
+        send[k] = malloc(total * es + 1);
+        recv[k] = inplace ? (char *)send[k] + (size_t)rank * count * es : malloc(count * es + 1);
+        for (size_t i = 0; i < total; i++)
+            put(send[k], t, i, value(rank, i) + k);
+        if (!inplace)
+            for (size_t i = 0; i < count; i++)
+                put(recv[k], t, i, -999);
+    }
+    for (int k = 0; k < iters; k++)
+        if (ccl_reduce_scatter(send[k], recv[k], count, t, op, comm, NULL) != CCL_OK)
+            fail_now(comm, "ccl_reduce_scatter");
+    if (ccl_comm_synchronize(comm) != CCL_OK)
+        fail_now(comm, "ccl_comm_synchronize");
+    for (int k = 0; k < iters; k++) {
+        for (size_t i = 0; i < count; i++) {
+            size_t g = (size_t)rank * count + i;
+            int64_t want = expect(op, g) + (op == CCL_SUM ? (int64_t)k * size : k), got = get(recv[k], t, i);
+            if (got != want && wrong++ < 3)
+                fprintf(stderr, "rank %d: reduce-scatter count %zu %s %s%s call %d: element %zu is %lld, expected %lld\n",
+                        rank, count, ccl_dtype_name(t), ccl_op_name(op), inplace ? " in place" : "", k, i,
+                        (long long)got, (long long)want);
+        }
+        free(send[k]);
+        if (!inplace)
+            free(recv[k]);
+    }
+    return wrong;
+}
+
+/* The element i of the block that rank `from` sends rank `to` in call k: distinct for
+ * every (from, to, i), so a block in the wrong slot shows. */
+static int64_t a2a_value(int from, int to, size_t i, int k)
+{
+    return (int64_t)(from * 1000 + to * 37) + (int64_t)(i % 11) + k;
+}
+
+/* One all-to-all case: `iters` calls back to back, `count` elements to each peer; in
+ * place, one buffer (the runtime copies the input aside: the program has no in-place
+ * form). 0 when every element is right. */
+static long alltoall_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int inplace, int iters)
+{
+    size_t es = ccl_dtype_size(t), total = count * (size_t)size;
+    long wrong = 0;
+    void *send[3], *recv[3];
+    for (int k = 0; k < iters; k++) {
+        send[k] = malloc(total * es + 1);
+        recv[k] = inplace ? send[k] : malloc(total * es + 1);
+        for (int p = 0; p < size; p++)
+            for (size_t i = 0; i < count; i++) {
+                put(send[k], t, (size_t)p * count + i, a2a_value(rank, p, i, k));
+                if (!inplace)
+                    put(recv[k], t, (size_t)p * count + i, -999);
+            }
+    }
+    for (int k = 0; k < iters; k++)
+        if (ccl_all_to_all(send[k], recv[k], count, t, comm, NULL) != CCL_OK)
+            fail_now(comm, "ccl_all_to_all");
+    if (ccl_comm_synchronize(comm) != CCL_OK)
+        fail_now(comm, "ccl_comm_synchronize");
+    for (int k = 0; k < iters; k++) {
+        for (int p = 0; p < size; p++)
+            for (size_t i = 0; i < count; i++) {
+                int64_t want = a2a_value(p, rank, i, k), got = get(recv[k], t, (size_t)p * count + i);
+                if (got != want && wrong++ < 3)
+                    fprintf(stderr, "rank %d: all-to-all count %zu %s%s call %d: rank %d's element %zu is %lld, "
+                            "expected %lld\n", rank, count, ccl_dtype_name(t), inplace ? " in place" : "", k, p, i,
+                            (long long)got, (long long)want);
+            }
+        if (!inplace)
+            free(send[k]);
+        free(recv[k]);
+    }
+    return wrong;
+}
+
 /* bw: on 2 ranks as 2 nodes of 1, ccl_all_gather of `bytes` per rank (each rank's input
  * crosses to the other through the proxy and MPI) against MPI_Sendrecv of the same bytes
  * on MPI_COMM_WORLD; the median of 9 timed runs of 20 calls. Rank 0 prints a table. */
@@ -258,6 +343,29 @@ int main(int argc, char **argv)
                     MPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
                     if (rank == 0)
                         printf("all-gather count %zu %s%s x3: %s\n", gcounts[c], ccl_dtype_name(gtypes[k]),
+                               inplace ? " in place" : "", all ? "WRONG" : "ok");
+                    total += all;
+                }
+        static const size_t rcounts[] = {1, 5, 1001, 65539};
+        static const struct { ccl_dtype_t t; ccl_op_t op; } rkinds[] = {{CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}};
+        for (size_t c = 0; c < sizeof rcounts / sizeof rcounts[0]; c++)
+            for (size_t k = 0; k < sizeof rkinds / sizeof rkinds[0]; k++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    long wrong = scatter_case(comm, rcounts[c], rkinds[k].t, rkinds[k].op, inplace, 3), all;
+                    MPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+                    if (rank == 0)
+                        printf("reduce-scatter count %zu %s %s%s x3: %s\n", rcounts[c], ccl_dtype_name(rkinds[k].t),
+                               ccl_op_name(rkinds[k].op), inplace ? " in place" : "", all ? "WRONG" : "ok");
+                    total += all;
+                }
+        static const size_t acounts[] = {1, 3, 1001, 65539};
+        for (size_t c = 0; c < sizeof acounts / sizeof acounts[0]; c++)
+            for (size_t k = 0; k < sizeof gtypes / sizeof gtypes[0]; k++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    long wrong = alltoall_case(comm, acounts[c], gtypes[k], inplace, 3), all;
+                    MPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+                    if (rank == 0)
+                        printf("all-to-all count %zu %s%s x3: %s\n", acounts[c], ccl_dtype_name(gtypes[k]),
                                inplace ? " in place" : "", all ? "WRONG" : "ok");
                     total += all;
                 }
