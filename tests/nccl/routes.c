@@ -279,43 +279,67 @@ static int mixed(void)
     return 0;
 }
 
+/* Two ranks of one process, rank r's input r * 10 + i, for the scenarios below. */
+typedef struct {
+    ncclComm_t c[2];
+    float in[2][COUNT], out[2][2 * COUNT];
+} Pair;
+
+static int pair_open(const char *name, Pair *P)
+{
+    NCCL_OK(name, ncclCommInitAll(P->c, 2, NULL));
+    if (fake_open(name) != 0)
+        return -1;
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < COUNT; i++)
+            P->in[r][i] = (float)(r * 10 + i);
+    return 0;
+}
+
+/* An all-gather (1) or an all-reduce of `count` floats (0) on both ranks in one group:
+ * 1 when every element is right, 0 when one is not, -1 when the group failed (said). */
+static int pair_call(const char *name, Pair *P, int allgather, size_t count)
+{
+    float want[2 * COUNT];
+    ncclGroupStart();
+    for (int r = 0; r < 2; r++)
+        if (allgather)
+            ncclAllGather(P->in[r], P->out[r], count, ncclFloat, P->c[r], NULL);
+        else
+            ncclAllReduce(P->in[r], P->out[r], count, ncclFloat, ncclSum, P->c[r], NULL);
+    NCCL_OK(name, ncclGroupEnd());
+    size_t n = allgather ? 2 * count : count;
+    for (size_t i = 0; i < n; i++)
+        want[i] = allgather ? (float)(i / count * 10 + i % count) : (float)(10 + 2 * i);
+    int ok = 1;
+    for (int r = 0; r < 2; r++)
+        ok &= check(name, allgather ? "allgather" : "allreduce", P->out[r], want, (int)n, r);
+    return ok;
+}
+
+static void pair_close(Pair *P)
+{
+    for (int r = 0; r < 2; r++)
+        ncclCommDestroy(P->c[r]);
+}
+
 /* ---- fallback: libccl refuses, NCCL serves ---- */
 
 static int fallback(void)
 {
     const char *name = "nccl.route.auto.fallback";
-    enum { M = 2 };
-    ncclComm_t c[M];
-    float in[M][COUNT], out[M][M * COUNT], want[M * COUNT];
-    NCCL_OK(name, ncclCommInitAll(c, M, NULL));
-    if (fake_open(name) != 0)
+    Pair P;
+    if (pair_open(name, &P) != 0)
         return -1;
-    for (int r = 0; r < M; r++)
-        for (int i = 0; i < COUNT; i++)
-            in[r][i] = (float)(r * 10 + i);
-    int ok = 1;
-    for (int round = 0; round < 2; round++) {
-        ncclGroupStart();
-        for (int r = 0; r < M; r++)
-            ncclAllGather(in[r], out[r], COUNT, ncclFloat, c[r], NULL);
-        NCCL_OK(name, ncclGroupEnd());
-        for (int p = 0; p < M; p++)
-            for (int i = 0; i < COUNT; i++)
-                want[p * COUNT + i] = (float)(p * 10 + i);
-        for (int r = 0; r < M; r++)
-            ok &= check(name, "allgather", out[r], want, M * COUNT, r);
-        ncclGroupStart();
-        for (int r = 0; r < M; r++)
-            ncclAllReduce(in[r], out[r], COUNT, ncclFloat, ncclSum, c[r], NULL);
-        NCCL_OK(name, ncclGroupEnd());
-        for (int i = 0; i < COUNT; i++)
-            want[i] = (float)(10 + 2 * i);
-        for (int r = 0; r < M; r++)
-            ok &= check(name, "allreduce", out[r], want, COUNT, r);
-    }
-    ok = ok && grew(name, "AllGather", 0, 2 * M) && grew(name, "AllReduce", 0, 0);
-    for (int r = 0; r < M; r++)
-        ncclCommDestroy(c[r]);
+    int ok = 1, g;
+    for (int round = 0; round < 2; round++)
+        for (int allgather = 1; allgather >= 0; allgather--) {
+            if ((g = pair_call(name, &P, allgather, COUNT)) < 0)
+                return -1;
+            ok &= g;
+        }
+    ok = ok && grew(name, "AllGather", 0, 4) && grew(name, "AllReduce", 0, 0);
+    pair_close(&P);
     say(ok, name, " ");
     return 0;
 }
@@ -324,41 +348,20 @@ static int fallback(void)
 static int limit(void)
 {
     const char *name = "nccl.route.auto.limit";
-    enum { M = 2 };
-    ncclComm_t c[M];
-    float in[M][COUNT], out[M][M * COUNT], want[M * COUNT];
-    NCCL_OK(name, ncclCommInitAll(c, M, NULL));
-    if (fake_open(name) != 0)
+    Pair P;
+    if (pair_open(name, &P) != 0)
         return -1;
-    for (int r = 0; r < M; r++)
-        for (int i = 0; i < COUNT; i++)
-            in[r][i] = (float)(r * 10 + i);
-    int ok = 1;
-    /* 2 floats (8 bytes) to libccl, 3 (12 bytes: the limit) and 5 to NCCL; an all-gather
-     * of 5 x 2 floats, under no limit, to libccl. */
+    /* All-reduces of 2 floats (8 bytes) to libccl, 3 (12 bytes: the limit) and 5 to
+     * NCCL; an all-gather of 5 x 2 floats, under no limit, to libccl. */
     const size_t counts[] = {2, 3, COUNT};
-    for (int k = 0; k < 3; k++) {
-        ncclGroupStart();
-        for (int r = 0; r < M; r++)
-            ncclAllReduce(in[r], out[r], counts[k], ncclFloat, ncclSum, c[r], NULL);
-        NCCL_OK(name, ncclGroupEnd());
-        for (size_t i = 0; i < counts[k]; i++)
-            want[i] = (float)(10 + 2 * i);
-        for (int r = 0; r < M; r++)
-            ok &= check(name, "allreduce", out[r], want, (int)counts[k], r);
+    int ok = 1, g;
+    for (int k = 0; k < 4; k++) {
+        if ((g = pair_call(name, &P, k == 3, k == 3 ? COUNT : counts[k])) < 0)
+            return -1;
+        ok &= g;
     }
-    ncclGroupStart();
-    for (int r = 0; r < M; r++)
-        ncclAllGather(in[r], out[r], COUNT, ncclFloat, c[r], NULL);
-    NCCL_OK(name, ncclGroupEnd());
-    for (int p = 0; p < M; p++)
-        for (int i = 0; i < COUNT; i++)
-            want[p * COUNT + i] = (float)(p * 10 + i);
-    for (int r = 0; r < M; r++)
-        ok &= check(name, "allgather", out[r], want, M * COUNT, r);
-    ok = ok && grew(name, "AllReduce", 0, 2 * M) && grew(name, "AllGather", 0, 0);
-    for (int r = 0; r < M; r++)
-        ncclCommDestroy(c[r]);
+    ok = ok && grew(name, "AllReduce", 0, 4) && grew(name, "AllGather", 0, 0);
+    pair_close(&P);
     say(ok, name, " ");
     return 0;
 }
