@@ -88,6 +88,7 @@ typedef struct {
      * the ranks' kernels (gpu/device.c). */
     CUstream quiet;
     int arch;                 /* compute capability as 90 for sm_90 */
+    int pdl;                  /* ccl_kernel launches with programmatic dependent launch (gpu_open_device) */
     size_t heap_size;         /* comm->heap_bytes rounded up to the granularity */
     /* Each heap's reservation is heap_size + win_bytes: the window of registered memory
      * follows the heap (comm->win_off = heap_size; gpu/window.c maps there). */
