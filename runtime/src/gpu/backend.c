@@ -613,9 +613,9 @@ static ccl_result_t gpu_run_copy(const CclCall *call)
     return ccl__gpu_mark_stream(comm, s, capturing);
 }
 
-/* Launches ccl_kernel on s, with programmatic dependent launch where g->pdl allows it. */
-static CUresult gpu_launch_kernel(const GpuComm *g, CUfunction f, unsigned grid, unsigned threads, CUstream s,
-                                  void **params)
+/* Launches one of our kernels (ccl_kernel, ccl_p2p: those that wait at their entry for
+ * the stream's previous kernel) on s, as a programmatic dependent where g->pdl allows. */
+CUresult ccl__gpu_launch(const GpuComm *g, CUfunction f, unsigned grid, unsigned threads, CUstream s, void **params)
 {
     if (!g->pdl) return ccl__cu.LaunchKernel(f, grid, 1, 1, threads, 1, 1, 0, s, params, NULL);
     CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
@@ -706,7 +706,7 @@ static ccl_result_t gpu_run(const CclCall *call)
     ccl__ident_seal(&a.id);
     /* A rank without blocks still launches one, which publishes and checks the call's
      * identity (its peers wait for it) and finds no block of its own to run. */
-    CU_CHECK(gpu_launch_kernel(g, k->module->kernel, ga->grid > 0 ? (unsigned)ga->grid : 1, (unsigned)th, s, params),
+    CU_CHECK(ccl__gpu_launch(g, k->module->kernel, ga->grid > 0 ? (unsigned)ga->grid : 1, (unsigned)th, s, params),
              "cuLaunchKernel (ccl_kernel)");
     CCL__TRACE(comm->rank, "launched %d blocks x %d threads on stream %p", ga->grid, th, (void *)s);
     if ((res = gpu_wait_colocated_launches(comm, "its kernel of this call", capturing)) != CCL_OK) return res;
