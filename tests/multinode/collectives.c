@@ -81,12 +81,11 @@ static const char *chosen(ccl_comm_t *comm)
     return slash ? slash + 1 : p + 4;
 }
 
-/* One case: `iters` calls back to back; 0 when every element of every call is right. */
-static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op, int inplace, int iters)
+/* The buffers of `iters` calls of `count` elements each way: input k holds this rank's
+ * values + k, output k -999 (in place, one buffer). */
+static void alloc_bufs(void **send, void **recv, size_t count, ccl_dtype_t t, int inplace, int iters)
 {
     size_t es = ccl_dtype_size(t);
-    long wrong = 0;
-    void *send[3], *recv[3];
     for (int k = 0; k < iters; k++) {
         send[k] = malloc(count * es + 1);
         recv[k] = inplace ? send[k] : malloc(count * es + 1);
@@ -96,6 +95,14 @@ static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op,
                 put(recv[k], t, i, -999);
         }
     }
+}
+
+/* One case: `iters` calls back to back; 0 when every element of every call is right. */
+static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op, int inplace, int iters)
+{
+    long wrong = 0;
+    void *send[3], *recv[3];
+    alloc_bufs(send, recv, count, t, inplace, iters);
     for (int k = 0; k < iters; k++)
         if (ccl_all_reduce(send[k], recv[k], count, t, op, comm, NULL) != CCL_OK)
             fail_now(comm, "ccl_all_reduce");
@@ -204,18 +211,9 @@ static long scatter_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t
  * 0 when every element is right. */
 static long rooted_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int op, int root, int inplace, int iters)
 {
-    size_t es = ccl_dtype_size(t);
     long wrong = 0;
     void *send[3], *recv[3];
-    for (int k = 0; k < iters; k++) {
-        send[k] = malloc(count * es + 1);
-        recv[k] = inplace ? send[k] : malloc(count * es + 1);
-        for (size_t i = 0; i < count; i++) {
-            put(send[k], t, i, value(rank, i) + k);
-            if (!inplace)
-                put(recv[k], t, i, -999);
-        }
-    }
+    alloc_bufs(send, recv, count, t, inplace, iters);
     for (int k = 0; k < iters; k++) {
         ccl_result_t r = op < 0 ? ccl_broadcast(send[k], recv[k], count, t, root, comm, NULL)
                                 : ccl_reduce(send[k], recv[k], count, t, (ccl_op_t)op, root, comm, NULL);
