@@ -1,5 +1,6 @@
-/* collectives.c: ccl_barrier, ccl_all_reduce, ccl_all_gather, ccl_reduce_scatter and ccl_all_to_all on
- * a communicator of several nodes, under mpirun (tests/multinode/run.sh; docs/multinode.md).
+/* collectives.c: ccl_barrier, ccl_all_reduce, ccl_all_gather, ccl_reduce_scatter, ccl_all_to_all,
+ * ccl_broadcast and ccl_reduce on a communicator of several nodes, under mpirun
+ * (tests/multinode/run.sh; docs/multinode.md).
  *
  *   CCL_RANKS_PER_NODE=2 mpirun -np 4 collectives [check|skip R|kill R]
  *
@@ -9,10 +10,11 @@
  * and in place, three calls back to back each, every element compared with what this
  * rank computes itself (all-reduce; avg's division goes through the all-rank barrier,
  * whose arrivals cross nodes as messages), then the all-gathers, reduce-scatters and
- * all-to-alls likewise; prints one line per case on rank 0 and exits 1 on any wrong
- * element. skip R: rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS
- * bounds their wait); every rank prints what its call returned and its message. kill R:
- * rank R is killed (SIGKILL) instead. bw: the net channel's rate against MPI's own
+ * all-to-alls likewise, then broadcasts and reduces from every root; prints one line per
+ * case on rank 0 (with the program that ran, for the reduce-scatters, broadcasts and
+ * reduces) and exits 1 on any wrong element. skip R: rank R makes no call while the
+ * others all-reduce (CCL_TIMEOUT_MS bounds their wait); every rank prints what its call
+ * returned and its message. kill R: rank R is killed (SIGKILL) instead. bw: the net channel's rate against MPI's own
  * (bandwidth(), below). */
 #include <mpi.h>
 #include <signal.h>
@@ -64,12 +66,26 @@ static void fail_now(ccl_comm_t *comm, const char *what)
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-/* One case: `iters` calls back to back; 0 when every element of every call is right. */
-static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op, int inplace, int iters)
+/* The file name of the program the comm's last standard call ran ("hier.ccl"), from
+ * ccl_comm_explain_choice; "?" if it says none. */
+static const char *chosen(ccl_comm_t *comm)
+{
+    static char buf[1024];
+    if (ccl_comm_explain_choice(comm, buf, sizeof buf) != CCL_OK)
+        return "?";
+    char *p = strstr(buf, " -> "), *e = p ? strchr(p + 4, ' ') : NULL;
+    if (!e)
+        return "?";
+    *e = 0;
+    char *slash = strrchr(p + 4, '/');
+    return slash ? slash + 1 : p + 4;
+}
+
+/* The buffers of `iters` calls of `count` elements each way: input k holds this rank's
+ * values + k, output k -999 (in place, one buffer). */
+static void alloc_bufs(void **send, void **recv, size_t count, ccl_dtype_t t, int inplace, int iters)
 {
     size_t es = ccl_dtype_size(t);
-    long wrong = 0;
-    void *send[3], *recv[3];
     for (int k = 0; k < iters; k++) {
         send[k] = malloc(count * es + 1);
         recv[k] = inplace ? send[k] : malloc(count * es + 1);
@@ -79,6 +95,14 @@ static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op,
                 put(recv[k], t, i, -999);
         }
     }
+}
+
+/* One case: `iters` calls back to back; 0 when every element of every call is right. */
+static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op, int inplace, int iters)
+{
+    long wrong = 0;
+    void *send[3], *recv[3];
+    alloc_bufs(send, recv, count, t, inplace, iters);
     for (int k = 0; k < iters; k++)
         if (ccl_all_reduce(send[k], recv[k], count, t, op, comm, NULL) != CCL_OK)
             fail_now(comm, "ccl_all_reduce");
@@ -173,6 +197,39 @@ static long scatter_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t
                 fprintf(stderr, "rank %d: reduce-scatter count %zu %s %s%s call %d: element %zu is %lld, expected %lld\n",
                         rank, count, ccl_dtype_name(t), ccl_op_name(op), inplace ? " in place" : "", k, i,
                         (long long)got, (long long)want);
+        }
+        free(send[k]);
+        if (!inplace)
+            free(recv[k]);
+    }
+    return wrong;
+}
+
+/* One broadcast (op < 0) or reduce case from `root`: `iters` calls back to back, each
+ * rank's input its values + k; in place, one buffer. Every element of every output is
+ * checked for a broadcast, the root's for a reduce (the other outputs are unspecified).
+ * 0 when every element is right. */
+static long rooted_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int op, int root, int inplace, int iters)
+{
+    long wrong = 0;
+    void *send[3], *recv[3];
+    alloc_bufs(send, recv, count, t, inplace, iters);
+    for (int k = 0; k < iters; k++) {
+        ccl_result_t r = op < 0 ? ccl_broadcast(send[k], recv[k], count, t, root, comm, NULL)
+                                : ccl_reduce(send[k], recv[k], count, t, (ccl_op_t)op, root, comm, NULL);
+        if (r != CCL_OK)
+            fail_now(comm, op < 0 ? "ccl_broadcast" : "ccl_reduce");
+    }
+    if (ccl_comm_synchronize(comm) != CCL_OK)
+        fail_now(comm, "ccl_comm_synchronize");
+    for (int k = 0; k < iters; k++) {
+        for (size_t i = 0; i < count && (op < 0 || rank == root); i++) {
+            int64_t want = op < 0 ? value(root, i) + k : expect((ccl_op_t)op, i) + (op == CCL_SUM ? (int64_t)k * size : k);
+            int64_t got = get(recv[k], t, i);
+            if (got != want && wrong++ < 3)
+                fprintf(stderr, "rank %d: %s root %d count %zu %s%s call %d: element %zu is %lld, expected %lld\n", rank,
+                        op < 0 ? "broadcast" : "reduce", root, count, ccl_dtype_name(t), inplace ? " in place" : "", k,
+                        i, (long long)got, (long long)want);
         }
         free(send[k]);
         if (!inplace)
@@ -354,8 +411,8 @@ int main(int argc, char **argv)
                     long wrong = scatter_case(comm, rcounts[c], rkinds[k].t, rkinds[k].op, inplace, 3), all;
                     MPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
                     if (rank == 0)
-                        printf("reduce-scatter count %zu %s %s%s x3: %s\n", rcounts[c], ccl_dtype_name(rkinds[k].t),
-                               ccl_op_name(rkinds[k].op), inplace ? " in place" : "", all ? "WRONG" : "ok");
+                        printf("reduce-scatter count %zu %s %s%s x3 (%s): %s\n", rcounts[c], ccl_dtype_name(rkinds[k].t),
+                               ccl_op_name(rkinds[k].op), inplace ? " in place" : "", chosen(comm), all ? "WRONG" : "ok");
                     total += all;
                 }
         static const size_t acounts[] = {1, 3, 1001, 65539};
@@ -369,6 +426,23 @@ int main(int argc, char **argv)
                                inplace ? " in place" : "", all ? "WRONG" : "ok");
                     total += all;
                 }
+        /* Every root: broadcast (op -1) of f32 and i32, reduce of f32 sum and i32 max. */
+        static const size_t bcounts[] = {1, 1001, 262147};
+        static const struct { ccl_dtype_t t; int op; } bkinds[] = {
+            {CCL_F32, -1}, {CCL_I32, -1}, {CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}};
+        for (int root = 0; root < size; root++)
+            for (size_t c = 0; c < sizeof bcounts / sizeof bcounts[0]; c++)
+                for (size_t k = 0; k < sizeof bkinds / sizeof bkinds[0]; k++)
+                    for (int inplace = 0; inplace < 2; inplace++) {
+                        long wrong = rooted_case(comm, bcounts[c], bkinds[k].t, bkinds[k].op, root, inplace, 3), all;
+                        MPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+                        if (rank == 0)
+                            printf("%s root %d count %zu %s%s%s%s x3 (%s): %s\n", bkinds[k].op < 0 ? "broadcast" : "reduce",
+                                   root, bcounts[c], ccl_dtype_name(bkinds[k].t), bkinds[k].op < 0 ? "" : " ",
+                                   bkinds[k].op < 0 ? "" : ccl_op_name((ccl_op_t)bkinds[k].op),
+                                   inplace ? " in place" : "", chosen(comm), all ? "WRONG" : "ok");
+                        total += all;
+                    }
         if (rank == 0)
             printf("wrong elements: %ld\n", total);
         status = total != 0;
