@@ -863,7 +863,6 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_CONSTANT struct "
                      "ccl_args a)\n{\n");
         fputs(announce, out);
-        if (emit_exit_checked(&e)) fputs("    ccl_launch_dependents(); /* the stream's next kernel may be scheduled */\n", out);
         if (!emit_exit_checked(&e)) {
             fputs(await_entry, out);
         } else if (e.ll128) {

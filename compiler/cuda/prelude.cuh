@@ -423,8 +423,11 @@ __device__ __forceinline__ u64 ccl_announce(const struct ccl_args &a, int *first
 #if __CUDA_ARCH__ >= 900
     /* Launched with programmatic dependent launch (gpu/backend.c), this grid may be
      * resident before the stream's previous kernel has ended: wait for that kernel and
-     * its memory before anything else (a no-op on a plain launch). */
+     * its memory before anything else. Then let the stream's next kernel be scheduled
+     * (once every block is here): it waits here in turn, and starts without a launch
+     * gap. Both are no-ops on a plain launch. */
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
 #endif
     if (threadIdx.x == 0) launch = ccl_launch_number(a, &arrived_first);
     __syncthreads();
@@ -453,18 +456,6 @@ __device__ __forceinline__ u64 ccl_announce(const struct ccl_args &a, int *first
         }
     }
     return L;
-}
-
-/* Lets the stream's next kernel, launched as a dependent (gpu/backend.c), be scheduled
- * once every block of this one has called this: its blocks then wait at their first
- * instruction (ccl_announce) until this kernel has ended, and start without a launch gap.
- * An LL kernel, short and of few blocks, calls it after its announcement; a Simple one
- * leaves it to its end, so that no waiting grid holds SMs through a long transfer. */
-__device__ __forceinline__ void ccl_launch_dependents(void)
-{
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");
-#endif
 }
 
 /* Waits (bounded, abort-aware; thread p for peer p) until every peer has announced

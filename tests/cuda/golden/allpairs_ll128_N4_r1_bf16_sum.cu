@@ -19,7 +19,6 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
 {
     int first;
     const u64 launch = ccl_announce(a, &first);
-    ccl_launch_dependents(); /* the stream's next kernel may be scheduled */
     /* This launch's set of lines: two sets by launch parity, after the scratch buffers,
      * laid out for chunks of a.lines_chunk bytes. */
     const u64 line_set = ccl_ll128_align(4ull * a.lines_chunk) + (launch & 1) * 6ull * ccl_ll128_bytes_lines(a.lines_chunk);
