@@ -146,27 +146,44 @@ static void *job_main(void *arg)
     return NULL;
 }
 
+/* A fresh comm of N ranks (threads) with a `heap`-byte heap into comms: 0, or 1 once
+ * said as a failure of `what`. */
+static int comms_open(size_t heap, const char *what, ccl_comm_t *comms[N])
+{
+    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 20000, .heap_bytes = heap};
+    if (ccl_comm_init_all(comms, N, NULL, &cfg) == CCL_OK)
+        return 0;
+    printf("FAIL pieces: %s: init: %s\n", what, ccl_comm_last_error(NULL));
+    return 1;
+}
+
+/* Runs body on every rank's job (N of `size` bytes at jobs, rank r's r-th), a thread
+ * each, then destroys the comms. */
+static void threads_run(ccl_comm_t *comms[N], void *(*body)(void *), void *jobs, size_t size)
+{
+    pthread_t t[N];
+    for (int r = 0; r < N; r++)
+        pthread_create(&t[r], NULL, body, (char *)jobs + (size_t)r * size);
+    for (int r = 0; r < N; r++)
+        pthread_join(t[r], NULL);
+    for (int r = 0; r < N; r++)
+        ccl_comm_destroy(comms[r]);
+}
+
 static void threads_case(void)
 {
     ccl_comm_t *comms[N];
-    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 20000, .heap_bytes = HEAP};
-    if (ccl_comm_init_all(comms, N, NULL, &cfg) != CCL_OK) {
-        printf("FAIL pieces: threads: init: %s\n", ccl_comm_last_error(NULL));
+    if (comms_open(HEAP, "threads", comms)) {
         failures++;
         return;
     }
     Job jobs[N];
-    pthread_t t[N];
-    for (int r = 0; r < N; r++) {
+    for (int r = 0; r < N; r++)
         jobs[r] = (Job){.comm = comms[r], .rank = r};
-        pthread_create(&t[r], NULL, job_main, &jobs[r]);
-    }
+    threads_run(comms, job_main, jobs, sizeof *jobs);
     int failed = 0;
-    for (int r = 0; r < N; r++) {
-        pthread_join(t[r], NULL);
+    for (int r = 0; r < N; r++)
         failed |= jobs[r].failed;
-        ccl_comm_destroy(comms[r]);
-    }
     report("threads", failed);
 }
 
@@ -230,24 +247,17 @@ static void *room_job(void *arg)
 static void room_case(void)
 {
     ccl_comm_t *comms[N];
-    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 20000, .heap_bytes = HEAP};
-    if (ccl_comm_init_all(comms, N, NULL, &cfg) != CCL_OK) {
-        printf("FAIL pieces: room left: init: %s\n", ccl_comm_last_error(NULL));
+    if (comms_open(HEAP, "room left", comms)) {
         failures++;
         return;
     }
     Job jobs[N];
-    pthread_t t[N];
-    for (int r = 0; r < N; r++) {
+    for (int r = 0; r < N; r++)
         jobs[r] = (Job){.comm = comms[r], .rank = r};
-        pthread_create(&t[r], NULL, room_job, &jobs[r]);
-    }
+    threads_run(comms, room_job, jobs, sizeof *jobs);
     int bad = 0;
-    for (int r = 0; r < N; r++) {
-        pthread_join(t[r], NULL);
+    for (int r = 0; r < N; r++)
         bad |= jobs[r].failed;
-        ccl_comm_destroy(comms[r]);
-    }
     if (!bad)
         printf("ok pieces: room left: after a pieced alltoall, ccl_mem_alloc of a third of the free heap succeeds\n");
     failures += bad;
@@ -336,23 +346,16 @@ static void *region_job(void *arg)
 static int region_comm(RegionJob *jobs)
 {
     ccl_comm_t *comms[N];
-    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 20000, .heap_bytes = RHEAP};
-    if (ccl_comm_init_all(comms, N, NULL, &cfg) != CCL_OK) {
-        printf("FAIL pieces: regions: init: %s\n", ccl_comm_last_error(NULL));
+    if (comms_open(RHEAP, "regions", comms))
         return 1;
-    }
-    pthread_t t[N];
     for (int r = 0; r < N; r++) {
         jobs[r].comm = comms[r];
         jobs[r].rank = r;
-        pthread_create(&t[r], NULL, region_job, &jobs[r]);
     }
+    threads_run(comms, region_job, jobs, sizeof *jobs);
     int bad = 0;
-    for (int r = 0; r < N; r++) {
-        pthread_join(t[r], NULL);
+    for (int r = 0; r < N; r++)
         bad |= jobs[r].failed;
-        ccl_comm_destroy(comms[r]);
-    }
     return bad;
 }
 
@@ -420,28 +423,21 @@ static void fail_case(const char *what, const size_t *counts, int hog, ccl_resul
                       const char *n2)
 {
     ccl_comm_t *comms[N];
-    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .timeout_ms = 20000, .heap_bytes = HEAP};
-    if (ccl_comm_init_all(comms, N, NULL, &cfg) != CCL_OK) {
-        printf("FAIL pieces: %s: init: %s\n", what, ccl_comm_last_error(NULL));
+    if (comms_open(HEAP, what, comms)) {
         failures++;
         return;
     }
     FailJob jobs[N];
-    pthread_t t[N];
-    for (int r = 0; r < N; r++) {
+    for (int r = 0; r < N; r++)
         jobs[r] = (FailJob){.comm = comms[r], .count = counts[r], .hog = hog};
-        pthread_create(&t[r], NULL, fail_job, &jobs[r]);
-    }
+    threads_run(comms, fail_job, jobs, sizeof *jobs);
     int bad = 0;
-    for (int r = 0; r < N; r++) {
-        pthread_join(t[r], NULL);
+    for (int r = 0; r < N; r++)
         if (jobs[r].r != want || !strstr(jobs[r].msg, n1) || !strstr(jobs[r].msg, n2) || jobs[r].ms > 5000) {
             printf("FAIL pieces: %s: rank %d got %s after %.0f ms (want %s within 5 s, naming '%s' and '%s'): %s\n",
                    what, r, ccl_result_string(jobs[r].r), jobs[r].ms, ccl_result_string(want), n1, n2, jobs[r].msg);
             bad = 1;
         }
-        ccl_comm_destroy(comms[r]);
-    }
     if (!bad)
         printf("ok pieces: %s: every rank fails, saying why: %s\n", what, jobs[0].msg);
     failures += bad;
