@@ -43,9 +43,10 @@ enum {
     CCL__HEAP_ALIGN = 256,                             /* every allocation's alignment */
 };
 /* heap_bytes 0, no CCL_HEAP_BYTES: room for the point-to-point channels at full size
- * (2 MiB a peer: channels.c) and for staging and scratch of messages up to about a
- * hundred MiB whole; larger ones run in pieces (call.c). On GPUs it is device
- * memory taken at ccl_comm_init, so it is kept small. */
+ * (2 MiB a peer: channels.c) and for the regions calls share (a sixteenth of the heap
+ * each: staging and scratch of messages up to 16 MiB whole, larger ones in pieces:
+ * call.c), with most of it left for ccl_mem_alloc. On GPUs it is device memory taken
+ * at ccl_comm_init, so it is kept small. */
 #define CCL__HEAP_DEFAULT ((size_t)256 << 20)
 #define CCL__HEAP_MAX ((size_t)1 << 46)                /* the largest heap_bytes accepted */
 
