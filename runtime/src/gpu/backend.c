@@ -239,6 +239,9 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     ga->protocol = proto;
     ga->copy = cclc_plan_is_copy(alg->plan);
     alg->lines_only = cclc_emit_cuda_lines_only(alg->plan, proto);
+    /* A kernel with lines sends at once, before its peers have entered the call, into
+     * lines laid out by its program and its region's size: that region must be its own. */
+    alg->own_scratch = proto != PROTO_SIMPLE;
     /* Expected values of the slots, the block barrier's counter and generations, and the
      * per-block counts of posted port puts (emit_cuda.c). */
     ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + 2 * (size_t)ga->grid;
