@@ -16,7 +16,8 @@
 # Environment: COLLS (allreduce allgather reduce_scatter alltoall broadcast reduce),
 # SIZES ("-b 1K -e 1G -f 4"), ROUNDS (3), BUFFERS (symmetric; plain where ccl-perf has
 # --buffers), AB_EXTRA (more ccl-perf arguments, e.g. --algo FILE), AB_TIMEOUT (seconds
-# per ccl-perf run, 120).
+# per ccl-perf run, 120), AB_ENV (NAME=VALUE ... set for every rank of both sides, e.g.
+# CCL_HEAP_BYTES=256M).
 set -u
 cd "$(dirname "$0")/.."
 base=${1:?usage: bench/ab.sh BASE [HEAD]}
@@ -83,6 +84,11 @@ read -r -a sizes <<<"${SIZES:--b 1K -e 1G -f 4}"
 read -r -a extra <<<"${AB_EXTRA:-}"
 bufs=()
 [ -n "${BUFFERS:-}" ] && bufs=(--buffers "$BUFFERS")
+envs=()
+for kv in ${AB_ENV:-}; do
+    export "${kv?}"
+    envs+=(-x "${kv%%=*}")
+done
 echo "ab: $np GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)), base $A, head $B, $rounds rounds"
 for c in $colls; do
     for ((r = 1; r <= rounds; r++)); do
@@ -90,7 +96,7 @@ for c in $colls; do
         (( r % 2 == 0 )) && order=("$B" "$A")
         for s in "${order[@]}"; do
             CCL_ALGORITHM_DIR=$PWD/.ab/$s/algorithms timeout "${AB_TIMEOUT:-120}" mpirun -np "$np" --allow-run-as-root \
-                -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR -x CCL_ALGORITHM_DIR \
+                -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR -x CCL_ALGORITHM_DIR "${envs[@]}" \
                 ".ab/$s/ccl-perf" -c "$c" -d bf16 "${sizes[@]}" --graph -n 10 --repeats 5 "${bufs[@]}" "${extra[@]}" \
                 --csv "$out/$c-$s-r$r.csv" >"$out/$c-$s-r$r.txt" 2>&1 </dev/null
             echo "ab: $c $s round $r: rc=$?"
