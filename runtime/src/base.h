@@ -43,8 +43,8 @@ enum {
     CCL__HEAP_ALIGN = 256,                             /* every allocation's alignment */
 };
 /* heap_bytes 0, no CCL_HEAP_BYTES: room for the point-to-point channels at full size
- * (2 MiB a peer: channels.c) and for the regions calls share (a sixteenth of the heap
- * each: staging and scratch of messages up to 16 MiB whole, larger ones in pieces:
+ * (2 MiB a peer: channels.c) and for the regions calls share (a quarter of the heap
+ * each: staging and scratch of messages up to 64 MiB whole, larger ones in pieces:
  * call.c), with most of it left for ccl_mem_alloc. On GPUs it is device memory taken
  * at ccl_comm_init, so it is kept small. */
 #define CCL__HEAP_DEFAULT ((size_t)256 << 20)
@@ -362,7 +362,7 @@ struct ccl_comm {
      * touches these; replaced regions are retired, freed at destroy. */
     size_t stage_off[2], stage_bytes[2];
     size_t scratch_off, scratch_bytes;
-    size_t region_cap;               /* CCL_REGION_BYTES, or heap_bytes / 16 */
+    size_t region_cap;               /* CCL_REGION_BYTES, or heap_bytes / 4 */
     int nretired;
     size_t *retired;                 /* heap offsets freed at destroy */
     /* Heap blocks of freed algorithms, not reused until every rank is past them

@@ -299,7 +299,7 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
     if (heap > CCL__HEAP_MAX)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': heap_bytes %zu is above the maximum %zu (64 TiB)", fn, heap, CCL__HEAP_MAX);
     heap = (heap + 4095) / 4096 * 4096;
-    /* The size of the regions calls share (call.c, "Regions"); 0: a sixteenth of the
+    /* The size of the regions calls share (call.c, "Regions"); 0: a quarter of the
      * heap, set once the backend has settled heap_bytes. */
     size_t region_cap = 0;
     int e = env_int("CCL_REGION_BYTES", 4096, (long long)CCL__HEAP_MAX, &v);
@@ -361,7 +361,7 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
         return r;
     }
     c->stage_off[0] = c->stage_off[1] = c->scratch_off = SIZE_MAX;
-    c->region_cap = region_cap ? region_cap : c->heap_bytes / 16 / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
+    c->region_cap = region_cap ? region_cap : c->heap_bytes / 4 / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
     c->barrier_off = SIZE_MAX;
     /* What a split gives its children unless told otherwise: this comm's settings. */
     c->config = (ccl_config_t){.backend = be->kind, .timeout_ms = c->timeout_ms, .cache_dir = c->cache_dir,

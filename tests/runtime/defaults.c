@@ -1,5 +1,5 @@
 /* defaults.c: the default timeout (CPU backend), with CCL_TIMEOUT_MS unset, and the
- * size of the regions calls share (runtime/src/call.c, "Regions"): a sixteenth of the
+ * size of the regions calls share (runtime/src/call.c, "Regions"): a quarter of the
  * heap, CCL_REGION_BYTES where set, and a malformed value refused naming it.
  *
  * The timeout is for waits that will never end; it must never end one that would: a
@@ -160,8 +160,8 @@ static void test_region_bytes(void)
 {
     char msg[CCL__ERR_LEN] = "", detail[CCL__ERR_LEN + 64];
     size_t cap = region_cap(NULL, msg, sizeof msg);
-    snprintf(detail, sizeof detail, "cap %zu, want %d (%s)", cap, 2 << 20, msg);
-    check("the shared regions' size is a sixteenth of the heap by default", cap == 2 << 20, detail);
+    snprintf(detail, sizeof detail, "cap %zu, want %d (%s)", cap, 8 << 20, msg);
+    check("the shared regions' size is a quarter of the heap by default", cap == 8 << 20, detail);
     cap = region_cap("5M", msg, sizeof msg);
     snprintf(detail, sizeof detail, "cap %zu, want %d (%s)", cap, 5 << 20, msg);
     check("CCL_REGION_BYTES=5M sets it", cap == 5 << 20, detail);

@@ -269,8 +269,8 @@ static void room_case(void)
  * round in changing orders, must keep cutting each call into no more pieces than a
  * fresh comm does (the regions are shared and bounded, so what ran before leaves room),
  * get every element right, and keep its regions within 3.75 x the cap (CCL_REGION_BYTES,
- * set here to a sixteenth of the heap, the default, so the bound is the one the
- * default gives). */
+ * set here to a sixteenth of the heap, a quarter of the default, so that the calls
+ * run in many pieces). */
 
 enum { RHEAP = 4 << 20, RCAP = RHEAP / 16, NSIZES = 5, ROUNDS = 3 };
 static const size_t rsizes[NSIZES] = {3001, 40000, 100003, 300001, 17};

@@ -616,18 +616,6 @@ static ccl_result_t gpu_run_copy(const CclCall *call)
     return ccl__gpu_mark_stream(comm, s, capturing);
 }
 
-/* Launches one of our kernels (ccl_kernel, ccl_p2p: those that wait at their entry for
- * the stream's previous kernel) on s, as a programmatic dependent where g->pdl allows. */
-CUresult ccl__gpu_launch(const GpuComm *g, CUfunction f, unsigned grid, unsigned threads, CUstream s, void **params)
-{
-    if (!g->pdl) return ccl__cu.LaunchKernel(f, grid, 1, 1, threads, 1, 1, 0, s, params, NULL);
-    CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-                              .value.programmaticStreamSerializationAllowed = 1};
-    CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = threads, .blockDimY = 1,
-                          .blockDimZ = 1, .hStream = s, .attrs = &attr, .numAttrs = 1};
-    return ccl__cu.LaunchKernelEx(&cfg, f, params, NULL);
-}
-
 static ccl_result_t gpu_run(const CclCall *call)
 {
     ccl_algorithm_t *alg = call->alg;

@@ -171,7 +171,7 @@ void ccl__gpu_make_current(const ccl_comm_t *comm);
  * call runs on, and the note that this comm queued work there; the ranks that share
  * this rank's GPU, for messages ("0, 1, 3"). */
 ccl_result_t ccl__gpu_cu_fail(ccl_comm_t *comm, CUresult r, const char *what);
-/* Launches ccl_kernel or ccl_p2p: with programmatic dependent launch where g->pdl (gpu/backend.c). */
+/* Launches ccl_kernel or ccl_p2p: with programmatic dependent launch where g->pdl (gpu/stream.c). */
 CUresult ccl__gpu_launch(const GpuComm *g, CUfunction f, unsigned grid, unsigned threads, CUstream s, void **params);
 /* Returns ccl__gpu_cu_fail(comm, ...) from the enclosing function when a driver call
  * fails (`comm` in scope). */

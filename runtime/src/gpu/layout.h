@@ -33,11 +33,14 @@ static inline size_t ccl__ll_region_bytes(const Program *p, Protocol proto, size
     return lines_at + 2 * all * ccl__lines_bytes(p, proto, CS, esize);
 }
 
-/* The chunk bytes a region of `bytes` is laid out for (ccl_args.lines_chunk): the most C
- * with ccl__ll_region_bytes(p, proto, C, 1) <= bytes. The region only ever grows into a
- * new allocation, so C is the same for every call that uses it, and a set of lines stays
- * where it is when the count changes: a call's own chunks (CS * esize <= C) use the first
- * bytes of each chunk's lines. */
+/* The chunk bytes a region of `bytes` is laid out for (ccl_args.lines_chunk): the most C,
+ * a multiple of 16, with ccl__ll_region_bytes(p, proto, C, 1) <= bytes. A multiple of 16
+ * because an LL kernel's sets of lines start at multiples of C, and its lines are 16-byte
+ * vectors (a region of any size, such as the capped shared ones of call.c, would leave
+ * them misaligned); a call's chunk, CS * esize, is one too (ccl__chunk_stride), so it
+ * still fits. The region only ever grows into a new allocation, so C is the same for
+ * every call that uses it, and a set of lines stays where it is when the count changes:
+ * a call's own chunks (CS * esize <= C) use the first bytes of each chunk's lines. */
 static inline size_t ccl__lines_chunk_capacity(const Program *p, Protocol proto, size_t bytes)
 {
     size_t scratch = 0;
@@ -52,7 +55,7 @@ static inline size_t ccl__lines_chunk_capacity(const Program *p, Protocol proto,
         c--;
     while (ccl__ll_region_bytes(p, proto, c + 1, 1) <= bytes)
         c++;
-    return c;
+    return c / 16 * 16;
 }
 
 #endif

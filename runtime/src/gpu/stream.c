@@ -1,7 +1,8 @@
 /* gpu/stream.c: what the GPU backend's launches share (gpu/backend.c's kernels and
  * copies, gpu/p2p.c's point-to-point kernel), so that neither calls the other for it:
- * a driver failure as comm's error, whether a user buffer is one the GPU can use in
- * place, and, where ranks of one comm share a GPU, the stream a call runs on, the note
+ * a driver failure as comm's error, the launch of a kernel that waits for the stream's
+ * previous one (programmatic dependent launch), whether a user buffer is one the GPU can
+ * use in place, and, where ranks of one comm share a GPU, the stream a call runs on, the note
  * of which thread makes this rank's calls, the wait for a co-located rank's launch and
  * the marks of the streams this comm queued work on (docs/gpu-backend.md, "Ranks and
  * GPUs"). Calls only gpu/device.c, the driver and the base. */
@@ -164,4 +165,16 @@ ccl_result_t ccl__gpu_mark_stream(ccl_comm_t *comm, CUstream s, int capturing)
     }
     CU_CHECK(ccl__cu.EventRecord(g->marks[i].done, s), "cuEventRecord");
     return CCL_OK;
+}
+
+/* Launches one of our kernels (ccl_kernel, ccl_p2p: those that wait at their entry for
+ * the stream's previous kernel) on s, as a programmatic dependent where g->pdl allows. */
+CUresult ccl__gpu_launch(const GpuComm *g, CUfunction f, unsigned grid, unsigned threads, CUstream s, void **params)
+{
+    if (!g->pdl) return ccl__cu.LaunchKernel(f, grid, 1, 1, threads, 1, 1, 0, s, params, NULL);
+    CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                              .value.programmaticStreamSerializationAllowed = 1};
+    CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = threads, .blockDimY = 1,
+                          .blockDimZ = 1, .hStream = s, .attrs = &attr, .numAttrs = 1};
+    return ccl__cu.LaunchKernelEx(&cfg, f, params, NULL);
 }
