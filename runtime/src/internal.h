@@ -114,6 +114,13 @@ int ccl__mbox_dead_peer(const CclMailboxes *m, int64_t *pid);
  * only; m may be NULL): its process going away later is no failure to its peers. */
 void ccl__mbox_leave(CclMailboxes *m);
 
+/* comm.c: the timeout a comm made with config gets (config->timeout_ms, else
+ * CCL_TIMEOUT_MS, else CCL_DEFAULT_TIMEOUT_MS); CCL_OK, or the init error set, naming fn. */
+ccl_result_t ccl__config_timeout(const ccl_config_t *config, const char *fn, int *out);
+/* comm.c: ccl_comm_init_rank_net, its messages naming fn (tcpnet.c's constructor). */
+ccl_result_t ccl__comm_init_net(ccl_comm_t **comm, const ccl_bootstrap_t *boot, const ccl_net_t *net,
+                                int ranks_per_node, int device, const ccl_config_t *config, const char *fn);
+
 /* An in-process bootstrap for ccl_comm_init_all and tests: nranks threads, one
  * ccl_bootstrap_t each (boots[r].rank == r). */
 typedef struct CclThreadBoot CclThreadBoot;
