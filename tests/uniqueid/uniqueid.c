@@ -16,13 +16,15 @@
  *            (CCL_BOOTSTRAP_ADDR names a fixed port here): its connection is refused for
  *            its cookie, and the others time out, naming it
  *   noroot   the id comes from a process that has ended: every rank's init fails
+ *   baddev   rank R passes device -5: its init refuses it once the connections are made,
+ *            and closes them; the others fail at once, naming rank R
  *   badid    the id's first byte changed, then nranks 0 and rank = nranks: every
  *            argument refused, named
  *   getid    ccl_get_unique_id alone (the script sets CCL_BOOTSTRAP_ADDR or
  *            CCL_SOCKET_IFNAME to something wrong): prints its result and message
  * Every rank prints "rank R: init: RESULT: MESSAGE" when its init fails. The program
- * exits 0 when every rank exited 0 (in skip, cookie and noroot: when every rank that
- * should fail did, and printed why). */
+ * exits 0 when every rank exited 0 (in skip, cookie, noroot and baddev: when every rank
+ * that should fail did, and printed why). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdint.h>
@@ -111,7 +113,8 @@ static int run_rank(const char *mode, int rpn, int who, int (*pipes)[2], const c
         return 0;
     ccl_comm_t *comm;
     ccl_config_t cfg = {.backend = CCL_BACKEND_CPU};
-    ccl_result_t r = ccl_comm_init_rank_id(&comm, size, id, rank, rpn, CCL_DEVICE_AUTO, &cfg);
+    int device = rank == who && !strcmp(mode, "baddev") ? -5 : CCL_DEVICE_AUTO;
+    ccl_result_t r = ccl_comm_init_rank_id(&comm, size, id, rank, rpn, device, &cfg);
     if (r != CCL_OK) {
         printf("rank %d: init: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(NULL));
         return strcmp(mode, "check") ? 0 : 2;
@@ -166,7 +169,7 @@ int main(int argc, char **argv)
     size = argc > 2 ? atoi(argv[2]) : 4;
     int rpn = argc > 3 ? atoi(argv[3]) : 2, who = argc > 4 ? atoi(argv[4]) : size - 1;
     if (size < 1 || size > MAX_RANKS) {
-        fprintf(stderr, "usage: uniqueid check|skip|cookie|noroot|badid|getid NRANKS RANKS_PER_NODE [R]\n");
+        fprintf(stderr, "usage: uniqueid check|skip|cookie|noroot|baddev|badid|getid NRANKS RANKS_PER_NODE [R]\n");
         return 2;
     }
     ccl_unique_id_t stale;
