@@ -276,8 +276,9 @@ static ccl_result_t resolve_nodes(ccl_comm_t *c, const ccl_bootstrap_t *boot, co
         return CCL_OK;
     if (!net || !net->isend || !net->irecv || !net->test || !net->cancel)
         return ccl__set_error(c, CCL_ERR_INVALID_USAGE, "%d ranks of %d per node make %d nodes, whose traffic needs an "
-                              "inter-node transport: create the communicator with ccl_comm_init_mpi_nodes (ccl_mpi.h) "
-                              "or ccl_comm_init_rank_net", n, rpn, c->nnodes);
+                              "inter-node transport: create the communicator with ccl_comm_init_mpi_nodes (ccl_mpi.h), "
+                              "ccl_comm_init_rank_id (a unique id over TCP, no MPI) or ccl_comm_init_rank_net", n, rpn,
+                              c->nnodes);
     if (!net->thread_safe)
         return ccl__set_error(c, CCL_ERR_INVALID_USAGE, "argument 'net': the transport is not thread-safe, but libccl's "
                               "proxy thread calls it beside the application (initialize MPI with MPI_THREAD_MULTIPLE)");
