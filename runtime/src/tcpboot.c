@@ -35,8 +35,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,17 +254,7 @@ ccl_result_t ccl_get_unique_id(ccl_unique_id_t *id)
         CCL__FMT(rt->at, sizeof rt->at, "%s", e.text);
         rt->timeout_ms = timeout;
         rt->deadline = ccl__now_ms() + timeout;
-        /* The root takes no signal meant for the program's own threads. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int e2 = pthread_create(&t, &attr, root_main, rt);
-        pthread_attr_destroy(&attr);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        int e2 = ccl__thread_start(NULL, root_main, rt); /* detached: it ends on its own */
         if (e2 != 0) {
             CCL__FMT(why, sizeof why, "cannot start the root's thread: %s", strerror(e2));
             r = CCL_ERR_SYSTEM;

@@ -216,6 +216,39 @@ typedef struct {
     int nreduce, ngather, nscatter, nalltoall;
 } CaseCounts;
 
+enum { C_REDUCE, C_GATHER, C_SCATTER, C_ALLTOALL };
+
+typedef struct {
+    ccl_dtype_t t;
+    ccl_op_t op;                /* all-reduce and reduce-scatter only */
+} Kind;
+
+/* One collective's cases: every count x kind x (out of place, in place), a line each on
+ * rank 0; the wrong elements, combined. */
+static long run_coll(ccl_comm_t *comm, int coll, const size_t *counts, int ncounts, const Kind *kinds, int nkinds,
+                     long (*combine)(long wrong))
+{
+    static const char *label[] = {"count", "all-gather count", "reduce-scatter count", "all-to-all count"};
+    int has_op = coll == C_REDUCE || coll == C_SCATTER;
+    long total = 0;
+    for (int c = 0; c < ncounts; c++)
+        for (int k = 0; k < nkinds; k++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                ccl_dtype_t t = kinds[k].t;
+                ccl_op_t op = kinds[k].op;
+                long wrong = coll == C_REDUCE    ? run_case(comm, counts[c], t, op, inplace, 3)
+                             : coll == C_GATHER  ? gather_case(comm, counts[c], t, inplace, 3)
+                             : coll == C_SCATTER ? scatter_case(comm, counts[c], t, op, inplace, 3)
+                                                 : alltoall_case(comm, counts[c], t, inplace, 3);
+                long all = combine(wrong);
+                if (rank == 0)
+                    printf("%s %zu %s%s%s%s x3: %s\n", label[coll], counts[c], ccl_dtype_name(t), has_op ? " " : "",
+                           has_op ? ccl_op_name(op) : "", inplace ? " in place" : "", all ? "WRONG" : "ok");
+                total += all;
+            }
+    return total;
+}
+
 /* Every case of cc: rank 0 prints one line per case ("...: ok" or "...: WRONG") and
  * then "wrong elements: N"; the total that combine gave, 0 when every element was right. */
 static long run_cases(ccl_comm_t *comm, const CaseCounts *cc, long (*combine)(long wrong))
@@ -228,47 +261,12 @@ static long run_cases(ccl_comm_t *comm, const CaseCounts *cc, long (*combine)(lo
         fail_now(comm, "ccl_comm_synchronize after ccl_barrier");
     if (rank == 0)
         printf("barrier x3: ok\n");
-    static const struct { ccl_dtype_t t; ccl_op_t op; } kinds[] = {
-        {CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}, {CCL_F64, CCL_MIN}, {CCL_F32, CCL_AVG}};
-    static const struct { ccl_dtype_t t; ccl_op_t op; } rkinds[] = {{CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}};
-    static const ccl_dtype_t gtypes[] = {CCL_F32, CCL_I32};
-    long total = 0;
-    for (int c = 0; c < cc->nreduce; c++)
-        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
-            for (int inplace = 0; inplace < 2; inplace++) {
-                long all = combine(run_case(comm, cc->reduce[c], kinds[k].t, kinds[k].op, inplace, 3));
-                if (rank == 0)
-                    printf("count %zu %s %s%s x3: %s\n", cc->reduce[c], ccl_dtype_name(kinds[k].t),
-                           ccl_op_name(kinds[k].op), inplace ? " in place" : "", all ? "WRONG" : "ok");
-                total += all;
-            }
-    for (int c = 0; c < cc->ngather; c++)
-        for (size_t k = 0; k < sizeof gtypes / sizeof gtypes[0]; k++)
-            for (int inplace = 0; inplace < 2; inplace++) {
-                long all = combine(gather_case(comm, cc->gather[c], gtypes[k], inplace, 3));
-                if (rank == 0)
-                    printf("all-gather count %zu %s%s x3: %s\n", cc->gather[c], ccl_dtype_name(gtypes[k]),
-                           inplace ? " in place" : "", all ? "WRONG" : "ok");
-                total += all;
-            }
-    for (int c = 0; c < cc->nscatter; c++)
-        for (size_t k = 0; k < sizeof rkinds / sizeof rkinds[0]; k++)
-            for (int inplace = 0; inplace < 2; inplace++) {
-                long all = combine(scatter_case(comm, cc->scatter[c], rkinds[k].t, rkinds[k].op, inplace, 3));
-                if (rank == 0)
-                    printf("reduce-scatter count %zu %s %s%s x3: %s\n", cc->scatter[c], ccl_dtype_name(rkinds[k].t),
-                           ccl_op_name(rkinds[k].op), inplace ? " in place" : "", all ? "WRONG" : "ok");
-                total += all;
-            }
-    for (int c = 0; c < cc->nalltoall; c++)
-        for (size_t k = 0; k < sizeof gtypes / sizeof gtypes[0]; k++)
-            for (int inplace = 0; inplace < 2; inplace++) {
-                long all = combine(alltoall_case(comm, cc->alltoall[c], gtypes[k], inplace, 3));
-                if (rank == 0)
-                    printf("all-to-all count %zu %s%s x3: %s\n", cc->alltoall[c], ccl_dtype_name(gtypes[k]),
-                           inplace ? " in place" : "", all ? "WRONG" : "ok");
-                total += all;
-            }
+    static const Kind reduce[] = {{CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}, {CCL_F64, CCL_MIN}, {CCL_F32, CCL_AVG}},
+                      scatter[] = {{CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}}, plain[] = {{CCL_F32, 0}, {CCL_I32, 0}};
+    long total = run_coll(comm, C_REDUCE, cc->reduce, cc->nreduce, reduce, 4, combine) +
+                 run_coll(comm, C_GATHER, cc->gather, cc->ngather, plain, 2, combine) +
+                 run_coll(comm, C_SCATTER, cc->scatter, cc->nscatter, scatter, 2, combine) +
+                 run_coll(comm, C_ALLTOALL, cc->alltoall, cc->nalltoall, plain, 2, combine);
     if (rank == 0)
         printf("wrong elements: %ld\n", total);
     return total;
