@@ -48,6 +48,26 @@ static int64_t get(const void *buf, ccl_dtype_t t, size_t i)
                                                                            : ((const int32_t *)buf)[i];
 }
 
+enum { C_REDUCE, C_GATHER, C_SCATTER, C_ALLTOALL };
+
+/* `iters` calls of collective coll back to back (send[k] to recv[k]), then
+ * ccl_comm_synchronize; any failure ends the program (fail_now). */
+static void call_all(ccl_comm_t *comm, int coll, void **send, void **recv, size_t count, ccl_dtype_t t, ccl_op_t op,
+                     int iters)
+{
+    static const char *name[] = {"ccl_all_reduce", "ccl_all_gather", "ccl_reduce_scatter", "ccl_all_to_all"};
+    for (int k = 0; k < iters; k++) {
+        ccl_result_t r = coll == C_REDUCE    ? ccl_all_reduce(send[k], recv[k], count, t, op, comm, NULL)
+                         : coll == C_GATHER  ? ccl_all_gather(send[k], recv[k], count, t, comm, NULL)
+                         : coll == C_SCATTER ? ccl_reduce_scatter(send[k], recv[k], count, t, op, comm, NULL)
+                                             : ccl_all_to_all(send[k], recv[k], count, t, comm, NULL);
+        if (r != CCL_OK)
+            fail_now(comm, name[coll]);
+    }
+    if (ccl_comm_synchronize(comm) != CCL_OK)
+        fail_now(comm, "ccl_comm_synchronize");
+}
+
 /* One case: `iters` calls back to back; 0 when every element of every call is right. */
 static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op, int inplace, int iters)
 {
@@ -63,11 +83,7 @@ static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op,
                 put(recv[k], t, i, -999);
         }
     }
-    for (int k = 0; k < iters; k++)
-        if (ccl_all_reduce(send[k], recv[k], count, t, op, comm, NULL) != CCL_OK)
-            fail_now(comm, "ccl_all_reduce");
-    if (ccl_comm_synchronize(comm) != CCL_OK)
-        fail_now(comm, "ccl_comm_synchronize");
+    call_all(comm, C_REDUCE, send, recv, count, t, op, iters);
     for (int k = 0; k < iters; k++) {
         for (size_t i = 0; i < count; i++) {
             if (op == CCL_AVG) {    /* f32: the sum (exact) divided by N in float, as the runtime does */
@@ -91,6 +107,27 @@ static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op,
     return wrong;
 }
 
+/* Compares the N blocks of `count` in recv (call k) with want(p, i, k), counting the
+ * wrong elements in *wrong and printing the first 3. */
+static void check_blocks(const void *recv, ccl_dtype_t t, size_t count, int k, const char *what, int inplace,
+                         int64_t (*want_of)(int p, size_t i, int k), long *wrong)
+{
+    for (int p = 0; p < size; p++)
+        for (size_t i = 0; i < count; i++) {
+            int64_t want = want_of(p, i, k), got = get(recv, t, (size_t)p * count + i);
+            if (got != want && (*wrong)++ < 3)
+                fprintf(stderr, "rank %d: %s count %zu %s%s call %d: rank %d's element %zu is %lld, expected %lld\n",
+                        rank, what, count, ccl_dtype_name(t), inplace ? " in place" : "", k, p, i, (long long)got,
+                        (long long)want);
+        }
+}
+
+/* All-gather: block p is rank p's input of call k. */
+static int64_t gather_want(int p, size_t i, int k)
+{
+    return value(p, i) + k;
+}
+
 /* One all-gather case: `iters` calls back to back, each rank's input its values + k;
  * in place, the input is this rank's slot of the output. 0 when every element is right. */
 static long gather_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int inplace, int iters)
@@ -106,20 +143,9 @@ static long gather_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int inpla
         for (size_t i = 0; i < count; i++)
             put(send[k], t, i, value(rank, i) + k);
     }
-    for (int k = 0; k < iters; k++)
-        if (ccl_all_gather(send[k], recv[k], count, t, comm, NULL) != CCL_OK)
-            fail_now(comm, "ccl_all_gather");
-    if (ccl_comm_synchronize(comm) != CCL_OK)
-        fail_now(comm, "ccl_comm_synchronize");
+    call_all(comm, C_GATHER, send, recv, count, t, (ccl_op_t)0, iters);
     for (int k = 0; k < iters; k++) {
-        for (int p = 0; p < size; p++)
-            for (size_t i = 0; i < count; i++) {
-                int64_t want = value(p, i) + k, got = get(recv[k], t, (size_t)p * count + i);
-                if (got != want && wrong++ < 3)
-                    fprintf(stderr, "rank %d: all-gather count %zu %s%s call %d: rank %d's element %zu is %lld, "
-                            "expected %lld\n", rank, count, ccl_dtype_name(t), inplace ? " in place" : "", k, p, i,
-                            (long long)got, (long long)want);
-            }
+        check_blocks(recv[k], t, count, k, "all-gather", inplace, gather_want, &wrong);
         if (!inplace)
             free(send[k]);
         free(recv[k]);
@@ -144,11 +170,7 @@ static long scatter_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t
             for (size_t i = 0; i < count; i++)
                 put(recv[k], t, i, -999);
     }
-    for (int k = 0; k < iters; k++)
-        if (ccl_reduce_scatter(send[k], recv[k], count, t, op, comm, NULL) != CCL_OK)
-            fail_now(comm, "ccl_reduce_scatter");
-    if (ccl_comm_synchronize(comm) != CCL_OK)
-        fail_now(comm, "ccl_comm_synchronize");
+    call_all(comm, C_SCATTER, send, recv, count, t, op, iters);
     for (int k = 0; k < iters; k++) {
         for (size_t i = 0; i < count; i++) {
             size_t g = (size_t)rank * count + i;
@@ -172,6 +194,12 @@ static int64_t a2a_value(int from, int to, size_t i, int k)
     return (int64_t)(from * 1000 + to * 37) + (int64_t)(i % 11) + k;
 }
 
+/* All-to-all: block p is what rank p sent this rank in call k. */
+static int64_t a2a_want(int p, size_t i, int k)
+{
+    return a2a_value(p, rank, i, k);
+}
+
 /* One all-to-all case: `iters` calls back to back, `count` elements to each peer; in
  * place, one buffer (the runtime copies the input aside: the program has no in-place
  * form). 0 when every element is right. */
@@ -190,20 +218,9 @@ static long alltoall_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int inp
                     put(recv[k], t, (size_t)p * count + i, -999);
             }
     }
-    for (int k = 0; k < iters; k++)
-        if (ccl_all_to_all(send[k], recv[k], count, t, comm, NULL) != CCL_OK)
-            fail_now(comm, "ccl_all_to_all");
-    if (ccl_comm_synchronize(comm) != CCL_OK)
-        fail_now(comm, "ccl_comm_synchronize");
+    call_all(comm, C_ALLTOALL, send, recv, count, t, (ccl_op_t)0, iters);
     for (int k = 0; k < iters; k++) {
-        for (int p = 0; p < size; p++)
-            for (size_t i = 0; i < count; i++) {
-                int64_t want = a2a_value(p, rank, i, k), got = get(recv[k], t, (size_t)p * count + i);
-                if (got != want && wrong++ < 3)
-                    fprintf(stderr, "rank %d: all-to-all count %zu %s%s call %d: rank %d's element %zu is %lld, "
-                            "expected %lld\n", rank, count, ccl_dtype_name(t), inplace ? " in place" : "", k, p, i,
-                            (long long)got, (long long)want);
-            }
+        check_blocks(recv[k], t, count, k, "all-to-all", inplace, a2a_want, &wrong);
         if (!inplace)
             free(send[k]);
         free(recv[k]);
@@ -215,8 +232,6 @@ typedef struct {
     const size_t *reduce, *gather, *scatter, *alltoall; /* counts of each collective */
     int nreduce, ngather, nscatter, nalltoall;
 } CaseCounts;
-
-enum { C_REDUCE, C_GATHER, C_SCATTER, C_ALLTOALL };
 
 typedef struct {
     ccl_dtype_t t;

@@ -60,65 +60,55 @@ done
 
 export CCL_TIMEOUT_MS=1500
 
+# failing NAME WANT PATTERN MODE ARGS...: runs the program in MODE; ok when it exits 0 and
+# WANT of its lines match PATTERN (and whatever test follows, on $tmp/out, passes).
+failing() {
+    local name=$1 want=$2 pattern=$3
+    shift 3
+    start=$(date +%s%N)
+    timeout -k 5 60 "$prog" "$@" >"$tmp/out" 2>&1
+    rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    named=$(grep -c "$pattern" "$tmp/out")
+    [ $rc -eq 0 ] && [ "$named" -eq "$want" ] || { echo "FAIL uniqueid/$name: exit $rc, $named of $want ranks said so"; show "$tmp/out"; return 1; }
+}
+
 # Rank 3 never calls: the root names it to the others, within the timeout.
-timeout -k 5 60 "$prog" skip 4 2 3 >"$tmp/out" 2>&1
-rc=$?
-named=$(grep -c '^rank [012]: init: a wait timed out.*rank 3 of 4 never connected to the root at .* within 1500 ms' "$tmp/out")
-if [ $rc -eq 0 ] && [ "$named" -eq 3 ]; then
+failing skip 3 '^rank [012]: init: a wait timed out.*rank 3 of 4 never connected to the root at .* within 1500 ms' skip 4 2 3 &&
     echo "ok uniqueid/skip: ranks 0, 1 and 2 fail within the timeout, the root naming rank 3"
-else
-    echo "FAIL uniqueid/skip: exit $rc, $named of 3 ranks named rank 3"
-    show "$tmp/out"
-fi
 
 # A stale id: the same address and port, another cookie.
-timeout -k 5 60 "$prog" cookie 4 2 3 >"$tmp/out" 2>&1
-rc=$?
-named=$(grep -c '^rank [012]: init: .*rank 3 of 4 never connected to the root' "$tmp/out")
-if [ $rc -eq 0 ] && [ "$named" -eq 3 ] &&
-   grep -q '^rank 3: init: invalid argument: .*the root at 127.0.0.1:[0-9]* refused rank 3 (.*): wrong cookie' "$tmp/out"; then
-    echo "ok uniqueid/cookie: rank 3's stale id is refused for its cookie; the others name rank 3"
-else
-    echo "FAIL uniqueid/cookie: exit $rc, $named of 3 ranks named rank 3"
-    show "$tmp/out"
-fi
+failing cookie 3 '^rank [012]: init: .*rank 3 of 4 never connected to the root' cookie 4 2 3 &&
+    if grep -q '^rank 3: init: invalid argument: .*the root at 127.0.0.1:[0-9]* refused rank 3 (.*): wrong cookie' "$tmp/out"; then
+        echo "ok uniqueid/cookie: rank 3's stale id is refused for its cookie; the others name rank 3"
+    else
+        echo "FAIL uniqueid/cookie: rank 3 does not say its cookie was refused"
+        show "$tmp/out"
+    fi
 
 # The root's process has ended.
-timeout -k 5 60 "$prog" noroot 2 1 >"$tmp/out" 2>&1
-rc=$?
-named=$(grep -c '^rank [01]: init: .*cannot connect to the root at 127.0.0.1:[0-9]*: Connection refused' "$tmp/out")
-if [ $rc -eq 0 ] && [ "$named" -eq 2 ]; then
+failing noroot 2 '^rank [01]: init: .*cannot connect to the root at 127.0.0.1:[0-9]*: Connection refused' noroot 2 1 &&
     echo "ok uniqueid/noroot: both ranks fail, naming the root's address and the refusal"
-else
-    echo "FAIL uniqueid/noroot: exit $rc, $named of 2 ranks said so"
-    show "$tmp/out"
-fi
 
 # Rank 1's init fails after the mesh: the others hear of it at once, not at the timeout.
-start=$(date +%s%N)
-timeout -k 5 60 "$prog" baddev 4 2 1 >"$tmp/out" 2>&1
-rc=$?
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
-named=$(grep -c "^rank [023]: init: a peer failed or left: .*rank 1 (.*pid [0-9]*) gave up in the init: .*argument 'device' is -5" "$tmp/out")
-if [ $rc -eq 0 ] && [ "$named" -eq 3 ] && [ "$ms" -lt 1500 ] &&
-   grep -q "^rank 1: init: invalid argument: .*argument 'device' is -5" "$tmp/out"; then
-    echo "ok uniqueid/baddev: rank 1 refuses its device; ranks 0, 2 and 3 name rank 1 and why at once (${ms} ms)"
-else
-    echo "FAIL uniqueid/baddev: exit $rc, $named of 3 ranks named rank 1, ${ms} ms"
-    show "$tmp/out"
-fi
+failing baddev 3 "^rank [023]: init: a peer failed or left: .*rank 1 (.*pid [0-9]*) gave up in the init: .*argument 'device' is -5" baddev 4 2 1 &&
+    if [ "$ms" -lt 1500 ] && grep -q "^rank 1: init: invalid argument: .*argument 'device' is -5" "$tmp/out"; then
+        echo "ok uniqueid/baddev: rank 1 refuses its device; ranks 0, 2 and 3 name rank 1 and why at once (${ms} ms)"
+    else
+        echo "FAIL uniqueid/baddev: ${ms} ms, or rank 1 does not name its device"
+        show "$tmp/out"
+    fi
 
-timeout -k 5 30 "$prog" badid >"$tmp/out" 2>&1
-rc=$?
-if [ $rc -eq 0 ] && grep -q "^bad id: invalid argument: ccl_comm_init_rank_id: argument 'id' was not made by ccl_get_unique_id" "$tmp/out" &&
-   grep -q "^nranks 0: invalid argument: .*argument 'nranks' is 0" "$tmp/out" &&
-   grep -q "^rank 2 of 2: invalid argument: .*argument 'rank' is 2, outside 0..1" "$tmp/out" &&
-   grep -q "^NULL id: invalid argument: ccl_get_unique_id: argument 'id' is NULL" "$tmp/out"; then
-    echo "ok uniqueid/badid: a damaged id, nranks 0, rank 2 of 2 and a NULL id are refused, each named"
-else
-    echo "FAIL uniqueid/badid: exit $rc"
-    show "$tmp/out"
-fi
+failing badid 4 "^\(bad id\|nranks 0\|rank 2 of 2\|NULL id\): invalid argument: " badid &&
+    if grep -q "^bad id: .*ccl_comm_init_rank_id: argument 'id' was not made by ccl_get_unique_id" "$tmp/out" &&
+       grep -q "^nranks 0: .*argument 'nranks' is 0" "$tmp/out" &&
+       grep -q "^rank 2 of 2: .*argument 'rank' is 2, outside 0..1" "$tmp/out" &&
+       grep -q "^NULL id: .*ccl_get_unique_id: argument 'id' is NULL" "$tmp/out"; then
+        echo "ok uniqueid/badid: a damaged id, nranks 0, rank 2 of 2 and a NULL id are refused, each named"
+    else
+        echo "FAIL uniqueid/badid: not every argument is named"
+        show "$tmp/out"
+    fi
 
 # Where the root cannot listen.
 bad=0
