@@ -35,6 +35,17 @@ typedef struct {
 } Endpoint;
 
 
+/* Each rank's message in an exchange of the init's bootstrap: this header, then its
+ * bytes; or, from a rank whose init failed, a farewell: the header (gave_up 1) and its
+ * message (tcpboot.c). A farewell may also come where the transport expects a frame
+ * (the peer failed after this rank's exchanges ended): no frame's length begins with
+ * BOOT_MAGIC, so tcpnet.c knows it. */
+typedef struct {
+    char magic[4];
+    uint32_t exchange, bytes, gave_up;
+} BootHdr;
+#define BOOT_MAGIC "CCLX"
+
 /* ---- tcp.c: addresses ---- */
 
 /* e := sa (which may lie in e), with the port unless it is -1, and its text. */

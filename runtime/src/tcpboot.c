@@ -461,14 +461,6 @@ fail:
 
 /* ---- the init's bootstrap over the mesh ---- */
 
-/* Each rank's message in an exchange: this header, then its bytes; or, from a rank whose
- * init failed, a farewell: the header (gave_up 1) and its message (boot_release). */
-typedef struct {
-    char magic[4];
-    uint32_t exchange, bytes, gave_up;
-} BootHdr;
-#define BOOT_MAGIC "CCLX"
-
 /* The header from rank p has come: 0 when it heads this exchange's bytes, else -1 with
  * why (a farewell's message, read here, or what is wrong). */
 static int boot_header(TcpNet *t, int p, const BootHdr *h, uint32_t k, size_t bytes, double deadline)

@@ -13,8 +13,10 @@
  * peer shuts it too (at most RELEASE_MS, and the timeout): a close with bytes unread
  * resets the connection, which could make the peer lose what it has not read yet (the
  * last acknowledgments, the goodbye). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -52,6 +54,26 @@ static int peer_failed(TcpNet *t, int p, int err)
                  err == ECONNRESET ? "it was closed or reset (its process ended?)" : strerror(err));
     pe->err = err;
     return err;
+}
+
+/* A frame's length began with BOOT_MAGIC, which no length does (its first 4 bytes are
+ * 0): peer p's init failed after this rank's had ended its exchanges, and p said why
+ * (tcpboot.c's farewell, of which the magic and exchange number are read). The rest is
+ * read for the log, briefly; the connection fails. */
+static int farewell(TcpNet *t, int p)
+{
+    BootHdr h;
+    char text[FAREWELL] = "", w[128];
+    double by = ccl__now_ms() + 100;
+    int fd = t->peer[p].fd;
+    if (tcp_io_move(fd, &h.bytes, sizeof h - offsetof(BootHdr, bytes), by, 0) == IO_OK &&
+        ntohl(h.bytes) <= sizeof text)
+        tcp_io_move(fd, text, ntohl(h.bytes), by, 0);
+    text[sizeof text - 1] = 0;
+    CCL__LOG(CCL__LOG_WARN, CCL__SUB_INIT, t->me, "%s gave up in its init: %s", tcp_who(&t->table[p], p, w, sizeof w),
+             text[0] ? text : "(its reason did not come)");
+    t->peer[p].err = ECONNABORTED;
+    return ECONNABORTED;
 }
 
 /* Writes what the kernel takes of p's queued sends, in order. 0, or the errno of a
@@ -102,14 +124,13 @@ static int pull(TcpNet *t, int p)
             uint64_t b = 0;
             for (int i = 0; i < 8; i++)
                 b = b << 8 | q->len[i];
+            if (!memcmp(q->len, BOOT_MAGIC, 4))
+                return farewell(t, p);
             if (b > q->cap)
                 return peer_failed(t, p, EMSGSIZE);
             q->bytes = (size_t)b;
         }
-        if (q->moved == 8 + q->bytes && !head) {
-            q->complete = 1;
-            pe->rq = NULL;
-        } else if (q->moved == 8 && q->bytes == 0) {
+        if (q->moved == 8 + q->bytes) {  /* (bytes is 0 until the length is in: moved is 8 then) */
             q->complete = 1;
             pe->rq = NULL;
         }

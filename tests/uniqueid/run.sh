@@ -17,6 +17,9 @@
 #   noroot     the id's process has ended: every rank fails, naming the root's address
 #   baddev     rank 1's init refuses its device after the connections are made: it tells
 #              the others, which fail at once, naming rank 1 and its reason
+#   kill       rank 3 is killed once the communicator is made: ranks 0-2 fail at once, not at the
+#              timeout (each naming the first peer whose connection failed: rank 3, or a rank
+#              that stopped because of it; docs/multinode.md)
 #   badid      a damaged id, nranks 0, rank out of range, a NULL id: refused, each named
 #   badaddr    CCL_BOOTSTRAP_ADDR unresolvable, not this host's, a bad port; CCL_SOCKET_IFNAME
 #              naming no interface: ccl_get_unique_id fails, saying which and why
@@ -96,6 +99,15 @@ failing baddev 3 "^rank [023]: init: a peer failed or left: .*rank 1 (.*pid [0-9
         echo "ok uniqueid/baddev: rank 1 refuses its device; ranks 0, 2 and 3 name rank 1 and why at once (${ms} ms)"
     else
         echo "FAIL uniqueid/baddev: ${ms} ms, or rank 1 does not name its device"
+        show "$tmp/out"
+    fi
+
+# Rank 3 is killed once the communicator is made: no survivor waits out the 20 s timeout.
+CCL_TIMEOUT_MS=20000 failing kill 3 '^rank [012]: \(init: \)\?\(a peer failed or left\|system call failed\): ' kill 4 2 3 &&
+    if [ "$ms" -lt 10000 ] && grep -q 'rank 3' "$tmp/out"; then
+        echo "ok uniqueid/kill: ranks 0, 1 and 2 fail in ${ms} ms (timeout 20 s), rank 3 named"
+    else
+        echo "FAIL uniqueid/kill: ${ms} ms, or nobody names rank 3"
         show "$tmp/out"
     fi
 

@@ -18,15 +18,18 @@
  *   noroot   the id comes from a process that has ended: every rank's init fails
  *   baddev   rank R passes device -5: its init refuses it once the connections are made,
  *            and closes them; the others fail at once, naming rank R
+ *   kill     rank R is killed (SIGKILL) once the communicator is made, while the others
+ *            all-reduce: they fail soon, each naming rank R
  *   badid    the id's first byte changed, then nranks 0 and rank = nranks: every
  *            argument refused, named
  *   getid    ccl_get_unique_id alone (the script sets CCL_BOOTSTRAP_ADDR or
  *            CCL_SOCKET_IFNAME to something wrong): prints its result and message
  * Every rank prints "rank R: init: RESULT: MESSAGE" when its init fails. The program
- * exits 0 when every rank exited 0 (in skip, cookie, noroot and baddev: when every rank
- * that should fail did, and printed why). */
+ * exits 0 when every rank exited 0 (in skip, cookie, noroot, baddev and kill: when every
+ * rank that should fail did, and printed why; R killed excepted). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +122,17 @@ static int run_rank(const char *mode, int rpn, int who, int (*pipes)[2], const c
         printf("rank %d: init: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(NULL));
         return strcmp(mode, "check") ? 0 : 2;
     }
+    if (!strcmp(mode, "kill")) {
+        float x[64] = {0};
+        if (rank == who)
+            raise(SIGKILL);
+        r = ccl_all_reduce(x, x, 64, CCL_F32, CCL_SUM, comm, NULL);
+        if (r == CCL_OK)
+            r = ccl_comm_synchronize(comm);
+        printf("rank %d: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(comm));
+        ccl_comm_destroy(comm);
+        return r == CCL_OK;
+    }
     if (strcmp(mode, "check")) {
         printf("rank %d: init succeeded in mode %s\n", rank, mode);
         ccl_comm_destroy(comm);
@@ -169,7 +183,7 @@ int main(int argc, char **argv)
     size = argc > 2 ? atoi(argv[2]) : 4;
     int rpn = argc > 3 ? atoi(argv[3]) : 2, who = argc > 4 ? atoi(argv[4]) : size - 1;
     if (size < 1 || size > MAX_RANKS) {
-        fprintf(stderr, "usage: uniqueid check|skip|cookie|noroot|baddev|badid|getid NRANKS RANKS_PER_NODE [R]\n");
+        fprintf(stderr, "usage: uniqueid check|skip|cookie|noroot|baddev|kill|badid|getid NRANKS RANKS_PER_NODE [R]\n");
         return 2;
     }
     ccl_unique_id_t stale;
@@ -205,6 +219,8 @@ int main(int argc, char **argv)
     for (int p = 0; p < size; p++) {
         int status = 0;
         waitpid(pids[p], &status, 0);
+        if (p == who && !strcmp(mode, "kill") && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+            continue;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             printf("rank %d: exit status %d%s\n", p, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
                    WIFSIGNALED(status) ? " (killed by a signal)" : "");
