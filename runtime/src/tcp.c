@@ -32,7 +32,7 @@ static int ep_port(const Endpoint *e)
 }
 
 /* e := sa (which may lie in e), with the port unless it is -1, and its text. */
-void tcp_ep_set(Endpoint *e, const struct sockaddr *sa, int port)
+void ccl__tcp_ep_set(Endpoint *e, const struct sockaddr *sa, int port)
 {
     struct sockaddr_storage copy;
     socklen_t sl = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
@@ -52,7 +52,7 @@ void tcp_ep_set(Endpoint *e, const struct sockaddr *sa, int port)
     CCL__FMT(e->text, sizeof e->text, v6 ? "[%s]:%d" : "%s:%d", a, ep_port(e));
 }
 
-void tcp_wire_of(const Endpoint *e, WireAddr *w)
+void ccl__tcp_wire_of(const Endpoint *e, WireAddr *w)
 {
     memset(w, 0, sizeof *w);
     int v6 = e->sa.ss_family == AF_INET6;
@@ -65,7 +65,7 @@ void tcp_wire_of(const Endpoint *e, WireAddr *w)
 }
 
 /* 0, or -1 for a family that is neither 4 nor 6 (damaged bytes). */
-int tcp_ep_of(Endpoint *e, const WireAddr *w)
+int ccl__tcp_ep_of(Endpoint *e, const WireAddr *w)
 {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
@@ -80,7 +80,7 @@ int tcp_ep_of(Endpoint *e, const WireAddr *w)
     } else {
         return -1;
     }
-    tcp_ep_set(e, (struct sockaddr *)&ss, ntohs(w->port));
+    ccl__tcp_ep_set(e, (struct sockaddr *)&ss, ntohs(w->port));
     return 0;
 }
 
@@ -102,7 +102,7 @@ static int if_passes(const char *name, const char *filter)
 /* The first address of this host's interfaces (up) that `filter` admits, IPv4 before
  * IPv6 (never link-local); with no filter, the first IPv4 address that is not loopback.
  * 0, or -1 with why. */
-int tcp_if_address(Endpoint *e, const char *filter, char *why, size_t len)
+int ccl__tcp_if_address(Endpoint *e, const char *filter, char *why, size_t len)
 {
     struct ifaddrs *ifs;
     if (getifaddrs(&ifs) != 0) {
@@ -118,7 +118,7 @@ int tcp_if_address(Endpoint *e, const char *filter, char *why, size_t len)
                 continue;
             if (v6 && IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))
                 continue;
-            tcp_ep_set(e, i->ifa_addr, 0);
+            ccl__tcp_ep_set(e, i->ifa_addr, 0);
             found = 1;
         }
     if (!found && filter) {
@@ -162,29 +162,29 @@ static int resolve(Endpoint *e, const char *spec, char *why, size_t len)
                  rc ? gai_strerror(rc) : "no address");
         return -1;
     }
-    tcp_ep_set(e, res->ai_addr, (int)p);
+    ccl__tcp_ep_set(e, res->ai_addr, (int)p);
     freeaddrinfo(res);
     return 0;
 }
 
 /* Where the root listens: CCL_BOOTSTRAP_ADDR, else CCL_SOCKET_IFNAME's interface, else the
  * first non-loopback IPv4 address, else 127.0.0.1. */
-int tcp_root_address(Endpoint *e, char *why, size_t len)
+int ccl__tcp_root_address(Endpoint *e, char *why, size_t len)
 {
     const char *addr = getenv("CCL_BOOTSTRAP_ADDR"), *filter = getenv("CCL_SOCKET_IFNAME");
     if (addr && *addr)
         return resolve(e, addr, why, len);
     if (filter && *filter)
-        return tcp_if_address(e, filter, why, len);
-    if (tcp_if_address(e, NULL, why, len) == 0)
+        return ccl__tcp_if_address(e, filter, why, len);
+    if (ccl__tcp_if_address(e, NULL, why, len) == 0)
         return 0;
     struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    tcp_ep_set(e, (struct sockaddr *)&lo, 0);
+    ccl__tcp_ep_set(e, (struct sockaddr *)&lo, 0);
     return 0;
 }
 
 /* Milliseconds to the deadline, for poll. */
-int tcp_left_ms(double deadline)
+int ccl__tcp_left_ms(double deadline)
 {
     double l = deadline - ccl__now_ms();
     return l <= 0 ? 0 : l > 1e9 ? 1000000000 : (int)l + 1;
@@ -192,7 +192,7 @@ int tcp_left_ms(double deadline)
 
 /* Moves n bytes to (out) or from a non-blocking socket by the deadline; IO_ERR leaves
  * errno set. */
-int tcp_io_move(int fd, void *buf, size_t n, double deadline, int out)
+int ccl__tcp_io_move(int fd, void *buf, size_t n, double deadline, int out)
 {
     char *p = buf;
     while (n) {
@@ -209,7 +209,7 @@ int tcp_io_move(int fd, void *buf, size_t n, double deadline, int out)
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return IO_ERR;
         struct pollfd pf = {fd, out ? POLLOUT : POLLIN, 0};
-        int r = poll(&pf, 1, tcp_left_ms(deadline));
+        int r = poll(&pf, 1, ccl__tcp_left_ms(deadline));
         if (r == 0)
             return IO_TIMEOUT;
         if (r < 0 && errno != EINTR)
@@ -218,19 +218,19 @@ int tcp_io_move(int fd, void *buf, size_t n, double deadline, int out)
     return IO_OK;
 }
 
-const char *tcp_io_text(int rc)
+const char *ccl__tcp_io_text(int rc)
 {
     return rc == IO_TIMEOUT ? "timed out" : rc == IO_EOF ? "the connection was closed" : strerror(errno);
 }
 
-void tcp_no_delay(int fd)
+void ccl__tcp_no_delay(int fd)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 /* A socket listening on e (port 0: any; e gets the one it has). fd, or -1 with why. */
-int tcp_listen_on(Endpoint *e, char *why, size_t len)
+int ccl__tcp_listen_on(Endpoint *e, char *why, size_t len)
 {
     int fd = socket(e->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
     if (fd >= 0)
@@ -243,13 +243,13 @@ int tcp_listen_on(Endpoint *e, char *why, size_t len)
             close(fd);
         return -1;
     }
-    tcp_ep_set(e, (struct sockaddr *)&e->sa, -1);
+    ccl__tcp_ep_set(e, (struct sockaddr *)&e->sa, -1);
     return fd;
 }
 
 /* A connection to e by the deadline: fd, or -1 with errno (ETIMEDOUT at the deadline).
  * With retry, a refused connection is tried again every 50 ms until the deadline. */
-int tcp_connect_to(const Endpoint *e, double deadline, int retry)
+int ccl__tcp_connect_to(const Endpoint *e, double deadline, int retry)
 {
     for (;;) {
         int fd = socket(e->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -259,7 +259,7 @@ int tcp_connect_to(const Endpoint *e, double deadline, int retry)
         if (err == EINPROGRESS) {
             struct pollfd pf = {fd, POLLOUT, 0};
             int k;
-            while ((k = poll(&pf, 1, tcp_left_ms(deadline))) < 0 && errno == EINTR)
+            while ((k = poll(&pf, 1, ccl__tcp_left_ms(deadline))) < 0 && errno == EINTR)
                 ;
             socklen_t el = sizeof err;
             if (k <= 0)
@@ -268,7 +268,7 @@ int tcp_connect_to(const Endpoint *e, double deadline, int retry)
                 err = errno;
         }
         if (!err) {
-            tcp_no_delay(fd);
+            ccl__tcp_no_delay(fd);
             return fd;
         }
         close(fd);
@@ -280,21 +280,21 @@ int tcp_connect_to(const Endpoint *e, double deadline, int retry)
     }
 }
 
-int tcp_answer_send(int fd, ccl_result_t result, const void *data, size_t bytes, double deadline)
+int ccl__tcp_answer_send(int fd, ccl_result_t result, const void *data, size_t bytes, double deadline)
 {
     Answer a = {.result = htonl((uint32_t)result), .bytes = htonl((uint32_t)bytes)};
     memcpy(a.magic, ANSWER_MAGIC, 8);
-    int rc = tcp_io_move(fd, &a, sizeof a, deadline, 1);
-    return rc == IO_OK && bytes ? tcp_io_move(fd, (void *)data, bytes, deadline, 1) : rc;
+    int rc = ccl__tcp_io_move(fd, &a, sizeof a, deadline, 1);
+    return rc == IO_OK && bytes ? ccl__tcp_io_move(fd, (void *)data, bytes, deadline, 1) : rc;
 }
 
 /* An answer of at most max bytes: *data (malloc'd, NUL after it) and *result; IO_ERR
  * with errno EPROTO for something else than an answer. */
-int tcp_answer_recv(int fd, size_t max, double deadline, ccl_result_t *result, char **data, size_t *bytes)
+int ccl__tcp_answer_recv(int fd, size_t max, double deadline, ccl_result_t *result, char **data, size_t *bytes)
 {
     Answer a;
     *data = NULL;
-    int rc = tcp_io_move(fd, &a, sizeof a, deadline, 0);
+    int rc = ccl__tcp_io_move(fd, &a, sizeof a, deadline, 0);
     if (rc != IO_OK)
         return rc;
     *result = (ccl_result_t)ntohl(a.result);
@@ -304,7 +304,7 @@ int tcp_answer_recv(int fd, size_t max, double deadline, ccl_result_t *result, c
         return IO_ERR;
     }
     (*data)[*bytes] = 0;
-    if ((rc = tcp_io_move(fd, *data, *bytes, deadline, 0)) != IO_OK) {
+    if ((rc = ccl__tcp_io_move(fd, *data, *bytes, deadline, 0)) != IO_OK) {
         free(*data);
         *data = NULL;
     }
@@ -312,7 +312,7 @@ int tcp_answer_recv(int fd, size_t max, double deadline, ccl_result_t *result, c
 }
 
 /* "rank 3 (host, pid 4711)" */
-const char *tcp_who(const Hello *h, int rank, char *buf, size_t len)
+const char *ccl__tcp_who(const Hello *h, int rank, char *buf, size_t len)
 {
     CCL__FMT(buf, len, "rank %d (%.*s, pid %u)", rank, HOST, h->host, ntohl(h->pid));
     return buf;
@@ -320,7 +320,7 @@ const char *tcp_who(const Hello *h, int rank, char *buf, size_t len)
 
 /* The ranks of [lo, hi) whose have[] is negative (a socket not there, a count short), as
  * "rank 3" or "ranks 3, 5 and 7" (8 named). */
-void tcp_missing(const int *have, int lo, int hi, char *buf, size_t len)
+void ccl__tcp_missing(const int *have, int lo, int hi, char *buf, size_t len)
 {
     int total = 0, shown = 0;
     for (int r = lo; r < hi; r++)

@@ -49,19 +49,19 @@ typedef struct {
 /* ---- tcp.c: addresses ---- */
 
 /* e := sa (which may lie in e), with the port unless it is -1, and its text. */
-void tcp_ep_set(Endpoint *e, const struct sockaddr *sa, int port);
-void tcp_wire_of(const Endpoint *e, WireAddr *w);
+void ccl__tcp_ep_set(Endpoint *e, const struct sockaddr *sa, int port);
+void ccl__tcp_wire_of(const Endpoint *e, WireAddr *w);
 /* 0, or -1 for a family that is neither 4 nor 6 (damaged bytes). */
-int tcp_ep_of(Endpoint *e, const WireAddr *w);
+int ccl__tcp_ep_of(Endpoint *e, const WireAddr *w);
 /* The first address of this host's interfaces (up) that `filter` (CCL_SOCKET_IFNAME's
  * syntax, as NCCL_SOCKET_IFNAME's: "eth,ib", "=eth0", "^docker,lo") admits, IPv4 before
  * IPv6 (never link-local); with no filter, the first IPv4 address that is not loopback.
  * 0, or -1 with why. */
-int tcp_if_address(Endpoint *e, const char *filter, char *why, size_t len);
+int ccl__tcp_if_address(Endpoint *e, const char *filter, char *why, size_t len);
 /* Where the root listens: CCL_BOOTSTRAP_ADDR ("host", "host:port", "[v6]:port"), else
  * CCL_SOCKET_IFNAME's interface, else the first non-loopback IPv4 address, else
  * 127.0.0.1. 0, or -1 with why (the variable and what is wrong with it). */
-int tcp_root_address(Endpoint *e, char *why, size_t len);
+int ccl__tcp_root_address(Endpoint *e, char *why, size_t len);
 
 /* ---- tcp.c: sockets, every wait bounded by a deadline (ccl__now_ms) ---- */
 
@@ -69,30 +69,30 @@ enum { IO_OK = 0, IO_ERR = -1, IO_TIMEOUT = -2, IO_EOF = -3 };
 
 
 /* Milliseconds to the deadline, for poll. */
-int tcp_left_ms(double deadline);
+int ccl__tcp_left_ms(double deadline);
 /* Moves n bytes to (out) or from a non-blocking socket by the deadline; IO_ERR leaves
  * errno set. */
-int tcp_io_move(int fd, void *buf, size_t n, double deadline, int out);
+int ccl__tcp_io_move(int fd, void *buf, size_t n, double deadline, int out);
 /* What an IO_ result says, for a message. */
-const char *tcp_io_text(int rc);
-void tcp_no_delay(int fd);
+const char *ccl__tcp_io_text(int rc);
+void ccl__tcp_no_delay(int fd);
 /* A non-blocking socket listening on e (port 0: any; e gets the one it has). fd, or -1
  * with why ("cannot listen on ADDR: ..."). */
-int tcp_listen_on(Endpoint *e, char *why, size_t len);
+int ccl__tcp_listen_on(Endpoint *e, char *why, size_t len);
 /* A non-blocking connection to e by the deadline: fd, or -1 with errno (ETIMEDOUT at the
  * deadline). With retry, a refused connection is tried again every 50 ms until then. */
-int tcp_connect_to(const Endpoint *e, double deadline, int retry);
+int ccl__tcp_connect_to(const Endpoint *e, double deadline, int retry);
 /* The answer to a hello: result (CCL_OK, or why it was refused) and bytes of data (the
  * table, or the refusal's text). */
-int tcp_answer_send(int fd, ccl_result_t result, const void *data, size_t bytes, double deadline);
+int ccl__tcp_answer_send(int fd, ccl_result_t result, const void *data, size_t bytes, double deadline);
 /* An answer of at most max bytes: *data (malloc'd, NUL after it) and *result; IO_ERR
  * with errno EPROTO for something else than an answer. */
-int tcp_answer_recv(int fd, size_t max, double deadline, ccl_result_t *result, char **data, size_t *bytes);
+int ccl__tcp_answer_recv(int fd, size_t max, double deadline, ccl_result_t *result, char **data, size_t *bytes);
 /* "rank 3 (host, pid 4711)", from its hello. */
-const char *tcp_who(const Hello *h, int rank, char *buf, size_t len);
+const char *ccl__tcp_who(const Hello *h, int rank, char *buf, size_t len);
 /* The ranks of [lo, hi) whose have[] is negative (a socket not there, a count short), as
  * "rank 3" or "ranks 3, 5 and 7" (8 named). */
-void tcp_missing(const int *have, int lo, int hi, char *buf, size_t len);
+void ccl__tcp_missing(const int *have, int lo, int hi, char *buf, size_t len);
 
 /* ---- a rank's connections: made by tcpboot.c, the transport's in tcpnet.c ---- */
 
@@ -125,12 +125,12 @@ typedef struct {
 /* ---- tcpnet.c ---- */
 
 /* The transport over t's connections; its release (at the comm's destroy, or when its
- * init fails) is tcp_net_release. */
-void tcp_net_ops(TcpNet *t, ccl_net_t *net);
+ * init fails) is ccl__tcp_net_release. */
+void ccl__tcp_net_ops(TcpNet *t, ccl_net_t *net);
 /* Shuts the connections that carried messages for writing and reads them until their
  * peers shut them too (bounded: tcpnet.c says why), then closes all and frees t. */
-void tcp_net_release(void *t);
+void ccl__tcp_net_release(void *t);
 /* Closes t's connections and frees it, at once. */
-void tcp_net_free(TcpNet *t);
+void ccl__tcp_net_free(TcpNet *t);
 
 #endif

@@ -84,7 +84,7 @@ static void root_tell(Root *rt, ccl_result_t r, const void *data, size_t bytes)
         for (int p = 0; p < rt->n; p++) {
             int here = ntohl(rt->hello[p].pid) == (uint32_t)getpid() && !strcmp(rt->hello[p].host, host);
             if (here == mine && rt->fd[p] >= 0)
-                tcp_answer_send(rt->fd[p], r, data, bytes, ccl__now_ms() + HELLO_WAIT_MS);
+                ccl__tcp_answer_send(rt->fd[p], r, data, bytes, ccl__now_ms() + HELLO_WAIT_MS);
         }
 }
 
@@ -107,13 +107,13 @@ static int root_take(Root *rt, int fd)
 {
     Hello h;
     double by = ccl__now_ms() + HELLO_WAIT_MS;
-    if (tcp_io_move(fd, &h, sizeof h, by, 0) != IO_OK)
+    if (ccl__tcp_io_move(fd, &h, sizeof h, by, 0) != IO_OK)
         return 0;               /* nothing of ours */
     h.host[HOST - 1] = 0;
     int nranks = (int)ntohl(h.nranks), rank = (int)ntohl(h.rank);
     char text[TEXT] = "", w[128], w2[128];
     ccl_result_t r = CCL_ERR_INVALID_ARGUMENT;
-    tcp_who(&h, rank, w, sizeof w);
+    ccl__tcp_who(&h, rank, w, sizeof w);
     if (memcmp(h.magic, HELLO_MAGIC, 8)) {
         CCL__FMT(text, sizeof text, "the root of a ccl unique id at %s got something else than a rank's hello", rt->at);
     } else if (memcmp(h.cookie, rt->cookie, COOKIE)) {
@@ -130,7 +130,7 @@ static int root_take(Root *rt, int fd)
         root_fail(rt, r, text);
     } else if (rt->n && rt->fd[rank] >= 0) {
         CCL__FMT(text, sizeof text, "%s and %s both came as rank %d (every process must pass its own rank)", w,
-                 tcp_who(&rt->hello[rank], rank, w2, sizeof w2), rank);
+                 ccl__tcp_who(&rt->hello[rank], rank, w2, sizeof w2), rank);
         root_fail(rt, r, text);
     } else if (!rt->n) {
         rt->fd = malloc(sizeof *rt->fd * (size_t)nranks);
@@ -151,7 +151,7 @@ static int root_take(Root *rt, int fd)
         }
     }
     if (text[0]) {
-        tcp_answer_send(fd, r, text, strlen(text) + 1, by);
+        ccl__tcp_answer_send(fd, r, text, strlen(text) + 1, by);
         return 0;
     }
     rt->fd[rank] = fd;
@@ -177,7 +177,7 @@ static void *root_main(void *arg)
         pf[0] = (struct pollfd){rt->lfd, POLLIN, 0};
         for (int p = 0; p < n; p++)
             pf[p + 1] = (struct pollfd){rt->fd[p], POLLIN, 0}; /* anything before the answer: it left */
-        int k = poll(pf, (nfds_t)n + 1, tcp_left_ms(rt->deadline));
+        int k = poll(pf, (nfds_t)n + 1, ccl__tcp_left_ms(rt->deadline));
         int left = -1;
         for (int p = 0; k > 0 && p < n && left < 0; p++)
             if (pf[p + 1].revents)
@@ -190,7 +190,7 @@ static void *root_main(void *arg)
         if (k == 0 || (k < 0 && errno != EINTR)) {
             if (rt->n && !rt->failed) {
                 char list[160];
-                tcp_missing(rt->fd, 0, rt->n, list, sizeof list);
+                ccl__tcp_missing(rt->fd, 0, rt->n, list, sizeof list);
                 CCL__FMT(text, sizeof text, "%s of %d never connected to the root at %s within %d ms (the timeout: "
                          "config timeout_ms or CCL_TIMEOUT_MS)", list, rt->n, rt->at, rt->timeout_ms);
                 root_fail(rt, CCL_ERR_TIMEOUT, text);
@@ -201,7 +201,7 @@ static void *root_main(void *arg)
             close(rt->fd[left]);
             rt->fd[left] = -1;
             CCL__FMT(text, sizeof text, "%s left before every rank had connected to the root at %s (its process "
-                     "ended, or its init failed)", tcp_who(&rt->hello[left], left, w, sizeof w), rt->at);
+                     "ended, or its init failed)", ccl__tcp_who(&rt->hello[left], left, w, sizeof w), rt->at);
             root_fail(rt, CCL_ERR_PEER_FAILED, text);
             continue;
         }
@@ -245,9 +245,9 @@ ccl_result_t ccl_get_unique_id(ccl_unique_id_t *id)
     if (getrandom(rt->cookie, COOKIE, 0) != COOKIE) {
         CCL__FMT(why, sizeof why, "cannot draw a random cookie (getrandom): %s", strerror(errno));
         r = CCL_ERR_SYSTEM;
-    } else if (tcp_root_address(&e, why, sizeof why) != 0) {
+    } else if (ccl__tcp_root_address(&e, why, sizeof why) != 0) {
         r = CCL_ERR_INVALID_ARGUMENT;   /* CCL_BOOTSTRAP_ADDR or CCL_SOCKET_IFNAME names nothing usable */
-    } else if ((rt->lfd = tcp_listen_on(&e, why, sizeof why)) < 0) {
+    } else if ((rt->lfd = ccl__tcp_listen_on(&e, why, sizeof why)) < 0) {
         r = CCL_ERR_SYSTEM;
     }
     if (r == CCL_OK) {
@@ -271,7 +271,7 @@ ccl_result_t ccl_get_unique_id(ccl_unique_id_t *id)
     memset(&w, 0, sizeof w);
     memcpy(w.magic, ID_MAGIC, 8);
     memcpy(w.cookie, rt->cookie, COOKIE);
-    tcp_wire_of(&e, &w.root);
+    ccl__tcp_wire_of(&e, &w.root);
     id_check(&w);
     memcpy(id->internal, &w, sizeof w);
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, -1, "%s: the root listens at %s (for %d ms before a rank comes)", fn,
@@ -300,15 +300,15 @@ static ccl_result_t mesh(TcpNet *t, int lfd, const char *at, double deadline, ch
         Endpoint e;
         int rc = IO_OK;
         mh.to = htonl((uint32_t)j);
-        if (tcp_ep_of(&e, &t->table[j].listen) != 0) {
-            CCL__FMT(why, len, "the root's table holds no address for %s", tcp_who(&t->table[j], j, w, sizeof w));
+        if (ccl__tcp_ep_of(&e, &t->table[j].listen) != 0) {
+            CCL__FMT(why, len, "the root's table holds no address for %s", ccl__tcp_who(&t->table[j], j, w, sizeof w));
             return CCL_ERR_INTERNAL;
         }
-        if ((t->peer[j].fd = tcp_connect_to(&e, deadline, 0)) < 0 ||
-            (rc = tcp_io_move(t->peer[j].fd, &mh, sizeof mh, deadline, 1)) != IO_OK) {
-            const char *how = t->peer[j].fd < 0 ? strerror(errno) : tcp_io_text(rc);
-            CCL__FMT(why, len, "rank %d cannot connect to %s at %s: %s", t->me, tcp_who(&t->table[j], j, w, sizeof w),
-                     e.text, how);
+        if ((t->peer[j].fd = ccl__tcp_connect_to(&e, deadline, 0)) < 0 ||
+            (rc = ccl__tcp_io_move(t->peer[j].fd, &mh, sizeof mh, deadline, 1)) != IO_OK) {
+            const char *how = t->peer[j].fd < 0 ? strerror(errno) : ccl__tcp_io_text(rc);
+            ccl__tcp_who(&t->table[j], j, w, sizeof w);
+            CCL__FMT(why, len, "rank %d cannot connect to %s at %s: %s", t->me, w, e.text, how);
             return CCL_ERR_PEER_FAILED;
         }
     }
@@ -319,14 +319,14 @@ static ccl_result_t mesh(TcpNet *t, int lfd, const char *at, double deadline, ch
     }
     for (int need = t->n - 1 - t->me; need > 0;) {
         struct pollfd pf = {lfd, POLLIN, 0};
-        int k = poll(&pf, 1, tcp_left_ms(deadline));
+        int k = poll(&pf, 1, ccl__tcp_left_ms(deadline));
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0) {
             char list[160];
             for (int p = 0; p < t->n; p++)
                 have[p] = t->peer[p].fd;
-            tcp_missing(have, t->me + 1, t->n, list, sizeof list);
+            ccl__tcp_missing(have, t->me + 1, t->n, list, sizeof list);
             free(have);
             CCL__FMT(why, len, "%s never connected to rank %d (listening at %s) within %d ms", list, t->me, at,
                      t->timeout_ms);
@@ -337,7 +337,7 @@ static ccl_result_t mesh(TcpNet *t, int lfd, const char *at, double deadline, ch
         double by = ccl__now_ms() + HELLO_WAIT_MS < deadline ? ccl__now_ms() + HELLO_WAIT_MS : deadline;
         if (fd < 0)
             continue;
-        if (tcp_io_move(fd, &h, sizeof h, by, 0) != IO_OK) {
+        if (ccl__tcp_io_move(fd, &h, sizeof h, by, 0) != IO_OK) {
             close(fd);
             continue;
         }
@@ -349,13 +349,13 @@ static ccl_result_t mesh(TcpNet *t, int lfd, const char *at, double deadline, ch
         else if ((int)ntohl(h.to) != t->me || from <= t->me || from >= t->n || t->peer[from].fd >= 0)
             CCL__FMT(text, sizeof text, "rank %d, listening at %s, refused a connection from rank %d to rank %u "
                      "(not one it waits for)", t->me, at, from, ntohl(h.to));
-        if (text[0] || tcp_answer_send(fd, CCL_OK, NULL, 0, by) != IO_OK) {
+        if (text[0] || ccl__tcp_answer_send(fd, CCL_OK, NULL, 0, by) != IO_OK) {
             if (text[0])
-                tcp_answer_send(fd, CCL_ERR_INVALID_ARGUMENT, text, strlen(text) + 1, by);
+                ccl__tcp_answer_send(fd, CCL_ERR_INVALID_ARGUMENT, text, strlen(text) + 1, by);
             close(fd);
             continue;
         }
-        tcp_no_delay(fd);
+        ccl__tcp_no_delay(fd);
         t->peer[from].fd = fd;
         need--;
     }
@@ -364,13 +364,14 @@ static ccl_result_t mesh(TcpNet *t, int lfd, const char *at, double deadline, ch
         ccl_result_t r = CCL_OK;
         char *text = NULL;
         size_t bytes;
-        int rc = tcp_answer_recv(t->peer[j].fd, TEXT, deadline, &r, &text, &bytes);
+        int rc = ccl__tcp_answer_recv(t->peer[j].fd, TEXT, deadline, &r, &text, &bytes);
         if (rc != IO_OK || r != CCL_OK) {
             if (rc == IO_OK)
                 CCL__FMT(why, len, "%s", text);
             else
-                CCL__FMT(why, len, "%s did not answer rank %d's connection: %s", tcp_who(&t->table[j], j, w, sizeof w),
-                         t->me, rc == IO_EOF ? "it closed it (its process ended, or its init failed)" : tcp_io_text(rc));
+                CCL__FMT(why, len, "%s did not answer rank %d's connection: %s",
+                         ccl__tcp_who(&t->table[j], j, w, sizeof w), t->me,
+                         rc == IO_EOF ? "it closed it (its process ended, or its init failed)" : ccl__tcp_io_text(rc));
             free(text);
             return rc == IO_TIMEOUT ? CCL_ERR_TIMEOUT : rc == IO_OK ? r : CCL_ERR_PEER_FAILED;
         }
@@ -398,7 +399,7 @@ static TcpNet *join(const WireId *id, const Endpoint *root, int n, int me, int t
     for (int p = 0; p < n; p++)
         t->peer[p].fd = -1;
     double deadline = ccl__now_ms() + timeout_ms + grace_ms(timeout_ms);
-    int fd = tcp_connect_to(root, deadline, 1), lfd = -1, rc = IO_OK;
+    int fd = ccl__tcp_connect_to(root, deadline, 1), lfd = -1, rc = IO_OK;
     Endpoint mine;
     socklen_t sl = sizeof mine.sa;
     const char *filter = getenv("CCL_SOCKET_IFNAME");
@@ -414,20 +415,20 @@ static TcpNet *join(const WireId *id, const Endpoint *root, int n, int me, int t
         goto fail;
     }
     /* This rank listens where CCL_SOCKET_IFNAME says, else where it reaches the root from. */
-    if (filter && *filter ? tcp_if_address(&mine, filter, why, len) != 0
+    if (filter && *filter ? ccl__tcp_if_address(&mine, filter, why, len) != 0
                           : getsockname(fd, (struct sockaddr *)&mine.sa, &sl) != 0)
         goto fail;
     if (!(filter && *filter))
-        tcp_ep_set(&mine, (struct sockaddr *)&mine.sa, 0);
-    if ((lfd = tcp_listen_on(&mine, why, len)) < 0)
+        ccl__tcp_ep_set(&mine, (struct sockaddr *)&mine.sa, 0);
+    if ((lfd = ccl__tcp_listen_on(&mine, why, len)) < 0)
         goto fail;
     memcpy(h.magic, HELLO_MAGIC, 8);
     memcpy(h.cookie, id->cookie, COOKIE);
-    tcp_wire_of(&mine, &h.listen);
+    ccl__tcp_wire_of(&mine, &h.listen);
     gethostname(h.host, HOST - 1);
     ccl_result_t answer = CCL_OK;
-    if ((rc = tcp_io_move(fd, &h, sizeof h, deadline, 1)) == IO_OK)
-        rc = tcp_answer_recv(fd, sizeof(Hello) * (size_t)n, deadline, &answer, &table, &bytes);
+    if ((rc = ccl__tcp_io_move(fd, &h, sizeof h, deadline, 1)) == IO_OK)
+        rc = ccl__tcp_answer_recv(fd, sizeof(Hello) * (size_t)n, deadline, &answer, &table, &bytes);
     if (rc != IO_OK) {
         *r = rc == IO_TIMEOUT ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED;
         CCL__FMT(why, len, "rank %d got no answer from the root at %s: %s", me, root->text,
@@ -455,7 +456,7 @@ fail:
         close(fd);
     if (lfd >= 0)
         close(lfd);
-    tcp_net_free(t);
+    ccl__tcp_net_free(t);
     return NULL;
 }
 
@@ -467,10 +468,10 @@ static int boot_header(TcpNet *t, int p, const BootHdr *h, uint32_t k, size_t by
 {
     char w[128], text[FAREWELL] = "";
     uint32_t len = ntohl(h->bytes);
-    tcp_who(&t->table[p], p, w, sizeof w);
+    ccl__tcp_who(&t->table[p], p, w, sizeof w);
     if (memcmp(h->magic, BOOT_MAGIC, 4))
         CCL__FMT(t->why, t->whylen, "%s sent rank %d something else than exchange %u of the init", w, t->me, k);
-    else if (h->gave_up && len <= sizeof text && tcp_io_move(t->peer[p].fd, text, len, deadline, 0) == IO_OK)
+    else if (h->gave_up && len <= sizeof text && ccl__tcp_io_move(t->peer[p].fd, text, len, deadline, 0) == IO_OK)
         CCL__FMT(t->why, t->whylen, "%s gave up in the init: %.*s", w, (int)len, text);
     else if (h->gave_up)
         CCL__FMT(t->why, t->whylen, "%s gave up in the init", w);
@@ -509,17 +510,17 @@ static int boot_allgather(void *ctx, const void *in, void *out, size_t bytes)
     double deadline = ccl__now_ms() + t->timeout_ms;
     for (int pending = (n - 1) * 2; !fail && pending > 0;) {
         for (int p = 0; p < n; p++) {
-            short ev = (short)((p != t->me && sent[p] < total ? POLLOUT : 0) | (p != t->me && got[p] < total ? POLLIN : 0));
+            short ev = p == t->me ? 0 : (short)((sent[p] < total ? POLLOUT : 0) | (got[p] < total ? POLLIN : 0));
             pf[p] = (struct pollfd){ev ? t->peer[p].fd : -1, ev, 0};
         }
-        int r = poll(pf, (nfds_t)n, tcp_left_ms(deadline));
+        int r = poll(pf, (nfds_t)n, ccl__tcp_left_ms(deadline));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
             char list[160];
             for (int p = 0; p < n; p++)
                 have[p] = p == t->me || got[p] == total ? 0 : -1;
-            tcp_missing(have, 0, n, list, sizeof list);
+            ccl__tcp_missing(have, 0, n, list, sizeof list);
             CCL__FMT(t->why, t->whylen, "rank %d waited %d ms in exchange %u of the init for %s", t->me,
                      t->timeout_ms, k, list);
             fail = 1;
@@ -529,7 +530,8 @@ static int boot_allgather(void *ctx, const void *in, void *out, size_t bytes)
             if (!pf[p].revents)
                 continue;
             ssize_t m = 0;
-            if (sent[p] < total && (m = send(pf[p].fd, msg + sent[p], total - sent[p], MSG_NOSIGNAL | MSG_DONTWAIT)) > 0)
+            if (sent[p] < total &&
+                (m = send(pf[p].fd, msg + sent[p], total - sent[p], MSG_NOSIGNAL | MSG_DONTWAIT)) > 0)
                 pending -= (sent[p] += (size_t)m) == total;
             int head = got[p] < sizeof(BootHdr);
             char *dst = head ? (char *)&hin[p] + got[p] : (char *)out + (size_t)p * bytes + (got[p] - sizeof(BootHdr));
@@ -541,7 +543,7 @@ static int boot_allgather(void *ctx, const void *in, void *out, size_t bytes)
             }
             if (!fail && (m == 0 || (m < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))) {
                 CCL__FMT(t->why, t->whylen, "%s left exchange %u of the init (its init failed, or its process "
-                         "ended; rank %d's connection to it: %s)", tcp_who(&t->table[p], p, w, sizeof w), k, t->me,
+                         "ended; rank %d's connection to it: %s)", ccl__tcp_who(&t->table[p], p, w, sizeof w), k, t->me,
                          m == 0 ? "closed" : strerror(errno));
                 fail = 1;
             }
@@ -579,11 +581,12 @@ static void boot_release(void *ctx)
         memcpy(h.magic, BOOT_MAGIC, 4);
         double by = ccl__now_ms() + 1000;
         for (int p = 0; p < t->n; p++)
-            if (t->peer[p].fd >= 0 && !t->peer[p].mid && tcp_io_move(t->peer[p].fd, &h, sizeof h, by, 1) == IO_OK &&
-                tcp_io_move(t->peer[p].fd, text, len, by, 1) == IO_OK)
+            if (t->peer[p].fd >= 0 && !t->peer[p].mid &&
+                ccl__tcp_io_move(t->peer[p].fd, &h, sizeof h, by, 1) == IO_OK &&
+                ccl__tcp_io_move(t->peer[p].fd, text, len, by, 1) == IO_OK)
                 t->peer[p].used = 1;
     }
-    tcp_net_release(t);
+    ccl__tcp_net_release(t);
 }
 
 /* ---- the constructor ---- */
@@ -597,7 +600,7 @@ static int id_read(const ccl_unique_id_t *id, WireId *w, Endpoint *root, char *w
     if (memcmp(w->magic, ID_MAGIC, 8))
         CCL__FMT(why, len, "was not made by ccl_get_unique_id (not an id, or another library's, such as "
                  "libccl_nccl's ncclUniqueId)");
-    else if (check != w->check || tcp_ep_of(root, &w->root) != 0)
+    else if (check != w->check || ccl__tcp_ep_of(root, &w->root) != 0)
         CCL__FMT(why, len, "is damaged (its checksum does not match): hand every rank the 128 bytes unchanged");
     else
         return 0;
@@ -640,7 +643,7 @@ ccl_result_t ccl_comm_init_rank_id(ccl_comm_t **comm, int nranks, ccl_unique_id_
     ccl_bootstrap_t boot = {.nranks = nranks, .rank = rank, .allgather = boot_allgather, .barrier = boot_barrier,
                             .ctx = t};
     ccl_net_t net;
-    tcp_net_ops(t, &net);
+    ccl__tcp_net_ops(t, &net);
     net.release = boot_release;
     r = ccl__comm_init_net(comm, &boot, &net, ranks_per_node, device, config, fn);
     if (r == CCL_OK) {

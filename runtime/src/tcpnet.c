@@ -27,7 +27,7 @@
 
 enum { RELEASE_MS = 10000 };
 
-void tcp_net_free(TcpNet *t)
+void ccl__tcp_net_free(TcpNet *t)
 {
     for (int p = 0; t->peer && p < t->n; p++) {
         TcpPeer *pe = &t->peer[p];
@@ -50,7 +50,8 @@ static int peer_failed(TcpNet *t, int p, int err)
     char w[128];
     TcpPeer *pe = &t->peer[p];
     if (!pe->err)
-        CCL__LOG(CCL__LOG_WARN, CCL__SUB_INIT, t->me, "the connection to %s failed: %s", tcp_who(&t->table[p], p, w, sizeof w),
+        CCL__LOG(CCL__LOG_WARN, CCL__SUB_INIT, t->me, "the connection to %s failed: %s",
+                 ccl__tcp_who(&t->table[p], p, w, sizeof w),
                  err == ECONNRESET ? "it was closed or reset (its process ended?)" : strerror(err));
     pe->err = err;
     return err;
@@ -66,12 +67,12 @@ static int farewell(TcpNet *t, int p)
     char text[FAREWELL] = "", w[128];
     double by = ccl__now_ms() + 100;
     int fd = t->peer[p].fd;
-    if (tcp_io_move(fd, &h.bytes, sizeof h - offsetof(BootHdr, bytes), by, 0) == IO_OK &&
+    if (ccl__tcp_io_move(fd, &h.bytes, sizeof h - offsetof(BootHdr, bytes), by, 0) == IO_OK &&
         ntohl(h.bytes) <= sizeof text)
-        tcp_io_move(fd, text, ntohl(h.bytes), by, 0);
+        ccl__tcp_io_move(fd, text, ntohl(h.bytes), by, 0);
     text[sizeof text - 1] = 0;
-    CCL__LOG(CCL__LOG_WARN, CCL__SUB_INIT, t->me, "%s gave up in its init: %s", tcp_who(&t->table[p], p, w, sizeof w),
-             text[0] ? text : "(its reason did not come)");
+    CCL__LOG(CCL__LOG_WARN, CCL__SUB_INIT, t->me, "%s gave up in its init: %s",
+             ccl__tcp_who(&t->table[p], p, w, sizeof w), text[0] ? text : "(its reason did not come)");
     t->peer[p].err = ECONNABORTED;
     return ECONNABORTED;
 }
@@ -209,7 +210,7 @@ static int tcp_cancel(void *ctx, void *req)
 
 /* Shuts every connection that carried messages for writing and reads it until the peer
  * has shut it too (the file's opening says why), at most RELEASE_MS; then closes all. */
-void tcp_net_release(void *ctx)
+void ccl__tcp_net_release(void *ctx)
 {
     TcpNet *t = ctx;
     struct pollfd *pf = calloc((size_t)t->n, sizeof *pf);
@@ -224,7 +225,7 @@ void tcp_net_release(void *ctx)
     }
     double deadline = ccl__now_ms() + (t->timeout_ms < RELEASE_MS ? t->timeout_ms : RELEASE_MS);
     while (open > 0) {
-        int k = poll(pf, (nfds_t)t->n, tcp_left_ms(deadline));
+        int k = poll(pf, (nfds_t)t->n, ccl__tcp_left_ms(deadline));
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
@@ -241,12 +242,12 @@ void tcp_net_release(void *ctx)
         }
     }
     free(pf);
-    tcp_net_free(t);
+    ccl__tcp_net_free(t);
 }
 
 
-void tcp_net_ops(TcpNet *t, ccl_net_t *net)
+void ccl__tcp_net_ops(TcpNet *t, ccl_net_t *net)
 {
     *net = (ccl_net_t){.isend = tcp_isend, .irecv = tcp_irecv, .test = tcp_test, .cancel = tcp_cancel,
-                       .release = tcp_net_release, .ctx = t, .thread_safe = 1};
+                       .release = ccl__tcp_net_release, .ctx = t, .thread_safe = 1};
 }
