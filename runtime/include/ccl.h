@@ -178,7 +178,8 @@ ccl_result_t ccl_get_unique_id(ccl_unique_id_t *id);
  * communicator's inter-node transport (a ccl_net_t, as ccl_comm_init_rank_net takes) runs
  * over those connections. ranks_per_node as ccl_comm_init_rank_net's (0: CCL_RANKS_PER_NODE,
  * else each host a node). A rank that never comes fails the others within the timeout
- * (config->timeout_ms, else CCL_TIMEOUT_MS), naming it. CPU backend only so far. */
+ * (config->timeout_ms, else CCL_TIMEOUT_MS), naming it. Several nodes run on the CPU
+ * backend only so far; one node, on either. */
 ccl_result_t ccl_comm_init_rank_id(ccl_comm_t **comm, int nranks, ccl_unique_id_t id, int rank, int ranks_per_node,
                                    int device, const ccl_config_t *config);
 
