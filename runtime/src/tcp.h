@@ -108,7 +108,9 @@ typedef struct {
     int fd, err;                /* err: why the connection ended (errno; ECONNRESET at its end) */
     int used;                   /* messages went through it: release shuts it down gently */
     int mid;                    /* the init's bootstrap stopped midway through a message to it */
-    TcpReq *sq, *sq_tail, *rq;  /* sends in order; the one receive */
+    TcpReq *sq, *sq_tail;       /* sends not yet tested, in order (so release frees them all) */
+    TcpReq *wq;                 /* the first of them not yet written whole */
+    TcpReq *rq;                 /* the one receive */
 } TcpPeer;
 
 typedef struct {

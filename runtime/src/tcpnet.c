@@ -82,7 +82,7 @@ static int farewell(TcpNet *t, int p)
 static int push(TcpNet *t, int p)
 {
     TcpPeer *pe = &t->peer[p];
-    for (TcpReq *q; (q = pe->sq) && !pe->err;) {
+    for (TcpReq *q; (q = pe->wq) && !pe->err;) {
         struct iovec v[2];
         int nv = 0;
         if (q->moved < 8)
@@ -99,10 +99,23 @@ static int push(TcpNet *t, int p)
         if ((q->moved += (size_t)k) < 8 + q->bytes)
             return 0;           /* the kernel's buffer is full */
         q->complete = 1;
-        if (!(pe->sq = q->next))
-            pe->sq_tail = NULL;
+        pe->wq = q->next;
     }
     return pe->err;
+}
+
+/* Takes q out of p's sends (tested, or cancelled). */
+static void unlink_send(TcpPeer *pe, TcpReq *q)
+{
+    for (TcpReq **pp = &pe->sq, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
+        if (*pp == q) {
+            *pp = q->next;
+            if (pe->sq_tail == q)
+                pe->sq_tail = prev;
+            if (pe->wq == q)
+                pe->wq = q->next;
+            return;
+        }
 }
 
 /* Reads into p's receive what has arrived of its frame, and no further. */
@@ -159,6 +172,8 @@ static int post(TcpNet *t, int peer, int recv, void *buf, size_t bytes, void **r
     else
         pe->sq = q;
     pe->sq_tail = q;
+    if (!pe->wq)
+        pe->wq = q;
     return push(t, peer);
 }
 
@@ -182,6 +197,8 @@ static int tcp_test(void *ctx, void *req, int *done, size_t *bytes)
     if (!q->complete)
         return t->peer[q->peer].err;
     *bytes = q->bytes;
+    if (!q->recv)
+        unlink_send(&t->peer[q->peer], q); /* the first, almost always: sends complete in order */
     free(q);
     return 0;
 }
@@ -195,13 +212,8 @@ static int tcp_cancel(void *ctx, void *req)
     TcpPeer *pe = &t->peer[q->peer];
     if (pe->rq == q)
         pe->rq = NULL;
-    for (TcpReq **pp = &pe->sq, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
-        if (*pp == q) {
-            *pp = q->next;
-            if (pe->sq_tail == q)
-                pe->sq_tail = prev;
-            break;
-        }
+    if (!q->recv)
+        unlink_send(pe, q);
     if (q->moved && !q->complete && !pe->err)
         pe->err = ECANCELED;
     free(q);
