@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The cost model of docs/multinode.md: all-reduce of S bytes per rank on M nodes of L
-ranks, 400 Gb/s per rank to the network, NVLink inside a node. Prints the table the page
+ranks, 400 Gb/s per rank to the network, NVLink inside a node; then the reduce-scatter's
+two programs for several nodes, direct_net against hier. Prints the tables the page
 quotes. Every constant is an assumption named below, or NCCL's own model constant
 (NVIDIA/nccl src/graph/tuning.cc, the version cited on the page); nothing is measured."""
 
@@ -57,3 +58,43 @@ for M in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
     for S in (8 << 10, 1 << 20, 256 << 20):
         cells.append(" / ".join(us(f(S, M)) for f in (hier, ring, tree)))
     print(f"| {M} | {M * L} | " + " | ".join(cells) + " |")
+
+
+# Reduce-scatter of b bytes per rank out (N blocks of b in), on M nodes of Lr ranks.
+def rs_direct(b, M, Lr):
+    """algorithms/reduce_scatter/direct_net.ccl: (M-1)*Lr blocks to their ranks over the
+    net in one round, the node's Lr - 1 by memory while the proxy sends."""
+    return A_NET + (M - 2) * O_MSG + max((M - 1) * Lr * b / B_NET, (Lr - 1) * b / B_NVL)
+
+
+def rs_hier(b, M, Lr):
+    """algorithms/reduce_scatter/hier.ccl: phase A within the node ((Lr-1)*M blocks out by
+    memory), then M - 1 rounds each staging one node sum in out, putting it and flushing it
+    (a network round trip each); with Lr = 1 it is direct_net."""
+    if Lr == 1:
+        return rs_direct(b, M, Lr)
+    return A_NVL + (Lr - 1) * M * b / B_NVL + (M - 1) * (A_NET + b / B_NET)
+
+
+def rs_crossover(M, Lr):
+    """The least power-of-two b from which hier is the faster, or None below 1 GB."""
+    b = 1
+    while b <= 1 << 30:
+        if rs_hier(b, M, Lr) < rs_direct(b, M, Lr):
+            return b
+        b *= 2
+    return None
+
+
+def size(b):
+    return f"{b >> 20} MB" if b >= 1 << 20 else f"{b >> 10} KB" if b >= 1 << 10 else f"{b} B"
+
+
+print()
+print("| nodes M | L = 2: from | L = 4: from | L = 8: from | L = 8, 64 KB: direct_net / hier (us) | L = 8, 1 MB |")
+print("|---:|---:|---:|---:|---|---|")
+for M in (2, 4, 8, 16, 64, 1024):
+    cells = [size(rs_crossover(M, Lr)) if rs_crossover(M, Lr) else "-" for Lr in (2, 4, 8)]
+    for b in (64 << 10, 1 << 20):
+        cells.append(f"{us(rs_direct(b, M, 8))} / {us(rs_hier(b, M, 8))}")
+    print(f"| {M} | " + " | ".join(cells) + " |")

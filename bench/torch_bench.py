@@ -458,6 +458,8 @@ def main(argv=None):
     # size each) and the torch kind's staging; sized so, as the 1 GiB default once was,
     # every size runs whole rather than in pieces (CCL_HEAP_BYTES decides where set).
     heap = None if "CCL_HEAP_BYTES" in os.environ else max(1 << 30, 4 * max(a.sizes) + (256 << 20))
+    if heap:  # regions as large as that heap, not libccl's sixteenth (CCL_REGION_BYTES decides where set)
+        os.environ.setdefault("CCL_REGION_BYTES", str(heap))
     comm = ccl.init_rank(heap_bytes=heap)
     unavailable = {}  # kind -> why, the same on every rank
     rows = []

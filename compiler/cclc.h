@@ -489,8 +489,8 @@ const char *cclc_emit_cuda_refusal(const Plan *plan);
 void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *opt);
 /* Whether every rank's kernel for protocol `proto` moves all its remote data as lines
  * (LL or LL128) into the peers' line regions: then no rank touches a peer's in or out
- * (each receives lines into its own buffers), and ordinary buffers need no staging. A
- * fixed-size collective's only; never for Simple. */
+ * (each receives lines into its own buffers), and ordinary buffers need no staging. Never
+ * for Simple. */
 int cclc_emit_cuda_lines_only(const Plan *plan, Protocol proto);
 
 /* ===== compile.c: the whole pipeline as a library call (used by libccl) ===== */

@@ -736,7 +736,7 @@ static void emit_block(Emit *e, const PlanBlock *b)
 
 int cclc_emit_cuda_lines_only(const Plan *plan, Protocol proto)
 {
-    if (proto == PROTO_SIMPLE || cclc_coll_is_v(plan->prog->coll) || !cclc_plan_can_run_lines(plan)) return 0;
+    if (proto == PROTO_SIMPLE || !cclc_plan_can_run_lines(plan)) return 0;
     int ok = 1;
     for (int r = 0; r < plan->nranks && ok; r++) {
         Emit e = {.plan = plan, .prog = plan->prog, .rank = r};

@@ -420,6 +420,15 @@ __device__ __forceinline__ u64 ccl_announce(const struct ccl_args &a, int *first
 {
     __shared__ u64 launch;
     __shared__ int arrived_first;
+#if __CUDA_ARCH__ >= 900
+    /* Launched with programmatic dependent launch (gpu/backend.c), this grid may be
+     * resident before the stream's previous kernel has ended: wait for that kernel and
+     * its memory before anything else. Then let the stream's next kernel be scheduled
+     * (once every block is here): it waits here in turn, and starts without a launch
+     * gap. Both are no-ops on a plain launch. */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
     if (threadIdx.x == 0) launch = ccl_launch_number(a, &arrived_first);
     __syncthreads();
     const u64 L = launch;

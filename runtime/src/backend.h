@@ -62,7 +62,7 @@ typedef struct {
      * (reduce_scatter: out_stride = count * esize). */
     size_t in_off, out_off;
     size_t in_stride, out_stride;
-    size_t scratch_off;              /* heap offset of the algorithm's scratch region */
+    size_t scratch_off;              /* heap offset of the call's scratch region */
     uint64_t call_index;             /* calls of this algorithm before this one (for traces) */
     /* Every rank must finish its previous calls before any rank starts this one, staging
      * copies included: an all-rank barrier first. Set on the first call after an
@@ -167,7 +167,10 @@ struct CclBackend {
 
     /* Prepares alg for this rank (alg->plan, blocks, instances, slices, sem_off, nsems
      * set): compile kernels, allocate per-algorithm state such as the waiters' expected
-     * semaphore values (which start at 0 and persist across calls). Sets alg->be_alg. */
+     * semaphore values (which start at 0 and persist across calls). Sets alg->be_alg,
+     * and alg->own_scratch where a peer may write this rank's scratch region before
+     * every rank has entered a call (its region is then the algorithm's own, not the
+     * one the comm's calls share: call.c, "Regions"). */
     ccl_result_t (*alg_prepare)(ccl_algorithm_t *alg);
     /* Releases alg->be_alg; alg is idle (the comm was synchronized). */
     void (*alg_release)(ccl_algorithm_t *alg);

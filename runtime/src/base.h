@@ -43,9 +43,10 @@ enum {
     CCL__HEAP_ALIGN = 256,                             /* every allocation's alignment */
 };
 /* heap_bytes 0, no CCL_HEAP_BYTES: room for the point-to-point channels at full size
- * (2 MiB a peer: channels.c) and for staging and scratch of messages up to about a
- * hundred MiB whole; larger ones run in pieces (call.c). On GPUs it is device
- * memory taken at ccl_comm_init, so it is kept small. */
+ * (2 MiB a peer: channels.c) and for the regions calls share (a sixteenth of the heap
+ * each: staging and scratch of messages up to 16 MiB whole, larger ones in pieces:
+ * call.c), with most of it left for ccl_mem_alloc. On GPUs it is device memory taken
+ * at ccl_comm_init, so it is kept small. */
 #define CCL__HEAP_DEFAULT ((size_t)256 << 20)
 #define CCL__HEAP_MAX ((size_t)1 << 46)                /* the largest heap_bytes accepted */
 
@@ -357,9 +358,14 @@ struct ccl_comm {
     size_t win_off, win_bytes;
     uint64_t barriers;               /* all-rank barriers done (see CclHeapHeader) */
 
-    /* Staging for user buffers peers cannot reach (grow-only, see call.c). Only
-     * the user's thread touches these; old regions are retired, freed at destroy. */
-    size_t stage_off[2], stage_bytes[2];  /* [0]: in, [1]: out */
+    /* The regions calls share (call.c, "Regions"): staging of user buffers that peers
+     * reach but that are not symmetric ([0] in, [1] out), and the scratch of every
+     * algorithm without a region of its own (SIZE_MAX: none yet). Each holds at most
+     * region_cap bytes for a call that can run in pieces. Only the user's thread
+     * touches these; replaced regions are retired, freed at destroy. */
+    size_t stage_off[2], stage_bytes[2];
+    size_t scratch_off, scratch_bytes;
+    size_t region_cap;               /* CCL_REGION_BYTES, or heap_bytes / 16 */
     int nretired;
     size_t *retired;                 /* heap offsets freed at destroy */
     /* Heap blocks of freed algorithms, not reused until every rank is past them
@@ -460,7 +466,11 @@ struct ccl_algorithm {
     /* Semaphores: nsems = plan->nsems * I counters at heap offset sem_off (every rank). */
     size_t sem_off;
     int nsems;
-    /* Scratch (grow-only, like staging): scratch_bytes at heap offset scratch_off. */
+    /* Set by the backend's alg_prepare: peers write this rank's scratch before every
+     * rank has entered the call (a GPU run with lines), so the algorithm keeps a scratch
+     * region of its own, scratch_bytes at heap offset scratch_off (call.c, "Regions");
+     * 0: it uses the comm's. */
+    int own_scratch;
     size_t scratch_off, scratch_bytes;
     uint64_t ncalls;                 /* runs enqueued */
     CclAlgOrigin origin;             /* who loaded it: the user, the library's `sizes`

@@ -5,18 +5,18 @@
  * `out` live:
  *  - a buffer some peer reaches (the plan has a remote Ref to it) must be symmetric: a
  *    ccl_mem_alloc buffer is used in place (every rank must pass one, at the same
- *    offset), any other buffer is staged through a grow-only heap staging buffer;
+ *    offset), any other buffer is staged through the comm's staging region;
  *  - send and recv that overlap are used as one buffer only when the Proof says the
  *    program is correct in place; otherwise `in` is staged first (a snapshot), which is
  *    always correct because out-of-place is what the verifier proved;
  *  - staging only this rank touches is private, the backend's own memory (host memory
  *    on the CPU, device memory on a GPU), so it cannot shift heap offsets.
- * Heap allocations happen in the user's thread in call order, so they stay symmetric
- * whenever the ranks make the same calls with the same sizes. Scratch grows the same
- * way: the size follows from count and dtype, equal on all ranks. A call whose heap
- * staging and scratch do not fit the heap's free space runs in pieces, each a call of
- * the same algorithm on a sub-range ("Pieces" below). Gives the backend one CclCall per
- * piece, with its identity sealed (ident.c). */
+ * Heap staging and scratch live in regions every call of the comm shares, of bounded
+ * size ("Regions" below), taken in the user's thread in call order, so they stay
+ * symmetric whenever the ranks make the same calls with the same sizes. A call whose
+ * regions would pass that size, or not fit the heap's free space, runs in pieces, each
+ * a call of the same algorithm on a sub-range ("Pieces" below). Gives the backend one
+ * CclCall per piece, with its identity sealed (ident.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,53 +55,100 @@ void ccl__ident_fill(const CclCall *c, CclIdent *id)
 
 /* ---- one call ---- */
 
-/* Heap regions a call takes besides the user's buffers: the staging of in [0] and of
- * out [1] where peers reach them, and the algorithm's scratch [2] (with the backend's
- * lines). Staging regions are the comm's, scratch the algorithm's; all are grow-only. */
+/* ---- Regions ----
+ *
+ * Besides the user's buffers a call takes up to three heap regions: the staging of in
+ * [0] and of out [1] where peers reach them (ordinary buffers), and scratch [2] (with a
+ * GPU's lines). They are what must stay bounded: a comm running many collectives at
+ * many sizes on ordinary buffers would otherwise fill its heap with regions, and later
+ * calls would find room only for tiny pieces.
+ *
+ * Shared. The comm keeps one region of each kind, and every call uses it, whatever its
+ * algorithm, as NCCL's fixed buffers. Calls of a comm run in order (the API's contract:
+ * one stream, or streams ordered by events; the CPU worker's queue), and no block of a
+ * call touches a peer, or its own scratch, before every rank has entered the call, so
+ * has ended its previous one (docs/internals.md, "The call entry"): the argument by
+ * which one algorithm reuses its scratch across calls of different counts holds across
+ * algorithms too, and staging is the caller's in and out, which a rank rewrites once
+ * its own call has ended. The exception is a run whose peers write its scratch before
+ * the entry (a GPU kernel with lines sends at once, into lines laid out by its program
+ * and its region's size): such an algorithm keeps a region of its own
+ * (alg->own_scratch, set by the backend), under the same rules.
+ *
+ * Bounded. A region grows to at most comm->region_cap bytes (CCL_REGION_BYTES, else a
+ * sixteenth of the heap) for any call that can run in pieces: a larger call runs in
+ * pieces sized to the cap. A region that needs at most cap/8 doubles (up to cap/8), a
+ * larger one takes the whole cap at once; so, with room in the heap, the regions a
+ * region replaced total less than cap/4, the comm's three hold at most 3.75 x cap, and
+ * each own-scratch algorithm's at most 1.25 x cap. Only a call that cannot run in pieces
+ * (sendbuf and recvbuf overlapping other than in place), or whose smallest piece
+ * exceeds the cap, takes more: what it needs.
+ *
+ * Kept. A region is never resized in place nor freed before destroy: a replaced one
+ * is retired. A call in flight, or a CUDA graph captured earlier and replayed later,
+ * holds its regions' offsets (and lines laid out by their sizes), so they stay valid;
+ * that a replay finds them unused by other calls is the same ordering contract.
+ *
+ * Rank-consistent. The allocator is a pure function of its requests, a block taken and
+ * given back leaves it as before, the cap is the same on every rank (from heap_bytes,
+ * or CCL_REGION_BYTES, which like heap_bytes must be the same everywhere), and what a
+ * call needs follows from what every rank agrees on; so every rank that made the same
+ * calls takes the same regions and cuts the same pieces.
+ *
+ * Not finer later. Regions only grow, so the pieces of a call that ran before fit as
+ * they did, and the search below (the largest piece that fits) finds them or larger
+ * ones: a call shape is never cut into more pieces than the first time it ran, and any
+ * call larger than the cap runs in pieces of about the cap, whatever ran before it. */
 enum { REGIONS = 3 };
 
-/* A region of `bytes` at `off` (SIZE_MAX: none yet) that must hold `need`: 0 with *noff
- * SIZE_MAX when it does, 0 with a new block at *noff of *nbytes when the heap has one
- * (with `doubling`, twice the old size where that fits, so that a growing sweep
- * replaces few regions), -1 when it has none. */
-static int region_take(CclHeapAlloc *h, size_t off, size_t bytes, size_t need, int doubling, size_t *noff,
-                       size_t *nbytes)
+/* The call's regions: the comm's staging, and the comm's scratch or alg's own. */
+static void region_slots(ccl_comm_t *comm, ccl_algorithm_t *alg, size_t *off[REGIONS], size_t *bytes[REGIONS])
 {
-    *noff = SIZE_MAX;
-    if (need == 0 || (off != SIZE_MAX && bytes >= need))
-        return 0;
-    size_t want = need;
-    if (doubling && off != SIZE_MAX && bytes <= SIZE_MAX / 2 && 2 * bytes > want)
-        want = 2 * bytes;
-    if (ccl__heap_alloc(h, want, 0, noff) == 0 || (want != need && ccl__heap_alloc(h, want = need, 0, noff) == 0)) {
-        *nbytes = want;
-        return 0;
-    }
-    *noff = SIZE_MAX;
-    return -1;
+    off[0] = &comm->stage_off[0], bytes[0] = &comm->stage_bytes[0];
+    off[1] = &comm->stage_off[1], bytes[1] = &comm->stage_bytes[1];
+    off[2] = alg->own_scratch ? &alg->scratch_off : &comm->scratch_off;
+    bytes[2] = alg->own_scratch ? &alg->scratch_bytes : &comm->scratch_bytes;
 }
 
-/* Gives the call's regions at least need[k] bytes each, all or none, taking at most
- * `limit` bytes of new blocks: 0, or -1 with the heap as it was; with commit 0 it only
- * finds out (the heap left as it was either way).
- * The allocator is a pure function of its requests and a block taken and given back
- * leaves it exactly as before, so every rank that made the same calls decides alike.
- * A replaced region is retired, freed at destroy: a call in flight, or a captured CUDA
- * graph, may still use it. */
-static int take_regions(ccl_comm_t *comm, ccl_algorithm_t *alg, const size_t need[REGIONS], int doubling,
-                        size_t limit, int commit)
+/* What a region of `bytes` (0: none) that must hold `need` is replaced by: the cap for
+ * a need above cap/8, else twice the old size up to cap/8; a need above the cap (a call
+ * that cannot run in pieces) gets exactly what it needs. */
+static size_t region_want(size_t need, size_t bytes, size_t cap)
 {
-    size_t *off[REGIONS] = {&comm->stage_off[0], &comm->stage_off[1], &alg->scratch_off};
-    size_t *bytes[REGIONS] = {&comm->stage_bytes[0], &comm->stage_bytes[1], &alg->scratch_bytes};
-    size_t noff[REGIONS], nbytes[REGIONS];
-    int k = 0;
-    size_t taken = 0;
-    while (k < REGIONS && region_take(&comm->data, *off[k], *bytes[k], need[k], doubling, &noff[k], &nbytes[k]) == 0 &&
-           (taken += noff[k] == SIZE_MAX ? 0 : nbytes[k]) <= limit)
-        k++;
-    if (k < REGIONS && noff[k] != SIZE_MAX)   /* taken, but past the limit */
-        ccl__heap_free(&comm->data, noff[k]);
-    int fits = k == REGIONS;
+    if (need > cap)
+        return need;
+    if (need > cap / 8)
+        return cap;
+    size_t w = bytes > cap / 16 ? cap / 8 : 2 * bytes;
+    return w > need ? w : need;
+}
+
+/* Gives the call's regions at least need[k] bytes each, all or none: 0, or -1 with the
+ * heap as it was; with commit 0 it only finds out (the heap left as it was either
+ * way). A region grows only where need[k] <= `ceil` (the cap, or SIZE_MAX for a call
+ * that cannot run in pieces), by at most `limit` bytes of new blocks in all (a region
+ * takes just its need where its want would pass the limit or not fit). */
+static int take_regions(ccl_comm_t *comm, ccl_algorithm_t *alg, const size_t need[REGIONS], size_t ceil, size_t limit,
+                        int commit)
+{
+    size_t *off[REGIONS], *bytes[REGIONS], noff[REGIONS], nbytes[REGIONS], taken = 0;
+    region_slots(comm, alg, off, bytes);
+    int k, fits = 1;
+    for (k = 0; k < REGIONS && fits; k++) {
+        noff[k] = SIZE_MAX;
+        if (need[k] == 0 || (*off[k] != SIZE_MAX && *bytes[k] >= need[k]))
+            continue;
+        size_t want = region_want(need[k], *bytes[k], comm->region_cap);
+        if (want > limit - taken)
+            want = need[k];
+        fits = need[k] <= ceil && need[k] <= limit - taken &&
+               (ccl__heap_alloc(&comm->data, want, 0, &noff[k]) == 0 ||
+                (want != need[k] && ccl__heap_alloc(&comm->data, want = need[k], 0, &noff[k]) == 0));
+        if (!fits)
+            noff[k] = SIZE_MAX;
+        else
+            nbytes[k] = want, taken += want;
+    }
     if (fits && commit && taken > 0) {
         /* Room to retire every replaced region first, so that committing cannot fail halfway. */
         size_t *nr = realloc(comm->retired, sizeof *nr * (size_t)(comm->nretired + REGIONS));
@@ -114,6 +161,10 @@ static int take_regions(ccl_comm_t *comm, ccl_algorithm_t *alg, const size_t nee
             if (noff[k] != SIZE_MAX) {
                 if (*off[k] != SIZE_MAX)
                     comm->retired[comm->nretired++] = *off[k];
+                CCL__LOG(CCL__LOG_INFO, CCL__SUB_CALL, comm->rank, "%s region: %zu bytes at heap offset %zu%s "
+                         "(shared regions of up to %zu)", k == 0 ? "staging in" : k == 1 ? "staging out"
+                         : alg->own_scratch ? "scratch (its own)" : "scratch", nbytes[k], noff[k],
+                         *off[k] != SIZE_MAX ? ", replacing a smaller one" : "", comm->region_cap);
                 *off[k] = noff[k];
                 *bytes[k] = nbytes[k];
             }
@@ -149,11 +200,12 @@ CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, c
 
 /* ---- Pieces ----
  *
- * A call whose staging (of buffers peers reach) and scratch do not fit the heap's free
- * space runs as a sequence of pieces, each a normal call of the same algorithm on
- * elements [off, off + n) of every unit: the largest n (a multiple of 256 bytes) whose
- * regions fit, evened out over the pieces. The decision depends only on what every rank
- * agrees on (algorithm, count, dtype, where peers reach the buffers, the heap's layout),
+ * A call whose staging (of buffers peers reach) and scratch would pass the regions'
+ * cap, or do not fit the heap's free space, runs as a sequence of pieces, each a normal
+ * call of the same algorithm on elements [off, off + n) of every unit: the largest n (a
+ * multiple of 256 bytes) whose regions fit, evened out over the pieces. The decision
+ * depends only on what every rank agrees on (algorithm, count, dtype, where peers reach
+ * the buffers, the cap, the heap's layout),
  * so the ranks' pieces pair up; each piece's identity holds the user's count and its
  * number, so ranks that disagree still fail with both sides named. Where in (out) has
  * several units (allgather's out, reduce_scatter's in, alltoall's both), a piece's
@@ -196,23 +248,23 @@ static void piece_plan(const CallArgs *a, size_t n, int *stage_in, int *stage_ou
                                            : ccl__scratch_offset(prog, prog->nbufs, *CS, a->es);
 }
 
-static int piece_fits(const CallArgs *a, size_t n, size_t limit)
+static int piece_fits(const CallArgs *a, size_t n, size_t ceil, size_t limit)
 {
     int si, so;
     size_t need[REGIONS], CS;
     piece_plan(a, n, &si, &so, need, &CS);
-    return take_regions(a->alg->comm, a->alg, need, 0, limit, 0) == 0;
+    return take_regions(a->alg->comm, a->alg, need, ceil, limit, 0) == 0;
 }
 
-/* The largest piece (a multiple of 256 bytes, or the whole count) whose regions fit the
- * heap now, the regions it already has reused and at most `limit` bytes taken anew; 0
- * when not even the smallest does. */
-static size_t piece_largest(const CallArgs *a, size_t limit)
+/* The largest piece (a multiple of 256 bytes, or the whole count) whose regions fit:
+ * the regions as they are, or grown up to `ceil` bytes each by at most `limit` bytes
+ * taken anew; 0 when not even the smallest does. */
+static size_t piece_largest(const CallArgs *a, size_t ceil, size_t limit)
 {
     size_t g = 256 / a->es, lo = 0, hi = (a->count + g - 1) / g;
     while (lo < hi) {
         size_t mid = lo + (hi - lo + 1) / 2;
-        if (piece_fits(a, mid * g < a->count ? mid * g : a->count, limit))
+        if (piece_fits(a, mid * g < a->count ? mid * g : a->count, ceil, limit))
             lo = mid;
         else
             hi = mid - 1;
@@ -244,10 +296,12 @@ static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t 
      * through the same alias, so no kernel reads through one address what it wrote
      * through another). Staging only this rank touches is private, the backend's own
      * memory (NULL here); staging peers reach is the comm's heap region. */
+    size_t *roff[REGIONS], *rbytes[REGIONS];
+    region_slots(comm, alg, roff, rbytes);
     c.in = !stage_in ? (a->send_reg != SIZE_MAX ? base + a->send_reg + off * es : (void *)c.send)
-           : a->in_remote ? base + comm->stage_off[0] : NULL;
+           : a->in_remote ? base + *roff[0] : NULL;
     c.out = !stage_out ? (a->recv_reg != SIZE_MAX ? base + a->recv_reg + off * es : c.recv)
-            : a->out_remote ? base + comm->stage_off[1] : NULL;
+            : a->out_remote ? base + *roff[1] : NULL;
     c.stage_in = stage_in && c.send;    /* a NULL send stages nothing: its content is unused */
     c.stage_out = stage_out && c.recv;
     c.in_off = a->in_remote ? (size_t)((char *)c.in - base) : SIZE_MAX;
@@ -256,7 +310,7 @@ static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t 
         c.in_stride = n * es;
     if (a->inplace_ok && !stage_in && !stage_out && coll == COLL_REDUCE_SCATTER)
         c.out_stride = n * es;
-    c.scratch_off = alg->scratch_off == SIZE_MAX ? 0 : alg->scratch_off;
+    c.scratch_off = *roff[2] == SIZE_MAX ? 0 : *roff[2];
     c.call_index = alg->ncalls;
     /* A count that changes the scratch layout needs no fence: no block of this call runs
      * before every rank has ended its previous one (docs/internals.md). */
@@ -297,29 +351,33 @@ static ccl_result_t no_room(const CallArgs *a, const char *fn, const char *why)
                           comm->heap_bytes, ccl__heap_largest_free(&comm->data), why);
 }
 
-/* Runs the call whole when its regions fit (growing them, doubling), else in pieces
- * whose regions take at most half of the heap's largest free block (all of it only when
- * not even the smallest piece fits in half), so that ccl_mem_alloc keeps room: regions
- * are kept until destroy. Later calls reuse those regions, so the pieces of a repeated
- * call (a CUDA graph's warm-up and its capture) come out the same. */
+/* Runs the call whole when its regions fit within the cap (growing them), else in
+ * pieces (the largest whose regions fit within the cap, evened out), taking at most half
+ * of the heap's largest free block anew where that is enough, so that ccl_mem_alloc
+ * keeps room: regions are kept until destroy. Beyond the cap only where even a piece of
+ * 256 bytes per unit needs more. Later calls reuse the regions, so the pieces of a
+ * repeated call (a CUDA graph's warm-up and its capture) come out the same. */
 static ccl_result_t run_call(const CallArgs *a, const char *fn)
 {
     ccl_comm_t *comm = a->alg->comm;
     int si, so;
     size_t need[REGIONS], CS;
-    piece_plan(a, a->count, &si, &so, need, &CS);
-    if (take_regions(comm, a->alg, need, 1, SIZE_MAX, 1) == 0)
-        return run_piece(a, 0, a->count, 0);
     /* Pieces write only their own elements of recv and read only their own of send:
      * enough where the buffers are disjoint or in place, and for elementwise
      * collectives whose recvbuf starts before sendbuf (each piece's snapshot is taken
      * before it writes, and it overwrites only its own or earlier pieces' input). */
     int elementwise = a->in_units == 1 && a->out_units == 1;
-    if (a->overlap && !a->inplace_form && !(elementwise && a->recv < a->send))
+    int pieceable = !a->overlap || a->inplace_form || (elementwise && a->recv < a->send);
+    piece_plan(a, a->count, &si, &so, need, &CS);
+    if (take_regions(comm, a->alg, need, pieceable ? comm->region_cap : SIZE_MAX, SIZE_MAX, 1) == 0)
+        return run_piece(a, 0, a->count, 0);
+    if (!pieceable)
         return no_room(a, fn, "sendbuf and recvbuf overlap other than in place, so it cannot run in pieces");
-    size_t limit = ccl__heap_largest_free(&comm->data) / 2, n = piece_largest(a, limit);
-    if (n == 0)
-        n = piece_largest(a, limit = SIZE_MAX);
+    size_t half = ccl__heap_largest_free(&comm->data) / 2, n = 0, ceil = 0, limit = 0;
+    const size_t tries[4][2] = {{comm->region_cap, half}, {comm->region_cap, SIZE_MAX}, {SIZE_MAX, half},
+                                {SIZE_MAX, SIZE_MAX}};
+    for (int t = 0; t < 4 && n == 0; t++)
+        n = piece_largest(a, ceil = tries[t][0], limit = tries[t][1]);
     if (n == 0)
         return no_room(a, fn, "not even a piece of 256 bytes per unit fits");
     /* Even pieces: as many as the largest needs, each as short as that allows. */
@@ -327,18 +385,20 @@ static ccl_result_t run_call(const CallArgs *a, const char *fn)
     even = n < a->count ? (even + g - 1) / g * g : n;
     if (even < n) {
         piece_plan(a, even, &si, &so, need, &CS);
-        if (take_regions(comm, a->alg, need, 0, limit, 1) != 0)
+        if (take_regions(comm, a->alg, need, ceil, limit, 1) != 0)
             even = n;
     }
     if (even == n) {
         piece_plan(a, n, &si, &so, need, &CS);
-        if (take_regions(comm, a->alg, need, 0, limit, 1) != 0)
+        if (take_regions(comm, a->alg, need, ceil, limit, 1) != 0)
             return no_room(a, fn, "out of memory for its bookkeeping");
     }
     if (even < a->count)
         CCL__LOG(CCL__LOG_INFO, CCL__SUB_CALL, comm->rank, "%s: %s, count %zu of %s, runs in %zu pieces of %zu "
-                 "elements: its staging and scratch do not fit the heap's free space whole", fn, a->alg->file,
-                 a->count, ccl_dtype_name(a->dtype), (a->count + even - 1) / even, even);
+                 "elements: its staging and scratch %s", fn, a->alg->file, a->count, ccl_dtype_name(a->dtype),
+                 (a->count + even - 1) / even, even,
+                 ceil == SIZE_MAX ? "do not fit the heap's free space whole"
+                                  : "take more than the shared regions' size (CCL_REGION_BYTES) or the heap's free space");
     uint64_t piece = 0;
     for (size_t off = 0; off < a->count; off += even) {
         size_t len = a->count - off < even ? a->count - off : even;

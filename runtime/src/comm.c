@@ -313,6 +313,14 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
     if (heap > CCL__HEAP_MAX)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': heap_bytes %zu is above the maximum %zu (64 TiB)", fn, heap, CCL__HEAP_MAX);
     heap = (heap + 4095) / 4096 * 4096;
+    /* The size of the regions calls share (call.c, "Regions"); 0: a sixteenth of the
+     * heap, set once the backend has settled heap_bytes. */
+    size_t region_cap = 0;
+    int e = env_int("CCL_REGION_BYTES", 4096, (long long)CCL__HEAP_MAX, &v);
+    if (e < 0)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_REGION_BYTES='%s' is not a size from 4 KiB to 64 TiB (a number of bytes, optionally with K, M or G)", fn, getenv("CCL_REGION_BYTES"));
+    if (e)
+        region_cap = (size_t)v;
 
     char why[256] = "";
     const CclBackend *be = pick_backend(cfg.backend, why, sizeof why);
@@ -366,7 +374,8 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
         free(c);
         return r;
     }
-    c->stage_off[0] = c->stage_off[1] = SIZE_MAX;
+    c->stage_off[0] = c->stage_off[1] = c->scratch_off = SIZE_MAX;
+    c->region_cap = region_cap ? region_cap : c->heap_bytes / 16 / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
     c->barrier_off = SIZE_MAX;
     /* What a split gives its children unless told otherwise: this comm's settings. */
     c->config = (ccl_config_t){.backend = be->kind, .timeout_ms = c->timeout_ms, .cache_dir = c->cache_dir,
@@ -379,8 +388,9 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
         ccl__p2p_reserve(c);
     ccl__watchdog_start(c);
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, c->rank, "%s: communicator %p ready: rank %d of %d (%d node%s of %d), %s "
-             "backend, heap %zu bytes, timeout %d ms", fn, (void *)c, c->rank, c->nranks, c->nnodes,
-             c->nnodes > 1 ? "s" : "", c->local, be->name, c->heap_bytes, c->timeout_ms);
+             "backend, heap %zu bytes (shared regions of up to %zu), timeout %d ms", fn, (void *)c, c->rank,
+             c->nranks, c->nnodes, c->nnodes > 1 ? "s" : "", c->local, be->name, c->heap_bytes, c->region_cap,
+             c->timeout_ms);
     *out = c;
     return CCL_OK;
 }

@@ -208,17 +208,19 @@ static ccl_result_t run_v_body(ccl_algorithm_t *alg, const void *send, const siz
         recv_at = CCL__BUF_SYMMETRIC;
         rv = base + reg;
     }
-    int stage_in = !c.send || overlap || (alg->in_remote && send_at != CCL__BUF_SYMMETRIC);
-    int stage_out = !c.recv || (alg->out_remote && recv_at != CCL__BUF_SYMMETRIC);
+    /* As call.c: a kernel of lines only (LL) reaches no peer's buffers itself. */
+    int in_remote = alg->in_remote && !alg->lines_only, out_remote = alg->out_remote && !alg->lines_only;
+    int stage_in = !c.send || overlap || (in_remote && send_at != CCL__BUF_SYMMETRIC);
+    int stage_out = !c.recv || (out_remote && recv_at != CCL__BUF_SYMMETRIC);
     c.in = stage_in ? NULL : (void *)s;
     c.out = stage_out ? NULL : (void *)rv;
     c.stage_in = stage_in && c.send;
     c.stage_out = stage_out && c.recv;
     c.in_off = c.out_off = SIZE_MAX; /* peers read them from the table, not the identity */
-    t[CCL__VT_ROWS * N + CCL__VT_IN_OFF] = alg->in_remote && !stage_in ? (uint64_t)(s - base) : ~0ull;
-    t[CCL__VT_ROWS * N + CCL__VT_OUT_OFF] = alg->out_remote && !stage_out ? (uint64_t)(rv - base) : ~0ull;
-    c.v = (CclVCall){.table = t, .in_extent = in_ext, .out_extent = out_ext, .in_heap = stage_in && alg->in_remote,
-                     .out_heap = stage_out && alg->out_remote, .ring_off = comm->vring_off,
+    t[CCL__VT_ROWS * N + CCL__VT_IN_OFF] = in_remote && !stage_in ? (uint64_t)(s - base) : ~0ull;
+    t[CCL__VT_ROWS * N + CCL__VT_OUT_OFF] = out_remote && !stage_out ? (uint64_t)(rv - base) : ~0ull;
+    c.v = (CclVCall){.table = t, .in_extent = in_ext, .out_extent = out_ext, .in_heap = stage_in && in_remote,
+                     .out_heap = stage_out && out_remote, .ring_off = comm->vring_off,
                      .arena_off = comm->varena_off, .arena_bytes = comm->varena_bytes};
     c.scratch_off = comm->varena_off;
     c.call_index = alg->ncalls;

@@ -1,5 +1,6 @@
-/* collectives.c: ccl_barrier, ccl_all_reduce, ccl_all_gather, ccl_reduce_scatter and ccl_all_to_all on
- * a communicator of several nodes, under mpirun (tests/multinode/run.sh; docs/multinode.md).
+/* collectives.c: ccl_barrier, ccl_all_reduce, ccl_all_gather, ccl_reduce_scatter, ccl_all_to_all,
+ * ccl_broadcast and ccl_reduce on a communicator of several nodes, under mpirun
+ * (tests/multinode/run.sh; docs/multinode.md).
  *
  *   CCL_RANKS_PER_NODE=2 mpirun -np 4 collectives [check|skip R|kill R]
  *
@@ -9,10 +10,12 @@
  * dtype and op there, out of place and in place, three calls back to back each, every
  * element compared with what this rank computes itself (all-reduce; avg's division goes
  * through the all-rank barrier, whose arrivals cross nodes as messages), then the
- * all-gathers, reduce-scatters and all-to-alls likewise; prints one line per case on
- * rank 0 and exits 1 on any wrong element. skip R: rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS
- * bounds their wait); every rank prints what its call returned and its message. kill R:
- * rank R is killed (SIGKILL) instead. bw: the net channel's rate against MPI's own
+ * all-gathers, reduce-scatters and all-to-alls likewise, then broadcasts and reduces from
+ * every root; prints one line per case on rank 0 (with the program that ran, for the
+ * reduce-scatters, broadcasts and reduces) and exits 1 on any wrong element. skip R:
+ * rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS bounds their wait);
+ * every rank prints what its call returned and its message. kill R: rank R is killed
+ * (SIGKILL) instead. bw: the net channel's rate against MPI's own
  * (bandwidth(), below). */
 #include <mpi.h>
 #include <signal.h>
@@ -125,8 +128,9 @@ int main(int argc, char **argv)
         }
     } else {
         static const size_t counts[] = {1, 5, 1000, 1001, 65539, 1 << 20}, gcounts[] = {1, 3, 1001, 262147},
-                            rcounts[] = {1, 5, 1001, 65539}, acounts[] = {1, 3, 1001, 65539};
-        const CaseCounts cc = {counts, gcounts, rcounts, acounts, 6, 4, 4, 4};
+                            rcounts[] = {1, 5, 1001, 65539}, acounts[] = {1, 3, 1001, 65539},
+                            bcounts[] = {1, 1001, 262147};
+        const CaseCounts cc = {counts, gcounts, rcounts, acounts, bcounts, 6, 4, 4, 4, 3};
         long total = run_cases(comm, &cc, sum_over_ranks);
         status = total != 0;
     }

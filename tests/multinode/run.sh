@@ -6,13 +6,17 @@
 #
 #   tests/multinode/run.sh BUILD
 #
-#   check      ccl_barrier three times, then ccl_all_reduce (algorithms/allreduce/hier.ccl, the only one for several
-#              nodes) on 6 counts x f32 sum, i32 max, f64 min, f32 avg x out of place and in place,
-#              ccl_all_gather (algorithms/allgather/hier.ccl) on 4 counts x f32, i32 x out of
+#   check      ccl_barrier three times, then ccl_all_reduce (algorithms/allreduce/hier.ccl, the
+#              only one for several nodes) on 6 counts x f32 sum, i32 max, f64 min, f32 avg x
+#              out of place and in place, ccl_all_gather (algorithms/allgather/hier.ccl) on 4 counts x f32, i32 x out of
 #              place and in place, ccl_reduce_scatter (algorithms/reduce_scatter/direct_net.ccl)
-#              on 4 counts x f32 sum, i32 max x out of place and in place, and ccl_all_to_all
-#              (algorithms/alltoall/direct_net.ccl) on 4 counts x f32, i32 x out of place and in
-#              place, 3 calls back to back each, every element checked; and the proxy's log
+#              on 4 counts x f32 sum, i32 max x out of place and in place (from 64 KB per rank
+#              algorithms/reduce_scatter/hier.ccl: the count 65539 must run it, 1001 direct_net),
+#              ccl_all_to_all (algorithms/alltoall/direct_net.ccl) on 4 counts x f32, i32 x out
+#              of place and in place, and from every root ccl_broadcast (f32, i32) and
+#              ccl_reduce (f32 sum, i32 max; the root's output checked) on 3 counts x out of
+#              place and in place (algorithms/broadcast/hier.ccl, algorithms/reduce/hier.ccl),
+#              3 calls back to back each, every element checked; and the proxy's log
 #              says the data crossed the nodes through it; also 4 nodes of 1, 1 node of 4
 #              (there the one-node programs run), and 3 nodes of 2 (mpirun -np 6)
 #   hosts      without CCL_RANKS_PER_NODE each host is a node: here one node of 4
@@ -52,9 +56,14 @@ for shape in 4:2 4:1 4:4 6:2; do
     if [ $rc -ne 0 ]; then
         echo "FAIL multinode/check-${nodes}x$rpn: exit $rc"
         tail -20 "$tmp/check.out" "$tmp/check.err" | sed 's/^/    /'
-    elif [ "$(grep -c ': ok$' "$tmp/check.out")" -ne 97 ] || ! grep -q '^wrong elements: 0$' "$tmp/check.out"; then
+    elif [ "$(grep -c ': ok$' "$tmp/check.out")" -ne $((97 + 24 * np)) ] || ! grep -q '^wrong elements: 0$' "$tmp/check.out"; then
         echo "FAIL multinode/check-${nodes}x$rpn: not every case checked out"
-        sed 's/^/    /' "$tmp/check.out" | head -40
+        grep -v ': ok$' "$tmp/check.out" | head -40 | sed 's/^/    /'
+    elif [ "$nodes" -gt 1 ] && { [ "$(grep -c '^reduce-scatter count 65539 .*(hier.ccl): ok$' "$tmp/check.out")" -ne 4 ] ||
+                                 [ "$(grep -c '^reduce-scatter count 1001 .*(direct_net.ccl): ok$' "$tmp/check.out")" -ne 4 ] ||
+                                 [ "$(grep -cE '^(broadcast|reduce) root .*\(hier.ccl\): ok$' "$tmp/check.out")" -ne $((24 * np)) ]; }; then
+        echo "FAIL multinode/check-${nodes}x$rpn: not the programs for several nodes the sizes hints pick"
+        grep -E '^(reduce-scatter count (1001|65539)|(broadcast|reduce) root 0 count 1 )' "$tmp/check.out" | sed 's/^/    /'
     elif [ "$nodes" -gt 1 ] && ! grep -q "ready: rank 0 of $np ($nodes nodes of $rpn)" "$tmp/check.err"; then
         echo "FAIL multinode/check-${nodes}x$rpn: the communicator is not $nodes nodes"
         grep ready "$tmp/check.err" | sed 's/^/    /'
@@ -62,7 +71,7 @@ for shape in 4:2 4:1 4:4 6:2; do
         echo "FAIL multinode/check-${nodes}x$rpn: not every rank's proxy carried traffic"
         grep -E 'proxy|ready' "$tmp/check.err" | sed 's/^/    /'
     else
-        echo "ok multinode/check-${nodes}x$rpn: barriers, 48 all-reduce, 16 all-gather, 16 reduce-scatter and 16 all-to-all cases x 3 calls, every element right"
+        echo "ok multinode/check-${nodes}x$rpn: barriers, 48 all-reduce, 16 all-gather, 16 reduce-scatter, 16 all-to-all, $((12 * np)) broadcast and $((12 * np)) reduce cases (every root) x 3 calls, every element right"
     fi
 done
 

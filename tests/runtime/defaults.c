@@ -1,4 +1,6 @@
-/* defaults.c: the default timeout (CPU backend), with CCL_TIMEOUT_MS unset.
+/* defaults.c: the default timeout (CPU backend), with CCL_TIMEOUT_MS unset, and the
+ * size of the regions calls share (runtime/src/call.c, "Regions"): a sixteenth of the
+ * heap, CCL_REGION_BYTES where set, and a malformed value refused naming it.
  *
  * The timeout is for waits that will never end; it must never end one that would: a
  * rank that spends a while elsewhere (writing a checkpoint, compiling) before it joins
@@ -133,8 +135,44 @@ static void test_dead_peer(void)
           codes[0] == 4 && codes[1] == 4 && codes[2] == 3, detail);
 }
 
+/* The regions' cap of a one-rank comm with a 32 MiB heap and CCL_REGION_BYTES=env
+ * (NULL: unset): its cap, or 0 with the init's message in msg. */
+static size_t region_cap(const char *env, char *msg, size_t len)
+{
+    if (env)
+        setenv("CCL_REGION_BYTES", env, 1);
+    else
+        unsetenv("CCL_REGION_BYTES");
+    ccl_comm_t *comm;
+    ccl_config_t cfg = {.backend = CCL_BACKEND_CPU, .heap_bytes = 32 << 20};
+    size_t cap = 0;
+    if (ccl_comm_init_all(&comm, 1, NULL, &cfg) == CCL_OK) {
+        cap = comm->region_cap;
+        ccl_comm_destroy(comm);
+    } else {
+        snprintf(msg, len, "%s", ccl_comm_last_error(NULL));
+    }
+    unsetenv("CCL_REGION_BYTES");
+    return cap;
+}
+
+static void test_region_bytes(void)
+{
+    char msg[CCL__ERR_LEN] = "", detail[CCL__ERR_LEN + 64];
+    size_t cap = region_cap(NULL, msg, sizeof msg);
+    snprintf(detail, sizeof detail, "cap %zu, want %d (%s)", cap, 2 << 20, msg);
+    check("the shared regions' size is a sixteenth of the heap by default", cap == 2 << 20, detail);
+    cap = region_cap("5M", msg, sizeof msg);
+    snprintf(detail, sizeof detail, "cap %zu, want %d (%s)", cap, 5 << 20, msg);
+    check("CCL_REGION_BYTES=5M sets it", cap == 5 << 20, detail);
+    cap = region_cap("12Q", msg, sizeof msg);
+    snprintf(detail, sizeof detail, "cap %zu; message: %s", cap, msg);
+    check("CCL_REGION_BYTES=12Q is refused, naming it", cap == 0 && strstr(msg, "CCL_REGION_BYTES='12Q'"), detail);
+}
+
 int main(void)
 {
+    test_region_bytes();
     unsetenv("CCL_TIMEOUT_MS"); /* the suites set one; this test is about the default */
     test_late_rank();
     test_dead_peer();

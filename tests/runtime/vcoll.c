@@ -319,7 +319,7 @@ static void arena_too_small(void)
     bufs_make(&l, 0, 1, &b);
     ccl_algorithm_t *alg[N];
     for (int q = 0; q < N; q++) {
-        if (ccl_algorithm_load(comms[q], "algorithms/alltoallv/direct_ll.ccl", 0, &alg[q]) != CCL_OK) {
+        if (ccl_algorithm_load(comms[q], "tests/runtime/v/scratch_ll.ccl", 0, &alg[q]) != CCL_OK) {
             EXPECT(0, "arena: load: %s", ccl_comm_last_error(comms[q]));
             goto out;
         }

@@ -183,8 +183,8 @@ static void test_builtin(void)
         {2, COLL_BROADCAST, 512 << 10, "broadcast/direct_ll.ccl", 32}, {2, COLL_BROADCAST, 1 << 20, "broadcast/direct.ccl", 16},
         {2, COLL_REDUCE, 1 << 20, "reduce/direct_ll.ccl", 32},     {2, COLL_REDUCE, 2 << 20, "reduce/direct.ccl", 32},
         /* 2x H200, 16 MB .. 1 GB: ccl-tune (docs/perf/x2-head). */
-        {2, COLL_ALLTOALL, 256 << 20, "alltoall/pairwise_port.ccl", 16}, {2, COLL_REDUCE, 128 << 20, "reduce/chain.ccl", 64},
-        {2, COLL_REDUCE, (size_t)1 << 30, "reduce/pull.ccl", 64},
+        {2, COLL_ALLTOALL, 256 << 20, "alltoall/pairwise_port.ccl", 16}, {2, COLL_REDUCE, 128 << 20, "reduce/twostep.ccl", 64},
+        {2, COLL_REDUCE, (size_t)1 << 30, "reduce/twostep.ccl", 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *file = "";

@@ -9,8 +9,11 @@
 #
 #   check-2x2, -4x1, -1x4  tests/multinode's cases (cases.h) on 3 counts each: ccl_barrier,
 #              ccl_all_reduce (f32 sum, i32 max, f64 min, f32 avg), ccl_all_gather,
-#              ccl_reduce_scatter and ccl_all_to_all, out of place and in place, 3 calls each,
-#              every element checked; the log says the data crossed the nodes through the proxy
+#              ccl_reduce_scatter and ccl_all_to_all, then from every root ccl_broadcast (f32,
+#              i32) and ccl_reduce (f32 sum, i32 max), out of place and in place, 3 calls each,
+#              every element checked; on several nodes the reduce-scatter of 65539 runs
+#              reduce_scatter/hier, of 1001 direct_net, every broadcast and reduce hier; the log
+#              says the data crossed the nodes through the proxy
 #   skip       rank 3 never calls: ranks 0-2 fail within CCL_TIMEOUT_MS, the root naming rank 3
 #   cookie     rank 3 has the id of an earlier root at the same address: refused for its
 #              cookie, with a message; ranks 0-2 time out naming it
@@ -46,10 +49,13 @@ for shape in 4:2 4:1 4:4; do
     if [ $rc -ne 0 ]; then
         echo "FAIL $name: exit $rc"
         tail -20 "$tmp/out" "$tmp/err" | sed 's/^/    /'
-    elif [ "$(grep -c ': ok$' "$tmp/out")" -ne 61 ] || ! grep -q '^wrong elements: 0$' "$tmp/out" ||
+    elif [ "$(grep -c ': ok$' "$tmp/out")" -ne $((61 + 24 * np)) ] || ! grep -q '^wrong elements: 0$' "$tmp/out" ||
          [ "$(grep -c '^rank [0-9]*: wrong 0$' "$tmp/out")" -ne "$np" ]; then
         echo "FAIL $name: not every case checked out"
-        show "$tmp/out"
+        grep -v ': ok$' "$tmp/out" | show /dev/stdin
+    elif [ "$nodes" -gt 1 ] && [ "$(grep -cE '^(reduce-scatter count 65539 .*\(hier|reduce-scatter count 1001 .*\(direct_net|(broadcast|reduce) root .*\(hier)\.ccl\): ok$' "$tmp/out")" -ne $((8 + 24 * np)) ]; then
+        echo "FAIL $name: not the programs for several nodes the size hints pick"
+        grep -E '^(reduce-scatter count (1001|65539)|(broadcast|reduce) root 0 count 1 )' "$tmp/out" | sed 's/^/    /'
     elif ! grep -q "ccl_comm_init_rank_id: communicator .* ready: rank 0 of $np ($nodes node" "$tmp/err"; then
         echo "FAIL $name: the communicator is not $nodes nodes of $rpn"
         grep ready "$tmp/err" | sed 's/^/    /'
@@ -57,7 +63,7 @@ for shape in 4:2 4:1 4:4; do
         echo "FAIL $name: not every rank's proxy carried traffic"
         grep -E 'proxy|ready' "$tmp/err" | sed 's/^/    /'
     else
-        echo "ok $name: barriers, 24 all-reduce, 12 all-gather, 12 reduce-scatter and 12 all-to-all cases x 3 calls over TCP, every element right"
+        echo "ok $name: barriers, 24 all-reduce, 12 all-gather, 12 reduce-scatter, 12 all-to-all, $((6 * np)) broadcast and $((6 * np)) reduce cases (every root) x 3 calls over TCP, every element right"
     fi
 done
 

@@ -498,6 +498,13 @@ int main(int argc, char **argv)
         heap = CCL__HEAP_DEFAULT;
     ccl_config_t cfg = {.backend = sh->backend, .timeout_ms = o->timeout_ms,
                         .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : heap};
+    /* A heap sized for the sweep runs every size whole: regions as large as the heap
+     * (the runtime's default, a sixteenth, would cut the largest sizes into pieces).
+     * CCL_REGION_BYTES, when set, decides instead. */
+    char region[32];
+    snprintf(region, sizeof region, "%zu", heap);
+    if (!getenv("CCL_HEAP_BYTES"))
+        setenv("CCL_REGION_BYTES", region, 0);
 
     if (tool_launch_comms(&launch, &cfg, ndev) != 0)
         return 1;

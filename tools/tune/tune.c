@@ -847,6 +847,13 @@ int main(int argc, char **argv)
     size_t maxb = o->hi * (size_t)(wide ? sh->nranks : 1);
     ccl_config_t cfg = {.backend = sh->gpu ? CCL_BACKEND_GPU : CCL_BACKEND_CPU, .timeout_ms = o->timeout_ms,
                         .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : 2 * maxb + 24 * o->hi + (64u << 20)};
+    /* That heap runs every size whole (regions as large as the heap, not the runtime's
+     * sixteenth), so variants are timed without pieces. CCL_REGION_BYTES, when set,
+     * decides instead. */
+    char region[32];
+    snprintf(region, sizeof region, "%zu", cfg.heap_bytes);
+    if (cfg.heap_bytes)
+        setenv("CCL_REGION_BYTES", region, 0);
     if (tool_launch_comms(&launch, &cfg, ndev) != 0)
         return 1;
     int nw = launch.nlocal;

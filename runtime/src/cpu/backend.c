@@ -706,6 +706,15 @@ static void copy_rows(void *dst, size_t dpitch, const void *src, size_t spitch, 
         memcpy((char *)dst + u * (dpitch ? dpitch : row), (const char *)src + u * (spitch ? spitch : row), row);
 }
 
+/* Whether this rank has recorded a failure (reported or not yet). */
+static int rank_failed(ccl_comm_t *comm)
+{
+    pthread_mutex_lock(&comm->async_lock);
+    int failed = comm->async_result != CCL_OK || comm->failed != CCL_OK;
+    pthread_mutex_unlock(&comm->async_lock);
+    return failed;
+}
+
 static void execute(ccl_comm_t *comm, const CclCall *c)
 {
     ccl_algorithm_t *alg = c->alg;
@@ -720,10 +729,16 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     if (c->is_v)
         ccl__segs_publish(comm, c);
     /* First, even after an abort: a rank stopped by a peer that found two calls
-     * differing still compares, and names both sides itself. */
+     * differing still compares, and names both sides itself. Only until it has failed:
+     * its later calls (the other pieces of a call, runtime/src/call.c) are dropped, and
+     * their identities would overwrite ring entries (CCL_IDENT_RING of them) that a
+     * slower peer still has to read to name both sides. */
+    uint64_t ab = atomic_load(&hdr->abort);
+    if (ab && rank_failed(comm))
+        return;
     if (ccl__cpu_check_idents(comm, c) != 0)
         return;
-    uint64_t ab = atomic_load(&hdr->abort);
+    ab = atomic_load(&hdr->abort);
     if (ab) {
         char who[96];
         ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: %s skipped: %s earlier", me, alg->file,

@@ -25,7 +25,8 @@
  * CCL_GPU_INSTANCES (instances per logical block, the program's by default),
  * CCL_GPU_SLICES (slices when the program is pipeline-safe, the program's by default),
  * CCL_GPU_PROTOCOL=ll or ll128 (run with those lines; see gpu_pick_protocol). A launch shape set by the
- * tuner (alg->shape, tuner.c) wins over these for its instances, protocol and threads. */
+ * tuner (alg->shape, tuner.c) wins over these for its instances, protocol and threads.
+ * CCL_GPU_PDL=0 launches ccl_kernel without programmatic dependent launch (gpu_open_device). */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,13 @@ static ccl_result_t gpu_open_device(ccl_comm_t *comm, GpuComm *g)
     ccl__cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g->dev);
     ccl__cu.DeviceGetAttribute(&g->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->dev);
     g->arch = major * 10 + minor;
+    /* Programmatic dependent launch: a ccl_kernel may be scheduled while the stream's
+     * previous kernel still runs, its blocks resident and waiting at their first
+     * instruction (griddepcontrol.wait in ccl_announce) for that kernel's end and its
+     * memory. Back-to-back calls then pay no launch gap. Not where ranks share the GPU:
+     * a waiting grid holds resources a co-located peer's kernel may need to be resident
+     * beside this rank's, which both wait for. */
+    g->pdl = g->arch >= 90 && ccl__cu.LaunchKernelEx && g->ncolocated == 1 && gpu_env_int("CCL_GPU_PDL", 0, 1, 1);
     g->quiet = ccl__gpu_device_quiet_stream(g->device);
     CUmemPoolProps pool = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = comm->device}};
@@ -231,6 +239,9 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     ga->protocol = proto;
     ga->copy = cclc_plan_is_copy(alg->plan);
     alg->lines_only = cclc_emit_cuda_lines_only(alg->plan, proto);
+    /* A kernel with lines sends at once, before its peers have entered the call, into
+     * lines laid out by its program and its region's size: that region must be its own. */
+    alg->own_scratch = proto != PROTO_SIMPLE;
     /* Expected values of the slots, the block barrier's counter and generations, and the
      * per-block counts of posted port puts (emit_cuda.c). */
     ga->nexpected = (size_t)alg->plan->nsems * (size_t)alg->instances + 1 + 2 * (size_t)ga->grid;
@@ -605,6 +616,18 @@ static ccl_result_t gpu_run_copy(const CclCall *call)
     return ccl__gpu_mark_stream(comm, s, capturing);
 }
 
+/* Launches one of our kernels (ccl_kernel, ccl_p2p: those that wait at their entry for
+ * the stream's previous kernel) on s, as a programmatic dependent where g->pdl allows. */
+CUresult ccl__gpu_launch(const GpuComm *g, CUfunction f, unsigned grid, unsigned threads, CUstream s, void **params)
+{
+    if (!g->pdl) return ccl__cu.LaunchKernel(f, grid, 1, 1, threads, 1, 1, 0, s, params, NULL);
+    CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                              .value.programmaticStreamSerializationAllowed = 1};
+    CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = threads, .blockDimY = 1,
+                          .blockDimZ = 1, .hStream = s, .attrs = &attr, .numAttrs = 1};
+    return ccl__cu.LaunchKernelEx(&cfg, f, params, NULL);
+}
+
 static ccl_result_t gpu_run(const CclCall *call)
 {
     ccl_algorithm_t *alg = call->alg;
@@ -686,8 +709,7 @@ static ccl_result_t gpu_run(const CclCall *call)
     ccl__ident_seal(&a.id);
     /* A rank without blocks still launches one, which publishes and checks the call's
      * identity (its peers wait for it) and finds no block of its own to run. */
-    CU_CHECK(ccl__cu.LaunchKernel(k->module->kernel, ga->grid > 0 ? (unsigned)ga->grid : 1, 1, 1, (unsigned)th, 1, 1, 0,
-                                  s, params, NULL),
+    CU_CHECK(ccl__gpu_launch(g, k->module->kernel, ga->grid > 0 ? (unsigned)ga->grid : 1, (unsigned)th, s, params),
              "cuLaunchKernel (ccl_kernel)");
     CCL__TRACE(comm->rank, "launched %d blocks x %d threads on stream %p", ga->grid, th, (void *)s);
     if ((res = gpu_wait_colocated_launches(comm, "its kernel of this call", capturing)) != CCL_OK) return res;

@@ -58,6 +58,7 @@ static void cuda_load(void)
         S(ModuleUnload, "cuModuleUnload"), S(ModuleGetFunction, "cuModuleGetFunction"),
         S(FuncSetAttribute, "cuFuncSetAttribute"), S(FuncGetAttribute, "cuFuncGetAttribute"),
         S(OccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"), S(LaunchKernel, "cuLaunchKernel"),
+        S(LaunchKernelEx, "cuLaunchKernelEx"),
         S(StreamCreate, "cuStreamCreate"), S(StreamDestroy, "cuStreamDestroy_v2"),
         S(StreamSynchronize, "cuStreamSynchronize"), S(StreamGetFlags, "cuStreamGetFlags"),
         S(StreamWaitEvent, "cuStreamWaitEvent"), S(StreamIsCapturing, "cuStreamIsCapturing"),
@@ -74,6 +75,7 @@ static void cuda_load(void)
         *syms[i].fn = dlsym(lib, syms[i].name);
         if (!*syms[i].fn && syms[i].fn == (void **)&ccl__cu.EventElapsedTime)
             *syms[i].fn = dlsym(lib, "cuEventElapsedTime");
+        if (!*syms[i].fn && syms[i].fn == (void **)&ccl__cu.LaunchKernelEx) continue; /* optional */
         if (!*syms[i].fn) {
             snprintf(cuda_why, sizeof cuda_why, "the CUDA driver lacks %s (driver too old?)", syms[i].name);
             return;

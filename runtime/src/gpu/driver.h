@@ -65,6 +65,9 @@ typedef struct {
     CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
     CUresult (*LaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
                              unsigned int, unsigned int, CUstream, void **, void **);
+    /* NULL where the driver lacks it (before CUDA 12.0): launches then go without
+     * attributes (gpu_launch_kernel). */
+    CUresult (*LaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
     CUresult (*StreamCreate)(CUstream *, unsigned int);
     CUresult (*StreamDestroy)(CUstream);
     CUresult (*StreamSynchronize)(CUstream);

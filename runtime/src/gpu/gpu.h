@@ -88,6 +88,7 @@ typedef struct {
      * the ranks' kernels (gpu/device.c). */
     CUstream quiet;
     int arch;                 /* compute capability as 90 for sm_90 */
+    int pdl;                  /* ccl_kernel launches with programmatic dependent launch (gpu_open_device) */
     size_t heap_size;         /* comm->heap_bytes rounded up to the granularity */
     /* Each heap's reservation is heap_size + win_bytes: the window of registered memory
      * follows the heap (comm->win_off = heap_size; gpu/window.c maps there). */
@@ -170,6 +171,8 @@ void ccl__gpu_make_current(const ccl_comm_t *comm);
  * call runs on, and the note that this comm queued work there; the ranks that share
  * this rank's GPU, for messages ("0, 1, 3"). */
 ccl_result_t ccl__gpu_cu_fail(ccl_comm_t *comm, CUresult r, const char *what);
+/* Launches ccl_kernel or ccl_p2p: with programmatic dependent launch where g->pdl (gpu/backend.c). */
+CUresult ccl__gpu_launch(const GpuComm *g, CUfunction f, unsigned grid, unsigned threads, CUstream s, void **params);
 /* Returns ccl__gpu_cu_fail(comm, ...) from the enclosing function when a driver call
  * fails (`comm` in scope). */
 #define CU_CHECK(call, what)                                                                            \

@@ -390,8 +390,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
     grid += a->call[n - 1].blocks;
     ccl__gpu_note_caller(comm);
     void *params[] = {a};
-    CUresult r = ccl__cu.LaunchKernel(p->module->kernel, (unsigned)grid, 1, 1, (unsigned)threads, 1, 1, 0, s, params,
-                                      NULL);
+    CUresult r = ccl__gpu_launch(g, p->module->kernel, (unsigned)grid, (unsigned)threads, s, params);
     if (r != CUDA_SUCCESS)
         return ccl__gpu_cu_fail(comm, r, "cuLaunchKernel (ccl_p2p)");
     CCL__TRACE(comm->rank, "launched a group of %d point-to-point calls on stream %p", n, (void *)s);

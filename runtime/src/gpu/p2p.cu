@@ -802,6 +802,11 @@ __device__ int p2p_recv(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
 
 extern "C" __global__ void __launch_bounds__(512) ccl_p2p(const __grid_constant__ struct ccl_p2p_args a)
 {
+#if __CUDA_ARCH__ >= 900
+    /* Launched as a programmatic dependent (gpu/backend.c's ccl__gpu_launch), it may be
+     * resident before the stream's previous kernel has ended: wait for it and its memory. */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     /* This block's channel: the calls [i0, i1) that share its first block. */
     u64 i0 = 0;
     while (i0 + 1 < a.ncalls && a.call[i0].first_block + a.call[i0].blocks <= blockIdx.x) i0++;

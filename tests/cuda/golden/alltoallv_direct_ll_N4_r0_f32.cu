@@ -2,12 +2,12 @@
  * algorithm direct_ll : alltoallv, N = 4, rank 0, K = 1
  * dtype f32, op sum, protocol ll
  * LL: remote writes are 16-byte lines {data, flag, data, flag} into the peer's LL region
- * (after 4 scratch chunks: 12 chunks x 2*CS*esize bytes);
+ * (after 0 scratch chunks: 8 chunks x 2*CS*esize bytes);
  * the signals they publish and the waits that receive them are the lines' flags
  * alltoallv: every chunk is as long as its segment's chunks (segment tables in vt, every rank's;
  * in/out chunk c of a segment at its displacement + c * its stride, scratch chunks at
  * their index * vcs, the longest segment's stride)
- * logical thread blocks 1, semaphore slots per instance 4, scratch chunks 4
+ * logical thread blocks 1, semaphore slots per instance 4, scratch chunks 0
  * Launch: grid = 1 * ninst blocks; one heap of every rank mapped (a.peers). */
 typedef float ccl_t;
 typedef float ccl_acc;
@@ -25,7 +25,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     if (!ccl_await_peers(a, launch)) return; /* a peer runs another call, or none: the error says which */
     __shared__ u64 vt[80];
     __shared__ u64 vload_cs;
-    if (!ccl_vload(a, launch, t.w, vt, 1, 1, 28, &vload_cs)) return; /* the counts disagree or do not fit: the error says how */
+    if (!ccl_vload(a, launch, t.w, vt, 1, 1, 16, &vload_cs)) return; /* the counts disagree or do not fit: the error says how */
     const u64 vcs = vload_cs; /* scratch's chunk stride: the longest segment's */
     (void)vcs; /* unused without scratch */
     const u64 inst = blockIdx.x % a.ninst;
@@ -43,50 +43,49 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
         unsigned int flag = (unsigned int)launch;
         if (flag == 0) flag = 1;
         for (u64 sl = 0; sl < a.nslices; sl++) {
-            __syncthreads();
             { /* 3 independent transfers at once: warp group g of G takes transfers g, g + G, ... */
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
             const u64 w = threadIdx.x / 32, g = w % G;
             const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
             /* op 0: xfer (line 30) */
-            { /* LL: s@1[0] <- in[1] */
+            { /* LL: out@1[0] <- in[1] */
                 u64 scs; /* the data of in@0[1]: chunk 0 of rank 0's in segment 1 */
                 const u64 len = ccl_vchunk(vt[1], 1, 0, &scs);
-                const struct ccl_span s0 = {(u64)0 * vcs, len};
+                const struct ccl_span s0 = {vt[32] + 0 * scs, len};
                 const struct ccl_span s1 = {vt[5] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[1] = {(p1 + a.scratch_off + 20ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                char *const dr[1] = {(p1 + a.scratch_off + 8ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)0 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
             /* op 1: xfer (line 30) */
-            { /* LL: s@2[0] <- in[2] */
+            { /* LL: out@2[0] <- in[2] */
                 u64 scs; /* the data of in@0[2]: chunk 0 of rank 0's in segment 2 */
                 const u64 len = ccl_vchunk(vt[2], 1, 0, &scs);
-                const struct ccl_span s0 = {(u64)0 * vcs, len};
+                const struct ccl_span s0 = {vt[52] + 0 * scs, len};
                 const struct ccl_span s1 = {vt[6] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[1] = {(p2 + a.scratch_off + 20ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                char *const dr[1] = {(p2 + a.scratch_off + 8ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)1 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
             /* op 2: xfer (line 30) */
-            { /* LL: s@3[0] <- in[3] */
+            { /* LL: out@3[0] <- in[3] */
                 u64 scs; /* the data of in@0[3]: chunk 0 of rank 0's in segment 3 */
                 const u64 len = ccl_vchunk(vt[3], 1, 0, &scs);
-                const struct ccl_span s0 = {(u64)0 * vcs, len};
+                const struct ccl_span s0 = {vt[72] + 0 * scs, len};
                 const struct ccl_span s1 = {vt[7] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
                 char *const dl[1] = {0};
-                char *const dr[1] = {(p3 + a.scratch_off + 20ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
+                char *const dr[1] = {(p3 + a.scratch_off + 8ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const char *const s[1] = {a.in + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo && g == (u64)2 % G) ccl_xfer_ll<0, 1, 1>(dl, dr, s, hi - lo, flag, gtid, gnt);
             }
@@ -114,93 +113,48 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
             const u64 w = threadIdx.x / 32, g = w % G;
             const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-            { /* LL receive from rank 1: s[1] */
+            { /* LL receive from rank 1: out[1] */
                 u64 scs; /* the data of in@1[0]: chunk 0 of rank 1's in segment 0 */
                 const u64 len = ccl_vchunk(vt[20], 1, 0, &scs);
-                const struct ccl_span s0 = {(u64)1 * vcs, len};
+                const struct ccl_span s0 = {vt[13] + 0 * scs, len};
                 const struct ccl_span s1 = {vt[24] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + 22ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                char *const dst = a.out + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p0 + a.scratch_off + 10ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 34, 1)) failed = 1;
             }
-            { /* LL receive from rank 2: s[2] */
+            { /* LL receive from rank 2: out[2] */
                 u64 scs; /* the data of in@2[0]: chunk 0 of rank 2's in segment 0 */
                 const u64 len = ccl_vchunk(vt[40], 1, 0, &scs);
-                const struct ccl_span s0 = {(u64)2 * vcs, len};
+                const struct ccl_span s0 = {vt[14] + 0 * scs, len};
                 const struct ccl_span s1 = {vt[44] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + 24ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                char *const dst = a.out + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p0 + a.scratch_off + 12ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 34, 2)) failed = 1;
             }
-            { /* LL receive from rank 3: s[3] */
+            { /* LL receive from rank 3: out[3] */
                 u64 scs; /* the data of in@3[0]: chunk 0 of rank 3's in segment 0 */
                 const u64 len = ccl_vchunk(vt[60], 1, 0, &scs);
-                const struct ccl_span s0 = {(u64)3 * vcs, len};
+                const struct ccl_span s0 = {vt[15] + 0 * scs, len};
                 const struct ccl_span s1 = {vt[64] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
                 ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const dst = (p0 + a.scratch_off) + (s0.off + lo) * sizeof(ccl_t);
-                const char *const lines = (p0 + a.scratch_off + 26ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
+                char *const dst = a.out + (s0.off + lo) * sizeof(ccl_t);
+                const char *const lines = (p0 + a.scratch_off + 14ull * vcs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 34, 3)) failed = 1;
             }
             }
             __syncthreads();
             if (failed) return;
-            { /* 3 independent transfers at once: warp group g of G takes transfers g, g + G, ... */
-            const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
-            const u64 w = threadIdx.x / 32, g = w % G;
-            const u64 gtid = w / G * 32 + threadIdx.x % 32, gnt = ((nwarp - 1 - g) / G + 1) * 32;
-            /* op 6: xfer (line 35) */
-            { /* out[1] <- s[1] */
-                u64 scs; /* the data of in@1[0]: chunk 0 of rank 1's in segment 0 */
-                const u64 len = ccl_vchunk(vt[20], 1, 0, &scs);
-                const struct ccl_span s0 = {vt[13] + 0 * scs, len};
-                const struct ccl_span s1 = {(u64)1 * vcs, len};
-                (void)scs;
-                u64 lo, hi;
-                ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[1] = {(p0 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
-                if (hi > lo && g == (u64)0 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
-            }
-            /* op 7: xfer (line 35) */
-            { /* out[2] <- s[2] */
-                u64 scs; /* the data of in@2[0]: chunk 0 of rank 2's in segment 0 */
-                const u64 len = ccl_vchunk(vt[40], 1, 0, &scs);
-                const struct ccl_span s0 = {vt[14] + 0 * scs, len};
-                const struct ccl_span s1 = {(u64)2 * vcs, len};
-                (void)scs;
-                u64 lo, hi;
-                ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[1] = {(p0 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
-                if (hi > lo && g == (u64)1 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
-            }
-            /* op 8: xfer (line 35) */
-            { /* out[3] <- s[3] */
-                u64 scs; /* the data of in@3[0]: chunk 0 of rank 3's in segment 0 */
-                const u64 len = ccl_vchunk(vt[60], 1, 0, &scs);
-                const struct ccl_span s0 = {vt[15] + 0 * scs, len};
-                const struct ccl_span s1 = {(u64)3 * vcs, len};
-                (void)scs;
-                u64 lo, hi;
-                ccl_part(a, inst, sl, len, &lo, &hi);
-                char *const d[1] = {a.out + (s0.off + lo) * sizeof(ccl_t)};
-                const char *const s[1] = {(p0 + a.scratch_off) + (s1.off + lo) * sizeof(ccl_t)};
-                if (hi > lo && g == (u64)2 % G) ccl_xfer<1, 1>(d, s, hi - lo, gtid, gnt);
-            }
-            }
-            __syncthreads();
         }
         break;
     }
