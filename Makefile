@@ -251,9 +251,14 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/multinode/%: tests/multinode/%.c $(BUILD)/libccl.a runtime/include/ccl_mpi.h
+$(BUILD)/tests/multinode/%: tests/multinode/%.c $(BUILD)/libccl.a runtime/include/ccl_mpi.h tests/multinode/cases.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -o $@ $(filter %.c %.a,$^) $(LDLIBS)
+
+# tests/uniqueid runs tests/multinode's cases (cases.h) without MPI.
+$(BUILD)/tests/uniqueid/%: tests/uniqueid/%.c $(BUILD)/libccl.a tests/multinode/cases.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $(filter %.c %.a,$^) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libccl.a
 	@mkdir -p $(dir $@)

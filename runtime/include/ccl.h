@@ -154,6 +154,35 @@ typedef struct {
 ccl_result_t ccl_comm_init_rank_net(ccl_comm_t **comm, const ccl_bootstrap_t *bootstrap, const ccl_net_t *net,
                                     int ranks_per_node, int device, const ccl_config_t *config);
 
+/* A communicator of one process per rank without MPI (torchrun, a job's own launcher), as
+ * NCCL's ncclGetUniqueId and ncclCommInitRank (docs/multinode.md, "A unique id over TCP"):
+ * one process calls ccl_get_unique_id and hands the id to every rank by its own means (a
+ * file, a pipe, a key-value store); every rank then calls ccl_comm_init_rank_id with it.
+ *
+ * ccl_get_unique_id opens a listening TCP socket, the root (on CCL_BOOTSTRAP_ADDR,
+ * "host[:port]", when set; else on the first interface CCL_SOCKET_IFNAME admits; else on
+ * this host's first non-loopback IPv4 address; else 127.0.0.1), with a thread of this
+ * process that waits for the ranks (bounded by CCL_TIMEOUT_MS, from the first rank's
+ * arrival by that rank's timeout), and writes into *id where it listens and a random
+ * cookie: a connection without it is refused, with a message. One id serves one
+ * communicator. */
+#define CCL_UNIQUE_ID_BYTES 128
+typedef struct {
+    char internal[CCL_UNIQUE_ID_BYTES];
+} ccl_unique_id_t;
+ccl_result_t ccl_get_unique_id(ccl_unique_id_t *id);
+
+/* Collective over the nranks processes given the same id: this process becomes `rank`.
+ * Every rank connects to the root, which answers once all have come with where each
+ * listens; the ranks then connect to each other (one TCP connection per pair), and the
+ * communicator's inter-node transport (a ccl_net_t, as ccl_comm_init_rank_net takes) runs
+ * over those connections. ranks_per_node as ccl_comm_init_rank_net's (0: CCL_RANKS_PER_NODE,
+ * else each host a node). A rank that never comes fails the others within the timeout
+ * (config->timeout_ms, else CCL_TIMEOUT_MS), naming it. Several nodes run on the CPU
+ * backend only so far; one node, on either. */
+ccl_result_t ccl_comm_init_rank_id(ccl_comm_t **comm, int nranks, ccl_unique_id_t id, int rank, int ranks_per_node,
+                                   int device, const ccl_config_t *config);
+
 /* One process driving all ranks: comms[i] is rank i, on GPU devices[i] (devices may be
  * NULL: every rank CCL_DEVICE_AUTO, rank i on GPU i modulo the GPU count; ignored on the
  * CPU backend). */

@@ -286,6 +286,9 @@ int ccl__first_dead(const int64_t *pids, int n, int from);
 #define CCL__DEEP_STACK_MIN ((size_t)1 << 20)
 #define CCL__DEEP_STACK ((size_t)8 << 20)
 int ccl__with_stack(void (*fn)(void *), void *arg);
+/* Starts fn(arg) on a thread that takes none of the process's signals (they stay the
+ * user's threads'); detached when t is NULL. 0, or pthread_create's error. */
+int ccl__thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 /* How often waits look for dead peers' pids (ms). */
 enum { CCL__PROBE_MS = 100 };
 /* 1 when path is a folder. */

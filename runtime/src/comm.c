@@ -147,6 +147,24 @@ static int env_int(const char *name, long long lo, long long hi, long long *out)
     return 1;
 }
 
+ccl_result_t ccl__config_timeout(const ccl_config_t *config, const char *fn, int *out)
+{
+    if (config && config->timeout_ms < 0)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': timeout_ms %d is negative", fn,
+                              config->timeout_ms);
+    if (config && config->timeout_ms) {
+        *out = config->timeout_ms;
+        return CCL_OK;
+    }
+    long long v;
+    int e = env_int("CCL_TIMEOUT_MS", 1, 1LL << 30, &v);
+    if (e < 0)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_TIMEOUT_MS='%s' is not a positive number of "
+                              "milliseconds", fn, getenv("CCL_TIMEOUT_MS"));
+    *out = e ? (int)v : CCL_DEFAULT_TIMEOUT_MS;
+    return CCL_OK;
+}
+
 static const CclBackend *pick_backend(ccl_backend_t want, char *why, size_t len)
 {
     const char *env = getenv("CCL_BACKEND");
@@ -258,8 +276,9 @@ static ccl_result_t resolve_nodes(ccl_comm_t *c, const ccl_bootstrap_t *boot, co
         return CCL_OK;
     if (!net || !net->isend || !net->irecv || !net->test || !net->cancel)
         return ccl__set_error(c, CCL_ERR_INVALID_USAGE, "%d ranks of %d per node make %d nodes, whose traffic needs an "
-                              "inter-node transport: create the communicator with ccl_comm_init_mpi_nodes (ccl_mpi.h) "
-                              "or ccl_comm_init_rank_net", n, rpn, c->nnodes);
+                              "inter-node transport: create the communicator with ccl_comm_init_mpi_nodes (ccl_mpi.h), "
+                              "ccl_comm_init_rank_id (a unique id over TCP, no MPI) or ccl_comm_init_rank_net", n, rpn,
+                              c->nnodes);
     if (!net->thread_safe)
         return ccl__set_error(c, CCL_ERR_INVALID_USAGE, "argument 'net': the transport is not thread-safe, but libccl's "
                               "proxy thread calls it beside the application (initialize MPI with MPI_THREAD_MULTIPLE)");
@@ -275,16 +294,11 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
     ccl_config_t cfg = config ? *config : (ccl_config_t){0};
     if ((unsigned)cfg.backend > CCL_BACKEND_GPU)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': backend %d is not a ccl_backend_t", fn, (int)cfg.backend);
-    if (cfg.timeout_ms < 0)
-        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': timeout_ms %d is negative", fn, cfg.timeout_ms);
     long long v;
-    int timeout = cfg.timeout_ms;
-    if (!timeout) {
-        int e = env_int("CCL_TIMEOUT_MS", 1, 1LL << 30, &v);
-        if (e < 0)
-            return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_TIMEOUT_MS='%s' is not a positive number of milliseconds", fn, getenv("CCL_TIMEOUT_MS"));
-        timeout = e ? (int)v : CCL_DEFAULT_TIMEOUT_MS;
-    }
+    int timeout;
+    ccl_result_t tr = ccl__config_timeout(&cfg, fn, &timeout);
+    if (tr != CCL_OK)
+        return tr;
     size_t heap = cfg.heap_bytes;
     int heap_default = 0;
     if (!heap) {
@@ -410,7 +424,12 @@ ccl_result_t ccl_comm_init_rank(ccl_comm_t **comm, const ccl_bootstrap_t *boot, 
 ccl_result_t ccl_comm_init_rank_net(ccl_comm_t **comm, const ccl_bootstrap_t *boot, const ccl_net_t *net,
                                     int ranks_per_node, int device, const ccl_config_t *config)
 {
-    const char *fn = "ccl_comm_init_rank_net";
+    return ccl__comm_init_net(comm, boot, net, ranks_per_node, device, config, "ccl_comm_init_rank_net");
+}
+
+ccl_result_t ccl__comm_init_net(ccl_comm_t **comm, const ccl_bootstrap_t *boot, const ccl_net_t *net,
+                                int ranks_per_node, int device, const ccl_config_t *config, const char *fn)
+{
     ccl_result_t r = init_rank_checks(comm, boot, device, fn);
     if (r == CCL_OK && !net)
         r = ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'net' is NULL", fn);

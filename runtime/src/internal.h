@@ -20,6 +20,9 @@
  *   mailbox.c  the bootstrap a comm keeps for its life (ccl_comm_split)
  *   watchdog.c the thread that finds peers whose process died (either backend)
  *   bootstrap_env.c  a bootstrap from mpirun's environment (cclc run; no MPI link)
+ *   tcpboot.c  ccl_get_unique_id and ccl_comm_init_rank_id: a bootstrap by unique id
+ *              over TCP; tcpnet.c, the inter-node transport (ccl_net_t) over its
+ *              connections; tcp.c, the sockets under both (tcp.h)
  *   check.c    the checks every entry point starts with: live handles, a usable comm
  *   ---- backend.h: the interface (CclBackend); vlayout.c, channels.c ----
  *   cpu/       the CPU backend (backend.c: host threads run the Plan; heaps.c,
@@ -113,6 +116,13 @@ int ccl__mbox_dead_peer(const CclMailboxes *m, int64_t *pid);
 /* Says in this rank's mailbox that it leaves on purpose (from the rank's own process
  * only; m may be NULL): its process going away later is no failure to its peers. */
 void ccl__mbox_leave(CclMailboxes *m);
+
+/* comm.c: the timeout a comm made with config gets (config->timeout_ms, else
+ * CCL_TIMEOUT_MS, else CCL_DEFAULT_TIMEOUT_MS); CCL_OK, or the init error set, naming fn. */
+ccl_result_t ccl__config_timeout(const ccl_config_t *config, const char *fn, int *out);
+/* comm.c: ccl_comm_init_rank_net, its messages naming fn (tcpboot.c's constructor). */
+ccl_result_t ccl__comm_init_net(ccl_comm_t **comm, const ccl_bootstrap_t *boot, const ccl_net_t *net,
+                                int ranks_per_node, int device, const ccl_config_t *config, const char *fn);
 
 /* An in-process bootstrap for ccl_comm_init_all and tests: nranks threads, one
  * ccl_bootstrap_t each (boots[r].rank == r). */

@@ -241,6 +241,24 @@ int ccl__with_stack(void (*fn)(void *), void *arg)
     return rc;
 }
 
+int ccl__thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    pthread_attr_t a;
+    pthread_t mine;
+    int rc = pthread_attr_init(&a);
+    if (rc != 0)
+        return rc;
+    if (!t)
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(t ? t : &mine, &a, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+    return rc;
+}
+
 double ccl__now_ms(void)
 {
     struct timespec ts;

@@ -31,7 +31,6 @@
  * (ccl__mbox_leave checks it too). */
 #include <dlfcn.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -187,12 +186,7 @@ void ccl__watchdog_start(ccl_comm_t *comm)
     pthread_mutex_init(&w->mu, NULL);
     w->comm = comm;
     w->pid = getpid();
-    /* The thread takes none of the process's signals: they stay the user's threads'. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&w->thread, NULL, watch, w);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = ccl__thread_start(&w->thread, watch, w);
     if (rc != 0) {
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->cv);

@@ -1,0 +1,361 @@
+/* cases.h: the checked cases of tests/multinode, shared by collectives.c (a communicator
+ * from MPI_COMM_WORLD, under mpirun) and tests/uniqueid/uniqueid.c (one from a unique id,
+ * forked processes, no MPI): ccl_barrier, then ccl_all_reduce, ccl_all_gather,
+ * ccl_reduce_scatter and ccl_all_to_all, then ccl_broadcast and ccl_reduce from every
+ * root, on the counts a CaseCounts lists, out of place and in place, three calls back to
+ * back each, every element compared with what this rank computes itself; the lines of
+ * reduce-scatters, broadcasts and reduces name the program that ran. The program sets
+ * rank and size, and defines fail_now (which must not return) and the combine function
+ * that run_cases sums a case's wrong elements with (MPI_Allreduce over the ranks, or this
+ * rank's own). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccl.h"
+
+static int rank, size;
+
+static void fail_now(ccl_comm_t *comm, const char *what);
+
+/* Input element i of rank r: small integers, exact in every dtype and sum below. */
+static int64_t value(int r, size_t i)
+{
+    return (int64_t)((r + 1) * (int)(i % 7 + 1)) - 3;
+}
+
+static int64_t expect(ccl_op_t op, size_t i)
+{
+    int64_t acc = value(0, i);
+    for (int r = 1; r < size; r++) {
+        int64_t v = value(r, i);
+        acc = op == CCL_SUM ? acc + v : op == CCL_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
+    }
+    return acc;
+}
+
+/* Element i of call k's reduction with op (all-reduce, reduce-scatter, reduce), whose
+ * inputs are every rank's values + k. */
+static int64_t reduced(ccl_op_t op, size_t i, int k)
+{
+    return expect(op, i) + (op == CCL_SUM ? (int64_t)k * size : k);
+}
+
+static void put(void *buf, ccl_dtype_t t, size_t i, int64_t v)
+{
+    if (t == CCL_F32)
+        ((float *)buf)[i] = (float)v;
+    else if (t == CCL_F64)
+        ((double *)buf)[i] = (double)v;
+    else
+        ((int32_t *)buf)[i] = (int32_t)v;
+}
+
+static int64_t get(const void *buf, ccl_dtype_t t, size_t i)
+{
+    return t == CCL_F32 ? (int64_t)((const float *)buf)[i] : t == CCL_F64 ? (int64_t)((const double *)buf)[i]
+                                                                           : ((const int32_t *)buf)[i];
+}
+
+/* The collectives: C_REDUCE is ccl_all_reduce, C_ROOT_REDUCE ccl_reduce. */
+enum { C_REDUCE, C_GATHER, C_SCATTER, C_ALLTOALL, C_BROADCAST, C_ROOT_REDUCE };
+
+/* `iters` calls of collective coll back to back (send[k] to recv[k]; root: broadcast and
+ * reduce only), then ccl_comm_synchronize; any failure ends the program (fail_now). */
+static void call_all(ccl_comm_t *comm, int coll, void **send, void **recv, size_t count, ccl_dtype_t t, ccl_op_t op,
+                     int root, int iters)
+{
+    static const char *name[] = {"ccl_all_reduce", "ccl_all_gather", "ccl_reduce_scatter",
+                                 "ccl_all_to_all", "ccl_broadcast",  "ccl_reduce"};
+    for (int k = 0; k < iters; k++) {
+        ccl_result_t r = coll == C_REDUCE      ? ccl_all_reduce(send[k], recv[k], count, t, op, comm, NULL)
+                         : coll == C_GATHER    ? ccl_all_gather(send[k], recv[k], count, t, comm, NULL)
+                         : coll == C_SCATTER   ? ccl_reduce_scatter(send[k], recv[k], count, t, op, comm, NULL)
+                         : coll == C_ALLTOALL  ? ccl_all_to_all(send[k], recv[k], count, t, comm, NULL)
+                         : coll == C_BROADCAST ? ccl_broadcast(send[k], recv[k], count, t, root, comm, NULL)
+                                               : ccl_reduce(send[k], recv[k], count, t, op, root, comm, NULL);
+        if (r != CCL_OK)
+            fail_now(comm, name[coll]);
+    }
+    if (ccl_comm_synchronize(comm) != CCL_OK)
+        fail_now(comm, "ccl_comm_synchronize");
+}
+
+/* The file name of the program the comm's last standard call ran ("hier.ccl"), from
+ * ccl_comm_explain_choice; "?" if it says none. */
+static const char *chosen(ccl_comm_t *comm)
+{
+    static char buf[1024];
+    if (ccl_comm_explain_choice(comm, buf, sizeof buf) != CCL_OK)
+        return "?";
+    char *p = strstr(buf, " -> "), *e = p ? strchr(p + 4, ' ') : NULL;
+    if (!e)
+        return "?";
+    *e = 0;
+    char *slash = strrchr(p + 4, '/');
+    return slash ? slash + 1 : p + 4;
+}
+
+/* The buffers of `iters` calls of `count` elements each way: input k holds this rank's
+ * values + k, output k -999 (in place, one buffer). */
+static void alloc_bufs(void **send, void **recv, size_t count, ccl_dtype_t t, int inplace, int iters)
+{
+    size_t es = ccl_dtype_size(t);
+    for (int k = 0; k < iters; k++) {
+        send[k] = malloc(count * es + 1);
+        recv[k] = inplace ? send[k] : malloc(count * es + 1);
+        for (size_t i = 0; i < count; i++) {
+            put(send[k], t, i, value(rank, i) + k);
+            if (!inplace)
+                put(recv[k], t, i, -999);
+        }
+    }
+}
+
+/* Frees what alloc_bufs (or scatter_case) took: recv[k] only where it is a buffer of its own. */
+static void free_bufs(void **send, void **recv, int inplace, int iters)
+{
+    for (int k = 0; k < iters; k++) {
+        free(send[k]);
+        if (!inplace)
+            free(recv[k]);
+    }
+}
+
+/* One case: `iters` calls back to back; 0 when every element of every call is right. */
+static long run_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op, int inplace, int iters)
+{
+    long wrong = 0;
+    void *send[3], *recv[3];
+    alloc_bufs(send, recv, count, t, inplace, iters);
+    call_all(comm, C_REDUCE, send, recv, count, t, op, 0, iters);
+    for (int k = 0; k < iters; k++) {
+        for (size_t i = 0; i < count; i++) {
+            if (op == CCL_AVG) {    /* f32: the sum (exact) divided by N in float, as the runtime does */
+                float want = (float)(expect(CCL_SUM, i) + (int64_t)k * size) / (float)size, got = ((float *)recv[k])[i];
+                if (got != want && wrong++ < 3)
+                    fprintf(stderr, "rank %d: count %zu f32 avg call %d: element %zu is %g, expected %g\n", rank, count,
+                            k, i, got, want);
+                continue;
+            }
+            int64_t want = reduced(op, i, k), got = get(recv[k], t, i);
+            if (got != want && wrong++ < 3)
+                fprintf(stderr, "rank %d: count %zu %s %s%s call %d: element %zu is %lld, expected %lld\n", rank, count,
+                        ccl_dtype_name(t), ccl_op_name(op), inplace ? " in place" : "", k, i, (long long)got,
+                        (long long)want);
+        }
+    }
+    free_bufs(send, recv, inplace, iters);
+    return wrong;
+}
+
+/* Compares the N blocks of `count` in recv[k] of every call k with want(p, i, k),
+ * printing the first 3 wrong elements, and frees the buffers (send[k] where it is not
+ * inside recv[k]); the wrong elements. */
+static long check_blocks(void **send, void **recv, ccl_dtype_t t, size_t count, const char *what, int inplace,
+                         int iters, int64_t (*want_of)(int p, size_t i, int k))
+{
+    long wrong = 0;
+    for (int k = 0; k < iters; k++) {
+        for (int p = 0; p < size; p++)
+            for (size_t i = 0; i < count; i++) {
+                int64_t want = want_of(p, i, k), got = get(recv[k], t, (size_t)p * count + i);
+                if (got != want && wrong++ < 3)
+                    fprintf(stderr, "rank %d: %s count %zu %s%s call %d: rank %d's element %zu is %lld, expected %lld\n",
+                            rank, what, count, ccl_dtype_name(t), inplace ? " in place" : "", k, p, i, (long long)got,
+                            (long long)want);
+            }
+        if (!inplace)
+            free(send[k]);
+        free(recv[k]);
+    }
+    return wrong;
+}
+
+/* All-gather: block p is rank p's input of call k. */
+static int64_t gather_want(int p, size_t i, int k)
+{
+    return value(p, i) + k;
+}
+
+/* One all-gather case: `iters` calls back to back, each rank's input its values + k;
+ * in place, the input is this rank's slot of the output. 0 when every element is right. */
+static long gather_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int inplace, int iters)
+{
+    size_t es = ccl_dtype_size(t);
+    void *send[3], *recv[3];
+    for (int k = 0; k < iters; k++) {
+        recv[k] = malloc(count * es * (size_t)size + 1);
+        send[k] = inplace ? (char *)recv[k] + (size_t)rank * count * es : malloc(count * es + 1);
+        for (size_t i = 0; i < count * (size_t)size; i++)
+            put(recv[k], t, i, -999);
+        for (size_t i = 0; i < count; i++)
+            put(send[k], t, i, value(rank, i) + k);
+    }
+    call_all(comm, C_GATHER, send, recv, count, t, (ccl_op_t)0, 0, iters);
+    return check_blocks(send, recv, t, count, "all-gather", inplace, iters, gather_want);
+}
+
+/* One reduce-scatter case: `iters` calls back to back, each rank's input N blocks of
+ * `count`, element i of block b being value(rank, b * count + i) + k; in place, the
+ * output is this rank's block of the input. 0 when every element is right. */
+static long scatter_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, ccl_op_t op, int inplace, int iters)
+{
+    size_t es = ccl_dtype_size(t), total = count * (size_t)size;
+    long wrong = 0;
+    void *send[3], *recv[3];
+    for (int k = 0; k < iters; k++) {
+        send[k] = malloc(total * es + 1);
+        recv[k] = inplace ? (char *)send[k] + (size_t)rank * count * es : malloc(count * es + 1);
+        for (size_t i = 0; i < total; i++)
+            put(send[k], t, i, value(rank, i) + k);
+        if (!inplace)
+            for (size_t i = 0; i < count; i++)
+                put(recv[k], t, i, -999);
+    }
+    call_all(comm, C_SCATTER, send, recv, count, t, op, 0, iters);
+    for (int k = 0; k < iters; k++)
+        for (size_t i = 0; i < count; i++) {
+            int64_t want = reduced(op, (size_t)rank * count + i, k), got = get(recv[k], t, i);
+            if (got != want && wrong++ < 3)
+                fprintf(stderr, "rank %d: reduce-scatter count %zu %s %s%s call %d: element %zu is %lld, expected %lld\n",
+                        rank, count, ccl_dtype_name(t), ccl_op_name(op), inplace ? " in place" : "", k, i,
+                        (long long)got, (long long)want);
+        }
+    free_bufs(send, recv, inplace, iters);
+    return wrong;
+}
+
+/* One broadcast (op < 0) or reduce case from `root`: `iters` calls back to back, each
+ * rank's input its values + k; in place, one buffer. Every element of every output is
+ * checked for a broadcast, the root's for a reduce (the other outputs are unspecified).
+ * 0 when every element is right. */
+static long rooted_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int op, int root, int inplace, int iters)
+{
+    long wrong = 0;
+    void *send[3], *recv[3];
+    alloc_bufs(send, recv, count, t, inplace, iters);
+    call_all(comm, op < 0 ? C_BROADCAST : C_ROOT_REDUCE, send, recv, count, t, (ccl_op_t)(op < 0 ? 0 : op), root,
+             iters);
+    for (int k = 0; k < iters; k++)
+        for (size_t i = 0; i < count && (op < 0 || rank == root); i++) {
+            int64_t want = op < 0 ? value(root, i) + k : reduced((ccl_op_t)op, i, k), got = get(recv[k], t, i);
+            if (got != want && wrong++ < 3)
+                fprintf(stderr, "rank %d: %s root %d count %zu %s%s call %d: element %zu is %lld, expected %lld\n", rank,
+                        op < 0 ? "broadcast" : "reduce", root, count, ccl_dtype_name(t), inplace ? " in place" : "", k,
+                        i, (long long)got, (long long)want);
+        }
+    free_bufs(send, recv, inplace, iters);
+    return wrong;
+}
+
+/* The element i of the block that rank `from` sends rank `to` in call k: distinct for
+ * every (from, to, i), so a block in the wrong slot shows. */
+static int64_t a2a_value(int from, int to, size_t i, int k)
+{
+    return (int64_t)(from * 1000 + to * 37) + (int64_t)(i % 11) + k;
+}
+
+/* All-to-all: block p is what rank p sent this rank in call k. */
+static int64_t a2a_want(int p, size_t i, int k)
+{
+    return a2a_value(p, rank, i, k);
+}
+
+/* One all-to-all case: `iters` calls back to back, `count` elements to each peer; in
+ * place, one buffer (the runtime copies the input aside: the program has no in-place
+ * form). 0 when every element is right. */
+static long alltoall_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int inplace, int iters)
+{
+    size_t es = ccl_dtype_size(t), total = count * (size_t)size;
+    void *send[3], *recv[3];
+    for (int k = 0; k < iters; k++) {
+        send[k] = malloc(total * es + 1);
+        recv[k] = inplace ? send[k] : malloc(total * es + 1);
+        for (int p = 0; p < size; p++)
+            for (size_t i = 0; i < count; i++) {
+                put(send[k], t, (size_t)p * count + i, a2a_value(rank, p, i, k));
+                if (!inplace)
+                    put(recv[k], t, (size_t)p * count + i, -999);
+            }
+    }
+    call_all(comm, C_ALLTOALL, send, recv, count, t, (ccl_op_t)0, 0, iters);
+    return check_blocks(send, recv, t, count, "all-to-all", inplace, iters, a2a_want);
+}
+
+typedef struct {
+    const size_t *reduce, *gather, *scatter, *alltoall, *rooted; /* counts of each collective (rooted: */
+    int nreduce, ngather, nscatter, nalltoall, nrooted;            /* broadcast and reduce) */
+} CaseCounts;
+
+typedef struct {
+    ccl_dtype_t t;
+    ccl_op_t op;                /* all-reduce, reduce-scatter and reduce only */
+} Kind;
+
+/* One collective's cases: every root (broadcast and reduce) x count x kind x (out of
+ * place, in place), a line each on rank 0, naming the program that ran for the
+ * reduce-scatters, broadcasts and reduces; the wrong elements, combined. */
+static long run_coll(ccl_comm_t *comm, int coll, const size_t *counts, int ncounts, const Kind *kinds, int nkinds,
+                     long (*combine)(long wrong))
+{
+    static const char *label[] = {"count", "all-gather count", "reduce-scatter count", "all-to-all count",
+                                  "broadcast", "reduce"};
+    int has_op = coll == C_REDUCE || coll == C_SCATTER || coll == C_ROOT_REDUCE;
+    int rooted = coll == C_BROADCAST || coll == C_ROOT_REDUCE, names_program = rooted || coll == C_SCATTER;
+    long total = 0;
+    for (int root = 0; root < (rooted ? size : 1); root++)
+        for (int c = 0; c < ncounts; c++)
+            for (int k = 0; k < nkinds; k++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    ccl_dtype_t t = kinds[k].t;
+                    ccl_op_t op = kinds[k].op;
+                    long wrong = coll == C_REDUCE      ? run_case(comm, counts[c], t, op, inplace, 3)
+                                 : coll == C_GATHER    ? gather_case(comm, counts[c], t, inplace, 3)
+                                 : coll == C_SCATTER   ? scatter_case(comm, counts[c], t, op, inplace, 3)
+                                 : coll == C_ALLTOALL  ? alltoall_case(comm, counts[c], t, inplace, 3)
+                                 : coll == C_BROADCAST ? rooted_case(comm, counts[c], t, -1, root, inplace, 3)
+                                                       : rooted_case(comm, counts[c], t, (int)op, root, inplace, 3);
+                    long all = combine(wrong);
+                    total += all;
+                    if (rank != 0)
+                        continue;
+                    char what[64], program[80] = "";
+                    if (rooted)
+                        snprintf(what, sizeof what, "%s root %d count", label[coll], root);
+                    else
+                        snprintf(what, sizeof what, "%s", label[coll]);
+                    if (names_program)
+                        snprintf(program, sizeof program, " (%s)", chosen(comm));
+                    printf("%s %zu %s%s%s%s x3%s: %s\n", what, counts[c], ccl_dtype_name(t), has_op ? " " : "",
+                           has_op ? ccl_op_name(op) : "", inplace ? " in place" : "", program, all ? "WRONG" : "ok");
+                }
+    return total;
+}
+
+/* Every case of cc: rank 0 prints one line per case ("...: ok" or "...: WRONG") and
+ * then "wrong elements: N"; the total that combine gave, 0 when every element was right. */
+static long run_cases(ccl_comm_t *comm, const CaseCounts *cc, long (*combine)(long wrong))
+{
+    /* ccl_barrier: its tree program for several nodes (runtime/src/api.c). */
+    for (int k = 0; k < 3; k++)
+        if (ccl_barrier(comm, NULL) != CCL_OK)
+            fail_now(comm, "ccl_barrier");
+    if (ccl_comm_synchronize(comm) != CCL_OK)
+        fail_now(comm, "ccl_comm_synchronize after ccl_barrier");
+    if (rank == 0)
+        printf("barrier x3: ok\n");
+    /* scatter: the reduce-scatters' and the reduces' kinds; plain: the others' */
+    static const Kind reduce[] = {{CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}, {CCL_F64, CCL_MIN}, {CCL_F32, CCL_AVG}},
+                      scatter[] = {{CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}}, plain[] = {{CCL_F32, 0}, {CCL_I32, 0}};
+    long total = run_coll(comm, C_REDUCE, cc->reduce, cc->nreduce, reduce, 4, combine) +
+                 run_coll(comm, C_GATHER, cc->gather, cc->ngather, plain, 2, combine) +
+                 run_coll(comm, C_SCATTER, cc->scatter, cc->nscatter, scatter, 2, combine) +
+                 run_coll(comm, C_ALLTOALL, cc->alltoall, cc->nalltoall, plain, 2, combine) +
+                 run_coll(comm, C_BROADCAST, cc->rooted, cc->nrooted, plain, 2, combine) +
+                 run_coll(comm, C_ROOT_REDUCE, cc->rooted, cc->nrooted, scatter, 2, combine);
+    if (rank == 0)
+        printf("wrong elements: %ld\n", total);
+    return total;
+}

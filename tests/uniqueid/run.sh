@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Communicators from a unique id over TCP, with no MPI (docs/multinode.md, "A unique id
+# over TCP"): build/tests/uniqueid/uniqueid forks the ranks, rank 0 makes the id
+# (ccl_get_unique_id) and hands it to the others through pipes, and every rank calls
+# ccl_comm_init_rank_id; several nodes simulated on one host (ranks_per_node), so ranks
+# of different nodes share no memory and all their traffic goes through the TCP transport.
+#
+#   tests/uniqueid/run.sh BUILD
+#
+#   check-2x2, -4x1, -1x4  tests/multinode's cases (cases.h) on 3 counts each: ccl_barrier,
+#              ccl_all_reduce (f32 sum, i32 max, f64 min, f32 avg), ccl_all_gather,
+#              ccl_reduce_scatter and ccl_all_to_all, then from every root ccl_broadcast (f32,
+#              i32) and ccl_reduce (f32 sum, i32 max), out of place and in place, 3 calls each,
+#              every element checked; on several nodes the reduce-scatter of 65539 runs
+#              reduce_scatter/hier, of 1001 direct_net, every broadcast and reduce hier; the log
+#              says the data crossed the nodes through the proxy
+#   skip       rank 3 never calls: ranks 0-2 fail within CCL_TIMEOUT_MS, the root naming rank 3
+#   cookie     rank 3 has the id of an earlier root at the same address: refused for its
+#              cookie, with a message; ranks 0-2 time out naming it
+#   noroot     the id's process has ended: every rank fails, naming the root's address
+#   baddev     rank 1's init refuses its device after the connections are made: it tells
+#              the others, which fail at once, naming rank 1 and its reason
+#   kill       rank 3 is killed once the communicator is made: ranks 0-2 fail at once, not at the
+#              timeout (each naming the first peer whose connection failed: rank 3, or a rank
+#              that stopped because of it; docs/multinode.md)
+#   badid      a damaged id, nranks 0, rank out of range, a NULL id: refused, each named
+#   badaddr    CCL_BOOTSTRAP_ADDR unresolvable, not this host's, a bad port; CCL_SOCKET_IFNAME
+#              naming no interface: ccl_get_unique_id fails, saying which and why
+set -u
+build=${1:?usage: tests/uniqueid/run.sh BUILD}
+cd "$(dirname "$0")/../.."
+prog=$build/tests/uniqueid/uniqueid
+if [ ! -x "$prog" ]; then
+    echo "FAIL uniqueid: $prog not built"
+    exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export CCL_BACKEND=cpu
+unset CCL_BOOTSTRAP_ADDR CCL_SOCKET_IFNAME CCL_RANKS_PER_NODE
+
+show() { sed 's/^/    /' "$1" | head -20; }
+
+for shape in 4:2 4:1 4:4; do
+    np=${shape%:*} rpn=${shape#*:} nodes=$((${shape%:*} / ${shape#*:}))
+    name="uniqueid/check-${nodes}x$rpn"
+    CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=INIT timeout -k 5 60 "$prog" check "$np" "$rpn" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        echo "FAIL $name: exit $rc"
+        tail -20 "$tmp/out" "$tmp/err" | sed 's/^/    /'
+    elif [ "$(grep -c ': ok$' "$tmp/out")" -ne $((61 + 24 * np)) ] || ! grep -q '^wrong elements: 0$' "$tmp/out" ||
+         [ "$(grep -c '^rank [0-9]*: wrong 0$' "$tmp/out")" -ne "$np" ]; then
+        echo "FAIL $name: not every case checked out"
+        grep -v ': ok$' "$tmp/out" | show /dev/stdin
+    elif [ "$nodes" -gt 1 ] && [ "$(grep -cE '^(reduce-scatter count 65539 .*\(hier|reduce-scatter count 1001 .*\(direct_net|(broadcast|reduce) root .*\(hier)\.ccl\): ok$' "$tmp/out")" -ne $((8 + 24 * np)) ]; then
+        echo "FAIL $name: not the programs for several nodes the size hints pick"
+        grep -E '^(reduce-scatter count (1001|65539)|(broadcast|reduce) root 0 count 1 )' "$tmp/out" | sed 's/^/    /'
+    elif ! grep -q "ccl_comm_init_rank_id: communicator .* ready: rank 0 of $np ($nodes node" "$tmp/err"; then
+        echo "FAIL $name: the communicator is not $nodes nodes of $rpn"
+        grep ready "$tmp/err" | sed 's/^/    /'
+    elif [ "$nodes" -gt 1 ] && [ "$(grep -cE 'inter-node proxy: [1-9][0-9]* messages \([1-9][0-9]* bytes\) sent to, [1-9][0-9]* received' "$tmp/err")" -ne "$np" ]; then
+        echo "FAIL $name: not every rank's proxy carried traffic"
+        grep -E 'proxy|ready' "$tmp/err" | sed 's/^/    /'
+    else
+        echo "ok $name: barriers, 24 all-reduce, 12 all-gather, 12 reduce-scatter, 12 all-to-all, $((6 * np)) broadcast and $((6 * np)) reduce cases (every root) x 3 calls over TCP, every element right"
+    fi
+done
+
+export CCL_TIMEOUT_MS=1500
+
+# failing NAME WANT PATTERN MODE ARGS...: runs the program in MODE; ok when it exits 0 and
+# WANT of its lines match PATTERN (and whatever test follows, on $tmp/out, passes).
+failing() {
+    local name=$1 want=$2 pattern=$3
+    shift 3
+    start=$(date +%s%N)
+    timeout -k 5 60 "$prog" "$@" >"$tmp/out" 2>&1
+    rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    named=$(grep -c "$pattern" "$tmp/out")
+    [ $rc -eq 0 ] && [ "$named" -eq "$want" ] || { echo "FAIL uniqueid/$name: exit $rc, $named of $want ranks said so"; show "$tmp/out"; return 1; }
+}
+
+# Rank 3 never calls: the root names it to the others, within the timeout.
+failing skip 3 '^rank [012]: init: a wait timed out.*rank 3 of 4 never connected to the root at .* within 1500 ms' skip 4 2 3 &&
+    echo "ok uniqueid/skip: ranks 0, 1 and 2 fail within the timeout, the root naming rank 3"
+
+# A stale id: the same address and port, another cookie.
+failing cookie 3 '^rank [012]: init: .*rank 3 of 4 never connected to the root' cookie 4 2 3 &&
+    if grep -q '^rank 3: init: invalid argument: .*the root at 127.0.0.1:[0-9]* refused rank 3 (.*): wrong cookie' "$tmp/out"; then
+        echo "ok uniqueid/cookie: rank 3's stale id is refused for its cookie; the others name rank 3"
+    else
+        echo "FAIL uniqueid/cookie: rank 3 does not say its cookie was refused"
+        show "$tmp/out"
+    fi
+
+# The root's process has ended.
+failing noroot 2 '^rank [01]: init: .*cannot connect to the root at 127.0.0.1:[0-9]*: Connection refused' noroot 2 1 &&
+    echo "ok uniqueid/noroot: both ranks fail, naming the root's address and the refusal"
+
+# Rank 1's init fails after the mesh: the others hear of it at once, not at the timeout.
+failing baddev 3 "^rank [023]: init: a peer failed or left: .*rank 1 (.*pid [0-9]*) gave up in the init: .*argument 'device' is -5" baddev 4 2 1 &&
+    if [ "$ms" -lt 1500 ] && grep -q "^rank 1: init: invalid argument: .*argument 'device' is -5" "$tmp/out"; then
+        echo "ok uniqueid/baddev: rank 1 refuses its device; ranks 0, 2 and 3 name rank 1 and why at once (${ms} ms)"
+    else
+        echo "FAIL uniqueid/baddev: ${ms} ms, or rank 1 does not name its device"
+        show "$tmp/out"
+    fi
+
+# Rank 3 is killed once the communicator is made: no survivor waits out the 20 s timeout.
+CCL_TIMEOUT_MS=20000 failing kill 3 '^rank [012]: \(init: \)\?\(a peer failed or left\|system call failed\): ' kill 4 2 3 &&
+    if [ "$ms" -lt 10000 ] && grep -q 'rank 3' "$tmp/out"; then
+        echo "ok uniqueid/kill: ranks 0, 1 and 2 fail in ${ms} ms (timeout 20 s), rank 3 named"
+    else
+        echo "FAIL uniqueid/kill: ${ms} ms, or nobody names rank 3"
+        show "$tmp/out"
+    fi
+
+failing badid 4 "^\(bad id\|nranks 0\|rank 2 of 2\|NULL id\): invalid argument: " badid &&
+    if grep -q "^bad id: .*ccl_comm_init_rank_id: argument 'id' was not made by ccl_get_unique_id" "$tmp/out" &&
+       grep -q "^nranks 0: .*argument 'nranks' is 0" "$tmp/out" &&
+       grep -q "^rank 2 of 2: .*argument 'rank' is 2, outside 0..1" "$tmp/out" &&
+       grep -q "^NULL id: .*ccl_get_unique_id: argument 'id' is NULL" "$tmp/out"; then
+        echo "ok uniqueid/badid: a damaged id, nranks 0, rank 2 of 2 and a NULL id are refused, each named"
+    else
+        echo "FAIL uniqueid/badid: not every argument is named"
+        show "$tmp/out"
+    fi
+
+# Where the root cannot listen.
+bad=0
+check_getid() { # ENV=VALUE, the message expected
+    env "$1" timeout -k 5 30 "$prog" getid >"$tmp/out" 2>&1
+    if ! grep -q "^ccl_get_unique_id: $2" "$tmp/out"; then
+        echo "FAIL uniqueid/badaddr: with $1"
+        show "$tmp/out"
+        bad=1
+    fi
+}
+check_getid CCL_BOOTSTRAP_ADDR=no-such-host.invalid "invalid argument: .*CCL_BOOTSTRAP_ADDR='no-such-host.invalid': cannot resolve 'no-such-host.invalid': "
+check_getid CCL_BOOTSTRAP_ADDR=203.0.113.1 "system call failed: .*cannot listen on 203.0.113.1:0: Cannot assign requested address"
+check_getid CCL_BOOTSTRAP_ADDR=127.0.0.1:99999 "invalid argument: .*'99999' is not a port"
+check_getid CCL_SOCKET_IFNAME=nosuchif "invalid argument: .*CCL_SOCKET_IFNAME='nosuchif' admits no interface of this host"
+check_getid CCL_BOOTSTRAP_ADDR=127.0.0.1 "success"
+[ $bad -eq 0 ] && echo "ok uniqueid/badaddr: an unresolvable host, an address not this host's, a bad port, an unknown interface: each refused, named"
+exit 0
