@@ -5,7 +5,7 @@
 #
 # Runs bench/torch_nccl_bench.py under torchrun, one process per GPU (NPROC, default
 # every GPU), twice on the same machine: without libccl_nccl (torch's own NCCL) and with
-# BUILD/libccl_nccl.so preloaded (CCL_NCCL_ROUTE=auto); both with NCCL_NVLS_ENABLE=0, so
+# BUILD/libccl_nccl.so preloaded (CCL_NCCL_ROUTE=$ROUTE, default auto); both with NCCL_NVLS_ENABLE=0, so
 # that the NCCL calls of either run are the same NCCL. Each times torch.distributed's six
 # collectives, bf16, ordinary tensors, 1K..1G by 4x (SIZES), in CUDA graphs and eagerly.
 # Writes to OUTDIR: plain.jsonl and lib.jsonl (a line per collective and size), their
@@ -42,7 +42,7 @@ run() {
     echo "$name: exit $rc after $((SECONDS - t0)) s ($(($(wc -l <"$out/$name.jsonl" 2>/dev/null || echo 1) - 1)) points)"
 }
 run plain "${PLAIN_LIMIT_S:-75}"
-run lib "${LIB_LIMIT_S:-95}" LD_PRELOAD="$so" CCL_NCCL_ROUTE=auto CCL_NCCL_SUMMARY=1
+run lib "${LIB_LIMIT_S:-95}" LD_PRELOAD="$so" CCL_NCCL_ROUTE="${ROUTE:-auto}" CCL_NCCL_SUMMARY=1
 
 "$py" - "$out" <<'EOF'
 import json, math, os, sys
