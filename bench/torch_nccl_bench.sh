@@ -82,7 +82,7 @@ md = [f"# torch.distributed through libccl_nccl against torch's NCCL\n",
       f"{m.get('ranks', '?')} ranks, {m.get('device', '?')}, torch {m.get('torch', '?')}, NCCL {m.get('nccl', '?')}, "
       f"NCCL_NVLS_ENABLE=0, bf16, ordinary tensors; us per call (max over ranks, median of {m.get('samples', '?')}); "
       "graph: 10 calls captured and replayed 10 times (3 and 2 above 16M); eager: as many calls back to back. "
-      "lib: LD_PRELOAD=libccl_nccl.so, CCL_NCCL_ROUTE=auto; lib/NCCL below 1 is faster through the library.\n"]
+      "lib: LD_PRELOAD=libccl_nccl.so, CCL_NCCL_ROUTE=" + os.environ.get("ROUTE", "auto") + "; lib/NCCL below 1 is faster through the library.\n"]
 csv = ["collective,bytes,nccl_graph_us,lib_graph_us,graph_ratio,nccl_eager_us,lib_eager_us,eager_ratio,results"]
 last = None
 for k in keys:
