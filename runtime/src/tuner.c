@@ -290,9 +290,27 @@ static int is_key_line(const char *line, const char *key)
     return !strncmp(line, key, n) && (line[n] == ' ' || line[n] == '\t');
 }
 
+/* Whether the device model contains one of the models a built-in table's "device" line
+ * lists, separated by '|' ("H200|H100"). */
+static int models_match(const char *device, const char *models)
+{
+    for (const char *m = models; *m;) {
+        size_t n = strcspn(m, "|");
+        char one[sizeof ((CclTuneTable *)0)->device];
+        if (n > 0 && n < sizeof one) {
+            memcpy(one, m, n);
+            one[n] = 0;
+            if (strstr(device, one))
+                return 1;
+        }
+        m += n + (m[n] == '|');
+    }
+    return 0;
+}
+
 /* The tables are runtime/tune/NAME.tbl (docs/tuner.md, "The built-in tables"), embedded at
- * build time. Each is written for a model ("device H200": any device whose model
- * contains H200) and a rank count; its "device" and "version" lines are replaced by this
+ * build time. Each is written for models ("device H200|H100": any device whose model
+ * contains H200 or H100) and a rank count; its "device" and "version" lines are replaced by this
  * device's model and libccl's version, line for line, so that the key matches and
  * ccl_comm_explain_choice's line numbers are the file's. Topology is not checked (the
  * files say "topology *"; tune_load passes any_topology). */
@@ -305,7 +323,7 @@ int ccl__tune_builtin(const char *device, int nranks, char *buf, size_t len, cha
         return -1;
     for (int i = 0; i < ccl__tune_ntexts && found < 0; i++)
         if (ccl__tune_parse(ccl__tune_texts[i].text, ccl__tune_texts[i].path, t, err, sizeof err) == 0 &&
-            t->nranks == nranks && t->device[0] && strstr(device, t->device))
+            t->nranks == nranks && t->device[0] && models_match(device, t->device))
             found = i;
     free(t);
     if (found < 0)

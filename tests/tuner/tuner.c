@@ -198,7 +198,11 @@ static void test_builtin(void)
     }
     static char buf[1 << 16];
     char name[128];
-    CHECK("tuner.builtin.only-h200", ccl__tune_builtin("NVIDIA H100 80GB HBM3", 4, buf, sizeof buf, name, sizeof name) != 0 &&
+    CHECK("tuner.builtin.h100", ccl__tune_builtin("NVIDIA H100 80GB HBM3", 2, buf, sizeof buf, name, sizeof name) == 0 &&
+          strstr(name, "h200x2.tbl") && strstr(buf, "device NVIDIA H100 80GB HBM3\n") &&
+          ccl__tune_builtin("NVIDIA H100 80GB HBM3", 4, buf, sizeof buf, name, sizeof name) == 0 && strstr(name, "h200x4.tbl"),
+          "the H200 tables for H100s: %s", name);
+    CHECK("tuner.builtin.only-hopper", ccl__tune_builtin("NVIDIA A100-SXM4-80GB", 4, buf, sizeof buf, name, sizeof name) != 0 &&
           ccl__tune_builtin("NVIDIA H200", 8, buf, sizeof buf, name, sizeof name) != 0 &&
           ccl__tune_builtin("cpu", 4, buf, sizeof buf, name, sizeof name) != 0, "a built-in table for another machine");
 }
