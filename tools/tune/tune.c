@@ -10,7 +10,8 @@
  * and the shape space: instances, threads per block and protocols (GPU) and slices.
  * What it gives: per collective and size, the fastest candidate as one table line
  * (with its time as a comment), written by rank 0 to -o FILE or to the default table
- * location in the cache folder; and a summary on stdout.
+ * location in the cache folder (after every collective, so that a run cut short keeps
+ * what it measured); and a summary on stdout.
  *
  * How. Candidates are the library's algorithm files of the collective that admit N
  * (each loaded once to read its Plan), times every shape. A simple alpha-beta model
@@ -736,6 +737,51 @@ done:
     return rc;
 }
 
+/* Writes the table to -o FILE or the default place libccl reads; `partial` (rank 0, after
+ * each collective) names the collectives done so far in a comment, so that a run cut
+ * short (a time limit) leaves what it measured. 0, or -1 with the error printed. */
+static int write_table(Shared *sh, const char *partial)
+{
+    const Opts *o = &sh->o;
+    CclTuneTable *t = &sh->table;
+    t->nranks = sh->nranks;
+    char path[PATH_MAX];
+    if (o->out) {
+        CCL__FMT(path, sizeof path, "%s", o->out);
+    } else {
+        /* The default location libccl reads (tuner.c: <cache>/tune-<device>-<N>.tbl),
+         * in a folder only this user may write (libccl ignores tables elsewhere). */
+        char dev[128], dir[PATH_MAX - 200], dir_why[PATH_MAX];
+        CCL__FMT(dev, sizeof dev, "%.127s", t->device);
+        for (char *p = dev; *p; p++)
+            if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+                  *p == '.'))
+                *p = '_';
+        if (!ccl__cache_dir(NULL, dir, sizeof dir))
+            CCL__FMT(dir, sizeof dir, ".");
+        else if (!partial && ccl__private_dir(dir, dir_why, sizeof dir_why) != 0)
+            fprintf(stderr, "ccl-tune: note: %s; libccl will not read the table from there\n", dir_why);
+        CCL__FMT(path, sizeof path, "%s/tune-%s-%d.tbl", dir, dev, sh->nranks);
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "ccl-tune: error: cannot write %s\n", path);
+        return -1;
+    }
+    fprintf(f, "# written by ccl-tune: %s %s, %d ranks (%s), %zu..%zu bytes\n", ccl_dtype_name(o->dtype),
+            ccl_op_name(o->op), sh->nranks, sh->processes ? "processes" : "threads", o->lo, o->hi);
+    if (partial)
+        fprintf(f, "# partial: %s done so far\n", partial);
+    ccl__tune_write(f, t);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "ccl-tune: error: writing %s failed\n", path);
+        return -1;
+    }
+    if (!partial)
+        printf("# table: %s\n", path);
+    return 0;
+}
+
 /* This rank failed: its exit status, and peers waiting for it in an agreement wake. */
 static void rank_failed(Worker *w)
 {
@@ -764,11 +810,18 @@ static void *worker(void *arg)
         if (w->rank == 0)
             ccl__tune_key(w->comm, sh->table.device, sizeof sh->table.device, sh->table.topology,
                           sizeof sh->table.topology, sh->table.version, sizeof sh->table.version);
-        for (int c = 0; c < CCL__TUNE_COLLS; c++)
-            if (o->colls[c] && tune_collective(w, (Collective)c) != 0) {
+        char done[256] = "";
+        for (int c = 0; c < CCL__TUNE_COLLS; c++) {
+            if (!o->colls[c])
+                continue;
+            if (tune_collective(w, (Collective)c) != 0) {
                 rank_failed(w);
                 break;
             }
+            CCL__FMT(done + strlen(done), sizeof done - strlen(done), "%s%s", done[0] ? ", " : "", cclc_coll_name(c));
+            if (w->rank == 0 && !o->dry_run)
+                write_table(sh, done);
+        }
     }
     tool_gpu_close(&w->g);
     return NULL;
@@ -885,43 +938,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "ccl-tune: rank %d: error: %s\n", ws[i].rank, ws[i].err[0] ? ws[i].err : "a peer failed");
             code = 1;
         }
-    if (code == 0 && ws[0].rank == 0 && !o->dry_run) {
-        CclTuneTable *t = &sh->table;
-        t->nranks = sh->nranks;
-        char path[PATH_MAX];
-        if (o->out) {
-            CCL__FMT(path, sizeof path, "%s", o->out);
-        } else {
-            /* The default location libccl reads (tuner.c: <cache>/tune-<device>-<N>.tbl),
-             * in a folder only this user may write (libccl ignores tables elsewhere). */
-            char dev[128], dir[PATH_MAX - 200], dir_why[PATH_MAX];
-            CCL__FMT(dev, sizeof dev, "%.127s", t->device);
-            for (char *p = dev; *p; p++)
-                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
-                      *p == '.'))
-                    *p = '_';
-            if (!ccl__cache_dir(NULL, dir, sizeof dir))
-                CCL__FMT(dir, sizeof dir, ".");
-            else if (ccl__private_dir(dir, dir_why, sizeof dir_why) != 0)
-                fprintf(stderr, "ccl-tune: note: %s; libccl will not read the table from there\n", dir_why);
-            CCL__FMT(path, sizeof path, "%s/tune-%s-%d.tbl", dir, dev, sh->nranks);
-        }
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            fprintf(stderr, "ccl-tune: error: cannot write %s\n", path);
-            code = 1;
-        } else {
-            fprintf(f, "# written by ccl-tune: %s %s, %d ranks (%s), %zu..%zu bytes\n", ccl_dtype_name(o->dtype),
-                    ccl_op_name(o->op), sh->nranks, sh->processes ? "processes" : "threads", o->lo, o->hi);
-            ccl__tune_write(f, t);
-            if (fclose(f) != 0) {
-                fprintf(stderr, "ccl-tune: error: writing %s failed\n", path);
-                code = 1;
-            } else {
-                printf("# table: %s\n", path);
-            }
-        }
-    }
+    if (code == 0 && ws[0].rank == 0 && !o->dry_run)
+        code = write_table(sh, NULL) != 0;
     tool_launch_close(&launch);
     free(ws);
     return code;
