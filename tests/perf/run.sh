@@ -117,6 +117,10 @@ sweep "reduce-root" 2 -c reduce -b 1K -e 2K --ranks 4 -r 3 -o max --check "${qui
 sweep "broadcast-root" 2 -c broadcast -b 1K -e 2K --ranks 4 -r 2 --check "${quick[@]}"
 sweep "reduce_scatter-avg-8" 2 -c reduce_scatter -b 1K -e 2K --ranks 8 -d bf16 -o avg --check "${quick[@]}"
 sweep "algo-file" 3 --algo algorithms/allreduce/ring.ccl -b 3K -e 12K --ranks 3 --check "${quick[@]}"
+# v programs from a file (ccl_algorithm_run_v), proportional and Zipf counts.
+sweep "algo-file-alltoallv" 2 --algo algorithms/alltoallv/pairwise.ccl -b 3K -e 6K --ranks 3 --check "${quick[@]}"
+sweep "algo-file-allgatherv-zipf" 2 --algo algorithms/allgatherv/ring.ccl -b 3K -e 6K --ranks 4 --v-counts zipf \
+    --check "${quick[@]}"
 # --hint-range keeps 1K..256K of allpairs' `sizes 1..256K` (the dispatch's bytes: count x 4).
 sweep "hint-range" 5 --algo algorithms/allreduce/allpairs.ccl -b 1K -e 4M -f 4 --hint-range --ranks 2 --check "${quick[@]}"
 
@@ -490,8 +494,8 @@ bad() {
 bad unknown-collective "ccl-perf: error: -c foo: unknown collective (expected allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, alltoallv, allgatherv or sendrecv)" -c foo
 bad no-collective "ccl-perf: error: -c COLLECTIVE is required (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, alltoallv, allgatherv or sendrecv)" -b 1K
 bad min-over-max "ccl-perf: error: -b 64K is larger than -e 1K" -c allreduce -b 64K -e 1K
-bad v-collective "ccl-perf: error: --algo algorithms/alltoallv/pairwise.ccl implements alltoallv, which ccl-perf does not run from a file yet (use cclc run, or -c alltoallv for the library's)" --algo algorithms/alltoallv/pairwise.ccl --ranks 2
-bad v-collective-allgatherv "ccl-perf: error: --algo algorithms/allgatherv/ring.ccl implements allgatherv, which ccl-perf does not run from a file yet (use cclc run, or -c allgatherv for the library's)" --algo algorithms/allgatherv/ring.ccl --ranks 2
+bad v-collective-other-c "ccl-perf: error: --algo algorithms/alltoallv/pairwise.ccl implements alltoallv, but -c says allgatherv" --algo algorithms/alltoallv/pairwise.ccl -c allgatherv --ranks 2
+bad v-counts-algo-allreduce "ccl-perf: error: --v-counts: only alltoallv and allgatherv take counts, not allreduce (--algo algorithms/allreduce/ring.ccl)" --algo algorithms/allreduce/ring.ccl --v-counts zipf --ranks 2
 bad v-counts "ccl-perf: error: --v-counts skewed: expected proportional or zipf" -c alltoallv --v-counts skewed
 bad v-counts-allreduce "ccl-perf: error: --v-counts zipf: only alltoallv and allgatherv take counts, not allreduce" -c allreduce --v-counts zipf
 bad v-counts-missing "ccl-perf: error: --v-counts needs a value" -c allgatherv --v-counts

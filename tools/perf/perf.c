@@ -243,7 +243,9 @@ static void parse_args(int argc, char **argv, Opts *o)
         tool_usage_error("-o %s: %s does not reduce", ccl_op_name(o->op), perf_colls[o->coll].name);
     if (o->coll >= 0 && root_given && !perf_colls[o->coll].rooted)
         tool_usage_error("-r %d: %s has no root", o->root, perf_colls[o->coll].name);
-    if (v_counts && o->coll != PERF_ALLTOALLV && o->coll != PERF_ALLGATHERV)
+    /* With --algo and no -c, the file's collective decides (prove_algo checks it there). */
+    o->v_counts_given = v_counts != NULL;
+    if (v_counts && (o->coll >= 0 || !o->algo) && o->coll != PERF_ALLTOALLV && o->coll != PERF_ALLGATHERV)
         tool_usage_error("--v-counts %s: only alltoallv and allgatherv take counts%s%s", v_counts,
                          o->coll >= 0 ? ", not " : "", o->coll >= 0 ? perf_colls[o->coll].name : "");
 }
@@ -291,9 +293,6 @@ static void prove_algo(Shared *sh)
         exit(2);
     }
     Collective lib = comp.prog->coll;
-    if (cclc_coll_is_v(lib))
-        tool_usage_error("--algo %s implements %s, which ccl-perf does not run from a file yet (use cclc run, or -c %s "
-                         "for the library's)", o->algo, cclc_coll_name(lib), cclc_coll_name(lib));
     PerfColl c = PERF_ALLREDUCE;
     while (perf_colls[c].lib != (int)lib)
         c++;
@@ -305,6 +304,9 @@ static void prove_algo(Shared *sh)
     sh->algo_text = text;
     if (o->coll >= 0 && (PerfColl)o->coll != c)
         tool_usage_error("--algo %s implements %s, but -c says %s", o->algo, perf_colls[c].name, perf_colls[o->coll].name);
+    if (o->v_counts_given && c != PERF_ALLTOALLV && c != PERF_ALLGATHERV)
+        tool_usage_error("--v-counts: only alltoallv and allgatherv take counts, not %s (--algo %s)", perf_colls[c].name,
+                         o->algo);
     o->coll = (int)c;
 }
 
@@ -499,7 +501,7 @@ int main(int argc, char **argv)
     ccl_config_t cfg = {.backend = sh->backend, .timeout_ms = o->timeout_ms,
                         .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : heap};
     /* A heap sized for the sweep runs every size whole: regions as large as the heap
-     * (the runtime's default, a sixteenth, would cut the largest sizes into pieces).
+     * (the runtime's default, a quarter of it, would cut the largest sizes into pieces).
      * CCL_REGION_BYTES, when set, decides instead. */
     char region[32];
     snprintf(region, sizeof region, "%zu", heap);

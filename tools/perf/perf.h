@@ -137,6 +137,7 @@ typedef struct {
     int nccl_mode;          /* PERF_NCCL_*: --nccl-mode */
     int buffers;            /* PERF_BUF_*: --buffers */
     int v_counts;           /* PERF_VCOUNTS_*: --v-counts */
+    int v_counts_given;     /* --v-counts was given (checked against --algo's collective) */
     const char *csv, *json, *plot;
     ccl_backend_t backend;
     int iters, warmup, repeats;

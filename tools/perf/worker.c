@@ -380,7 +380,11 @@ static ccl_result_t issue_ccl(Worker *w, int inplace, size_t count, char *why, s
     }
     ccl_result_t r = CCL_ERR_INTERNAL;
     void *stream = w->gpu ? (void *)w->g.stream : NULL;
-    if (w->alg) {
+    if (w->alg && w->sh->coll == PERF_ALLTOALLV) {
+        r = ccl_algorithm_run_v(w->alg, send, w->v_send, w->v_sdispl, recv, w->v_recv, w->v_rdispl, o->dtype, stream);
+    } else if (w->alg && w->sh->coll == PERF_ALLGATHERV) {
+        r = ccl_algorithm_run_v(w->alg, send, &w->v_recv[w->rank], NULL, recv, w->v_recv, w->v_rdispl, o->dtype, stream);
+    } else if (w->alg) {
         r = ccl_algorithm_run(w->alg, send, recv, count, o->dtype, o->op, stream);
     } else {
         switch (w->sh->coll) {
@@ -413,7 +417,9 @@ static const char *ccl_call_name(const Worker *w)
         [PERF_REDUCE_SCATTER] = "ccl_reduce_scatter", [PERF_ALLTOALL] = "ccl_all_to_all",
         [PERF_BROADCAST] = "ccl_broadcast", [PERF_REDUCE] = "ccl_reduce", [PERF_ALLTOALLV] = "ccl_all_to_all_v",
         [PERF_SENDRECV] = "ccl_send/ccl_recv group", [PERF_ALLGATHERV] = "ccl_all_gather_v"};
-    return w->alg ? "ccl_algorithm_run" : name[w->sh->coll];
+    if (w->alg)
+        return w->sh->coll == PERF_ALLTOALLV || w->sh->coll == PERF_ALLGATHERV ? "ccl_algorithm_run_v" : "ccl_algorithm_run";
+    return name[w->sh->coll];
 }
 
 /* Enqueues one op of the given implementation; fails the rank on any error. */
