@@ -462,7 +462,8 @@ struct ccl_algorithm {
     int in_remote, out_remote;       /* some rank reaches a peer's in (out) */
     int lines_only;                  /* set by the backend's alg_prepare: peers reach this rank
                                         only through its line region, never its in or out (a GPU
-                                        run with lines), so in_remote and out_remote stage nothing */
+                                        run with lines), so in_remote and out_remote stage nothing
+                                        (ccl__peers_reach_in, _out) */
     /* Semaphores: nsems = plan->nsems * I counters at heap offset sem_off (every rank). */
     size_t sem_off;
     int nsems;
@@ -484,6 +485,12 @@ struct ccl_algorithm {
     void *be_alg;                    /* the backend's per-algorithm state */
     uint64_t plan_hash;              /* FNV of the source, N and root (CclIdent.plan) */
 };
+
+/* Whether peers reach this rank's in (out) themselves, so that it must be symmetric (a
+ * ccl_mem_alloc or registered buffer) or staged: some rank does, and not only through
+ * line regions (lines_only). */
+static inline int ccl__peers_reach_in(const ccl_algorithm_t *a) { return a->in_remote && !a->lines_only; }
+static inline int ccl__peers_reach_out(const ccl_algorithm_t *a) { return a->out_remote && !a->lines_only; }
 
 /* ===== error.c: where failures are said ===== */
 

@@ -446,7 +446,7 @@ ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t
     int me = comm->rank;
     CallArgs a = {.alg = alg, .send = send, .recv = recv, .count = count, .es = es, .in_units = in_units,
                   .out_units = out_units, .dtype = dtype, .op = op, .stream = stream,
-                  .in_remote = alg->in_remote && !alg->lines_only, .out_remote = alg->out_remote && !alg->lines_only,
+                  .in_remote = ccl__peers_reach_in(alg), .out_remote = ccl__peers_reach_out(alg),
                   .send_reg = SIZE_MAX, .recv_reg = SIZE_MAX};
     int send_optional = coll == COLL_BROADCAST && me != alg->root && !a.in_remote;
     int recv_optional = coll == COLL_REDUCE && me != alg->root && !a.out_remote;

@@ -208,8 +208,7 @@ static ccl_result_t run_v_body(ccl_algorithm_t *alg, const void *send, const siz
         recv_at = CCL__BUF_SYMMETRIC;
         rv = base + reg;
     }
-    /* As call.c: a kernel of lines only (LL) reaches no peer's buffers itself. */
-    int in_remote = alg->in_remote && !alg->lines_only, out_remote = alg->out_remote && !alg->lines_only;
+    int in_remote = ccl__peers_reach_in(alg), out_remote = ccl__peers_reach_out(alg);
     int stage_in = !c.send || overlap || (in_remote && send_at != CCL__BUF_SYMMETRIC);
     int stage_out = !c.recv || (out_remote && recv_at != CCL__BUF_SYMMETRIC);
     c.in = stage_in ? NULL : (void *)s;
