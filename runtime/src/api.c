@@ -119,24 +119,29 @@ ccl_result_t ccl_comm_use_algorithm(ccl_comm_t *comm, ccl_algorithm_t *alg, size
  * buffer is a small symmetric allocation made with it at the first barrier, which
  * every rank reaches in the same place of its call sequence. */
 
+/* Both barrier programs' first half, the same text: a rank waits for its children's
+ * partial sums and adds its own. */
+#define BARRIER_SUBTREE_SUM \
+    "  let c0 = 2 * r + 1\n" \
+    "  let c1 = 2 * r + 2\n" \
+    "  let p = (r - 1) / 2\n" \
+    "  if c0 < N { wait c0 }\n" \
+    "  if c1 < N { wait c1 }\n" \
+    "  if c1 < N {\n" \
+    "    reduce out[0] <- in[0], s[0], s[1]\n" \
+    "  } else if c0 < N {\n" \
+    "    reduce out[0] <- in[0], s[0]\n" \
+    "  } else {\n" \
+    "    copy out[0] <- in[0]\n" \
+    "  }\n"
+
 static const char barrier_source[] =
     "algorithm ccl_barrier : allreduce\n"
     "ranks N in 2..1024\n"
     "chunks 1\n"
     "scratch s[2]                     # s[k]: child k's partial sum\n"
     "for r in 0..N on r tb 0 {\n"
-    "  let c0 = 2 * r + 1\n"
-    "  let c1 = 2 * r + 2\n"
-    "  let p = (r - 1) / 2\n"
-    "  if c0 < N { wait c0 }\n"
-    "  if c1 < N { wait c1 }\n"
-    "  if c1 < N {\n"
-    "    reduce out[0] <- in[0], s[0], s[1]\n"
-    "  } else if c0 < N {\n"
-    "    reduce out[0] <- in[0], s[0]\n"
-    "  } else {\n"
-    "    copy out[0] <- in[0]\n"
-    "  }\n"
+    BARRIER_SUBTREE_SUM
     "  if r > 0 {                      # my subtree's sum up; the total comes back down\n"
     "    put s@p[(r - 1) % 2] <- out[0]\n"
     "    signal p\n"
@@ -164,18 +169,7 @@ static const char barrier_nodes_source[] =
     "connect memory all\n"
     "connect net all\n"
     "for r in 0..N on r tb 0 {\n"
-    "  let c0 = 2 * r + 1\n"
-    "  let c1 = 2 * r + 2\n"
-    "  let p = (r - 1) / 2\n"
-    "  if c0 < N { wait c0 }\n"
-    "  if c1 < N { wait c1 }\n"
-    "  if c1 < N {\n"
-    "    reduce out[0] <- in[0], s[0], s[1]\n"
-    "  } else if c0 < N {\n"
-    "    reduce out[0] <- in[0], s[0]\n"
-    "  } else {\n"
-    "    copy out[0] <- in[0]\n"
-    "  }\n"
+    BARRIER_SUBTREE_SUM
     "  if r > 0 {\n"
     "    put s@p[(r - 1) % 2] <- out[0]\n"
     "    if node(p) != node(r) { flush p }\n"
