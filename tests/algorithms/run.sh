@@ -33,6 +33,21 @@ golden=tests/algorithms/golden
 mkdir -p "$golden"
 
 wanted_goldens=()
+# golden_plan LABEL FILE GOT: GOT (a `cclc plan` output) against the golden FILE, which
+# UPDATE_GOLDEN=1 rewrites; says ok or FAIL with LABEL.
+golden_plan() {
+    local label=$1 file=$2 got=$3
+    wanted_goldens+=("$file")
+    [ "${UPDATE_GOLDEN:-}" = 1 ] && printf '%s\n' "$got" >"$file"
+    if [ ! -f "$file" ]; then
+        echo "FAIL $label: $file is missing (make update-golden writes it)"
+    elif [ "$got" != "$(cat "$file")" ]; then
+        echo "FAIL $label: differs from $file"
+        diff <(printf '%s\n' "$got") "$file" | head -20 | sed 's/^/    /'
+    else
+        echo "ok $label"
+    fi
+}
 for src in algorithms/*/*.ccl; do
     coll=$(basename "$(dirname "$src")")
     name=$coll/$(basename "$src" .ccl)
@@ -69,18 +84,8 @@ for src in algorithms/*/*.ccl; do
         fi
         for ml in 2:2 3:2; do
             m=${ml%:*} l=${ml#*:}
-            file=$golden/$gname.m${m}l$l.plan
-            wanted_goldens+=("$file")
-            got=$("$cclc" plan "$src" --ranks $((m * l)) --nodes "$m" 2>&1)
-            [ "${UPDATE_GOLDEN:-}" = 1 ] && printf '%s\n' "$got" >"$file"
-            if [ ! -f "$file" ]; then
-                echo "FAIL $name plan ${m}x$l: $file is missing (make update-golden writes it)"
-            elif [ "$got" != "$(cat "$file")" ]; then
-                echo "FAIL $name plan ${m}x$l: differs from $file"
-                diff <(printf '%s\n' "$got") "$file" | head -20 | sed 's/^/    /'
-            else
-                echo "ok $name plan ${m}x$l"
-            fi
+            golden_plan "$name plan ${m}x$l" "$golden/$gname.m${m}l$l.plan" \
+                "$("$cclc" plan "$src" --ranks $((m * l)) --nodes "$m" 2>&1)"
         done
         continue
     fi
@@ -156,25 +161,15 @@ for src in algorithms/*/*.ccl; do
 
     for n in "${plan_ns[@]}"; do
         file=$golden/$gname.n$n.plan
-        wanted_goldens+=("$file")
         got=$("$cclc" plan "$src" --ranks "$n" 2>&1)
         status=$?
         if [ "$status" != 0 ]; then
+            wanted_goldens+=("$file")
             echo "FAIL $name plan n=$n: cclc plan exited $status"
             sed 's/^/    /' <<<"$got" | head -10
             continue
         fi
-        if [ "${UPDATE_GOLDEN:-}" = 1 ]; then
-            printf '%s\n' "$got" >"$file"
-        fi
-        if [ ! -f "$file" ]; then
-            echo "FAIL $name plan n=$n: $file is missing (make update-golden writes it)"
-        elif [ "$got" != "$(cat "$file")" ]; then
-            echo "FAIL $name plan n=$n: differs from $file"
-            diff <(printf '%s\n' "$got") "$file" | head -20 | sed 's/^/    /'
-        else
-            echo "ok $name plan n=$n"
-        fi
+        golden_plan "$name plan n=$n" "$file" "$got"
     done
 done
 
