@@ -25,6 +25,7 @@ from ._buffers import Buf, array_info, as_buf
 from ._errors import CclError, CompileError, InvalidArgumentError, InvalidUsageError, error_for
 from ._mpistyle import MpiStyle, exclusive
 from ._types import INT_MAX, INT_MIN, SIZE_MAX, DType, DTypeLike, Op, OpLike, int_arg, to_dtype, to_op
+from ._uniqueid import UniqueId
 
 DEVICE_AUTO = -1
 SPLIT_NOCOLOR = -1   # CCL_SPLIT_NOCOLOR: Communicator.split's color for a rank that joins none
@@ -1318,6 +1319,24 @@ def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store
     comm = _register(Communicator(out.value or 0))
     _warn_if_auto_fell_back(cfg.backend, comm.backend, "init_rank")
     return comm
+
+
+def get_unique_id() -> UniqueId:
+    """A new id for one communicator (``ccl_get_unique_id``, NCCL's ``ncclGetUniqueId``):
+    call it in one process, hand the id to every rank (``bytes(uid)`` or pickle: a file, a
+    pipe, torch.distributed's store, mpi4py's ``bcast``), and every rank calls
+    ``ccl.init_rank(rank, nranks, unique_id=uid)``. It opens the root, a TCP port served by
+    a thread of this process, which must keep running until every rank has joined; the
+    root waits ``$CCL_TIMEOUT_MS`` (default 10 minutes) for the first rank. Where it
+    listens: ``$CCL_BOOTSTRAP_ADDR`` ("host", "host:port"), else the first interface
+    ``$CCL_SOCKET_IFNAME`` admits, else this host's first non-loopback IPv4 address, else
+    127.0.0.1 (docs/multinode.md). One id serves one communicator."""
+    fn = _optional("ccl_get_unique_id")
+    c = _lib.ccl_unique_id_t()
+    r = fn(byref(c))
+    if r:
+        _raise(r, None)
+    return UniqueId(bytes(c))
 
 
 def _env_bootstrap(rank: int, nranks: int, job: str, timeout_s: float) -> Bootstrap:
