@@ -3,7 +3,8 @@ TCP bootstrap, docs/multinode.md): the id's bytes and pickle; 4 processes as 2 n
 4 of 1 and 1 of 4 (CPU backend; rank 0 makes the id, the others get it through a pipe),
 every element of every collective checked; and the failures: a damaged id, an id libccl
 did not make, a rank out of range, a rank that never comes, a root address that names
-nothing. Every wait is bounded (CCL_TIMEOUT_MS, the processes' join timeout)."""
+nothing; and docs/python.md's program for several nodes. Every wait is bounded
+(CCL_TIMEOUT_MS, the processes' join timeout)."""
 import os
 import pickle
 import re
@@ -221,3 +222,22 @@ def test_root_address_given(monkeypatch):
     monkeypatch.setenv("CCL_BOOTSTRAP_ADDR", "127.0.0.1")
     comm = ccl.init_rank(0, 1, unique_id=ccl.get_unique_id(), backend="cpu")
     comm.destroy()
+
+
+# ---- the documentation's program ----
+
+def test_docs_example(tmp_path):
+    """docs/python.md's complete program for several nodes (the first ```python block after
+    "**Several nodes, from a unique id**") runs as written: 4 spawned processes, 2 nodes of
+    2, every rank printing the sum."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
+    code = re.search(r"```python\n(.*?)```", doc[doc.index("**Several nodes, from a unique id**"):], re.S).group(1)
+    prog = tmp_path / "uniqueid_example.py"
+    prog.write_text(code)
+    pkg = str(Path(ccl.__file__).resolve().parents[1])  # the spawned ranks import ccl from here too
+    path = os.environ.get("PYTHONPATH")
+    p = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=120,
+                       env=_env(PYTHONPATH=pkg + (os.pathsep + path if path else "")))
+    assert p.returncode == 0, p.stdout + p.stderr
+    for r in range(4):
+        assert f"rank {r} of 4: [10. 10. 10. 10.]" in p.stdout, p.stdout + p.stderr
