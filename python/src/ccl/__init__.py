@@ -7,7 +7,8 @@
     ts = [threading.Thread(target=c.all_reduce, args=(x,)) for c, x in zip(comms, xs)]
     ...
 
-docs/python.md has the whole story: process mode (torchrun, mpirun, mpi4py), torch
+docs/python.md has the whole story: process mode (torchrun, mpirun, mpi4py; several
+nodes from ``ccl.get_unique_id()``), torch
 custom ops (``ccl.torch``), custom algorithms (``comm.load``, ``ccl.check``), symmetric
 tensors (``comm.empty``), sub-communicators (``comm.split``, ``ccl.split_all``), the tuner
 (``ccl.tune``), mpi4py's methods (``comm.Allreduce``, ``ccl.IN_PLACE``) and the shipped
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from ._bootstrap import (Bootstrap, FileStore, GroupBootstrap, MPIBootstrap, StoreBootstrap)
 from ._comm import (DEFAULT_TIMEOUT_MS, DEVICE_AUTO, SPLIT_NOCOLOR, Algorithm, Communicator, Proof, Registration,
-                    Work, check, communicator, group, init_all, init_rank, split_all)
+                    Work, check, communicator, get_unique_id, group, init_all, init_rank, split_all)
 from ._errors import (CclError, CompileError, CudaError, InternalError, InvalidArgumentError, InvalidUsageError,
                       NoAlgorithmError, NotSymmetricError, NvrtcError, OutOfMemoryError, PeerFailedError,
                       SystemError, TimeoutError, UnsupportedError)
@@ -26,6 +27,7 @@ from ._library import algorithm_dir, algorithms
 from ._mpistyle import IN_PLACE
 from ._tune import TuneTable, tune, use_tune_table
 from ._types import DType, Op
+from ._uniqueid import UNIQUE_ID_BYTES, UniqueId
 
 __version__ = "0.1.0"
 
@@ -34,9 +36,9 @@ __all__ = [
     "DEVICE_AUTO", "DType", "FileStore", "GroupBootstrap", "IN_PLACE", "InternalError", "InvalidArgumentError",
     "InvalidUsageError", "MPIBootstrap", "NoAlgorithmError", "NotSymmetricError", "NvrtcError", "Op",
     "OutOfMemoryError", "PeerFailedError", "Proof", "Registration", "SPLIT_NOCOLOR", "StoreBootstrap", "SystemError",
-    "TimeoutError", "TuneTable", "UnsupportedError", "Work", "algorithm_dir", "algorithms", "check",
-    "communicator", "group", "init_all", "init_rank", "library_path", "library_version", "split_all",
-    "synchronize", "tune", "use_tune_table",
+    "TimeoutError", "TuneTable", "UNIQUE_ID_BYTES", "UniqueId", "UnsupportedError", "Work", "algorithm_dir",
+    "algorithms", "check", "communicator", "get_unique_id", "group", "init_all", "init_rank", "library_path",
+    "library_version", "split_all", "synchronize", "tune", "use_tune_table",
 ]
 
 

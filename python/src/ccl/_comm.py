@@ -4,7 +4,8 @@ Threads mode: ``ccl.init_all(n)`` gives n communicators in this process (drive e
 its own Python thread -- ctypes releases the GIL during every C call -- or issue every
 rank's call with ``async_op=True`` from one thread). Process mode: ``ccl.init_rank()``
 in each process of a torchrun/mpirun job (or with a store, a process group or an mpi4py
-communicator).
+communicator); across nodes, ``ccl.init_rank(rank, nranks, unique_id=uid)`` with an id
+from ``ccl.get_unique_id()`` (libccl's TCP bootstrap).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from ._buffers import Buf, array_info, as_buf
 from ._errors import CclError, CompileError, InvalidArgumentError, InvalidUsageError, error_for
 from ._mpistyle import MpiStyle, exclusive
 from ._types import INT_MAX, INT_MIN, SIZE_MAX, DType, DTypeLike, Op, OpLike, int_arg, to_dtype, to_op
+from ._uniqueid import UniqueId
 
 DEVICE_AUTO = -1
 SPLIT_NOCOLOR = -1   # CCL_SPLIT_NOCOLOR: Communicator.split's color for a rank that joins none
@@ -1254,13 +1256,19 @@ def _warn_if_lazy_on_shared_gpu(nranks: int, devices: Optional[Sequence[int]]) -
 _store_rounds: dict[int, int] = {}
 
 
-def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store: Any = None,
-              process_group: Any = None, mpi_comm: Any = None, bootstrap: Optional[Bootstrap] = None,
-              device: Optional[int] = None, backend: Union[str, int, None] = None,
-              timeout_ms: Optional[int] = None, heap_bytes: Optional[int] = None,
-              cache_dir: Optional[str] = None) -> Communicator:
+def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, unique_id: Any = None,
+              ranks_per_node: Optional[int] = None, store: Any = None, process_group: Any = None,
+              mpi_comm: Any = None, bootstrap: Optional[Bootstrap] = None, device: Optional[int] = None,
+              backend: Union[str, int, None] = None, timeout_ms: Optional[int] = None,
+              heap_bytes: Optional[int] = None, cache_dir: Optional[str] = None) -> Communicator:
     """This process's rank of a communicator of one process per rank; every process calls
-    it. The bootstrap (used only during this call) is, first match wins:
+    it. ``unique_id=`` (with ``rank`` and ``nranks``, else the launcher's): a
+    :class:`ccl.UniqueId`, or its bytes, that :func:`ccl.get_unique_id` made in one process
+    and that every rank was handed; libccl's own bootstrap over TCP
+    (``ccl_comm_init_rank_id``), the one whose communicator may span several nodes:
+    ``ranks_per_node`` consecutive ranks on each (default: ``$CCL_RANKS_PER_NODE``, else
+    each host a node; several nodes on the CPU backend only). Otherwise the bootstrap
+    (used only during this call; one node) is, first match wins:
 
     - ``bootstrap=``: a :class:`ccl.Bootstrap`;
     - ``mpi_comm=``: an mpi4py communicator (its rank and size);
@@ -1273,6 +1281,18 @@ def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store
     ``device``: the GPU (default CCL_DEVICE_AUTO: the rank's index among the ranks on its
     host, which is the launcher's local rank, modulo the GPU count; processes that would
     share a GPU are all refused, with a message)."""
+    if unique_id is not None:
+        given = [k for k, v in (("store", store), ("process_group", process_group), ("mpi_comm", mpi_comm),
+                                ("bootstrap", bootstrap)) if v is not None]
+        if given:
+            raise InvalidArgumentError(f"init_rank: unique_id= and {given[0]}= are two bootstraps: give one (to hand "
+                                       f"the id to every rank over a {given[0]}, share bytes(uid) through it first)")
+        return _init_rank_id(unique_id, rank, nranks, ranks_per_node, device,
+                             _config(backend, timeout_ms, heap_bytes, cache_dir))
+    if ranks_per_node is not None:
+        raise InvalidArgumentError("init_rank: ranks_per_node= needs unique_id= (only libccl's TCP bootstrap, from "
+                                   "ccl.get_unique_id(), makes a communicator of several nodes; the others make one "
+                                   "node)")
     env = launcher_env()
     timeout_s = _timeout_s(timeout_ms)
     if bootstrap is not None:
@@ -1315,6 +1335,52 @@ def init_rank(rank: Optional[int] = None, nranks: Optional[int] = None, *, store
             if errors:
                 raise e from errors[0]
             raise
+    comm = _register(Communicator(out.value or 0))
+    _warn_if_auto_fell_back(cfg.backend, comm.backend, "init_rank")
+    return comm
+
+
+def get_unique_id() -> UniqueId:
+    """A new id for one communicator (``ccl_get_unique_id``, NCCL's ``ncclGetUniqueId``):
+    call it in one process, hand the id to every rank (``bytes(uid)`` or pickle: a file, a
+    pipe, torch.distributed's store, mpi4py's ``bcast``), and every rank calls
+    ``ccl.init_rank(rank, nranks, unique_id=uid)``. It opens the root, a TCP port served by
+    a thread of this process, which must keep running until every rank has joined; the
+    root waits ``$CCL_TIMEOUT_MS`` (default 10 minutes) for the first rank. Where it
+    listens: ``$CCL_BOOTSTRAP_ADDR`` ("host", "host:port"), else the first interface
+    ``$CCL_SOCKET_IFNAME`` admits, else this host's first non-loopback IPv4 address, else
+    127.0.0.1 (docs/multinode.md). One id serves one communicator."""
+    fn = _optional("ccl_get_unique_id")
+    c = _lib.ccl_unique_id_t()
+    r = fn(byref(c))
+    if r:
+        _raise(r, None)
+    return UniqueId(bytes(c))
+
+
+def _init_rank_id(unique_id: Any, rank: Optional[int], nranks: Optional[int], ranks_per_node: Optional[int],
+                  device: Optional[int], cfg: _lib.ccl_config_t) -> Communicator:
+    """init_rank(unique_id=...): ccl_comm_init_rank_id."""
+    uid = unique_id if isinstance(unique_id, UniqueId) else UniqueId(unique_id)
+    if rank is None or nranks is None:
+        env = launcher_env()
+        if env is None:
+            raise InvalidArgumentError("init_rank: unique_id= needs rank and nranks (or a launcher's environment: "
+                                       "RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_* or SLURM_*)")
+        rank = env[0] if rank is None else rank
+        nranks = env[1] if nranks is None else nranks
+    # C ints here; libccl checks their ranges, and its messages name them.
+    nranks = int_arg("init_rank", "nranks", nranks, INT_MIN, INT_MAX, "a C int")
+    rank = int_arg("init_rank", "rank", rank, INT_MIN, INT_MAX, "a C int")
+    rpn = int_arg("init_rank", "ranks_per_node", 0 if ranks_per_node is None else ranks_per_node, INT_MIN, INT_MAX,
+                  "a C int; 0: $CCL_RANKS_PER_NODE, else each host a node")
+    device = int_arg("init_rank", "device", DEVICE_AUTO if device is None else device, DEVICE_AUTO, INT_MAX,
+                     "a GPU index or DEVICE_AUTO")
+    fn = _optional("ccl_comm_init_rank_id")
+    out = c_void_p()
+    r = fn(byref(out), nranks, uid._c(), rank, rpn, device, byref(cfg))
+    if r:
+        _raise(r, None)
     comm = _register(Communicator(out.value or 0))
     _warn_if_auto_fell_back(cfg.backend, comm.backend, "init_rank")
     return comm

@@ -56,6 +56,14 @@ class ccl_bootstrap_t(ctypes.Structure):
     ]
 
 
+# CCL_UNIQUE_ID_BYTES: ccl_unique_id_t is this many opaque bytes, passed by value.
+UNIQUE_ID_BYTES = 128
+
+
+class ccl_unique_id_t(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_ubyte * UNIQUE_ID_BYTES)]
+
+
 def _candidates() -> list[tuple[str, str]]:
     """(path or name, where it came from), in search order."""
     out: list[tuple[str, str]] = []
@@ -144,6 +152,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "ccl_mem_deregister": (R, [vp, vp]),
         "ccl_mem_pool_attach": (R, [vp]),
         "ccl_mem_pool_detach": (R, [vp]),
+        "ccl_get_unique_id": (R, [POINTER(ccl_unique_id_t)]),
+        "ccl_comm_init_rank_id": (R, [pp, c_int, ccl_unique_id_t, c_int, c_int, c_int, POINTER(ccl_config_t)]),
     }
     for name, (res, args) in protos.items():
         f = getattr(lib, name)
