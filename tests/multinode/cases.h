@@ -434,9 +434,10 @@ static long p2p_case(ccl_comm_t *comm, int pat, size_t count, ccl_dtype_t t, int
     return wrong;
 }
 
-/* Every pattern x count x (f32, i32), 3 calls back to back each: rank 0 prints one line
- * per case ("p2p ...: ok" or "...: WRONG") and then "p2p wrong elements: N"; the total
- * that combine gave. ring20 runs on counts up to 1001 only (20 x 3 buffers each way). */
+/* Every pattern x count x (f32, i32), 3 calls back to back each, then an all-reduce:
+ * rank 0 prints one line per case ("p2p ...: ok" or "...: WRONG") and then "p2p wrong
+ * elements: N"; the total that combine gave. ring20 runs on counts up to 1001 only (20 x
+ * 3 buffers each way). */
 static long run_p2p_cases(ccl_comm_t *comm, const size_t *counts, int ncounts, long (*combine)(long wrong))
 {
     static const char *name[] = {"ring in one group", "exchange with rank ^ 1", "exchange with rank ^ 2",
@@ -454,7 +455,13 @@ static long run_p2p_cases(ccl_comm_t *comm, const size_t *counts, int ncounts, l
                     printf("p2p %s count %zu %s x3: %s\n", name[pat], counts[c], ccl_dtype_name(types[d]),
                            all ? "WRONG" : "ok");
             }
-    if (rank == 0)
+    /* A collective after them: the proxies' put counts (which point-to-point pieces share)
+     * still agree, so its flushes complete. */
+    long all = combine(run_case(comm, 1001, CCL_F32, CCL_SUM, 0, 3));
+    total += all;
+    if (rank == 0) {
+        printf("p2p then all-reduce count 1001 f32 sum x3: %s\n", all ? "WRONG" : "ok");
         printf("p2p wrong elements: %ld\n", total);
+    }
     return total;
 }

@@ -21,8 +21,8 @@
  * p2p-mismatch: rank 0 sends 10 i32 to rank 2 (another node), which receives 11; both
  * print what they got, and rank 2 whether its buffer stayed untouched. p2p-unmatched
  * [recv]: rank 0 sends to rank 2, which never receives (with recv: rank 1 receives from
- * rank 3, which never sends); the waiting rank prints what it got (CCL_TIMEOUT_MS
- * bounds its wait). */
+ * rank 3, which never sends; with kill: rank 3 is killed); the waiting rank prints what
+ * it got (CCL_TIMEOUT_MS bounds its wait). */
 #include <mpi.h>
 #include <signal.h>
 #include <stdint.h>
@@ -128,7 +128,9 @@ int main(int argc, char **argv)
         for (int i = 0; i < 12; i++)
             buf[i] = rank == 0 ? i : -1;
         r = CCL_OK;
-        int recv_side = argc > 2 && !strcmp(argv[2], "recv");
+        int kill_peer = argc > 2 && !strcmp(argv[2], "kill"), recv_side = kill_peer || (argc > 2 && !strcmp(argv[2], "recv"));
+        if (kill_peer && rank == 3)
+            raise(SIGKILL);
         if (rank == 0 && !recv_side)
             r = ccl_send(buf, 10, CCL_I32, 2, comm, NULL);
         else if (rank == 2 && !strcmp(mode, "p2p-mismatch"))

@@ -27,6 +27,8 @@
 #              both calls with its buffer untouched, the sender naming the receiver
 #   p2p-unmatched  a send nobody receives (2 nodes of 2) and a recv nobody sends to (4 of 1),
 #              across nodes: each times out naming its peer
+#   p2p-kill   rank 3 (node 1) is killed while rank 1 (node 0) waits to receive from it: the
+#              job ends at once, naming rank 3
 #   hosts      without CCL_RANKS_PER_NODE each host is a node: here one node of 4
 #   one-node   without a transport (ccl-perf's plain bootstrap), CCL_RANKS_PER_NODE=2 is
 #              refused with a message naming ccl_comm_init_mpi_nodes
@@ -90,7 +92,7 @@ for shape in 2 1; do
     CCL_RANKS_PER_NODE=$shape CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=INIT timeout -k 10 120 "${mpi[@]}" "$prog" p2p \
         >"$tmp/p2p.out" 2>"$tmp/p2p.err"
     rc=$?
-    if [ $rc -ne 0 ] || [ "$(grep -c '^p2p .*: ok$' "$tmp/p2p.out")" -ne 28 ] || ! grep -q '^p2p wrong elements: 0$' "$tmp/p2p.out"; then
+    if [ $rc -ne 0 ] || [ "$(grep -c '^p2p .*: ok$' "$tmp/p2p.out")" -ne 29 ] || ! grep -q '^p2p wrong elements: 0$' "$tmp/p2p.out"; then
         echo "FAIL $name: exit $rc, not every case checked out"
         grep -v ': ok$' "$tmp/p2p.out" | head -20 | sed 's/^/    /'
         tail -5 "$tmp/p2p.err" | sed 's/^/    /'
@@ -117,6 +119,18 @@ if grep -q '^rank 0: a wait timed out .*timeout: rank 0: ccl_send (call 1 of 1 o
 else
     echo "FAIL multinode/p2p-unmatched: not both timed out naming their peer"
     sed 's/^/    /' "$tmp/um.out" | head -20
+fi
+
+# Rank 3 (node 1) is killed while rank 1 (node 0) waits to receive from it: the job ends at
+# once (not at the 60 s timeout), naming rank 3 (rank 1 does, or mpirun before it).
+start=$(date +%s)
+CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=60000 timeout -k 10 120 "${mpi[@]}" "$prog" p2p-unmatched kill >"$tmp/pk.out" 2>&1
+rc=$? took=$(( $(date +%s) - start ))
+if [ $rc -ne 0 ] && [ $took -lt 50 ] && grep -qE '^rank 1: a peer failed or left: .*rank 3 on node 1 is gone|process rank 3 .* exited on signal 9' "$tmp/pk.out"; then
+    echo "ok multinode/p2p-kill: a recv from a killed rank of another node ends in ${took}s, rank 3 named"
+else
+    echo "FAIL multinode/p2p-kill: exit $rc after ${took}s"
+    sed 's/^/    /' "$tmp/pk.out" | head -20
 fi
 
 # No CCL_RANKS_PER_NODE: every host is a node, so here one node of 4, through the same

@@ -74,7 +74,7 @@ for rpn in 2 1; do
     name="uniqueid/p2p-$((4 / rpn))x$rpn"
     CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=INIT timeout -k 5 60 "$prog" p2p 4 "$rpn" >"$tmp/out" 2>"$tmp/err"
     rc=$?
-    if [ $rc -ne 0 ] || [ "$(grep -c '^p2p .*: ok$' "$tmp/out")" -ne 28 ] || ! grep -q '^p2p wrong elements: 0$' "$tmp/out" ||
+    if [ $rc -ne 0 ] || [ "$(grep -c '^p2p .*: ok$' "$tmp/out")" -ne 29 ] || ! grep -q '^p2p wrong elements: 0$' "$tmp/out" ||
        [ "$(grep -c '^rank [0-9]*: wrong 0$' "$tmp/out")" -ne 4 ]; then
         echo "FAIL $name: exit $rc, not every case checked out"
         { grep -v ': ok$' "$tmp/out"; tail -5 "$tmp/err"; } | show /dev/stdin
