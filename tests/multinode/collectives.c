@@ -128,7 +128,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < 12; i++)
             buf[i] = rank == 0 ? i : -1;
         r = CCL_OK;
-        int kill_peer = argc > 2 && !strcmp(argv[2], "kill"), recv_side = kill_peer || (argc > 2 && !strcmp(argv[2], "recv"));
+        const char *variant = argc > 2 ? argv[2] : "send";
+        int kill_peer = !strcmp(variant, "kill"), recv_side = kill_peer || !strcmp(variant, "recv");
         if (kill_peer && rank == 3)
             raise(SIGKILL);
         if (rank == 0 && !recv_side)
