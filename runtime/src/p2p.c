@@ -15,6 +15,10 @@
  *    call in it is matched; a call never matched times out naming itself;
  *  - no race: a channel has one writer (its sender) and one reader, and a slot is
  *    refilled only after the reader emptied it (its semaphores).
+ * A peer of another node (a comm of several nodes, CPU backend) has no channel in this
+ * rank's memory: there the receiver's CTS carries its count and dtype to the sender,
+ * which checks them before it sends a byte, with the same guarantees and messages
+ * (cpu/p2p.c, docs/multinode.md).
  * Groups are per thread (NCCL's): calls between ccl_group_start and the outermost
  * ccl_group_end are held here, then handed to the backend per comm, one launch each. */
 #include <stdlib.h>

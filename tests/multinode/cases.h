@@ -359,3 +359,109 @@ static long run_cases(ccl_comm_t *comm, const CaseCounts *cc, long (*combine)(lo
         printf("wrong elements: %ld\n", total);
     return total;
 }
+
+/* ---- point-to-point (ccl_send, ccl_recv, groups) across nodes ---- */
+
+/* Element i of message m (0.. of a call) from rank `from` to rank `to` in call k:
+ * distinct for every (from, to, m), so a message in the wrong buffer shows. */
+static int64_t p2p_value(int from, int to, int m, size_t i, int k)
+{
+    return (int64_t)(from * 1000 + to * 37 + m * 7) + (int64_t)(i % 13) + k;
+}
+
+/* The point-to-point patterns: a ring in one group (send to r + 1, recv from r - 1,
+ * which crosses nodes), pairwise exchanges with r ^ 1 and r ^ 2 in one group each (both
+ * directions in flight at once), 20 messages each way around the ring in one group
+ * (more than the proxy's window of messages in flight to one peer), and ungrouped calls
+ * with r ^ 2 (the lower rank sends first, the other receives first). */
+enum { P_RING, P_XOR1, P_XOR2, P_RING20, P_PLAIN, P_NPATTERNS };
+
+/* `iters` calls of pattern `pat` back back (call k's values + k), then
+ * ccl_comm_synchronize; 0 when every element of every received message is right. */
+static long p2p_case(ccl_comm_t *comm, int pat, size_t count, ccl_dtype_t t, int iters)
+{
+    int nmsg = pat == P_RING20 ? 20 : 1, right = (rank + 1) % size, left = (rank + size - 1) % size;
+    int to = pat == P_XOR1 ? rank ^ 1 : pat == P_XOR2 || pat == P_PLAIN ? rank ^ 2 : right;
+    int from = pat == P_RING || pat == P_RING20 ? left : to;
+    if (to >= size || from >= size)      /* no partner in this shape */
+        return 0;
+    size_t es = ccl_dtype_size(t);
+    void *send[3][20], *recv[3][20];
+    for (int k = 0; k < iters; k++)
+        for (int m = 0; m < nmsg; m++) {
+            send[k][m] = malloc(count * es + 1);
+            recv[k][m] = malloc(count * es + 1);
+            for (size_t i = 0; i < count; i++) {
+                put(send[k][m], t, i, p2p_value(rank, to, m, i, k));
+                put(recv[k][m], t, i, -999);
+            }
+        }
+    for (int k = 0; k < iters; k++) {
+        ccl_result_t r = CCL_OK;
+        if (pat == P_PLAIN) {
+            int first_send = rank < to;
+            for (int s = 0; s < 2 && r == CCL_OK; s++)
+                r = s == !first_send ? ccl_send(send[k][0], count, t, to, comm, NULL)
+                                     : ccl_recv(recv[k][0], count, t, from, comm, NULL);
+        } else {
+            ccl_group_start();
+            for (int m = 0; m < nmsg && r == CCL_OK; m++) {
+                r = ccl_send(send[k][m], count, t, to, comm, NULL);
+                if (r == CCL_OK)
+                    r = ccl_recv(recv[k][m], count, t, from, comm, NULL);
+            }
+            ccl_result_t e = ccl_group_end();
+            r = r != CCL_OK ? r : e;
+        }
+        if (r != CCL_OK)
+            fail_now(comm, pat == P_PLAIN ? "ccl_send/ccl_recv" : "ccl_group_end");
+    }
+    if (ccl_comm_synchronize(comm) != CCL_OK)
+        fail_now(comm, "ccl_comm_synchronize after point-to-point calls");
+    long wrong = 0;
+    for (int k = 0; k < iters; k++)
+        for (int m = 0; m < nmsg; m++) {
+            for (size_t i = 0; i < count; i++) {
+                int64_t want = p2p_value(from, rank, m, i, k), got = get(recv[k][m], t, i);
+                if (got != want && wrong++ < 3)
+                    fprintf(stderr, "rank %d: p2p pattern %d count %zu %s call %d: message %d from rank %d: element "
+                            "%zu is %lld, expected %lld\n", rank, pat, count, ccl_dtype_name(t), k, m, from, i,
+                            (long long)got, (long long)want);
+            }
+            free(send[k][m]);
+            free(recv[k][m]);
+        }
+    return wrong;
+}
+
+/* Every pattern x count x (f32, i32), 3 calls back to back each, then an all-reduce:
+ * rank 0 prints one line per case ("p2p ...: ok" or "...: WRONG") and then "p2p wrong
+ * elements: N"; the total that combine gave. ring20 runs on counts up to 1001 only (20 x
+ * 3 buffers each way). */
+static long run_p2p_cases(ccl_comm_t *comm, const size_t *counts, int ncounts, long (*combine)(long wrong))
+{
+    static const char *name[] = {"ring in one group", "exchange with rank ^ 1", "exchange with rank ^ 2",
+                                 "ring of 20 messages each way in one group", "ungrouped exchange with rank ^ 2"};
+    static const ccl_dtype_t types[] = {CCL_F32, CCL_I32};
+    long total = 0;
+    for (int pat = 0; pat < P_NPATTERNS; pat++)
+        for (int c = 0; c < ncounts; c++)
+            for (int d = 0; d < 2; d++) {
+                if (pat == P_RING20 && counts[c] > 1001)
+                    continue;
+                long all = combine(p2p_case(comm, pat, counts[c], types[d], 3));
+                total += all;
+                if (rank == 0)
+                    printf("p2p %s count %zu %s x3: %s\n", name[pat], counts[c], ccl_dtype_name(types[d]),
+                           all ? "WRONG" : "ok");
+            }
+    /* A collective after them: the proxies' put counts (which point-to-point pieces share)
+     * still agree, so its flushes complete. */
+    long all = combine(run_case(comm, 1001, CCL_F32, CCL_SUM, 0, 3));
+    total += all;
+    if (rank == 0) {
+        printf("p2p then all-reduce count 1001 f32 sum x3: %s\n", all ? "WRONG" : "ok");
+        printf("p2p wrong elements: %ld\n", total);
+    }
+    return total;
+}

@@ -16,7 +16,13 @@
  * rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS bounds their wait);
  * every rank prints what its call returned and its message. kill R: rank R is killed
  * (SIGKILL) instead. bw: the net channel's rate against MPI's own
- * (bandwidth(), below). */
+ * (bandwidth(), below). p2p: cases.h's point-to-point cases (a ring and pairwise
+ * exchanges in groups, crossing nodes) on counts 1, 1001 and 2^20, f32 and i32.
+ * p2p-mismatch: rank 0 sends 10 i32 to rank 2 (another node), which receives 11; both
+ * print what they got, and rank 2 whether its buffer stayed untouched. p2p-unmatched
+ * [recv]: rank 0 sends to rank 2, which never receives (with recv: rank 1 receives from
+ * rank 3, which never sends; with kill: rank 3 is killed); the waiting rank prints what
+ * it got (CCL_TIMEOUT_MS bounds its wait). */
 #include <mpi.h>
 #include <signal.h>
 #include <stdint.h>
@@ -114,6 +120,34 @@ int main(int argc, char **argv)
             bandwidth(comm);
         else if (rank == 0)
             fprintf(stderr, "bw: run it on 2 ranks (CCL_RANKS_PER_NODE=1 mpirun -np 2)\n");
+    } else if (!strcmp(mode, "p2p")) {
+        static const size_t counts[] = {1, 1001, 1 << 20};
+        status = run_p2p_cases(comm, counts, 3, sum_over_ranks) != 0;
+    } else if (!strcmp(mode, "p2p-mismatch") || !strcmp(mode, "p2p-unmatched")) {
+        int32_t buf[12];
+        for (int i = 0; i < 12; i++)
+            buf[i] = rank == 0 ? i : -1;
+        r = CCL_OK;
+        const char *variant = argc > 2 ? argv[2] : "send";
+        int kill_peer = !strcmp(variant, "kill"), recv_side = kill_peer || !strcmp(variant, "recv");
+        if (kill_peer && rank == 3)
+            raise(SIGKILL);
+        if (rank == 0 && !recv_side)
+            r = ccl_send(buf, 10, CCL_I32, 2, comm, NULL);
+        else if (rank == 2 && !strcmp(mode, "p2p-mismatch"))
+            r = ccl_recv(buf, 11, CCL_I32, 0, comm, NULL);
+        else if (rank == 1 && recv_side)
+            r = ccl_recv(buf, 10, CCL_I32, 3, comm, NULL);
+        if (r == CCL_OK)
+            r = ccl_comm_synchronize(comm);
+        int untouched = 1;
+        for (int i = 0; i < 12; i++)
+            untouched &= rank != 2 || buf[i] == -1;
+        if (recv_side ? rank == 1 : rank == 0 || rank == 2)
+            printf("rank %d: %s: %s%s\n", rank, ccl_result_string(r), ccl_comm_last_error(comm),
+                   rank == 2 && untouched ? " [buffer untouched]" : "");
+        fflush(stdout);
+        MPI_Barrier(MPI_COMM_WORLD);
     } else if (!strcmp(mode, "skip") || !strcmp(mode, "kill")) {
         int skip = argc > 2 ? atoi(argv[2]) : size - 1;
         float x[64] = {0};

@@ -19,6 +19,16 @@
 #              3 calls back to back each, every element checked; and the proxy's log
 #              says the data crossed the nodes through it; also 4 nodes of 1, 1 node of 4
 #              (there the one-node programs run), and 3 nodes of 2 (mpirun -np 6)
+#   p2p        ccl_send / ccl_recv across nodes, as 2 nodes of 2 and 4 of 1: a ring in one group,
+#              exchanges with rank ^ 1 and rank ^ 2 in one group (both ways at once), 20 messages
+#              each way around the ring in one group, ungrouped exchanges, on counts 1, 1001 and
+#              2^20 x (f32, i32), 3 calls back to back each, every element checked
+#   p2p-mismatch  a send of 10 i32 against a recv of 11 across nodes: the receiver fails naming
+#              both calls with its buffer untouched, the sender naming the receiver
+#   p2p-unmatched  a send nobody receives (2 nodes of 2) and a recv nobody sends to (4 of 1),
+#              across nodes: each times out naming its peer
+#   p2p-kill   rank 3 (node 1) is killed while rank 1 (node 0) waits to receive from it: the
+#              job ends at once, naming rank 3
 #   hosts      without CCL_RANKS_PER_NODE each host is a node: here one node of 4
 #   one-node   without a transport (ccl-perf's plain bootstrap), CCL_RANKS_PER_NODE=2 is
 #              refused with a message naming ccl_comm_init_mpi_nodes
@@ -74,6 +84,54 @@ for shape in 4:2 4:1 4:4 6:2; do
         echo "ok multinode/check-${nodes}x$rpn: barriers, 48 all-reduce, 16 all-gather, 16 reduce-scatter, 16 all-to-all, $((12 * np)) broadcast and $((12 * np)) reduce cases (every root) x 3 calls, every element right"
     fi
 done
+
+# Point-to-point across nodes (the proxy's CTS and P2P messages, docs/multinode.md).
+for shape in 2 1; do
+    nodes=$((4 / shape))
+    name="multinode/p2p-${nodes}x$shape"
+    CCL_RANKS_PER_NODE=$shape CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=INIT timeout -k 10 120 "${mpi[@]}" "$prog" p2p \
+        >"$tmp/p2p.out" 2>"$tmp/p2p.err"
+    rc=$?
+    if [ $rc -ne 0 ] || [ "$(grep -c '^p2p .*: ok$' "$tmp/p2p.out")" -ne 29 ] || ! grep -q '^p2p wrong elements: 0$' "$tmp/p2p.out"; then
+        echo "FAIL $name: exit $rc, not every case checked out"
+        grep -v ': ok$' "$tmp/p2p.out" | head -20 | sed 's/^/    /'
+        tail -5 "$tmp/p2p.err" | sed 's/^/    /'
+    elif [ "$(grep -cE 'inter-node proxy: [1-9][0-9]* messages \([1-9][0-9]* bytes\) sent to, [1-9][0-9]* received' "$tmp/p2p.err")" -ne 4 ]; then
+        echo "FAIL $name: not every rank's proxy carried traffic"
+        grep -E 'proxy' "$tmp/p2p.err" | sed 's/^/    /'
+    else
+        echo "ok $name: ring, exchanges (grouped and not) and 20-message groups on 3 counts x f32, i32 x 3 calls, every element right"
+    fi
+    CCL_RANKS_PER_NODE=$shape CCL_TIMEOUT_MS=5000 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-mismatch >"$tmp/mm.out" 2>&1
+    if grep -q "^rank 2: invalid argument: .*rank 2: ccl_recv (call 1 of 1 of its group) from rank 0, 11 i32 meets rank 0's ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 (message 1 from rank 0 to rank 2): .*nothing was received \[buffer untouched\]$" "$tmp/mm.out" &&
+       grep -q "^rank 0: a peer failed or left: .*rank 0: ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 stopped: rank 2 on node $((2 / shape)) failed" "$tmp/mm.out"; then
+        echo "ok multinode/p2p-mismatch-${nodes}x$shape: 10 i32 sent, 11 received: rank 2 names both calls (buffer untouched), rank 0 names rank 2"
+    else
+        echo "FAIL multinode/p2p-mismatch-${nodes}x$shape: the two ranks do not both fail naming each other"
+        sed 's/^/    /' "$tmp/mm.out" | head -20
+    fi
+done
+CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=500 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-unmatched send >"$tmp/um.out" 2>&1
+CCL_RANKS_PER_NODE=1 CCL_TIMEOUT_MS=500 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-unmatched recv >>"$tmp/um.out" 2>&1
+if grep -q '^rank 0: a wait timed out .*timeout: rank 0: ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 (message 1 from rank 0 to rank 2) was not received within 500 ms: rank 2 on node 1 has made no matching ccl_recv' "$tmp/um.out" &&
+   grep -q '^rank 1: a wait timed out .*timeout: rank 1: ccl_recv (call 1 of 1 of its group) from rank 3, 10 i32 (message 1 from rank 3 to rank 1) received nothing within 500 ms: rank 3 on node 3 has made no matching ccl_send' "$tmp/um.out"; then
+    echo "ok multinode/p2p-unmatched: a send and a recv across nodes with no partner time out naming the peer"
+else
+    echo "FAIL multinode/p2p-unmatched: not both timed out naming their peer"
+    sed 's/^/    /' "$tmp/um.out" | head -20
+fi
+
+# Rank 3 (node 1) is killed while rank 1 (node 0) waits to receive from it: the job ends at
+# once (not at the 60 s timeout), naming rank 3 (rank 1 does, or mpirun before it).
+start=$(date +%s)
+CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=60000 timeout -k 10 120 "${mpi[@]}" "$prog" p2p-unmatched kill >"$tmp/pk.out" 2>&1
+rc=$? took=$(( $(date +%s) - start ))
+if [ $rc -ne 0 ] && [ $took -lt 50 ] && grep -qE '^rank 1: a peer failed or left: .*rank 3 on node 1 is gone|process rank 3 .* exited on signal 9' "$tmp/pk.out"; then
+    echo "ok multinode/p2p-kill: a recv from a killed rank of another node ends in ${took}s, rank 3 named"
+else
+    echo "FAIL multinode/p2p-kill: exit $rc after ${took}s"
+    sed 's/^/    /' "$tmp/pk.out" | head -20
+fi
 
 # No CCL_RANKS_PER_NODE: every host is a node, so here one node of 4, through the same
 # entry point (the transport unused, and released at destroy).

@@ -14,6 +14,9 @@
 #              every element checked; on several nodes the reduce-scatter of 65539 runs
 #              reduce_scatter/hier, of 1001 direct_net, every broadcast and reduce hier; the log
 #              says the data crossed the nodes through the proxy
+#   p2p-2x2, -4x1  tests/multinode's point-to-point cases (cases.h) over TCP: a ring, pairwise
+#              exchanges (grouped and not) and 20-message groups across nodes, on 3 counts
+#              x (f32, i32), 3 calls each, every element checked
 #   skip       rank 3 never calls: ranks 0-2 fail within CCL_TIMEOUT_MS, the root naming rank 3
 #   cookie     rank 3 has the id of an earlier root at the same address: refused for its
 #              cookie, with a message; ranks 0-2 time out naming it
@@ -64,6 +67,22 @@ for shape in 4:2 4:1 4:4; do
         grep -E 'proxy|ready' "$tmp/err" | sed 's/^/    /'
     else
         echo "ok $name: barriers, 24 all-reduce, 12 all-gather, 12 reduce-scatter, 12 all-to-all, $((6 * np)) broadcast and $((6 * np)) reduce cases (every root) x 3 calls over TCP, every element right"
+    fi
+done
+
+for rpn in 2 1; do
+    name="uniqueid/p2p-$((4 / rpn))x$rpn"
+    CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=INIT timeout -k 5 60 "$prog" p2p 4 "$rpn" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -ne 0 ] || [ "$(grep -c '^p2p .*: ok$' "$tmp/out")" -ne 29 ] || ! grep -q '^p2p wrong elements: 0$' "$tmp/out" ||
+       [ "$(grep -c '^rank [0-9]*: wrong 0$' "$tmp/out")" -ne 4 ]; then
+        echo "FAIL $name: exit $rc, not every case checked out"
+        { grep -v ': ok$' "$tmp/out"; tail -5 "$tmp/err"; } | show /dev/stdin
+    elif [ "$(grep -cE 'inter-node proxy: [1-9][0-9]* messages \([1-9][0-9]* bytes\) sent to, [1-9][0-9]* received' "$tmp/err")" -ne 4 ]; then
+        echo "FAIL $name: not every rank's proxy carried traffic"
+        grep -E 'proxy' "$tmp/err" | show /dev/stdin
+    else
+        echo "ok $name: ring, exchanges (grouped and not) and 20-message groups on 3 counts x f32, i32 x 3 calls over TCP, every element right"
     fi
 done
 

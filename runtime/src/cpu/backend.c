@@ -323,9 +323,6 @@ static ccl_result_t cpu_run(const CclCall *call)
 static ccl_result_t cpu_run_p2p(const CclP2pCall *call)
 {
     ccl_comm_t *comm = call->comm;
-    if (((CpuComm *)comm->be_comm)->heaps.net)
-        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "point-to-point calls on a communicator of %d nodes are not "
-                              "implemented yet (docs/multinode.md)", comm->nnodes);
     size_t ops = sizeof *call->ops * (size_t)call->nops;
     Task *t = malloc(sizeof *t + ops);
     if (!t)
@@ -864,7 +861,7 @@ static void *worker_main(void *arg)
         cc->busy = 1;
         pthread_mutex_unlock(&cc->mu);
         if (t->p2p)
-            ccl__cpu_p2p_run(comm, &cc->p2p, t->p2p, t->nops);
+            ccl__cpu_p2p_run(comm, cc->heaps.net, &cc->p2p, t->p2p, t->nops);
         else
             execute(comm, &t->call);
         free(t);

@@ -18,6 +18,14 @@
  *   ARRIVE the all-rank barrier's arrival count
  *   ABORT  stop on behalf of rank d (value d + 1), with what is known of d
  *   BYE    the sender is leaving: it sends nothing more
+ *   CTS    point-to-point: the receiver has posted its recv of message nth from this
+ *          rank (its count and dtype in the header), so the sender may send it
+ *   P2P    a piece of point-to-point message nth (the sender's CclP2pSlot in the header),
+ *          into the recv's buffer at an offset; sent only after the CTS, and carried as a
+ *          PUT's piece is (inline up to NET_INLINE, else from where the data lie, received
+ *          straight into the recv's buffer) and acknowledged as PUTs are. With flag
+ *          F_MISMATCH it carries no data: the sender's call does not match the CTS, and
+ *          the receiver fails naming both (cpu/p2p.c)
  *
  * Order is what makes it correct: the transport delivers one sender's messages in the
  * order sent, and the proxy applies them in that order (one receive per sender at a
@@ -40,8 +48,10 @@
 #include "cpu/net.h"
 
 enum { NET_INLINE = 8 << 10, NET_PIECE = 1 << 30 };
-enum { F_DATA_FOLLOWS = 1 };    /* PUT: the piece is the sender's next message */
-enum { M_PUT = 1, M_ADD, M_ACK, M_IDENT, M_ARRIVE, M_ABORT, M_BYE };
+enum { F_DATA_FOLLOWS = 1,      /* PUT, P2P: the piece is the sender's next message */
+       F_MISMATCH = 2 };        /* P2P: no data; the sender's call does not match the CTS */
+enum { M_PUT = 1, M_ADD, M_ACK, M_IDENT, M_ARRIVE, M_ABORT, M_BYE, M_CTS, M_P2P };
+enum { WIN = CCL__NET_P2P_WINDOW };
 
 typedef struct {
     uint32_t kind, flags;
@@ -49,6 +59,27 @@ typedef struct {
     char pad[40];
 } NetHdr;
 _Static_assert(sizeof(NetHdr) == 64, "the header is 64 bytes");
+_Static_assert(sizeof(CclP2pSlot) <= sizeof(((NetHdr *)0)->pad), "a CTS's and a P2P's CclP2pSlot fits the header");
+
+/* Point-to-point, the sender's side: the CTS of message nth from rank p, in slot nth % WIN
+ * of p's ring (seq = nth + 1 once it is there). The receiver sends CTS nth + WIN only once
+ * message nth has landed, which the sender sent only after reading CTS nth: so a slot is
+ * never overwritten before it is read. */
+typedef struct {
+    _Atomic uint64_t seq;
+    uint64_t count, dtype;
+} NetCts;
+
+/* The receiver's side: recv nth from rank p, registered by the worker before its CTS
+ * goes out (seq = nth + 1), in slot nth % WIN; the proxy receives the message's pieces into
+ * buf. bad: the sender refused the match (F_MISMATCH), found is its header. */
+typedef struct {
+    _Atomic uint64_t seq;
+    char *buf;
+    size_t bytes;
+    _Atomic int bad;
+    CclP2pSlot found;
+} NetRecv;
 
 typedef struct Msg {
     struct Msg *next;
@@ -76,8 +107,15 @@ struct CpuNet {
     int *bye;
     void **rreq;
     char **rbuf;
-    int *rdata;                 /* per rank: the posted receive is a PUT's piece (into the heap) */
+    int *rdata;                 /* per rank: the posted receive is a PUT's piece (1, into the
+                                   heap) or a P2P's (2, into a recv's buffer) */
     uint64_t *idents;           /* [N][CCL_IDENT_RING] CclIdents, as words */
+    NetCts *cts;                /* [N][W], point-to-point (above) */
+    NetRecv *rx;                /* [N][W] */
+    _Atomic uint64_t *cleared;  /* per rank: messages to it it has cleared (the last CTS's nth + 1) */
+    _Atomic uint64_t *landed;   /* per rank: messages from it wholly received (the last's nth + 1) */
+    uint64_t *rx_nth;           /* per rank, rdata 2: the message whose piece is being received, */
+    int *rx_last;               /* and whether the piece is its last */
 };
 
 static CclHeapHeader *header(ccl_comm_t *comm, int p)
@@ -140,14 +178,18 @@ static int to_remotes(CpuNet *n, uint32_t kind, uint64_t a, uint64_t b, uint32_t
     return 0;
 }
 
-int ccl__cpu_net_put(CpuNet *n, int peer, size_t off, const void *src, size_t bytes)
+/* The pieces of a PUT (at heap offset a0) or a P2P (at offset a0 of the message, slot its
+ * header), each counted in posted[peer]. */
+static int pieces(CpuNet *n, int peer, uint32_t kind, size_t a0, const void *src, size_t bytes, const CclP2pSlot *slot)
 {
     for (size_t done = 0; done < bytes || (bytes == 0 && done == 0);) {
         size_t piece = bytes - done < NET_PIECE ? bytes - done : NET_PIECE;
         int inline_ = piece <= NET_INLINE;
-        Msg *m = msg_new(peer, M_PUT, off + done, piece, inline_ ? piece : 0);
+        Msg *m = msg_new(peer, kind, a0 + done, piece, inline_ ? piece : 0);
         if (!m)
             return oom(n);
+        if (slot)
+            memcpy(m->h.pad, slot, sizeof *slot);
         if (inline_) {
             memcpy(&m->h + 1, (const char *)src + done, piece);
         } else {
@@ -160,6 +202,76 @@ int ccl__cpu_net_put(CpuNet *n, int peer, size_t off, const void *src, size_t by
             break;
         done += piece;
     }
+    return 0;
+}
+
+int ccl__cpu_net_put(CpuNet *n, int peer, size_t off, const void *src, size_t bytes)
+{
+    return pieces(n, peer, M_PUT, off, src, bytes, NULL);
+}
+
+int ccl__cpu_net_p2p_recv(CpuNet *n, int peer, const CclP2pSlot *recv, void *buf, size_t bytes)
+{
+    NetRecv *e = &n->rx[(size_t)peer * WIN + recv->nth % WIN];
+    e->buf = buf;
+    e->bytes = bytes;
+    atomic_store_explicit(&e->bad, 0, memory_order_relaxed);
+    atomic_store_explicit(&e->seq, recv->nth + 1, memory_order_release);
+    Msg *m = msg_new(peer, M_CTS, recv->nth, 0, 0);
+    if (!m)
+        return oom(n);
+    memcpy(m->h.pad, recv, sizeof *recv);
+    enqueue(n, m);
+    return 0;
+}
+
+uint64_t ccl__cpu_net_p2p_landed(CpuNet *n, int peer)
+{
+    return atomic_load_explicit(&n->landed[peer], memory_order_acquire);
+}
+
+int ccl__cpu_net_p2p_refused(CpuNet *n, int peer, uint64_t nth, CclP2pSlot *found)
+{
+    NetRecv *e = &n->rx[(size_t)peer * WIN + nth % WIN];
+    if (atomic_load_explicit(&e->seq, memory_order_relaxed) != nth + 1 ||
+        !atomic_load_explicit(&e->bad, memory_order_acquire))
+        return 0;
+    *found = e->found;
+    return 1;
+}
+
+int ccl__cpu_net_p2p_cleared(CpuNet *n, int peer, uint64_t nth, uint64_t *count, uint64_t *dtype)
+{
+    NetCts *e = &n->cts[(size_t)peer * WIN + nth % WIN];
+    if (atomic_load_explicit(&e->seq, memory_order_acquire) != nth + 1)
+        return 0;
+    *count = __atomic_load_n(&e->count, __ATOMIC_RELAXED);
+    *dtype = __atomic_load_n(&e->dtype, __ATOMIC_RELAXED);
+    return 1;
+}
+
+uint64_t ccl__cpu_net_p2p_cleared_upto(CpuNet *n, int peer)
+{
+    return atomic_load_explicit(&n->cleared[peer], memory_order_relaxed);
+}
+
+int ccl__cpu_net_p2p_send(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes, int refuse,
+                          uint64_t *mark)
+{
+    if (refuse) {
+        Msg *m = msg_new(peer, M_P2P, 0, 0, 0);
+        if (!m)
+            return oom(n);
+        m->h.flags = F_MISMATCH;
+        memcpy(m->h.pad, send, sizeof *send);
+        enqueue(n, m);
+        return 0;
+    }
+    /* posted[peer] is this worker's to raise while a group runs (no block of a
+     * collective runs beside it), so the count after the pieces is this message's mark. */
+    if (pieces(n, peer, M_P2P, 0, src, bytes, send) != 0)
+        return -1;
+    *mark = ccl__cpu_net_posted(n, peer);
     return 0;
 }
 
@@ -338,6 +450,60 @@ static void apply(CpuNet *n, int p, size_t bytes)
     case M_BYE:
         n->bye[p] = 1;
         return;
+    case M_CTS: {
+        CclP2pSlot s;
+        memcpy(&s, h->pad, sizeof s);
+        NetCts *e = &n->cts[(size_t)p * WIN + s.nth % WIN];
+        __atomic_store_n(&e->count, s.count, __ATOMIC_RELAXED);
+        __atomic_store_n(&e->dtype, s.dtype, __ATOMIC_RELAXED);
+        atomic_store_explicit(&e->seq, s.nth + 1, memory_order_release);
+        atomic_store_explicit(&n->cleared[p], s.nth + 1, memory_order_relaxed);
+        return;
+    }
+    case M_P2P: {
+        CclP2pSlot s;
+        memcpy(&s, h->pad, sizeof s);
+        NetRecv *e = &n->rx[(size_t)p * WIN + s.nth % WIN];
+        int follows = h->flags & F_DATA_FOLLOWS;
+        if (atomic_load_explicit(&e->seq, memory_order_acquire) != s.nth + 1) {
+            broke(n, "a point-to-point message that no receive had cleared", p, -1);
+            return;
+        }
+        if (h->flags & F_MISMATCH) {
+            e->found = s;
+            atomic_store_explicit(&e->bad, 1, memory_order_release);
+            return;
+        }
+        if (h->a > e->bytes || h->b > e->bytes - h->a || bytes != sizeof *h + (follows ? 0 : h->b)) {
+            broke(n, "a point-to-point piece outside its receive's buffer", p, -1);
+            return;
+        }
+        int last = h->a + h->b == e->bytes;
+        if (!follows) {
+            if (h->b)
+                memcpy(e->buf + h->a, h + 1, h->b);
+            n->applied[p]++;
+            if (last)
+                atomic_store_explicit(&n->landed[p], s.nth + 1, memory_order_release);
+            return;
+        }
+        /* This rank has failed: its worker has given up the recv, whose buffer may be
+         * gone already; nothing more from p is taken (the comm is dead). */
+        if (atomic_load(&header(comm, n->me)->abort)) {
+            n->bye[p] = 1;
+            return;
+        }
+        int rc = n->t.irecv(n->t.ctx, p, e->buf + h->a, h->b, &n->rreq[p]);
+        if (rc) {
+            n->rreq[p] = NULL;
+            broke(n, "irecv of a point-to-point piece", p, rc);
+            return;
+        }
+        n->rdata[p] = 2;
+        n->rx_nth[p] = s.nth;
+        n->rx_last[p] = last;
+        return;
+    }
     }
 }
 
@@ -393,7 +559,9 @@ static int sweep(CpuNet *n)
             continue;
         n->rreq[p] = NULL;
         busy = 1;
-        if (n->rdata[p]) {      /* a put's piece has landed */
+        if (n->rdata[p]) {      /* a put's or a point-to-point message's piece has landed */
+            if (n->rdata[p] == 2 && n->rx_last[p])
+                atomic_store_explicit(&n->landed[p], n->rx_nth[p] + 1, memory_order_release);
             n->rdata[p] = 0;
             n->applied[p]++;
         } else {
@@ -475,6 +643,12 @@ static void net_free(CpuNet *n)
     free(n->ack_sent);
     free(n->bye);
     free(n->idents);
+    free(n->cts);
+    free(n->rx);
+    free((void *)n->cleared);
+    free((void *)n->landed);
+    free(n->rx_nth);
+    free(n->rx_last);
     for (Msg *m = n->head, *next; m; m = next) {
         next = m->next;
         free(m);
@@ -502,8 +676,14 @@ ccl_result_t ccl__cpu_net_start(ccl_comm_t *comm, CpuNet **out)
     n->rbuf = calloc((size_t)N, sizeof *n->rbuf);
     n->rdata = calloc((size_t)N, sizeof *n->rdata);
     n->idents = calloc((size_t)N * CCL_IDENT_RING, sizeof(CclIdent));
+    n->cts = calloc((size_t)N * WIN, sizeof *n->cts);
+    n->rx = calloc((size_t)N * WIN, sizeof *n->rx);
+    n->cleared = calloc((size_t)N, sizeof *n->cleared);
+    n->landed = calloc((size_t)N, sizeof *n->landed);
+    n->rx_nth = calloc((size_t)N, sizeof *n->rx_nth);
+    n->rx_last = calloc((size_t)N, sizeof *n->rx_last);
     int ok = n->posted && n->acked && n->arrived && n->flags && n->applied && n->ack_sent && n->bye && n->rreq &&
-             n->rbuf && n->rdata && n->idents;
+             n->rbuf && n->rdata && n->idents && n->cts && n->rx && n->cleared && n->landed && n->rx_nth && n->rx_last;
     for (int p = 0; ok && p < N; p++)
         if (remote(n, p) && !(n->rbuf[p] = malloc(sizeof(NetHdr) + NET_INLINE)))
             ok = 0;

@@ -28,6 +28,33 @@ int ccl__cpu_net_add(CpuNet *n, int peer, size_t off);
 uint64_t ccl__cpu_net_posted(CpuNet *n, int peer);
 _Atomic uint64_t *ccl__cpu_net_acked(CpuNet *n, int peer);
 
+/* Point-to-point with a rank of another node (cpu/p2p.c drives it; docs/multinode.md,
+ * "Point-to-point"). The receiver clears each message with a CTS, and the sender sends
+ * it only then, straight into the recv's buffer: so no message waits in a buffer of the
+ * proxy, and the sender learns the recv's count and dtype before it sends a byte. At
+ * most CCL__NET_P2P_WINDOW messages from one rank to another are cleared and not yet
+ * landed (the rings of net.c are that long). Messages are numbered per pair as
+ * CclP2pOp.nth; each side calls these for its messages in that order. */
+enum { CCL__NET_P2P_WINDOW = 16 };
+/* The receiver: recv message recv->nth from peer (its count and dtype in *recv) into
+ * buf, `bytes` long; requires recv->nth < ccl__cpu_net_p2p_landed(peer) + the window. */
+int ccl__cpu_net_p2p_recv(CpuNet *n, int peer, const CclP2pSlot *recv, void *buf, size_t bytes);
+/* Messages from peer wholly received so far (the last one's nth + 1). */
+uint64_t ccl__cpu_net_p2p_landed(CpuNet *n, int peer);
+/* 1 when peer refused message nth (its send does not match the recv): *found is its
+ * header; else 0. */
+int ccl__cpu_net_p2p_refused(CpuNet *n, int peer, uint64_t nth, CclP2pSlot *found);
+/* The sender: 1 when peer has cleared message nth to it (*count, *dtype: its recv's),
+ * else 0; and how many messages peer has cleared in all. */
+int ccl__cpu_net_p2p_cleared(CpuNet *n, int peer, uint64_t nth, uint64_t *count, uint64_t *dtype);
+uint64_t ccl__cpu_net_p2p_cleared_upto(CpuNet *n, int peer);
+/* Sends message send->nth (`bytes` at src, not copied unless small: src must stay
+ * intact until *acked(peer) reaches *mark, when it has landed); refuse: only the header,
+ * flagged so that the receiver fails naming both calls (no mark). 0, or -1 when out of
+ * memory (message set). On the comm's worker, while no collective runs. */
+int ccl__cpu_net_p2p_send(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes, int refuse,
+                          uint64_t *mark);
+
 /* This rank's identity of a call, to every rank of another node, and a remote rank's
  * for seq as it arrived (1, or 0 when it has not). */
 int ccl__cpu_net_ident(CpuNet *n, const CclIdent *id);

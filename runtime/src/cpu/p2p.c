@@ -16,11 +16,26 @@
  *         header against the recv (message number, count, dtype) before taking a byte,
  *         copy the payload out, then raise the sender's semaphore [N + rank].
  * Calls on one channel take their slots in call order. A wait with no progress at all
- * is bounded by the timeout and names the first call still waiting. */
+ * is bounded by the timeout and names the first call still waiting.
+ *
+ * A peer on another node (no heap mapped here) has no slots: its channels go through the
+ * inter-node proxy (cpu/net.h), in the same round of the same loop, so a group mixing
+ * both kinds still progresses all its calls at once.
+ *   recv: register the call's buffer with the proxy and send the sender a CTS carrying
+ *         its count and dtype (at most CCL__NET_P2P_WINDOW cleared and not landed per
+ *         peer); done once the proxy has received the whole message into the buffer.
+ *   send: once the CTS of the call's message has come, compare it with the call: if it
+ *         matches, send the data (from the caller's buffer when large, as a net put's
+ *         piece is); done once the receiver acknowledged every piece, as a flush is (so,
+ *         as on one node, a send completes when its data has arrived). If it does not
+ *         match, send only the call's header, flagged: the receiver then fails naming
+ *         both calls, in the same words as on one node, and this rank stops when it
+ *         does (the receiver alone reports the mismatch, as on one node). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/net.h"
 #include "cpu/p2p.h"
 #include "cpu/waits.h"
 
@@ -29,6 +44,7 @@ typedef struct {
     size_t bytes;
     uint64_t first, slots;           /* its slots on its channel: [first, first + slots) */
     uint64_t next;                   /* slots of it filled (send) or emptied (recv) */
+    uint64_t mark;                   /* a send to another node: done once acked reaches it */
 } Call;
 
 static _Atomic uint64_t *sem(ccl_comm_t *comm, int rank, int k)
@@ -90,12 +106,31 @@ static int recv_step(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls)
     return 1;
 }
 
-/* Why call c is still waiting, for the timeout's message. */
-static void report_stuck(ccl_comm_t *comm, const Call *c, int ncalls)
+/* Why call c is still waiting, for the timeout's message. A peer of another node has
+ * no slots: the message counts what the proxy heard from it instead. */
+static void report_stuck(ccl_comm_t *comm, CpuNet *net, const Call *c, int ncalls)
 {
     int me = comm->rank, p = c->op->peer, N = comm->nranks, send = c->op->kind == CCL__P2P_SEND;
-    ccl__p2p_timeout_error(comm, c->op, (uint64_t)ncalls, atomic_load(sem(comm, me, send ? N + p : p)),
-                           send ? c->first + c->slots : c->first + 1);
+    if (comm->heap_base[p]) {
+        ccl__p2p_timeout_error(comm, c->op, (uint64_t)ncalls, atomic_load(sem(comm, me, send ? N + p : p)),
+                               send ? c->first + c->slots : c->first + 1);
+        return;
+    }
+    char what[160], how[200];
+    ccl__p2p_describe(c->op, (uint64_t)ncalls, what, sizeof what);
+    uint64_t cleared = ccl__cpu_net_p2p_cleared_upto(net, p);
+    if (send && cleared > c->op->nth)
+        CCL__FMT(how, sizeof how, "its data went out, but rank %d on node %d did not acknowledge it", p,
+                 p / comm->local);
+    else if (send)
+        CCL__FMT(how, sizeof how, "rank %d on node %d has made no matching ccl_recv (it cleared %llu of this rank's "
+                 "messages to it)", p, p / comm->local, (unsigned long long)cleared);
+    else
+        CCL__FMT(how, sizeof how, "rank %d on node %d has made no matching ccl_send (%llu of its messages to this rank "
+                 "arrived)", p, p / comm->local, (unsigned long long)ccl__cpu_net_p2p_landed(net, p));
+    ccl__set_async_error(comm, CCL_ERR_TIMEOUT, "timeout: rank %d: %s (message %llu from rank %d to rank %d) %s "
+                         "within %d ms: %s", me, what, (unsigned long long)c->op->nth + 1, send ? me : p,
+                         send ? p : me, send ? "was not received" : "received nothing", comm->timeout_ms, how);
 }
 
 static int state_init(ccl_comm_t *comm, CpuP2p *st)
@@ -118,7 +153,59 @@ typedef struct {
     int *calls, ncalls;
     int fill, done;
     int send, peer;
+    int post;                        /* a recv from another node: calls cleared (CTS sent) */
 } Channel;
+
+/* channel_step for a peer of another node (the file's head says how): the same
+ * returns. */
+static int net_channel_step(ccl_comm_t *comm, CpuNet *net, Call *calls, int ncalls, Channel *ch)
+{
+    int moved = 0, p = ch->peer;
+    if (ch->send) {
+        uint64_t acked = atomic_load_explicit(ccl__cpu_net_acked(net, p), memory_order_acquire), count, dtype;
+        for (; ch->fill < ch->ncalls; ch->fill++, moved++) {
+            Call *c = &calls[ch->calls[ch->fill]];
+            if (!ccl__cpu_net_p2p_cleared(net, p, c->op->nth, &count, &dtype))
+                break;
+            CclP2pSlot h = {.nth = c->op->nth, .count = c->op->count, .dtype = (uint64_t)c->op->dtype,
+                            .index = (uint64_t)c->op->index, .group_calls = (uint64_t)ncalls};
+            int refuse = count != h.count || dtype != h.dtype;
+            c->mark = UINT64_MAX;    /* refused: never done; the receiver's failure stops this rank */
+            if (ccl__cpu_net_p2p_send(net, p, &h, c->op->buf, c->bytes, refuse, &c->mark) != 0) {
+                ccl__cpu_abort_all(comm);
+                return -1;
+            }
+        }
+        for (; ch->done < ch->fill && acked >= calls[ch->calls[ch->done]].mark; ch->done++)
+            moved++;
+        return moved;
+    }
+    uint64_t landed = ccl__cpu_net_p2p_landed(net, p);
+    for (; ch->post < ch->ncalls; ch->post++, moved++) {
+        const Call *c = &calls[ch->calls[ch->post]];
+        if (c->op->nth >= landed + CCL__NET_P2P_WINDOW)
+            break;
+        CclP2pSlot h = {.nth = c->op->nth, .count = c->op->count, .dtype = (uint64_t)c->op->dtype,
+                        .index = (uint64_t)c->op->index, .group_calls = (uint64_t)ncalls};
+        if (ccl__cpu_net_p2p_recv(net, p, &h, c->op->buf, c->bytes) != 0) {
+            ccl__cpu_abort_all(comm);
+            return -1;
+        }
+    }
+    for (; ch->done < ch->post; ch->done++, moved++) {
+        const Call *c = &calls[ch->calls[ch->done]];
+        CclP2pSlot found;
+        if (landed > c->op->nth)
+            continue;
+        if (ccl__cpu_net_p2p_refused(net, p, c->op->nth, &found)) {
+            ccl__p2p_mismatch_error(comm, c->op, (uint64_t)ncalls, &found);
+            ccl__cpu_abort_all(comm);
+            return -1;
+        }
+        break;
+    }
+    return moved;
+}
 
 /* Moves channel ch as far as it can now: the number of slots moved or calls completed
  * (0: none), or -1 after a mismatch was reported. */
@@ -168,7 +255,7 @@ static const Call *first_waiting(const Call *calls, const Channel *chans, int nc
     return &calls[first < 0 ? 0 : first];
 }
 
-void ccl__cpu_p2p_run(ccl_comm_t *comm, CpuP2p *st, const CclP2pOp *ops, int n)
+void ccl__cpu_p2p_run(ccl_comm_t *comm, CpuNet *net, CpuP2p *st, const CclP2pOp *ops, int n)
 {
     int me = comm->rank, N = comm->nranks;
     _Atomic uint64_t *abort_flag = &ccl__cpu_header(comm, me)->abort;
@@ -222,7 +309,9 @@ void ccl__cpu_p2p_run(ccl_comm_t *comm, CpuP2p *st, const CclP2pOp *ops, int n)
         int moved = 0;
         left = 0;
         for (int k = 0; k < nch; k++) {
-            int before = chans[k].done, r = channel_step(comm, st, calls, n, &chans[k]);
+            int before = chans[k].done, r = comm->heap_base[chans[k].peer]
+                                                 ? channel_step(comm, st, calls, n, &chans[k])
+                                                 : net_channel_step(comm, net, calls, n, &chans[k]);
             if (r < 0)
                 goto out;
             moved |= r > 0 || chans[k].done != before;
@@ -243,7 +332,7 @@ void ccl__cpu_p2p_run(ccl_comm_t *comm, CpuP2p *st, const CclP2pOp *ops, int n)
             goto out;
         }
         if ((it & 63) == 63 && ccl__cpu_clock_turn(comm, &clock)) {
-            report_stuck(comm, first_waiting(calls, chans, nch), n);
+            report_stuck(comm, net, first_waiting(calls, chans, nch), n);
             ccl__cpu_abort_all(comm);
             goto out;
         }

@@ -6,6 +6,7 @@
 #define CCL_CPU_P2P_H
 
 #include "backend.h"
+#include "cpu/net.h"
 
 /* What the worker keeps across groups: per peer, the slots this rank has filled of its
  * channel to the peer and emptied of the peer's channel to it (so far, the same as the
@@ -15,8 +16,10 @@ typedef struct {
 } CpuP2p;
 
 /* Runs one group's calls, all of them at once, to completion or failure (reported with
- * ccl__set_async_error, every rank stopped). On the comm's worker thread. */
-void ccl__cpu_p2p_run(ccl_comm_t *comm, CpuP2p *st, const CclP2pOp *ops, int n);
+ * ccl__set_async_error, every rank stopped). On the comm's worker thread. net: the
+ * inter-node proxy, through which calls with a peer of another node go (NULL on one
+ * node). */
+void ccl__cpu_p2p_run(ccl_comm_t *comm, CpuNet *net, CpuP2p *st, const CclP2pOp *ops, int n);
 void ccl__cpu_p2p_free(CpuP2p *st);
 
 #endif
