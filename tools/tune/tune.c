@@ -37,34 +37,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ccl.h"
-#include "internal.h"
-#include "harness.h"
-
-enum { MAX_LIST = 16, MAX_ALGOS = 32, MAX_CANDS = 4096, MAX_SIZES = 48, MAX_REPS = 1000 };
+#include "tune.h"
 
 /* ===== options ===== */
-
-typedef struct {
-    int ranks;
-    int colls[CCL__TUNE_COLLS];      /* 1: tune this collective */
-    size_t lo, hi;
-    ccl_dtype_t dtype;
-    ccl_op_t op;
-    int inst[MAX_LIST], ninst;
-    int threads[MAX_LIST], nthreads; /* 0 in the list: the backend's default */
-    int slices[MAX_LIST], nslices;   /* 0 in the list: the program's */
-    int protos;                      /* bit p: Protocol p; 0: the program's and lines (GPU) */
-    int keep, per_algo;
-    double slack;
-    int iters, reps, warmup, iters_given;
-    int graph;                       /* -1: on for GPUs */
-    ccl_backend_t backend;
-    const char *out;
-    int dry_run, verbose, timeout_ms;
-    double alpha_us, block_gbps, peak_gbps;  /* model parameters; 0: the backend's */
-    int model;                       /* -1: the backend's model; 0: CPU's, 1: GPU's (--dry-run studies) */
-} Opts;
 
 static const char *help =
     "usage: ccl-tune [options]\n"
@@ -189,113 +164,6 @@ static void parse_args(int argc, char **argv, Opts *o)
     }
     if (!any_coll)
         o->colls[COLL_ALLREDUCE] = 1;
-}
-
-/* ===== candidates and the model ===== */
-
-/* One library file that admits N, with what the model needs from its Plan (the
- * maximum over ranks, so every rank computes the same). */
-typedef struct {
-    char path[PATH_MAX], rel[CCL__TUNE_PATH];
-    Collective coll;
-    Protocol proto;
-    int lines;                       /* a line protocol can carry it (cclc_plan_can_run_lines) */
-    int pipeline_safe, slices0, ntb;
-    double steps;                    /* waits in the longest block: dependent hops */
-    double remote, local;            /* chunks moved over links / locally, per unit of K */
-} Algo;
-
-typedef struct {
-    int algo;
-    CclShape shape;                  /* instances, protocol (1 + Protocol), threads, slices */
-} Cand;
-
-/* The backend's model parameters (microseconds, GB/s). */
-typedef struct {
-    double alpha, alpha_ll, block, block_ll, peak, local_block, gamma, launch;
-} Model;
-
-static Model model_for(const Opts *o, int gpu)
-{
-    /* GPU: H100/H200 over NVLink (docs/perf/gpu-first: one LL block moves ~14 GB/s;
-     * the SM-store ceiling is ~355 GB/s per GPU). CPU: host threads through memory. */
-    Model m = gpu ? (Model){1.5, 0.8, 20, 14, 360, 60, 0.1, 4}
-                  : (Model){5, 5, 2, 2, 6, 4, 3, 10};
-    if (o->alpha_us)
-        m.alpha = m.alpha_ll = o->alpha_us;
-    if (o->block_gbps)
-        m.block = m.block_ll = o->block_gbps;
-    if (o->peak_gbps)
-        m.peak = o->peak_gbps;
-    return m;
-}
-
-/* Predicted microseconds of candidate c for a call of `bytes`: the dependent steps
- * pipelined over S slices, each a latency plus its share of the remote bytes at the
- * bandwidth of the rank's blocks (bounded by the peak), plus local copies and a small
- * cost per physical block. */
-static double model_us(const Model *m, const Algo *a, const CclShape *s, size_t bytes)
-{
-    /* LL: LL's latency and block bandwidth, twice the bytes; LL128: LL's latency,
-     * Simple's block bandwidth, 128/120 of the bytes. */
-    Protocol proto = a->lines ? ccl__shape_protocol(s->protocol, a->proto) : PROTO_SIMPLE;
-    int ll = proto == PROTO_LL, lines = proto != PROTO_SIMPLE;
-    double P = (double)a->ntb * (s->instances ? s->instances : 1);
-    double tf = s->threads ? s->threads / 512.0 : 1.0;
-    double bw = (ll ? m->block_ll : m->block) * P * tf;
-    if (bw > m->peak)
-        bw = m->peak;
-    double S = s->slices ? s->slices : 1, steps = a->steps;
-    double remote = a->remote * (double)bytes * (ll ? 2 : lines ? 128.0 / 120 : 1) / 1e3;  /* KB -> us at GB/s */
-    double local = a->local * (double)bytes / 1e3;
-    double lbw = m->local_block * P * tf;
-    return m->launch + (steps + S - 1) * ((lines ? m->alpha_ll : m->alpha) + remote / (steps * S * bw)) + local / lbw +
-           m->gamma * P;
-}
-
-/* Reads the model's numbers from a loaded algorithm's Plan. */
-static void algo_features(Algo *a, const ccl_algorithm_t *alg)
-{
-    const Plan *pl = alg->plan;
-    const Program *pg = alg->prog;
-    int N = pl->nranks, K = pg->chunks > 0 ? pg->chunks : 1;
-    double *rem = calloc((size_t)N, sizeof *rem), *loc = calloc((size_t)N, sizeof *loc);
-    int steps = 1;
-    for (int b = 0; rem && loc && b < pl->nblocks; b++) {
-        const PlanBlock *blk = &pl->blocks[b];
-        int waits = 0;
-        for (int i = 0; i < blk->nops; i++) {
-            const PlanOp *op = &blk->ops[i];
-            if (op->kind == OP_WAIT)
-                waits++;
-            if (op->kind != OP_XFER)
-                continue;
-            for (int k = 0; k < op->ndst + op->nsrc; k++) {
-                const Ref *r = k < op->ndst ? &op->dst[k] : &op->src[k - op->ndst];
-                if (r->rank != blk->rank)
-                    rem[blk->rank] += r->count;
-                else
-                    loc[blk->rank] += r->count;
-            }
-        }
-        if (waits > steps)
-            steps = waits;
-    }
-    a->steps = steps;
-    a->remote = a->local = 0;
-    for (int r = 0; rem && loc && r < N; r++) {
-        if (rem[r] / K > a->remote)
-            a->remote = rem[r] / K;
-        if (loc[r] / K > a->local)
-            a->local = loc[r] / K;
-    }
-    free(rem);
-    free(loc);
-    a->ntb = pl->ntb > 0 ? pl->ntb : 1;
-    a->proto = pg->protocol;
-    a->lines = cclc_plan_can_run_lines(pl);
-    a->pipeline_safe = pl->proof.pipeline_safe;
-    a->slices0 = alg->slices;
 }
 
 /* ===== ranks ===== */
@@ -485,7 +353,7 @@ static int find_algos(Worker *w, Collective c, Algo *algos, int max)
             const char *rel = !strncmp(paths[i], dir, dl) && paths[i][dl] == '/' ? paths[i] + dl + 1 : paths[i];
             CCL__FMT(a->rel, sizeof a->rel, "%s", rel);
             a->coll = c;
-            algo_features(a, alg);
+            tune_algo_features(a, alg);
         }
         ccl_algorithm_free(alg);
     }
@@ -498,59 +366,6 @@ static int find_algos(Worker *w, Collective c, Algo *algos, int max)
 static int model_gpu(const Shared *sh)
 {
     return sh->o.model >= 0 ? sh->o.model : sh->gpu;
-}
-
-/* Every shape of every algorithm the options allow. */
-static int make_cands(const Shared *sh, const Algo *algos, int na, Cand *cands, int max)
-{
-    const Opts *o = &sh->o;
-    int n = 0;
-    for (int a = 0; a < na; a++) {
-        /* Lines (ll, ll128) may replace Simple or each other; Simple never replaces lines.
-         * A program no line protocol can carry runs as Simple whatever is asked: only its
-         * own protocol is timed. */
-        int protos[3], np = 0;
-        if (!model_gpu(sh) || !algos[a].lines) {
-            protos[np++] = 0;        /* the program's protocol */
-        } else {
-            for (int p = PROTO_SIMPLE; p <= PROTO_LL128; p++)
-                if ((!o->protos || (o->protos & 1 << p)) && (p != PROTO_SIMPLE || algos[a].proto == PROTO_SIMPLE))
-                    protos[np++] = 1 + p;
-        }
-        int sl[MAX_LIST + 1], nsl = 0;
-        if (!algos[a].pipeline_safe) {
-            sl[nsl++] = 1;
-        } else if (o->nslices) {
-            for (int k = 0; k < o->nslices; k++)
-                sl[nsl++] = o->slices[k];
-        } else {
-            sl[nsl++] = 1;
-            if (algos[a].slices0 > 1)
-                sl[nsl++] = algos[a].slices0;
-        }
-        for (int p = 0; p < np; p++)
-            for (int i = 0; i < o->ninst; i++)
-                for (int t = 0; t < o->nthreads; t++)
-                    for (int s = 0; s < nsl; s++) {
-                        if (n == max)
-                            return n;
-                        cands[n++] = (Cand){.algo = a, .shape = {.instances = o->inst[i], .threads = o->threads[t],
-                                                                 .slices = sl[s], .protocol = protos[p]}};
-                    }
-    }
-    return n;
-}
-
-static void shape_text(const Cand *c, const Algo *a, char *buf, size_t len)
-{
-    char th[16];
-    if (c->shape.threads)
-        CCL__FMT(th, sizeof th, "%d", c->shape.threads);
-    else
-        CCL__FMT(th, sizeof th, "-");
-    /* A program no line protocol can carry runs as Simple, whatever it or the shape asks. */
-    Protocol proto = a->lines ? ccl__shape_protocol(c->shape.protocol, a->proto) : PROTO_SIMPLE;
-    CCL__FMT(buf, len, "%s I=%d T=%s S=%d %s", a->rel, c->shape.instances, th, c->shape.slices, cclc_proto_name(proto));
 }
 
 /* Tunes collective c: fills sh->table's entries (rank 0 writes them; every rank
@@ -579,13 +394,13 @@ static int tune_collective(Worker *w, Collective c)
         say(w, "%s: no library algorithm admits N=%d; skipped\n", cclc_coll_name(c), w->nranks);
         goto done;
     }
-    int nc = make_cands(sh, algos, na, cands, MAX_CANDS);
-    Model m = model_for(o, model_gpu(sh));
+    int nc = tune_make_cands(o, model_gpu(sh), algos, na, cands, MAX_CANDS);
+    Model m = tune_model_for(o, model_gpu(sh));
     for (int s = 0; s < sh->nsizes; s++) {
         double best = INFINITY;
         double *mt = &t[(size_t)s * MAX_CANDS];
         for (int k = 0; k < nc; k++) {
-            mt[k] = model_us(&m, &algos[cands[k].algo], &cands[k].shape, sh->sizes[s]);
+            mt[k] = tune_model_us(&m, &algos[cands[k].algo], &cands[k].shape, sh->sizes[s]);
             if (mt[k] < best)
                 best = mt[k];
         }
@@ -626,7 +441,7 @@ static int tune_collective(Worker *w, Collective c)
                     break;
                 keep[(size_t)s * MAX_CANDS + bk] = 2;
                 char txt[512];
-                shape_text(&cands[bk], &algos[cands[bk].algo], txt, sizeof txt);
+                tune_shape_text(&cands[bk], &algos[cands[bk].algo], txt, sizeof txt);
                 say(w, "  [%s ~%.1f us]", txt, mt[bk]);
             }
             say(w, "\n");
@@ -691,7 +506,7 @@ static int tune_collective(Worker *w, Collective c)
                 }
                 if (o->verbose && *tt > 0) {
                     char txt[512];
-                    shape_text(x, a, txt, sizeof txt);
+                    tune_shape_text(x, a, txt, sizeof txt);
                     say(w, "  %s %zu  %-48s %10.2f us\n", cclc_coll_name(c), sh->sizes[s], txt, *tt);
                 }
             }
@@ -715,7 +530,7 @@ static int tune_collective(Worker *w, Collective c)
             say(w, "%-14s %10zu  (no candidate ran)\n", cclc_coll_name(c), sh->sizes[s]);
             continue;
         }
-        shape_text(&cands[bk], &algos[cands[bk].algo], txt, sizeof txt);
+        tune_shape_text(&cands[bk], &algos[cands[bk].algo], txt, sizeof txt);
         say(w, "%-14s %10zu  %-48s %10.2f us\n", cclc_coll_name(c), sh->sizes[s], txt, t[(size_t)s * MAX_CANDS + bk]);
         if (w->rank != 0)
             continue;
