@@ -1,6 +1,6 @@
 /* tune.h: what the files of ccl-tune share (see tune.c for the tool).
  *
- *   tune.c    options, ranks, timing, the table: main
+ *   tune.c    options, ranks, timing, the incumbent, the table: main
  *   model.c   the candidates (the shapes the options allow for every algorithm file)
  *             and the alpha-beta model that ranks them */
 #ifndef CCL_TUNE_H
@@ -36,6 +36,7 @@ typedef struct {
     int dry_run, verbose, timeout_ms;
     double alpha_us, block_gbps, peak_gbps;  /* model parameters; 0: the backend's */
     int model;                       /* -1: the backend's model; 0: CPU's, 1: GPU's (--dry-run studies) */
+    int incumbent;                   /* time libccl's current choice too (--no-incumbent: 0) */
 } Opts;
 
 /* ===== candidates and the model (model.c) ===== */
