@@ -141,6 +141,9 @@ typedef struct {
     int line;                        /* its line in the table's text, for messages */
     CclShape shape;
     double time_us;                  /* measured by ccl-tune (a comment); 0: unknown */
+    const char *note;                /* ccl-tune's words after the time in that comment
+                                        (the incumbent's); NULL: none. Not owned, and
+                                        never read back: the parser leaves it NULL */
 } CclTuneEntry;
 
 /* A parsed table. The key (device, nranks, topology, version) must match the

@@ -51,7 +51,8 @@ void ccl__tune_table_init(CclTuneTable *t);
 /* Parses a table's text (`name` names it in messages). 0, or -1 with "name:line: what"
  * in err. Strict: a table with one bad line is not used at all. */
 int ccl__tune_parse(const char *text, const char *name, CclTuneTable *t, char *err, size_t errlen);
-/* Writes t in the format ccl__tune_parse reads (ccl-tune's output). */
+/* Writes t in the format ccl__tune_parse reads (ccl-tune's output): each entry's time
+ * and note as a comment ("# 5.21 us (NOTE)"), which the parser reads back as the time. */
 void ccl__tune_write(FILE *f, const CclTuneTable *t);
 /* Adds (or finds) an algorithm file name; its index, or -1 when the table is full. */
 int ccl__tune_file_index(CclTuneTable *t, const char *file);
@@ -80,6 +81,9 @@ int ccl__tune_bucket(size_t bytes);
 ccl_result_t ccl__tune_reshape(ccl_algorithm_t *alg, const CclShape *shape, const char *fn);
 /* Sets the per-run part of a shape (threads, slices) on alg before ccl__run. */
 void ccl__tune_apply_run(ccl_algorithm_t *alg, const CclShape *shape, int slices0);
+/* Looks for comm's table now, if it has not yet (otherwise its first standard
+ * collective does); once per comm: the table found, or none, stays for its life. */
+void ccl__tune_look(ccl_comm_t *comm, const char *fn);
 /* For ccl__pick: the table's algorithm for (coll, root, bytes), loaded on first use with
  * its shape, the per-run part applied; NULL when no table or no entry applies (the
  * reason goes to comm->tune.miss). The first call looks for the table. */

@@ -251,7 +251,10 @@ void ccl__tune_write(FILE *f, const CclTuneTable *t)
             write_field(f, e->shape.slices);
             fprintf(f, " %s", e->shape.protocol ? cclc_proto_name((Protocol)(e->shape.protocol - 1)) : "-");
             if (e->time_us > 0)
-                fprintf(f, "  # %.2f us", e->time_us);
+                fprintf(f, "  # %.2f us%s%s%s", e->time_us, e->note ? " (" : "", e->note ? e->note : "",
+                        e->note ? ")" : "");
+            else if (e->note)
+                fprintf(f, "  # %s", e->note);
             fputc('\n', f);
         }
 }
@@ -681,17 +684,23 @@ static ccl_algorithm_t *variant(ccl_comm_t *comm, Collective coll, int root, con
     return alg;
 }
 
+void ccl__tune_look(ccl_comm_t *comm, const char *fn)
+{
+    CclTuner *t = &comm->tune;
+    if (t->state != CCL__TUNE_NOT_LOOKED)
+        return;
+    tune_load(comm);
+    if (t->state == CCL__TUNE_IN_USE)
+        CCL__LOG(CCL__LOG_INFO, CCL__SUB_TUNE, comm->rank, "%s: tuning table %s", fn, t->source);
+    else
+        CCL__LOG(CCL__LOG_INFO, CCL__SUB_TUNE, comm->rank, "%s: no tuning table: %s", fn, t->why);
+}
+
 ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, const char *fn)
 {
     CclTuner *t = &comm->tune;
     t->miss = CCL__MISS_NONE;
-    if (t->state == CCL__TUNE_NOT_LOOKED) {
-        tune_load(comm);
-        if (t->state == CCL__TUNE_IN_USE)
-            CCL__LOG(CCL__LOG_INFO, CCL__SUB_TUNE, comm->rank, "%s: tuning table %s", fn, t->source);
-        else
-            CCL__LOG(CCL__LOG_INFO, CCL__SUB_TUNE, comm->rank, "%s: no tuning table: %s", fn, t->why);
-    }
+    ccl__tune_look(comm, fn);
     if (t->state != CCL__TUNE_IN_USE) {
         t->miss = CCL__MISS_NO_TABLE;
         return NULL;

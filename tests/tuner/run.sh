@@ -2,7 +2,8 @@
 # Tuner suite (seconds): the table format, the built-in H200 tables (runtime/tune/*.tbl) and dispatch through
 # a table on the CPU backend (tests/tuner/tuner.c); then ccl-tune on 4 ranks (threads)
 # over a few small sizes, whose table the runtime then loads and follows
-# (tuner --use); last, that the library's choice by `sizes` hints never names a hybrid
+# (tuner --use), and that ccl-tune times and reports the incumbent (libccl's choice before
+# its table); last, that the library's choice by `sizes` hints never names a hybrid
 # (ccl-perf on the CPU, 4 KB .. 256 MB). Prints "ok NAME" or "FAIL NAME: why" per test.
 #
 #   tests/tuner/run.sh BUILD
@@ -51,6 +52,61 @@ if [ -x "$build/ccl-tune" ]; then
         echo "ok ccl-tune.non-line-label"
     else
         echo "FAIL ccl-tune.non-line-label: $(echo "$out" | tail -3 | tr '\n' '|' | cut -c1-400)"
+    fi
+    # The incumbent: what libccl runs today (here a CCL_TUNE_FILE row: ring with 2
+    # instances at 1 and 2 KB; at 4 KB, no row: the sizes hints) is timed beside the
+    # model's candidates, though the model keeps one shape only (pull), and named with
+    # its time in the summary and each row's comment; every written row is the fastest
+    # of the timed ones. --no-incumbent times the model's candidate alone.
+    grep -E '^(ccl-tune-table|device|ranks|topology|version) ' "$tmp/cpu.tbl" >"$tmp/inc.tbl"
+    printf 'allreduce 1K allreduce/ring.ccl 2 - 1 -\nallreduce 2K allreduce/ring.ccl 2 - 1 -\n' >>"$tmp/inc.tbl"
+    few=(--backend cpu --ranks 4 -c allreduce -b 1K -e 4K --keep 1 --per-algo 1 --slack 1 --iters 2 --reps 1 --warmup 1 -v)
+    out=$(CCL_TUNE_FILE="$tmp/inc.tbl" "$build/ccl-tune" "${few[@]}" -o "$tmp/inc-out.tbl" 2>&1)
+    why=$(echo "$out" | awk -v tbl="$tmp/inc.tbl" -v written="$tmp/inc-out.tbl" '
+        # -v timings: "  allreduce BYTES  FILE I=.. T=.. S=.. PROTO  TIME us"
+        /^  allreduce [0-9]+  / { t = $(NF - 1); if (!($2 in best) || t + 0 < best[$2] + 0) best[$2] = t
+                                  if ($3 == "allreduce/ring.ccl" && $4 == "I=2") ring[$2] = 1 }
+        /^# incumbent: / { head = index($0, "the entries of " tbl ", else the sizes hints") > 0 }
+        /^allreduce +[0-9]+  / { sum[$2] = $0 }
+        END {
+            for (s = 1024; s <= 4096; s *= 2) {
+                if (s < 4096 && !ring[s]) { print s ": the incumbent ring I=2 was not timed"; exit }
+                if (s < 4096 && sum[s] !~ /allreduce\/ring\.ccl I=2 .*\(the incumbent, kept\)$/ &&
+                    sum[s] !~ /\(incumbent allreduce\/ring\.ccl I=2 T=- S=1 [a-z0-9]+: [0-9.]+ us\)$/) {
+                    print s ": the summary does not name the incumbent ring I=2 and its time: " sum[s]; exit }
+                if (s == 4096 && sum[s] !~ /\((the incumbent, kept|incumbent allreduce\/[a-z_]+\.ccl I=[0-9]+ T=- S=[0-9]+ [a-z0-9]+: [0-9.]+ us)\)$/) {
+                    print s ": the summary does not name the hints incumbent: " sum[s]; exit }
+                # The row written: the fastest timed, its comment naming the incumbent.
+                cmd = "grep \"^allreduce " s " \" " written; row = ""; cmd | getline row; close(cmd)
+                if (row !~ "# " best[s] " us \\((the incumbent, kept|incumbent .*: [0-9.]+ us)\\)$") {
+                    print s ": the row is not the fastest timed (" best[s] " us) with the incumbent noted: " row; exit }
+            }
+            if (!head) print "no header line naming " tbl " as the incumbent"
+        }')
+    if [ -z "$why" ]; then
+        echo "ok ccl-tune.incumbent"
+    else
+        echo "FAIL ccl-tune.incumbent: $why | $(echo "$out" | tail -4 | tr '\n' '|' | cut -c1-600)"
+    fi
+    out=$(CCL_TUNE_FILE="$tmp/inc.tbl" "$build/ccl-tune" "${few[@]}" --no-incumbent -o "$tmp/inc-out.tbl" 2>&1)
+    if ! echo "$out" | grep -q 'allreduce/ring\.ccl I=2' && ! grep -q 'incumbent' "$tmp/inc-out.tbl" <(echo "$out") &&
+       [ "$(grep -c '^allreduce ' "$tmp/inc-out.tbl")" -eq 3 ]; then
+        echo "ok ccl-tune.no-incumbent"
+    else
+        echo "FAIL ccl-tune.no-incumbent: $(echo "$out" | tail -4 | tr '\n' '|' | cut -c1-600)"
+    fi
+    # The table ccl-tune writes by default is the one libccl reads (the cache folder's):
+    # a second run's incumbents are the first run's rows, read before it writes its own.
+    mkdir -m 700 "$tmp/cache"
+    for run in 1 2; do
+        out=$(CCL_CACHE_DIR="$tmp/cache" "$build/ccl-tune" "${few[@]}" 2>&1)
+    done
+    cached="$tmp/cache/tune-cpu-4.tbl"
+    if echo "$out" | grep -qF "# incumbent: libccl's choice today: the entries of $cached, else the sizes hints" &&
+       [ "$(echo "$out" | grep '^  incumbent: allreduce ' | grep -cF " from $cached:")" -eq 3 ]; then
+        echo "ok ccl-tune.incumbent.cache"
+    else
+        echo "FAIL ccl-tune.incumbent.cache: $(echo "$out" | grep incumbent | tr '\n' '|' | cut -c1-600)"
     fi
     # Bad arguments are usage errors (exit 2) with one line saying which.
     "$build/ccl-tune" --instances 0 >"$tmp/err" 2>&1

@@ -76,7 +76,10 @@ static void test_parse(void)
           t.e[COLL_ALLREDUCE][11].file == -1 && t.e[COLL_ALLTOALL][16].shape.protocol == 1 + PROTO_LL128,
           "entries not as written");
 
-    /* The writer's output parses back to the same table. */
+    /* The writer's output parses back to the same table; an entry's note (ccl-tune's
+     * incumbent) follows its time in the comment, and the time still reads back. */
+    const char *note = "incumbent allreduce/ring.ccl I=2 T=- S=1 simple: 7.10 us";
+    t.e[COLL_ALLREDUCE][10].note = note;
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -94,6 +97,12 @@ static void test_parse(void)
                 same = 0;
         }
     CHECK("tuner.parse.roundtrip", same, "rc %d (%s); written:\n%s", rc, err, buf);
+    CHECK("tuner.parse.note",
+          rc == 0 && strstr(buf, "allreduce/allpairs.ccl 1 - - -  # 6.25 us (incumbent allreduce/ring.ccl I=2 T=- S=1 "
+                                 "simple: 7.10 us)\n") && t2.e[COLL_ALLREDUCE][10].time_us == 6.25 &&
+              !t2.e[COLL_ALLREDUCE][10].note,
+          "want the note after the time and the time 6.25 read back (got %g); written:\n%s",
+          t2.e[COLL_ALLREDUCE][10].time_us, buf);
     free(buf);
 
     static const struct { const char *name, *text, *want; } bad[] = {

@@ -9,21 +9,26 @@
  * element size, count with NCCL's per-collective meaning, so allgather's send size),
  * and the shape space: instances, threads per block and protocols (GPU) and slices.
  * What it gives: per collective and size, the fastest candidate as one table line
- * (with its time as a comment), written by rank 0 to -o FILE or to the default table
- * location in the cache folder (after every collective, so that a run cut short keeps
- * what it measured); and a summary on stdout.
+ * (with its time and the incumbent's as a comment), written by rank 0 to -o FILE or to
+ * the default table location in the cache folder (after every collective, so that a run
+ * cut short keeps what it measured); and a summary on stdout.
  *
  * How. Candidates are the library's algorithm files of the collective that admit N
  * (each loaded once to read its Plan), times every shape. A simple alpha-beta model
  * (below) ranks them per size; the --keep best, plus the best shape of every file that
- * the model puts within --slack of the best, are timed. Candidates are grouped by
- * variant (file, instances, protocol), loaded one at a time (its scratch freed after),
- * and timed at every size where they were kept: on GPUs a CUDA graph of --iters calls
- * replayed --reps times between CUDA events (or events around eager calls with
- * --no-graph); on the CPU the host's monotonic clock around --iters calls and
- * ccl_comm_synchronize. Each sample is the maximum over ranks (a bootstrap allgather),
- * the time the median of the samples; every rank computes the same choices from the
- * same agreed numbers, so all ranks agree on the table.
+ * the model puts within --slack of the best, are timed, and with them the incumbent:
+ * what the standard collective runs for that size today (libccl's own choice, ccl__pick:
+ * the entry of the table in force before this run writes one, else the `sizes` hints),
+ * so that the row written never timed slower than the choice it replaces (the model
+ * alone once chose shapes at 2x the built-in table's time); --no-incumbent leaves it
+ * out, to study the model alone. Candidates are grouped by variant (file, instances,
+ * protocol), loaded one at a time (its scratch freed after), and timed at every size
+ * where they were kept: on GPUs a CUDA graph of --iters calls replayed --reps times
+ * between CUDA events (or events around eager calls with --no-graph); on the CPU the
+ * host's monotonic clock around --iters calls and ccl_comm_synchronize. Each sample is
+ * the maximum over ranks (a bootstrap allgather), the time the median of the samples;
+ * every rank computes the same choices from the same agreed numbers, so all ranks agree
+ * on the table.
  *
  * Exit status: 0; 1 when a run failed; 2 for bad arguments (one line saying which). */
 #include <glob.h>
@@ -37,34 +42,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ccl.h"
-#include "internal.h"
-#include "harness.h"
-
-enum { MAX_LIST = 16, MAX_ALGOS = 32, MAX_CANDS = 4096, MAX_SIZES = 48, MAX_REPS = 1000 };
+#include "tune.h"
 
 /* ===== options ===== */
-
-typedef struct {
-    int ranks;
-    int colls[CCL__TUNE_COLLS];      /* 1: tune this collective */
-    size_t lo, hi;
-    ccl_dtype_t dtype;
-    ccl_op_t op;
-    int inst[MAX_LIST], ninst;
-    int threads[MAX_LIST], nthreads; /* 0 in the list: the backend's default */
-    int slices[MAX_LIST], nslices;   /* 0 in the list: the program's */
-    int protos;                      /* bit p: Protocol p; 0: the program's and lines (GPU) */
-    int keep, per_algo;
-    double slack;
-    int iters, reps, warmup, iters_given;
-    int graph;                       /* -1: on for GPUs */
-    ccl_backend_t backend;
-    const char *out;
-    int dry_run, verbose, timeout_ms;
-    double alpha_us, block_gbps, peak_gbps;  /* model parameters; 0: the backend's */
-    int model;                       /* -1: the backend's model; 0: CPU's, 1: GPU's (--dry-run studies) */
-} Opts;
 
 static const char *help =
     "usage: ccl-tune [options]\n"
@@ -79,6 +59,9 @@ static const char *help =
     "                   an LL or LL128 one either line protocol)\n"
     "  --keep K         candidates timed per size, the model's best (4); and per algorithm its --per-algo P\n"
     "                   best shapes (GPU 3, CPU 2) where the model puts them within --slack X of the best (3.0)\n"
+    "  --no-incumbent   time only the model's candidates; by default the incumbent, what libccl runs for\n"
+    "                   the size today (its table's entry, else the sizes hints), is timed with them, so the\n"
+    "                   row written is never slower than the choice it replaces\n"
     "  --iters I --reps R --warmup W   calls per sample, samples, warm-up calls (20, 5, 2; CPU: 5, 3, 1)\n"
     "  --no-graph       GPU: time eager calls between events instead of CUDA graphs\n"
     "  --alpha-us X --block-gbps X --peak-gbps X   the model's latency per step, bandwidth per block, peak\n"
@@ -107,7 +90,7 @@ static int parse_protocols(const char *list)
 static void parse_args(int argc, char **argv, Opts *o)
 {
     *o = (Opts){.dtype = CCL_NUM_DTYPES, .op = CCL_SUM, .keep = 4, .slack = 3.0, .graph = -1,
-                .backend = CCL_BACKEND_AUTO, .timeout_ms = 60000, .model = -1};
+                .backend = CCL_BACKEND_AUTO, .timeout_ms = 60000, .model = -1, .incumbent = 1};
     int any_coll = 0;
     tool_init("ccl-tune", "ccl-tune --help", NULL);
     const ToolShared shared = {.ranks = &o->ranks, .max_ranks = 64, .backend = &o->backend, .dtype = &o->dtype,
@@ -167,6 +150,8 @@ static void parse_args(int argc, char **argv, Opts *o)
             o->reps = tool_int(a, tool_value(&args), 1, MAX_REPS);
         } else if (tool_flag(&args, "--no-graph")) {
             o->graph = 0;
+        } else if (tool_flag(&args, "--no-incumbent")) {
+            o->incumbent = 0;
         } else if (tool_is(&args, "--alpha-us", NULL) || tool_is(&args, "--block-gbps", NULL) ||
                    tool_is(&args, "--peak-gbps", NULL)) {
             v = tool_value(&args);
@@ -189,113 +174,6 @@ static void parse_args(int argc, char **argv, Opts *o)
     }
     if (!any_coll)
         o->colls[COLL_ALLREDUCE] = 1;
-}
-
-/* ===== candidates and the model ===== */
-
-/* One library file that admits N, with what the model needs from its Plan (the
- * maximum over ranks, so every rank computes the same). */
-typedef struct {
-    char path[PATH_MAX], rel[CCL__TUNE_PATH];
-    Collective coll;
-    Protocol proto;
-    int lines;                       /* a line protocol can carry it (cclc_plan_can_run_lines) */
-    int pipeline_safe, slices0, ntb;
-    double steps;                    /* waits in the longest block: dependent hops */
-    double remote, local;            /* chunks moved over links / locally, per unit of K */
-} Algo;
-
-typedef struct {
-    int algo;
-    CclShape shape;                  /* instances, protocol (1 + Protocol), threads, slices */
-} Cand;
-
-/* The backend's model parameters (microseconds, GB/s). */
-typedef struct {
-    double alpha, alpha_ll, block, block_ll, peak, local_block, gamma, launch;
-} Model;
-
-static Model model_for(const Opts *o, int gpu)
-{
-    /* GPU: H100/H200 over NVLink (docs/perf/gpu-first: one LL block moves ~14 GB/s;
-     * the SM-store ceiling is ~355 GB/s per GPU). CPU: host threads through memory. */
-    Model m = gpu ? (Model){1.5, 0.8, 20, 14, 360, 60, 0.1, 4}
-                  : (Model){5, 5, 2, 2, 6, 4, 3, 10};
-    if (o->alpha_us)
-        m.alpha = m.alpha_ll = o->alpha_us;
-    if (o->block_gbps)
-        m.block = m.block_ll = o->block_gbps;
-    if (o->peak_gbps)
-        m.peak = o->peak_gbps;
-    return m;
-}
-
-/* Predicted microseconds of candidate c for a call of `bytes`: the dependent steps
- * pipelined over S slices, each a latency plus its share of the remote bytes at the
- * bandwidth of the rank's blocks (bounded by the peak), plus local copies and a small
- * cost per physical block. */
-static double model_us(const Model *m, const Algo *a, const CclShape *s, size_t bytes)
-{
-    /* LL: LL's latency and block bandwidth, twice the bytes; LL128: LL's latency,
-     * Simple's block bandwidth, 128/120 of the bytes. */
-    Protocol proto = a->lines ? ccl__shape_protocol(s->protocol, a->proto) : PROTO_SIMPLE;
-    int ll = proto == PROTO_LL, lines = proto != PROTO_SIMPLE;
-    double P = (double)a->ntb * (s->instances ? s->instances : 1);
-    double tf = s->threads ? s->threads / 512.0 : 1.0;
-    double bw = (ll ? m->block_ll : m->block) * P * tf;
-    if (bw > m->peak)
-        bw = m->peak;
-    double S = s->slices ? s->slices : 1, steps = a->steps;
-    double remote = a->remote * (double)bytes * (ll ? 2 : lines ? 128.0 / 120 : 1) / 1e3;  /* KB -> us at GB/s */
-    double local = a->local * (double)bytes / 1e3;
-    double lbw = m->local_block * P * tf;
-    return m->launch + (steps + S - 1) * ((lines ? m->alpha_ll : m->alpha) + remote / (steps * S * bw)) + local / lbw +
-           m->gamma * P;
-}
-
-/* Reads the model's numbers from a loaded algorithm's Plan. */
-static void algo_features(Algo *a, const ccl_algorithm_t *alg)
-{
-    const Plan *pl = alg->plan;
-    const Program *pg = alg->prog;
-    int N = pl->nranks, K = pg->chunks > 0 ? pg->chunks : 1;
-    double *rem = calloc((size_t)N, sizeof *rem), *loc = calloc((size_t)N, sizeof *loc);
-    int steps = 1;
-    for (int b = 0; rem && loc && b < pl->nblocks; b++) {
-        const PlanBlock *blk = &pl->blocks[b];
-        int waits = 0;
-        for (int i = 0; i < blk->nops; i++) {
-            const PlanOp *op = &blk->ops[i];
-            if (op->kind == OP_WAIT)
-                waits++;
-            if (op->kind != OP_XFER)
-                continue;
-            for (int k = 0; k < op->ndst + op->nsrc; k++) {
-                const Ref *r = k < op->ndst ? &op->dst[k] : &op->src[k - op->ndst];
-                if (r->rank != blk->rank)
-                    rem[blk->rank] += r->count;
-                else
-                    loc[blk->rank] += r->count;
-            }
-        }
-        if (waits > steps)
-            steps = waits;
-    }
-    a->steps = steps;
-    a->remote = a->local = 0;
-    for (int r = 0; rem && loc && r < N; r++) {
-        if (rem[r] / K > a->remote)
-            a->remote = rem[r] / K;
-        if (loc[r] / K > a->local)
-            a->local = loc[r] / K;
-    }
-    free(rem);
-    free(loc);
-    a->ntb = pl->ntb > 0 ? pl->ntb : 1;
-    a->proto = pg->protocol;
-    a->lines = cclc_plan_can_run_lines(pl);
-    a->pipeline_safe = pl->proof.pipeline_safe;
-    a->slices0 = alg->slices;
 }
 
 /* ===== ranks ===== */
@@ -322,6 +200,7 @@ struct Shared {
     size_t sizes[MAX_SIZES];
     int nsizes;
     CclTuneTable table;
+    char notes[CCL__TUNE_COLLS][CCL__TUNE_BUCKETS][320]; /* table.e's notes (rank 0's) */
 };
 
 static void say(Worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -454,6 +333,29 @@ static void settle(Worker *w)
     w->boot->barrier(w->boot->ctx);
 }
 
+/* Loads the file at path (in the library folder dir, or elsewhere) to read what the
+ * model needs into *a, and frees it again: 1 when it is an algorithm of collective c
+ * that admits N, else 0 (the same on every rank). The caller settles after its loads. */
+static int read_algo(Worker *w, Collective c, const char *dir, const char *path, Algo *a)
+{
+    ccl_algorithm_t *alg;
+    if (ccl_algorithm_load(w->comm, path, 0, &alg) != CCL_OK)
+        return 0;
+    int ours = alg->prog->coll == c;
+    if (ours) {
+        memset(a, 0, sizeof *a);
+        CCL__FMT(a->path, sizeof a->path, "%s", path);
+        /* Named as tables name it: relative to the library folder, else absolute. */
+        size_t dl = strlen(dir);
+        const char *rel = dl && !strncmp(path, dir, dl) && path[dl] == '/' ? path + dl + 1 : path;
+        CCL__FMT(a->rel, sizeof a->rel, "%s", rel);
+        a->coll = c;
+        tune_algo_features(a, alg);
+    }
+    ccl_algorithm_free(alg);
+    return ours;
+}
+
 /* The library's files of collective c that admit N, in name order (as libccl). */
 static int find_algos(Worker *w, Collective c, Algo *algos, int max)
 {
@@ -473,22 +375,8 @@ static int find_algos(Worker *w, Collective c, Algo *algos, int max)
     }
     int n = 0, np = (int)g.gl_pathc;
     char **paths = g.gl_pathv;
-    for (int i = 0; i < np && n < max; i++) {
-        ccl_algorithm_t *alg;
-        if (ccl_algorithm_load(w->comm, paths[i], 0, &alg) != CCL_OK)
-            continue;                /* does not admit N (same on every rank) */
-        if (alg->prog->coll == c) {
-            Algo *a = &algos[n++];
-            memset(a, 0, sizeof *a);
-            CCL__FMT(a->path, sizeof a->path, "%s", paths[i]);
-            size_t dl = strlen(dir);
-            const char *rel = !strncmp(paths[i], dir, dl) && paths[i][dl] == '/' ? paths[i] + dl + 1 : paths[i];
-            CCL__FMT(a->rel, sizeof a->rel, "%s", rel);
-            a->coll = c;
-            algo_features(a, alg);
-        }
-        ccl_algorithm_free(alg);
-    }
+    for (int i = 0; i < np && n < max; i++)
+        n += read_algo(w, c, dir, paths[i], &algos[n]);
     globfree(&g);
     settle(w);
     return n;
@@ -500,57 +388,64 @@ static int model_gpu(const Shared *sh)
     return sh->o.model >= 0 ? sh->o.model : sh->gpu;
 }
 
-/* Every shape of every algorithm the options allow. */
-static int make_cands(const Shared *sh, const Algo *algos, int na, Cand *cands, int max)
+/* The incumbent of collective c at `bytes`: what the standard collective runs on this
+ * comm today, as its dispatch picks it (ccl__pick: the table's entry, else the `sizes`
+ * hints; the table was looked for before anything was written, see worker), as a
+ * candidate: the index in cands of one with its file and shape (the model's grid may
+ * have it), else of one added (and its file to algos, where the grid lacks it). -1 and
+ * the reason in why when it cannot be timed. Every rank makes the same calls: what
+ * ccl__pick loads stays loaded in the same order everywhere, as for the library. */
+static int incumbent(Worker *w, Collective c, size_t bytes, Algo *algos, int *na, Cand *cands, int *nc, int max,
+                     char *why, size_t len)
 {
-    const Opts *o = &sh->o;
-    int n = 0;
-    for (int a = 0; a < na; a++) {
-        /* Lines (ll, ll128) may replace Simple or each other; Simple never replaces lines.
-         * A program no line protocol can carry runs as Simple whatever is asked: only its
-         * own protocol is timed. */
-        int protos[3], np = 0;
-        if (!model_gpu(sh) || !algos[a].lines) {
-            protos[np++] = 0;        /* the program's protocol */
-        } else {
-            for (int p = PROTO_SIMPLE; p <= PROTO_LL128; p++)
-                if ((!o->protos || (o->protos & 1 << p)) && (p != PROTO_SIMPLE || algos[a].proto == PROTO_SIMPLE))
-                    protos[np++] = 1 + p;
-        }
-        int sl[MAX_LIST + 1], nsl = 0;
-        if (!algos[a].pipeline_safe) {
-            sl[nsl++] = 1;
-        } else if (o->nslices) {
-            for (int k = 0; k < o->nslices; k++)
-                sl[nsl++] = o->slices[k];
-        } else {
-            sl[nsl++] = 1;
-            if (algos[a].slices0 > 1)
-                sl[nsl++] = algos[a].slices0;
-        }
-        for (int p = 0; p < np; p++)
-            for (int i = 0; i < o->ninst; i++)
-                for (int t = 0; t < o->nthreads; t++)
-                    for (int s = 0; s < nsl; s++) {
-                        if (n == max)
-                            return n;
-                        cands[n++] = (Cand){.algo = a, .shape = {.instances = o->inst[i], .threads = o->threads[t],
-                                                                 .slices = sl[s], .protocol = protos[p]}};
-                    }
+    ccl_algorithm_t *alg;
+    if (ccl__pick(w->comm, c, 0, bytes, "ccl-tune", &alg) != CCL_OK) {
+        const char *e = ccl_comm_last_error(w->comm);
+        CCL__FMT(why, len, "%.*s", (int)strcspn(e, "\n"), e);
+        return -1;
     }
-    return n;
-}
-
-static void shape_text(const Cand *c, const Algo *a, char *buf, size_t len)
-{
-    char th[16];
-    if (c->shape.threads)
-        CCL__FMT(th, sizeof th, "%d", c->shape.threads);
-    else
-        CCL__FMT(th, sizeof th, "-");
-    /* A program no line protocol can carry runs as Simple, whatever it or the shape asks. */
-    Protocol proto = a->lines ? ccl__shape_protocol(c->shape.protocol, a->proto) : PROTO_SIMPLE;
-    CCL__FMT(buf, len, "%s I=%d T=%s S=%d %s", a->rel, c->shape.instances, th, c->shape.slices, cclc_proto_name(proto));
+    if (w->sh->o.verbose) {
+        char how[1024];
+        if (ccl_comm_explain_choice(w->comm, how, sizeof how) == CCL_OK)
+            say(w, "  incumbent: %s\n", how);
+    }
+    /* Copies: the loads below may move what alg points into. */
+    char path[PATH_MAX];
+    CCL__FMT(path, sizeof path, "%s", alg->file);
+    CclShape shape = {.instances = alg->instances, .threads = w->gpu ? alg->shape.threads : 0, .slices = alg->slices};
+    int field = alg->shape.protocol;
+    int a = 0;
+    while (a < *na && strcmp(algos[a].path, path))
+        a++;
+    if (a == *na) {
+        char dir[PATH_MAX];
+        if (*na == MAX_ALGOS) {
+            CCL__FMT(why, len, "%s: more than %d algorithm files", path, MAX_ALGOS);
+            return -1;
+        }
+        if (ccl__library_dir(dir, sizeof dir) != 0)
+            dir[0] = 0;
+        int ok = read_algo(w, c, dir, path, &algos[a]);
+        settle(w);
+        if (!ok) {
+            CCL__FMT(why, len, "%s: %s", path, ccl_comm_last_error(w->comm));
+            return -1;
+        }
+        (*na)++;
+    }
+    /* As make_cands writes shapes: the protocol by name where a GPU runs the program
+     * with lines (so that the same variant compares equal), else the program's. */
+    const Algo *al = &algos[a];
+    shape.protocol = w->gpu && al->lines ? 1 + (int)ccl__shape_protocol(field, al->proto) : 0;
+    for (int k = 0; k < *nc; k++)
+        if (cands[k].algo == a && !memcmp(&cands[k].shape, &shape, sizeof shape))
+            return k;
+    if (*nc == max) {
+        CCL__FMT(why, len, "%s: more than %d candidates", al->rel, max);
+        return -1;
+    }
+    cands[*nc] = (Cand){.algo = a, .shape = shape};
+    return (*nc)++;
 }
 
 /* Tunes collective c: fills sh->table's entries (rank 0 writes them; every rank
@@ -579,20 +474,31 @@ static int tune_collective(Worker *w, Collective c)
         say(w, "%s: no library algorithm admits N=%d; skipped\n", cclc_coll_name(c), w->nranks);
         goto done;
     }
-    int nc = make_cands(sh, algos, na, cands, MAX_CANDS);
-    Model m = model_for(o, model_gpu(sh));
+    /* The grid's candidates, then the incumbents that the grid lacks (inc[s]: size s's,
+     * or -1 with inc_why[s]). The model chooses among the grid's alone (k < ngrid), as
+     * with --no-incumbent; the incumbents are timed besides. */
+    int ngrid = tune_make_cands(o, model_gpu(sh), algos, na, cands, MAX_CANDS - MAX_SIZES), nc = ngrid;
+    int inc[MAX_SIZES];
+    char inc_why[MAX_SIZES][200];
+    for (int s = 0; s < sh->nsizes; s++) {
+        inc[s] = -1;
+        CCL__FMT(inc_why[s], sizeof inc_why[s], "--no-incumbent");
+        if (o->incumbent)
+            inc[s] = incumbent(w, c, sh->sizes[s], algos, &na, cands, &nc, MAX_CANDS, inc_why[s], sizeof inc_why[s]);
+    }
+    Model m = tune_model_for(o, model_gpu(sh));
     for (int s = 0; s < sh->nsizes; s++) {
         double best = INFINITY;
         double *mt = &t[(size_t)s * MAX_CANDS];
         for (int k = 0; k < nc; k++) {
-            mt[k] = model_us(&m, &algos[cands[k].algo], &cands[k].shape, sh->sizes[s]);
-            if (mt[k] < best)
+            mt[k] = tune_model_us(&m, &algos[cands[k].algo], &cands[k].shape, sh->sizes[s]);
+            if (k < ngrid && mt[k] < best)
                 best = mt[k];
         }
         /* The --keep best overall ... */
-        for (int j = 0; j < o->keep && j < nc; j++) {
+        for (int j = 0; j < o->keep && j < ngrid; j++) {
             int bk = -1;
-            for (int k = 0; k < nc; k++)
+            for (int k = 0; k < ngrid; k++)
                 if (!keep[(size_t)s * MAX_CANDS + k] && (bk < 0 || mt[k] < mt[bk]))
                     bk = k;
             keep[(size_t)s * MAX_CANDS + bk] = 1;
@@ -601,10 +507,10 @@ static int tune_collective(Worker *w, Collective c)
          * out (within --slack of the best): the model ranks shapes of one algorithm
          * better than it ranks algorithms against each other. */
         for (int a = 0; a < na; a++) {
-            unsigned char *mine = calloc((size_t)nc, 1);
+            unsigned char *mine = calloc((size_t)ngrid, 1);
             for (int j = 0; mine && j < o->per_algo; j++) {
                 int bk = -1;
-                for (int k = 0; k < nc; k++)
+                for (int k = 0; k < ngrid; k++)
                     if (cands[k].algo == a && !mine[k] && (bk < 0 || mt[k] < mt[bk]))
                         bk = k;
                 if (bk < 0 || mt[bk] > o->slack * best)
@@ -614,6 +520,9 @@ static int tune_collective(Worker *w, Collective c)
             }
             free(mine);
         }
+        /* ... and the incumbent, whatever the model thinks of it. */
+        if (inc[s] >= 0)
+            keep[(size_t)s * MAX_CANDS + inc[s]] = 1;
         if (o->dry_run) {
             /* The kept set, best estimate first, with the estimates. */
             say(w, "%s %zu:", cclc_coll_name(c), sh->sizes[s]);
@@ -626,9 +535,11 @@ static int tune_collective(Worker *w, Collective c)
                     break;
                 keep[(size_t)s * MAX_CANDS + bk] = 2;
                 char txt[512];
-                shape_text(&cands[bk], &algos[cands[bk].algo], txt, sizeof txt);
-                say(w, "  [%s ~%.1f us]", txt, mt[bk]);
+                tune_shape_text(&cands[bk], &algos[cands[bk].algo], txt, sizeof txt);
+                say(w, "  [%s ~%.1f us%s]", txt, mt[bk], bk == inc[s] ? ", incumbent" : "");
             }
+            if (o->incumbent && inc[s] < 0)
+                say(w, "  (no incumbent: %s)", inc_why[s]);
             say(w, "\n");
         }
         for (int k = 0; k < nc; k++)
@@ -691,7 +602,7 @@ static int tune_collective(Worker *w, Collective c)
                 }
                 if (o->verbose && *tt > 0) {
                     char txt[512];
-                    shape_text(x, a, txt, sizeof txt);
+                    tune_shape_text(x, a, txt, sizeof txt);
                     say(w, "  %s %zu  %-48s %10.2f us\n", cclc_coll_name(c), sh->sizes[s], txt, *tt);
                 }
             }
@@ -702,7 +613,8 @@ static int tune_collective(Worker *w, Collective c)
     free(done_k);
     if (rc)
         goto done;
-    /* The winners. */
+    /* The winners: the fastest timed, the incumbent among them (so never slower than it),
+     * and what the incumbent took, for the summary and the row's comment. */
     for (int s = 0; s < sh->nsizes; s++) {
         int bk = -1;
         for (int k = 0; k < nc; k++) {
@@ -710,13 +622,26 @@ static int tune_collective(Worker *w, Collective c)
             if (x > 0 && (bk < 0 || x < t[(size_t)s * MAX_CANDS + bk]))
                 bk = k;
         }
-        char txt[512];
+        char txt[512], note[sizeof sh->notes[0][0]] = "";
+        if (o->incumbent && inc[s] < 0) {
+            CCL__FMT(note, sizeof note, "no incumbent: %s", inc_why[s]);
+        } else if (inc[s] >= 0 && inc[s] == bk) {
+            CCL__FMT(note, sizeof note, "the incumbent, kept");
+        } else if (inc[s] >= 0) {
+            double ti = t[(size_t)s * MAX_CANDS + inc[s]];
+            tune_shape_text(&cands[inc[s]], &algos[cands[inc[s]].algo], txt, sizeof txt);
+            if (ti > 0)
+                CCL__FMT(note, sizeof note, "incumbent %s: %.2f us", txt, ti);
+            else
+                CCL__FMT(note, sizeof note, "incumbent %s: did not run", txt);
+        }
         if (bk < 0) {
-            say(w, "%-14s %10zu  (no candidate ran)\n", cclc_coll_name(c), sh->sizes[s]);
+            say(w, "%-14s %10zu  (no candidate ran)%s%s\n", cclc_coll_name(c), sh->sizes[s], note[0] ? "  " : "", note);
             continue;
         }
-        shape_text(&cands[bk], &algos[cands[bk].algo], txt, sizeof txt);
-        say(w, "%-14s %10zu  %-48s %10.2f us\n", cclc_coll_name(c), sh->sizes[s], txt, t[(size_t)s * MAX_CANDS + bk]);
+        tune_shape_text(&cands[bk], &algos[cands[bk].algo], txt, sizeof txt);
+        say(w, "%-14s %10zu  %-48s %10.2f us%s%s%s\n", cclc_coll_name(c), sh->sizes[s], txt,
+            t[(size_t)s * MAX_CANDS + bk], note[0] ? "  (" : "", note, note[0] ? ")" : "");
         if (w->rank != 0)
             continue;
         int fi = ccl__tune_file_index(&sh->table, algos[cands[bk].algo].rel);
@@ -726,8 +651,10 @@ static int tune_collective(Worker *w, Collective c)
         /* The CPU runs the program's protocol; say "-" rather than pretend a choice. */
         if (!w->gpu)
             shp.protocol = 0;
-        sh->table.e[c][ccl__tune_bucket(sh->sizes[s])] =
-            (CclTuneEntry){.file = fi, .shape = shp, .time_us = t[(size_t)s * MAX_CANDS + bk]};
+        int b = ccl__tune_bucket(sh->sizes[s]);
+        CCL__FMT(sh->notes[c][b], sizeof sh->notes[c][b], "%s", note);
+        sh->table.e[c][b] = (CclTuneEntry){.file = fi, .shape = shp, .time_us = t[(size_t)s * MAX_CANDS + bk],
+                                           .note = note[0] ? sh->notes[c][b] : NULL};
     }
 done:
     free(algos);
@@ -810,6 +737,23 @@ static void *worker(void *arg)
         if (w->rank == 0)
             ccl__tune_key(w->comm, sh->table.device, sizeof sh->table.device, sh->table.topology,
                           sizeof sh->table.topology, sh->table.version, sizeof sh->table.version);
+        if (o->incumbent) {
+            /* The incumbents are libccl's choices as they stand before this run. A comm
+             * looks for its table once and keeps it (tuner.c), so it looks now, before
+             * rank 0 writes one (by default into the file libccl reads, the cache
+             * folder's), and the barrier has every process read the file before that.
+             * Asking with table files ignored instead would be wrong: a table from an
+             * earlier run is in force, and it is what a new row must beat. */
+            ccl__tune_look(w->comm, "ccl-tune");
+            settle(w);
+            const CclTuner *tt = &w->comm->tune;
+            if (w->comm->nnodes > 1)
+                say(w, "# incumbent: libccl's choice today: the sizes hints (tables know one node only)\n");
+            else if (tt->state == CCL__TUNE_IN_USE)
+                say(w, "# incumbent: libccl's choice today: the entries of %s, else the sizes hints\n", tt->source);
+            else
+                say(w, "# incumbent: libccl's choice today: the sizes hints (no tuning table: %s)\n", tt->why);
+        }
         char done[256] = "";
         for (int c = 0; c < CCL__TUNE_COLLS; c++) {
             if (!o->colls[c])
