@@ -95,6 +95,18 @@ if [ -x "$build/ccl-tune" ]; then
     else
         echo "FAIL ccl-tune.no-incumbent: $(echo "$out" | tail -4 | tr '\n' '|' | cut -c1-600)"
     fi
+    # Rows this run does not measure (another collective; a size outside -b..-e) are the
+    # table in force's, kept: a table file replaces that table whole, so without them the
+    # new file would send those calls back to the sizes hints.
+    printf 'allgather 1K allgather/ring.ccl 2 - 1 -\nallreduce 64K allreduce/ring.ccl 4 - 1 -\n' >>"$tmp/inc.tbl"
+    out=$(CCL_TUNE_FILE="$tmp/inc.tbl" "$build/ccl-tune" "${few[@]}" -o "$tmp/keep-out.tbl" 2>&1)
+    if grep -q '^allgather 1024 allgather/ring.ccl 2 - 1 -  # kept from the table in force$' "$tmp/keep-out.tbl" &&
+       grep -q '^allreduce 65536 allreduce/ring.ccl 4 - 1 -  # kept from the table in force$' "$tmp/keep-out.tbl" &&
+       [ "$(grep -c '^allreduce [0-9]* .*# [0-9.]* us' "$tmp/keep-out.tbl")" -eq 3 ]; then
+        echo "ok ccl-tune.keeps-rows"
+    else
+        echo "FAIL ccl-tune.keeps-rows: $(grep -v '^#' "$tmp/keep-out.tbl" | tr '\n' '|' | cut -c1-600)"
+    fi
     # The table ccl-tune writes by default is the one libccl reads (the cache folder's):
     # a second run's incumbents are the first run's rows, read before it writes its own.
     mkdir -m 700 "$tmp/cache"

@@ -709,6 +709,22 @@ static int write_table(Shared *sh, const char *partial)
     return 0;
 }
 
+/* The table in force's rows, as the base of the one this run writes: a table file
+ * replaces the table libccl would use otherwise (the built-in one, say) whole, so a file
+ * of only the collectives and sizes tuned here would send every other call back to the
+ * programs' sizes hints. Tuned rows overwrite these as they are measured. */
+static void keep_rows_in_force(CclTuneTable *t, const CclTuneTable *in_force)
+{
+    for (int c = 0; c < CCL__TUNE_COLLS; c++)
+        for (int b = 0; b < CCL__TUNE_BUCKETS; b++) {
+            CclTuneEntry e = in_force->e[c][b];
+            if (e.file < 0 || (e.file = ccl__tune_file_index(t, in_force->files[e.file])) < 0)
+                continue;
+            e.note = "kept from the table in force";
+            t->e[c][b] = e;
+        }
+}
+
 /* This rank failed: its exit status, and peers waiting for it in an agreement wake. */
 static void rank_failed(Worker *w)
 {
@@ -737,16 +753,19 @@ static void *worker(void *arg)
         if (w->rank == 0)
             ccl__tune_key(w->comm, sh->table.device, sizeof sh->table.device, sh->table.topology,
                           sizeof sh->table.topology, sh->table.version, sizeof sh->table.version);
+        /* The incumbents are libccl's choices as they stand before this run, and the
+         * rows this run does not measure keep them. A comm looks for its table once and
+         * keeps it (tuner.c), so it looks now, before rank 0 writes one (by default into
+         * the file libccl reads, the cache folder's), and the barrier has every process
+         * read the file before that. Asking with table files ignored instead would be
+         * wrong: a table from an earlier run is in force, and it is what a new row must
+         * beat. */
+        ccl__tune_look(w->comm, "ccl-tune");
+        settle(w);
+        const CclTuner *tt = &w->comm->tune;
+        if (w->rank == 0 && w->comm->nnodes == 1 && tt->state == CCL__TUNE_IN_USE)
+            keep_rows_in_force(&sh->table, &tt->table);
         if (o->incumbent) {
-            /* The incumbents are libccl's choices as they stand before this run. A comm
-             * looks for its table once and keeps it (tuner.c), so it looks now, before
-             * rank 0 writes one (by default into the file libccl reads, the cache
-             * folder's), and the barrier has every process read the file before that.
-             * Asking with table files ignored instead would be wrong: a table from an
-             * earlier run is in force, and it is what a new row must beat. */
-            ccl__tune_look(w->comm, "ccl-tune");
-            settle(w);
-            const CclTuner *tt = &w->comm->tune;
             if (w->comm->nnodes > 1)
                 say(w, "# incumbent: libccl's choice today: the sizes hints (tables know one node only)\n");
             else if (tt->state == CCL__TUNE_IN_USE)
