@@ -11,7 +11,8 @@
  * What it gives: per collective and size, the fastest candidate as one table line
  * (with its time and the incumbent's as a comment), written by rank 0 to -o FILE or to
  * the default table location in the cache folder (after every collective, so that a run
- * cut short keeps what it measured); and a summary on stdout.
+ * cut short keeps what it measured), every row it did not measure copied from the table
+ * in force; and a summary on stdout.
  *
  * How. Candidates are the library's algorithm files of the collective that admit N
  * (each loaded once to read its Plan), times every shape. A simple alpha-beta model
