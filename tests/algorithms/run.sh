@@ -21,7 +21,7 @@
 #
 # Programs for several nodes (a `nodes M x L` line: docs/multinode.md) are proved instead
 # for every M in 2..8 and L in 1..8 (`--ranks M*L --nodes M`; broadcast and reduce for
-# every root too: 1,260 checks each, about 8 s) with the same properties, and their golden
+# every root too: 1,260 checks each, about 5 s of CPU) with the same properties, and their golden
 # plans are 2 x 2 and 3 x 2 (COLL-NAME.m2l2.plan); they run end to end
 # under mpirun in tests/multinode, not here.
 set -u
