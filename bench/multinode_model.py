@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The cost model of docs/multinode.md: all-reduce of S bytes per rank on M nodes of L
 ranks, 400 Gb/s per rank to the network, NVLink inside a node; then the reduce-scatter's
-two programs for several nodes, direct_net against hier. Prints the tables the page
-quotes. Every constant is an assumption named below, or NCCL's own model constant
-(NVIDIA/nccl src/graph/tuning.cc, the version cited on the page); nothing is measured."""
+two programs for several nodes, direct_net against hier; then broadcast's and reduce's,
+hier against hier_split. Prints the tables the page quotes. Every constant is an
+assumption named below, or NCCL's own model constant (NVIDIA/nccl src/graph/tuning.cc,
+the version cited on the page); nothing is measured."""
 
 L = 8                     # ranks (GPUs, NICs) per node
 B_NET = 50e9              # 400 Gb/s per rank, bytes/s
@@ -98,3 +99,82 @@ for M in (2, 4, 8, 16, 64, 1024):
     for b in (64 << 10, 1 << 20):
         cells.append(f"{us(rs_direct(b, M, 8))} / {us(rs_hier(b, M, 8))}")
     print(f"| {M} | " + " | ".join(cells) + " |")
+
+
+# Broadcast and reduce of S bytes on M nodes of Lr ranks: hier (the whole message through
+# the root's NIC) against hier_split (L blocks, each through its local rank's NIC).
+def bc_hier(S, M, Lr):
+    """algorithms/broadcast/hier.ccl: the root's net puts to M - 1 nodes, then each node's
+    receiver puts the message to its Lr - 1 node-mates."""
+    spread = A_NVL + (Lr - 1) * S / B_NVL if Lr > 1 else 0
+    return A_NET + (M - 2) * O_MSG + (M - 1) * S / B_NET + spread
+
+
+def bc_split(S, M, Lr):
+    """algorithms/broadcast/hier_split.ccl: the root scatters the Lr blocks in its node,
+    each block goes to M - 1 nodes from its own rank, each node all-gathers them (the
+    root's node meanwhile, as the proxies send); with Lr = 1 it is hier."""
+    if Lr == 1:
+        return bc_hier(S, M, Lr)
+    node = A_NVL + (Lr - 1) / Lr * S / B_NVL
+    return node + A_NET + (M - 2) * O_MSG + (M - 1) * S / (Lr * B_NET) + node
+
+
+def rd_hier(S, M, Lr):
+    """algorithms/reduce/hier.ccl: each node's Lr inputs to its summing rank, then M - 1
+    node sums into the root through its NIC."""
+    gather = A_NVL + (Lr - 1) * S / B_NVL if Lr > 1 else 0
+    return gather + A_NET + (M - 1) * S / B_NET
+
+
+def rd_split(S, M, Lr):
+    """algorithms/reduce/hier_split.ccl: a reduce-scatter in each node, each block's M - 1
+    node sums to its rank on the root's node, then the Lr block sums onto the root; with
+    Lr = 1 it is hier."""
+    if Lr == 1:
+        return rd_hier(S, M, Lr)
+    node = A_NVL + (Lr - 1) / Lr * S / B_NVL
+    return node + A_NET + (M - 1) * S / (Lr * B_NET) + node
+
+
+def split_crossover(M, Lr, hier_f, split_f):
+    """The least power-of-two S from which hier_split is the faster, or None below 1 GB."""
+    S = 1
+    while S <= 1 << 30:
+        if split_f(S, M, Lr) < hier_f(S, M, Lr):
+            return S
+        S *= 2
+    return None
+
+
+print()
+print("| nodes M | L = 2: from | L = 4: from | L = 8: from | L = 8, broadcast of 64 KB: hier / hier_split (us) | 128 KB | 1 MB | 256 MB |")
+print("|---:|---:|---:|---:|---|---|---|---|")
+for M in (2, 3, 4, 8, 16, 64, 1024):
+    cells = []
+    for Lr in (2, 4, 8):
+        b, r = split_crossover(M, Lr, bc_hier, bc_split), split_crossover(M, Lr, rd_hier, rd_split)
+        assert b == r  # the same crossover: reduce's times are broadcast's less (M - 2) o on both sides
+        cells.append(size(b) if b else "-")
+    for S in (64 << 10, 128 << 10, 1 << 20, 256 << 20):
+        cells.append(f"{us(bc_hier(S, M, 8))} / {us(bc_split(S, M, 8))}")
+    print(f"| {M} | " + " | ".join(cells) + " |")
+
+
+def hint_loss(T, Lr, Ms):
+    """With hier_split's hint from T bytes (hier below), the most either program is slower
+    than the other at some power-of-two size, broadcast or reduce, on M in Ms nodes of Lr."""
+    worst = 1.0
+    for M in Ms:
+        for e in range(31):
+            S = 1 << e
+            for hier_f, split_f in ((bc_hier, bc_split), (rd_hier, rd_split)):
+                h, s = hier_f(S, M, Lr), split_f(S, M, Lr)
+                worst = max(worst, (s if S >= T else h) / min(h, s))
+    return worst
+
+
+print()
+for T in (32 << 10, 64 << 10, 128 << 10):
+    print(f"hint from {size(T)}, up to 8 nodes, the most either is slower than the other: " +
+          ", ".join(f"L = {Lr}: {hint_loss(T, Lr, range(2, 9)):.2f}" for Lr in (2, 4, 8)))

@@ -163,8 +163,8 @@ int main(int argc, char **argv)
     } else {
         static const size_t counts[] = {1, 5, 1000, 1001, 65539, 1 << 20}, gcounts[] = {1, 3, 1001, 262147},
                             rcounts[] = {1, 5, 1001, 65539}, acounts[] = {1, 3, 1001, 65539},
-                            bcounts[] = {1, 1001, 262147};
-        const CaseCounts cc = {counts, gcounts, rcounts, acounts, bcounts, 6, 4, 4, 4, 3};
+                            bcounts[] = {1, 1001, 16383, 262147}; /* f32, i32: hier below 64 KB, hier_split from there */
+        const CaseCounts cc = {counts, gcounts, rcounts, acounts, bcounts, 6, 4, 4, 4, 4};
         long total = run_cases(comm, &cc, sum_over_ranks);
         status = total != 0;
     }
