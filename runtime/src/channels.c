@@ -62,7 +62,7 @@ const char *ccl__p2p_describe(const CclP2pOp *op, uint64_t calls, char *buf, siz
     if (v && op->vseq)
         CCL__FMT(seq, sizeof seq, " (v call %llu on this comm)", (unsigned long long)op->vseq);
     if (v)
-        CCL__FMT(buf, len, "%s%s: its segment %s rank %d, %zu %s", v ? v : "?", seq, send ? "to" : "from", op->peer,
+        CCL__FMT(buf, len, "%s%s: its segment %s rank %d, %zu %s", v, seq, send ? "to" : "from", op->peer,
                  op->count, op->dtype < CCL_NUM_DTYPES ? ccl_dtype_name(op->dtype) : "?");
     else
         CCL__FMT(buf, len, "%s (call %d of %llu of its group) %s rank %d, %zu %s", send ? "ccl_send" : "ccl_recv",
