@@ -110,7 +110,23 @@ typedef struct {
     size_t reg_off;                  /* a recv into registered memory: its offset from this
                                         rank's heap base, where peers reach it as they reach a
                                         ccl_mem_alloc buffer (ccl_mem_register); else SIZE_MAX */
+    /* A segment of a v-collective that runs as point-to-point (vcoll.c: a comm of
+     * several nodes): CCL__P2P_VTAG_ALLGATHERV or _ALLTOALLV, and the v call's number
+     * on the comm (from 1), for messages; 0 for a ccl_send or ccl_recv. The tag travels
+     * in the message's header with the dtype (ccl__p2p_wire_dtype), so a recv of one
+     * collective never takes a send of another, or a user's, as its own. */
+    int vtag;
+    uint64_t vseq;
 } CclP2pOp;
+
+enum { CCL__P2P_VTAG_ALLGATHERV = 1, CCL__P2P_VTAG_ALLTOALLV = 2 };
+
+/* The dtype word of a message's header (CclP2pSlot.dtype, the CTS's): the dtype in
+ * its low byte, the v tag above it. Both sides compare all of it. */
+static inline uint64_t ccl__p2p_wire_dtype(const CclP2pOp *op)
+{
+    return (uint64_t)op->dtype | (uint64_t)op->vtag << 8;
+}
 
 /* One group's calls on one comm, in call order. ops is the caller's until
  * be->run_p2p returns (which copies it). */
@@ -124,6 +140,17 @@ typedef struct {
      * launch before it returns. */
     ccl_comm_t *const *group_comms;
     int ngroup_comms;
+    /* A v-collective run as point-to-point (vcoll.c; only on a comm of several nodes,
+     * so only the CPU backend sees these): in stream order, before any message, the
+     * backend copies stage_bytes of stage_src aside and rebases the sends whose buffers
+     * lie in it onto the copy (sendbuf overlaps recvbuf), then copies self_bytes from
+     * self_src (rebased likewise) to self_dst: the rank's own segment, which moves by no
+     * message. 0 bytes: nothing. */
+    const void *stage_src;
+    size_t stage_bytes;
+    const void *self_src;
+    void *self_dst;
+    size_t self_bytes;
 } CclP2pCall;
 
 /* ===== registered memory, as register.c hands it to a backend ===== */
@@ -296,6 +323,8 @@ void ccl__v_space_message(char *err, size_t len, int me, uint64_t seq, const cha
  * channel's slots (a send: emptied; a recv: filled) and `slot` the message's last
  * (send) or first (recv) slot, counted from 1. */
 const char *ccl__p2p_describe(const CclP2pOp *op, uint64_t calls, char *buf, size_t len);
+/* "ccl_all_gather_v" for CCL__P2P_VTAG_ALLGATHERV, ...; NULL for 0 (a ccl_send or recv). */
+const char *ccl__p2p_vname(int vtag);
 void ccl__p2p_mismatch_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t calls, const CclP2pSlot *found);
 void ccl__p2p_timeout_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t calls, uint64_t seen, uint64_t slot);
 /* At comm creation, on a backend with run_p2p: takes the channels and their semaphores

@@ -410,6 +410,9 @@ struct ccl_comm {
      * peer so far: p2p_sent[p] to rank p, p2p_recvd[p] from rank p (N each, one block). */
     size_t p2p_off, p2p_slot_bytes, p2p_sem_off;
     uint64_t *p2p_sent, *p2p_recvd;
+    /* v-collectives run as point-to-point on a comm of several nodes (vcoll.c): how many
+     * so far, the same on every rank; they number the messages' calls. */
+    uint64_t v_p2p_calls;
     /* A standard collective is picking its algorithm for a stream under CUDA graph
      * capture (api.c): loading one then is refused (capture_refused), not half done. */
     int capturing, capture_refused;

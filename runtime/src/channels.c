@@ -42,27 +42,61 @@ void ccl__p2p_reserve(ccl_comm_t *comm)
     comm->p2p_slot_bytes = slot;
 }
 
+const char *ccl__p2p_vname(int vtag)
+{
+    return vtag == CCL__P2P_VTAG_ALLGATHERV ? "ccl_all_gather_v" : vtag == CCL__P2P_VTAG_ALLTOALLV ? "ccl_all_to_all_v" : NULL;
+}
+
+/* The partner call a message waits for: the same v-collective, or the other half of a
+ * send/recv pair. */
+static const char *partner_name(const CclP2pOp *op)
+{
+    return op->vtag ? ccl__p2p_vname(op->vtag) : op->kind == CCL__P2P_SEND ? "ccl_recv" : "ccl_send";
+}
+
 const char *ccl__p2p_describe(const CclP2pOp *op, uint64_t calls, char *buf, size_t len)
 {
     int send = op->kind == CCL__P2P_SEND;
-    CCL__FMT(buf, len, "%s (call %d of %llu of its group) %s rank %d, %zu %s", send ? "ccl_send" : "ccl_recv",
-             op->index, (unsigned long long)calls, send ? "to" : "from", op->peer, op->count,
-             ccl_dtype_name(op->dtype));
+    const char *v = ccl__p2p_vname(op->vtag);
+    char seq[48] = "";
+    if (v && op->vseq)
+        CCL__FMT(seq, sizeof seq, " (v call %llu on this comm)", (unsigned long long)op->vseq);
+    if (v)
+        CCL__FMT(buf, len, "%s%s: its segment %s rank %d, %zu %s", v, seq, send ? "to" : "from", op->peer,
+                 op->count, op->dtype < CCL_NUM_DTYPES ? ccl_dtype_name(op->dtype) : "?");
+    else
+        CCL__FMT(buf, len, "%s (call %d of %llu of its group) %s rank %d, %zu %s", send ? "ccl_send" : "ccl_recv",
+                 op->index, (unsigned long long)calls, send ? "to" : "from", op->peer, op->count,
+                 op->dtype < CCL_NUM_DTYPES ? ccl_dtype_name(op->dtype) : "?");
     return buf;
 }
 
 void ccl__p2p_mismatch_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t calls, const CclP2pSlot *found)
 {
     char mine[160], theirs[160];
+    uint64_t fdtype = found->dtype & 0xff, ftag = found->dtype >> 8;
     CclP2pOp sent = {.kind = CCL__P2P_SEND, .peer = comm->rank, .count = (size_t)found->count,
-                     .dtype = found->dtype < CCL_NUM_DTYPES ? (ccl_dtype_t)found->dtype : CCL_NUM_DTYPES,
-                     .index = (int)found->index};
+                     .dtype = fdtype < CCL_NUM_DTYPES ? (ccl_dtype_t)fdtype : CCL_NUM_DTYPES,
+                     .index = (int)found->index, .vtag = ftag <= CCL__P2P_VTAG_ALLTOALLV ? (int)ftag : 0};
+    /* Both sides in the same v-collective with the same dtype: only the segment's count
+     * differs, which the v-collectives name as on one node (vlayout.c). */
+    if (op->vtag && ftag == (uint64_t)op->vtag && fdtype == (uint64_t)op->dtype) {
+        char err[CCL__ERR_LEN];
+        ccl__v_count_message(err, sizeof err,
+                             op->vtag == CCL__P2P_VTAG_ALLTOALLV ? COLL_ALLTOALLV : COLL_ALLGATHERV, comm->rank,
+                             op->vseq, comm->rank, op->peer, (unsigned long long)found->count,
+                             (unsigned long long)op->count, ccl__p2p_vname(op->vtag));
+        ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s; nothing of that segment was received", err);
+        return;
+    }
     ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
-                         "rank %d: %s meets rank %d's %s (message %llu from rank %d to rank %d): a matched send and "
-                         "recv must have the same count and dtype; nothing was received", comm->rank,
-                         ccl__p2p_describe(op, calls, mine, sizeof mine), op->peer,
+                         "rank %d: %s meets rank %d's %s (message %llu from rank %d to rank %d): %s; nothing was "
+                         "received", comm->rank, ccl__p2p_describe(op, calls, mine, sizeof mine), op->peer,
                          ccl__p2p_describe(&sent, found->group_calls, theirs, sizeof theirs),
-                         (unsigned long long)found->nth + 1, op->peer, comm->rank);
+                         (unsigned long long)found->nth + 1, op->peer, comm->rank,
+                         op->vtag || sent.vtag ? "the two ranks are not in the same call, or disagree on its dtype "
+                                                 "(every rank must make the same collective calls in the same order)"
+                                               : "a matched send and recv must have the same count and dtype");
 }
 
 void ccl__p2p_timeout_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t calls, uint64_t seen, uint64_t slot)
@@ -74,7 +108,7 @@ void ccl__p2p_timeout_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t calls
                          "timeout: rank %d: %s (message %llu from rank %d to rank %d) %s within %d ms: rank %d has "
                          "made no matching %s (it %s %llu of this channel's slots; this message %s at slot %llu)", me,
                          what, (unsigned long long)op->nth + 1, send ? me : p, send ? p : me,
-                         send ? "was not received" : "received nothing", comm->timeout_ms, p,
-                         send ? "ccl_recv" : "ccl_send", send ? "emptied" : "filled", (unsigned long long)seen,
-                         send ? "ends" : "starts", (unsigned long long)slot);
+                         send ? "was not received" : "received nothing", comm->timeout_ms, p, partner_name(op),
+                         send ? "emptied" : "filled", (unsigned long long)seen, send ? "ends" : "starts",
+                         (unsigned long long)slot);
 }

@@ -277,6 +277,11 @@ ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *se
 
 /* 1 while the calling thread has a group open. */
 int ccl__group_open(void);
+/* A v-collective's segments as one group of ops on call->comm, launched at once (even
+ * inside an open group: a collective is not held): numbers the messages and hands them
+ * with call's staging to the backend. ops (call->nops of them) are filled in but for
+ * nth, index and reg_off; call->ops is set here. */
+ccl_result_t ccl__p2p_launch_v(CclP2pCall *call, CclP2pOp *ops, const char *fn);
 /* ccl_comm_split inside a group (its arguments checked): held until the outermost
  * ccl_group_end, which makes every held split at once, each on a thread of its own,
  * and sets *newcomm then (config is copied). */

@@ -276,15 +276,13 @@ static ccl_result_t check_group(const HeldCall *calls, int n)
     return CCL_OK;
 }
 
-/* Numbers the calls' messages and hands them to the backend as one launch. */
-static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int n, ccl_comm_t *const *group_comms,
-                           int ngroup_comms, const char *fn)
+/* Numbers call->ops' messages (ops, n of them, modifiable: call->ops is ops) and hands
+ * them to the backend as one launch; un-numbers them if the backend took nothing. */
+static ccl_result_t run_numbered(CclP2pCall *call, CclP2pOp *ops, const char *fn)
 {
-    CclP2pOp *ops = malloc(sizeof *ops * (size_t)n);
-    if (!ops)
-        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    ccl_comm_t *comm = call->comm;
+    int n = call->nops;
     for (int i = 0; i < n; i++) {
-        ops[i] = calls[i].op;
         ops[i].index = i + 1;
         uint64_t *counter = ops[i].kind == CCL__P2P_SEND ? comm->p2p_sent : comm->p2p_recvd;
         ops[i].nth = counter[ops[i].peer]++;
@@ -292,15 +290,40 @@ static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int 
         if (ops[i].kind != CCL__P2P_RECV || !ccl__reg_find(comm, ops[i].buf, bytes, &ops[i].reg_off))
             ops[i].reg_off = SIZE_MAX;
     }
-    CclP2pCall call = {.comm = comm, .stream = stream, .nops = n, .ops = ops, .group_comms = group_comms,
-                       .ngroup_comms = ngroup_comms};
+    call->ops = ops;
     CCL__LOG(CCL__LOG_TRACE, CCL__SUB_P2P, comm->rank, "%s: a group of %d point-to-point call%s", fn, n,
              n > 1 ? "s" : "");
-    ccl_result_t r = comm->be->run_p2p(&call);
+    ccl_result_t r = comm->be->run_p2p(call);
     if (r != CCL_OK) /* nothing was enqueued: the messages were not sent */
         for (int i = n - 1; i >= 0; i--)
             (ops[i].kind == CCL__P2P_SEND ? comm->p2p_sent : comm->p2p_recvd)[ops[i].peer]--;
+    return r;
+}
+
+/* Numbers the calls' messages and hands them to the backend as one launch. */
+static ccl_result_t launch(ccl_comm_t *comm, void *stream, HeldCall *calls, int n, ccl_comm_t *const *group_comms,
+                           int ngroup_comms, const char *fn)
+{
+    CclP2pOp *ops = malloc(sizeof *ops * (size_t)n);
+    if (!ops)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    for (int i = 0; i < n; i++)
+        ops[i] = calls[i].op;
+    CclP2pCall call = {.comm = comm, .stream = stream, .nops = n, .group_comms = group_comms,
+                       .ngroup_comms = ngroup_comms};
+    ccl_result_t r = run_numbered(&call, ops, fn);
     free(ops);
+    return r;
+}
+
+ccl_result_t ccl__p2p_launch_v(CclP2pCall *call, CclP2pOp *ops, const char *fn)
+{
+    ccl_comm_t *comm = call->comm;
+    ccl_comm_t *const self[1] = {comm};
+    call->group_comms = self;
+    call->ngroup_comms = 1;
+    ccl_result_t r = run_numbered(call, ops, fn);
+    call->group_comms = NULL;
     return r;
 }
 

@@ -112,6 +112,56 @@ static ccl_result_t fill_side(ccl_comm_t *comm, const char *fn, int units, const
     return CCL_OK;
 }
 
+/* The argument checks every v call makes, on one node or several: fills this rank's
+ * table t (CCL__VT_WORDS(N) words, zeroed) with its counts and displacements (packed
+ * where a displacement array is NULL) and the extents of its buffers in elements.
+ * CCL_OK, or the error with its message set. */
+static ccl_result_t v_checks(ccl_comm_t *comm, Collective coll, const char *fn, const void *send,
+                             const size_t *sendcounts, const size_t *sdispls, const void *recv, const size_t *recvcounts,
+                             const size_t *rdispls, ccl_dtype_t dtype, uint64_t *t, size_t *in_extent,
+                             size_t *out_extent)
+{
+    ccl_result_t r = CCL_OK;
+    int N = comm->nranks, me = comm->rank, nin = coll == COLL_ALLTOALLV ? N : 1;
+    if (!sendcounts)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendcounts' is NULL", fn);
+    if (!recvcounts)
+        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvcounts' is NULL", fn);
+    size_t es = ccl_dtype_size(dtype);
+    /* Far from overflow in any byte offset, as ccl__run keeps counts. */
+    size_t limit = ((size_t)1 << 46) / es;
+    size_t in_ext = 0, out_ext = 0;
+    const char *sc = coll == COLL_ALLGATHERV ? "sendcount" : "sendcounts";
+    r = fill_side(comm, fn, nin, sendcounts, sdispls, sc, "sdispls", limit, &t[CCL__VT_IN_COUNT * N],
+                  &t[CCL__VT_IN_DISPL * N], 0, &in_ext);
+    if (r == CCL_OK)
+        r = fill_side(comm, fn, N, recvcounts, rdispls, "recvcounts", coll == COLL_ALLGATHERV ? "displs" : "rdispls",
+                      limit, &t[CCL__VT_OUT_COUNT * N], &t[CCL__VT_OUT_DISPL * N], 1, &out_ext);
+    /* This rank's own segment is known here in full: a disagreement is an argument error
+     * now, not only the backend's asynchronous one. */
+    int q, v;
+    ccl__v_home(coll, me, me, &q, &v);
+    if (r == CCL_OK && recvcounts[me] != sendcounts[v])
+        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                           "%s: argument 'recvcounts': recvcounts[%d] is %zu, but this rank (%d) sends itself %zu "
+                           "elements (%s%s)", fn, me, recvcounts[me], me, sendcounts[v], sc,
+                           coll == COLL_ALLTOALLV ? "[rank]" : "");
+    if (r == CCL_OK && in_ext > 0 && !send)
+        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendbuf' is NULL", fn);
+    if (r == CCL_OK && out_ext > 0 && !recv)
+        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvbuf' is NULL", fn);
+    if (r == CCL_OK && (uintptr_t)send % es)
+        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendbuf' (%p) is not aligned to the %zu-byte "
+                           "size of %s", fn, send, es, ccl_dtype_name(dtype));
+    if (r == CCL_OK && (uintptr_t)recv % es)
+        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvbuf' (%p) is not aligned to the %zu-byte "
+                           "size of %s", fn, recv, es, ccl_dtype_name(dtype));
+
+    *in_extent = in_ext;
+    *out_extent = out_ext;
+    return r;
+}
+
 static ccl_result_t run_v_body(ccl_algorithm_t *alg, const void *send, const size_t *sendcounts, const size_t *sdispls,
                                void *recv, const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, void *stream,
                                const char *fn);
@@ -141,43 +191,13 @@ static ccl_result_t run_v_body(ccl_algorithm_t *alg, const void *send, const siz
                               "(use ccl_algorithm_run)", fn, alg->file, cclc_coll_name(coll), fn);
     if ((unsigned)dtype >= CCL_NUM_DTYPES)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'dtype' is %d, not a ccl_dtype_t", fn, (int)dtype);
-    int N = comm->nranks, me = comm->rank, nin = coll == COLL_ALLTOALLV ? N : 1;
-    if (!sendcounts)
-        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendcounts' is NULL", fn);
-    if (!recvcounts)
-        return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvcounts' is NULL", fn);
+    int N = comm->nranks, me = comm->rank;
     size_t es = ccl_dtype_size(dtype);
-    /* Far from overflow in any byte offset, as ccl__run keeps counts. */
-    size_t limit = ((size_t)1 << 46) / es;
     uint64_t *t = calloc(CCL__VT_WORDS(N), sizeof *t);
     if (!t)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     size_t in_ext = 0, out_ext = 0;
-    const char *sc = coll == COLL_ALLGATHERV ? "sendcount" : "sendcounts";
-    r = fill_side(comm, fn, nin, sendcounts, sdispls, sc, "sdispls", limit, &t[CCL__VT_IN_COUNT * N],
-                  &t[CCL__VT_IN_DISPL * N], 0, &in_ext);
-    if (r == CCL_OK)
-        r = fill_side(comm, fn, N, recvcounts, rdispls, "recvcounts", coll == COLL_ALLGATHERV ? "displs" : "rdispls",
-                      limit, &t[CCL__VT_OUT_COUNT * N], &t[CCL__VT_OUT_DISPL * N], 1, &out_ext);
-    /* This rank's own segment is known here in full: a disagreement is an argument error
-     * now, not only the backend's asynchronous one. */
-    int q, v;
-    ccl__v_home(coll, me, me, &q, &v);
-    if (r == CCL_OK && recvcounts[me] != sendcounts[v])
-        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT,
-                           "%s: argument 'recvcounts': recvcounts[%d] is %zu, but this rank (%d) sends itself %zu "
-                           "elements (%s%s)", fn, me, recvcounts[me], me, sendcounts[v], sc,
-                           coll == COLL_ALLTOALLV ? "[rank]" : "");
-    if (r == CCL_OK && in_ext > 0 && !send)
-        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendbuf' is NULL", fn);
-    if (r == CCL_OK && out_ext > 0 && !recv)
-        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvbuf' is NULL", fn);
-    if (r == CCL_OK && (uintptr_t)send % es)
-        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'sendbuf' (%p) is not aligned to the %zu-byte "
-                           "size of %s", fn, send, es, ccl_dtype_name(dtype));
-    if (r == CCL_OK && (uintptr_t)recv % es)
-        r = ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvbuf' (%p) is not aligned to the %zu-byte "
-                           "size of %s", fn, recv, es, ccl_dtype_name(dtype));
+    r = v_checks(comm, coll, fn, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, t, &in_ext, &out_ext);
 
     CclCall c = {.alg = alg, .send = in_ext ? send : NULL, .recv = out_ext ? recv : NULL, .dtype = dtype, .op = CCL_SUM,
                  .stream = stream, .esize = es, .slices = alg->slices, .is_v = 1};
@@ -250,6 +270,103 @@ ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, cons
     return ccl__run_v(alg, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype, stream, fn);
 }
 
+/* A v call on a comm of several nodes: its segments as point-to-point messages, one
+ * group (docs/multinode.md, "Variable-size collectives"). The v programs' plans reach
+ * every peer's memory (scratch sized by every rank's counts, staging in the v arena,
+ * a table every rank reads), which ranks of other nodes do not share, while
+ * point-to-point already crosses nodes through the proxy (CTS and P2P messages) and
+ * keeps node-mates in shared memory; and a v call is a pure exchange, each segment
+ * going from one rank to one rank once, the least any program could send. So every
+ * rank sends its segment to each peer (allgatherv: its one input; alltoallv: unit p to
+ * rank p) and receives each peer's into its recvbuf segment, straight from and into
+ * the caller's buffers, all at once in one group; its own segment is a copy.
+ * Guarantees as on one node, by the point-to-point machinery:
+ *  - counts: each message's header carries the sender's count and dtype, and the v
+ *    call's tag, which the receiver (a node-mate, from the slot) or the sender (another
+ *    node, from the receiver's CTS) compares with the receiver's recvcounts[q] before a
+ *    byte of the segment moves; a difference fails the receiver with the v-collectives'
+ *    message naming both ranks, the segment and both counts, and stops every rank
+ *    (unlike one node, other segments may have landed by then);
+ *  - nothing outside the segments: a message lands in its recv's buffer only;
+ *  - no hang: the comm's timeout, aborts and dead peers bound every wait, as for
+ *    ccl_send and ccl_recv.
+ * The calls are numbered (comm->v_p2p_calls) for the messages; they share the
+ * point-to-point channels' message numbers, which stay in step on both sides of every
+ * pair because every rank makes the same collective calls in the same order. */
+static ccl_result_t run_v_nodes(Collective coll, const char *fn, const void *send, const size_t *sendcounts,
+                                const size_t *sdispls, void *recv, const size_t *recvcounts, const size_t *rdispls,
+                                ccl_dtype_t dtype, ccl_comm_t *comm, void *stream)
+{
+    ccl_result_t r = ccl__check_usable(comm, fn);
+    if (r != CCL_OK)
+        return r;
+    if (!comm->be->run_p2p || comm->p2p_off == SIZE_MAX)
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: on a communicator of %d nodes the v-collectives run as "
+                              "point-to-point messages, and this one has no point-to-point channels (the %s backend, "
+                              "or a heap of %zu bytes too small for them)", fn, comm->nnodes, comm->be->name,
+                              comm->heap_bytes);
+    int N = comm->nranks, me = comm->rank;
+    size_t es = ccl_dtype_size(dtype);
+    uint64_t *t = calloc(CCL__VT_WORDS(N), sizeof *t);
+    CclP2pOp *ops = calloc(2 * (size_t)N, sizeof *ops);
+    if (!t || !ops) {
+        free(t), free(ops);
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    size_t in_ext = 0, out_ext = 0;
+    r = v_checks(comm, coll, fn, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, t, &in_ext, &out_ext);
+    if (r != CCL_OK) {
+        free(t), free(ops);
+        return r;
+    }
+    const uint64_t *in_count = &t[CCL__VT_IN_COUNT * N], *in_displ = &t[CCL__VT_IN_DISPL * N];
+    const uint64_t *out_count = &t[CCL__VT_OUT_COUNT * N], *out_displ = &t[CCL__VT_OUT_DISPL * N];
+    const char *s = in_ext ? send : NULL;
+    char *rv = out_ext ? recv : NULL;
+    int a2a = coll == COLL_ALLTOALLV, mine = a2a ? me : 0;
+    int tag = a2a ? CCL__P2P_VTAG_ALLTOALLV : CCL__P2P_VTAG_ALLGATHERV;
+    uint64_t seq = comm->v_p2p_calls + 1;
+    /* Step j: receive from rank me - j, send to rank me + j, so that in each step every
+     * rank has one peer sending to it (all steps are in flight at once; the order only
+     * spreads the first messages). Zero-size segments still go, as their header: it is
+     * what checks their counts. */
+    int n = 0;
+    for (int j = 1; j < N; j++) {
+        int from = (me + N - j) % N, to = (me + j) % N, v = a2a ? to : 0;
+        ops[n++] = (CclP2pOp){.kind = CCL__P2P_RECV, .peer = from, .buf = rv ? rv + out_displ[from] * es : NULL,
+                              .count = (size_t)out_count[from], .dtype = dtype, .vtag = tag, .vseq = seq};
+        ops[n++] = (CclP2pOp){.kind = CCL__P2P_SEND, .peer = to, .buf = s ? (char *)s + in_displ[v] * es : NULL,
+                              .count = (size_t)in_count[v], .dtype = dtype, .vtag = tag, .vseq = seq};
+    }
+    CclP2pCall call = {.comm = comm, .stream = stream, .nops = n};
+    /* The own segment moves by a copy (none when it is already in place: allgatherv's
+     * sendbuf as its own segment of recvbuf). Buffers that overlap otherwise are copied
+     * aside first, as one node stages them: a recv could overwrite what a send has yet
+     * to read. allgatherv in place needs no copy: its sendbuf is exactly its own
+     * segment, which no message writes (segments of recvbuf do not overlap). */
+    const char *self_src = s ? s + in_displ[mine] * es : NULL;
+    char *self_dst = rv ? rv + out_displ[me] * es : NULL;
+    size_t self_bytes = (size_t)out_count[me] * es;
+    int overlap = s && rv && s < rv + out_ext * es && rv < s + in_ext * es;
+    if (overlap && !(coll == COLL_ALLGATHERV && self_src == self_dst)) {
+        call.stage_src = s;
+        call.stage_bytes = in_ext * es;
+    }
+    if (self_bytes && self_src != self_dst) {
+        call.self_src = self_src;
+        call.self_dst = self_dst;
+        call.self_bytes = self_bytes;
+    }
+    CCL__TRACE(me, "%s call %llu as point-to-point across %d nodes: %s, extents %zu in, %zu out%s", fn,
+               (unsigned long long)seq, comm->nnodes, ccl_dtype_name(dtype), in_ext, out_ext,
+               call.stage_bytes ? ", sendbuf staged (it overlaps recvbuf)" : "");
+    r = ccl__p2p_launch_v(&call, ops, fn);
+    if (r == CCL_OK)
+        comm->v_p2p_calls = seq;
+    free(t), free(ops);
+    return r;
+}
+
 /* The standard v-collectives: an algorithm as for the fixed-size ones (a registration,
  * else the shipped library's `sizes` hint), chosen by a size every rank agrees on:
  * allgatherv's total (recvcounts are the same on every rank), alltoallv's none (each
@@ -261,6 +378,11 @@ static ccl_result_t standard_v(Collective coll, const char *fn, const void *send
     ccl_result_t r = ccl__check_call(comm, dtype, fn);
     if (r != CCL_OK)
         return r;
+    if (comm->nnodes > 1) {
+        ccl__range_push(fn);
+        return ccl__range_pop(
+            run_v_nodes(coll, fn, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, comm, stream));
+    }
     if (!recvcounts)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvcounts' is NULL", fn);
     size_t elems = 0, es = ccl_dtype_size(dtype);

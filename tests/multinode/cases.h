@@ -465,3 +465,133 @@ static long run_p2p_cases(ccl_comm_t *comm, const size_t *counts, int ncounts, l
     }
     return total;
 }
+
+/* ---- ccl_all_gather_v and ccl_all_to_all_v ---- */
+
+/* On several nodes they run as point-to-point messages (docs/multinode.md, "Variable-size
+ * collectives"); on one node, the v programs. The counts: every call has a zero-size
+ * segment and one of V_BIG elements (a different rank's each call), the rest small and
+ * uneven; segments lie in reverse rank order with V_GAP elements before each and after
+ * the last, which must stay untouched. */
+enum { V_BIG = 262147, V_GAP = 3 };
+
+/* Elements rank `from` sends rank `to` in call k (allgatherv: the same to every rank). */
+static size_t v_count(int gather, int from, int to, int k)
+{
+    static const size_t small[] = {5, 1001, 17}, pair[] = {0, 1, 17, 1001, 0, 3};
+    if (gather)
+        return from == k % size ? V_BIG : from == (k + 1) % size ? 0 : small[(from + k) % 3];
+    if (from == k % size && to == size - 1 - from)
+        return V_BIG;
+    return pair[(from * 3 + to * 5 + k) % 6];
+}
+
+/* Element i of the segment from rank `from` to rank `to` in call k (allgatherv: to 0). */
+static int64_t v_value(int from, int to, size_t i, int k)
+{
+    return (int64_t)(from * 1000 + to * 37) + (int64_t)(i % 11) + k;
+}
+
+/* Displacements of `n` segments of counts c in reverse unit order, V_GAP before each;
+ * the extent (with V_GAP after the last). */
+static size_t v_layout(const size_t *c, size_t *d, int n)
+{
+    size_t at = 0;
+    for (int u = n - 1; u >= 0; u--) {
+        at += V_GAP;
+        d[u] = at;
+        at += c[u];
+    }
+    return at + V_GAP;
+}
+
+/* One case: `iters` calls of allgatherv (gather) or alltoallv back to back, each with its
+ * own counts and buffers, then every element of each whole recvbuf checked: each segment
+ * holds its sender's data, every other element what it held before the call (in place,
+ * the sendbuf's own data where no segment lands). In place: allgatherv's sendbuf is its
+ * own segment of recvbuf; alltoallv's is recvbuf itself (staged by the runtime). 0 when
+ * every element is right. */
+static long v_case(ccl_comm_t *comm, int gather, ccl_dtype_t t, int inplace, int iters)
+{
+    size_t es = ccl_dtype_size(t);
+    int N = size;
+    size_t *sc = malloc(sizeof *sc * (size_t)N * 4 * (size_t)iters), *sd = sc + N * iters,
+           *rc = sd + N * iters, *rd = rc + N * iters;
+    void *send[3], *recv[3];
+    int64_t *before[3];
+    size_t len[3];
+    for (int k = 0; k < iters; k++) {
+        size_t *c = sc + k * N, *d = sd + k * N, *q = rc + k * N, *e = rd + k * N;
+        for (int p = 0; p < N; p++) {
+            c[p] = gather ? v_count(1, rank, 0, k) : v_count(0, rank, p, k);
+            q[p] = v_count(gather, p, rank, k);
+        }
+        size_t rext = v_layout(q, e, N), sext = gather ? c[0] : v_layout(c, d, N);
+        len[k] = rext > sext ? rext : sext;
+        recv[k] = malloc(len[k] * es + 1);
+        for (size_t i = 0; i < len[k]; i++)
+            put(recv[k], t, i, -999);
+        send[k] = !inplace ? malloc(sext * es + 1) : gather ? (char *)recv[k] + e[rank] * es : recv[k];
+        for (int p = 0; p < (gather ? 1 : N); p++)
+            for (size_t i = 0; i < c[p]; i++)
+                put(send[k], t, (gather ? 0 : d[p]) + i, v_value(rank, gather ? 0 : p, i, k));
+        before[k] = malloc(sizeof *before[k] * (len[k] + 1));
+        for (size_t i = 0; i < len[k]; i++)
+            before[k][i] = get(recv[k], t, i);
+    }
+    for (int k = 0; k < iters; k++) {
+        ccl_result_t r = gather ? ccl_all_gather_v(send[k], sc[k * N], recv[k], rc + k * N, rd + k * N, t, comm, NULL)
+                                : ccl_all_to_all_v(send[k], sc + k * N, sd + k * N, recv[k], rc + k * N, rd + k * N, t,
+                                                   comm, NULL);
+        if (r != CCL_OK)
+            fail_now(comm, gather ? "ccl_all_gather_v" : "ccl_all_to_all_v");
+    }
+    if (ccl_comm_synchronize(comm) != CCL_OK)
+        fail_now(comm, "ccl_comm_synchronize after v-collectives");
+    long wrong = 0;
+    for (int k = 0; k < iters; k++) {
+        const size_t *q = rc + k * N, *e = rd + k * N;
+        for (int p = 0; p < N; p++)
+            for (size_t i = 0; i < q[p]; i++)
+                before[k][e[p] + i] = v_value(p, gather ? 0 : rank, i, k);
+        for (size_t i = 0; i < len[k]; i++) {
+            int64_t got = get(recv[k], t, i);
+            if (got != before[k][i] && wrong++ < 3)
+                fprintf(stderr, "rank %d: %s %s%s call %d: recvbuf element %zu is %lld, expected %lld\n", rank,
+                        gather ? "allgatherv" : "alltoallv", ccl_dtype_name(t), inplace ? " in place" : "", k, i,
+                        (long long)got, (long long)before[k][i]);
+        }
+        if (!inplace)
+            free(send[k]);
+        free(recv[k]);
+        free(before[k]);
+    }
+    free(sc);
+    return wrong;
+}
+
+/* allgatherv and alltoallv x (f32, i32) x (out of place, in place), 3 calls back to back
+ * each, then an all-reduce on the same comm: rank 0 prints one line per case ("v ...:
+ * ok" or "...: WRONG") and then "v wrong elements: N"; the total that combine gave. */
+static long run_v_cases(ccl_comm_t *comm, long (*combine)(long wrong))
+{
+    static const ccl_dtype_t types[] = {CCL_F32, CCL_I32};
+    long total = 0;
+    for (int gather = 1; gather >= 0; gather--)
+        for (int d = 0; d < 2; d++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                long all = combine(v_case(comm, gather, types[d], inplace, 3));
+                total += all;
+                if (rank == 0)
+                    printf("v %s %s%s x3 (a segment of %d elements, a zero one, gaps checked): %s\n",
+                           gather ? "allgatherv" : "alltoallv", ccl_dtype_name(types[d]), inplace ? " in place" : "",
+                           V_BIG, all ? "WRONG" : "ok");
+            }
+    long all = combine(run_case(comm, 1001, CCL_F32, CCL_SUM, 0, 3));
+    total += all;
+    if (rank == 0) {
+        printf("v then all-reduce count 1001 f32 sum x3: %s\n", all ? "WRONG" : "ok");
+        printf("v wrong elements: %ld\n", total);
+    }
+    return total;
+}

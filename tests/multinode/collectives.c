@@ -22,7 +22,10 @@
  * print what they got, and rank 2 whether its buffer stayed untouched. p2p-unmatched
  * [recv]: rank 0 sends to rank 2, which never receives (with recv: rank 1 receives from
  * rank 3, which never sends; with kill: rank 3 is killed); the waiting rank prints what
- * it got (CCL_TIMEOUT_MS bounds its wait). */
+ * it got (CCL_TIMEOUT_MS bounds its wait). v: cases.h's ccl_all_gather_v and
+ * ccl_all_to_all_v cases (uneven counts, a zero and a large segment, gaps checked; as
+ * point-to-point across nodes). v-mismatch: an allgatherv whose ranks 1 and 2 expect 11
+ * elements from rank 0, which sends 10; every rank prints what it got. */
 #include <mpi.h>
 #include <signal.h>
 #include <stdint.h>
@@ -123,6 +126,29 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "p2p")) {
         static const size_t counts[] = {1, 1001, 1 << 20};
         status = run_p2p_cases(comm, counts, 3, sum_over_ranks) != 0;
+    } else if (!strcmp(mode, "v")) {
+        status = run_v_cases(comm, sum_over_ranks) != 0;
+    } else if (!strcmp(mode, "v-mismatch")) {
+        /* allgatherv of 10 elements from every rank, but ranks 1 and 2 expect 11 from
+         * rank 0: each fails naming both ranks and both counts, its segment untouched. */
+        size_t counts[16], n = 0;
+        int32_t send[10], recv[16 * 11 + 1];
+        for (int p = 0; p < size && p < 16; p++)
+            n += counts[p] = p == 0 && (rank == 1 || rank == 2) ? 11 : 10;
+        for (int i = 0; i < 10; i++)
+            send[i] = rank * 100 + i;
+        for (size_t i = 0; i < n; i++)
+            recv[i] = -1;
+        r = size <= 16 ? ccl_all_gather_v(send, 10, recv, counts, NULL, CCL_I32, comm, NULL) : CCL_ERR_INVALID_USAGE;
+        if (r == CCL_OK)
+            r = ccl_comm_synchronize(comm);
+        int untouched = 1;
+        for (size_t i = 0; i < counts[0]; i++)
+            untouched &= recv[i] == -1;
+        printf("rank %d: %s: %s%s\n", rank, ccl_result_string(r), ccl_comm_last_error(comm),
+               (rank == 1 || rank == 2) && untouched ? " [segment untouched]" : "");
+        fflush(stdout);
+        MPI_Barrier(MPI_COMM_WORLD);
     } else if (!strcmp(mode, "p2p-mismatch") || !strcmp(mode, "p2p-unmatched")) {
         int32_t buf[12];
         for (int i = 0; i < 12; i++)

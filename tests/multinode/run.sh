@@ -31,6 +31,13 @@
 #              across nodes: each times out naming its peer
 #   p2p-kill   rank 3 (node 1) is killed while rank 1 (node 0) waits to receive from it: the
 #              job ends at once, naming rank 3
+#   v          ccl_all_gather_v and ccl_all_to_all_v (point-to-point across nodes) as 2 nodes of 2, 4 of 1,
+#              1 of 4 (the v programs) and 3 of 2: f32, i32 x out of place, in place, 3 calls
+#              back to back each with uneven counts (a zero segment, one of 262147 elements), every
+#              element of every segment and every gap around them checked, then an all-reduce
+#   v-mismatch an allgatherv whose ranks 1 and 2 expect 11 elements from rank 0, which sends 10, as
+#              2 nodes of 2 (rank 1 its node-mate, rank 2 across) and 4 of 1: a receiver names both
+#              ranks and both counts, its segment untouched, and every rank fails
 #   hosts      without CCL_RANKS_PER_NODE each host is a node: here one node of 4
 #   one-node   without a transport (ccl-perf's plain bootstrap), CCL_RANKS_PER_NODE=2 is
 #              refused with a message naming ccl_comm_init_mpi_nodes
@@ -137,6 +144,33 @@ else
     echo "FAIL multinode/p2p-kill: exit $rc after ${took}s"
     sed 's/^/    /' "$tmp/pk.out" | head -20
 fi
+
+# The v-collectives: on several nodes as point-to-point messages (docs/multinode.md,
+# "Variable-size collectives"), on one the v programs.
+for shape in 4:2 4:1 4:4 6:2; do
+    np=${shape%:*} rpn=${shape#*:} nodes=$((${shape%:*} / ${shape#*:}))
+    mpin=("${mpi[@]}")
+    mpin[2]=$np
+    CCL_RANKS_PER_NODE=$rpn timeout -k 10 120 "${mpin[@]}" "$prog" v >"$tmp/v.out" 2>"$tmp/v.err"
+    rc=$?
+    if [ $rc -ne 0 ] || [ "$(grep -c '^v .*: ok$' "$tmp/v.out")" -ne 9 ] || ! grep -q '^v wrong elements: 0$' "$tmp/v.out"; then
+        echo "FAIL multinode/v-${nodes}x$rpn: exit $rc, not every case checked out"
+        { grep -v ': ok$' "$tmp/v.out"; tail -5 "$tmp/v.err"; } | head -20 | sed 's/^/    /'
+    else
+        echo "ok multinode/v-${nodes}x$rpn: allgatherv, alltoallv x f32, i32 x (out of place, in place) x 3 calls, uneven counts (0 to 262147), every segment and gap checked"
+    fi
+done
+for rpn in 2 1; do
+    CCL_RANKS_PER_NODE=$rpn CCL_TIMEOUT_MS=5000 timeout -k 10 60 "${mpi[@]}" "$prog" v-mismatch >"$tmp/vm.out" 2>&1
+    named=$(grep -cE "^rank ([12]): invalid argument: .*rank \1, call 1: the ranks disagree on the size of segment 0 of rank \1's recvbuf \(the data from rank 0\): rank 0 sends 10 elements \(its sendcount\), rank \1 expects 11 \(its recvcounts\[0\]\).*\(ccl_all_gather_v\); nothing of that segment was received \[segment untouched\]$" "$tmp/vm.out")
+    others=$(grep -cE '^rank [0-3]: a peer failed or left: .*rank [12] (on node [0-9]+ )?failed' "$tmp/vm.out")
+    if [ "$named" -ge 1 ] && [ $((named + others)) -eq 4 ]; then
+        echo "ok multinode/v-mismatch-$((4 / rpn))x$rpn: 10 elements sent, 11 expected: $named receiver(s) name both ranks and counts (segment untouched), every other rank fails naming one"
+    else
+        echo "FAIL multinode/v-mismatch-$((4 / rpn))x$rpn: not every rank failed, or the receivers did not name both sides"
+        sed 's/^/    /' "$tmp/vm.out" | head -20
+    fi
+done
 
 # No CCL_RANKS_PER_NODE: every host is a node, so here one node of 4, through the same
 # entry point (the transport unused, and released at destroy).

@@ -18,6 +18,9 @@
 #   p2p-2x2, -4x1  tests/multinode's point-to-point cases (cases.h) over TCP: a ring, pairwise
 #              exchanges (grouped and not) and 20-message groups across nodes, on 3 counts
 #              x (f32, i32), 3 calls each, every element checked
+#   v-2x2, -4x1  tests/multinode's allgatherv and alltoallv cases (cases.h) over TCP: uneven
+#              counts (a zero segment, one of 262147 elements), f32, i32, in place and not,
+#              3 calls each, every segment and gap checked
 #   skip       rank 3 never calls: ranks 0-2 fail within CCL_TIMEOUT_MS, the root naming rank 3
 #   cookie     rank 3 has the id of an earlier root at the same address: refused for its
 #              cookie, with a message; ranks 0-2 time out naming it
@@ -84,6 +87,20 @@ for rpn in 2 1; do
         grep -E 'proxy' "$tmp/err" | show /dev/stdin
     else
         echo "ok $name: ring, exchanges (grouped and not) and 20-message groups on 3 counts x f32, i32 x 3 calls over TCP, every element right"
+    fi
+done
+
+# The v-collectives over TCP: point-to-point messages across nodes (docs/multinode.md).
+for rpn in 2 1; do
+    name="uniqueid/v-$((4 / rpn))x$rpn"
+    timeout -k 5 60 "$prog" v 4 "$rpn" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -ne 0 ] || [ "$(grep -c '^v .*: ok$' "$tmp/out")" -ne 9 ] || ! grep -q '^v wrong elements: 0$' "$tmp/out" ||
+       [ "$(grep -c '^rank [0-9]*: wrong 0$' "$tmp/out")" -ne 4 ]; then
+        echo "FAIL $name: exit $rc, not every case checked out"
+        { grep -v ': ok$' "$tmp/out"; tail -5 "$tmp/err"; } | show /dev/stdin
+    else
+        echo "ok $name: allgatherv, alltoallv x f32, i32 x (out of place, in place) x 3 calls over TCP, uneven counts (0 to 262147), every segment and gap checked"
     fi
 done
 

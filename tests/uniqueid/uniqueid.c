@@ -11,6 +11,7 @@
  *   check    runs tests/multinode's cases (cases.h) on smaller counts, every element
  *            checked; rank 0 prints one line per case, every rank "rank R: wrong N"
  *   p2p      cases.h's point-to-point cases on counts 1, 1001 and 65539, likewise
+ *   v        cases.h's ccl_all_gather_v and ccl_all_to_all_v cases, likewise
  *   skip     rank R never makes the communicator (it exits once it has the id); every
  *            other rank prints what its init returned and its message
  *   cookie   rank R is given the id of an earlier root at the same address and port
@@ -121,7 +122,7 @@ static int run_rank(const char *mode, int rpn, int who, int (*pipes)[2], const c
     ccl_result_t r = ccl_comm_init_rank_id(&comm, size, id, rank, rpn, device, &cfg);
     if (r != CCL_OK) {
         printf("rank %d: init: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(NULL));
-        return strcmp(mode, "check") && strcmp(mode, "p2p") ? 0 : 2;
+        return strcmp(mode, "check") && strcmp(mode, "p2p") && strcmp(mode, "v") ? 0 : 2;
     }
     if (!strcmp(mode, "kill")) {
         float x[64] = {0};
@@ -134,9 +135,9 @@ static int run_rank(const char *mode, int rpn, int who, int (*pipes)[2], const c
         ccl_comm_destroy(comm);
         return r == CCL_OK;
     }
-    if (!strcmp(mode, "p2p")) {
+    if (!strcmp(mode, "p2p") || !strcmp(mode, "v")) {
         static const size_t counts[] = {1, 1001, 65539};
-        long wrong = run_p2p_cases(comm, counts, 3, own);
+        long wrong = !strcmp(mode, "v") ? run_v_cases(comm, own) : run_p2p_cases(comm, counts, 3, own);
         printf("rank %d: wrong %ld\n", rank, wrong);
         fflush(stdout);
         return ccl_comm_destroy(comm) != CCL_OK || wrong != 0;

@@ -38,6 +38,14 @@ typedef struct Task {
     CclCall call;
     CclP2pOp *p2p;
     int nops;
+    /* A v call run as point-to-point (CclP2pCall's staging): the copy of stage_src that
+     * its sends read (owned), and its own segment's copy. */
+    char *stage;
+    const void *stage_src;
+    size_t stage_bytes;
+    const void *self_src;
+    void *self_dst;
+    size_t self_bytes;
 } Task;
 
 typedef struct {
@@ -291,15 +299,20 @@ static ccl_result_t cpu_run(const CclCall *call)
 {
     ccl_comm_t *comm = call->alg->comm;
     CpuComm *cc = comm->be_comm;
+    /* ccl_all_gather_v and ccl_all_to_all_v run as point-to-point there (vcoll.c); a v
+     * program's plan reaches every peer's scratch and tables, which another node's
+     * ranks do not share (and no v program admits several nodes, so none loads). */
     if (call->is_v && cc->heaps.net)
-        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "allgatherv and alltoallv on a communicator of %d nodes are "
-                              "not implemented yet (docs/multinode.md)", comm->nnodes);
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: a loaded allgatherv or alltoallv program does not run on "
+                              "a communicator of %d nodes (ccl_all_gather_v and ccl_all_to_all_v do: "
+                              "docs/multinode.md)", call->alg->file, comm->nnodes);
     void *in = call->in, *out = call->out;
     /* A v call's table is the caller's until we return: the Task keeps a copy. */
     size_t vbytes = call->is_v ? ccl__segs_table_bytes(comm->nranks) : 0;
     Task *t = malloc(sizeof *t + vbytes);
     if (!t)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
+    memset(t, 0, sizeof *t);
     if (call->is_v) {
         memcpy(t + 1, call->v.table, vbytes);
         ccl__v_place(comm, call, (uint64_t *)(t + 1), &in, &out);
@@ -331,6 +344,28 @@ static ccl_result_t cpu_run_p2p(const CclP2pCall *call)
     t->p2p = (CclP2pOp *)(t + 1);
     memcpy(t->p2p, call->ops, ops);
     t->nops = call->nops;
+    t->self_src = call->self_src;
+    t->self_dst = call->self_dst;
+    t->self_bytes = call->self_bytes;
+    if (call->stage_bytes) {
+        /* Taken now, filled by the worker in stream order (earlier calls may still write
+         * the sendbuf). */
+        const char *lo = call->stage_src, *hi = lo + call->stage_bytes;
+        if (!(t->stage = malloc(call->stage_bytes))) {
+            free(t);
+            return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "rank %d: out of memory staging %zu bytes of sendbuf",
+                                  comm->rank, call->stage_bytes);
+        }
+        t->stage_src = lo;
+        t->stage_bytes = call->stage_bytes;
+        for (int i = 0; i < t->nops; i++) {
+            const char *b = t->p2p[i].buf;
+            if (t->p2p[i].kind == CCL__P2P_SEND && b && b >= lo && b < hi)
+                t->p2p[i].buf = t->stage + (b - lo);
+        }
+        if (t->self_src && (const char *)t->self_src >= lo && (const char *)t->self_src < hi)
+            t->self_src = t->stage + ((const char *)t->self_src - lo);
+    }
     enqueue(comm->be_comm, t);
     return CCL_OK;
 }
@@ -844,6 +879,22 @@ out:
     ccl__segs_free(&segs);
 }
 
+/* The end of a v call run as point-to-point (vcoll.c): an all-rank barrier, so that
+ * the call fails on every rank when it fails on one, as on one node. Without it a rank
+ * whose own segments all went and came (its partners matched) would succeed while a
+ * rank whose counts disagree with a third fails: one rank's messages say nothing of
+ * the others'. A rank that failed stays out of it, which stops the others there. */
+static void end_v(ccl_comm_t *comm, const CclP2pOp *op)
+{
+    char err[512];
+    if (rank_failed(comm) || rank_barrier(comm, err, sizeof err) == 0)
+        return;
+    ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED,
+                         "%s (at the end of %s, v call %llu on this comm)", err, ccl__p2p_vname(op->vtag),
+                         (unsigned long long)op->vseq);
+    ccl__cpu_abort_all(comm);
+}
+
 static void *worker_main(void *arg)
 {
     ccl_comm_t *comm = arg;
@@ -860,10 +911,22 @@ static void *worker_main(void *arg)
             cc->tail = NULL;
         cc->busy = 1;
         pthread_mutex_unlock(&cc->mu);
-        if (t->p2p)
+        if (t->p2p) {
+            /* A v call's copies first (none after a failure: a call that fails writes
+             * nothing of its own accord); the group then reports the abort itself. */
+            if (!atomic_load(&ccl__cpu_header(comm, comm->rank)->abort)) {
+                if (t->stage_bytes)
+                    memcpy(t->stage, t->stage_src, t->stage_bytes);
+                if (t->self_bytes)
+                    memmove(t->self_dst, t->self_src, t->self_bytes);
+            }
             ccl__cpu_p2p_run(comm, cc->heaps.net, &cc->p2p, t->p2p, t->nops);
-        else
+            if (t->p2p[0].vtag)
+                end_v(comm, &t->p2p[0]);
+        } else {
             execute(comm, &t->call);
+        }
+        free(t->stage);
         free(t);
         pthread_mutex_lock(&cc->mu);
         cc->busy = 0;

@@ -68,7 +68,7 @@ static int send_fill(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls, uint64_t
     if (c->next == c->slots || st->filled[p] != g || g - emptied >= CCL__P2P_SLOTS)
         return 0;
     char *slot = slot_at(comm, p, me, g);
-    CclP2pSlot h = {.nth = c->op->nth, .count = c->op->count, .dtype = (uint64_t)c->op->dtype,
+    CclP2pSlot h = {.nth = c->op->nth, .count = c->op->count, .dtype = ccl__p2p_wire_dtype(c->op),
                     .index = (uint64_t)c->op->index, .group_calls = (uint64_t)ncalls};
     memcpy(slot, &h, sizeof h);
     size_t at = (size_t)c->next * payload, len = c->bytes - at < payload ? c->bytes - at : payload;
@@ -92,7 +92,7 @@ static int recv_step(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls)
     const char *slot = slot_at(comm, me, p, g);
     CclP2pSlot h;
     memcpy(&h, slot, sizeof h);
-    if (h.nth != c->op->nth || h.count != c->op->count || h.dtype != (uint64_t)c->op->dtype) {
+    if (h.nth != c->op->nth || h.count != c->op->count || h.dtype != ccl__p2p_wire_dtype(c->op)) {
         ccl__p2p_mismatch_error(comm, c->op, (uint64_t)ncalls, &h);
         ccl__cpu_abort_all(comm);
         return -1;
@@ -119,15 +119,16 @@ static void report_stuck(ccl_comm_t *comm, CpuNet *net, const Call *c, int ncall
     char what[160], how[200];
     ccl__p2p_describe(c->op, (uint64_t)ncalls, what, sizeof what);
     uint64_t cleared = ccl__cpu_net_p2p_cleared_upto(net, p);
+    const char *v = ccl__p2p_vname(c->op->vtag);   /* a v-collective's segment: its partner is the same call */
     if (send && cleared > c->op->nth)
         CCL__FMT(how, sizeof how, "its data went out, but rank %d on node %d did not acknowledge it", p,
                  p / comm->local);
     else if (send)
-        CCL__FMT(how, sizeof how, "rank %d on node %d has made no matching ccl_recv (it cleared %llu of this rank's "
-                 "messages to it)", p, p / comm->local, (unsigned long long)cleared);
+        CCL__FMT(how, sizeof how, "rank %d on node %d has made no matching %s (it cleared %llu of this rank's "
+                 "messages to it)", p, p / comm->local, v ? v : "ccl_recv", (unsigned long long)cleared);
     else
-        CCL__FMT(how, sizeof how, "rank %d on node %d has made no matching ccl_send (%llu of its messages to this rank "
-                 "arrived)", p, p / comm->local, (unsigned long long)ccl__cpu_net_p2p_landed(net, p));
+        CCL__FMT(how, sizeof how, "rank %d on node %d has made no matching %s (%llu of its messages to this rank "
+                 "arrived)", p, p / comm->local, v ? v : "ccl_send", (unsigned long long)ccl__cpu_net_p2p_landed(net, p));
     ccl__set_async_error(comm, CCL_ERR_TIMEOUT, "timeout: rank %d: %s (message %llu from rank %d to rank %d) %s "
                          "within %d ms: %s", me, what, (unsigned long long)c->op->nth + 1, send ? me : p,
                          send ? p : me, send ? "was not received" : "received nothing", comm->timeout_ms, how);
@@ -167,7 +168,7 @@ static int net_channel_step(ccl_comm_t *comm, CpuNet *net, Call *calls, int ncal
             Call *c = &calls[ch->calls[ch->fill]];
             if (!ccl__cpu_net_p2p_cleared(net, p, c->op->nth, &count, &dtype))
                 break;
-            CclP2pSlot h = {.nth = c->op->nth, .count = c->op->count, .dtype = (uint64_t)c->op->dtype,
+            CclP2pSlot h = {.nth = c->op->nth, .count = c->op->count, .dtype = ccl__p2p_wire_dtype(c->op),
                             .index = (uint64_t)c->op->index, .group_calls = (uint64_t)ncalls};
             int refuse = count != h.count || dtype != h.dtype;
             c->mark = UINT64_MAX;    /* refused: never done; the receiver's failure stops this rank */
@@ -185,7 +186,7 @@ static int net_channel_step(ccl_comm_t *comm, CpuNet *net, Call *calls, int ncal
         const Call *c = &calls[ch->calls[ch->post]];
         if (c->op->nth >= landed + CCL__NET_P2P_WINDOW)
             break;
-        CclP2pSlot h = {.nth = c->op->nth, .count = c->op->count, .dtype = (uint64_t)c->op->dtype,
+        CclP2pSlot h = {.nth = c->op->nth, .count = c->op->count, .dtype = ccl__p2p_wire_dtype(c->op),
                         .index = (uint64_t)c->op->index, .group_calls = (uint64_t)ncalls};
         if (ccl__cpu_net_p2p_recv(net, p, &h, c->op->buf, c->bytes) != 0) {
             ccl__cpu_abort_all(comm);
