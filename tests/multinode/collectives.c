@@ -22,7 +22,9 @@
  * print what they got, and rank 2 whether its buffer stayed untouched. p2p-unmatched
  * [recv]: rank 0 sends to rank 2, which never receives (with recv: rank 1 receives from
  * rank 3, which never sends; with kill: rank 3 is killed); the waiting rank prints what
- * it got (CCL_TIMEOUT_MS bounds its wait). */
+ * it got (CCL_TIMEOUT_MS bounds its wait). split: cases.h's splits of the communicator
+ * (by node, by local index, with a rank of no color, an uneven layout refused), the
+ * collectives on every child checked, children destroyed before the parent. */
 #include <mpi.h>
 #include <signal.h>
 #include <stdint.h>
@@ -120,6 +122,9 @@ int main(int argc, char **argv)
             bandwidth(comm);
         else if (rank == 0)
             fprintf(stderr, "bw: run it on 2 ranks (CCL_RANKS_PER_NODE=1 mpirun -np 2)\n");
+    } else if (!strcmp(mode, "split")) {
+        const char *rpn = getenv("CCL_RANKS_PER_NODE");
+        status = run_split_cases(comm, rpn ? atoi(rpn) : size, sum_over_ranks) != 0;
     } else if (!strcmp(mode, "p2p")) {
         static const size_t counts[] = {1, 1001, 1 << 20};
         status = run_p2p_cases(comm, counts, 3, sum_over_ranks) != 0;

@@ -11,6 +11,9 @@
  *   check    runs tests/multinode's cases (cases.h) on smaller counts, every element
  *            checked; rank 0 prints one line per case, every rank "rank R: wrong N"
  *   p2p      cases.h's point-to-point cases on counts 1, 1001 and 65539, likewise
+ *   split    cases.h's splits (by node, by local index, with a rank of no color, an
+ *            uneven layout refused), each child's collectives checked; rank 0 prints a
+ *            line per split, every rank "rank R: wrong N"
  *   skip     rank R never makes the communicator (it exits once it has the id); every
  *            other rank prints what its init returned and its message
  *   cookie   rank R is given the id of an earlier root at the same address and port
@@ -121,7 +124,7 @@ static int run_rank(const char *mode, int rpn, int who, int (*pipes)[2], const c
     ccl_result_t r = ccl_comm_init_rank_id(&comm, size, id, rank, rpn, device, &cfg);
     if (r != CCL_OK) {
         printf("rank %d: init: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(NULL));
-        return strcmp(mode, "check") && strcmp(mode, "p2p") ? 0 : 2;
+        return strcmp(mode, "check") && strcmp(mode, "p2p") && strcmp(mode, "split") ? 0 : 2;
     }
     if (!strcmp(mode, "kill")) {
         float x[64] = {0};
@@ -133,6 +136,12 @@ static int run_rank(const char *mode, int rpn, int who, int (*pipes)[2], const c
         printf("rank %d: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(comm));
         ccl_comm_destroy(comm);
         return r == CCL_OK;
+    }
+    if (!strcmp(mode, "split")) {
+        long wrong = run_split_cases(comm, rpn, own);
+        printf("rank %d: wrong %ld\n", rank, wrong);
+        fflush(stdout);
+        return ccl_comm_destroy(comm) != CCL_OK || wrong != 0;
     }
     if (!strcmp(mode, "p2p")) {
         static const size_t counts[] = {1, 1001, 65539};
@@ -190,7 +199,7 @@ int main(int argc, char **argv)
     size = argc > 2 ? atoi(argv[2]) : 4;
     int rpn = argc > 3 ? atoi(argv[3]) : 2, who = argc > 4 ? atoi(argv[4]) : size - 1;
     if (size < 1 || size > MAX_RANKS) {
-        fprintf(stderr, "usage: uniqueid check|p2p|skip|cookie|noroot|baddev|kill|badid|getid NRANKS RANKS_PER_NODE [R]\n");
+        fprintf(stderr, "usage: uniqueid check|p2p|split|skip|cookie|noroot|baddev|kill|badid|getid NRANKS RANKS_PER_NODE [R]\n");
         return 2;
     }
     ccl_unique_id_t stale;
