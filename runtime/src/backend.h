@@ -165,7 +165,7 @@ struct CclBackend {
     /* A communicator of several nodes only (NULL elsewhere): ccl_comm_split's bootstrap
      * with a rank of another node (mailbox.c), through the inter-node transport. boot_send
      * sends `bytes` (at most 4 KiB) of exchange `tag`, or with gave_up the news that this
-     * rank gave up the split numbered tag >> 32; 0, or -1. boot_take: 1 once exchange
+     * rank gave up the split numbered tag >> 32 (the bytes: why, a string); 0, or -1. boot_take: 1 once exchange
      * tag's bytes from peer are in buf, 0 while they have not come, -1 with why when peer
      * gave up, left, sent another size, or the comm was stopped. Any thread but the
      * backend's own. */

@@ -648,6 +648,16 @@ static int split_layout(const ccl_comm_t *comm, const int *members, int nm, int 
     return 0;
 }
 
+/* This rank gives up the split: its members' waits end at once, those on other nodes
+ * told why (the start of msg). */
+static void split_give_up(CclMboxBoot *sb, const char *msg)
+{
+    size_t n = strlen(msg) < sizeof sb->why - 1 ? strlen(msg) : sizeof sb->why - 1;
+    memcpy(sb->why, msg, n);
+    sb->why[n] = 0;
+    ccl__mbox_boot_fail(sb);
+}
+
 ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm, const ccl_config_t *config)
 {
     const char *fn = "ccl_comm_split";
@@ -702,10 +712,10 @@ ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_
     int need_net = nodes && lc && lc < nm;
     if (nodes && comm->net.split(comm->net.ctx, need_net ? color : CCL_SPLIT_NOCOLOR, me, need_net ? &sub_b : NULL,
                                  &cnet, nwhy, sizeof nwhy) != 0) {
-        ccl__mbox_boot_fail(&sub_sb);
         r = ccl__set_error(comm, CCL_ERR_PEER_FAILED, "%s: rank %d (color %d, key %d; %d members): the transport could "
                            "not make the new communicator's%s%s%s%s", fn, comm->rank, color, key, nm,
                            nwhy[0] ? ": " : "", nwhy, sub_sb.why[0] ? ": " : "", sub_sb.why);
+        split_give_up(&sub_sb, comm->last_error);
         goto out;
     }
     if (!lc) {
@@ -718,9 +728,9 @@ ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_
      * describes the job's ranks, not a child's. */
     r = comm_create_net(&child, &sub_b, need_net ? &cnet : NULL, lc, comm->device, cc, fn);
     if (r != CCL_OK) {
-        ccl__mbox_boot_fail(&sub_sb);
         ccl__set_error(comm, r, "%s (color %d, key %d; %d members)%s%s", ccl_comm_last_error(NULL), color, key, nm,
                        sub_sb.why[0] ? ": " : "", sub_sb.why);
+        split_give_up(&sub_sb, comm->last_error);
         goto out;
     }
     if (split_share_group(child, &sub_b) != 0) {
@@ -833,6 +843,7 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
         }
     }
     ccl__mbox_leave(comm->mbox); /* this rank's process may go now: no failure to its peers */
+    ccl__mbox_leave(comm->node_mbox); /* (and a split waiting for it gives up at once) */
     ccl__mbox_close(comm->mbox);
     ccl__mbox_close(comm->node_mbox);
     comm->be->comm_fini(comm);

@@ -257,6 +257,10 @@ static int wait_members(CclMboxBoot *sb, int done, uint64_t want)
                 snprintf(sb->why, sizeof sb->why, "rank %d gave up", sb->members[i]);
                 return -1;
             }
+            if (atomic_load_explicit(&b->left, memory_order_acquire)) {
+                snprintf(sb->why, sizeof sb->why, "rank %d left the communicator (ccl_comm_destroy)", sb->members[i]);
+                return -1;
+            }
             if ((it & 63) == 63) {
                 double now = ccl__now_ms();
                 if (now > probe) {
@@ -355,5 +359,5 @@ void ccl__mbox_boot_fail(CclMboxBoot *sb)
     ccl_comm_t *comm = sb->mb->comm;
     for (int i = 0; i < sb->n; i++)
         if (!sb->mb->box[sb->members[i]])
-            comm->be->boot_send(comm, sb->members[i], (uint64_t)sb->epoch << 32, 1, NULL, 0);
+            comm->be->boot_send(comm, sb->members[i], (uint64_t)sb->epoch << 32, 1, sb->why, strlen(sb->why) + 1);
 }

@@ -14,6 +14,8 @@
  *   split    cases.h's splits (by node, by local index, with a rank of no color, an
  *            uneven layout refused), each child's collectives checked; rank 0 prints a
  *            line per split, every rank "rank R: wrong N"
+ *   splitskip  rank R destroys its communicator without splitting it; every other rank's
+ *            split (by local index) fails, and prints what it returned and its message
  *   skip     rank R never makes the communicator (it exits once it has the id); every
  *            other rank prints what its init returned and its message
  *   cookie   rank R is given the id of an earlier root at the same address and port
@@ -137,6 +139,17 @@ static int run_rank(const char *mode, int rpn, int who, int (*pipes)[2], const c
         ccl_comm_destroy(comm);
         return r == CCL_OK;
     }
+    if (!strcmp(mode, "splitskip")) {
+        /* Rank `who` destroys its communicator and ends without splitting it. */
+        ccl_comm_t *child = NULL;
+        r = rank == who ? CCL_OK : ccl_comm_split(comm, rank % rpn, rank, &child, NULL);
+        if (rank != who)
+            printf("rank %d: split: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(comm));
+        if (child)
+            ccl_comm_destroy(child);
+        ccl_comm_destroy(comm);
+        return rank == who ? 0 : r == CCL_OK;
+    }
     if (!strcmp(mode, "split")) {
         long wrong = run_split_cases(comm, rpn, own);
         printf("rank %d: wrong %ld\n", rank, wrong);
@@ -199,7 +212,7 @@ int main(int argc, char **argv)
     size = argc > 2 ? atoi(argv[2]) : 4;
     int rpn = argc > 3 ? atoi(argv[3]) : 2, who = argc > 4 ? atoi(argv[4]) : size - 1;
     if (size < 1 || size > MAX_RANKS) {
-        fprintf(stderr, "usage: uniqueid check|p2p|split|skip|cookie|noroot|baddev|kill|badid|getid NRANKS RANKS_PER_NODE [R]\n");
+        fprintf(stderr, "usage: uniqueid check|p2p|split|splitskip|skip|cookie|noroot|baddev|kill|badid|getid NRANKS RANKS_PER_NODE [R]\n");
         return 2;
     }
     ccl_unique_id_t stale;

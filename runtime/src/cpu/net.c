@@ -28,8 +28,8 @@
  *          the receiver fails naming both (cpu/p2p.c)
  *   BOOT   an exchange of ccl_comm_split's bootstrap (mailbox.c): its number (the comm's
  *          split count << 32 | the exchange) and at most NET_INLINE bytes, kept in a list
- *          per sender until the split's thread takes it; with F_GAVE_UP, no bytes: the
- *          sender gave up that split
+ *          per sender until the split's thread takes it; with F_GAVE_UP the sender gave
+ *          up that split, and the bytes say why
  *
  * Order is what makes it correct: the transport delivers one sender's messages in the
  * order sent, and the proxy applies them in that order (one receive per sender at a
@@ -354,12 +354,12 @@ int ccl__cpu_net_boot_send(CpuNet *n, int peer, uint64_t tag, int gave_up, const
 {
     if (bytes > NET_INLINE)
         return -1;
-    Msg *m = msg_new(peer, M_BOOT, tag, 0, gave_up ? 0 : bytes);
+    Msg *m = msg_new(peer, M_BOOT, tag, 0, bytes);
     if (!m)
         return oom(n);
     if (gave_up)
         m->h.flags = F_GAVE_UP;
-    else if (bytes)
+    if (bytes)
         memcpy(&m->h + 1, buf, bytes);
     enqueue(n, m);
     return 0;
@@ -371,7 +371,7 @@ int ccl__cpu_net_boot_take(CpuNet *n, int peer, uint64_t tag, void *buf, size_t 
     pthread_mutex_lock(&n->mu);
     for (BootMsg **at = &n->boot[peer], *b; (b = *at) != NULL && !got;) {
         if ((b->flags & F_GAVE_UP) && b->tag >> 32 == tag >> 32) {
-            snprintf(why, len, "rank %d gave up", peer);
+            snprintf(why, len, "rank %d gave up%s%.*s", peer, b->bytes > 1 ? ": " : "", (int)b->bytes, b->data);
             got = -1;
         } else if (b->tag == tag && !(b->flags & F_GAVE_UP)) {
             if (b->bytes != bytes) {
