@@ -126,7 +126,7 @@ ccl_result_t ccl_comm_init_rank(ccl_comm_t **comm, const ccl_bootstrap_t *bootst
  * links no MPI. Messages between two ranks must arrive in the order they were sent
  * (MPI's non-overtaking rule on one communicator and tag). Every function returns 0 on
  * success, anything else on an error of the transport. */
-typedef struct {
+typedef struct ccl_net {
     /* Starts sending `bytes` at buf to rank `peer`; *req is the request to test. */
     int (*isend)(void *ctx, int peer, const void *buf, size_t bytes, void **req);
     /* Starts receiving the next message from `peer`, of at most `bytes`, into buf. */
@@ -143,6 +143,19 @@ typedef struct {
     /* Non-zero when the transport may be called from libccl's proxy thread while the
      * application calls it from its own (MPI_THREAD_MULTIPLE); required. */
     int thread_safe;
+    /* Optional (NULL: ccl_comm_split refuses such a communicator): the transport of a
+     * child of ccl_comm_split. Called from the application's thread on every rank of the
+     * communicator, in the same order everywhere, once the ranks have agreed on the
+     * split: `color` is the rank's color, or CCL_SPLIT_NOCOLOR where the rank's child
+     * needs no transport (it joins none, or its child sits on one node, or cannot be
+     * made); `rank` is its rank in the child; `members` a bootstrap among the child's
+     * ranks, in the child's rank order, valid during the call (NULL with no color). Fills
+     * *child with a transport among the child's ranks (rank i is the child's rank i),
+     * released by the child; 0, or an error, whose reason it may write into why (len
+     * bytes). ccl_mpi.h's is MPI_Comm_split; ccl_comm_init_rank_id's makes new TCP
+     * connections among the members. */
+    int (*split)(void *ctx, int color, int rank, const ccl_bootstrap_t *members, struct ccl_net *child, char *why,
+                 size_t len);
 } ccl_net_t;
 
 /* ccl_comm_init_rank for a communicator whose ranks are ranks_per_node consecutive ranks

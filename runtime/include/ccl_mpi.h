@@ -24,12 +24,16 @@
  *   ccl_comm_init_mpi_nodes(&comm, MPI_COMM_WORLD, 0, local_rank, NULL);
  *
  * (ranks_per_node 0: CCL_RANKS_PER_NODE, else each host a node.) The duplicate is freed
- * by ccl_comm_destroy, which must therefore come before MPI_Finalize. */
+ * by ccl_comm_destroy, which must therefore come before MPI_Finalize. ccl_comm_split of
+ * such a communicator gives each child of several nodes a transport over an
+ * MPI_Comm_split of the duplicate (freed by the child's destroy, also before
+ * MPI_Finalize). */
 #ifndef CCL_MPI_H
 #define CCL_MPI_H
 
 #include <limits.h>
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "ccl.h"
@@ -151,20 +155,17 @@ static inline void ccl_mpi_net_release_(void *ctx)
     free(c);
 }
 
-/* Fills *net with a transport over a duplicate of mpi_comm (collective over its
- * processes: MPI_Comm_dup). CCL_OK, or CCL_ERR_OUT_OF_MEMORY / CCL_ERR_INVALID_ARGUMENT. */
-static inline ccl_result_t ccl_net_from_mpi(ccl_net_t *net, MPI_Comm mpi_comm)
+static inline int ccl_mpi_net_split_(void *ctx, int color, int rank, const ccl_bootstrap_t *members, ccl_net_t *child,
+                                     char *why, size_t len);
+
+/* The transport over comm, which it owns (frees at release). */
+static inline ccl_result_t ccl_net_over_mpi_(ccl_net_t *net, MPI_Comm comm)
 {
     int provided = MPI_THREAD_SINGLE;
     ccl_mpi_net_ctx_ *c = (ccl_mpi_net_ctx_ *)malloc(sizeof *c);
-    if (!net || !c) {
-        free(c);
-        return !net ? CCL_ERR_INVALID_ARGUMENT : CCL_ERR_OUT_OF_MEMORY;
-    }
-    if (MPI_Comm_dup(mpi_comm, &c->comm) != MPI_SUCCESS) {
-        free(c);
-        return CCL_ERR_INVALID_ARGUMENT;
-    }
+    if (!c)
+        return CCL_ERR_OUT_OF_MEMORY;
+    c->comm = comm;
     MPI_Query_thread(&provided);
     net->isend = ccl_mpi_net_isend_;
     net->irecv = ccl_mpi_net_irecv_;
@@ -173,7 +174,48 @@ static inline ccl_result_t ccl_net_from_mpi(ccl_net_t *net, MPI_Comm mpi_comm)
     net->release = ccl_mpi_net_release_;
     net->ctx = c;
     net->thread_safe = provided == MPI_THREAD_MULTIPLE;
+    net->split = ccl_mpi_net_split_;
     return CCL_OK;
+}
+
+/* ccl_net_t.split: MPI_Comm_split of the duplicate, collective over every rank of it (a
+ * rank whose child needs no transport passes MPI_UNDEFINED), keyed by the rank in the
+ * child, so that MPI's ranks are the child's. Not bounded by CCL_TIMEOUT_MS: libccl calls
+ * it only once every rank has come to the split. */
+static inline int ccl_mpi_net_split_(void *ctx, int color, int rank, const ccl_bootstrap_t *members, ccl_net_t *child,
+                                     char *why, size_t len)
+{
+    (void)members;
+    MPI_Comm sub = MPI_COMM_NULL;
+    int rc = MPI_Comm_split(((ccl_mpi_net_ctx_ *)ctx)->comm, color == CCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, rank,
+                            &sub);
+    if (rc != MPI_SUCCESS) {
+        snprintf(why, len, "MPI_Comm_split returned %d", rc);
+        return rc;
+    }
+    if (sub == MPI_COMM_NULL)
+        return 0;
+    if (ccl_net_over_mpi_(child, sub) != CCL_OK) {
+        MPI_Comm_free(&sub);
+        snprintf(why, len, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Fills *net with a transport over a duplicate of mpi_comm (collective over its
+ * processes: MPI_Comm_dup). CCL_OK, or CCL_ERR_OUT_OF_MEMORY / CCL_ERR_INVALID_ARGUMENT. */
+static inline ccl_result_t ccl_net_from_mpi(ccl_net_t *net, MPI_Comm mpi_comm)
+{
+    MPI_Comm dup;
+    if (!net)
+        return CCL_ERR_INVALID_ARGUMENT;
+    if (MPI_Comm_dup(mpi_comm, &dup) != MPI_SUCCESS)
+        return CCL_ERR_INVALID_ARGUMENT;
+    ccl_result_t r = ccl_net_over_mpi_(net, dup);
+    if (r != CCL_OK)
+        MPI_Comm_free(&dup);
+    return r;
 }
 
 /* ccl_comm_init_rank_net over mpi_comm: rank i of mpi_comm is rank i of the communicator,

@@ -189,6 +189,16 @@ struct CclBackend {
      * only as long as that peer's process lives). */
     void (*comm_fini)(ccl_comm_t *comm);
 
+    /* A communicator of several nodes only (NULL elsewhere): ccl_comm_split's bootstrap
+     * with a rank of another node (mailbox.c), through the inter-node transport. boot_send
+     * sends `bytes` (at most 4 KiB) of exchange `tag`, or with gave_up the news that this
+     * rank gave up the split numbered tag >> 32 (the bytes: why, a string); 0, or -1. boot_take: 1 once exchange
+     * tag's bytes from peer are in buf, 0 while they have not come, -1 with why when peer
+     * gave up, left, sent another size, or the comm was stopped. Any thread but the
+     * backend's own. */
+    int (*boot_send)(ccl_comm_t *comm, int peer, uint64_t tag, int gave_up, const void *buf, size_t bytes);
+    int (*boot_take)(ccl_comm_t *comm, int peer, uint64_t tag, void *buf, size_t bytes, char *why, size_t len);
+
     /* Zeroes [off, off+bytes) of this rank's heap, synchronously (semaphores). */
     ccl_result_t (*heap_zero)(ccl_comm_t *comm, size_t off, size_t bytes);
 

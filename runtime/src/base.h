@@ -424,6 +424,9 @@ struct ccl_comm {
     /* The comm's own bootstrap (mailbox.c) and its operations so far (ccl_comm_split),
      * the same count on every rank. */
     CclMailboxes *mbox;              /* NULL on a comm of several nodes (no host spans them) */
+    /* A comm of several nodes: the same for ccl_comm_split only, its node's mailboxes
+     * mapped, the other nodes' ranks reached through the transport (mailbox.c). */
+    CclMailboxes *node_mbox;
     uint32_t mbox_ops;
     /* Nodes (docs/multinode.md): the ranks are nnodes nodes of `local` consecutive ranks,
      * rank r on node r / local (1 node of nranks unless ccl_comm_init_rank_net made

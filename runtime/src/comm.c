@@ -354,15 +354,24 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
     ccl_bootstrap_t checked;
     ccl__boot_checked(&cb, boot, &checked);
     ccl_result_t r = resolve_nodes(c, &checked, net, ranks_per_node, fn);
-    int made = r == CCL_OK && (r = be->comm_init(c, &checked)) == CCL_OK;
     /* The comm's own bootstrap, for what is collective later (ccl_comm_split): over the
-     * ranks' host mailboxes, which a comm of several nodes has none of. */
+     * ranks' host mailboxes; on a comm of several nodes, over its node's mailboxes and the
+     * transport (node_mbox: split only), made before the backend starts its proxy on the
+     * transport (the user's bootstrap may run over the same connections: tcpboot.c). */
+    if (r == CCL_OK && c->nnodes > 1)
+        r = ccl__mbox_open(c, &checked, &c->node_mbox);
+    int made = r == CCL_OK && (r = be->comm_init(c, &checked)) == CCL_OK;
     if (made && c->nnodes == 1 && (r = ccl__mbox_open(c, &checked, &c->mbox)) != CCL_OK)
         be->comm_fini(c);
+    if (r != CCL_OK) {
+        ccl__mbox_close(c->node_mbox);
+        c->node_mbox = NULL;
+    }
     if (r != CCL_OK && cb.why[0]) /* the bootstrap's damage is the cause, whatever the backend made of it */
         r = ccl__set_error(c, cb.ever_damaged ? CCL_ERR_INVALID_ARGUMENT : CCL_ERR_OUT_OF_MEMORY, "%s", cb.why);
     if (r == CCL_OK && ccl__handle_add(c) != 0) {
         ccl__mbox_close(c->mbox);
+        ccl__mbox_close(c->node_mbox);
         be->comm_fini(c);
         r = ccl__set_error(c, CCL_ERR_OUT_OF_MEMORY, "out of memory");
     }
@@ -537,8 +546,9 @@ ccl_result_t ccl_comm_init_all(ccl_comm_t **comms, int nranks, const int *device
 
 /* ---- splitting ----
  *
- * Collective over comm, through its mailboxes (mailbox.c): one exchange of every rank's
- * (color, key) among all ranks, then, per color, the child made by comm_create over a
+ * Collective over comm, through its mailboxes (mailbox.c; on a comm of several nodes, its
+ * node's mailboxes and messages through the transport to the other nodes' ranks): one
+ * exchange of every rank's (color, key) among all ranks, then, per color, the child made by comm_create over a
  * bootstrap of that color's members in (key, rank) order, and one more exchange that
  * lets children in one process share what they compile (CclGroup), as the comms of one
  * ccl_comm_init_all do. */
@@ -610,14 +620,57 @@ static int split_share_group(ccl_comm_t *child, const ccl_bootstrap_t *b)
     return 0;
 }
 
+/* A child of a comm of several nodes keeps its members' nodes, so its layout must be one
+ * the runtime runs: runs of equally many consecutive ranks (in the child's order) on each
+ * node, no node in two runs. The ranks per node of the child (nm: one node), or 0 with
+ * why saying which layout the members would make. */
+static int split_layout(const ccl_comm_t *comm, const int *members, int nm, int color, char *why, size_t len)
+{
+    int L = comm->local, lc = 1;
+    while (lc < nm && members[lc] / L == members[0] / L)
+        lc++;
+    int ok = nm % lc == 0;
+    for (int i = 0; i < nm && ok; i++) {
+        ok = members[i] / L == members[i / lc * lc] / L;
+        for (int j = 0; j < i / lc && ok && i % lc == 0; j++)
+            ok = members[j * lc] / L != members[i] / L;
+    }
+    if (ok)
+        return lc;
+    int k = snprintf(why, len, "color %d's %d members, in their new rank order (by key, then rank), sit on nodes", color,
+                     nm);
+    for (int i = 0; i < nm && k > 0 && (size_t)k < len - 64; i++)
+        k += snprintf(why + k, len - (size_t)k, "%s%d", i ? ", " : " ", members[i] / L);
+    if (k > 0 && (size_t)k < len)
+        snprintf(why + k, len - (size_t)k, ": a communicator of several nodes needs the same number of ranks on each "
+                 "of its nodes, each node's consecutive in rank order (docs/multinode.md); choose colors and keys that "
+                 "keep every node's members together and give every node as many");
+    return 0;
+}
+
+/* This rank gives up the split: its members' waits end at once, those on other nodes
+ * told why (the start of msg). */
+static void split_give_up(CclMboxBoot *sb, const char *msg)
+{
+    size_t n = strlen(msg) < sizeof sb->why - 1 ? strlen(msg) : sizeof sb->why - 1;
+    memcpy(sb->why, msg, n);
+    sb->why[n] = 0;
+    ccl__mbox_boot_fail(sb);
+}
+
 ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_t **newcomm, const ccl_config_t *config)
 {
     const char *fn = "ccl_comm_split";
     ccl_result_t r = CCL_OK;
-    int n = comm->nranks;
-    if (!comm->mbox)
-        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: splitting a communicator of %d nodes is not implemented "
-                              "yet (docs/multinode.md)", fn, comm->nnodes);
+    int n = comm->nranks, nodes = comm->nnodes > 1;
+    CclMailboxes *mbox = nodes ? comm->node_mbox : comm->mbox;
+    /* Every rank has the same kind of transport, so every rank refuses alike. */
+    if (nodes && !comm->net.split)
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: this communicator of %d nodes has a transport that cannot "
+                              "make its children's (ccl_net_t.split is NULL; the transports of ccl_mpi.h and of "
+                              "ccl_comm_init_rank_id can)", fn, comm->nnodes);
+    if (!mbox)
+        return ccl__set_error(comm, CCL_ERR_INTERNAL, "%s: the communicator has no bootstrap of its own", fn);
     int *everyone = malloc(sizeof *everyone * (size_t)n), *members = malloc(sizeof *members * (size_t)n);
     SplitVote *votes = calloc((size_t)n, sizeof *votes);
     if (!everyone || !members || !votes) {
@@ -629,26 +682,55 @@ ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_
     uint32_t epoch = ++comm->mbox_ops;
     CclMboxBoot all_sb, sub_sb;
     ccl_bootstrap_t all_b, sub_b;
-    ccl__mbox_boot(&all_sb, comm->mbox, epoch, everyone, n, comm->rank, comm->timeout_ms, &all_b);
+    ccl__mbox_boot(&all_sb, mbox, epoch, everyone, n, comm->rank, comm->timeout_ms, &all_b);
     SplitVote mine = {color, key};
     if (all_b.allgather(all_b.ctx, &mine, votes, sizeof mine) != 0) {
         r = ccl__set_error(comm, CCL_ERR_PEER_FAILED, "%s: rank %d: not every rank of the communicator came to the "
                            "split: %s", fn, comm->rank, all_sb.why);
         goto out;
     }
-    if (color == CCL_SPLIT_NOCOLOR)
+    /* Several nodes: the children's transports are made by the parent's, collectively
+     * over every rank (MPI_Comm_split is), so a rank that joins none, or whose child needs
+     * none, still calls it, with no color. */
+    ccl_net_t cnet = {0};
+    char nwhy[256] = "";
+    if (color == CCL_SPLIT_NOCOLOR) {
+        if (nodes && comm->net.split(comm->net.ctx, CCL_SPLIT_NOCOLOR, 0, NULL, &cnet, nwhy, sizeof nwhy) != 0)
+            r = ccl__set_error(comm, CCL_ERR_PEER_FAILED, "%s: rank %d (no color): the transport's split failed%s%s", fn,
+                               comm->rank, nwhy[0] ? ": " : "", nwhy);
         goto out;
+    }
     int nm = split_members(votes, n, color, members), me = 0;
     while (members[me] != comm->rank)
         me++;
-    ccl__mbox_boot(&sub_sb, comm->mbox, epoch, members, nm, me, comm->timeout_ms, &sub_b);
+    ccl__mbox_boot(&sub_sb, mbox, epoch, members, nm, me, comm->timeout_ms, &sub_b);
     sub_sb.exchanges = all_sb.exchanges; /* the same operation goes on, among the members */
+    /* The child's layout: its members keep their nodes; one node makes an ordinary comm
+     * of one node (shared memory, no transport). */
+    char lwhy[CCL__ERR_LEN / 2] = "";
+    int lc = nodes ? split_layout(comm, members, nm, color, lwhy, sizeof lwhy) : nm;
+    int need_net = nodes && lc && lc < nm;
+    if (nodes && comm->net.split(comm->net.ctx, need_net ? color : CCL_SPLIT_NOCOLOR, me, need_net ? &sub_b : NULL,
+                                 &cnet, nwhy, sizeof nwhy) != 0) {
+        r = ccl__set_error(comm, CCL_ERR_PEER_FAILED, "%s: rank %d (color %d, key %d; %d members): the transport could "
+                           "not make the new communicator's%s%s%s%s", fn, comm->rank, color, key, nm,
+                           nwhy[0] ? ": " : "", nwhy, sub_sb.why[0] ? ": " : "", sub_sb.why);
+        split_give_up(&sub_sb, comm->last_error);
+        goto out;
+    }
+    if (!lc) {
+        r = ccl__set_error(comm, CCL_ERR_INVALID_USAGE, "%s: rank %d: %s", fn, comm->rank, lwhy);
+        goto out;
+    }
     ccl_comm_t *child;
-    r = comm_create(&child, &sub_b, comm->device, config ? config : &comm->config, fn);
+    const ccl_config_t *cc = config ? config : &comm->config;
+    /* The layout is given (lc ranks per node), never CCL_RANKS_PER_NODE's, which
+     * describes the job's ranks, not a child's. */
+    r = comm_create_net(&child, &sub_b, need_net ? &cnet : NULL, lc, comm->device, cc, fn);
     if (r != CCL_OK) {
-        ccl__mbox_boot_fail(&sub_sb);
         ccl__set_error(comm, r, "%s (color %d, key %d; %d members)%s%s", ccl_comm_last_error(NULL), color, key, nm,
                        sub_sb.why[0] ? ": " : "", sub_sb.why);
+        split_give_up(&sub_sb, comm->last_error);
         goto out;
     }
     if (split_share_group(child, &sub_b) != 0) {
@@ -658,7 +740,8 @@ ccl_result_t ccl__comm_split_now(ccl_comm_t *comm, int color, int key, ccl_comm_
         goto out;
     }
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, comm->rank, "%s: color %d, key %d: rank %d of the new communicator %p "
-             "(%d ranks)", fn, color, key, child->rank, (void *)child, child->nranks);
+             "(%d ranks, %d node%s)", fn, color, key, child->rank, (void *)child, child->nranks, child->nnodes,
+             child->nnodes > 1 ? "s" : "");
     *newcomm = child;
 out:
     free(everyone), free(members), free(votes);
@@ -760,7 +843,9 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
         }
     }
     ccl__mbox_leave(comm->mbox); /* this rank's process may go now: no failure to its peers */
+    ccl__mbox_leave(comm->node_mbox); /* (and a split waiting for it gives up at once) */
     ccl__mbox_close(comm->mbox);
+    ccl__mbox_close(comm->node_mbox);
     comm->be->comm_fini(comm);
     if (comm->net.release)
         comm->net.release(comm->net.ctx);

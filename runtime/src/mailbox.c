@@ -19,6 +19,13 @@
  * are bounded by the comm's timeout, watch the members' pids (a dead one fails the wait
  * at once), and a member that gave up says so in its `failed` word.
  *
+ * A communicator of several nodes has mailboxes too, but only its node's ranks map each
+ * other's (no memory spans the nodes): box[p] is NULL for a rank of another node, and the
+ * bootstrap reaches such a member through the backend's inter-node transport instead
+ * (CclBackend.boot_send and boot_take: a message per exchange, kept by the receiving
+ * proxy until taken, so no `done` round is needed with it). Its mailboxes serve
+ * ccl_comm_split only: the watchdog and registration do not use them.
+ *
  * The mailboxes also say, for the watchdog (watchdog.c), which process every rank is and
  * whether it left the communicator on purpose (its `left` word), so that a process that
  * goes away after ccl_comm_destroy or exit() is not taken for a dead peer. */
@@ -48,6 +55,7 @@ typedef struct {
 
 struct CclMailboxes {
     int nranks, rank;
+    ccl_comm_t *comm;                /* several nodes: whose backend reaches the other nodes */
     /* One process: the ranks' mailboxes in one block, shared by token (ccl__share_*)
      * and freed by the last comm that holds it. */
     Mailbox *block;
@@ -119,6 +127,10 @@ ccl_result_t ccl__mbox_open(ccl_comm_t *comm, const ccl_bootstrap_t *boot, CclMa
     }
     m->nranks = n;
     m->rank = me;
+    /* Several nodes: only the node's ranks are mapped (the others are processes of other
+     * hosts, whose pids mean nothing here). */
+    int nodes = comm->nnodes > 1, L = comm->local;
+    m->comm = nodes ? comm : NULL;
     MboxHello hello = {.pid = getpid()};
     snprintf(hello.name, sizeof hello.name, "/ccl-box-%ld-%d-%u", (long)getpid(), me, atomic_fetch_add(&counter, 1));
     /* Rank 0 offers a block for the case that every rank is in this process, by token
@@ -131,7 +143,7 @@ ccl_result_t ccl__mbox_open(ccl_comm_t *comm, const ccl_bootstrap_t *boot, CclMa
     }
     hello.block = token;
     int got = boot->allgather(boot->ctx, &hello, all, sizeof hello) == 0;
-    int local = 1;
+    int local = !nodes;
     for (int p = 0; got && p < n; p++) {
         local &= all[p].pid == all[0].pid;
         m->pids[p] = all[p].pid;
@@ -182,7 +194,7 @@ ccl_result_t ccl__mbox_open(ccl_comm_t *comm, const ccl_bootstrap_t *boot, CclMa
     for (int p = 0; boot_ok && !local && p < n && !why[0]; p++)
         if (!oks[p])
             snprintf(why, sizeof why, "rank %d could not make its mailbox", p);
-        else if (p != me && open_peer(m, p, all[p].name, why, sizeof why) != 0)
+        else if (p != me && (!nodes || p / L == me / L) && open_peer(m, p, all[p].name, why, sizeof why) != 0)
             break;
     ok = !why[0];
     boot_ok = boot_ok && boot->allgather(boot->ctx, &ok, oks, sizeof ok) == 0;
@@ -191,7 +203,8 @@ ccl_result_t ccl__mbox_open(ccl_comm_t *comm, const ccl_bootstrap_t *boot, CclMa
             snprintf(why, sizeof why, "rank %d could not map every mailbox", p);
     if (!local)
         for (int p = 0; p < n; p++)
-            shm_unlink(all[p].name);
+            if (!nodes || p / L == me / L)
+                shm_unlink(all[p].name);
     free(oks);
     free(all);
     if (!boot_ok || why[0]) {
@@ -237,9 +250,15 @@ static int wait_members(CclMboxBoot *sb, int done, uint64_t want)
     double deadline = ccl__now_ms() + sb->timeout_ms, probe = ccl__now_ms() + CCL__PROBE_MS;
     for (int i = 0; i < sb->n; i++) {
         Mailbox *b = sb->mb->box[sb->members[i]];
+        if (!b)
+            continue;           /* a rank of another node: wait_remote */
         for (unsigned it = 0; atomic_load_explicit(done ? &b->done : &b->posted, memory_order_acquire) < want; it++) {
             if (atomic_load(&b->failed) == want >> 32) {
                 snprintf(sb->why, sizeof sb->why, "rank %d gave up", sb->members[i]);
+                return -1;
+            }
+            if (atomic_load_explicit(&b->left, memory_order_acquire)) {
+                snprintf(sb->why, sizeof sb->why, "rank %d left the communicator (ccl_comm_destroy)", sb->members[i]);
                 return -1;
             }
             if ((it & 63) == 63) {
@@ -264,6 +283,27 @@ static int wait_members(CclMboxBoot *sb, int done, uint64_t want)
     return 0;
 }
 
+/* Exchange want's bytes from p, a rank of another node, into out: 0, or -1 with why. */
+static int wait_remote(CclMboxBoot *sb, int p, uint64_t want, void *out, size_t bytes)
+{
+    ccl_comm_t *comm = sb->mb->comm;
+    double deadline = ccl__now_ms() + sb->timeout_ms;
+    char scratch[1];
+    for (unsigned it = 0;; it++) {
+        int rc = comm->be->boot_take(comm, p, want, out ? out : scratch, bytes, sb->why, sizeof sb->why);
+        if (rc > 0)
+            return 0;
+        if (rc < 0)
+            return -1;
+        if ((it & 63) == 63 && ccl__now_ms() > deadline) {
+            snprintf(sb->why, sizeof sb->why, "rank %d (node %d) did not come within %d ms", p, p / comm->local,
+                     sb->timeout_ms);
+            return -1;
+        }
+        ccl__backoff(it);
+    }
+}
+
 static int mbox_allgather(void *ctx, const void *in, void *out, size_t bytes)
 {
     CclMboxBoot *sb = ctx;
@@ -277,10 +317,22 @@ static int mbox_allgather(void *ctx, const void *in, void *out, size_t bytes)
     uint64_t want = (uint64_t)sb->epoch << 32 | ++sb->exchanges;
     memcpy(mine->data, in, bytes);
     atomic_store_explicit(&mine->posted, want, memory_order_release);
+    ccl_comm_t *comm = sb->mb->comm;
+    for (int i = 0; i < sb->n; i++)
+        if (!sb->mb->box[sb->members[i]] && comm->be->boot_send(comm, sb->members[i], want, 0, in, bytes) != 0) {
+            snprintf(sb->why, sizeof sb->why, "rank %d cannot send its part of the exchange to rank %d (another "
+                     "node): out of memory", sb->mb->rank, sb->members[i]);
+            return ccl__mbox_boot_fail(sb), -1;
+        }
     if (wait_members(sb, 0, want) != 0)
         return ccl__mbox_boot_fail(sb), -1;
     for (int i = 0; i < sb->n && bytes; i++)
-        memcpy((char *)out + (size_t)i * bytes, sb->mb->box[sb->members[i]]->data, bytes);
+        if (sb->mb->box[sb->members[i]])
+            memcpy((char *)out + (size_t)i * bytes, sb->mb->box[sb->members[i]]->data, bytes);
+    for (int i = 0; i < sb->n; i++)
+        if (!sb->mb->box[sb->members[i]] &&
+            wait_remote(sb, sb->members[i], want, out ? (char *)out + (size_t)i * bytes : NULL, bytes) != 0)
+            return ccl__mbox_boot_fail(sb), -1;
     atomic_store_explicit(&mine->done, want, memory_order_release);
     if (wait_members(sb, 1, want) != 0)
         return ccl__mbox_boot_fail(sb), -1;
@@ -304,4 +356,8 @@ void ccl__mbox_boot(CclMboxBoot *sb, CclMailboxes *mb, uint32_t epoch, const int
 void ccl__mbox_boot_fail(CclMboxBoot *sb)
 {
     atomic_store(&sb->mb->box[sb->mb->rank]->failed, sb->epoch);
+    ccl_comm_t *comm = sb->mb->comm;
+    for (int i = 0; i < sb->n; i++)
+        if (!sb->mb->box[sb->members[i]])
+            comm->be->boot_send(comm, sb->members[i], (uint64_t)sb->epoch << 32, 1, sb->why, strlen(sb->why) + 1);
 }

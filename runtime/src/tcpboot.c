@@ -589,6 +589,71 @@ static void boot_release(void *ctx)
     ccl__tcp_net_release(t);
 }
 
+/* ---- a child's connections (ccl_comm_split) ---- */
+
+/* ccl_net_t.split over TCP: the members of a child make a mesh of their own, as the
+ * init's (above), each over a new listening socket on the address it listens at now (any
+ * port), their hellos exchanged through `members` (the parent's split bootstrap, which
+ * stands in for the root); the cookie is member 0's, drawn afresh, so that a connection
+ * meant for another child is refused. A rank with no color has nothing to make. The
+ * parent's TcpNet is only read (its table), so the parent's proxy may go on using it. */
+int ccl__tcp_split(void *ctx, int color, int rank, const ccl_bootstrap_t *members, ccl_net_t *child, char *why,
+                   size_t len)
+{
+    const TcpNet *t = ctx;
+    if (color == CCL_SPLIT_NOCOLOR)
+        return 0;
+    int n = members->nranks, lfd = -1;
+    TcpNet *c = calloc(1, sizeof *c);
+    Hello h = {.nranks = htonl((uint32_t)n), .rank = htonl((uint32_t)rank),
+               .timeout_ms = htonl((uint32_t)t->timeout_ms), .pid = htonl((uint32_t)getpid())}, *table = NULL;
+    Endpoint mine;
+    if (!c || !(c->peer = calloc((size_t)n, sizeof *c->peer)) || !(table = calloc((size_t)n, sizeof *table))) {
+        CCL__FMT(why, len, "out of memory");
+        goto fail;
+    }
+    *c = (TcpNet){.n = n, .me = rank, .timeout_ms = t->timeout_ms, .peer = c->peer};
+    for (int p = 0; p < n; p++)
+        c->peer[p].fd = -1;
+    if (ccl__tcp_ep_of(&mine, &t->table[t->me].listen) != 0) {
+        CCL__FMT(why, len, "this rank's own address in the parent's table is damaged");
+        goto fail;
+    }
+    ccl__tcp_ep_set(&mine, (struct sockaddr *)&mine.sa, 0);
+    if ((lfd = ccl__tcp_listen_on(&mine, why, len)) < 0)
+        goto fail;
+    if (rank == 0 && getrandom(h.cookie, COOKIE, 0) != COOKIE) {
+        CCL__FMT(why, len, "cannot draw a random cookie (getrandom): %s", strerror(errno));
+        goto fail;
+    }
+    memcpy(h.magic, HELLO_MAGIC, 8);
+    ccl__tcp_wire_of(&mine, &h.listen);
+    gethostname(h.host, HOST - 1);
+    if (members->allgather(members->ctx, &h, table, sizeof h) != 0) {
+        CCL__FMT(why, len, "the members' exchange of their addresses failed");
+        goto fail;
+    }
+    memcpy(c->cookie, table[0].cookie, COOKIE);
+    c->table = table;
+    table = NULL;
+    if (mesh(c, lfd, mine.text, ccl__now_ms() + t->timeout_ms, why, len) != CCL_OK)
+        goto fail;
+    close(lfd);
+    ccl__tcp_net_ops(c, child);
+    CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, t->me, "ccl_comm_split: rank %d of %d of the new communicator connected "
+             "to every other (listening at %s)", rank, n, mine.text);
+    return 0;
+fail:
+    if (lfd >= 0)
+        close(lfd);
+    free(table);
+    if (c && c->peer)
+        ccl__tcp_net_free(c);
+    else
+        free(c);
+    return -1;
+}
+
 /* ---- the constructor ---- */
 
 /* The id's fields, checked: 0, or -1 with what is wrong with it. */

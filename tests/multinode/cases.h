@@ -595,3 +595,95 @@ static long run_v_cases(ccl_comm_t *comm, long (*combine)(long wrong))
     }
     return total;
 }
+
+/* ---- ccl_comm_split of a communicator of several nodes ---- */
+
+/* A child's cases: all-reduce (f32 sum, i32 max), all-gather (f32) and broadcast (i32,
+ * from every root) on counts 1, 1001 and 65539 (a broadcast of 256 KB runs hier_split
+ * where the child spans nodes), out of place and in place, two calls each, every element
+ * checked with the child's rank and size. */
+static long split_child_cases(ccl_comm_t *child)
+{
+    static const size_t counts[] = {1, 1001, 65539};
+    long wrong = 0;
+    for (int c = 0; c < 3; c++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+            wrong += run_case(child, counts[c], CCL_F32, CCL_SUM, inplace, 2);
+            wrong += run_case(child, counts[c], CCL_I32, CCL_MAX, inplace, 2);
+            wrong += gather_case(child, counts[c], CCL_F32, inplace, 2);
+            for (int root = 0; root < size; root++)
+                wrong += rooted_case(child, counts[c], CCL_I32, -1, root, inplace, 2);
+        }
+    return wrong;
+}
+
+/* Splits comm (nodes of L ranks) four ways, each key size - rank (so a child's ranks run
+ * opposite to comm's): by-node (color node(r): each child one node, an ordinary comm of
+ * one node), by-local (color local(r): each child spans the nodes, one rank on each),
+ * nocolor (by-local, the last rank passing CCL_SPLIT_NOCOLOR: its node's child has one
+ * rank fewer, and gets NULL), uneven (the last rank no color, every other color 0: with
+ * L > 1 its node would hold fewer ranks than the others, so every member fails naming
+ * the layout; with L = 1 it is a child of size - 1 nodes). Each member checks its rank and
+ * size in the child, runs split_child_cases on it and destroys it; then comm all-reduces
+ * once more. Rank 0 prints a line per split; the wrong elements and failed checks,
+ * combined. */
+static long run_split_cases(ccl_comm_t *comm, int L, long (*combine)(long wrong))
+{
+    static const char *pname[] = {"by-node", "by-local", "nocolor", "uneven"};
+    const int prank = rank, psize = size;
+    long total = 0;
+    for (int pat = 0; pat < 4; pat++) {
+        int colors[64];
+        for (int q = 0; q < psize; q++) {
+            colors[q] = pat == 0 ? q / L : pat == 1 || pat == 2 ? q % L : 0;
+            if (pat >= 2 && q == psize - 1)
+                colors[q] = CCL_SPLIT_NOCOLOR;
+        }
+        int color = colors[prank], want_size = 0, want_rank = 0, uneven = pat == 3 && L > 1 && psize > L;
+        for (int q = 0; q < psize; q++)
+            if (colors[q] == color) {
+                want_size++;
+                want_rank += q > prank; /* keys size - q: the higher ranks come first */
+            }
+        ccl_comm_t *child = NULL;
+        ccl_result_t r = ccl_comm_split(comm, color, psize - prank, &child, NULL);
+        long wrong = 0;
+        int crank = -1, csize = -1;
+        if (color == CCL_SPLIT_NOCOLOR || uneven) {
+            ccl_result_t want = color == CCL_SPLIT_NOCOLOR ? CCL_OK : CCL_ERR_INVALID_USAGE;
+            if (r != want || child || (uneven && color != CCL_SPLIT_NOCOLOR &&
+                                       !strstr(ccl_comm_last_error(comm), "sit on nodes"))) {
+                fprintf(stderr, "rank %d: split %s (color %d): %s (%s), child %p; expected %s and no child\n", prank,
+                        pname[pat], color, ccl_result_string(r), ccl_comm_last_error(comm), (void *)child,
+                        ccl_result_string(want));
+                wrong++;
+            } else if (uneven && prank == 0) {
+                printf("split uneven: rank 0: %s\n", ccl_comm_last_error(comm));
+            }
+        } else if (r != CCL_OK) {
+            fail_now(comm, "ccl_comm_split");
+        } else if (ccl_comm_rank(child, &crank) != CCL_OK || ccl_comm_size(child, &csize) != CCL_OK ||
+                   crank != want_rank || csize != want_size) {
+            fprintf(stderr, "rank %d: split %s (color %d): rank %d of %d in the child, expected %d of %d\n", prank,
+                    pname[pat], color, crank, csize, want_rank, want_size);
+            wrong++;
+        } else {
+            rank = crank;
+            size = csize;
+            wrong += split_child_cases(child);
+            rank = prank;
+            size = psize;
+        }
+        if (child && ccl_comm_destroy(child) != CCL_OK)
+            fail_now(comm, "ccl_comm_destroy of the child");
+        long all = combine(wrong);
+        total += all;
+        if (prank == 0)
+            printf("split %s: %s\n", pname[pat], all ? "WRONG" : "ok");
+    }
+    long all = combine(run_case(comm, 1001, CCL_F32, CCL_SUM, 0, 1));
+    total += all;
+    if (prank == 0)
+        printf("split: the parent after the splits: %s\n", all ? "WRONG" : "ok");
+    return total;
+}

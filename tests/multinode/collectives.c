@@ -25,7 +25,10 @@
  * it got (CCL_TIMEOUT_MS bounds its wait). v: cases.h's ccl_all_gather_v and
  * ccl_all_to_all_v cases (uneven counts, a zero and a large segment, gaps checked; as
  * point-to-point across nodes). v-mismatch: an allgatherv whose ranks 1 and 2 expect 11
- * elements from rank 0, which sends 10; every rank prints what it got. */
+ * elements from rank 0, which sends 10; every rank prints what it got. split: cases.h's
+ * splits of the communicator (by node, by local index, with a rank of no color, an uneven
+ * layout refused), the collectives on every child checked, children destroyed before the
+ * parent. */
 #include <mpi.h>
 #include <signal.h>
 #include <stdint.h>
@@ -123,6 +126,9 @@ int main(int argc, char **argv)
             bandwidth(comm);
         else if (rank == 0)
             fprintf(stderr, "bw: run it on 2 ranks (CCL_RANKS_PER_NODE=1 mpirun -np 2)\n");
+    } else if (!strcmp(mode, "split")) {
+        const char *rpn = getenv("CCL_RANKS_PER_NODE");
+        status = run_split_cases(comm, rpn ? atoi(rpn) : size, sum_over_ranks) != 0;
     } else if (!strcmp(mode, "p2p")) {
         static const size_t counts[] = {1, 1001, 1 << 20};
         status = run_p2p_cases(comm, counts, 3, sum_over_ranks) != 0;

@@ -21,6 +21,11 @@
 #              3 calls back to back each, every element checked; and the proxy's log
 #              says the data crossed the nodes through it; also 4 nodes of 1, 1 node of 4
 #              (there the one-node programs run), and 3 nodes of 2 (mpirun -np 6)
+#   split      ccl_comm_split of 2 nodes of 2, 4 of 1 and 3 of 2 (mpirun -np 6): by node (each
+#              child one node), by local index (each child one rank on every node, its
+#              transport an MPI_Comm_split), with the last rank of no color, and with an uneven
+#              layout (every member fails, naming it); keys reversed; on every child all-reduce,
+#              all-gather and broadcast from every root on 3 counts, every element checked
 #   p2p        ccl_send / ccl_recv across nodes, as 2 nodes of 2 and 4 of 1: a ring in one group,
 #              exchanges with rank ^ 1 and rank ^ 2 in one group (both ways at once), 20 messages
 #              each way around the ring in one group, ungrouped exchanges, on counts 1, 1001 and
@@ -94,6 +99,33 @@ for shape in 4:2 4:1 4:4 6:2; do
         split=""
         [ "$nodes" -gt 1 ] && split="; hier_split from 64 KB"
         echo "ok multinode/check-${nodes}x$rpn: barriers, 48 all-reduce, 16 all-gather, 16 reduce-scatter, 16 all-to-all, $((16 * np)) broadcast and $((16 * np)) reduce cases (every root${split}) x 3 calls, every element right"
+    fi
+done
+
+# ccl_comm_split across nodes: by node (each child one node of shared memory), by local
+# index (each child spans the nodes, over its own MPI_Comm_split), with a rank of no
+# color, and an uneven layout refused on every member (cases.h, run_split_cases).
+for shape in 4:2 4:1 6:2; do
+    np=${shape%:*} rpn=${shape#*:} nodes=$((${shape%:*} / ${shape#*:}))
+    name="multinode/split-${nodes}x$rpn"
+    mpin=("${mpi[@]}")
+    mpin[2]=$np
+    CCL_RANKS_PER_NODE=$rpn CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=INIT timeout -k 10 120 "${mpin[@]}" "$prog" split \
+        >"$tmp/split.out" 2>"$tmp/split.err"
+    rc=$?
+    if [ $rc -ne 0 ] || [ "$(grep -c '^split.*: ok$' "$tmp/split.out")" -ne 5 ]; then
+        echo "FAIL $name: exit $rc, not every split checked out"
+        grep -v ': ok$' "$tmp/split.out" | head -20 | sed 's/^/    /'
+        grep -v INFO "$tmp/split.err" | tail -10 | sed 's/^/    /'
+    elif ! grep -q "ccl_comm_split: communicator .* ready: rank 0 of $nodes ($nodes nodes of 1)" "$tmp/split.err" ||
+         ! grep -q "ccl_comm_split: communicator .* ready: rank 0 of $rpn (1 node of $rpn)" "$tmp/split.err"; then
+        echo "FAIL $name: the children are not one node each (by node) and $nodes nodes of 1 (by local index)"
+        grep 'ccl_comm_split: communicator' "$tmp/split.err" | head | sed 's/^/    /'
+    elif [ "$rpn" -gt 1 ] && ! grep -q "^split uneven: rank 0: .*sit on nodes .*the same number of ranks on each" "$tmp/split.out"; then
+        echo "FAIL $name: the uneven layout is not named"
+        grep uneven "$tmp/split.out" | sed 's/^/    /'
+    else
+        echo "ok $name: split by node, by local index, with no color (and uneven: $([ "$rpn" -gt 1 ] && echo refused, named || echo "$((np - 1)) nodes of 1")); all-reduce, all-gather, broadcast on every child, every element right"
     fi
 done
 

@@ -21,6 +21,9 @@
 #   v-2x2, -4x1  tests/multinode's allgatherv and alltoallv cases (cases.h) over TCP: uneven
 #              counts (a zero segment, one of 262147 elements), f32, i32, in place and not,
 #              3 calls each, every segment and gap checked
+#   split-2x2, -4x1, -3x2  tests/multinode's splits (cases.h) over TCP: by node, by local
+#              index (each child over TCP connections of its own), with no color, uneven
+#   split-skip rank 3 destroys its communicator without splitting: the others fail at once
 #   skip       rank 3 never calls: ranks 0-2 fail within CCL_TIMEOUT_MS, the root naming rank 3
 #   cookie     rank 3 has the id of an earlier root at the same address: refused for its
 #              cookie, with a message; ranks 0-2 time out naming it
@@ -73,6 +76,31 @@ for shape in 4:2 4:1 4:4; do
         echo "ok $name: barriers, 24 all-reduce, 12 all-gather, 12 reduce-scatter, 12 all-to-all, $((6 * np)) broadcast and $((6 * np)) reduce cases (every root) x 3 calls over TCP, every element right"
     fi
 done
+
+for shape in 4:2 4:1 6:2; do
+    np=${shape%:*} rpn=${shape#*:} nodes=$((${shape%:*} / ${shape#*:}))
+    name="uniqueid/split-${nodes}x$rpn"
+    CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=INIT timeout -k 5 60 "$prog" split "$np" "$rpn" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -ne 0 ] || [ "$(grep -c '^split.*: ok$' "$tmp/out")" -ne 5 ] ||
+       [ "$(grep -c '^rank [0-9]*: wrong 0$' "$tmp/out")" -ne "$np" ]; then
+        echo "FAIL $name: exit $rc, not every split checked out"
+        grep -v ': ok$' "$tmp/out" | show /dev/stdin
+    elif ! grep -q "ccl_comm_split: communicator .* ready: rank 0 of $nodes ($nodes nodes of 1)" "$tmp/err" ||
+         ! grep -q "ccl_comm_split: rank 0 of $nodes of the new communicator connected to every other" "$tmp/err"; then
+        echo "FAIL $name: the children by local index are not $nodes nodes of 1 over connections of their own"
+        grep 'ccl_comm_split' "$tmp/err" | head | sed 's/^/    /'
+    else
+        echo "ok $name: split by node, by local index (new TCP connections), with no color, uneven; all-reduce, all-gather, broadcast on every child, every element right"
+    fi
+done
+CCL_TIMEOUT_MS=20000 timeout -k 5 60 "$prog" splitskip 4 2 >"$tmp/out" 2>&1
+if [ "$(grep -c '^rank [012]: split: a peer failed or left: .*rank 3 left the communicator' "$tmp/out")" -eq 3 ]; then
+    echo "ok uniqueid/split-skip: rank 3 leaves without splitting: ranks 0-2 fail at once, naming it"
+else
+    echo "FAIL uniqueid/split-skip: ranks 0-2 do not all fail naming rank 3"
+    show "$tmp/out"
+fi
 
 for rpn in 2 1; do
     name="uniqueid/p2p-$((4 / rpn))x$rpn"

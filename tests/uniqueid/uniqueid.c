@@ -12,6 +12,11 @@
  *            checked; rank 0 prints one line per case, every rank "rank R: wrong N"
  *   p2p      cases.h's point-to-point cases on counts 1, 1001 and 65539, likewise
  *   v        cases.h's ccl_all_gather_v and ccl_all_to_all_v cases, likewise
+ *   split    cases.h's splits (by node, by local index, with a rank of no color, an
+ *            uneven layout refused), each child's collectives checked; rank 0 prints a
+ *            line per split, every rank "rank R: wrong N"
+ *   splitskip  rank R destroys its communicator without splitting it; every other rank's
+ *            split (by local index) fails, and prints what it returned and its message
  *   skip     rank R never makes the communicator (it exits once it has the id); every
  *            other rank prints what its init returned and its message
  *   cookie   rank R is given the id of an earlier root at the same address and port
@@ -122,7 +127,7 @@ static int run_rank(const char *mode, int rpn, int who, int (*pipes)[2], const c
     ccl_result_t r = ccl_comm_init_rank_id(&comm, size, id, rank, rpn, device, &cfg);
     if (r != CCL_OK) {
         printf("rank %d: init: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(NULL));
-        return strcmp(mode, "check") && strcmp(mode, "p2p") && strcmp(mode, "v") ? 0 : 2;
+        return strcmp(mode, "check") && strcmp(mode, "p2p") && strcmp(mode, "v") && strcmp(mode, "split") ? 0 : 2;
     }
     if (!strcmp(mode, "kill")) {
         float x[64] = {0};
@@ -134,6 +139,23 @@ static int run_rank(const char *mode, int rpn, int who, int (*pipes)[2], const c
         printf("rank %d: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(comm));
         ccl_comm_destroy(comm);
         return r == CCL_OK;
+    }
+    if (!strcmp(mode, "splitskip")) {
+        /* Rank `who` destroys its communicator and ends without splitting it. */
+        ccl_comm_t *child = NULL;
+        r = rank == who ? CCL_OK : ccl_comm_split(comm, rank % rpn, rank, &child, NULL);
+        if (rank != who)
+            printf("rank %d: split: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(comm));
+        if (child)
+            ccl_comm_destroy(child);
+        ccl_comm_destroy(comm);
+        return rank == who ? 0 : r == CCL_OK;
+    }
+    if (!strcmp(mode, "split")) {
+        long wrong = run_split_cases(comm, rpn, own);
+        printf("rank %d: wrong %ld\n", rank, wrong);
+        fflush(stdout);
+        return ccl_comm_destroy(comm) != CCL_OK || wrong != 0;
     }
     if (!strcmp(mode, "p2p") || !strcmp(mode, "v")) {
         static const size_t counts[] = {1, 1001, 65539};
@@ -191,7 +213,7 @@ int main(int argc, char **argv)
     size = argc > 2 ? atoi(argv[2]) : 4;
     int rpn = argc > 3 ? atoi(argv[3]) : 2, who = argc > 4 ? atoi(argv[4]) : size - 1;
     if (size < 1 || size > MAX_RANKS) {
-        fprintf(stderr, "usage: uniqueid check|p2p|skip|cookie|noroot|baddev|kill|badid|getid NRANKS RANKS_PER_NODE [R]\n");
+        fprintf(stderr, "usage: uniqueid check|p2p|split|splitskip|skip|cookie|noroot|baddev|kill|badid|getid NRANKS RANKS_PER_NODE [R]\n");
         return 2;
     }
     ccl_unique_id_t stale;

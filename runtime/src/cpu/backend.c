@@ -220,6 +220,20 @@ static CpuNet *net_of(ccl_comm_t *comm)
     return ((CpuComm *)comm->be_comm)->heaps.net;
 }
 
+static int cpu_boot_send(ccl_comm_t *comm, int peer, uint64_t tag, int gave_up, const void *buf, size_t bytes)
+{
+    return net_of(comm) ? ccl__cpu_net_boot_send(net_of(comm), peer, tag, gave_up, buf, bytes) : -1;
+}
+
+static int cpu_boot_take(ccl_comm_t *comm, int peer, uint64_t tag, void *buf, size_t bytes, char *why, size_t len)
+{
+    if (!net_of(comm)) {
+        snprintf(why, len, "rank %d is on another node, and this communicator has no transport", peer);
+        return -1;
+    }
+    return ccl__cpu_net_boot_take(net_of(comm), peer, tag, buf, bytes, why, len);
+}
+
 /* Rank p's barrier count: its heap header's, or for a rank of another node what the
  * proxy last heard from it. */
 static _Atomic uint64_t *arrived_word(ccl_comm_t *comm, int p)
@@ -979,6 +993,8 @@ const CclBackend ccl__cpu_backend = {
     .comm_init = cpu_comm_init,
     .comm_fini = cpu_comm_fini,
     .heap_zero = cpu_heap_zero,
+    .boot_send = cpu_boot_send,
+    .boot_take = cpu_boot_take,
     .alg_prepare = cpu_alg_prepare,
     .alg_release = cpu_alg_release,
     .run = cpu_run,

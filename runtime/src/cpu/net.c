@@ -26,6 +26,10 @@
  *          straight into the recv's buffer) and acknowledged as PUTs are. With flag
  *          F_MISMATCH it carries no data: the sender's call does not match the CTS, and
  *          the receiver fails naming both (cpu/p2p.c)
+ *   BOOT   an exchange of ccl_comm_split's bootstrap (mailbox.c): its number (the comm's
+ *          split count << 32 | the exchange) and at most NET_INLINE bytes, kept in a list
+ *          per sender until the split's thread takes it; with F_GAVE_UP the sender gave
+ *          up that split, and the bytes say why
  *
  * Order is what makes it correct: the transport delivers one sender's messages in the
  * order sent, and the proxy applies them in that order (one receive per sender at a
@@ -49,8 +53,9 @@
 
 enum { NET_INLINE = 8 << 10, NET_PIECE = 1 << 30 };
 enum { F_DATA_FOLLOWS = 1,      /* PUT, P2P: the piece is the sender's next message */
-       F_MISMATCH = 2 };        /* P2P: no data; the sender's call does not match the CTS */
-enum { M_PUT = 1, M_ADD, M_ACK, M_IDENT, M_ARRIVE, M_ABORT, M_BYE, M_CTS, M_P2P };
+       F_MISMATCH = 2,          /* P2P: no data; the sender's call does not match the CTS */
+       F_GAVE_UP = 4 };         /* BOOT: the sender gave up the split numbered a >> 32 */
+enum { M_PUT = 1, M_ADD, M_ACK, M_IDENT, M_ARRIVE, M_ABORT, M_BYE, M_CTS, M_P2P, M_BOOT };
 enum { WIN = CCL__NET_P2P_WINDOW };
 
 typedef struct {
@@ -80,6 +85,15 @@ typedef struct {
     _Atomic int bad;
     CclP2pSlot found;
 } NetRecv;
+
+/* A BOOT message kept for the split's thread (ccl__cpu_net_boot_take). */
+typedef struct BootMsg {
+    struct BootMsg *next;
+    uint64_t tag;
+    uint32_t flags;
+    size_t bytes;
+    char data[];
+} BootMsg;
 
 typedef struct Msg {
     struct Msg *next;
@@ -116,6 +130,7 @@ struct CpuNet {
     _Atomic uint64_t *landed;   /* per rank: messages from it wholly received (the last's nth + 1) */
     uint64_t *rx_nth;           /* per rank, rdata 2: the message whose piece is being received, */
     int *rx_last;               /* and whether the piece is its last */
+    BootMsg **boot;             /* per rank: BOOT messages not yet taken, in arrival order (under mu) */
 };
 
 static CclHeapHeader *header(ccl_comm_t *comm, int p)
@@ -333,6 +348,64 @@ int ccl__cpu_net_flags(CpuNet *n, int p)
     return atomic_load(&n->flags[p]);
 }
 
+/* ---- ccl_comm_split's exchanges with ranks of other nodes ---- */
+
+int ccl__cpu_net_boot_send(CpuNet *n, int peer, uint64_t tag, int gave_up, const void *buf, size_t bytes)
+{
+    if (bytes > NET_INLINE)
+        return -1;
+    Msg *m = msg_new(peer, M_BOOT, tag, 0, bytes);
+    if (!m)
+        return oom(n);
+    if (gave_up)
+        m->h.flags = F_GAVE_UP;
+    if (bytes)
+        memcpy(&m->h + 1, buf, bytes);
+    enqueue(n, m);
+    return 0;
+}
+
+int ccl__cpu_net_boot_take(CpuNet *n, int peer, uint64_t tag, void *buf, size_t bytes, char *why, size_t len)
+{
+    int got = 0;
+    pthread_mutex_lock(&n->mu);
+    for (BootMsg **at = &n->boot[peer], *b; (b = *at) != NULL && !got;) {
+        if ((b->flags & F_GAVE_UP) && b->tag >> 32 == tag >> 32) {
+            snprintf(why, len, "rank %d gave up%s%.*s", peer, b->bytes > 1 ? ": " : "", (int)b->bytes, b->data);
+            got = -1;
+        } else if (b->tag == tag && !(b->flags & F_GAVE_UP)) {
+            if (b->bytes != bytes) {
+                snprintf(why, len, "rank %d is out of step: its exchange %u has %zu bytes, this rank's %zu", peer,
+                         (unsigned)tag, b->bytes, bytes);
+                got = -1;
+            } else {
+                memcpy(buf, b->data, bytes);
+                got = 1;
+            }
+            *at = b->next;
+            free(b);
+        } else if (b->tag < tag) {      /* from an earlier split that gave up: stale */
+            *at = b->next;
+            free(b);
+        } else {
+            at = &b->next;
+        }
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (got)
+        return got;
+    uint64_t ab = atomic_load(&header(n->comm, n->me)->abort);
+    if (ab) {
+        snprintf(why, len, "the communicator was stopped (on behalf of rank %llu)", (unsigned long long)ab - 1);
+        return -1;
+    }
+    if (__atomic_load_n(&n->bye[peer], __ATOMIC_ACQUIRE)) {
+        snprintf(why, len, "rank %d left the communicator (ccl_comm_destroy)", peer);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- the proxy thread ---- */
 
 /* The transport failed: the comm fails, naming the call, and the proxy calls it no more. */
@@ -448,8 +521,25 @@ static void apply(CpuNet *n, int p, size_t bytes)
         return;
     }
     case M_BYE:
-        n->bye[p] = 1;
+        __atomic_store_n(&n->bye[p], 1, __ATOMIC_RELEASE);
         return;
+    case M_BOOT: {
+        size_t len = bytes - sizeof *h;
+        BootMsg *b = malloc(sizeof *b + len);
+        if (!b) {
+            broke(n, "out of memory keeping a split's exchange", p, -1);
+            return;
+        }
+        *b = (BootMsg){.tag = h->a, .flags = h->flags, .bytes = len};
+        memcpy(b->data, h + 1, len);
+        pthread_mutex_lock(&n->mu);
+        BootMsg **at = &n->boot[p];
+        while (*at)
+            at = &(*at)->next;
+        *at = b;
+        pthread_mutex_unlock(&n->mu);
+        return;
+    }
     case M_CTS: {
         CclP2pSlot s;
         memcpy(&s, h->pad, sizeof s);
@@ -490,7 +580,7 @@ static void apply(CpuNet *n, int p, size_t bytes)
         /* This rank has failed: its worker has given up the recv, whose buffer may be
          * gone already; nothing more from p is taken (the comm is dead). */
         if (atomic_load(&header(comm, n->me)->abort)) {
-            n->bye[p] = 1;
+            __atomic_store_n(&n->bye[p], 1, __ATOMIC_RELEASE);
             return;
         }
         int rc = n->t.irecv(n->t.ctx, p, e->buf + h->a, h->b, &n->rreq[p]);
@@ -649,6 +739,12 @@ static void net_free(CpuNet *n)
     free((void *)n->landed);
     free(n->rx_nth);
     free(n->rx_last);
+    for (int p = 0; n->boot && p < n->N; p++)
+        for (BootMsg *b = n->boot[p], *next; b; b = next) {
+            next = b->next;
+            free(b);
+        }
+    free(n->boot);
     for (Msg *m = n->head, *next; m; m = next) {
         next = m->next;
         free(m);
@@ -682,7 +778,8 @@ ccl_result_t ccl__cpu_net_start(ccl_comm_t *comm, CpuNet **out)
     n->landed = calloc((size_t)N, sizeof *n->landed);
     n->rx_nth = calloc((size_t)N, sizeof *n->rx_nth);
     n->rx_last = calloc((size_t)N, sizeof *n->rx_last);
-    int ok = n->posted && n->acked && n->arrived && n->flags && n->applied && n->ack_sent && n->bye && n->rreq &&
+    n->boot = calloc((size_t)N, sizeof *n->boot);
+    int ok = n->boot && n->posted && n->acked && n->arrived && n->flags && n->applied && n->ack_sent && n->bye && n->rreq &&
              n->rbuf && n->rdata && n->idents && n->cts && n->rx && n->cleared && n->landed && n->rx_nth && n->rx_last;
     for (int p = 0; ok && p < N; p++)
         if (remote(n, p) && !(n->rbuf[p] = malloc(sizeof(NetHdr) + NET_INLINE)))

@@ -67,6 +67,14 @@ _Atomic uint64_t *ccl__cpu_net_arrived(CpuNet *n, int p);
  * with what is known of d (CCL__NET_GONE, CCL__NET_ABORTED); and what such a message
  * said of remote rank p. */
 void ccl__cpu_net_abort(CpuNet *n, int d, int flags);
+
+/* ccl_comm_split's bootstrap with a rank of another node (mailbox.c, through
+ * CclBackend.boot_send and boot_take): `bytes` (at most 8 KiB) of exchange `tag` to peer,
+ * or with gave_up the news that this rank gave up split tag >> 32 (the bytes: why); and exchange tag's
+ * bytes from peer: 1 once they are in buf, 0 while they have not come, -1 with why when
+ * peer gave up that split, sent a different size, left, or the comm was stopped. */
+int ccl__cpu_net_boot_send(CpuNet *n, int peer, uint64_t tag, int gave_up, const void *buf, size_t bytes);
+int ccl__cpu_net_boot_take(CpuNet *n, int peer, uint64_t tag, void *buf, size_t bytes, char *why, size_t len);
 int ccl__cpu_net_flags(CpuNet *n, int p);
 
 #endif
