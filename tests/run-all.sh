@@ -25,9 +25,5 @@ for s in "${suites[@]}"; do
     "tests/$s/run.sh" "$build" 2>&1 | tee -a "$log" | grep -v '^ok ' || true
     echo "   ($s: $(grep -c '^ok ' <(sed -n '/^== /!p' "$log") ) ok so far, $(( $(date +%s) - start ))s)"
 done
-passed=$(grep -c '^ok ' "$log")
-failed=$(grep -c '^FAIL ' "$log")
-echo
-grep '^FAIL ' "$log" | sed 's/^/  /'
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+. tests/summary.sh
+ccl_test_summary "$log"

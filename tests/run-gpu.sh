@@ -83,14 +83,8 @@ for n in $ns; do
     fi
 done
 # What the parts asked for ran: the summary (passed only where something ran and passed).
-summary() {
-    passed=$(grep -c '^ok ' "$log")
-    failed=$(grep -c '^FAIL ' "$log")
-    echo
-    grep '^FAIL ' "$log" | sed 's/^/  /'
-    echo "gpu: $passed passed, $failed failed"
-    [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
-}
+. tests/summary.sh
+summary() { ccl_test_summary "$log" "gpu: "; }
 has rest || { summary; exit; }
 if command -v mpirun >/dev/null; then
     echo "== gpu: two processes on one GPU are refused at once"

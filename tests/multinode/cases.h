@@ -434,6 +434,20 @@ static long p2p_case(ccl_comm_t *comm, int pat, size_t count, ccl_dtype_t t, int
     return wrong;
 }
 
+/* After a mode's cases, an all-reduce on the same comm (the proxies still agree after
+ * them): rank 0 prints "WHAT then all-reduce ...: ok" and "WHAT wrong elements: N"; the
+ * total with the all-reduce's wrong elements. */
+static long then_all_reduce(ccl_comm_t *comm, const char *what, long total, long (*combine)(long wrong))
+{
+    long all = combine(run_case(comm, 1001, CCL_F32, CCL_SUM, 0, 3));
+    total += all;
+    if (rank == 0) {
+        printf("%s then all-reduce count 1001 f32 sum x3: %s\n", what, all ? "WRONG" : "ok");
+        printf("%s wrong elements: %ld\n", what, total);
+    }
+    return total;
+}
+
 /* Every pattern x count x (f32, i32), 3 calls back to back each, then an all-reduce:
  * rank 0 prints one line per case ("p2p ...: ok" or "...: WRONG") and then "p2p wrong
  * elements: N"; the total that combine gave. ring20 runs on counts up to 1001 only (20 x
@@ -457,13 +471,7 @@ static long run_p2p_cases(ccl_comm_t *comm, const size_t *counts, int ncounts, l
             }
     /* A collective after them: the proxies' put counts (which point-to-point pieces share)
      * still agree, so its flushes complete. */
-    long all = combine(run_case(comm, 1001, CCL_F32, CCL_SUM, 0, 3));
-    total += all;
-    if (rank == 0) {
-        printf("p2p then all-reduce count 1001 f32 sum x3: %s\n", all ? "WRONG" : "ok");
-        printf("p2p wrong elements: %ld\n", total);
-    }
-    return total;
+    return then_all_reduce(comm, "p2p", total, combine);
 }
 
 /* ---- ccl_all_gather_v and ccl_all_to_all_v ---- */
@@ -587,13 +595,7 @@ static long run_v_cases(ccl_comm_t *comm, long (*combine)(long wrong))
                            gather ? "allgatherv" : "alltoallv", ccl_dtype_name(types[d]), inplace ? " in place" : "",
                            V_BIG, all ? "WRONG" : "ok");
             }
-    long all = combine(run_case(comm, 1001, CCL_F32, CCL_SUM, 0, 3));
-    total += all;
-    if (rank == 0) {
-        printf("v then all-reduce count 1001 f32 sum x3: %s\n", all ? "WRONG" : "ok");
-        printf("v wrong elements: %ld\n", total);
-    }
-    return total;
+    return then_all_reduce(comm, "v", total, combine);
 }
 
 /* ---- ccl_comm_split of a communicator of several nodes ---- */
