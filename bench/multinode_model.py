@@ -77,14 +77,19 @@ def rs_hier(b, M, Lr):
     return A_NVL + (Lr - 1) * M * b / B_NVL + (M - 1) * (A_NET + b / B_NET)
 
 
-def rs_crossover(M, Lr):
-    """The least power-of-two b from which hier is the faster, or None below 1 GB."""
+def crossover(M, Lr, old_f, new_f):
+    """The least power-of-two size from which new_f's time is below old_f's, or None below 1 GB."""
     b = 1
     while b <= 1 << 30:
-        if rs_hier(b, M, Lr) < rs_direct(b, M, Lr):
+        if new_f(b, M, Lr) < old_f(b, M, Lr):
             return b
         b *= 2
     return None
+
+
+def rs_crossover(M, Lr):
+    """The least power-of-two b from which hier is the faster, or None below 1 GB."""
+    return crossover(M, Lr, rs_direct, rs_hier)
 
 
 def size(b):
@@ -139,12 +144,7 @@ def rd_split(S, M, Lr):
 
 def split_crossover(M, Lr, hier_f, split_f):
     """The least power-of-two S from which hier_split is the faster, or None below 1 GB."""
-    S = 1
-    while S <= 1 << 30:
-        if split_f(S, M, Lr) < hier_f(S, M, Lr):
-            return S
-        S *= 2
-    return None
+    return crossover(M, Lr, hier_f, split_f)
 
 
 print()
