@@ -70,11 +70,12 @@ def rs_direct(b, M, Lr):
 
 def rs_hier(b, M, Lr):
     """algorithms/reduce_scatter/hier.ccl: phase A within the node ((Lr-1)*M blocks out by
-    memory), then M - 1 rounds each staging one node sum in out, putting it and flushing it
-    (a network round trip each); with Lr = 1 it is direct_net."""
+    memory), then the M - 1 node sums, each in its own scratch slot, put over the net in one
+    round with one flush (one network round trip, as direct_net); with Lr = 1 it is
+    direct_net."""
     if Lr == 1:
         return rs_direct(b, M, Lr)
-    return A_NVL + (Lr - 1) * M * b / B_NVL + (M - 1) * (A_NET + b / B_NET)
+    return A_NVL + (Lr - 1) * M * b / B_NVL + A_NET + (M - 2) * O_MSG + (M - 1) * b / B_NET
 
 
 def crossover(M, Lr, old_f, new_f):

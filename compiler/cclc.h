@@ -389,10 +389,14 @@ typedef struct {
     int deterministic;    /* every element reduced in the same order on every rank */
     int pipeline_safe;    /* slices of chunks may be interleaved (see schedule.c) */
     char *inplace_reason; /* why in-place fails, arena string; NULL when it holds */
-    /* v-collectives only (else NULL): content[b][i][j] is the in chunk (q * in_chunks +
-     * i, as cclc_coll_home) whose data chunk j of step i of block b moves, or -1 for
-     * data that never came from an input (uninitialized scratch). It fixes the segment,
-     * and so the run-time length, of every chunk a data op moves. */
+    /* What data step i of block b moves, per chunk j: content[b][i][j]. v-collectives:
+     * the in chunk (q * in_chunks + i, as cclc_coll_home) whose data it moves, or -1 for
+     * data that never came from an input (uninitialized scratch); it fixes the segment,
+     * and so the run-time length, of every chunk a data op moves. Fixed-size
+     * collectives: only for the scratch-only steps that are sized by their data (else
+     * content[b][i] is NULL, and content is NULL when there is none), the position c
+     * (0..K-1) of the data, so that the step moves as much as an in/out chunk of
+     * position c holds (verify_slices.c, docs/internals.md). */
     int ***content;
 } Proof;
 
@@ -423,8 +427,11 @@ typedef struct {
     int *sem;             /* per peer: semaphore slot index (see plan_sem_slot) */
     int nlines;
     int *lines;           /* source lines this op came from, ascending */
-    /* v-collectives, OP_XFER only (else NULL): per chunk j of the op, the in chunk whose
-     * data it moves (Proof.content); the backend sizes chunk j by that segment. */
+    /* OP_XFER only (else NULL), per chunk j of the op, what it moves (Proof.content):
+     * v-collectives: the in chunk whose data it moves; the backend sizes chunk j by that
+     * segment. Fixed-size collectives, ops from scratch to scratch only: the position c
+     * of the data it moves; the backend moves no more than an in/out chunk of position c
+     * holds. */
     int *content;
 } PlanOp;
 

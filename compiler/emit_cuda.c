@@ -356,6 +356,14 @@ static void emit_op_part(Emit *e, const PlanOp *op, int j)
     }
     fprintf(o, "            u64 len = s0.len;\n");
     for (int x = 1; x < nops; x++) fprintf(o, "            if (s%d.len < len) len = s%d.len;\n", x, x);
+    /* From scratch to scratch only, sized by the position of the data it moves
+     * (PlanOp.content), as the CPU backend does: no more than an in/out chunk of that
+     * position holds. */
+    if (op->content && op->content[j] < 0)
+        fprintf(o, "            len = 0; /* no input's data */\n");
+    else if (op->content)
+        fprintf(o, "            if (ccl_io(a, 0, 0, %d).len < len) len = ccl_io(a, 0, 0, %d).len; /* data of position "
+                   "%d */\n", op->content[j], op->content[j], op->content[j]);
     fprintf(o, "            u64 lo, hi;\n");
     fprintf(o, "            ccl_part(a, inst, sl, len, &lo, &hi);\n");
 }

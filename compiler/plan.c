@@ -27,19 +27,22 @@ static void print_lines(FILE *out, const PlanOp *op)
         fprintf(out, "%s%d", i ? "," : "", op->lines[i]);
 }
 
-/* v-collectives: whose data each chunk of the op moves (its segment sizes it). */
+/* What each chunk of the op moves, where that sizes it: v-collectives, whose data (its
+ * segment); fixed-size collectives' scratch-only ops, the data's chunk position. */
 static void print_content(FILE *out, const Program *p, const PlanOp *op)
 {
     if (!op->content)
         return;
-    int inch = p->buf_chunks[BUF_IN], count = op->dst[0].count;
-    fprintf(out, " (data of");
+    int inch = p->buf_chunks[BUF_IN], count = op->dst[0].count, v = cclc_coll_is_v(p->coll);
+    fprintf(out, v ? " (data of" : " (data of position");
     for (int j = 0; j < count; j++) {
         int h = op->content[j];
         if (h < 0)
             fprintf(out, "%s none", j ? "," : "");
-        else
+        else if (v)
             fprintf(out, "%s in@%d[%d]", j ? "," : "", h / inch, h % inch);
+        else
+            fprintf(out, "%s %d", j ? "," : "", h);
     }
     fprintf(out, ")");
 }
@@ -138,9 +141,10 @@ void cclc_plan_print_json(FILE *out, const Plan *plan)
                 json_refs(out, p, "src", op->src, op->nsrc);
                 fprintf(out, ", \"channel\": \"%s\"", op->chan == CHAN_PORT ? "port" : op->chan == CHAN_NET ? "net" : "memory");
                 /* v-collectives: per chunk, the in chunk (rank * in chunks + index) whose data it
-                 * moves, -1 for none (the text's "data of in@q[i]"). */
+                 * moves, -1 for none (the text's "data of in@q[i]"); fixed-size collectives'
+                 * scratch-only ops: the data's chunk position (the text's "data of position c"). */
                 if (op->content)
-                    json_ints(out, "content", op->content, op->dst[0].count);
+                    json_ints(out, cclc_coll_is_v(p->coll) ? "content" : "position", op->content, op->dst[0].count);
             }
             if (op->npeer) {
                 json_ints(out, "peers", op->peer, op->npeer);

@@ -170,8 +170,9 @@ static void record(Arena *arena, Pending *pend, const PlanOp *op)
         vec_push(arena, &pend->writes, op->dst[k]);
 }
 
-/* content: Proof.content of this block (v-collectives), else NULL. Fused ops keep the
- * first op's content: fusion only adds destinations of the same data. */
+/* content: Proof.content of this block, else NULL. Fused ops keep the first op's
+ * content: fusion only adds destinations of the same data (for a fixed-size collective,
+ * an added in/out destination has the data's position, and so its length). */
 static void schedule_block(Arena *arena, const Program *p, int ntb, const Block *b, int **content, PlanBlock *out)
 {
     OpVec ops = {0};

@@ -76,8 +76,9 @@ static int inplace_applicable(Collective c)
     return c != COLL_ALLTOALL && !cclc_coll_is_v(c);
 }
 
-/* For a v-collective: a table with a slot per chunk of every data step, where the run
- * records the home of the data the chunk moves (Proof.content); -1 until then. */
+/* A table with a slot per chunk of every data step, where the run records the data the
+ * chunk moves: for a v-collective its home (Proof.content), else its position; -1
+ * until then. */
 static int ***record_table(Arena *a, const Program *p)
 {
     int ***t = cclc_arena_alloc(a, sizeof *t * (size_t)p->nblocks);
@@ -138,7 +139,6 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
     cclc_vfy_check_barrier_counts(&sh, rep);
     if (rep->d)
         cclc_diag_defer(rep->d, 0);
-    cclc_vfy_check_instances(&sh, rep);
     int counts_bad = rep->nerrors > errors0;
     /* Before the simulation, which places every put at its statement: for port puts,
      * completed later by an asynchronous proxy, that is exact only under these rules. */
@@ -157,12 +157,21 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
             cclc_diag_settle(rep->d, diag_errors0);
         return -1;
     }
-    if (cclc_coll_is_v(p->coll))
-        s.record = proof->content = record_table(a, p);
+    /* What each data step moves: it sizes a v-collective's chunks, and a fixed-size
+     * collective's scratch-only transfers where it can (cclc_vfy_size_by_content). */
+    int ***raw = s.record = record_table(a, p);
     cclc_vfy_sim_run(&s);
     cclc_vfy_sim_report_layout(&s);
-    if (proof->content)
+    if (cclc_coll_is_v(p->coll)) {
+        proof->content = raw;
         check_unmixed(p, proof->content, rep);
+    } else if (!s.stuck) {
+        proof->content = cclc_vfy_size_by_content(a, &sh, raw);
+    }
+    /* After the run, which tells what scratch-only transfers move; a run that did not
+     * complete left some unrecorded, and its deadlock is the error to read. */
+    if (!s.stuck)
+        cclc_vfy_check_instances(&sh, raw, rep);
     f->pairs = s.pairs;
     f->edges = s.edges;
     if (s.races_hidden)
@@ -184,7 +193,7 @@ static int analyze(Arena *a, const Program *p, Proof *proof, Reporter *rep, Fact
         proof->deterministic = cclc_vfy_check_deterministic(&s, &f->det_detail);
     }
     cclc_vfy_sim_fini(&s);
-    proof->pipeline_safe = cclc_vfy_check_pipeline_safe(&sh, &f->pipe_detail);
+    proof->pipeline_safe = cclc_vfy_check_pipeline_safe(&sh, raw, &f->pipe_detail);
 
     /* Two back-to-back calls, only worth it when one call is sound. */
     int main_ok = rep->nerrors == errors0;
@@ -315,7 +324,9 @@ void cclc_verify_explain(FILE *out, const Program *p, const Proof *proof)
         fprintf(out, "  deterministic:    no: %s\n", f.det_detail.n ? f.det_detail.s : "reduction orders differ");
     if (proof->pipeline_safe)
         fprintf(out, "  pipeline-safe:    yes: within each thread block, accesses to a buffer use identical or "
-                "disjoint chunk ranges\n");
+                "disjoint chunk ranges%s\n", proof->content && !cclc_coll_is_v(p->coll) ?
+                "; transfers from scratch to scratch only move as much as an in/out chunk of their data's "
+                "position holds, as the transfers that stored it" : "");
     else
         fprintf(out, "  pipeline-safe:    no: %s (slices run one at a time)\n",
                 f.pipe_detail.n ? f.pipe_detail.s : "overlapping chunk ranges");

@@ -17,10 +17,19 @@ long cclc_vfy_check_port_puts(const Shape *sh, int inplace, Reporter *rep);
 
 /* ===== verify_slices.c: instances and pipeline slices ===== */
 
-/* Reports every scratch-only transfer of a program with instances. */
-void cclc_vfy_check_instances(const Shape *sh, Reporter *rep);
+/* raw: what the contents run recorded of every data step (Proof.content for a
+ * v-collective; for a fixed-size one, per chunk, the position of the data it moves: -1
+ * none, -2 mixed). */
+/* A fixed-size collective's Proof.content: raw's rows of the scratch-only steps that
+ * can be sized by the position of the data they move (every step touching their
+ * scratch cells moves data of that position), NULL for every other step; NULL when
+ * there is none. */
+int ***cclc_vfy_size_by_content(Arena *a, const Shape *sh, int ***raw);
+/* Reports every scratch-only transfer of a program with instances that cannot be sized
+ * by its data. */
+void cclc_vfy_check_instances(const Shape *sh, int ***raw, Reporter *rep);
 /* Whether slices may interleave within a block; else why, in *detail (may be NULL). */
-int cclc_vfy_check_pipeline_safe(const Shape *sh, Str *detail);
+int cclc_vfy_check_pipeline_safe(const Shape *sh, int ***raw, Str *detail);
 
 /* ===== verify_deadlock.c: counts and cycles ===== */
 

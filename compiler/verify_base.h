@@ -194,8 +194,9 @@ struct Sim {
     SrcLoc layout_loc[MAX_STEP_REPORTS];
     char *layout_msg[MAX_STEP_REPORTS];
     int layout_kept;
-    /* v-collectives: where the run records, per block, step and chunk, the home of the
-     * data each data step moves (Proof.content); NULL: not recorded. */
+    /* Where the run records, per block, step and chunk, what data each data step moves:
+     * for a v-collective its home (Proof.content), else its position (-1 none, -2
+     * mixed; cclc_vfy_size_by_content); NULL: not recorded. */
     int ***record;
 };
 

@@ -431,7 +431,8 @@ static void sim_data(Sim *s, int b, int i)
         }
         val[j] = acc;
         if (s->record && s->record[b] && s->record[b][i] && !s->m.inplace)
-            s->record[b][i][j] = acc < 0 ? -1 : s->nodes.v[acc].home;
+            s->record[b][i][j] = acc < 0 ? -1 : cclc_coll_is_v(s->sh->p->coll) ? s->nodes.v[acc].home
+                                                                               : s->nodes.v[acc].pos;
     }
     for (int j = 0; j < count; j++) {
         if (val[j] < 0)

@@ -547,8 +547,20 @@ static int do_xfer(Exec *x, const PlanBlock *pb, const PlanOp *op, int inst, int
             if (len < L)
                 L = len;
         }
-        if (x->segs)
+        if (x->segs) {
             ccl__segs_chunk(x->segs, op, j, offs, &L);
+        } else if (op->content) {
+            /* From scratch to scratch only, sized by the position of the data it moves
+             * (PlanOp.content): as much as an in/out chunk of that position holds. */
+            size_t pos_off;
+            if (op->content[j] < 0) {
+                L = 0;
+            } else {
+                ccl__chunk_range(BUF_IN, op->content[j], c->count, K, c->CS, &pos_off, &len);
+                if (len < L)
+                    L = len;
+            }
+        }
         if (L == 0)
             continue;
         size_t plo, phi, slo, shi;
