@@ -127,14 +127,12 @@ typedef struct {
 /* ---- tcpnet.c ---- */
 
 /* The transport over t's connections; its release (at the comm's destroy, or when its
- * init fails) is ccl__tcp_net_release. */
+ * init fails) is ccl__tcp_net_release. Its split is tcpboot.c's to set: making a child's
+ * connections is the bootstrap's work. */
 void ccl__tcp_net_ops(TcpNet *t, ccl_net_t *net);
 /* Shuts the connections that carried messages for writing and reads them until their
  * peers shut them too (bounded: tcpnet.c says why), then closes all and frees t. */
 void ccl__tcp_net_release(void *t);
-/* ccl_net_t.split of the transport (tcpboot.c): a child's own connections. */
-int ccl__tcp_split(void *ctx, int color, int rank, const ccl_bootstrap_t *members, ccl_net_t *child, char *why,
-                   size_t len);
 /* Closes t's connections and frees it, at once. */
 void ccl__tcp_net_free(TcpNet *t);
 

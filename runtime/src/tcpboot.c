@@ -591,14 +591,24 @@ static void boot_release(void *ctx)
 
 /* ---- a child's connections (ccl_comm_split) ---- */
 
+static int tcp_split(void *ctx, int color, int rank, const ccl_bootstrap_t *members, ccl_net_t *child, char *why,
+                     size_t len);
+
+/* The transport over t's connections (tcpnet.c), which splits as below. */
+static void tcp_transport(TcpNet *t, ccl_net_t *net)
+{
+    ccl__tcp_net_ops(t, net);
+    net->split = tcp_split;
+}
+
 /* ccl_net_t.split over TCP: the members of a child make a mesh of their own, as the
  * init's (above), each over a new listening socket on the address it listens at now (any
  * port), their hellos exchanged through `members` (the parent's split bootstrap, which
  * stands in for the root); the cookie is member 0's, drawn afresh, so that a connection
  * meant for another child is refused. A rank with no color has nothing to make. The
  * parent's TcpNet is only read (its table), so the parent's proxy may go on using it. */
-int ccl__tcp_split(void *ctx, int color, int rank, const ccl_bootstrap_t *members, ccl_net_t *child, char *why,
-                   size_t len)
+static int tcp_split(void *ctx, int color, int rank, const ccl_bootstrap_t *members, ccl_net_t *child, char *why,
+                     size_t len)
 {
     const TcpNet *t = ctx;
     if (color == CCL_SPLIT_NOCOLOR)
@@ -639,7 +649,7 @@ int ccl__tcp_split(void *ctx, int color, int rank, const ccl_bootstrap_t *member
     if (mesh(c, lfd, mine.text, ccl__now_ms() + t->timeout_ms, why, len) != CCL_OK)
         goto fail;
     close(lfd);
-    ccl__tcp_net_ops(c, child);
+    tcp_transport(c, child);
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, t->me, "ccl_comm_split: rank %d of %d of the new communicator connected "
              "to every other (listening at %s)", rank, n, mine.text);
     return 0;
@@ -708,7 +718,7 @@ ccl_result_t ccl_comm_init_rank_id(ccl_comm_t **comm, int nranks, ccl_unique_id_
     ccl_bootstrap_t boot = {.nranks = nranks, .rank = rank, .allgather = boot_allgather, .barrier = boot_barrier,
                             .ctx = t};
     ccl_net_t net;
-    ccl__tcp_net_ops(t, &net);
+    tcp_transport(t, &net);
     net.release = boot_release;
     r = ccl__comm_init_net(comm, &boot, &net, ranks_per_node, device, config, fn);
     if (r == CCL_OK) {

@@ -261,5 +261,5 @@ void ccl__tcp_net_release(void *ctx)
 void ccl__tcp_net_ops(TcpNet *t, ccl_net_t *net)
 {
     *net = (ccl_net_t){.isend = tcp_isend, .irecv = tcp_irecv, .test = tcp_test, .cancel = tcp_cancel,
-                       .release = ccl__tcp_net_release, .ctx = t, .thread_safe = 1, .split = ccl__tcp_split};
+                       .release = ccl__tcp_net_release, .ctx = t, .thread_safe = 1};
 }

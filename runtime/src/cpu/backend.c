@@ -234,47 +234,6 @@ static int cpu_boot_take(ccl_comm_t *comm, int peer, uint64_t tag, void *buf, si
     return ccl__cpu_net_boot_take(net_of(comm), peer, tag, buf, bytes, why, len);
 }
 
-/* Rank p's barrier count: its heap header's, or for a rank of another node what the
- * proxy last heard from it. */
-static _Atomic uint64_t *arrived_word(ccl_comm_t *comm, int p)
-{
-    return comm->heap_base[p] ? &ccl__cpu_header(comm, p)->arrived : ccl__cpu_net_arrived(net_of(comm), p);
-}
-
-/* The all-rank barrier on the heap headers; bounded by the timeout. 0 or -1 (timeout or
- * abort, message in err, naming a rank that did not arrive). Called by one thread per
- * rank (the comm's worker), in the same order on every rank. */
-static int rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
-{
-    _Atomic uint64_t *abort_flag = &ccl__cpu_header(comm, comm->rank)->abort;
-    uint64_t k = ++comm->barriers;
-    atomic_store_explicit(&ccl__cpu_header(comm, comm->rank)->arrived, k, memory_order_release);
-    if (net_of(comm) && ccl__cpu_net_arrive(net_of(comm), k) != 0)
-        return snprintf(err, errlen, "rank %d: out of memory in the all-rank barrier", comm->rank), -1;
-    CpuSpinClock clock = {0};
-    int missing = 0;
-    for (unsigned it = 0;; it++) {
-        while (missing < comm->nranks && atomic_load_explicit(arrived_word(comm, missing), memory_order_acquire) >= k)
-            missing++;
-        if (missing == comm->nranks)
-            return 0;
-        uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
-        if (ab) {
-            char who[96];
-            snprintf(err, errlen, "rank %d: all-rank barrier abandoned: %s", comm->rank, ccl__cpu_culprit(comm, ab, who, sizeof who));
-            return -1;
-        }
-        if ((it & 63) == 63 && ccl__cpu_clock_turn(comm, &clock)) {
-            snprintf(err, errlen,
-                     "rank %d: all-rank barrier timed out after %d ms: rank %d did not arrive (it reached %llu of this "
-                     "comm's barriers, this is barrier %llu)", comm->rank, comm->timeout_ms, missing,
-                     (unsigned long long)atomic_load(arrived_word(comm, missing)), (unsigned long long)k);
-            return -1;
-        }
-        ccl__backoff(it);
-    }
-}
-
 /* This rank's private staging buffer `which` ([0] in, [1] out) of at least `need` bytes. */
 static void *grow_private(CpuComm *cc, int which, size_t need)
 {
@@ -829,7 +788,7 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     size_t CS = c->is_v ? segs.cs_max : c->CS;
     if (fence) {
         char err[512];
-        if (rank_barrier(comm, err, sizeof err) != 0) {
+        if (ccl__cpu_rank_barrier(comm, err, sizeof err) != 0) {
             ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED,
                                  "%s (before %s: %s)", err, alg->file, fence_why);
             ccl__cpu_abort_all(comm);
@@ -882,14 +841,14 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
 
     if (c->divide) {
         char err[512];
-        if (rank_barrier(comm, err, sizeof err) != 0) {
+        if (ccl__cpu_rank_barrier(comm, err, sizeof err) != 0) {
             ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED, "%s (before avg's division)", err);
             ccl__cpu_abort_all(comm);
             goto out;
         }
         if (c->divide_here)
             ccl__divide(c->out, c->out_bytes / c->esize, c->dtype, c->divide);
-        if (rank_barrier(comm, err, sizeof err) != 0) {
+        if (ccl__cpu_rank_barrier(comm, err, sizeof err) != 0) {
             ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED, "%s (after avg's division)", err);
             ccl__cpu_abort_all(comm);
             goto out;
@@ -913,7 +872,7 @@ out:
 static void end_v(ccl_comm_t *comm, const CclP2pOp *op)
 {
     char err[512];
-    if (rank_failed(comm) || rank_barrier(comm, err, sizeof err) == 0)
+    if (rank_failed(comm) || ccl__cpu_rank_barrier(comm, err, sizeof err) == 0)
         return;
     ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED,
                          "%s (at the end of %s, v call %llu on this comm)", err, ccl__p2p_vname(op->vtag),

@@ -1,4 +1,5 @@
-/* cpu/waits.c: the CPU backend's abort words, wait clocks and culprits (waits.h).
+/* cpu/waits.c: the CPU backend's abort words, wait clocks, culprits and all-rank barrier
+ * (waits.h).
  *
  * A dead peer is found by its pid: cpu/heaps.c records every rank's when ranks are
  * processes (of its own node only, on a comm of several). cpu/backend.c's CpuComm begins
@@ -98,3 +99,40 @@ const char *ccl__cpu_culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t le
     return buf;
 }
 
+/* Rank p's barrier count: its heap header's, or for a rank of another node what the
+ * proxy last heard from it. */
+static _Atomic uint64_t *arrived_word(ccl_comm_t *comm, int p)
+{
+    return comm->heap_base[p] ? &ccl__cpu_header(comm, p)->arrived : ccl__cpu_net_arrived(heaps(comm)->net, p);
+}
+
+int ccl__cpu_rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
+{
+    _Atomic uint64_t *abort_flag = &ccl__cpu_header(comm, comm->rank)->abort;
+    uint64_t k = ++comm->barriers;
+    atomic_store_explicit(&ccl__cpu_header(comm, comm->rank)->arrived, k, memory_order_release);
+    if (heaps(comm)->net && ccl__cpu_net_arrive(heaps(comm)->net, k) != 0)
+        return snprintf(err, errlen, "rank %d: out of memory in the all-rank barrier", comm->rank), -1;
+    CpuSpinClock clock = {0};
+    int missing = 0;
+    for (unsigned it = 0;; it++) {
+        while (missing < comm->nranks && atomic_load_explicit(arrived_word(comm, missing), memory_order_acquire) >= k)
+            missing++;
+        if (missing == comm->nranks)
+            return 0;
+        uint64_t ab = atomic_load_explicit(abort_flag, memory_order_relaxed);
+        if (ab) {
+            char who[96];
+            snprintf(err, errlen, "rank %d: all-rank barrier abandoned: %s", comm->rank, ccl__cpu_culprit(comm, ab, who, sizeof who));
+            return -1;
+        }
+        if ((it & 63) == 63 && ccl__cpu_clock_turn(comm, &clock)) {
+            snprintf(err, errlen,
+                     "rank %d: all-rank barrier timed out after %d ms: rank %d did not arrive (it reached %llu of this "
+                     "comm's barriers, this is barrier %llu)", comm->rank, comm->timeout_ms, missing,
+                     (unsigned long long)atomic_load(arrived_word(comm, missing)), (unsigned long long)k);
+            return -1;
+        }
+        ccl__backoff(it);
+    }
+}

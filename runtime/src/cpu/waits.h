@@ -1,7 +1,7 @@
 /* cpu/waits.h: what every bounded wait of the CPU backend uses (waits.c): the heap
- * headers' abort words, the clock that bounds a wait and notices dead peers, and how a
- * stopped rank names the culprit. Shared by cpu/backend.c (plans) and cpu/p2p.c
- * (point-to-point); no other backend may call them. */
+ * headers' abort words, the clock that bounds a wait and notices dead peers, how a
+ * stopped rank names the culprit, and the all-rank barrier. Shared by cpu/backend.c
+ * (plans) and cpu/p2p.c (point-to-point); no other backend may call them. */
 #ifndef CCL_CPU_WAITS_H
 #define CCL_CPU_WAITS_H
 
@@ -39,5 +39,11 @@ int ccl__cpu_clock_turn(ccl_comm_t *comm, CpuSpinClock *c);
  * recorded when the abort word was set: "rank 2 failed (its own error says why)",
  * "rank 2 aborted the communicator (ccl_comm_abort)" or "rank 2 (pid 4711) is gone". */
 const char *ccl__cpu_culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t len);
+
+/* The all-rank barrier on the heap headers (a rank of another node: through the proxy);
+ * bounded by the timeout. 0 or -1 (timeout or abort, message in err, naming a rank that
+ * did not arrive). Called by one thread per rank (the comm's worker), in the same order
+ * on every rank. */
+int ccl__cpu_rank_barrier(ccl_comm_t *comm, char *err, size_t errlen);
 
 #endif
