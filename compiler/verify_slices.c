@@ -53,6 +53,7 @@ static int scratch_only(const Step *st)
  * remember the first step that touched it and the first that disagreed. */
 typedef struct {
     int *pos, *line, *other;
+    char *scr;                       /* touched by a scratch-only step (content_why's) */
 } Cells;
 
 static int step_pos(const Shape *sh, const Step *st, int ***raw, int b, int i, int j)
@@ -81,6 +82,7 @@ static void cells_init(Cells *cl, const Shape *sh, int ***raw)
     cl->pos = cclc_vfy_xcalloc(n, sizeof *cl->pos);
     cl->line = cclc_vfy_xcalloc(n, sizeof *cl->line);
     cl->other = cclc_vfy_xcalloc(n, sizeof *cl->other);
+    cl->scr = cclc_vfy_xcalloc(n, sizeof *cl->scr);
     for (size_t c = 0; c < n; c++)
         cl->pos[c] = -3; /* untouched */
     for (int b = 0; b < sh->nb; b++)
@@ -95,6 +97,7 @@ static void cells_init(Cells *cl, const Shape *sh, int ***raw)
                     if (r->buf < BUF_SCRATCH0 || j >= r->count)
                         continue;
                     size_t c = (size_t)r->rank * (size_t)sh->rank_cells + (size_t)(sh->buf_base[r->buf] + r->chunk + j);
+                    cl->scr[c] |= (char)scratch_only(st);
                     if (cl->pos[c] == -3) {
                         cl->pos[c] = pos;
                         cl->line[c] = st->loc.line;
@@ -114,6 +117,7 @@ static void cells_fini(Cells *cl)
     free(cl->pos);
     free(cl->line);
     free(cl->other);
+    free(cl->scr);
 }
 
 /* Whether scratch-only step i of block b cannot be sized by the data it moves; then
@@ -151,6 +155,39 @@ static int content_why(const Shape *sh, const Cells *cl, int ***raw, int b, int 
                                     cclc_vfy_cell_text(sh, r->rank, r->buf, r->chunk + j, cell, sizeof cell),
                                     o < 0 ? "writes" : "reads", pos,
                                     "touched by a transfer of another position or of mixed data",
+                                    cl->line[c], cl->other[c] ? cl->other[c] : st->loc.line);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether ordinary step i of block b (one with an in/out operand) touches a scratch cell
+ * that holds data of several chunk positions (and no scratch-only step does: content_why
+ * speaks of those); then which, in *why (may be NULL). Such a step is sized by its in/out
+ * operands' position, another step on the same cell by another's, and positions differ
+ * in length (a tail chunk, or small counts): instances and slices would cut the two at
+ * different points, and one part could overwrite data another part still reads. With
+ * `first_other`, only cells whose first disagreeing step this is, so that each is told
+ * once. */
+static int mixed_why(const Shape *sh, const Cells *cl, int b, int i, int first_other, Str *why)
+{
+    const Step *st = &sh->p->blocks[b].steps[i];
+    char cell[96];
+    if (st->kind > STEP_REDUCE || scratch_only(st)) /* scratch-only steps: content_why */
+        return 0;
+    for (int o = -1; o < st->nsrc; o++) {
+        const Ref *r = o < 0 ? &st->dst : &st->src[o];
+        if (r->buf < BUF_SCRATCH0)
+            continue;
+        for (int j = 0; j < r->count; j++) {
+            size_t c = (size_t)r->rank * (size_t)sh->rank_cells + (size_t)(sh->buf_base[r->buf] + r->chunk + j);
+            if (cl->pos[c] != -2 || cl->scr[c] || (first_other && cl->other[c] != st->loc.line))
+                continue;
+            if (why)
+                cclc_vfy_str_printf(why, "%s holds data of several chunk positions (lines %d and %d), whose lengths "
+                                    "differ for some counts",
+                                    cclc_vfy_cell_text(sh, r->rank, r->buf, r->chunk + j, cell, sizeof cell),
                                     cl->line[c], cl->other[c] ? cl->other[c] : st->loc.line);
             return 1;
         }
@@ -205,6 +242,14 @@ void cclc_vfy_check_instances(const Shape *sh, int ***raw, Reporter *rep)
                                p->instances, cclc_step_name(st->kind),
                                cclc_vfy_where_text(sh, p->blocks[b].rank, p->blocks[b].tb, w, sizeof w),
                                cclc_vfy_str_get(&why));
+            else if (mixed_why(sh, &cl, b, i, 1, &why) && !cclc_vfy_seen_before(&seen, st->loc) &&
+                     seen.n <= MAX_STEP_REPORTS)
+                cclc_vfy_error(rep, st->loc, "with instances %d, '%s' on %s: %s; so its instances may split it at other "
+                               "points than another transfer of that scratch chunk and overwrite parts another "
+                               "instance still reads; give each chunk position its own scratch chunk, or use "
+                               "instances 1", p->instances, cclc_step_name(st->kind),
+                               cclc_vfy_where_text(sh, p->blocks[b].rank, p->blocks[b].tb, w, sizeof w),
+                               cclc_vfy_str_get(&why));
             free(why.s);
         }
     cells_fini(&cl);
@@ -230,6 +275,13 @@ int cclc_vfy_check_pipeline_safe(const Shape *sh, int ***raw, Str *detail)
                     cclc_vfy_str_printf(detail, "'%s' at line %d moves scratch to scratch only and cannot be sized by "
                                         "the chunk position of its data (%s), so its slices would not line up with "
                                         "those of the transfers that wrote the data",
+                                        cclc_step_name(p->blocks[b].steps[i].kind), p->blocks[b].steps[i].loc.line,
+                                        cclc_vfy_str_get(&why));
+            } else if (!cclc_coll_is_v(p->coll) && mixed_why(sh, &cl, b, i, 0, &why)) {
+                ok = 0;
+                if (detail)
+                    cclc_vfy_str_printf(detail, "'%s' at line %d: %s, so its slices would not line up with those of "
+                                        "the other transfers of that scratch chunk",
                                         cclc_step_name(p->blocks[b].steps[i].kind), p->blocks[b].steps[i].loc.line,
                                         cclc_vfy_str_get(&why));
             }
