@@ -380,31 +380,52 @@ static ccl_result_t mesh(TcpNet *t, int lfd, const char *at, double deadline, ch
     return CCL_OK;
 }
 
+/* A transport's state for rank me of n before any connection (every fd -1), or NULL
+ * when out of memory. */
+static TcpNet *net_new(int n, int me, int timeout_ms)
+{
+    TcpNet *t = calloc(1, sizeof *t);
+    if (t && !(t->peer = calloc((size_t)n, sizeof *t->peer))) {
+        free(t);
+        t = NULL;
+    }
+    if (!t)
+        return NULL;
+    t->n = n, t->me = me, t->timeout_ms = timeout_ms;
+    for (int p = 0; p < n; p++)
+        t->peer[p].fd = -1;
+    return t;
+}
+
+/* Rank me's hello to the others: who it is and where it listens (its cookie is the
+ * caller's to set). */
+static Hello hello_of(int n, int me, int timeout_ms, const Endpoint *listen)
+{
+    Hello h = {.nranks = htonl((uint32_t)n), .rank = htonl((uint32_t)me), .timeout_ms = htonl((uint32_t)timeout_ms),
+               .pid = htonl((uint32_t)getpid())};
+    memcpy(h.magic, HELLO_MAGIC, 8);
+    ccl__tcp_wire_of(listen, &h.listen);
+    gethostname(h.host, HOST - 1);
+    return h;
+}
+
 /* Joins the rendezvous at root, then the mesh: the transport's state, or NULL with the
  * result in *r and the message in why. */
 static TcpNet *join(const WireId *id, const Endpoint *root, int n, int me, int timeout_ms, ccl_result_t *r, char *why,
                     size_t len)
 {
-    TcpNet *t = calloc(1, sizeof *t);
-    if (t)
-        t->peer = calloc((size_t)n, sizeof *t->peer);
-    if (!t || !t->peer) {
-        free(t);
+    TcpNet *t = net_new(n, me, timeout_ms);
+    if (!t) {
         *r = CCL_ERR_OUT_OF_MEMORY;
         CCL__FMT(why, len, "out of memory");
         return NULL;
     }
-    *t = (TcpNet){.n = n, .me = me, .timeout_ms = timeout_ms, .peer = t->peer};
     memcpy(t->cookie, id->cookie, COOKIE);
-    for (int p = 0; p < n; p++)
-        t->peer[p].fd = -1;
     double deadline = ccl__now_ms() + timeout_ms + grace_ms(timeout_ms);
     int fd = ccl__tcp_connect_to(root, deadline, 1), lfd = -1, rc = IO_OK;
     Endpoint mine;
     socklen_t sl = sizeof mine.sa;
     const char *filter = getenv("CCL_SOCKET_IFNAME");
-    Hello h = {.nranks = htonl((uint32_t)n), .rank = htonl((uint32_t)me), .timeout_ms = htonl((uint32_t)timeout_ms),
-               .pid = htonl((uint32_t)getpid())};
     char *table = NULL;
     size_t bytes = 0;
     *r = CCL_ERR_SYSTEM;
@@ -422,10 +443,8 @@ static TcpNet *join(const WireId *id, const Endpoint *root, int n, int me, int t
         ccl__tcp_ep_set(&mine, (struct sockaddr *)&mine.sa, 0);
     if ((lfd = ccl__tcp_listen_on(&mine, why, len)) < 0)
         goto fail;
-    memcpy(h.magic, HELLO_MAGIC, 8);
+    Hello h = hello_of(n, me, timeout_ms, &mine);
     memcpy(h.cookie, id->cookie, COOKIE);
-    ccl__tcp_wire_of(&mine, &h.listen);
-    gethostname(h.host, HOST - 1);
     ccl_result_t answer = CCL_OK;
     if ((rc = ccl__tcp_io_move(fd, &h, sizeof h, deadline, 1)) == IO_OK)
         rc = ccl__tcp_answer_recv(fd, sizeof(Hello) * (size_t)n, deadline, &answer, &table, &bytes);
@@ -614,17 +633,13 @@ static int tcp_split(void *ctx, int color, int rank, const ccl_bootstrap_t *memb
     if (color == CCL_SPLIT_NOCOLOR)
         return 0;
     int n = members->nranks, lfd = -1;
-    TcpNet *c = calloc(1, sizeof *c);
-    Hello h = {.nranks = htonl((uint32_t)n), .rank = htonl((uint32_t)rank),
-               .timeout_ms = htonl((uint32_t)t->timeout_ms), .pid = htonl((uint32_t)getpid())}, *table = NULL;
+    TcpNet *c = net_new(n, rank, t->timeout_ms);
+    Hello *table = calloc((size_t)n, sizeof *table);
     Endpoint mine;
-    if (!c || !(c->peer = calloc((size_t)n, sizeof *c->peer)) || !(table = calloc((size_t)n, sizeof *table))) {
+    if (!c || !table) {
         CCL__FMT(why, len, "out of memory");
         goto fail;
     }
-    *c = (TcpNet){.n = n, .me = rank, .timeout_ms = t->timeout_ms, .peer = c->peer};
-    for (int p = 0; p < n; p++)
-        c->peer[p].fd = -1;
     if (ccl__tcp_ep_of(&mine, &t->table[t->me].listen) != 0) {
         CCL__FMT(why, len, "this rank's own address in the parent's table is damaged");
         goto fail;
@@ -632,13 +647,11 @@ static int tcp_split(void *ctx, int color, int rank, const ccl_bootstrap_t *memb
     ccl__tcp_ep_set(&mine, (struct sockaddr *)&mine.sa, 0);
     if ((lfd = ccl__tcp_listen_on(&mine, why, len)) < 0)
         goto fail;
+    Hello h = hello_of(n, rank, t->timeout_ms, &mine);
     if (rank == 0 && getrandom(h.cookie, COOKIE, 0) != COOKIE) {
         CCL__FMT(why, len, "cannot draw a random cookie (getrandom): %s", strerror(errno));
         goto fail;
     }
-    memcpy(h.magic, HELLO_MAGIC, 8);
-    ccl__tcp_wire_of(&mine, &h.listen);
-    gethostname(h.host, HOST - 1);
     if (members->allgather(members->ctx, &h, table, sizeof h) != 0) {
         CCL__FMT(why, len, "the members' exchange of their addresses failed");
         goto fail;
@@ -657,10 +670,8 @@ fail:
     if (lfd >= 0)
         close(lfd);
     free(table);
-    if (c && c->peer)
+    if (c)
         ccl__tcp_net_free(c);
-    else
-        free(c);
     return -1;
 }
 
