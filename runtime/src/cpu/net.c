@@ -175,21 +175,27 @@ static int oom(CpuNet *n)
     return -1;
 }
 
+/* One message to rank p, its payload copied; -1 when out of memory. */
+static int to_peer(CpuNet *n, int p, uint32_t kind, uint64_t a, uint64_t b, uint32_t flags, const void *payload,
+                   size_t bytes)
+{
+    Msg *m = msg_new(p, kind, a, b, bytes);
+    if (!m)
+        return oom(n);
+    m->h.flags = flags;
+    if (bytes)
+        memcpy(&m->h + 1, payload, bytes);
+    enqueue(n, m);
+    return 0;
+}
+
 /* The same message to every rank of another node; -1 when out of memory. */
 static int to_remotes(CpuNet *n, uint32_t kind, uint64_t a, uint64_t b, uint32_t flags, const void *payload,
                       size_t bytes)
 {
-    for (int p = 0; p < n->N; p++) {
-        if (!remote(n, p))
-            continue;
-        Msg *m = msg_new(p, kind, a, b, bytes);
-        if (!m)
-            return oom(n);
-        m->h.flags = flags;
-        if (bytes)
-            memcpy(&m->h + 1, payload, bytes);
-        enqueue(n, m);
-    }
+    for (int p = 0; p < n->N; p++)
+        if (remote(n, p) && to_peer(n, p, kind, a, b, flags, payload, bytes) != 0)
+            return -1;
     return 0;
 }
 
@@ -292,11 +298,7 @@ int ccl__cpu_net_p2p_send(CpuNet *n, int peer, const CclP2pSlot *send, const voi
 
 int ccl__cpu_net_add(CpuNet *n, int peer, size_t off)
 {
-    Msg *m = msg_new(peer, M_ADD, off, 0, 0);
-    if (!m)
-        return oom(n);
-    enqueue(n, m);
-    return 0;
+    return to_peer(n, peer, M_ADD, off, 0, 0, NULL, 0);
 }
 
 uint64_t ccl__cpu_net_posted(CpuNet *n, int peer)
@@ -354,15 +356,7 @@ int ccl__cpu_net_boot_send(CpuNet *n, int peer, uint64_t tag, int gave_up, const
 {
     if (bytes > NET_INLINE)
         return -1;
-    Msg *m = msg_new(peer, M_BOOT, tag, 0, bytes);
-    if (!m)
-        return oom(n);
-    if (gave_up)
-        m->h.flags = F_GAVE_UP;
-    if (bytes)
-        memcpy(&m->h + 1, buf, bytes);
-    enqueue(n, m);
-    return 0;
+    return to_peer(n, peer, M_BOOT, tag, 0, gave_up ? F_GAVE_UP : 0, buf, bytes);
 }
 
 int ccl__cpu_net_boot_take(CpuNet *n, int peer, uint64_t tag, void *buf, size_t bytes, char *why, size_t len)
