@@ -732,6 +732,18 @@ static int rank_failed(ccl_comm_t *comm)
     return failed;
 }
 
+/* The all-rank barrier (cpu/waits.c); if it fails, this rank fails with its message and
+ * `where` (the moment of the call it was for), and stops every rank. 0 or -1. */
+static int barrier_or_stop(ccl_comm_t *comm, const char *where)
+{
+    char err[512];
+    if (ccl__cpu_rank_barrier(comm, err, sizeof err) == 0)
+        return 0;
+    ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED, "%s (%s)", err, where);
+    ccl__cpu_abort_all(comm);
+    return -1;
+}
+
 static void execute(ccl_comm_t *comm, const CclCall *c)
 {
     ccl_algorithm_t *alg = c->alg;
@@ -787,11 +799,9 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
     }
     size_t CS = c->is_v ? segs.cs_max : c->CS;
     if (fence) {
-        char err[512];
-        if (ccl__cpu_rank_barrier(comm, err, sizeof err) != 0) {
-            ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED,
-                                 "%s (before %s: %s)", err, alg->file, fence_why);
-            ccl__cpu_abort_all(comm);
+        char where[512];
+        snprintf(where, sizeof where, "before %s: %s", alg->file, fence_why);
+        if (barrier_or_stop(comm, where) != 0) {
             ccl__segs_free(&segs);
             return;
         }
@@ -840,19 +850,12 @@ static void execute(ccl_comm_t *comm, const CclCall *c)
         goto out;
 
     if (c->divide) {
-        char err[512];
-        if (ccl__cpu_rank_barrier(comm, err, sizeof err) != 0) {
-            ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED, "%s (before avg's division)", err);
-            ccl__cpu_abort_all(comm);
+        if (barrier_or_stop(comm, "before avg's division") != 0)
             goto out;
-        }
         if (c->divide_here)
             ccl__divide(c->out, c->out_bytes / c->esize, c->dtype, c->divide);
-        if (ccl__cpu_rank_barrier(comm, err, sizeof err) != 0) {
-            ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED, "%s (after avg's division)", err);
-            ccl__cpu_abort_all(comm);
+        if (barrier_or_stop(comm, "after avg's division") != 0)
             goto out;
-        }
     }
     if (c->stage_out && c->is_v)
         ccl__segs_stage_out(&segs, me, c->recv, c->out);
@@ -871,13 +874,12 @@ out:
  * the others'. A rank that failed stays out of it, which stops the others there. */
 static void end_v(ccl_comm_t *comm, const CclP2pOp *op)
 {
-    char err[512];
-    if (rank_failed(comm) || ccl__cpu_rank_barrier(comm, err, sizeof err) == 0)
+    char where[128];
+    if (rank_failed(comm))
         return;
-    ccl__set_async_error(comm, strstr(err, "timed out") ? CCL_ERR_TIMEOUT : CCL_ERR_PEER_FAILED,
-                         "%s (at the end of %s, v call %llu on this comm)", err, ccl__p2p_vname(op->vtag),
-                         (unsigned long long)op->vseq);
-    ccl__cpu_abort_all(comm);
+    snprintf(where, sizeof where, "at the end of %s, v call %llu on this comm", ccl__p2p_vname(op->vtag),
+             (unsigned long long)op->vseq);
+    barrier_or_stop(comm, where);
 }
 
 static void *worker_main(void *arg)
