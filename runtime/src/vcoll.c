@@ -292,14 +292,12 @@ ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, cons
  *    ccl_send and ccl_recv.
  * The calls are numbered (comm->v_p2p_calls) for the messages; they share the
  * point-to-point channels' message numbers, which stay in step on both sides of every
- * pair because every rank makes the same collective calls in the same order. */
+ * pair because every rank makes the same collective calls in the same order. The
+ * caller (standard_v) has checked the comm and dtype. */
 static ccl_result_t run_v_nodes(Collective coll, const char *fn, const void *send, const size_t *sendcounts,
                                 const size_t *sdispls, void *recv, const size_t *recvcounts, const size_t *rdispls,
                                 ccl_dtype_t dtype, ccl_comm_t *comm, void *stream)
 {
-    ccl_result_t r = ccl__check_usable(comm, fn);
-    if (r != CCL_OK)
-        return r;
     if (!comm->be->run_p2p || comm->p2p_off == SIZE_MAX)
         return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: on a communicator of %d nodes the v-collectives run as "
                               "point-to-point messages, and this one has no point-to-point channels (the %s backend, "
@@ -314,7 +312,8 @@ static ccl_result_t run_v_nodes(Collective coll, const char *fn, const void *sen
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     size_t in_ext = 0, out_ext = 0;
-    r = v_checks(comm, coll, fn, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, t, &in_ext, &out_ext);
+    ccl_result_t r =
+        v_checks(comm, coll, fn, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, t, &in_ext, &out_ext);
     if (r != CCL_OK) {
         free(t), free(ops);
         return r;
