@@ -57,6 +57,14 @@ static char *slot_at(ccl_comm_t *comm, int holder, int sender, uint64_t g)
     return comm->heap_base[holder] + ccl__p2p_slot_off(comm, sender, (int)(g % CCL__P2P_SLOTS));
 }
 
+/* The header a message of op carries (in a slot, or in the proxy's CTS and P2P), op
+ * being one of its group's ncalls calls. */
+static CclP2pSlot header_of(const CclP2pOp *op, int ncalls)
+{
+    return (CclP2pSlot){.nth = op->nth, .count = op->count, .dtype = ccl__p2p_wire_dtype(op),
+                        .index = (uint64_t)op->index, .group_calls = (uint64_t)ncalls};
+}
+
 /* A send fills the slots of its channel in call order: it may fill slot g only when it
  * is the channel's next (filled[p] == g) and the receiver has emptied the slot's last
  * use. 1 when it filled one, else 0. */
@@ -68,8 +76,7 @@ static int send_fill(ccl_comm_t *comm, CpuP2p *st, Call *c, int ncalls, uint64_t
     if (c->next == c->slots || st->filled[p] != g || g - emptied >= CCL__P2P_SLOTS)
         return 0;
     char *slot = slot_at(comm, p, me, g);
-    CclP2pSlot h = {.nth = c->op->nth, .count = c->op->count, .dtype = ccl__p2p_wire_dtype(c->op),
-                    .index = (uint64_t)c->op->index, .group_calls = (uint64_t)ncalls};
+    CclP2pSlot h = header_of(c->op, ncalls);
     memcpy(slot, &h, sizeof h);
     size_t at = (size_t)c->next * payload, len = c->bytes - at < payload ? c->bytes - at : payload;
     if (len)
@@ -168,8 +175,7 @@ static int net_channel_step(ccl_comm_t *comm, CpuNet *net, Call *calls, int ncal
             Call *c = &calls[ch->calls[ch->fill]];
             if (!ccl__cpu_net_p2p_cleared(net, p, c->op->nth, &count, &dtype))
                 break;
-            CclP2pSlot h = {.nth = c->op->nth, .count = c->op->count, .dtype = ccl__p2p_wire_dtype(c->op),
-                            .index = (uint64_t)c->op->index, .group_calls = (uint64_t)ncalls};
+            CclP2pSlot h = header_of(c->op, ncalls);
             int refuse = count != h.count || dtype != h.dtype;
             c->mark = UINT64_MAX;    /* refused: never done; the receiver's failure stops this rank */
             if (ccl__cpu_net_p2p_send(net, p, &h, c->op->buf, c->bytes, refuse, &c->mark) != 0) {
@@ -186,8 +192,7 @@ static int net_channel_step(ccl_comm_t *comm, CpuNet *net, Call *calls, int ncal
         const Call *c = &calls[ch->calls[ch->post]];
         if (c->op->nth >= landed + CCL__NET_P2P_WINDOW)
             break;
-        CclP2pSlot h = {.nth = c->op->nth, .count = c->op->count, .dtype = ccl__p2p_wire_dtype(c->op),
-                        .index = (uint64_t)c->op->index, .group_calls = (uint64_t)ncalls};
+        CclP2pSlot h = header_of(c->op, ncalls);
         if (ccl__cpu_net_p2p_recv(net, p, &h, c->op->buf, c->bytes) != 0) {
             ccl__cpu_abort_all(comm);
             return -1;
