@@ -78,8 +78,9 @@ void ccl__ident_fill(const CclCall *c, CclIdent *id)
  * Bounded. A region grows to at most comm->region_cap bytes (CCL_REGION_BYTES, else a
  * quarter of the heap: a sixteenth cut calls on ordinary buffers of 64 MB and more into
  * 16 MiB pieces at 1.1-2x the time of whole ones on 2x H200; with a quarter most sizes
- * were within 1%, the worst reduce_scatter at 256 MB, 1.31x; docs/perf/x2-pdl) for any call that can run in pieces: a larger call runs in
- * pieces sized to the cap. A region that needs at most cap/8 doubles (up to cap/8), a
+ * were within 1%, the worst reduce_scatter at 256 MB, 1.31x; docs/perf/x2-pdl) for any
+ * call that can run in pieces: a larger call runs in pieces sized to the cap. A region
+ * that needs at most cap/8 doubles (up to cap/8), a
  * larger one takes the whole cap at once; so, with room in the heap, the regions a
  * region replaced total less than cap/4, the comm's three hold at most 3.75 x cap, and
  * each own-scratch algorithm's at most 1.25 x cap. Only a call that cannot run in pieces
