@@ -80,12 +80,12 @@ void ccl__ident_fill(const CclCall *c, CclIdent *id)
  * 16 MiB pieces at 1.1-2x the time of whole ones on 2x H200; with a quarter most sizes
  * were within 1%, the worst reduce_scatter at 256 MB, 1.31x; docs/perf/x2-pdl) for any
  * call that can run in pieces: a larger call runs in pieces sized to the cap. A region
- * that needs at most cap/8 doubles (up to cap/8), a
- * larger one takes the whole cap at once; so, with room in the heap, the regions a
- * region replaced total less than cap/4, the comm's three hold at most 3.75 x cap, and
- * each own-scratch algorithm's at most 1.25 x cap. Only a call that cannot run in pieces
- * (sendbuf and recvbuf overlapping other than in place), or whose smallest piece
- * exceeds the cap, takes more: what it needs.
+ * that needs at most cap/8 doubles (up to cap/8), a larger one takes the whole cap at
+ * once; so, with room in the heap, the regions a region replaced total less than cap/4,
+ * the comm's three hold at most 3.75 x cap, and each own-scratch algorithm's at most
+ * 1.25 x cap. Only a call that cannot run in pieces (sendbuf and recvbuf overlapping
+ * other than in place), or whose smallest piece exceeds the cap, takes more: what it
+ * needs.
  *
  * Kept. A region is never resized in place nor freed before destroy: a replaced one
  * is retired. A call in flight, or a CUDA graph captured earlier and replayed later,
