@@ -216,7 +216,10 @@ CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, c
  * strided staging copies (CclCall.send_pitch, recv_pitch). A piece reads only its own
  * elements of send and writes only its own of recv, so in place (NCCL's forms) and a
  * recvbuf before an overlapping sendbuf (elementwise collectives, pieces in order) stay
- * correct; other overlaps run whole or fail as before. */
+ * correct; other overlaps run whole or fail as before. On a backend that copies out
+ * beside the next piece (the GPU's), a staged out that peers write takes two halves of
+ * its region, which the pieces take turns at, so that a piece's copy out runs while the
+ * next piece does (each piece is half as long as the region would allow otherwise). */
 
 /* What every piece of one call shares, resolved once. */
 typedef struct {
@@ -231,6 +234,10 @@ typedef struct {
     CclBufPlace send_at, recv_at;    /* CCL__BUF_SYMMETRIC for a registered buffer too */
     size_t send_reg, recv_reg;       /* a registered buffer's heap offset; SIZE_MAX: none */
     int overlap, inplace_form, inplace_ok;
+    /* Pieces only: a staged out in the heap takes two halves of its region, which the
+     * pieces take turns at (CclCall.alternate), so that the backend copies one piece
+     * out while the next runs. */
+    int halves;
 } CallArgs;
 
 /* Whether a piece of n elements stages its in and out, and the heap bytes of its
@@ -246,7 +253,7 @@ static void piece_plan(const CallArgs *a, size_t n, int *stage_in, int *stage_ou
     *stage_out = !a->recv || (a->out_remote && a->recv_at != CCL__BUF_SYMMETRIC) || strided_out;
     *CS = ccl__chunk_stride(n, prog->chunks, a->es);
     need[0] = *stage_in && a->in_remote ? a->in_units * n * a->es : 0;
-    need[1] = *stage_out && a->out_remote ? a->out_units * n * a->es : 0;
+    need[1] = *stage_out && a->out_remote ? a->out_units * n * a->es * (a->halves ? 2 : 1) : 0;
     need[2] = alg->comm->be->scratch_bytes ? alg->comm->be->scratch_bytes(alg, *CS, a->es)
                                            : ccl__scratch_offset(prog, prog->nbufs, *CS, a->es);
 }
@@ -276,8 +283,8 @@ static size_t piece_largest(const CallArgs *a, size_t ceil, size_t limit)
 }
 
 /* Enqueues elements [off, off + n) of every unit as one call (the whole call: off 0, n
- * the count, piece 0), its regions already taken. */
-static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t piece)
+ * the count, piece 0), its regions already taken; `last`: no piece follows. */
+static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t piece, int last)
 {
     ccl_algorithm_t *alg = a->alg;
     ccl_comm_t *comm = alg->comm;
@@ -305,6 +312,11 @@ static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t 
            : a->in_remote ? base + *roff[0] : NULL;
     c.out = !stage_out ? (a->recv_reg != SIZE_MAX ? base + a->recv_reg + off * es : c.recv)
             : a->out_remote ? base + *roff[1] : NULL;
+    if (a->halves && stage_out && a->out_remote) {
+        /* Whole 256-byte lines, the same on every rank (the region's size is). */
+        c.alternate = 1, c.half = (int)(piece % 2), c.last = last;
+        c.out = (char *)c.out + (size_t)c.half * (*rbytes[1] / 2 / 256 * 256);
+    }
     c.stage_in = stage_in && c.send;    /* a NULL send stages nothing: its content is unused */
     c.stage_out = stage_out && c.recv;
     c.in_off = a->in_remote ? (size_t)((char *)c.in - base) : SIZE_MAX;
@@ -373,9 +385,12 @@ static ccl_result_t run_call(const CallArgs *a, const char *fn)
     int pieceable = !a->overlap || a->inplace_form || (elementwise && a->recv < a->send);
     piece_plan(a, a->count, &si, &so, need, &CS);
     if (take_regions(comm, a->alg, need, pieceable ? comm->region_cap : SIZE_MAX, SIZE_MAX, 1) == 0)
-        return run_piece(a, 0, a->count, 0);
+        return run_piece(a, 0, a->count, 0, 1);
     if (!pieceable)
         return no_room(a, fn, "sendbuf and recvbuf overlap other than in place, so it cannot run in pieces");
+    CallArgs in_pieces = *a;
+    in_pieces.halves = comm->be->copy_out_beside;
+    a = &in_pieces;
     size_t half = ccl__heap_largest_free(&comm->data) / 2, n = 0, ceil = 0, limit = 0;
     const size_t tries[4][2] = {{comm->region_cap, half}, {comm->region_cap, SIZE_MAX}, {SIZE_MAX, half},
                                 {SIZE_MAX, SIZE_MAX}};
@@ -405,7 +420,7 @@ static ccl_result_t run_call(const CallArgs *a, const char *fn)
     uint64_t piece = 0;
     for (size_t off = 0; off < a->count; off += even) {
         size_t len = a->count - off < even ? a->count - off : even;
-        ccl_result_t r = run_piece(a, off, len, even < a->count ? ++piece : 0);
+        ccl_result_t r = run_piece(a, off, len, even < a->count ? ++piece : 0, off + len == a->count);
         if (r != CCL_OK)
             return r;
     }

@@ -5,7 +5,8 @@
  * (compiler/emit_cuda.c), compiles it with NVRTC through the disk cache (gpu/jit.c) and
  * loads it, on first use. A call is then at most: a staging copy in, the fused kernel,
  * for avg an all-rank barrier + division + barrier (kernels of the same module), a
- * staging copy out. Nothing waits on the host, so calls are CUDA-graph capturable
+ * staging copy out (a piece's of a call too large for the heap's regions on a stream of
+ * its own, beside the next piece: gpu/stage.c). Nothing waits on the host, so calls are CUDA-graph capturable
  * (compile and allocate before capture: the first call of each dtype/op compiles).
  *
  * allgatherv and alltoallv: the kernel gets this rank's segment table by value (staging
@@ -90,6 +91,9 @@ static ccl_result_t gpu_open_device(ccl_comm_t *comm, GpuComm *g)
     /* Keep freed staging in the pool: growth after a synchronize reuses it. */
     cuuint64_t keep = UINT64_MAX;
     ccl__cu.MemPoolSetAttribute(g->stage_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+    CU_CHECK(ccl__cu.StreamCreate(&g->side, CU_STREAM_NON_BLOCKING), "cuStreamCreate (copies out)");
+    CU_CHECK(ccl__cu.EventCreate(&g->piece_done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    for (int i = 0; i < 2; i++) CU_CHECK(ccl__cu.EventCreate(&g->copied[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     return CCL_OK;
 }
 
@@ -103,6 +107,10 @@ static void gpu_close_device(GpuComm *g)
     if (g->stage_pool) ccl__cu.MemPoolDestroy(g->stage_pool);
     if (g->order) ccl__cu.EventDestroy(g->order);
     if (g->own_stream) ccl__cu.StreamDestroy(g->own_stream);
+    for (int i = 0; i < 2; i++)
+        if (g->copied[i]) ccl__cu.EventDestroy(g->copied[i]);
+    if (g->piece_done) ccl__cu.EventDestroy(g->piece_done);
+    if (g->side) ccl__cu.StreamDestroy(g->side);
     ccl__gpu_device_release(g->device);
     ccl__gpu_launch_counts_release(g);
     free(g->colocated);
@@ -556,37 +564,6 @@ static ccl_result_t gpu_check_capture(const CclCall *call)
                           comm->rank, alg->file, what);
 }
 
-/* A staging copy on stream s, with the module's ccl_copy (the prelude says why), which
- * copies nothing once this rank's abort word (offset 0 of its heap) is set. Up to four
- * vectors per thread in flight, so blocks to cover the bytes in one pass, up to 4 per SM. */
-static ccl_result_t gpu_stage_copy(ccl_comm_t *comm, const GpuKernel *k, void *dst, const void *src, size_t bytes,
-                                   CUstream s, const char *what)
-{
-    GpuComm *g = gpu_comm(comm);
-    uint64_t d = (uint64_t)(uintptr_t)dst, sp = (uint64_t)(uintptr_t)src, n = bytes, abort_word = g->own_va;
-    void *args[] = {&d, &sp, &n, &abort_word};
-    size_t blocks = (bytes / 64 + 511) / 512, most = 4 * (size_t)(g->sms > 0 ? g->sms : 32);
-    blocks = blocks < 1 ? 1 : blocks > most ? most : blocks;
-    CUresult r = ccl__cu.LaunchKernel(k->module->copy, (unsigned)blocks, 1, 1, 512, 1, 1, 0, s, args, NULL);
-    if (r == CUDA_SUCCESS) return CCL_OK;
-    char why[64];
-    snprintf(why, sizeof why, "cuLaunchKernel (ccl_copy, staging %s)", what);
-    return ccl__gpu_cu_fail(comm, r, why);
-}
-
-/* A staging copy of `bytes` in rows of `row` bytes where a side is strided (a piece of
- * a call too large for the heap, CclCall.send_pitch / recv_pitch; 0: packed): a
- * ccl_copy per row, else one for all. */
-static ccl_result_t gpu_stage_rows(ccl_comm_t *comm, const GpuKernel *k, char *dst, size_t dpitch, const char *src,
-                                   size_t spitch, size_t bytes, size_t row, CUstream s, const char *what)
-{
-    if (!dpitch && !spitch) return gpu_stage_copy(comm, k, dst, src, bytes, s, what);
-    ccl_result_t res = CCL_OK;
-    for (size_t u = 0; res == CCL_OK && u * row < bytes; u++)
-        res = gpu_stage_copy(comm, k, dst + u * (dpitch ? dpitch : row), src + u * (spitch ? spitch : row), row, s, what);
-    return res;
-}
-
 /* The user's buffers are device memory, and the stream the call goes on (*s). */
 static ccl_result_t gpu_call_buffers_and_stream(const CclCall *call, CUstream *s, int *capturing)
 {
@@ -656,9 +633,16 @@ static ccl_result_t gpu_run(const CclCall *call)
         ((res = gpu_rank_barrier(comm, k, ga, s)) != CCL_OK ||
          (res = gpu_wait_colocated_launches(comm, "its fence before this call", capturing)) != CCL_OK))
         return res;
-    if (call->stage_in && (res = gpu_stage_rows(comm, k, in, 0, call->send, call->send_pitch, call->in_bytes,
-                                                call->count * call->esize, s, "sendbuf")) != CCL_OK)
+    CUfunction copy = k->module->copy;
+    if (call->stage_in && (res = ccl__gpu_stage_rows(comm, copy, in, 0, call->send, call->send_pitch, call->in_bytes,
+                                                     call->count * call->esize, s, "sendbuf")) != CCL_OK)
         return res;
+    /* Peers write a half of the staged out once this piece started: the copy out of the
+     * piece before in that half must have ended. (A call's first piece owes nothing:
+     * the call before it joined its copies.) */
+    if (call->alternate && call->piece == 1) g->copy_pending[0] = g->copy_pending[1] = 0;
+    if (call->alternate && g->copy_pending[call->half])
+        CU_CHECK(ccl__cu.StreamWaitEvent(s, g->copied[call->half], 0), "cuStreamWaitEvent (a piece's half of recvbuf)");
     CclGpuArgs a = {
         .in = (uint64_t)(uintptr_t)in,
         .out = (uint64_t)(uintptr_t)out,
@@ -717,16 +701,19 @@ static ccl_result_t gpu_run(const CclCall *call)
             (res = gpu_wait_colocated_launches(comm, "its barrier after avg's division", capturing)) != CCL_OK)
             return res;
     }
-    if (call->stage_out && !call->is_v &&
-        (res = gpu_stage_rows(comm, k, call->recv, call->recv_pitch, out, 0, call->out_bytes, call->count * call->esize,
-                              s, "recvbuf")) != CCL_OK)
+    if (call->stage_out && call->alternate) {
+        if ((res = ccl__gpu_copy_out_beside(comm, copy, call, out, s)) != CCL_OK) return res;
+    } else if (call->stage_out && !call->is_v &&
+               (res = ccl__gpu_stage_rows(comm, copy, call->recv, call->recv_pitch, out, 0, call->out_bytes,
+                                          call->count * call->esize, s, "recvbuf")) != CCL_OK) {
         return res;
+    }
     /* A v call's recvbuf gets its segments only: the gaps between them are the user's. */
     for (int u = 0; call->stage_out && call->is_v && u < comm->nranks; u++) {
         size_t at = (size_t)vtable[CCL__VT_OUT_DISPL * comm->nranks + u] * call->esize;
         size_t bytes = (size_t)vtable[CCL__VT_OUT_COUNT * comm->nranks + u] * call->esize;
-        if (bytes && (res = gpu_stage_copy(comm, k, (char *)call->recv + at, (const char *)out + at, bytes, s,
-                                           "recvbuf")) != CCL_OK)
+        if (bytes && (res = ccl__gpu_stage_copy(comm, copy, (char *)call->recv + at, (const char *)out + at, bytes, s,
+                                                "recvbuf")) != CCL_OK)
             return res;
     }
     return ccl__gpu_mark_stream(comm, s, capturing);
@@ -941,6 +928,7 @@ void ccl__gpu_make_current(const ccl_comm_t *comm)
 
 static const CclBackend gpu_backend = {
     .name = "gpu",
+    .copy_out_beside = 1,
     .kind = CCL_BACKEND_GPU,
     .comm_init = gpu_comm_init,
     .comm_fini = gpu_comm_fini,

@@ -119,6 +119,12 @@ typedef struct {
     size_t stage_bytes[2];
     int nretired;
     CUdeviceptr retired[16];
+    /* Copies out beside the next piece (CclCall.alternate): their own stream, the event
+     * a piece's kernel ends with, and per half of the staged out the end of its latest
+     * copy out, pending until the call's last piece joins them. */
+    CUstream side;
+    CUevent piece_done, copied[2];
+    int copy_pending[2];
     GpuProxy *proxy;          /* serves port-channel puts; NULL until the first needs it */
     struct GpuP2p *p2p;       /* gpu/p2p.c's state */
 } GpuComm;
@@ -191,6 +197,16 @@ ccl_result_t ccl__gpu_call_stream(ccl_comm_t *comm, void *user, CUstream *out, i
 int ccl__gpu_wait_launched(ccl_comm_t *comm, int p, _Atomic uint64_t *count, uint64_t want, double *t0);
 ccl_result_t ccl__gpu_mark_stream(ccl_comm_t *comm, CUstream s, int capturing);
 const char *ccl__gpu_colocated_list(const GpuComm *g, char *buf, size_t len);
+
+/* gpu/stage.c: staging copies with the module's ccl_copy kernel `copy`: bytes from src to
+ * dst on s; in rows of `row` bytes where a side is strided (dpitch, spitch; 0: packed);
+ * and a piece's copy out of `out` beside the next piece (CclCall.alternate). */
+ccl_result_t ccl__gpu_stage_copy(ccl_comm_t *comm, CUfunction copy, void *dst, const void *src, size_t bytes,
+                                 CUstream s, const char *what);
+ccl_result_t ccl__gpu_stage_rows(ccl_comm_t *comm, CUfunction copy, char *dst, size_t dpitch, const char *src,
+                                 size_t spitch, size_t bytes, size_t row, CUstream s, const char *what);
+ccl_result_t ccl__gpu_copy_out_beside(ccl_comm_t *comm, CUfunction copy, const CclCall *call, const void *out,
+                                      CUstream s);
 
 /* gpu/p2p.c: point-to-point groups (CclBackend.run_p2p). Open, when a comm starts,
  * compiles (disk cache) and loads the ccl_p2p kernel once per GPU; a failure there only

@@ -1,0 +1,61 @@
+/* gpu/stage.c: the staging copies between a user's buffer and CCL's (gpu/backend.c decides
+ * where a call stages): one copy, a copy in rows where a side is strided, and the copy
+ * out of a piece that runs beside the next piece on a stream of its own. Each is the
+ * module's ccl_copy kernel (compiler/cuda/prelude.cuh: it copies nothing once this
+ * rank's abort word is set). Calls only the driver and the base. */
+#include <stdio.h>
+
+#include "gpu/gpu.h"
+
+/* A staging copy on stream s. Up to four vectors per thread in flight, so blocks to
+ * cover the bytes in one pass, up to 4 per SM. */
+ccl_result_t ccl__gpu_stage_copy(ccl_comm_t *comm, CUfunction copy, void *dst, const void *src, size_t bytes,
+                                 CUstream s, const char *what)
+{
+    GpuComm *g = gpu_comm(comm);
+    uint64_t d = (uint64_t)(uintptr_t)dst, sp = (uint64_t)(uintptr_t)src, n = bytes, abort_word = g->own_va;
+    void *args[] = {&d, &sp, &n, &abort_word};
+    size_t blocks = (bytes / 64 + 511) / 512, most = 4 * (size_t)(g->sms > 0 ? g->sms : 32);
+    blocks = blocks < 1 ? 1 : blocks > most ? most : blocks;
+    CUresult r = ccl__cu.LaunchKernel(copy, (unsigned)blocks, 1, 1, 512, 1, 1, 0, s, args, NULL);
+    if (r == CUDA_SUCCESS) return CCL_OK;
+    char why[64];
+    snprintf(why, sizeof why, "cuLaunchKernel (ccl_copy, staging %s)", what);
+    return ccl__gpu_cu_fail(comm, r, why);
+}
+
+/* A staging copy of `bytes` in rows of `row` bytes where a side is strided (a piece of
+ * a call too large for the heap, CclCall.send_pitch / recv_pitch; 0: packed): a
+ * ccl_copy per row, else one for all. */
+ccl_result_t ccl__gpu_stage_rows(ccl_comm_t *comm, CUfunction copy, char *dst, size_t dpitch, const char *src,
+                                 size_t spitch, size_t bytes, size_t row, CUstream s, const char *what)
+{
+    if (!dpitch && !spitch) return ccl__gpu_stage_copy(comm, copy, dst, src, bytes, s, what);
+    ccl_result_t res = CCL_OK;
+    for (size_t u = 0; res == CCL_OK && u * row < bytes; u++)
+        res = ccl__gpu_stage_copy(comm, copy, dst + u * (dpitch ? dpitch : row), src + u * (spitch ? spitch : row),
+                                  row, s, what);
+    return res;
+}
+
+/* The copy out of a piece that takes turns at its staged out's halves (CclCall.alternate):
+ * on the side stream once the piece's kernel ended, so that it runs beside the next
+ * piece's. The side stream runs its copies in order, so the call's last piece joins
+ * them all back into s with its own. */
+ccl_result_t ccl__gpu_copy_out_beside(ccl_comm_t *comm, CUfunction copy, const CclCall *call, const void *out,
+                                      CUstream s)
+{
+    GpuComm *g = gpu_comm(comm);
+    CU_CHECK(ccl__cu.EventRecord(g->piece_done, s), "cuEventRecord (a piece's kernel)");
+    CU_CHECK(ccl__cu.StreamWaitEvent(g->side, g->piece_done, 0), "cuStreamWaitEvent (a piece's copy out)");
+    ccl_result_t res = ccl__gpu_stage_rows(comm, copy, call->recv, call->recv_pitch, out, 0, call->out_bytes,
+                                           call->count * call->esize, g->side, "recvbuf");
+    if (res != CCL_OK) return res;
+    CU_CHECK(ccl__cu.EventRecord(g->copied[call->half], g->side), "cuEventRecord (a piece's copy out)");
+    g->copy_pending[call->half] = 1;
+    if (call->last) {
+        CU_CHECK(ccl__cu.StreamWaitEvent(s, g->copied[call->half], 0), "cuStreamWaitEvent (the call's copies out)");
+        g->copy_pending[0] = g->copy_pending[1] = 0;
+    }
+    return CCL_OK;
+}
