@@ -54,14 +54,14 @@ typedef struct {
      * 1 (0: the call runs whole); both go into the identity. */
     size_t whole;
     uint64_t piece;
-    /* Pieces whose staged out is in the heap (peers write it) on a backend that copies
-     * out beside the next piece (CclBackend.copy_out_beside): with `alternate` set, the
-     * region is in two halves and the pieces take turns, `half` (0 or 1) saying whose
-     * turn. The backend may then copy a piece out while the next one runs, as long as
-     * a piece never starts before the copy out of the last piece in its half ended (its
-     * peers write that half only once it started); `last` on the call's last piece: the
-     * call ends only when every copy out did. */
-    int alternate, half, last;
+    /* Pieces whose staged out is in the heap (peers write it), on a backend that takes
+     * them (CclBackend.alternates_out): with `alternate` set, the pieces take turns at
+     * two staging regions, `turn` (0 or 1) saying which one out is. The backend may then
+     * copy a piece out while the next one runs, as long as a piece never starts before
+     * the copy out of the last piece in its region ended (peers write that region once
+     * the piece started); `last` on the call's last piece: the call ends only when every
+     * copy out did. */
+    int alternate, turn, last;
     /* Heap offsets of this rank's in/out when the plan lets peers reach them
      * (alg->in_remote / out_remote); SIZE_MAX otherwise. Peer p's in is at
      * comm->heap_base[p] + in_off + (p - rank) * in_stride (signed arithmetic): the
@@ -183,9 +183,10 @@ typedef struct {
 struct CclBackend {
     const char *name;                /* "cpu", "gpu" */
     ccl_backend_t kind;              /* CCL_BACKEND_CPU or CCL_BACKEND_GPU (ccl_comm_backend) */
-    /* 1 where run copies a piece's staged out beside the next piece (CclCall.out_half):
-     * call.c then gives such calls the two halves. */
-    int copy_out_beside;
+    /* 1 where run takes pieces that alternate between two staged outs (CclCall.alternate):
+     * the GPU copies a piece out beside the next piece; the CPU runs its pieces one
+     * after the other anyway, and takes them so that its tests cover call.c's side. */
+    int alternates_out;
 
     /* Collective over the ranks of boot (boot is valid only during this call). Creates
      * comm->be_comm and this rank's symmetric heap of comm->heap_bytes bytes, zeroed,

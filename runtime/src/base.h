@@ -362,11 +362,12 @@ struct ccl_comm {
     uint64_t barriers;               /* all-rank barriers done (see CclHeapHeader) */
 
     /* The regions calls share (call.c, "Regions"): staging of user buffers that peers
-     * reach but that are not symmetric ([0] in, [1] out), and the scratch of every
-     * algorithm without a region of its own (SIZE_MAX: none yet). Each holds at most
-     * region_cap bytes for a call that can run in pieces. Only the user's thread
-     * touches these; replaced regions are retired, freed at destroy. */
-    size_t stage_off[2], stage_bytes[2];
+     * reach but that are not symmetric ([0] in, [1] out, [2] a second out that a call's
+     * pieces take turns at with [1]), and the scratch of every algorithm without a
+     * region of its own (SIZE_MAX: none yet). Each holds at most region_cap bytes for a
+     * call that can run in pieces. Only the user's thread touches these; replaced
+     * regions are retired, freed at destroy. */
+    size_t stage_off[3], stage_bytes[3];
     size_t scratch_off, scratch_bytes;
     size_t region_cap;               /* CCL_REGION_BYTES, or heap_bytes / 4 */
     int nretired;

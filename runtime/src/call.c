@@ -57,9 +57,10 @@ void ccl__ident_fill(const CclCall *c, CclIdent *id)
 
 /* ---- Regions ----
  *
- * Besides the user's buffers a call takes up to three heap regions: the staging of in
- * [0] and of out [1] where peers reach them (ordinary buffers), and scratch [2] (with a
- * GPU's lines). They are what must stay bounded: a comm running many collectives at
+ * Besides the user's buffers a call takes up to four heap regions: the staging of in
+ * [0] and of out [1] where peers reach them (ordinary buffers), scratch [2] (with a
+ * GPU's lines), and for the pieces of a large call a second staging of out [3] that
+ * they take turns at with [1] (below, "Pieces"). They are what must stay bounded: a comm running many collectives at
  * many sizes on ordinary buffers would otherwise fill its heap with regions, and later
  * calls would find room only for tiny pieces.
  *
@@ -82,7 +83,7 @@ void ccl__ident_fill(const CclCall *c, CclIdent *id)
  * call that can run in pieces: a larger call runs in pieces sized to the cap. A region
  * that needs at most cap/8 doubles (up to cap/8), a larger one takes the whole cap at
  * once; so, with room in the heap, the regions a region replaced total less than cap/4,
- * the comm's three hold at most 3.75 x cap, and each own-scratch algorithm's at most
+ * the comm's four hold at most 5 x cap, and each own-scratch algorithm's at most
  * 1.25 x cap. Only a call that cannot run in pieces (sendbuf and recvbuf overlapping
  * other than in place), or whose smallest piece exceeds the cap, takes more: what it
  * needs.
@@ -102,7 +103,7 @@ void ccl__ident_fill(const CclCall *c, CclIdent *id)
  * they did, and the search below (the largest piece that fits) finds them or larger
  * ones: a call shape is never cut into more pieces than the first time it ran, and any
  * call larger than the cap runs in pieces of about the cap, whatever ran before it. */
-enum { REGIONS = 3 };
+enum { REGIONS = 4 };
 
 /* The call's regions: the comm's staging, and the comm's scratch or alg's own. */
 static void region_slots(ccl_comm_t *comm, ccl_algorithm_t *alg, size_t *off[REGIONS], size_t *bytes[REGIONS])
@@ -111,6 +112,7 @@ static void region_slots(ccl_comm_t *comm, ccl_algorithm_t *alg, size_t *off[REG
     off[1] = &comm->stage_off[1], bytes[1] = &comm->stage_bytes[1];
     off[2] = alg->own_scratch ? &alg->scratch_off : &comm->scratch_off;
     bytes[2] = alg->own_scratch ? &alg->scratch_bytes : &comm->scratch_bytes;
+    off[3] = &comm->stage_off[2], bytes[3] = &comm->stage_bytes[2];
 }
 
 /* What a region of `bytes` (0: none) that must hold `need` is replaced by: the cap for
@@ -166,7 +168,7 @@ static int take_regions(ccl_comm_t *comm, ccl_algorithm_t *alg, const size_t nee
                     comm->retired[comm->nretired++] = *off[k];
                 CCL__LOG(CCL__LOG_INFO, CCL__SUB_CALL, comm->rank, "%s region: %zu bytes at heap offset %zu%s "
                          "(shared regions of up to %zu)", k == 0 ? "staging in" : k == 1 ? "staging out"
-                         : alg->own_scratch ? "scratch (its own)" : "scratch", nbytes[k], noff[k],
+                         : k == 3 ? "second staging out" : alg->own_scratch ? "scratch (its own)" : "scratch", nbytes[k], noff[k],
                          *off[k] != SIZE_MAX ? ", replacing a smaller one" : "", comm->region_cap);
                 *off[k] = noff[k];
                 *bytes[k] = nbytes[k];
@@ -217,9 +219,12 @@ CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, c
  * elements of send and writes only its own of recv, so in place (NCCL's forms) and a
  * recvbuf before an overlapping sendbuf (elementwise collectives, pieces in order) stay
  * correct; other overlaps run whole or fail as before. On a backend that copies out
- * beside the next piece (the GPU's), a staged out that peers write takes two halves of
- * its region, which the pieces take turns at, so that a piece's copy out runs while the
- * next piece does (each piece is half as long as the region would allow otherwise). */
+ * beside the next piece (the GPU's), a staged out that peers write gets a second region
+ * of the same size where the heap has room for it without cutting smaller pieces, and
+ * the pieces take turns at the two, so that a piece's copy out runs while the next
+ * piece does. (Not half of one region each: a tuned shape pays a fixed cost per piece,
+ * which is why pieces are as large as they can be; a chain broadcast of 1 GB in pieces
+ * of 32 MB instead of 64 took 1.69x the time on 4x H200.) */
 
 /* What every piece of one call shares, resolved once. */
 typedef struct {
@@ -234,10 +239,10 @@ typedef struct {
     CclBufPlace send_at, recv_at;    /* CCL__BUF_SYMMETRIC for a registered buffer too */
     size_t send_reg, recv_reg;       /* a registered buffer's heap offset; SIZE_MAX: none */
     int overlap, inplace_form, inplace_ok;
-    /* Pieces only: a staged out in the heap takes two halves of its region, which the
-     * pieces take turns at (CclCall.alternate), so that the backend copies one piece
+    /* Pieces only: a staged out in the heap has a second region, which the pieces take
+     * turns at with the first (CclCall.alternate), so that the backend copies one piece
      * out while the next runs. */
-    int halves;
+    int turns;
 } CallArgs;
 
 /* Whether a piece of n elements stages its in and out, and the heap bytes of its
@@ -253,9 +258,10 @@ static void piece_plan(const CallArgs *a, size_t n, int *stage_in, int *stage_ou
     *stage_out = !a->recv || (a->out_remote && a->recv_at != CCL__BUF_SYMMETRIC) || strided_out;
     *CS = ccl__chunk_stride(n, prog->chunks, a->es);
     need[0] = *stage_in && a->in_remote ? a->in_units * n * a->es : 0;
-    need[1] = *stage_out && a->out_remote ? a->out_units * n * a->es * (a->halves ? 2 : 1) : 0;
+    need[1] = *stage_out && a->out_remote ? a->out_units * n * a->es : 0;
     need[2] = alg->comm->be->scratch_bytes ? alg->comm->be->scratch_bytes(alg, *CS, a->es)
                                            : ccl__scratch_offset(prog, prog->nbufs, *CS, a->es);
+    need[3] = a->turns ? need[1] : 0;
 }
 
 static int piece_fits(const CallArgs *a, size_t n, size_t ceil, size_t limit)
@@ -312,10 +318,9 @@ static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t 
            : a->in_remote ? base + *roff[0] : NULL;
     c.out = !stage_out ? (a->recv_reg != SIZE_MAX ? base + a->recv_reg + off * es : c.recv)
             : a->out_remote ? base + *roff[1] : NULL;
-    if (a->halves && stage_out && a->out_remote) {
-        /* Whole 256-byte lines, the same on every rank (the region's size is). */
-        c.alternate = 1, c.half = (int)(piece % 2), c.last = last;
-        c.out = (char *)c.out + (size_t)c.half * (*rbytes[1] / 2 / 256 * 256);
+    if (a->turns && stage_out && a->out_remote) {
+        c.alternate = 1, c.turn = (int)(piece % 2), c.last = last;
+        c.out = base + *roff[c.turn ? 3 : 1];
     }
     c.stage_in = stage_in && c.send;    /* a NULL send stages nothing: its content is unused */
     c.stage_out = stage_out && c.recv;
@@ -388,9 +393,6 @@ static ccl_result_t run_call(const CallArgs *a, const char *fn)
         return run_piece(a, 0, a->count, 0, 1);
     if (!pieceable)
         return no_room(a, fn, "sendbuf and recvbuf overlap other than in place, so it cannot run in pieces");
-    CallArgs in_pieces = *a;
-    in_pieces.halves = comm->be->copy_out_beside;
-    a = &in_pieces;
     size_t half = ccl__heap_largest_free(&comm->data) / 2, n = 0, ceil = 0, limit = 0;
     const size_t tries[4][2] = {{comm->region_cap, half}, {comm->region_cap, SIZE_MAX}, {SIZE_MAX, half},
                                 {SIZE_MAX, SIZE_MAX}};
@@ -401,6 +403,12 @@ static ccl_result_t run_call(const CallArgs *a, const char *fn)
     /* Even pieces: as many as the largest needs, each as short as that allows. */
     size_t g = 256 / a->es, pieces = (a->count + n - 1) / n, even = (a->count + pieces - 1) / pieces;
     even = n < a->count ? (even + g - 1) / g * g : n;
+    /* A second staged out, where the backend copies out beside the next piece and the
+     * heap has room for it at this piece size. */
+    CallArgs turns = *a;
+    turns.turns = 1;
+    if (comm->be->alternates_out && piece_fits(&turns, even, ceil, limit))
+        a = &turns;
     if (even < n) {
         piece_plan(a, even, &si, &so, need, &CS);
         if (take_regions(comm, a->alg, need, ceil, limit, 1) != 0)

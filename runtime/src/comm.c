@@ -383,7 +383,7 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
         free(c);
         return r;
     }
-    c->stage_off[0] = c->stage_off[1] = c->scratch_off = SIZE_MAX;
+    c->stage_off[0] = c->stage_off[1] = c->stage_off[2] = c->scratch_off = SIZE_MAX;
     c->region_cap = region_cap ? region_cap : c->heap_bytes / 4 / CCL__HEAP_ALIGN * CCL__HEAP_ALIGN;
     c->barrier_off = SIZE_MAX;
     /* What a split gives its children unless told otherwise: this comm's settings. */

@@ -154,6 +154,30 @@ for f in algorithms/allreduce/ring.ccl algorithms/allgather/ring.ccl algorithms/
     run_case "back-to-back $f N=4 pieces (3 MiB heap) in place" env CCL_HEAP_BYTES=3M "$cclc" run "$f" --ranks 4 \
         --back-to-back --iters 16 --count 300001 --root 1 --host-buffers --dtype i32 --op max --inplace
 done
+# ... and with room in the heap for a second staging out (32 MiB, regions of 1 MiB): the
+# pieces take turns at the two (runtime/src/call.c, "Pieces"; the GPU copies one out
+# beside the next), which the log says; once back to back.
+turns_case() {
+    local name="$1 N=4 pieces taking turns at two staged outs $2"
+    shift 2
+    local out rc
+    out=$(env CCL_HEAP_BYTES=32M CCL_REGION_BYTES=1M CCL_DEBUG=info "$@" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "second staging out region" <<<"$out"; then
+        echo "ok $name"
+    else
+        echo "FAIL $name: exit $rc, or no second staging out: $(grep -v ' INFO ' <<<"$out" | head -c 600 | tr '\n' ' ')"
+    fi
+}
+for f in algorithms/allgather/direct.ccl algorithms/alltoall/direct.ccl algorithms/allreduce/ring.ccl \
+    algorithms/broadcast/chain.ccl; do
+    for ip in "" --inplace; do
+        turns_case "run $f" "${ip:-out-of-place}" "$cclc" run "$f" --ranks 4 --count 600001 --dtype i32 --op sum \
+            --iters 3 --root 1 --host-buffers $ip
+    done
+done
+turns_case "back-to-back algorithms/allgather/ring.ccl" "" "$cclc" run algorithms/allgather/ring.ccl --ranks 4 \
+    --back-to-back --iters 12 --count 300001 --host-buffers --dtype i32
 
 # E. one process per rank under mpirun.
 mpirun_cmd=()

@@ -963,6 +963,7 @@ static ccl_result_t cpu_reg_inspect(ccl_comm_t *comm, const void *ptr, size_t by
 const CclBackend ccl__cpu_backend = {
     .name = "cpu",
     .kind = CCL_BACKEND_CPU,
+    .alternates_out = 1,
     .comm_init = cpu_comm_init,
     .comm_fini = cpu_comm_fini,
     .heap_zero = cpu_heap_zero,

@@ -637,12 +637,12 @@ static ccl_result_t gpu_run(const CclCall *call)
     if (call->stage_in && (res = ccl__gpu_stage_rows(comm, copy, in, 0, call->send, call->send_pitch, call->in_bytes,
                                                      call->count * call->esize, s, "sendbuf")) != CCL_OK)
         return res;
-    /* Peers write a half of the staged out once this piece started: the copy out of the
-     * piece before in that half must have ended. (A call's first piece owes nothing:
+    /* Peers write this piece's staged out once it started: the copy out of the piece
+     * before it in that region must have ended. (A call's first piece owes nothing:
      * the call before it joined its copies.) */
     if (call->alternate && call->piece == 1) g->copy_pending[0] = g->copy_pending[1] = 0;
-    if (call->alternate && g->copy_pending[call->half])
-        CU_CHECK(ccl__cu.StreamWaitEvent(s, g->copied[call->half], 0), "cuStreamWaitEvent (a piece's half of recvbuf)");
+    if (call->alternate && g->copy_pending[call->turn])
+        CU_CHECK(ccl__cu.StreamWaitEvent(s, g->copied[call->turn], 0), "cuStreamWaitEvent (a piece's staged out)");
     CclGpuArgs a = {
         .in = (uint64_t)(uintptr_t)in,
         .out = (uint64_t)(uintptr_t)out,
@@ -928,7 +928,7 @@ void ccl__gpu_make_current(const ccl_comm_t *comm)
 
 static const CclBackend gpu_backend = {
     .name = "gpu",
-    .copy_out_beside = 1,
+    .alternates_out = 1,
     .kind = CCL_BACKEND_GPU,
     .comm_init = gpu_comm_init,
     .comm_fini = gpu_comm_fini,

@@ -120,7 +120,7 @@ typedef struct {
     int nretired;
     CUdeviceptr retired[16];
     /* Copies out beside the next piece (CclCall.alternate): their own stream, the event
-     * a piece's kernel ends with, and per half of the staged out the end of its latest
+     * a piece's kernel ends with, and per staged out (CclCall.turn) the end of its latest
      * copy out, pending until the call's last piece joins them. */
     CUstream side;
     CUevent piece_done, copied[2];

@@ -38,7 +38,7 @@ ccl_result_t ccl__gpu_stage_rows(ccl_comm_t *comm, CUfunction copy, char *dst, s
     return res;
 }
 
-/* The copy out of a piece that takes turns at its staged out's halves (CclCall.alternate):
+/* The copy out of a piece that takes turns at two staged outs (CclCall.alternate):
  * on the side stream once the piece's kernel ended, so that it runs beside the next
  * piece's. The side stream runs its copies in order, so the call's last piece joins
  * them all back into s with its own. */
@@ -51,10 +51,10 @@ ccl_result_t ccl__gpu_copy_out_beside(ccl_comm_t *comm, CUfunction copy, const C
     ccl_result_t res = ccl__gpu_stage_rows(comm, copy, call->recv, call->recv_pitch, out, 0, call->out_bytes,
                                            call->count * call->esize, g->side, "recvbuf");
     if (res != CCL_OK) return res;
-    CU_CHECK(ccl__cu.EventRecord(g->copied[call->half], g->side), "cuEventRecord (a piece's copy out)");
-    g->copy_pending[call->half] = 1;
+    CU_CHECK(ccl__cu.EventRecord(g->copied[call->turn], g->side), "cuEventRecord (a piece's copy out)");
+    g->copy_pending[call->turn] = 1;
     if (call->last) {
-        CU_CHECK(ccl__cu.StreamWaitEvent(s, g->copied[call->half], 0), "cuStreamWaitEvent (the call's copies out)");
+        CU_CHECK(ccl__cu.StreamWaitEvent(s, g->copied[call->turn], 0), "cuStreamWaitEvent (the call's copies out)");
         g->copy_pending[0] = g->copy_pending[1] = 0;
     }
     return CCL_OK;
