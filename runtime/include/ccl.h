@@ -94,7 +94,7 @@ typedef struct {
     ccl_backend_t backend;    /* AUTO: GPU when one is present, else CPU */
     int timeout_ms;           /* bound on every wait; 0: CCL_TIMEOUT_MS or CCL_DEFAULT_TIMEOUT_MS */
     const char *cache_dir;    /* compiled-kernel cache; NULL: CCL_CACHE_DIR or ~/.cache/ccl */
-    size_t heap_bytes;        /* symmetric heap per rank; 0: CCL_HEAP_BYTES or 256 MiB */
+    size_t heap_bytes;        /* symmetric heap per rank; 0: CCL_HEAP_BYTES, else 1 GiB (GPU), 256 MiB (CPU) */
 } ccl_config_t;
 
 /* Bootstrap for one process per rank: the runtime needs only an all-gather and a

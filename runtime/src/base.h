@@ -44,9 +44,12 @@ enum {
 };
 /* heap_bytes 0, no CCL_HEAP_BYTES: room for the point-to-point channels at full size
  * (2 MiB a peer: channels.c) and for the regions calls share (a quarter of the heap
- * each: staging and scratch of messages up to 64 MiB whole, larger ones in pieces:
- * call.c), with most of it left for ccl_mem_alloc. On GPUs it is device memory taken
- * at ccl_comm_init, so it is kept small. */
+ * each: staging and scratch of messages up to a quarter of the heap run whole, larger
+ * ones in pieces: call.c), with most of it left for ccl_mem_alloc. On GPUs 1 GiB of
+ * device memory, taken at ccl_comm_init: on 256 MiB, a training job's ordinary tensors
+ * of 64-256 MB ran in pieces at up to 5.7x NCCL's time (broadcast; 1.3-1.5x on 1 GiB,
+ * 4x H200: docs/perf/x4-plain). On the CPU 256 MiB, reserved rather than committed. */
+#define CCL__HEAP_DEFAULT_GPU ((size_t)1 << 30)
 #define CCL__HEAP_DEFAULT ((size_t)256 << 20)
 #define CCL__HEAP_MAX ((size_t)1 << 46)                /* the largest heap_bytes accepted */
 

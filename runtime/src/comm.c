@@ -305,14 +305,13 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
         int e = env_int("CCL_HEAP_BYTES", 1, (long long)CCL__HEAP_MAX, &v);
         if (e < 0)
             return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_HEAP_BYTES='%s' is not a size from 1 byte to 64 TiB (a number of bytes, optionally with K, M or G)", fn, getenv("CCL_HEAP_BYTES"));
-        heap = e ? (size_t)v : CCL__HEAP_DEFAULT;
+        heap = e ? (size_t)v : 0;
         heap_default = !e;
     }
-    if (heap < 2 * (size_t)CCL__HEAP_DATA)
+    if (!heap_default && heap < 2 * (size_t)CCL__HEAP_DATA)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': heap_bytes %zu is below the minimum %zu", fn, heap, 2 * (size_t)CCL__HEAP_DATA);
-    if (heap > CCL__HEAP_MAX)
+    if (!heap_default && heap > CCL__HEAP_MAX)
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'config': heap_bytes %zu is above the maximum %zu (64 TiB)", fn, heap, CCL__HEAP_MAX);
-    heap = (heap + 4095) / 4096 * 4096;
     /* The size of the regions calls share (call.c, "Regions"); 0: a quarter of the
      * heap, set once the backend has settled heap_bytes. */
     size_t region_cap = 0;
@@ -328,6 +327,9 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
         return ccl__set_error(NULL, CCL_ERR_UNSUPPORTED, "%s: the GPU backend is not available: %s", fn, why);
     if (be->kind == CCL_BACKEND_CPU && why[0])
         note_cpu_fallback(boot->rank, why);
+    if (heap_default)
+        heap = be->kind == CCL_BACKEND_GPU ? CCL__HEAP_DEFAULT_GPU : CCL__HEAP_DEFAULT;
+    heap = (heap + 4095) / 4096 * 4096;
 
     ccl_comm_t *c = calloc(1, sizeof *c);
     if (!c)

@@ -496,8 +496,8 @@ int main(int argc, char **argv)
     /* The library's table may pick LL programs beyond their hints, whose lines take
      * many times the buffer (allpairs at 512 KB on 4 GPUs: 8 MB), so on a GPU the
      * library runs with at least the heap its users get by default. */
-    if (!o->algo && sh->backend == CCL_BACKEND_GPU && heap < CCL__HEAP_DEFAULT)
-        heap = CCL__HEAP_DEFAULT;
+    if (!o->algo && sh->backend == CCL_BACKEND_GPU && heap < CCL__HEAP_DEFAULT_GPU)
+        heap = CCL__HEAP_DEFAULT_GPU;
     ccl_config_t cfg = {.backend = sh->backend, .timeout_ms = o->timeout_ms,
                         .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : heap};
     /* A heap sized for the sweep runs every size whole: regions as large as the heap
