@@ -20,6 +20,9 @@ shift
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0
 export CCL_CACHE_DIR=${CCL_CACHE_DIR:-$HOME/.cache/ccl}
+# The library the tests name is this tree's, wherever BUILD is (a build carried to a GPU
+# machine has none beside its executables).
+export CCL_ALGORITHM_DIR=${CCL_ALGORITHM_DIR:-$PWD/algorithms}
 # GPU_TEST_NS="2 4" picks the rank counts. GPU_TEST_PARTS picks what runs of "threads" (one
 # process per N), "procs" (one process per GPU per N) and "rest" (everything after them):
 # on a cold NVRTC cache the whole takes longer than one call on a lent machine, so a
@@ -74,9 +77,9 @@ for n in $ns; do
     elif command -v mpirun >/dev/null; then
         echo "== gpu N=$n, one process per GPU (mpirun)"
         start=$(date +%s)
-        "${mpi[@]}" "$n" "${mpiflags[@]}" -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR "$bin" --procs "${algs[@]}" 2>&1 | tee -a "$log"
-        "${mpi[@]}" "$n" "${mpiflags[@]}" -x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR "$bin" --procs --pieces "${algs[@]}" 2>&1 |
-            tee -a "$log"
+        xs=(-x NCCL_NVLS_ENABLE -x CCL_CACHE_DIR -x CCL_ALGORITHM_DIR)
+        "${mpi[@]}" "$n" "${mpiflags[@]}" "${xs[@]}" "$bin" --procs "${algs[@]}" 2>&1 | tee -a "$log"
+        "${mpi[@]}" "$n" "${mpiflags[@]}" "${xs[@]}" "$bin" --procs --pieces "${algs[@]}" 2>&1 | tee -a "$log"
         echo "   ($(( $(date +%s) - start ))s)"
     else
         echo "   (no mpirun: process mode skipped)"
@@ -94,7 +97,7 @@ echo "== gpu: mismatched calls, ccl_comm_abort, first calls inside a stream capt
 "$bin" --control-tests 2>&1 | tee -a "$log"
 if command -v mpirun >/dev/null && [ "$ngpu" -ge 2 ]; then
     echo "== gpu: every class of mismatched call, one process per GPU (2 GPUs)"
-    "${mpi[@]}" 2 "${mpiflags[@]}" -x CCL_CACHE_DIR "$bin" --mismatch-procs 2>&1 | tee -a "$log"
+    "${mpi[@]}" 2 "${mpiflags[@]}" -x CCL_CACHE_DIR -x CCL_ALGORITHM_DIR "$bin" --mismatch-procs 2>&1 | tee -a "$log"
 fi
 echo "== gpu: LL128 lines alone (tests/cuda/ll128_lines.cu: aligned and misaligned, 32 and 512 threads)"
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
