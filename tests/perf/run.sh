@@ -195,6 +195,11 @@ for b in symmetric plain registered; do
         if ! grep -q "^# buffers: $b (" "$out"; then
             fail "buffers-$b-$c-header" "$(grep '^# buffers' "$out" || echo 'no # buffers line')"
         fi
+        # The heap: sized to the sweep for symmetric buffers, libccl's default (what a
+        # user who sizes nothing gets) for the others.
+        want="sized to the sweep, regions as large (--heap fit)"
+        [ $b = symmetric ] || want="libccl's default (--heap default: "
+        grep -q "^# heap: .*$want" "$out" || fail "buffers-$b-$c-heap" "$(grep '^# heap' "$out" || echo 'no # heap line')"
         if [ $b = symmetric ] || [ $c = sendrecv ]; then
             continue
         fi
@@ -475,6 +480,15 @@ else
     fail help-p2p "$(grep -A20 '^sendrecv' <<<"$help" | head -20)"
 fi
 
+# --heap SIZE: that heap with libccl's regions, said in the header; ordinary buffers
+# whose staging passes the regions (1 MiB of a 4 MiB heap) run in pieces, checked.
+sweep heap-size 4 -c allgather -b 16K -e 2M -f 4 --ranks 4 --check --buffers plain --heap 4M "${quick[@]}"
+if grep -q "^# heap: 4194304 bytes (--heap), regions a quarter of it$" "$tmp/heap-size.out"; then
+    ok heap-size-header
+else
+    fail heap-size-header "$(grep '^# heap' "$tmp/heap-size.out" || echo 'no # heap line')"
+fi
+
 # Bad arguments: exactly this first line on stderr, exit 2.
 bad() {
     local name=$1 want=$2
@@ -531,6 +545,7 @@ bad compare "ccl-perf: error: --compare mpi: only 'nccl' can be compared" -c all
 bad nccl-mode "ccl-perf: error: --nccl-mode fast: expected plain, sym or best" -c allreduce --compare nccl --nccl-mode fast
 bad nccl-mode-alone "ccl-perf: error: --nccl-mode sym needs --compare nccl" -c allreduce --nccl-mode sym
 bad buffers "ccl-perf: error: --buffers heap: expected symmetric, plain or registered" -c allreduce --buffers heap
+bad heap "ccl-perf: error: --heap large: expected fit, default or a size in bytes (K, M, G suffixes)" -c allreduce --heap large
 bad buffers-missing "ccl-perf: error: --buffers needs a value" -c allreduce --buffers
 bad plot-name "ccl-perf: error: --plot out.png: the plot is an SVG file; name it *.svg" -c allreduce --plot out.png
 bad backend "ccl-perf: error: --backend tpu: expected cpu, gpu or auto" -c allreduce --backend tpu

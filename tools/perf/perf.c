@@ -69,6 +69,8 @@
  * Exit status: 0; 1 when a run failed, the library refused ours at some size, or --check
  * found wrong elements; 2 for bad arguments (one line on stderr saying which and why).
  */
+#include <ctype.h>
+
 #include "gpu/layout.h"
 #include "perf.h"
 
@@ -101,6 +103,10 @@ static void usage(FILE *f)
           "                       per buffer before timing: on GPUs cuMemCreate memory as PyTorch's\n"
           "                       expandable segments make it, used in place; on the CPU, threads only,\n"
           "                       malloc, still staged; NCCL plain runs on it too) [symmetric]\n"
+          "      --heap H         CCL's heap: fit (sized to the sweep, regions as large: every size runs\n"
+          "                       whole), default (libccl's, as a user who sizes nothing gets it: ordinary\n"
+          "                       buffers' staging may run in pieces) or a size [fit for symmetric buffers,\n"
+          "                       default for plain and registered; CCL_HEAP_BYTES decides where set]\n"
           "      --csv F, --json F, --plot F.svg   write the results\n"
           "      --backend B      cpu, gpu or auto [auto: gpu when one is present]\n"
           "  -n, --iters N        timed ops per size (ops per graph with --graph) [20]\n"
@@ -218,6 +224,12 @@ static void parse_args(int argc, char **argv, Opts *o)
                 o->buffers = PERF_BUF_REGISTERED;
             else
                 tool_usage_error("--buffers %s: expected symmetric, plain or registered", val);
+        } else if (tool_is(&a, "--heap", NULL)) {
+            const char *val = tool_value(&a);
+            o->heap = !strcmp(val, "fit") ? PERF_HEAP_FIT : !strcmp(val, "default") ? PERF_HEAP_DEFAULT : PERF_HEAP_SIZE;
+            if (o->heap == PERF_HEAP_SIZE &&
+                (!isdigit((unsigned char)val[0]) || (o->heap_bytes = (size_t)tool_size(flag, val)) == 0))
+                tool_usage_error("--heap %s: expected fit, default or a size in bytes (K, M, G suffixes)", val);
         } else if (tool_is(&a, "--csv", NULL)) {
             o->csv = tool_value(&a);
         } else if (tool_is(&a, "--json", NULL)) {
@@ -498,15 +510,32 @@ int main(int argc, char **argv)
      * library runs with at least the heap its users get by default. */
     if (!o->algo && sh->backend == CCL_BACKEND_GPU && heap < CCL__HEAP_DEFAULT_GPU)
         heap = CCL__HEAP_DEFAULT_GPU;
-    ccl_config_t cfg = {.backend = sh->backend, .timeout_ms = o->timeout_ms,
-                        .heap_bytes = getenv("CCL_HEAP_BYTES") ? 0 : heap};
-    /* A heap sized for the sweep runs every size whole: regions as large as the heap
-     * (the runtime's default, a quarter of it, would cut the largest sizes into pieces).
-     * CCL_REGION_BYTES, when set, decides instead. */
-    char region[32];
-    snprintf(region, sizeof region, "%zu", heap);
-    if (!getenv("CCL_HEAP_BYTES"))
+    /* --heap fit: a heap sized for the sweep runs every size whole, with regions as large
+     * as the heap (the runtime's default, a quarter of it, would cut the largest sizes
+     * into pieces; CCL_REGION_BYTES, when set, decides instead): CCL's best case, and
+     * what symmetric buffers need. --heap default: what a user who sizes nothing gets,
+     * ordinary buffers' staging in pieces where it passes libccl's regions. */
+    int mode = o->heap != PERF_HEAP_UNSET                ? o->heap
+               : o->buffers == PERF_BUF_SYMMETRIC ? PERF_HEAP_FIT
+                                                  : PERF_HEAP_DEFAULT;
+    ccl_config_t cfg = {.backend = sh->backend, .timeout_ms = o->timeout_ms};
+    const char *env_heap = getenv("CCL_HEAP_BYTES");
+    if (env_heap) {
+        snprintf(sh->heap, sizeof sh->heap, "CCL_HEAP_BYTES=%s, regions a quarter of it unless CCL_REGION_BYTES says",
+                 env_heap);
+    } else if (mode == PERF_HEAP_FIT) {
+        char region[32];
+        snprintf(region, sizeof region, "%zu", heap);
         setenv("CCL_REGION_BYTES", region, 0);
+        cfg.heap_bytes = heap;
+        snprintf(sh->heap, sizeof sh->heap, "%zu bytes, sized to the sweep, regions as large (--heap fit)", heap);
+    } else if (mode == PERF_HEAP_SIZE) {
+        cfg.heap_bytes = o->heap_bytes;
+        snprintf(sh->heap, sizeof sh->heap, "%zu bytes (--heap), regions a quarter of it", o->heap_bytes);
+    } else {
+        snprintf(sh->heap, sizeof sh->heap, "libccl's default (--heap default: %s, regions a quarter of it)",
+                 sh->backend == CCL_BACKEND_GPU ? "1 GiB" : "256 MiB, less where /dev/shm has less");
+    }
 
     if (tool_launch_comms(&launch, &cfg, ndev) != 0)
         return 1;

@@ -122,6 +122,10 @@ enum { PERF_VCOUNTS_PROPORTIONAL, PERF_VCOUNTS_ZIPF };
  * malloc memory, whose registration is recorded only, so CCL still stages it). NCCL's
  * plain mode runs on the same buffers in every case. */
 enum { PERF_BUF_SYMMETRIC, PERF_BUF_PLAIN, PERF_BUF_REGISTERED };
+/* --heap: fit (sized to the sweep, regions as large: every size runs whole), default
+ * (libccl's, as a user who sizes nothing gets it), or a size; UNSET: fit for symmetric
+ * buffers (they live in the heap), default for the others. */
+enum { PERF_HEAP_UNSET, PERF_HEAP_FIT, PERF_HEAP_DEFAULT, PERF_HEAP_SIZE };
 
 typedef struct {
     int coll;               /* PerfColl, or -1 until known */
@@ -136,6 +140,8 @@ typedef struct {
     int compare_nccl;
     int nccl_mode;          /* PERF_NCCL_*: --nccl-mode */
     int buffers;            /* PERF_BUF_*: --buffers */
+    int heap;               /* PERF_HEAP_*: --heap */
+    size_t heap_bytes;      /* --heap SIZE */
     int v_counts;           /* PERF_VCOUNTS_*: --v-counts */
     int v_counts_given;     /* --v-counts was given (checked against --algo's collective) */
     const char *csv, *json, *plot;
@@ -245,6 +251,7 @@ struct Shared {
     char *algo_text;
     int64_t hint_lo, hint_hi; /* --algo's `sizes` hint (bytes of the API count); 0, 0: none */
     char method[512];         /* the timing method, for the header and outputs */
+    char heap[160];           /* the heap the comms got, for the header ("": not said) */
     char devname[128];
     char refused_why[512];    /* the library's message for the first op it refused; "": none */
     size_t v_recv_max;        /* alltoallv: the most elements a rank receives (v_max_recv) */

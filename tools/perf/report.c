@@ -83,6 +83,8 @@ void perf_print_header(const Shared *sh)
                "memory)\n");
     else
         printf("# buffers: symmetric (ccl_mem_alloc, CCL's heap, used in place)\n");
+    if (sh->heap[0])
+        printf("# heap: %s\n", sh->heap);
     if (!o->compare_nccl)
         printf("# nccl: not compared (use --compare nccl)\n");
     else if (sh->nc.available) {
@@ -387,6 +389,11 @@ int perf_write_json(const Shared *sh, const char *path)
     fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"repeats\": %d},\n", o->iters, o->warmup, o->repeats);
     fprintf(f, "  \"check\": %s, \"buffers\": \"%s\", \"v_counts\": \"%s\", \"busbw_factor\": %.6f,\n",
             o->check ? "true" : "false", perf_buffers_name(o->buffers), v_counts_name(sh), fac);
+    if (sh->heap[0]) {
+        fputs("  \"heap\": ", f);
+        json_str(f, sh->heap);
+        fputs(",\n", f);
+    }
     static const char *const mode[] = {[PERF_NCCL_BEST] = "best", [PERF_NCCL_PLAIN] = "plain", [PERF_NCCL_SYM] = "sym"};
     fprintf(f, "  \"nccl\": {\"compared\": %s, \"mode\": \"%s\", \"path\": ", sh->nc.available ? "true" : "false",
             mode[o->nccl_mode]);
