@@ -11,7 +11,7 @@
  * element compared with what this rank computes itself (all-reduce; avg's division goes
  * through the all-rank barrier, whose arrivals cross nodes as messages), then the
  * all-gathers, reduce-scatters and all-to-alls likewise, then broadcasts and reduces from
- * every root; prints one line per case on rank 0 (with the program that ran, for the
+ * every root (of 8 MB, which run hier_chain, from roots 0, size / 2 and size - 1); prints one line per case on rank 0 (with the program that ran, for the
  * reduce-scatters, broadcasts and reduces) and exits 1 on any wrong element. skip R:
  * rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS bounds their wait);
  * every rank prints what its call returned and its message. kill R: rank R is killed
@@ -149,8 +149,8 @@ int main(int argc, char **argv)
             }
         static const size_t counts[] = {1, 5, 1001, 65539};
         static const Kind plain[] = {{CCL_F32, 0}, {CCL_I32, 0}}, ops[] = {{CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}};
-        long total = run_coll(comm, C_BROADCAST, counts, 4, plain, 2, sum_over_ranks) +
-                     run_coll(comm, C_ROOT_REDUCE, counts, 4, ops, 2, sum_over_ranks);
+        long total = run_coll(comm, C_BROADCAST, counts, 4, plain, 2, sum_over_ranks, 0) +
+                     run_coll(comm, C_ROOT_REDUCE, counts, 4, ops, 2, sum_over_ranks, 0);
         if (rank == 0)
             printf("chain wrong elements: %ld\n", total);
         status = total != 0;
@@ -217,9 +217,9 @@ int main(int argc, char **argv)
     } else {
         static const size_t counts[] = {1, 5, 1000, 1001, 65539, 1 << 20}, gcounts[] = {1, 3, 1001, 262147},
                             rcounts[] = {1, 5, 1001, 65539}, acounts[] = {1, 3, 1001, 65539},
-                            bcounts[] = {1, 1001, 16383, 262147, 2097155}; /* f32, i32: hier below 64 KB, hier_split
-                                                                           * from there, hier_chain from 8 MB */
-        const CaseCounts cc = {counts, gcounts, rcounts, acounts, bcounts, 6, 4, 4, 4, 5};
+                            bcounts[] = {1, 1001, 16383, 262147}, /* f32, i32: hier below 64 KB, hier_split from there */
+                            big[] = {2097155};                    /* hier_chain from 8 MB, from three roots */
+        const CaseCounts cc = {counts, gcounts, rcounts, acounts, bcounts, 6, 4, 4, 4, 4, big, 1};
         long total = run_cases(comm, &cc, sum_over_ranks);
         status = total != 0;
     }
