@@ -2,7 +2,8 @@
 """The cost model of docs/multinode.md: all-reduce of S bytes per rank on M nodes of L
 ranks, 400 Gb/s per rank to the network, NVLink inside a node; then the reduce-scatter's
 two programs for several nodes, direct_net against hier; then broadcast's and reduce's,
-hier against hier_split. Prints the tables the page quotes. Every constant is an
+hier against hier_split, and hier_split against hier_chain (a pipelined chain between the
+nodes). Prints the tables the page quotes. Every constant is an
 assumption named below, or NCCL's own model constant (NVIDIA/nccl src/graph/tuning.cc,
 the version cited on the page); nothing is measured."""
 
@@ -179,3 +180,127 @@ print()
 for T in (32 << 10, 64 << 10, 128 << 10):
     print(f"hint from {size(T)}, up to 8 nodes, the most either is slower than the other: " +
           ", ".join(f"L = {Lr}: {hint_loss(T, Lr, range(2, 9)):.2f}" for Lr in (2, 4, 8)))
+
+
+# hier_split against hier_chain: each block goes along a chain of the nodes, cut into
+# P = 2 M slices (the programs' `pipeline 2 * M`), so every link carries it once and all
+# links work at once; a slice of a block is c = S / (Lr P) bytes, and every slice pays a
+# net round on every hop (its put, the flush's acknowledgment, the signal).
+def chain_slices(M):
+    """The programs' `pipeline 2 * M`: the fill (M - 1 hops before the last node's first
+    slice) costs at most half the stream, whatever M."""
+    return 2 * M
+
+
+def bc_chain(S, M, Lr):
+    """algorithms/broadcast/hier_chain.ccl. Per slice the root posts its block's net put and,
+    while the proxy sends, puts the other Lr - 1 blocks to their node-mates and its own to
+    the first of them, who passes it on (Lr c by memory); every other rank forwards its
+    block one hop (net) and to its node-mates (at most Lr - 1 slices by memory) at once: a
+    stage takes t = max(a_net + c / B_net, Lr c / B_nvl). The first slice passes M stages
+    (the root's, then M - 1 hops), then P - 1 more follow, one stage apart; a_nvl at each
+    end (the launch, the last node's spread). Left out: the first slice's passing of the
+    root's block along its node-mates (Lr - 2 crossings, once per call). With Lr = 1: a
+    chain of M ranks, M - 1 hops."""
+    P = chain_slices(M)
+    c = S / (Lr * P)
+    hop = A_NET + c / B_NET
+    if Lr == 1:
+        return (M - 1 + P - 1) * hop
+    return 2 * A_NVL + (M + P - 1) * max(hop, Lr * c / B_NVL)
+
+
+def rd_chain(S, M, Lr):
+    """algorithms/reduce/hier_chain.ccl. Per slice every rank puts Lr - 1 slices to its
+    node-mates (the reduce-scatter), sums its block, adds the partial sum from the node
+    before and puts it one hop on (net), one after the other: t = (Lr - 1) c / B_nvl +
+    a_net + c / B_net. The first slice passes M - 1 hops after the head's stage, then P - 1
+    more; a_nvl at each end (the launch, the sums into the root's output)."""
+    P = chain_slices(M)
+    c = S / (Lr * P)
+    hop = A_NET + c / B_NET
+    if Lr == 1:
+        return (M - 1 + P - 1) * hop
+    return 2 * A_NVL + (M + P - 2) * ((Lr - 1) * c / B_NVL + hop)
+
+
+def both(b, r):
+    """One cell for the broadcast's and the reduce's crossover: one size when they agree."""
+    b, r = size(b) if b else "-", size(r) if r else "-"
+    return b if b == r else f"{b} / {r}"
+
+
+print()
+print("| nodes M | L = 1: from | L = 2: from | L = 4: from | L = 8: from | L = 8, broadcast of 1 MB: hier_split / hier_chain (us) | 8 MB | 256 MB | L = 8, reduce of 256 MB |")
+print("|---:|---:|---:|---:|---:|---|---|---|---|")
+for M in (2, 3, 4, 8, 16, 64, 1024):
+    cells = [both(crossover(M, Lr, bc_split, bc_chain), crossover(M, Lr, rd_split, rd_chain)) for Lr in (1, 2, 4, 8)]
+    for S in (1 << 20, 8 << 20, 256 << 20):
+        cells.append(f"{us(bc_split(S, M, 8))} / {us(bc_chain(S, M, 8))}")
+    cells.append(f"{us(rd_split(256 << 20, M, 8))} / {us(rd_chain(256 << 20, M, 8))}")
+    print(f"| {M} | " + " | ".join(cells) + " |")
+
+
+def chain_hint_loss(T, Lr, Ms):
+    """With hier_chain's hint from T bytes (hier_split below), the most either program is
+    slower than the other at some power-of-two size from 1 KB, broadcast or reduce, on M in
+    Ms nodes of Lr; and where (M, size)."""
+    worst, where = 1.0, None
+    for M in Ms:
+        for e in range(10, 35):
+            S = 1 << e
+            for split_f, chain_f in ((bc_split, bc_chain), (rd_split, rd_chain)):
+                a, b = split_f(S, M, Lr), chain_f(S, M, Lr)
+                loss = (b if S >= T else a) / min(a, b)
+                if loss > worst:
+                    worst, where = loss, f"{M} nodes, {size(S)}"
+    return worst, where
+
+
+print()
+for T in (4 << 20, 8 << 20, 16 << 20):
+    cells = []
+    for Lr in (1, 2, 4, 8):
+        loss, where = chain_hint_loss(T, Lr, range(2, 9))
+        cells.append(f"L = {Lr}: {loss:.2f}" + (f" ({where})" if where else ""))
+    print(f"hier_chain's hint from {size(T)}, up to 8 nodes, the most either is slower than the other: " + ", ".join(cells))
+
+
+# Why a chain and not a tree between the nodes: a binary tree (each node forwards every
+# block to two child nodes; a reduce's node adds two children's partial sums) has
+# ceil(log2 M) hops instead of M - 1, but each NIC carries its block twice (a broadcast's
+# out, a reduce's in). No program does this; the same node phases and slicing rule
+# (P = 2 depth slices: the fill costs at most half the stream, as the chain's P = 2 M),
+# and each node's two puts in one net round (a_net + o).
+def tree_depth(M):
+    return (M - 1).bit_length()
+
+
+def bc_tree(S, M, Lr):
+    d = tree_depth(M)
+    P = 2 * d
+    c = S / (Lr * P)
+    hop = A_NET + O_MSG + 2 * c / B_NET
+    if Lr == 1:
+        return (d + P - 1) * hop
+    return 2 * A_NVL + (d + P) * max(hop, Lr * c / B_NVL)
+
+
+def rd_tree(S, M, Lr):
+    d = tree_depth(M)
+    P = 2 * d
+    c = S / (Lr * P)
+    hop = A_NET + O_MSG + 2 * c / B_NET
+    if Lr == 1:
+        return (d + P - 1) * hop
+    return 2 * A_NVL + (d + P - 1) * ((Lr - 1) * c / B_NVL + hop)
+
+
+print()
+print("| nodes M | L = 8: hier_chain faster from | broadcast of 8 MB: hier_chain / tree (us) | 64 MB | 1 GB | reduce of 8 MB | 64 MB | 1 GB |")
+print("|---:|---:|---|---|---|---|---|---|")
+for M in (2, 4, 8, 16, 64, 1024):
+    cells = [both(crossover(M, 8, bc_tree, bc_chain), crossover(M, 8, rd_tree, rd_chain))]
+    cells += [f"{us(bc_chain(S, M, 8))} / {us(bc_tree(S, M, 8))}" for S in (8 << 20, 64 << 20, 1 << 30)]
+    cells += [f"{us(rd_chain(S, M, 8))} / {us(rd_tree(S, M, 8))}" for S in (8 << 20, 64 << 20, 1 << 30)]
+    print(f"| {M} | " + " | ".join(cells) + " |")

@@ -20,27 +20,33 @@
 
 #include "internal.h"
 
-/* The collective named in a file's header ("algorithm NAME : COLL"), or -1. */
+/* The collective named in a file's header ("algorithm NAME : COLL"), or -1. The blanks
+ * and # comments before it are skipped as they are read, however long: a shipped file's
+ * opening comment may run past any fixed window (a file whose header lay past one would
+ * silently drop out of the library). */
 static int header_collective(const char *path)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
+    int ch;
+    while ((ch = getc(f)) != EOF) {
+        if (ch == '#')
+            while ((ch = getc(f)) != EOF && ch != '\n')
+                ;
+        else if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r')
+            break;
+    }
     char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    size_t n = 0;
+    if (ch != EOF) {
+        buf[n++] = (char)ch;
+        n += fread(buf + 1, 1, sizeof buf - 2, f);
+    }
     fclose(f);
     buf[n] = 0;
-    const char *p = buf;
-    for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-            p++;
-        if (*p != '#')
-            break;
-        while (*p && *p != '\n')
-            p++;
-    }
     char name[64], coll[64];
-    if (sscanf(p, "algorithm %63[A-Za-z0-9_] : %63[A-Za-z0-9_]", name, coll) != 2)
+    if (sscanf(buf, "algorithm %63[A-Za-z0-9_] : %63[A-Za-z0-9_]", name, coll) != 2)
         return -1;
     for (int c = COLL_ALLREDUCE; c < CCLC_NUM_COLLS; c++)
         if (!strcmp(coll, cclc_coll_name((Collective)c)))

@@ -2,7 +2,7 @@
  * from MPI_COMM_WORLD, under mpirun) and tests/uniqueid/uniqueid.c (one from a unique id,
  * forked processes, no MPI): ccl_barrier, then ccl_all_reduce, ccl_all_gather,
  * ccl_reduce_scatter and ccl_all_to_all, then ccl_broadcast and ccl_reduce from every
- * root, on the counts a CaseCounts lists, out of place and in place, three calls back to
+ * root (its large counts from three), on the counts a CaseCounts lists, out of place and in place, three calls back to
  * back each, every element compared with what this rank computes itself; the lines of
  * reduce-scatters, broadcasts and reduces name the program that ran. The program sets
  * rank and size, and defines fail_now (which must not return) and the combine function
@@ -287,6 +287,8 @@ static long alltoall_case(ccl_comm_t *comm, size_t count, ccl_dtype_t t, int inp
 typedef struct {
     const size_t *reduce, *gather, *scatter, *alltoall, *rooted; /* counts of each collective (rooted: */
     int nreduce, ngather, nscatter, nalltoall, nrooted;            /* broadcast and reduce) */
+    const size_t *rooted_few; /* broadcast and reduce counts run from three roots only (large ones) */
+    int nrooted_few;
 } CaseCounts;
 
 typedef struct {
@@ -294,11 +296,12 @@ typedef struct {
     ccl_op_t op;                /* all-reduce, reduce-scatter and reduce only */
 } Kind;
 
-/* One collective's cases: every root (broadcast and reduce) x count x kind x (out of
- * place, in place), a line each on rank 0, naming the program that ran for the
- * reduce-scatters, broadcasts and reduces; the wrong elements, combined. */
+/* One collective's cases: every root (broadcast and reduce; with few_roots, only roots 0,
+ * size / 2 and size - 1) x count x kind x (out of place, in place), a line each on rank 0,
+ * naming the program that ran for the reduce-scatters, broadcasts and reduces; the wrong
+ * elements, combined. */
 static long run_coll(ccl_comm_t *comm, int coll, const size_t *counts, int ncounts, const Kind *kinds, int nkinds,
-                     long (*combine)(long wrong))
+                     long (*combine)(long wrong), int few_roots)
 {
     static const char *label[] = {"count", "all-gather count", "reduce-scatter count", "all-to-all count",
                                   "broadcast", "reduce"};
@@ -306,7 +309,7 @@ static long run_coll(ccl_comm_t *comm, int coll, const size_t *counts, int ncoun
     int rooted = coll == C_BROADCAST || coll == C_ROOT_REDUCE, names_program = rooted || coll == C_SCATTER;
     long total = 0;
     for (int root = 0; root < (rooted ? size : 1); root++)
-        for (int c = 0; c < ncounts; c++)
+        for (int c = 0; c < ncounts && (!few_roots || root == 0 || root == size / 2 || root == size - 1); c++)
             for (int k = 0; k < nkinds; k++)
                 for (int inplace = 0; inplace < 2; inplace++) {
                     ccl_dtype_t t = kinds[k].t;
@@ -349,12 +352,14 @@ static long run_cases(ccl_comm_t *comm, const CaseCounts *cc, long (*combine)(lo
     /* scatter: the reduce-scatters' and the reduces' kinds; plain: the others' */
     static const Kind reduce[] = {{CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}, {CCL_F64, CCL_MIN}, {CCL_F32, CCL_AVG}},
                       scatter[] = {{CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}}, plain[] = {{CCL_F32, 0}, {CCL_I32, 0}};
-    long total = run_coll(comm, C_REDUCE, cc->reduce, cc->nreduce, reduce, 4, combine) +
-                 run_coll(comm, C_GATHER, cc->gather, cc->ngather, plain, 2, combine) +
-                 run_coll(comm, C_SCATTER, cc->scatter, cc->nscatter, scatter, 2, combine) +
-                 run_coll(comm, C_ALLTOALL, cc->alltoall, cc->nalltoall, plain, 2, combine) +
-                 run_coll(comm, C_BROADCAST, cc->rooted, cc->nrooted, plain, 2, combine) +
-                 run_coll(comm, C_ROOT_REDUCE, cc->rooted, cc->nrooted, scatter, 2, combine);
+    long total = run_coll(comm, C_REDUCE, cc->reduce, cc->nreduce, reduce, 4, combine, 0) +
+                 run_coll(comm, C_GATHER, cc->gather, cc->ngather, plain, 2, combine, 0) +
+                 run_coll(comm, C_SCATTER, cc->scatter, cc->nscatter, scatter, 2, combine, 0) +
+                 run_coll(comm, C_ALLTOALL, cc->alltoall, cc->nalltoall, plain, 2, combine, 0) +
+                 run_coll(comm, C_BROADCAST, cc->rooted, cc->nrooted, plain, 2, combine, 0) +
+                 run_coll(comm, C_ROOT_REDUCE, cc->rooted, cc->nrooted, scatter, 2, combine, 0) +
+                 run_coll(comm, C_BROADCAST, cc->rooted_few, cc->nrooted_few, plain, 2, combine, 1) +
+                 run_coll(comm, C_ROOT_REDUCE, cc->rooted_few, cc->nrooted_few, scatter, 2, combine, 1);
     if (rank == 0)
         printf("wrong elements: %ld\n", total);
     return total;

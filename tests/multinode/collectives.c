@@ -11,7 +11,8 @@
  * element compared with what this rank computes itself (all-reduce; avg's division goes
  * through the all-rank barrier, whose arrivals cross nodes as messages), then the
  * all-gathers, reduce-scatters and all-to-alls likewise, then broadcasts and reduces from
- * every root; prints one line per case on rank 0 (with the program that ran, for the
+ * every root (on several nodes also 8 MB ones, which run hier_chain, from roots 0,
+ * size / 2 and size - 1); prints one line per case on rank 0 (with the program that ran, for the
  * reduce-scatters, broadcasts and reduces) and exits 1 on any wrong element. skip R:
  * rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS bounds their wait);
  * every rank prints what its call returned and its message. kill R: rank R is killed
@@ -28,7 +29,11 @@
  * elements from rank 0, which sends 10; every rank prints what it got. split: cases.h's
  * splits of the communicator (by node, by local index, with a rank of no color, an uneven
  * layout refused), the collectives on every child checked, children destroyed before the
- * parent. */
+ * parent. chain: the hier_chain programs (algorithms/broadcast/hier_chain.ccl and
+ * algorithms/reduce/hier_chain.ccl, loaded from the working folder) registered for every
+ * size and root, then cases.h's broadcasts and reduces from every root on counts far below
+ * their `sizes` hint (1, 5, 1001, 65539: slices of a few elements, and empty ones), three
+ * calls back to back each, every element checked. */
 #include <mpi.h>
 #include <signal.h>
 #include <stdint.h>
@@ -132,6 +137,24 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "p2p")) {
         static const size_t counts[] = {1, 1001, 1 << 20};
         status = run_p2p_cases(comm, counts, 3, sum_over_ranks) != 0;
+    } else if (!strcmp(mode, "chain")) {
+        /* Every root's hier_chain, registered for all sizes (ccl_comm_use_algorithm), so
+         * the small counts run it too; rank 0 prints a line per case naming it. */
+        static const char *files[] = {"algorithms/broadcast/hier_chain.ccl", "algorithms/reduce/hier_chain.ccl"};
+        for (int root = 0; root < size; root++)
+            for (int f = 0; f < 2; f++) {
+                ccl_algorithm_t *alg;
+                if (ccl_algorithm_load(comm, files[f], root, &alg) != CCL_OK ||
+                    ccl_comm_use_algorithm(comm, alg, 0, 0) != CCL_OK)
+                    fail_now(comm, files[f]);
+            }
+        static const size_t counts[] = {1, 5, 1001, 65539};
+        static const Kind plain[] = {{CCL_F32, 0}, {CCL_I32, 0}}, ops[] = {{CCL_F32, CCL_SUM}, {CCL_I32, CCL_MAX}};
+        long total = run_coll(comm, C_BROADCAST, counts, 4, plain, 2, sum_over_ranks, 0) +
+                     run_coll(comm, C_ROOT_REDUCE, counts, 4, ops, 2, sum_over_ranks, 0);
+        if (rank == 0)
+            printf("chain wrong elements: %ld\n", total);
+        status = total != 0;
     } else if (!strcmp(mode, "v")) {
         status = run_v_cases(comm, sum_over_ranks) != 0;
     } else if (!strcmp(mode, "v-mismatch")) {
@@ -195,8 +218,13 @@ int main(int argc, char **argv)
     } else {
         static const size_t counts[] = {1, 5, 1000, 1001, 65539, 1 << 20}, gcounts[] = {1, 3, 1001, 262147},
                             rcounts[] = {1, 5, 1001, 65539}, acounts[] = {1, 3, 1001, 65539},
-                            bcounts[] = {1, 1001, 16383, 262147}; /* f32, i32: hier below 64 KB, hier_split from there */
-        const CaseCounts cc = {counts, gcounts, rcounts, acounts, bcounts, 6, 4, 4, 4, 4};
+                            bcounts[] = {1, 1001, 16383, 262147}, /* f32, i32: hier below 64 KB, hier_split from there */
+                            big[] = {2097155};                    /* hier_chain from 8 MB, from three roots */
+        /* The 8 MB cases on several nodes only (CCL_RANKS_PER_NODE below the size): they
+         * are there for hier_chain, and cost seconds a shape. */
+        const char *rpn = getenv("CCL_RANKS_PER_NODE");
+        int nodes = rpn && atoi(rpn) > 0 ? size / atoi(rpn) : 1;
+        const CaseCounts cc = {counts, gcounts, rcounts, acounts, bcounts, 6, 4, 4, 4, 4, big, nodes > 1};
         long total = run_cases(comm, &cc, sum_over_ranks);
         status = total != 0;
     }

@@ -17,10 +17,16 @@
 #              ccl_reduce (f32 sum, i32 max; the root's output checked) on 4 counts x out of
 #              place and in place (algorithms/broadcast/hier.ccl, algorithms/reduce/hier.ccl
 #              to 64 KB: the counts 1, 1001 and 16383 must run them; from there the
-#              hier_split.ccl programs: the count 262147 must run them),
+#              hier_split.ccl programs: the count 262147 must run them), and on several
+#              nodes from roots 0, N / 2 and N - 1 on 2097155 (8 MB and 12 bytes: the
+#              hier_chain.ccl programs must run it),
 #              3 calls back to back each, every element checked; and the proxy's log
 #              says the data crossed the nodes through it; also 4 nodes of 1, 1 node of 4
 #              (there the one-node programs run), and 3 nodes of 2 (mpirun -np 6)
+#   chain      the hier_chain programs registered for every size and root, as 2 nodes of 2,
+#              4 of 1 and 3 of 2: broadcast (f32, i32) and reduce (f32 sum, i32 max) from every
+#              root on counts 1, 5, 1001 and 65539 (slices of a few elements, empty ones) x out
+#              of place and in place, 3 calls back to back each, every element checked
 #   split      ccl_comm_split of 2 nodes of 2, 4 of 1 and 3 of 2 (mpirun -np 6): by node (each
 #              child one node), by local index (each child one rank on every node, its
 #              transport an MPI_Comm_split), with the last rank of no color, and with an uneven
@@ -80,15 +86,16 @@ for shape in 4:2 4:1 4:4 6:2; do
     if [ $rc -ne 0 ]; then
         echo "FAIL multinode/check-${nodes}x$rpn: exit $rc"
         tail -20 "$tmp/check.out" "$tmp/check.err" | sed 's/^/    /'
-    elif [ "$(grep -c ': ok$' "$tmp/check.out")" -ne $((97 + 32 * np)) ] || ! grep -q '^wrong elements: 0$' "$tmp/check.out"; then
+    elif [ "$(grep -c ': ok$' "$tmp/check.out")" -ne $((97 + 32 * np + (nodes > 1 ? 24 : 0))) ] || ! grep -q '^wrong elements: 0$' "$tmp/check.out"; then
         echo "FAIL multinode/check-${nodes}x$rpn: not every case checked out"
         grep -v ': ok$' "$tmp/check.out" | head -40 | sed 's/^/    /'
     elif [ "$nodes" -gt 1 ] && { [ "$(grep -c '^reduce-scatter count 65539 .*(hier.ccl): ok$' "$tmp/check.out")" -ne 4 ] ||
                                  [ "$(grep -c '^reduce-scatter count 1001 .*(direct_net.ccl): ok$' "$tmp/check.out")" -ne 4 ] ||
                                  [ "$(grep -cE '^(broadcast|reduce) root [0-9]+ count (1|1001|16383) .*\(hier.ccl\): ok$' "$tmp/check.out")" -ne $((24 * np)) ] ||
-                                 [ "$(grep -cE '^(broadcast|reduce) root [0-9]+ count 262147 .*\(hier_split.ccl\): ok$' "$tmp/check.out")" -ne $((8 * np)) ]; }; then
+                                 [ "$(grep -cE '^(broadcast|reduce) root [0-9]+ count 262147 .*\(hier_split.ccl\): ok$' "$tmp/check.out")" -ne $((8 * np)) ] ||
+                                 [ "$(grep -cE '^(broadcast|reduce) root [0-9]+ count 2097155 .*\(hier_chain.ccl\): ok$' "$tmp/check.out")" -ne 24 ]; }; then
         echo "FAIL multinode/check-${nodes}x$rpn: not the programs for several nodes the sizes hints pick"
-        grep -E '^(reduce-scatter count (1001|65539)|(broadcast|reduce) root 0 count (1|16383|262147) )' "$tmp/check.out" | sed 's/^/    /'
+        grep -E '^(reduce-scatter count (1001|65539)|(broadcast|reduce) root 0 count (1|16383|262147|2097155) )' "$tmp/check.out" | sed 's/^/    /'
     elif [ "$nodes" -gt 1 ] && ! grep -q "ready: rank 0 of $np ($nodes nodes of $rpn)" "$tmp/check.err"; then
         echo "FAIL multinode/check-${nodes}x$rpn: the communicator is not $nodes nodes"
         grep ready "$tmp/check.err" | sed 's/^/    /'
@@ -97,8 +104,25 @@ for shape in 4:2 4:1 4:4 6:2; do
         grep -E 'proxy|ready' "$tmp/check.err" | sed 's/^/    /'
     else
         split=""
-        [ "$nodes" -gt 1 ] && split="; hier_split from 64 KB"
-        echo "ok multinode/check-${nodes}x$rpn: barriers, 48 all-reduce, 16 all-gather, 16 reduce-scatter, 16 all-to-all, $((16 * np)) broadcast and $((16 * np)) reduce cases (every root${split}) x 3 calls, every element right"
+        [ "$nodes" -gt 1 ] && split="; hier_split from 64 KB, hier_chain from 8 MB, from three roots"
+        echo "ok multinode/check-${nodes}x$rpn: barriers, 48 all-reduce, 16 all-gather, 16 reduce-scatter, 16 all-to-all, $((16 * np + (nodes > 1 ? 12 : 0))) broadcast and $((16 * np + (nodes > 1 ? 12 : 0))) reduce cases (every root${split}) x 3 calls, every element right"
+    fi
+done
+
+# The hier_chain programs below their hint (registered for every size): slices of a few
+# elements and empty ones, every root (cases.h's rooted cases; collectives.c, chain).
+for shape in 4:2 4:1 6:2; do
+    np=${shape%:*} rpn=${shape#*:} nodes=$((${shape%:*} / ${shape#*:}))
+    mpin=("${mpi[@]}")
+    mpin[2]=$np
+    CCL_RANKS_PER_NODE=$rpn timeout -k 10 120 "${mpin[@]}" "$prog" chain >"$tmp/chain.out" 2>"$tmp/chain.err"
+    rc=$?
+    if [ $rc -ne 0 ] || [ "$(grep -cE '^(broadcast|reduce) root [0-9]+ count .*\(hier_chain.ccl\): ok$' "$tmp/chain.out")" -ne $((32 * np)) ] ||
+       ! grep -q '^chain wrong elements: 0$' "$tmp/chain.out"; then
+        echo "FAIL multinode/chain-${nodes}x$rpn: exit $rc, not every case ran hier_chain and checked out"
+        { grep -v ': ok$' "$tmp/chain.out"; tail -5 "$tmp/chain.err"; } | head -20 | sed 's/^/    /'
+    else
+        echo "ok multinode/chain-${nodes}x$rpn: hier_chain registered for every size: $((16 * np)) broadcast and $((16 * np)) reduce cases (every root, counts 1 to 65539) x 3 calls, every element right"
     fi
 done
 

@@ -5,7 +5,8 @@
  *
  * Builds small libraries in a temporary folder from $CCL_ALGORITHM_DIR/allreduce/ring.ccl
  * and runs ccl_all_reduce on two CPU ranks against each. Prints "ok library-trust: WHAT" or
- * "FAIL library-trust: WHAT: ...". */
+ * "FAIL library-trust: WHAT: ...". Also that a file whose opening comment runs past the
+ * library's read window (4 KB) is still found. */
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,23 @@ static void make_library(const char *algs, const char *tmp, const char *name, mo
     snprintf(to, sizeof to, "%s/ring.ccl", sub);
     copy_file(from, to, file_mode);
     chmod(out, dir_mode);
+}
+
+/* Puts `bytes` of # comment lines before the text of the file at path. */
+static int prepend_comment(const char *path, size_t bytes)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text, f);
+    fclose(f);
+    if (!(f = fopen(path, "wb")))
+        return -1;
+    for (size_t at = 0; at < bytes; at += 80)
+        fprintf(f, "# a long opening comment, as the programs for several nodes have: %12zu\n", at);
+    fwrite(text, 1, n, f);
+    return fclose(f);
 }
 
 /* ccl_all_reduce of one float on two CPU ranks with the library at dir: the result and
@@ -101,6 +119,13 @@ int main(void)
     snprintf(detail, sizeof detail, "%s: %s", ccl_result_string(r), msg);
     check("a library of this user's, 0755/0644, is used", r == CCL_OK, detail);
 
+    make_library(argv[1], argv[2], "long_comment", 0755, 0644, lib, sizeof lib);
+    char file[2048];
+    snprintf(file, sizeof file, "%s/allreduce/ring.ccl", lib);
+    r = prepend_comment(file, 6000) == 0 ? try_library(lib, msg, sizeof msg) : CCL_ERR_INTERNAL;
+    snprintf(detail, sizeof detail, "%s: %s", ccl_result_string(r), msg);
+    check("a file whose opening comment runs past 4 KB is found", r == CCL_OK, detail);
+
     make_library(argv[1], argv[2], "open_file", 0755, 0666, lib, sizeof lib);
     r = try_library(lib, msg, sizeof msg);
     snprintf(detail, sizeof detail, "%s: %s", ccl_result_string(r), msg);
@@ -116,7 +141,6 @@ int main(void)
 
     if (geteuid() == 0) {
         make_library(argv[1], argv[2], "foreign", 0755, 0644, lib, sizeof lib);
-        char file[2048];
         snprintf(file, sizeof file, "%s/allreduce/ring.ccl", lib);
         if (chown(file, 65534, 65534) == 0) {
             r = try_library(lib, msg, sizeof msg);

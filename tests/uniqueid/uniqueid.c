@@ -170,7 +170,7 @@ static int run_rank(const char *mode, int rpn, int who, int (*pipes)[2], const c
         return 3;
     }
     static const size_t counts[] = {1, 1001, 65539};
-    const CaseCounts cc = {counts, counts, counts, counts, counts, 3, 3, 3, 3, 3};
+    const CaseCounts cc = {counts, counts, counts, counts, counts, 3, 3, 3, 3, 3, NULL, 0};
     long wrong = run_cases(comm, &cc, own);
     printf("rank %d: wrong %ld\n", rank, wrong);
     fflush(stdout);
