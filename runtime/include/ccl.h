@@ -125,7 +125,12 @@ ccl_result_t ccl_comm_init_rank(ccl_comm_t **comm, const ccl_bootstrap_t *bootst
  * communicator) posts and polls. ccl_mpi.h fills one from an MPI_Comm; libccl itself
  * links no MPI. Messages between two ranks must arrive in the order they were sent
  * (MPI's non-overtaking rule on one communicator and tag). Every function returns 0 on
- * success, anything else on an error of the transport. */
+ * success, anything else on an error of the transport. An error of a call about one peer
+ * (isend, irecv, or the test of a request with that peer) is taken as that peer lost: the
+ * proxy calls the transport for it no more (its requests are neither tested nor cancelled
+ * again, and their buffers may be freed before release, so the transport must not touch
+ * them after such an error) and goes on with the other peers, to tell them which rank is
+ * gone. */
 typedef struct ccl_net {
     /* Starts sending `bytes` at buf to rank `peer`; *req is the request to test. */
     int (*isend)(void *ctx, int peer, const void *buf, size_t bytes, void **req);

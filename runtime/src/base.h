@@ -75,6 +75,12 @@ typedef struct {
      * recorded when it is found, so a rank that failed on its own and exited since is
      * not named as dead by whoever looks later. */
     _Atomic uint64_t gone;
+    /* What this rank knew of the rank its abort word names when it set its node-mates'
+     * abort words on that rank's behalf (CPU backend, several nodes): CCL__NET_* flags
+     * (cpu/net.h) | (1 + the rank whose connection to it failed) << 8. Written before
+     * those words, so that a node-mate stopped by it can say what the other nodes told
+     * this rank (their ABORT messages) or what this rank's own proxy found. */
+    _Atomic uint64_t why;
     /* At CCL_IDENT_OFF (cuda/abi.h): the identities of this rank's last CCL_IDENT_RING
      * calls (CclIdent), which peers compare with theirs before they touch this rank;
      * at CCL_LAUNCH_OFF, GPU kernels' launch count; at CCL_INBOX_OFF, the

@@ -7,11 +7,14 @@
  * reduce-scatters, broadcasts and reduces name the program that ran. The program sets
  * rank and size, and defines fail_now (which must not return) and the combine function
  * that run_cases sums a case's wrong elements with (MPI_Allreduce over the ranks, or this
- * rank's own). */
+ * rank's own). And run_kill_case: a rank killed while the others all-reduce. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ccl.h"
 
@@ -693,4 +696,56 @@ static long run_split_cases(ccl_comm_t *comm, int L, long (*combine)(long wrong)
     if (prank == 0)
         printf("split: the parent after the splits: %s\n", all ? "WRONG" : "ok");
     return total;
+}
+
+/* ---- a rank killed while the others are in a collective ---- */
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void *kill_later(void *ms)
+{
+    struct timespec t = {*(int *)ms / 1000, *(int *)ms % 1000 * 1000000L};
+    nanosleep(&t, NULL);
+    raise(SIGKILL);
+    return NULL;
+}
+
+/* Every rank all-reduces 2^18 floats (1 MB) again and again, each call synchronized; rank
+ * `victim` is killed (SIGKILL) once its first call has completed, which means that every
+ * rank's communicator is made (the victim's init may return before the others'): at once
+ * with after_ms 0, while the others finish that call or start the next; else after_ms
+ * later, by a thread of its own, in the middle of a call with data in flight. Every other
+ * rank stops at its first failure and prints "rank R: RESULT after N ms (rank V killed M
+ * ms after its first call): MESSAGE", N counted from the start of its loop; its exit
+ * status: 1 if every call succeeded for 60 s (the death went unnoticed), else 0. */
+static int run_kill_case(ccl_comm_t *comm, int victim, int after_ms)
+{
+    enum { COUNT = 1 << 18 };
+    static int ms;
+    float *x = calloc(COUNT, sizeof *x);
+    if (!x)
+        fail_now(comm, "out of memory");
+    ms = after_ms;
+    pthread_t killer;
+    double t0 = now_ms();
+    ccl_result_t r = CCL_OK;
+    for (int k = 0; r == CCL_OK && now_ms() - t0 < 60000; k++) {
+        if (rank == victim && k == 1 && after_ms == 0)
+            raise(SIGKILL);
+        if (rank == victim && k == 1 && pthread_create(&killer, NULL, kill_later, &ms) != 0)
+            fail_now(comm, "pthread_create");
+        r = ccl_all_reduce(x, x, COUNT, CCL_F32, CCL_SUM, comm, NULL);
+        if (r == CCL_OK)
+            r = ccl_comm_synchronize(comm);
+    }
+    printf("rank %d: %s after %.0f ms (rank %d killed %d ms after its first call): %s\n", rank, ccl_result_string(r),
+           now_ms() - t0, victim, after_ms, ccl_comm_last_error(comm));
+    fflush(stdout);
+    free(x);
+    return r == CCL_OK;
 }

@@ -2,7 +2,7 @@
  * ccl_broadcast and ccl_reduce on a communicator of several nodes, under mpirun
  * (tests/multinode/run.sh; docs/multinode.md).
  *
- *   CCL_RANKS_PER_NODE=2 mpirun -np 4 collectives [check|skip R|kill R]
+ *   CCL_RANKS_PER_NODE=2 mpirun -np 4 collectives [check|skip R|kill R|killmid R]
  *
  * The communicator comes from MPI_COMM_WORLD by ccl_comm_init_mpi_nodes, so ranks of
  * different nodes share no memory and their traffic goes through Open MPI (the
@@ -16,8 +16,11 @@
  * reduce-scatters, broadcasts and reduces) and exits 1 on any wrong element. skip R:
  * rank R makes no call while the others all-reduce (CCL_TIMEOUT_MS bounds their wait);
  * every rank prints what its call returned and its message. kill R: rank R is killed
- * (SIGKILL) instead. bw: the net channel's rate against MPI's own
- * (bandwidth(), below). p2p: cases.h's point-to-point cases (a ring and pairwise
+ * (SIGKILL) instead, and the others all-reduce until they fail (cases.h, run_kill_case);
+ * killmid R: R is killed 300 ms into those all-reduces, in the middle of one. In both the
+ * others end without MPI_Finalize, which would wait for the dead rank (under mpirun
+ * --enable-recovery, which lets them report). bw: the net channel's rate against MPI's
+ * own (bandwidth(), below). p2p: cases.h's point-to-point cases (a ring and pairwise
  * exchanges in groups, crossing nodes) on counts 1, 1001 and 2^20, f32 and i32.
  * p2p-mismatch: rank 0 sends 10 i32 to rank 2 (another node), which receives 11; both
  * print what they got, and rank 2 whether its buffer stayed untouched. p2p-unmatched
@@ -40,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ccl.h"
 #include "ccl_mpi.h"
@@ -203,11 +207,13 @@ int main(int argc, char **argv)
                    rank == 2 && untouched ? " [buffer untouched]" : "");
         fflush(stdout);
         MPI_Barrier(MPI_COMM_WORLD);
-    } else if (!strcmp(mode, "skip") || !strcmp(mode, "kill")) {
+    } else if (!strcmp(mode, "kill") || !strcmp(mode, "killmid")) {
+        status = run_kill_case(comm, argc > 2 ? atoi(argv[2]) : size - 1, !strcmp(mode, "kill") ? 0 : 300);
+        ccl_comm_destroy(comm);
+        _exit(status);
+    } else if (!strcmp(mode, "skip")) {
         int skip = argc > 2 ? atoi(argv[2]) : size - 1;
         float x[64] = {0};
-        if (rank == skip && !strcmp(mode, "kill"))
-            raise(SIGKILL);
         if (rank != skip) {
             r = ccl_all_reduce(x, x, 64, CCL_F32, CCL_SUM, comm, NULL);
             if (r == CCL_OK)

@@ -30,9 +30,10 @@
 #   noroot     the id's process has ended: every rank fails, naming the root's address
 #   baddev     rank 1's init refuses its device after the connections are made: it tells
 #              the others, which fail at once, naming rank 1 and its reason
-#   kill       rank 3 is killed once the communicator is made: ranks 0-2 fail at once, not at the
-#              timeout (each naming the first peer whose connection failed: rank 3, or a rank
-#              that stopped because of it; docs/multinode.md)
+#   kill, killmid  a rank is killed while the others all-reduce (at once, or 300 ms later
+#              in the middle of a call), as 2 nodes of 2, 4 of 1, 3 of 2, 2 of 3 and 6 of 1:
+#              every survivor fails within 5 s (the timeout is 20 s), naming the killed rank
+#              as gone, not a rank that stopped because of it (docs/multinode.md, "Failures")
 #   badid      a damaged id, nranks 0, rank out of range, a NULL id: refused, each named
 #   badaddr    CCL_BOOTSTRAP_ADDR unresolvable, not this host's, a bad port; CCL_SOCKET_IFNAME
 #              naming no interface: ccl_get_unique_id fails, saying which and why
@@ -173,14 +174,29 @@ failing baddev 3 "^rank [023]: init: a peer failed or left: .*rank 1 (.*pid [0-9
         show "$tmp/out"
     fi
 
-# Rank 3 is killed once the communicator is made: no survivor waits out the 20 s timeout.
-CCL_TIMEOUT_MS=20000 failing kill 3 '^rank [012]: \(init: \)\?\(a peer failed or left\|system call failed\): ' kill 4 2 3 &&
-    if [ "$ms" -lt 10000 ] && grep -q 'rank 3' "$tmp/out"; then
-        echo "ok uniqueid/kill: ranks 0, 1 and 2 fail in ${ms} ms (timeout 20 s), rank 3 named"
-    else
-        echo "FAIL uniqueid/kill: ${ms} ms, or nobody names rank 3"
-        show "$tmp/out"
-    fi
+# A rank killed while the others all-reduce (cases.h, run_kill_case): at once after its
+# first call, and 300 ms later in the middle of one; as 2 nodes of 2 (its node-mate finds
+# its process gone, the other node's ranks their connections to it failing), 4 nodes of 1
+# (only the connections fail), 3 nodes of 2, 2 of 3, and 6 of 1 with rank 0 killed. Every
+# survivor must fail within 5 s (the timeout is 20 s), its message naming the killed rank
+# as gone, not a rank that stopped because of it (docs/multinode.md, "Failures").
+for mode in kill killmid; do
+    for shape in 4:2:3 4:1:3 6:2:3 6:3:4 6:1:0; do
+        IFS=: read -r np rpn v <<<"$shape"
+        name="uniqueid/$mode-$((np / rpn))x$rpn"
+        CCL_TIMEOUT_MS=20000 timeout -k 5 60 "$prog" "$mode" "$np" "$rpn" "$v" >"$tmp/out" 2>&1
+        rc=$?
+        gone="rank $v (on node $((v / rpn)) |\(pid [0-9]+\) )is gone"
+        named=$(grep -cE "^rank [0-9]+: a peer failed or left after [0-9]+ ms [^:]*: .*$gone" "$tmp/out")
+        slowest=$(grep -oE '^rank [0-9]+: [^:]* after [0-9]+ ms' "$tmp/out" | awk '{ if ($(NF - 1) > m) m = $(NF - 1) } END { print m + 0 }')
+        if [ $rc -eq 0 ] && [ "$named" -eq $((np - 1)) ] && [ "$slowest" -lt 5000 ]; then
+            echo "ok $name: rank $v killed ($([ "$mode" = kill ] && echo "at once" || echo "300 ms into the calls")), the $((np - 1)) others fail within $slowest ms, each naming rank $v as gone"
+        else
+            echo "FAIL $name: exit $rc, $named of $((np - 1)) survivors name rank $v as gone, the slowest after $slowest ms"
+            show "$tmp/out"
+        fi
+    done
+done
 
 failing badid 4 "^\(bad id\|nranks 0\|rank 2 of 2\|NULL id\): invalid argument: " badid &&
     if grep -q "^bad id: .*ccl_comm_init_rank_id: argument 'id' was not made by ccl_get_unique_id" "$tmp/out" &&

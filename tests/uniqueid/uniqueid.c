@@ -26,14 +26,15 @@
  *   baddev   rank R passes device -5: its init refuses it once the connections are made,
  *            and closes them; the others fail at once, naming rank R
  *   kill     rank R is killed (SIGKILL) once the communicator is made, while the others
- *            all-reduce: they fail soon, each naming rank R
+ *            all-reduce: they fail soon, each naming rank R (cases.h, run_kill_case)
+ *   killmid  the same, rank R killed 300 ms into the all-reduces, in the middle of one
  *   badid    the id's first byte changed, then nranks 0 and rank = nranks: every
  *            argument refused, named
  *   getid    ccl_get_unique_id alone (the script sets CCL_BOOTSTRAP_ADDR or
  *            CCL_SOCKET_IFNAME to something wrong): prints its result and message
  * Every rank prints "rank R: init: RESULT: MESSAGE" when its init fails. The program
- * exits 0 when every rank exited 0 (in skip, cookie, noroot, baddev and kill: when every
- * rank that should fail did, and printed why; R killed excepted). */
+ * exits 0 when every rank exited 0 (in skip, cookie, noroot, baddev, kill and killmid: when
+ * every rank that should fail did, and printed why; R killed excepted). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -129,16 +130,10 @@ static int run_rank(const char *mode, int rpn, int who, int (*pipes)[2], const c
         printf("rank %d: init: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(NULL));
         return strcmp(mode, "check") && strcmp(mode, "p2p") && strcmp(mode, "v") && strcmp(mode, "split") ? 0 : 2;
     }
-    if (!strcmp(mode, "kill")) {
-        float x[64] = {0};
-        if (rank == who)
-            raise(SIGKILL);
-        r = ccl_all_reduce(x, x, 64, CCL_F32, CCL_SUM, comm, NULL);
-        if (r == CCL_OK)
-            r = ccl_comm_synchronize(comm);
-        printf("rank %d: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(comm));
+    if (!strcmp(mode, "kill") || !strcmp(mode, "killmid")) {
+        int status = run_kill_case(comm, who, !strcmp(mode, "kill") ? 0 : 300);
         ccl_comm_destroy(comm);
-        return r == CCL_OK;
+        return status;
     }
     if (!strcmp(mode, "splitskip")) {
         /* Rank `who` destroys its communicator and ends without splitting it. */
@@ -213,7 +208,8 @@ int main(int argc, char **argv)
     size = argc > 2 ? atoi(argv[2]) : 4;
     int rpn = argc > 3 ? atoi(argv[3]) : 2, who = argc > 4 ? atoi(argv[4]) : size - 1;
     if (size < 1 || size > MAX_RANKS) {
-        fprintf(stderr, "usage: uniqueid check|p2p|split|splitskip|skip|cookie|noroot|baddev|kill|badid|getid NRANKS RANKS_PER_NODE [R]\n");
+        fprintf(stderr, "usage: uniqueid check|p2p|split|splitskip|skip|cookie|noroot|baddev|kill|killmid|badid|getid "
+                "NRANKS RANKS_PER_NODE [R]\n");
         return 2;
     }
     ccl_unique_id_t stale;
@@ -249,7 +245,7 @@ int main(int argc, char **argv)
     for (int p = 0; p < size; p++) {
         int status = 0;
         waitpid(pids[p], &status, 0);
-        if (p == who && !strcmp(mode, "kill") && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+        if (p == who && !strncmp(mode, "kill", 4) && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
             continue;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             printf("rank %d: exit status %d%s\n", p, WIFEXITED(status) ? WEXITSTATUS(status) : -1,

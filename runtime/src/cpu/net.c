@@ -16,7 +16,8 @@
  *   ACK    how many PUT pieces from this rank the sender has applied (cumulative)
  *   IDENT  a call's identity (CclIdent), kept per sender in a ring like the heaps' own
  *   ARRIVE the all-rank barrier's arrival count
- *   ABORT  stop on behalf of rank d (value d + 1), with what is known of d
+ *   ABORT  stop on behalf of rank d (value d + 1), with what is known of d (net.h) and,
+ *          when a rank's connection to d failed, which rank's (lost(), below)
  *   BYE    the sender is leaving: it sends nothing more
  *   CTS    point-to-point: the receiver has posted its recv of message nth from this
  *          rank (its count and dtype in the header), so the sender may send it
@@ -39,6 +40,9 @@
  * another block) the news then takes. A rank sends a call's puts only once it has seen
  * every peer's identity of that call (cpu/idents.c, as on one node), so a peer never
  * applies a put of a call it has not entered.
+ *
+ * A transport call about one rank that fails loses that rank alone (lost(), below): the
+ * proxy goes on with the others, so that it can tell them whom the failure was about.
  *
  * The proxy applies a PUT only inside the heap (offset and length checked), and only
  * ranks of other nodes are ever sent to or received from. */
@@ -112,11 +116,18 @@ struct CpuNet {
     pthread_mutex_t mu;
     Msg *head, *tail;           /* queued by the comm's threads */
     Msg *flight, *flight_tail;  /* posted, not yet complete (proxy only) */
+    Msg *dropped;               /* posted to a rank lost since: the transport may hold them
+                                   still, so they are freed only at the end (proxy only) */
     _Atomic int stop;
     int broken;                 /* the transport failed: no more calls into it */
+    int *cut, ncut;             /* per rank: its connection failed, no more calls for it
+                                   (lost()); how many (proxy only) */
+    int telling;                /* lost() is telling the other nodes of rank telling - 1
+                                   (proxy only) */
     uint64_t sent, sent_bytes, recvd; /* messages and bytes, for the log at the end */
     _Atomic uint64_t *posted, *acked, *arrived; /* per rank */
-    _Atomic int *flags;
+    _Atomic int *flags;         /* per rank: what ABORT messages said of it (net.h) */
+    _Atomic int *lost_by;       /* per rank: 1 + the rank whose connection to it failed */
     uint64_t *applied, *ack_sent;
     int *bye;
     void **rreq;
@@ -339,14 +350,16 @@ _Atomic uint64_t *ccl__cpu_net_arrived(CpuNet *n, int p)
     return &n->arrived[p];
 }
 
-void ccl__cpu_net_abort(CpuNet *n, int d, int flags)
+void ccl__cpu_net_abort(CpuNet *n, int d, int flags, int by)
 {
+    uint64_t b = flags & CCL__NET_LOST && by >= 0 ? (uint64_t)by + 1 : 0;
     if (!atomic_load(&n->stop))
-        to_remotes(n, M_ABORT, (uint64_t)d + 1, 0, (uint32_t)flags, NULL, 0);
+        to_remotes(n, M_ABORT, (uint64_t)d + 1, b, (uint32_t)flags, NULL, 0);
 }
 
-int ccl__cpu_net_flags(CpuNet *n, int p)
+int ccl__cpu_net_flags(CpuNet *n, int p, int *by)
 {
+    *by = atomic_load(&n->lost_by[p]) - 1;
     return atomic_load(&n->flags[p]);
 }
 
@@ -402,7 +415,9 @@ int ccl__cpu_net_boot_take(CpuNet *n, int peer, uint64_t tag, void *buf, size_t 
 
 /* ---- the proxy thread ---- */
 
-/* The transport failed: the comm fails, naming the call, and the proxy calls it no more. */
+/* What came through the transport breaks the protocol (a message that makes no sense),
+ * or the proxy cannot keep it (out of memory): the comm fails, naming what and whose, and
+ * the proxy calls the transport no more. */
 static void broke(CpuNet *n, const char *what, int peer, int rc)
 {
     if (n->broken)
@@ -419,25 +434,98 @@ static void broke(CpuNet *n, const char *what, int peer, int rc)
     }
 }
 
+static void post_send(CpuNet *n, Msg *m);
+
+/* A transport call about rank p returned rc (over TCP: p's connection was closed or
+ * reset without a goodbye, its process ended?): p is lost to this rank. The proxy calls
+ * the transport for p no more (p's receive and sends are neither tested nor cancelled
+ * again) and goes on with the other ranks. Unless this rank had stopped already, it tells
+ * every other rank of another node that p is gone (ABORT naming p, flagged CCL__NET_LOST,
+ * with this rank as the one whose connection failed) before anything else, then stops its
+ * own node on p's behalf, the comm's error naming p.
+ *
+ * Whom a stopped rank names: the rank its abort word names, which the first news sets,
+ * once (ABORT messages and lost connections alike are applied by this thread, one at a
+ * time). News travels in order along each connection, and three rules make the first
+ * news name a rank that is really gone rather than one that stopped because of it: a
+ * rank that loses p tells every other node before its own threads can see that it
+ * stopped (so before it can fail or leave on that account); a rank stopped on p's
+ * behalf passes p on, not itself (ccl__cpu_abort_all, cpu/waits.c); and a rank that
+ * leaves says goodbye (BYE), after which its connection's closing is no news (no receive
+ * is posted). So a connection that fails is news of a rank that ended without a goodbye,
+ * gone itself, and a rank that hears from rank A that p is gone hears it before anything
+ * of A's own end. A rank that hears both, its connection to A failing and an ABORT saying
+ * p is gone, names the one it heard first: both are gone. And a rank that stopped
+ * everyone itself before it went (its ABORT came first) is named for that, as on one
+ * node (ccl__cpu_abort_for): its loss is not recorded over it. */
+static void lost(CpuNet *n, const char *what, int p, int rc)
+{
+    ccl_comm_t *comm = n->comm;
+    if (n->cut[p])
+        return;
+    n->cut[p] = 1;
+    n->ncut++;
+    uint64_t ab = atomic_load(&header(comm, n->me)->abort);
+    if (ab != (uint64_t)p + 1) {
+        int zero = 0;
+        atomic_compare_exchange_strong(&n->lost_by[p], &zero, n->me + 1);
+        atomic_fetch_or(&n->flags[p], CCL__NET_LOST);
+    }
+    if (ab || n->telling) {
+        /* Old news: whoever stopped this rank tells the others, and so do this rank's
+         * threads as they stop (ccl__cpu_abort_all), with all that is known by then; or
+         * this rank is telling them of the rank it lost first, which stops them. */
+        CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, n->me, "the inter-node transport lost rank %d (%s returned %d); this "
+                 "rank stops on rank %llu's behalf already", p, what, rc,
+                 (unsigned long long)(ab ? ab : (uint64_t)n->telling) - 1);
+        return;
+    }
+    n->telling = p + 1;
+    for (int q = 0; q < n->N; q++) {
+        Msg *m = remote(n, q) && !n->cut[q] ? msg_new(q, M_ABORT, (uint64_t)p + 1, (uint64_t)n->me + 1, 0) : NULL;
+        if (m) {
+            m->h.flags = CCL__NET_LOST;
+            post_send(n, m);  /* (one that fails loses q as well) */
+        }
+    }
+    n->telling = 0;
+    ccl__set_async_error(comm, CCL_ERR_PEER_FAILED, "rank %d: rank %d on node %d is gone: the inter-node transport "
+                         "failed: %s with rank %d returned %d", n->me, p, p / n->L, what, p, rc);
+    /* This rank's word first, then its node-mates', which say why through it (CclHeapHeader.why). */
+    atomic_store(&header(comm, n->me)->why, CCL__NET_LOST | (uint64_t)(n->me + 1) << 8);
+    uint64_t zero = 0;
+    atomic_compare_exchange_strong(&header(comm, n->me)->abort, &zero, (uint64_t)p + 1);
+    for (int q = 0; q < n->N; q++) {
+        zero = 0;
+        if (comm->heap_base[q])
+            atomic_compare_exchange_strong(&header(comm, q)->abort, &zero, (uint64_t)p + 1);
+    }
+}
+
+/* Posts the receive of rank p's next message; the transport's result. */
 static int post_recv(CpuNet *n, int p)
 {
     n->rdata[p] = 0;
     int rc = n->t.irecv(n->t.ctx, p, n->rbuf[p], sizeof(NetHdr) + NET_INLINE, &n->rreq[p]);
-    if (rc) {
+    if (rc)
         n->rreq[p] = NULL;
-        broke(n, "irecv", p, rc);
-    }
     return rc;
 }
 
+/* Posts m (and the piece that follows it), or drops it: the transport failed, or m's
+ * rank is lost. */
 static void post_send(CpuNet *n, Msg *m)
 {
     m->next = NULL;
-    int rc = n->broken ? -1 : n->t.isend(n->t.ctx, m->peer, &m->h, m->bytes, &m->req);
+    if (n->broken || n->cut[m->peer]) {
+        free(m);
+        return;
+    }
+    int rc = n->t.isend(n->t.ctx, m->peer, &m->h, m->bytes, &m->req);
     if (!rc && m->data && (rc = n->t.isend(n->t.ctx, m->peer, m->data, m->h.b, &m->dreq)) != 0)
-        n->t.cancel(n->t.ctx, m->req); /* (a broken transport: the header's send is given up) */
+        n->t.cancel(n->t.ctx, m->req); /* (the header's send is given up) */
     if (rc) {
-        broke(n, "isend", m->peer, rc);
+        lost(n, "isend", m->peer, rc);
         free(m);
         return;
     }
@@ -476,7 +564,7 @@ static void apply(CpuNet *n, int p, size_t bytes)
         int rc = n->t.irecv(n->t.ctx, p, heap + h->a, h->b, &n->rreq[p]);
         if (rc) {
             n->rreq[p] = NULL;
-            broke(n, "irecv of a put's piece", p, rc);
+            lost(n, "irecv of a put's piece", p, rc);
             return;
         }
         n->rdata[p] = 1;
@@ -507,9 +595,21 @@ static void apply(CpuNet *n, int p, size_t bytes)
         atomic_store_explicit(&n->arrived[p], h->a, memory_order_release);
         return;
     case M_ABORT: {
-        int d = (int)h->a - 1;
-        if (d >= 0 && d < n->N)
-            atomic_fetch_or(&n->flags[d], (int)h->flags);
+        /* Stop on behalf of rank d, keeping what the sender knows of it; the first news
+         * stays the cause (lost(), above), and d's loss is not recorded over d's own
+         * stop (this rank stopped on d's behalf already, and nobody had lost d). */
+        int d = (int)h->a - 1, flags = (int)h->flags, by = (int)h->b - 1;
+        uint64_t ab = atomic_load(&header(comm, n->me)->abort);
+        if (h->a == 0 || h->a > (uint64_t)n->N) {
+            broke(n, "an abort naming no rank", p, (int)h->a);
+            return;
+        }
+        if (ab == h->a && !(atomic_load(&n->flags[d]) & CCL__NET_LOST))
+            flags &= ~CCL__NET_LOST;
+        int zero32 = 0;
+        if (flags & CCL__NET_LOST && by >= 0 && by < n->N)
+            atomic_compare_exchange_strong(&n->lost_by[d], &zero32, by + 1);
+        atomic_fetch_or(&n->flags[d], flags);
         uint64_t zero = 0;
         atomic_compare_exchange_strong(&header(comm, n->me)->abort, &zero, h->a);
         return;
@@ -580,7 +680,7 @@ static void apply(CpuNet *n, int p, size_t bytes)
         int rc = n->t.irecv(n->t.ctx, p, e->buf + h->a, h->b, &n->rreq[p]);
         if (rc) {
             n->rreq[p] = NULL;
-            broke(n, "irecv of a point-to-point piece", p, rc);
+            lost(n, "irecv of a point-to-point piece", p, rc);
             return;
         }
         n->rdata[p] = 2;
@@ -605,20 +705,18 @@ static int sweep(CpuNet *n)
         post_send(n, m);
         busy = 1;
     }
+    /* (lost() may append ABORTs to the list as it is walked.) */
     for (Msg **pp = &n->flight, *prev = NULL; *pp && !n->broken;) {
         Msg *m = *pp;
         int done = 0, rc = 0;
         size_t b;
-        if (m->req && (rc = n->t.test(n->t.ctx, m->req, &done, &b)) == 0 && done)
+        if (!n->cut[m->peer] && m->req && (rc = n->t.test(n->t.ctx, m->req, &done, &b)) == 0 && done)
             m->req = NULL;
-        if (!rc && m->dreq && (rc = n->t.test(n->t.ctx, m->dreq, &done, &b)) == 0 && done)
+        if (!n->cut[m->peer] && !rc && m->dreq && (rc = n->t.test(n->t.ctx, m->dreq, &done, &b)) == 0 && done)
             m->dreq = NULL;
-        if (rc) {
-            broke(n, "test of a send", m->peer, rc);
-            break;
-        }
-        done = !m->req && !m->dreq;
-        if (!done) {
+        if (rc)
+            lost(n, "test of a send", m->peer, rc);
+        if (!n->cut[m->peer] && (m->req || m->dreq)) {
             prev = m;
             pp = &m->next;
             continue;
@@ -626,18 +724,23 @@ static int sweep(CpuNet *n)
         *pp = m->next;
         if (n->flight_tail == m)
             n->flight_tail = prev;
-        free(m);
+        if (n->cut[m->peer]) {
+            m->next = n->dropped;
+            n->dropped = m;
+        } else {
+            free(m);
+        }
         busy = 1;
     }
     for (int p = 0; p < n->N && !n->broken; p++) {
-        if (!n->rreq[p])
+        if (!n->rreq[p] || n->cut[p])
             continue;
         int done = 0;
         size_t bytes = 0;
         int rc = n->t.test(n->t.ctx, n->rreq[p], &done, &bytes);
         if (rc) {
-            broke(n, "test of a receive", p, rc);
-            break;
+            lost(n, "test of a receive", p, rc);
+            continue;
         }
         if (!done)
             continue;
@@ -652,11 +755,11 @@ static int sweep(CpuNet *n)
             n->recvd++;
             apply(n, p, bytes);
         }
-        if (!n->rreq[p] && !n->bye[p] && !n->broken)
-            post_recv(n, p);
+        if (!n->rreq[p] && !n->bye[p] && !n->broken && !n->cut[p] && (rc = post_recv(n, p)) != 0)
+            lost(n, "irecv", p, rc);
     }
     for (int p = 0; p < n->N && !n->broken; p++)
-        if (n->applied[p] != n->ack_sent[p] && !n->bye[p]) {
+        if (n->applied[p] != n->ack_sent[p] && !n->bye[p] && !n->cut[p]) {
             Msg *m = msg_new(p, M_ACK, n->applied[p], 0, 0);
             if (!m)
                 break; /* tried again at the next sweep */
@@ -686,7 +789,7 @@ static void *proxy_main(void *arg)
         if (leaving) {
             int all = !n->flight && !n->head;
             for (int p = 0; p < n->N && all; p++)
-                all = !remote(n, p) || n->bye[p];
+                all = !remote(n, p) || n->bye[p] || n->cut[p];
             double now = ccl__now_ms();
             if (all || n->broken || now > deadline ||
                 (now > grace && atomic_load(&header(comm, n->me)->abort)))
@@ -704,7 +807,7 @@ static void *proxy_main(void *arg)
             nanosleep(&nap, NULL);
     }
     for (int p = 0; p < n->N; p++)
-        if (n->rreq[p] && !n->broken)
+        if (n->rreq[p] && !n->broken && !n->cut[p])
             n->t.cancel(n->t.ctx, n->rreq[p]);
     /* Sends still in flight (a peer that never took them) keep their buffers: the
      * transport may still read them. */
@@ -723,6 +826,8 @@ static void net_free(CpuNet *n)
     free((void *)n->acked);
     free((void *)n->arrived);
     free((void *)n->flags);
+    free((void *)n->lost_by);
+    free(n->cut);
     free(n->applied);
     free(n->ack_sent);
     free(n->bye);
@@ -743,6 +848,10 @@ static void net_free(CpuNet *n)
         next = m->next;
         free(m);
     }
+    for (Msg *m = n->dropped, *next; m; m = next) {
+        next = m->next;
+        free(m);
+    }
     pthread_mutex_destroy(&n->mu);
     free(n);
 }
@@ -759,6 +868,8 @@ ccl_result_t ccl__cpu_net_start(ccl_comm_t *comm, CpuNet **out)
     n->acked = calloc((size_t)N, sizeof *n->acked);
     n->arrived = calloc((size_t)N, sizeof *n->arrived);
     n->flags = calloc((size_t)N, sizeof *n->flags);
+    n->lost_by = calloc((size_t)N, sizeof *n->lost_by);
+    n->cut = calloc((size_t)N, sizeof *n->cut);
     n->applied = calloc((size_t)N, sizeof *n->applied);
     n->ack_sent = calloc((size_t)N, sizeof *n->ack_sent);
     n->bye = calloc((size_t)N, sizeof *n->bye);
@@ -773,8 +884,9 @@ ccl_result_t ccl__cpu_net_start(ccl_comm_t *comm, CpuNet **out)
     n->rx_nth = calloc((size_t)N, sizeof *n->rx_nth);
     n->rx_last = calloc((size_t)N, sizeof *n->rx_last);
     n->boot = calloc((size_t)N, sizeof *n->boot);
-    int ok = n->boot && n->posted && n->acked && n->arrived && n->flags && n->applied && n->ack_sent && n->bye && n->rreq &&
-             n->rbuf && n->rdata && n->idents && n->cts && n->rx && n->cleared && n->landed && n->rx_nth && n->rx_last;
+    int ok = n->boot && n->posted && n->acked && n->arrived && n->flags && n->lost_by && n->cut && n->applied &&
+             n->ack_sent && n->bye && n->rreq && n->rbuf && n->rdata && n->idents && n->cts && n->rx && n->cleared &&
+             n->landed && n->rx_nth && n->rx_last;
     for (int p = 0; ok && p < N; p++)
         if (remote(n, p) && !(n->rbuf[p] = malloc(sizeof(NetHdr) + NET_INLINE)))
             ok = 0;
@@ -810,13 +922,16 @@ void ccl__cpu_net_stop(CpuNet *n)
         return;
     atomic_store(&n->stop, 1);
     pthread_join(n->thread, NULL);
+    char cut[64] = "";
+    if (n->ncut)
+        snprintf(cut, sizeof cut, "; the connections to %d of them failed", n->ncut);
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, n->me, "inter-node proxy: %llu messages (%llu bytes) sent to, %llu "
              "received from the other nodes' ranks%s", (unsigned long long)n->sent, (unsigned long long)n->sent_bytes,
-             (unsigned long long)n->recvd, n->broken ? "; the transport failed" : "");
+             (unsigned long long)n->recvd, n->broken ? "; the transport failed" : cut);
     for (Msg *m = n->flight, *next; m; m = next) {
         next = m->next;
-        if (n->broken)
-            free(m);    /* a broken transport reads nothing more */
+        if (n->broken || n->cut[m->peer])
+            free(m);    /* a broken transport, or a lost rank's connection, reads nothing more */
     }
     net_free(n);
 }

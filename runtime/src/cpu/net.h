@@ -7,8 +7,10 @@
 
 typedef struct CpuNet CpuNet;
 
-/* What an abort message says of the rank it names (ccl__cpu_net_flags). */
-enum { CCL__NET_GONE = 1, CCL__NET_ABORTED = 2 };
+/* What an abort message says of the rank it names (ccl__cpu_net_flags): its node's ranks
+ * found its process gone, it called ccl_comm_abort, or a rank's connection to it failed
+ * (the transport lost it; the message names that rank too). */
+enum { CCL__NET_GONE = 1, CCL__NET_ABORTED = 2, CCL__NET_LOST = 4 };
 
 /* Starts the proxy thread of comm (comm->nnodes > 1; its own heap mapped): posts a
  * receive per rank of another node. On failure the message is set. */
@@ -64,9 +66,11 @@ int ccl__cpu_net_ident_read(CpuNet *n, int p, uint64_t seq, CclIdent *out);
 int ccl__cpu_net_arrive(CpuNet *n, uint64_t k);
 _Atomic uint64_t *ccl__cpu_net_arrived(CpuNet *n, int p);
 /* Tells every rank of another node to stop on behalf of rank d (abort value d + 1),
- * with what is known of d (CCL__NET_GONE, CCL__NET_ABORTED); and what such a message
- * said of remote rank p. */
-void ccl__cpu_net_abort(CpuNet *n, int d, int flags);
+ * with what is known of d (CCL__NET_GONE, CCL__NET_ABORTED; CCL__NET_LOST with `by`, the
+ * rank whose connection to d failed, else -1); and what such messages said of rank p,
+ * with *by (-1 when no rank said it lost p). */
+void ccl__cpu_net_abort(CpuNet *n, int d, int flags, int by);
+int ccl__cpu_net_flags(CpuNet *n, int p, int *by);
 
 /* ccl_comm_split's bootstrap with a rank of another node (mailbox.c, through
  * CclBackend.boot_send and boot_take): `bytes` (at most 8 KiB) of exchange `tag` to peer,
@@ -75,6 +79,5 @@ void ccl__cpu_net_abort(CpuNet *n, int d, int flags);
  * peer gave up that split, sent a different size, left, or the comm was stopped. */
 int ccl__cpu_net_boot_send(CpuNet *n, int peer, uint64_t tag, int gave_up, const void *buf, size_t bytes);
 int ccl__cpu_net_boot_take(CpuNet *n, int peer, uint64_t tag, void *buf, size_t bytes, char *why, size_t len);
-int ccl__cpu_net_flags(CpuNet *n, int p);
 
 #endif

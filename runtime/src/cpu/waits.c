@@ -5,7 +5,9 @@
  * processes (of its own node only, on a comm of several). cpu/backend.c's CpuComm begins
  * with its CpuHeaps, which is all of it this file reads. Ranks of other nodes have no
  * header here: an abort reaches them as a message of the inter-node proxy (cpu/net.c),
- * and what it said of the rank it names stands in for that rank's header words. */
+ * and what it said of the rank it names stands in for that rank's header words; a rank
+ * that stops its node on such a rank's behalf leaves what it knew of it in its own header
+ * (CclHeapHeader.why) for its node-mates. */
 #include <stdio.h>
 
 #include "cpu/heaps.h"
@@ -17,6 +19,50 @@ static const CpuHeaps *heaps(ccl_comm_t *comm)
     return comm->be_comm;
 }
 
+/* What this rank knows of rank r, as CCL__NET_* flags (cpu/net.h): r's header words
+ * where r is of this node, what the proxy's ABORT messages said of r, and what node-mates
+ * stopped on r's behalf knew of it (CclHeapHeader.why); *by is the rank whose connection
+ * to r failed (CCL__NET_LOST), else -1. */
+static int known(ccl_comm_t *comm, int r, int *by)
+{
+    CpuNet *net = heaps(comm)->net;
+    *by = -1;
+    if (r < 0 || r >= comm->nranks)
+        return 0;
+    int flags = net ? ccl__cpu_net_flags(net, r, by) : 0;
+    if (comm->heap_base[r]) {
+        flags |= atomic_load(&ccl__cpu_header(comm, r)->gone) ? CCL__NET_GONE : 0;
+        flags |= atomic_load(&ccl__cpu_header(comm, r)->aborted) ? CCL__NET_ABORTED : 0;
+    }
+    for (int p = 0; p < comm->nranks; p++) {
+        if (!comm->heap_base[p] || atomic_load(&ccl__cpu_header(comm, p)->abort) != (uint64_t)r + 1)
+            continue;
+        uint64_t why = atomic_load(&ccl__cpu_header(comm, p)->why);
+        flags |= (int)(why & 0xff);
+        if (*by < 0 && why & CCL__NET_LOST)
+            *by = (int)(why >> 8) - 1;
+    }
+    return flags;
+}
+
+/* Sets every abort word of this node that is still 0 to ab, and tells the other nodes
+ * whom it names, with what is known of that rank (which this rank's node-mates read in
+ * its header when its own word says the same). */
+static void stop_everyone(ccl_comm_t *comm, uint64_t ab)
+{
+    int by, flags = known(comm, (int)ab - 1, &by);
+    if (flags && atomic_load(&ccl__cpu_header(comm, comm->rank)->abort) == ab)
+        atomic_store(&ccl__cpu_header(comm, comm->rank)->why,
+                     (uint64_t)flags | (flags & CCL__NET_LOST ? (uint64_t)(by + 1) << 8 : 0));
+    for (int p = 0; p < comm->nranks; p++) {
+        uint64_t zero = 0;
+        if (comm->heap_base[p])
+            atomic_compare_exchange_strong(&ccl__cpu_header(comm, p)->abort, &zero, ab);
+    }
+    if (heaps(comm)->net)
+        ccl__cpu_net_abort(heaps(comm)->net, (int)ab - 1, flags, by);
+}
+
 void ccl__cpu_abort_for(ccl_comm_t *comm, int d)
 {
     /* On behalf of a peer (only one whose process is gone, always of this node): recorded
@@ -26,20 +72,18 @@ void ccl__cpu_abort_for(ccl_comm_t *comm, int d)
         atomic_store(&ccl__cpu_header(comm, d)->gone, 1);
     uint64_t zero = 0;
     atomic_compare_exchange_strong(&ccl__cpu_header(comm, d)->abort, &zero, (uint64_t)d + 1);
-    for (int p = 0; p < comm->nranks; p++) {
-        zero = 0;
-        if (comm->heap_base[p])
-            atomic_compare_exchange_strong(&ccl__cpu_header(comm, p)->abort, &zero, (uint64_t)d + 1);
-    }
-    if (heaps(comm)->net)
-        ccl__cpu_net_abort(heaps(comm)->net, d,
-                           (atomic_load(&ccl__cpu_header(comm, d)->gone) ? CCL__NET_GONE : 0) |
-                           (atomic_load(&ccl__cpu_header(comm, d)->aborted) ? CCL__NET_ABORTED : 0));
+    stop_everyone(comm, (uint64_t)d + 1);
 }
 
 void ccl__cpu_abort_all(ccl_comm_t *comm)
 {
-    ccl__cpu_abort_for(comm, comm->rank);
+    /* On this rank's own behalf, unless it was stopped already: then on behalf of the
+     * rank that stopped it, which it passes on rather than itself, so that no rank hears
+     * of this one before it hears whom the stop is about (cpu/net.c, lost()). */
+    uint64_t ab = 0;
+    if (atomic_compare_exchange_strong(&ccl__cpu_header(comm, comm->rank)->abort, &ab, (uint64_t)comm->rank + 1))
+        ab = (uint64_t)comm->rank + 1;
+    stop_everyone(comm, ab);
 }
 
 /* Processes: a peer whose process is gone (ccl__pid_dead), or -1. */
@@ -76,26 +120,29 @@ const char *ccl__cpu_culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t le
     int r = (int)ab - 1;
     const CpuHeaps *h = heaps(comm);
     atomic_thread_fence(memory_order_acquire); /* ab was read relaxed: see what was recorded before it */
-    /* What the rank that set the abort word recorded, not what its pid says now: a rank
-     * that failed and then exited is a failure, not a death. */
-    int far = r >= 0 && r < comm->nranks && !comm->heap_base[r];
-    int flags = far && h->net ? ccl__cpu_net_flags(h->net, r) : 0;
-    if (r < 0 || r >= comm->nranks)
+    if (r < 0 || r >= comm->nranks) {
         snprintf(buf, len, "rank %d failed", r);
-    else if (far)
-        snprintf(buf, len, "rank %d on node %d %s", r, r / comm->local,
-                 flags & CCL__NET_GONE ? "is gone (its node's ranks found its process dead)"
-                 : flags & CCL__NET_ABORTED ? "aborted the communicator (ccl_comm_abort)" : "failed (its own error says why)");
-    else if (atomic_load(&ccl__cpu_header(comm, r)->gone)) {
-        char host[256];
+        return buf;
+    }
+    /* What was recorded when r stopped the comm or was found gone, not what its pid
+     * says now: a rank that failed and then exited is a failure, not a death. A rank of
+     * another node has only what the messages said of it. */
+    int by, flags = known(comm, r, &by), far = !comm->heap_base[r], node = r / comm->local;
+    int dead = !far && r != comm->rank && h->pids && ccl__pid_dead((long)h->pids[r]);
+    char host[256], on[32];
+    snprintf(on, sizeof on, " on node %d", node);
+    if (far && flags & CCL__NET_GONE)
+        snprintf(buf, len, "rank %d on node %d is gone (its node's ranks found its process dead)", r, node);
+    else if (!far && (flags & CCL__NET_GONE || (flags & CCL__NET_LOST && !(flags & CCL__NET_ABORTED) && dead)))
         snprintf(buf, len, "rank %d (pid %lld) is gone from host %s (it died or exited)", r,
                  h->pids ? (long long)h->pids[r] : -1LL, ccl__host_name(host, sizeof host));
-    }
-    else if (atomic_load(&ccl__cpu_header(comm, r)->aborted))
-        snprintf(buf, len, "rank %d aborted the communicator (ccl_comm_abort)", r);
+    else if (flags & CCL__NET_ABORTED)
+        snprintf(buf, len, "rank %d%s aborted the communicator (ccl_comm_abort)", r, far ? on : "");
+    else if (flags & CCL__NET_LOST)     /* (of this node: its process may still be ending) */
+        snprintf(buf, len, "rank %d on node %d is gone (its connection to rank %d failed)", r, node, by);
     else
-        snprintf(buf, len, "rank %d failed%s", r, r != comm->rank && h->pids && ccl__pid_dead((long)h->pids[r])
-                 ? " (its own error says why; it has exited since)" : " (its own error says why)");
+        snprintf(buf, len, "rank %d%s failed%s", r, far ? on : "", dead ? " (its own error says why; it has exited since)"
+                                                                     : " (its own error says why)");
     return buf;
 }
 

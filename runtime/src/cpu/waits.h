@@ -16,9 +16,11 @@ static inline CclHeapHeader *ccl__cpu_header(ccl_comm_t *comm, int rank)
 }
 
 /* Stops every rank on behalf of rank d (a failure of its own, or its death), through
- * their heap headers (see CclHeapHeader): the abort words say d + 1, d's own first. */
+ * their heap headers (see CclHeapHeader), and the other nodes through the proxy (an
+ * ABORT): the abort words say d + 1, d's own first. */
 void ccl__cpu_abort_for(ccl_comm_t *comm, int d);
-/* Stops this rank and every peer. */
+/* Stops this rank and every peer: on this rank's behalf, or, when it was stopped
+ * already, on behalf of the rank that stopped it, which it passes on. */
 void ccl__cpu_abort_all(ccl_comm_t *comm);
 
 /* The clock of one bounded wait: its deadline (set at the first reading), when it next
@@ -37,7 +39,9 @@ int ccl__cpu_clock_turn(ccl_comm_t *comm, CpuSpinClock *c);
 
 /* How a rank stopped by abort word `ab` names the culprit into buf, from what was
  * recorded when the abort word was set: "rank 2 failed (its own error says why)",
- * "rank 2 aborted the communicator (ccl_comm_abort)" or "rank 2 (pid 4711) is gone". */
+ * "rank 2 aborted the communicator (ccl_comm_abort)", "rank 2 (pid 4711) is gone", and
+ * for a rank of another node "rank 2 on node 1 is gone (its node's ranks found its
+ * process dead)" or "... (its connection to rank 0 failed)". */
 const char *ccl__cpu_culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t len);
 
 /* The all-rank barrier on the heap headers (a rank of another node: through the proxy);
