@@ -276,21 +276,23 @@ def tree_depth(M):
     return (M - 1).bit_length()
 
 
-def bc_tree(S, M, Lr):
+def tree_slices(S, M, Lr):
+    """The tree's depth d, slices P, slice bytes c and one hop's time (both children's puts)."""
     d = tree_depth(M)
     P = 2 * d
     c = S / (Lr * P)
-    hop = A_NET + O_MSG + 2 * c / B_NET
+    return d, P, c, A_NET + O_MSG + 2 * c / B_NET
+
+
+def bc_tree(S, M, Lr):
+    d, P, c, hop = tree_slices(S, M, Lr)
     if Lr == 1:
         return (d + P - 1) * hop
     return 2 * A_NVL + (d + P) * max(hop, Lr * c / B_NVL)
 
 
 def rd_tree(S, M, Lr):
-    d = tree_depth(M)
-    P = 2 * d
-    c = S / (Lr * P)
-    hop = A_NET + O_MSG + 2 * c / B_NET
+    d, P, c, hop = tree_slices(S, M, Lr)
     if Lr == 1:
         return (d + P - 1) * hop
     return 2 * A_NVL + (d + P - 1) * ((Lr - 1) * c / B_NVL + hop)
