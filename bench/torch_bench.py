@@ -455,10 +455,11 @@ def main(argv=None):
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     dist.init_process_group("nccl")
     # The heap holds the symmetric kind's tensors (send and receive, up to the largest
-    # size each) and the torch kind's staging; sized so, as the 1 GiB default once was,
-    # every size runs whole rather than in pieces (CCL_HEAP_BYTES decides where set).
+    # size each) and the torch kind's staging; sized so, every size runs whole rather than
+    # in pieces (CCL_HEAP_BYTES decides where set; set it to 1073741824 for what a user
+    # who sizes nothing gets: libccl's default on GPUs, regions a quarter of it).
     heap = None if "CCL_HEAP_BYTES" in os.environ else max(1 << 30, 4 * max(a.sizes) + (256 << 20))
-    if heap:  # regions as large as that heap, not libccl's sixteenth (CCL_REGION_BYTES decides where set)
+    if heap:  # regions as large as that heap, not libccl's quarter (CCL_REGION_BYTES decides where set)
         os.environ.setdefault("CCL_REGION_BYTES", str(heap))
     comm = ccl.init_rank(heap_bytes=heap)
     unavailable = {}  # kind -> why, the same on every rank
