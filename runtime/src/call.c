@@ -289,8 +289,8 @@ static size_t piece_largest(const CallArgs *a, size_t ceil, size_t limit)
 }
 
 /* Enqueues elements [off, off + n) of every unit as one call (the whole call: off 0, n
- * the count, piece 0), its regions already taken; `last`: no piece follows. */
-static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t piece, int last)
+ * the count, piece 0), its regions already taken. */
+static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t piece)
 {
     ccl_algorithm_t *alg = a->alg;
     ccl_comm_t *comm = alg->comm;
@@ -319,7 +319,7 @@ static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t 
     c.out = !stage_out ? (a->recv_reg != SIZE_MAX ? base + a->recv_reg + off * es : c.recv)
             : a->out_remote ? base + *roff[1] : NULL;
     if (a->turns && stage_out && a->out_remote) {
-        c.alternate = 1, c.turn = (int)(piece % 2), c.last = last;
+        c.alternate = 1, c.turn = (int)(piece % 2), c.last = off + n == a->count;
         c.out = base + *roff[c.turn ? 3 : 1];
     }
     c.stage_in = stage_in && c.send;    /* a NULL send stages nothing: its content is unused */
@@ -390,7 +390,7 @@ static ccl_result_t run_call(const CallArgs *a, const char *fn)
     int pieceable = !a->overlap || a->inplace_form || (elementwise && a->recv < a->send);
     piece_plan(a, a->count, &si, &so, need, &CS);
     if (take_regions(comm, a->alg, need, pieceable ? comm->region_cap : SIZE_MAX, SIZE_MAX, 1) == 0)
-        return run_piece(a, 0, a->count, 0, 1);
+        return run_piece(a, 0, a->count, 0);
     if (!pieceable)
         return no_room(a, fn, "sendbuf and recvbuf overlap other than in place, so it cannot run in pieces");
     size_t half = ccl__heap_largest_free(&comm->data) / 2, n = 0, ceil = 0, limit = 0;
@@ -428,7 +428,7 @@ static ccl_result_t run_call(const CallArgs *a, const char *fn)
     uint64_t piece = 0;
     for (size_t off = 0; off < a->count; off += even) {
         size_t len = a->count - off < even ? a->count - off : even;
-        ccl_result_t r = run_piece(a, off, len, even < a->count ? ++piece : 0, off + len == a->count);
+        ccl_result_t r = run_piece(a, off, len, even < a->count ? ++piece : 0);
         if (r != CCL_OK)
             return r;
     }

@@ -638,10 +638,9 @@ static ccl_result_t gpu_run(const CclCall *call)
                                                      call->count * call->esize, s, "sendbuf")) != CCL_OK)
         return res;
     /* Peers write this piece's staged out once it started: the copy out of the piece
-     * before it in that region must have ended. (A call's first piece owes nothing:
-     * the call before it joined its copies.) */
-    if (call->alternate && call->piece == 1) g->copy_pending[0] = g->copy_pending[1] = 0;
-    if (call->alternate && g->copy_pending[call->turn])
+     * before it in that region (two pieces back) must have ended. (A call's first two
+     * pieces owe nothing: the call before joined its copies.) */
+    if (call->alternate && call->piece > 2)
         CU_CHECK(ccl__cu.StreamWaitEvent(s, g->copied[call->turn], 0), "cuStreamWaitEvent (a piece's staged out)");
     CclGpuArgs a = {
         .in = (uint64_t)(uintptr_t)in,

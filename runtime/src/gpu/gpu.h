@@ -121,10 +121,9 @@ typedef struct {
     CUdeviceptr retired[16];
     /* Copies out beside the next piece (CclCall.alternate): their own stream, the event
      * a piece's kernel ends with, and per staged out (CclCall.turn) the end of its latest
-     * copy out, pending until the call's last piece joins them. */
+     * copy out. */
     CUstream side;
     CUevent piece_done, copied[2];
-    int copy_pending[2];
     GpuProxy *proxy;          /* serves port-channel puts; NULL until the first needs it */
     struct GpuP2p *p2p;       /* gpu/p2p.c's state */
 } GpuComm;

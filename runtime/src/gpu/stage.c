@@ -52,10 +52,7 @@ ccl_result_t ccl__gpu_copy_out_beside(ccl_comm_t *comm, CUfunction copy, const C
                                            call->count * call->esize, g->side, "recvbuf");
     if (res != CCL_OK) return res;
     CU_CHECK(ccl__cu.EventRecord(g->copied[call->turn], g->side), "cuEventRecord (a piece's copy out)");
-    g->copy_pending[call->turn] = 1;
-    if (call->last) {
+    if (call->last)
         CU_CHECK(ccl__cu.StreamWaitEvent(s, g->copied[call->turn], 0), "cuStreamWaitEvent (the call's copies out)");
-        g->copy_pending[0] = g->copy_pending[1] = 0;
-    }
     return CCL_OK;
 }
