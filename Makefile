@@ -174,14 +174,14 @@ $(BUILD)/ccl.tab.o $(BUILD)/lex.yy.o: $(BUILD)/%.o: $(BUILD)/%.c $(BUILD)/ccl.ta
 
 # The device prelude every kernel starts with, as a C string for emit_cuda.c: prelude.cuh
 # with abi.h inlined (NVRTC compiles with no include path).
-$(BUILD)/prelude_cuh.c: compiler/cuda/prelude.cuh compiler/cuda/abi.h compiler/cuda/embed.sh
+$(BUILD)/prelude_cuh.c: compiler/cuda/prelude.cuh compiler/cuda/abi.h compiler/cuda/copy.cuh compiler/cuda/embed.sh
 	@mkdir -p $(BUILD)
-	compiler/cuda/embed.sh ccl__prelude_cuh compiler/cuda/prelude.cuh compiler/cuda/abi.h >$@.tmp && mv $@.tmp $@
+	compiler/cuda/embed.sh ccl__prelude_cuh compiler/cuda/prelude.cuh compiler/cuda/abi.h compiler/cuda/copy.cuh >$@.tmp && mv $@.tmp $@
 
 # The GPU backend's point-to-point kernel, the same way, for gpu/p2p.c.
-$(BUILD)/p2p_cu.c: runtime/src/gpu/p2p.cu compiler/cuda/abi.h compiler/cuda/embed.sh
+$(BUILD)/p2p_cu.c: runtime/src/gpu/p2p.cu compiler/cuda/abi.h compiler/cuda/copy.cuh compiler/cuda/embed.sh
 	@mkdir -p $(BUILD)
-	compiler/cuda/embed.sh ccl__p2p_cu runtime/src/gpu/p2p.cu compiler/cuda/abi.h >$@.tmp && mv $@.tmp $@
+	compiler/cuda/embed.sh ccl__p2p_cu runtime/src/gpu/p2p.cu compiler/cuda/abi.h compiler/cuda/copy.cuh >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/prelude_cuh.o $(BUILD)/p2p_cu.o: %.o: %.c $(BUILD)/cflags.txt
 	$(CC) $(CFLAGS) -c -o $@ $<

@@ -139,7 +139,21 @@ def load():
 # ---- the kinds of tensors ----
 
 class Unavailable(Exception):
-    """A kind of tensors this run cannot make (every rank alike), with the reason."""
+    """A kind of tensors this run cannot make (every rank alike), with the reason: at any
+    size, or (one_size) at this collective and size only, as symmetric tensors that do
+    not fit the heap beside what it already holds."""
+
+    def __init__(self, why, one_size=False):
+        super().__init__(why)
+        self.one_size = one_size
+
+
+def note_unavailable(unavailable, kind, e):
+    """Records e: for the kind (nothing more of it is tried), or for its size alone."""
+    if e.one_size:
+        unavailable.setdefault("sizes", []).append(f"{KINDS[kind][1]}: {e}")
+    else:
+        unavailable[kind] = str(e)
 
 
 def expandable_by_default():
@@ -214,7 +228,11 @@ def kind_buffers(kind, comm, coll, nbytes, n):
     if kind == "torch":
         yield buffers(coll, nbytes, n, alloc_plain)
     elif kind == "symmetric":
-        yield buffers(coll, nbytes, n, lambda e: comm.empty(e, torch.bfloat16))
+        try:
+            pair = buffers(coll, nbytes, n, lambda e: comm.empty(e, torch.bfloat16))
+        except ccl.OutOfMemoryError as e:
+            raise Unavailable(f"{coll} at {nbytes} bytes: {e}", one_size=True) from None
+        yield pair
     elif kind == "pool":
         try:
             pool = cclt.mem_pool(comm)
@@ -356,7 +374,7 @@ def check(coll, comm, rank, n, nbytes, kinds, unavailable):
                 bad = int(not (coll == "reduce" and rank != 0) and not torch.equal(got.cpu(), want))
                 del s, r, got
         except Unavailable as e:
-            unavailable[kind] = str(e)
+            note_unavailable(unavailable, kind, e)
             continue
         if max_over_ranks(bad):
             wrong.append(kind)
@@ -391,7 +409,10 @@ def markdown(rows, kinds, colls, title, unavailable):
     NCCL's, the same for eager, and the check."""
     md = [title]
     for kind, why in unavailable.items():
-        md.append(f"\n{KINDS[kind][1]} (--buffers {kind}): not timed: {why}")
+        if kind != "sizes":
+            md.append(f"\n{KINDS[kind][1]} (--buffers {kind}): not timed: {why}")
+    for why in unavailable.get("sizes", []):
+        md.append(f"\nnot timed: {why}")
     head = ["bytes"]
     for m in ("graph", "eager"):
         head.append(f"NCCL {m}")
@@ -443,7 +464,7 @@ def time_kind(row, kind, coll, comm, nbytes, n, a, unavailable):
             comm.synchronize()
             del fn, s, r
     except Unavailable as e:
-        unavailable[kind] = str(e)
+        note_unavailable(unavailable, kind, e)
 
 
 def main(argv=None):
@@ -480,7 +501,10 @@ def main(argv=None):
                       + f" ({row['checked']})", flush=True)
     if rank == 0:
         for kind, why in unavailable.items():
-            print(f"--buffers {kind}: not timed: {why}", flush=True)
+            if kind != "sizes":
+                print(f"--buffers {kind}: not timed: {why}", flush=True)
+        for why in unavailable.get("sizes", []):
+            print(f"not timed: {why}", flush=True)
         if a.csv:
             write_csv(a.csv, rows, a.buffers)
         title = (f"{n} ranks, {torch.cuda.get_device_name()}, bf16, us per call (max over ranks, median of "

@@ -127,7 +127,7 @@ typedef struct {
     uint64_t vseq;
 } CclP2pOp;
 
-enum { CCL__P2P_VTAG_ALLGATHERV = 1, CCL__P2P_VTAG_ALLTOALLV = 2 };
+enum { CCL__P2P_VTAG_ALLGATHERV = 1, CCL__P2P_VTAG_ALLTOALLV = 2, CCL__P2P_VTAG_ALLTOALL = 3 };
 
 /* The dtype word of a message's header (CclP2pSlot.dtype, the CTS's): the dtype in
  * its low byte, the v tag above it. Both sides compare all of it. */
@@ -148,12 +148,12 @@ typedef struct {
      * launch before it returns. */
     ccl_comm_t *const *group_comms;
     int ngroup_comms;
-    /* A v-collective run as point-to-point (vcoll.c; only on a comm of several nodes,
-     * so only the CPU backend sees these): in stream order, before any message, the
-     * backend copies stage_bytes of stage_src aside and rebases the sends whose buffers
-     * lie in it onto the copy (sendbuf overlaps recvbuf), then copies self_bytes from
-     * self_src (rebased likewise) to self_dst: the rank's own segment, which moves by no
-     * message. 0 bytes: nothing. */
+    /* A v-collective run as point-to-point (vcoll.c): in stream order, before any
+     * message, the backend copies stage_bytes of stage_src aside (memory of its own,
+     * which no peer reads) and rebases the sends whose buffers lie in it onto the copy
+     * (sendbuf overlaps recvbuf), then copies self_bytes from self_src (rebased
+     * likewise) to self_dst: the rank's own segment, which moves by no message. 0
+     * bytes: nothing. */
     const void *stage_src;
     size_t stage_bytes;
     const void *self_src;
@@ -187,6 +187,13 @@ struct CclBackend {
      * the GPU copies a piece out beside the next piece; the CPU runs its pieces one
      * after the other anyway, and takes them so that its tests cover call.c's side. */
     int alternates_out;
+    /* Where the exchanges on one node run as point-to-point messages by default
+     * (vcoll.c, ccl__exchange_p2p): alltoallv when alltoallv_p2p is set, allgatherv
+     * from allgatherv_p2p_min bytes in all, alltoall from alltoall_p2p_min bytes of
+     * sendbuf on alltoall_p2p_ranks ranks (sizes every rank knows; 0: programs). */
+    int alltoallv_p2p;
+    size_t allgatherv_p2p_min, alltoall_p2p_min;
+    int alltoall_p2p_ranks;
 
     /* Collective over the ranks of boot (boot is valid only during this call). Creates
      * comm->be_comm and this rank's symmetric heap of comm->heap_bytes bytes, zeroed,

@@ -420,9 +420,12 @@ struct ccl_comm {
      * peer so far: p2p_sent[p] to rank p, p2p_recvd[p] from rank p (N each, one block). */
     size_t p2p_off, p2p_slot_bytes, p2p_sem_off;
     uint64_t *p2p_sent, *p2p_recvd;
-    /* v-collectives run as point-to-point on a comm of several nodes (vcoll.c): how many
-     * so far, the same on every rank; they number the messages' calls. */
+    /* Exchanges (alltoall, alltoallv, allgatherv) run as point-to-point (vcoll.c): how
+     * many so far, the same on every rank; they number the messages' calls. exchange:
+     * CCL_EXCHANGE, read at creation (the same on every rank, as every CCL_ setting must
+     * be): 0 auto (the backend's rule), 1 p2p, -1 programs (on one node). */
     uint64_t v_p2p_calls;
+    int exchange;
     /* A standard collective is picking its algorithm for a stream under CUDA graph
      * capture (api.c): loading one then is refused (capture_refused), not half done. */
     int capturing, capture_refused;

@@ -44,7 +44,10 @@ void ccl__p2p_reserve(ccl_comm_t *comm)
 
 const char *ccl__p2p_vname(int vtag)
 {
-    return vtag == CCL__P2P_VTAG_ALLGATHERV ? "ccl_all_gather_v" : vtag == CCL__P2P_VTAG_ALLTOALLV ? "ccl_all_to_all_v" : NULL;
+    return vtag == CCL__P2P_VTAG_ALLGATHERV ? "ccl_all_gather_v"
+           : vtag == CCL__P2P_VTAG_ALLTOALLV ? "ccl_all_to_all_v"
+           : vtag == CCL__P2P_VTAG_ALLTOALL  ? "ccl_all_to_all"
+                                             : NULL;
 }
 
 /* The partner call a message waits for: the same v-collective, or the other half of a
@@ -77,9 +80,17 @@ void ccl__p2p_mismatch_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t call
     uint64_t fdtype = found->dtype & 0xff, ftag = found->dtype >> 8;
     CclP2pOp sent = {.kind = CCL__P2P_SEND, .peer = comm->rank, .count = (size_t)found->count,
                      .dtype = fdtype < CCL_NUM_DTYPES ? (ccl_dtype_t)fdtype : CCL_NUM_DTYPES,
-                     .index = (int)found->index, .vtag = ftag <= CCL__P2P_VTAG_ALLTOALLV ? (int)ftag : 0};
+                     .index = (int)found->index, .vtag = ftag <= CCL__P2P_VTAG_ALLTOALL ? (int)ftag : 0};
     /* Both sides in the same v-collective with the same dtype: only the segment's count
      * differs, which the v-collectives name as on one node (vlayout.c). */
+    if (op->vtag == CCL__P2P_VTAG_ALLTOALL && ftag == (uint64_t)op->vtag && fdtype == (uint64_t)op->dtype) {
+        ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                             "rank %d, ccl_all_to_all (call %llu as point-to-point on this comm): rank %d passes count "
+                             "%llu, rank %d count %zu; every rank must pass the same count; nothing of rank %d's block "
+                             "was received", comm->rank, (unsigned long long)op->vseq, op->peer,
+                             (unsigned long long)found->count, comm->rank, op->count, op->peer);
+        return;
+    }
     if (op->vtag && ftag == (uint64_t)op->vtag && fdtype == (uint64_t)op->dtype) {
         char err[CCL__ERR_LEN];
         ccl__v_count_message(err, sizeof err,

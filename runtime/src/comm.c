@@ -320,6 +320,12 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
         return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_REGION_BYTES='%s' is not a size from 4 KiB to 64 TiB (a number of bytes, optionally with K, M or G)", fn, getenv("CCL_REGION_BYTES"));
     if (e)
         region_cap = (size_t)v;
+    /* How exchanges run on one node (vcoll.c, ccl__exchange_p2p). */
+    const char *ex = getenv("CCL_EXCHANGE");
+    int exchange = !ex || !*ex || !strcmp(ex, "auto") ? 0 : !strcmp(ex, "p2p") ? 1 : !strcmp(ex, "programs") ? -1 : 2;
+    if (exchange == 2)
+        return ccl__set_error(NULL, CCL_ERR_INVALID_ARGUMENT, "%s: CCL_EXCHANGE='%s' is not auto, p2p or programs", fn,
+                              ex);
 
     char why[256] = "";
     const CclBackend *be = pick_backend(cfg.backend, why, sizeof why);
@@ -340,6 +346,7 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
     c->device = device;
     c->heap_bytes = heap;
     c->heap_default = heap_default;
+    c->exchange = exchange;
     c->be = be;
     c->backend_kind = be->kind;
     const char *cache = cfg.cache_dir ? cfg.cache_dir : getenv("CCL_CACHE_DIR");

@@ -270,8 +270,8 @@ ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, cons
     return ccl__run_v(alg, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype, stream, fn);
 }
 
-/* A v call on a comm of several nodes: its segments as point-to-point messages, one
- * group (docs/multinode.md, "Variable-size collectives"). The v programs' plans reach
+/* A v call as point-to-point messages, one group: always on a comm of several nodes,
+ * and on one node where ccl__exchange_p2p (below) says so; ccl_all_to_all too. The v programs' plans reach
  * every peer's memory (scratch sized by every rank's counts, staging in the v arena,
  * a table every rank reads), which ranks of other nodes do not share, while
  * point-to-point already crosses nodes through the proxy (CTS and P2P messages) and
@@ -280,13 +280,13 @@ ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, cons
  * rank sends its segment to each peer (allgatherv: its one input; alltoallv: unit p to
  * rank p) and receives each peer's into its recvbuf segment, straight from and into
  * the caller's buffers, all at once in one group; its own segment is a copy.
- * Guarantees as on one node, by the point-to-point machinery:
+ * Guarantees as for the programs, by the point-to-point machinery:
  *  - counts: each message's header carries the sender's count and dtype, and the v
  *    call's tag, which the receiver (a node-mate, from the slot) or the sender (another
  *    node, from the receiver's CTS) compares with the receiver's recvcounts[q] before a
  *    byte of the segment moves; a difference fails the receiver with the v-collectives'
  *    message naming both ranks, the segment and both counts, and stops every rank
- *    (unlike one node, other segments may have landed by then);
+ *    (unlike a program, other segments may have landed by then);
  *  - nothing outside the segments: a message lands in its recv's buffer only;
  *  - no hang: the comm's timeout, aborts and dead peers bound every wait, as for
  *    ccl_send and ccl_recv.
@@ -294,15 +294,15 @@ ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, cons
  * point-to-point channels' message numbers, which stay in step on both sides of every
  * pair because every rank makes the same collective calls in the same order. The
  * caller (standard_v) has checked the comm and dtype. */
-static ccl_result_t run_v_nodes(Collective coll, const char *fn, const void *send, const size_t *sendcounts,
+static ccl_result_t run_v_p2p(Collective coll, const char *fn, const void *send, const size_t *sendcounts,
                                 const size_t *sdispls, void *recv, const size_t *recvcounts, const size_t *rdispls,
                                 ccl_dtype_t dtype, ccl_comm_t *comm, void *stream)
 {
     if (!comm->be->run_p2p || comm->p2p_off == SIZE_MAX)
-        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: on a communicator of %d nodes the v-collectives run as "
-                              "point-to-point messages, and this one has no point-to-point channels (the %s backend, "
-                              "or a heap of %zu bytes too small for them)", fn, comm->nnodes, comm->be->name,
-                              comm->heap_bytes);
+        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: %s the exchanges run as point-to-point messages, and "
+                              "this communicator has no point-to-point channels (the %s backend, or a heap of %zu bytes "
+                              "too small for them)", fn, comm->nnodes > 1 ? "across nodes" : "here",
+                              comm->be->name, comm->heap_bytes);
     int N = comm->nranks, me = comm->rank;
     size_t es = ccl_dtype_size(dtype);
     uint64_t *t = calloc(CCL__VT_WORDS(N), sizeof *t);
@@ -312,8 +312,9 @@ static ccl_result_t run_v_nodes(Collective coll, const char *fn, const void *sen
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     size_t in_ext = 0, out_ext = 0;
+    Collective vc = coll == COLL_ALLTOALL ? COLL_ALLTOALLV : coll; /* alltoall: its counts made by the caller */
     ccl_result_t r =
-        v_checks(comm, coll, fn, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, t, &in_ext, &out_ext);
+        v_checks(comm, vc, fn, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, t, &in_ext, &out_ext);
     if (r != CCL_OK) {
         free(t), free(ops);
         return r;
@@ -322,8 +323,10 @@ static ccl_result_t run_v_nodes(Collective coll, const char *fn, const void *sen
     const uint64_t *out_count = &t[CCL__VT_OUT_COUNT * N], *out_displ = &t[CCL__VT_OUT_DISPL * N];
     const char *s = in_ext ? send : NULL;
     char *rv = out_ext ? recv : NULL;
-    int a2a = coll == COLL_ALLTOALLV, mine = a2a ? me : 0;
-    int tag = a2a ? CCL__P2P_VTAG_ALLTOALLV : CCL__P2P_VTAG_ALLGATHERV;
+    int a2a = coll != COLL_ALLGATHERV, mine = a2a ? me : 0;
+    int tag = coll == COLL_ALLTOALL ? CCL__P2P_VTAG_ALLTOALL
+              : a2a                 ? CCL__P2P_VTAG_ALLTOALLV
+                                    : CCL__P2P_VTAG_ALLGATHERV;
     uint64_t seq = comm->v_p2p_calls + 1;
     /* Step j: receive from rank me - j, send to rank me + j, so that in each step every
      * rank has one peer sending to it (all steps are in flight at once; the order only
@@ -356,8 +359,8 @@ static ccl_result_t run_v_nodes(Collective coll, const char *fn, const void *sen
         call.self_dst = self_dst;
         call.self_bytes = self_bytes;
     }
-    CCL__TRACE(me, "%s call %llu as point-to-point across %d nodes: %s, extents %zu in, %zu out%s", fn,
-               (unsigned long long)seq, comm->nnodes, ccl_dtype_name(dtype), in_ext, out_ext,
+    CCL__TRACE(me, "%s call %llu as point-to-point (%d node%s): %s, extents %zu in, %zu out%s", fn,
+               (unsigned long long)seq, comm->nnodes, comm->nnodes > 1 ? "s" : "", ccl_dtype_name(dtype), in_ext, out_ext,
                call.stage_bytes ? ", sendbuf staged (it overlaps recvbuf)" : "");
     r = ccl__p2p_launch_v(&call, ops, fn);
     if (r == CCL_OK)
@@ -366,10 +369,59 @@ static ccl_result_t run_v_nodes(Collective coll, const char *fn, const void *sen
     return r;
 }
 
-/* The standard v-collectives: an algorithm as for the fixed-size ones (a registration,
- * else the shipped library's `sizes` hint), chosen by a size every rank agrees on:
- * allgatherv's total (recvcounts are the same on every rank), alltoallv's none (each
- * rank knows only its own row and column), so it passes 0 bytes. */
+/* Point-to-point or a program: what every rank decides alike, from what every rank
+ * knows alike (the comm's CCL_EXCHANGE, its nodes, backend and registrations, the
+ * collective's total size; never the buffers, whose kind may differ per rank). Across
+ * nodes the v calls always run as messages. On one node, a program registered for the
+ * collective (ccl_comm_use_algorithm) runs as asked; else the backend's rule
+ * (CclBackend.alltoallv_p2p...): on GPUs alltoallv always, allgatherv and alltoall from a
+ * size, because the grouped messages cross NVLink once, with no entry wait or table
+ * exchange, straight between the caller's buffers or through the channels' slots, and
+ * need no heap staging whatever the size; on the CPU, programs. */
+int ccl__exchange_p2p(const ccl_comm_t *comm, Collective coll, size_t bytes)
+{
+    if (comm->nnodes > 1 && coll != COLL_ALLTOALL)
+        return 1;
+    if (comm->nnodes > 1 || comm->exchange < 0)
+        return 0;
+    for (int i = 0; i < comm->nuses; i++)
+        if (comm->uses[i].alg->prog->coll == coll)
+            return 0;
+    if (comm->exchange > 0)
+        return 1;
+    const CclBackend *be = comm->be;
+    switch (coll) {
+    case COLL_ALLTOALLV:
+        return be->alltoallv_p2p;
+    case COLL_ALLGATHERV:
+        return be->allgatherv_p2p_min && bytes >= be->allgatherv_p2p_min;
+    case COLL_ALLTOALL:
+        return be->alltoall_p2p_min && bytes >= be->alltoall_p2p_min && comm->nranks == be->alltoall_p2p_ranks;
+    default:
+        return 0;
+    }
+}
+
+/* ccl_all_to_all as messages (ccl__exchange_p2p): count elements to every rank, blocks
+ * packed in rank order on both sides. The caller has checked the comm and dtype. */
+ccl_result_t ccl__all_to_all_p2p(const void *send, void *recv, size_t count, ccl_dtype_t dtype, ccl_comm_t *comm,
+                                 void *stream, const char *fn)
+{
+    size_t *counts = malloc(sizeof *counts * (size_t)comm->nranks);
+    if (!counts)
+        return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    for (int p = 0; p < comm->nranks; p++)
+        counts[p] = count;
+    ccl_result_t r = run_v_p2p(COLL_ALLTOALL, fn, send, counts, NULL, recv, counts, NULL, dtype, comm, stream);
+    free(counts);
+    return r;
+}
+
+/* The standard v-collectives: point-to-point (above), or an algorithm as for the
+ * fixed-size ones (a registration, else the shipped library's `sizes` hint), chosen by a
+ * size every rank agrees on: allgatherv's total (recvcounts are the same on every
+ * rank), alltoallv's none (each rank knows only its own row and column), so it passes
+ * 0 bytes. */
 static ccl_result_t standard_v(Collective coll, const char *fn, const void *send, const size_t *sendcounts,
                                const size_t *sdispls, void *recv, const size_t *recvcounts, const size_t *rdispls,
                                ccl_dtype_t dtype, ccl_comm_t *comm, void *stream)
@@ -377,17 +429,17 @@ static ccl_result_t standard_v(Collective coll, const char *fn, const void *send
     ccl_result_t r = ccl__check_call(comm, dtype, fn);
     if (r != CCL_OK)
         return r;
-    if (comm->nnodes > 1) {
-        ccl__range_push(fn);
-        return ccl__range_pop(
-            run_v_nodes(coll, fn, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, comm, stream));
-    }
     if (!recvcounts)
         return ccl__set_error(comm, CCL_ERR_INVALID_ARGUMENT, "%s: argument 'recvcounts' is NULL", fn);
     size_t elems = 0, es = ccl_dtype_size(dtype);
     for (int p = 0; coll == COLL_ALLGATHERV && p < comm->nranks; p++)
         elems = recvcounts[p] > SIZE_MAX - elems ? SIZE_MAX : elems + recvcounts[p];
     size_t bytes = elems > SIZE_MAX / es ? SIZE_MAX : elems * es;
+    if (ccl__exchange_p2p(comm, coll, bytes)) {
+        ccl__range_push(fn);
+        return ccl__range_pop(
+            run_v_p2p(coll, fn, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, comm, stream));
+    }
     ccl_algorithm_t *alg;
     comm->capturing = comm->be->capturing && comm->be->capturing(comm, stream);
     comm->capture_refused = 0;

@@ -214,6 +214,19 @@ typedef struct {
     int sym, inplace, reps, graph, alternate;
 } Case;
 
+/* --standard: the v cases run through ccl_all_gather_v and ccl_all_to_all_v, and the
+ * alltoall cases through ccl_all_to_all (the library's route: point-to-point under
+ * CCL_EXCHANGE=p2p), instead of the program. */
+static int standard_v;
+
+/* One call of a fixed-size case: the program, or ccl_all_to_all (--standard). */
+static ccl_result_t run_fixed(ccl_algorithm_t *alg, const void *in, void *out, size_t count, ccl_dtype_t t,
+                              ccl_op_t op, void *stream)
+{
+    if (standard_v && alg->prog->coll == COLL_ALLTOALL) return ccl_all_to_all(in, out, count, t, alg->comm, stream);
+    return ccl_algorithm_run(alg, in, out, count, t, op, stream);
+}
+
 /* Runs one case on this rank; 0 when every element matched, else -1 with why. */
 static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, size_t whylen)
 {
@@ -273,7 +286,7 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
     barriers++;
     if (c->graph) {
         /* Compile and stage before capture; then capture reps calls, replay 5 times. */
-        if (ccl_algorithm_run(alg, in[0], outb[0], U, c->t, c->op, R->stream) != CCL_OK) {
+        if (run_fixed(alg, in[0], outb[0], U, c->t, c->op, R->stream) != CCL_OK) {
             snprintf(why, whylen, "warm-up: %s", ccl_comm_last_error(R->comm));
             goto out;
         }
@@ -284,7 +297,7 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
         CU(ccl__cu.MemsetD8((CUdeviceptr)(uintptr_t)outb[0], 0xff, out_elems * es));
         CU(ccl__cu.StreamBeginCapture(R->stream, CU_STREAM_CAPTURE_MODE_RELAXED));
         for (int k = 0; k < c->reps; k++)
-            if (ccl_algorithm_run(alg, in[0], outb[0], U, c->t, c->op, R->stream) != CCL_OK) {
+            if (run_fixed(alg, in[0], outb[0], U, c->t, c->op, R->stream) != CCL_OK) {
                 snprintf(why, whylen, "captured call %d: %s", k, ccl_comm_last_error(R->comm));
                 ccl__cu.StreamEndCapture(R->stream, &graph);
                 goto out;
@@ -302,7 +315,7 @@ static int run_case(Rank *R, ccl_algorithm_t *alg, const Case *c, char *why, siz
     } else {
         for (int k = 0; k < c->reps; k++) {
             int s = k % sets;
-            if (ccl_algorithm_run(alg, in[s], outb[s], count[s], c->t, c->op, R->stream) != CCL_OK) {
+            if (run_fixed(alg, in[s], outb[s], count[s], c->t, c->op, R->stream) != CCL_OK) {
                 snprintf(why, whylen, "call %d: %s", k, ccl_comm_last_error(R->comm));
                 goto out;
             }
@@ -366,7 +379,9 @@ typedef struct {
     ccl_dtype_t t;
     size_t max;
     int seed, sym, reps, graph, alternate, zeros, bad;
+    int overlap; /* recvbuf is sendbuf, one call (the gaps then hold what was sent: not checked) */
 } VCase;
+
 
 enum { VGAP = 3 };
 
@@ -439,8 +454,15 @@ static int run_v_case(Rank *R, ccl_algorithm_t *alg, const VCase *c, char *why, 
         snprintf(why, whylen, "out of host memory");
         goto out;
     }
+    if (c->overlap) in_max = out_max = in_max > out_max ? in_max : out_max;
     for (int s = 0; s < sets; s++) {
-        if (c->sym) {
+        if (c->sym && c->overlap) {
+            if (ccl_mem_alloc(R->comm, &in[s], in_max * es) != CCL_OK) {
+                snprintf(why, whylen, "ccl_mem_alloc: %s", ccl_comm_last_error(R->comm));
+                goto out;
+            }
+            out[s] = in[s];
+        } else if (c->sym) {
             if (ccl_mem_alloc(R->comm, &in[s], in_max * es) != CCL_OK ||
                 ccl_mem_alloc(R->comm, &out[s], out_max * es) != CCL_OK) {
                 snprintf(why, whylen, "ccl_mem_alloc: %s", ccl_comm_last_error(R->comm));
@@ -450,7 +472,7 @@ static int run_v_case(Rank *R, ccl_algorithm_t *alg, const VCase *c, char *why, 
             CUdeviceptr p;
             CU(ccl__cu.MemAlloc(&p, in_max * es));
             in[s] = (void *)(uintptr_t)p;
-            CU(ccl__cu.MemAlloc(&p, out_max * es));
+            if (!c->overlap) CU(ccl__cu.MemAlloc(&p, out_max * es));
             out[s] = (void *)(uintptr_t)p;
         }
         memset(host, 0xee, in_max * es);
@@ -458,19 +480,24 @@ static int run_v_case(Rank *R, ccl_algorithm_t *alg, const VCase *c, char *why, 
             for (size_t i = 0; i < mine[s].sc[v]; i++)
                 ccl__from_float(host + (mine[s].sd[v] + i) * es, (float)vvalue(R->rank, v, i, s), c->t);
         CU(ccl__cu.MemcpyHtoD((CUdeviceptr)(uintptr_t)in[s], host, in_max * es));
-        CU(ccl__cu.MemsetD8((CUdeviceptr)(uintptr_t)out[s], 0xff, out_max * es));
+        if (!c->overlap) CU(ccl__cu.MemsetD8((CUdeviceptr)(uintptr_t)out[s], 0xff, out_max * es));
     }
     /* Ranks sharing a GPU: nobody launches while a peer still allocates or copies. */
     R->boot->barrier(R->boot->ctx);
     barriers++;
-#define RUN_V(s) ccl_algorithm_run_v(alg, in[s], mine[s].sc, mine[s].sd, out[s], mine[s].rc, mine[s].rd, c->t, R->stream)
+#define RUN_V(s)                                                                                                  \
+    (!standard_v ? ccl_algorithm_run_v(alg, in[s], mine[s].sc, mine[s].sd, out[s], mine[s].rc, mine[s].rd, c->t,     \
+                                       R->stream)                                                                    \
+     : alltoall  ? ccl_all_to_all_v(in[s], mine[s].sc, mine[s].sd, out[s], mine[s].rc, mine[s].rd, c->t, R->comm,    \
+                                    R->stream)                                                                       \
+                 : ccl_all_gather_v(in[s], mine[s].sc[0], out[s], mine[s].rc, mine[s].rd, c->t, R->comm, R->stream))
     if (c->graph) {
         /* Compile and stage before capture; then capture reps calls, replay 3 times. */
         if (RUN_V(0) != CCL_OK || ccl_comm_synchronize(R->comm) != CCL_OK) {
             snprintf(why, whylen, "warm-up: %s", ccl_comm_last_error(R->comm));
             goto out;
         }
-        CU(ccl__cu.MemsetD8((CUdeviceptr)(uintptr_t)out[0], 0xff, out_max * es));
+        if (!c->overlap) CU(ccl__cu.MemsetD8((CUdeviceptr)(uintptr_t)out[0], 0xff, out_max * es));
         CU(ccl__cu.StreamBeginCapture(R->stream, CU_STREAM_CAPTURE_MODE_RELAXED));
         for (int k = 0; k < c->reps; k++)
             if (RUN_V(0) != CCL_OK) {
@@ -493,7 +520,19 @@ static int run_v_case(Rank *R, ccl_algorithm_t *alg, const VCase *c, char *why, 
     }
 #undef RUN_V
     ccl_result_t sr = ccl_comm_synchronize(R->comm);
-    if (c->bad) {
+    if (c->bad && standard_v && R->rank != 1) {
+        /* As messages, the receiver finds the difference and stops every rank: the
+         * others fail naming it (docs/gpu-backend.md, "Exchanges as messages"); what
+         * landed before the stop may be in recvbuf, so nothing more is checked. */
+        const char *e = ccl_comm_last_error(R->comm);
+        if (sr == CCL_OK || !strstr(e, "rank 1")) {
+            snprintf(why, whylen, "rank %d: want a failure naming rank 1; got %s: %.300s", R->rank,
+                     ccl_result_string(sr), e);
+            goto out;
+        }
+        rc = 0;
+        goto out;
+    } else if (c->bad) {
         /* Every rank fails, naming the segment, both ranks and both counts. */
         const char *e = ccl_comm_last_error(R->comm);
         char seg[64];
@@ -517,6 +556,7 @@ static int run_v_case(Rank *R, ccl_algorithm_t *alg, const VCase *c, char *why, 
             for (int x = 0; x < n && !c->bad; x++)
                 if (e >= l->rd[x] && e < l->rd[x] + l->rc[x]) u = x;
             const char *at = host + e * es;
+            if (u < 0 && (c->overlap || (c->bad && standard_v))) continue;
             if (u < 0) {
                 for (size_t b = 0; b < es; b++)
                     if ((unsigned char)at[b] != 0xff) {
@@ -545,10 +585,10 @@ out:
     for (int s = 0; s < sets; s++) {
         if (c->sym) {
             if (in[s]) ccl_mem_free(R->comm, in[s]);
-            if (out[s]) ccl_mem_free(R->comm, out[s]);
+            if (out[s] && out[s] != in[s]) ccl_mem_free(R->comm, out[s]);
         } else {
             if (in[s]) ccl__cu.MemFree((CUdeviceptr)(uintptr_t)in[s]);
-            if (out[s]) ccl__cu.MemFree((CUdeviceptr)(uintptr_t)out[s]);
+            if (out[s] && out[s] != in[s]) ccl__cu.MemFree((CUdeviceptr)(uintptr_t)out[s]);
         }
     }
     free(host);
@@ -558,16 +598,18 @@ out:
 /* The v cases, every one of an allgatherv or alltoallv program; the count mismatch last
  * (it leaves the communicator failed). */
 static const VCase vcases[] = {
-    {"i32_uneven", CCL_I32, 5000, 1, 1, 1, 0, 0, 0, 0},
-    {"bf16_uneven_plain", CCL_BF16, 3001, 2, 0, 1, 0, 0, 0, 0},
-    {"u8_uneven", CCL_U8, 777, 3, 1, 1, 0, 0, 0, 0},
-    {"f64_large", CCL_F64, 300000, 4, 1, 1, 0, 0, 0, 0},
-    {"i32_count1", CCL_I32, 1, 5, 1, 1, 0, 0, 0, 0},
-    {"i32_all_zero", CCL_I32, 1, 6, 1, 1, 0, 0, 1, 0},
-    {"i32_50_calls_layouts_alternate", CCL_I32, 20000, 7, 1, 50, 0, 1, 0, 0},
-    {"bf16_20_calls_plain_alternate", CCL_BF16, 4099, 8, 0, 20, 0, 1, 0, 0},
-    {"i32_graph", CCL_I32, 10000, 9, 1, 5, 1, 0, 0, 0},
-    {"i32_counts_disagree", CCL_I32, 1000, 10, 0, 1, 0, 0, 0, 1},
+    {"i32_uneven", CCL_I32, 5000, 1, 1, 1, 0, 0, 0, 0, 0},
+    {"bf16_uneven_plain", CCL_BF16, 3001, 2, 0, 1, 0, 0, 0, 0, 0},
+    {"u8_uneven", CCL_U8, 777, 3, 1, 1, 0, 0, 0, 0, 0},
+    {"f64_large", CCL_F64, 300000, 4, 1, 1, 0, 0, 0, 0, 0},
+    {"i32_count1", CCL_I32, 1, 5, 1, 1, 0, 0, 0, 0, 0},
+    {"i32_all_zero", CCL_I32, 1, 6, 1, 1, 0, 0, 1, 0, 0},
+    {"i32_50_calls_layouts_alternate", CCL_I32, 20000, 7, 1, 50, 0, 1, 0, 0, 0},
+    {"bf16_20_calls_plain_alternate", CCL_BF16, 4099, 8, 0, 20, 0, 1, 0, 0, 0},
+    {"i32_graph", CCL_I32, 10000, 9, 1, 5, 1, 0, 0, 0, 0},
+    {"bf16_overlap_plain", CCL_BF16, 3001, 11, 0, 1, 0, 0, 0, 0, 1},
+    {"i32_overlap", CCL_I32, 10000, 12, 1, 1, 0, 0, 0, 0, 1},
+    {"i32_counts_disagree", CCL_I32, 1000, 10, 0, 1, 0, 0, 0, 1, 0},
 };
 
 static int reducing(Collective c)
@@ -611,7 +653,7 @@ static void *rank_main(void *arg)
         }
         (void)bad;
         Collective coll = alg->prog->coll;
-        int can_inplace = coll != COLL_ALLTOALL;
+        int can_inplace = coll != COLL_ALLTOALL || standard_v; /* ccl_all_to_all stages an overlapping sendbuf */
         Case cases[40];
         int nc = 0;
         if (R->pieces) {
@@ -1035,6 +1077,7 @@ int main(int argc, char **argv)
     for (; first < argc && argv[first][0] == '-'; first++) {
         if (!strcmp(argv[first], "--full")) full = 1;
         else if (!strcmp(argv[first], "--pieces")) pieces = 1;
+        else if (!strcmp(argv[first], "--standard")) standard_v = 1;
         else if (!strcmp(argv[first], "--procs")) procs = 1;
         else if (!strcmp(argv[first], "--ranks") && first + 1 < argc) nranks = atoi(argv[++first]);
         else if (!strcmp(argv[first], "--timeout-test")) nranks = -1;

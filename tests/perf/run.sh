@@ -65,6 +65,30 @@ for d in f16 fp8_e4m3 u8 i64 f64; do
     sweep "allgatherv-$d" 2 -c allgatherv -b 1K -e 8K -f 8 --ranks 3 -d "$d" --check "${quick[@]}"
     sweep "sendrecv-$d" 2 -c sendrecv -b 1K -e 8K -f 8 --ranks 3 -d "$d" --check "${quick[@]}"
 done
+# The exchanges as point-to-point messages on one node (CCL_EXCHANGE=p2p: the GPU's
+# route, vcoll.c), the algorithm column saying so; plain buffers too, 2 and 5 ranks.
+for k in proportional zipf; do
+    for c in alltoallv allgatherv; do
+        CCL_EXCHANGE=p2p sweep "p2p-$k-$c-5" 4 -c $c -b 4 -e 256K -f 32 --ranks 5 -d bf16 --v-counts $k --check "${quick[@]}"
+        CCL_EXCHANGE=p2p sweep "p2p-$k-$c-2-plain" 3 -c $c -b 1K -e 64K -f 8 --ranks 2 --buffers plain --v-counts $k \
+            --check "${quick[@]}"
+    done
+done
+CCL_EXCHANGE=p2p sweep "p2p-alltoall-5" 4 -c alltoall -b 5K -e 320K -f 4 --ranks 5 -d bf16 --check "${quick[@]}"
+CCL_EXCHANGE=p2p sweep "p2p-alltoall-2-plain" 3 -c alltoall -b 1K -e 64K -f 8 --ranks 2 --buffers plain --check "${quick[@]}"
+for f in p2p-zipf-alltoallv-5 p2p-alltoall-5; do
+    if [ "$(grep -v '^#' "$tmp/$f.out" | awk '{print $6}' | sort -u)" != "send/recv" ]; then
+        fail "$f-algorithm-column" "under CCL_EXCHANGE=p2p: $(grep -v '^#' "$tmp/$f.out" | head -2)"
+    else
+        ok "$f-algorithm-column"
+    fi
+done
+if CCL_EXCHANGE=sometimes "$perf" -c alltoallv -b 1K -e 1K --ranks 2 "${quick[@]}" >/dev/null 2>"$tmp/exchange.err" ||
+    ! grep -q "CCL_EXCHANGE='sometimes' is not auto, p2p or programs" "$tmp/exchange.err"; then
+    fail "exchange-env" "$(head -c 300 "$tmp/exchange.err")"
+else
+    ok "exchange-env"
+fi
 # --v-counts: both kinds for both v-collectives, from sizes smaller than a 16-byte unit
 # per rank (whole segments empty, the rest on the most loaded peer) up, on 2 to 8 ranks.
 for k in proportional zipf; do

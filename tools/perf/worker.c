@@ -704,7 +704,7 @@ static void worker_setup_nccl(Worker *w)
  * collective's dispatch picks (ccl__pick with the byte count api.c gives it: the API
  * count times the element size (allgatherv's: the recvcounts' sum), and 0 for alltoallv,
  * whose ranks know only their own counts; every rank picks the same). sendrecv runs no
- * algorithm. */
+ * algorithm, nor an exchange that runs as point-to-point messages (vcoll.c). */
 static void op_algorithm(Worker *w, size_t count, char *name, size_t len)
 {
     int lib = perf_colls[w->sh->coll].lib;
@@ -713,6 +713,12 @@ static void op_algorithm(Worker *w, size_t count, char *name, size_t len)
         return;
     }
     size_t bytes = w->sh->coll == PERF_ALLTOALLV ? 0 : count * w->sh->pat.esize;
+    size_t total = lib == COLL_ALLTOALL ? bytes * (size_t)w->sh->nranks : bytes; /* alltoall's sendbuf */
+    if (!w->alg && (lib == COLL_ALLTOALL || lib == COLL_ALLTOALLV || lib == COLL_ALLGATHERV) &&
+        ccl__exchange_p2p(w->comm, (Collective)lib, total)) {
+        snprintf(name, len, "send/recv");
+        return;
+    }
     ccl_algorithm_t *alg = w->alg;
     if (!alg && ccl__pick(w->comm, (Collective)lib, w->o->root, bytes, "ccl-perf", &alg) != CCL_OK)
         alg = NULL;

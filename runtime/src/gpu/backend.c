@@ -441,8 +441,9 @@ static ccl_result_t gpu_kernel(ccl_algorithm_t *alg, ccl_dtype_t dtype, ccl_op_t
 
 /* Private staging `which` ([0] in, [1] out) of at least `bytes`, usable on stream s from
  * here on; grow-only, replaced buffers freed at the next synchronize (a launch may
- * still use them). */
-static ccl_result_t gpu_stage(ccl_comm_t *comm, int which, size_t bytes, CUstream s, void **out)
+ * still use them). Only this rank's kernels read it (a call's snapshot of its sendbuf,
+ * here and in gpu/p2p.c). */
+ccl_result_t ccl__gpu_private_stage(ccl_comm_t *comm, int which, size_t bytes, CUstream s, void **out)
 {
     GpuComm *g = gpu_comm(comm);
     if (g->stage_bytes[which] < bytes) {
@@ -620,8 +621,8 @@ static ccl_result_t gpu_run(const CclCall *call)
         memcpy(vtable, call->v.table, CCL__VT_WORDS(comm->nranks) * sizeof *vtable);
         ccl__v_place(comm, call, vtable, &in, &out);
     }
-    if (!in && (res = gpu_stage(comm, 0, call->in_bytes, s, &in)) != CCL_OK) return res;
-    if (!out && (res = gpu_stage(comm, 1, call->out_bytes, s, &out)) != CCL_OK) return res;
+    if (!in && (res = ccl__gpu_private_stage(comm, 0, call->in_bytes, s, &in)) != CCL_OK) return res;
+    if (!out && (res = ccl__gpu_private_stage(comm, 1, call->out_bytes, s, &out)) != CCL_OK) return res;
     /* The first call after an algorithm was freed: every rank finishes the previous call
      * before this one starts, staging copies included. So does a v call that stages its
      * sendbuf where peers read it (the v arena, whose layout follows every rank's
@@ -928,6 +929,10 @@ void ccl__gpu_make_current(const ccl_comm_t *comm)
 static const CclBackend gpu_backend = {
     .name = "gpu",
     .alternates_out = 1,
+    .alltoallv_p2p = 1,
+    .allgatherv_p2p_min = (size_t)16 << 20,
+    .alltoall_p2p_min = (size_t)64 << 20,
+    .alltoall_p2p_ranks = 2,
     .kind = CCL_BACKEND_GPU,
     .comm_init = gpu_comm_init,
     .comm_fini = gpu_comm_fini,

@@ -197,6 +197,10 @@ int ccl__gpu_wait_launched(ccl_comm_t *comm, int p, _Atomic uint64_t *count, uin
 ccl_result_t ccl__gpu_mark_stream(ccl_comm_t *comm, CUstream s, int capturing);
 const char *ccl__gpu_colocated_list(const GpuComm *g, char *buf, size_t len);
 
+/* gpu/backend.c: this rank's private staging `which` (0 in, 1 out) of at least `bytes`,
+ * usable on stream s (grow-only). */
+ccl_result_t ccl__gpu_private_stage(ccl_comm_t *comm, int which, size_t bytes, CUstream s, void **out);
+
 /* gpu/stage.c: staging copies with the module's ccl_copy kernel `copy`: bytes from src to
  * dst on s; in rows of `row` bytes where a side is strided (dpitch, spitch; 0: packed);
  * and a piece's copy out of `out` beside the next piece (CclCall.alternate). */

@@ -8,7 +8,9 @@
  * write the receiver's buffer directly), within what fits the GPU at once. Here the
  * channel region (2 x p2p_slot_bytes a peer, reserved by the common code) gets its
  * layout (p2p_layout), and a receive whose buffer is a ccl_mem_alloc buffer or registered
- * memory offers it to its sender (CclP2pGpuCall.direct).
+ * memory offers it to its sender (CclP2pGpuCall.direct). A v-collective run as messages
+ * (vcoll.c) adds its copies before the launch (v_copies) and its tag to each message's
+ * dtype word, which the kernel compares whole.
  *
  * Where each channel stands is the kernel's to read from the heap (gpu/p2p.cu), so a
  * launch is the same every time it runs and may be captured into a CUDA graph. A comm's
@@ -142,6 +144,9 @@ typedef struct GpuP2p {
     CclP2pGpuErr *err;          /* host-mapped */
     CUdeviceptr err_dev;
     uint64_t groups;            /* launches so far */
+    /* The v call (comm->v_p2p_calls) of each of the latest launches, by launch number
+     * modulo its length, for the messages of a failure (0: none). */
+    uint64_t vseq[64];
     int max_blocks;             /* blocks of a channel at most: P2P_MAX_BLOCKS, or CCL_GPU_P2P_BLOCKS */
     /* The kernel's parameter (about 10 KB), filled per launch: a comm's hooks never run
      * at once, and the driver copies it at the launch. */
@@ -164,7 +169,8 @@ static ccl_result_t load_module(ccl_comm_t *comm, GpuComm *g, GpuP2p *p)
         if (ccl__jit_compile(m->source, "ccl_p2p.cu", g->arch, dir, &jr, err, sizeof err) == 0) {
             CUresult r = ccl__cu.ModuleLoadData(&mod, jr.image);
             free(jr.image);
-            if (r == CUDA_SUCCESS && (r = ccl__cu.ModuleGetFunction(&m->kernel, mod, "ccl_p2p")) != CUDA_SUCCESS) {
+            if (r == CUDA_SUCCESS && ((r = ccl__cu.ModuleGetFunction(&m->kernel, mod, "ccl_p2p")) != CUDA_SUCCESS ||
+                                      (r = ccl__cu.ModuleGetFunction(&m->copy, mod, "ccl_copy")) != CUDA_SUCCESS)) {
                 ccl__cu.ModuleUnload(mod);
                 mod = 0;
             }
@@ -280,6 +286,32 @@ static ccl_result_t wait_partners(ccl_comm_t *comm, GpuComm *g, const CclP2pCall
     return CCL_OK;
 }
 
+/* A v call's copies (CclP2pCall), on s before its messages: the sendbuf's snapshot into
+ * private staging, the sends that read it rebased onto it (in the launch's arguments),
+ * and the rank's own segment. ccl_copy copies nothing once this rank is stopped. */
+static ccl_result_t v_copies(ccl_comm_t *comm, GpuP2p *p, const CclP2pCall *call, CUstream s)
+{
+    const char *lo = call->stage_src, *hi = lo + call->stage_bytes, *self = call->self_src;
+    ccl_result_t res = CCL_OK;
+    if (call->stage_bytes) {
+        void *stage;
+        if ((res = ccl__gpu_private_stage(comm, 0, call->stage_bytes, s, &stage)) != CCL_OK ||
+            (res = ccl__gpu_stage_copy(comm, p->module->copy, stage, lo, call->stage_bytes, s, "sendbuf")) != CCL_OK)
+            return res;
+        for (uint64_t i = 0; i < p->args.ncalls; i++) {
+            CclP2pGpuCall *c = &p->args.call[i];
+            const char *b = (const char *)(uintptr_t)c->buf;
+            if (c->kind == 0 && b >= lo && b < hi)
+                c->buf = (uint64_t)(uintptr_t)((char *)stage + (b - lo));
+        }
+        if (self >= lo && self < hi)
+            self = (char *)stage + (self - lo);
+    }
+    if (call->self_bytes)
+        res = ccl__gpu_stage_copy(comm, p->module->copy, call->self_dst, self, call->self_bytes, s, "own segment");
+    return res;
+}
+
 ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
 {
     ccl_comm_t *comm = call->comm;
@@ -344,7 +376,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
             c->peer = (uint64_t)op->peer;
             c->buf = (uint64_t)(uintptr_t)op->buf;
             c->count = op->count;
-            c->dtype = (uint64_t)op->dtype;
+            c->dtype = ccl__p2p_wire_dtype(op);
             c->bytes = op->count * ccl_dtype_size(op->dtype);
             c->nth = op->nth;
             c->index = (uint64_t)op->index;
@@ -388,6 +420,9 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
         c->blocks = want[ch] < (uint64_t)most ? want[ch] : (uint64_t)most;
     }
     grid += a->call[n - 1].blocks;
+    p->vseq[a->group % 64] = call->ops[0].vtag ? call->ops[0].vseq : 0;
+    if ((res = v_copies(comm, p, call, s)) != CCL_OK)
+        return res;
     ccl__gpu_note_caller(comm);
     void *params[] = {a};
     CUresult r = ccl__gpu_launch(g, p->module->kernel, (unsigned)grid, (unsigned)threads, s, params);
@@ -407,9 +442,11 @@ int ccl__gpu_p2p_error(ccl_comm_t *comm)
         return 0;
     const CclP2pGpuErr *e = p->err;
     const CclP2pGpuCall *c = &e->call;
+    uint64_t dtype = c->dtype & 0xff, vtag = c->dtype >> 8; /* ccl__p2p_wire_dtype's word */
     CclP2pOp op = {.kind = c->kind == 0 ? CCL__P2P_SEND : CCL__P2P_RECV, .peer = (int)c->peer,
-                   .count = (size_t)c->count, .dtype = c->dtype < CCL_NUM_DTYPES ? (ccl_dtype_t)c->dtype : CCL_NUM_DTYPES,
-                   .nth = c->nth, .index = (int)c->index};
+                   .count = (size_t)c->count, .dtype = dtype < CCL_NUM_DTYPES ? (ccl_dtype_t)dtype : CCL_NUM_DTYPES,
+                   .nth = c->nth, .index = (int)c->index, .vtag = (int)vtag,
+                   .vseq = vtag ? p->vseq[e->group % 64] : 0};
     if (e->what == CCL_P2P_MISMATCH) {
         CclP2pSlot found; /* the header's five words, in CclP2pSlot's order */
         _Static_assert(sizeof found == sizeof e->header, "a slot header is five words");

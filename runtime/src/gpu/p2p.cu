@@ -71,6 +71,8 @@ typedef unsigned int u32;
 typedef const struct ccl_p2p_args P2pArgs;
 typedef const struct ccl_p2p_call P2pCall;
 
+#include "copy.cuh"
+
 /* The header's last word: how the message travels. */
 enum { P2P_LL = 1, P2P_EAGER = 2, P2P_DIRECT = 3 };
 
