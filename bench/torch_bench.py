@@ -151,7 +151,9 @@ class Unavailable(Exception):
 def note_unavailable(unavailable, kind, e):
     """Records e: for the kind (nothing more of it is tried), or for its size alone."""
     if e.one_size:
-        unavailable.setdefault("sizes", []).append(f"{KINDS[kind][1]}: {e}")
+        why = f"{KINDS[kind][1]}: {e}"
+        if why not in unavailable.setdefault("sizes", []):  # the check and the timing both meet it
+            unavailable["sizes"].append(why)
     else:
         unavailable[kind] = str(e)
 

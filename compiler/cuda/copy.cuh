@@ -10,13 +10,20 @@
  * (offset 0 of its heap, device memory) is set, by any failure of this rank's kernels
  * or a peer's, it copies nothing, so a failed call never writes what it did not compute
  * into recvbuf. The word is read once per thread from device memory (an L2 hit, not a
- * trip to the host); the loop then moves 16-byte vectors, four in flight per thread. */
+ * trip to the host); the loop then moves 16-byte vectors, four in flight per thread.
+ * Where dst and src sit alike within 16 bytes (both aligned, or a block of an odd count
+ * at the same offset in two aligned buffers), the bytes before dst's first 16-byte
+ * boundary go one by one and the rest as vectors; otherwise every byte goes alone. */
 extern "C" __global__ void ccl_copy(char *dst, const char *src, u64 bytes, const u64 *abort_word)
 {
     if (*(const volatile u64 *)abort_word) return;
     const u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x, step = (u64)gridDim.x * blockDim.x;
     u64 done = 0;
-    if ((((u64)dst | (u64)src) & 15) == 0) {
+    if ((((u64)dst ^ (u64)src) & 15) == 0) {
+        u64 head = (16 - ((u64)dst & 15)) & 15;
+        if (head > bytes) head = bytes;
+        if (i < head) dst[i] = src[i];
+        dst += head, src += head, bytes -= head;
         const u64 n = bytes / 16;
         u64 j = i;
         for (; j + 3 * step < n; j += 4 * step) {

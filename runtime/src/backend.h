@@ -187,12 +187,10 @@ struct CclBackend {
      * the GPU copies a piece out beside the next piece; the CPU runs its pieces one
      * after the other anyway, and takes them so that its tests cover call.c's side. */
     int alternates_out;
-    /* Where the exchanges on one node run as point-to-point messages by default
-     * (vcoll.c, ccl__exchange_p2p): alltoallv when alltoallv_p2p is set, allgatherv
-     * from allgatherv_p2p_min bytes in all, alltoall from alltoall_p2p_min bytes of
-     * sendbuf on alltoall_p2p_ranks ranks (sizes every rank knows; 0: programs). */
-    int alltoallv_p2p;
-    size_t allgatherv_p2p_min, alltoall_p2p_min;
+    /* Where alltoall on one node runs as point-to-point messages by default (vcoll.c,
+     * ccl__exchange_p2p): an ordinary recvbuf, from alltoall_p2p_min bytes of sendbuf,
+     * on alltoall_p2p_ranks ranks (0: always programs). */
+    size_t alltoall_p2p_min;
     int alltoall_p2p_ranks;
 
     /* Collective over the ranks of boot (boot is valid only during this call). Creates

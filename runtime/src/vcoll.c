@@ -369,20 +369,25 @@ static ccl_result_t run_v_p2p(Collective coll, const char *fn, const void *send,
     return r;
 }
 
-/* Point-to-point or a program: what every rank decides alike, from what every rank
- * knows alike (the comm's CCL_EXCHANGE, its nodes, backend and registrations, the
- * collective's total size; never the buffers, whose kind may differ per rank). Across
- * nodes the v calls always run as messages. On one node, a program registered for the
- * collective (ccl_comm_use_algorithm) runs as asked; else the backend's rule
- * (CclBackend.alltoallv_p2p...): on GPUs alltoallv always, allgatherv and alltoall from a
- * size, because the grouped messages cross NVLink once, with no entry wait or table
- * exchange, straight between the caller's buffers or through the channels' slots, and
- * need no heap staging whatever the size; on the CPU, programs. */
-int ccl__exchange_p2p(const ccl_comm_t *comm, Collective coll, size_t bytes)
+/* Point-to-point or a program: what every rank decides alike. Across nodes the v calls
+ * always run as messages. On one node, a program registered for the collective
+ * (ccl_comm_use_algorithm) runs as asked; CCL_EXCHANGE=p2p or programs (the same on
+ * every rank) decides; else the backend's rule, which on GPUs sends alltoall as
+ * messages where its recvbuf is an ordinary one (recv_private) and its sendbuf large
+ * (CclBackend.alltoall_p2p_min, on alltoall_p2p_ranks ranks): the messages go through
+ * the channels' slots, copied out as they arrive, where the program would write a staged
+ * recvbuf and copy all of it out after (docs/perf/x2-exchange: 0.66-0.87x the program's
+ * time from 64 MB on 2x H200). Every rank decides alike: the size is the same everywhere,
+ * and the ranks of an alltoall must pass the same kind of recvbuf (its heap offset is in
+ * the call's identity: a rank with an ordinary one and a rank with a ccl_mem_alloc one
+ * already fail). The v-collectives stay programs on one node unless CCL_EXCHANGE=p2p:
+ * as messages they were slower at most sizes on both kinds of buffers (the same
+ * measurements), and the kinds of their buffers may differ per rank. */
+int ccl__exchange_p2p(const ccl_comm_t *comm, Collective coll, size_t bytes, int recv_private)
 {
-    if (comm->nnodes > 1 && coll != COLL_ALLTOALL)
-        return 1;
-    if (comm->nnodes > 1 || comm->exchange < 0)
+    if (comm->nnodes > 1)
+        return coll != COLL_ALLTOALL;
+    if (comm->exchange < 0)
         return 0;
     for (int i = 0; i < comm->nuses; i++)
         if (comm->uses[i].alg->prog->coll == coll)
@@ -390,16 +395,8 @@ int ccl__exchange_p2p(const ccl_comm_t *comm, Collective coll, size_t bytes)
     if (comm->exchange > 0)
         return 1;
     const CclBackend *be = comm->be;
-    switch (coll) {
-    case COLL_ALLTOALLV:
-        return be->alltoallv_p2p;
-    case COLL_ALLGATHERV:
-        return be->allgatherv_p2p_min && bytes >= be->allgatherv_p2p_min;
-    case COLL_ALLTOALL:
-        return be->alltoall_p2p_min && bytes >= be->alltoall_p2p_min && comm->nranks == be->alltoall_p2p_ranks;
-    default:
-        return 0;
-    }
+    return coll == COLL_ALLTOALL && recv_private && be->alltoall_p2p_min && bytes >= be->alltoall_p2p_min &&
+           comm->nranks == be->alltoall_p2p_ranks;
 }
 
 /* ccl_all_to_all as messages (ccl__exchange_p2p): count elements to every rank, blocks
@@ -435,7 +432,7 @@ static ccl_result_t standard_v(Collective coll, const char *fn, const void *send
     for (int p = 0; coll == COLL_ALLGATHERV && p < comm->nranks; p++)
         elems = recvcounts[p] > SIZE_MAX - elems ? SIZE_MAX : elems + recvcounts[p];
     size_t bytes = elems > SIZE_MAX / es ? SIZE_MAX : elems * es;
-    if (ccl__exchange_p2p(comm, coll, bytes)) {
+    if (ccl__exchange_p2p(comm, coll, bytes, 0)) {
         ccl__range_push(fn);
         return ccl__range_pop(
             run_v_p2p(coll, fn, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, comm, stream));

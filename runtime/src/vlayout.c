@@ -75,7 +75,8 @@ void ccl__v_space_message(char *err, size_t len, int me, uint64_t seq, const cha
                  "rank %d %llu bytes of staging, together", file, scratch, longest, ccl_dtype_name(dtype), p, stage);
     snprintf(err, len,
              "rank %d, call %llu: %s, more than the %zu bytes of the heap that v-collectives use (half of what was "
-             "free at the first v call; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES%s)", me,
+             "free at the first v call; raise ccl_config_t.heap_bytes / CCL_HEAP_BYTES%s, or set CCL_EXCHANGE=p2p on "
+             "every rank: the standard v calls then run as point-to-point messages, which stage nothing)", me,
              (unsigned long long)seq, need, arena_bytes,
              stage ? ", or pass ccl_mem_alloc buffers, which need no staging" : "");
 }

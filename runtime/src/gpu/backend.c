@@ -929,8 +929,6 @@ void ccl__gpu_make_current(const ccl_comm_t *comm)
 static const CclBackend gpu_backend = {
     .name = "gpu",
     .alternates_out = 1,
-    .alltoallv_p2p = 1,
-    .allgatherv_p2p_min = (size_t)16 << 20,
     .alltoall_p2p_min = (size_t)64 << 20,
     .alltoall_p2p_ranks = 2,
     .kind = CCL_BACKEND_GPU,

@@ -147,6 +147,9 @@ typedef struct GpuP2p {
     /* The v call (comm->v_p2p_calls) of each of the latest launches, by launch number
      * modulo its length, for the messages of a failure (0: none). */
     uint64_t vseq[64];
+    /* A v call's own segment, copied on the comm's side stream beside the messages:
+     * `forked` once its source is ready on the call's stream, `copied` once done. */
+    CUevent forked, copied;
     int max_blocks;             /* blocks of a channel at most: P2P_MAX_BLOCKS, or CCL_GPU_P2P_BLOCKS */
     /* The kernel's parameter (about 10 KB), filled per launch: a comm's hooks never run
      * at once, and the driver copies it at the launch. */
@@ -212,6 +215,11 @@ void ccl__gpu_p2p_open(ccl_comm_t *comm, GpuComm *g)
         return;
     }
     memset(p->err, 0, sizeof *p->err);
+    if ((r = ccl__cu.EventCreate(&p->forked, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS ||
+        (r = ccl__cu.EventCreate(&p->copied, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+        snprintf(p->why, sizeof p->why, "creating its events failed: %s", ccl__cuda_error(r));
+        return;
+    }
     /* A tuning knob until the tuner owns it; each rank's own (the ranks need not agree). */
     const char *knob = getenv("CCL_GPU_P2P_BLOCKS");
     int kb = knob ? atoi(knob) : 0;
@@ -228,6 +236,10 @@ void ccl__gpu_p2p_close(GpuComm *g)
         return;
     if (p->err)
         ccl__gpu_free_host_mem(g->device, p->err);
+    if (p->forked)
+        ccl__cu.EventDestroy(p->forked);
+    if (p->copied)
+        ccl__cu.EventDestroy(p->copied);
     free(p);
     g->p2p = NULL;
 }
@@ -286,13 +298,20 @@ static ccl_result_t wait_partners(ccl_comm_t *comm, GpuComm *g, const CclP2pCall
     return CCL_OK;
 }
 
-/* A v call's copies (CclP2pCall), on s before its messages: the sendbuf's snapshot into
- * private staging, the sends that read it rebased onto it (in the launch's arguments),
- * and the rank's own segment. ccl_copy copies nothing once this rank is stopped. */
-static ccl_result_t v_copies(ccl_comm_t *comm, GpuP2p *p, const CclP2pCall *call, CUstream s)
+/* An own segment of at least this many bytes is copied beside the messages (below, the
+ * fork and join cost more than they save). */
+enum { P2P_SELF_BESIDE_MIN = 1 << 20 };
+
+/* A v call's copies (CclP2pCall), before its messages: the sendbuf's snapshot into
+ * private staging on s, the sends that read it rebased onto it (in the launch's
+ * arguments), then the rank's own segment, which no message touches: on the side stream
+ * beside the messages where it is large (*beside: the caller joins it after the launch),
+ * else on s. ccl_copy copies nothing once this rank is stopped. */
+static ccl_result_t v_copies(ccl_comm_t *comm, GpuComm *g, GpuP2p *p, const CclP2pCall *call, CUstream s, int *beside)
 {
     const char *lo = call->stage_src, *hi = lo + call->stage_bytes, *self = call->self_src;
     ccl_result_t res = CCL_OK;
+    *beside = 0;
     if (call->stage_bytes) {
         void *stage;
         if ((res = ccl__gpu_private_stage(comm, 0, call->stage_bytes, s, &stage)) != CCL_OK ||
@@ -307,9 +326,18 @@ static ccl_result_t v_copies(ccl_comm_t *comm, GpuP2p *p, const CclP2pCall *call
         if (self >= lo && self < hi)
             self = (char *)stage + (self - lo);
     }
-    if (call->self_bytes)
-        res = ccl__gpu_stage_copy(comm, p->module->copy, call->self_dst, self, call->self_bytes, s, "own segment");
-    return res;
+    if (!call->self_bytes)
+        return CCL_OK;
+    if (call->self_bytes < P2P_SELF_BESIDE_MIN)
+        return ccl__gpu_stage_copy(comm, p->module->copy, call->self_dst, self, call->self_bytes, s, "own segment");
+    CU_CHECK(ccl__cu.EventRecord(p->forked, s), "cuEventRecord (a v call's own segment)");
+    CU_CHECK(ccl__cu.StreamWaitEvent(g->side, p->forked, 0), "cuStreamWaitEvent (a v call's own segment)");
+    if ((res = ccl__gpu_stage_copy(comm, p->module->copy, call->self_dst, self, call->self_bytes, g->side,
+                                   "own segment")) != CCL_OK)
+        return res;
+    CU_CHECK(ccl__cu.EventRecord(p->copied, g->side), "cuEventRecord (a v call's own segment)");
+    *beside = 1;
+    return CCL_OK;
 }
 
 ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
@@ -421,13 +449,16 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
     }
     grid += a->call[n - 1].blocks;
     p->vseq[a->group % 64] = call->ops[0].vtag ? call->ops[0].vseq : 0;
-    if ((res = v_copies(comm, p, call, s)) != CCL_OK)
+    int beside;
+    if ((res = v_copies(comm, g, p, call, s, &beside)) != CCL_OK)
         return res;
     ccl__gpu_note_caller(comm);
     void *params[] = {a};
     CUresult r = ccl__gpu_launch(g, p->module->kernel, (unsigned)grid, (unsigned)threads, s, params);
     if (r != CUDA_SUCCESS)
         return ccl__gpu_cu_fail(comm, r, "cuLaunchKernel (ccl_p2p)");
+    if (beside)
+        CU_CHECK(ccl__cu.StreamWaitEvent(s, p->copied, 0), "cuStreamWaitEvent (a v call's own segment)");
     CCL__TRACE(comm->rank, "launched a group of %d point-to-point calls on stream %p", n, (void *)s);
     if ((res = wait_partners(comm, g, call, capturing)) != CCL_OK)
         return res;
