@@ -189,9 +189,9 @@ struct CclBackend {
     int alternates_out;
     /* Where alltoall on one node runs as point-to-point messages by default (vcoll.c,
      * ccl__exchange_p2p): an ordinary recvbuf, from alltoall_p2p_min bytes of sendbuf,
-     * on alltoall_p2p_ranks ranks (0: always programs). */
+     * on at most alltoall_p2p_max_ranks ranks (0: always programs). */
     size_t alltoall_p2p_min;
-    int alltoall_p2p_ranks;
+    int alltoall_p2p_max_ranks;
 
     /* Collective over the ranks of boot (boot is valid only during this call). Creates
      * comm->be_comm and this rank's symmetric heap of comm->heap_bytes bytes, zeroed,

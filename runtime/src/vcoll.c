@@ -374,15 +374,16 @@ static ccl_result_t run_v_p2p(Collective coll, const char *fn, const void *send,
  * (ccl_comm_use_algorithm) runs as asked; CCL_EXCHANGE=p2p or programs (the same on
  * every rank) decides; else the backend's rule, which on GPUs sends alltoall as
  * messages where its recvbuf is an ordinary one (recv_private) and its sendbuf large
- * (CclBackend.alltoall_p2p_min, on alltoall_p2p_ranks ranks): the messages go through
- * the channels' slots, copied out as they arrive, where the program would write a staged
- * recvbuf and copy all of it out after (docs/perf/x2-exchange: 0.66-0.87x the program's
- * time from 64 MB on 2x H200). Every rank decides alike: the size is the same everywhere,
+ * (CclBackend.alltoall_p2p_min, on up to alltoall_p2p_max_ranks ranks): the messages go
+ * through the channels' slots, copied out as they arrive, where the program would write a
+ * staged recvbuf and copy all of it out after (docs/perf/x2-exchange: 0.65-0.85x the
+ * program's time from 64 MB on 2x H200, 0.79-0.97x on 4). Every rank decides alike: the
+ * size is the same everywhere,
  * and the ranks of an alltoall must pass the same kind of recvbuf (its heap offset is in
  * the call's identity: a rank with an ordinary one and a rank with a ccl_mem_alloc one
  * already fail). The v-collectives stay programs on one node unless CCL_EXCHANGE=p2p:
- * as messages they were slower at most sizes on both kinds of buffers (the same
- * measurements), and the kinds of their buffers may differ per rank. */
+ * as messages they were slower at most sizes on ccl_mem_alloc buffers (faster on
+ * ordinary ones on 4 GPUs), and the kinds of their buffers may differ per rank. */
 int ccl__exchange_p2p(const ccl_comm_t *comm, Collective coll, size_t bytes, int recv_private)
 {
     if (comm->nnodes > 1)
@@ -396,7 +397,7 @@ int ccl__exchange_p2p(const ccl_comm_t *comm, Collective coll, size_t bytes, int
         return 1;
     const CclBackend *be = comm->be;
     return coll == COLL_ALLTOALL && recv_private && be->alltoall_p2p_min && bytes >= be->alltoall_p2p_min &&
-           comm->nranks == be->alltoall_p2p_ranks;
+           comm->nranks <= be->alltoall_p2p_max_ranks;
 }
 
 /* ccl_all_to_all as messages (ccl__exchange_p2p): count elements to every rank, blocks

@@ -136,39 +136,14 @@ static ccl_result_t gpu_comm_init(ccl_comm_t *comm, const ccl_bootstrap_t *boot)
     return res;
 }
 
-/* Releases staging buffers replaced since the last synchronize: this rank's work is
- * done, so a free ordered on the quiet stream is safe at once. */
-static void gpu_free_retired(GpuComm *g)
-{
-    for (int i = 0; i < g->nretired; i++) ccl__cu.MemFreeAsync(g->retired[i], g->quiet);
-    g->nretired = 0;
-}
-
-/* Waits for the work this comm queued. On a shared GPU only for the streams it queued
- * on: the whole context would include the peers' kernels, which may be waiting for
- * this rank's next call. The first failure, if any. */
-static CUresult gpu_wait_own_work(ccl_comm_t *comm)
-{
-    GpuComm *g = gpu_comm(comm);
-    if (g->ncolocated == 1) return ccl__cu.CtxSynchronize();
-    CUresult first = CUDA_SUCCESS;
-    for (int i = 0; i < g->nmarks; i++) {
-        CUresult r = ccl__cu.EventSynchronize(g->marks[i].done);
-        if (first == CUDA_SUCCESS) first = r;
-    }
-    g->nmarks = 0;
-    ccl__gpu_stream_unclaim_all(g->device, comm);
-    return first;
-}
-
 static void gpu_comm_fini(ccl_comm_t *comm)
 {
     GpuComm *g = gpu_comm(comm);
     if (!g) return;
     ccl__cu.CtxSetCurrent(g->ctx);
-    gpu_wait_own_work(comm);
+    ccl__gpu_wait_own_work(comm);
     ccl__gpu_proxy_stop(g);
-    gpu_free_retired(g);
+    ccl__gpu_free_retired(g);
     for (int i = 0; i < 2; i++)
         if (g->stage[i]) ccl__cu.MemFreeAsync(g->stage[i], g->quiet);
     ccl__gpu_heap_destroy(comm, g);
@@ -437,31 +412,6 @@ static ccl_result_t gpu_kernel(ccl_algorithm_t *alg, ccl_dtype_t dtype, ccl_op_t
     }
     free(kl);
     return res;
-}
-
-/* Private staging `which` ([0] in, [1] out) of at least `bytes`, usable on stream s from
- * here on; grow-only, replaced buffers freed at the next synchronize (a launch may
- * still use them). Only this rank's kernels read it (a call's snapshot of its sendbuf,
- * here and in gpu/p2p.c). */
-ccl_result_t ccl__gpu_private_stage(ccl_comm_t *comm, int which, size_t bytes, CUstream s, void **out)
-{
-    GpuComm *g = gpu_comm(comm);
-    if (g->stage_bytes[which] < bytes) {
-        if (g->stage[which]) {
-            if (g->nretired == (int)(sizeof g->retired / sizeof g->retired[0])) {
-                gpu_wait_own_work(comm);
-                gpu_free_retired(g);
-            }
-            g->retired[g->nretired++] = g->stage[which];
-            g->stage[which] = 0;
-            g->stage_bytes[which] = 0;
-        }
-        size_t want = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes;
-        CU_CHECK(ccl__cu.MemAllocFromPoolAsync(&g->stage[which], want, g->stage_pool, s), "cuMemAllocFromPoolAsync (staging)");
-        g->stage_bytes[which] = want;
-    }
-    *out = (void *)(uintptr_t)g->stage[which];
-    return CCL_OK;
 }
 
 static ccl_result_t gpu_wait_colocated_launches(ccl_comm_t *comm, const char *what, int capturing)
@@ -773,13 +723,13 @@ static ccl_result_t gpu_synchronize(ccl_comm_t *comm)
     GpuComm *g = gpu_comm(comm);
     ccl__cu.CtxSetCurrent(g->ctx);
     double t0 = ccl__now_ms();
-    CUresult r = gpu_wait_own_work(comm);
+    CUresult r = ccl__gpu_wait_own_work(comm);
     CCL__TRACE(comm->rank, "synchronize waited %.1f ms", ccl__now_ms() - t0);
     if (r != CUDA_SUCCESS) {
         ccl__set_async_error(comm, CCL_ERR_CUDA, "rank %d: a kernel failed: %s", comm->rank, ccl__cuda_error(r));
         return CCL_OK;
     }
-    gpu_free_retired(g);
+    ccl__gpu_free_retired(g);
     for (int i = 0; i < comm->nalgs; i++) {
         ccl_algorithm_t *alg = comm->algs[i];
         GpuAlg *ga = alg->be_alg;
@@ -883,7 +833,7 @@ static ccl_result_t gpu_copy(ccl_comm_t *comm, void *dst, const void *src, size_
 {
     GpuComm *g = gpu_comm(comm);
     ccl__cu.CtxSetCurrent(g->ctx);
-    CU_CHECK(gpu_wait_own_work(comm), "waiting for the communicator's work");
+    CU_CHECK(ccl__gpu_wait_own_work(comm), "waiting for the communicator's work");
     CU_CHECK(ccl__cu.MemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes, g->quiet),
              "cuMemcpyAsync");
     /* From pageable host memory the copy may return before its DMA lands. */
@@ -930,7 +880,7 @@ static const CclBackend gpu_backend = {
     .name = "gpu",
     .alternates_out = 1,
     .alltoall_p2p_min = (size_t)64 << 20,
-    .alltoall_p2p_ranks = 2,
+    .alltoall_p2p_max_ranks = 4, /* measured on 2 and 4 GPUs: docs/perf/x2-exchange */
     .kind = CCL_BACKEND_GPU,
     .comm_init = gpu_comm_init,
     .comm_fini = gpu_comm_fini,

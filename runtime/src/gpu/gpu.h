@@ -197,13 +197,15 @@ int ccl__gpu_wait_launched(ccl_comm_t *comm, int p, _Atomic uint64_t *count, uin
 ccl_result_t ccl__gpu_mark_stream(ccl_comm_t *comm, CUstream s, int capturing);
 const char *ccl__gpu_colocated_list(const GpuComm *g, char *buf, size_t len);
 
-/* gpu/backend.c: this rank's private staging `which` (0 in, 1 out) of at least `bytes`,
- * usable on stream s (grow-only). */
+/* gpu/stage.c: this rank's private staging `which` (0 in, 1 out) of at least `bytes`,
+ * usable on stream s (grow-only; what it replaced is freed by free_retired once
+ * wait_own_work, which waits for what this comm queued, has returned); staging copies
+ * with the module's ccl_copy kernel `copy`: bytes from src to dst on s; in rows of
+ * `row` bytes where a side is strided (dpitch, spitch; 0: packed); and a piece's copy
+ * out of `out` beside the next piece (CclCall.alternate). */
 ccl_result_t ccl__gpu_private_stage(ccl_comm_t *comm, int which, size_t bytes, CUstream s, void **out);
-
-/* gpu/stage.c: staging copies with the module's ccl_copy kernel `copy`: bytes from src to
- * dst on s; in rows of `row` bytes where a side is strided (dpitch, spitch; 0: packed);
- * and a piece's copy out of `out` beside the next piece (CclCall.alternate). */
+CUresult ccl__gpu_wait_own_work(ccl_comm_t *comm);
+void ccl__gpu_free_retired(GpuComm *g);
 ccl_result_t ccl__gpu_stage_copy(ccl_comm_t *comm, CUfunction copy, void *dst, const void *src, size_t bytes,
                                  CUstream s, const char *what);
 ccl_result_t ccl__gpu_stage_rows(ccl_comm_t *comm, CUfunction copy, char *dst, size_t dpitch, const char *src,

@@ -1,11 +1,63 @@
 /* gpu/stage.c: the staging copies between a user's buffer and CCL's (gpu/backend.c decides
  * where a call stages): one copy, a copy in rows where a side is strided, and the copy
  * out of a piece that runs beside the next piece on a stream of its own. Each is the
- * module's ccl_copy kernel (compiler/cuda/prelude.cuh: it copies nothing once this
- * rank's abort word is set). Calls only the driver and the base. */
+ * module's ccl_copy kernel (compiler/cuda/copy.cuh: it copies nothing once this rank's
+ * abort word is set); and the private staging they copy into, with the waits its
+ * replacement needs. Calls the driver, the base and gpu/stream.c. */
 #include <stdio.h>
 
 #include "gpu/gpu.h"
+
+/* Releases staging buffers replaced since the last synchronize: this rank's work is
+ * done, so a free ordered on the quiet stream is safe at once. */
+void ccl__gpu_free_retired(GpuComm *g)
+{
+    for (int i = 0; i < g->nretired; i++) ccl__cu.MemFreeAsync(g->retired[i], g->quiet);
+    g->nretired = 0;
+}
+
+/* Waits for the work this comm queued. On a shared GPU only for the streams it queued
+ * on: the whole context would include the peers' kernels, which may be waiting for
+ * this rank's next call. The first failure, if any. */
+CUresult ccl__gpu_wait_own_work(ccl_comm_t *comm)
+{
+    GpuComm *g = gpu_comm(comm);
+    if (g->ncolocated == 1) return ccl__cu.CtxSynchronize();
+    CUresult first = CUDA_SUCCESS;
+    for (int i = 0; i < g->nmarks; i++) {
+        CUresult r = ccl__cu.EventSynchronize(g->marks[i].done);
+        if (first == CUDA_SUCCESS) first = r;
+    }
+    g->nmarks = 0;
+    ccl__gpu_stream_unclaim_all(g->device, comm);
+    return first;
+}
+
+/* Private staging `which` ([0] in, [1] out) of at least `bytes`, usable on stream s from
+ * here on; grow-only, replaced buffers freed at the next synchronize (a launch may
+ * still use them). Only this rank's kernels read it (a call's snapshot of its sendbuf:
+ * gpu/backend.c's, and gpu/p2p.c's for exchanges run as messages). */
+ccl_result_t ccl__gpu_private_stage(ccl_comm_t *comm, int which, size_t bytes, CUstream s, void **out)
+{
+    GpuComm *g = gpu_comm(comm);
+    if (g->stage_bytes[which] < bytes) {
+        if (g->stage[which]) {
+            if (g->nretired == (int)(sizeof g->retired / sizeof g->retired[0])) {
+                ccl__gpu_wait_own_work(comm);
+                ccl__gpu_free_retired(g);
+            }
+            g->retired[g->nretired++] = g->stage[which];
+            g->stage[which] = 0;
+            g->stage_bytes[which] = 0;
+        }
+        size_t want = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes;
+        CU_CHECK(ccl__cu.MemAllocFromPoolAsync(&g->stage[which], want, g->stage_pool, s), "cuMemAllocFromPoolAsync (staging)");
+        g->stage_bytes[which] = want;
+    }
+    *out = (void *)(uintptr_t)g->stage[which];
+    return CCL_OK;
+}
+
 
 /* A staging copy on stream s. Up to four vectors per thread in flight, so blocks to
  * cover the bytes in one pass, up to 4 per SM. */
