@@ -20,7 +20,8 @@
  * killmid R: R is killed 300 ms into those all-reduces, in the middle of one. In both the
  * others end without MPI_Finalize, which would wait for the dead rank (under mpirun
  * --enable-recovery, which lets them report). bw: the net channel's rate against MPI's
- * own (bandwidth(), below). p2p: cases.h's point-to-point cases (a ring and pairwise
+ * own (bandwidth(), below); lat: point-to-point's latency against MPI's own (latency(),
+ * below). p2p: cases.h's point-to-point cases (a ring and pairwise
  * exchanges in groups, crossing nodes) on counts 1, 1001 and 2^20, f32 and i32.
  * p2p-mismatch: rank 0 sends 10 i32 to rank 2 (another node), which receives 11; both
  * print what they got, and rank 2 whether its buffer stayed untouched. p2p-unmatched
@@ -114,6 +115,74 @@ static void bandwidth(ccl_comm_t *comm)
     }
 }
 
+/* lat: on 2 ranks as 2 nodes of 1, point-to-point across the nodes against MPI's own, on
+ * plain host buffers: a ping-pong (rank 0 ccl_send then ccl_recv, rank 1 the mirror: one
+ * round trip per iteration) and an exchange (ccl_send and ccl_recv in one group on both
+ * ranks), against MPI_Send/MPI_Recv and MPI_Sendrecv of the same bytes on MPI_COMM_WORLD;
+ * the median of 9 timed runs of 200 iterations. Rank 0 prints a table (microseconds per
+ * iteration). */
+static void latency(ccl_comm_t *comm)
+{
+    enum { RUNS = 9, ITERS = 200 };
+    static const size_t sizes[] = {8, 1024, 8192, 65536};
+    int peer = 1 - rank;
+    if (rank == 0)
+        printf("| bytes | ccl ping-pong (us) | MPI ping-pong (us) | ccl exchange in a group (us) | MPI_Sendrecv (us) |\n"
+               "|---:|---:|---:|---:|---:|\n");
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t bytes = sizes[s];
+        char *send = malloc(bytes), *recv = malloc(bytes);
+        memset(send, rank + 1, bytes);
+        double t[4][RUNS];
+        for (int run = -1; run < RUNS; run++) {     /* run -1: warm-up */
+            double t0[4];
+            for (int way = 0; way < 4; way++) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0[way] = MPI_Wtime();
+                for (int i = 0; i < ITERS; i++) {
+                    ccl_result_t r = CCL_OK;
+                    if (way == 0) {
+                        for (int k = 0; k < 2 && r == CCL_OK; k++)
+                            r = (k == rank) ? ccl_send(send, bytes, CCL_U8, peer, comm, NULL)
+                                            : ccl_recv(recv, bytes, CCL_U8, peer, comm, NULL);
+                    } else if (way == 1) {
+                        if (rank == 0) {
+                            MPI_Send(send, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+                            MPI_Recv(recv, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                        } else {
+                            MPI_Recv(recv, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                            MPI_Send(send, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+                        }
+                    } else if (way == 2) {
+                        ccl_group_start();
+                        r = ccl_send(send, bytes, CCL_U8, peer, comm, NULL);
+                        if (r == CCL_OK)
+                            r = ccl_recv(recv, bytes, CCL_U8, peer, comm, NULL);
+                        ccl_result_t e = ccl_group_end();
+                        r = r != CCL_OK ? r : e;
+                    } else {
+                        MPI_Sendrecv(send, (int)bytes, MPI_BYTE, peer, 7, recv, (int)bytes, MPI_BYTE, peer, 7,
+                                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    }
+                    if (r != CCL_OK)
+                        fail_now(comm, "ccl_send/ccl_recv");
+                }
+                if ((way == 0 || way == 2) && ccl_comm_synchronize(comm) != CCL_OK)
+                    fail_now(comm, "ccl_comm_synchronize");
+                if (run >= 0)
+                    t[way][run] = (MPI_Wtime() - t0[way]) / ITERS;
+            }
+        }
+        for (int way = 0; way < 4; way++)
+            qsort(t[way], RUNS, sizeof t[way][0], cmp_double);
+        if (rank == 0)
+            printf("| %zu | %.1f | %.1f | %.1f | %.1f |\n", bytes, t[0][RUNS / 2] * 1e6, t[1][RUNS / 2] * 1e6,
+                   t[2][RUNS / 2] * 1e6, t[3][RUNS / 2] * 1e6);
+        free(send);
+        free(recv);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -135,6 +204,11 @@ int main(int argc, char **argv)
             bandwidth(comm);
         else if (rank == 0)
             fprintf(stderr, "bw: run it on 2 ranks (CCL_RANKS_PER_NODE=1 mpirun -np 2)\n");
+    } else if (!strcmp(mode, "lat")) {
+        if (size == 2)
+            latency(comm);
+        else if (rank == 0)
+            fprintf(stderr, "lat: run it on 2 ranks (CCL_RANKS_PER_NODE=1 mpirun -np 2)\n");
     } else if (!strcmp(mode, "split")) {
         const char *rpn = getenv("CCL_RANKS_PER_NODE");
         status = run_split_cases(comm, rpn ? atoi(rpn) : size, sum_over_ranks) != 0;
