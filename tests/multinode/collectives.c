@@ -27,7 +27,9 @@
  * print what they got, and rank 2 whether its buffer stayed untouched. p2p-unmatched
  * [recv]: rank 0 sends to rank 2, which never receives (with recv: rank 1 receives from
  * rank 3, which never sends; with kill: rank 3 is killed); the waiting rank prints what
- * it got (CCL_TIMEOUT_MS bounds its wait). v: cases.h's ccl_all_gather_v and
+ * it got (CCL_TIMEOUT_MS bounds its wait). p2p-mismatch late: as p2p-mismatch, rank 2
+ * calling 300 ms late (the small message waits in its proxy). p2p-killsend: rank 3 is
+ * killed while rank 0 sends it small messages; rank 0 prints what it got. v: cases.h's ccl_all_gather_v and
  * ccl_all_to_all_v cases (uneven counts, a zero and a large segment, gaps checked; as
  * point-to-point across nodes). v-mismatch: an allgatherv whose ranks 1 and 2 expect 11
  * elements from rank 0, which sends 10; every rank prints what it got. split: cases.h's
@@ -267,8 +269,11 @@ int main(int argc, char **argv)
             raise(SIGKILL);
         if (rank == 0 && !recv_side)
             r = ccl_send(buf, 10, CCL_I32, 2, comm, NULL);
-        else if (rank == 2 && !strcmp(mode, "p2p-mismatch"))
+        else if (rank == 2 && !strcmp(mode, "p2p-mismatch")) {
+            if (!strcmp(variant, "late"))      /* the eager message waits in rank 2's proxy first */
+                nanosleep(&(struct timespec){0, 300 * 1000000L}, NULL);
             r = ccl_recv(buf, 11, CCL_I32, 0, comm, NULL);
+        }
         else if (rank == 1 && recv_side)
             r = ccl_recv(buf, 10, CCL_I32, 3, comm, NULL);
         if (r == CCL_OK)
@@ -281,6 +286,28 @@ int main(int argc, char **argv)
                    rank == 2 && untouched ? " [buffer untouched]" : "");
         fflush(stdout);
         MPI_Barrier(MPI_COMM_WORLD);
+    } else if (!strcmp(mode, "p2p-killsend")) {
+        /* Rank 3 (node 1) is killed at once; rank 0 sends it four small messages (eager:
+         * they leave before any recv), ranks 1 and 2 all-reduce (rank 2, its node-mate,
+         * finds it dead). Rank 0 prints what its sends got, then every survivor ends. */
+        int32_t buf[10] = {0};
+        if (rank == 3)
+            raise(SIGKILL);
+        if (rank == 0) {
+            ccl_group_start();
+            for (int m = 0; m < 4; m++)
+                ccl_send(buf, 10, CCL_I32, 3, comm, NULL);
+            r = ccl_group_end();
+        } else {
+            r = ccl_all_reduce(buf, buf, 10, CCL_I32, CCL_SUM, comm, NULL);
+        }
+        if (r == CCL_OK)
+            r = ccl_comm_synchronize(comm);
+        if (rank == 0)
+            printf("rank %d: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(comm));
+        fflush(stdout);
+        ccl_comm_destroy(comm);
+        _exit(r == CCL_OK);
     } else if (!strcmp(mode, "kill") || !strcmp(mode, "killmid")) {
         status = run_kill_case(comm, argc > 2 ? atoi(argv[2]) : size - 1, !strcmp(mode, "kill") ? 0 : 300);
         ccl_comm_destroy(comm);
