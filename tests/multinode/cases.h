@@ -381,7 +381,8 @@ static int64_t p2p_value(int from, int to, int m, size_t i, int k)
  * which crosses nodes), pairwise exchanges with r ^ 1 and r ^ 2 in one group each (both
  * directions in flight at once), 20 messages each way around the ring in one group
  * (more than the proxy's window of messages in flight to one peer), and ungrouped calls
- * with r ^ 2 (the lower rank sends first, the other receives first). */
+ * with r ^ 2 (the lower rank sends first, the other receives first); then late partners
+ * (p2p_late_case, below). */
 enum { P_RING, P_XOR1, P_XOR2, P_RING20, P_PLAIN, P_NPATTERNS };
 
 /* `iters` calls of pattern `pat` back back (call k's values + k), then
@@ -442,6 +443,61 @@ static long p2p_case(ccl_comm_t *comm, int pat, size_t count, ccl_dtype_t t, int
     return wrong;
 }
 
+/* Late partners (docs/multinode.md, "Point-to-point"): each rank of the lower half and
+ * rank + size / 2 (a rank of another node, but on one node) exchange LATE_MSGS messages
+ * in one group per side, first with the receiver calling 200 ms after the sender, then
+ * with the sender calling 200 ms after the receiver. The first 12 messages are small (at
+ * most 8 KiB: eager, more than the sender's 8 credits, so the receiving proxy keeps as
+ * many as the credits allow while the sender waits for more), the rest mix small ones
+ * (one of them empty) and one of 3000 elements in four (12 KB: cleared by a CTS first),
+ * so eager messages and CTS-cleared ones follow each other on one channel. Every element
+ * of every message is checked: a message in the wrong recv shows. 0 when all are right. */
+enum { LATE_MSGS = 40 };
+
+static size_t late_count(int m)
+{
+    return m >= 12 && m % 4 == 3 ? 3000 : (size_t)(m * 37 % 2048);
+}
+
+static long p2p_late_case(ccl_comm_t *comm, ccl_dtype_t t, int late_side)
+{
+    if (size % 2)
+        return 0;
+    int low = rank < size / 2, peer = low ? rank + size / 2 : rank - size / 2;
+    int sender = low == (late_side == 0);      /* side 0: the lower half sends, the receivers late */
+    size_t es = ccl_dtype_size(t);
+    void *buf[LATE_MSGS];
+    for (int m = 0; m < LATE_MSGS; m++) {
+        buf[m] = malloc(late_count(m) * es + 1);
+        for (size_t i = 0; i < late_count(m); i++)
+            put(buf[m], t, i, sender ? p2p_value(rank, peer, m, i, late_side) : -999);
+    }
+    if (sender == late_side) {
+        struct timespec nap = {0, 200 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+    ccl_group_start();
+    ccl_result_t r = CCL_OK;
+    for (int m = 0; m < LATE_MSGS && r == CCL_OK; m++)
+        r = sender ? ccl_send(buf[m], late_count(m), t, peer, comm, NULL)
+                   : ccl_recv(buf[m], late_count(m), t, peer, comm, NULL);
+    ccl_result_t e = ccl_group_end();
+    if ((r != CCL_OK ? r : e) != CCL_OK || ccl_comm_synchronize(comm) != CCL_OK)
+        fail_now(comm, "late point-to-point group");
+    long wrong = 0;
+    for (int m = 0; m < LATE_MSGS; m++) {
+        for (size_t i = 0; !sender && i < late_count(m); i++) {
+            int64_t want = p2p_value(peer, rank, m, i, late_side), got = get(buf[m], t, i);
+            if (got != want && wrong++ < 3)
+                fprintf(stderr, "rank %d: late p2p %s side %d: message %d (%zu elements) from rank %d: element %zu "
+                        "is %lld, expected %lld\n", rank, ccl_dtype_name(t), late_side, m, late_count(m), peer, i,
+                        (long long)got, (long long)want);
+        }
+        free(buf[m]);
+    }
+    return wrong;
+}
+
 /* After a mode's cases, an all-reduce on the same comm (the proxies still agree after
  * them): rank 0 prints "WHAT then all-reduce ...: ok" and "WHAT wrong elements: N"; the
  * total with the all-reduce's wrong elements. */
@@ -459,7 +515,8 @@ static long then_all_reduce(ccl_comm_t *comm, const char *what, long total, long
 /* Every pattern x count x (f32, i32), 3 calls back to back each, then an all-reduce:
  * rank 0 prints one line per case ("p2p ...: ok" or "...: WRONG") and then "p2p wrong
  * elements: N"; the total that combine gave. ring20 runs on counts up to 1001 only (20 x
- * 3 buffers each way). */
+ * 3 buffers each way). Then the late partners' cases (f32, i32 x receivers late, senders
+ * late), one line each. */
 static long run_p2p_cases(ccl_comm_t *comm, const size_t *counts, int ncounts, long (*combine)(long wrong))
 {
     static const char *name[] = {"ring in one group", "exchange with rank ^ 1", "exchange with rank ^ 2",
@@ -477,6 +534,14 @@ static long run_p2p_cases(ccl_comm_t *comm, const size_t *counts, int ncounts, l
                     printf("p2p %s count %zu %s x3: %s\n", name[pat], counts[c], ccl_dtype_name(types[d]),
                            all ? "WRONG" : "ok");
             }
+    for (int late = 0; late < 2; late++)
+        for (int d = 0; d < 2; d++) {
+            long all = combine(p2p_late_case(comm, types[d], late));
+            total += all;
+            if (rank == 0)
+                printf("p2p %d messages, small and large, %s late, %s: %s\n", LATE_MSGS,
+                       late ? "senders" : "receivers", ccl_dtype_name(types[d]), all ? "WRONG" : "ok");
+        }
     /* A collective after them: the proxies' put counts (which point-to-point pieces share)
      * still agree, so its flushes complete. */
     return then_all_reduce(comm, "p2p", total, combine);

@@ -20,13 +20,16 @@
  * killmid R: R is killed 300 ms into those all-reduces, in the middle of one. In both the
  * others end without MPI_Finalize, which would wait for the dead rank (under mpirun
  * --enable-recovery, which lets them report). bw: the net channel's rate against MPI's
- * own (bandwidth(), below). p2p: cases.h's point-to-point cases (a ring and pairwise
+ * own (bandwidth(), below); lat: point-to-point's latency against MPI's own (latency(),
+ * below). p2p: cases.h's point-to-point cases (a ring and pairwise
  * exchanges in groups, crossing nodes) on counts 1, 1001 and 2^20, f32 and i32.
  * p2p-mismatch: rank 0 sends 10 i32 to rank 2 (another node), which receives 11; both
  * print what they got, and rank 2 whether its buffer stayed untouched. p2p-unmatched
  * [recv]: rank 0 sends to rank 2, which never receives (with recv: rank 1 receives from
  * rank 3, which never sends; with kill: rank 3 is killed); the waiting rank prints what
- * it got (CCL_TIMEOUT_MS bounds its wait). v: cases.h's ccl_all_gather_v and
+ * it got (CCL_TIMEOUT_MS bounds its wait). p2p-mismatch late: as p2p-mismatch, rank 2
+ * calling 300 ms late (the small message waits in its proxy). p2p-killsend: rank 3 is
+ * killed while rank 0 sends it small messages; rank 0 prints what it got. v: cases.h's ccl_all_gather_v and
  * ccl_all_to_all_v cases (uneven counts, a zero and a large segment, gaps checked; as
  * point-to-point across nodes). v-mismatch: an allgatherv whose ranks 1 and 2 expect 11
  * elements from rank 0, which sends 10; every rank prints what it got. split: cases.h's
@@ -114,6 +117,74 @@ static void bandwidth(ccl_comm_t *comm)
     }
 }
 
+/* lat: on 2 ranks as 2 nodes of 1, point-to-point across the nodes against MPI's own, on
+ * plain host buffers: a ping-pong (rank 0 ccl_send then ccl_recv, rank 1 the mirror: one
+ * round trip per iteration) and an exchange (ccl_send and ccl_recv in one group on both
+ * ranks), against MPI_Send/MPI_Recv and MPI_Sendrecv of the same bytes on MPI_COMM_WORLD;
+ * the median of 9 timed runs of 200 iterations. Rank 0 prints a table (microseconds per
+ * iteration). */
+static void latency(ccl_comm_t *comm)
+{
+    enum { RUNS = 9, ITERS = 200 };
+    static const size_t sizes[] = {8, 1024, 8192, 65536};
+    int peer = 1 - rank;
+    if (rank == 0)
+        printf("| bytes | ccl ping-pong (us) | MPI ping-pong (us) | ccl exchange in a group (us) | MPI_Sendrecv (us) |\n"
+               "|---:|---:|---:|---:|---:|\n");
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t bytes = sizes[s];
+        char *send = malloc(bytes), *recv = malloc(bytes);
+        memset(send, rank + 1, bytes);
+        double t[4][RUNS];
+        for (int run = -1; run < RUNS; run++) {     /* run -1: warm-up */
+            double t0[4];
+            for (int way = 0; way < 4; way++) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0[way] = MPI_Wtime();
+                for (int i = 0; i < ITERS; i++) {
+                    ccl_result_t r = CCL_OK;
+                    if (way == 0) {
+                        for (int k = 0; k < 2 && r == CCL_OK; k++)
+                            r = (k == rank) ? ccl_send(send, bytes, CCL_U8, peer, comm, NULL)
+                                            : ccl_recv(recv, bytes, CCL_U8, peer, comm, NULL);
+                    } else if (way == 1) {
+                        if (rank == 0) {
+                            MPI_Send(send, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+                            MPI_Recv(recv, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                        } else {
+                            MPI_Recv(recv, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                            MPI_Send(send, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+                        }
+                    } else if (way == 2) {
+                        ccl_group_start();
+                        r = ccl_send(send, bytes, CCL_U8, peer, comm, NULL);
+                        if (r == CCL_OK)
+                            r = ccl_recv(recv, bytes, CCL_U8, peer, comm, NULL);
+                        ccl_result_t e = ccl_group_end();
+                        r = r != CCL_OK ? r : e;
+                    } else {
+                        MPI_Sendrecv(send, (int)bytes, MPI_BYTE, peer, 7, recv, (int)bytes, MPI_BYTE, peer, 7,
+                                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    }
+                    if (r != CCL_OK)
+                        fail_now(comm, "ccl_send/ccl_recv");
+                }
+                if ((way == 0 || way == 2) && ccl_comm_synchronize(comm) != CCL_OK)
+                    fail_now(comm, "ccl_comm_synchronize");
+                if (run >= 0)
+                    t[way][run] = (MPI_Wtime() - t0[way]) / ITERS;
+            }
+        }
+        for (int way = 0; way < 4; way++)
+            qsort(t[way], RUNS, sizeof t[way][0], cmp_double);
+        if (rank == 0)
+            printf("| %zu | %.1f | %.1f | %.1f | %.1f |\n", bytes, t[0][RUNS / 2] * 1e6, t[1][RUNS / 2] * 1e6,
+                   t[2][RUNS / 2] * 1e6, t[3][RUNS / 2] * 1e6);
+        free(send);
+        free(recv);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -135,6 +206,11 @@ int main(int argc, char **argv)
             bandwidth(comm);
         else if (rank == 0)
             fprintf(stderr, "bw: run it on 2 ranks (CCL_RANKS_PER_NODE=1 mpirun -np 2)\n");
+    } else if (!strcmp(mode, "lat")) {
+        if (size == 2)
+            latency(comm);
+        else if (rank == 0)
+            fprintf(stderr, "lat: run it on 2 ranks (CCL_RANKS_PER_NODE=1 mpirun -np 2)\n");
     } else if (!strcmp(mode, "split")) {
         const char *rpn = getenv("CCL_RANKS_PER_NODE");
         status = run_split_cases(comm, rpn ? atoi(rpn) : size, sum_over_ranks) != 0;
@@ -193,8 +269,11 @@ int main(int argc, char **argv)
             raise(SIGKILL);
         if (rank == 0 && !recv_side)
             r = ccl_send(buf, 10, CCL_I32, 2, comm, NULL);
-        else if (rank == 2 && !strcmp(mode, "p2p-mismatch"))
+        else if (rank == 2 && !strcmp(mode, "p2p-mismatch")) {
+            if (!strcmp(variant, "late"))      /* the eager message waits in rank 2's proxy first */
+                nanosleep(&(struct timespec){0, 300 * 1000000L}, NULL);
             r = ccl_recv(buf, 11, CCL_I32, 0, comm, NULL);
+        }
         else if (rank == 1 && recv_side)
             r = ccl_recv(buf, 10, CCL_I32, 3, comm, NULL);
         if (r == CCL_OK)
@@ -207,6 +286,28 @@ int main(int argc, char **argv)
                    rank == 2 && untouched ? " [buffer untouched]" : "");
         fflush(stdout);
         MPI_Barrier(MPI_COMM_WORLD);
+    } else if (!strcmp(mode, "p2p-killsend")) {
+        /* Rank 3 (node 1) is killed at once; rank 0 sends it four small messages (eager:
+         * they leave before any recv), ranks 1 and 2 all-reduce (rank 2, its node-mate,
+         * finds it dead). Rank 0 prints what its sends got, then every survivor ends. */
+        int32_t buf[10] = {0};
+        if (rank == 3)
+            raise(SIGKILL);
+        if (rank == 0) {
+            ccl_group_start();
+            for (int m = 0; m < 4; m++)
+                ccl_send(buf, 10, CCL_I32, 3, comm, NULL);
+            r = ccl_group_end();
+        } else {
+            r = ccl_all_reduce(buf, buf, 10, CCL_I32, CCL_SUM, comm, NULL);
+        }
+        if (r == CCL_OK)
+            r = ccl_comm_synchronize(comm);
+        if (rank == 0)
+            printf("rank %d: %s: %s\n", rank, ccl_result_string(r), ccl_comm_last_error(comm));
+        fflush(stdout);
+        ccl_comm_destroy(comm);
+        _exit(r == CCL_OK);
     } else if (!strcmp(mode, "kill") || !strcmp(mode, "killmid")) {
         status = run_kill_case(comm, argc > 2 ? atoi(argv[2]) : size - 1, !strcmp(mode, "kill") ? 0 : 300);
         ccl_comm_destroy(comm);

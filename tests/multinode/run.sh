@@ -35,9 +35,16 @@
 #   p2p        ccl_send / ccl_recv across nodes, as 2 nodes of 2 and 4 of 1: a ring in one group,
 #              exchanges with rank ^ 1 and rank ^ 2 in one group (both ways at once), 20 messages
 #              each way around the ring in one group, ungrouped exchanges, on counts 1, 1001 and
-#              2^20 x (f32, i32), 3 calls back to back each, every element checked
-#   p2p-mismatch  a send of 10 i32 against a recv of 11 across nodes: the receiver fails naming
-#              both calls with its buffer untouched, the sender naming the receiver
+#              2^20 x (f32, i32), 3 calls back to back each, every element checked; then 40
+#              messages between rank r and r + 2 in one group, small (eager) and large (CTS)
+#              mixed on one channel, the receivers calling 200 ms late, then the senders: every
+#              element checked, and the late receivers' proxies must have kept exactly as many
+#              early small messages at once as the sender's credits (8)
+#   p2p-mismatch  a send of 10 i32 (eager) against a recv of 11 across nodes: the receiver fails
+#              naming both calls with its buffer untouched, the sender naming the receiver; also
+#              with the receiver 300 ms late (the message waits in its proxy first)
+#   p2p-killsend  rank 3 is killed while rank 0 sends it small (eager) messages: rank 0 fails
+#              within 10 s (the timeout is 20 s), naming rank 3 as gone
 #   p2p-unmatched  a send nobody receives (2 nodes of 2) and a recv nobody sends to (4 of 1),
 #              across nodes: each times out naming its peer
 #   p2p-kill   rank 3 (node 1) is killed while rank 1 (node 0) waits to receive from it: the
@@ -162,15 +169,19 @@ for shape in 2 1; do
     CCL_RANKS_PER_NODE=$shape CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=INIT timeout -k 10 120 "${mpi[@]}" "$prog" p2p \
         >"$tmp/p2p.out" 2>"$tmp/p2p.err"
     rc=$?
-    if [ $rc -ne 0 ] || [ "$(grep -c '^p2p .*: ok$' "$tmp/p2p.out")" -ne 29 ] || ! grep -q '^p2p wrong elements: 0$' "$tmp/p2p.out"; then
+    kept=$(grep -oE 'came before their recv \(at most [0-9]+ kept' "$tmp/p2p.err" | grep -oE '[0-9]+' | sort -n | tail -1)
+    if [ $rc -ne 0 ] || [ "$(grep -c '^p2p .*: ok$' "$tmp/p2p.out")" -ne 33 ] || ! grep -q '^p2p wrong elements: 0$' "$tmp/p2p.out"; then
         echo "FAIL $name: exit $rc, not every case checked out"
         grep -v ': ok$' "$tmp/p2p.out" | head -20 | sed 's/^/    /'
         tail -5 "$tmp/p2p.err" | sed 's/^/    /'
     elif [ "$(grep -cE 'inter-node proxy: [1-9][0-9]* messages \([1-9][0-9]* bytes\) sent to, [1-9][0-9]* received' "$tmp/p2p.err")" -ne 4 ]; then
         echo "FAIL $name: not every rank's proxy carried traffic"
         grep -E 'proxy' "$tmp/p2p.err" | sed 's/^/    /'
+    elif [ "${kept:-0}" -ne 8 ]; then
+        echo "FAIL $name: the late receivers' proxies kept at most ${kept:-no} early small messages at once, not the 8 credits"
+        grep -E 'proxy' "$tmp/p2p.err" | sed 's/^/    /'
     else
-        echo "ok $name: ring, exchanges (grouped and not) and 20-message groups on 3 counts x f32, i32 x 3 calls, every element right"
+        echo "ok $name: ring, exchanges (grouped and not) and 20-message groups on 3 counts x f32, i32 x 3 calls, 40 small and large messages to late receivers and from late senders, every element right; early small messages kept at most 8 at once"
     fi
     CCL_RANKS_PER_NODE=$shape CCL_TIMEOUT_MS=5000 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-mismatch >"$tmp/mm.out" 2>&1
     if grep -q "^rank 2: invalid argument: .*rank 2: ccl_recv (call 1 of 1 of its group) from rank 0, 11 i32 meets rank 0's ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 (message 1 from rank 0 to rank 2): .*nothing was received \[buffer untouched\]$" "$tmp/mm.out" &&
@@ -181,6 +192,16 @@ for shape in 2 1; do
         sed 's/^/    /' "$tmp/mm.out" | head -20
     fi
 done
+# The same with the receiver 300 ms late: the small message waits in its proxy, which
+# checks it against the recv when the recv comes.
+CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=5000 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-mismatch late >"$tmp/mm.out" 2>&1
+if grep -q "^rank 2: invalid argument: .*rank 2: ccl_recv (call 1 of 1 of its group) from rank 0, 11 i32 meets rank 0's ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 (message 1 from rank 0 to rank 2): .*nothing was received \[buffer untouched\]$" "$tmp/mm.out" &&
+   grep -q "^rank 0: a peer failed or left: .*rank 0: ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 stopped: rank 2 on node 1 failed" "$tmp/mm.out"; then
+    echo "ok multinode/p2p-mismatch-late: 10 i32 sent before the recv of 11 came: rank 2 names both calls (buffer untouched), rank 0 names rank 2"
+else
+    echo "FAIL multinode/p2p-mismatch-late: the two ranks do not both fail naming each other"
+    sed 's/^/    /' "$tmp/mm.out" | head -20
+fi
 CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=500 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-unmatched send >"$tmp/um.out" 2>&1
 CCL_RANKS_PER_NODE=1 CCL_TIMEOUT_MS=500 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-unmatched recv >>"$tmp/um.out" 2>&1
 if grep -q '^rank 0: a wait timed out .*timeout: rank 0: ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 (message 1 from rank 0 to rank 2) was not received within 500 ms: rank 2 on node 1 has made no matching ccl_recv' "$tmp/um.out" &&
@@ -269,6 +290,21 @@ fi
 # shared-memory transport reports no error; docs/multinode.md.)
 recovery=()
 mpirun --allow-run-as-root --help all 2>&1 | grep -q -- --enable-recovery && recovery=(--enable-recovery)
+
+# Rank 3 killed while rank 0 sends it small messages, which go eagerly (before any recv):
+# rank 0 must fail within 5 s (the timeout is 20 s), naming rank 3 as gone. Without
+# --enable-recovery mpirun may end the job first; then its own message must name rank 3.
+named="^rank 0: a peer failed or left: .*rank 0: ccl_send \\(call 1 of 4 of its group\\) to rank 3, 10 i32 stopped: rank 3 on node 1 is gone"
+[ ${#recovery[@]} -eq 0 ] && named="$named|process rank 3 .* exited on signal 9"
+start=$(date +%s)
+CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=20000 timeout -k 10 60 "${mpi[@]}" "${recovery[@]}" "$prog" p2p-killsend >"$tmp/ks.out" 2>&1
+took=$(( $(date +%s) - start ))
+if [ $took -lt 10 ] && grep -qE "$named" "$tmp/ks.out"; then
+    echo "ok multinode/p2p-killsend: small messages sent to a killed rank of another node: rank 0 names rank 3 as gone (${took}s)"
+else
+    echo "FAIL multinode/p2p-killsend: rank 0 did not name rank 3 as gone (${took}s)"
+    sed 's/^/    /' "$tmp/ks.out" | head -20
+fi
 for mode in kill killmid; do
     for shape in 4:2:3 6:2:3; do
         IFS=: read -r np rpn v <<<"$shape"

@@ -17,7 +17,9 @@
 #              says the data crossed the nodes through the proxy
 #   p2p-2x2, -4x1  tests/multinode's point-to-point cases (cases.h) over TCP: a ring, pairwise
 #              exchanges (grouped and not) and 20-message groups across nodes, on 3 counts
-#              x (f32, i32), 3 calls each, every element checked
+#              x (f32, i32), 3 calls each, every element checked; 40 small (eager) and large
+#              messages to late receivers and from late senders, and the late receivers'
+#              proxies must have kept exactly the sender's 8 credits of early messages at once
 #   v-2x2, -4x1  tests/multinode's allgatherv and alltoallv cases (cases.h) over TCP: uneven
 #              counts (a zero segment, one of 262147 elements), f32, i32, in place and not,
 #              3 calls each, every segment and gap checked
@@ -107,15 +109,19 @@ for rpn in 2 1; do
     name="uniqueid/p2p-$((4 / rpn))x$rpn"
     CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=INIT timeout -k 5 60 "$prog" p2p 4 "$rpn" >"$tmp/out" 2>"$tmp/err"
     rc=$?
-    if [ $rc -ne 0 ] || [ "$(grep -c '^p2p .*: ok$' "$tmp/out")" -ne 29 ] || ! grep -q '^p2p wrong elements: 0$' "$tmp/out" ||
+    kept=$(grep -oE 'came before their recv \(at most [0-9]+ kept' "$tmp/err" | grep -oE '[0-9]+' | sort -n | tail -1)
+    if [ $rc -ne 0 ] || [ "$(grep -c '^p2p .*: ok$' "$tmp/out")" -ne 33 ] || ! grep -q '^p2p wrong elements: 0$' "$tmp/out" ||
        [ "$(grep -c '^rank [0-9]*: wrong 0$' "$tmp/out")" -ne 4 ]; then
         echo "FAIL $name: exit $rc, not every case checked out"
         { grep -v ': ok$' "$tmp/out"; tail -5 "$tmp/err"; } | show /dev/stdin
     elif [ "$(grep -cE 'inter-node proxy: [1-9][0-9]* messages \([1-9][0-9]* bytes\) sent to, [1-9][0-9]* received' "$tmp/err")" -ne 4 ]; then
         echo "FAIL $name: not every rank's proxy carried traffic"
         grep -E 'proxy' "$tmp/err" | show /dev/stdin
+    elif [ "${kept:-0}" -ne 8 ]; then
+        echo "FAIL $name: the late receivers' proxies kept at most ${kept:-no} early small messages at once, not the 8 credits"
+        grep -E 'proxy' "$tmp/err" | show /dev/stdin
     else
-        echo "ok $name: ring, exchanges (grouped and not) and 20-message groups on 3 counts x f32, i32 x 3 calls over TCP, every element right"
+        echo "ok $name: ring, exchanges (grouped and not) and 20-message groups on 3 counts x f32, i32 x 3 calls, 40 small and large messages to late receivers and from late senders over TCP, every element right; early small messages kept at most 8 at once"
     fi
 done
 

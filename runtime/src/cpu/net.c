@@ -13,7 +13,9 @@
  *          verifier's rule that nothing writes a put's source before its flush, and the
  *          flush's wait for the peer's acknowledgment, keep the source intact)
  *   ADD    a signal: the receiver adds 1 (release) to the semaphore at the offset given
- *   ACK    how many PUT pieces from this rank the sender has applied (cumulative)
+ *   ACK    how many PUT and P2P pieces from this rank the sender has applied, and how
+ *          many of this rank's point-to-point messages to it have landed in recvs (both
+ *          cumulative; the latter returns eager credits and completes eager sends)
  *   IDENT  a call's identity (CclIdent), kept per sender in a ring like the heaps' own
  *   ARRIVE the all-rank barrier's arrival count
  *   ABORT  stop on behalf of rank d (value d + 1), with what is known of d (net.h) and,
@@ -27,6 +29,12 @@
  *          straight into the recv's buffer) and acknowledged as PUTs are. With flag
  *          F_MISMATCH it carries no data: the sender's call does not match the CTS, and
  *          the receiver fails naming both (cpu/p2p.c)
+ *   EAGER  a whole point-to-point message nth of at most NET_INLINE bytes (its CclP2pSlot
+ *          in the header), sent without waiting for its CTS, within the sender's credits
+ *          (net.h): its recv takes it at once when it is registered and every earlier
+ *          message of the pair has landed, else the proxy keeps it (in `early`, one slot
+ *          per credit) until then. The receiving proxy, not the sender, compares it with
+ *          the recv, as the one-node slots do: a mismatch lands nothing and fails the recv
  *   BOOT   an exchange of ccl_comm_split's bootstrap (mailbox.c): its number (the comm's
  *          split count << 32 | the exchange) and at most NET_INLINE bytes, kept in a list
  *          per sender until the split's thread takes it; with F_GAVE_UP the sender gave
@@ -54,95 +62,7 @@
 #include <time.h>
 
 #include "cpu/net.h"
-
-enum { NET_INLINE = 8 << 10, NET_PIECE = 1 << 30 };
-enum { F_DATA_FOLLOWS = 1,      /* PUT, P2P: the piece is the sender's next message */
-       F_MISMATCH = 2,          /* P2P: no data; the sender's call does not match the CTS */
-       F_GAVE_UP = 4 };         /* BOOT: the sender gave up the split numbered a >> 32 */
-enum { M_PUT = 1, M_ADD, M_ACK, M_IDENT, M_ARRIVE, M_ABORT, M_BYE, M_CTS, M_P2P, M_BOOT };
-enum { WIN = CCL__NET_P2P_WINDOW };
-
-typedef struct {
-    uint32_t kind, flags;
-    uint64_t a, b;
-    char pad[40];
-} NetHdr;
-_Static_assert(sizeof(NetHdr) == 64, "the header is 64 bytes");
-_Static_assert(sizeof(CclP2pSlot) <= sizeof(((NetHdr *)0)->pad), "a CTS's and a P2P's CclP2pSlot fits the header");
-
-/* Point-to-point, the sender's side: the CTS of message nth from rank p, in slot nth % WIN
- * of p's ring (seq = nth + 1 once it is there). The receiver sends CTS nth + WIN only once
- * message nth has landed, which the sender sent only after reading CTS nth: so a slot is
- * never overwritten before it is read. */
-typedef struct {
-    _Atomic uint64_t seq;
-    uint64_t count, dtype;
-} NetCts;
-
-/* The receiver's side: recv nth from rank p, registered by the worker before its CTS
- * goes out (seq = nth + 1), in slot nth % WIN; the proxy receives the message's pieces into
- * buf. bad: the sender refused the match (F_MISMATCH), found is its header. */
-typedef struct {
-    _Atomic uint64_t seq;
-    char *buf;
-    size_t bytes;
-    _Atomic int bad;
-    CclP2pSlot found;
-} NetRecv;
-
-/* A BOOT message kept for the split's thread (ccl__cpu_net_boot_take). */
-typedef struct BootMsg {
-    struct BootMsg *next;
-    uint64_t tag;
-    uint32_t flags;
-    size_t bytes;
-    char data[];
-} BootMsg;
-
-typedef struct Msg {
-    struct Msg *next;
-    int peer;
-    size_t bytes;               /* header and payload */
-    void *req, *dreq;           /* the header's send, and the piece's (F_DATA_FOLLOWS) */
-    const void *data;           /* F_DATA_FOLLOWS: the piece, where it lies */
-    NetHdr h;                   /* the payload follows */
-} Msg;
-
-struct CpuNet {
-    ccl_comm_t *comm;
-    ccl_net_t t;
-    int N, me, L;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    Msg *head, *tail;           /* queued by the comm's threads */
-    Msg *flight, *flight_tail;  /* posted, not yet complete (proxy only) */
-    Msg *dropped;               /* posted to a rank lost since: the transport may hold them
-                                   still, so they are freed only at the end (proxy only) */
-    _Atomic int stop;
-    int broken;                 /* the transport failed: no more calls into it */
-    int *cut, ncut;             /* per rank: its connection failed, no more calls for it
-                                   (lost()); how many (proxy only) */
-    int telling;                /* lost() is telling the other nodes of rank telling - 1
-                                   (proxy only) */
-    uint64_t sent, sent_bytes, recvd; /* messages and bytes, for the log at the end */
-    _Atomic uint64_t *posted, *acked, *arrived; /* per rank */
-    _Atomic int *flags;         /* per rank: what ABORT messages said of it (net.h) */
-    _Atomic int *lost_by;       /* per rank: 1 + the rank whose connection to it failed */
-    uint64_t *applied, *ack_sent;
-    int *bye;
-    void **rreq;
-    char **rbuf;
-    int *rdata;                 /* per rank: the posted receive is a PUT's piece (1, into the
-                                   heap) or a P2P's (2, into a recv's buffer) */
-    uint64_t *idents;           /* [N][CCL_IDENT_RING] CclIdents, as words */
-    NetCts *cts;                /* [N][W], point-to-point (above) */
-    NetRecv *rx;                /* [N][W] */
-    _Atomic uint64_t *cleared;  /* per rank: messages to it it has cleared (the last CTS's nth + 1) */
-    _Atomic uint64_t *landed;   /* per rank: messages from it wholly received (the last's nth + 1) */
-    uint64_t *rx_nth;           /* per rank, rdata 2: the message whose piece is being received, */
-    int *rx_last;               /* and whether the piece is its last */
-    BootMsg **boot;             /* per rank: BOOT messages not yet taken, in arrival order (under mu) */
-};
+#include "cpu/net_state.h" /* the messages and the proxy's state */
 
 static CclHeapHeader *header(ccl_comm_t *comm, int p)
 {
@@ -247,6 +167,7 @@ int ccl__cpu_net_p2p_recv(CpuNet *n, int peer, const CclP2pSlot *recv, void *buf
     NetRecv *e = &n->rx[(size_t)peer * WIN + recv->nth % WIN];
     e->buf = buf;
     e->bytes = bytes;
+    e->want = *recv;
     atomic_store_explicit(&e->bad, 0, memory_order_relaxed);
     atomic_store_explicit(&e->seq, recv->nth + 1, memory_order_release);
     Msg *m = msg_new(peer, M_CTS, recv->nth, 0, 0);
@@ -305,6 +226,26 @@ int ccl__cpu_net_p2p_send(CpuNet *n, int peer, const CclP2pSlot *send, const voi
         return -1;
     *mark = ccl__cpu_net_posted(n, peer);
     return 0;
+}
+
+int ccl__cpu_net_p2p_eager(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes)
+{
+    Msg *m = msg_new(peer, M_EAGER, 0, bytes, bytes);
+    if (!m)
+        return oom(n);
+    memcpy(m->h.pad, send, sizeof *send);
+    if (bytes)
+        memcpy(&m->h + 1, src, bytes);
+    /* Counted and acknowledged as a piece, so that the marks of the pieces after it (and
+     * a collective's flush) keep counting every message the peer applies. */
+    atomic_fetch_add_explicit(&n->posted[peer], 1, memory_order_relaxed);
+    enqueue(n, m);
+    return 0;
+}
+
+uint64_t ccl__cpu_net_p2p_taken(CpuNet *n, int peer)
+{
+    return atomic_load_explicit(&n->taken[peer], memory_order_acquire);
 }
 
 int ccl__cpu_net_add(CpuNet *n, int peer, size_t off)
@@ -538,6 +479,58 @@ static void post_send(CpuNet *n, Msg *m)
     n->sent_bytes += m->bytes + (m->data ? m->h.b : 0);
 }
 
+/* Whether the worker has registered recv nth from rank p. */
+static int registered(CpuNet *n, int p, uint64_t nth)
+{
+    return atomic_load_explicit(&n->rx[(size_t)p * WIN + nth % WIN].seq, memory_order_acquire) == nth + 1;
+}
+
+/* Eager message h (its payload after it) from rank p, the next of the pair to land, into
+ * its registered recv. It is checked against the recv first, as the one-node slots are:
+ * on a mismatch nothing lands, and the worker fails the recv naming both calls. */
+static void take(CpuNet *n, int p, const NetHdr *h)
+{
+    CclP2pSlot s;
+    memcpy(&s, h->pad, sizeof s);
+    NetRecv *e = &n->rx[(size_t)p * WIN + s.nth % WIN];
+    if (s.count != e->want.count || s.dtype != e->want.dtype) {
+        e->found = s;
+        atomic_store_explicit(&e->bad, 1, memory_order_release);
+        return;
+    }
+    if (h->b != e->bytes) {
+        broke(n, "an eager point-to-point message of another size than its count", p, (int)h->b);
+        return;
+    }
+    /* This rank has failed: its worker has given up the recv, whose buffer may be gone. */
+    if (atomic_load(&header(n->comm, n->me)->abort))
+        return;
+    if (h->b)
+        memcpy(e->buf, h + 1, h->b);
+    atomic_store_explicit(&n->landed[p], s.nth + 1, memory_order_release);
+}
+
+/* Lands the eager messages from p kept in `early` whose recvs are registered now, in
+ * order. Called when the worker's CTS for a recv is taken from the queue: the worker
+ * registers a recv before it queues its CTS, so a message that came before its recv is
+ * taken then. Message landed[p], if kept, is in slot landed[p] % CREDITS: the sender's
+ * credits keep every kept message within CREDITS of the next to land. */
+static void drain(CpuNet *n, int p)
+{
+    for (;;) {
+        uint64_t next = atomic_load_explicit(&n->landed[p], memory_order_relaxed);
+        char **slot = &n->early[(size_t)p * CREDITS + next % CREDITS];
+        if (!*slot || !registered(n, p, next))
+            return;
+        take(n, p, (const NetHdr *)*slot);
+        if (atomic_load_explicit(&n->landed[p], memory_order_relaxed) == next)
+            return;             /* refused, or this rank failed: kept until the end */
+        free(*slot);
+        *slot = NULL;
+        n->early_held--;
+    }
+}
+
 /* Applies one message from rank p (bytes long, in n->rbuf[p]). */
 static void apply(CpuNet *n, int p, size_t bytes)
 {
@@ -579,6 +572,7 @@ static void apply(CpuNet *n, int p, size_t bytes)
         return;
     case M_ACK:
         atomic_store_explicit(&n->acked[p], h->a, memory_order_release);
+        atomic_store_explicit(&n->taken[p], h->b, memory_order_release);
         return;
     case M_IDENT: {
         enum { W = sizeof(CclIdent) / 8 };
@@ -688,6 +682,32 @@ static void apply(CpuNet *n, int p, size_t bytes)
         n->rx_last[p] = last;
         return;
     }
+    case M_EAGER: {
+        CclP2pSlot s;
+        memcpy(&s, h->pad, sizeof s);
+        uint64_t next = atomic_load_explicit(&n->landed[p], memory_order_relaxed);
+        char **slot = &n->early[(size_t)p * CREDITS + s.nth % CREDITS];
+        if (h->b > NET_INLINE || bytes != sizeof *h + h->b || s.nth < next || s.nth >= next + CREDITS || *slot) {
+            broke(n, "an eager point-to-point message beyond its sender's credits", p, -1);
+            return;
+        }
+        n->applied[p]++;
+        /* Messages of a pair arrive in order, so every earlier one has landed or waits
+         * here; only the next to land can go straight into its recv. */
+        if (s.nth == next && registered(n, p, s.nth)) {
+            take(n, p, h);
+            return;
+        }
+        if (!(*slot = malloc(bytes))) {
+            broke(n, "out of memory keeping an eager point-to-point message", p, -1);
+            return;
+        }
+        memcpy(*slot, h, bytes);
+        n->early_total++;
+        if (++n->early_held > n->early_peak)
+            n->early_peak = n->early_held;
+        return;
+    }
     }
 }
 
@@ -702,6 +722,8 @@ static int sweep(CpuNet *n)
     pthread_mutex_unlock(&n->mu);
     for (Msg *m = q, *next; m; m = next) {
         next = m->next;
+        if (m->h.kind == M_CTS && !n->broken && !n->cut[m->peer])
+            drain(n, m->peer);
         post_send(n, m);
         busy = 1;
     }
@@ -758,14 +780,17 @@ static int sweep(CpuNet *n)
         if (!n->rreq[p] && !n->bye[p] && !n->broken && !n->cut[p] && (rc = post_recv(n, p)) != 0)
             lost(n, "irecv", p, rc);
     }
-    for (int p = 0; p < n->N && !n->broken; p++)
-        if (n->applied[p] != n->ack_sent[p] && !n->bye[p] && !n->cut[p]) {
-            Msg *m = msg_new(p, M_ACK, n->applied[p], 0, 0);
+    for (int p = 0; p < n->N && !n->broken; p++) {
+        uint64_t landed = atomic_load_explicit(&n->landed[p], memory_order_relaxed);
+        if ((n->applied[p] != n->ack_sent[p] || landed != n->landed_sent[p]) && !n->bye[p] && !n->cut[p]) {
+            Msg *m = msg_new(p, M_ACK, n->applied[p], landed, 0);
             if (!m)
                 break; /* tried again at the next sweep */
             n->ack_sent[p] = n->applied[p];
+            n->landed_sent[p] = landed;
             post_send(n, m);
         }
+    }
     return busy;
 }
 
@@ -838,6 +863,11 @@ static void net_free(CpuNet *n)
     free((void *)n->landed);
     free(n->rx_nth);
     free(n->rx_last);
+    for (size_t k = 0; n->early && k < (size_t)n->N * CREDITS; k++)
+        free(n->early[k]);
+    free(n->early);
+    free((void *)n->taken);
+    free(n->landed_sent);
     for (int p = 0; n->boot && p < n->N; p++)
         for (BootMsg *b = n->boot[p], *next; b; b = next) {
             next = b->next;
@@ -884,7 +914,10 @@ ccl_result_t ccl__cpu_net_start(ccl_comm_t *comm, CpuNet **out)
     n->rx_nth = calloc((size_t)N, sizeof *n->rx_nth);
     n->rx_last = calloc((size_t)N, sizeof *n->rx_last);
     n->boot = calloc((size_t)N, sizeof *n->boot);
-    int ok = n->boot && n->posted && n->acked && n->arrived && n->flags && n->lost_by && n->cut && n->applied &&
+    n->early = calloc((size_t)N * CREDITS, sizeof *n->early);
+    n->taken = calloc((size_t)N, sizeof *n->taken);
+    n->landed_sent = calloc((size_t)N, sizeof *n->landed_sent);
+    int ok = n->boot && n->early && n->taken && n->landed_sent && n->posted && n->acked && n->arrived && n->flags && n->lost_by && n->cut && n->applied &&
              n->ack_sent && n->bye && n->rreq && n->rbuf && n->rdata && n->idents && n->cts && n->rx && n->cleared &&
              n->landed && n->rx_nth && n->rx_last;
     for (int p = 0; ok && p < N; p++)
@@ -922,12 +955,15 @@ void ccl__cpu_net_stop(CpuNet *n)
         return;
     atomic_store(&n->stop, 1);
     pthread_join(n->thread, NULL);
-    char cut[64] = "";
+    char cut[64] = "", early[120] = "";
     if (n->ncut)
         snprintf(cut, sizeof cut, "; the connections to %d of them failed", n->ncut);
+    if (n->early_total)
+        snprintf(early, sizeof early, "; %llu eager point-to-point messages came before their recv (at most %d "
+                 "kept at once)", (unsigned long long)n->early_total, n->early_peak);
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, n->me, "inter-node proxy: %llu messages (%llu bytes) sent to, %llu "
-             "received from the other nodes' ranks%s", (unsigned long long)n->sent, (unsigned long long)n->sent_bytes,
-             (unsigned long long)n->recvd, n->broken ? "; the transport failed" : cut);
+             "received from the other nodes' ranks%s%s", (unsigned long long)n->sent, (unsigned long long)n->sent_bytes,
+             (unsigned long long)n->recvd, early, n->broken ? "; the transport failed" : cut);
     for (Msg *m = n->flight, *next; m; m = next) {
         next = m->next;
         if (n->broken || n->cut[m->peer])

@@ -31,20 +31,24 @@ uint64_t ccl__cpu_net_posted(CpuNet *n, int peer);
 _Atomic uint64_t *ccl__cpu_net_acked(CpuNet *n, int peer);
 
 /* Point-to-point with a rank of another node (cpu/p2p.c drives it; docs/multinode.md,
- * "Point-to-point"). The receiver clears each message with a CTS, and the sender sends
- * it only then, straight into the recv's buffer: so no message waits in a buffer of the
- * proxy, and the sender learns the recv's count and dtype before it sends a byte. At
- * most CCL__NET_P2P_WINDOW messages from one rank to another are cleared and not yet
- * landed (the rings of net.c are that long). Messages are numbered per pair as
- * CclP2pOp.nth; each side calls these for its messages in that order. */
-enum { CCL__NET_P2P_WINDOW = 16 };
+ * "Point-to-point"). The receiver clears each message with a CTS, and the sender of a
+ * large message sends it only then, straight into the recv's buffer: so a large message
+ * never waits in a buffer of the proxy, and the sender learns the recv's count and dtype
+ * before it sends a byte. A message of at most CCL__NET_EAGER_BYTES goes at once
+ * instead (eager), and waits, if its recv has not come yet, in the receiving proxy: at
+ * most CCL__NET_EAGER_CREDITS of them per pair (the sender's credits, returned as recvs
+ * take them), so that memory stays bounded. At most CCL__NET_P2P_WINDOW messages from
+ * one rank to another are cleared and not yet landed (the rings of net.c are that
+ * long). Messages are numbered per pair as CclP2pOp.nth; each side calls these for its
+ * messages in that order, and a message lands only after every earlier one of its pair. */
+enum { CCL__NET_P2P_WINDOW = 16, CCL__NET_EAGER_BYTES = 8 << 10, CCL__NET_EAGER_CREDITS = 8 };
 /* The receiver: recv message recv->nth from peer (its count and dtype in *recv) into
  * buf, `bytes` long; requires recv->nth < ccl__cpu_net_p2p_landed(peer) + the window. */
 int ccl__cpu_net_p2p_recv(CpuNet *n, int peer, const CclP2pSlot *recv, void *buf, size_t bytes);
 /* Messages from peer wholly received so far (the last one's nth + 1). */
 uint64_t ccl__cpu_net_p2p_landed(CpuNet *n, int peer);
-/* 1 when peer refused message nth (its send does not match the recv): *found is its
- * header; else 0. */
+/* 1 when peer refused message nth, or its eager message nth does not match the recv:
+ * *found is its header (nothing of it landed); else 0. */
 int ccl__cpu_net_p2p_refused(CpuNet *n, int peer, uint64_t nth, CclP2pSlot *found);
 /* The sender: 1 when peer has cleared message nth to it (*count, *dtype: its recv's),
  * else 0; and how many messages peer has cleared in all. */
@@ -56,6 +60,14 @@ uint64_t ccl__cpu_net_p2p_cleared_upto(CpuNet *n, int peer);
  * memory (message set). On the comm's worker, while no collective runs. */
 int ccl__cpu_net_p2p_send(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes, int refuse,
                           uint64_t *mark);
+/* Sends message send->nth of at most CCL__NET_EAGER_BYTES (copied) without waiting for
+ * its CTS; requires send->nth < ccl__cpu_net_p2p_taken(peer) + CCL__NET_EAGER_CREDITS.
+ * Its recv checks it (a mismatch fails the recv, naming both calls). 0, or -1 when out of
+ * memory (message set). */
+int ccl__cpu_net_p2p_eager(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes);
+/* The sender: how many of its messages to peer peer's recvs have taken so far (the last
+ * one's nth + 1, as peer's proxy last said): a message is done once this passes it. */
+uint64_t ccl__cpu_net_p2p_taken(CpuNet *n, int peer);
 
 /* This rank's identity of a call, to every rank of another node, and a remote rank's
  * for seq as it arrived (1, or 0 when it has not). */

@@ -23,14 +23,24 @@
  * both kinds still progresses all its calls at once.
  *   recv: register the call's buffer with the proxy and send the sender a CTS carrying
  *         its count and dtype (at most CCL__NET_P2P_WINDOW cleared and not landed per
- *         peer); done once the proxy has received the whole message into the buffer.
- *   send: once the CTS of the call's message has come, compare it with the call: if it
- *         matches, send the data (from the caller's buffer when large, as a net put's
- *         piece is); done once the receiver acknowledged every piece, as a flush is (so,
- *         as on one node, a send completes when its data has arrived). If it does not
- *         match, send only the call's header, flagged: the receiver then fails naming
- *         both calls, in the same words as on one node, and this rank stops when it
- *         does (the receiver alone reports the mismatch, as on one node). */
+ *         peer); done once the proxy has received the whole message into the buffer. If
+ *         the message does not match (an eager one, which the receiving proxy checks, or
+ *         one its sender refused) the recv fails naming both calls, its buffer untouched.
+ *   send, small (at most CCL__NET_EAGER_BYTES): at once, without waiting for the CTS,
+ *         into a buffer of the receiving proxy if its recv has not come yet; at most
+ *         CCL__NET_EAGER_CREDITS such messages per peer ahead of what the peer's recvs
+ *         have taken, so the proxy's memory stays bounded. Done once the peer's recv has
+ *         taken it (as on one node, a send completes when its data has arrived). The
+ *         receiving proxy checks its header against the recv, as the slots do.
+ *   send, large: once the CTS of the call's message has come, compare it with the call:
+ *         if it matches, send the data (from the caller's buffer, as a net put's piece
+ *         is); done once the receiver acknowledged every piece, as a flush is. If it does
+ *         not match, send only the call's header, flagged: the receiver then fails naming
+ *         both calls, in the same words as on one node.
+ * Either way a sender whose message does not match stops when the receiver does (the
+ * receiver alone reports the mismatch, as on one node). A channel's messages go in call
+ * order, eager or not (an eager one waits for the CTS path of a large one before it), so
+ * the k-th send meets the k-th recv. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +55,7 @@ typedef struct {
     uint64_t first, slots;           /* its slots on its channel: [first, first + slots) */
     uint64_t next;                   /* slots of it filled (send) or emptied (recv) */
     uint64_t mark;                   /* a send to another node: done once acked reaches it */
+    int eager;                       /* a send to another node that went eager: done once taken */
 } Call;
 
 static _Atomic uint64_t *sem(ccl_comm_t *comm, int rank, int k)
@@ -171,11 +182,22 @@ static int net_channel_step(ccl_comm_t *comm, CpuNet *net, Call *calls, int ncal
     int moved = 0, p = ch->peer;
     if (ch->send) {
         uint64_t acked = atomic_load_explicit(ccl__cpu_net_acked(net, p), memory_order_acquire), count, dtype;
+        uint64_t taken = ccl__cpu_net_p2p_taken(net, p);
         for (; ch->fill < ch->ncalls; ch->fill++, moved++) {
             Call *c = &calls[ch->calls[ch->fill]];
+            CclP2pSlot h = header_of(c->op, ncalls);
+            if (c->bytes <= CCL__NET_EAGER_BYTES) {
+                if (c->op->nth >= taken + CCL__NET_EAGER_CREDITS)
+                    break;           /* no credit: the peer's recvs must take earlier ones first */
+                c->eager = 1;
+                if (ccl__cpu_net_p2p_eager(net, p, &h, c->op->buf, c->bytes) != 0) {
+                    ccl__cpu_abort_all(comm);
+                    return -1;
+                }
+                continue;
+            }
             if (!ccl__cpu_net_p2p_cleared(net, p, c->op->nth, &count, &dtype))
                 break;
-            CclP2pSlot h = header_of(c->op, ncalls);
             int refuse = count != h.count || dtype != h.dtype;
             c->mark = UINT64_MAX;    /* refused: never done; the receiver's failure stops this rank */
             if (ccl__cpu_net_p2p_send(net, p, &h, c->op->buf, c->bytes, refuse, &c->mark) != 0) {
@@ -183,8 +205,11 @@ static int net_channel_step(ccl_comm_t *comm, CpuNet *net, Call *calls, int ncal
                 return -1;
             }
         }
-        for (; ch->done < ch->fill && acked >= calls[ch->calls[ch->done]].mark; ch->done++)
-            moved++;
+        for (; ch->done < ch->fill; ch->done++, moved++) {
+            const Call *c = &calls[ch->calls[ch->done]];
+            if (c->eager ? taken <= c->op->nth : acked < c->mark)
+                break;
+        }
         return moved;
     }
     uint64_t landed = ccl__cpu_net_p2p_landed(net, p);
