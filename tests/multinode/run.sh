@@ -163,6 +163,20 @@ for shape in 4:2 4:1 6:2; do
 done
 
 # Point-to-point across nodes (the proxy's CTS and P2P messages, docs/multinode.md).
+# A recv of 11 i32 meets a send of 10 (rank 0 to rank 2, RANKS_PER_NODE = $2; $4: "late",
+# the recv 300 ms after the send): rank 2 names both calls, its buffer untouched, and rank
+# 0 names rank 2.
+p2p_mismatch() {
+    local name=$1 shape=$2 what=$3
+    CCL_RANKS_PER_NODE=$shape CCL_TIMEOUT_MS=5000 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-mismatch ${4:-} >"$tmp/mm.out" 2>&1
+    if grep -q "^rank 2: invalid argument: .*rank 2: ccl_recv (call 1 of 1 of its group) from rank 0, 11 i32 meets rank 0's ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 (message 1 from rank 0 to rank 2): .*nothing was received \[buffer untouched\]$" "$tmp/mm.out" &&
+       grep -q "^rank 0: a peer failed or left: .*rank 0: ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 stopped: rank 2 on node $((2 / shape)) failed" "$tmp/mm.out"; then
+        echo "ok multinode/$name: $what: rank 2 names both calls (buffer untouched), rank 0 names rank 2"
+    else
+        echo "FAIL multinode/$name: the two ranks do not both fail naming each other"
+        sed 's/^/    /' "$tmp/mm.out" | head -20
+    fi
+}
 for shape in 2 1; do
     nodes=$((4 / shape))
     name="multinode/p2p-${nodes}x$shape"
@@ -183,25 +197,11 @@ for shape in 2 1; do
     else
         echo "ok $name: ring, exchanges (grouped and not) and 20-message groups on 3 counts x f32, i32 x 3 calls, 40 small and large messages to late receivers and from late senders, every element right; early small messages kept at most 8 at once"
     fi
-    CCL_RANKS_PER_NODE=$shape CCL_TIMEOUT_MS=5000 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-mismatch >"$tmp/mm.out" 2>&1
-    if grep -q "^rank 2: invalid argument: .*rank 2: ccl_recv (call 1 of 1 of its group) from rank 0, 11 i32 meets rank 0's ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 (message 1 from rank 0 to rank 2): .*nothing was received \[buffer untouched\]$" "$tmp/mm.out" &&
-       grep -q "^rank 0: a peer failed or left: .*rank 0: ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 stopped: rank 2 on node $((2 / shape)) failed" "$tmp/mm.out"; then
-        echo "ok multinode/p2p-mismatch-${nodes}x$shape: 10 i32 sent, 11 received: rank 2 names both calls (buffer untouched), rank 0 names rank 2"
-    else
-        echo "FAIL multinode/p2p-mismatch-${nodes}x$shape: the two ranks do not both fail naming each other"
-        sed 's/^/    /' "$tmp/mm.out" | head -20
-    fi
+    p2p_mismatch "p2p-mismatch-${nodes}x$shape" "$shape" "10 i32 sent, 11 received"
 done
 # The same with the receiver 300 ms late: the small message waits in its proxy, which
 # checks it against the recv when the recv comes.
-CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=5000 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-mismatch late >"$tmp/mm.out" 2>&1
-if grep -q "^rank 2: invalid argument: .*rank 2: ccl_recv (call 1 of 1 of its group) from rank 0, 11 i32 meets rank 0's ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 (message 1 from rank 0 to rank 2): .*nothing was received \[buffer untouched\]$" "$tmp/mm.out" &&
-   grep -q "^rank 0: a peer failed or left: .*rank 0: ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 stopped: rank 2 on node 1 failed" "$tmp/mm.out"; then
-    echo "ok multinode/p2p-mismatch-late: 10 i32 sent before the recv of 11 came: rank 2 names both calls (buffer untouched), rank 0 names rank 2"
-else
-    echo "FAIL multinode/p2p-mismatch-late: the two ranks do not both fail naming each other"
-    sed 's/^/    /' "$tmp/mm.out" | head -20
-fi
+p2p_mismatch p2p-mismatch-late 2 "10 i32 sent before the recv of 11 came" late
 CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=500 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-unmatched send >"$tmp/um.out" 2>&1
 CCL_RANKS_PER_NODE=1 CCL_TIMEOUT_MS=500 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-unmatched recv >>"$tmp/um.out" 2>&1
 if grep -q '^rank 0: a wait timed out .*timeout: rank 0: ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 (message 1 from rank 0 to rank 2) was not received within 500 ms: rank 2 on node 1 has made no matching ccl_recv' "$tmp/um.out" &&
