@@ -121,3 +121,20 @@ def test_csv_and_markdown_with_pool_and_registered(tmp_path):
     assert first == ("| 1024 | 10.00 | 5.00 | 0.50 | 7.50 | 0.75 | 10.00 | 1.00 | 20.00 | 10.00 | 0.50 | 15.00 | "
                      "0.75 | n/a | n/a | ok |")
     assert md.count("\n### ") == 2 and md.count("| 1024 |") == 2
+
+
+def test_a_kind_that_does_not_fit_one_size():
+    """Symmetric tensors that do not fit the heap at one size are not timed there only: the
+    kind stays in the run, and the note is said once however often it was met."""
+    tb = load_bench()
+    unavailable = {}
+    e = tb.Unavailable("all_to_all at 268435456 bytes: do not fit", one_size=True)
+    tb.note_unavailable(unavailable, "symmetric", e)
+    tb.note_unavailable(unavailable, "symmetric", e)
+    assert "symmetric" not in unavailable
+    assert unavailable["sizes"] == ["CCL sym: all_to_all at 268435456 bytes: do not fit"]
+    tb.note_unavailable(unavailable, "pool", tb.Unavailable("no MemPool"))
+    assert unavailable["pool"] == "no MemPool"
+    kinds = ["torch", "symmetric"]
+    md = tb.markdown(rows_for(tb, kinds), kinds, ["all_reduce", "all_gather"], "TITLE", unavailable)
+    assert md.count("not timed: CCL sym: all_to_all at 268435456 bytes: do not fit") == 1
