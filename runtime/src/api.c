@@ -33,9 +33,9 @@ static ccl_result_t collective_body(Collective coll, const char *fn, const void 
                               comm->nranks - 1);
     size_t es = ccl_dtype_size(dtype);
     size_t bytes = count > SIZE_MAX / es ? SIZE_MAX : count * es;
-    size_t total = bytes > SIZE_MAX / (size_t)comm->nranks ? SIZE_MAX : bytes * (size_t)comm->nranks;
     if (coll == COLL_ALLTOALL &&
-        ccl__exchange_p2p(comm, coll, total, ccl__buffer_place(comm, recv, total, fn, "recvbuf") == CCL__BUF_PRIVATE))
+        ccl__exchange_p2p(comm, coll, bytes > SIZE_MAX / (size_t)comm->nranks ? SIZE_MAX : bytes * (size_t)comm->nranks,
+                          recv, fn))
         return ccl__all_to_all_p2p(send, recv, count, dtype, comm, stream, fn);
     ccl_algorithm_t *alg;
     /* The first call of a collective loads its algorithm, which a CUDA graph capture

@@ -81,17 +81,17 @@ void ccl__p2p_mismatch_error(ccl_comm_t *comm, const CclP2pOp *op, uint64_t call
     CclP2pOp sent = {.kind = CCL__P2P_SEND, .peer = comm->rank, .count = (size_t)found->count,
                      .dtype = fdtype < CCL_NUM_DTYPES ? (ccl_dtype_t)fdtype : CCL_NUM_DTYPES,
                      .index = (int)found->index, .vtag = ftag <= CCL__P2P_VTAG_ALLTOALL ? (int)ftag : 0};
-    /* Both sides in the same v-collective with the same dtype: only the segment's count
-     * differs, which the v-collectives name as on one node (vlayout.c). */
-    if (op->vtag == CCL__P2P_VTAG_ALLTOALL && ftag == (uint64_t)op->vtag && fdtype == (uint64_t)op->dtype) {
-        ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
-                             "rank %d, ccl_all_to_all (call %llu as point-to-point on this comm): rank %d passes count "
-                             "%llu, rank %d count %zu; every rank must pass the same count; nothing of rank %d's block "
-                             "was received", comm->rank, (unsigned long long)op->vseq, op->peer,
-                             (unsigned long long)found->count, comm->rank, op->count, op->peer);
-        return;
-    }
+    /* Both sides in the same exchange with the same dtype: only the count differs, which
+     * alltoall names as counts that differ, the v-collectives as on one node (vlayout.c). */
     if (op->vtag && ftag == (uint64_t)op->vtag && fdtype == (uint64_t)op->dtype) {
+        if (op->vtag == CCL__P2P_VTAG_ALLTOALL) {
+            ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
+                                 "rank %d, ccl_all_to_all (call %llu as point-to-point on this comm): rank %d passes "
+                                 "count %llu, rank %d count %zu; every rank must pass the same count; nothing of rank "
+                                 "%d's block was received", comm->rank, (unsigned long long)op->vseq, op->peer,
+                                 (unsigned long long)found->count, comm->rank, op->count, op->peer);
+            return;
+        }
         char err[CCL__ERR_LEN];
         ccl__v_count_message(err, sizeof err,
                              op->vtag == CCL__P2P_VTAG_ALLTOALLV ? COLL_ALLTOALLV : COLL_ALLGATHERV, comm->rank,

@@ -274,10 +274,10 @@ ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *se
                         void *recv, const size_t *recvcounts, const size_t *rdispls, ccl_dtype_t dtype, void *stream,
                         const char *fn);
 /* 1 where the standard exchange coll (alltoall, alltoallv, allgatherv) of `bytes` in all
- * (alltoall's sendbuf, allgatherv's recvbuf; 0 for alltoallv), whose recvbuf is an
- * ordinary one (recv_private: peers cannot reach it), runs as point-to-point messages on
- * comm, 0 where it runs a program; and ccl_all_to_all so. */
-int ccl__exchange_p2p(const ccl_comm_t *comm, Collective coll, size_t bytes, int recv_private);
+ * (alltoall's sendbuf, allgatherv's recvbuf; 0 for alltoallv) into recv (alltoall's
+ * recvbuf, whose place the rule may ask; fn names the call in a message about it) runs as
+ * point-to-point messages on comm, 0 where it runs a program; and ccl_all_to_all so. */
+int ccl__exchange_p2p(ccl_comm_t *comm, Collective coll, size_t bytes, const void *recv, const char *fn);
 ccl_result_t ccl__all_to_all_p2p(const void *send, void *recv, size_t count, ccl_dtype_t dtype, ccl_comm_t *comm,
                                  void *stream, const char *fn);
 

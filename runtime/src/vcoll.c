@@ -271,9 +271,10 @@ ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, cons
 }
 
 /* A v call as point-to-point messages, one group: always on a comm of several nodes,
- * and on one node where ccl__exchange_p2p (below) says so; ccl_all_to_all too. The v programs' plans reach
- * every peer's memory (scratch sized by every rank's counts, staging in the v arena,
- * a table every rank reads), which ranks of other nodes do not share, while
+ * and on one node where ccl__exchange_p2p (below) says so; ccl_all_to_all too. The v
+ * programs' plans reach every peer's memory (scratch sized by every rank's counts,
+ * staging in the v arena, a table every rank reads), which ranks of other nodes do not
+ * share, while
  * point-to-point already crosses nodes through the proxy (CTS and P2P messages) and
  * keeps node-mates in shared memory; and a v call is a pure exchange, each segment
  * going from one rank to one rank once, the least any program could send. So every
@@ -295,8 +296,8 @@ ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, cons
  * pair because every rank makes the same collective calls in the same order. The
  * caller (standard_v) has checked the comm and dtype. */
 static ccl_result_t run_v_p2p(Collective coll, const char *fn, const void *send, const size_t *sendcounts,
-                                const size_t *sdispls, void *recv, const size_t *recvcounts, const size_t *rdispls,
-                                ccl_dtype_t dtype, ccl_comm_t *comm, void *stream)
+                              const size_t *sdispls, void *recv, const size_t *recvcounts, const size_t *rdispls,
+                              ccl_dtype_t dtype, ccl_comm_t *comm, void *stream)
 {
     if (!comm->be->run_p2p || comm->p2p_off == SIZE_MAX)
         return ccl__set_error(comm, CCL_ERR_UNSUPPORTED, "%s: %s the exchanges run as point-to-point messages, and "
@@ -360,8 +361,8 @@ static ccl_result_t run_v_p2p(Collective coll, const char *fn, const void *send,
         call.self_bytes = self_bytes;
     }
     CCL__TRACE(me, "%s call %llu as point-to-point (%d node%s): %s, extents %zu in, %zu out%s", fn,
-               (unsigned long long)seq, comm->nnodes, comm->nnodes > 1 ? "s" : "", ccl_dtype_name(dtype), in_ext, out_ext,
-               call.stage_bytes ? ", sendbuf staged (it overlaps recvbuf)" : "");
+               (unsigned long long)seq, comm->nnodes, comm->nnodes > 1 ? "s" : "", ccl_dtype_name(dtype), in_ext,
+               out_ext, call.stage_bytes ? ", sendbuf staged (it overlaps recvbuf)" : "");
     r = ccl__p2p_launch_v(&call, ops, fn);
     if (r == CCL_OK)
         comm->v_p2p_calls = seq;
@@ -373,18 +374,19 @@ static ccl_result_t run_v_p2p(Collective coll, const char *fn, const void *send,
  * always run as messages. On one node, a program registered for the collective
  * (ccl_comm_use_algorithm) runs as asked; CCL_EXCHANGE=p2p or programs (the same on
  * every rank) decides; else the backend's rule, which on GPUs sends alltoall as
- * messages where its recvbuf is an ordinary one (recv_private) and its sendbuf large
- * (CclBackend.alltoall_p2p_min, on up to alltoall_p2p_max_ranks ranks): the messages go
- * through the channels' slots, copied out as they arrive, where the program would write a
- * staged recvbuf and copy all of it out after (docs/perf/x2-exchange: 0.65-0.85x the
- * program's time from 64 MB on 2x H200, 0.79-0.97x on 4). Every rank decides alike: the
- * size is the same everywhere,
- * and the ranks of an alltoall must pass the same kind of recvbuf (its heap offset is in
- * the call's identity: a rank with an ordinary one and a rank with a ccl_mem_alloc one
- * already fail). The v-collectives stay programs on one node unless CCL_EXCHANGE=p2p:
- * as messages they were slower at most sizes on ccl_mem_alloc buffers (faster on
- * ordinary ones on 4 GPUs), and the kinds of their buffers may differ per rank. */
-int ccl__exchange_p2p(const ccl_comm_t *comm, Collective coll, size_t bytes, int recv_private)
+ * messages where its sendbuf is large (CclBackend.alltoall_p2p_min, on up to
+ * alltoall_p2p_max_ranks ranks) and its recvbuf an ordinary one, which peers cannot
+ * reach (asked last, of a call the size admits: not on every call's path): the messages
+ * go through the channels' slots, copied out as they arrive, where the program would
+ * write a staged recvbuf and copy all of it out after (docs/perf/x2-exchange: 0.65-0.85x
+ * the program's time from 64 MB on 2x H200, 0.79-0.97x on 4). Every rank decides alike:
+ * the size is the same everywhere, and the ranks of an alltoall must pass the same kind
+ * of recvbuf (its heap offset is in the call's identity: a rank with an ordinary one and
+ * a rank with a ccl_mem_alloc one already fail). The v-collectives stay programs on one
+ * node unless CCL_EXCHANGE=p2p: as messages they were slower at most sizes on
+ * ccl_mem_alloc buffers (faster on ordinary ones on 4 GPUs), and the kinds of their
+ * buffers may differ per rank. */
+int ccl__exchange_p2p(ccl_comm_t *comm, Collective coll, size_t bytes, const void *recv, const char *fn)
 {
     if (comm->nnodes > 1)
         return coll != COLL_ALLTOALL;
@@ -396,8 +398,9 @@ int ccl__exchange_p2p(const ccl_comm_t *comm, Collective coll, size_t bytes, int
     if (comm->exchange > 0)
         return 1;
     const CclBackend *be = comm->be;
-    return coll == COLL_ALLTOALL && recv_private && be->alltoall_p2p_min && bytes >= be->alltoall_p2p_min &&
-           comm->nranks <= be->alltoall_p2p_max_ranks;
+    return coll == COLL_ALLTOALL && be->alltoall_p2p_min && bytes >= be->alltoall_p2p_min &&
+           comm->nranks <= be->alltoall_p2p_max_ranks &&
+           ccl__buffer_place(comm, recv, bytes, fn, "recvbuf") == CCL__BUF_PRIVATE;
 }
 
 /* ccl_all_to_all as messages (ccl__exchange_p2p): count elements to every rank, blocks
@@ -433,7 +436,7 @@ static ccl_result_t standard_v(Collective coll, const char *fn, const void *send
     for (int p = 0; coll == COLL_ALLGATHERV && p < comm->nranks; p++)
         elems = recvcounts[p] > SIZE_MAX - elems ? SIZE_MAX : elems + recvcounts[p];
     size_t bytes = elems > SIZE_MAX / es ? SIZE_MAX : elems * es;
-    if (ccl__exchange_p2p(comm, coll, bytes, 0)) {
+    if (ccl__exchange_p2p(comm, coll, bytes, recv, fn)) {
         ccl__range_push(fn);
         return ccl__range_pop(
             run_v_p2p(coll, fn, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, comm, stream));

@@ -714,8 +714,11 @@ static void op_algorithm(Worker *w, size_t count, char *name, size_t len)
     }
     size_t bytes = w->sh->coll == PERF_ALLTOALLV ? 0 : count * w->sh->pat.esize;
     size_t total = lib == COLL_ALLTOALL ? bytes * (size_t)w->sh->nranks : bytes; /* alltoall's sendbuf */
+    const void *send;
+    void *recv;
+    op_buffers(w, IMPL_CCL, 0, count, &send, &recv);
     if (!w->alg && (lib == COLL_ALLTOALL || lib == COLL_ALLTOALLV || lib == COLL_ALLGATHERV) &&
-        ccl__exchange_p2p(w->comm, (Collective)lib, total, w->o->buffers == PERF_BUF_PLAIN)) {
+        ccl__exchange_p2p(w->comm, (Collective)lib, total, recv, "ccl-perf")) {
         snprintf(name, len, "send/recv");
         return;
     }

@@ -29,7 +29,7 @@
 #include "gpu/gpu.h"
 #include "gpu/jit.h"
 
-/* ccl_p2p's source (gpu/p2p.cu with abi.h inlined), made by the Makefile. */
+/* ccl_p2p's source (gpu/p2p.cu with abi.h and copy.cuh inlined), made by the Makefile. */
 extern const char ccl__p2p_cu[];
 
 /* Threads per block (fewer where the channels' blocks would not all fit at once), slots
@@ -38,7 +38,8 @@ extern const char ccl__p2p_cu[];
  * 16 to 32 blocks writing for its full rate); otherwise a block per lane its longest
  * message uses. A receive offers its buffer at P2P_DIRECT_MIN bytes and more: below,
  * the sender's wait for the offer costs more than the copy out of the slots. Messages
- * shorter than a row of lanes go in chunks of a multiple of P2P_CHUNK_MIN. */
+ * shorter than a row of lanes go in chunks of a multiple of P2P_CHUNK_MIN. A failure's
+ * message names the v call of one of the latest P2P_VSEQS launches (GpuP2p.vseq). */
 enum {
     P2P_THREADS = 512,
     P2P_SLOTS = 4,
@@ -46,6 +47,7 @@ enum {
     P2P_DIRECT_MIN = 128 << 10,
     P2P_DIRECT_BYTES_PER_BLOCK = 16 << 10,
     P2P_CHUNK_MIN = 4 << 10,
+    P2P_VSEQS = 64,
 };
 
 /* How the kernel lays out one channel region (cuda/abi.h, CCL_P2P_*). */
@@ -144,9 +146,9 @@ typedef struct GpuP2p {
     CclP2pGpuErr *err;          /* host-mapped */
     CUdeviceptr err_dev;
     uint64_t groups;            /* launches so far */
-    /* The v call (comm->v_p2p_calls) of each of the latest launches, by launch number
-     * modulo its length, for the messages of a failure (0: none). */
-    uint64_t vseq[64];
+    /* The v call (comm->v_p2p_calls) of each of the latest P2P_VSEQS launches, by launch
+     * number, for the messages of a failure (0: none). */
+    uint64_t vseq[P2P_VSEQS];
     /* A v call's own segment, copied on the comm's side stream beside the messages:
      * `forked` once its source is ready on the call's stream, `copied` once done. */
     CUevent forked, copied;
@@ -448,7 +450,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
         c->blocks = want[ch] < (uint64_t)most ? want[ch] : (uint64_t)most;
     }
     grid += a->call[n - 1].blocks;
-    p->vseq[a->group % 64] = call->ops[0].vtag ? call->ops[0].vseq : 0;
+    p->vseq[a->group % P2P_VSEQS] = call->ops[0].vtag ? call->ops[0].vseq : 0;
     int beside;
     if ((res = v_copies(comm, g, p, call, s, &beside)) != CCL_OK)
         return res;
@@ -477,7 +479,7 @@ int ccl__gpu_p2p_error(ccl_comm_t *comm)
     CclP2pOp op = {.kind = c->kind == 0 ? CCL__P2P_SEND : CCL__P2P_RECV, .peer = (int)c->peer,
                    .count = (size_t)c->count, .dtype = dtype < CCL_NUM_DTYPES ? (ccl_dtype_t)dtype : CCL_NUM_DTYPES,
                    .nth = c->nth, .index = (int)c->index, .vtag = (int)vtag,
-                   .vseq = vtag ? p->vseq[e->group % 64] : 0};
+                   .vseq = vtag ? p->vseq[e->group % P2P_VSEQS] : 0};
     if (e->what == CCL_P2P_MISMATCH) {
         CclP2pSlot found; /* the header's five words, in CclP2pSlot's order */
         _Static_assert(sizeof found == sizeof e->header, "a slot header is five words");
