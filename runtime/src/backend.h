@@ -47,9 +47,12 @@ typedef struct {
     /* A piece of a larger call (call.c, "Pieces"): the user's buffers hold each
      * unit of the piece's in (out) send_pitch (recv_pitch) bytes after the previous
      * one, not count * esize, so the staging copies move in_bytes (out_bytes) as one
-     * row of count * esize bytes per unit. 0: packed, one copy. Only a staged side is
-     * ever strided. */
+     * row of count * esize bytes per unit. 0: packed, one copy. */
     size_t send_pitch, recv_pitch;
+    /* Elements between units of in (out) as the plan reads and writes them: count where
+     * the side is packed (one unit, staged, or the whole call), the user's count where a
+     * piece runs on the user's buffer in place, its units strided there. */
+    size_t in_ustride, out_ustride;
     /* The count the user passed (count is the piece's) and this piece's number, from
      * 1 (0: the call runs whole); both go into the identity. */
     size_t whole;

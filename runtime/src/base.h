@@ -620,8 +620,10 @@ static inline size_t ccl__chunk_stride(size_t U, int K, size_t esize)
     size_t A = ccl__align_elems(esize), cs = (U + (size_t)K - 1) / (size_t)K;
     return (cs + A - 1) / A * A;
 }
-/* Element offset and length of chunk i of buffer `buf` (BUF_IN, BUF_OUT or scratch). */
-static inline void ccl__chunk_range(int buf, int i, size_t U, int K, size_t CS, size_t *off, size_t *len)
+/* Element offset and length of chunk i of buffer `buf` (BUF_IN, BUF_OUT or scratch);
+ * in and out have units of U elements, `ustride` apart (CclCall.in_ustride). */
+static inline void ccl__chunk_range(int buf, int i, size_t U, size_t ustride, int K, size_t CS, size_t *off,
+                                    size_t *len)
 {
     if (buf >= BUF_SCRATCH0) {
         *off = (size_t)i * CS;
@@ -629,7 +631,7 @@ static inline void ccl__chunk_range(int buf, int i, size_t U, int K, size_t CS, 
         return;
     }
     size_t u = (size_t)(i / K), c = (size_t)(i % K);
-    *off = u * U + c * CS;
+    *off = u * ustride + c * CS;
     *len = c * CS >= U ? 0 : (U - c * CS < CS ? U - c * CS : CS);
 }
 /* Part q of P of a transfer of L elements: [round_down(q*L/P, A), round_down((q+1)*L/P, A)),

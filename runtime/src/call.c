@@ -214,8 +214,10 @@ CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, c
  * so the ranks' pieces pair up; each piece's identity holds the user's count and its
  * number, so ranks that disagree still fail with both sides named. Where in (out) has
  * several units (allgather's out, reduce_scatter's in, alltoall's both), a piece's
- * units are strided in the user's buffer: such a side is always staged, packed, with
- * strided staging copies (CclCall.send_pitch, recv_pitch). A piece reads only its own
+ * units are strided in the user's buffer: the kernel reads and writes them there, a
+ * unit stride apart (CclCall.in_ustride, out_ustride; a peer's symmetric or registered
+ * buffer has the same layout), and a side staged for another reason is staged packed,
+ * with strided staging copies (CclCall.send_pitch, recv_pitch). A piece reads only its own
  * elements of send and writes only its own of recv, so in place (NCCL's forms) and a
  * recvbuf before an overlapping sendbuf (elementwise collectives, pieces in order) stay
  * correct; other overlaps run whole or fail as before. On a backend that copies out
@@ -246,16 +248,16 @@ typedef struct {
 } CallArgs;
 
 /* Whether a piece of n elements stages its in and out, and the heap bytes of its
- * regions (staging that peers reach, scratch). A piece shorter than the call stages
- * every side that has several units (strided in the user's buffer). */
+ * regions (staging that peers reach, scratch). An in-place call's piece stages its in
+ * where its units are strided: the in-place forms hold for the whole call's units only. */
 static void piece_plan(const CallArgs *a, size_t n, int *stage_in, int *stage_out, size_t need[REGIONS], size_t *CS)
 {
     const ccl_algorithm_t *alg = a->alg;
     const Program *prog = alg->prog;
     int strided_in = n < a->count && a->in_units > 1, strided_out = n < a->count && a->out_units > 1;
     int inplace = a->inplace_ok && !strided_in && !strided_out;
-    *stage_in = !a->send || (a->overlap && !inplace) || (a->in_remote && a->send_at != CCL__BUF_SYMMETRIC) || strided_in;
-    *stage_out = !a->recv || (a->out_remote && a->recv_at != CCL__BUF_SYMMETRIC) || strided_out;
+    *stage_in = !a->send || (a->overlap && !inplace) || (a->in_remote && a->send_at != CCL__BUF_SYMMETRIC);
+    *stage_out = !a->recv || (a->out_remote && a->recv_at != CCL__BUF_SYMMETRIC);
     *CS = ccl__chunk_stride(n, prog->chunks, a->es);
     need[0] = *stage_in && a->in_remote ? a->in_units * n * a->es : 0;
     need[1] = *stage_out && a->out_remote ? a->out_units * n * a->es : 0;
@@ -306,6 +308,8 @@ static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t 
     c.out_bytes = a->out_units * n * es;
     c.send_pitch = a->in_units > 1 && n < a->count ? a->count * es : 0;
     c.recv_pitch = a->out_units > 1 && n < a->count ? a->count * es : 0;
+    c.in_ustride = c.send_pitch && !stage_in ? a->count : n;
+    c.out_ustride = c.recv_pitch && !stage_out ? a->count : n;
     char *base = comm->heap_base[me];
     /* A registered buffer is used through its registration's alias in the heap's
      * window, at an offset every rank shares (zero-copy; both sides of an in-place call

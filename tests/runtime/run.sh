@@ -13,7 +13,7 @@
 #   C. count 1000003 for every algorithm at N=4 and at N=8 or 3, and ring all-reduce at N=8;
 #   D. host (staged) buffers for every algorithm, in and out of place;
 #   K. host buffers larger than a 3 MiB heap: every algorithm runs in pieces, in and
-#      out of place (and four under mpirun);
+#      out of place (and four under mpirun); heap buffers in pieces (reduce_scatter);
 #   E. mpirun -np 4 (one process per rank, shm heaps): every algorithm admitting 4;
 #   F. the C tests (API misuse, timeouts, dead peers, dtype rounding) and examples;
 #   G. tests/runtime/*.ccl: instances x slices x several blocks with barriers;
@@ -178,6 +178,21 @@ for f in algorithms/allgather/direct.ccl algorithms/alltoall/direct.ccl algorith
 done
 turns_case "back-to-back algorithms/allgather/ring.ccl" "" "$cclc" run algorithms/allgather/ring.ccl --ranks 4 \
     --back-to-back --iters 12 --count 300001 --host-buffers --dtype i32
+# ... and on heap buffers whose scratch takes more than the regions' 1 MiB: reduce_scatter's
+# in, strided in the user's buffer, read there in place by each piece (no staging).
+for f in algorithms/reduce_scatter/ring.ccl algorithms/reduce_scatter/direct.ccl; do
+    for ip in "" --inplace; do
+        name="run $f N=4 pieces on heap buffers ${ip:-out-of-place}"
+        out=$(env CCL_HEAP_BYTES=64M CCL_REGION_BYTES=1M CCL_DEBUG=info "$cclc" run "$f" --ranks 4 --count 600001 \
+            --dtype i32 --op sum --iters 2 $ip 2>&1)
+        rc=$?
+        if [ $rc -eq 0 ] && grep -q "runs in [0-9]* pieces" <<<"$out"; then
+            echo "ok $name"
+        else
+            echo "FAIL $name: exit $rc, or not in pieces: $(grep -v ' INFO ' <<<"$out" | head -c 600 | tr '\n' ' ')"
+        fi
+    done
+done
 
 # E. one process per rank under mpirun.
 mpirun_cmd=()

@@ -502,7 +502,8 @@ static int do_xfer(Exec *x, const PlanBlock *pb, const PlanOp *op, int inst, int
         size_t L = SIZE_MAX, len;
         for (int k = 0; k < nref && !x->segs; k++) {
             const Ref *r = k < op->ndst ? &op->dst[k] : &op->src[k - op->ndst];
-            ccl__chunk_range(r->buf, r->chunk + j, c->count, K, c->CS, &offs[k], &len);
+            ccl__chunk_range(r->buf, r->chunk + j, c->count, r->buf == BUF_IN ? c->in_ustride : c->out_ustride, K, c->CS,
+                             &offs[k], &len);
             if (len < L)
                 L = len;
         }
@@ -515,7 +516,7 @@ static int do_xfer(Exec *x, const PlanBlock *pb, const PlanOp *op, int inst, int
             if (op->content[j] < 0) {
                 L = 0;
             } else {
-                ccl__chunk_range(BUF_IN, op->content[j], c->count, K, c->CS, &pos_off, &len);
+                ccl__chunk_range(BUF_IN, op->content[j], c->count, c->count, K, c->CS, &pos_off, &len);
                 if (len < L)
                     L = len;
             }
