@@ -43,7 +43,8 @@ static ccl_result_t collective_body(Collective coll, const char *fn, const void 
      * tuner.c try again on the next call). */
     comm->capturing = comm->be->capturing && comm->be->capturing(comm, stream);
     comm->capture_refused = 0;
-    r = ccl__pick(comm, coll, root, bytes, fn, &alg);
+    int plain = ccl__tune_has_plain(comm, coll, fn) && ccl__on_plain_buffers(comm, coll, send, recv, count, es);
+    r = ccl__pick(comm, coll, root, bytes, plain, fn, &alg);
     comm->capturing = 0;
     if (comm->capture_refused)
         return CCL_ERR_INVALID_USAGE;

@@ -163,6 +163,11 @@ typedef struct {
     int nfiles;
     char files[CCL__TUNE_FILES][CCL__TUNE_PATH]; /* as written: relative to the library */
     CclTuneEntry e[CCL__TUNE_COLLS][CCL__TUNE_BUCKETS]; /* by Collective, log2(bucket) */
+    /* Rows for calls on ordinary buffers (written "allreduce:plain"): a call that hands
+     * over a buffer neither in the heap nor registered takes its bucket's row here where
+     * there is one, e's otherwise. */
+    CclTuneEntry plain[CCL__TUNE_COLLS][CCL__TUNE_BUCKETS];
+    int has_plain[CCL__TUNE_COLLS];  /* plain rows of the collective */
 } CclTuneTable;
 
 /* One algorithm loaded for the table (alg NULL: it failed to load, why says so). */
@@ -209,6 +214,7 @@ typedef struct {
     const char *how;                 /* static; NULL: the table's entry at `line`, `bucket` */
     int line;
     size_t bucket;
+    int plain;                       /* the table's row for ordinary buffers */
     CclTuneMiss miss;
     size_t miss_bucket;
     char miss_text[512];             /* for CCL__MISS_TEXT (rare: copied then) */

@@ -248,15 +248,14 @@ typedef struct {
 } CallArgs;
 
 /* Whether a piece of n elements stages its in and out, and the heap bytes of its
- * regions (staging that peers reach, scratch). An in-place call's piece stages its in
- * where its units are strided: the in-place forms hold for the whole call's units only. */
+ * regions (staging that peers reach, scratch). A piece of an in-place call is in place
+ * too: its units are a unit stride apart in the user's buffer, so the rank's slot of
+ * the side with N units is exactly the other side, as in the whole call. */
 static void piece_plan(const CallArgs *a, size_t n, int *stage_in, int *stage_out, size_t need[REGIONS], size_t *CS)
 {
     const ccl_algorithm_t *alg = a->alg;
     const Program *prog = alg->prog;
-    int strided_in = n < a->count && a->in_units > 1, strided_out = n < a->count && a->out_units > 1;
-    int inplace = a->inplace_ok && !strided_in && !strided_out;
-    *stage_in = !a->send || (a->overlap && !inplace) || (a->in_remote && a->send_at != CCL__BUF_SYMMETRIC);
+    *stage_in = !a->send || (a->overlap && !a->inplace_ok) || (a->in_remote && a->send_at != CCL__BUF_SYMMETRIC);
     *stage_out = !a->recv || (a->out_remote && a->recv_at != CCL__BUF_SYMMETRIC);
     *CS = ccl__chunk_stride(n, prog->chunks, a->es);
     need[0] = *stage_in && a->in_remote ? a->in_units * n * a->es : 0;
@@ -331,9 +330,9 @@ static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t 
     c.in_off = a->in_remote ? (size_t)((char *)c.in - base) : SIZE_MAX;
     c.out_off = a->out_remote ? (size_t)((char *)c.out - base) : SIZE_MAX;
     if (a->inplace_ok && !stage_in && !stage_out && coll == COLL_ALLGATHER)
-        c.in_stride = n * es;
+        c.in_stride = c.out_ustride * es;
     if (a->inplace_ok && !stage_in && !stage_out && coll == COLL_REDUCE_SCATTER)
-        c.out_stride = n * es;
+        c.out_stride = c.in_ustride * es;
     c.scratch_off = *roff[2] == SIZE_MAX ? 0 : *roff[2];
     c.call_index = alg->ncalls;
     /* A count that changes the scratch layout needs no fence: no block of this call runs
@@ -357,6 +356,22 @@ static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t 
         return r;
     ccl__run_done(alg, &c);
     return CCL_OK;
+}
+
+int ccl__on_plain_buffers(const ccl_comm_t *comm, Collective coll, const void *send, const void *recv, size_t count,
+                          size_t esize)
+{
+    const char *base = comm->heap_base[comm->rank];
+    const void *buf[2] = {send, recv};
+    size_t bytes[2] = {(size_t)cclc_coll_in_chunks(coll, comm->nranks, 1) * count * esize,
+                       (size_t)cclc_coll_out_chunks(coll, comm->nranks, 1) * count * esize};
+    for (int k = 0; k < 2; k++) {
+        const char *p = buf[k];
+        size_t at;
+        if (p && (p < base || p >= base + comm->heap_bytes) && !ccl__reg_find(comm, p, bytes[k], &at))
+            return 1;
+    }
+    return 0;
 }
 
 /* The call's regions do not fit and no piece can run: what it needs, and why. */

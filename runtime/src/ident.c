@@ -111,6 +111,8 @@ void ccl__ident_report(ccl_comm_t *comm, const CclIdent *mine, const CclIdent *t
         ccl__set_async_error(comm, CCL_ERR_INVALID_ARGUMENT,
                              "rank %d, call %llu: the ranks disagree on what this call runs (%s differ%s): this rank "
                              "runs %s; rank %d runs %s (every rank must run the same algorithm with the same launch "
-                             "shape, count, dtype and op, after the same ccl_mem_alloc/free calls)",
+                             "shape, count, dtype and op, after the same ccl_mem_alloc/free calls; a standard collective's "
+                             "tuning table may choose by the kind of buffers, so pass ordinary buffers on every rank or "
+                             "ccl_mem_alloc/registered ones on every rank)",
                              comm->rank, (unsigned long long)mine->seq, what, strchr(what, ',') ? "" : "s", me, peer, them);
 }

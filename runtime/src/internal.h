@@ -86,8 +86,11 @@ void ccl__tune_apply_run(ccl_algorithm_t *alg, const CclShape *shape, int slices
 void ccl__tune_look(ccl_comm_t *comm, const char *fn);
 /* For ccl__pick: the table's algorithm for (coll, root, bytes), loaded on first use with
  * its shape, the per-run part applied; NULL when no table or no entry applies (the
- * reason goes to comm->tune.miss). The first call looks for the table. */
-ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, const char *fn);
+ * reason goes to comm->tune.miss). `plain`: the call hands over ordinary buffers, so a
+ * ":plain" row of the bucket comes first. The first call looks for the table. */
+ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, int plain, const char *fn);
+/* Whether the table in use has ":plain" rows for coll (looks for the table first). */
+int ccl__tune_has_plain(ccl_comm_t *comm, Collective coll, const char *fn);
 /* Records what dispatch chose without the table, for ccl_comm_explain_choice. */
 void ccl__tune_note(ccl_comm_t *comm, Collective coll, size_t bytes, const ccl_algorithm_t *alg, const char *how);
 
@@ -222,8 +225,9 @@ ccl_result_t ccl__algorithm_load(ccl_comm_t *comm, const char *path_or_source, i
  * backend; `fn` names the user's entry point (call.c). */
 ccl_result_t ccl__run(ccl_algorithm_t *alg, const void *send, void *recv, size_t count, ccl_dtype_t dtype,
                       ccl_op_t op, void *stream, const char *fn);
-/* ccl_all_reduce and friends: the algorithm to run (registered or from the library). */
-ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, const char *fn,
+/* ccl_all_reduce and friends: the algorithm to run (registered or from the library);
+ * `plain`: the call hands over ordinary buffers (ccl__on_plain_buffers). */
+ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, int plain, const char *fn,
                        ccl_algorithm_t **alg);
 
 /* Frees alg (synchronizing its comm first) and drops it from the comm's lists. */
@@ -244,6 +248,11 @@ typedef enum {
 } CclBufPlace;
 /* Where ptr..ptr+bytes sits; CCL__BUF_MISPLACED with the message set, naming `arg`. */
 CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg);
+/* Whether a standard collective's call hands over an ordinary buffer: a sendbuf or
+ * recvbuf (not NULL) neither in the heap nor inside a registration, which the tuner's
+ * ":plain" rows are for. Sets no error. */
+int ccl__on_plain_buffers(const ccl_comm_t *comm, Collective coll, const void *send, const void *recv, size_t count,
+                          size_t esize);
 /* Fills and seals the call's identity from the call (call.c). */
 void ccl__ident_fill(const CclCall *c, CclIdent *id);
 /* After the backend accepted a call: the comm's and the algorithm's bookkeeping. */

@@ -171,7 +171,8 @@ static int fits(const CclUse *u, size_t bytes)
     return (u->min_bytes == 0 && u->max_bytes == 0) || (bytes >= u->min_bytes && bytes <= u->max_bytes);
 }
 
-ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, const char *fn, ccl_algorithm_t **out)
+ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, int plain, const char *fn,
+                       ccl_algorithm_t **out)
 {
     int rooted = coll == COLL_BROADCAST || coll == COLL_REDUCE;
     if (!rooted)
@@ -187,7 +188,7 @@ ccl_result_t ccl__pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes
     /* Then the tuning table (tuner.c); without one, or without an entry, the hints. The
      * tables know one node only: a comm of several takes the library's programs for
      * several nodes (docs/multinode.md), by their hints. */
-    if (comm->nnodes == 1 && (*out = ccl__tune_pick(comm, coll, root, bytes, fn)))
+    if (comm->nnodes == 1 && (*out = ccl__tune_pick(comm, coll, root, bytes, plain, fn)))
         return CCL_OK;
     if (comm->capture_refused)
         return CCL_ERR_INVALID_USAGE;

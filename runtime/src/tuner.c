@@ -39,7 +39,7 @@ void ccl__tune_table_init(CclTuneTable *t)
     memset(t, 0, sizeof *t);
     for (int c = 0; c < CCL__TUNE_COLLS; c++)
         for (int b = 0; b < CCL__TUNE_BUCKETS; b++)
-            t->e[c][b].file = -1;
+            t->e[c][b].file = t->plain[c][b].file = -1;
 }
 
 int ccl__tune_bucket(size_t bytes)
@@ -191,10 +191,16 @@ int ccl__tune_parse(const char *text, const char *name, CclTuneTable *t, char *e
                        "found %d field%s", nf, nf == 1 ? "" : "s");
         if (!have_dev || !have_ranks || !have_topo || !have_ver)
             PARSE_FAIL("an entry before the header's device, ranks, topology and version lines");
+        char *kind = strchr(f[0], ':');
+        if (kind)
+            *kind++ = 0;
+        if (kind && strcmp(kind, "plain"))
+            PARSE_FAIL("'%s:%s': the only buffer kind a row names is 'plain' (calls on ordinary buffers)", f[0], kind);
         int c = coll_parse(f[0]);
         if (c < 0)
             PARSE_FAIL("'%s' is not a collective (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce)",
                        f[0]);
+        CclTuneEntry *row = kind ? t->plain[c] : t->e[c];
         size_t bytes;
         if (parse_size(f[1], &bytes) || bytes == 0 || (bytes & (bytes - 1)))
             PARSE_FAIL("bytes '%s' is not a power of two (a size bucket: 1024, 4K, 1M ...)", f[1]);
@@ -211,13 +217,16 @@ int ccl__tune_parse(const char *text, const char *name, CclTuneTable *t, char *e
         sh.protocol = 1 + cclc_proto_parse(f[6]); /* 0 for '-' and for anything else */
         if (!sh.protocol && strcmp(f[6], "-"))
             PARSE_FAIL("protocol '%s' is not '-', 'simple', 'll' or 'll128'", f[6]);
-        if (t->e[c][b].file >= 0)
-            PARSE_FAIL("a second %s entry for bucket %s (the first is on line %d)", f[0], f[1], t->e[c][b].line);
+        if (row[b].file >= 0)
+            PARSE_FAIL("a second %s%s entry for bucket %s (the first is on line %d)", f[0], kind ? ":plain" : "", f[1],
+                       row[b].line);
         int fi = ccl__tune_file_index(t, f[2]);
         if (fi < 0)
             PARSE_FAIL("more than %d algorithm files, or a path of %d characters or more", CCL__TUNE_FILES,
                        CCL__TUNE_PATH);
-        t->e[c][b] = (CclTuneEntry){.file = fi, .line = lineno, .shape = sh, .time_us = time_us};
+        row[b] = (CclTuneEntry){.file = fi, .line = lineno, .shape = sh, .time_us = time_us};
+        if (kind)
+            t->has_plain[c] = 1;
     }
     if (!magic)
         PARSE_FAIL("empty (expected '" TUNE_MAGIC "')");
@@ -235,17 +244,17 @@ static void write_field(FILE *f, int v)
         fputs(" -", f);
 }
 
-void ccl__tune_write(FILE *f, const CclTuneTable *t)
+/* The rows of one kind: every collective's (rows[coll][bucket]), its name followed by
+ * `suffix`. */
+static void write_rows(FILE *f, const CclTuneTable *t, const CclTuneEntry (*rows)[CCL__TUNE_BUCKETS],
+                       const char *suffix)
 {
-    fprintf(f, TUNE_MAGIC "\n# libccl tuning table (docs/tuner.md). The key: a table is used only where all four match.\n");
-    fprintf(f, "device %s\nranks %d\ntopology %s\nversion %s\n", t->device, t->nranks, t->topology, t->version);
-    fprintf(f, "# collective  bytes  algorithm  instances  threads  slices  protocol   (- : default)\n");
     for (int c = 0; c < CCL__TUNE_COLLS; c++)
         for (int b = 0; b < CCL__TUNE_BUCKETS; b++) {
-            const CclTuneEntry *e = &t->e[c][b];
+            const CclTuneEntry *e = &rows[c][b];
             if (e->file < 0)
                 continue;
-            fprintf(f, "%s %zu %s", cclc_coll_name((Collective)c), (size_t)1 << b, t->files[e->file]);
+            fprintf(f, "%s%s %zu %s", cclc_coll_name((Collective)c), suffix, (size_t)1 << b, t->files[e->file]);
             write_field(f, e->shape.instances);
             write_field(f, e->shape.threads);
             write_field(f, e->shape.slices);
@@ -257,6 +266,15 @@ void ccl__tune_write(FILE *f, const CclTuneTable *t)
                 fprintf(f, "  # %s", e->note);
             fputc('\n', f);
         }
+}
+
+void ccl__tune_write(FILE *f, const CclTuneTable *t)
+{
+    fprintf(f, TUNE_MAGIC "\n# libccl tuning table (docs/tuner.md). The key: a table is used only where all four match.\n");
+    fprintf(f, "device %s\nranks %d\ntopology %s\nversion %s\n", t->device, t->nranks, t->topology, t->version);
+    fprintf(f, "# collective  bytes  algorithm  instances  threads  slices  protocol   (- : default)\n");
+    write_rows(f, t, t->e, "");
+    write_rows(f, t, t->plain, ":plain");
 }
 
 /* ===== the key ===== */
@@ -581,6 +599,7 @@ static void note_choice(CclTuner *t, Collective coll, size_t bytes, const ccl_al
     c->how = how;
     c->line = line;
     c->bucket = bucket;
+    c->plain = 0;
     c->miss = t->miss;
     c->miss_bucket = t->miss_bucket;
     if (t->miss == CCL__MISS_TEXT)
@@ -696,7 +715,14 @@ void ccl__tune_look(ccl_comm_t *comm, const char *fn)
         CCL__LOG(CCL__LOG_INFO, CCL__SUB_TUNE, comm->rank, "%s: no tuning table: %s", fn, t->why);
 }
 
-ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, const char *fn)
+int ccl__tune_has_plain(ccl_comm_t *comm, Collective coll, const char *fn)
+{
+    CclTuner *t = &comm->tune;
+    ccl__tune_look(comm, fn);
+    return t->state == CCL__TUNE_IN_USE && (int)coll < CCL__TUNE_COLLS && t->table.has_plain[coll];
+}
+
+ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, size_t bytes, int plain, const char *fn)
 {
     CclTuner *t = &comm->tune;
     t->miss = CCL__MISS_NONE;
@@ -711,6 +737,9 @@ ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, siz
     }
     int b = ccl__tune_bucket(bytes);
     const CclTuneEntry *e = b < CCL__TUNE_BUCKETS ? &t->table.e[coll][b] : NULL;
+    plain = plain && e && t->table.plain[coll][b].file >= 0;
+    if (plain)
+        e = &t->table.plain[coll][b];
     if (!e || e->file < 0) {
         t->miss = CCL__MISS_NO_ENTRY;
         t->miss_bucket = b < 64 ? (size_t)1 << b : bytes;
@@ -722,6 +751,7 @@ ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, siz
         return NULL;
     ccl__tune_apply_run(alg, &e->shape, slices0);
     note_choice(t, coll, bytes, alg, NULL, e->line, (size_t)1 << b);
+    t->last.plain = plain;
     return alg;
 }
 
@@ -759,7 +789,8 @@ static void explain(const CclTuner *t, char *buf, size_t len)
     if (c->how)
         snprintf(how, sizeof how, "%s%s", c->how, miss);
     else
-        snprintf(how, sizeof how, "from %s:%d (bucket %zu)", t->source, c->line, c->bucket);
+        snprintf(how, sizeof how, "from %s:%d (bucket %zu%s)", t->source, c->line, c->bucket,
+                 c->plain ? ", ordinary buffers" : "");
     snprintf(buf, len, "%s %zu B -> %s (instances %d, threads %s, slices %d, protocol %s) %s", cclc_coll_name(c->coll),
              c->bytes, c->file, c->instances, th, c->slices, c->protocol, how);
 }

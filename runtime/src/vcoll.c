@@ -444,7 +444,7 @@ static ccl_result_t standard_v(Collective coll, const char *fn, const void *send
     ccl_algorithm_t *alg;
     comm->capturing = comm->be->capturing && comm->be->capturing(comm, stream);
     comm->capture_refused = 0;
-    r = ccl__pick(comm, coll, 0, bytes, fn, &alg);
+    r = ccl__pick(comm, coll, 0, bytes, 0, fn, &alg);
     comm->capturing = 0;
     if (comm->capture_refused)
         return CCL_ERR_INVALID_USAGE;

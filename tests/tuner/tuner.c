@@ -61,7 +61,8 @@ static void test_parse(void)
                        "allreduce 1024 allreduce/allpairs.ccl 1 - - -   # 6.25 us\n"
                        "allreduce 1M allreduce/twoshot.ccl 32 256 2 ll\n"
                        "allgather 4096 allgather/ring.ccl - - - simple\n"
-                       "alltoall 64K alltoall/direct_ll.ccl 4 - - ll128\n";
+                       "alltoall 64K alltoall/direct_ll.ccl 4 - - ll128\n"
+                       "allreduce:plain 1M allreduce/ring.ccl 16 - - -\n";
     int rc = ccl__tune_parse(good, "good.tbl", &t, err, sizeof err);
     CHECK("tuner.parse.good", rc == 0, "%s", err);
     const CclTuneEntry *a = &t.e[COLL_ALLREDUCE][10], *b = &t.e[COLL_ALLREDUCE][20], *c = &t.e[COLL_ALLGATHER][12];
@@ -75,6 +76,11 @@ static void test_parse(void)
           b->shape.slices == 2 && b->shape.protocol == 1 + PROTO_LL && c->file >= 0 && c->shape.protocol == 1 + PROTO_SIMPLE &&
           t.e[COLL_ALLREDUCE][11].file == -1 && t.e[COLL_ALLTOALL][16].shape.protocol == 1 + PROTO_LL128,
           "entries not as written");
+    const CclTuneEntry *p = &t.plain[COLL_ALLREDUCE][20];
+    CHECK("tuner.parse.plain",
+          p->file >= 0 && !strcmp(t.files[p->file], "allreduce/ring.ccl") && p->shape.instances == 16 &&
+          t.has_plain[COLL_ALLREDUCE] && !t.has_plain[COLL_ALLGATHER] && t.plain[COLL_ALLREDUCE][10].file == -1,
+          "the ':plain' row not as written");
 
     /* The writer's output parses back to the same table; an entry's note (ccl-tune's
      * incumbent) follows its time in the comment, and the time still reads back. */
@@ -89,8 +95,9 @@ static void test_parse(void)
     rc = ccl__tune_parse(buf, "written.tbl", &t2, err, sizeof err);
     int same = rc == 0 && t2.nranks == 4 && !strcmp(t2.device, t.device);
     for (int cc = 0; same && cc < CCL__TUNE_COLLS; cc++)
-        for (int k = 0; k < CCL__TUNE_BUCKETS; k++) {
-            const CclTuneEntry *x = &t.e[cc][k], *y = &t2.e[cc][k];
+        for (int k = 0; k < 2 * CCL__TUNE_BUCKETS; k++) {
+            int kb = k % CCL__TUNE_BUCKETS, plain = k >= CCL__TUNE_BUCKETS;
+            const CclTuneEntry *x = plain ? &t.plain[cc][kb] : &t.e[cc][kb], *y = plain ? &t2.plain[cc][kb] : &t2.e[cc][kb];
             if ((x->file < 0) != (y->file < 0) ||
                 (x->file >= 0 && (strcmp(t.files[x->file], t2.files[y->file]) ||
                                   memcmp(&x->shape, &y->shape, sizeof x->shape))))
@@ -127,6 +134,11 @@ static void test_parse(void)
                       "allreduce 4kb b.ccl 1 - - -\n", "bad.tbl:7: a second allreduce entry for bucket 4kb (the first is on line 6)"},
         {"decimal", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 010 a.ccl 1 - - -\n",
          "bad.tbl:6: bytes '010' is not a power of two"},
+        {"kind", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce:sym 4096 a.ccl 1 - - -\n",
+         "bad.tbl:6: 'allreduce:sym': the only buffer kind a row names is 'plain' (calls on ordinary buffers)"},
+        {"dup-plain", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nallreduce 4K a.ccl 1 - - -\n"
+                      "allreduce:plain 4K b.ccl 1 - - -\nallreduce:plain 4096 c.ccl 1 - - -\n",
+         "bad.tbl:8: a second allreduce:plain entry for bucket 4096 (the first is on line 7)"},
         {"header", "ccl-tune-table 1\ndevice cpu\nranks 4\nallreduce 4096 a.ccl 1 - - -\n",
          "bad.tbl:4: an entry before the header's device, ranks, topology and version lines"},
         {"noheader", "ccl-tune-table 1\ndevice cpu\n", "lacks 'ranks'"},
@@ -548,6 +560,57 @@ static void test_forced(void)
     fini(comms, N);
 }
 
+/* Rows for ordinary buffers (":plain"): a call whose buffers are not in the heap takes
+ * them, one on ccl_mem_alloc buffers the plain rows; a collective without plain rows
+ * takes its rows whatever the buffers; ranks whose buffers differ in kind run
+ * different programs, which every rank refuses, naming both. CPU backend only: malloc
+ * buffers are ordinary there. */
+static void test_plain_rows(void)
+{
+    enum { N = 4 };
+    ccl_comm_t *comms[N];
+    if (init(comms, N))
+        return;
+    char path[512], why[1024];
+    snprintf(path, sizeof path, "%s/plain.tbl", tmpdir);
+    table_for(comms[0], path, 0,
+              "allreduce 4096 allreduce/ring.ccl 2 - 1 -\n"
+              "allgather 4096 allgather/direct.ccl 2 - - -\n"
+              "allreduce:plain 4096 allreduce/recursive_doubling.ccl 1 - - -\n");
+    setenv("CCL_TUNE_FILE", path, 1);
+    int rc = run_all(comms, N, 0, 1024, why, sizeof why);
+    char want[1024];
+    snprintf(want, sizeof want, "allreduce/recursive_doubling.ccl (instances 1, threads default, slices 1, protocol ll) "
+             "from %s:8 (bucket 4096, ordinary buffers)", path);
+    CHECK("tuner.plain.ordinary", rc == 0 && strstr(why, want), "%s (want '%s')", why, want);
+    use_sym = 1;
+    rc = run_all(comms, N, 0, 1024, why, sizeof why);
+    use_sym = 0;
+    snprintf(want, sizeof want, "allreduce/ring.ccl (instances 2, threads default, slices 1, protocol simple) from %s:6 "
+             "(bucket 4096)", path);
+    CHECK("tuner.plain.symmetric", rc == 0 && strstr(why, want), "%s (want '%s')", why, want);
+    rc = run_all(comms, N, 1, 1024, why, sizeof why);
+    CHECK("tuner.plain.none-for-collective", rc == 0 && strstr(why, "allgather/direct.ccl (instances 2") &&
+          !strstr(why, "ordinary"), "%s", why);
+
+    /* Ranks 0 and 1 on ccl_mem_alloc buffers, 2 and 3 on malloc ones. */
+    Job jobs[N];
+    pthread_t th[N];
+    for (int r = 0; r < N; r++) {
+        jobs[r] = (Job){.comm = comms[r], .rank = r, .nranks = N, .count = 1024, .coll = 0, .sym = r < 2};
+        pthread_create(&th[r], NULL, job_main, &jobs[r]);
+    }
+    int refused = 0;
+    for (int r = 0; r < N; r++) {
+        pthread_join(th[r], NULL);
+        refused += jobs[r].r != CCL_OK && strstr(jobs[r].err, "ring.ccl") && strstr(jobs[r].err, "recursive_doubling.ccl");
+    }
+    CHECK("tuner.plain.mixed-kinds-refused", refused == N, "%d of %d ranks failed naming both programs; rank 0: %s; rank 3: %s",
+          refused, N, jobs[0].err, jobs[3].err);
+    fini(comms, N);
+    unsetenv("CCL_TUNE_FILE");
+}
+
 /* A table entry with an absolute path names a program anyone may have written: it is
  * loaded only when the file is this user's (or root's) and nobody else can write it or
  * its folder, as the algorithm library's files (before the fix: loaded whatever it
@@ -775,6 +838,8 @@ int main(int argc, char **argv)
     test_builtin();
     test_builtin_texts();
     test_forced();
+    if (backend == CCL_BACKEND_CPU)
+        test_plain_rows();
     test_absolute_trust();
     test_ignored();
     char cmd[600];

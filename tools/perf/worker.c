@@ -723,7 +723,8 @@ static void op_algorithm(Worker *w, size_t count, char *name, size_t len)
         return;
     }
     ccl_algorithm_t *alg = w->alg;
-    if (!alg && ccl__pick(w->comm, (Collective)lib, w->o->root, bytes, "ccl-perf", &alg) != CCL_OK)
+    int plain = ccl__on_plain_buffers(w->comm, (Collective)lib, send, recv, count, w->sh->pat.esize);
+    if (!alg && ccl__pick(w->comm, (Collective)lib, w->o->root, bytes, plain, "ccl-perf", &alg) != CCL_OK)
         alg = NULL;
     snprintf(name, len, "%s", alg ? ccl_algorithm_name(alg) : "?");
 }

@@ -400,7 +400,7 @@ static int incumbent(Worker *w, Collective c, size_t bytes, Algo *algos, int *na
                      char *why, size_t len)
 {
     ccl_algorithm_t *alg;
-    if (ccl__pick(w->comm, c, 0, bytes, "ccl-tune", &alg) != CCL_OK) {
+    if (ccl__pick(w->comm, c, 0, bytes, 0, "ccl-tune", &alg) != CCL_OK) {
         const char *e = ccl_comm_last_error(w->comm);
         CCL__FMT(why, len, "%.*s", (int)strcspn(e, "\n"), e);
         return -1;
@@ -713,17 +713,24 @@ static int write_table(Shared *sh, const char *partial)
 /* The table in force's rows, as the base of the one this run writes: a table file
  * replaces the table libccl would use otherwise (the built-in one, say) whole, so a file
  * of only the collectives and sizes tuned here would send every other call back to the
- * programs' sizes hints. Tuned rows overwrite these as they are measured. */
+ * programs' sizes hints. Tuned rows overwrite these as they are measured; the rows for
+ * ordinary buffers (":plain"), which ccl-tune does not time, are kept as they are. */
 static void keep_rows_in_force(CclTuneTable *t, const CclTuneTable *in_force)
 {
-    for (int c = 0; c < CCL__TUNE_COLLS; c++)
-        for (int b = 0; b < CCL__TUNE_BUCKETS; b++) {
-            CclTuneEntry e = in_force->e[c][b];
-            if (e.file < 0 || (e.file = ccl__tune_file_index(t, in_force->files[e.file])) < 0)
-                continue;
-            e.note = "kept from the table in force";
-            t->e[c][b] = e;
-        }
+    for (int c = 0; c < CCL__TUNE_COLLS; c++) {
+        for (int b = 0; b < CCL__TUNE_BUCKETS; b++)
+            for (int plain = 0; plain < 2; plain++) {
+                CclTuneEntry e = plain ? in_force->plain[c][b] : in_force->e[c][b];
+                if (e.file < 0 || (e.file = ccl__tune_file_index(t, in_force->files[e.file])) < 0)
+                    continue;
+                e.note = "kept from the table in force";
+                if (plain)
+                    t->plain[c][b] = e;
+                else
+                    t->e[c][b] = e;
+            }
+        t->has_plain[c] = in_force->has_plain[c];
+    }
 }
 
 /* This rank failed: its exit status, and peers waiting for it in an agreement wake. */
