@@ -17,7 +17,8 @@
 # SIZES ("-b 1K -e 1G -f 4"), ROUNDS (3), BUFFERS (symmetric; plain where ccl-perf has
 # --buffers), AB_EXTRA (more ccl-perf arguments, e.g. --algo FILE), AB_TIMEOUT (seconds
 # per ccl-perf run, 120), AB_ENV (NAME=VALUE ... set for every rank of both sides, e.g.
-# CCL_HEAP_BYTES=256M).
+# CCL_HEAP_BYTES=256M), AB_NP (ranks: every GPU by default; with AB_NP=2
+# AB_ENV=CUDA_VISIBLE_DEVICES=0,1 two GPUs of a larger machine).
 set -u
 cd "$(dirname "$0")/.."
 base=${1:?usage: bench/ab.sh BASE [HEAD]}
@@ -76,7 +77,7 @@ done
 
 out=${AB_OUT:-${OUT:-.ab}/ab}
 mkdir -p "$out"
-np=$(nvidia-smi -L | grep -c '^GPU ')
+np=${AB_NP:-$(nvidia-smi -L | grep -c '^GPU ')}
 export NCCL_NVLS_ENABLE=0 CCL_CACHE_DIR=${CCL_CACHE_DIR:-/tmp/ccl-cache}
 colls=${COLLS:-allreduce allgather reduce_scatter alltoall broadcast reduce}
 rounds=${ROUNDS:-3}
