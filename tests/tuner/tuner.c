@@ -486,23 +486,33 @@ static void fini(ccl_comm_t **comms, int n)
         ccl_comm_destroy(comms[r]);
 }
 
+/* n ranks whose table is tmpdir/NAME with `entries` under their key (CCL_TUNE_FILE,
+ * path written to `path`); -1 when the comms cannot start. */
+static int init_with_table(ccl_comm_t **comms, int n, const char *name, const char *entries, char *path, size_t len)
+{
+    if (init(comms, n))
+        return -1;
+    snprintf(path, len, "%s/%s", tmpdir, name);
+    table_for(comms[0], path, 0, entries);
+    setenv("CCL_TUNE_FILE", path, 1);
+    return 0;
+}
+
 static void test_forced(void)
 {
     enum { N = 4 };
     ccl_comm_t *comms[N];
-    if (init(comms, N))
-        return;
     char path[512], why[1024];
-    snprintf(path, sizeof path, "%s/forced.tbl", tmpdir);
-    table_for(comms[0], path, 0,
-              "allreduce 4096 allreduce/ring.ccl 2 - 1 -\n"
-              "allreduce 1024 allreduce/recursive_doubling.ccl 1 - - -\n"
-              "allreduce 65536 allreduce/ring.ccl 3 - 2 -\n"
-              "allreduce 16384 allreduce/nonexistent.ccl 1 - - -\n"
-              "allreduce 32768 allgather/ring.ccl 1 - - -\n"
-              "allgather 4096 allgather/direct.ccl 2 - - -\n"
-              "allreduce 2048 allreduce/ring.ccl 1 256 - ll\n");
-    setenv("CCL_TUNE_FILE", path, 1);
+    if (init_with_table(comms, N, "forced.tbl",
+                        "allreduce 4096 allreduce/ring.ccl 2 - 1 -\n"
+                        "allreduce 1024 allreduce/recursive_doubling.ccl 1 - - -\n"
+                        "allreduce 65536 allreduce/ring.ccl 3 - 2 -\n"
+                        "allreduce 16384 allreduce/nonexistent.ccl 1 - - -\n"
+                        "allreduce 32768 allgather/ring.ccl 1 - - -\n"
+                        "allgather 4096 allgather/direct.ccl 2 - - -\n"
+                        "allreduce 2048 allreduce/ring.ccl 1 256 - ll\n",
+                        path, sizeof path))
+        return;
 
     int rc = run_all(comms, N, 0, 1024, why, sizeof why); /* 4096 bytes */
     char want[1024];
@@ -569,15 +579,13 @@ static void test_plain_rows(void)
 {
     enum { N = 4 };
     ccl_comm_t *comms[N];
-    if (init(comms, N))
-        return;
     char path[512], why[1024];
-    snprintf(path, sizeof path, "%s/plain.tbl", tmpdir);
-    table_for(comms[0], path, 0,
-              "allreduce 4096 allreduce/ring.ccl 2 - 1 -\n"
-              "allgather 4096 allgather/direct.ccl 2 - - -\n"
-              "allreduce:plain 4096 allreduce/recursive_doubling.ccl 1 - - -\n");
-    setenv("CCL_TUNE_FILE", path, 1);
+    if (init_with_table(comms, N, "plain.tbl",
+                        "allreduce 4096 allreduce/ring.ccl 2 - 1 -\n"
+                        "allgather 4096 allgather/direct.ccl 2 - - -\n"
+                        "allreduce:plain 4096 allreduce/recursive_doubling.ccl 1 - - -\n",
+                        path, sizeof path))
+        return;
     int rc = run_all(comms, N, 0, 1024, why, sizeof why);
     char want[1024];
     snprintf(want, sizeof want, "allreduce/recursive_doubling.ccl (instances 1, threads default, slices 1, protocol ll) "
