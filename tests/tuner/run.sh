@@ -37,6 +37,18 @@ if [ -x "$build/ccl-tune" ]; then
         fi
         "$build/tests/tuner/tuner" --use "$tmp/cpu.tbl" 4 || true
         "$build/tests/tuner/tuner" --use-sym "$tmp/cpu.tbl" 4 | sed 's/^ok tuner\.use/ok tuner.use-sym/; s/^FAIL tuner\.use/FAIL tuner.use-sym/' || true
+        # --buffers plain over that table in force: its rows kept, rows for ordinary
+        # buffers added; malloc buffers then follow those, ccl_mem_alloc ones the others.
+        if out=$(CCL_TUNE_FILE="$tmp/cpu.tbl" "$build/ccl-tune" --backend cpu --ranks 4 -c allreduce -b 1K -e 4K \
+                     --instances 1,2 --iters 3 --reps 2 --buffers plain -o "$tmp/plain.tbl" 2>&1) &&
+           grep -q '^allreduce:plain 4096 ' "$tmp/plain.tbl" && grep -q '^allreduce 16384 ' "$tmp/plain.tbl" &&
+           grep -q '^# buffers: plain' <<<"$out"; then
+            echo "ok ccl-tune.cpu.plain"
+            "$build/tests/tuner/tuner" --use "$tmp/plain.tbl" 4 | sed 's/^ok tuner\.use/ok tuner.use-plain/; s/^FAIL tuner\.use/FAIL tuner.use-plain/' || true
+            "$build/tests/tuner/tuner" --use-sym "$tmp/plain.tbl" 4 | sed 's/^ok tuner\.use/ok tuner.use-plain-sym/; s/^FAIL tuner\.use/FAIL tuner.use-plain-sym/' || true
+        else
+            echo "FAIL ccl-tune.cpu.plain: $(echo "$out" | tail -5 | tr '\n' '|') table: $(tr '\n' '|' <"$tmp/plain.tbl" 2>/dev/null | cut -c1-600)"
+        fi
     else
         echo "FAIL ccl-tune.cpu.run: $(echo "$out" | tail -5 | tr '\n' '|')"
     fi

@@ -6,7 +6,8 @@
  *                          ignored with its reason, a registration wins over the table
  *   tuner --use TABLE N    runs ccl_all_reduce at every allreduce bucket of TABLE (a
  *                          ccl-tune output) on N ranks and checks that each ran the
- *                          table's algorithm and instances, with correct results
+ *                          table's algorithm and instances (its ":plain" row where it
+ *                          has one: malloc buffers), with correct results
  *                          (--use-sym: the same with ccl_mem_alloc'd buffers)
  *   tuner --builtin N      on 4 or 2 H200s without a table file: calls follow the
  *                          built-in table (elsewhere: skipped, says so)
@@ -772,7 +773,10 @@ static int use_table(const char *path, int n)
         return 1;
     int used = 0;
     for (int b = 0; b < CCL__TUNE_BUCKETS; b++) {
+        /* Ordinary buffers (malloc) take the bucket's ":plain" row where there is one. */
         const CclTuneEntry *e = &t.e[COLL_ALLREDUCE][b];
+        if (!use_sym && t.plain[COLL_ALLREDUCE][b].file >= 0)
+            e = &t.plain[COLL_ALLREDUCE][b];
         if (e->file < 0)
             continue;
         size_t bytes = (size_t)1 << b;

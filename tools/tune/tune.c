@@ -12,7 +12,9 @@
  * (with its time and the incumbent's as a comment), written by rank 0 to -o FILE or to
  * the default table location in the cache folder (after every collective, so that a run
  * cut short keeps what it measured), every row it did not measure copied from the table
- * in force; and a summary on stdout.
+ * in force; and a summary on stdout. With --buffers plain it times ordinary buffers
+ * (cuMemAlloc, malloc on the CPU), as a framework's tensors, and writes the rows for
+ * them (NAME:plain), the incumbent being what libccl runs for such buffers today.
  *
  * How. Candidates are the library's algorithm files of the collective that admit N
  * (each loaded once to read its Plan), times every shape. A simple alpha-beta model
@@ -60,6 +62,9 @@ static const char *help =
     "                   an LL or LL128 one either line protocol)\n"
     "  --keep K         candidates timed per size, the model's best (4); and per algorithm its --per-algo P\n"
     "                   best shapes (GPU 3, CPU 2) where the model puts them within --slack X of the best (3.0)\n"
+    "  --buffers B      symmetric (ccl_mem_alloc, the default) or plain (ordinary memory, as a framework's\n"
+    "                   tensors: cuMemAlloc, malloc on the CPU): plain writes the rows for such buffers,\n"
+    "                   NAME:plain (docs/tuner.md), and keeps the others as they are in force\n"
     "  --no-incumbent   time only the model's candidates; by default the incumbent, what libccl runs for\n"
     "                   the size today (its table's entry, else the sizes hints), is timed with them, so the\n"
     "                   row written is never slower than the choice it replaces\n"
@@ -153,6 +158,9 @@ static void parse_args(int argc, char **argv, Opts *o)
             o->graph = 0;
         } else if (tool_flag(&args, "--no-incumbent")) {
             o->incumbent = 0;
+        } else if (tool_is(&args, "--buffers", NULL)) {
+            static const char *const kinds[] = {"symmetric", "plain"};
+            o->plain = tool_choice(a, tool_value(&args), kinds, 2);
         } else if (tool_is(&args, "--alpha-us", NULL) || tool_is(&args, "--block-gbps", NULL) ||
                    tool_is(&args, "--peak-gbps", NULL)) {
             v = tool_value(&args);
@@ -400,7 +408,7 @@ static int incumbent(Worker *w, Collective c, size_t bytes, Algo *algos, int *na
                      char *why, size_t len)
 {
     ccl_algorithm_t *alg;
-    if (ccl__pick(w->comm, c, 0, bytes, 0, "ccl-tune", &alg) != CCL_OK) {
+    if (ccl__pick(w->comm, c, 0, bytes, w->sh->o.plain, "ccl-tune", &alg) != CCL_OK) {
         const char *e = ccl_comm_last_error(w->comm);
         CCL__FMT(why, len, "%.*s", (int)strcspn(e, "\n"), e);
         return -1;
@@ -654,8 +662,10 @@ static int tune_collective(Worker *w, Collective c)
             shp.protocol = 0;
         int b = ccl__tune_bucket(sh->sizes[s]);
         CCL__FMT(sh->notes[c][b], sizeof sh->notes[c][b], "%s", note);
-        sh->table.e[c][b] = (CclTuneEntry){.file = fi, .shape = shp, .time_us = t[(size_t)s * MAX_CANDS + bk],
-                                           .note = note[0] ? sh->notes[c][b] : NULL};
+        (o->plain ? sh->table.plain : sh->table.e)[c][b] =
+            (CclTuneEntry){.file = fi, .shape = shp, .time_us = t[(size_t)s * MAX_CANDS + bk],
+                           .note = note[0] ? sh->notes[c][b] : NULL};
+        sh->table.has_plain[c] |= o->plain;
     }
 done:
     free(algos);
@@ -741,6 +751,47 @@ static void rank_failed(Worker *w)
         ccl__thread_boot_fail(w->tb);
 }
 
+/* The rank's in and out, `bytes` each: ccl_mem_alloc buffers (freed with the comm), or
+ * ordinary ones with --buffers plain. 0, or -1 with the reason in w->err. */
+static int alloc_buffers(Worker *w, size_t bytes)
+{
+    if (!w->sh->o.plain) {
+        if (ccl_mem_alloc(w->comm, &w->in, bytes) == CCL_OK && ccl_mem_alloc(w->comm, &w->out, bytes) == CCL_OK)
+            return 0;
+        CCL__FMT(w->err, sizeof w->err, "%s", ccl_comm_last_error(w->comm));
+        return -1;
+    }
+    if (!w->gpu) {
+        w->in = malloc(bytes);
+        w->out = malloc(bytes);
+        if (w->in && w->out)
+            return 0;
+        CCL__FMT(w->err, sizeof w->err, "out of memory for two buffers of %zu bytes", bytes);
+        return -1;
+    }
+    CuResult e = tool_gpu_alloc(&w->g, &w->in, bytes);
+    if (e == 0)
+        e = tool_gpu_alloc(&w->g, &w->out, bytes);
+    if (e == 0)
+        return 0;
+    tool_gpu_why(&w->g, e, w->err, sizeof w->err);
+    return -1;
+}
+
+static void free_buffers(Worker *w)
+{
+    if (!w->sh->o.plain)
+        return;
+    if (!w->gpu) {
+        free(w->in);
+        free(w->out);
+    } else {
+        tool_gpu_free(&w->g, w->in);
+        tool_gpu_free(&w->g, w->out);
+    }
+    w->in = w->out = NULL;
+}
+
 static void *worker(void *arg)
 {
     Worker *w = arg;
@@ -753,8 +804,7 @@ static void *worker(void *arg)
     if (e != 0) {
         tool_gpu_why(&w->g, e, w->err, sizeof w->err);
         rank_failed(w);
-    } else if (ccl_mem_alloc(w->comm, &w->in, big) != CCL_OK || ccl_mem_alloc(w->comm, &w->out, big) != CCL_OK) {
-        CCL__FMT(w->err, sizeof w->err, "%s", ccl_comm_last_error(w->comm));
+    } else if (alloc_buffers(w, big) != 0) {
         rank_failed(w);
     } else {
         w->stream = w->gpu ? (void *)w->g.stream : NULL;
@@ -773,6 +823,8 @@ static void *worker(void *arg)
         const CclTuner *tt = &w->comm->tune;
         if (w->rank == 0 && w->comm->nnodes == 1 && tt->state == CCL__TUNE_IN_USE)
             keep_rows_in_force(&sh->table, &tt->table);
+        say(w, "# buffers: %s\n", o->plain ? "plain (ordinary memory: the table's rows for such buffers, NAME:plain)"
+                                            : "symmetric (ccl_mem_alloc)");
         if (o->incumbent) {
             if (w->comm->nnodes > 1)
                 say(w, "# incumbent: libccl's choice today: the sizes hints (tables know one node only)\n");
@@ -794,6 +846,7 @@ static void *worker(void *arg)
                 write_table(sh, done);
         }
     }
+    free_buffers(w);
     tool_gpu_close(&w->g);
     return NULL;
 }

@@ -37,6 +37,7 @@ typedef struct {
     double alpha_us, block_gbps, peak_gbps;  /* model parameters; 0: the backend's */
     int model;                       /* -1: the backend's model; 0: CPU's, 1: GPU's (--dry-run studies) */
     int incumbent;                   /* time libccl's current choice too (--no-incumbent: 0) */
+    int plain;                       /* --buffers plain: ordinary buffers, the table's ":plain" rows */
 } Opts;
 
 /* ===== candidates and the model (model.c) ===== */
