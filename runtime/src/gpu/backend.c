@@ -443,32 +443,24 @@ static ccl_result_t gpu_rank_barrier(ccl_comm_t *comm, GpuKernel *k, GpuAlg *ga,
     return CCL_OK;
 }
 
-/* Threads per block for k: `want`, or the most threads (a multiple of 32, at most want)
- * at which the grid can be resident at once: its blocks wait for one another (block
- * barriers, and peers' blocks that wait for them), so a block the GPU cannot place until
- * another ends would hang the call. Where ranks of this comm share the GPU, every rank's
- * grid at once, each rank taking an equal share. */
+/* Threads per block for k: `want`, or where ranks of this comm share the GPU the most
+ * threads (a multiple of 32, at most want) at which every rank's grid can be resident
+ * at once, each rank taking an equal share of the GPU (its waits need the peers'
+ * blocks running). */
 static ccl_result_t gpu_fit_threads(ccl_algorithm_t *alg, GpuKernel *k, int want, int *out)
 {
     ccl_comm_t *comm = alg->comm;
     GpuComm *g = gpu_comm(comm);
     GpuAlg *ga = alg->be_alg;
     *out = want;
-    if (ga->grid == 0) return CCL_OK;
-    /* Sharing the GPU, one block more per rank: the all-rank barrier's, which may wait
-     * beside a grid. */
-    long need = g->ncolocated == 1 ? (long)ga->grid : (long)(ga->grid + 1) * g->ncolocated;
+    if (g->ncolocated == 1 || ga->grid == 0) return CCL_OK;
+    /* One block more per rank: the all-rank barrier's, which may wait beside a grid. */
+    long need = (long)(ga->grid + 1) * g->ncolocated;
     for (int t = want; t >= 32; t -= 32)
         if ((long)k->module->blocks_per_sm[t / 32] * g->sms >= need) {
             *out = t;
             return CCL_OK;
         }
-    if (g->ncolocated == 1)
-        return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
-                              "rank %d: %s runs %d thread blocks (%d instances), more than GPU %d (%d SMs) can run "
-                              "at once at any block size: its blocks wait for one another, so all must run. Use "
-                              "fewer instances (CCL_GPU_INSTANCES, or the tuning table's row)",
-                              comm->rank, alg->file, ga->grid, alg->instances, comm->device, g->sms);
     char ranks[256];
     return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
                           "rank %d: %s runs %d thread blocks per rank (%d instances), and ranks %s share GPU %d "
