@@ -250,11 +250,13 @@ static void table_diff(const CclTuneTable *a, const CclTuneTable *b, char *why, 
             return;
         }
     for (int c = 0; c < CCL__TUNE_COLLS; c++)
-        for (int k = 0; k < CCL__TUNE_BUCKETS; k++) {
-            const CclTuneEntry *x = &a->e[c][k], *y = &b->e[c][k];
+        for (int k = 0; k < 2 * CCL__TUNE_BUCKETS; k++) {
+            int kb = k % CCL__TUNE_BUCKETS, plain = k >= CCL__TUNE_BUCKETS;
+            const CclTuneEntry *x = plain ? &a->plain[c][kb] : &a->e[c][kb], *y = plain ? &b->plain[c][kb] : &b->e[c][kb];
             if (x->file != y->file || memcmp(&x->shape, &y->shape, sizeof x->shape) || x->time_us != y->time_us) {
-                snprintf(why, len, "%s bucket 2^%d: file %d/%d, instances %d/%d, threads %d/%d, slices %d/%d, "
-                         "protocol %d/%d, time %g/%g", cclc_coll_name((Collective)c), k, x->file, y->file,
+                snprintf(why, len, "%s%s bucket 2^%d: file %d/%d, instances %d/%d, threads %d/%d, slices %d/%d, "
+                         "protocol %d/%d, time %g/%g", cclc_coll_name((Collective)c), plain ? ":plain" : "", kb,
+                         x->file, y->file,
                          x->shape.instances, y->shape.instances, x->shape.threads, y->shape.threads, x->shape.slices,
                          y->shape.slices, x->shape.protocol, y->shape.protocol, x->time_us, y->time_us);
                 return;
@@ -343,6 +345,7 @@ static void test_builtin_texts(void)
 }
 
 /* ===== end to end on the CPU backend ===== */
+
 
 typedef struct {
     ccl_comm_t *comm;
@@ -485,6 +488,48 @@ static void fini(ccl_comm_t **comms, int n)
 {
     for (int r = 0; r < n; r++)
         ccl_comm_destroy(comms[r]);
+}
+
+/* Every ":plain" row of a built-in table names a program that stages no ordinary
+ * buffer: at the table's rank count no peer reaches its in or out (ccl__peers_reach_in,
+ * _out: lines do not count), which is what the rows are for (docs/tuner.md). Loaded on
+ * CPU ranks, as many as the table's. */
+static void test_builtin_plain_rows(void)
+{
+    for (int i = 0; i < ccl__tune_ntexts; i++) {
+        static CclTuneTable t;
+        char err[512], tname[160], why[512] = "";
+        const char *path = ccl__tune_texts[i].path, *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        snprintf(tname, sizeof tname, "tuner.builtin.plain-rows-stage-nothing.%s", base);
+        ccl_comm_t *comms[16];
+        if (ccl__tune_parse(ccl__tune_texts[i].text, path, &t, err, sizeof err) != 0 || t.nranks > 16 ||
+            init(comms, t.nranks))
+            continue; /* test_builtin_texts says why */
+        int rows = 0, done[CCL__TUNE_FILES] = {0};
+        for (int c = 0; c < CCL__TUNE_COLLS && !why[0]; c++)
+            for (int k = 0; k < CCL__TUNE_BUCKETS && !why[0]; k++) {
+                const CclTuneEntry *e = &t.plain[c][k];
+                if (e->file < 0 || done[e->file]++)
+                    continue;
+                rows++;
+                char file[CCL__TUNE_PATH + 16];
+                snprintf(file, sizeof file, "algorithms/%s", t.files[e->file]);
+                ccl_algorithm_t *alg[16] = {0};
+                int loaded = 1;
+                for (int r = 0; r < t.nranks; r++)
+                    loaded &= ccl_algorithm_load(comms[r], file, 0, &alg[r]) == CCL_OK;
+                if (!loaded)
+                    snprintf(why, sizeof why, "%s: %s", file, ccl_comm_last_error(comms[0]));
+                else if (ccl__peers_reach_in(alg[0]) || ccl__peers_reach_out(alg[0]))
+                    snprintf(why, sizeof why, "line %d: %s lets peers reach its %s at N=%d, which stages an ordinary "
+                             "buffer", e->line, file, ccl__peers_reach_in(alg[0]) ? "in" : "out", t.nranks);
+                for (int r = 0; r < t.nranks; r++)
+                    if (alg[r])
+                        ccl_algorithm_free(alg[r]);
+            }
+        CHECK(tname, !why[0] && rows > 0, "%s", why[0] ? why : "no ':plain' rows");
+        fini(comms, t.nranks);
+    }
 }
 
 /* n ranks whose table is tmpdir/NAME with `entries` under their key (CCL_TUNE_FILE,
@@ -849,6 +894,8 @@ int main(int argc, char **argv)
     test_parse();
     test_builtin();
     test_builtin_texts();
+    if (backend == CCL_BACKEND_CPU)
+        test_builtin_plain_rows();
     test_forced();
     if (backend == CCL_BACKEND_CPU)
         test_plain_rows();
