@@ -35,7 +35,7 @@ static ccl_result_t collective_body(Collective coll, const char *fn, const void 
     size_t bytes = count > SIZE_MAX / es ? SIZE_MAX : count * es;
     if (coll == COLL_ALLTOALL &&
         ccl__exchange_p2p(comm, coll, bytes > SIZE_MAX / (size_t)comm->nranks ? SIZE_MAX : bytes * (size_t)comm->nranks,
-                          recv, fn))
+                          recv))
         return ccl__all_to_all_p2p(send, recv, count, dtype, comm, stream, fn);
     ccl_algorithm_t *alg;
     /* The first call of a collective loads its algorithm, which a CUDA graph capture

@@ -181,14 +181,25 @@ static int take_regions(ccl_comm_t *comm, ccl_algorithm_t *alg, const size_t nee
     return fits ? 0 : -1;
 }
 
+static int in_heap(const ccl_comm_t *comm, const char *p)
+{
+    const char *base = comm->heap_base[comm->rank];
+    return p && p >= base && p < base + comm->heap_bytes;
+}
+
+int ccl__buffer_ordinary(const ccl_comm_t *comm, const void *ptr, size_t bytes)
+{
+    size_t at;
+    return !in_heap(comm, ptr) && !ccl__reg_find(comm, ptr, bytes, &at);
+}
+
 /* Where peers reach this rank's user buffers, for staging: in the heap, or at their
  * registration's place in the window (register.c). */
 CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg)
 {
     const char *base = comm->heap_base[comm->rank], *p = ptr;
-    size_t at;
-    if (!p || p < base || p >= base + comm->heap_bytes)
-        return ccl__reg_find(comm, p, bytes, &at) ? CCL__BUF_REGISTERED : CCL__BUF_PRIVATE;
+    if (!in_heap(comm, p))
+        return ccl__buffer_ordinary(comm, p, bytes) ? CCL__BUF_PRIVATE : CCL__BUF_REGISTERED;
     size_t off = (size_t)(p - base), start, size;
     if (ccl__heap_find_user(&comm->data, off, bytes, &start, &size) == 0)
         return CCL__BUF_SYMMETRIC;
@@ -361,17 +372,9 @@ static ccl_result_t run_piece(const CallArgs *a, size_t off, size_t n, uint64_t 
 int ccl__on_plain_buffers(const ccl_comm_t *comm, Collective coll, const void *send, const void *recv, size_t count,
                           size_t esize)
 {
-    const char *base = comm->heap_base[comm->rank];
-    const void *buf[2] = {send, recv};
-    size_t bytes[2] = {(size_t)cclc_coll_in_chunks(coll, comm->nranks, 1) * count * esize,
-                       (size_t)cclc_coll_out_chunks(coll, comm->nranks, 1) * count * esize};
-    for (int k = 0; k < 2; k++) {
-        const char *p = buf[k];
-        size_t at;
-        if (p && (p < base || p >= base + comm->heap_bytes) && !ccl__reg_find(comm, p, bytes[k], &at))
-            return 1;
-    }
-    return 0;
+    size_t in_bytes = (size_t)cclc_coll_in_chunks(coll, comm->nranks, 1) * count * esize,
+           out_bytes = (size_t)cclc_coll_out_chunks(coll, comm->nranks, 1) * count * esize;
+    return (send && ccl__buffer_ordinary(comm, send, in_bytes)) || (recv && ccl__buffer_ordinary(comm, recv, out_bytes));
 }
 
 /* The call's regions do not fit and no piece can run: what it needs, and why. */

@@ -248,6 +248,10 @@ typedef enum {
 } CclBufPlace;
 /* Where ptr..ptr+bytes sits; CCL__BUF_MISPLACED with the message set, naming `arg`. */
 CclBufPlace ccl__buffer_place(ccl_comm_t *comm, const void *ptr, size_t bytes, const char *fn, const char *arg);
+/* Whether ptr..ptr+bytes is ordinary memory (CCL__BUF_PRIVATE: NULL too): outside the
+ * heap and every registration, so no peer reaches it. Sets no error: the question of
+ * routes chosen before a call's checks (the exchange rule, the tuner's ":plain" rows). */
+int ccl__buffer_ordinary(const ccl_comm_t *comm, const void *ptr, size_t bytes);
 /* Whether a standard collective's call hands over an ordinary buffer: a sendbuf or
  * recvbuf (not NULL) neither in the heap nor inside a registration, which the tuner's
  * ":plain" rows are for. Sets no error. */
@@ -284,9 +288,9 @@ ccl_result_t ccl__run_v(ccl_algorithm_t *alg, const void *send, const size_t *se
                         const char *fn);
 /* 1 where the standard exchange coll (alltoall, alltoallv, allgatherv) of `bytes` in all
  * (alltoall's sendbuf, allgatherv's recvbuf; 0 for alltoallv) into recv (alltoall's
- * recvbuf, whose place the rule may ask; fn names the call in a message about it) runs as
- * point-to-point messages on comm, 0 where it runs a program; and ccl_all_to_all so. */
-int ccl__exchange_p2p(ccl_comm_t *comm, Collective coll, size_t bytes, const void *recv, const char *fn);
+ * recvbuf, whose place the rule may ask) runs as point-to-point messages on comm, 0
+ * where it runs a program; and ccl_all_to_all so. */
+int ccl__exchange_p2p(const ccl_comm_t *comm, Collective coll, size_t bytes, const void *recv);
 ccl_result_t ccl__all_to_all_p2p(const void *send, void *recv, size_t count, ccl_dtype_t dtype, ccl_comm_t *comm,
                                  void *stream, const char *fn);
 

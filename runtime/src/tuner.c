@@ -579,10 +579,11 @@ static const char *tune_proto_name(const ccl_algorithm_t *alg)
 }
 
 /* Records the dispatch of (coll, bytes) to alg as t->last: how it was chosen (NULL:
- * the table's entry at line, bucket) and why the table was not used (t->miss). Copies
+ * the table's entry at line, bucket; `plain`: its row for ordinary buffers) and why the
+ * table was not used (t->miss). Copies
  * only: the text is written when asked for (ccl_comm_explain_choice). */
 static void note_choice(CclTuner *t, Collective coll, size_t bytes, const ccl_algorithm_t *alg, const char *how,
-                        int line, size_t bucket)
+                        int line, size_t bucket, int plain)
 {
     CclTuneChoice *c = &t->last;
     c->coll = coll;
@@ -599,7 +600,7 @@ static void note_choice(CclTuner *t, Collective coll, size_t bytes, const ccl_al
     c->how = how;
     c->line = line;
     c->bucket = bucket;
-    c->plain = 0;
+    c->plain = plain;
     c->miss = t->miss;
     c->miss_bucket = t->miss_bucket;
     if (t->miss == CCL__MISS_TEXT)
@@ -750,14 +751,13 @@ ccl_algorithm_t *ccl__tune_pick(ccl_comm_t *comm, Collective coll, int root, siz
     if (!alg)
         return NULL;
     ccl__tune_apply_run(alg, &e->shape, slices0);
-    note_choice(t, coll, bytes, alg, NULL, e->line, (size_t)1 << b);
-    t->last.plain = plain;
+    note_choice(t, coll, bytes, alg, NULL, e->line, (size_t)1 << b, plain);
     return alg;
 }
 
 void ccl__tune_note(ccl_comm_t *comm, Collective coll, size_t bytes, const ccl_algorithm_t *alg, const char *how)
 {
-    note_choice(&comm->tune, coll, bytes, alg, how, 0, 0);
+    note_choice(&comm->tune, coll, bytes, alg, how, 0, 0, 0);
 }
 
 /* t->last as ccl_comm_explain_choice's text. */

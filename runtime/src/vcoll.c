@@ -386,7 +386,7 @@ static ccl_result_t run_v_p2p(Collective coll, const char *fn, const void *send,
  * node unless CCL_EXCHANGE=p2p: as messages they were slower at most sizes on
  * ccl_mem_alloc buffers (faster on ordinary ones on 4 GPUs), and the kinds of their
  * buffers may differ per rank. */
-int ccl__exchange_p2p(ccl_comm_t *comm, Collective coll, size_t bytes, const void *recv, const char *fn)
+int ccl__exchange_p2p(const ccl_comm_t *comm, Collective coll, size_t bytes, const void *recv)
 {
     if (comm->nnodes > 1)
         return coll != COLL_ALLTOALL;
@@ -400,7 +400,7 @@ int ccl__exchange_p2p(ccl_comm_t *comm, Collective coll, size_t bytes, const voi
     const CclBackend *be = comm->be;
     return coll == COLL_ALLTOALL && be->alltoall_p2p_min && bytes >= be->alltoall_p2p_min &&
            comm->nranks <= be->alltoall_p2p_max_ranks &&
-           ccl__buffer_place(comm, recv, bytes, fn, "recvbuf") == CCL__BUF_PRIVATE;
+           ccl__buffer_ordinary(comm, recv, bytes);
 }
 
 /* ccl_all_to_all as messages (ccl__exchange_p2p): count elements to every rank, blocks
@@ -436,7 +436,7 @@ static ccl_result_t standard_v(Collective coll, const char *fn, const void *send
     for (int p = 0; coll == COLL_ALLGATHERV && p < comm->nranks; p++)
         elems = recvcounts[p] > SIZE_MAX - elems ? SIZE_MAX : elems + recvcounts[p];
     size_t bytes = elems > SIZE_MAX / es ? SIZE_MAX : elems * es;
-    if (ccl__exchange_p2p(comm, coll, bytes, recv, fn)) {
+    if (ccl__exchange_p2p(comm, coll, bytes, recv)) {
         ccl__range_push(fn);
         return ccl__range_pop(
             run_v_p2p(coll, fn, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, comm, stream));

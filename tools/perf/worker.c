@@ -718,7 +718,7 @@ static void op_algorithm(Worker *w, size_t count, char *name, size_t len)
     void *recv;
     op_buffers(w, IMPL_CCL, 0, count, &send, &recv);
     if (!w->alg && (lib == COLL_ALLTOALL || lib == COLL_ALLTOALLV || lib == COLL_ALLGATHERV) &&
-        ccl__exchange_p2p(w->comm, (Collective)lib, total, recv, "ccl-perf")) {
+        ccl__exchange_p2p(w->comm, (Collective)lib, total, recv)) {
         snprintf(name, len, "send/recv");
         return;
     }
