@@ -157,17 +157,23 @@ done
 # ... and with room in the heap for a second staging out (32 MiB, regions of 1 MiB): the
 # pieces take turns at the two (runtime/src/call.c, "Pieces"; the GPU copies one out
 # beside the next), which the log says; once back to back.
+# log_case NAME PATTERN MISSING CMD...: CMD, with CCL_DEBUG=info, exits 0 and its log has
+# a line matching PATTERN; else FAIL saying "exit RC, or MISSING".
+log_case() {
+    local name=$1 pattern=$2 missing=$3 out rc
+    shift 3
+    out=$(env CCL_DEBUG=info "$@" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "$pattern" <<<"$out"; then
+        echo "ok $name"
+    else
+        echo "FAIL $name: exit $rc, or $missing: $(grep -v ' INFO ' <<<"$out" | head -c 600 | tr '\n' ' ')"
+    fi
+}
 turns_case() {
     local name="$1 N=4 pieces taking turns at two staged outs $2"
     shift 2
-    local out rc
-    out=$(env CCL_HEAP_BYTES=32M CCL_REGION_BYTES=1M CCL_DEBUG=info "$@" 2>&1)
-    rc=$?
-    if [ $rc -eq 0 ] && grep -q "second staging out region" <<<"$out"; then
-        echo "ok $name"
-    else
-        echo "FAIL $name: exit $rc, or no second staging out: $(grep -v ' INFO ' <<<"$out" | head -c 600 | tr '\n' ' ')"
-    fi
+    log_case "$name" "second staging out region" "no second staging out" env CCL_HEAP_BYTES=32M CCL_REGION_BYTES=1M "$@"
 }
 for f in algorithms/allgather/direct.ccl algorithms/alltoall/direct.ccl algorithms/allreduce/ring.ccl \
     algorithms/broadcast/chain.ccl; do
@@ -182,15 +188,9 @@ turns_case "back-to-back algorithms/allgather/ring.ccl" "" "$cclc" run algorithm
 # in, strided in the user's buffer, read there in place by each piece (no staging).
 for f in algorithms/reduce_scatter/ring.ccl algorithms/reduce_scatter/direct.ccl; do
     for ip in "" --inplace; do
-        name="run $f N=4 pieces on heap buffers ${ip:-out-of-place}"
-        out=$(env CCL_HEAP_BYTES=64M CCL_REGION_BYTES=1M CCL_DEBUG=info "$cclc" run "$f" --ranks 4 --count 600001 \
-            --dtype i32 --op sum --iters 2 $ip 2>&1)
-        rc=$?
-        if [ $rc -eq 0 ] && grep -q "runs in [0-9]* pieces" <<<"$out"; then
-            echo "ok $name"
-        else
-            echo "FAIL $name: exit $rc, or not in pieces: $(grep -v ' INFO ' <<<"$out" | head -c 600 | tr '\n' ' ')"
-        fi
+        log_case "run $f N=4 pieces on heap buffers ${ip:-out-of-place}" "runs in [0-9]* pieces" "not in pieces" \
+            env CCL_HEAP_BYTES=64M CCL_REGION_BYTES=1M "$cclc" run "$f" --ranks 4 --count 600001 --dtype i32 --op sum \
+            --iters 2 $ip
     done
 done
 
