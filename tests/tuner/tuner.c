@@ -491,10 +491,6 @@ static void fini(ccl_comm_t **comms, int n)
         ccl_comm_destroy(comms[r]);
 }
 
-/* Every ":plain" row of a built-in table names a program that stages no ordinary
- * buffer: at the table's rank count no peer reaches its in or out (ccl__peers_reach_in,
- * _out: lines do not count), which is what the rows are for (docs/tuner.md). Loaded on
- * CPU ranks, as many as the table's. */
 /* Whether the row's protocol moves every remote byte of alg's program as lines (the GPU
  * backend's lines_only, which these CPU comms do not set): peers then reach no buffer of
  * the caller's, whatever the program writes. */
@@ -504,6 +500,10 @@ static int plain_row_lines_only(const ccl_algorithm_t *alg, const CclTuneEntry *
     return proto != PROTO_SIMPLE && cclc_emit_cuda_lines_only(alg->plan, proto);
 }
 
+/* Every ":plain" row of a built-in table names a program that stages no ordinary
+ * buffer: at the table's rank count no peer reaches its in or out, or the row's
+ * protocol carries all of it as lines, which is what the rows are for (docs/tuner.md).
+ * Loaded on CPU ranks, as many as the table's. */
 static void test_builtin_plain_rows(void)
 {
     for (int i = 0; i < ccl__tune_ntexts; i++) {
