@@ -556,6 +556,8 @@ bad element-size "ccl-perf: error: size 1022 (1022 bytes) is not a whole number 
 bad divisible "ccl-perf: error: size 1K (1024 bytes): allgather on 3 ranks needs sizes divisible by 6 bytes (ranks x bf16 size)" -c allgather -d bf16 -b 1K -e 4K --ranks 3 --backend cpu
 bad divisible-a2a "ccl-perf: error: size 2K (2048 bytes): alltoall on 3 ranks needs sizes divisible by 12 bytes (ranks x f32 size)" -c alltoall -b 2K -e 8K --ranks 3 --backend cpu
 bad graph-cpu "ccl-perf: error: --graph needs the GPU backend (CUDA graphs); this run uses the CPU backend" -c allreduce --graph --backend cpu
+bad large-ops-no-graph "ccl-perf: error: --large-ops 10: the ops per CUDA graph from 16 MB; it needs --graph" -c allreduce --large-ops 10 --backend cpu
+bad large-ops-zero "ccl-perf: error: --large-ops 0: expected an integer in 1..10000" -c allreduce --graph --large-ops 0
 # Sizes are decimal (010 is ten, never octal) and take K, KB, KiB in any case.
 bad decimal-size "ccl-perf: error: size 10 (10 bytes) is not a whole number of f32 elements (4 bytes each)" -c allreduce -b 010 -e 010 --backend cpu
 if "$perf" -c allreduce -b 4kb -e 8KiB "${quick[@]}" --ranks 2 >"$tmp/sizes.out" 2>&1 && grep -q '^ *8192 ' "$tmp/sizes.out"; then

@@ -112,6 +112,8 @@ static void usage(FILE *f)
           "  -n, --iters N        timed ops per size (ops per graph with --graph) [20]\n"
           "  -w, --warmup N       untimed ops first (ours: at least 1) [5]\n"
           "      --repeats N      graph replays per size (--graph) [10]\n"
+          "      --large-ops N    ops per graph from 16 MB (--graph) [a fifth of -n, as the NCCL\n"
+          "                       baselines; NCCL's kernels gain more than ours from back-to-back ops]\n"
           "      --ranks N        ranks in one process (default: 4 on the CPU, every GPU)\n"
           "      --timeout-ms MS  bound on every wait in the runtime [the library's: 10 minutes]\n"
           "  -h, --help, --version\n"
@@ -238,10 +240,14 @@ static void parse_args(int argc, char **argv, Opts *o)
             o->plot = tool_value(&a);
         } else if (tool_is(&a, "--repeats", NULL)) {
             o->repeats = tool_int(flag, tool_value(&a), 1, PERF_MAX_ITERS);
+        } else if (tool_is(&a, "--large-ops", NULL)) {
+            o->large_ops = tool_int(flag, tool_value(&a), 1, PERF_MAX_ITERS);
         } else {
             tool_unknown(&a);
         }
     }
+    if (o->large_ops && !o->graph)
+        tool_usage_error("--large-ops %d: the ops per CUDA graph from 16 MB; it needs --graph", o->large_ops);
     if (nccl_mode && !o->compare_nccl)
         tool_usage_error("--nccl-mode %s needs --compare nccl", nccl_mode);
     if (o->minbytes > o->maxbytes)
@@ -398,7 +404,7 @@ static void describe_method(Shared *sh)
         snprintf(sh->method, sizeof sh->method,
                  "CUDA graph of %d ops (%d from 16M), %d timed replays after 1 warm-up replay; CUDA events; "
                  "time per op = replay / ops; median of replays of the max across ranks",
-                 o->iters, o->iters >= 5 ? o->iters / 5 : o->iters, o->repeats);
+                 o->iters, perf_graph_ops(o, (size_t)16 << 20), o->repeats);
     else if (sh->backend == CCL_BACKEND_GPU)
         snprintf(sh->method, sizeof sh->method,
                  "CUDA events around each op, eager (host launch included), %d ops after %d warm-up%s; "

@@ -147,10 +147,22 @@ typedef struct {
     const char *csv, *json, *plot;
     ccl_backend_t backend;
     int iters, warmup, repeats;
+    int large_ops;          /* --large-ops: ops per graph from 16 MiB; 0: perf_graph_ops's default */
     int ranks;              /* --ranks; 0 = default */
     int timeout_ms;
     const char *size_arg[2];/* -b and -e as written, for messages */
 } Opts;
+
+/* Ops captured in one CUDA graph for a size: -n, and from 16 MiB on --large-ops or a fifth
+ * of -n, as the NCCL baselines in ../shared/perf were timed. */
+static inline int perf_graph_ops(const Opts *o, size_t bytes)
+{
+    if (bytes < ((size_t)16 << 20))
+        return o->iters;
+    if (o->large_ops)
+        return o->large_ops;
+    return o->iters >= 5 ? o->iters / 5 : o->iters;
+}
 
 /* Pattern tables: tab_in[r] holds rank r's PERF_PERIOD encoded input elements, tab_red
  * the reduced ones. Element i of any buffer built from a table is table[(pos0+i) % P]. */

@@ -502,9 +502,8 @@ static Stat measure(Worker *w, int impl, int inplace, size_t count, size_t bytes
     wait_idle(w, impl);
 
     if (graph) {
-        /* Like the NCCL baselines: n ops per graph (a fifth of them from 16 MiB on),
-         * replayed --repeats times after one untimed replay. */
-        int ops = bytes >= (16u << 20) && n >= 5 ? n / 5 : n;
+        /* perf_graph_ops per graph, replayed --repeats times after one untimed replay. */
+        int ops = perf_graph_ops(o, bytes);
         if (check && inplace) {
             /* In-place data changes with every op of a graph; check one eager op. */
             agree_barrier(w);
