@@ -25,6 +25,12 @@ unset CCL_TUNE_FILE
 "$build/tests/tuner/tuner" || true
 "$build/tests/tuner/tuner" --builtin 4 || true     # skips (says so) off H200s
 
+# use_table MODE FILE NAME: tuner MODE (--use or --use-sym) on FILE, 4 ranks, its
+# tuner.use lines named tuner.NAME.
+use_table() {
+    "$build/tests/tuner/tuner" "$1" "$2" 4 | sed "s/^ok tuner\.use/ok tuner.$3/; s/^FAIL tuner\.use/FAIL tuner.$3/" || true
+}
+
 if [ -x "$build/ccl-tune" ]; then
     if out=$("$build/ccl-tune" --backend cpu --ranks 4 -c allreduce,allgather -b 1K -e 16K --instances 1,2 --iters 3 --reps 2 \
                  -o "$tmp/cpu.tbl" 2>&1); then
@@ -35,8 +41,8 @@ if [ -x "$build/ccl-tune" ]; then
         else
             echo "FAIL ccl-tune.cpu.table: $(tr '\n' '|' <"$tmp/cpu.tbl")"
         fi
-        "$build/tests/tuner/tuner" --use "$tmp/cpu.tbl" 4 || true
-        "$build/tests/tuner/tuner" --use-sym "$tmp/cpu.tbl" 4 | sed 's/^ok tuner\.use/ok tuner.use-sym/; s/^FAIL tuner\.use/FAIL tuner.use-sym/' || true
+        use_table --use "$tmp/cpu.tbl" use
+        use_table --use-sym "$tmp/cpu.tbl" use-sym
         # --buffers plain over that table in force: its rows kept, rows for ordinary
         # buffers added; malloc buffers then follow those, ccl_mem_alloc ones the others.
         if out=$(CCL_TUNE_FILE="$tmp/cpu.tbl" "$build/ccl-tune" --backend cpu --ranks 4 -c allreduce -b 1K -e 4K \
@@ -44,8 +50,8 @@ if [ -x "$build/ccl-tune" ]; then
            grep -q '^allreduce:plain 4096 ' "$tmp/plain.tbl" && grep -q '^allreduce 16384 ' "$tmp/plain.tbl" &&
            grep -q '^# buffers: plain' <<<"$out"; then
             echo "ok ccl-tune.cpu.plain"
-            "$build/tests/tuner/tuner" --use "$tmp/plain.tbl" 4 | sed 's/^ok tuner\.use/ok tuner.use-plain/; s/^FAIL tuner\.use/FAIL tuner.use-plain/' || true
-            "$build/tests/tuner/tuner" --use-sym "$tmp/plain.tbl" 4 | sed 's/^ok tuner\.use/ok tuner.use-plain-sym/; s/^FAIL tuner\.use/FAIL tuner.use-plain-sym/' || true
+            use_table --use "$tmp/plain.tbl" use-plain
+            use_table --use-sym "$tmp/plain.tbl" use-plain-sym
         else
             echo "FAIL ccl-tune.cpu.plain: $(echo "$out" | tail -5 | tr '\n' '|') table: $(tr '\n' '|' <"$tmp/plain.tbl" 2>/dev/null | cut -c1-600)"
         fi
