@@ -186,14 +186,14 @@ static void test_builtin(void)
         {4, COLL_ALLREDUCE, 32 << 20, "allreduce/ring.ccl", 64},
         {4, COLL_ALLREDUCE, (size_t)1 << 30, "allreduce/ring.ccl", 64}, {4, COLL_ALLREDUCE, 100, "allreduce/allpairs.ccl", 1},
         {2, COLL_ALLREDUCE, 1024, "allreduce/allpairs.ccl", 1},     {2, COLL_ALLREDUCE, 16384, "allreduce/recursive_doubling.ccl", 16},
-        {2, COLL_ALLREDUCE, 1 << 20, "allreduce/ring.ccl", 32},     {2, COLL_ALLREDUCE, (size_t)1 << 30, "allreduce/ring.ccl", 32},
+        {2, COLL_ALLREDUCE, 1 << 20, "allreduce/allpairs.ccl", 32},     {2, COLL_ALLREDUCE, (size_t)1 << 30, "allreduce/ring.ccl", 32},
         /* The other collectives: each GPU count has its own rows (docs/tuner.md). */
         {2, COLL_ALLGATHER, 4096, "allgather/direct_ll.ccl", 1},    {4, COLL_ALLGATHER, 65536, "allgather/direct_ll.ccl", 32},
         {2, COLL_ALLGATHER, (size_t)1 << 30, "allgather/ring.ccl", 32},
         {4, COLL_ALLGATHER, 1 << 20, "allgather/direct.ccl", 8},
         {2, COLL_REDUCE_SCATTER, 1 << 20, "reduce_scatter/direct.ccl", 32},
         {4, COLL_REDUCE_SCATTER, 256 << 10, "reduce_scatter/direct_ll.ccl", 32},
-        {2, COLL_ALLTOALL, 16 << 20, "alltoall/pairwise.ccl", 64},
+        {2, COLL_ALLTOALL, 16 << 20, "alltoall/direct.ccl", 64},
         {4, COLL_ALLTOALL, 16 << 20, "alltoall/direct.ccl", 32},    {2, COLL_BROADCAST, 16 << 20, "broadcast/tree.ccl", 64},
         {2, COLL_BROADCAST, 64 << 20, "broadcast/direct.ccl", 64},    {4, COLL_BROADCAST, 64 << 20, "broadcast/twostep.ccl", 40},
         {4, COLL_BROADCAST, (size_t)1 << 30, "broadcast/chain.ccl", 64},
@@ -204,10 +204,10 @@ static void test_builtin(void)
         /* 2x H200: the LL programs past their hints (x2-sweep probe/). */
         {2, COLL_ALLGATHER, 256 << 10, "allgather/direct_ll.ccl", 32}, {2, COLL_ALLGATHER, 1 << 20, "allgather/direct.ccl", 16},
         {2, COLL_REDUCE_SCATTER, 512 << 10, "reduce_scatter/direct_ll.ccl", 32},
-        {2, COLL_BROADCAST, 512 << 10, "broadcast/direct_ll.ccl", 32}, {2, COLL_BROADCAST, 1 << 20, "broadcast/direct.ccl", 16},
-        {2, COLL_REDUCE, 1 << 20, "reduce/direct_ll.ccl", 32},     {2, COLL_REDUCE, 2 << 20, "reduce/direct.ccl", 32},
+        {2, COLL_BROADCAST, 512 << 10, "broadcast/direct.ccl", 64}, {2, COLL_BROADCAST, 1 << 20, "broadcast/direct.ccl", 64},
+        {2, COLL_REDUCE, 1 << 20, "reduce/direct.ccl", 64},     {2, COLL_REDUCE, 2 << 20, "reduce/direct.ccl", 64},
         /* 2x H200, 16 MB .. 1 GB: ccl-tune (docs/perf/x2-head). */
-        {2, COLL_ALLTOALL, 256 << 20, "alltoall/pairwise_port.ccl", 16}, {2, COLL_REDUCE, 128 << 20, "reduce/twostep.ccl", 64},
+        {2, COLL_ALLTOALL, 256 << 20, "alltoall/direct.ccl", 64}, {2, COLL_REDUCE, 128 << 20, "reduce/twostep.ccl", 64},
         {2, COLL_REDUCE, (size_t)1 << 30, "reduce/twostep.ccl", 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
