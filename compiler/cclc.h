@@ -461,6 +461,11 @@ Plan *cclc_schedule_program(Arena *a, const Program *p, const Proof *proof);
 /* Whether rank `rank`'s blocks (any rank's, for rank < 0) have port-channel puts, the
  * transfers a GPU's host proxy serves. */
 int cclc_plan_has_port_puts(const Plan *plan, int rank);
+/* The most logical thread blocks of any rank whose blocks meet at a barrier of all of
+ * them (OP_BARRIER), or 0 where no rank has one. Times the instances, that is the grid
+ * a GPU must hold at once: a block that never gets a multiprocessor leaves the others
+ * waiting at the barrier. The same number on every rank. */
+int cclc_plan_barrier_blocks(const Plan *plan);
 /* Whether a line protocol (ll, ll128) can carry the program's data at all: not where it
  * uses named semaphores (lines pair a wait with the signal at the same position), reads
  * a peer's memory or puts by port channel. Where it cannot, a GPU runs the program as

@@ -260,6 +260,43 @@ static void test_run(ccl_comm_t **comms, int n)
     }
 }
 
+/* The blocks of a rank that meet at a barrier of all of them, which a GPU must hold at
+ * once (gpu/backend.c refuses a grid it may not): 2(N-1) and N-1 at N = 3, none for a
+ * ring. Loaded on rank 0 alone, so on communicators of their own. */
+static void test_barrier_blocks(void)
+{
+    enum { N = 3 };
+    ccl_comm_t *comms[N];
+    if (ccl_comm_init_all(comms, N, NULL, NULL) != CCL_OK) {
+        printf("FAIL api: init for the barrier blocks test: %s\n", ccl_comm_last_error(NULL));
+        failures++;
+        return;
+    }
+    ccl_comm_t *c = comms[0];
+    ccl_algorithm_t *a;
+    char path[1024];
+    static const struct { const char *file; int blocks; } barriers[] = {
+        {"allreduce/hybrid.ccl", 4}, {"reduce_scatter/direct.ccl", 2}, {"allreduce/ring.ccl", 0}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", getenv("CCL_ALGORITHM_DIR") ? getenv("CCL_ALGORITHM_DIR") : "algorithms",
+                 barriers[i].file);
+        int got = -1;
+        if (ccl_algorithm_load(c, path, 0, &a) == CCL_OK) {
+            got = cclc_plan_barrier_blocks(a->plan);
+            ccl_algorithm_free(a);
+        }
+        if (got == barriers[i].blocks) {
+            printf("ok api: %s: %d blocks meet at a barrier of all of them\n", barriers[i].file, got);
+        } else {
+            printf("FAIL api: %s: cclc_plan_barrier_blocks %d, expected %d (%s)\n", barriers[i].file, got,
+                   barriers[i].blocks, ccl_comm_last_error(c));
+            failures++;
+        }
+    }
+    for (int r = 0; r < N; r++)
+        ccl_comm_destroy(comms[r]);
+}
+
 /* Standard collectives from the shipped library, small and exact. */
 static void test_library(void)
 {
@@ -822,6 +859,7 @@ int main(void)
     for (int r = 0; r < N; r++)
         ccl_comm_destroy(comms[r]);
     test_library();
+    test_barrier_blocks();
     test_one_rank();
     test_small_heap();
     test_disagreement();
