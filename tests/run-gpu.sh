@@ -8,7 +8,8 @@
 # dtype (--full). Calls larger than a small heap, in pieces (--pieces). Registered memory
 # (tests/gpu/register_gpu.c) with 2 GPUs or more, one process and one process per GPU.
 # A peer process killed with 2 GPUs
-# (tests/gpu/dead_peer_gpu.c). Then the examples and `cclc run` on the GPU backend.
+# (tests/gpu/dead_peer_gpu.c). Then the examples and `cclc run` on the GPU backend (with 4
+# GPUs, a grid too large for its barrier of all blocks refused at the call).
 #
 #   tests/run-gpu.sh BUILD [ALG.ccl...]
 #
@@ -192,6 +193,27 @@ echo "== gpu: the examples and cclc run on the GPU backend"
             done
         done
     done
+    # A program whose blocks meet at a barrier of all of a rank's blocks needs its grid
+    # resident at once: with one rank per GPU a grid larger than 512 / threads blocks a
+    # SM is refused at the call, nothing launched (gpu/backend.c, gpu_check_barrier_grid),
+    # instead of waiting at the barrier until the timeout. allreduce/hybrid at N = 4 has
+    # 6 such blocks: 64 instances are 384 blocks of 512 threads, more than any GPU's SMs.
+    # Needs 4 GPUs: at N = 2 the shipped programs with such a barrier have at most 2
+    # blocks, 128 with 64 instances, which fit an H100's or H200's 132 SMs; and with
+    # fewer GPUs than ranks the ranks share GPUs, which gpu_fit_threads judges instead.
+    if [ "$ngpu" -ge 4 ]; then
+        expect "cclc-run/allreduce-hybrid/N4/i64/barrier-grid-refused" \
+            "384 thread blocks per rank (64 instances) of 512 threads that meet at a barrier of all of them" \
+            sh -c "CCL_GPU_INSTANCES=64 '$build/cclc' run algorithms/allreduce/hybrid.ccl --ranks 4 --backend gpu \
+                --count 1000003 --dtype bf16 --iters 1; true"
+        for inst in "" 16; do
+            expect "cclc-run/allreduce-hybrid/N4${inst:+/i$inst}" ": ok" env ${inst:+CCL_GPU_INSTANCES=$inst} \
+                "$build/cclc" run algorithms/allreduce/hybrid.ccl --ranks 4 --backend gpu --count 1000003 --dtype bf16 \
+                --iters 3
+        done
+    else
+        echo "   (allreduce/hybrid's barrier grid refusal skipped: needs 4 GPUs, one a rank; this machine has $ngpu)"
+    fi
     expect "cclc-run/unknown-protocol" "CCL_GPU_PROTOCOL=ll129: expected simple, ll or ll128" \
         sh -c "CCL_GPU_PROTOCOL=ll129 '$build/cclc' run algorithms/allreduce/allpairs.ccl --ranks 2 --backend gpu; true"
     expect example/custom_algorithm/N4 "every element right" "$build/examples/custom_algorithm" examples/star.ccl 4

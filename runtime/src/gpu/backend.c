@@ -52,6 +52,10 @@ typedef struct {
     CUdeviceptr err_dev;
     int threads;
     int grid;                 /* this rank's logical blocks * instances */
+    /* The largest grid of a rank whose blocks meet at a barrier of all of them
+     * (cclc_plan_barrier_blocks * instances), 0 where no rank has one: the same on every
+     * rank, so every rank judges its residency alike (gpu_fit_threads). */
+    int barrier_grid;
     Protocol protocol;        /* what it runs with: gpu_pick_protocol */
     int copy;                 /* the plan is one copy of in into out (cclc_plan_is_copy): gpu_run_copy */
     GpuPortQueues *port;      /* the proxy's request queues, when the plan has port puts */
@@ -218,6 +222,7 @@ static ccl_result_t gpu_alg_prepare(ccl_algorithm_t *alg)
     for (int i = 0; i < alg->nblocks; i++)
         if (alg->blocks[i]->tb + 1 > ntb) ntb = alg->blocks[i]->tb + 1;
     ga->grid = ntb * alg->instances;
+    ga->barrier_grid = cclc_plan_barrier_blocks(alg->plan) * alg->instances;
     ga->threads = gpu_env_int("CCL_GPU_THREADS", 32, 512, 512) / 32 * 32;
     ga->protocol = proto;
     ga->copy = cclc_plan_is_copy(alg->plan);
@@ -443,17 +448,46 @@ static ccl_result_t gpu_rank_barrier(ccl_comm_t *comm, GpuKernel *k, GpuAlg *ga,
     return CCL_OK;
 }
 
+/* One rank per GPU: a grid whose blocks meet at a barrier of all of them (any rank's:
+ * ga->barrier_grid) must be resident at once, or the blocks that never get a
+ * multiprocessor leave the others waiting at the barrier until the timeout. Other
+ * grids need not be: their blocks wait for peers' blocks of the same number, which
+ * the GPUs place in the same order. It is refused where it exceeds what the GPU is
+ * sure to hold: ccl_kernel's __launch_bounds__(512, 1) keeps its registers within one
+ * block of 512 threads per SM, so 512 / threads blocks fit each SM. Not the occupancy
+ * query's figure, which follows each rank's own kernel (their register counts differ):
+ * every rank must decide alike (on alike GPUs), or the ranks that launch wait for the
+ * ones that refused. */
+static ccl_result_t gpu_check_barrier_grid(ccl_algorithm_t *alg, int threads)
+{
+    ccl_comm_t *comm = alg->comm;
+    GpuComm *g = gpu_comm(comm);
+    GpuAlg *ga = alg->be_alg;
+    long per_sm = 512 / threads, fit = per_sm * g->sms;
+    if (ga->barrier_grid <= fit) return CCL_OK;
+    return ccl__set_error(comm, CCL_ERR_UNSUPPORTED,
+                          "rank %d: %s runs %d thread blocks per rank (%d instances) of %d threads that meet at a "
+                          "barrier of all of them, so all must run at once, but GPU %d (%d SMs) is sure to hold only "
+                          "%ld (%ld per SM at %d threads). Use fewer instances (CCL_GPU_INSTANCES, or the tuning "
+                          "table's row), fewer threads per block (CCL_GPU_THREADS), or another algorithm; nothing "
+                          "was launched", comm->rank, alg->file, ga->barrier_grid, alg->instances, threads,
+                          comm->device, g->sms, fit, per_sm, threads);
+}
+
 /* Threads per block for k: `want`, or where ranks of this comm share the GPU the most
  * threads (a multiple of 32, at most want) at which every rank's grid can be resident
  * at once, each rank taking an equal share of the GPU (its waits need the peers'
- * blocks running). */
+ * blocks running). With one rank per GPU, want, or a refusal where the program has a
+ * barrier of all of a rank's blocks and the grid might not be resident at once
+ * (gpu_check_barrier_grid). */
 static ccl_result_t gpu_fit_threads(ccl_algorithm_t *alg, GpuKernel *k, int want, int *out)
 {
     ccl_comm_t *comm = alg->comm;
     GpuComm *g = gpu_comm(comm);
     GpuAlg *ga = alg->be_alg;
     *out = want;
-    if (g->ncolocated == 1 || ga->grid == 0) return CCL_OK;
+    if (g->ncolocated == 1) return gpu_check_barrier_grid(alg, want);
+    if (ga->grid == 0) return CCL_OK;
     /* One block more per rank: the all-rank barrier's, which may wait beside a grid. */
     long need = (long)(ga->grid + 1) * g->ncolocated;
     for (int t = want; t >= 32; t -= 32)
@@ -561,7 +595,14 @@ static ccl_result_t gpu_run(const CclCall *call)
     if (res != CCL_OK) return res;
     ccl__gpu_note_caller(comm);
     res = gpu_kernel(alg, call->dtype, call->op, &k);
-    if (res != CCL_OK || (res = gpu_call_buffers_and_stream(call, &s, &capturing)) != CCL_OK) return res;
+    if (res != CCL_OK) return res;
+    /* Threads per block may change per call (the tuner's shape; the kernel reads
+     * blockDim); the environment's or 512 otherwise. Fitted (or the call refused) before
+     * anything is enqueued. */
+    int th = alg->shape.threads >= 32 && alg->shape.threads <= 512 ? alg->shape.threads / 32 * 32 : ga->threads;
+    if ((res = gpu_fit_threads(alg, k, th, &th)) != CCL_OK ||
+        (res = gpu_call_buffers_and_stream(call, &s, &capturing)) != CCL_OK)
+        return res;
 
     void *in = call->in, *out = call->out;
     /* A v call's table, which the kernel publishes for its peers (its second parameter,
@@ -622,10 +663,6 @@ static ccl_result_t gpu_run(const CclCall *call)
     };
     /* A fixed-size kernel has one parameter and ignores the second. */
     void *params[] = {&a, vtable};
-    /* Threads per block may change per call (the tuner's shape; the kernel reads
-     * blockDim); the environment's or 512 otherwise. */
-    int th = alg->shape.threads >= 32 && alg->shape.threads <= 512 ? alg->shape.threads / 32 * 32 : ga->threads;
-    if ((res = gpu_fit_threads(alg, k, th, &th)) != CCL_OK) return res;
     /* The identity's shape as this backend runs it: protocol and threads too. */
     a.id.shape |= (uint64_t)(1 + ga->protocol) << 32 | (uint64_t)th << 40;
     ccl__ident_seal(&a.id);
