@@ -193,7 +193,7 @@ static void test_builtin(void)
         {4, COLL_ALLGATHER, 1 << 20, "allgather/direct.ccl", 8},
         {2, COLL_REDUCE_SCATTER, 1 << 20, "reduce_scatter/direct.ccl", 32},
         {4, COLL_REDUCE_SCATTER, 256 << 10, "reduce_scatter/direct_ll.ccl", 32},
-        {2, COLL_ALLTOALL, 16 << 20, "alltoall/direct.ccl", 64},
+        {2, COLL_ALLTOALL, 16 << 20, "alltoall/direct_own.ccl", 64},
         {4, COLL_ALLTOALL, 16 << 20, "alltoall/direct.ccl", 32},    {2, COLL_BROADCAST, 16 << 20, "broadcast/tree.ccl", 64},
         {2, COLL_BROADCAST, 64 << 20, "broadcast/direct.ccl", 64},    {4, COLL_BROADCAST, 64 << 20, "broadcast/twostep.ccl", 40},
         {4, COLL_BROADCAST, (size_t)1 << 30, "broadcast/chain.ccl", 64},
@@ -207,7 +207,7 @@ static void test_builtin(void)
         {2, COLL_BROADCAST, 512 << 10, "broadcast/direct.ccl", 64}, {2, COLL_BROADCAST, 1 << 20, "broadcast/direct.ccl", 64},
         {2, COLL_REDUCE, 1 << 20, "reduce/direct.ccl", 64},     {2, COLL_REDUCE, 2 << 20, "reduce/direct.ccl", 64},
         /* 2x H200, 16 MB .. 1 GB: ccl-tune (docs/perf/x2-head). */
-        {2, COLL_ALLTOALL, 256 << 20, "alltoall/direct.ccl", 64}, {2, COLL_REDUCE, 128 << 20, "reduce/twostep.ccl", 64},
+        {2, COLL_ALLTOALL, 256 << 20, "alltoall/direct_own.ccl", 64}, {2, COLL_REDUCE, 128 << 20, "reduce/twostep.ccl", 64},
         {2, COLL_REDUCE, (size_t)1 << 30, "reduce/twostep.ccl", 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
