@@ -122,7 +122,9 @@ ccl_result_t ccl_comm_init_rank(ccl_comm_t **comm, const ccl_bootstrap_t *bootst
 
 /* The inter-node transport of a communicator that spans several nodes (docs/multinode.md):
  * point-to-point messages between processes, which libccl's proxy thread (one per
- * communicator) posts and polls. ccl_mpi.h fills one from an MPI_Comm; libccl itself
+ * communicator) posts and polls; the communicator's worker thread does the same while it
+ * waits for point-to-point messages, never while the proxy does (one of them at a time
+ * calls the transport). ccl_mpi.h fills one from an MPI_Comm; libccl itself
  * links no MPI. Messages between two ranks must arrive in the order they were sent
  * (MPI's non-overtaking rule on one communicator and tag). Every function returns 0 on
  * success, anything else on an error of the transport. An error of a call about one peer
@@ -145,8 +147,9 @@ typedef struct ccl_net {
     /* Called once, when the communicator is destroyed (or its init failed): releases ctx. */
     void (*release)(void *ctx);
     void *ctx;
-    /* Non-zero when the transport may be called from libccl's proxy thread while the
-     * application calls it from its own (MPI_THREAD_MULTIPLE); required. */
+    /* Non-zero when the transport may be called from libccl's threads (the proxy's, or
+     * the worker's, one at a time) while the application calls it from its own
+     * (MPI_THREAD_MULTIPLE); required. */
     int thread_safe;
     /* Optional (NULL: ccl_comm_split refuses such a communicator): the transport of a
      * child of ccl_comm_split. Called from the application's thread on every rank of the

@@ -16,7 +16,8 @@
  *
  * Several nodes (docs/multinode.md): ccl_comm_init_mpi_nodes also gives the
  * communicator an inter-node transport (ccl_net_t) over a duplicate of the MPI_Comm,
- * whose MPI_Isend, MPI_Irecv and MPI_Test libccl's proxy thread calls; MPI must then
+ * whose MPI_Isend, MPI_Irecv and MPI_Test libccl's proxy thread calls (or its worker
+ * thread, while it waits for point-to-point messages); MPI must then
  * be initialized with MPI_THREAD_MULTIPLE:
  *
  *   int provided;

@@ -1,6 +1,7 @@
 /* tcpnet.c: the inter-node transport (ccl_net_t) of a communicator from a unique id, over
  * the connections tcpboot.c made (tcp.h; docs/multinode.md, "A unique id over TCP"). Only
- * libccl's proxy thread (cpu/net.c) calls it, once the init is over.
+ * libccl's proxy (cpu/net.c: its thread, or the comm's worker sweeping in its place, one
+ * at a time) calls it, once the init is over.
  *
  * A message is a frame, an 8-byte big-endian length and the bytes, moved by non-blocking
  * calls that the proxy's test() drives. Per peer, sends go out in the order posted (one

@@ -380,7 +380,7 @@ static int64_t p2p_value(int from, int to, int m, size_t i, int k)
 /* The point-to-point patterns: a ring in one group (send to r + 1, recv from r - 1,
  * which crosses nodes), pairwise exchanges with r ^ 1 and r ^ 2 in one group each (both
  * directions in flight at once), 20 messages each way around the ring in one group
- * (more than the proxy's window of messages in flight to one peer), and ungrouped calls
+ * (more than the 8 credits of messages in flight to one peer), and ungrouped calls
  * with r ^ 2 (the lower rank sends first, the other receives first); then late partners
  * (p2p_late_case, below). */
 enum { P_RING, P_XOR1, P_XOR2, P_RING20, P_PLAIN, P_NPATTERNS };
@@ -449,7 +449,7 @@ static long p2p_case(ccl_comm_t *comm, int pat, size_t count, ccl_dtype_t t, int
  * with the sender calling 200 ms after the receiver. The first 12 messages are small (at
  * most 8 KiB: eager, more than the sender's 8 credits, so the receiving proxy keeps as
  * many as the credits allow while the sender waits for more), the rest mix small ones
- * (one of them empty) and one of 3000 elements in four (12 KB: cleared by a CTS first),
+ * (one of them empty) and one of 3000 elements in four (12 KB: announced, then cleared by a CTS),
  * so eager messages and CTS-cleared ones follow each other on one channel. Every element
  * of every message is checked: a message in the wrong recv shows. 0 when all are right. */
 enum { LATE_MSGS = 40 };

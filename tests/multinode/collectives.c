@@ -23,13 +23,15 @@
  * own (bandwidth(), below); lat: point-to-point's latency against MPI's own (latency(),
  * below). p2p: cases.h's point-to-point cases (a ring and pairwise
  * exchanges in groups, crossing nodes) on counts 1, 1001 and 2^20, f32 and i32.
- * p2p-mismatch: rank 0 sends 10 i32 to rank 2 (another node), which receives 11; both
- * print what they got, and rank 2 whether its buffer stayed untouched. p2p-unmatched
- * [recv]: rank 0 sends to rank 2, which never receives (with recv: rank 1 receives from
- * rank 3, which never sends; with kill: rank 3 is killed); the waiting rank prints what
- * it got (CCL_TIMEOUT_MS bounds its wait). p2p-mismatch late: as p2p-mismatch, rank 2
- * calling 300 ms late (the small message waits in its proxy). p2p-killsend: rank 3 is
- * killed while rank 0 sends it small messages; rank 0 prints what it got. v: cases.h's ccl_all_gather_v and
+ * p2p-mismatch [send|late] [S R]: rank 0 sends S i32 (10) to rank 2 (another node), which
+ * receives R (11), with late 300 ms after the send (a small message waits in its proxy);
+ * both print what they got (rank 0 also its next call's, an all-reduce), and rank 2 whether
+ * its buffer stayed untouched. p2p-unmatched [send S|recv|kill]: rank 0 sends S i32 to
+ * rank 2, which never receives (with recv: rank 1 receives from rank 3, which never
+ * sends; with kill: rank 3 is killed); the waiting rank prints what it got
+ * (CCL_TIMEOUT_MS bounds its wait). p2p-lone: rank 0's small sends to rank 2 are done
+ * before rank 2 posts its recvs. p2p-killsend: rank 3 is killed while rank 0 sends it
+ * small messages; rank 0 prints what it got. v: cases.h's ccl_all_gather_v and
  * ccl_all_to_all_v cases (uneven counts, a zero and a large segment, gaps checked; as
  * point-to-point across nodes). v-mismatch: an allgatherv whose ranks 1 and 2 expect 11
  * elements from rank 0, which sends 10; every rank prints what it got. split: cases.h's
@@ -259,43 +261,99 @@ int main(int argc, char **argv)
         fflush(stdout);
         MPI_Barrier(MPI_COMM_WORLD);
     } else if (!strcmp(mode, "p2p-mismatch") || !strcmp(mode, "p2p-unmatched")) {
-        int32_t buf[12];
-        for (int i = 0; i < 12; i++)
-            buf[i] = rank == 0 ? i : -1;
-        r = CCL_OK;
+        /* argv[2]: the variant; argv[3] and argv[4]: the send's and the recv's counts (i32;
+         * 10 and 11 unless given: over 2048 the message is large, announced and cleared
+         * before its data). A small send is done once it has left, so rank 0 learns of
+         * rank 2's failure at its next call: an all-reduce, whose result it prints too. */
         const char *variant = argc > 2 ? argv[2] : "send";
+        size_t scount = argc > 3 ? (size_t)atol(argv[3]) : 10, rcount = argc > 4 ? (size_t)atol(argv[4]) : 11;
+        size_t cap = (scount > rcount ? scount : rcount) + 2;
+        int32_t *buf = malloc(cap * sizeof *buf);
+        for (size_t i = 0; i < cap; i++)
+            buf[i] = rank == 0 ? (int32_t)i : -1;
+        r = CCL_OK;
+        ccl_result_t next = CCL_OK;
         int kill_peer = !strcmp(variant, "kill"), recv_side = kill_peer || !strcmp(variant, "recv");
         if (kill_peer && rank == 3)
             raise(SIGKILL);
-        if (rank == 0 && !recv_side)
-            r = ccl_send(buf, 10, CCL_I32, 2, comm, NULL);
-        else if (rank == 2 && !strcmp(mode, "p2p-mismatch")) {
-            if (!strcmp(variant, "late"))      /* the eager message waits in rank 2's proxy first */
+        if (rank == 0 && !recv_side) {
+            r = ccl_send(buf, scount, CCL_I32, 2, comm, NULL);
+            if (r == CCL_OK)
+                r = ccl_comm_synchronize(comm);
+            if (r == CCL_OK && !strcmp(mode, "p2p-mismatch")) {
+                next = ccl_all_reduce(buf, buf, 1, CCL_I32, CCL_SUM, comm, NULL);
+                if (next == CCL_OK)
+                    next = ccl_comm_synchronize(comm);
+            }
+        } else if (rank == 2 && !strcmp(mode, "p2p-mismatch")) {
+            if (!strcmp(variant, "late"))      /* the small message waits in rank 2's proxy first */
                 nanosleep(&(struct timespec){0, 300 * 1000000L}, NULL);
-            r = ccl_recv(buf, 11, CCL_I32, 0, comm, NULL);
+            r = ccl_recv(buf, rcount, CCL_I32, 0, comm, NULL);
         }
         else if (rank == 1 && recv_side)
             r = ccl_recv(buf, 10, CCL_I32, 3, comm, NULL);
-        if (r == CCL_OK)
+        if (r == CCL_OK && rank != 0)
             r = ccl_comm_synchronize(comm);
         int untouched = 1;
-        for (int i = 0; i < 12; i++)
+        for (size_t i = 0; i < cap; i++)
             untouched &= rank != 2 || buf[i] == -1;
         if (recv_side ? rank == 1 : rank == 0 || rank == 2)
-            printf("rank %d: %s: %s%s\n", rank, ccl_result_string(r), ccl_comm_last_error(comm),
+            printf("rank %d: %s: %s%s\n", rank, ccl_result_string(r), r == CCL_OK ? "" : ccl_comm_last_error(comm),
                    rank == 2 && untouched ? " [buffer untouched]" : "");
+        if (rank == 0 && r == CCL_OK && next != CCL_OK)
+            printf("rank 0 then: %s: %s\n", ccl_result_string(next), ccl_comm_last_error(comm));
         fflush(stdout);
+        free(buf);
         MPI_Barrier(MPI_COMM_WORLD);
+    } else if (!strcmp(mode, "p2p-lone")) {
+        /* Rank 0 sends rank 2 (another node) as many small messages as it has credits, in
+         * one group, and must be done with them before rank 2 posts any recv: rank 2 waits
+         * for rank 0's word (an MPI message) first, so a send that waited for its recv
+         * would time out. Then rank 2 receives them, every element checked. */
+        enum { LONE = 8, LONE_COUNT = 10 };
+        int32_t buf[LONE][LONE_COUNT];
+        long wrong = 0;
+        int go = 0;
+        for (int m = 0; m < LONE; m++)
+            for (int i = 0; i < LONE_COUNT; i++)
+                buf[m][i] = rank == 0 ? m * 100 + i : -1;
+        r = CCL_OK;
+        if (rank == 0) {
+            ccl_group_start();
+            for (int m = 0; m < LONE; m++)
+                ccl_send(buf[m], LONE_COUNT, CCL_I32, 2, comm, NULL);
+            r = ccl_group_end();
+            if (r == CCL_OK)
+                r = ccl_comm_synchronize(comm);
+            go = r == CCL_OK;
+            MPI_Send(&go, 1, MPI_INT, 2, 9, MPI_COMM_WORLD);
+        } else if (rank == 2) {
+            MPI_Recv(&go, 1, MPI_INT, 0, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            ccl_group_start();
+            for (int m = 0; m < LONE; m++)
+                ccl_recv(buf[m], LONE_COUNT, CCL_I32, 0, comm, NULL);
+            r = ccl_group_end();
+            if (r == CCL_OK)
+                r = ccl_comm_synchronize(comm);
+            for (int m = 0; m < LONE; m++)
+                for (int i = 0; i < LONE_COUNT; i++)
+                    wrong += buf[m][i] != m * 100 + i;
+        }
+        if (rank == 0 || rank == 2)
+            printf("rank %d: %s%s%s; wrong elements: %ld\n", rank, ccl_result_string(r), r == CCL_OK ? "" : ": ",
+                   r == CCL_OK ? "" : ccl_comm_last_error(comm), wrong);
+        status = r != CCL_OK || wrong;
     } else if (!strcmp(mode, "p2p-killsend")) {
-        /* Rank 3 (node 1) is killed at once; rank 0 sends it four small messages (eager:
-         * they leave before any recv), ranks 1 and 2 all-reduce (rank 2, its node-mate,
-         * finds it dead). Rank 0 prints what its sends got, then every survivor ends. */
+        /* Rank 3 (node 1) is killed at once; rank 0 sends it twelve small messages (they
+         * leave before any recv, the first eight done at once, the ninth waiting for a
+         * credit that never comes), ranks 1 and 2 all-reduce (rank 2, its node-mate, finds
+         * it dead). Rank 0 prints what its sends got, then every survivor ends. */
         int32_t buf[10] = {0};
         if (rank == 3)
             raise(SIGKILL);
         if (rank == 0) {
             ccl_group_start();
-            for (int m = 0; m < 4; m++)
+            for (int m = 0; m < 12; m++)
                 ccl_send(buf, 10, CCL_I32, 3, comm, NULL);
             r = ccl_group_end();
         } else {

@@ -36,17 +36,21 @@
 #              exchanges with rank ^ 1 and rank ^ 2 in one group (both ways at once), 20 messages
 #              each way around the ring in one group, ungrouped exchanges, on counts 1, 1001 and
 #              2^20 x (f32, i32), 3 calls back to back each, every element checked; then 40
-#              messages between rank r and r + 2 in one group, small (eager) and large (CTS)
+#              messages between rank r and r + 2 in one group, small (eager) and large (RTS, CTS)
 #              mixed on one channel, the receivers calling 200 ms late, then the senders: every
 #              element checked, and the late receivers' proxies must have kept exactly as many
-#              early small messages at once as the sender's credits (8)
-#   p2p-mismatch  a send of 10 i32 (eager) against a recv of 11 across nodes: the receiver fails
-#              naming both calls with its buffer untouched, the sender naming the receiver; also
-#              with the receiver 300 ms late (the message waits in its proxy first)
-#   p2p-killsend  rank 3 is killed while rank 0 sends it small (eager) messages: rank 0 fails
-#              within 10 s (the timeout is 20 s), naming rank 3 as gone
-#   p2p-unmatched  a send nobody receives (2 nodes of 2) and a recv nobody sends to (4 of 1),
-#              across nodes: each times out naming its peer
+#              early messages at once as the sender's credits (8)
+#   p2p-mismatch  a send of 10 i32 (small) against a recv of 11 across nodes, 10 against 3000,
+#              3000 (large) against 10, 3000 against 3001, and with the receiver 300 ms late (the
+#              message, or a large one's announcement, waits in its proxy first): the receiver
+#              fails naming both calls with its buffer untouched, the sender naming the receiver
+#              (in its send when large, else in its next call: a small send is done once sent)
+#   p2p-lone   rank 0's 8 small sends (its credits) to rank 2 are done before rank 2 posts a recv,
+#              then received right
+#   p2p-killsend  rank 3 is killed while rank 0 sends it 12 small messages (past the credits):
+#              rank 0 fails within 10 s (the timeout is 20 s), naming rank 3 as gone
+#   p2p-unmatched  a large send nobody receives (2 nodes of 2) and a recv nobody sends to (4 of
+#              1), across nodes: each times out naming its peer
 #   p2p-kill   rank 3 (node 1) is killed while rank 1 (node 0) waits to receive from it: the
 #              job ends at once, naming rank 3
 #   v          ccl_all_gather_v and ccl_all_to_all_v (point-to-point across nodes) as 2 nodes of 2, 4 of 1,
@@ -162,15 +166,22 @@ for shape in 4:2 4:1 6:2; do
     fi
 done
 
-# Point-to-point across nodes (the proxy's CTS and P2P messages, docs/multinode.md).
-# A recv of 11 i32 meets a send of 10 (rank 0 to rank 2, RANKS_PER_NODE = $2; $4: "late",
-# the recv 300 ms after the send): rank 2 names both calls, its buffer untouched, and rank
-# 0 names rank 2.
+# Point-to-point across nodes (the proxy's EAGER, RTS, CTS and P2P messages,
+# docs/multinode.md). A send of $4 i32 meets a recv of $5 (rank 0 to rank 2,
+# RANKS_PER_NODE = $2; $6: "late", the recv 300 ms after the send): rank 2 names both calls,
+# its buffer untouched; rank 0 names rank 2, in its send when that is large (it waits for
+# the CTS), else in its next call (a small send is done once it has left).
 p2p_mismatch() {
-    local name=$1 shape=$2 what=$3
-    CCL_RANKS_PER_NODE=$shape CCL_TIMEOUT_MS=5000 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-mismatch ${4:-} >"$tmp/mm.out" 2>&1
-    if grep -q "^rank 2: invalid argument: .*rank 2: ccl_recv (call 1 of 1 of its group) from rank 0, 11 i32 meets rank 0's ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 (message 1 from rank 0 to rank 2): .*nothing was received \[buffer untouched\]$" "$tmp/mm.out" &&
-       grep -q "^rank 0: a peer failed or left: .*rank 0: ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 stopped: rank 2 on node $((2 / shape)) failed" "$tmp/mm.out"; then
+    local name=$1 shape=$2 what=$3 sc=$4 rc=$5 variant=${6:-send} sender
+    CCL_RANKS_PER_NODE=$shape CCL_TIMEOUT_MS=5000 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-mismatch $variant $sc $rc >"$tmp/mm.out" 2>&1
+    if [ "$sc" -le 2048 ]; then
+        sender="^rank 0 then: a peer failed or left: .*rank 0: .*allreduce/hier.ccl \\(call 1\\) stopped .*because rank 2 on node $((2 / shape)) failed"
+        grep -q '^rank 0: success: $' "$tmp/mm.out" || sender='^rank 0: success: $'
+    else
+        sender="^rank 0: a peer failed or left: .*rank 0: ccl_send \(call 1 of 1 of its group\) to rank 2, $sc i32 stopped: rank 2 on node $((2 / shape)) failed"
+    fi
+    if grep -q "^rank 2: invalid argument: .*rank 2: ccl_recv (call 1 of 1 of its group) from rank 0, $rc i32 meets rank 0's ccl_send (call 1 of 1 of its group) to rank 2, $sc i32 (message 1 from rank 0 to rank 2): .*nothing was received \[buffer untouched\]$" "$tmp/mm.out" &&
+       grep -qE "$sender" "$tmp/mm.out"; then
         echo "ok multinode/$name: $what: rank 2 names both calls (buffer untouched), rank 0 names rank 2"
     else
         echo "FAIL multinode/$name: the two ranks do not both fail naming each other"
@@ -197,16 +208,33 @@ for shape in 2 1; do
     else
         echo "ok $name: ring, exchanges (grouped and not) and 20-message groups on 3 counts x f32, i32 x 3 calls, 40 small and large messages to late receivers and from late senders, every element right; early small messages kept at most 8 at once"
     fi
-    p2p_mismatch "p2p-mismatch-${nodes}x$shape" "$shape" "10 i32 sent, 11 received"
+    p2p_mismatch "p2p-mismatch-${nodes}x$shape" "$shape" "10 i32 sent, 11 received" 10 11
 done
-# The same with the receiver 300 ms late: the small message waits in its proxy, which
-# checks it against the recv when the recv comes.
-p2p_mismatch p2p-mismatch-late 2 "10 i32 sent before the recv of 11 came" late
-CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=500 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-unmatched send >"$tmp/um.out" 2>&1
+# Both ways across the eager bound, and both large; then with the receiver 300 ms late:
+# the message (or a large one's announcement) waits in its proxy, and the receiver checks
+# it when its recv comes.
+p2p_mismatch p2p-mismatch-small-large 2 "10 i32 sent (small), 3000 received" 10 3000
+p2p_mismatch p2p-mismatch-large-small 2 "3000 i32 sent (large), 10 received" 3000 10
+p2p_mismatch p2p-mismatch-large 1 "3000 i32 sent, 3001 received" 3000 3001
+p2p_mismatch p2p-mismatch-late 2 "10 i32 sent before the recv of 11 came" 10 11 late
+p2p_mismatch p2p-mismatch-late-large 2 "3000 i32 sent before the recv of 10 came" 3000 10 late
+
+# A small send is done once it has left: rank 0's 8 (its credits) are, before rank 2 posts
+# any recv (rank 2 waits for rank 0's word first; a send that waited for its recv would time
+# out). Then rank 2 receives them, every element checked.
+CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=5000 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-lone >"$tmp/lone.out" 2>&1
+if [ $? -eq 0 ] && grep -q '^rank 0: success; wrong elements: 0$' "$tmp/lone.out" &&
+   grep -q '^rank 2: success; wrong elements: 0$' "$tmp/lone.out"; then
+    echo "ok multinode/p2p-lone: 8 small sends across nodes done before their recvs were posted, then received right"
+else
+    echo "FAIL multinode/p2p-lone: the small sends did not complete on their own, or were received wrong"
+    sed 's/^/    /' "$tmp/lone.out" | head -20
+fi
+CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=500 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-unmatched send 3000 >"$tmp/um.out" 2>&1
 CCL_RANKS_PER_NODE=1 CCL_TIMEOUT_MS=500 timeout -k 10 60 "${mpi[@]}" "$prog" p2p-unmatched recv >>"$tmp/um.out" 2>&1
-if grep -q '^rank 0: a wait timed out .*timeout: rank 0: ccl_send (call 1 of 1 of its group) to rank 2, 10 i32 (message 1 from rank 0 to rank 2) was not received within 500 ms: rank 2 on node 1 has made no matching ccl_recv' "$tmp/um.out" &&
+if grep -q '^rank 0: a wait timed out .*timeout: rank 0: ccl_send (call 1 of 1 of its group) to rank 2, 3000 i32 (message 1 from rank 0 to rank 2) was not received within 500 ms: rank 2 on node 1 has made no matching ccl_recv' "$tmp/um.out" &&
    grep -q '^rank 1: a wait timed out .*timeout: rank 1: ccl_recv (call 1 of 1 of its group) from rank 3, 10 i32 (message 1 from rank 3 to rank 1) received nothing within 500 ms: rank 3 on node 3 has made no matching ccl_send' "$tmp/um.out"; then
-    echo "ok multinode/p2p-unmatched: a send and a recv across nodes with no partner time out naming the peer"
+    echo "ok multinode/p2p-unmatched: a large send and a recv across nodes with no partner time out naming the peer"
 else
     echo "FAIL multinode/p2p-unmatched: not both timed out naming their peer"
     sed 's/^/    /' "$tmp/um.out" | head -20
@@ -291,10 +319,11 @@ fi
 recovery=()
 mpirun --allow-run-as-root --help all 2>&1 | grep -q -- --enable-recovery && recovery=(--enable-recovery)
 
-# Rank 3 killed while rank 0 sends it small messages, which go eagerly (before any recv):
-# rank 0 must fail within 5 s (the timeout is 20 s), naming rank 3 as gone. Without
-# --enable-recovery mpirun may end the job first; then its own message must name rank 3.
-named="^rank 0: a peer failed or left: .*rank 0: ccl_send \\(call 1 of 4 of its group\\) to rank 3, 10 i32 stopped: rank 3 on node 1 is gone"
+# Rank 3 killed while rank 0 sends it 12 small messages, which go eagerly (before any recv;
+# the first 8, its credits, are done at once): rank 0 must fail within 5 s (the timeout is
+# 20 s), naming rank 3 as gone. Without --enable-recovery mpirun may end the job first;
+# then its own message must name rank 3.
+named="^rank 0: a peer failed or left: .*rank 0: ccl_send \\(call 9 of 12 of its group\\) to rank 3, 10 i32 stopped: rank 3 on node 1 is gone"
 [ ${#recovery[@]} -eq 0 ] && named="$named|process rank 3 .* exited on signal 9"
 start=$(date +%s)
 CCL_RANKS_PER_NODE=2 CCL_TIMEOUT_MS=20000 timeout -k 10 60 "${mpi[@]}" "${recovery[@]}" "$prog" p2p-killsend >"$tmp/ks.out" 2>&1

@@ -14,27 +14,24 @@
  *          flush's wait for the peer's acknowledgment, keep the source intact)
  *   ADD    a signal: the receiver adds 1 (release) to the semaphore at the offset given
  *   ACK    how many PUT and P2P pieces from this rank the sender has applied, and how
- *          many of this rank's point-to-point messages to it have landed in recvs (both
- *          cumulative; the latter returns eager credits and completes eager sends)
+ *          many of this rank's point-to-point messages to it its recvs have completed
+ *          (both cumulative; the latter returns the credits, net.h)
  *   IDENT  a call's identity (CclIdent), kept per sender in a ring like the heaps' own
  *   ARRIVE the all-rank barrier's arrival count
  *   ABORT  stop on behalf of rank d (value d + 1), with what is known of d (net.h) and,
  *          when a rank's connection to d failed, which rank's (lost(), below)
  *   BYE    the sender is leaving: it sends nothing more
- *   CTS    point-to-point: the receiver has posted its recv of message nth from this
- *          rank (its count and dtype in the header), so the sender may send it
- *   P2P    a piece of point-to-point message nth (the sender's CclP2pSlot in the header),
- *          into the recv's buffer at an offset; sent only after the CTS, and carried as a
- *          PUT's piece is (inline up to NET_INLINE, else from where the data lie, received
- *          straight into the recv's buffer) and acknowledged as PUTs are. With flag
- *          F_MISMATCH it carries no data: the sender's call does not match the CTS, and
- *          the receiver fails naming both (cpu/p2p.c)
- *   EAGER  a whole point-to-point message nth of at most NET_INLINE bytes (its CclP2pSlot
- *          in the header), sent without waiting for its CTS, within the sender's credits
- *          (net.h): its recv takes it at once when it is registered and every earlier
- *          message of the pair has landed, else the proxy keeps it (in `early`, one slot
- *          per credit) until then. The receiving proxy, not the sender, compares it with
- *          the recv, as the one-node slots do: a mismatch lands nothing and fails the recv
+ *   EAGER  a whole point-to-point message nth of at most CCL__NET_EAGER_BYTES (its
+ *          CclP2pSlot in the header), sent at once within the sender's credits (net.h):
+ *          kept in the ring until the receiver's worker takes it
+ *   RTS    the header alone of a larger point-to-point message nth, within the credits:
+ *          kept in the ring as an EAGER is
+ *   CTS    the receiver's worker has taken RTS nth (it matched its recv, whose buffer is
+ *          registered): the sender may send the data
+ *   P2P    a piece of point-to-point message nth's data, into the registered recv's buffer
+ *          at an offset; sent only after the CTS, and carried as a PUT's piece is (inline
+ *          up to NET_INLINE, else from where the data lie, received straight into the
+ *          buffer) and acknowledged as PUTs are
  *   BOOT   an exchange of ccl_comm_split's bootstrap (mailbox.c): its number (the comm's
  *          split count << 32 | the exchange) and at most NET_INLINE bytes, kept in a list
  *          per sender until the split's thread takes it; with F_GAVE_UP the sender gave
@@ -162,64 +159,32 @@ int ccl__cpu_net_put(CpuNet *n, int peer, size_t off, const void *src, size_t by
     return pieces(n, peer, M_PUT, off, src, bytes, NULL);
 }
 
-int ccl__cpu_net_p2p_recv(CpuNet *n, int peer, const CclP2pSlot *recv, void *buf, size_t bytes)
+uint64_t ccl__cpu_net_p2p_taken(CpuNet *n, int peer)
 {
-    NetRecv *e = &n->rx[(size_t)peer * WIN + recv->nth % WIN];
-    e->buf = buf;
-    e->bytes = bytes;
-    e->want = *recv;
-    atomic_store_explicit(&e->bad, 0, memory_order_relaxed);
-    atomic_store_explicit(&e->seq, recv->nth + 1, memory_order_release);
-    Msg *m = msg_new(peer, M_CTS, recv->nth, 0, 0);
+    return atomic_load_explicit(&n->taken[peer], memory_order_acquire);
+}
+
+int ccl__cpu_net_p2p_announce(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes)
+{
+    int eager = bytes <= CCL__NET_EAGER_BYTES;
+    Msg *m = msg_new(peer, eager ? M_EAGER : M_RTS, 0, bytes, eager ? bytes : 0);
     if (!m)
         return oom(n);
-    memcpy(m->h.pad, recv, sizeof *recv);
+    memcpy(m->h.pad, send, sizeof *send);
+    if (eager && bytes)
+        memcpy(&m->h + 1, src, bytes);
     enqueue(n, m);
     return 0;
 }
 
-uint64_t ccl__cpu_net_p2p_landed(CpuNet *n, int peer)
+int ccl__cpu_net_p2p_cleared(CpuNet *n, int peer, uint64_t nth)
 {
-    return atomic_load_explicit(&n->landed[peer], memory_order_acquire);
+    return atomic_load_explicit(&n->cts[(size_t)peer * CREDITS + nth % CREDITS], memory_order_acquire) == nth + 1;
 }
 
-int ccl__cpu_net_p2p_refused(CpuNet *n, int peer, uint64_t nth, CclP2pSlot *found)
-{
-    NetRecv *e = &n->rx[(size_t)peer * WIN + nth % WIN];
-    if (atomic_load_explicit(&e->seq, memory_order_relaxed) != nth + 1 ||
-        !atomic_load_explicit(&e->bad, memory_order_acquire))
-        return 0;
-    *found = e->found;
-    return 1;
-}
-
-int ccl__cpu_net_p2p_cleared(CpuNet *n, int peer, uint64_t nth, uint64_t *count, uint64_t *dtype)
-{
-    NetCts *e = &n->cts[(size_t)peer * WIN + nth % WIN];
-    if (atomic_load_explicit(&e->seq, memory_order_acquire) != nth + 1)
-        return 0;
-    *count = __atomic_load_n(&e->count, __ATOMIC_RELAXED);
-    *dtype = __atomic_load_n(&e->dtype, __ATOMIC_RELAXED);
-    return 1;
-}
-
-uint64_t ccl__cpu_net_p2p_cleared_upto(CpuNet *n, int peer)
-{
-    return atomic_load_explicit(&n->cleared[peer], memory_order_relaxed);
-}
-
-int ccl__cpu_net_p2p_send(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes, int refuse,
+int ccl__cpu_net_p2p_data(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes,
                           uint64_t *mark)
 {
-    if (refuse) {
-        Msg *m = msg_new(peer, M_P2P, 0, 0, 0);
-        if (!m)
-            return oom(n);
-        m->h.flags = F_MISMATCH;
-        memcpy(m->h.pad, send, sizeof *send);
-        enqueue(n, m);
-        return 0;
-    }
     /* posted[peer] is this worker's to raise while a group runs (no block of a
      * collective runs beside it), so the count after the pieces is this message's mark. */
     if (pieces(n, peer, M_P2P, 0, src, bytes, send) != 0)
@@ -228,24 +193,59 @@ int ccl__cpu_net_p2p_send(CpuNet *n, int peer, const CclP2pSlot *send, const voi
     return 0;
 }
 
-int ccl__cpu_net_p2p_eager(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes)
+int ccl__cpu_net_p2p_peek(CpuNet *n, int peer, uint64_t nth, CclP2pSlot *found)
 {
-    Msg *m = msg_new(peer, M_EAGER, 0, bytes, bytes);
-    if (!m)
-        return oom(n);
-    memcpy(m->h.pad, send, sizeof *send);
-    if (bytes)
-        memcpy(&m->h + 1, src, bytes);
-    /* Counted and acknowledged as a piece, so that the marks of the pieces after it (and
-     * a collective's flush) keep counting every message the peer applies. */
-    atomic_fetch_add_explicit(&n->posted[peer], 1, memory_order_relaxed);
-    enqueue(n, m);
-    return 0;
+    const char *kept = atomic_load_explicit(&n->ring[(size_t)peer * CREDITS + nth % CREDITS], memory_order_acquire);
+    const NetHdr *h = (const NetHdr *)kept;
+    if (!h)
+        return 0;
+    memcpy(found, h->pad, sizeof *found);
+    return found->nth != nth ? 0 : h->kind == M_EAGER ? 1 : 2;
 }
 
-uint64_t ccl__cpu_net_p2p_taken(CpuNet *n, int peer)
+int ccl__cpu_net_p2p_take(CpuNet *n, int peer, uint64_t nth, void *buf, size_t bytes)
 {
-    return atomic_load_explicit(&n->taken[peer], memory_order_acquire);
+    _Atomic(char *) *slot = &n->ring[(size_t)peer * CREDITS + nth % CREDITS];
+    char *kept = atomic_load_explicit(slot, memory_order_acquire);
+    const NetHdr *h = (const NetHdr *)kept;
+    int rc = 0;
+    if (h->kind == M_EAGER) {
+        /* Count and dtype matched, so the sizes do; the bound only keeps a damaged
+         * header from writing past the recv's buffer. */
+        if (bytes)
+            memcpy(buf, h + 1, bytes < h->b ? bytes : h->b);
+    } else {
+        NetRecv *e = &n->rx[(size_t)peer * CREDITS + nth % CREDITS];
+        e->buf = buf;
+        e->bytes = bytes;
+        atomic_store_explicit(&e->got, 0, memory_order_relaxed);
+        atomic_store_explicit(&e->seq, nth + 1, memory_order_release);
+        rc = to_peer(n, peer, M_CTS, nth, 0, 0, NULL, 0);
+    }
+    atomic_store_explicit(slot, NULL, memory_order_release);
+    atomic_fetch_sub_explicit(&n->held[peer], 1, memory_order_relaxed);
+    free(kept);
+    return rc;
+}
+
+int ccl__cpu_net_p2p_landed(CpuNet *n, int peer, uint64_t nth)
+{
+    return atomic_load_explicit(&n->rx[(size_t)peer * CREDITS + nth % CREDITS].got, memory_order_acquire) == nth + 1;
+}
+
+void ccl__cpu_net_p2p_complete(CpuNet *n, int peer, uint64_t upto)
+{
+    atomic_store_explicit(&n->complete[peer], upto, memory_order_release);
+}
+
+void ccl__cpu_net_p2p_expect(CpuNet *n, int peer, uint64_t upto)
+{
+    atomic_store_explicit(&n->expected[peer], upto, memory_order_relaxed);
+}
+
+uint64_t ccl__cpu_net_p2p_arrived(CpuNet *n, int peer)
+{
+    return atomic_load_explicit(&n->arrivals[peer], memory_order_relaxed);
 }
 
 int ccl__cpu_net_add(CpuNet *n, int peer, size_t off)
@@ -479,56 +479,37 @@ static void post_send(CpuNet *n, Msg *m)
     n->sent_bytes += m->bytes + (m->data ? m->h.b : 0);
 }
 
-/* Whether the worker has registered recv nth from rank p. */
-static int registered(CpuNet *n, int p, uint64_t nth)
-{
-    return atomic_load_explicit(&n->rx[(size_t)p * WIN + nth % WIN].seq, memory_order_acquire) == nth + 1;
-}
-
-/* Eager message h (its payload after it) from rank p, the next of the pair to land, into
- * its registered recv. It is checked against the recv first, as the one-node slots are:
- * on a mismatch nothing lands, and the worker fails the recv naming both calls. */
-static void take(CpuNet *n, int p, const NetHdr *h)
+/* Keeps point-to-point message h (EAGER or RTS, bytes long with its payload) from rank p
+ * in its ring slot for the worker. Within the sender's credits the slot is free: the
+ * worker completed message nth - CREDITS, so it took it first. */
+static void keep(CpuNet *n, int p, const NetHdr *h, size_t bytes)
 {
     CclP2pSlot s;
     memcpy(&s, h->pad, sizeof s);
-    NetRecv *e = &n->rx[(size_t)p * WIN + s.nth % WIN];
-    if (s.count != e->want.count || s.dtype != e->want.dtype) {
-        e->found = s;
-        atomic_store_explicit(&e->bad, 1, memory_order_release);
+    uint64_t done = atomic_load_explicit(&n->complete[p], memory_order_acquire);
+    _Atomic(char *) *slot = &n->ring[(size_t)p * CREDITS + s.nth % CREDITS];
+    if (s.nth < done || s.nth >= done + CREDITS || atomic_load_explicit(slot, memory_order_relaxed)) {
+        broke(n, "a point-to-point message beyond its sender's credits", p, (int)s.nth);
         return;
     }
-    if (h->b != e->bytes) {
-        broke(n, "an eager point-to-point message of another size than its count", p, (int)h->b);
+    if (h->kind == M_EAGER ? h->b > CCL__NET_EAGER_BYTES || bytes != sizeof *h + h->b
+                           : h->b <= CCL__NET_EAGER_BYTES || bytes != sizeof *h) {
+        broke(n, "a point-to-point message whose size is not its kind's", p, (int)h->b);
         return;
     }
-    /* This rank has failed: its worker has given up the recv, whose buffer may be gone. */
-    if (atomic_load(&header(n->comm, n->me)->abort))
+    char *copy = malloc(bytes);
+    if (!copy) {
+        broke(n, "out of memory keeping a point-to-point message", p, -1);
         return;
-    if (h->b)
-        memcpy(e->buf, h + 1, h->b);
-    atomic_store_explicit(&n->landed[p], s.nth + 1, memory_order_release);
-}
-
-/* Lands the eager messages from p kept in `early` whose recvs are registered now, in
- * order. Called when the worker's CTS for a recv is taken from the queue: the worker
- * registers a recv before it queues its CTS, so a message that came before its recv is
- * taken then. Message landed[p], if kept, is in slot landed[p] % CREDITS: the sender's
- * credits keep every kept message within CREDITS of the next to land. */
-static void drain(CpuNet *n, int p)
-{
-    for (;;) {
-        uint64_t next = atomic_load_explicit(&n->landed[p], memory_order_relaxed);
-        char **slot = &n->early[(size_t)p * CREDITS + next % CREDITS];
-        if (!*slot || !registered(n, p, next))
-            return;
-        take(n, p, (const NetHdr *)*slot);
-        if (atomic_load_explicit(&n->landed[p], memory_order_relaxed) == next)
-            return;             /* refused, or this rank failed: kept until the end */
-        free(*slot);
-        *slot = NULL;
-        n->early_held--;
     }
+    memcpy(copy, h, bytes);
+    if (s.nth >= atomic_load_explicit(&n->expected[p], memory_order_relaxed))
+        n->early++;
+    int held = atomic_fetch_add_explicit(&n->held[p], 1, memory_order_relaxed) + 1;
+    if (held > n->held_peak)
+        n->held_peak = held;
+    atomic_store_explicit(&n->arrivals[p], s.nth + 1, memory_order_relaxed);
+    atomic_store_explicit(slot, copy, memory_order_release);
 }
 
 /* Applies one message from rank p (bytes long, in n->rbuf[p]). */
@@ -628,28 +609,20 @@ static void apply(CpuNet *n, int p, size_t bytes)
         pthread_mutex_unlock(&n->mu);
         return;
     }
-    case M_CTS: {
-        CclP2pSlot s;
-        memcpy(&s, h->pad, sizeof s);
-        NetCts *e = &n->cts[(size_t)p * WIN + s.nth % WIN];
-        __atomic_store_n(&e->count, s.count, __ATOMIC_RELAXED);
-        __atomic_store_n(&e->dtype, s.dtype, __ATOMIC_RELAXED);
-        atomic_store_explicit(&e->seq, s.nth + 1, memory_order_release);
-        atomic_store_explicit(&n->cleared[p], s.nth + 1, memory_order_relaxed);
+    case M_CTS:
+        atomic_store_explicit(&n->cts[(size_t)p * CREDITS + h->a % CREDITS], h->a + 1, memory_order_release);
         return;
-    }
+    case M_EAGER:
+    case M_RTS:
+        keep(n, p, h, bytes);
+        return;
     case M_P2P: {
         CclP2pSlot s;
         memcpy(&s, h->pad, sizeof s);
-        NetRecv *e = &n->rx[(size_t)p * WIN + s.nth % WIN];
+        NetRecv *e = &n->rx[(size_t)p * CREDITS + s.nth % CREDITS];
         int follows = h->flags & F_DATA_FOLLOWS;
         if (atomic_load_explicit(&e->seq, memory_order_acquire) != s.nth + 1) {
             broke(n, "a point-to-point message that no receive had cleared", p, -1);
-            return;
-        }
-        if (h->flags & F_MISMATCH) {
-            e->found = s;
-            atomic_store_explicit(&e->bad, 1, memory_order_release);
             return;
         }
         if (h->a > e->bytes || h->b > e->bytes - h->a || bytes != sizeof *h + (follows ? 0 : h->b)) {
@@ -662,7 +635,7 @@ static void apply(CpuNet *n, int p, size_t bytes)
                 memcpy(e->buf + h->a, h + 1, h->b);
             n->applied[p]++;
             if (last)
-                atomic_store_explicit(&n->landed[p], s.nth + 1, memory_order_release);
+                atomic_store_explicit(&e->got, s.nth + 1, memory_order_release);
             return;
         }
         /* This rank has failed: its worker has given up the recv, whose buffer may be
@@ -682,37 +655,12 @@ static void apply(CpuNet *n, int p, size_t bytes)
         n->rx_last[p] = last;
         return;
     }
-    case M_EAGER: {
-        CclP2pSlot s;
-        memcpy(&s, h->pad, sizeof s);
-        uint64_t next = atomic_load_explicit(&n->landed[p], memory_order_relaxed);
-        char **slot = &n->early[(size_t)p * CREDITS + s.nth % CREDITS];
-        if (h->b > NET_INLINE || bytes != sizeof *h + h->b || s.nth < next || s.nth >= next + CREDITS || *slot) {
-            broke(n, "an eager point-to-point message beyond its sender's credits", p, -1);
-            return;
-        }
-        n->applied[p]++;
-        /* Messages of a pair arrive in order, so every earlier one has landed or waits
-         * here; only the next to land can go straight into its recv. */
-        if (s.nth == next && registered(n, p, s.nth)) {
-            take(n, p, h);
-            return;
-        }
-        if (!(*slot = malloc(bytes))) {
-            broke(n, "out of memory keeping an eager point-to-point message", p, -1);
-            return;
-        }
-        memcpy(*slot, h, bytes);
-        n->early_total++;
-        if (++n->early_held > n->early_peak)
-            n->early_peak = n->early_held;
-        return;
-    }
     }
 }
 
 /* One sweep: queued messages posted, completed sends freed, arrived messages applied
- * (receives posted again), acknowledgments sent. Whether anything happened. */
+ * (receives posted again), acknowledgments sent; under sweep_mu. Whether anything
+ * happened (then last_busy is now). */
 static int sweep(CpuNet *n)
 {
     int busy = 0;
@@ -722,8 +670,6 @@ static int sweep(CpuNet *n)
     pthread_mutex_unlock(&n->mu);
     for (Msg *m = q, *next; m; m = next) {
         next = m->next;
-        if (m->h.kind == M_CTS && !n->broken && !n->cut[m->peer])
-            drain(n, m->peer);
         post_send(n, m);
         busy = 1;
     }
@@ -770,7 +716,8 @@ static int sweep(CpuNet *n)
         busy = 1;
         if (n->rdata[p]) {      /* a put's or a point-to-point message's piece has landed */
             if (n->rdata[p] == 2 && n->rx_last[p])
-                atomic_store_explicit(&n->landed[p], n->rx_nth[p] + 1, memory_order_release);
+                atomic_store_explicit(&n->rx[(size_t)p * CREDITS + n->rx_nth[p] % CREDITS].got, n->rx_nth[p] + 1,
+                                      memory_order_release);
             n->rdata[p] = 0;
             n->applied[p]++;
         } else {
@@ -781,17 +728,32 @@ static int sweep(CpuNet *n)
             lost(n, "irecv", p, rc);
     }
     for (int p = 0; p < n->N && !n->broken; p++) {
-        uint64_t landed = atomic_load_explicit(&n->landed[p], memory_order_relaxed);
-        if ((n->applied[p] != n->ack_sent[p] || landed != n->landed_sent[p]) && !n->bye[p] && !n->cut[p]) {
-            Msg *m = msg_new(p, M_ACK, n->applied[p], landed, 0);
+        uint64_t done = atomic_load_explicit(&n->complete[p], memory_order_relaxed);
+        if ((n->applied[p] != n->ack_sent[p] || done != n->complete_sent[p]) && !n->bye[p] && !n->cut[p]) {
+            Msg *m = msg_new(p, M_ACK, n->applied[p], done, 0);
             if (!m)
                 break; /* tried again at the next sweep */
             n->ack_sent[p] = n->applied[p];
-            n->landed_sent[p] = landed;
+            n->complete_sent[p] = done;
             post_send(n, m);
         }
     }
+    if (busy)
+        n->last_busy = ccl__now_ms();
     return busy;
+}
+
+void ccl__cpu_net_progress(CpuNet *n)
+{
+    if (pthread_mutex_trylock(&n->sweep_mu) != 0)
+        return;                 /* the proxy thread is sweeping */
+    sweep(n);
+    pthread_mutex_unlock(&n->sweep_mu);
+}
+
+void ccl__cpu_net_helping(CpuNet *n, int on)
+{
+    atomic_store_explicit(&n->helping, on, memory_order_relaxed);
 }
 
 static void *proxy_main(void *arg)
@@ -799,34 +761,36 @@ static void *proxy_main(void *arg)
     CpuNet *n = arg;
     ccl_comm_t *comm = n->comm;
     int leaving = 0;
-    double deadline = 0, grace = 0, last_busy = 0;
+    double deadline = 0, grace = 0;
     const struct timespec nap = {0, 20000};
     for (;;) {
-        int busy = sweep(n);
-        if (!leaving && atomic_load(&n->stop)) {
-            /* The comm's threads are done: no message is queued after this one. */
-            leaving = 1;
-            to_remotes(n, M_BYE, 0, 0, 0, NULL, 0);
-            deadline = ccl__now_ms() + comm->timeout_ms;
-            grace = ccl__now_ms() + 1000;
-            continue;
-        }
+        pthread_mutex_lock(&n->sweep_mu);
+        sweep(n);
+        int end = 0, sending = n->flight != NULL;
+        double now = ccl__now_ms(), quiet = now - n->last_busy;
         if (leaving) {
             int all = !n->flight && !n->head;
             for (int p = 0; p < n->N && all; p++)
                 all = !remote(n, p) || n->bye[p] || n->cut[p];
-            double now = ccl__now_ms();
-            if (all || n->broken || now > deadline ||
-                (now > grace && atomic_load(&header(comm, n->me)->abort)))
-                break;
+            end = all || n->broken || now > deadline || (now > grace && atomic_load(&header(comm, n->me)->abort));
+        } else if (atomic_load(&n->stop)) {
+            /* The comm's threads are done (its worker helps no more): no message is
+             * queued after this one. */
+            leaving = 1;
+            to_remotes(n, M_BYE, 0, 0, 0, NULL, 0);
+            deadline = now + comm->timeout_ms;
+            grace = now + 1000;
+            quiet = 0;
         }
+        pthread_mutex_unlock(&n->sweep_mu);
+        if (end)
+            break;
         /* Idle: Open MPI moves a large message's fragments only inside its calls, so while
          * sends are in flight, or anything happened in the last 2 ms (a receive may be
-         * midway), the proxy only yields; otherwise it naps 20 us between looks. */
-        double now = ccl__now_ms();
-        if (busy)
-            last_busy = now;
-        if (busy || n->flight || now - last_busy < 2.0)
+         * midway), the proxy only yields; otherwise it naps 20 us between looks. While the
+         * worker sweeps as it waits (a point-to-point group), the proxy naps too, leaving
+         * the cores to the threads that wait for messages. */
+        if ((sending || quiet < 2.0) && !atomic_load_explicit(&n->helping, memory_order_relaxed))
             sched_yield();
         else
             nanosleep(&nap, NULL);
@@ -857,17 +821,19 @@ static void net_free(CpuNet *n)
     free(n->ack_sent);
     free(n->bye);
     free(n->idents);
-    free(n->cts);
+    free((void *)n->cts);
     free(n->rx);
-    free((void *)n->cleared);
-    free((void *)n->landed);
     free(n->rx_nth);
     free(n->rx_last);
-    for (size_t k = 0; n->early && k < (size_t)n->N * CREDITS; k++)
-        free(n->early[k]);
-    free(n->early);
+    for (size_t k = 0; n->ring && k < (size_t)n->N * CREDITS; k++)
+        free(atomic_load(&n->ring[k]));
+    free((void *)n->ring);
     free((void *)n->taken);
-    free(n->landed_sent);
+    free((void *)n->complete);
+    free(n->complete_sent);
+    free((void *)n->arrivals);
+    free((void *)n->expected);
+    free((void *)n->held);
     for (int p = 0; n->boot && p < n->N; p++)
         for (BootMsg *b = n->boot[p], *next; b; b = next) {
             next = b->next;
@@ -883,6 +849,7 @@ static void net_free(CpuNet *n)
         free(m);
     }
     pthread_mutex_destroy(&n->mu);
+    pthread_mutex_destroy(&n->sweep_mu);
     free(n);
 }
 
@@ -894,6 +861,7 @@ ccl_result_t ccl__cpu_net_start(ccl_comm_t *comm, CpuNet **out)
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
     *n = (CpuNet){.comm = comm, .t = comm->net, .N = N, .me = comm->rank, .L = comm->local};
     pthread_mutex_init(&n->mu, NULL);
+    pthread_mutex_init(&n->sweep_mu, NULL);
     n->posted = calloc((size_t)N, sizeof *n->posted);
     n->acked = calloc((size_t)N, sizeof *n->acked);
     n->arrived = calloc((size_t)N, sizeof *n->arrived);
@@ -907,19 +875,22 @@ ccl_result_t ccl__cpu_net_start(ccl_comm_t *comm, CpuNet **out)
     n->rbuf = calloc((size_t)N, sizeof *n->rbuf);
     n->rdata = calloc((size_t)N, sizeof *n->rdata);
     n->idents = calloc((size_t)N * CCL_IDENT_RING, sizeof(CclIdent));
-    n->cts = calloc((size_t)N * WIN, sizeof *n->cts);
-    n->rx = calloc((size_t)N * WIN, sizeof *n->rx);
-    n->cleared = calloc((size_t)N, sizeof *n->cleared);
-    n->landed = calloc((size_t)N, sizeof *n->landed);
+    n->cts = calloc((size_t)N * CREDITS, sizeof *n->cts);
+    n->ring = calloc((size_t)N * CREDITS, sizeof *n->ring);
+    n->rx = calloc((size_t)N * CREDITS, sizeof *n->rx);
     n->rx_nth = calloc((size_t)N, sizeof *n->rx_nth);
     n->rx_last = calloc((size_t)N, sizeof *n->rx_last);
     n->boot = calloc((size_t)N, sizeof *n->boot);
-    n->early = calloc((size_t)N * CREDITS, sizeof *n->early);
     n->taken = calloc((size_t)N, sizeof *n->taken);
-    n->landed_sent = calloc((size_t)N, sizeof *n->landed_sent);
-    int ok = n->boot && n->early && n->taken && n->landed_sent && n->posted && n->acked && n->arrived && n->flags && n->lost_by && n->cut && n->applied &&
-             n->ack_sent && n->bye && n->rreq && n->rbuf && n->rdata && n->idents && n->cts && n->rx && n->cleared &&
-             n->landed && n->rx_nth && n->rx_last;
+    n->complete = calloc((size_t)N, sizeof *n->complete);
+    n->complete_sent = calloc((size_t)N, sizeof *n->complete_sent);
+    n->arrivals = calloc((size_t)N, sizeof *n->arrivals);
+    n->expected = calloc((size_t)N, sizeof *n->expected);
+    n->held = calloc((size_t)N, sizeof *n->held);
+    int ok = n->boot && n->taken && n->complete && n->complete_sent && n->arrivals && n->expected && n->held &&
+             n->posted && n->acked && n->arrived && n->flags && n->lost_by && n->cut && n->applied && n->ack_sent &&
+             n->bye && n->rreq && n->rbuf && n->rdata && n->idents && n->cts && n->ring && n->rx && n->rx_nth &&
+             n->rx_last;
     for (int p = 0; ok && p < N; p++)
         if (remote(n, p) && !(n->rbuf[p] = malloc(sizeof(NetHdr) + NET_INLINE)))
             ok = 0;
@@ -958,9 +929,9 @@ void ccl__cpu_net_stop(CpuNet *n)
     char cut[64] = "", early[120] = "";
     if (n->ncut)
         snprintf(cut, sizeof cut, "; the connections to %d of them failed", n->ncut);
-    if (n->early_total)
-        snprintf(early, sizeof early, "; %llu eager point-to-point messages came before their recv (at most %d "
-                 "kept at once)", (unsigned long long)n->early_total, n->early_peak);
+    if (n->held_peak)
+        snprintf(early, sizeof early, "; %llu point-to-point messages came before their recv (at most %d kept at "
+                 "once from one rank)", (unsigned long long)n->early, n->held_peak);
     CCL__LOG(CCL__LOG_INFO, CCL__SUB_INIT, n->me, "inter-node proxy: %llu messages (%llu bytes) sent to, %llu "
              "received from the other nodes' ranks%s%s", (unsigned long long)n->sent, (unsigned long long)n->sent_bytes,
              (unsigned long long)n->recvd, early, n->broken ? "; the transport failed" : cut);

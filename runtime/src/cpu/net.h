@@ -31,43 +31,61 @@ uint64_t ccl__cpu_net_posted(CpuNet *n, int peer);
 _Atomic uint64_t *ccl__cpu_net_acked(CpuNet *n, int peer);
 
 /* Point-to-point with a rank of another node (cpu/p2p.c drives it; docs/multinode.md,
- * "Point-to-point"). The receiver clears each message with a CTS, and the sender of a
- * large message sends it only then, straight into the recv's buffer: so a large message
- * never waits in a buffer of the proxy, and the sender learns the recv's count and dtype
- * before it sends a byte. A message of at most CCL__NET_EAGER_BYTES goes at once
- * instead (eager), and waits, if its recv has not come yet, in the receiving proxy: at
- * most CCL__NET_EAGER_CREDITS of them per pair (the sender's credits, returned as recvs
- * take them), so that memory stays bounded. At most CCL__NET_P2P_WINDOW messages from
- * one rank to another are cleared and not yet landed (the rings of net.c are that
- * long). Messages are numbered per pair as CclP2pOp.nth; each side calls these for its
- * messages in that order, and a message lands only after every earlier one of its pair. */
-enum { CCL__NET_P2P_WINDOW = 16, CCL__NET_EAGER_BYTES = 8 << 10, CCL__NET_EAGER_CREDITS = 8 };
-/* The receiver: recv message recv->nth from peer (its count and dtype in *recv) into
- * buf, `bytes` long; requires recv->nth < ccl__cpu_net_p2p_landed(peer) + the window. */
-int ccl__cpu_net_p2p_recv(CpuNet *n, int peer, const CclP2pSlot *recv, void *buf, size_t bytes);
-/* Messages from peer wholly received so far (the last one's nth + 1). */
-uint64_t ccl__cpu_net_p2p_landed(CpuNet *n, int peer);
-/* 1 when peer refused message nth, or its eager message nth does not match the recv:
- * *found is its header (nothing of it landed); else 0. */
-int ccl__cpu_net_p2p_refused(CpuNet *n, int peer, uint64_t nth, CclP2pSlot *found);
-/* The sender: 1 when peer has cleared message nth to it (*count, *dtype: its recv's),
- * else 0; and how many messages peer has cleared in all. */
-int ccl__cpu_net_p2p_cleared(CpuNet *n, int peer, uint64_t nth, uint64_t *count, uint64_t *dtype);
-uint64_t ccl__cpu_net_p2p_cleared_upto(CpuNet *n, int peer);
-/* Sends message send->nth (`bytes` at src, not copied unless small: src must stay
- * intact until *acked(peer) reaches *mark, when it has landed); refuse: only the header,
- * flagged so that the receiver fails naming both calls (no mark). 0, or -1 when out of
- * memory (message set). On the comm's worker, while no collective runs. */
-int ccl__cpu_net_p2p_send(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes, int refuse,
-                          uint64_t *mark);
-/* Sends message send->nth of at most CCL__NET_EAGER_BYTES (copied) without waiting for
- * its CTS; requires send->nth < ccl__cpu_net_p2p_taken(peer) + CCL__NET_EAGER_CREDITS.
- * Its recv checks it (a mismatch fails the recv, naming both calls). 0, or -1 when out of
- * memory (message set). */
-int ccl__cpu_net_p2p_eager(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes);
-/* The sender: how many of its messages to peer peer's recvs have taken so far (the last
- * one's nth + 1, as peer's proxy last said): a message is done once this passes it. */
+ * "Point-to-point"). Messages are numbered per pair as CclP2pOp.nth, and each side calls
+ * these for its messages in that order. The sender announces every message, within its
+ * credits: at most CCL__NET_CREDITS of its messages to one peer that the peer's recvs have
+ * not completed yet. A message of at most CCL__NET_EAGER_BYTES goes whole at once (EAGER,
+ * copied: the send is done when it returns); a larger one sends its header alone (RTS),
+ * and its data only once the receiver answers (CTS), straight from the caller's buffer into
+ * the recv's. The receiving proxy keeps what arrives (one slot per credit and sender, so
+ * that memory stays bounded) until the receiver's worker takes it: the worker, not the
+ * sender, compares the header with its recv (a mismatch fails the recv naming both calls,
+ * nothing landed), then copies an eager message's data into the recv's buffer or
+ * registers that buffer and sends the CTS. The transport keeps a pair's messages in order
+ * and the worker takes them in number order, so the k-th send meets the k-th recv. */
+enum { CCL__NET_EAGER_BYTES = 8 << 10, CCL__NET_CREDITS = 8 };
+
+/* The sender. How many of its messages to peer peer's recvs have completed (as peer's
+ * proxy last said): message nth may be announced while nth < this + CCL__NET_CREDITS. */
 uint64_t ccl__cpu_net_p2p_taken(CpuNet *n, int peer);
+/* Announces message send->nth: of at most CCL__NET_EAGER_BYTES, whole (src copied; the
+ * send is done); else its header alone (RTS), the data to follow ccl__cpu_net_p2p_data
+ * once ccl__cpu_net_p2p_cleared says so. 0, or -1 when out of memory (message set). */
+int ccl__cpu_net_p2p_announce(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes);
+/* 1 once peer has answered the RTS of message nth (its recv matched), else 0. */
+int ccl__cpu_net_p2p_cleared(CpuNet *n, int peer, uint64_t nth);
+/* Sends message send->nth's data (`bytes` at src, not copied unless small: src must stay
+ * intact until *acked(peer) reaches *mark, when it has landed). 0, or -1 when out of
+ * memory (message set). On the comm's worker, while no collective runs. */
+int ccl__cpu_net_p2p_data(CpuNet *n, int peer, const CclP2pSlot *send, const void *src, size_t bytes,
+                          uint64_t *mark);
+
+/* The receiver. Message nth from peer, once its announcement has arrived: 1 for an eager
+ * message, 2 for a large one, with *found its header; 0 while it has not come. */
+int ccl__cpu_net_p2p_peek(CpuNet *n, int peer, uint64_t nth, CclP2pSlot *found);
+/* Takes message nth, which peek found and which matches the recv (`bytes` at buf): an
+ * eager one's data are copied into buf, a large one's will land there (buf registered,
+ * the CTS sent). 0, or -1 when out of memory (message set). */
+int ccl__cpu_net_p2p_take(CpuNet *n, int peer, uint64_t nth, void *buf, size_t bytes);
+/* 1 once large message nth, taken, has landed in its buffer. */
+int ccl__cpu_net_p2p_landed(CpuNet *n, int peer, uint64_t nth);
+/* The recvs from peer are complete up to message upto (exclusive): its credits, which
+ * the proxy returns in its next ACK. */
+void ccl__cpu_net_p2p_complete(CpuNet *n, int peer, uint64_t upto);
+/* The recvs from peer posted so far reach message upto (exclusive): for the log's count of
+ * messages that came before their recv. */
+void ccl__cpu_net_p2p_expect(CpuNet *n, int peer, uint64_t upto);
+/* Messages from peer whose announcement has arrived (the last one's nth + 1). */
+uint64_t ccl__cpu_net_p2p_arrived(CpuNet *n, int peer);
+
+/* One sweep of the proxy's (net.c), run by the comm's worker while it waits for
+ * point-to-point messages, unless the proxy thread is sweeping: a message the worker
+ * queued leaves, and one that arrived is kept, without waiting for the proxy thread to be
+ * scheduled. */
+void ccl__cpu_net_progress(CpuNet *n);
+/* The worker says whether it is in such a wait (on: 1) or not (0): while it is, the proxy
+ * thread naps between its own sweeps instead of only yielding. */
+void ccl__cpu_net_helping(CpuNet *n, int on);
 
 /* This rank's identity of a call, to every rank of another node, and a remote rank's
  * for seq as it arrived (1, or 0 when it has not). */

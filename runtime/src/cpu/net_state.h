@@ -10,10 +10,9 @@
 
 enum { NET_INLINE = 8 << 10, NET_PIECE = 1 << 30 };
 enum { F_DATA_FOLLOWS = 1,      /* PUT, P2P: the piece is the sender's next message */
-       F_MISMATCH = 2,          /* P2P: no data; the sender's call does not match the CTS */
        F_GAVE_UP = 4 };         /* BOOT: the sender gave up the split numbered a >> 32 */
-enum { M_PUT = 1, M_ADD, M_ACK, M_IDENT, M_ARRIVE, M_ABORT, M_BYE, M_CTS, M_P2P, M_BOOT, M_EAGER };
-enum { WIN = CCL__NET_P2P_WINDOW, CREDITS = CCL__NET_EAGER_CREDITS };
+enum { M_PUT = 1, M_ADD, M_ACK, M_IDENT, M_ARRIVE, M_ABORT, M_BYE, M_CTS, M_P2P, M_BOOT, M_EAGER, M_RTS };
+enum { CREDITS = CCL__NET_CREDITS };
 _Static_assert((int)CCL__NET_EAGER_BYTES <= (int)NET_INLINE, "an eager message is one inline message");
 
 typedef struct {
@@ -22,28 +21,21 @@ typedef struct {
     char pad[40];
 } NetHdr;
 _Static_assert(sizeof(NetHdr) == 64, "the header is 64 bytes");
-_Static_assert(sizeof(CclP2pSlot) <= sizeof(((NetHdr *)0)->pad), "a CTS's and a P2P's CclP2pSlot fits the header");
+_Static_assert(sizeof(CclP2pSlot) <= sizeof(((NetHdr *)0)->pad), "a message's CclP2pSlot fits the header");
 
-/* Point-to-point, the sender's side: the CTS of message nth from rank p, in slot nth % WIN
- * of p's ring (seq = nth + 1 once it is there). The receiver sends CTS nth + WIN only once
- * message nth has landed, which, unless it went eager (whose CTS nobody reads), the sender
- * sent only after reading CTS nth: so a slot is never overwritten before it is read. */
+/* Point-to-point's rings, each CREDITS slots per peer, message nth in slot nth % CREDITS.
+ * The credits keep every message of a pair that is announced and not complete within
+ * CREDITS of each other, so no slot is reused before its last use is over:
+ *   cts    the sender's: nth + 1 once the CTS of its large message nth has come;
+ *   ring   the receiver's: the EAGER or RTS message nth (header and payload, a copy the
+ *          proxy made), until the worker takes it (NULL then);
+ *   rx     the receiver's: large message nth's recv, registered by the worker before its
+ *          CTS goes out (seq = nth + 1); the proxy receives the data into buf and sets got
+ *          to nth + 1 once the last piece has landed. */
 typedef struct {
-    _Atomic uint64_t seq;
-    uint64_t count, dtype;
-} NetCts;
-
-/* The receiver's side: recv nth from rank p, registered by the worker before its CTS
- * goes out (seq = nth + 1), in slot nth % WIN; the proxy receives the message's pieces into
- * buf. want: the recv's header, which an eager message must match. bad: the sender
- * refused the match (F_MISMATCH), or an eager message did not match; found is its header. */
-typedef struct {
-    _Atomic uint64_t seq;
+    _Atomic uint64_t seq, got;
     char *buf;
     size_t bytes;
-    CclP2pSlot want;
-    _Atomic int bad;
-    CclP2pSlot found;
 } NetRecv;
 
 /* A BOOT message kept for the split's thread (ccl__cpu_net_boot_take). */
@@ -74,6 +66,11 @@ struct CpuNet {
     Msg *flight, *flight_tail;  /* posted, not yet complete (proxy only) */
     Msg *dropped;               /* posted to a rank lost since: the transport may hold them
                                    still, so they are freed only at the end (proxy only) */
+    pthread_mutex_t sweep_mu;   /* held by whoever sweeps: the proxy thread, or the worker
+                                   helping it (ccl__cpu_net_progress); "proxy only" below
+                                   means under it */
+    double last_busy;           /* when a sweep last did something (proxy only) */
+    _Atomic int helping;        /* the worker sweeps while it waits (ccl__cpu_net_helping) */
     _Atomic int stop;
     int broken;                 /* the transport failed: no more calls into it */
     int *cut, ncut;             /* per rank: its connection failed, no more calls for it
@@ -91,20 +88,21 @@ struct CpuNet {
     int *rdata;                 /* per rank: the posted receive is a PUT's piece (1, into the
                                    heap) or a P2P's (2, into a recv's buffer) */
     uint64_t *idents;           /* [N][CCL_IDENT_RING] CclIdents, as words */
-    NetCts *cts;                /* [N][W], point-to-point (above) */
-    NetRecv *rx;                /* [N][W] */
-    _Atomic uint64_t *cleared;  /* per rank: messages to it it has cleared (the last CTS's nth + 1) */
-    _Atomic uint64_t *landed;   /* per rank: messages from it wholly received (the last's nth + 1) */
+    _Atomic uint64_t *cts;      /* [N][CREDITS], point-to-point's rings (above) */
+    _Atomic(char *) *ring;      /* [N][CREDITS] */
+    NetRecv *rx;                /* [N][CREDITS] */
     uint64_t *rx_nth;           /* per rank, rdata 2: the message whose piece is being received, */
     int *rx_last;               /* and whether the piece is its last */
-    char **early;               /* [N][CREDITS]: EAGER messages (header and payload) that came
-                                   before their recv could take them, message nth in slot
-                                   nth % CREDITS (proxy only) */
-    _Atomic uint64_t *taken;    /* per rank: this rank's messages to it that have landed there
+    _Atomic uint64_t *taken;    /* per rank: this rank's messages to it whose recvs completed
                                    (its ACKs say; the sender's credits) */
-    uint64_t *landed_sent;      /* per rank: the landed count the last ACK to it carried */
-    uint64_t early_total;       /* EAGER messages that had to wait for their recv, */
-    int early_held, early_peak; /* how many wait now, and at most (for the log) */
+    _Atomic uint64_t *complete; /* per rank: messages from it whose recvs completed here (the
+                                   worker's), */
+    uint64_t *complete_sent;    /* and what the last ACK to it said (proxy only) */
+    _Atomic uint64_t *arrivals; /* per rank: its messages announced here (the last's nth + 1) */
+    _Atomic uint64_t *expected; /* per rank: the recvs from it posted so far (the worker's) */
+    _Atomic int *held;          /* per rank: its messages in the ring now; */
+    int held_peak;              /* the most of one rank's at once (proxy only), */
+    uint64_t early;             /* and how many came before their recv (proxy only; the log) */
     BootMsg **boot;             /* per rank: BOOT messages not yet taken, in arrival order (under mu) */
 };
 

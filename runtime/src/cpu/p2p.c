@@ -21,26 +21,24 @@
  * A peer on another node (no heap mapped here) has no slots: its channels go through the
  * inter-node proxy (cpu/net.h), in the same round of the same loop, so a group mixing
  * both kinds still progresses all its calls at once.
- *   recv: register the call's buffer with the proxy and send the sender a CTS carrying
- *         its count and dtype (at most CCL__NET_P2P_WINDOW cleared and not landed per
- *         peer); done once the proxy has received the whole message into the buffer. If
- *         the message does not match (an eager one, which the receiving proxy checks, or
- *         one its sender refused) the recv fails naming both calls, its buffer untouched.
- *   send, small (at most CCL__NET_EAGER_BYTES): at once, without waiting for the CTS,
- *         into a buffer of the receiving proxy if its recv has not come yet; at most
- *         CCL__NET_EAGER_CREDITS such messages per peer ahead of what the peer's recvs
- *         have taken, so the proxy's memory stays bounded. Done once the peer's recv has
- *         taken it (as on one node, a send completes when its data has arrived). The
- *         receiving proxy checks its header against the recv, as the slots do.
- *   send, large: once the CTS of the call's message has come, compare it with the call:
- *         if it matches, send the data (from the caller's buffer, as a net put's piece
- *         is); done once the receiver acknowledged every piece, as a flush is. If it does
- *         not match, send only the call's header, flagged: the receiver then fails naming
- *         both calls, in the same words as on one node.
- * Either way a sender whose message does not match stops when the receiver does (the
- * receiver alone reports the mismatch, as on one node). A channel's messages go in call
- * order, eager or not (an eager one waits for the CTS path of a large one before it), so
- * the k-th send meets the k-th recv. */
+ *   send: announce each message in call order, within CCL__NET_CREDITS of the last one
+ *         the peer's recvs completed (the credits bound what the receiving proxy keeps).
+ *         Small (at most CCL__NET_EAGER_BYTES): the whole message, copied, and the send is
+ *         done at once, before its recv is posted if it comes late (as MPI's eager sends).
+ *         Large: its header alone (RTS); once the receiver answers (CTS), the data, from
+ *         the caller's buffer as a net put's piece is, and it is done once the receiver
+ *         acknowledged every piece, as a flush is.
+ *   recv: take each message in call order once its announcement has arrived; compare
+ *         its header with the call (message number, count, dtype) before a byte lands, as
+ *         the slots do: a mismatch fails the recv naming both calls, its buffer untouched.
+ *         Small: copy it into the buffer, done. Large: register the buffer and answer
+ *         with the CTS; done once the proxy has received the data into it. The recvs
+ *         completed so far return the sender's credits.
+ * A sender whose message does not match stops when the receiver does (the receiver alone
+ * reports the mismatch, as on one node); a small send that was done already leaves the
+ * sender to find the comm stopped at its next call. While no call of the group can move,
+ * the worker runs the proxy's sweep itself (ccl__cpu_net_progress), so that its messages
+ * leave and its peers' arrive without waiting for the proxy thread to be scheduled. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,8 +52,10 @@ typedef struct {
     size_t bytes;
     uint64_t first, slots;           /* its slots on its channel: [first, first + slots) */
     uint64_t next;                   /* slots of it filled (send) or emptied (recv) */
-    uint64_t mark;                   /* a send to another node: done once acked reaches it */
-    int eager;                       /* a send to another node that went eager: done once taken */
+    uint64_t mark;                   /* a large message to another node: a send is done once
+                                        acked reaches it */
+    int eager;                       /* a message to or from another node that went whole */
+    int sent;                        /* a large send to another node whose data went out */
 } Call;
 
 static _Atomic uint64_t *sem(ccl_comm_t *comm, int rank, int k)
@@ -136,17 +136,17 @@ static void report_stuck(ccl_comm_t *comm, CpuNet *net, const Call *c, int ncall
     }
     char what[160], how[200];
     ccl__p2p_describe(c->op, (uint64_t)ncalls, what, sizeof what);
-    uint64_t cleared = ccl__cpu_net_p2p_cleared_upto(net, p);
     const char *v = ccl__p2p_vname(c->op->vtag);   /* a v-collective's segment: its partner is the same call */
-    if (send && cleared > c->op->nth)
+    if (send && c->sent)
         CCL__FMT(how, sizeof how, "its data went out, but rank %d on node %d did not acknowledge it", p,
                  p / comm->local);
     else if (send)
-        CCL__FMT(how, sizeof how, "rank %d on node %d has made no matching %s (it cleared %llu of this rank's "
-                 "messages to it)", p, p / comm->local, v ? v : "ccl_recv", (unsigned long long)cleared);
+        CCL__FMT(how, sizeof how, "rank %d on node %d has made no matching %s (its recvs took %llu of this rank's "
+                 "messages to it)", p, p / comm->local, v ? v : "ccl_recv",
+                 (unsigned long long)ccl__cpu_net_p2p_taken(net, p));
     else
         CCL__FMT(how, sizeof how, "rank %d on node %d has made no matching %s (%llu of its messages to this rank "
-                 "arrived)", p, p / comm->local, v ? v : "ccl_send", (unsigned long long)ccl__cpu_net_p2p_landed(net, p));
+                 "arrived)", p, p / comm->local, v ? v : "ccl_send", (unsigned long long)ccl__cpu_net_p2p_arrived(net, p));
     ccl__set_async_error(comm, CCL_ERR_TIMEOUT, "timeout: rank %d: %s (message %llu from rank %d to rank %d) %s "
                          "within %d ms: %s", me, what, (unsigned long long)c->op->nth + 1, send ? me : p,
                          send ? p : me, send ? "was not received" : "received nothing", comm->timeout_ms, how);
@@ -172,70 +172,73 @@ typedef struct {
     int *calls, ncalls;
     int fill, done;
     int send, peer;
-    int post;                        /* a recv from another node: calls cleared (CTS sent) */
+    int post;                        /* another node's: calls sent (large) or taken (the
+                                        function below says) */
 } Channel;
 
 /* channel_step for a peer of another node (the file's head says how): the same
- * returns. */
+ * returns. A send channel's calls are announced up to `fill`, their data sent (large ones)
+ * up to `post`, done up to `done`; a recv channel's taken up to `post`, done up to `done`. */
 static int net_channel_step(ccl_comm_t *comm, CpuNet *net, Call *calls, int ncalls, Channel *ch)
 {
     int moved = 0, p = ch->peer;
     if (ch->send) {
-        uint64_t acked = atomic_load_explicit(ccl__cpu_net_acked(net, p), memory_order_acquire), count, dtype;
+        uint64_t acked = atomic_load_explicit(ccl__cpu_net_acked(net, p), memory_order_acquire);
         uint64_t taken = ccl__cpu_net_p2p_taken(net, p);
         for (; ch->fill < ch->ncalls; ch->fill++, moved++) {
             Call *c = &calls[ch->calls[ch->fill]];
+            if (c->op->nth >= taken + CCL__NET_CREDITS)
+                break;               /* no credit: the peer's recvs must complete earlier ones */
             CclP2pSlot h = header_of(c->op, ncalls);
-            if (c->bytes <= CCL__NET_EAGER_BYTES) {
-                if (c->op->nth >= taken + CCL__NET_EAGER_CREDITS)
-                    break;           /* no credit: the peer's recvs must take earlier ones first */
-                c->eager = 1;
-                if (ccl__cpu_net_p2p_eager(net, p, &h, c->op->buf, c->bytes) != 0) {
-                    ccl__cpu_abort_all(comm);
-                    return -1;
-                }
-                continue;
-            }
-            if (!ccl__cpu_net_p2p_cleared(net, p, c->op->nth, &count, &dtype))
-                break;
-            int refuse = count != h.count || dtype != h.dtype;
-            c->mark = UINT64_MAX;    /* refused: never done; the receiver's failure stops this rank */
-            if (ccl__cpu_net_p2p_send(net, p, &h, c->op->buf, c->bytes, refuse, &c->mark) != 0) {
-                ccl__cpu_abort_all(comm);
-                return -1;
-            }
+            c->eager = c->bytes <= CCL__NET_EAGER_BYTES;
+            if (ccl__cpu_net_p2p_announce(net, p, &h, c->op->buf, c->bytes) != 0)
+                goto failed;
         }
-        for (; ch->done < ch->fill; ch->done++, moved++) {
+        for (; ch->post < ch->fill; ch->post++, moved++) {
+            Call *c = &calls[ch->calls[ch->post]];
+            if (c->eager)
+                continue;
+            if (!ccl__cpu_net_p2p_cleared(net, p, c->op->nth))
+                break;
+            CclP2pSlot h = header_of(c->op, ncalls);
+            if (ccl__cpu_net_p2p_data(net, p, &h, c->op->buf, c->bytes, &c->mark) != 0)
+                goto failed;
+            c->sent = 1;
+        }
+        for (; ch->done < ch->post; ch->done++, moved++) {
             const Call *c = &calls[ch->calls[ch->done]];
-            if (c->eager ? taken <= c->op->nth : acked < c->mark)
+            if (!c->eager && acked < c->mark)
                 break;
         }
         return moved;
     }
-    uint64_t landed = ccl__cpu_net_p2p_landed(net, p);
     for (; ch->post < ch->ncalls; ch->post++, moved++) {
-        const Call *c = &calls[ch->calls[ch->post]];
-        if (c->op->nth >= landed + CCL__NET_P2P_WINDOW)
-            break;
-        CclP2pSlot h = header_of(c->op, ncalls);
-        if (ccl__cpu_net_p2p_recv(net, p, &h, c->op->buf, c->bytes) != 0) {
-            ccl__cpu_abort_all(comm);
-            return -1;
-        }
-    }
-    for (; ch->done < ch->post; ch->done++, moved++) {
-        const Call *c = &calls[ch->calls[ch->done]];
+        Call *c = &calls[ch->calls[ch->post]];
         CclP2pSlot found;
-        if (landed > c->op->nth)
-            continue;
-        if (ccl__cpu_net_p2p_refused(net, p, c->op->nth, &found)) {
+        int kind = ccl__cpu_net_p2p_peek(net, p, c->op->nth, &found);
+        if (!kind)
+            break;
+        if (found.count != c->op->count || found.dtype != ccl__p2p_wire_dtype(c->op)) {
             ccl__p2p_mismatch_error(comm, c->op, (uint64_t)ncalls, &found);
             ccl__cpu_abort_all(comm);
             return -1;
         }
-        break;
+        c->eager = kind == 1;
+        if (ccl__cpu_net_p2p_take(net, p, c->op->nth, c->op->buf, c->bytes) != 0)
+            goto failed;
     }
+    int before = ch->done;
+    for (; ch->done < ch->post; ch->done++, moved++) {
+        const Call *c = &calls[ch->calls[ch->done]];
+        if (!c->eager && !ccl__cpu_net_p2p_landed(net, p, c->op->nth))
+            break;
+    }
+    if (ch->done != before)
+        ccl__cpu_net_p2p_complete(net, p, calls[ch->calls[ch->done - 1]].op->nth + 1);
     return moved;
+failed:
+    ccl__cpu_abort_all(comm);
+    return -1;
 }
 
 /* Moves channel ch as far as it can now: the number of slots moved or calls completed
@@ -333,9 +336,18 @@ void ccl__cpu_p2p_run(ccl_comm_t *comm, CpuNet *net, CpuP2p *st, const CclP2pOp 
                                      .peer = k % N};
     for (int i = 0; i < n; i++)
         order[count[(ops[i].kind == CCL__P2P_SEND ? 0 : N) + ops[i].peer]++] = i;
+    int remote = 0;                  /* channels with ranks of other nodes */
+    for (int k = 0; k < nch; k++)
+        if (!comm->heap_base[chans[k].peer]) {
+            remote++;
+            if (!chans[k].send)
+                ccl__cpu_net_p2p_expect(net, chans[k].peer, ops[chans[k].calls[chans[k].ncalls - 1]].nth + 1);
+        }
 
     int left = n;
     CpuSpinClock clock = {0};
+    if (remote)
+        ccl__cpu_net_helping(net, 1);
     for (unsigned it = 0; left > 0;) {
         int moved = 0;
         left = 0;
@@ -348,6 +360,8 @@ void ccl__cpu_p2p_run(ccl_comm_t *comm, CpuNet *net, CpuP2p *st, const CclP2pOp 
             moved |= r > 0 || chans[k].done != before;
             left += chans[k].ncalls - chans[k].done;
         }
+        if (remote)
+            ccl__cpu_net_progress(net);   /* what this round queued leaves now */
         if (left == 0)
             break;
         if (moved) {
@@ -370,6 +384,8 @@ void ccl__cpu_p2p_run(ccl_comm_t *comm, CpuNet *net, CpuP2p *st, const CclP2pOp 
         ccl__backoff(it++);
     }
 out:
+    if (net)
+        ccl__cpu_net_helping(net, 0);
     free(calls), free(order), free(count), free(at), free(chans);
 }
 
