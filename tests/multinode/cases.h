@@ -449,8 +449,8 @@ static long p2p_case(ccl_comm_t *comm, int pat, size_t count, ccl_dtype_t t, int
  * with the sender calling 200 ms after the receiver. The first 12 messages are small (at
  * most 8 KiB: eager, more than the sender's 8 credits, so the receiving proxy keeps as
  * many as the credits allow while the sender waits for more), the rest mix small ones
- * (one of them empty) and one of 3000 elements in four (12 KB: announced, then cleared by a CTS),
- * so eager messages and CTS-cleared ones follow each other on one channel. Every element
+ * (one of them empty) and one of 3000 elements in four (12 KB: announced, then cleared
+ * by a CTS), so eager messages and CTS-cleared ones follow each other on one channel. Every element
  * of every message is checked: a message in the wrong recv shows. 0 when all are right. */
 enum { LATE_MSGS = 40 };
 
