@@ -400,13 +400,18 @@ typedef enum {
 
 /* One turn of a bounded spin: SPIN_ABORTED on abort, SPIN_TIMEOUT once the timeout has
  * passed since the first clock reading (taken every 64 turns; clock_turn, which also
- * stops every rank when a peer's process is gone), else SPIN_DONE after backing off. */
+ * stops every rank when a peer's process is gone), else SPIN_DONE after backing off. On
+ * a comm of several nodes the waiter sweeps the proxy first (unless the proxy thread is
+ * sweeping), so that what it waits for from another node need not wait for that thread
+ * to be scheduled. */
 static SpinResult spin_turn(Exec *x, unsigned it, CpuSpinClock *clock)
 {
     if (atomic_load_explicit(x->abort_flag, memory_order_relaxed))
         return SPIN_ABORTED;
     if ((it & 63) == 63 && ccl__cpu_clock_turn(x->comm, clock))
         return SPIN_TIMEOUT;
+    if (x->net)
+        ccl__cpu_net_progress(x->net);
     ccl__backoff(it);
     return SPIN_DONE;
 }

@@ -115,6 +115,8 @@ int ccl__cpu_check_idents(ccl_comm_t *comm, const CclCall *c)
             ccl__cpu_abort_all(comm);
             goto out;
         }
+        if (heaps(comm)->net)
+            ccl__cpu_net_progress(heaps(comm)->net);   /* the identities of other nodes' ranks */
         ccl__backoff(it);
     }
 out:
