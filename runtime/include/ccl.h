@@ -372,13 +372,17 @@ ccl_result_t ccl_algorithm_run_v(ccl_algorithm_t *alg, const void *sendbuf, cons
 /* Point-to-point: count elements of buf to (from) rank `peer` of comm, on stream. The
  * k-th ccl_send from rank a to rank b matches the k-th ccl_recv on b from a, whatever
  * groups they are in; the two must name the same count and dtype (a disagreement fails
- * both ranks, asynchronously, naming both calls, before any element is written). Only
- * the two ranks take part: other ranks make no call. A send completes only once its
- * receiver has posted the matching receive (rendezvous; the CPU backend waits until the
- * receiver has taken every element, the GPU backend until the data are in the channel
- * or the receiver's buffer), so a send and a recv that wait for each other must be in
- * one group; a call never matched fails when comm's timeout passes, naming
- * it. buf may be any memory this rank can address (ccl_mem_alloc'd or not); it must stay
+ * both ranks, asynchronously, naming both calls, before any element is written; a send
+ * that completed already, below, leaves its rank to fail at its next call). Only the two
+ * ranks take part: other ranks make no call. A send completes only once its receiver
+ * has posted the matching receive (rendezvous; the CPU backend waits until the receiver
+ * has taken every element, the GPU backend until the data are in the channel or the
+ * receiver's buffer), so a send and a recv that wait for each other must be in one
+ * group; a call never matched fails when comm's timeout passes, naming it. One
+ * exception, as MPI's eager sends: on the CPU backend a send of at most 8 KiB to a rank
+ * of another node completes once it has left, within 8 such messages to that rank that
+ * its receives have not taken yet (docs/multinode.md); portable code groups them all the
+ * same. buf may be any memory this rank can address (ccl_mem_alloc'd or not); it must stay
  * valid and, for a send, unchanged until ccl_comm_synchronize. peer may be the rank
  * itself (a send and a recv to self in one group copy locally). count may be 0. Both
  * backends run them; on the GPU backend buf is device memory (ccl_mem_alloc, cudaMalloc),
