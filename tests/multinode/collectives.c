@@ -128,7 +128,7 @@ static void bandwidth(ccl_comm_t *comm)
 static void latency(ccl_comm_t *comm)
 {
     enum { RUNS = 9, ITERS = 200 };
-    static const size_t sizes[] = {8, 1024, 8192, 65536};
+    static const size_t sizes[] = {8, 1024, 8192, 65536, 1048576};
     int peer = 1 - rank;
     if (rank == 0)
         printf("| bytes | ccl ping-pong (us) | MPI ping-pong (us) | ccl exchange in a group (us) | MPI_Sendrecv (us) |\n"
@@ -318,27 +318,24 @@ int main(int argc, char **argv)
             for (int i = 0; i < LONE_COUNT; i++)
                 buf[m][i] = rank == 0 ? m * 100 + i : -1;
         r = CCL_OK;
-        if (rank == 0) {
+        if (rank == 2)
+            MPI_Recv(&go, 1, MPI_INT, 0, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (rank == 0 || rank == 2) {
             ccl_group_start();
             for (int m = 0; m < LONE; m++)
-                ccl_send(buf[m], LONE_COUNT, CCL_I32, 2, comm, NULL);
+                rank == 0 ? ccl_send(buf[m], LONE_COUNT, CCL_I32, 2, comm, NULL)
+                          : ccl_recv(buf[m], LONE_COUNT, CCL_I32, 0, comm, NULL);
             r = ccl_group_end();
             if (r == CCL_OK)
                 r = ccl_comm_synchronize(comm);
+        }
+        if (rank == 0) {
             go = r == CCL_OK;
             MPI_Send(&go, 1, MPI_INT, 2, 9, MPI_COMM_WORLD);
-        } else if (rank == 2) {
-            MPI_Recv(&go, 1, MPI_INT, 0, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            ccl_group_start();
-            for (int m = 0; m < LONE; m++)
-                ccl_recv(buf[m], LONE_COUNT, CCL_I32, 0, comm, NULL);
-            r = ccl_group_end();
-            if (r == CCL_OK)
-                r = ccl_comm_synchronize(comm);
-            for (int m = 0; m < LONE; m++)
-                for (int i = 0; i < LONE_COUNT; i++)
-                    wrong += buf[m][i] != m * 100 + i;
         }
+        for (int m = 0; rank == 2 && m < LONE; m++)
+            for (int i = 0; i < LONE_COUNT; i++)
+                wrong += buf[m][i] != m * 100 + i;
         if (rank == 0 || rank == 2)
             printf("rank %d: %s%s%s; wrong elements: %ld\n", rank, ccl_result_string(r), r == CCL_OK ? "" : ": ",
                    r == CCL_OK ? "" : ccl_comm_last_error(comm), wrong);
