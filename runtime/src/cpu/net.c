@@ -4,7 +4,10 @@
  * that crosses nodes is a message of the transport the user gave (ccl_net_t: Open MPI
  * through ccl_mpi.h), which one proxy thread per communicator posts and polls; the
  * comm's other threads only queue messages (under a mutex) and read words the proxy
- * writes. Messages, each a 64-byte header and a payload:
+ * writes. Messages, each an 80-byte header and a payload; every header also says how many
+ * PUT and P2P pieces from the receiver its sender has applied, and how many of the
+ * receiver's point-to-point messages its recvs have completed (both cumulative, as of
+ * when it was posted; the latter returns the credits, net.h):
  *
  *   PUT    a piece of a net put (at most 1 GiB): the receiver puts it into its heap at
  *          the offset given, and counts it. A piece of at most NET_INLINE bytes rides in
@@ -13,9 +16,9 @@
  *          verifier's rule that nothing writes a put's source before its flush, and the
  *          flush's wait for the peer's acknowledgment, keep the source intact)
  *   ADD    a signal: the receiver adds 1 (release) to the semaphore at the offset given
- *   ACK    how many PUT and P2P pieces from this rank the sender has applied, and how
- *          many of this rank's point-to-point messages to it its recvs have completed
- *          (both cumulative; the latter returns the credits, net.h)
+ *   ACK    only those counts: sent at once after pieces were applied (a flush waits
+ *          for them), and for completed recvs by the proxy thread's next sweep, unless
+ *          half the credits wait already (a message back meanwhile carries them)
  *   IDENT  a call's identity (CclIdent), kept per sender in a ring like the heaps' own
  *   ARRIVE the all-rank barrier's arrival count
  *   ABORT  stop on behalf of rank d (value d + 1), with what is known of d (net.h) and,
@@ -462,6 +465,8 @@ static void post_send(CpuNet *n, Msg *m)
         free(m);
         return;
     }
+    m->h.applied = n->ack_sent[m->peer] = n->applied[m->peer];
+    m->h.complete = n->complete_sent[m->peer] = atomic_load_explicit(&n->complete[m->peer], memory_order_relaxed);
     int rc = n->t.isend(n->t.ctx, m->peer, &m->h, m->bytes, &m->req);
     if (!rc && m->data && (rc = n->t.isend(n->t.ctx, m->peer, m->data, m->h.b, &m->dreq)) != 0)
         n->t.cancel(n->t.ctx, m->req); /* (the header's send is given up) */
@@ -522,6 +527,8 @@ static void apply(CpuNet *n, int p, size_t bytes)
         broke(n, "a message shorter than its header", p, (int)bytes);
         return;
     }
+    atomic_store_explicit(&n->acked[p], h->applied, memory_order_release);
+    atomic_store_explicit(&n->taken[p], h->complete, memory_order_release);
     switch (h->kind) {
     case M_PUT: {
         int follows = h->flags & F_DATA_FOLLOWS;
@@ -551,9 +558,7 @@ static void apply(CpuNet *n, int p, size_t bytes)
         }
         atomic_fetch_add_explicit((_Atomic uint64_t *)(heap + h->a), 1, memory_order_release);
         return;
-    case M_ACK:
-        atomic_store_explicit(&n->acked[p], h->a, memory_order_release);
-        atomic_store_explicit(&n->taken[p], h->b, memory_order_release);
+    case M_ACK:                 /* (its header said it all) */
         return;
     case M_IDENT: {
         enum { W = sizeof(CclIdent) / 8 };
@@ -661,7 +666,7 @@ static void apply(CpuNet *n, int p, size_t bytes)
 /* One sweep: queued messages posted, completed sends freed, arrived messages applied
  * (receives posted again), acknowledgments sent; under sweep_mu. Whether anything
  * happened (then last_busy is now). */
-static int sweep(CpuNet *n)
+static int sweep(CpuNet *n, int proxy)
 {
     int busy = 0;
     pthread_mutex_lock(&n->mu);
@@ -728,13 +733,14 @@ static int sweep(CpuNet *n)
             lost(n, "irecv", p, rc);
     }
     for (int p = 0; p < n->N && !n->broken; p++) {
-        uint64_t done = atomic_load_explicit(&n->complete[p], memory_order_relaxed);
-        if ((n->applied[p] != n->ack_sent[p] || done != n->complete_sent[p]) && !n->bye[p] && !n->cut[p]) {
-            Msg *m = msg_new(p, M_ACK, n->applied[p], done, 0);
+        /* Applied pieces are acknowledged at once (a flush waits for them); completed
+         * recvs (credits) by the proxy thread's next sweep, unless half the credits wait
+         * already: a message back to p meanwhile carries them, as every header does. */
+        uint64_t owed = atomic_load_explicit(&n->complete[p], memory_order_relaxed) - n->complete_sent[p];
+        if ((n->applied[p] != n->ack_sent[p] || owed >= (proxy ? 1u : CREDITS / 2u)) && !n->bye[p] && !n->cut[p]) {
+            Msg *m = msg_new(p, M_ACK, 0, 0, 0);
             if (!m)
                 break; /* tried again at the next sweep */
-            n->ack_sent[p] = n->applied[p];
-            n->complete_sent[p] = done;
             post_send(n, m);
         }
     }
@@ -747,7 +753,7 @@ void ccl__cpu_net_progress(CpuNet *n)
 {
     if (pthread_mutex_trylock(&n->sweep_mu) != 0)
         return;                 /* the proxy thread is sweeping */
-    sweep(n);
+    sweep(n, 0);
     pthread_mutex_unlock(&n->sweep_mu);
 }
 
@@ -765,7 +771,7 @@ static void *proxy_main(void *arg)
     const struct timespec nap = {0, 20000};
     for (;;) {
         pthread_mutex_lock(&n->sweep_mu);
-        sweep(n);
+        sweep(n, 1);
         int end = 0, sending = n->flight != NULL;
         double now = ccl__now_ms(), quiet = now - n->last_busy;
         if (leaving) {

@@ -15,12 +15,14 @@ enum { M_PUT = 1, M_ADD, M_ACK, M_IDENT, M_ARRIVE, M_ABORT, M_BYE, M_CTS, M_P2P,
 enum { CREDITS = CCL__NET_CREDITS };
 _Static_assert((int)CCL__NET_EAGER_BYTES <= (int)NET_INLINE, "an eager message is one inline message");
 
+/* Every header also carries what an ACK says (net.c's head), as of when it was posted. */
 typedef struct {
     uint32_t kind, flags;
     uint64_t a, b;
+    uint64_t applied, complete;
     char pad[40];
 } NetHdr;
-_Static_assert(sizeof(NetHdr) == 64, "the header is 64 bytes");
+_Static_assert(sizeof(NetHdr) == 80, "the header is 80 bytes");
 _Static_assert(sizeof(CclP2pSlot) <= sizeof(((NetHdr *)0)->pad), "a message's CclP2pSlot fits the header");
 
 /* Point-to-point's rings, each CREDITS slots per peer, message nth in slot nth % CREDITS.
