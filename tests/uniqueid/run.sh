@@ -118,10 +118,10 @@ for rpn in 2 1; do
         echo "FAIL $name: not every rank's proxy carried traffic"
         grep -E 'proxy' "$tmp/err" | show /dev/stdin
     elif [ "${kept:-0}" -ne 8 ]; then
-        echo "FAIL $name: the late receivers' proxies kept at most ${kept:-no} early small messages at once, not the 8 credits"
+        echo "FAIL $name: the late receivers' proxies kept at most ${kept:-no} early messages of one sender at once, not the 8 credits"
         grep -E 'proxy' "$tmp/err" | show /dev/stdin
     else
-        echo "ok $name: ring, exchanges (grouped and not) and 20-message groups on 3 counts x f32, i32 x 3 calls, 40 small and large messages to late receivers and from late senders over TCP, every element right; early small messages kept at most 8 at once"
+        echo "ok $name: ring, exchanges (grouped and not) and 20-message groups on 3 counts x f32, i32 x 3 calls, 40 small and large messages to late receivers and from late senders over TCP, every element right; early messages of one sender kept at most 8 at once"
     fi
 done
 
