@@ -224,16 +224,12 @@ int cclc_plan_has_port_puts(const Plan *plan, int rank)
 int cclc_plan_barrier_blocks(const Plan *plan)
 {
     int most = 0;
-    /* Blocks come by rank, then tb: a rank's blocks are one run, its last the highest tb. */
-    for (int i = 0; i < plan->nblocks;) {
-        int rank = plan->blocks[i].rank, ntb = 0, barrier = 0;
-        for (; i < plan->nblocks && plan->blocks[i].rank == rank; i++) {
-            const PlanBlock *b = &plan->blocks[i];
-            if (b->tb + 1 > ntb) ntb = b->tb + 1;
-            for (int j = 0; j < b->nops; j++)
-                barrier |= b->ops[j].kind == OP_BARRIER;
-        }
-        if (barrier && ntb > most) most = ntb;
+    for (int i = 0; i < plan->nblocks; i++) {
+        const PlanBlock *b = &plan->blocks[i];
+        int ntb = plan->prog->ntb[b->rank];
+        for (int j = 0; j < b->nops && ntb > most; j++)
+            if (b->ops[j].kind == OP_BARRIER)
+                most = ntb;
     }
     return most;
 }

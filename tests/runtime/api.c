@@ -277,7 +277,7 @@ static void test_barrier_blocks(void)
     char path[1024];
     static const struct { const char *file; int blocks; } barriers[] = {
         {"allreduce/hybrid.ccl", 4}, {"reduce_scatter/direct.ccl", 2}, {"allreduce/ring.ccl", 0}};
-    for (int i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof barriers / sizeof barriers[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", getenv("CCL_ALGORITHM_DIR") ? getenv("CCL_ALGORITHM_DIR") : "algorithms",
                  barriers[i].file);
         int got = -1;
