@@ -68,8 +68,10 @@ void perf_print_header(const Shared *sh)
            sh->backend == CCL_BACKEND_GPU ? "gpu" : "cpu", sh->devname[0] ? ": " : "", sh->devname);
     printf("# algorithm: %s\n", sh->algo_name);
     printf("# timing: %s\n", sh->method);
-    printf("# check: %s\n", o->check ? "every timed op against exact expected data (#wrong = wrong elements, all ranks)"
-                                     : "off (#wrong: N/A; use --check)");
+    printf("# check: %s\n", !o->check ? "off (#wrong: N/A; use --check)"
+                           : o->graph ? "after the timed replays, each of --repeats untimed replays of the timed graph "
+                                        "against exact expected data (#wrong = wrong elements, all ranks)"
+                                      : "every timed op against exact expected data (#wrong = wrong elements, all ranks)");
     if (o->buffers == PERF_BUF_PLAIN)
         printf("# buffers: plain (%s, not in CCL's heap; CCL stages them where its algorithm needs symmetric memory)\n",
                sh->backend == CCL_BACKEND_GPU ? "cuMemAlloc" : "malloc");
