@@ -136,8 +136,12 @@ static inline Protocol ccl__shape_protocol(int field, Protocol own)
 }
 
 enum {
-    CCL__TUNE_COLLS = 6,             /* Collective values with table entries: the fixed-size
-                                        ones (COLL_ALLREDUCE .. COLL_REDUCE) */
+    CCL__TUNE_COLLS = CCLC_NUM_COLLS, /* Collective values with table entries: all of them.
+                                        allgatherv's bucket is its recvcounts' sum, which
+                                        every rank knows; alltoallv's size is known to no
+                                        rank (each knows its own row and column), so its
+                                        calls look up bucket 1 ("alltoallv 1 ..."): one
+                                        row for every size */
     CCL__TUNE_BUCKETS = 48,          /* size buckets 2^0 .. 2^47 bytes */
     CCL__TUNE_FILES = 32,            /* distinct algorithm files in one table */
     CCL__TUNE_VARIANTS = 64,         /* loaded (file, shape, root) per comm */

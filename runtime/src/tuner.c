@@ -198,13 +198,17 @@ int ccl__tune_parse(const char *text, const char *name, CclTuneTable *t, char *e
             PARSE_FAIL("'%s:%s': the only buffer kind a row names is 'plain' (calls on ordinary buffers)", f[0], kind);
         int c = coll_parse(f[0]);
         if (c < 0)
-            PARSE_FAIL("'%s' is not a collective (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce)",
+            PARSE_FAIL("'%s' is not a collective (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, "
+                       "allgatherv, alltoallv)",
                        f[0]);
         CclTuneEntry *row = kind ? t->plain[c] : t->e[c];
         size_t bytes;
         if (parse_size(f[1], &bytes) || bytes == 0 || (bytes & (bytes - 1)))
             PARSE_FAIL("bytes '%s' is not a power of two (a size bucket: 1024, 4K, 1M ...)", f[1]);
         int b = ccl__tune_bucket(bytes);
+        if (c == COLL_ALLTOALLV && b != 0)
+            PARSE_FAIL("alltoallv %s: alltoallv's only row is bucket 1, which its every call takes (no rank knows "
+                       "the size of an alltoallv: each knows its own row and column of the counts)", f[1]);
         if (b >= CCL__TUNE_BUCKETS)
             PARSE_FAIL("bytes '%s' is above the largest bucket (2^%d)", f[1], CCL__TUNE_BUCKETS - 1);
         CclShape sh = {0};

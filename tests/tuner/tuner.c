@@ -143,6 +143,8 @@ static void test_parse(void)
         {"header", "ccl-tune-table 1\ndevice cpu\nranks 4\nallreduce 4096 a.ccl 1 - - -\n",
          "bad.tbl:4: an entry before the header's device, ranks, topology and version lines"},
         {"noheader", "ccl-tune-table 1\ndevice cpu\n", "lacks 'ranks'"},
+        {"alltoallv", "ccl-tune-table 1\ndevice cpu\nranks 4\ntopology threads\nversion 0.1.0\nalltoallv 4K a.ccl 1 - - -\n",
+         "bad.tbl:6: alltoallv 4K: alltoallv's only row is bucket 1"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char name[64];
@@ -209,6 +211,11 @@ static void test_builtin(void)
         /* 2x H200, 16 MB .. 1 GB: ccl-tune (docs/perf/x2-head). */
         {2, COLL_ALLTOALL, 256 << 20, "alltoall/direct_own.ccl", 64}, {2, COLL_REDUCE, 128 << 20, "reduce/twostep.ccl", 64},
         {2, COLL_REDUCE, (size_t)1 << 30, "reduce/twostep.ccl", 64},
+        /* 2x H200, the v-collectives (docs/perf/x2-vcoll): alltoallv's one row, by bucket 1
+         * (the library passes 0 bytes); allgatherv by its sum. */
+        {2, COLL_ALLTOALLV, 0, "alltoallv/direct_own.ccl", 64}, {2, COLL_ALLGATHERV, 1024, "allgatherv/direct_ll.ccl", 1},
+        {2, COLL_ALLGATHERV, 64 << 10, "allgatherv/direct_ll.ccl", 16},
+        {2, COLL_ALLGATHERV, (size_t)1 << 30, "allgatherv/direct.ccl", 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *file = "";
