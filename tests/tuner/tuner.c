@@ -216,6 +216,8 @@ static void test_builtin(void)
         {2, COLL_ALLTOALLV, 0, "alltoallv/direct_own.ccl", 64}, {2, COLL_ALLGATHERV, 1024, "allgatherv/direct_ll.ccl", 1},
         {2, COLL_ALLGATHERV, 64 << 10, "allgatherv/direct_ll.ccl", 16},
         {2, COLL_ALLGATHERV, (size_t)1 << 30, "allgatherv/direct.ccl", 64},
+        {4, COLL_ALLGATHERV, 64 << 10, "allgatherv/direct.ccl", 8},
+        {4, COLL_ALLGATHERV, (size_t)1 << 30, "allgatherv/ring.ccl", 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *file = "";
@@ -361,6 +363,7 @@ typedef struct {
     size_t count;
     int coll;                        /* 0 allreduce, 1 allgather */
     int sym;                         /* buffers from ccl_mem_alloc, moved with ccl_mem_copy (GPUs) */
+    pthread_barrier_t *ready;        /* non-NULL: every rank's buffers are ready before any calls */
     ccl_result_t r;
     size_t wrong;
     char err[512];
@@ -384,6 +387,8 @@ static void *job_main(void *arg)
         if (j->r == CCL_OK)
             j->r = ccl_mem_copy(j->comm, sin, in, sizeof *in * n);
     }
+    if (j->ready)
+        pthread_barrier_wait(j->ready);
     if (j->r == CCL_OK)
         j->r = j->coll == 0 ? ccl_all_reduce(sin, sout, n, CCL_F32, CCL_SUM, j->comm, NULL)
                             : ccl_all_gather(sin, sout, n, CCL_F32, j->comm, NULL);
@@ -664,11 +669,16 @@ static void test_plain_rows(void)
     CHECK("tuner.plain.none-for-collective", rc == 0 && strstr(why, "allgather/direct.ccl (instances 2") &&
           !strstr(why, "ordinary"), "%s", why);
 
-    /* Ranks 0 and 1 on ccl_mem_alloc buffers, 2 and 3 on malloc ones. */
+    /* Ranks 0 and 1 on ccl_mem_alloc buffers, 2 and 3 on malloc ones. Every rank has its
+     * buffers before any calls: a rank still allocating when the others' refusal stops the
+     * communicator would fail its allocation instead of the call. */
     Job jobs[N];
     pthread_t th[N];
+    pthread_barrier_t ready;
+    pthread_barrier_init(&ready, NULL, N);
     for (int r = 0; r < N; r++) {
-        jobs[r] = (Job){.comm = comms[r], .rank = r, .nranks = N, .count = 1024, .coll = 0, .sym = r < 2};
+        jobs[r] = (Job){.comm = comms[r], .rank = r, .nranks = N, .count = 1024, .coll = 0, .sym = r < 2,
+                        .ready = &ready};
         pthread_create(&th[r], NULL, job_main, &jobs[r]);
     }
     int refused = 0;
@@ -676,6 +686,7 @@ static void test_plain_rows(void)
         pthread_join(th[r], NULL);
         refused += jobs[r].r != CCL_OK && strstr(jobs[r].err, "ring.ccl") && strstr(jobs[r].err, "recursive_doubling.ccl");
     }
+    pthread_barrier_destroy(&ready);
     CHECK("tuner.plain.mixed-kinds-refused", refused == N, "%d of %d ranks failed naming both programs; rank 0: %s; rank 3: %s",
           refused, N, jobs[0].err, jobs[3].err);
     fini(comms, N);
