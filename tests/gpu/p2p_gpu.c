@@ -199,7 +199,7 @@ static int N;
 static ccl_comm_t *comms[MAXN];
 
 /* The sizes where the kernel changes path (gpu/p2p.c, ccl__gpu_p2p_sizes). */
-static size_t payload, ll_max, ll128_max, direct_min, lanes, slots;
+static size_t payload, ll_max, direct_min, lanes, slots;
 
 /* ---- ring: the existing uneven messages, 5 groups back to back ---- */
 
@@ -348,8 +348,7 @@ static void sizes(void)
     const size_t list[] = {0, 1, 3, 15, 16, 17, 255, 4097, ll_max - 1, ll_max, ll_max + 1, 8 * 4096 - 1, 8 * 4096 + 1,
                            payload - 1, payload,
                            payload + 1, row - 1, row, row + 1, all - 1, all + 1, direct_min - 1, direct_min,
-                           direct_min + 1, ll128_max - 1, ll128_max, ll128_max + 1, ((size_t)1 << 20) + 3,
-                           5 * all + 7};
+                           direct_min + 1, ((size_t)1 << 20) + 3, 5 * all + 7};
     static const size_t offs[][2] = {{0, 0}, {1, 0}, {0, 1}, {3, 7}, {8, 8}, {15, 1}, {4, 12}, {9, 0}};
     const size_t n = sizeof list / sizeof *list, most = 5 * all + 7 + 16 + GUARD;
     for (int k = 0; k < NKINDS; k++) {
@@ -366,9 +365,9 @@ static void sizes(void)
             exchange(send, recv, list[i], o[0], o[1], (int)i + 1, what);
         }
         if (failures == f0)
-            printf("ok p2p-gpu/sizes N=%d %s (%zu sizes from 0 to %zu bytes: LL up to %zu, LL128 up to %zu, slots of "
-                   "%zu x %zu lanes x %zu, direct from %zu; misaligned both ends)\n", N, kinds[k].name, n, 5 * all + 7,
-                   ll_max, ll128_max, payload, lanes, slots, direct_min);
+            printf("ok p2p-gpu/sizes N=%d %s (%zu sizes from 0 to %zu bytes: LL up to %zu, slots of %zu x %zu lanes x %zu, "
+                   "direct from %zu; misaligned both ends)\n", N, kinds[k].name, n, 5 * all + 7, ll_max, payload, lanes,
+                   slots, direct_min);
     out:
         for (int r = 0; r < N; r++) {
             buf_free(&send[r]);
@@ -716,7 +715,7 @@ int main(int argc, char **argv)
         FAIL("init: %s", e);
         return 1;
     }
-    ccl__gpu_p2p_sizes(comms[0], &payload, &ll_max, &ll128_max, &direct_min, &lanes, &slots);
+    ccl__gpu_p2p_sizes(comms[0], &payload, &ll_max, &direct_min, &lanes, &slots);
     if (!payload) {
         FAIL("init: no point-to-point channels (payload 0)");
         return 1;

@@ -224,10 +224,10 @@ int ccl__gpu_p2p_error(ccl_comm_t *comm);
 ccl_result_t ccl__gpu_p2p_poll(ccl_comm_t *comm);
 /* The sizes where comm's point-to-point messages change path (tests): the bytes of a
  * slot's payload (0 when the heap left no room), the largest message sent as LL lines,
- * the largest as LL128 lines, the smallest receive that offers its ccl_mem_alloc buffer to
- * the sender (above the LL128 bound), and the lanes (slots in flight: lanes x slots). */
-void ccl__gpu_p2p_sizes(const ccl_comm_t *comm, size_t *payload, size_t *ll_max, size_t *ll128_max,
-                        size_t *direct_min, size_t *lanes, size_t *slots);
+ * the smallest receive that offers its ccl_mem_alloc buffer to the sender, and the lanes
+ * (slots in flight: lanes x slots). */
+void ccl__gpu_p2p_sizes(const ccl_comm_t *comm, size_t *payload, size_t *ll_max, size_t *direct_min, size_t *lanes,
+                        size_t *slots);
 
 /* gpu/mem.c */
 ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootstrap_t *boot);

@@ -36,18 +36,14 @@ extern const char ccl__p2p_cu[];
  * of a lane, and the blocks of a channel: at most P2P_MAX_BLOCKS; a send that may go
  * directly into its receiver's buffer one per P2P_DIRECT_BYTES_PER_BLOCK (NVLink needs
  * 16 to 32 blocks writing for its full rate); otherwise a block per lane its longest
- * message uses. Messages above the layout's LL bound and up to P2P_LL128_MAX bytes go as
- * LL128 lines through the slots (CCL_GPU_P2P_LL128_MAX, the same on every rank, moves
- * the bound for measurements); a longer receive offers its buffer at P2P_DIRECT_MIN bytes
- * and more: below, the sender's wait for the offer costs more than the copy out of the
- * slots. Messages shorter than a row of lanes go in chunks of a multiple of
- * P2P_CHUNK_MIN. A failure's message names the v call of one of the latest P2P_VSEQS
- * launches (GpuP2p.vseq). */
+ * message uses. A receive offers its buffer at P2P_DIRECT_MIN bytes and more: below,
+ * the sender's wait for the offer costs more than the copy out of the slots. Messages
+ * shorter than a row of lanes go in chunks of a multiple of P2P_CHUNK_MIN. A failure's
+ * message names the v call of one of the latest P2P_VSEQS launches (GpuP2p.vseq). */
 enum {
     P2P_THREADS = 512,
     P2P_SLOTS = 4,
     P2P_MAX_BLOCKS = 32,
-    P2P_LL128_MAX = 256 << 10,
     P2P_DIRECT_MIN = 128 << 10,
     P2P_DIRECT_BYTES_PER_BLOCK = 16 << 10,
     P2P_CHUNK_MIN = 4 << 10,
@@ -100,29 +96,27 @@ static uint64_t p2p_layout_min(void)
     return lo;
 }
 
-/* The bytes of a message's chunks: a slot's payload for a long message (an LL128 one:
- * the data of a payload of lines, 120 bytes a 128-byte line); a shorter one spreads over
- * every lane in chunks of a multiple of P2P_CHUNK_MIN (an LL message is one chunk). A
- * function of the message's bytes and the bounds alone, as both ranks must agree. */
-static uint64_t message_chunk(uint64_t bytes, const P2pLayout *l, uint64_t ll128_max)
+/* The bytes of a message's chunks: a slot's payload for a long message; a shorter one
+ * spreads over every lane in chunks of a multiple of P2P_CHUNK_MIN (an LL message is one
+ * chunk). A function of the message's bytes alone, as both ranks must agree. */
+static uint64_t message_chunk(uint64_t bytes, const P2pLayout *l)
 {
     if (bytes <= l->ll_max)
         return l->payload;
-    uint64_t most = bytes <= ll128_max ? l->payload / 128 * 120 : l->payload;
     uint64_t per = (bytes + l->lanes - 1) / l->lanes;
     per = (per + P2P_CHUNK_MIN - 1) / P2P_CHUNK_MIN * P2P_CHUNK_MIN;
-    return per < most ? per : most;
+    return per < l->payload ? per : l->payload;
 }
 
 /* The blocks a call's channel can use for it: one for an LL message and for a receive
- * the sender writes directly; a block per lane for copies and LL128 lines through the
- * slots; and a send that may write its receiver's buffer directly (it learns that in the
- * kernel) one per P2P_DIRECT_BYTES_PER_BLOCK (the caller caps them all). */
-static uint64_t call_blocks(const CclP2pGpuCall *c, const P2pLayout *l, uint64_t ll128_max)
+ * the sender writes directly; a block per lane for copies through the slots; and a send
+ * that may write its receiver's buffer directly (it learns that in the kernel) one per
+ * P2P_DIRECT_BYTES_PER_BLOCK (the caller caps them all). */
+static uint64_t call_blocks(const CclP2pGpuCall *c, const P2pLayout *l)
 {
     if (c->bytes <= l->ll_max || (c->kind == 1 && c->direct != CCL_P2P_NO_DIRECT))
         return 1;
-    if (c->kind == 0 && c->bytes > ll128_max && c->bytes >= P2P_DIRECT_MIN) {
+    if (c->kind == 0 && c->bytes >= P2P_DIRECT_MIN) {
         uint64_t d = (c->bytes + P2P_DIRECT_BYTES_PER_BLOCK - 1) / P2P_DIRECT_BYTES_PER_BLOCK;
         return d > c->lanes ? d : c->lanes;
     }
@@ -159,7 +153,6 @@ typedef struct GpuP2p {
      * `forked` once its source is ready on the call's stream, `copied` once done. */
     CUevent forked, copied;
     int max_blocks;             /* blocks of a channel at most: P2P_MAX_BLOCKS, or CCL_GPU_P2P_BLOCKS */
-    uint64_t ll128_max;         /* P2P_LL128_MAX, or CCL_GPU_P2P_LL128_MAX */
     /* The kernel's parameter (about 10 KB), filled per launch: a comm's hooks never run
      * at once, and the driver copies it at the launch. */
     CclP2pGpuArgs args;
@@ -233,11 +226,6 @@ void ccl__gpu_p2p_open(ccl_comm_t *comm, GpuComm *g)
     const char *knob = getenv("CCL_GPU_P2P_BLOCKS");
     int kb = knob ? atoi(knob) : 0;
     p->max_blocks = kb >= 1 && kb <= 128 ? kb : P2P_MAX_BLOCKS;
-    /* Another: where LL128 lines give way to the eager and direct paths. Both sides of a
-     * message choose its path from its size and this bound, so every rank must have the
-     * same (a difference fails the message's receiver, naming its header). */
-    const char *ll128 = getenv("CCL_GPU_P2P_LL128_MAX");
-    p->ll128_max = ll128 && *ll128 ? (uint64_t)strtoull(ll128, NULL, 10) : P2P_LL128_MAX;
     double t0 = ccl__now_ms();
     load_module(comm, g, p);
     CCL__TRACE(comm->rank, "point-to-point kernel %s in %.1f ms", p->module ? "ready" : "failed", ccl__now_ms() - t0);
@@ -403,8 +391,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
     *a = (CclP2pGpuArgs){.peers = g->peers, .err = p->err_dev, .rank = (uint64_t)comm->rank,
                          .nranks = (uint64_t)N, .chan_off = comm->p2p_off, .chan_bytes = region,
                          .lanes = lay.lanes, .slots = lay.slots,
-                         .payload = lay.payload, .ll_max = lay.ll_max, .ll128_max = p->ll128_max,
-                         .direct_min = P2P_DIRECT_MIN,
+                         .payload = lay.payload, .ll_max = lay.ll_max, .direct_min = P2P_DIRECT_MIN,
                          .ll_off = lay.ll_off, .pay_off = lay.pay_off,
                          .timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull, .group = ++p->groups,
                          .ncalls = (uint64_t)n};
@@ -423,15 +410,14 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
             c->bytes = op->count * ccl_dtype_size(op->dtype);
             c->nth = op->nth;
             c->index = (uint64_t)op->index;
-            c->direct = c->kind == 1 && c->bytes > lay.ll_max && c->bytes > p->ll128_max
-                            ? direct_offset(comm, op, c->bytes)
-                            : CCL_P2P_NO_DIRECT;
-            c->chunk = message_chunk(c->bytes, &lay, p->ll128_max);
+            c->direct = c->kind == 1 && c->bytes > lay.ll_max ? direct_offset(comm, op, c->bytes)
+                                                              : CCL_P2P_NO_DIRECT;
+            c->chunk = message_chunk(c->bytes, &lay);
             c->chunks = c->bytes ? (c->bytes + c->chunk - 1) / c->chunk : 1;
             c->lanes = c->chunks < lay.lanes ? c->chunks : lay.lanes;
             c->rows = c->chunks / c->lanes;
             c->extra = c->chunks % c->lanes;
-            uint64_t w = call_blocks(c, &lay, p->ll128_max);
+            uint64_t w = call_blocks(c, &lay);
             want[ch] = w > want[ch] ? w : want[ch];
         }
     /* Every channel's blocks must be able to run at once (they wait for one another's
@@ -513,15 +499,13 @@ ccl_result_t ccl__gpu_p2p_poll(ccl_comm_t *comm)
     return p->err->what == CCL_P2P_MISMATCH ? CCL_ERR_INVALID_ARGUMENT : CCL_ERR_TIMEOUT;
 }
 
-void ccl__gpu_p2p_sizes(const ccl_comm_t *comm, size_t *payload, size_t *ll_max, size_t *ll128_max,
-                        size_t *direct_min, size_t *lanes, size_t *slots)
+void ccl__gpu_p2p_sizes(const ccl_comm_t *comm, size_t *payload, size_t *ll_max, size_t *direct_min, size_t *lanes,
+                        size_t *slots)
 {
     P2pLayout l = {0};
     if (comm->p2p_off == SIZE_MAX || p2p_layout((uint64_t)CCL__P2P_SLOTS * comm->p2p_slot_bytes, &l) != 0)
         l = (P2pLayout){0};
-    const GpuP2p *p = comm->be_comm ? ((const GpuComm *)comm->be_comm)->p2p : NULL;
     *payload = (size_t)l.payload, *ll_max = (size_t)l.ll_max, *direct_min = P2P_DIRECT_MIN;
-    *ll128_max = p ? (size_t)p->ll128_max : P2P_LL128_MAX;
     *lanes = (size_t)l.lanes, *slots = (size_t)l.slots;
 }
 

@@ -13,19 +13,15 @@
  * owned on either side by one block of the channel (lane j by block j % B): a lane's
  * counts are written by one thread, in order. A lane's chunk number g (counted since the
  * comm began) lives in slot g % slots, which the sender fills only once EMPTY >= g -
- * slots + 1. Every message takes one of four paths, chosen alike on both ranks:
+ * slots + 1. Every message takes one of three paths, chosen alike on both ranks:
  *   LL (M <= ll_max, one chunk): 16-byte lines {data, flag, data, flag} in lane 0's LL
  *     area, no fence and no count to wait for; the receiver spins on the flags.
- *   LL128 (ll_max < M <= ll128_max): each chunk as 128-byte lines of 120 data bytes and
- *     a flag word in its slot, written without a fence (the flags say what has landed)
- *     and read by the receiver's warps as they land, which copy them out; it saves the
- *     eager path's fence and count, a round trip per chunk.
  *   eager: the sender copies each chunk into its slot, fences, writes the slot's header
  *     and raises FULL; the receiver checks the header, copies the chunk out and raises
  *     EMPTY. A block's chunks are pipelined: a chunk is published while the next one is
  *     copied, and the next slot's room is awaited by another warp meanwhile.
- *   direct (zero copy): a receive above ll128_max whose buffer is a ccl_mem_alloc buffer
- *     of at least direct_min bytes posts its heap offset; the sender, having read that post, writes
+ *   direct (zero copy): a receive whose buffer is a ccl_mem_alloc buffer of at least
+ *     direct_min bytes posts its heap offset; the sender, having read that post, writes
  *     its data straight into the receiver's buffer with all of the channel's blocks,
  *     which then meet (CCL_P2P_SZC), and each lane owner moves its lane's FULL past the
  *     message's chunks (no slot holds its data) after one header in lane 0.
@@ -78,7 +74,7 @@ typedef const struct ccl_p2p_call P2pCall;
 #include "copy.cuh"
 
 /* The header's last word: how the message travels. */
-enum { P2P_LL = 1, P2P_EAGER = 2, P2P_DIRECT = 3, P2P_LL128 = 4 };
+enum { P2P_LL = 1, P2P_EAGER = 2, P2P_DIRECT = 3 };
 
 /* ---- memory operations ---- */
 
@@ -239,16 +235,6 @@ __device__ __forceinline__ u32 p2p_flag(u64 g)
     return (u32)(g % 0x7fffffffull) + 1;
 }
 
-/* An LL128 line's flag word for chunk g. A slot holds eager chunks' raw data too, so a
- * stale payload word where a line's flag goes could equal it: the chunk's flag in the
- * high half and its complement in the low half make a word that data holds only by
- * design, never by accident (counts and indices have a zero or all-ones high half). */
-__device__ __forceinline__ u64 p2p_ll128_flag(u64 g)
-{
-    const u32 f = p2p_flag(g);
-    return (u64)f << 32 | (u32)~f;
-}
-
 __device__ __forceinline__ void p2p_ll_put(char *line, u64 w, u32 flag)
 {
     asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(line), "r"((u32)w), "r"(flag),
@@ -265,24 +251,6 @@ __device__ __forceinline__ int p2p_ll_get(const char *line, u32 flag, u64 *w)
     return f0 == flag && f1 == flag;
 }
 
-/* ---- LL128 lines: 15 data words and a flag word (the last), as the prelude's
- * (compiler/cuda/prelude.cuh, "LL128", says why they are sound): eight consecutive lanes
- * of a warp carry a line, 16 bytes each, lane 7 word 14 and the flag, and every access to
- * a line is one predicated warp-wide instruction, the warp whole before it. ---- */
-enum { P2P_LL128_DATA = 15 };
-
-__device__ __forceinline__ void p2p_ll128_put(char *p, u64 w0, u64 w1, u32 on)
-{
-    asm volatile("{\n\t.reg .pred on;\n\tsetp.ne.u32 on, %3, 0;\n\t@on st.volatile.global.v2.u64 [%0], {%1,%2};\n\t}"
-                 :: "l"(p), "l"(w0), "l"(w1), "r"(on) : "memory");
-}
-
-__device__ __forceinline__ void p2p_ll128_get(const char *p, u64 *w0, u64 *w1, u32 on)
-{
-    asm volatile("{\n\t.reg .pred on;\n\tsetp.ne.u32 on, %2, 0;\n\t@on ld.volatile.global.v2.u64 {%0,%1}, [%3];\n\t}"
-                 : "+l"(*w0), "+l"(*w1) : "r"(on), "l"(p) : "memory");
-}
-
 /* The m <= 8 bytes at p as one word, and back: one 8-byte access when whole and aligned. */
 __device__ __forceinline__ u64 p2p_ld_word(const char *p, u64 m)
 {
@@ -296,36 +264,6 @@ __device__ __forceinline__ void p2p_st_word(char *p, u64 w, u64 m)
 {
     if (m == 8 && ((u64)p & 7) == 0) *(u64 *)p = w;
     else for (u64 k = 0; k < m; k++) p[k] = (char)(w >> (8 * k));
-}
-
-/* Bytes of word j (bytes [8j, 8j + 8)) inside n bytes: 8, fewer at the end, 0 past it. */
-__device__ __forceinline__ u64 p2p_word_bytes(u64 j, u64 n)
-{
-    return 8 * j >= n ? 0 : n - 8 * j < 8 ? n - 8 * j : 8;
-}
-
-/* n bytes from src as LL128 lines flagged `flag` (every warp of the block, U lines a lane
- * group in flight). Uniform across each warp: base steps by whole warps. */
-__device__ __forceinline__ void p2p_put_ll128(char *lines, const char *src, u64 n, u64 flag)
-{
-    enum { U = 2 };
-    const u64 tid = threadIdx.x, nt = blockDim.x, k = tid % 8, grp = tid % 32 / 8;
-    const u64 nl = (n + 8 * P2P_LL128_DATA - 1) / (8 * P2P_LL128_DATA);
-    for (u64 base = tid / 32 * 4 * U; base < nl; base += nt / 32 * 4 * U) {
-        u64 w[U][2];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const u64 j = (base + 4 * u + grp) * P2P_LL128_DATA + 2 * k; /* this lane's first word */
-            w[u][0] = p2p_ld_word(src + 8 * j, p2p_word_bytes(j, n));
-            w[u][1] = k == 7 ? flag : p2p_ld_word(src + 8 * j + 8, p2p_word_bytes(j + 1, n));
-        }
-        __syncwarp();
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const u64 line = base + 4 * u + grp;
-            p2p_ll128_put(lines + line * 128 + k * 16, w[u][0], w[u][1], line < nl);
-        }
-    }
 }
 
 /* ---- the channel's regions and a message's shape ---- */
@@ -346,10 +284,7 @@ __device__ __forceinline__ u64 p2p_lane_chunks(P2pCall &c, u64 j)
 /* How a receive expects its message (the sender decides alike: gpu/p2p.c). */
 __device__ __forceinline__ u64 p2p_kind(P2pArgs &a, P2pCall &c)
 {
-    return c.bytes <= a.ll_max      ? P2P_LL
-           : c.bytes <= a.ll128_max ? P2P_LL128
-           : c.direct != CCL_P2P_NO_DIRECT ? P2P_DIRECT
-                                           : P2P_EAGER;
+    return c.bytes <= a.ll_max ? P2P_LL : c.direct != CCL_P2P_NO_DIRECT ? P2P_DIRECT : P2P_EAGER;
 }
 
 /* Chunk g's slot in its lane (slots is a power of two). */
@@ -626,29 +561,6 @@ __device__ __noinline__ int p2p_send_eager(P2pArgs &a, P2pCall &c, u64 K, u64 L,
     return 1;
 }
 
-/* An LL128 message of K chunks over L lanes: this block's lanes, in chunk order, each
- * chunk's lines once its slot is free, then its header. No fence and no count to wait
- * for: the receiver reads the flags (FULL moves for the record only). */
-__device__ __noinline__ int p2p_send_ll128(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B, char *theirs,
-                                           const u64 *empty, u64 *full)
-{
-    const u64 first = p2p_gen[0];
-    for (u64 row = 0; row * L < K; row++)
-        for (u64 j = b; j < L && row * L + j < K; j += B) {
-            const u64 k = row * L + j, g = p2p_gen[j] + row, at = k * c.chunk;
-            int ok = 1;
-            if (threadIdx.x == 0 && g >= a.slots) ok = p2p_wait(a, c, first, &empty[j], g - a.slots + 1);
-            if (!__syncthreads_and(ok)) return 0;
-            p2p_put_ll128(p2p_payload_at(a, theirs, j, g), c.buf + at, c.bytes - at < c.chunk ? c.bytes - at : c.chunk,
-                          p2p_ll128_flag(g));
-            if (threadIdx.x == 0) {
-                p2p_put_header(p2p_header_at(a, theirs, j, g), c, a.ncalls, P2P_LL128, g);
-                p2p_poke(&full[j], g + 1);
-            }
-        }
-    return 1;
-}
-
 /* A direct message (the receiver offered its buffer at heap offset `direct`): every
  * block of the channel writes its share straight into it and arrives at `zc`; once all
  * have (`target`), each lane owner moves its lane's FULL past the message. */
@@ -700,10 +612,8 @@ __device__ __noinline__ int p2p_sends_done(P2pArgs &a, u64 i0, u64 i1, char *min
     return 1;
 }
 
-/* The calls [i0, i1) of one send channel, block b of its B. Not inlined into the kernel
- * (nor p2p_recv): there, with every path's call, the kernel's 128 registers (512 threads)
- * no longer held them and ptxas spilled across the calls. */
-__device__ __noinline__ int p2p_send(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
+/* The calls [i0, i1) of one send channel, block b of its B. */
+__device__ int p2p_send(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
 {
     P2pCall &c0 = a.call[i0];
     char *mine = p2p_region(a, a.rank, c0.peer), *theirs = p2p_region(a, c0.peer, a.rank);
@@ -723,8 +633,6 @@ __device__ __noinline__ int p2p_send(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
         const u64 K = c.chunks, L = c.lanes;
         if (c.bytes <= a.ll_max) {
             if (b == 0 && !p2p_send_ll(a, c, p2p_gen[0], theirs, empty, full)) return 0;
-        } else if (c.bytes <= a.ll128_max) {
-            if (b < L && !p2p_send_ll128(a, c, K, L, b, B, theirs, empty, full)) return 0;
         } else {
             /* At direct_min bytes and above, the receiver's post says whether it takes the
              * data directly (the same message, count and dtype, and a buffer offered). */
@@ -811,76 +719,6 @@ __device__ __noinline__ int p2p_recv_ll(P2pArgs &a, P2pCall &c, u64 g, char *min
     return 1;
 }
 
-/* n bytes of LL128 lines flagged `flag` into dst (every warp of the block, U lines a lane
- * group in flight): each warp copies a line out as soon as its flag is there, and spins
- * (bounded, abort-aware: lane 0 decides for its warp) until all of its lines were. 1; or,
- * in every thread of a warp that gave up, 0 (this rank stopped) or -1 (timed out: the
- * caller records it, outside the warp's loop, where a call would cost the whole kernel
- * registers). */
-__device__ __noinline__ int p2p_take_ll128(P2pArgs &a, char *dst, const char *lines, u64 n, u64 flag)
-{
-    enum { U = 4 };
-    const u64 tid = threadIdx.x, nt = blockDim.x, k = tid % 8, grp = tid % 32 / 8;
-    const u64 nl = (n + 8 * P2P_LL128_DATA - 1) / (8 * P2P_LL128_DATA);
-    u64 t0 = 0;
-    u32 it = 0;
-    for (u64 base = tid / 32 * 4 * U; base < nl; base += nt / 32 * 4 * U) {
-        u32 todo = 0;
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            if (base + 4 * u + grp < nl) todo |= 1u << u;
-        u64 v[U][2] = {};
-        while (__any_sync(0xffffffffu, todo)) {
-            __syncwarp();
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                p2p_ll128_get(lines + (base + 4 * u + grp) * 128 + k * 16, &v[u][0], &v[u][1], todo >> u & 1);
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                /* Lane 7 of the eight holds the flag; the eight agree on their line. */
-                const u64 f = __shfl_sync(0xffffffffu, v[u][1], (u32)(tid % 32) | 7);
-                if (!(todo >> u & 1) || f != flag) continue;
-                const u64 j = (base + 4 * u + grp) * P2P_LL128_DATA + 2 * k;
-                p2p_st_word(dst + 8 * j, v[u][0], p2p_word_bytes(j, n));
-                if (k != 7) p2p_st_word(dst + 8 * j + 8, v[u][1], p2p_word_bytes(j + 1, n));
-                todo &= ~(1u << u);
-            }
-            if (__any_sync(0xffffffffu, todo)) {
-                int go = 1;
-                if (tid % 32 == 0 && (++it & 255) == 0) {
-                    const u64 now = p2p_now();
-                    if (p2p_peek((const u64 *)a.peers[a.rank])) go = 0;
-                    else if (t0 == 0) t0 = now;
-                    else if (now - t0 > a.timeout_ns) go = -1;
-                }
-                go = __shfl_sync(0xffffffffu, go, 0);
-                if (go != 1) return go;
-            }
-        }
-    }
-    return 1;
-}
-
-/* An LL128 message: this block's lanes, in chunk order; a chunk's lines are written into
- * c.buf only once its header matched, and its slot is given back once they all were. */
-__device__ __noinline__ int p2p_recv_ll128(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B, char *mine, u64 *empty)
-{
-    const u64 first = p2p_gen[0];
-    for (u64 row = 0; row * L < K; row++)
-        for (u64 j = b; j < L && row * L + j < K; j += B) {
-            const u64 k = row * L + j, g = p2p_gen[j] + row, at = k * c.chunk;
-            int ok = 1;
-            if (threadIdx.x == 0) ok = p2p_take_header(a, c, first, p2p_header_at(a, mine, j, g), g, P2P_LL128);
-            if (!__syncthreads_and(ok)) return 0;
-            const int took = p2p_take_ll128(a, c.buf + at, p2p_payload_at(a, mine, j, g),
-                                            c.bytes - at < c.chunk ? c.bytes - at : c.chunk, p2p_ll128_flag(g));
-            if (took < 0 && threadIdx.x % 32 == 0) p2p_timeout(a, c, first);
-            if (!__syncthreads_and(took == 1)) return 0;
-            if (threadIdx.x == 0) p2p_store(&empty[j], g + 1);
-        }
-    return 1;
-}
-
 /* An eager message: this block's lanes, in chunk order; a chunk's slot is given back
  * while the next one is copied out. */
 __device__ __noinline__ int p2p_recv_eager(P2pArgs &a, P2pCall &c, u64 K, u64 L, u64 b, u64 B, char *mine, const u64 *full,
@@ -927,7 +765,7 @@ __device__ __noinline__ int p2p_recv_direct(P2pArgs &a, P2pCall &c, u64 K, u64 L
 
 /* The calls [i0, i1) of one receive channel, block b of its B. Block 0 first posts every
  * receive of the channel in the sender's heap. */
-__device__ __noinline__ int p2p_recv(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
+__device__ int p2p_recv(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
 {
     P2pCall &c0 = a.call[i0];
     char *mine = p2p_region(a, a.rank, c0.peer), *theirs = p2p_region(a, c0.peer, a.rank);
@@ -949,8 +787,6 @@ __device__ __noinline__ int p2p_recv(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
         const u64 K = c.chunks, L = c.lanes, kind = p2p_kind(a, c);
         if (kind == P2P_LL) {
             if (b == 0 && !p2p_recv_ll(a, c, p2p_gen[0], mine, empty)) return 0;
-        } else if (kind == P2P_LL128) {
-            if (b < L && !p2p_recv_ll128(a, c, K, L, b, B, mine, empty)) return 0;
         } else if (kind == P2P_DIRECT) {
             if (b < L && !p2p_recv_direct(a, c, K, L, b, B, mine, full, empty)) return 0;
         } else if (b < L && !p2p_recv_eager(a, c, K, L, b, B, mine, full, empty)) {
