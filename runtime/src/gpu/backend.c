@@ -695,13 +695,25 @@ static ccl_result_t gpu_run(const CclCall *call)
                                           call->count * call->esize, s, "recvbuf")) != CCL_OK) {
         return res;
     }
-    /* A v call's recvbuf gets its segments only: the gaps between them are the user's. */
-    for (int u = 0; call->stage_out && call->is_v && u < comm->nranks; u++) {
-        size_t at = (size_t)vtable[CCL__VT_OUT_DISPL * comm->nranks + u] * call->esize;
-        size_t bytes = (size_t)vtable[CCL__VT_OUT_COUNT * comm->nranks + u] * call->esize;
-        if (bytes && (res = ccl__gpu_stage_copy(comm, copy, (char *)call->recv + at, (const char *)out + at, bytes, s,
-                                                "recvbuf")) != CCL_OK)
+    /* A v call's recvbuf gets its segments only: the gaps between them are the user's.
+     * Segments that follow one another (packed recvbufs: every one that leaves rdispls
+     * NULL) go as one copy, a kernel fewer per segment. */
+    size_t run_at = 0, run_bytes = 0;
+    for (int u = 0; call->stage_out && call->is_v && u <= comm->nranks; u++) {
+        size_t at = 0, bytes = 0;
+        if (u < comm->nranks) {
+            at = (size_t)vtable[CCL__VT_OUT_DISPL * comm->nranks + u] * call->esize;
+            bytes = (size_t)vtable[CCL__VT_OUT_COUNT * comm->nranks + u] * call->esize;
+            if (bytes == 0) continue;
+            if (run_bytes && at == run_at + run_bytes) {
+                run_bytes += bytes;
+                continue;
+            }
+        }
+        if (run_bytes && (res = ccl__gpu_stage_copy(comm, copy, (char *)call->recv + run_at, (const char *)out + run_at,
+                                                    run_bytes, s, "recvbuf")) != CCL_OK)
             return res;
+        run_at = at, run_bytes = bytes;
     }
     return ccl__gpu_mark_stream(comm, s, capturing);
 }
