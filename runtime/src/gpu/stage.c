@@ -69,9 +69,7 @@ ccl_result_t ccl__gpu_stage_copy(ccl_comm_t *comm, CUfunction copy, void *dst, c
     void *args[] = {&d, &sp, &n, &abort_word};
     size_t blocks = (bytes / 64 + 511) / 512, most = 4 * (size_t)(g->sms > 0 ? g->sms : 32);
     blocks = blocks < 1 ? 1 : blocks > most ? most : blocks;
-    /* As a programmatic dependent where the GPU allows (ccl__gpu_launch): a copy out is
-     * resident and waiting when the collective's kernel ends, not launched then. */
-    CUresult r = ccl__gpu_launch(g, copy, (unsigned)blocks, 512, s, args);
+    CUresult r = ccl__cu.LaunchKernel(copy, (unsigned)blocks, 1, 1, 512, 1, 1, 0, s, args, NULL);
     if (r == CUDA_SUCCESS) return CCL_OK;
     char why[64];
     snprintf(why, sizeof why, "cuLaunchKernel (ccl_copy, staging %s)", what);
