@@ -16,6 +16,13 @@
  * boundary go one by one and the rest as vectors; otherwise every byte goes alone. */
 extern "C" __global__ void ccl_copy(char *dst, const char *src, u64 bytes, const u64 *abort_word)
 {
+#if __CUDA_ARCH__ >= 900
+    /* Launched as a programmatic dependent (gpu/stage.c), it may be resident before the
+     * stream's previous kernel has ended (a collective's kernel lets its dependents launch
+     * once all its blocks run): wait for that kernel and its memory. A no-op on a plain
+     * launch. */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     if (*(const volatile u64 *)abort_word) return;
     const u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x, step = (u64)gridDim.x * blockDim.x;
     u64 done = 0;

@@ -69,7 +69,13 @@ ccl_result_t ccl__gpu_stage_copy(ccl_comm_t *comm, CUfunction copy, void *dst, c
     void *args[] = {&d, &sp, &n, &abort_word};
     size_t blocks = (bytes / 64 + 511) / 512, most = 4 * (size_t)(g->sms > 0 ? g->sms : 32);
     blocks = blocks < 1 ? 1 : blocks > most ? most : blocks;
-    CUresult r = ccl__cu.LaunchKernel(copy, (unsigned)blocks, 1, 1, 512, 1, 1, 0, s, args, NULL);
+    /* A copy of one block goes as a programmatic dependent where the GPU allows
+     * (ccl__gpu_launch): a copy out is then resident and waiting when the collective's
+     * kernel ends, not launched then (0.3-0.5 us). A larger grid is launched plainly: its
+     * blocks, resident early, would crowd onto the few SMs the collective's kernel leaves
+     * free and copy from there (1.04-1.15x at 256 KB-4 MB: docs/perf/x2-vcoll section 9). */
+    CUresult r = blocks == 1 ? ccl__gpu_launch(g, copy, 1, 512, s, args)
+                             : ccl__cu.LaunchKernel(copy, (unsigned)blocks, 1, 1, 512, 1, 1, 0, s, args, NULL);
     if (r == CUDA_SUCCESS) return CCL_OK;
     char why[64];
     snprintf(why, sizeof why, "cuLaunchKernel (ccl_copy, staging %s)", what);
