@@ -444,7 +444,10 @@ static ccl_result_t standard_v(Collective coll, const char *fn, const void *send
     ccl_algorithm_t *alg;
     comm->capturing = comm->be->capturing && comm->be->capturing(comm, stream);
     comm->capture_refused = 0;
-    r = ccl__pick(comm, coll, 0, bytes, 0, fn, &alg);
+    /* A table's rows for ordinary buffers (`:plain`) apply where the recvbuf is one: the
+     * buffer peers write, which a program writing peers' outs must stage. */
+    int plain = recv && ccl__tune_has_plain(comm, coll, fn) && ccl__buffer_ordinary(comm, recv, 1);
+    r = ccl__pick(comm, coll, 0, bytes, plain, fn, &alg);
     comm->capturing = 0;
     if (comm->capture_refused)
         return CCL_ERR_INVALID_USAGE;
