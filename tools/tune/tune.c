@@ -115,15 +115,16 @@ static void parse_args(int argc, char **argv, Opts *o)
             char *save = NULL;
             for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 int found = 0;
-                for (int c = 0; c < CCL__TUNE_COLLS; c++)
-                    if (!cclc_coll_is_v((Collective)c) &&
-                        (!strcmp(t, "all") || !strcmp(t, cclc_coll_name((Collective)c)))) {
+                for (int c = 0; c < CCL__TUNE_COLLS; c++) {
+                    int named = !strcmp(t, cclc_coll_name((Collective)c));
+                    if (named && cclc_coll_is_v((Collective)c))
+                        tool_usage_error("-c %s: ccl-tune times the fixed-size collectives only; a table's %s rows "
+                                         "are written by hand from ccl-perf sweeps (docs/tuner.md)", v, t);
+                    if (named || (!strcmp(t, "all") && !cclc_coll_is_v((Collective)c))) {
                         o->colls[c] = 1;
                         found = 1;
                     }
-                if (!strcmp(t, "allgatherv") || !strcmp(t, "alltoallv"))
-                    tool_usage_error("-c %s: ccl-tune times the fixed-size collectives only; a table's %s rows "
-                                     "are written by hand from ccl-perf sweeps (docs/tuner.md)", v, t);
+                }
                 if (!found)
                     tool_usage_error("-c %s: '%s' is not a collective (allreduce, allgather, reduce_scatter, "
                                      "alltoall, broadcast, reduce, all)", v, t);

@@ -220,8 +220,7 @@ static int net_channel_step(ccl_comm_t *comm, CpuNet *net, Call *calls, int ncal
             break;
         if (found.count != c->op->count || found.dtype != ccl__p2p_wire_dtype(c->op)) {
             ccl__p2p_mismatch_error(comm, c->op, (uint64_t)ncalls, &found);
-            ccl__cpu_abort_all(comm);
-            return -1;
+            goto failed;
         }
         c->eager = kind == 1;
         if (ccl__cpu_net_p2p_take(net, p, c->op->nth, c->op->buf, c->bytes) != 0)
