@@ -431,6 +431,7 @@ static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int l
         emit_share_guard(e);
         fprintf(o, " &&\n                !ccl_ll%s_recv(dst, lines, hi - lo, flag, %s, a, launch, %d, inst, %d, %d)) "
                    "failed = 1;\n", e->ll128 ? "128" : "", emit_share(e), tb, line, peer);
+        if (e->hears) fprintf(o, "            if (threadIdx.x == 0 && hi > lo) heard |= 1ull << %d;\n", peer);
         fprintf(o, "        }\n");
     }
 }
@@ -439,6 +440,22 @@ static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int l
  * a fixed-size kernel whose remote writes are all lines (the prelude's
  * ccl_await_peers). Its waits then also give up on a peer found running another call. */
 static int emit_exit_checked(const Emit *e) { return e->ll && !e->v; }
+
+/* Whether this rank's block tb receives lines from every peer. Its lines carry the
+ * launch and the call's identity (ccl_ll_flags), so once lines from every peer have
+ * arrived, every peer has started this launch and runs this call: what the exit check
+ * waits for. Such a block records whose lines arrived (`heard`), and the check runs only
+ * where it did not hear everyone (empty parts: a call too small to reach this block). */
+static int emit_tb_hears_all(Emit *e, int tb)
+{
+    for (int p = 0; p < e->prog->nranks; p++) {
+        if (p == e->rank) continue;
+        int bi = cclc_emit_block_index(e, p, tb), any = 0;
+        for (int k = 0; bi >= 0 && k < e->deliv[bi].n && !any; k++) any = e->deliv[bi].v[k].n > 0;
+        if (!any) return 0;
+    }
+    return 1;
+}
 
 /* The semaphore slot of logical slot `sem` (t*N + peer, for one instance) for
  * instance `inst`: (t*I + inst)*N + peer. */
@@ -634,6 +651,8 @@ static void emit_ll_reduce(Emit *e, const PlanBlock *b, int i, const int *from)
     fprintf(o, "            if (hi > lo && !ccl_ll_reduce<%d, %d, %#xu>(d, s, from, hi - lo, flag, threadIdx.x, "
                "blockDim.x, a, launch, %d, inst, %d)) failed = 1;\n", x->ndst, x->nsrc, mask, b->tb,
             emit_first_line(w));
+    for (int s = 0; e->hears && s < x->nsrc; s++)
+        if (from[s] >= 0) fprintf(o, "            if (threadIdx.x == 0 && hi > lo) heard |= 1ull << %d;\n", from[s]);
     fprintf(o, "        }\n");
     for (int k = 0; k < w->npeer; k++) e->waits[w->peer[k]]++;
     fprintf(o, "        __syncthreads();\n");
@@ -693,12 +712,11 @@ static void emit_block(Emit *e, const PlanBlock *b)
         if (used[p]) fprintf(o, "        char *const p%d = a.peers[%d];\n", p, p);
     free(used);
     if (e->ll) {
-        /* The launch number: the same on every rank for the same call, new at every launch
-         * of the comm, so no line left by an earlier launch, of any algorithm, matches;
-         * never 0 (fresh memory). LL's is its low 32 bits, LL128's the whole word. */
-        fprintf(o, "        %s flag = (%s)launch;\n", e->ll128 ? "u64" : "unsigned int",
-                e->ll128 ? "u64" : "unsigned int");
-        fprintf(o, "        if (flag == 0) flag = 1;\n");
+        /* The launch number and the call's identity (ccl_ll_flags): the same on every
+         * rank for the same call, new at every launch of the comm, so no line left by an
+         * earlier launch, of any algorithm, matches, nor one of a rank running another call. */
+        fprintf(o, "        const u64 flag = ccl_ll_flags(launch, a.id.hash);\n");
+        e->hears = emit_exit_checked(e) && emit_tb_hears_all(e, b->tb);
         memset(e->pend, 0, sizeof *e->pend * (size_t)n);
         memset(e->waits, 0, sizeof *e->waits * (size_t)n);
     }
@@ -891,14 +909,27 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     if (e.port)
         fprintf(out, "    u64 *const posted = a.expected + %d * a.ninst + 1 + gridDim.x + blockIdx.x; /* port puts */\n",
                 plan->nsems);
+    int hears = 0; /* some block of this rank hears every peer (emit_tb_hears_all) */
+    for (int i = 0; i < plan->nblocks && emit_exit_checked(&e); i++)
+        if (plan->blocks[i].rank == rank) hears |= emit_tb_hears_all(&e, plan->blocks[i].tb);
     fprintf(out, "    __shared__ int failed;\n");
-    fprintf(out, "    if (threadIdx.x == 0) failed = 0;\n");
+    if (hears) {
+        fprintf(out, "    __shared__ u64 heard; /* the peers whose lines of this launch arrived here */\n");
+        fprintf(out, "    if (threadIdx.x == 0) failed = 0, heard = 0;\n");
+    } else {
+        fprintf(out, "    if (threadIdx.x == 0) failed = 0;\n");
+    }
     fprintf(out, "    __syncthreads();\n");
     fprintf(out, "    switch (blockIdx.x / a.ninst) {\n");
     for (int i = 0; i < plan->nblocks; i++)
         if (plan->blocks[i].rank == rank) emit_block(&e, &plan->blocks[i]);
     fprintf(out, "    default:\n        break;\n    }\n");
-    if (emit_exit_checked(&e))
+    unsigned long long everyone = (prog->nranks == 64 ? ~0ull : (1ull << prog->nranks) - 1) & ~(1ull << rank);
+    if (emit_exit_checked(&e) && hears)
+        fprintf(out, "    /* No rank ends this launch before every peer has announced it, and the same call:\n"
+                     "     * lines of this launch from every peer say so (ccl_ll_flags). */\n"
+                     "    if (first && heard != %#llxull) ccl_await_peers(a, launch);\n", everyone);
+    else if (emit_exit_checked(&e))
         fprintf(out, "    /* No rank ends this launch before every peer has announced it, and the same call. */\n"
                      "    if (first) ccl_await_peers(a, launch);\n");
     else

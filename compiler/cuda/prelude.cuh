@@ -398,10 +398,20 @@ __device__ __forceinline__ int ccl_wait(const struct ccl_args &a, const u64 *sem
 /* This launch's number on this rank (abi.h's CCL_LAUNCH_OFF), for thread 0 of every
  * block: every block adds one arrival, and the grid's last arrival moves the count on
  * and clears the arrivals, after every block of this launch has read the count; the
- * next launch starts only once this one has ended. *first: this block arrived first. */
+ * next launch starts only once this one has ended. *first: this block arrived first.
+ * A grid of one block owns the word for its launch, so it moves the count on with a
+ * load and a store: an atomic's round trip to L2 is on every kernel's critical path
+ * (nothing moves before the launch number flags it), 0.2 us of a small call on 4x H200
+ * (docs/perf/x4-parts). */
 __device__ __forceinline__ u64 ccl_launch_number(const struct ccl_args &a, int *first)
 {
     unsigned long long *w = (unsigned long long *)(a.peers[CCL_RANK] + CCL_LAUNCH_OFF);
+    if (gridDim.x == 1) {
+        const unsigned long long count = *(volatile unsigned long long *)w; /* no arrivals: none in flight */
+        *(volatile unsigned long long *)w = count + (1ull << 32);
+        *first = 1;
+        return (count >> 32) + 1;
+    }
     const unsigned long long before = atomicAdd(w, 1ull);
     if ((before & 0xffffffffull) == gridDim.x - 1ull) atomicAdd(w, (1ull << 32) - gridDim.x);
     *first = (before & 0xffffffffull) == 0;
@@ -464,9 +474,10 @@ __device__ __forceinline__ u64 ccl_announce(const struct ccl_args &a, int *first
  * did not announce in time: CCL_SLOT_IDENT_WAIT) and every rank stopped. Once a peer
  * announced L, its previous launch has ended (a rank's launches run in order). A Simple
  * or v kernel calls it at its entry, before any block touches a peer (docs/internals.md,
- * "The call entry"); an LL kernel's first block at its exit (its lines alternate
- * between two sets by launch parity, and no rank ends launch L before every peer has
- * started it, so ranks are never more than one launch apart). */
+ * "The call entry"); an LL kernel's first block at its exit, unless that block received
+ * lines of launch L from every peer, which says the same (its lines alternate between
+ * two sets by launch parity, and no rank ends launch L before every peer has started
+ * it, so ranks are never more than one launch apart). */
 __device__ __forceinline__ int ccl_await_peers(const struct ccl_args &a, u64 L)
 {
     const u64 tb = blockIdx.x / a.ninst, inst = blockIdx.x % a.ninst;
@@ -646,17 +657,34 @@ __device__ __noinline__ int ccl_port_flush(const struct ccl_args &a, const u64 *
     return ccl_wait_for(a, &f->done, *posted, 0, CCL_SLOT_PORT, tb, inst, line, peer);
 }
 
-/* ---- LL: 16-byte lines {data0, flag, data1, flag} carry 8 data bytes each; a line is
- * valid when both flags equal this call's flag, so data needs no separate signal. ---- */
+/* ---- LL: 16-byte lines {data0, flag0, data1, flag1} carry 8 data bytes each; a line
+ * is valid when both flags equal this call's (ccl_ll_flags), so data needs no separate
+ * signal. ---- */
 #define CCL_WE (8 / (int)sizeof(ccl_t)) /* elements per 8-byte word */
 union ccl_word {
     u64 w;
     ccl_t e[CCL_WE];
 };
-__device__ __forceinline__ void ccl_ll_put(char *line, u64 w, unsigned int flag)
+/* A launch's flags, flag0 in the low word and flag1 in the high one (LL128's flag word is
+ * the pair): flag0 is the launch number's low 32 bits, never 0 (fresh memory), so no
+ * line left by another launch of the last 2^32 matches it, whatever call left it; flag1
+ * mixes the call's identity into it, so a line of this launch from a rank that runs
+ * another call never matches either, and a line received is a peer's identity checked
+ * (the peer's lines then stand for its announcement: emit_cuda.c, "heard"). Each
+ * 8-byte half of an LL line carries a flag, as one 8-byte store lands whole: a half
+ * left by launch L - 2 of the same call differs in flag1 too (L and L - 2 differ above
+ * bit 0). */
+__device__ __forceinline__ u64 ccl_ll_flags(u64 launch, u64 hash)
+{
+    unsigned int f0 = (unsigned int)launch;
+    if (f0 == 0) f0 = 1;
+    const unsigned int f1 = (f0 ^ (unsigned int)hash ^ (unsigned int)(hash >> 32)) | 1u;
+    return (u64)f0 | (u64)f1 << 32;
+}
+__device__ __forceinline__ void ccl_ll_put(char *line, u64 w, u64 flag)
 {
     asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(line), "r"((unsigned int)w),
-                 "r"(flag), "r"((unsigned int)(w >> 32)), "r"(flag) : "memory");
+                 "r"((unsigned int)flag), "r"((unsigned int)(w >> 32)), "r"((unsigned int)(flag >> 32)) : "memory");
 }
 /* One element's bits at p, and storing the low bits of w as one element: by shifts, so
  * that a part of a word never takes a local array (a stack frame) to assemble. */
@@ -715,7 +743,7 @@ __device__ __forceinline__ u64 ccl_reduce_word(const union ccl_word (&x)[NS])
  * (dr: the peer's LL lines for this part) get LL lines. */
 template <int NL, int NR, int NS>
 __device__ __forceinline__ void ccl_xfer_ll(char *const *dl, char *const (&dr)[NR], const char *const (&src)[NS],
-                                            u64 n, unsigned int flag, u64 tid, u64 nt)
+                                            u64 n, u64 flag, u64 tid, u64 nt)
 {
     enum { U = NS <= 2 ? 4 : 2 }; /* words per thread in flight */
     const u64 nw = (n + CCL_WE - 1) / CCL_WE;
@@ -745,7 +773,7 @@ __device__ __forceinline__ void ccl_xfer_ll(char *const *dl, char *const (&dr)[N
  * part (the block, or its share when several sources are received at once), four
  * lines in flight per thread; spins (bounded, abort-aware and identity-aware like
  * ccl_wait with launch L) until each line carries this call's flag. */
-__device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, unsigned int flag, u64 tid, u64 nt,
+__device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, u64 flag, u64 tid, u64 nt,
                                         const struct ccl_args &a, u64 L, u64 tb, u64 inst, u64 line, u64 peer)
 {
     enum { U = 4 };
@@ -768,7 +796,7 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 if (!(todo & (1u << u))) continue;
-                if (d[u][1] != flag || d[u][3] != flag) {
+                if (d[u][1] != (unsigned int)flag || d[u][3] != (unsigned int)(flag >> 32)) {
                     f0 = d[u][1];
                     continue;
                 }
@@ -800,7 +828,7 @@ __device__ __noinline__ int ccl_ll_recv(char *dst, const char *lines, u64 n, uns
  * another call, or a set abort word (recorded as ccl_ll_recv does). */
 template <int ND, int NS, unsigned LINES>
 __device__ __forceinline__ int ccl_ll_reduce(char *const (&dst)[ND], const char *const (&src)[NS],
-                                             const u64 (&from)[NS], u64 n, unsigned int flag, u64 tid, u64 nt,
+                                             const u64 (&from)[NS], u64 n, u64 flag, u64 tid, u64 nt,
                                              const struct ccl_args &a, u64 L, u64 tb, u64 inst, u64 line)
 {
     enum { U = 2 };
@@ -838,7 +866,7 @@ __device__ __forceinline__ int ccl_ll_reduce(char *const (&dst)[ND], const char 
 #pragma unroll
                 for (int s = 0; s < NS; s++) {
                     if (!(todo >> (u * NS + s) & 1)) continue;
-                    if (d[u][s][1] != flag || d[u][s][3] != flag) {
+                    if (d[u][s][1] != (unsigned int)flag || d[u][s][3] != (unsigned int)(flag >> 32)) {
                         f0 = d[u][s][1];
                         waiting = from[s];
                         continue;

@@ -24,7 +24,8 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     u64 *const sem = (u64 *)(a.peers[1] + a.sem_off);
     (void)sem; /* unused when LL lines carry every signal */
     __shared__ int failed;
-    if (threadIdx.x == 0) failed = 0;
+    __shared__ u64 heard; /* the peers whose lines of this launch arrived here */
+    if (threadIdx.x == 0) failed = 0, heard = 0;
     __syncthreads();
     switch (blockIdx.x / a.ninst) {
     case 0: {
@@ -32,8 +33,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
         char *const p1 = a.peers[1];
         char *const p2 = a.peers[2];
         char *const p3 = a.peers[3];
-        unsigned int flag = (unsigned int)launch;
-        if (flag == 0) flag = 1;
+        const u64 flag = ccl_ll_flags(launch, a.id.hash);
         for (u64 sl = 0; sl < a.nslices; sl++) {
             /* op 0: xfer (line 29) */
             { /* LL: s@0[1], s@2[1], s@3[1] <- in[0] */
@@ -75,6 +75,9 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 const char *const s[4] = {(p1 + a.scratch_off + line_set + 4ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t)), a.in + (s2.off + lo) * sizeof(ccl_t), (p1 + a.scratch_off + line_set + 8ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t)), (p1 + a.scratch_off + line_set + 10ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const u64 from[4] = {0, 0, 2, 3};
                 if (hi > lo && !ccl_ll_reduce<1, 4, 0xdu>(d, s, from, hi - lo, flag, threadIdx.x, blockDim.x, a, launch, 0, inst, 31)) failed = 1;
+                if (threadIdx.x == 0 && hi > lo) heard |= 1ull << 0;
+                if (threadIdx.x == 0 && hi > lo) heard |= 1ull << 2;
+                if (threadIdx.x == 0 && hi > lo) heard |= 1ull << 3;
             }
             __syncthreads();
             if (failed) return;
@@ -84,6 +87,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     default:
         break;
     }
-    /* No rank ends this launch before every peer has announced it, and the same call. */
-    if (first) ccl_await_peers(a, launch);
+    /* No rank ends this launch before every peer has announced it, and the same call:
+     * lines of this launch from every peer say so (ccl_ll_flags). */
+    if (first && heard != 0xdull) ccl_await_peers(a, launch);
 }

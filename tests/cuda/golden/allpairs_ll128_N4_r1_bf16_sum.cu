@@ -26,7 +26,8 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     u64 *const sem = (u64 *)(a.peers[1] + a.sem_off);
     (void)sem; /* unused when LL lines carry every signal */
     __shared__ int failed;
-    if (threadIdx.x == 0) failed = 0;
+    __shared__ u64 heard; /* the peers whose lines of this launch arrived here */
+    if (threadIdx.x == 0) failed = 0, heard = 0;
     __syncthreads();
     switch (blockIdx.x / a.ninst) {
     case 0: {
@@ -34,8 +35,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
         char *const p1 = a.peers[1];
         char *const p2 = a.peers[2];
         char *const p3 = a.peers[3];
-        u64 flag = (u64)launch;
-        if (flag == 0) flag = 1;
+        const u64 flag = ccl_ll_flags(launch, a.id.hash);
         for (u64 sl = 0; sl < a.nslices; sl++) {
             /* op 0: xfer (line 29) */
             { /* LL: s@0[1], s@2[1], s@3[1] <- in[0] */
@@ -78,6 +78,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 const char *const lines = (p1 + a.scratch_off + line_set + 2ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll128_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 31, 0)) failed = 1;
+                if (threadIdx.x == 0 && hi > lo) heard |= 1ull << 0;
             }
             { /* LL receive from rank 2: s[2] */
                 const struct ccl_span s0 = {(u64)2 * a.cs, a.cs};
@@ -94,6 +95,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 const char *const lines = (p1 + a.scratch_off + line_set + 4ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll128_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 31, 2)) failed = 1;
+                if (threadIdx.x == 0 && hi > lo) heard |= 1ull << 2;
             }
             { /* LL receive from rank 3: s[3] */
                 const struct ccl_span s0 = {(u64)3 * a.cs, a.cs};
@@ -110,6 +112,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 const char *const lines = (p1 + a.scratch_off + line_set + 5ull * ccl_ll128_lines_bytes(a.cs) + lo * sizeof(ccl_t) / 120 * 128);
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll128_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 31, 3)) failed = 1;
+                if (threadIdx.x == 0 && hi > lo) heard |= 1ull << 3;
             }
             }
             __syncthreads();
@@ -138,6 +141,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     default:
         break;
     }
-    /* No rank ends this launch before every peer has announced it, and the same call. */
-    if (first) ccl_await_peers(a, launch);
+    /* No rank ends this launch before every peer has announced it, and the same call:
+     * lines of this launch from every peer say so (ccl_ll_flags). */
+    if (first && heard != 0xdull) ccl_await_peers(a, launch);
 }

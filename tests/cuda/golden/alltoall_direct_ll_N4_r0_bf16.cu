@@ -24,7 +24,8 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     u64 *const sem = (u64 *)(a.peers[0] + a.sem_off);
     (void)sem; /* unused when LL lines carry every signal */
     __shared__ int failed;
-    if (threadIdx.x == 0) failed = 0;
+    __shared__ u64 heard; /* the peers whose lines of this launch arrived here */
+    if (threadIdx.x == 0) failed = 0, heard = 0;
     __syncthreads();
     switch (blockIdx.x / a.ninst) {
     case 0: {
@@ -32,8 +33,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
         char *const p1 = a.peers[1];
         char *const p2 = a.peers[2];
         char *const p3 = a.peers[3];
-        unsigned int flag = (unsigned int)launch;
-        if (flag == 0) flag = 1;
+        const u64 flag = ccl_ll_flags(launch, a.id.hash);
         for (u64 sl = 0; sl < a.nslices; sl++) {
             { /* 3 independent transfers at once: warp group g of G takes transfers g, g + G, ... */
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;
@@ -112,6 +112,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 const char *const lines = (p0 + a.scratch_off + line_set + 10ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)0 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 29, 1)) failed = 1;
+                if (threadIdx.x == 0 && hi > lo) heard |= 1ull << 1;
             }
             { /* LL receive from rank 2: out[2] */
                 const struct ccl_span s0 = ccl_io(a, a.out_ustride, 2, 0);
@@ -124,6 +125,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 const char *const lines = (p0 + a.scratch_off + line_set + 12ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)1 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 29, 2)) failed = 1;
+                if (threadIdx.x == 0 && hi > lo) heard |= 1ull << 2;
             }
             { /* LL receive from rank 3: out[3] */
                 const struct ccl_span s0 = ccl_io(a, a.out_ustride, 3, 0);
@@ -136,6 +138,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 const char *const lines = (p0 + a.scratch_off + line_set + 14ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t));
                 if (hi > lo && g == (u64)2 % G &&
                     !ccl_ll_recv(dst, lines, hi - lo, flag, gtid, gnt, a, launch, 0, inst, 29, 3)) failed = 1;
+                if (threadIdx.x == 0 && hi > lo) heard |= 1ull << 3;
             }
             }
             __syncthreads();
@@ -146,6 +149,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     default:
         break;
     }
-    /* No rank ends this launch before every peer has announced it, and the same call. */
-    if (first) ccl_await_peers(a, launch);
+    /* No rank ends this launch before every peer has announced it, and the same call:
+     * lines of this launch from every peer say so (ccl_ll_flags). */
+    if (first && heard != 0xeull) ccl_await_peers(a, launch);
 }

@@ -40,8 +40,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
         char *const p1 = a.peers[1];
         char *const p2 = a.peers[2];
         char *const p3 = a.peers[3];
-        unsigned int flag = (unsigned int)launch;
-        if (flag == 0) flag = 1;
+        const u64 flag = ccl_ll_flags(launch, a.id.hash);
         for (u64 sl = 0; sl < a.nslices; sl++) {
             { /* 3 independent transfers at once: warp group g of G takes transfers g, g + G, ... */
             const u64 nwarp = blockDim.x / 32, G = nwarp < 3 ? nwarp : 3;

@@ -24,13 +24,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     u64 *const sem = (u64 *)(a.peers[0] + a.sem_off);
     (void)sem; /* unused when LL lines carry every signal */
     __shared__ int failed;
-    if (threadIdx.x == 0) failed = 0;
+    __shared__ u64 heard; /* the peers whose lines of this launch arrived here */
+    if (threadIdx.x == 0) failed = 0, heard = 0;
     __syncthreads();
     switch (blockIdx.x / a.ninst) {
     case 0: {
         char *const p0 = a.peers[0];
-        unsigned int flag = (unsigned int)launch;
-        if (flag == 0) flag = 1;
+        const u64 flag = ccl_ll_flags(launch, a.id.hash);
         for (u64 sl = 0; sl < a.nslices; sl++) {
             /* op 0: wait (line 21) */
             /* op 1: xfer (line 23) */
@@ -51,6 +51,9 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 const char *const s[4] = {a.in + (s1.off + lo) * sizeof(ccl_t), (p0 + a.scratch_off + line_set + 6ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t)), (p0 + a.scratch_off + line_set + 8ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t)), (p0 + a.scratch_off + line_set + 10ull * a.cs * sizeof(ccl_t) + lo * 2 * sizeof(ccl_t))};
                 const u64 from[4] = {0, 1, 2, 3};
                 if (hi > lo && !ccl_ll_reduce<1, 4, 0xeu>(d, s, from, hi - lo, flag, threadIdx.x, blockDim.x, a, launch, 0, inst, 21)) failed = 1;
+                if (threadIdx.x == 0 && hi > lo) heard |= 1ull << 1;
+                if (threadIdx.x == 0 && hi > lo) heard |= 1ull << 2;
+                if (threadIdx.x == 0 && hi > lo) heard |= 1ull << 3;
             }
             __syncthreads();
             if (failed) return;
@@ -60,6 +63,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     default:
         break;
     }
-    /* No rank ends this launch before every peer has announced it, and the same call. */
-    if (first) ccl_await_peers(a, launch);
+    /* No rank ends this launch before every peer has announced it, and the same call:
+     * lines of this launch from every peer say so (ccl_ll_flags). */
+    if (first && heard != 0xeull) ccl_await_peers(a, launch);
 }
