@@ -441,20 +441,56 @@ static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int l
  * ccl_await_peers). Its waits then also give up on a peer found running another call. */
 static int emit_exit_checked(const Emit *e) { return e->ll && !e->v; }
 
-/* Whether this rank's block tb receives lines from every peer. Its lines carry the
- * launch and the call's identity (ccl_ll_flags), so once lines from every peer have
- * arrived, every peer has started this launch and runs this call: what the exit check
- * waits for. Such a block records whose lines arrived (`heard`), and the check runs only
- * where it did not hear everyone (empty parts: a call too small to reach this block). */
-static int emit_tb_hears_all(Emit *e, int tb)
+/* The peers whose lines this rank's block tb receives, as a mask. Lines carry the launch
+ * and the call's identity (ccl_ll_flags), so once a peer's lines have arrived, that peer
+ * has started this launch and runs this call: what the exit check waits for. A block
+ * that receives lines records whose arrived (`heard`), and at the exit it waits only for
+ * the announcements of the peers it receives from but did not hear (an empty part: a
+ * call too small to reach this block); the first block also for the peers no block of
+ * this rank receives from (emit_exit_check). */
+static unsigned long long emit_tb_heard_peers(Emit *e, int tb)
 {
+    unsigned long long mask = 0;
     for (int p = 0; p < e->prog->nranks; p++) {
         if (p == e->rank) continue;
         int bi = cclc_emit_block_index(e, p, tb), any = 0;
         for (int k = 0; bi >= 0 && k < e->deliv[bi].n && !any; k++) any = e->deliv[bi].v[k].n > 0;
-        if (!any) return 0;
+        if (any) mask |= 1ull << p;
     }
-    return 1;
+    return mask;
+}
+
+/* The exit check of a kernel checked at its exit: every peer's announcement of this
+ * launch and call, each awaited by one block of this rank at least, unless that block
+ * heard the peer's lines. No rank then ends this launch before every peer has started it,
+ * running the same call. */
+static void emit_exit_check(Emit *e)
+{
+    FILE *out = e->out;
+    const Plan *plan = e->plan;
+    unsigned long long everyone = (e->prog->nranks == 64 ? ~0ull : (1ull << e->prog->nranks) - 1) & ~(1ull << e->rank);
+    unsigned long long received = 0;
+    for (int i = 0; i < plan->nblocks; i++)
+        if (plan->blocks[i].rank == e->rank) received |= emit_tb_heard_peers(e, plan->blocks[i].tb);
+    if (!received) {
+        fprintf(out, "    /* No rank ends this launch before every peer has announced it, and the same call. */\n"
+                     "    if (first) ccl_await_peers(a, launch);\n");
+        return;
+    }
+    fprintf(out, "    /* No rank ends this launch before every peer has announced it, and the same call:\n"
+                 "     * lines of this launch from a peer say so (ccl_ll_flags). A block waits for the\n"
+                 "     * announcements of the peers it receives from but did not hear, the first block\n"
+                 "     * also for those no block receives from. */\n");
+    if (received == everyone) fprintf(out, "    (void)first;\n    u64 unheard = 0;\n");
+    else fprintf(out, "    u64 unheard = first ? %#llxull : 0;\n", everyone & ~received);
+    fprintf(out, "    switch (blockIdx.x / a.ninst) {\n");
+    for (int i = 0; i < plan->nblocks; i++) {
+        if (plan->blocks[i].rank != e->rank) continue;
+        unsigned long long mask = emit_tb_heard_peers(e, plan->blocks[i].tb);
+        if (mask) fprintf(out, "    case %d: unheard |= %#llxull & ~heard; break;\n", plan->blocks[i].tb, mask);
+    }
+    fprintf(out, "    default: break;\n    }\n");
+    fprintf(out, "    if (unheard) ccl_await_peers(a, launch, unheard);\n");
 }
 
 /* The semaphore slot of logical slot `sem` (t*N + peer, for one instance) for
@@ -716,7 +752,7 @@ static void emit_block(Emit *e, const PlanBlock *b)
          * rank for the same call, new at every launch of the comm, so no line left by an
          * earlier launch, of any algorithm, matches, nor one of a rank running another call. */
         fprintf(o, "        const u64 flag = ccl_ll_flags(launch, a.id.hash);\n");
-        e->hears = emit_exit_checked(e) && emit_tb_hears_all(e, b->tb);
+        e->hears = emit_exit_checked(e) && emit_tb_heard_peers(e, b->tb);
         memset(e->pend, 0, sizeof *e->pend * (size_t)n);
         memset(e->waits, 0, sizeof *e->waits * (size_t)n);
     }
@@ -909,9 +945,9 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     if (e.port)
         fprintf(out, "    u64 *const posted = a.expected + %d * a.ninst + 1 + gridDim.x + blockIdx.x; /* port puts */\n",
                 plan->nsems);
-    int hears = 0; /* some block of this rank hears every peer (emit_tb_hears_all) */
+    int hears = 0; /* some block of this rank receives lines (emit_tb_heard_peers) */
     for (int i = 0; i < plan->nblocks && emit_exit_checked(&e); i++)
-        if (plan->blocks[i].rank == rank) hears |= emit_tb_hears_all(&e, plan->blocks[i].tb);
+        if (plan->blocks[i].rank == rank) hears |= emit_tb_heard_peers(&e, plan->blocks[i].tb) != 0;
     fprintf(out, "    __shared__ int failed;\n");
     if (hears) {
         fprintf(out, "    __shared__ u64 heard; /* the peers whose lines of this launch arrived here */\n");
@@ -924,14 +960,8 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     for (int i = 0; i < plan->nblocks; i++)
         if (plan->blocks[i].rank == rank) emit_block(&e, &plan->blocks[i]);
     fprintf(out, "    default:\n        break;\n    }\n");
-    unsigned long long everyone = (prog->nranks == 64 ? ~0ull : (1ull << prog->nranks) - 1) & ~(1ull << rank);
-    if (emit_exit_checked(&e) && hears)
-        fprintf(out, "    /* No rank ends this launch before every peer has announced it, and the same call:\n"
-                     "     * lines of this launch from every peer say so (ccl_ll_flags). */\n"
-                     "    if (first && heard != %#llxull) ccl_await_peers(a, launch);\n", everyone);
-    else if (emit_exit_checked(&e))
-        fprintf(out, "    /* No rank ends this launch before every peer has announced it, and the same call. */\n"
-                     "    if (first) ccl_await_peers(a, launch);\n");
+    if (emit_exit_checked(&e))
+        emit_exit_check(&e);
     else
         fprintf(out, "    (void)first;\n");
     fprintf(out, "}\n");

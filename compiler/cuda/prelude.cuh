@@ -468,23 +468,24 @@ __device__ __forceinline__ u64 ccl_announce(const struct ccl_args &a, int *first
     return L;
 }
 
-/* Waits (bounded, abort-aware; thread p for peer p) until every peer has announced
- * launch L and checks that it runs the same call (ccl_peer_agrees). 1 in every thread
+/* Waits (bounded, abort-aware; thread p for peer p) until every peer in `peers` (a
+ * mask; every peer by default) has announced launch L and checks that it runs the same
+ * call (ccl_peer_agrees). 1 in every thread
  * of the block when all do; else 0 in every thread, the failure recorded (a peer that
  * did not announce in time: CCL_SLOT_IDENT_WAIT) and every rank stopped. Once a peer
  * announced L, its previous launch has ended (a rank's launches run in order). A Simple
  * or v kernel calls it at its entry, before any block touches a peer (docs/internals.md,
- * "The call entry"); an LL kernel's first block at its exit, unless that block received
- * lines of launch L from every peer, which says the same (its lines alternate between
- * two sets by launch parity, and no rank ends launch L before every peer has started
- * it, so ranks are never more than one launch apart). */
-__device__ __forceinline__ int ccl_await_peers(const struct ccl_args &a, u64 L)
+ * "The call entry"); an LL kernel at its exit for the peers none of its blocks received
+ * lines of launch L from, which say the same (its lines alternate between two sets by
+ * launch parity, and no rank ends launch L before every peer has started it, so ranks
+ * are never more than one launch apart). */
+__device__ __forceinline__ int ccl_await_peers(const struct ccl_args &a, u64 L, u64 peers = ~0ull)
 {
     const u64 tb = blockIdx.x / a.ninst, inst = blockIdx.x % a.ninst;
     const volatile u64 *abort_flag = (const volatile u64 *)a.peers[CCL_RANK];
     int bad = 0;
     for (u64 p = threadIdx.x; p < CCL_NRANKS; p += blockDim.x) {
-        if (p == CCL_RANK) continue;
+        if (p == CCL_RANK || !(peers >> p & 1)) continue;
         u64 t0 = 0;
         for (unsigned int it = 0;; it++) {
             const int agrees = ccl_peer_agrees(a, L, p, tb, inst);

@@ -142,6 +142,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
         break;
     }
     /* No rank ends this launch before every peer has announced it, and the same call:
-     * lines of this launch from every peer say so (ccl_ll_flags). */
-    if (first && heard != 0xdull) ccl_await_peers(a, launch);
+     * lines of this launch from a peer say so (ccl_ll_flags). A block waits for the
+     * announcements of the peers it receives from but did not hear, the first block
+     * also for those no block receives from. */
+    (void)first;
+    u64 unheard = 0;
+    switch (blockIdx.x / a.ninst) {
+    case 0: unheard |= 0xdull & ~heard; break;
+    default: break;
+    }
+    if (unheard) ccl_await_peers(a, launch, unheard);
 }
