@@ -463,15 +463,13 @@ static unsigned long long emit_tb_heard_peers(Emit *e, int tb)
 /* The exit check of a kernel checked at its exit: every peer's announcement of this
  * launch and call, each awaited by one block of this rank at least, unless that block
  * heard the peer's lines. No rank then ends this launch before every peer has started it,
- * running the same call. */
-static void emit_exit_check(Emit *e)
+ * running the same call. A block's `heard` starts as every peer but those its tb receives
+ * from (emit_block), so what is left unheard is one complement away, with no division
+ * to find the block's tb again. */
+static void emit_exit_check(Emit *e, unsigned long long received)
 {
     FILE *out = e->out;
-    const Plan *plan = e->plan;
     unsigned long long everyone = (e->prog->nranks == 64 ? ~0ull : (1ull << e->prog->nranks) - 1) & ~(1ull << e->rank);
-    unsigned long long received = 0;
-    for (int i = 0; i < plan->nblocks; i++)
-        if (plan->blocks[i].rank == e->rank) received |= emit_tb_heard_peers(e, plan->blocks[i].tb);
     if (!received) {
         fprintf(out, "    /* No rank ends this launch before every peer has announced it, and the same call. */\n"
                      "    if (first) ccl_await_peers(a, launch);\n");
@@ -481,15 +479,8 @@ static void emit_exit_check(Emit *e)
                  "     * lines of this launch from a peer say so (ccl_ll_flags). A block waits for the\n"
                  "     * announcements of the peers it receives from but did not hear, the first block\n"
                  "     * also for those no block receives from. */\n");
-    if (received == everyone) fprintf(out, "    (void)first;\n    u64 unheard = 0;\n");
-    else fprintf(out, "    u64 unheard = first ? %#llxull : 0;\n", everyone & ~received);
-    fprintf(out, "    switch (blockIdx.x / a.ninst) {\n");
-    for (int i = 0; i < plan->nblocks; i++) {
-        if (plan->blocks[i].rank != e->rank) continue;
-        unsigned long long mask = emit_tb_heard_peers(e, plan->blocks[i].tb);
-        if (mask) fprintf(out, "    case %d: unheard |= %#llxull & ~heard; break;\n", plan->blocks[i].tb, mask);
-    }
-    fprintf(out, "    default: break;\n    }\n");
+    if (received == everyone) fprintf(out, "    (void)first;\n    const u64 unheard = ~heard;\n");
+    else fprintf(out, "    const u64 unheard = (first ? %#llxull : 0) | ~heard;\n", everyone & ~received);
     fprintf(out, "    if (unheard) ccl_await_peers(a, launch, unheard);\n");
 }
 
@@ -752,7 +743,9 @@ static void emit_block(Emit *e, const PlanBlock *b)
          * rank for the same call, new at every launch of the comm, so no line left by an
          * earlier launch, of any algorithm, matches, nor one of a rank running another call. */
         fprintf(o, "        const u64 flag = ccl_ll_flags(launch, a.id.hash);\n");
-        e->hears = emit_exit_checked(e) && emit_tb_heard_peers(e, b->tb);
+        unsigned long long hears = emit_exit_checked(e) ? emit_tb_heard_peers(e, b->tb) : 0;
+        if (hears) fprintf(o, "        if (threadIdx.x == 0) heard = ~%#llxull; /* until their lines come */\n", hears);
+        e->hears = hears != 0;
         memset(e->pend, 0, sizeof *e->pend * (size_t)n);
         memset(e->waits, 0, sizeof *e->waits * (size_t)n);
     }
@@ -945,13 +938,13 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     if (e.port)
         fprintf(out, "    u64 *const posted = a.expected + %d * a.ninst + 1 + gridDim.x + blockIdx.x; /* port puts */\n",
                 plan->nsems);
-    int hears = 0; /* some block of this rank receives lines (emit_tb_heard_peers) */
+    unsigned long long received = 0; /* the peers some block of this rank receives lines from */
     for (int i = 0; i < plan->nblocks && emit_exit_checked(&e); i++)
-        if (plan->blocks[i].rank == rank) hears |= emit_tb_heard_peers(&e, plan->blocks[i].tb) != 0;
+        if (plan->blocks[i].rank == rank) received |= emit_tb_heard_peers(&e, plan->blocks[i].tb);
     fprintf(out, "    __shared__ int failed;\n");
-    if (hears) {
-        fprintf(out, "    __shared__ u64 heard; /* the peers whose lines of this launch arrived here */\n");
-        fprintf(out, "    if (threadIdx.x == 0) failed = 0, heard = 0;\n");
+    if (received) {
+        fprintf(out, "    __shared__ u64 heard; /* the peers this block need not await at its exit */\n");
+        fprintf(out, "    if (threadIdx.x == 0) failed = 0, heard = ~0ull;\n");
     } else {
         fprintf(out, "    if (threadIdx.x == 0) failed = 0;\n");
     }
@@ -961,7 +954,7 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         if (plan->blocks[i].rank == rank) emit_block(&e, &plan->blocks[i]);
     fprintf(out, "    default:\n        break;\n    }\n");
     if (emit_exit_checked(&e))
-        emit_exit_check(&e);
+        emit_exit_check(&e, received);
     else
         fprintf(out, "    (void)first;\n");
     fprintf(out, "}\n");

@@ -26,8 +26,8 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     u64 *const sem = (u64 *)(a.peers[1] + a.sem_off);
     (void)sem; /* unused when LL lines carry every signal */
     __shared__ int failed;
-    __shared__ u64 heard; /* the peers whose lines of this launch arrived here */
-    if (threadIdx.x == 0) failed = 0, heard = 0;
+    __shared__ u64 heard; /* the peers this block need not await at its exit */
+    if (threadIdx.x == 0) failed = 0, heard = ~0ull;
     __syncthreads();
     switch (blockIdx.x / a.ninst) {
     case 0: {
@@ -36,6 +36,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
         char *const p2 = a.peers[2];
         char *const p3 = a.peers[3];
         const u64 flag = ccl_ll_flags(launch, a.id.hash);
+        if (threadIdx.x == 0) heard = ~0xdull; /* until their lines come */
         for (u64 sl = 0; sl < a.nslices; sl++) {
             /* op 0: xfer (line 29) */
             { /* LL: s@0[1], s@2[1], s@3[1] <- in[0] */
@@ -146,10 +147,6 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
      * announcements of the peers it receives from but did not hear, the first block
      * also for those no block receives from. */
     (void)first;
-    u64 unheard = 0;
-    switch (blockIdx.x / a.ninst) {
-    case 0: unheard |= 0xdull & ~heard; break;
-    default: break;
-    }
+    const u64 unheard = ~heard;
     if (unheard) ccl_await_peers(a, launch, unheard);
 }
