@@ -45,8 +45,9 @@ typedef struct {
     LLDeliveries *deliv;  /* per plan block (a sender): its deliveries to this rank, in order */
     int *pend;            /* per peer: remote writes of the current block since its last signal */
     int *waits;           /* per peer: waits of the current block so far */
-    int hears;            /* the current block receives lines from every peer: it records
-                           * whose arrived (`heard`), for its exit check (emit_cuda.c) */
+    int heard_all;        /* the blocks of this rank together receive lines from every peer:
+                           * they record whose arrived (`heard`) for the exit check */
+    int hears;            /* ... and the current block receives some (emit_cuda.c) */
     const PlanBlock *cur; /* the block being emitted */
     /* Who runs the transfer being emitted: the whole block (item < 0), or warp group
      * item % G of a run of independent transfers (emit_xfer_run). */

@@ -475,10 +475,10 @@ __device__ __forceinline__ u64 ccl_announce(const struct ccl_args &a, int *first
  * did not announce in time: CCL_SLOT_IDENT_WAIT) and every rank stopped. Once a peer
  * announced L, its previous launch has ended (a rank's launches run in order). A Simple
  * or v kernel calls it at its entry, before any block touches a peer (docs/internals.md,
- * "The call entry"); an LL kernel at its exit for the peers none of its blocks received
- * lines of launch L from, which say the same (its lines alternate between two sets by
- * launch parity, and no rank ends launch L before every peer has started it, so ranks
- * are never more than one launch apart). */
+ * "The call entry"); an LL kernel at its exit, but for the peers whose lines of launch L
+ * reached the block, which say the same (emit_cuda.c's emit_exit_check; its lines
+ * alternate between two sets by launch parity, and no rank ends launch L before every
+ * peer has started it, so ranks are never more than one launch apart). */
 __device__ __forceinline__ int ccl_await_peers(const struct ccl_args &a, u64 L, u64 peers = ~0ull)
 {
     const u64 tb = blockIdx.x / a.ninst, inst = blockIdx.x % a.ninst;

@@ -66,8 +66,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     }
     /* No rank ends this launch before every peer has announced it, and the same call:
      * lines of this launch from a peer say so (ccl_ll_flags). A block waits for the
-     * announcements of the peers it receives from but did not hear, the first block
-     * also for those no block receives from. */
+     * announcements of the peers it receives from but did not hear. */
     (void)first;
     const u64 unheard = ~heard;
     if (unheard) ccl_await_peers(a, launch, unheard);
