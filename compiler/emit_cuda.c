@@ -443,11 +443,8 @@ static int emit_exit_checked(const Emit *e) { return e->ll && !e->v; }
 
 /* The peers whose lines this rank's block tb receives, as a mask. Lines carry the launch
  * and the call's identity (ccl_ll_flags), so once a peer's lines have arrived, that peer
- * has started this launch and runs this call: what the exit check waits for. A block
- * that receives lines records whose arrived (`heard`), and at the exit it waits only for
- * the announcements of the peers it receives from but did not hear (an empty part: a
- * call too small to reach this block); the first block also for the peers no block of
- * this rank receives from (emit_exit_check). */
+ * has started this launch and runs this call: what the exit check waits for
+ * (emit_exit_check). */
 static unsigned long long emit_tb_heard_peers(Emit *e, int tb)
 {
     unsigned long long mask = 0;

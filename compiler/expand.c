@@ -122,15 +122,18 @@ static StepVec *current_block(Expander *x)
     return &x->blocks[x->on_rank * 2 * MAX_TB + x->on_tb];
 }
 
+/* Counts every step, kept or not: after an error the expansion goes on only to find more
+ * errors, and a program too large to expand must stop there too, not run through all its
+ * steps (each one's evaluation takes memory until the compilation ends). */
 static void emit_step(Expander *x, Step s)
 {
-    if (x->failed)
-        return;
     if (++x->nsteps > CCLC_MAX_STEPS) {
         cclc_xp_error(x, s.loc, "the program expands to more than %d steps for N = %d", CCLC_MAX_STEPS, x->prog->nranks);
         x->aborted = 1;
         return;
     }
+    if (x->failed)
+        return;
     vec_push(x->arena, current_block(x), s);
 }
 
