@@ -441,7 +441,7 @@ static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int l
  * ccl_await_peers). Its waits then also give up on a peer found running another call. */
 static int emit_exit_checked(const Emit *e) { return e->ll && !e->v; }
 
-/* The peers whose lines this rank's block tb receives, as a mask. Lines carry the launch
+/* The peers whose lines this rank's block tb receives, as a mask (N <= 64). Lines carry the launch
  * and the call's identity (ccl_ll_flags), so once a peer's lines have arrived, that peer
  * has started this launch and runs this call: what the exit check waits for
  * (emit_exit_check). */
@@ -934,8 +934,10 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     if (e.port)
         fprintf(out, "    u64 *const posted = a.expected + %d * a.ninst + 1 + gridDim.x + blockIdx.x; /* port puts */\n",
                 plan->nsems);
-    unsigned long long received = 0; /* the peers some block of this rank receives lines from */
-    for (int i = 0; i < plan->nblocks && emit_exit_checked(&e); i++)
+    /* The peers some block of this rank receives lines from, as a 64-bit mask: with more
+     * ranks the first block awaits every peer (emit_exit_check). */
+    unsigned long long received = 0;
+    for (int i = 0; i < plan->nblocks && emit_exit_checked(&e) && prog->nranks <= 64; i++)
         if (plan->blocks[i].rank == rank) received |= emit_tb_heard_peers(&e, plan->blocks[i].tb);
     e.heard_all = received && received == ((prog->nranks == 64 ? ~0ull : (1ull << prog->nranks) - 1) & ~(1ull << rank));
     fprintf(out, "    __shared__ int failed;\n");

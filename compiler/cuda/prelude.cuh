@@ -469,7 +469,8 @@ __device__ __forceinline__ u64 ccl_announce(const struct ccl_args &a, int *first
 }
 
 /* Waits (bounded, abort-aware; thread p for peer p) until every peer in `peers` (a
- * mask; every peer by default) has announced launch L and checks that it runs the same
+ * mask of ranks 0..63, which emit_cuda.c passes only where N <= 64; every peer by
+ * default, and always those from 64 up) has announced launch L and checks that it runs the same
  * call (ccl_peer_agrees). 1 in every thread
  * of the block when all do; else 0 in every thread, the failure recorded (a peer that
  * did not announce in time: CCL_SLOT_IDENT_WAIT) and every rank stopped. Once a peer
@@ -485,7 +486,7 @@ __device__ __forceinline__ int ccl_await_peers(const struct ccl_args &a, u64 L, 
     const volatile u64 *abort_flag = (const volatile u64 *)a.peers[CCL_RANK];
     int bad = 0;
     for (u64 p = threadIdx.x; p < CCL_NRANKS; p += blockDim.x) {
-        if (p == CCL_RANK || !(peers >> p & 1)) continue;
+        if (p == CCL_RANK || (p < 64 && !(peers >> p & 1))) continue;
         u64 t0 = 0;
         for (unsigned int it = 0;; it++) {
             const int agrees = ccl_peer_agrees(a, L, p, tb, inst);

@@ -7,6 +7,7 @@
 #  - one algorithm compiles for every dtype and every op, and for older archs; the
 #    v-collectives for several dtypes, as LL, and at N = 8;
 #  - LL128 lines for every element size, Simple and LL programs forced onto them;
+#  - the LL exit check past 64 ranks (tests/cuda/ll_wide.ccl: no 64-bit mask there);
 #  - golden files: the generated CUDA of eight kernels (one-shot, ring, port ring; LL
 #    all-to-all with transfers at once, LL reduce's root with fence-free signals; a
 #    Simple allgatherv ring and an LL alltoallv, chunks sized by segment tables; the
@@ -198,6 +199,20 @@ if [ "$runs" = "3 independent transfers at once: " ]; then
     echo "ok cuda/ll_runs"
 else
     echo "FAIL cuda/ll_runs: want one run of 3 transfers, got: ${runs:-none} (tests/cuda/ll_runs.ccl)"
+fi
+# The LL exit check past 64 ranks (tests/cuda/ll_wide.ccl): at N = 64 the last rank
+# records whose lines came in a 64-bit mask; at N = 100 no mask is emitted, the first
+# block awaits every peer, and the kernel compiles.
+"$bin" tests/cuda/ll_wide.ccl 64 --emit 63 >"$tmp/wide64.cu" 2>&1
+"$bin" tests/cuda/ll_wide.ccl 100 --emit 70 >"$tmp/wide100.cu" 2>&1
+if ! grep -q 'heard = ~0x7fffffffffffffffull' "$tmp/wide64.cu"; then
+    echo "FAIL cuda/ll_wide: N = 64, rank 63 does not record peers 0..62 in its heard mask"
+elif grep -q '__shared__ u64 heard' "$tmp/wide100.cu" || ! grep -q 'if (first) ccl_await_peers(a, launch);' "$tmp/wide100.cu"; then
+    echo "FAIL cuda/ll_wide: N = 100 must await every peer at the exit, with no heard mask"
+elif [ -x "$nvcc" ] && ! "$nvcc" -arch=sm_90 --cubin -o "$tmp/wide100.cubin" "$tmp/wide100.cu" >"$tmp/wide100.log" 2>&1; then
+    echo "FAIL cuda/ll_wide: nvcc rejects the N = 100 kernel: $(head -5 "$tmp/wide100.log")"
+else
+    echo "ok cuda/ll_wide"
 fi
 # Stack frames and spills of every shipped kernel (tests/cuda/spills.sh says how).
 tests/cuda/spills.sh "$build"
