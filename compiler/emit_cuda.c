@@ -53,10 +53,11 @@
  * LL or LL128 program that reads peers' memory or uses port channels runs as Simple.
  *
  * v-collectives (allgatherv, alltoallv): the kernel takes this rank's segment table as
- * a second parameter (struct ccl_vtable) and publishes it before the call's identity;
- * after the identity check every block copies every rank's table into shared memory
- * (`vt`) and checks it (the prelude's ccl_vload: counts that disagree, or a layout that
- * does not fit the v arena, fail every rank before any data moves). Each data op's
+ * a second parameter (struct ccl_vtable) and pushes it into every peer's v inbox with
+ * the call's announcement; every block waits for every peer's table of this launch and
+ * call, which is its entry wait too, copies every rank's table into shared memory (`vt`)
+ * and checks it (the prelude's ccl_vload: a peer in another call, counts that disagree,
+ * or a layout that does not fit the v arena, fail every rank before any data moves). Each data op's
  * chunk is then sized by the segment of the data it moves (PlanOp.content, a constant
  * here), exactly as the CPU backend's ccl__segs_chunk: offsets and lengths come from
  * `vt`, peers' in and out from their tables' heap offsets, scratch and LL lines from
@@ -890,7 +891,8 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
     if (!(opt && opt->kernel_only)) fputs(ccl__prelude_cuh, out);
 
     /* The prologue: the call's announcement and launch number, then (but in a kernel
-     * checked at its exit) the wait until every peer has announced the same call. */
+     * checked at its exit, and a v kernel, whose ccl_vload waits for the peers' tables
+     * instead) the wait until every peer has announced the same call. */
     static const char announce[] = "    int first;\n    const u64 launch = ccl_announce(a, &first);\n";
     static const char await_entry[] = "    if (!ccl_await_peers(a, launch)) return; /* a peer runs another call, or "
                                       "none: the error says which */\n";
@@ -903,11 +905,11 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         fprintf(out, "extern \"C\" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_CONSTANT struct "
                      "ccl_args a, const CCL_GRID_CONSTANT struct ccl_vtable t)\n{\n");
         fprintf(out, "    int first;\n    const u64 launch = ccl_announce(a, &first, t.w); /* the table first */\n");
-        fputs(await_entry, out);
         fprintf(out, "    __shared__ u64 vt[%d];\n", prog->nranks * (int)CCL_VT_WORDS(prog->nranks));
         fprintf(out, "    __shared__ u64 vload_cs;\n");
-        fprintf(out, "    if (!ccl_vload(a, launch, t.w, vt, %d, %d, %ld, &vload_cs)) return; /* the counts disagree or do not fit: "
-                     "the error says how */\n", prog->chunks, prog->coll == COLL_ALLTOALLV, region);
+        fprintf(out, "    if (!ccl_vload(a, launch, t.w, vt, %d, %d, %ld, &vload_cs)) return; /* a peer runs another call "
+                     "or none, or the counts disagree or do not fit: the error says which */\n", prog->chunks,
+                prog->coll == COLL_ALLTOALLV, region);
         fprintf(out, "    const u64 vcs = vload_cs; /* scratch's chunk stride: the longest segment's */\n");
         fprintf(out, "    (void)vcs; /* unused without scratch */\n");
     } else {

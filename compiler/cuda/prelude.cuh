@@ -529,9 +529,14 @@ __device__ __forceinline__ u64 ccl_vchunk(u64 n, u64 K, u64 c, u64 *cs)
     return start >= n ? 0 : (n - start < *cs ? n - start : *cs);
 }
 
-/* After ccl_await_peers: waits until every peer's table for launch L has arrived in
- * this rank's v inbox (ccl_announce pushed it; a peer whose lines do not come in time is
- * reported as one that did not start the call), copies it and this rank's own (`own`,
+/* A v kernel's entry: waits until every peer's table for launch L has arrived in this
+ * rank's v inbox (ccl_announce pushed it, after the peer's announcement). A table line
+ * tagged with this launch and call says what ccl_await_peers would: the peer announced
+ * the same call and ended its previous launch. So a v kernel has no other entry wait,
+ * and while a line is missing the poll reads the peer's announcement every 256 tries, so
+ * a peer that runs another call fails every rank at once with both sides named (a peer
+ * that does not come in time is reported as one that did not start the call). Then it
+ * copies every peer's table and this rank's own (`own`,
  * the kernel's parameter) into vt (shared memory, CCL_NRANKS tables of CCL_VT_WORDS
  * words), checks
  * that every out segment's count equals what its sender sends (out unit u of rank p
@@ -567,7 +572,7 @@ __device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 L, const u64
                 break;
             }
             if ((it & 255) != 255) continue;
-            if (*abort_flag) {
+            if (ccl_peer_agrees(a, L, p, blockIdx.x / a.ninst, blockIdx.x % a.ninst) < 0 || *abort_flag) {
                 late = 1;
                 break;
             }

@@ -973,7 +973,8 @@ static int capture_test(int ngpu)
 /* One class of mismatched calls, in process mode (mpirun -np 2): rank r runs
  * `before[r]` extra calls of (alg, count before_count) first, then (file[r], count[r],
  * dtype[r], op[r]); every rank must fail with CCL_ERR_INVALID_ARGUMENT naming `differs`
- * and both algorithms. */
+ * and both algorithms. An allgatherv or alltoallv file runs with every segment count[r] / 2
+ * elements (mismatch_run). */
 typedef struct {
     const char *name, *differs;
     const char *file[2];
@@ -982,6 +983,17 @@ typedef struct {
     ccl_op_t op[2];
     int before[2];
 } MismatchCase;
+
+/* Runs alg as the mismatch cases do: a v program (its file under algorithms/allgatherv
+ * or alltoallv) with packed segments of count / 2 elements each, 2 ranks. */
+static ccl_result_t mismatch_run(ccl_algorithm_t *alg, const char *file, void *in, void *out, size_t count,
+                                 ccl_dtype_t dtype, ccl_op_t op)
+{
+    const size_t seg[2] = {count / 2, count / 2};
+    if (strstr(file, "/allgatherv/")) return ccl_algorithm_run_v(alg, in, seg, NULL, out, seg, NULL, dtype, NULL);
+    if (strstr(file, "/alltoallv/")) return ccl_algorithm_run_v(alg, in, seg, NULL, out, seg, NULL, dtype, NULL);
+    return ccl_algorithm_run(alg, in, out, count, dtype, op, NULL);
+}
 
 static int mismatch_procs_case(const MismatchCase *mc, ccl_bootstrap_t *boot, int ngpu)
 {
@@ -1000,7 +1012,7 @@ static int mismatch_procs_case(const MismatchCase *mc, ccl_bootstrap_t *boot, in
     if (!bad) bad = ccl_mem_alloc(comm, &in, 8192) != CCL_OK || ccl_mem_alloc(comm, &out, 8192) != CCL_OK;
     /* Matched warm-ups first: every kernel either rank runs below is compiled and loaded. */
     for (int k = 0; k < 2 && !bad; k++) {
-        bad = ccl_algorithm_run(alg[k], in, out, mc->count[k], mc->dtype[k], mc->op[k], NULL) != CCL_OK ||
+        bad = mismatch_run(alg[k], mc->file[k], in, out, mc->count[k], mc->dtype[k], mc->op[k]) != CCL_OK ||
               ccl_comm_synchronize(comm) != CCL_OK;
         boot->barrier(boot->ctx);
     }
@@ -1011,8 +1023,8 @@ static int mismatch_procs_case(const MismatchCase *mc, ccl_bootstrap_t *boot, in
     }
     ccl_result_t r = CCL_OK;
     for (int i = 0; i < mc->before[me] && r == CCL_OK; i++)
-        r = ccl_algorithm_run(alg[0], in, out, mc->count[0] / 2, mc->dtype[0], mc->op[0], NULL);
-    if (r == CCL_OK) r = ccl_algorithm_run(alg[me], in, out, mc->count[me], mc->dtype[me], mc->op[me], NULL);
+        r = mismatch_run(alg[0], mc->file[0], in, out, mc->count[0] / 2, mc->dtype[0], mc->op[0]);
+    if (r == CCL_OK) r = mismatch_run(alg[me], mc->file[me], in, out, mc->count[me], mc->dtype[me], mc->op[me]);
     ccl_result_t s = r == CCL_OK ? ccl_comm_synchronize(comm) : r;
     const char *e = ccl_comm_last_error(comm);
     /* What differs: one of the call's arguments by itself ("disagree on the count (1024
@@ -1053,6 +1065,8 @@ static int mismatch_procs_test(void)
     int ngpu = 0;
     ccl__cu.DeviceGetCount(&ngpu);
     const char *ring = "algorithms/allreduce/ring.ccl", *ap = "algorithms/allreduce/allpairs.ccl";
+    const char *agv_ll = "algorithms/allgatherv/direct_ll.ccl", *agv = "algorithms/allgatherv/direct.ccl";
+    const char *a2av = "algorithms/alltoallv/direct_own.ccl";
     const MismatchCase cases[] = {
         {"algorithm", "algorithm", {ring, ap}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
         {"count-simple", "count", {ring, ring}, {1024, 1000}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
@@ -1061,6 +1075,13 @@ static int mismatch_procs_test(void)
         {"op-simple", "op", {ring, ring}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_MAX}, {0, 0}},
         /* Rank 0 runs one call more first (count 512): its next call meets rank 1's first. */
         {"shifted-ll", "count", {ap, ap}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {1, 0}},
+        /* v kernels, whose entry is the wait for the peers' tables (ccl_vload): a peer in
+         * another v program, in a fixed-size call, or one call behind. */
+        {"v-algorithm", "algorithm", {agv_ll, agv}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
+        {"v-fixed-ll", "algorithm", {agv_ll, ap}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
+        {"v-fixed-simple", "algorithm", {a2av, ring}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
+        {"v-dtype", "dtype", {a2av, a2av}, {1024, 1024}, {CCL_F32, CCL_BF16}, {CCL_SUM, CCL_SUM}, {0, 0}},
+        {"v-shifted", "algorithm", {a2av, agv_ll}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {1, 0}},
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
