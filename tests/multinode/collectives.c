@@ -21,8 +21,11 @@
  * others end without MPI_Finalize, which would wait for the dead rank (under mpirun
  * --enable-recovery, which lets them report). bw: the net channel's rate against MPI's
  * own (bandwidth(), below); lat: point-to-point's latency against MPI's own (latency(),
- * below). p2p: cases.h's point-to-point cases (a ring and pairwise
- * exchanges in groups, crossing nodes) on counts 1, 1001 and 2^20, f32 and i32.
+ * below); vbw [MAX]: ccl_all_gather_v and ccl_all_to_all_v against MPI_Allgatherv and
+ * MPI_Alltoallv, equal and uneven counts, 1 KiB to MAX (16 MiB) per rank, every element
+ * of both checked once per size (vbandwidth(), below; exits 1 on a wrong one). p2p:
+ * cases.h's point-to-point cases (a ring and pairwise exchanges in groups, crossing
+ * nodes) on counts 1, 1001 and 2^20, f32 and i32.
  * p2p-mismatch [send|late] [S R]: rank 0 sends S i32 (10) to rank 2 (another node), which
  * receives R (11), with late 300 ms after the send (a small message waits in its proxy);
  * both print what they got (rank 0 also its next call's, an all-reduce), and rank 2 whether
@@ -187,6 +190,149 @@ static void latency(ccl_comm_t *comm)
     }
 }
 
+/* vbw: ccl_all_gather_v and ccl_all_to_all_v against MPI_Allgatherv and MPI_Alltoallv of
+ * the same counts and displacements on the same plain host buffers (docs/multinode.md,
+ * "The variable-size collectives against Open MPI's own"). Across nodes the ccl calls are
+ * point-to-point messages through the proxy (runtime/src/vcoll.c), so this measures that
+ * path against MPI's tuned collectives. Each rank receives `bytes` (1 KiB up to max_bytes
+ * by 4x) of i32, in two patterns of counts: equal (bytes / N from every rank) and
+ * proportional (rank q's segments scaled by q + 1: its allgatherv input and every block
+ * of its alltoallv sendbuf, so rank q sends (q + 1) times rank 0's), rounded down to
+ * whole elements; displacements packed, passed explicitly to both libraries. Before the
+ * timing, one call of each library into a recvbuf that holds the complement of every
+ * expected element, every element checked (v_wrong); then the median of 9 timed runs of
+ * 20 calls, as bw. Rank 0 prints a table (us per call); returns the wrong elements over
+ * all ranks. */
+static int32_t vbw_value(int from, int to, size_t i)
+{
+    /* A key per sender and receiver, so that a segment from the wrong rank, or a block of
+     * alltoallv meant for another rank, is caught, and the index, so that a shifted one is. */
+    return (int32_t)(((uint32_t)(from + 1) * 0x9E3779B1u) ^ ((uint32_t)(to + 1) * 0x85EBCA77u) ^ (uint32_t)i);
+}
+
+/* The elements rank q sends each receiver, for `elems` received per rank: equal, or
+ * proportional to q + 1 (the weights 1..N sum to N (N + 1) / 2). */
+static size_t vbw_segment(size_t elems, int q, int proportional)
+{
+    return proportional ? elems * 2 * (size_t)(q + 1) / ((size_t)size * (size_t)(size + 1)) : elems / (size_t)size;
+}
+
+/* Counts the elements of recv (segments seg[q] from rank q, packed) that are not what
+ * their sender put there, and prints the first; a2a: each block carries its receiver
+ * too (alltoallv), else the sender's input is everyone's (allgatherv). */
+static long v_wrong(const int32_t *recv, const size_t *seg, int a2a, const char *who, size_t bytes,
+                    const char *pattern)
+{
+    long wrong = 0;
+    size_t at = 0;
+    for (int q = 0; q < size; q++)
+        for (size_t i = 0; i < seg[q]; i++, at++) {
+            int32_t want = vbw_value(q, a2a ? rank : q, i);
+            if (recv[at] != want && wrong++ == 0)
+                fprintf(stderr, "vbw: rank %d: %s, %zu bytes per rank, %s counts: element %zu of segment %d (from rank "
+                        "%d, its element %zu) is %d, expected %d\n", rank, who, bytes, pattern, at, q, q, i,
+                        (int)recv[at], (int)want);
+        }
+    if (wrong > 1)
+        fprintf(stderr, "vbw: rank %d: %s, %zu bytes per rank, %s counts: %ld wrong elements in all\n", rank, who, bytes,
+                pattern, wrong);
+    return wrong;
+}
+
+/* Fills recv with the complement of what every element should become, so that one left
+ * unwritten is wrong too. */
+static void v_poison(int32_t *recv, const size_t *seg, int a2a)
+{
+    size_t at = 0;
+    for (int q = 0; q < size; q++)
+        for (size_t i = 0; i < seg[q]; i++)
+            recv[at++] = ~vbw_value(q, a2a ? rank : q, i);
+}
+
+static long vbandwidth(ccl_comm_t *comm, size_t max_bytes)
+{
+    enum { RUNS = 9, CALLS = 20 };
+    static const char *const names[4] = {"ccl_all_gather_v", "MPI_Allgatherv", "ccl_all_to_all_v", "MPI_Alltoallv"};
+    long total = 0;
+    size_t *seg = malloc(sizeof *seg * (size_t)size), *rdispl = malloc(sizeof *rdispl * (size_t)size);
+    size_t *scount = malloc(sizeof *scount * (size_t)size), *sdispl = malloc(sizeof *sdispl * (size_t)size);
+    int *mseg = malloc(sizeof *mseg * (size_t)size), *mrdispl = malloc(sizeof *mrdispl * (size_t)size);
+    int *mscount = malloc(sizeof *mscount * (size_t)size), *msdispl = malloc(sizeof *msdispl * (size_t)size);
+    if (rank == 0)
+        printf("| bytes per rank | counts | ccl_all_gather_v (us) | MPI_Allgatherv (us) | ccl / MPI | ccl_all_to_all_v (us) "
+               "| MPI_Alltoallv (us) | ccl / MPI |\n|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 4)
+        for (int proportional = 0; proportional < 2; proportional++) {
+            const char *pattern = proportional ? "proportional" : "equal";
+            size_t elems = bytes / sizeof(int32_t), in = 0, out = 0;
+            /* One table of counts and displacements, in both libraries' types: alltoallv
+             * sends this rank's segment to every rank, and receives seg[q] from rank q,
+             * which is also allgatherv's recvcounts. */
+            for (int q = 0; q < size; q++)
+                seg[q] = vbw_segment(elems, q, proportional);
+            for (int q = 0; q < size; q++) {
+                scount[q] = seg[rank];
+                sdispl[q] = in;
+                rdispl[q] = out;
+                in += scount[q];
+                out += seg[q];
+                mseg[q] = (int)seg[q], mrdispl[q] = (int)rdispl[q];
+                mscount[q] = (int)scount[q], msdispl[q] = (int)sdispl[q];
+            }
+            int32_t *send = malloc(in * sizeof *send), *recv = malloc(out * sizeof *recv);
+            for (int p = 0; p < size; p++)
+                for (size_t i = 0; i < scount[p]; i++)
+                    send[sdispl[p] + i] = vbw_value(rank, p, i);
+            /* allgatherv's input: one segment, the same for every receiver, keyed (rank, rank). */
+            int32_t *gsend = malloc((seg[rank] ? seg[rank] : 1) * sizeof *gsend);
+            for (size_t i = 0; i < seg[rank]; i++)
+                gsend[i] = vbw_value(rank, rank, i);
+            double t[4][RUNS];
+            for (int run = -2; run < RUNS; run++) {  /* run -2: checked; -1: warm-up */
+                int calls = run == -2 ? 1 : CALLS;
+                for (int way = 0; way < 4; way++) {
+                    int a2a = way >= 2;
+                    if (run == -2)
+                        v_poison(recv, seg, a2a);
+                    MPI_Barrier(MPI_COMM_WORLD);
+                    double t0 = MPI_Wtime();
+                    for (int c = 0; c < calls; c++) {
+                        ccl_result_t r = CCL_OK;
+                        if (way == 0)
+                            r = ccl_all_gather_v(gsend, seg[rank], recv, seg, rdispl, CCL_I32, comm, NULL);
+                        else if (way == 1)
+                            MPI_Allgatherv(gsend, mseg[rank], MPI_INT, recv, mseg, mrdispl, MPI_INT, MPI_COMM_WORLD);
+                        else if (way == 2)
+                            r = ccl_all_to_all_v(send, scount, sdispl, recv, seg, rdispl, CCL_I32, comm, NULL);
+                        else
+                            MPI_Alltoallv(send, mscount, msdispl, MPI_INT, recv, mseg, mrdispl, MPI_INT, MPI_COMM_WORLD);
+                        if (r != CCL_OK)
+                            fail_now(comm, names[way]);
+                    }
+                    if (way % 2 == 0 && ccl_comm_synchronize(comm) != CCL_OK)
+                        fail_now(comm, "ccl_comm_synchronize");
+                    if (run >= 0)
+                        t[way][run] = (MPI_Wtime() - t0) / calls;
+                    if (run == -2)
+                        total += sum_over_ranks(v_wrong(recv, seg, a2a, names[way], bytes, pattern));
+                }
+            }
+            for (int way = 0; way < 4; way++)
+                qsort(t[way], RUNS, sizeof t[way][0], cmp_double);
+            double m[4];
+            for (int way = 0; way < 4; way++)
+                m[way] = t[way][RUNS / 2] * 1e6;
+            if (rank == 0)
+                printf("| %zu | %s | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", bytes, pattern, m[0], m[1],
+                       m[0] / m[1], m[2], m[3], m[2] / m[3]);
+            fflush(stdout);
+            free(send), free(recv), free(gsend);
+        }
+    free(seg), free(rdispl), free(scount), free(sdispl);
+    free(mseg), free(mrdispl), free(mscount), free(msdispl);
+    return total;
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -213,6 +359,12 @@ int main(int argc, char **argv)
             latency(comm);
         else if (rank == 0)
             fprintf(stderr, "lat: run it on 2 ranks (CCL_RANKS_PER_NODE=1 mpirun -np 2)\n");
+    } else if (!strcmp(mode, "vbw")) {
+        /* argv[2]: the largest size, bytes received per rank (16 MiB unless given). */
+        long wrong = vbandwidth(comm, argc > 2 ? (size_t)atol(argv[2]) : (size_t)16 << 20);
+        if (rank == 0)
+            printf("vbw wrong elements: %ld\n", wrong);
+        status = wrong != 0;
     } else if (!strcmp(mode, "split")) {
         const char *rpn = getenv("CCL_RANKS_PER_NODE");
         status = run_split_cases(comm, rpn ? atoi(rpn) : size, sum_over_ranks) != 0;

@@ -57,6 +57,9 @@
 #              1 of 4 (the v programs) and 3 of 2: f32, i32 x out of place, in place, 3 calls
 #              back to back each with uneven counts (a zero segment, one of 262147 elements), every
 #              element of every segment and every gap around them checked, then an all-reduce
+#   vbw        the v-collectives against MPI_Allgatherv and MPI_Alltoallv (collectives.c, vbw) to
+#              64 KiB per rank, as 2 nodes of 1 and 2 of 2: every element of both libraries'
+#              results checked once per size, equal and uneven counts (timings not checked)
 #   v-mismatch an allgatherv whose ranks 1 and 2 expect 11 elements from rank 0, which sends 10, as
 #              2 nodes of 2 (rank 1 its node-mate, rank 2 across) and 4 of 1: a receiver names both
 #              ranks and both counts, its segment untouched, and every rank fails
@@ -265,6 +268,24 @@ for shape in 4:2 4:1 4:4 6:2; do
         { grep -v ': ok$' "$tmp/v.out"; tail -5 "$tmp/v.err"; } | head -20 | sed 's/^/    /'
     else
         echo "ok multinode/v-${nodes}x$rpn: allgatherv, alltoallv x f32, i32 x (out of place, in place) x 3 calls, uneven counts (0 to 262147), every segment and gap checked"
+    fi
+done
+# The v-collectives' benchmark against MPI's own (collectives.c, vbw; docs/multinode.md)
+# at its small sizes only, as a check: every element of both libraries' results, 1 KiB to
+# 64 KiB per rank (past 16 KiB the segments pass the 8 KiB eager bound: RTS, CTS, data),
+# equal and uneven counts, as 2 nodes of 1 and 2 of 2. Its timings are not checked.
+for shape in 2:1 4:2; do
+    np=${shape%:*} rpn=${shape#*:}
+    mpin=("${mpi[@]}")
+    mpin[2]=$np
+    CCL_RANKS_PER_NODE=$rpn timeout -k 10 120 "${mpin[@]}" "$prog" vbw 65536 >"$tmp/vbw.out" 2>"$tmp/vbw.err"
+    rc=$?
+    if [ $rc -ne 0 ] || [ "$(grep -cE '^\| [0-9]+ \| (equal|proportional) \|' "$tmp/vbw.out")" -ne 8 ] ||
+       ! grep -q '^vbw wrong elements: 0$' "$tmp/vbw.out"; then
+        echo "FAIL multinode/vbw-$((np / rpn))x$rpn: exit $rc, not every size ran and checked out"
+        { tail -3 "$tmp/vbw.out"; grep -m 8 '^vbw:' "$tmp/vbw.err" || tail -5 "$tmp/vbw.err"; } | sed 's/^/    /'
+    else
+        echo "ok multinode/vbw-$((np / rpn))x$rpn: ccl_all_gather_v, ccl_all_to_all_v and MPI's own on the same counts (equal, uneven), 1 KiB to 64 KiB per rank, every element of both right"
     fi
 done
 for rpn in 2 1; do
