@@ -1076,10 +1076,11 @@ static int mismatch_procs_test(void)
         /* Rank 0 runs one call more first (count 512): its next call meets rank 1's first. */
         {"shifted-ll", "count", {ap, ap}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {1, 0}},
         /* v kernels, whose entry is the wait for the peers' tables (ccl_vload): a peer in
-         * another v program, in a fixed-size call, or one call behind. */
+         * another v program, in a fixed-size call (whose identity's count is not a v
+         * call's 0: the message leads with the count), another dtype, one call behind. */
         {"v-algorithm", "algorithm", {agv_ll, agv}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
-        {"v-fixed-ll", "algorithm", {agv_ll, ap}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
-        {"v-fixed-simple", "algorithm", {a2av, ring}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
+        {"v-fixed-ll", "count", {agv_ll, ap}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
+        {"v-fixed-simple", "count", {a2av, ring}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {0, 0}},
         {"v-dtype", "dtype", {a2av, a2av}, {1024, 1024}, {CCL_F32, CCL_BF16}, {CCL_SUM, CCL_SUM}, {0, 0}},
         {"v-shifted", "algorithm", {a2av, agv_ll}, {1024, 1024}, {CCL_F32, CCL_F32}, {CCL_SUM, CCL_SUM}, {1, 0}},
     };
