@@ -907,9 +907,10 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         fprintf(out, "    int first;\n    const u64 launch = ccl_announce(a, &first, t.w); /* the table first */\n");
         fprintf(out, "    __shared__ u64 vt[%d];\n", prog->nranks * (int)CCL_VT_WORDS(prog->nranks));
         fprintf(out, "    __shared__ u64 vload_cs;\n");
-        fprintf(out, "    if (!ccl_vload(a, launch, t.w, vt, %d, %d, %ld, &vload_cs)) return; /* a peer runs another call "
-                     "or none, or the counts disagree or do not fit: the error says which */\n", prog->chunks,
-                prog->coll == COLL_ALLTOALLV, region);
+        fprintf(out, "    char *const mine = a.peers[%d];\n", rank);
+        fprintf(out, "    if (!ccl_vload(a, launch, launch ^ a.id.hash, mine, mine + a.vring_off, a.varena_bytes, t.w, vt, %d, %d, "
+                     "%ld, &vload_cs))\n        return; /* a peer runs another call or none, or the counts disagree or do "
+                     "not fit: the error says which */\n", prog->chunks, prog->coll == COLL_ALLTOALLV, region);
         fprintf(out, "    const u64 vcs = vload_cs; /* scratch's chunk stride: the longest segment's */\n");
         fprintf(out, "    (void)vcs; /* unused without scratch */\n");
     } else {

@@ -547,15 +547,25 @@ __device__ __forceinline__ u64 ccl_vchunk(u64 n, u64 K, u64 c, u64 *cs)
  * first failure in the error record (CCL_SLOT_VCOUNT, CCL_SLOT_VSPACE; the first pair
  * (p, u) in order, as the CPU backend names it) and returns 0, in every thread. Every
  * rank reads the same tables and fails alike before any data moves, so none stops its
- * peers (an abort would hide their own messages); it sets only its own abort word. */
-__device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 L, const u64 *own, u64 *vt, u64 K, int alltoallv,
+ * peers (an abort would hide their own messages); it sets only its own abort word.
+ *
+ * What the fast path reads comes by value, loaded by the kernel from its parameters: `a`,
+ * a reference, is read through a generic pointer into parameter space, one dependent
+ * load after another, and serves the failure paths only. tag: L ^ the call's hash;
+ * mine: this rank's heap; vinbox: its v inbox (mine + a.vring_off). */
+__device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 L, u64 tag, const char *mine, const char *vinbox,
+                                      u64 varena_bytes, const u64 *own, u64 *vt, u64 K, int alltoallv,
                                       u64 region_chunks, u64 *cs_max)
 {
-    const u64 N = CCL_NRANKS, W = CCL_VT_WORDS(CCL_NRANKS), tag = L ^ a.id.hash;
+    const u64 N = CCL_NRANKS, W = CCL_VT_WORDS(CCL_NRANKS);
     __shared__ u64 bad, longest;
+    if (threadIdx.x == 0) { /* ordered before their use by the barrier after the loads */
+        bad = ~0ull;
+        longest = 0;
+    }
     /* Word k of peer p's table from its line in this rank's v inbox (local memory), once
      * the line is this launch's: a thread per word, each bounded and abort-aware. */
-    const volatile u64 *abort_flag = (const volatile u64 *)a.peers[CCL_RANK];
+    const volatile u64 *abort_flag = (const volatile u64 *)mine;
     int late = 0;
     for (u64 i = threadIdx.x; i < N * W && !late; i += blockDim.x) {
         const u64 p = i / W, k = i % W;
@@ -563,7 +573,7 @@ __device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 L, const u64
             vt[i] = own[k];
             continue;
         }
-        const char *line = a.peers[CCL_RANK] + a.vring_off + CCL_VINBOX_LINE(N, L, p, k);
+        const char *line = vinbox + CCL_VINBOX_LINE(N, L, p, k);
         u64 word, seen, t0 = 0;
         for (unsigned int it = 0;; it++) {
             asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(word), "=l"(seen) : "l"(line) : "memory");
@@ -587,11 +597,6 @@ __device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 L, const u64
         }
     }
     if (__syncthreads_or(late)) return 0;
-    if (threadIdx.x == 0) {
-        bad = ~0ull;
-        longest = 0;
-    }
-    __syncthreads();
     for (u64 k = threadIdx.x; k < N * N; k += blockDim.x) {
         const u64 p = k / N, u = k % N, want = vt[p * W + CCL_VT_OUT_COUNT * N + u];
         const u64 sent = vt[u * W + CCL_VT_IN_COUNT * N + (alltoallv ? p : 0)];
@@ -605,7 +610,7 @@ __device__ __noinline__ int ccl_vload(const struct ccl_args &a, u64 L, const u64
     const u64 need = region_chunks * cs * sizeof(ccl_t);
     for (u64 p = 0; p < N && over == N; p++) {
         const u64 stage = vt[p * W + CCL_VT_ROWS * N + CCL_VT_STAGE_BYTES];
-        if (need > a.varena_bytes || stage > a.varena_bytes - need) over = p;
+        if (need > varena_bytes || stage > varena_bytes - need) over = p;
     }
     if (bad == ~0ull && over == N) {
         *cs_max = cs;

@@ -97,7 +97,7 @@ check plan_json 0 '"algorithm": "ring"' plan $ring --ranks 4 --json
 check allgatherv_explain 0 "their own segment and position" check algorithms/allgatherv/ring.ccl --ranks 4 --explain
 check alltoallv_plan 0 "(data of in@1[0])" plan algorithms/alltoallv/pairwise.ccl --ranks 2
 check alltoallv_plan_json 0 '"content": [2]' plan algorithms/alltoallv/pairwise.ccl --ranks 2 --json
-check alltoallv_cuda 0 "ccl_vload(a, launch, t.w, vt, 1, 1, 0, &vload_cs)" cuda algorithms/alltoallv/pairwise.ccl --ranks 2 --rank 0
+check alltoallv_cuda 0 "a.varena_bytes, t.w, vt, 1, 1, 0, &vload_cs)" cuda algorithms/alltoallv/pairwise.ccl --ranks 2 --rank 0
 check alltoallv_cuda_refused 1 "pairwise.ccl:23:22: error: CUDA emission of alltoallv programs is limited to N <= 32" \
     cuda algorithms/alltoallv/pairwise.ccl --ranks 33 --rank 0
 check run_v_counts_length 2 "--counts: 3 values given, 4 expected (N = 4)" run algorithms/allgatherv/ring.ccl \

@@ -24,7 +24,9 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     const u64 launch = ccl_announce(a, &first, t.w); /* the table first */
     __shared__ u64 vt[80];
     __shared__ u64 vload_cs;
-    if (!ccl_vload(a, launch, t.w, vt, 1, 1, 16, &vload_cs)) return; /* a peer runs another call or none, or the counts disagree or do not fit: the error says which */
+    char *const mine = a.peers[0];
+    if (!ccl_vload(a, launch, launch ^ a.id.hash, mine, mine + a.vring_off, a.varena_bytes, t.w, vt, 1, 1, 16, &vload_cs))
+        return; /* a peer runs another call or none, or the counts disagree or do not fit: the error says which */
     const u64 vcs = vload_cs; /* scratch's chunk stride: the longest segment's */
     (void)vcs; /* unused without scratch */
     const u64 inst = blockIdx.x % a.ninst;
