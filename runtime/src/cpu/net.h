@@ -78,10 +78,11 @@ void ccl__cpu_net_p2p_expect(CpuNet *n, int peer, uint64_t upto);
 /* Messages from peer whose announcement has arrived (the last one's nth + 1). */
 uint64_t ccl__cpu_net_p2p_arrived(CpuNet *n, int peer);
 
-/* One sweep of the proxy's (net.c), run by the comm's worker while it waits for
- * point-to-point messages, unless the proxy thread is sweeping: a message the worker
- * queued leaves, and one that arrived is kept, without waiting for the proxy thread to be
- * scheduled. */
+/* One sweep of the proxy's (net.c), run by a thread of the comm while it waits for
+ * something from another node (point-to-point messages, a block's flush or signal, a
+ * call's identities, the all-rank barrier's ARRIVEs), unless the proxy thread is
+ * sweeping: a message the waiter queued leaves, and one that arrived is kept, without
+ * waiting for the proxy thread to be scheduled. */
 void ccl__cpu_net_progress(CpuNet *n);
 /* The worker says whether it is in such a wait (on: 1) or not (0): while it is, the proxy
  * thread naps between its own sweeps instead of only yielding. */

@@ -156,9 +156,10 @@ static _Atomic uint64_t *arrived_word(ccl_comm_t *comm, int p)
 int ccl__cpu_rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
 {
     _Atomic uint64_t *abort_flag = &ccl__cpu_header(comm, comm->rank)->abort;
+    CpuNet *net = heaps(comm)->net;
     uint64_t k = ++comm->barriers;
     atomic_store_explicit(&ccl__cpu_header(comm, comm->rank)->arrived, k, memory_order_release);
-    if (heaps(comm)->net && ccl__cpu_net_arrive(heaps(comm)->net, k) != 0)
+    if (net && ccl__cpu_net_arrive(net, k) != 0)
         return snprintf(err, errlen, "rank %d: out of memory in the all-rank barrier", comm->rank), -1;
     CpuSpinClock clock = {0};
     int missing = 0;
@@ -180,6 +181,14 @@ int ccl__cpu_rank_barrier(ccl_comm_t *comm, char *err, size_t errlen)
                      (unsigned long long)atomic_load(arrived_word(comm, missing)), (unsigned long long)k);
             return -1;
         }
+        /* Across nodes the waiter runs the proxy's sweep itself, as a point-to-point
+         * group's waits do (cpu/p2p.c), unless the proxy thread is running it: this rank's
+         * ARRIVE leaves and the others' are taken now, not at the proxy thread's next look,
+         * which comes after a nap when the thread was idle or a group's worker swept for it
+         * (cpu/net.c, proxy_main), as at the end of every v call; a nap asked for 20 us
+         * lasts 85 to 145 us on a busy host. */
+        if (net)
+            ccl__cpu_net_progress(net);
         ccl__backoff(it);
     }
 }

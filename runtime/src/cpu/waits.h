@@ -44,10 +44,10 @@ int ccl__cpu_clock_turn(ccl_comm_t *comm, CpuSpinClock *c);
  * process dead)" or "... (its connection to rank 0 failed)". */
 const char *ccl__cpu_culprit(ccl_comm_t *comm, uint64_t ab, char *buf, size_t len);
 
-/* The all-rank barrier on the heap headers (a rank of another node: through the proxy);
- * bounded by the timeout. 0 or -1 (timeout or abort, message in err, naming a rank that
- * did not arrive). Called by one thread per rank (the comm's worker), in the same order
- * on every rank. */
+/* The all-rank barrier on the heap headers (a rank of another node: through the proxy,
+ * whose sweep the waiter runs itself); bounded by the timeout. 0 or -1 (timeout or
+ * abort, message in err, naming a rank that did not arrive). Called by one thread per
+ * rank (the comm's worker), in the same order on every rank. */
 int ccl__cpu_rank_barrier(ccl_comm_t *comm, char *err, size_t errlen);
 
 #endif
