@@ -142,7 +142,9 @@ typedef struct ccl_net {
      * released), else 0. */
     int (*test)(void *ctx, void *req, int *done, size_t *bytes);
     /* Cancels a receive that will not complete (the communicator is going away) and
-     * releases req. */
+     * releases req: 0. Non-zero where it cannot (a receive already matched to a message
+     * whose sender died): req then stays the transport's, and libccl never frees or
+     * reuses the buffer it names. */
     int (*cancel)(void *ctx, void *req);
     /* Called once, when the communicator is destroyed (or its init failed): releases ctx. */
     void (*release)(void *ctx);

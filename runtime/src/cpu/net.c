@@ -446,6 +446,16 @@ static void lost(CpuNet *n, const char *what, int p, int rc)
     }
 }
 
+/* Gives up rank p's receive (the communicator is going away). Where the transport cannot
+ * cancel it (a receive matched to a message whose sender died), the request stays the
+ * transport's, and so does the buffer it names: a header's is left to it, never freed
+ * (a piece's lies in the heap or a recv's buffer, which hold nothing after an error). */
+static void give_up_recv(CpuNet *n, int p)
+{
+    if (n->t.cancel(n->t.ctx, n->rreq[p]) != 0 && !n->rdata[p]) n->rbuf[p] = NULL;
+    n->rreq[p] = NULL;
+}
+
 /* Posts the receive of rank p's next message; the transport's result. */
 static int post_recv(CpuNet *n, int p)
 {
@@ -467,12 +477,12 @@ static void post_send(CpuNet *n, Msg *m)
     }
     m->h.applied = n->ack_sent[m->peer] = n->applied[m->peer];
     m->h.complete = n->complete_sent[m->peer] = atomic_load_explicit(&n->complete[m->peer], memory_order_relaxed);
-    int rc = n->t.isend(n->t.ctx, m->peer, &m->h, m->bytes, &m->req);
+    int rc = n->t.isend(n->t.ctx, m->peer, &m->h, m->bytes, &m->req), kept = 0;
     if (!rc && m->data && (rc = n->t.isend(n->t.ctx, m->peer, m->data, m->h.b, &m->dreq)) != 0)
-        n->t.cancel(n->t.ctx, m->req); /* (the header's send is given up) */
+        kept = n->t.cancel(n->t.ctx, m->req) != 0; /* the header's send is given up (or kept by the transport) */
     if (rc) {
         lost(n, "isend", m->peer, rc);
-        free(m);
+        if (!kept) free(m);
         return;
     }
     if (n->flight_tail)
@@ -803,7 +813,7 @@ static void *proxy_main(void *arg)
     }
     for (int p = 0; p < n->N; p++)
         if (n->rreq[p] && !n->broken && !n->cut[p])
-            n->t.cancel(n->t.ctx, n->rreq[p]);
+            give_up_recv(n, p);
     /* Sends still in flight (a peer that never took them) keep their buffers: the
      * transport may still read them. */
     return NULL;
@@ -909,7 +919,7 @@ ccl_result_t ccl__cpu_net_start(ccl_comm_t *comm, CpuNet **out)
         if (rc) {
             for (int q = 0; q < p; q++)
                 if (n->rreq[q])
-                    n->t.cancel(n->t.ctx, n->rreq[q]);
+                    give_up_recv(n, q);
             net_free(n);
             return ccl__set_error(comm, CCL_ERR_SYSTEM, "the inter-node transport refused a receive from rank %d "
                                   "(irecv returned %d)", p, rc);
@@ -918,7 +928,7 @@ ccl_result_t ccl__cpu_net_start(ccl_comm_t *comm, CpuNet **out)
     if (pthread_create(&n->thread, NULL, proxy_main, n) != 0) {
         for (int p = 0; p < N; p++)
             if (n->rreq[p])
-                n->t.cancel(n->t.ctx, n->rreq[p]);
+                give_up_recv(n, p);
         net_free(n);
         return ccl__set_error(comm, CCL_ERR_SYSTEM, "cannot start the inter-node proxy thread");
     }
