@@ -268,20 +268,24 @@ for T in (4 << 20, 8 << 20, 16 << 20):
 
 # Why a chain and not a tree between the nodes: a binary tree (each node forwards every
 # block to two child nodes; a reduce's node adds two children's partial sums) has
-# ceil(log2 M) hops instead of M - 1, but each NIC carries its block twice (a broadcast's
-# out, a reduce's in). No program does this; the same node phases and slicing rule
-# (P = 2 depth slices: the fill costs at most half the stream, as the chain's P = 2 M),
-# and each node's two puts in one net round (a_net + o).
+# floor(log2 M) hops instead of M - 1 (the depth of a heap of M nodes), but each NIC
+# carries its block twice (a broadcast's out, a reduce's in): the hier_tree programs
+# (algorithms/broadcast/hier_tree.ccl, algorithms/reduce/hier_tree.ccl), with the same
+# node phases as the chain's and its slicing rule (P = 2 depth slices: the fill costs at
+# most half the stream, as the chain's P = 2 M), and each node's two puts in one net round
+# (a_net + o; on 2 nodes the root's node has one child, and the tree is the chain in 2
+# slices).
 def tree_depth(M):
-    return (M - 1).bit_length()
+    return M.bit_length() - 1
 
 
 def tree_slices(S, M, Lr):
-    """The tree's depth d, slices P, slice bytes c and one hop's time (both children's puts)."""
+    """The tree's depth d, slices P, slice bytes c and one hop's time (both children's puts;
+    on 2 nodes the root's node has one child: the chain, in 2 slices)."""
     d = tree_depth(M)
     P = 2 * d
     c = S / (Lr * P)
-    return d, P, c, A_NET + O_MSG + 2 * c / B_NET
+    return d, P, c, (A_NET + c / B_NET if M == 2 else A_NET + O_MSG + 2 * c / B_NET)
 
 
 def bc_tree(S, M, Lr):
@@ -299,10 +303,35 @@ def rd_tree(S, M, Lr):
 
 
 print()
-print("| nodes M | L = 8: hier_chain faster from | broadcast of 8 MB: hier_chain / tree (us) | 64 MB | 1 GB | reduce of 8 MB | 64 MB | 1 GB |")
+print("| nodes M | L = 8: hier_chain faster from | broadcast of 8 MB: hier_chain / hier_tree (us) | 64 MB | 1 GB | reduce of 8 MB | 64 MB | 1 GB |")
 print("|---:|---:|---|---|---|---|---|---|")
 for M in (2, 4, 8, 16, 64, 1024):
     cells = [both(crossover(M, 8, bc_tree, bc_chain), crossover(M, 8, rd_tree, rd_chain))]
     cells += [f"{us(bc_chain(S, M, 8))} / {us(bc_tree(S, M, 8))}" for S in (8 << 20, 64 << 20, 1 << 30)]
     cells += [f"{us(rd_chain(S, M, 8))} / {us(rd_tree(S, M, 8))}" for S in (8 << 20, 64 << 20, 1 << 30)]
     print(f"| {M} | " + " | ".join(cells) + " |")
+
+
+def tree_hint_loss(Lr, Ms):
+    """With the hints as they are (hier_chain from 8 MB, hier_tree never picked), the most
+    the chain is slower than the tree at some power-of-two size from 8 MB, broadcast or
+    reduce, on M in Ms nodes of Lr; and where (M, size)."""
+    worst, where = 1.0, None
+    for M in Ms:
+        if M * Lr > 64:
+            continue
+        for e in range(23, 35):
+            S = 1 << e
+            for chain_f, tree_f, what in ((bc_chain, bc_tree, "broadcast"), (rd_chain, rd_tree, "reduce")):
+                loss = chain_f(S, M, Lr) / tree_f(S, M, Lr)
+                if loss > worst:
+                    worst, where = loss, f"{what}, {M} nodes, {size(S)}"
+    return worst, where
+
+
+print()
+cells = []
+for Lr in range(1, 9):
+    loss, where = tree_hint_loss(Lr, range(2, 9))
+    cells.append(f"L = {Lr}: {loss:.2f}" + (f" ({where})" if where else ""))
+print("hier_tree never picked, up to 8 nodes (N <= 64), the most hier_chain is slower than it from 8 MB: " + ", ".join(cells))
