@@ -40,8 +40,9 @@
  * elements from rank 0, which sends 10; every rank prints what it got. split: cases.h's
  * splits of the communicator (by node, by local index, with a rank of no color, an uneven
  * layout refused), the collectives on every child checked, children destroyed before the
- * parent. chain: the hier_chain programs (algorithms/broadcast/hier_chain.ccl and
- * algorithms/reduce/hier_chain.ccl, loaded from the working folder) registered for every
+ * parent. chain [NAME]: the hier_chain programs (algorithms/broadcast/hier_chain.ccl and
+ * algorithms/reduce/hier_chain.ccl, loaded from the working folder; with NAME, NAME.ccl's:
+ * hier_tree) registered for every
  * size and root, then cases.h's broadcasts and reduces from every root on counts far below
  * their `sizes` hint (1, 5, 1001, 65539: slices of a few elements, and empty ones), three
  * calls back to back each, every element checked. */
@@ -372,9 +373,13 @@ int main(int argc, char **argv)
         static const size_t counts[] = {1, 1001, 1 << 20};
         status = run_p2p_cases(comm, counts, 3, sum_over_ranks) != 0;
     } else if (!strcmp(mode, "chain")) {
-        /* Every root's hier_chain, registered for all sizes (ccl_comm_use_algorithm), so
-         * the small counts run it too; rank 0 prints a line per case naming it. */
-        static const char *files[] = {"algorithms/broadcast/hier_chain.ccl", "algorithms/reduce/hier_chain.ccl"};
+        /* Every root's hier_chain (or argv[2]'s pair, hier_tree), registered for all sizes
+         * (ccl_comm_use_algorithm), so the small counts run it too; rank 0 prints a line
+         * per case naming it. */
+        const char *name = argc > 2 ? argv[2] : "hier_chain";
+        char files[2][128];
+        snprintf(files[0], sizeof files[0], "algorithms/broadcast/%s.ccl", name);
+        snprintf(files[1], sizeof files[1], "algorithms/reduce/%s.ccl", name);
         for (int root = 0; root < size; root++)
             for (int f = 0; f < 2; f++) {
                 ccl_algorithm_t *alg;

@@ -24,7 +24,8 @@
 #              says the data crossed the nodes through it; also 4 nodes of 1, 1 node of 4
 #              (there the one-node programs run), and 3 nodes of 2 (mpirun -np 6)
 #   chain      the hier_chain programs registered for every size and root, as 2 nodes of 2,
-#              4 of 1 and 3 of 2: broadcast (f32, i32) and reduce (f32 sum, i32 max) from every
+#              4 of 1 and 3 of 2, and the hier_tree programs so as 4 nodes of 1, 3 of 2 and
+#              5 of 1: broadcast (f32, i32) and reduce (f32 sum, i32 max) from every
 #              root on counts 1, 5, 1001 and 65539 (slices of a few elements, empty ones) x out
 #              of place and in place, 3 calls back to back each, every element checked
 #   split      ccl_comm_split of 2 nodes of 2, 4 of 1 and 3 of 2 (mpirun -np 6): by node (each
@@ -126,19 +127,25 @@ for shape in 4:2 4:1 4:4 6:2; do
 done
 
 # The hier_chain programs below their hint (registered for every size): slices of a few
-# elements and empty ones, every root (cases.h's rooted cases; collectives.c, chain).
-for shape in 4:2 4:1 6:2; do
+# elements and empty ones, every root (cases.h's rooted cases; collectives.c, chain). The
+# hier_tree programs the same way (which the hints never pick: docs/multinode.md): as 4
+# nodes of 1 and 3 of 2 (on 2 nodes the tree is the chain), and 5 of 1 (a node with two
+# children below the root's, one of them a parent).
+for case in hier_chain:4:2 hier_chain:4:1 hier_chain:6:2 hier_tree:4:1 hier_tree:6:2 hier_tree:5:1; do
+    name=${case%%:*} shape=${case#*:}
     np=${shape%:*} rpn=${shape#*:} nodes=$((${shape%:*} / ${shape#*:}))
+    label=chain
+    [ "$name" = hier_chain ] || label=${name#hier_}
     mpin=("${mpi[@]}")
     mpin[2]=$np
-    CCL_RANKS_PER_NODE=$rpn timeout -k 10 120 "${mpin[@]}" "$prog" chain >"$tmp/chain.out" 2>"$tmp/chain.err"
+    CCL_RANKS_PER_NODE=$rpn timeout -k 10 120 "${mpin[@]}" "$prog" chain "$name" >"$tmp/chain.out" 2>"$tmp/chain.err"
     rc=$?
-    if [ $rc -ne 0 ] || [ "$(grep -cE '^(broadcast|reduce) root [0-9]+ count .*\(hier_chain.ccl\): ok$' "$tmp/chain.out")" -ne $((32 * np)) ] ||
+    if [ $rc -ne 0 ] || [ "$(grep -cE "^(broadcast|reduce) root [0-9]+ count .*\\($name.ccl\\): ok\$" "$tmp/chain.out")" -ne $((32 * np)) ] ||
        ! grep -q '^chain wrong elements: 0$' "$tmp/chain.out"; then
-        echo "FAIL multinode/chain-${nodes}x$rpn: exit $rc, not every case ran hier_chain and checked out"
+        echo "FAIL multinode/$label-${nodes}x$rpn: exit $rc, not every case ran $name and checked out"
         { grep -v ': ok$' "$tmp/chain.out"; tail -5 "$tmp/chain.err"; } | head -20 | sed 's/^/    /'
     else
-        echo "ok multinode/chain-${nodes}x$rpn: hier_chain registered for every size: $((16 * np)) broadcast and $((16 * np)) reduce cases (every root, counts 1 to 65539) x 3 calls, every element right"
+        echo "ok multinode/$label-${nodes}x$rpn: $name registered for every size: $((16 * np)) broadcast and $((16 * np)) reduce cases (every root, counts 1 to 65539) x 3 calls, every element right"
     fi
 done
 
