@@ -989,9 +989,9 @@ typedef struct {
 static ccl_result_t mismatch_run(ccl_algorithm_t *alg, const char *file, void *in, void *out, size_t count,
                                  ccl_dtype_t dtype, ccl_op_t op)
 {
-    const size_t seg[2] = {count / 2, count / 2};
-    if (strstr(file, "/allgatherv/")) return ccl_algorithm_run_v(alg, in, seg, NULL, out, seg, NULL, dtype, NULL);
-    if (strstr(file, "/alltoallv/")) return ccl_algorithm_run_v(alg, in, seg, NULL, out, seg, NULL, dtype, NULL);
+    const size_t seg[2] = {count / 2, count / 2}; /* allgatherv reads sendcounts[0] only */
+    if (strstr(file, "/allgatherv/") || strstr(file, "/alltoallv/"))
+        return ccl_algorithm_run_v(alg, in, seg, NULL, out, seg, NULL, dtype, NULL);
     return ccl_algorithm_run(alg, in, out, count, dtype, op, NULL);
 }
 
