@@ -336,7 +336,10 @@ static void emit_op_part_v(Emit *e, const PlanOp *op, int j)
     }
     fprintf(o, "            (void)scs;\n");
     fprintf(o, "            u64 lo, hi;\n");
-    fprintf(o, "            ccl_part(a, inst, sl, len, &lo, &hi);\n");
+    if (e->v_idles)
+        fprintf(o, "            ccl_part_of(vinst, a.nslices, inst, sl, len, &lo, &hi);\n");
+    else
+        fprintf(o, "            ccl_part(a, inst, sl, len, &lo, &hi);\n");
 }
 
 /* Declares s0.. for every operand of op at chunk j, len (the shortest) and this
@@ -441,6 +444,20 @@ static void emit_ll_recv_item(Emit *e, const LLItem *it, int peer, int tb, int l
  * a fixed-size kernel whose remote writes are all lines (the prelude's
  * ccl_await_peers). Its waits then also give up on a peer found running another call. */
 static int emit_exit_checked(const Emit *e) { return e->ll && !e->v; }
+
+/* Whether this rank's v kernel leaves the instances its longest segment does not need
+ * idle (the prelude's CCL_V_INST_SHIFT): Simple kernels only (LL's lines ran slower on
+ * fewer), and none with a barrier of every block of the grid (OP_BARRIER), which an idle
+ * instance would never reach. */
+static int emit_v_idles(const Emit *e, const Plan *plan, int rank)
+{
+    if (!e->v || e->ll || e->ll128)
+        return 0;
+    for (int i = 0; i < plan->nblocks; i++)
+        for (int j = 0; plan->blocks[i].rank == rank && j < plan->blocks[i].nops; j++)
+            if (plan->blocks[i].ops[j].kind == OP_BARRIER) return 0;
+    return 1;
+}
 
 /* The peers whose lines this rank's block tb receives, as a mask (N <= 64). Lines carry the launch
  * and the call's identity (ccl_ll_flags), so once a peer's lines have arrived, that peer
@@ -932,6 +949,13 @@ void cclc_emit_cuda(FILE *out, const Plan *plan, int rank, const EmitOptions *op
         }
     }
     fprintf(out, "    const u64 inst = blockIdx.x %% a.ninst;\n");
+    e.v_idles = emit_v_idles(&e, plan, rank);
+    if (e.v_idles)
+        fprintf(out, "    /* The instances the longest segment (at most %d x vcs elements) needs; idle ones return, on every "
+                     "rank alike. */\n"
+                     "    const u64 vneed = ((u64)%d * vcs * sizeof(ccl_t) >> CCL_V_INST_SHIFT) + 1;\n"
+                     "    const u64 vinst = vneed < a.ninst ? vneed : a.ninst;\n"
+                     "    if (inst >= vinst) return;\n", prog->chunks, prog->chunks);
     fprintf(out, "    u64 *const sem = (u64 *)(a.peers[%d] + a.sem_off);\n", rank);
     fprintf(out, "    (void)sem; /* unused when LL lines carry every signal */\n");
     if (e.port)

@@ -55,6 +55,7 @@ typedef struct {
     /* A v-collective: chunks sized by their segments, from the tables in `vt` (see
      * emit_op_part_v); scratch's chunk stride is then the kernel's vcs, else a.cs. */
     int v;
+    int v_idles; /* its instances past the longest segment's need return (vinst) */
     const char *cs;
 } Emit;
 

@@ -254,23 +254,27 @@ __device__ __forceinline__ struct ccl_span ccl_io(const struct ccl_args &a, u64 
 #ifndef CCL_PART_BYTES
 #define CCL_PART_BYTES 16 /* an LL128 kernel defines 240: its parts start on a line (ccl_xfer_ll128) */
 #endif
-__device__ __forceinline__ void ccl_part(const struct ccl_args &a, u64 inst, u64 sl, u64 len, u64 *lo, u64 *hi)
+__device__ __forceinline__ void ccl_part_of(u64 ninst, u64 nslices, u64 inst, u64 sl, u64 len, u64 *lo, u64 *hi)
 {
     const u64 A = CCL_PART_BYTES / sizeof(ccl_t);
     /* One instance or one slice is the whole: no 64-bit division (tens of instructions
      * each) on the path of a small message. */
     u64 ilo = 0, ihi = len;
-    if (a.ninst > 1) {
-        ilo = inst * len / a.ninst / A * A;
-        ihi = inst + 1 == a.ninst ? len : (inst + 1) * len / a.ninst / A * A;
+    if (ninst > 1) {
+        ilo = inst * len / ninst / A * A;
+        ihi = inst + 1 == ninst ? len : (inst + 1) * len / ninst / A * A;
     }
     *lo = ilo;
     *hi = ihi;
-    if (a.nslices > 1) {
+    if (nslices > 1) {
         const u64 il = ihi - ilo;
-        *lo = ilo + sl * il / a.nslices / A * A;
-        *hi = sl + 1 == a.nslices ? ihi : ilo + (sl + 1) * il / a.nslices / A * A;
+        *lo = ilo + sl * il / nslices / A * A;
+        *hi = sl + 1 == nslices ? ihi : ilo + (sl + 1) * il / nslices / A * A;
     }
+}
+__device__ __forceinline__ void ccl_part(const struct ccl_args &a, u64 inst, u64 sl, u64 len, u64 *lo, u64 *hi)
+{
+    ccl_part_of(a.ninst, a.nslices, inst, sl, len, lo, hi);
 }
 
 __device__ __forceinline__ u64 ccl_now(void)
@@ -528,6 +532,18 @@ __device__ __forceinline__ u64 ccl_vchunk(u64 n, u64 K, u64 c, u64 *cs)
     const u64 start = c * *cs;
     return start >= n ? 0 : (n - start < *cs ? n - start : *cs);
 }
+
+/* A v kernel's instances each move a part of every segment (ccl_part_of), so a launch
+ * of many instances moving small segments mostly signals and waits around empty parts,
+ * each signal and wait an NVLink crossing. A Simple v kernel runs only as many instances
+ * as its longest segment needs, about one per 2^CCL_V_INST_SHIFT bytes of it (of K
+ * chunks of ccl_vload's stride; the rest return once the tables are loaded): every rank
+ * computes that alike from the same tables, so semaphores still pair up. On 2x H200, alltoallv of 1 KB to 256 KB took 12-17% less
+ * time so, and 16 KB an instance beat 4 and 64 KB from 16 to 256 KB (docs/perf/x2-vinst).
+ * LL kernels keep every instance: their lines ran slower on fewer. */
+#ifndef CCL_V_INST_SHIFT
+#define CCL_V_INST_SHIFT 14
+#endif
 
 /* A v kernel's entry: waits until every peer's table for launch L has arrived in this
  * rank's v inbox (ccl_announce pushed it, after the peer's announcement). A table line

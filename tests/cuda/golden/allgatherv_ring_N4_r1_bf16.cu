@@ -27,6 +27,10 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
     const u64 vcs = vload_cs; /* scratch's chunk stride: the longest segment's */
     (void)vcs; /* unused without scratch */
     const u64 inst = blockIdx.x % a.ninst;
+    /* The instances the longest segment (at most 1 x vcs elements) needs; idle ones return, on every rank alike. */
+    const u64 vneed = ((u64)1 * vcs * sizeof(ccl_t) >> CCL_V_INST_SHIFT) + 1;
+    const u64 vinst = vneed < a.ninst ? vneed : a.ninst;
+    if (inst >= vinst) return;
     u64 *const sem = (u64 *)(a.peers[1] + a.sem_off);
     (void)sem; /* unused when LL lines carry every signal */
     __shared__ int failed;
@@ -46,7 +50,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 const struct ccl_span s2 = {vt[24] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
-                ccl_part(a, inst, sl, len, &lo, &hi);
+                ccl_part_of(vinst, a.nslices, inst, sl, len, &lo, &hi);
                 char *const d[2] = {a.out + (s0.off + lo) * sizeof(ccl_t), (p2 + vt[57]) + (s1.off + lo) * sizeof(ccl_t)};
                 const char *const s[1] = {a.in + (s2.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<2, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
@@ -69,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 const struct ccl_span s1 = {vt[32] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
-                ccl_part(a, inst, sl, len, &lo, &hi);
+                ccl_part_of(vinst, a.nslices, inst, sl, len, &lo, &hi);
                 char *const d[1] = {(p2 + vt[57]) + (s0.off + lo) * sizeof(ccl_t)};
                 const char *const s[1] = {a.out + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
@@ -92,7 +96,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ccl_kernel(const CCL_GRID_C
                 const struct ccl_span s1 = {vt[35] + 0 * scs, len};
                 (void)scs;
                 u64 lo, hi;
-                ccl_part(a, inst, sl, len, &lo, &hi);
+                ccl_part_of(vinst, a.nslices, inst, sl, len, &lo, &hi);
                 char *const d[1] = {(p2 + vt[57]) + (s0.off + lo) * sizeof(ccl_t)};
                 const char *const s[1] = {a.out + (s1.off + lo) * sizeof(ccl_t)};
                 if (hi > lo) ccl_xfer<1, 1>(d, s, hi - lo, threadIdx.x, blockDim.x);
