@@ -6,7 +6,7 @@
 #ifndef CCL_ABI_H
 #define CCL_ABI_H
 
-#define CCL_ABI_VERSION 12
+#define CCL_ABI_VERSION 13
 
 #ifdef __CUDACC__
 typedef unsigned long long ccl_u64;
@@ -165,7 +165,7 @@ typedef struct ccl_port_fifo {
  *                          dtype and direct as 32-bit halves, each with a flag, then the
  *                          receive's number (its lane-0 start + 1)
  *   CCL_P2P_HDRS   [lane][slot] written by q: each slot's header, six LL lines (128 bytes)
- *   ll_off         [slot]  written by q: lane 0's LL lines (2 x ll_max bytes a slot)
+ *   ll_off         [lane][LL slot] written by q: LL lines (2 x ll_chunk bytes an LL slot)
  *   pay_off        [lane][slot] written by q: payloads (`payload` bytes a slot). */
 #define CCL_P2P_MAX_CALLS 128 /* calls of one group on one comm (kernel parameter space) */
 #define CCL_P2P_MAX_LANES 16
@@ -224,7 +224,11 @@ typedef struct ccl_p2p_args {
     ccl_u64 chan_off, chan_bytes; /* rank q's region at chan_off + q * chan_bytes of every heap */
     ccl_u64 lanes, slots;    /* lanes of a channel, slots of a lane (a power of two) */
     ccl_u64 payload;         /* bytes of a slot's payload (a multiple of 256) */
-    ccl_u64 ll_max;          /* messages of at most this many bytes go as LL lines */
+    ccl_u64 ll_max;          /* messages of at most this many bytes go as LL lines, in chunks
+                                spread over the lanes (at most lanes x ll_chunk) */
+    ccl_u64 ll_chunk;        /* bytes of an LL chunk at most */
+    ccl_u64 ll_slots;        /* LL slots of a lane (a power of two, at most slots): a lane's
+                                chunk g in LL slot g % ll_slots */
     ccl_u64 direct_min;      /* sends of at least this many bytes ask for the receiver's buffer */
     ccl_u64 ll_off, pay_off; /* offsets in a region (above) */
     ccl_u64 timeout_ns;

@@ -36,8 +36,9 @@ extern const char ccl__p2p_cu[];
  * of a lane, and the blocks of a channel: at most P2P_MAX_BLOCKS; a send that may go
  * directly into its receiver's buffer one per P2P_DIRECT_BYTES_PER_BLOCK (NVLink needs
  * 16 to 32 blocks writing for its full rate); otherwise a block per lane its longest
- * message uses. A receive offers its buffer at P2P_DIRECT_MIN bytes and more: below,
- * the sender's wait for the offer costs more than the copy out of the slots. Messages
+ * message uses. A receive past ll_max offers its buffer at P2P_DIRECT_MIN bytes and
+ * more: below, the sender's wait for the offer costs more than the copy out of the
+ * slots (on 2x H200, 32 KB took 10.2 us so against 9.1, 64 KB 10.9 against 9.6). Messages
  * shorter than a row of lanes go in chunks of a multiple of P2P_CHUNK_MIN. A failure's
  * message names the v call of one of the latest P2P_VSEQS launches (GpuP2p.vseq). */
 enum {
@@ -52,30 +53,35 @@ enum {
 
 /* How the kernel lays out one channel region (cuda/abi.h, CCL_P2P_*). */
 typedef struct {
-    uint64_t lanes, slots, payload, ll_max, ll_off, pay_off;
+    uint64_t lanes, slots, payload, ll_max, ll_chunk, ll_slots, ll_off, pay_off;
 } P2pLayout;
 
 /* The layout of a region of `bytes`: the first of these whose slots hold at least
- * min_payload bytes each: 16 lanes of 4 slots of about 128 KB in the 8 MiB a peer that a
+ * min_payload bytes each: 16 lanes of 4 slots of about 111 KB in the 8 MiB a peer that a
  * 1 GiB heap reserves for up to 8 ranks (on 2x H200, 256 MB through the slots moved 330
- * GB/s so; 148 with slots of 30 KB, in 2 MiB a peer). -1 when none fits. */
+ * GB/s with slots of 126 KB; 148 with slots of 30 KB, in 2 MiB a peer). Each lane also has
+ * ll_slots LL slots of 2 x ll_chunk bytes, so messages up to lanes x ll_chunk (256 KB) go
+ * as LL lines over every lane: on 2x H100, LL slots of 16 KB took 10.3 us at 256 KB
+ * against 12.6 with 8 KB (then 128 KB the bound), and 1, 2 or 4 of them a lane were
+ * alike to 1 MB; 4 (2 MiB of the 8) cost the slots' copies 3-5% at 64-256 MB
+ * (docs/perf/x2-vinst). -1 when none fits. */
 static int p2p_layout(uint64_t bytes, P2pLayout *l)
 {
     static const struct {
-        uint64_t lanes, ll_max, min_payload;
-    } tries[] = {{16, 16 << 10, 24 << 10}, {8, 16 << 10, 16 << 10}, {4, 4 << 10, 8 << 10}, {2, 2 << 10, 4 << 10},
-                 {1, 1 << 10, 4 << 10}};
+        uint64_t lanes, ll_chunk, ll_slots, min_payload;
+    } tries[] = {{16, 16 << 10, 2, 24 << 10}, {8, 16 << 10, 2, 16 << 10}, {4, 4 << 10, 4, 8 << 10},
+                 {2, 2 << 10, 4, 4 << 10}, {1, 1 << 10, 4, 4 << 10}};
     for (size_t t = 0; t < sizeof tries / sizeof *tries; t++) {
-        uint64_t lanes = tries[t].lanes, ll_max = tries[t].ll_max;
+        uint64_t lanes = tries[t].lanes, ll_chunk = tries[t].ll_chunk, ll_slots = tries[t].ll_slots;
         uint64_t ll_off = (CCL_P2P_HDRS + lanes * P2P_SLOTS * CCL_P2P_HDR_BYTES + 255) / 256 * 256;
-        uint64_t pay_off = ll_off + P2P_SLOTS * 2 * ll_max;
+        uint64_t pay_off = ll_off + lanes * ll_slots * 2 * ll_chunk;
         if (pay_off >= bytes)
             continue;
         uint64_t payload = (bytes - pay_off) / (lanes * P2P_SLOTS) / 256 * 256;
         if (payload < tries[t].min_payload)
             continue;
-        *l = (P2pLayout){.lanes = lanes, .slots = P2P_SLOTS, .payload = payload, .ll_max = ll_max,
-                         .ll_off = ll_off, .pay_off = pay_off};
+        *l = (P2pLayout){.lanes = lanes, .slots = P2P_SLOTS, .payload = payload, .ll_max = lanes * ll_chunk,
+                         .ll_chunk = ll_chunk, .ll_slots = ll_slots, .ll_off = ll_off, .pay_off = pay_off};
         return 0;
     }
     return -1;
@@ -97,24 +103,28 @@ static uint64_t p2p_layout_min(void)
 }
 
 /* The bytes of a message's chunks: a slot's payload for a long message; a shorter one
- * spreads over every lane in chunks of a multiple of P2P_CHUNK_MIN (an LL message is one
- * chunk). A function of the message's bytes alone, as both ranks must agree. */
+ * spreads over every lane in chunks of a multiple of P2P_CHUNK_MIN (of ll_chunk, where
+ * less, for LL chunks, which are at most ll_chunk). A function of the message's bytes
+ * alone, as both ranks must agree. */
 static uint64_t message_chunk(uint64_t bytes, const P2pLayout *l)
 {
-    if (bytes <= l->ll_max)
-        return l->payload;
+    uint64_t grain = bytes <= l->ll_max && l->ll_chunk < P2P_CHUNK_MIN ? l->ll_chunk : P2P_CHUNK_MIN;
     uint64_t per = (bytes + l->lanes - 1) / l->lanes;
-    per = (per + P2P_CHUNK_MIN - 1) / P2P_CHUNK_MIN * P2P_CHUNK_MIN;
+    per = (per + grain - 1) / grain * grain;
+    if (per == 0)
+        per = grain;
     return per < l->payload ? per : l->payload;
 }
 
-/* The blocks a call's channel can use for it: one for an LL message and for a receive
- * the sender writes directly; a block per lane for copies through the slots; and a send
+/* The blocks a call's channel can use for it: one for a receive the sender writes
+ * directly; a block per lane for LL lines and copies through the slots; and a send
  * that may write its receiver's buffer directly (it learns that in the kernel) one per
  * P2P_DIRECT_BYTES_PER_BLOCK (the caller caps them all). */
 static uint64_t call_blocks(const CclP2pGpuCall *c, const P2pLayout *l)
 {
-    if (c->bytes <= l->ll_max || (c->kind == 1 && c->direct != CCL_P2P_NO_DIRECT))
+    if (c->bytes <= l->ll_max)
+        return c->lanes;
+    if (c->kind == 1 && c->direct != CCL_P2P_NO_DIRECT)
         return 1;
     if (c->kind == 0 && c->bytes >= P2P_DIRECT_MIN) {
         uint64_t d = (c->bytes + P2P_DIRECT_BYTES_PER_BLOCK - 1) / P2P_DIRECT_BYTES_PER_BLOCK;
@@ -391,7 +401,8 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
     *a = (CclP2pGpuArgs){.peers = g->peers, .err = p->err_dev, .rank = (uint64_t)comm->rank,
                          .nranks = (uint64_t)N, .chan_off = comm->p2p_off, .chan_bytes = region,
                          .lanes = lay.lanes, .slots = lay.slots,
-                         .payload = lay.payload, .ll_max = lay.ll_max, .direct_min = P2P_DIRECT_MIN,
+                         .payload = lay.payload, .ll_max = lay.ll_max, .ll_chunk = lay.ll_chunk, .ll_slots = lay.ll_slots,
+                         .direct_min = P2P_DIRECT_MIN,
                          .ll_off = lay.ll_off, .pay_off = lay.pay_off,
                          .timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull, .group = ++p->groups,
                          .ncalls = (uint64_t)n};
@@ -505,7 +516,9 @@ void ccl__gpu_p2p_sizes(const ccl_comm_t *comm, size_t *payload, size_t *ll_max,
     P2pLayout l = {0};
     if (comm->p2p_off == SIZE_MAX || p2p_layout((uint64_t)CCL__P2P_SLOTS * comm->p2p_slot_bytes, &l) != 0)
         l = (P2pLayout){0};
-    *payload = (size_t)l.payload, *ll_max = (size_t)l.ll_max, *direct_min = P2P_DIRECT_MIN;
+    /* Past ll_max: the LL lines take the messages below it. */
+    *payload = (size_t)l.payload, *ll_max = (size_t)l.ll_max;
+    *direct_min = P2P_DIRECT_MIN > l.ll_max ? P2P_DIRECT_MIN : (size_t)l.ll_max + 1;
     *lanes = (size_t)l.lanes, *slots = (size_t)l.slots;
 }
 

@@ -14,8 +14,10 @@
  * counts are written by one thread, in order. A lane's chunk number g (counted since the
  * comm began) lives in slot g % slots, which the sender fills only once EMPTY >= g -
  * slots + 1. Every message takes one of three paths, chosen alike on both ranks:
- *   LL (M <= ll_max, one chunk): 16-byte lines {data, flag, data, flag} in lane 0's LL
- *     area, no fence and no count to wait for; the receiver spins on the flags.
+ *   LL (M <= ll_max: at most one chunk a lane, of at most ll_chunk bytes): 16-byte
+ *     lines {data, flag, data, flag} in the chunk's LL slot of its lane (ll_slots of
+ *     them), no fence and no count to wait for; the receiver spins on the flags, then
+ *     empties the slot.
  *   eager: the sender copies each chunk into its slot, fences, writes the slot's header
  *     and raises FULL; the receiver checks the header, copies the chunk out and raises
  *     EMPTY. A block's chunks are pipelined: a chunk is published while the next one is
@@ -498,31 +500,37 @@ __device__ int p2p_channel_done(P2pArgs &a, P2pCall &c0, u64 b, u64 B, u64 first
 
 /* ---- sends ---- */
 
-/* An LL message (lane 0, one chunk g): its lines and header once the slot is free. */
-__device__ __noinline__ int p2p_send_ll(P2pArgs &a, P2pCall &c, u64 g, char *theirs, const u64 *empty, u64 *full)
+/* Chunk j of an LL message, lane j's only one (its chunk g): its lines and header once
+ * the slot is free. Two lines in flight a thread: the registers of this function (and of
+ * p2p_recv_ll) are ones the kernel saves around the call, and it has none to spare
+ * (tests/cuda fails on a spill). */
+__device__ __noinline__ int p2p_send_ll(P2pArgs &a, P2pCall &c, u64 j, u64 g, char *theirs, const u64 *empty, u64 *full)
 {
-    enum { U = 4 };
-    const u64 tid = threadIdx.x, nt = blockDim.x, nl = (c.bytes + 7) / 8;
-    char *lines = theirs + a.ll_off + p2p_slot(a, g) * 2 * a.ll_max;
+    enum { U = 2 };
+    const u64 at = j * c.chunk, n = c.bytes - at < c.chunk ? c.bytes - at : c.chunk;
+    const u64 tid = threadIdx.x, nt = blockDim.x, nl = (n + 7) / 8;
+    const char *src = c.buf + at;
+    char *lines = theirs + a.ll_off + (j * a.ll_slots + (g & (a.ll_slots - 1))) * 2 * a.ll_chunk;
     const u32 flag = p2p_flag(g);
     /* This thread's first lines are read while thread 0 waits for the slot. */
     u64 w[U];
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const u64 l = tid + u * nt;
-        w[u] = l < nl ? p2p_ld_word(c.buf + 8 * l, c.bytes - 8 * l < 8 ? c.bytes - 8 * l : 8) : 0;
+        w[u] = l < nl ? p2p_ld_word(src + 8 * l, n - 8 * l < 8 ? n - 8 * l : 8) : 0;
     }
     int ok = 1;
-    if (tid == 0) ok = g < a.slots || p2p_wait(a, c, g, &empty[0], g - a.slots + 1);
+    /* Free once the lane's chunk ll_slots back is emptied (so is its header's slot). */
+    if (tid == 0) ok = g < a.ll_slots || p2p_wait(a, c, g, &empty[j], g - a.ll_slots + 1);
     if (!__syncthreads_and(ok)) return 0;
 #pragma unroll
     for (int u = 0; u < U; u++)
         if (tid + u * nt < nl) p2p_ll_put(lines + 16 * (tid + u * nt), w[u], flag);
     for (u64 l = tid + U * nt; l < nl; l += nt)
-        p2p_ll_put(lines + 16 * l, p2p_ld_word(c.buf + 8 * l, c.bytes - 8 * l < 8 ? c.bytes - 8 * l : 8), flag);
+        p2p_ll_put(lines + 16 * l, p2p_ld_word(src + 8 * l, n - 8 * l < 8 ? n - 8 * l : 8), flag);
     if (tid == 0) {
-        p2p_put_header(p2p_header_at(a, theirs, 0, g), c, a.ncalls, P2P_LL, g);
-        p2p_poke(&full[0], g + 1); /* for the record only: receivers read the flags */
+        p2p_put_header(p2p_header_at(a, theirs, j, g), c, a.ncalls, P2P_LL, g);
+        p2p_poke(&full[j], g + 1); /* for the record only: receivers read the flags */
     }
     return 1;
 }
@@ -632,7 +640,8 @@ __device__ int p2p_send(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
         P2pCall &c = a.call[i];
         const u64 K = c.chunks, L = c.lanes;
         if (c.bytes <= a.ll_max) {
-            if (b == 0 && !p2p_send_ll(a, c, p2p_gen[0], theirs, empty, full)) return 0;
+            for (u64 j = b; j < L; j += B)
+                if (!p2p_send_ll(a, c, j, p2p_gen[j], theirs, empty, full)) return 0;
         } else {
             /* At direct_min bytes and above, the receiver's post says whether it takes the
              * data directly (the same message, count and dtype, and a buffer offered). */
@@ -686,23 +695,27 @@ __device__ __forceinline__ int p2p_ll_take(P2pArgs &a, P2pCall &c, u64 first, co
     return 1;
 }
 
-/* An LL message (lane 0, one chunk g): every thread takes its first lines while thread
- * 0 checks the header, and writes them only once it matched. */
-__device__ __noinline__ int p2p_recv_ll(P2pArgs &a, P2pCall &c, u64 g, char *mine, u64 *empty)
+/* Chunk j of an LL message, lane j's only one (its chunk g): every thread takes its
+ * first lines while thread 0 checks the header, and writes them only once it matched;
+ * then the slot is emptied. The chunk's bytes are recomputed from the call where they
+ * are used, for registers (p2p_send_ll says why). */
+__device__ __noinline__ int p2p_recv_ll(P2pArgs &a, P2pCall &c, u64 j, u64 g, char *mine)
 {
-    enum { U = 4 };
-    const u64 tid = threadIdx.x, nt = blockDim.x, nl = (c.bytes + 7) / 8;
-    const char *lines = mine + a.ll_off + p2p_slot(a, g) * 2 * a.ll_max;
+    enum { U = 2 };
+    u64 *empty = (u64 *)(p2p_region(a, c.peer, a.rank) + CCL_P2P_EMPTY);
+    const u64 at = j * c.chunk, tid = threadIdx.x, nt = blockDim.x;
+    const u64 nl = ((c.bytes - at < c.chunk ? c.bytes - at : c.chunk) + 7) / 8;
+    const char *lines = mine + a.ll_off + (j * a.ll_slots + (g & (a.ll_slots - 1))) * 2 * a.ll_chunk;
     const u32 flag = p2p_flag(g);
     u64 w[U];
     int ok = 1;
-    if (tid == 0) ok = p2p_take_header(a, c, g, p2p_header_at(a, mine, 0, g), g, P2P_LL);
+    if (tid == 0) ok = p2p_take_header(a, c, g, p2p_header_at(a, mine, j, g), g, P2P_LL);
     if (ok) ok = p2p_ll_take<U>(a, c, g, lines, tid, nt, nl, flag, w);
     if (!__syncthreads_and(ok)) return 0;
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const u64 l = tid + u * nt;
-        if (l < nl) p2p_st_word(c.buf + 8 * l, w[u], c.bytes - 8 * l < 8 ? c.bytes - 8 * l : 8);
+        if (l < nl) p2p_st_word(c.buf + at + 8 * l, w[u], c.bytes - at - 8 * l < 8 ? c.bytes - at - 8 * l : 8);
     }
     if (nl > U * nt) {
         for (u64 base = tid + U * nt; ok && base < nl; base += U * nt) {
@@ -710,12 +723,12 @@ __device__ __noinline__ int p2p_recv_ll(P2pArgs &a, P2pCall &c, u64 g, char *min
 #pragma unroll
             for (int u = 0; ok && u < U; u++) {
                 const u64 l = base + u * nt;
-                if (l < nl) p2p_st_word(c.buf + 8 * l, w[u], c.bytes - 8 * l < 8 ? c.bytes - 8 * l : 8);
+                if (l < nl) p2p_st_word(c.buf + at + 8 * l, w[u], c.bytes - at - 8 * l < 8 ? c.bytes - at - 8 * l : 8);
             }
         }
         if (!__syncthreads_and(ok)) return 0;
     }
-    if (tid == 0) p2p_store(&empty[0], g + 1);
+    if (tid == 0) p2p_store(&empty[j], g + 1);
     return 1;
 }
 
@@ -786,7 +799,8 @@ __device__ int p2p_recv(P2pArgs &a, u64 i0, u64 i1, u64 b, u64 B)
         P2pCall &c = a.call[i];
         const u64 K = c.chunks, L = c.lanes, kind = p2p_kind(a, c);
         if (kind == P2P_LL) {
-            if (b == 0 && !p2p_recv_ll(a, c, p2p_gen[0], mine, empty)) return 0;
+            for (u64 j = b; j < L; j += B)
+                if (!p2p_recv_ll(a, c, j, p2p_gen[j], mine)) return 0;
         } else if (kind == P2P_DIRECT) {
             if (b < L && !p2p_recv_direct(a, c, K, L, b, B, mine, full, empty)) return 0;
         } else if (b < L && !p2p_recv_eager(a, c, K, L, b, B, mine, full, empty)) {
