@@ -38,7 +38,7 @@ extern const char ccl__p2p_cu[];
  * 16 to 32 blocks writing for its full rate); otherwise a block per lane its longest
  * message uses. A receive past ll_max offers its buffer at P2P_DIRECT_MIN bytes and
  * more: below, the sender's wait for the offer costs more than the copy out of the
- * slots (on 2x H200, 32 KB took 10.2 us so against 9.1, 64 KB 10.9 against 9.6). Messages
+ * slots (on 2x H200, 32 KB took 10.2 us so against 9.1, 64 KB 11.0 against 9.6). Messages
  * shorter than a row of lanes go in chunks of a multiple of P2P_CHUNK_MIN. A failure's
  * message names the v call of one of the latest P2P_VSEQS launches (GpuP2p.vseq). */
 enum {
