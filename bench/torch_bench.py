@@ -2,7 +2,8 @@
 tensors, one process per GPU.
 
     torchrun --nproc_per_node=4 bench/torch_bench.py [--sizes 1K,64K,1M,16M,128M]
-        [--colls all_reduce,all_gather,reduce_scatter,all_to_all,broadcast,reduce]
+        [--colls all_reduce,all_gather,reduce_scatter,all_to_all,broadcast,reduce
+                 (default), all_to_all_v, send_recv]
         [--buffers torch,symmetric,pool,registered] [--csv out.csv] [--md out.md]
 
 (With a build tree: PYTHONPATH=python/src CCL_LIBRARY=build/libccl.so.) Per collective and
@@ -11,11 +12,15 @@ input), bf16, the time per call of:
 
   nccl      torch.distributed (backend nccl) on ordinary tensors from torch's caching
             allocator: dist.all_reduce (in place), all_gather_into_tensor,
-            reduce_scatter_tensor, all_to_all_single, broadcast, reduce
+            reduce_scatter_tensor, all_to_all_single, broadcast, reduce; and on request
+            all_to_all_v (all_to_all_single with split sizes: a mixture-of-experts
+            dispatch, rank r sending rank p 1 to 3 shares as (p - r) mod N grows, about
+            nbytes in all) and send_recv (a ring: batch_isend_irecv of a send to rank r + 1
+            and a receive from r - 1, nbytes each, as pipeline stages pass activations)
 
 and of ccl.torch (all_reduce_, all_gather_into_, reduce_scatter_into_, the
-communicator's all_to_all, broadcast_, reduce_) on each kind of tensors --buffers names
-(default: torch,symmetric):
+communicator's all_to_all, broadcast_, reduce_; all_to_all_v, and send and recv in one
+ccl.group) on each kind of tensors --buffers names (default: torch,symmetric):
 
   torch       ccl     the very tensors NCCL ran on (ordinary ones: CCL stages them)
   symmetric   ccl_sym tensors from comm.empty (CCL's symmetric heap: zero copy)
@@ -49,6 +54,10 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "src"))
 
 COLLS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce"]
+MORE_COLLS = ["all_to_all_v", "send_recv"]  # timed when --colls names them
+# What NCCL cannot run in a CUDA graph through torch.distributed (its graph figures n/a).
+NCCL_NO_GRAPH = {"send_recv": "torch.distributed's batch_isend_irecv is not captured into CUDA graphs "
+                              "(pytorch/pytorch#133984): NCCL eager only"}
 INPLACE = ("all_reduce", "broadcast", "reduce")
 
 # --buffers' words: the CSV's column prefix and the table's label of each kind of tensors.
@@ -108,8 +117,8 @@ def parse_args(argv=None):
                                  "NCCL on the same tensors; run under torchrun, one process per GPU.")
     ap.add_argument("--sizes", type=_sizes, default=_sizes("1K,64K,1M,16M,128M"),
                     help="message sizes (nccl-tests' bytes) [1K,64K,1M,16M,128M]")
-    ap.add_argument("--colls", type=lambda v: _words(v, COLLS, "--colls"), default=list(COLLS),
-                    help=f"collectives [{','.join(COLLS)}]")
+    ap.add_argument("--colls", type=lambda v: _words(v, COLLS + MORE_COLLS, "--colls"), default=list(COLLS),
+                    help=f"collectives, of {','.join(COLLS + MORE_COLLS)} [{','.join(COLLS)}]")
     ap.add_argument("--buffers", type=lambda v: _words(v, list(KINDS), "--buffers"),
                     default=DEFAULT_BUFFERS.split(","),
                     help="kinds of tensors CCL runs on: torch (NCCL's own tensors), symmetric (comm.empty), pool "
@@ -201,6 +210,15 @@ def alloc_large(elems):
     return torch.empty(max(elems, (1 << 19) + 64), dtype=torch.bfloat16, device="cuda")[:elems]
 
 
+def splits(nbytes, n):
+    """all_to_all_v's counts: [r][p] elements from rank r to rank p, 1 to 3 shares as
+    (p - r) mod n grows (every rank sends most to a different rank), about nbytes from each
+    rank; the same on every rank."""
+    elems = max(nbytes // 2, n)
+    weight = [[1 + 2 * ((p - r) % n) / max(n - 1, 1) for p in range(n)] for r in range(n)]
+    return [[max(1, int(elems * w / sum(row))) for w in row] for row in weight]
+
+
 def shapes(coll, nbytes, n):
     """(send elements, receive elements, in place) of one call at nccl-tests' size nbytes:
     in place where the collective's usual torch form is (all_reduce, broadcast, reduce)."""
@@ -211,6 +229,11 @@ def shapes(coll, nbytes, n):
         return elems // n, elems // n * n, False
     if coll == "reduce_scatter":
         return elems // n * n, elems // n, False
+    if coll == "all_to_all_v":
+        c, me = splits(nbytes, n), dist.get_rank()
+        return sum(c[me]), sum(c[p][me] for p in range(n)), False
+    if coll == "send_recv":
+        return elems, elems, False
     return elems // n * n, elems // n * n, False  # all_to_all
 
 
@@ -264,7 +287,30 @@ def kind_buffers(kind, comm, coll, nbytes, n):
 
 # ---- the calls and their clocks ----
 
-def nccl_call(coll, send, recv):
+def ring_peers():
+    """send_recv's peers: (the rank this one sends to, the rank it receives from)."""
+    n, me = dist.get_world_size(), dist.get_rank()
+    return (me + 1) % n, (me - 1) % n
+
+
+def my_splits(nbytes):
+    """all_to_all_v's (send counts, receive counts) of this rank, in elements."""
+    n, me = dist.get_world_size(), dist.get_rank()
+    c = splits(nbytes, n)
+    return c[me], [c[p][me] for p in range(n)]
+
+
+def nccl_call(coll, send, recv, nbytes):
+    if coll == "all_to_all_v":
+        sc, rc = my_splits(nbytes)
+        return lambda: dist.all_to_all_single(recv, send, output_split_sizes=rc, input_split_sizes=sc)
+    if coll == "send_recv":
+        to, frm = ring_peers()
+
+        def exchange():
+            for req in dist.batch_isend_irecv([dist.P2POp(dist.isend, send, to), dist.P2POp(dist.irecv, recv, frm)]):
+                req.wait()
+        return exchange
     if coll == "all_reduce":
         return lambda: dist.all_reduce(send)
     if coll == "all_gather":
@@ -278,7 +324,18 @@ def nccl_call(coll, send, recv):
     return lambda: dist.reduce(send, dst=0)
 
 
-def ccl_call(coll, comm, send, recv):
+def ccl_call(coll, comm, send, recv, nbytes):
+    if coll == "all_to_all_v":
+        sc, rc = my_splits(nbytes)
+        return lambda: comm.all_to_all_v(recv, send, sc, rc)
+    if coll == "send_recv":
+        to, frm = ring_peers()
+
+        def exchange():
+            with ccl.group():
+                comm.send(send, to)
+                comm.recv(recv, frm)
+        return exchange
     if coll == "all_reduce":
         return lambda: cclt.all_reduce_(send, comm)
     if coll == "all_gather":
@@ -359,7 +416,7 @@ def check(coll, comm, rank, n, nbytes, kinds, unavailable):
     s0, r0 = buffers(coll, nbytes, n, alloc_plain)
     fill(s0, rank)
     want_in = s0.cpu()
-    nccl_call(coll, s0, r0)()
+    nccl_call(coll, s0, r0, nbytes)()
     want = (s0 if coll in INPLACE else r0).cpu()
     del s0, r0
     wrong = []
@@ -370,7 +427,7 @@ def check(coll, comm, rank, n, nbytes, kinds, unavailable):
         try:
             with kind_buffers(kind, comm, coll, nbytes, n) as (s, r):
                 s.copy_(want_in)
-                ccl_call(coll, comm, s, r)()
+                ccl_call(coll, comm, s, r, nbytes)()
                 got = s if coll in INPLACE else r
                 torch.cuda.synchronize()
                 bad = int(not (coll == "reduce" and rank != 0) and not torch.equal(got.cpu(), want))
@@ -422,7 +479,10 @@ def markdown(rows, kinds, colls, title, unavailable):
             head += [f"{KINDS[k][1]} {m}", f"{KINDS[k][1]}/NCCL"]
     head.append("check")
     for coll in colls:
-        md.append(f"\n### {coll}\n\n| " + " | ".join(head) + " |\n|" + "---:|" * (len(head) - 1) + "---|")
+        md.append(f"\n### {coll}\n")
+        if coll in NCCL_NO_GRAPH:
+            md.append(NCCL_NO_GRAPH[coll] + ".\n")
+        md.append("| " + " | ".join(head) + " |\n|" + "---:|" * (len(head) - 1) + "---|")
         for r in rows:
             if r["collective"] != coll:
                 continue
@@ -444,9 +504,12 @@ def time_ordinary(row, coll, comm, nbytes, n, ccl_too, a):
     """NCCL, and CCL where ccl_too, on the very same ordinary tensors, into row; the
     tensors are gone when it returns (before another kind allocates)."""
     s, r = buffers(coll, nbytes, n, alloc_plain)
-    timed = [("nccl", nccl_call(coll, s, r))] + ([("ccl", ccl_call(coll, comm, s, r))] if ccl_too else [])
+    timed = [("nccl", nccl_call(coll, s, r, nbytes))]
+    if ccl_too:
+        timed.append(("ccl", ccl_call(coll, comm, s, r, nbytes)))
     for name, fn in timed:
-        row[f"{name}_graph_us"] = time_graph(fn, a.calls, a.replays, a.samples)
+        no_graph = name == "nccl" and coll in NCCL_NO_GRAPH
+        row[f"{name}_graph_us"] = math.nan if no_graph else time_graph(fn, a.calls, a.replays, a.samples)
         row[f"{name}_eager_us"] = time_eager(fn, a.calls, a.samples)
     torch.cuda.synchronize()
 
@@ -460,7 +523,7 @@ def time_kind(row, kind, coll, comm, nbytes, n, a, unavailable):
         return
     try:
         with kind_buffers(kind, comm, coll, nbytes, n) as (s, r):
-            fn = ccl_call(coll, comm, s, r)
+            fn = ccl_call(coll, comm, s, r, nbytes)
             row[f"{key}_graph_us"] = time_graph(fn, a.calls, a.replays, a.samples)
             row[f"{key}_eager_us"] = time_eager(fn, a.calls, a.samples)
             comm.synchronize()

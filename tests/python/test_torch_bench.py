@@ -41,6 +41,29 @@ def test_every_kind_of_buffers():
     assert a.sizes == [4096, 2 << 20] and a.colls == ["all_gather"]
 
 
+def test_more_collectives_on_request():
+    tb = load_bench()
+    a = tb.parse_args(["--colls", "send_recv,all_to_all_v,all_reduce"])
+    assert a.colls == ["send_recv", "all_to_all_v", "all_reduce"]
+    assert "send_recv" in tb.NCCL_NO_GRAPH and "all_to_all_v" not in tb.NCCL_NO_GRAPH
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_all_to_all_v_splits(n):
+    """Skewed (1 to 3 shares), about nbytes from every rank, the heaviest a different
+    rank for each sender, and the same on every rank (a function of nbytes and n)."""
+    tb = load_bench()
+    nbytes = 1 << 20
+    c = tb.splits(nbytes, n)
+    assert c == tb.splits(nbytes, n) and len(c) == n and all(len(row) == n for row in c)
+    for r, row in enumerate(c):
+        assert nbytes // 2 - n <= sum(row) <= nbytes // 2
+        assert max(row) >= 2.9 * min(row) and min(row) >= 1
+        assert row.index(max(row)) == (r - 1) % n
+    assert len({row.index(max(row)) for row in c}) == n
+    assert all(min(row) >= 1 for row in tb.splits(2, n))  # the smallest sizes still send to everyone
+
+
 @pytest.mark.parametrize("args, says", [
     (["--buffers", "torch,heap"], "--buffers 'torch,heap': expected a comma-separated list of torch, symmetric, "
                                   "pool, registered (not heap)"),
