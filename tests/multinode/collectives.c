@@ -421,7 +421,8 @@ int main(int argc, char **argv)
         /* argv[2]: the variant; argv[3] and argv[4]: the send's and the recv's counts (i32;
          * 10 and 11 unless given: over 2048 the message is large, announced and cleared
          * before its data). A small send is done once it has left, so rank 0 learns of
-         * rank 2's failure at its next call: an all-reduce, whose result it prints too. */
+         * rank 2's failure at its next call: the synchronize after the send where rank 2's
+         * stop has come by then, else an all-reduce, whose result it prints too. */
         const char *variant = argc > 2 ? argv[2] : "send";
         size_t scount = argc > 3 ? (size_t)atol(argv[3]) : 10, rcount = argc > 4 ? (size_t)atol(argv[4]) : 11;
         size_t cap = (scount > rcount ? scount : rcount) + 2;
