@@ -538,9 +538,10 @@ __device__ __forceinline__ u64 ccl_vchunk(u64 n, u64 K, u64 c, u64 *cs)
  * each signal and wait an NVLink crossing. A Simple v kernel runs only as many instances
  * as its longest segment needs, about one per 2^CCL_V_INST_SHIFT bytes of it (of K
  * chunks of ccl_vload's stride; the rest return once the tables are loaded): every rank
- * computes that alike from the same tables, so semaphores still pair up. On 2x H200, alltoallv of 1 KB to 256 KB took 12-17% less
- * time so, and 16 KB an instance beat 4 and 64 KB from 16 to 256 KB (docs/perf/x2-vinst).
- * LL kernels keep every instance: their lines ran slower on fewer. */
+ * computes that alike from the same tables, so semaphores still pair up. On 2x H200,
+ * alltoallv of 1 KB to 256 KB took 13-19% less time so, and 16 KB an instance beat 4 and
+ * 64 KB from 16 to 256 KB (docs/perf/x2-vinst). LL kernels keep every instance: their
+ * lines ran slower on fewer. */
 #ifndef CCL_V_INST_SHIFT
 #define CCL_V_INST_SHIFT 14
 #endif
