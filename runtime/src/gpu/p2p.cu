@@ -305,6 +305,12 @@ __device__ __forceinline__ char *p2p_payload_at(P2pArgs &a, char *region, u64 j,
     return region + a.pay_off + (j * a.slots + p2p_slot(a, g)) * a.payload;
 }
 
+/* Lane j's LL slot of its chunk g (ll_slots a lane, a power of two). */
+__device__ __forceinline__ char *p2p_ll_at(P2pArgs &a, char *region, u64 j, u64 g)
+{
+    return region + a.ll_off + (j * a.ll_slots + (g & (a.ll_slots - 1))) * 2 * a.ll_chunk;
+}
+
 /* ---- failures ---- */
 
 /* Stops every rank (the abort word at offset 0 of each heap: 1 + this rank). */
@@ -510,7 +516,7 @@ __device__ __noinline__ int p2p_send_ll(P2pArgs &a, P2pCall &c, u64 j, u64 g, ch
     const u64 at = j * c.chunk, n = c.bytes - at < c.chunk ? c.bytes - at : c.chunk;
     const u64 tid = threadIdx.x, nt = blockDim.x, nl = (n + 7) / 8;
     const char *src = c.buf + at;
-    char *lines = theirs + a.ll_off + (j * a.ll_slots + (g & (a.ll_slots - 1))) * 2 * a.ll_chunk;
+    char *lines = p2p_ll_at(a, theirs, j, g);
     const u32 flag = p2p_flag(g);
     /* This thread's first lines are read while thread 0 waits for the slot. */
     u64 w[U];
@@ -705,7 +711,7 @@ __device__ __noinline__ int p2p_recv_ll(P2pArgs &a, P2pCall &c, u64 j, u64 g, ch
     u64 *empty = (u64 *)(p2p_region(a, c.peer, a.rank) + CCL_P2P_EMPTY);
     const u64 at = j * c.chunk, tid = threadIdx.x, nt = blockDim.x;
     const u64 nl = ((c.bytes - at < c.chunk ? c.bytes - at : c.chunk) + 7) / 8;
-    const char *lines = mine + a.ll_off + (j * a.ll_slots + (g & (a.ll_slots - 1))) * 2 * a.ll_chunk;
+    const char *lines = p2p_ll_at(a, mine, j, g);
     const u32 flag = p2p_flag(g);
     u64 w[U];
     int ok = 1;
