@@ -219,6 +219,13 @@ def splits(nbytes, n):
     return [[max(1, int(elems * w / sum(row))) for w in row] for row in weight]
 
 
+def my_splits(nbytes):
+    """all_to_all_v's (send counts, receive counts) of this rank, in elements."""
+    n, me = dist.get_world_size(), dist.get_rank()
+    c = splits(nbytes, n)
+    return c[me], [c[p][me] for p in range(n)]
+
+
 def shapes(coll, nbytes, n):
     """(send elements, receive elements, in place) of one call at nccl-tests' size nbytes:
     in place where the collective's usual torch form is (all_reduce, broadcast, reduce)."""
@@ -230,8 +237,8 @@ def shapes(coll, nbytes, n):
     if coll == "reduce_scatter":
         return elems // n * n, elems // n, False
     if coll == "all_to_all_v":
-        c, me = splits(nbytes, n), dist.get_rank()
-        return sum(c[me]), sum(c[p][me] for p in range(n)), False
+        sc, rc = my_splits(nbytes)
+        return sum(sc), sum(rc), False
     if coll == "send_recv":
         return elems, elems, False
     return elems // n * n, elems // n * n, False  # all_to_all
@@ -291,13 +298,6 @@ def ring_peers():
     """send_recv's peers: (the rank this one sends to, the rank it receives from)."""
     n, me = dist.get_world_size(), dist.get_rank()
     return (me + 1) % n, (me - 1) % n
-
-
-def my_splits(nbytes):
-    """all_to_all_v's (send counts, receive counts) of this rank, in elements."""
-    n, me = dist.get_world_size(), dist.get_rank()
-    c = splits(nbytes, n)
-    return c[me], [c[p][me] for p in range(n)]
 
 
 def nccl_call(coll, send, recv, nbytes):
