@@ -7,6 +7,8 @@
 # one GPU must be refused at once. Reducing algorithms of allreduce also run every op and
 # dtype (--full). Calls larger than a small heap, in pieces (--pieces). Registered memory
 # (tests/gpu/register_gpu.c) with 2 GPUs or more, one process and one process per GPU.
+# Ordinary receive buffers that a sender in another process writes directly
+# (tests/gpu/p2p_ipc_gpu.c), one process per GPU.
 # A peer process killed with 2 GPUs
 # (tests/gpu/dead_peer_gpu.c). Then the examples and `cclc run` on the GPU backend (with 4
 # GPUs, a grid too large for its barrier of all blocks refused at the call).
@@ -125,6 +127,15 @@ done
 rm -f "$log.xfer" "$log.nvcc"
 echo "== gpu: point-to-point groups (tests/gpu/p2p_gpu.c)"
 for n in $ns; do "$build/tests/gpu/p2p_gpu" "$n" 2>&1 | tee -a "$log"; done
+echo "== gpu: ordinary receive buffers written by another process (tests/gpu/p2p_ipc_gpu.c, 2 GPUs or more)"
+if command -v mpirun >/dev/null && [ "$ngpu" -ge 2 ]; then
+    for n in $ns; do
+        [ "$n" -le "$ngpu" ] && "${mpi[@]}" "$n" "${mpiflags[@]}" -x CCL_CACHE_DIR -x CCL_ALGORITHM_DIR \
+            "$build/tests/gpu/p2p_ipc_gpu" 2>&1 | tee -a "$log"
+    done
+else
+    echo "   (skipped: needs mpirun and 2 GPUs, this machine has $ngpu)"
+fi
 echo "== gpu: registered memory (tests/gpu/register_gpu.c: threads and processes, 2 GPUs or more)"
 if [ "$ngpu" -ge 2 ]; then
     rns="2"

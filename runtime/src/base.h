@@ -336,6 +336,17 @@ typedef struct CclWatchdog CclWatchdog;    /* internal.h (watchdog.c) */
 typedef struct CclCompiled CclCompiled;    /* internal.h (algorithm.c) */
 typedef struct CclRegs CclRegs;            /* register.c */
 
+/* Notes between two ranks of one host, over the comm's mailboxes (mailbox.c; comm->mbox),
+ * for a backend's own handshakes that must never wait (gpu/ipc.c's): per ordered pair of
+ * ranks and lane, one note of at most CCL__NOTE_BYTES in flight, which its receiver takes
+ * whenever it looks. ccl__note_send: 1 posted, 0 while the lane's previous note is not
+ * taken yet, -1 where notes do not go (m NULL, a rank of another node, a sender at or
+ * past CCL__NOTE_RANKS, a longer note). ccl__note_take: 1 with the note copied into
+ * `note`, 0 when none waits, -1 as for send. */
+enum { CCL__NOTE_BYTES = 112, CCL__NOTE_LANES = 2, CCL__NOTE_RANKS = 64 };
+int ccl__note_send(CclMailboxes *m, int to, int lane, const void *note, size_t bytes);
+int ccl__note_take(CclMailboxes *m, int from, int lane, void *note, size_t bytes);
+
 enum { CCL__ERR_LEN = 8192 };
 
 /* A freed algorithm's heap blocks waiting to be reused (algorithm.c, "quarantine"). */

@@ -13,6 +13,7 @@
 typedef struct GpuProxy GpuProxy;           /* gpu/proxy.c */
 typedef struct GpuPortQueues GpuPortQueues;
 typedef struct GpuDevice GpuDevice;         /* gpu/device.c */
+typedef struct GpuIpc GpuIpc;               /* gpu/ipc.c */
 /* How many kernels that wait for peers each rank of a comm has launched, shared by the
  * ranks of the comm that share a GPU (threads of one process): made by the first of
  * them in ccl__gpu_agree_device, freed by the last in ccl__gpu_launch_counts_release. */
@@ -126,6 +127,7 @@ typedef struct {
     CUevent piece_done, copied[2];
     GpuProxy *proxy;          /* serves port-channel puts; NULL until the first needs it */
     struct GpuP2p *p2p;       /* gpu/p2p.c's state */
+    GpuIpc *ipc;              /* gpu/ipc.c's; NULL where no peer is another process (or it is off) */
 } GpuComm;
 
 /* gpu/device.c */
@@ -228,6 +230,19 @@ ccl_result_t ccl__gpu_p2p_poll(ccl_comm_t *comm);
  * (slots in flight: lanes x slots). */
 void ccl__gpu_p2p_sizes(const ccl_comm_t *comm, size_t *payload, size_t *ll_max, size_t *direct_min, size_t *lanes,
                         size_t *slots);
+
+/* gpu/ipc.c: ordinary receive buffers that a peer process's sends write directly. Open
+ * (after the heap: it needs every rank's pid) and close with the comm; serve, at every
+ * point-to-point launch, answers the peers' requests and takes their answers; direct is
+ * the word a receive from peer p into [buf, buf + bytes) offers its sender
+ * (CclP2pGpuCall.direct), or CCL_P2P_NO_DIRECT while p has not mapped that allocation
+ * (asking it to, where it may). */
+void ccl__gpu_ipc_open(ccl_comm_t *comm, GpuComm *g);
+void ccl__gpu_ipc_close(GpuComm *g);
+void ccl__gpu_ipc_serve(ccl_comm_t *comm, GpuComm *g);
+uint64_t ccl__gpu_ipc_direct(ccl_comm_t *comm, GpuComm *g, int p, const void *buf, size_t bytes);
+/* For tests: this rank's allocations that peer p has mapped (0 when none, or off). */
+int ccl__gpu_ipc_mapped(const ccl_comm_t *comm, int p);
 
 /* gpu/mem.c */
 ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootstrap_t *boot);

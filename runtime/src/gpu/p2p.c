@@ -133,10 +133,12 @@ static uint64_t call_blocks(const CclP2pGpuCall *c, const P2pLayout *l)
     return c->lanes;
 }
 
-/* A receive's buffer offset from this rank's heap base, when the buffer lies inside one
- * of its ccl_mem_alloc buffers or in registered memory (both of which its sender reaches)
- * and is long enough to gain from being written directly; CCL_P2P_NO_DIRECT otherwise. */
-static uint64_t direct_offset(ccl_comm_t *comm, const CclP2pOp *op, size_t bytes)
+/* What a receive long enough to gain from being written directly offers its sender: its
+ * buffer's offset from this rank's heap base where it lies inside one of its
+ * ccl_mem_alloc buffers or in registered memory (both of which the sender reaches);
+ * outside the heap, ordinary memory its sender's process has mapped (gpu/ipc.c);
+ * CCL_P2P_NO_DIRECT otherwise. */
+static uint64_t direct_offset(ccl_comm_t *comm, GpuComm *g, const CclP2pOp *op, size_t bytes)
 {
     const char *base = comm->heap_base[comm->rank], *b = op->buf;
     size_t start, size;
@@ -144,8 +146,9 @@ static uint64_t direct_offset(ccl_comm_t *comm, const CclP2pOp *op, size_t bytes
         return CCL_P2P_NO_DIRECT;
     if (op->reg_off != SIZE_MAX)
         return (uint64_t)op->reg_off;
-    if (b < base || b >= base + comm->heap_bytes ||
-        ccl__heap_find_user(&comm->data, (size_t)(b - base), bytes, &start, &size) != 0)
+    if (b < base || b >= base + comm->heap_bytes)
+        return ccl__gpu_ipc_direct(comm, g, op->peer, b, bytes);
+    if (ccl__heap_find_user(&comm->data, (size_t)(b - base), bytes, &start, &size) != 0)
         return CCL_P2P_NO_DIRECT;
     return (uint64_t)(b - base);
 }
@@ -238,12 +241,14 @@ void ccl__gpu_p2p_open(ccl_comm_t *comm, GpuComm *g)
     p->max_blocks = kb >= 1 && kb <= 128 ? kb : P2P_MAX_BLOCKS;
     double t0 = ccl__now_ms();
     load_module(comm, g, p);
+    ccl__gpu_ipc_open(comm, g);
     CCL__TRACE(comm->rank, "point-to-point kernel %s in %.1f ms", p->module ? "ready" : "failed", ccl__now_ms() - t0);
 }
 
 void ccl__gpu_p2p_close(GpuComm *g)
 {
     GpuP2p *p = g->p2p;
+    ccl__gpu_ipc_close(g);
     if (!p)
         return;
     if (p->err)
@@ -387,6 +392,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
     ccl_result_t res = ccl__gpu_call_stream(comm, call->stream, &s, &capturing);
     if (res != CCL_OK)
         return res;
+    ccl__gpu_ipc_serve(comm, g);
     /* The calls by channel, the channels in the order they first appear, each channel's
      * calls in call order (the order both ranks number its messages in). */
     int N = comm->nranks, nch = 0, chan[CCL_P2P_MAX_CALLS];
@@ -421,7 +427,7 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
             c->bytes = op->count * ccl_dtype_size(op->dtype);
             c->nth = op->nth;
             c->index = (uint64_t)op->index;
-            c->direct = c->kind == 1 && c->bytes > lay.ll_max ? direct_offset(comm, op, c->bytes)
+            c->direct = c->kind == 1 && c->bytes > lay.ll_max ? direct_offset(comm, g, op, c->bytes)
                                                               : CCL_P2P_NO_DIRECT;
             c->chunk = message_chunk(c->bytes, &lay);
             c->chunks = c->bytes ? (c->bytes + c->chunk - 1) / c->chunk : 1;
