@@ -190,8 +190,10 @@ typedef struct ccl_p2p_call {
     ccl_u64 count, dtype, bytes;
     ccl_u64 nth;             /* the message's number on its channel */
     ccl_u64 index;           /* 1-based place among the group's calls on this comm */
-    ccl_u64 direct;          /* recv: buf's heap offset, where the sender may write it (a
-                                ccl_mem_alloc buffer, bytes >= direct_min); else CCL_P2P_NO_DIRECT */
+    ccl_u64 direct;          /* recv, bytes >= direct_min: buf as an offset from the sender's
+                                view of this rank's heap base, where the sender may write it (a
+                                ccl_mem_alloc or registered buffer, or ordinary memory the
+                                sender's process mapped: gpu/ipc.c); else CCL_P2P_NO_DIRECT */
     ccl_u64 chunk;           /* bytes of its chunks (<= payload; a function of bytes alone) */
     ccl_u64 chunks;          /* max(1, ceil(bytes / chunk)): its chunks on its channel */
     ccl_u64 lanes;           /* min(chunks, the layout's lanes): chunk k goes to lane k % lanes */

@@ -8,7 +8,8 @@
  * allocation checked (the bytes around the message must stay untouched):
  *  - sizes: around the smallest receive offered directly (-1, 0, +1 byte), 1 MB + 3 and
  *    64 MB, at receive offsets 0 to 15 bytes off 16-byte alignment, four rounds each:
- *    the sender has mapped every allocation of at least that size by the last round;
+ *    by the last round the sender has mapped every receive allocation of at least that
+ *    size (and no more than one allocation more), and none of a smaller one;
  *  - again: a receive allocation freed and made again (a new allocation, often at the
  *    same address), four rounds: right, and no more than one more mapping;
  *  - graph: a ring group captured after warm-up calls, replayed 3 times with new data;
@@ -158,13 +159,14 @@ static void sizes(ccl_comm_t *c, size_t direct_min)
         snprintf(what, sizeof what, "sizes/%zu", sz[k]);
         if (buf_alloc(&send, sz[k], (k * 5) % 16) != 0 || buf_alloc(&recv, sz[k], (k * 7 + 3) % 16) != 0)
             return;
-        int before = ccl__gpu_ipc_mapped(c, from);
+        int before = ccl__gpu_ipc_mapped(c, from, NULL);
         for (int t = 1; t <= ROUNDS && round_trip(c, &send, &recv, sz[k], t + 10 * (int)k, what) == 0; t++) {}
-        int after = ccl__gpu_ipc_mapped(c, from);
-        if (sz[k] >= direct_min && after != before + 1)
-            FAIL("%s: rank %d has mapped %d of this rank's allocations after %d rounds, %d before (want one more)",
-                 what, from, after, ROUNDS, before);
-        if (sz[k] < direct_min && after != before)
+        int after = ccl__gpu_ipc_mapped(c, from, NULL), mapped = ccl__gpu_ipc_mapped(c, from, (void *)recv.dev);
+        /* One mapping more, or as many where the allocation took a freed one's address. */
+        if (sz[k] >= direct_min && (!mapped || after > before + 1))
+            FAIL("%s: after %d rounds rank %d has %s this rank's receive allocation (mappings %d -> %d)", what, ROUNDS,
+                 from, mapped ? "mapped" : "not mapped", before, after);
+        if (sz[k] < direct_min && (mapped || after != before))
             FAIL("%s: a receive below the direct size (%zu) was offered: mappings %d -> %d", what, direct_min, before,
                  after);
         boot.barrier(boot.ctx);
@@ -184,17 +186,17 @@ static void again(ccl_comm_t *c)
     if (buf_alloc(&send, bytes, 0) != 0 || buf_alloc(&recv, bytes, 0) != 0)
         return;
     for (int t = 1; t <= ROUNDS && round_trip(c, &send, &recv, bytes, 100 + t, "again/first") == 0; t++) {}
-    int before = ccl__gpu_ipc_mapped(c, from);
+    int before = ccl__gpu_ipc_mapped(c, from, NULL);
     CUdeviceptr old = recv.dev;
     boot.barrier(boot.ctx);
     buf_free(&recv);
     if (buf_alloc(&recv, bytes, 0) != 0)
         return;
     for (int t = 1; t <= ROUNDS && round_trip(c, &send, &recv, bytes, 200 + t, "again/second") == 0; t++) {}
-    int after = ccl__gpu_ipc_mapped(c, from);
-    if (after > before + (recv.dev != old))
-        FAIL("again: mappings %d -> %d for one allocation made again (%s address)", before, after,
-             recv.dev == old ? "the same" : "another");
+    int after = ccl__gpu_ipc_mapped(c, from, NULL);
+    if (after > before + (recv.dev != old) || !ccl__gpu_ipc_mapped(c, from, (void *)recv.dev))
+        FAIL("again: the new allocation (%s address) is %s; mappings %d -> %d", recv.dev == old ? "the same" : "another",
+             ccl__gpu_ipc_mapped(c, from, (void *)recv.dev) ? "mapped" : "not mapped", before, after);
     boot.barrier(boot.ctx);
     buf_free(&send);
     buf_free(&recv);
@@ -226,7 +228,7 @@ static void graph(ccl_comm_t *c)
         FAIL("graph: capture: %s (%s)", ccl_comm_last_error(c), ccl__cuda_error(end));
         return;
     }
-    if (ccl__gpu_ipc_mapped(c, from) < 1)
+    if (!ccl__gpu_ipc_mapped(c, from, (void *)recv.dev))
         FAIL("graph: rank %d has not mapped this rank's receive allocation after 3 calls", from);
     for (int k = 1; k <= 3; k++) {
         if (buf_fill(&send, bytes, 400 + k, me, 1) != 0 || buf_fill(&recv, 0, 0, 0, 0) != 0)
@@ -271,9 +273,8 @@ static void mismatch(void)
     }
     if (r != CCL_OK)
         FAIL("mismatch: warm-up: %s", ccl_comm_last_error(c));
-    if (me == 1 && ccl__gpu_ipc_mapped(c, 0) != 1)
-        FAIL("mismatch: rank 0 has mapped %d of rank 1's allocations after 3 receives, not 1",
-             ccl__gpu_ipc_mapped(c, 0));
+    if (me == 1 && !ccl__gpu_ipc_mapped(c, 0, (void *)b.dev))
+        FAIL("mismatch: rank 0 has not mapped rank 1's receive allocation after 3 receives");
     if (me == 1)
         buf_fill(&b, 0, 0, 0, 0);
     boot.barrier(boot.ctx);
@@ -311,7 +312,7 @@ static void off(void)
     size_t bytes = (size_t)1 << 20;
     if (buf_alloc(&send, bytes, 0) == 0 && buf_alloc(&recv, bytes, 0) == 0) {
         for (int t = 1; t <= ROUNDS && round_trip(c, &send, &recv, bytes, 500 + t, "off") == 0; t++) {}
-        if (ccl__gpu_ipc_mapped(c, from) != 0)
+        if (ccl__gpu_ipc_mapped(c, from, NULL) != 0)
             FAIL("off: CCL_GPU_P2P_IPC=0, yet rank %d mapped this rank's allocation", from);
     }
     boot.barrier(boot.ctx);

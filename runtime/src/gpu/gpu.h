@@ -241,8 +241,9 @@ void ccl__gpu_ipc_open(ccl_comm_t *comm, GpuComm *g);
 void ccl__gpu_ipc_close(GpuComm *g);
 void ccl__gpu_ipc_serve(ccl_comm_t *comm, GpuComm *g);
 uint64_t ccl__gpu_ipc_direct(ccl_comm_t *comm, GpuComm *g, int p, const void *buf, size_t bytes);
-/* For tests: this rank's allocations that peer p has mapped (0 when none, or off). */
-int ccl__gpu_ipc_mapped(const ccl_comm_t *comm, int p);
+/* For tests: how many of this rank's allocations peer p has mapped (0 when none, or
+ * off); with buf, 1 when p has mapped the allocation buf lies in, else 0. */
+int ccl__gpu_ipc_mapped(const ccl_comm_t *comm, int p, const void *buf);
 
 /* gpu/mem.c */
 ccl_result_t ccl__gpu_heap_create(ccl_comm_t *comm, GpuComm *g, const ccl_bootstrap_t *boot);

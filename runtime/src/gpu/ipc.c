@@ -234,11 +234,17 @@ uint64_t ccl__gpu_ipc_direct(ccl_comm_t *comm, GpuComm *g, int p, const void *bu
     return CCL_P2P_NO_DIRECT;
 }
 
-int ccl__gpu_ipc_mapped(const ccl_comm_t *comm, int p)
+int ccl__gpu_ipc_mapped(const ccl_comm_t *comm, int p, const void *buf)
 {
     const GpuComm *g = comm->be_comm;
+    unsigned long long id = 0;
+    if (buf && ccl__cu.PointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)(uintptr_t)buf) !=
+                   CUDA_SUCCESS)
+        return 0;
     int n = 0;
-    for (int i = 0; g && g->ipc && p >= 0 && p < g->ipc->nranks && i < g->ipc->peer[p].nout; i++)
-        n += g->ipc->peer[p].out[i].state == EXPORT_MAPPED;
+    for (int i = 0; g && g->ipc && p >= 0 && p < g->ipc->nranks && i < g->ipc->peer[p].nout; i++) {
+        const IpcExport *e = &g->ipc->peer[p].out[i];
+        n += e->state == EXPORT_MAPPED && (!buf || e->buffer_id == id);
+    }
     return n;
 }

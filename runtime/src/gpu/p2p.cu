@@ -22,8 +22,10 @@
  *     and raises FULL; the receiver checks the header, copies the chunk out and raises
  *     EMPTY. A block's chunks are pipelined: a chunk is published while the next one is
  *     copied, and the next slot's room is awaited by another warp meanwhile.
- *   direct (zero copy): a receive whose buffer is a ccl_mem_alloc buffer of at least
- *     direct_min bytes posts its heap offset; the sender, having read that post, writes
+ *   direct (zero copy): a receive of at least direct_min bytes whose buffer its sender
+ *     can write (a ccl_mem_alloc or registered buffer, or ordinary memory the sender's
+ *     process has mapped: gpu/ipc.c) posts where it is, as an offset from the sender's
+ *     view of the receiver's heap base; the sender, having read that post, writes
  *     its data straight into the receiver's buffer with all of the channel's blocks,
  *     which then meet (CCL_P2P_SZC), and each lane owner moves its lane's FULL past the
  *     message's chunks (no slot holds its data) after one header in lane 0.
