@@ -191,10 +191,10 @@ struct CclBackend {
      * after the other anyway, and takes them so that its tests cover call.c's side. */
     int alternates_out;
     /* Where alltoall on one node runs as point-to-point messages by default (vcoll.c,
-     * ccl__exchange_p2p): an ordinary recvbuf, from alltoall_p2p_min bytes of sendbuf,
-     * on at most alltoall_p2p_max_ranks ranks (0: always programs). */
-    size_t alltoall_p2p_min;
-    int alltoall_p2p_max_ranks;
+     * ccl__exchange_p2p): an ordinary recvbuf, from this many bytes of sendbuf (0, or
+     * no hook: always programs). The same on every rank of comm: it may depend only on
+     * what every rank knows alike. */
+    size_t (*alltoall_p2p_min)(const ccl_comm_t *comm);
 
     /* Collective over the ranks of boot (boot is valid only during this call). Creates
      * comm->be_comm and this rank's symmetric heap of comm->heap_bytes bytes, zeroed,

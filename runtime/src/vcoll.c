@@ -374,8 +374,8 @@ static ccl_result_t run_v_p2p(Collective coll, const char *fn, const void *send,
  * always run as messages. On one node, a program registered for the collective
  * (ccl_comm_use_algorithm) runs as asked; CCL_EXCHANGE=p2p or programs (the same on
  * every rank) decides; else the backend's rule, which on GPUs sends alltoall as
- * messages where its sendbuf is large (CclBackend.alltoall_p2p_min, on up to
- * alltoall_p2p_max_ranks ranks) and its recvbuf an ordinary one, which peers cannot
+ * messages where its sendbuf is large (CclBackend.alltoall_p2p_min) and its recvbuf
+ * an ordinary one, which peers cannot
  * reach (asked last, of a call the size admits: not on every call's path): the messages
  * go through the channels' slots, copied out as they arrive, where the program would
  * write a staged recvbuf and copy all of it out after (docs/perf/x2-exchange: 0.65-0.85x
@@ -398,9 +398,8 @@ int ccl__exchange_p2p(const ccl_comm_t *comm, Collective coll, size_t bytes, con
     if (comm->exchange > 0)
         return 1;
     const CclBackend *be = comm->be;
-    return coll == COLL_ALLTOALL && be->alltoall_p2p_min && bytes >= be->alltoall_p2p_min &&
-           comm->nranks <= be->alltoall_p2p_max_ranks &&
-           ccl__buffer_ordinary(comm, recv, bytes);
+    size_t min = coll == COLL_ALLTOALL && be->alltoall_p2p_min ? be->alltoall_p2p_min(comm) : 0;
+    return min && bytes >= min && ccl__buffer_ordinary(comm, recv, bytes);
 }
 
 /* ccl_all_to_all as messages (ccl__exchange_p2p): count elements to every rank, blocks

@@ -925,11 +925,24 @@ void ccl__gpu_make_current(const ccl_comm_t *comm)
     ccl__cu.CtxSetCurrent(g->ctx);
 }
 
+/* alltoall of an ordinary recvbuf as messages (CclBackend.alltoall_p2p_min): from 64 MB
+ * on up to 4 ranks, where the messages through the slots beat the program, which stages
+ * the recvbuf (docs/perf/x2-exchange); from 16 MB on 2 ranks in two processes, whose
+ * messages go straight into the recvbuf once the sender has mapped it (gpu/ipc.c:
+ * 0.87x the program's time at 16 MB on 2x H200, 1.18x at 4 MB; docs/perf/x2-ipc). Every
+ * rank knows alike whether any rank is another process. */
+static size_t gpu_alltoall_p2p_min(const ccl_comm_t *comm)
+{
+    const GpuComm *g = comm->be_comm;
+    if (comm->nranks > 4)
+        return 0;
+    return comm->nranks == 2 && g->remote ? (size_t)16 << 20 : (size_t)64 << 20;
+}
+
 static const CclBackend gpu_backend = {
     .name = "gpu",
     .alternates_out = 1,
-    .alltoall_p2p_min = (size_t)64 << 20,
-    .alltoall_p2p_max_ranks = 4, /* measured on 2 and 4 GPUs: docs/perf/x2-exchange */
+    .alltoall_p2p_min = gpu_alltoall_p2p_min,
     .kind = CCL_BACKEND_GPU,
     .comm_init = gpu_comm_init,
     .comm_fini = gpu_comm_fini,
