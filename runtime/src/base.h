@@ -336,16 +336,29 @@ typedef struct CclWatchdog CclWatchdog;    /* internal.h (watchdog.c) */
 typedef struct CclCompiled CclCompiled;    /* internal.h (algorithm.c) */
 typedef struct CclRegs CclRegs;            /* register.c */
 
-/* Notes between two ranks of one host, over the comm's mailboxes (mailbox.c; comm->mbox),
- * for a backend's own handshakes that must never wait (gpu/ipc.c's): per ordered pair of
- * ranks and lane, one note of at most CCL__NOTE_BYTES in flight, which its receiver takes
- * whenever it looks. ccl__note_send: 1 posted, 0 while the lane's previous note is not
- * taken yet, -1 where notes do not go (m NULL, a rank of another node, a sender at or
- * past CCL__NOTE_RANKS, a longer note). ccl__note_take: 1 with the note copied into
- * `note`, 0 when none waits, -1 as for send. */
+/* Notes between two ranks of one host (notes.c), for a backend's own handshakes that
+ * must never wait (gpu/ipc.c's): per ordered pair of ranks and lane, one note of at most
+ * CCL__NOTE_BYTES in flight, which its receiver takes whenever it looks. The slots lie
+ * in the comm's mailboxes (mailbox.c), which every rank of the host maps; comm->notes
+ * says where. ccl__note_send: 1 posted, 0 while the lane's previous note is not taken
+ * yet, -1 where notes do not go (n NULL, a rank not mapped here, a sender at or past
+ * CCL__NOTE_RANKS, a longer note). ccl__note_take: 1 with the note copied into `note`, 0
+ * when none waits, -1 as for send. */
 enum { CCL__NOTE_BYTES = 112, CCL__NOTE_LANES = 2, CCL__NOTE_RANKS = 64 };
-int ccl__note_send(CclMailboxes *m, int to, int lane, const void *note, size_t bytes);
-int ccl__note_take(CclMailboxes *m, int from, int lane, void *note, size_t bytes);
+/* A note slot: `sent` notes were posted, `taken` of them taken; the data are the
+ * latest one's, valid while sent != taken. */
+typedef struct {
+    _Atomic uint64_t sent, taken;
+    char data[CCL__NOTE_BYTES];
+} CclNoteSlot;
+/* inbox[p]: rank p's CCL__NOTE_RANKS x CCL__NOTE_LANES slots as mapped here (slot
+ * q * CCL__NOTE_LANES + lane: rank q's notes to p), NULL where p is not mapped. */
+typedef struct {
+    int nranks, rank;
+    CclNoteSlot **inbox;
+} CclNotes;
+int ccl__note_send(CclNotes *n, int to, int lane, const void *note, size_t bytes);
+int ccl__note_take(CclNotes *n, int from, int lane, void *note, size_t bytes);
 
 enum { CCL__ERR_LEN = 8192 };
 
@@ -458,6 +471,7 @@ struct ccl_comm {
     /* The comm's own bootstrap (mailbox.c) and its operations so far (ccl_comm_split),
      * the same count on every rank. */
     CclMailboxes *mbox;              /* NULL on a comm of several nodes (no host spans them) */
+    CclNotes *notes;                 /* the notes in mbox (base.h); NULL without it */
     /* A comm of several nodes: the same for ccl_comm_split only, its node's mailboxes
      * mapped, the other nodes' ranks reached through the transport (mailbox.c). */
     CclMailboxes *node_mbox;

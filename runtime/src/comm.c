@@ -372,6 +372,7 @@ static ccl_result_t comm_create_body(ccl_comm_t **out, const ccl_bootstrap_t *bo
     int made = r == CCL_OK && (r = be->comm_init(c, &checked)) == CCL_OK;
     if (made && c->nnodes == 1 && (r = ccl__mbox_open(c, &checked, &c->mbox)) != CCL_OK)
         be->comm_fini(c);
+    c->notes = ccl__mbox_notes(c->mbox);
     if (r != CCL_OK) {
         ccl__mbox_close(c->node_mbox);
         c->node_mbox = NULL;
@@ -853,6 +854,7 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t *comm)
     }
     ccl__mbox_leave(comm->mbox); /* this rank's process may go now: no failure to its peers */
     ccl__mbox_leave(comm->node_mbox); /* (and a split waiting for it gives up at once) */
+    comm->notes = NULL;
     ccl__mbox_close(comm->mbox);
     ccl__mbox_close(comm->node_mbox);
     comm->be->comm_fini(comm);

@@ -100,6 +100,8 @@ void ccl__tune_note(ccl_comm_t *comm, Collective coll, size_t bytes, const ccl_a
  * rank (comm->rank, nranks set). On failure the message is set, nothing is left. */
 ccl_result_t ccl__mbox_open(ccl_comm_t *comm, const ccl_bootstrap_t *boot, CclMailboxes **out);
 void ccl__mbox_close(CclMailboxes *m);
+/* The note slots of m's mailboxes (base.h), for comm->notes; NULL for NULL. */
+CclNotes *ccl__mbox_notes(CclMailboxes *m);
 /* A bootstrap among `members` (comm ranks, in the new rank order; this rank is
  * members[me]) over the mailboxes, for one operation of the comm numbered `epoch`
  * (every member the same, every operation a new one); sb must outlive boot. */

@@ -42,13 +42,6 @@
 
 enum { MBOX_SLOT = 4096 };
 
-/* A note from one rank to another (ccl__note_send): `sent` notes were posted, `taken` of
- * them taken; the data are the latest one's, valid while sent != taken. */
-typedef struct {
-    _Atomic uint64_t sent, taken;
-    char data[CCL__NOTE_BYTES];
-} MboxNote;
-
 typedef struct {
     _Atomic uint64_t posted, done;   /* (epoch << 32 | exchange) of the last write, read */
     _Atomic uint64_t failed;         /* an epoch this rank gave up in (0: none) */
@@ -58,8 +51,8 @@ typedef struct {
     _Atomic uint64_t left;
     char pad[24];
     char data[MBOX_SLOT];
-    /* notes[q][lane]: rank q's notes to this mailbox's rank (ccl__note_send). */
-    MboxNote notes[CCL__NOTE_RANKS][CCL__NOTE_LANES];
+    /* Rank q's notes to this mailbox's rank (base.h, notes.c): q * CCL__NOTE_LANES + lane. */
+    CclNoteSlot notes[CCL__NOTE_RANKS * CCL__NOTE_LANES];
 } Mailbox;
 
 struct CclMailboxes {
@@ -72,6 +65,8 @@ struct CclMailboxes {
     Mailbox **box;                   /* box[p]: rank p's, mapped here */
     int shm;                         /* box[p] are shm mappings (processes) */
     int64_t *pids;                   /* pids[p]: rank p's process, from the first exchange */
+    CclNotes notes;                  /* over box[p]'s note slots (ccl__mbox_notes) */
+    CclNoteSlot **inbox;
 };
 
 typedef struct {
@@ -96,6 +91,7 @@ void ccl__mbox_close(CclMailboxes *m)
     unmap_all(m);
     free(m->box);
     free(m->pids);
+    free(m->inbox);
     free(m);
 }
 
@@ -129,7 +125,7 @@ ccl_result_t ccl__mbox_open(ccl_comm_t *comm, const ccl_bootstrap_t *boot, CclMa
     CclMailboxes *m = calloc(1, sizeof *m);
     MboxHello *all = calloc((size_t)n, sizeof *all);
     if (!m || !(m->box = calloc((size_t)n, sizeof *m->box)) || !(m->pids = calloc((size_t)n, sizeof *m->pids)) ||
-        !all) {
+        !(m->inbox = calloc((size_t)n, sizeof *m->inbox)) || !all) {
         free(all);
         ccl__mbox_close(m);
         return ccl__set_error(comm, CCL_ERR_OUT_OF_MEMORY, "out of memory");
@@ -232,42 +228,14 @@ int ccl__mbox_has_processes(const CclMailboxes *m)
     return m->shm;
 }
 
-/* The note slot from rank `from` to rank `to` on `lane`, or NULL where notes do not go. */
-static MboxNote *note_slot(const CclMailboxes *m, int from, int to, int lane, size_t bytes)
+CclNotes *ccl__mbox_notes(CclMailboxes *m)
 {
-    if (!m || from < 0 || to < 0 || from >= m->nranks || to >= m->nranks || from >= CCL__NOTE_RANKS ||
-        lane < 0 || lane >= CCL__NOTE_LANES || bytes > CCL__NOTE_BYTES || !m->box[to])
+    if (!m)
         return NULL;
-    return &m->box[to]->notes[from][lane];
-}
-
-/* One writer (the sender) and one reader (the receiver) per slot: the sender fills the
- * data only once the receiver has taken the previous note, and publishes them with
- * `sent` (release); the receiver copies them out before it moves `taken` (release). */
-int ccl__note_send(CclMailboxes *m, int to, int lane, const void *note, size_t bytes)
-{
-    MboxNote *n = note_slot(m, m ? m->rank : -1, to, lane, bytes);
-    if (!n)
-        return -1;
-    uint64_t sent = atomic_load_explicit(&n->sent, memory_order_relaxed);
-    if (atomic_load_explicit(&n->taken, memory_order_acquire) != sent)
-        return 0;
-    memcpy(n->data, note, bytes);
-    atomic_store_explicit(&n->sent, sent + 1, memory_order_release);
-    return 1;
-}
-
-int ccl__note_take(CclMailboxes *m, int from, int lane, void *note, size_t bytes)
-{
-    MboxNote *n = note_slot(m, from, m ? m->rank : -1, lane, bytes);
-    if (!n)
-        return -1;
-    uint64_t sent = atomic_load_explicit(&n->sent, memory_order_acquire);
-    if (atomic_load_explicit(&n->taken, memory_order_relaxed) == sent)
-        return 0;
-    memcpy(note, n->data, bytes);
-    atomic_store_explicit(&n->taken, sent, memory_order_release);
-    return 1;
+    for (int p = 0; p < m->nranks; p++)
+        m->inbox[p] = m->box[p] ? m->box[p]->notes : NULL;
+    m->notes = (CclNotes){.nranks = m->nranks, .rank = m->rank, .inbox = m->inbox};
+    return &m->notes;
 }
 
 int ccl__mbox_dead_peer(const CclMailboxes *m, int64_t *pid)

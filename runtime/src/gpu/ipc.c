@@ -138,7 +138,7 @@ static void serve_ask(ccl_comm_t *comm, GpuComm *g, int p)
 {
     IpcPeer *q = &g->ipc->peer[p];
     IpcAsk ask;
-    if (ccl__note_take(comm->mbox, p, IPC_LANE_ASK, &ask, sizeof ask) != 1)
+    if (ccl__note_take(comm->notes, p, IPC_LANE_ASK, &ask, sizeof ask) != 1)
         return;
     if (ask.retire)
         drop_import(q, ask.retire);
@@ -149,7 +149,7 @@ static void serve_ask(ccl_comm_t *comm, GpuComm *g, int p)
         q->in[q->nin++] = (IpcImport){.key = ask.key, .va = va};
         a.word = (uint64_t)va - (uint64_t)(uintptr_t)comm->heap_base[p];
     }
-    if (ccl__note_send(comm->mbox, p, IPC_LANE_ANSWER, &a, sizeof a) != 1)
+    if (ccl__note_send(comm->notes, p, IPC_LANE_ANSWER, &a, sizeof a) != 1)
         CCL__TRACE(comm->rank, "point-to-point IPC: the answer to rank %d's allocation %u was not sent", p, ask.key);
     CCL__TRACE(comm->rank, "point-to-point IPC: rank %d's allocation %u (%llu bytes) %s%s", p, ask.key,
                (unsigned long long)ask.bytes, a.result == CUDA_SUCCESS ? "mapped" : "not mapped: ",
@@ -161,7 +161,7 @@ static void take_answer(ccl_comm_t *comm, GpuComm *g, int p)
 {
     IpcPeer *q = &g->ipc->peer[p];
     IpcAnswer a;
-    if (ccl__note_take(comm->mbox, p, IPC_LANE_ANSWER, &a, sizeof a) != 1)
+    if (ccl__note_take(comm->notes, p, IPC_LANE_ANSWER, &a, sizeof a) != 1)
         return;
     q->asking = 0;
     for (int i = 0; i < q->nout; i++)
@@ -176,7 +176,7 @@ static void take_answer(ccl_comm_t *comm, GpuComm *g, int p)
 
 void ccl__gpu_ipc_serve(ccl_comm_t *comm, GpuComm *g)
 {
-    if (!g->ipc || !comm->mbox)
+    if (!g->ipc || !comm->notes)
         return;
     for (int p = 0; p < comm->nranks; p++)
         if (p != comm->rank) {
@@ -196,7 +196,7 @@ static void ask_export(ccl_comm_t *comm, IpcPeer *q, int p, int slot, CUdevicept
     IpcExport e = {.buffer_id = id, .base = base, .bytes = bytes, .key = ask.key, .state = EXPORT_ASKED};
     if (ccl__cu.IpcGetMemHandle(&ask.handle, base) != CUDA_SUCCESS)
         e.state = EXPORT_REFUSED;
-    else if (ccl__note_send(comm->mbox, p, IPC_LANE_ASK, &ask, sizeof ask) != 1)
+    else if (ccl__note_send(comm->notes, p, IPC_LANE_ASK, &ask, sizeof ask) != 1)
         return;
     else
         q->keys++, q->asking = 1;
@@ -208,7 +208,7 @@ static void ask_export(ccl_comm_t *comm, IpcPeer *q, int p, int slot, CUdevicept
 uint64_t ccl__gpu_ipc_direct(ccl_comm_t *comm, GpuComm *g, int p, const void *buf, size_t bytes)
 {
     GpuIpc *x = g->ipc;
-    if (!x || !comm->mbox || p == comm->rank || g->pids[p] == g->pids[comm->rank])
+    if (!x || !comm->notes || p == comm->rank || g->pids[p] == g->pids[comm->rank])
         return CCL_P2P_NO_DIRECT;
     /* The allocation (the IPC handle maps all of it) and whether IPC can export it. */
     CUdeviceptr at = (CUdeviceptr)(uintptr_t)buf, base = 0;
