@@ -929,7 +929,7 @@ void ccl__gpu_make_current(const ccl_comm_t *comm)
  * on up to 4 ranks, where the messages through the slots beat the program, which stages
  * the recvbuf (docs/perf/x2-exchange); from 16 MB on 2 ranks in two processes, whose
  * messages go straight into the recvbuf once the sender has mapped it (gpu/ipc.c:
- * 0.87x the program's time at 16 MB on 2x H200, 1.18x at 4 MB; docs/perf/x2-ipc). Every
+ * 0.87x the program's time at 16 MB on 2x H200, 1.18x at 4 MB; docs/perf/ipc). Every
  * rank knows alike whether any rank is another process. */
 static size_t gpu_alltoall_p2p_min(const ccl_comm_t *comm)
 {
