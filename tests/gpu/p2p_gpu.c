@@ -38,6 +38,7 @@
 #include "gpu/driver.h"
 #include "gpu/gpu.h"
 #include "internal.h"
+#include "p2p_pattern.h"
 
 enum { MAXN = 8, ROUNDS = 5, GUARD = 64, POISON = 0xEE };
 
@@ -54,16 +55,6 @@ static int failures;
 static int32_t val(int tag, int q, int p, size_t i)
 {
     return (int32_t)(tag * 1000003 + q * 10007 + p * 101 + (int)(i % 9973));
-}
-
-/* Byte i of message `tag` from rank q: no short period, so a byte out of place shows. */
-static unsigned char pat(int tag, int q, size_t i)
-{
-    uint32_t x = (uint32_t)i * 0x9E3779B1u + (uint32_t)tag * 0x85EBCA77u + (uint32_t)q * 0xC2B2AE3Du;
-    x ^= x >> 15;
-    x *= 0x2C1B3C6Du;
-    x ^= x >> 13;
-    return (unsigned char)(x ^ (x >> 8) ^ (x >> 16));
 }
 
 /* A message's device buffer and its host image. */

@@ -27,6 +27,7 @@
 #include "gpu/driver.h"
 #include "gpu/gpu.h"
 #include "internal.h"
+#include "p2p_pattern.h"
 
 enum { GUARD = 64, POISON = 0xEE, ROUNDS = 4 };
 
@@ -41,16 +42,6 @@ static ccl_bootstrap_t boot;
         fflush(stdout);                                \
         failures++;                                    \
     } while (0)
-
-/* Byte i of message `tag` from rank q: no short period, so a byte out of place shows. */
-static unsigned char pat(int tag, int q, size_t i)
-{
-    uint32_t x = (uint32_t)i * 0x9E3779B1u + (uint32_t)tag * 0x85EBCA77u + (uint32_t)q * 0xC2B2AE3Du;
-    x ^= x >> 15;
-    x *= 0x2C1B3C6Du;
-    x ^= x >> 13;
-    return (unsigned char)(x ^ (x >> 8) ^ (x >> 16));
-}
 
 /* A cuMemAlloc buffer of `bytes` whose message lies at `at`. */
 typedef struct {
