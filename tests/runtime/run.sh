@@ -15,7 +15,8 @@
 #   K. host buffers larger than a 3 MiB heap: every algorithm runs in pieces, in and
 #      out of place (and four under mpirun); heap buffers in pieces (reduce_scatter);
 #   E. mpirun -np 4 (one process per rank, shm heaps): every algorithm admitting 4;
-#   F. the C tests (API misuse, timeouts, dead peers, dtype rounding) and examples;
+#   F. the C tests (API misuse, timeouts, dead peers, dtype rounding, notes between ranks)
+#      and examples;
 #   G. tests/runtime/*.ccl: instances x slices x several blocks with barriers;
 #   J. faults: a rank killed mid-run, a rank that never joins (cclc run, processes);
 #   I. back to back: every algorithm (and a copy with `instances 4`) enqueues 48 calls
