@@ -35,7 +35,10 @@ extern const char ccl__p2p_cu[];
 /* Threads per block (fewer where the channels' blocks would not all fit at once), slots
  * of a lane, and the blocks of a channel: at most P2P_MAX_BLOCKS; a send that may go
  * directly into its receiver's buffer one per P2P_DIRECT_BYTES_PER_BLOCK (NVLink needs
- * 16 to 32 blocks writing for its full rate); otherwise a block per lane its longest
+ * 16 to 32 blocks writing for its full rate), and from P2P_WIDE_MIN bytes, in a launch
+ * of at most two channels, P2P_WIDE_BLOCKS (on 2x H200 a ring's 16 MB-1 GB took
+ * 0.98-0.99x the time with 64 blocks, 1.05x with 48 or 128: docs/perf/ipc, section 6);
+ * otherwise a block per lane its longest
  * message uses. A receive past ll_max offers its buffer at P2P_DIRECT_MIN bytes and
  * more: below, the sender's wait for the offer costs more than the copy out of the
  * slots (on 2x H200, 32 KB took 10.2 us so against 9.1, 64 KB 11.0 against 9.6). Messages
@@ -45,6 +48,8 @@ enum {
     P2P_THREADS = 512,
     P2P_SLOTS = 4,
     P2P_MAX_BLOCKS = 32,
+    P2P_WIDE_BLOCKS = 64,
+    P2P_WIDE_MIN = 16 << 20,
     P2P_DIRECT_MIN = 128 << 10,
     P2P_DIRECT_BYTES_PER_BLOCK = 16 << 10,
     P2P_CHUNK_MIN = 4 << 10,
@@ -119,7 +124,8 @@ static uint64_t message_chunk(uint64_t bytes, const P2pLayout *l)
 /* The blocks a call's channel can use for it: one for a receive the sender writes
  * directly; a block per lane for LL lines and copies through the slots; and a send
  * that may write its receiver's buffer directly (it learns that in the kernel) one per
- * P2P_DIRECT_BYTES_PER_BLOCK (the caller caps them all). */
+ * P2P_DIRECT_BYTES_PER_BLOCK, at most P2P_MAX_BLOCKS, or P2P_WIDE_BLOCKS from
+ * P2P_WIDE_MIN bytes (the caller caps them all). */
 static uint64_t call_blocks(const CclP2pGpuCall *c, const P2pLayout *l)
 {
     if (c->bytes <= l->ll_max)
@@ -128,6 +134,8 @@ static uint64_t call_blocks(const CclP2pGpuCall *c, const P2pLayout *l)
         return 1;
     if (c->kind == 0 && c->bytes >= P2P_DIRECT_MIN) {
         uint64_t d = (c->bytes + P2P_DIRECT_BYTES_PER_BLOCK - 1) / P2P_DIRECT_BYTES_PER_BLOCK;
+        uint64_t most = c->bytes >= P2P_WIDE_MIN ? P2P_WIDE_BLOCKS : P2P_MAX_BLOCKS;
+        d = d < most ? d : most;
         return d > c->lanes ? d : c->lanes;
     }
     return c->lanes;
@@ -165,7 +173,7 @@ typedef struct GpuP2p {
     /* A v call's own segment, copied on the comm's side stream beside the messages:
      * `forked` once its source is ready on the call's stream, `copied` once done. */
     CUevent forked, copied;
-    int max_blocks;             /* blocks of a channel at most: P2P_MAX_BLOCKS, or CCL_GPU_P2P_BLOCKS */
+    int max_blocks;             /* blocks of a channel at most: CCL_GPU_P2P_BLOCKS, else 0 (call_blocks') */
     /* The kernel's parameter (about 10 KB), filled per launch: a comm's hooks never run
      * at once, and the driver copies it at the launch. */
     CclP2pGpuArgs args;
@@ -238,7 +246,7 @@ void ccl__gpu_p2p_open(ccl_comm_t *comm, GpuComm *g)
     /* A tuning knob until the tuner owns it; each rank's own (the ranks need not agree). */
     const char *knob = getenv("CCL_GPU_P2P_BLOCKS");
     int kb = knob ? atoi(knob) : 0;
-    p->max_blocks = kb >= 1 && kb <= 128 ? kb : P2P_MAX_BLOCKS;
+    p->max_blocks = kb >= 1 && kb <= 128 ? kb : 0;
     double t0 = ccl__now_ms();
     load_module(comm, g, p);
     ccl__gpu_ipc_open(comm, g);
@@ -454,8 +462,10 @@ ccl_result_t ccl__gpu_p2p_run(const CclP2pCall *call)
                               "per channel on each of the %d rank(s) using GPU %d, and only %ld fit at once, which the "
                               "waits between them need: use smaller groups", comm->rank, n, nch, g->ncolocated,
                               comm->device, fit);
-    long most = per_rank / nch;
-    most = most < 1 ? 1 : most > p->max_blocks ? p->max_blocks : most;
+    /* Wide sends were measured with one channel each way (a ring); more channels keep
+     * P2P_MAX_BLOCKS each until measured. */
+    long most = per_rank / nch, cap = p->max_blocks ? p->max_blocks : nch <= 2 ? P2P_WIDE_BLOCKS : P2P_MAX_BLOCKS;
+    most = most < 1 ? 1 : most > cap ? cap : most;
     uint64_t grid = 0;
     for (int i = 0, ch = -1; i < n; i++) {
         CclP2pGpuCall *c = &a->call[i];
