@@ -29,7 +29,19 @@
  * room). Memory IPC cannot export (cuMemCreate, stream-ordered pools:
  * CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE 0) and allocations a sender failed to
  * open go through the slots, remembered. CCL_GPU_P2P_IPC=0 turns this off (each rank's
- * own choice: a receiver that offers nothing gets copies). */
+ * own choice: a receiver that offers nothing gets copies).
+ *
+ * Freeing: CUDA calls freeing an exported allocation while another process still has
+ * it open undefined. A mapping here is only ever written for a receive that is live
+ * (posted by a running kernel of its owner), so a freed allocation's old mapping is
+ * never written; what the driver does with the freed memory meanwhile is its own
+ * (tests/gpu/p2p_ipc_gpu.c's `again` frees a mapped receive allocation, allocates
+ * again and checks every byte: it passed on 2x and 4x H200; whether the memory returns
+ * to the GPU before the mapping closes was not measured). Frameworks free their cached
+ * segments rarely (torch: empty_cache, or an
+ * allocation that failed); a hook on the allocator's segment frees, closing the
+ * mapping first (as torch's NCCL process group deregisters its buffers), is not
+ * there yet. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
