@@ -38,10 +38,9 @@
  * (tests/gpu/p2p_ipc_gpu.c's `again` frees a mapped receive allocation, allocates
  * again and checks every byte: it passed on 2x and 4x H200; whether the memory returns
  * to the GPU before the mapping closes was not measured). Frameworks free their cached
- * segments rarely (torch: empty_cache, or an
- * allocation that failed); a hook on the allocator's segment frees, closing the
- * mapping first (as torch's NCCL process group deregisters its buffers), is not
- * there yet. */
+ * segments rarely (torch: empty_cache, or an allocation that failed); a hook on the
+ * allocator's segment frees, closing the mapping first (as torch's NCCL process group
+ * deregisters its buffers), is not there yet. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
