@@ -199,7 +199,7 @@ static void test_builtin(void)
         {4, COLL_ALLTOALL, 16 << 20, "alltoall/direct.ccl", 32},    {2, COLL_BROADCAST, 16 << 20, "broadcast/tree.ccl", 64},
         {2, COLL_BROADCAST, 64 << 20, "broadcast/direct.ccl", 64},    {4, COLL_BROADCAST, 64 << 20, "broadcast/twostep.ccl", 40},
         {4, COLL_BROADCAST, (size_t)1 << 30, "broadcast/chain.ccl", 64},
-        {4, COLL_REDUCE, 16384, "reduce/direct_ll.ccl", 4},        {4, COLL_REDUCE, 256 << 20, "reduce/chain.ccl", 32},
+        {4, COLL_REDUCE, 16384, "reduce/direct_ll.ccl", 4},        {4, COLL_REDUCE, 256 << 20, "reduce/chain.ccl", 64},
         {4, COLL_REDUCE, (size_t)1 << 30, "reduce/chain.ccl", 64},        {4, COLL_REDUCE, 32 << 20, "reduce/pull.ccl", 32},
         {4, COLL_REDUCE, 4 << 20, "reduce/pull.ccl", 32},          {4, COLL_REDUCE, 16 << 20, "reduce/pull.ccl", 32},
         {4, COLL_BROADCAST, 8 << 20, "broadcast/twostep.ccl", 32}, {4, COLL_BROADCAST, 1 << 20, "broadcast/tree.ccl", 32},
@@ -217,6 +217,9 @@ static void test_builtin(void)
         {2, COLL_ALLGATHERV, 64 << 10, "allgatherv/direct_ll.ccl", 16},
         {2, COLL_ALLGATHERV, (size_t)1 << 30, "allgatherv/direct.ccl", 64},
         {4, COLL_ALLGATHERV, 64 << 10, "allgatherv/direct.ccl", 8},
+        /* 4x H200 (docs/perf/ipc, section 5): small allgatherv on direct, alltoallv's row. */
+        {4, COLL_ALLGATHERV, 1024, "allgatherv/direct.ccl", 1},     {4, COLL_ALLGATHERV, 16 << 10, "allgatherv/direct.ccl", 1},
+        {4, COLL_ALLTOALLV, 0, "alltoallv/direct_own.ccl", 32},
         {4, COLL_ALLGATHERV, (size_t)1 << 30, "allgatherv/ring.ccl", 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
