@@ -76,7 +76,6 @@ typedef enum { EXPORT_ASKED, EXPORT_MAPPED, EXPORT_REFUSED } ExportState;
 typedef struct {
     unsigned long long buffer_id;
     CUdeviceptr base;
-    size_t bytes;
     uint32_t key;
     ExportState state;
     uint64_t word;                   /* MAPPED: the answer's word */
@@ -204,7 +203,7 @@ static void ask_export(ccl_comm_t *comm, IpcPeer *q, int p, int slot, CUdevicept
     IpcAsk ask = {.key = q->keys + 1, .bytes = bytes};
     if (slot < q->nout)
         ask.retire = q->out[slot].state == EXPORT_MAPPED ? q->out[slot].key : 0;
-    IpcExport e = {.buffer_id = id, .base = base, .bytes = bytes, .key = ask.key, .state = EXPORT_ASKED};
+    IpcExport e = {.buffer_id = id, .base = base, .key = ask.key, .state = EXPORT_ASKED};
     if (ccl__cu.IpcGetMemHandle(&ask.handle, base) != CUDA_SUCCESS)
         e.state = EXPORT_REFUSED;
     else if (ccl__note_send(comm->notes, p, IPC_LANE_ASK, &ask, sizeof ask) != 1)

@@ -38,12 +38,12 @@ extern const char ccl__p2p_cu[];
  * 16 to 32 blocks writing for its full rate), and from P2P_WIDE_MIN bytes, in a launch
  * of at most two channels, P2P_WIDE_BLOCKS (on 2x H200 a ring's 16 MB-1 GB took
  * 0.98-0.99x the time with 64 blocks, 1.05x with 48 or 128: docs/perf/ipc, section 6);
- * otherwise a block per lane its longest
- * message uses. A receive past ll_max offers its buffer at P2P_DIRECT_MIN bytes and
- * more: below, the sender's wait for the offer costs more than the copy out of the
- * slots (on 2x H200, 32 KB took 10.2 us so against 9.1, 64 KB 11.0 against 9.6). Messages
- * shorter than a row of lanes go in chunks of a multiple of P2P_CHUNK_MIN. A failure's
- * message names the v call of one of the latest P2P_VSEQS launches (GpuP2p.vseq). */
+ * otherwise a block per lane its longest message uses. A receive past ll_max offers
+ * its buffer at P2P_DIRECT_MIN bytes and more: below, the sender's wait for the offer
+ * costs more than the copy out of the slots (on 2x H200, 32 KB took 10.2 us so against
+ * 9.1, 64 KB 11.0 against 9.6). Messages shorter than a row of lanes go in chunks of a
+ * multiple of P2P_CHUNK_MIN. A failure's message names the v call of one of the latest
+ * P2P_VSEQS launches (GpuP2p.vseq). */
 enum {
     P2P_THREADS = 512,
     P2P_SLOTS = 4,
